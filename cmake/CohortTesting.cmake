@@ -1,0 +1,74 @@
+# Test registration helpers. MPI tests are launched through FindMPI's MPIEXEC_* variables, so a
+# site with srun or another launcher only changes the cache, not the tests.
+
+set(COHORT_TEST_TIMEOUT 120 CACHE STRING "Default ctest timeout per test, seconds")
+set(COHORT_MPIEXEC_FLAGS --oversubscribe CACHE STRING "Extra flags for MPIEXEC_EXECUTABLE in tests")
+
+# Environment for every MPI test: more ranks than cores must not starve each other.
+set(COHORT_TEST_ENV OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+execute_process(COMMAND id -u OUTPUT_VARIABLE cohort_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(cohort_uid STREQUAL "0")
+  list(APPEND COHORT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+endif()
+
+# The command prefix that runs `np` ranks.
+function(cohort_mpiexec out np)
+  set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${COHORT_MPIEXEC_FLAGS}
+      ${MPIEXEC_PREFLAGS} PARENT_SCOPE)
+endfunction()
+
+# cohort_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...])
+# A serial doctest executable, run once.
+function(cohort_add_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} cohort_test_main)
+  cohort_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${COHORT_TEST_TIMEOUT} LABELS "unit;${T_LABELS}"
+    ENVIRONMENT "${COHORT_TEST_ENV}")
+endfunction()
+
+# cohort_add_mpi_test(NAME SOURCES ... NP 1 2 3 4 [LIBS ...] [LABELS ...] [TIMEOUT s])
+# A doctest executable built on tests/support/mpi_test.h, run once per rank count.
+function(cohort_add_mpi_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;NP;ARGS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT ${COHORT_TEST_TIMEOUT})
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} cohort_test_mpi_main)
+  cohort_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
+  foreach(np IN LISTS T_NP)
+    cohort_mpiexec(launcher ${np})
+    add_test(NAME ${name}.np${np} COMMAND ${launcher} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    set_tests_properties(${name}.np${np} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS 2
+      LABELS "mpi;${T_LABELS}" ENVIRONMENT "${COHORT_TEST_ENV}")
+  endforeach()
+endfunction()
+
+# cohort_add_run_test(NAME name NP n [EXPECT_FAIL] [REGEX re ...] [NOT_REGEX re] [TIMEOUT s]
+#                     [ENV VAR=value ...] COMMAND exe args...)
+# Runs a program under mpiexec (NP 0: without it) and checks its exit status and output: with
+# EXPECT_FAIL it must exit non-zero, else zero; every REGEX must match the combined output.
+function(cohort_add_run_test)
+  cmake_parse_arguments(T "EXPECT_FAIL" "NAME;NP;TIMEOUT;EXIT_CODE" "REGEX;NOT_REGEX;COMMAND;LABELS;ENV" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT ${COHORT_TEST_TIMEOUT})
+  endif()
+  set(launcher "")
+  if(T_NP)
+    cohort_mpiexec(launcher ${T_NP})
+  endif()
+  string(REPLACE ";" "\\;" regex "${T_REGEX}")
+  string(REPLACE ";" "\\;" not_regex "${T_NOT_REGEX}")
+  string(REPLACE ";" "\\;" command "${launcher};${T_COMMAND}")
+  add_test(NAME ${T_NAME} COMMAND ${CMAKE_COMMAND}
+    "-DCOMMAND=${command}" "-DREGEX=${regex}" "-DNOT_REGEX=${not_regex}"
+    "-DEXPECT_FAIL=${T_EXPECT_FAIL}" "-DEXIT_CODE=${T_EXIT_CODE}"
+    -P ${PROJECT_SOURCE_DIR}/cmake/CohortRunCheck.cmake)
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS 2
+    LABELS "run;${T_LABELS}" ENVIRONMENT "${COHORT_TEST_ENV};${T_ENV}")
+endfunction()

@@ -1,0 +1,72 @@
+#include "cohort/mpi/comm.h"
+
+#include <utility>
+
+#include "cohort/mpi/environment.h"
+
+namespace cohort::mpi {
+
+Comm Comm::world() { return Comm(MPI_COMM_WORLD, false); }
+Comm Comm::self() { return Comm(MPI_COMM_SELF, false); }
+
+Comm Comm::adopt(MPI_Comm handle) {
+  if (handle == MPI_COMM_WORLD || handle == MPI_COMM_SELF)
+    throw InvalidArgument("Comm::adopt: WORLD and SELF are borrowed, never owned");
+  if (handle != MPI_COMM_NULL) COHORT_MPI_CALL(MPI_Comm_set_errhandler(handle, MPI_ERRORS_RETURN));
+  return Comm(handle, handle != MPI_COMM_NULL);
+}
+
+Comm::Comm(Comm&& other) noexcept
+    : handle_(std::exchange(other.handle_, MPI_COMM_NULL)), owned_(std::exchange(other.owned_, false)) {}
+
+Comm& Comm::operator=(Comm&& other) noexcept {
+  if (this != &other) {
+    release();
+    handle_ = std::exchange(other.handle_, MPI_COMM_NULL);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+Comm::~Comm() { release(); }
+
+void Comm::release() noexcept {
+  // After MPI_Finalize the handle is gone already; freeing it then is an error.
+  if (owned_ && handle_ != MPI_COMM_NULL && Environment::active()) MPI_Comm_free(&handle_);
+  handle_ = MPI_COMM_NULL;
+  owned_ = false;
+}
+
+int Comm::rank() const {
+  int r = 0;
+  COHORT_MPI_CALL(MPI_Comm_rank(handle_, &r));
+  return r;
+}
+
+int Comm::size() const {
+  int s = 0;
+  COHORT_MPI_CALL(MPI_Comm_size(handle_, &s));
+  return s;
+}
+
+Comm Comm::split(int color, int key) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  COHORT_MPI_CALL(MPI_Comm_split(handle_, color, key, &out));
+  return adopt(out);
+}
+
+Comm Comm::split_shared() const {
+  MPI_Comm out = MPI_COMM_NULL;
+  COHORT_MPI_CALL(MPI_Comm_split_type(handle_, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &out));
+  return adopt(out);
+}
+
+Comm Comm::dup() const {
+  MPI_Comm out = MPI_COMM_NULL;
+  COHORT_MPI_CALL(MPI_Comm_dup(handle_, &out));
+  return adopt(out);
+}
+
+void Comm::barrier() const { COHORT_MPI_CALL(MPI_Barrier(handle_)); }
+
+}  // namespace cohort::mpi

@@ -1,0 +1,39 @@
+#include "cohort/mpi/environment.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "cohort/mpi/error.h"
+
+namespace cohort::mpi {
+
+Environment::Environment(int& argc, char**& argv) {
+  if (active()) return;  // someone else (a test harness) owns the library
+  int provided = 0;
+  COHORT_MPI_CALL(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+  owns_ = true;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  if (provided < MPI_THREAD_FUNNELED)
+    throw Error("MPI_Init_thread granted thread level " + std::to_string(provided) +
+                ", Cohort needs MPI_THREAD_FUNNELED");
+}
+
+Environment::~Environment() {
+  if (owns_ && active()) MPI_Finalize();
+}
+
+bool Environment::active() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+void Environment::abort(int code) {
+  if (active()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace cohort::mpi

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README command 1: set up, build, and run the main job: 8 ranks training on Fashion-MNIST.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+. scripts/mpi_env.sh
+exec mpirun -np 8 build/bin/train "$@"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Cohort needs (only those missing) and builds it into build/.
+# Works as root, or through sudo otherwise. Usage: scripts/setup.sh [extra cmake args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config
+  openmpi-bin libopenmpi-dev        # MPI
+  libeigen3-dev                     # tensors and GEMM
+  libboost-dev libboost-program-options-dev  # flags; Boost.CRC for checksums
+  doctest-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist             # the default training data
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j "$jobs"

@@ -1,0 +1,32 @@
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include "cohort/mpi/comm.h"
+#include "cohort/mpi/environment.h"
+#include "support/mpi_test.h"
+
+namespace cohort::test {
+
+void run_on_ranks(int nranks, void (*body)(const mpi::Comm&)) {
+  const mpi::Comm world = mpi::Comm::world();
+  if (world.size() < nranks) {
+    MESSAGE("skipped: needs " << nranks << " ranks, the world has " << world.size());
+    return;
+  }
+  const int rank = world.rank();
+  const mpi::Comm comm = world.split(rank < nranks ? 0 : MPI_UNDEFINED, rank);
+  if (!comm.is_null()) body(comm);
+}
+
+}  // namespace cohort::test
+
+int main(int argc, char** argv) {
+  cohort::mpi::Environment environment(argc, argv);
+  const cohort::mpi::Comm world = cohort::mpi::Comm::world();
+  doctest::Context context(argc, argv);
+  // Rank 0 reports in full; the others speak only of failures.
+  if (world.rank() != 0) context.setOption("minimal", true);
+  const int failed = context.run() != 0 ? 1 : 0;
+  const int any_failed = world.allreduce(failed, cohort::mpi::Op::kMax);
+  return any_failed;
+}
