@@ -1,0 +1,83 @@
+#pragma once
+// Optimizers over a graph's flat parameter buffer: SGD, Momentum (and Nesterov), Adam, with
+// learning-rate schedules on the global step and gradient clipping by global norm.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+/// The learning rate as a function of the global step.
+struct LearningRateSchedule {
+  enum class Kind { kConstant, kStep, kExponential };
+  Kind kind = Kind::kConstant;
+  double base = 0.01;
+  /// kStep: multiply by decay_rate every decay_steps steps. kExponential:
+  /// base * decay_rate^(step / decay_steps), continuous unless staircase.
+  double decay_rate = 0.1;
+  std::int64_t decay_steps = 1000;
+  bool staircase = false;
+
+  double at(std::int64_t step) const;
+  /// "constant", "step" or "exponential"; anything else is an InvalidArgument.
+  static Kind parse_kind(const std::string& name);
+};
+
+struct OptimizerOptions {
+  std::string name = "sgd";  ///< "sgd", "momentum" or "adam"
+  LearningRateSchedule learning_rate;
+  double momentum = 0.9;     ///< momentum
+  bool nesterov = false;     ///< momentum
+  double beta1 = 0.9;        ///< adam
+  double beta2 = 0.999;      ///< adam
+  double epsilon = 1e-8;     ///< adam
+  double clip_norm = 0.0;    ///< clip gradients to this global L2 norm; 0 disables clipping
+};
+
+/// Turns gradients into parameter updates. Optimizer state (momentum, Adam moments) is local to
+/// the object: in async training every worker keeps its own, which is why any optimizer works
+/// there. Formulas follow TensorFlow's (tf.train.MomentumOptimizer, AdamOptimizer).
+///
+/// Not thread-safe; one optimizer per worker process.
+class Optimizer {
+ public:
+  /// Throws InvalidArgument for an unknown name or out-of-range hyperparameters.
+  static std::unique_ptr<Optimizer> create(const OptimizerOptions& options);
+  virtual ~Optimizer() = default;
+
+  const OptimizerOptions& options() const { return options_; }
+  double learning_rate(std::int64_t step) const { return options_.learning_rate.at(step); }
+
+  /// values += update(grads): the in-place update at global step `step`.
+  void apply(std::span<float> values, std::span<const float> grads, std::int64_t step);
+
+  /// delta = update(grads), without touching values: what apply() would add. The optimizer's
+  /// state advances exactly as apply() would advance it. Async workers push this delta.
+  void compute_delta(std::span<const float> grads, std::int64_t step, std::span<float> delta);
+
+  /// Global L2 norm of the last gradients seen (before clipping).
+  double last_gradient_norm() const { return last_norm_; }
+
+  /// Named state buffers (e.g. "momentum", "adam_m"), each as long as the parameters, for
+  /// checkpoints. Empty for plain SGD.
+  virtual std::vector<std::pair<std::string, std::span<float>>> slots() { return {}; }
+
+ protected:
+  explicit Optimizer(OptimizerOptions options) : options_(std::move(options)) {}
+  /// Writes (accumulate=false) or adds (accumulate=true) the update for `grads`, scaled by
+  /// `grad_scale` (from clipping), into `out`.
+  virtual void update(std::span<const float> grads, float grad_scale, double learning_rate,
+                      std::span<float> out, bool accumulate) = 0;
+
+ private:
+  float clip_scale(std::span<const float> grads);
+  void run(std::span<const float> grads, std::int64_t step, std::span<float> out, bool accumulate);
+
+  OptimizerOptions options_;
+  double last_norm_ = 0.0;
+};
+
+}  // namespace cohort
