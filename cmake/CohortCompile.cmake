@@ -11,8 +11,12 @@ endif()
 function(cohort_target_defaults target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic ${COHORT_ARCH_FLAGS}>
-    # Paths in __FILE__ (flag help, error locations) relative to the source tree.
-    -fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=)
+    # Paths in __FILE__ (flag help, error locations) relative to the source tree, also in headers
+    # reached through the build tree's include/cohort link (GCC tries the last map first).
+    $<$<COMPILE_LANGUAGE:C,CXX>:-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=
+      -fmacro-prefix-map=${COHORT_BUILD_INCLUDE_DIR}/cohort/=>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=
+      -Xcompiler=-fmacro-prefix-map=${COHORT_BUILD_INCLUDE_DIR}/cohort/=>)
   if(COHORT_SANITIZE)
     target_compile_options(${target} PRIVATE
       $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${COHORT_SANITIZE} -fno-omit-frame-pointer>)

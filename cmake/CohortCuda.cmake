@@ -10,6 +10,11 @@ if(NOT cohort_cuda_mode STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
+  # nvcc compiles the host half of .cu files with this compiler: the same one as the .cc files,
+  # so both halves agree on the standard library and ABI.
+  if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER AND NOT DEFINED ENV{CUDAHOSTCXX})
+    set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   set(cohort_cuda_missing "")
@@ -23,7 +28,23 @@ if(NOT cohort_cuda_mode STREQUAL "OFF")
         set(CMAKE_CUDA_ARCHITECTURES 90)
       endif()
     endif()
+    # One shared CUDA runtime per process, the one cuBLAS and cuDNN users load. Set for every
+    # target, not just gpu/: executables linking the static cohort_gpu get the runtime from their
+    # own property, which otherwise defaults to the static one (-lcudart_static).
+    if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
+      set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    endif()
     enable_language(CUDA)
+    # nvcc 12+ accepts -std=c++20, but some CMake versions (3.25, Debian 12's) do not know it and
+    # refuse CUDA_STANDARD 20. Give them the switch newer CMake versions use.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION
+       AND CMAKE_CUDA_COMPILER_ID STREQUAL "NVIDIA"
+       AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_COMPILE_FEATURES cuda_std_20)
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+    endif()
     find_package(CUDAToolkit)
     if(NOT TARGET CUDA::cublas)
       list(APPEND cohort_cuda_missing cuBLAS)
@@ -32,6 +53,12 @@ if(NOT cohort_cuda_mode STREQUAL "OFF")
     find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
     if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
       list(APPEND cohort_cuda_missing cuDNN)
+    elseif(NOT TARGET CUDNN::cudnn)
+      # CMake ships no cuDNN module; this target gives gpu/ the same link style as CUDA::cublas.
+      add_library(CUDNN::cudnn SHARED IMPORTED)
+      set_target_properties(CUDNN::cudnn PROPERTIES
+        IMPORTED_LOCATION "${CUDNN_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
     endif()
   else()
     set(cohort_cuda_missing nvcc)

@@ -62,11 +62,10 @@ function(cohort_add_run_test)
   if(T_NP)
     cohort_mpiexec(launcher ${T_NP})
   endif()
-  string(REPLACE ";" "\\;" regex "${T_REGEX}")
-  string(REPLACE ";" "\\;" not_regex "${T_NOT_REGEX}")
-  string(REPLACE ";" "\\;" command "${launcher};${T_COMMAND}")
+  # Each list travels as one quoted -D argument and the script splits it again; escaping its
+  # semicolons here would keep them from splitting there.
   add_test(NAME ${T_NAME} COMMAND ${CMAKE_COMMAND}
-    "-DCOMMAND=${command}" "-DREGEX=${regex}" "-DNOT_REGEX=${not_regex}"
+    "-DCOMMAND=${launcher};${T_COMMAND}" "-DREGEX=${T_REGEX}" "-DNOT_REGEX=${T_NOT_REGEX}"
     "-DEXPECT_FAIL=${T_EXPECT_FAIL}" "-DEXIT_CODE=${T_EXIT_CODE}"
     -P ${PROJECT_SOURCE_DIR}/cmake/CohortRunCheck.cmake)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS 2

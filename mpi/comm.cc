@@ -1,5 +1,6 @@
 #include "cohort/mpi/comm.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "cohort/mpi/environment.h"
@@ -68,5 +69,36 @@ Comm Comm::dup() const {
 }
 
 void Comm::barrier() const { COHORT_MPI_CALL(MPI_Barrier(handle_)); }
+
+Request Comm::ibarrier() const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  COHORT_MPI_CALL(MPI_Ibarrier(handle_, &request));
+  return Request(request);
+}
+
+std::vector<std::string> Comm::allgather_strings(const std::string& mine) const {
+  const std::vector<std::vector<char>> all =
+      allgatherv(std::span<const char>(mine.data(), mine.size()));
+  std::vector<std::string> out;
+  out.reserve(all.size());
+  for (const std::vector<char>& chars : all) out.emplace_back(chars.begin(), chars.end());
+  return out;
+}
+
+std::string Comm::bcast_string(const std::string& text, int root) const {
+  std::uint64_t length = text.size();
+  bcast(std::span<std::uint64_t>(&length, 1), root);
+  std::string out = rank() == root ? text : std::string(length, '\0');
+  bcast(std::span<char>(out.data(), out.size()), root);
+  return out;
+}
+
+std::optional<MPI_Status> Comm::iprobe(int source, int tag) const {
+  int flag = 0;
+  MPI_Status status;
+  COHORT_MPI_CALL(MPI_Iprobe(source, tag, handle_, &flag, &status));
+  if (!flag) return std::nullopt;
+  return status;
+}
 
 }  // namespace cohort::mpi

@@ -3,11 +3,16 @@
 
 #include <mpi.h>
 
+#include <climits>
+#include <cstddef>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cohort/mpi/datatype.h"
 #include "cohort/mpi/error.h"
+#include "cohort/mpi/request.h"
 
 namespace cohort::mpi {
 
@@ -50,6 +55,9 @@ class Comm {
 
   /// Collective, blocking.
   void barrier() const;
+  /// Collective, non-blocking: the request completes once every rank has entered the barrier.
+  /// Lets a rank wait for the others while sleeping instead of spinning in MPI_Barrier.
+  Request ibarrier() const;
 
   /// Collective, blocking. In place: every rank's `data` becomes the reduction of all of them.
   template <typename T>
@@ -85,6 +93,75 @@ class Comm {
   template <typename T>
   std::vector<T> allgather(const T& mine) const {
     return allgather(std::span<const T>(&mine, 1));
+  }
+  /// Collective, blocking. Like allgather, but each rank may contribute a different number of
+  /// elements; the result holds one vector per rank, in rank order.
+  template <typename T>
+  std::vector<std::vector<T>> allgatherv(std::span<const T> mine) const {
+    const std::vector<int> counts = allgather(count_of(mine.size(), "allgatherv"));
+    std::vector<int> displacements(counts.size());
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      displacements[r] = count_of(total, "allgatherv");
+      total += static_cast<std::size_t>(counts[r]);
+    }
+    std::vector<T> flat(total);
+    COHORT_MPI_CALL(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), datatype<T>(),
+                                   flat.data(), counts.data(), displacements.data(), datatype<T>(),
+                                   handle_));
+    std::vector<std::vector<T>> all(counts.size());
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      const auto first = flat.begin() + displacements[r];
+      all[r].assign(first, first + counts[r]);
+    }
+    return all;
+  }
+  /// Collective, blocking. One string per rank, in rank order.
+  std::vector<std::string> allgather_strings(const std::string& mine) const;
+  /// Collective, blocking. Returns `root`'s `text` on every rank (other ranks' `text` is unused).
+  std::string bcast_string(const std::string& text, int root) const;
+
+  /// Blocking point-to-point send of `data` to `dest` with `tag`.
+  template <typename T>
+  void send(std::span<const T> data, int dest, int tag) const {
+    COHORT_MPI_CALL(MPI_Send(data.data(), count_of(data.size(), "send"), datatype<T>(), dest, tag,
+                             handle_));
+  }
+  /// Blocking receive into `data` (at most data.size() elements) from `source` (or
+  /// MPI_ANY_SOURCE) with `tag` (or MPI_ANY_TAG). Returns the status.
+  template <typename T>
+  MPI_Status recv(std::span<T> data, int source, int tag) const {
+    MPI_Status status;
+    COHORT_MPI_CALL(MPI_Recv(data.data(), count_of(data.size(), "recv"), datatype<T>(), source,
+                             tag, handle_, &status));
+    return status;
+  }
+  /// Non-blocking send; `data` must stay alive and unchanged until the request completes.
+  template <typename T>
+  Request isend(std::span<const T> data, int dest, int tag) const {
+    MPI_Request request = MPI_REQUEST_NULL;
+    COHORT_MPI_CALL(MPI_Isend(data.data(), count_of(data.size(), "isend"), datatype<T>(), dest,
+                              tag, handle_, &request));
+    return Request(request);
+  }
+  /// Non-blocking receive; `data` must stay alive until the request completes or is cancelled.
+  template <typename T>
+  Request irecv(std::span<T> data, int source, int tag) const {
+    MPI_Request request = MPI_REQUEST_NULL;
+    COHORT_MPI_CALL(MPI_Irecv(data.data(), count_of(data.size(), "irecv"), datatype<T>(), source,
+                              tag, handle_, &request));
+    return Request(request);
+  }
+  /// Non-blocking. The status of a message from `source` with `tag` that is waiting to be
+  /// received, if there is one.
+  std::optional<MPI_Status> iprobe(int source, int tag) const;
+
+  /// `n` as an MPI count; throws InvalidArgument naming `what` when it exceeds INT_MAX.
+  static int count_of(std::size_t n, const char* what) {
+    if (n > static_cast<std::size_t>(INT_MAX))
+      throw InvalidArgument(std::string(what) + ": " + std::to_string(n) +
+                            " elements exceed the MPI count limit of " + std::to_string(INT_MAX));
+    return static_cast<int>(n);
   }
 
  private:

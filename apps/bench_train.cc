@@ -1,0 +1,172 @@
+// bench_train: training throughput of the built-in models in one process (forward, backward and
+// an SGD update per step, data preloaded), next to the machine's matrix-product ceiling.
+//
+//   build/bin/bench_train --models=mlp,cnn,small_cnn --threads=1,2 --batch_size=64 --seconds=10
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cohort/core/app.h"
+#include "cohort/core/flags.h"
+#include "cohort/core/graph.h"
+#include "cohort/core/model.h"
+#include "cohort/core/models.h"
+#include "cohort/core/optimizer.h"
+#include "cohort/core/tensor.h"
+#include "cohort/core/threads.h"
+#include "cohort/mpi/error.h"
+
+COHORT_DEFINE_string(models, "mlp,cnn,small_cnn", "comma-separated built-in models to time");
+COHORT_DEFINE_string(threads, "1", "comma-separated intra-op thread counts to time");
+COHORT_DEFINE_int(batch_size, 64, "examples per step");
+COHORT_DEFINE_float(seconds, 5.0, "timed seconds per model and thread count, after warm-up");
+COHORT_DEFINE_int(windows, 5, "timed windows per configuration; the median is reported");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');)
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// PyTorch 1.13.1 (OpenBLAS 0.3.21, OPENBLAS_CORETYPE=SkylakeX), batch 64, same models, measured
+// on the development machine: images/s for 1 and 2 threads.
+const std::map<std::string, std::pair<double, double>> kPyTorch = {
+    {"mlp", {49000, 59000}}, {"cnn", {743, 1166}}, {"small_cnn", {4200, 7800}}};
+
+// GFLOP/s of a 1024^3 single-precision matrix product at the current thread count: the best of
+// several repetitions, as the practical ceiling the ops' products are measured against.
+double gemm_ceiling() {
+  constexpr int kN = 1024;
+  cohort::Matrix a = cohort::Matrix::Random(kN, kN), b = cohort::Matrix::Random(kN, kN), c(kN, kN);
+  c.noalias() = a * b;
+  double best = 0.0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = Clock::now();
+    constexpr int kProducts = 4;
+    for (int i = 0; i < kProducts; ++i) c.noalias() = a * b;
+    best = std::max(best, kProducts * 2.0 * kN * kN * kN / seconds_since(start) / 1e9);
+  }
+  return best;
+}
+
+struct Result {
+  double images_per_second = 0.0;
+  double flops_per_image = 0.0;
+};
+
+Result time_model(const std::string& name, std::int64_t batch_size) {
+  cohort::Graph graph;
+  cohort::Model model = cohort::build_model(name, graph);
+  graph.initialize(1);
+  cohort::OptimizerOptions options;
+  options.name = "sgd";
+  options.learning_rate.base = 0.01;
+  auto optimizer = cohort::Optimizer::create(options);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+
+  // A few distinct preloaded batches, so no step reads exactly the previous one's data.
+  constexpr int kBatches = 8;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  std::uniform_int_distribution<std::int32_t> label(0, model.num_classes() - 1);
+  cohort::Shape shape = model.example_shape();
+  shape.insert(shape.begin(), batch_size);
+  std::vector<cohort::Tensor> images;
+  std::vector<std::vector<std::int32_t>> labels(kBatches);
+  for (int i = 0; i < kBatches; ++i) {
+    images.emplace_back(shape);
+    for (float& x : images.back().span()) x = pixel(rng);
+    for (std::int64_t j = 0; j < batch_size; ++j) labels[i].push_back(label(rng));
+  }
+
+  std::int64_t step = 0;
+  auto run_step = [&] {
+    const int i = static_cast<int>(step % kBatches);
+    cohort::OpContext context;
+    context.seed = static_cast<std::uint64_t>(step);
+    model.train_step(images[i], labels[i], grads, context);
+    optimizer->apply(graph.values(), grads, step);
+    ++step;
+  };
+
+  const double window = FLAGS_seconds / static_cast<double>(FLAGS_windows);
+  for (auto start = Clock::now(); seconds_since(start) < std::max(0.5, window);) run_step();
+  std::vector<double> rates;
+  for (int w = 0; w < FLAGS_windows; ++w) {
+    const std::int64_t first = step;
+    const auto start = Clock::now();
+    do run_step();
+    while (seconds_since(start) < window);
+    rates.push_back(static_cast<double>((step - first) * batch_size) / seconds_since(start));
+  }
+  return {median(rates), model.flops_per_example()};
+}
+
+int Main(int, char**) {
+  if (FLAGS_batch_size < 1) throw cohort::InvalidArgument("--batch_size must be >= 1");
+  if (FLAGS_windows < 1) throw cohort::InvalidArgument("--windows must be >= 1");
+  if (!(FLAGS_seconds > 0)) throw cohort::InvalidArgument("--seconds must be > 0");
+  std::vector<int> thread_counts;
+  for (const std::string& t : split(FLAGS_threads)) {
+    try {
+      thread_counts.push_back(std::stoi(t));
+    } catch (const std::exception&) {
+      throw cohort::InvalidArgument("--threads: \"" + t + "\" is not a number");
+    }
+  }
+  const std::vector<std::string> models = split(FLAGS_models);
+  for (const std::string& name : models) {
+    cohort::Graph probe;
+    cohort::build_model(name, probe);  // an unknown name fails before any timing
+  }
+
+  std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s %8s\n", "model", "threads", "batch",
+              "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "PyTorch", "ratio");
+  for (int threads : thread_counts) {
+    cohort::set_intra_op_threads(threads);
+    const double ceiling = gemm_ceiling();
+    std::printf("# GEMM ceiling, %d thread%s: %.1f GFLOP/s (1024^3 SGEMM)\n", threads,
+                threads == 1 ? "" : "s", ceiling);
+    for (const std::string& name : models) {
+      const Result r = time_model(name, FLAGS_batch_size);
+      const double gflops = r.images_per_second * r.flops_per_image / 1e9;
+      char reference[32] = "-", ratio[32] = "-";
+      if (const auto it = kPyTorch.find(name); it != kPyTorch.end() && threads <= 2) {
+        const double ref = threads == 1 ? it->second.first : it->second.second;
+        std::snprintf(reference, sizeof reference, "%.0f", ref);
+        std::snprintf(ratio, sizeof ratio, "%.2fx", r.images_per_second / ref);
+      }
+      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %7.0f%% %12s %8s\n", name.c_str(), threads,
+                  static_cast<long long>(FLAGS_batch_size), r.images_per_second,
+                  r.flops_per_image / 1e6, gflops, 100.0 * gflops / ceiling, reference, ratio);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }

@@ -1,0 +1,196 @@
+#include "cohort/mpi/comm.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cohort/mpi/request.h"
+#include "support/mpi_test.h"
+
+using cohort::InvalidArgument;
+using cohort::mpi::Comm;
+using cohort::mpi::Op;
+using cohort::mpi::Request;
+
+namespace {
+
+// Runs `body` on 1, 2, ... ranks, up to the size of the world.
+void on_every_size(void (*body)(const Comm&)) {
+  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
+}
+
+constexpr int kTag = 7;
+
+}  // namespace
+
+TEST_CASE("world and self communicators") {
+  const Comm world = Comm::world();
+  CHECK(world.size() >= 1);
+  CHECK(world.rank() >= 0);
+  CHECK(world.rank() < world.size());
+  CHECK(Comm::self().size() == 1);
+  CHECK(Comm::self().rank() == 0);
+}
+
+TEST_CASE("dup, split and split_shared keep ranks consistent") {
+  on_every_size([](const Comm& comm) {
+    const Comm copy = comm.dup();
+    CHECK(copy.size() == comm.size());
+    CHECK(copy.rank() == comm.rank());
+    int result = MPI_IDENT;
+    MPI_Comm_compare(copy.get(), comm.get(), &result);
+    CHECK(result == MPI_CONGRUENT);  // same ranks, own context
+
+    // Even and odd ranks, ordered backwards.
+    const Comm half = comm.split(comm.rank() % 2, -comm.rank());
+    const int members = (comm.size() + (comm.rank() % 2 == 0 ? 1 : 0)) / 2;
+    CHECK(half.size() == members);
+    CHECK(half.rank() == members - 1 - comm.rank() / 2);
+
+    const Comm none = comm.split(comm.rank() == 0 ? MPI_UNDEFINED : 1, 0);
+    CHECK(none.is_null() == (comm.rank() == 0));
+
+    const Comm node = comm.split_shared();  // one machine: everyone
+    CHECK(node.size() == comm.size());
+  });
+}
+
+TEST_CASE("a moved communicator leaves a null one behind") {
+  Comm a = Comm::world().dup();
+  const int size = a.size();
+  Comm b = std::move(a);
+  CHECK(a.is_null());
+  CHECK(b.size() == size);
+  a = std::move(b);
+  CHECK(b.is_null());
+  CHECK(a.size() == size);
+  CHECK_THROWS_AS(Comm::adopt(MPI_COMM_WORLD), InvalidArgument);
+}
+
+TEST_CASE("collectives: allreduce, bcast, allgather, allgatherv, strings") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    CHECK(comm.allreduce(me + 1) == n * (n + 1) / 2);
+    CHECK(comm.allreduce(me, Op::kMax) == n - 1);
+    CHECK(comm.allreduce(static_cast<double>(me), Op::kMin) == 0.0);
+    std::vector<float> v(5, static_cast<float>(me));
+    comm.allreduce(std::span<float>(v));
+    CHECK(v[4] == static_cast<float>(n * (n - 1) / 2));
+
+    std::vector<std::int64_t> b{me == n - 1 ? 42 : 0, me == n - 1 ? -1 : 0};
+    comm.bcast(std::span<std::int64_t>(b), n - 1);
+    CHECK(b == std::vector<std::int64_t>{42, -1});
+
+    const std::vector<int> ranks = comm.allgather(me * 10);
+    REQUIRE(ranks.size() == static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) CHECK(ranks[static_cast<std::size_t>(r)] == r * 10);
+
+    // Rank r contributes r elements of value r.
+    const std::vector<int> mine(static_cast<std::size_t>(me), me);
+    const auto all = comm.allgatherv(std::span<const int>(mine));
+    REQUIRE(all.size() == static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r)
+      CHECK(all[static_cast<std::size_t>(r)] == std::vector<int>(static_cast<std::size_t>(r), r));
+
+    const auto names = comm.allgather_strings(std::string(static_cast<std::size_t>(me), 'x'));
+    for (int r = 0; r < n; ++r)
+      CHECK(names[static_cast<std::size_t>(r)] == std::string(static_cast<std::size_t>(r), 'x'));
+    CHECK(comm.bcast_string(me == 0 ? "from root" : "ignored", 0) == "from root");
+  });
+}
+
+TEST_CASE("send and recv around a ring, blocking and not") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    std::vector<double> out{static_cast<double>(me), 0.5};
+    std::vector<double> in(2, -1.0);
+    Request receive = comm.irecv(std::span<double>(in), left, kTag);
+    CHECK(receive.active());
+    comm.send(std::span<const double>(out), right, kTag);
+    const MPI_Status status = receive.wait();
+    CHECK_FALSE(receive.active());
+    CHECK(status.MPI_SOURCE == left);
+    CHECK(in == std::vector<double>{static_cast<double>(left), 0.5});
+
+    // Non-blocking send, blocking receive, probe first.
+    std::int32_t token = me, got = -1;
+    Request send = comm.isend(std::span<const std::int32_t>(&token, 1), right, kTag + 1);
+    std::optional<MPI_Status> probed;
+    while (!(probed = comm.iprobe(left, kTag + 1))) {
+    }
+    CHECK(probed->MPI_SOURCE == left);
+    comm.recv(std::span<std::int32_t>(&got, 1), MPI_ANY_SOURCE, kTag + 1);
+    CHECK(got == left);
+    send.wait();
+    CHECK_FALSE(comm.iprobe(MPI_ANY_SOURCE, kTag + 1).has_value());
+    comm.barrier();
+  });
+}
+
+TEST_CASE("ibarrier completes only once every rank has entered it") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    if (me < n - 1) {
+      // The last rank has not entered yet: it waits for word from every other rank first.
+      Request barrier = comm.ibarrier();
+      CHECK_FALSE(barrier.test().has_value());
+      const int tested = 1;
+      comm.send(std::span<const int>(&tested, 1), n - 1, kTag + 3);
+      barrier.wait();
+      CHECK_FALSE(barrier.active());
+    } else {
+      for (int r = 0; r < n - 1; ++r) {
+        int tested = 0;
+        comm.recv(std::span<int>(&tested, 1), r, kTag + 3);
+      }
+      comm.ibarrier().wait();
+    }
+  });
+}
+
+TEST_CASE("requests: null, test, cancel, move") {
+  Request null;
+  CHECK_FALSE(null.active());
+  CHECK(null.test().has_value());
+  CHECK_FALSE(null.cancel().has_value());
+  null.wait();
+
+  // A receive nobody will match is cancelled, and then the destructor has nothing to wait for.
+  const Comm self = Comm::self();
+  int value = 0;
+  Request never = self.irecv(std::span<int>(&value, 1), 0, kTag);
+  CHECK_FALSE(never.test().has_value());
+  Request moved = std::move(never);
+  CHECK_FALSE(never.active());
+  CHECK(moved.active());
+  CHECK_FALSE(moved.cancel().has_value());
+  CHECK_FALSE(moved.active());
+
+  // A receive that has completed cannot be cancelled: cancel() reports its status.
+  int sent = 5;
+  Request receive = self.irecv(std::span<int>(&value, 1), 0, kTag);
+  self.send(std::span<const int>(&sent, 1), 0, kTag);
+  const auto status = receive.cancel();
+  REQUIRE(status.has_value());
+  CHECK(status->MPI_SOURCE == 0);
+  CHECK(value == 5);
+
+  // The destructor of an active request waits for it.
+  {
+    Request pending = self.isend(std::span<const int>(&sent, 1), 0, kTag + 2);
+    int got = 0;
+    self.recv(std::span<int>(&got, 1), 0, kTag + 2);
+    CHECK(got == 5);
+  }
+  CHECK_FALSE(self.iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG).has_value());
+}
+
+TEST_CASE("counts beyond INT_MAX are refused, not truncated") {
+  CHECK(Comm::count_of(12, "x") == 12);
+  CHECK_THROWS_WITH_AS(Comm::count_of(std::size_t{1} << 31, "send"),
+                       doctest::Contains("send: 2147483648 elements exceed"), InvalidArgument);
+}

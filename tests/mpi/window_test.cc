@@ -1,0 +1,298 @@
+#include "cohort/mpi/window.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "support/mpi_test.h"
+
+using cohort::InvalidArgument;
+using cohort::mpi::Comm;
+using cohort::mpi::LockType;
+using cohort::mpi::Op;
+using cohort::mpi::Window;
+
+namespace {
+
+void on_every_size(void (*body)(const Comm&)) {
+  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
+}
+
+// Reads all of `target`'s elements through the window.
+template <typename T>
+std::vector<T> read(Window<T>& win, int target) {
+  std::vector<T> out(win.count(target));
+  auto lock = win.lock(target);
+  win.get(std::span<T>(out), target, 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a window holds zeroed local memory of the size asked, per rank") {
+  on_every_size([](const Comm& comm) {
+    const auto mine = static_cast<std::size_t>(3 + comm.rank());
+    Window<double> win(comm, mine);
+    CHECK_FALSE(win.is_null());
+    CHECK(win.local().size() == mine);
+    CHECK(std::all_of(win.local().begin(), win.local().end(), [](double x) { return x == 0.0; }));
+    CHECK(win.comm().size() == comm.size());
+    CHECK(win.comm().get() != comm.get());  // its own duplicate
+    for (int r = 0; r < comm.size(); ++r) CHECK(win.count(r) == static_cast<std::size_t>(3 + r));
+    int model_flag = 0;
+    int* model = nullptr;
+    MPI_Win_get_attr(win.get(), MPI_WIN_MODEL, &model, &model_flag);
+    CHECK(model_flag == 1);
+
+    Window<double> moved = std::move(win);
+    CHECK(win.is_null());
+    CHECK(moved.local().size() == mine);
+    Window<std::int32_t> empty(comm, 0);  // zero elements is allowed
+    CHECK(empty.local().empty());
+
+    // Memory MPI hands out again after a free is zeroed too.
+    for (int round = 0; round < 3; ++round) {
+      Window<double> again(comm, mine);
+      CHECK(std::all_of(again.local().begin(), again.local().end(),
+                        [](double x) { return x == 0.0; }));
+      std::fill(again.local().begin(), again.local().end(), 3.5);
+    }
+  });
+}
+
+TEST_CASE("put and get around a ring") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank(), right = (me + 1) % n;
+    constexpr std::size_t kCount = 100;
+    Window<float> win(comm, kCount);
+    std::vector<float> data(kCount);
+    std::iota(data.begin(), data.end(), static_cast<float>(1000 * me));
+    {
+      auto lock = win.lock(right, LockType::kExclusive);
+      win.put(std::span<const float>(data).subspan(10, 20), right, 5);
+    }
+    comm.barrier();
+    const std::vector<float> got = read(win, me);
+    const int left = (me + n - 1) % n;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      const float expected =
+          i >= 5 && i < 25 ? static_cast<float>(1000 * left + 10 + (i - 5)) : 0.f;
+      CHECK(got[i] == expected);
+    }
+    comm.barrier();
+  });
+}
+
+TEST_CASE("concurrent accumulates from every rank into one target sum exactly") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    constexpr std::size_t kCount = 4096;
+    constexpr int kRounds = 25;
+    Window<float> win(comm, me == 0 ? kCount : 0);
+    const std::vector<float> delta(kCount, static_cast<float>(me + 1));
+    {
+      auto lock = win.lock(0, LockType::kShared);  // shared: the accumulates really overlap
+      for (int round = 0; round < kRounds; ++round)
+        win.accumulate(std::span<const float>(delta), 0, 0);
+    }
+    comm.barrier();
+    if (me == 0) {
+      const std::vector<float> sum = read(win, 0);
+      const float expected = static_cast<float>(kRounds * n * (n + 1) / 2);
+      CHECK(std::count(sum.begin(), sum.end(), expected) == static_cast<long>(kCount));
+    }
+    comm.barrier();
+  });
+}
+
+TEST_CASE("accumulate with max, and a counter that fetch_and_op hands out without repeats") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank(), target = n - 1;
+    Window<std::int64_t> win(comm, 2);
+    constexpr int kTakes = 50;
+    std::vector<std::int64_t> taken;
+    {
+      auto lock = win.lock(target);
+      for (int i = 0; i < kTakes; ++i) taken.push_back(win.fetch_and_op(1, target, 0));
+      const std::int64_t mine = 100 + me;
+      win.accumulate(std::span<const std::int64_t>(&mine, 1), target, 1, Op::kMax);
+    }
+    const auto all = comm.allgatherv(std::span<const std::int64_t>(taken));
+    std::vector<std::int64_t> flat;
+    for (const auto& part : all) flat.insert(flat.end(), part.begin(), part.end());
+    std::sort(flat.begin(), flat.end());
+    std::vector<std::int64_t> expected(static_cast<std::size_t>(kTakes * n));
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(flat == expected);  // every ticket once: the increments are atomic
+
+    auto lock = win.lock(target);
+    CHECK(win.fetch_and_op(0, target, 0, Op::kNoOp) == kTakes * n);
+    CHECK(win.fetch_and_op(0, target, 1, Op::kNoOp) == 100 + n - 1);
+    lock.unlock();
+    CHECK_FALSE(lock.locked());
+    comm.barrier();
+    if (me == 0) {
+      auto swap = win.lock(target, LockType::kExclusive);
+      CHECK(win.fetch_and_op(-7, target, 1, Op::kReplace) == 100 + n - 1);
+      CHECK(win.fetch_and_op(0, target, 1, Op::kNoOp) == -7);
+    }
+    comm.barrier();
+  });
+}
+
+TEST_CASE("compare_and_swap elects exactly one rank; get_atomic reads counters whole") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    Window<std::int32_t> flag(comm, 1);
+    Window<std::int64_t> win(comm, 3);
+    std::int32_t previous = 0;
+    {
+      auto lock = flag.lock(0);
+      previous = flag.compare_and_swap(me + 1, 0, 0, 0);  // only the first swap finds 0
+    }
+    {
+      auto lock = win.lock(0);
+      win.fetch_and_op(me + 1, 0, 1);
+      win.fetch_and_op(1, 0, 2);
+    }
+    CHECK(comm.allreduce(previous == 0 ? 1 : 0) == 1);
+    comm.barrier();
+    std::vector<std::int64_t> slots(3);
+    {
+      auto lock = win.lock(0);
+      win.get_atomic(std::span<std::int64_t>(slots), 0, 0);
+    }
+    CHECK(slots[1] == n * (n + 1) / 2);
+    CHECK(slots[2] == n);
+    comm.barrier();
+    {
+      auto lock = flag.lock(0, LockType::kExclusive);
+      const std::int32_t winner = flag.fetch_and_op(0, 0, 0, Op::kNoOp);
+      CHECK(winner >= 1);
+      CHECK(winner <= n);
+      CHECK(flag.compare_and_swap(-1, winner + 100, 0, 0) == winner);  // no match: unchanged
+      CHECK(flag.fetch_and_op(0, 0, 0, Op::kNoOp) == winner);
+    }
+#if defined(OPEN_MPI) && OMPI_MAJOR_VERSION < 5
+    if (std::getenv("OMPI_MCA_btl_vader_flags") == nullptr) {
+      auto lock = win.lock(0);
+      CHECK_THROWS_WITH_AS(win.compare_and_swap(1, 0, 0, 0), doctest::Contains("ompi#7967"),
+                           cohort::Error);
+    }
+#endif
+    comm.barrier();
+  });
+}
+
+TEST_CASE("long transfers are split into chunks and still land whole") {
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  cohort::mpi::detail::for_each_chunk(
+      10, 4, [&](std::size_t first, std::size_t n) { pieces.emplace_back(first, n); });
+  CHECK(pieces == std::vector<std::pair<std::size_t, std::size_t>>{{0, 4}, {4, 4}, {8, 2}});
+  pieces.clear();
+  cohort::mpi::detail::for_each_chunk(
+      0, 4, [&](std::size_t f, std::size_t n) { pieces.emplace_back(f, n); });
+  CHECK(pieces.empty());
+
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    constexpr std::size_t kCount = 1000;
+    Window<double> win(comm, kCount);
+    win.set_max_chunk(7);
+    CHECK_THROWS_AS(win.set_max_chunk(0), InvalidArgument);
+    const std::vector<double> ones(kCount, 1.0);
+    {
+      auto lock = win.lock(0);
+      win.accumulate(std::span<const double>(ones), 0, 0);
+    }
+    comm.barrier();
+    if (me == 0) {
+      std::vector<double> got(kCount);
+      auto lock = win.lock(0);
+      win.get(std::span<double>(got), 0, 0);
+      win.flush(0);
+      CHECK(std::count(got.begin(), got.end(), static_cast<double>(n)) ==
+            static_cast<long>(kCount));
+      std::vector<double> ramp(kCount);
+      std::iota(ramp.begin(), ramp.end(), 0.0);
+      win.put(std::span<const double>(ramp), 0, 0);
+      win.flush(0);
+      std::vector<double> back(kCount), atomic(kCount);
+      win.get(std::span<double>(back), 0, 0);
+      win.get_atomic(std::span<double>(atomic), 0, 0);
+      lock.unlock();
+      CHECK(back == ramp);
+      CHECK(atomic == ramp);
+    }
+    comm.barrier();
+  });
+}
+
+TEST_CASE("an exception inside a lock still unlocks the window") {
+  on_every_size([](const Comm& comm) {
+    const int me = comm.rank();
+    Window<std::int32_t> win(comm, 1);
+    if (me == 0) {
+      try {
+        auto lock = win.lock(0, LockType::kExclusive);
+        const std::int32_t one = 1;
+        win.put(std::span<const std::int32_t>(&one, 1), 0, 0);
+        throw std::runtime_error("step failed");
+      } catch (const std::runtime_error&) {
+      }
+    }
+    comm.barrier();
+    // Had the exclusive lock survived, these locks would never be granted.
+    {
+      auto lock = win.lock(0, LockType::kExclusive);
+      const std::int32_t one = 1;
+      win.accumulate(std::span<const std::int32_t>(&one, 1), 0, 0);
+    }
+    comm.barrier();
+    if (me == 0) CHECK(read(win, 0)[0] == 1 + comm.size());
+    comm.barrier();
+  });
+}
+
+TEST_CASE("lock_all with flush_all reaches every rank") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    Window<std::int64_t> win(comm, static_cast<std::size_t>(n));
+    {
+      auto lock = win.lock_all();
+      const std::int64_t value = me + 1;
+      for (int target = 0; target < n; ++target)
+        win.put(std::span<const std::int64_t>(&value, 1), target, static_cast<std::size_t>(me));
+      win.flush_all();
+    }
+    comm.barrier();
+    std::vector<std::int64_t> expected(static_cast<std::size_t>(n));
+    std::iota(expected.begin(), expected.end(), 1);
+    CHECK(read(win, me) == expected);
+    comm.barrier();
+  });
+}
+
+TEST_CASE("out-of-range transfers and targets are refused before reaching MPI") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    Window<float> win(comm, 10);
+    std::vector<float> buffer(4);
+    auto lock = win.lock(0);
+    CHECK_THROWS_WITH_AS(win.get(std::span<float>(buffer), 0, 7),
+                         doctest::Contains("elements [7, 11) are outside rank 0's 10 elements"),
+                         InvalidArgument);
+    CHECK_THROWS_WITH_AS(win.put(std::span<const float>(buffer), n, 0),
+                         doctest::Contains(("target rank " + std::to_string(n)).c_str()),
+                         InvalidArgument);
+    CHECK_THROWS_AS(win.fetch_and_op(1.f, 0, 10), InvalidArgument);
+    CHECK_THROWS_AS(win.lock(-1), InvalidArgument);
+    lock.unlock();
+    comm.barrier();
+  });
+}
