@@ -1,0 +1,58 @@
+#pragma once
+// cuBLAS and cuDNN library handles as move-only owners bound to a Stream.
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "cohort/gpu/stream.h"
+
+namespace cohort::gpu {
+
+/// Owns a cuBLAS handle whose calls are queued on one stream.
+///
+/// Created for the device current at construction; use it only while that device is current.
+/// The Stream it is bound to must outlive it (or be replaced with set_stream()). Move-only: a move
+/// leaves the source null. One handle per thread: cuBLAS handles must not be shared by threads
+/// calling concurrently.
+class CublasHandle {
+ public:
+  /// Creates a handle bound to `stream`. Throws CudaError (e.g. no device).
+  explicit CublasHandle(const Stream& stream);
+  CublasHandle(CublasHandle&& other) noexcept;
+  CublasHandle& operator=(CublasHandle&& other) noexcept;
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  ~CublasHandle();
+
+  cublasHandle_t get() const noexcept { return handle_; }
+  /// Queues later calls on `stream` instead.
+  void set_stream(const Stream& stream);
+
+ private:
+  void release() noexcept;
+
+  cublasHandle_t handle_ = nullptr;
+};
+
+/// Owns a cuDNN handle whose calls are queued on one stream. Same rules as CublasHandle.
+class CudnnHandle {
+ public:
+  /// Creates a handle bound to `stream`. Throws CudaError (e.g. no device).
+  explicit CudnnHandle(const Stream& stream);
+  CudnnHandle(CudnnHandle&& other) noexcept;
+  CudnnHandle& operator=(CudnnHandle&& other) noexcept;
+  CudnnHandle(const CudnnHandle&) = delete;
+  CudnnHandle& operator=(const CudnnHandle&) = delete;
+  ~CudnnHandle();
+
+  cudnnHandle_t get() const noexcept { return handle_; }
+  /// Queues later calls on `stream` instead.
+  void set_stream(const Stream& stream);
+
+ private:
+  void release() noexcept;
+
+  cudnnHandle_t handle_ = nullptr;
+};
+
+}  // namespace cohort::gpu
