@@ -5,6 +5,9 @@
 //   build/bin/train --model=cnn --optimizer=momentum --epochs=12    # one process
 //
 // Every rank runs this program; the cluster spec decides which are ps tasks and which workers.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -85,6 +88,15 @@ cohort::OptimizerOptions optimizer_options() {
   return o;
 }
 
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 std::string duration(double seconds) {
   char text[32];
   const auto s = static_cast<long>(seconds + 0.5);
@@ -98,7 +110,14 @@ int Main(int, char**) {
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
   if (!server.is_computing()) {
+    // A ps serves the parameter store until every worker is done; it reports what that cost it.
+    const auto begin = Clock::now();
+    const double cpu_before = cpu_seconds();
     server.join();
+    const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
+    const double cpu = cpu_seconds() - cpu_before;
+    std::printf("%s served for %.1f s using %.2f s of CPU (%.1f%% of a core)\n",
+                server.task().to_string().c_str(), wall, cpu, 100.0 * cpu / std::max(wall, 1e-9));
     return 0;
   }
 

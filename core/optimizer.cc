@@ -56,12 +56,15 @@ class Momentum final : public Optimizer {
   std::vector<std::pair<std::string, std::span<float>>> slots() override {
     return {{"momentum", accum_}};
   }
+  void prepare(std::size_t n) override {
+    if (accum_.size() != n) accum_.assign(n, 0.0f);
+  }
 
  protected:
   // TensorFlow: accum = m * accum + g; var -= lr * accum (Nesterov: var -= lr * (g + m * accum)).
   void update(std::span<const float> g, float scale, double lr, std::span<float> out,
               bool accumulate) override {
-    if (accum_.size() != g.size()) accum_.assign(g.size(), 0.0f);
+    prepare(g.size());
     const float m = static_cast<float>(options().momentum);
     const float rate = static_cast<float>(lr);
     const bool nesterov = options().nesterov;
@@ -86,18 +89,21 @@ class Adam final : public Optimizer {
   std::vector<std::pair<std::string, std::span<float>>> slots() override {
     return {{"adam_m", m_}, {"adam_v", v_}};
   }
+  void prepare(std::size_t n) override {
+    if (m_.size() != n) m_.assign(n, 0.0f), v_.assign(n, 0.0f);
+  }
 
  protected:
   // TensorFlow: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); var -= lr_t * m / (sqrt(v) + eps).
-  // t counts this optimizer's own updates, so bias correction is right for an async worker whose
-  // global step jumps by other workers' pushes.
+  // t counts this optimizer's own updates (iterations()), so bias correction is right for an
+  // async worker whose global step jumps by other workers' pushes.
   void update(std::span<const float> g, float scale, double lr, std::span<float> out,
               bool accumulate) override {
-    if (m_.size() != g.size()) m_.assign(g.size(), 0.0f), v_.assign(g.size(), 0.0f), t_ = 0;
-    ++t_;
+    prepare(g.size());
+    const auto t = static_cast<double>(iterations());
     const double b1 = options().beta1, b2 = options().beta2;
-    const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t_)) /
-                                          (1.0 - std::pow(b1, t_)));
+    const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) /
+                                          (1.0 - std::pow(b1, t)));
     const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
     const float eps = static_cast<float>(options().epsilon);
     float* __restrict m = m_.data();
@@ -115,7 +121,6 @@ class Adam final : public Optimizer {
 
  private:
   std::vector<float> m_, v_;
-  std::int64_t t_ = 0;
 };
 
 }  // namespace
@@ -156,6 +161,7 @@ void Optimizer::run(std::span<const float> grads, std::int64_t step, std::span<f
   if (out.size() != grads.size())
     throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
                           std::to_string(out.size()) + " parameters");
+  ++iterations_;
   update(grads, clip_scale(grads), learning_rate(step), out, accumulate);
 }
 

@@ -61,9 +61,14 @@ class Optimizer {
   /// Global L2 norm of the last gradients seen (before clipping).
   double last_gradient_norm() const { return last_norm_; }
 
-  /// Named state buffers (e.g. "momentum", "adam_m"), each as long as the parameters, for
-  /// checkpoints. Empty for plain SGD.
+  /// Named state buffers (e.g. "momentum", "adam_m"), each as long as the parameters once the
+  /// first update has run, for checkpoints. Empty for plain SGD.
   virtual std::vector<std::pair<std::string, std::span<float>>> slots() { return {}; }
+  /// Makes the slots exist for `parameters` values (zero-filled), so a restore can fill them.
+  virtual void prepare(std::size_t parameters) { static_cast<void>(parameters); }
+  /// Updates made so far (Adam's bias correction counts them); restored with the slots.
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
 
  protected:
   explicit Optimizer(OptimizerOptions options) : options_(std::move(options)) {}
@@ -78,6 +83,7 @@ class Optimizer {
 
   OptimizerOptions options_;
   double last_norm_ = 0.0;
+  std::int64_t iterations_ = 0;
 };
 
 }  // namespace cohort

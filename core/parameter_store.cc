@@ -31,7 +31,7 @@ const ClusterSpec& announce(Server& server, const Graph& graph, bool accumulator
     if (accumulators) size *= 2;
     const std::int64_t control =
         holds && task.index == 0
-            ? static_cast<std::int64_t>(ControlSlot::kWorkerBase) + cluster.num_tasks("worker")
+            ? static_cast<std::int64_t>(ControlSlot::kWorkerBase) + 2 * cluster.num_tasks("worker")
             : 0;
     server.send_store_header(rank, {kHeaderMagic, size, control, accumulators ? 1 : 0});
   }
@@ -123,21 +123,35 @@ void ParameterStore::close() {
   params_ = mpi::Window<float>();
 }
 
-void ParameterStore::transfer(std::span<float> values, bool get, std::int64_t region, mpi::Op op) {
-  if (static_cast<std::int64_t>(values.size()) != num_parameters_)
-    throw InvalidArgument("parameter store: " + std::to_string(values.size()) +
-                          " values for " + std::to_string(num_parameters_) + " parameters");
-  // One lock epoch per ps task, every segment of that task inside it.
+void ParameterStore::check_size(std::size_t n) const {
+  if (static_cast<std::int64_t>(n) != num_parameters_)
+    throw InvalidArgument("parameter store: " + std::to_string(n) + " values for " +
+                          std::to_string(num_parameters_) + " parameters");
+}
+
+void ParameterStore::transfer(std::int64_t first, std::span<float> values, bool get,
+                              std::int64_t region, mpi::Op op) {
+  const std::int64_t last = first + static_cast<std::int64_t>(values.size());
+  if (first < 0 || last > num_parameters_)
+    throw InvalidArgument("parameter store: range [" + std::to_string(first) + ", " +
+                          std::to_string(last) + ") outside the " + std::to_string(num_parameters_) +
+                          " parameters");
+  // One lock epoch per ps task, every (clipped) segment of that task inside it.
   std::size_t i = 0;
   while (i < layout_.segments.size()) {
     const int ps = layout_.segments[i].ps;
     const int rank = ps_rank(ps);
-    const std::int64_t base = region * (layout_.ps_sizes[static_cast<std::size_t>(ps)]);
-    auto lock = params_.lock(rank, mpi::LockType::kShared);
+    const std::int64_t base = region * layout_.ps_sizes[static_cast<std::size_t>(ps)];
+    mpi::Window<float>::LockGuard lock;
     for (; i < layout_.segments.size() && layout_.segments[i].ps == ps; ++i) {
       const auto& s = layout_.segments[i];
-      const auto span = values.subspan(static_cast<std::size_t>(s.offset), static_cast<std::size_t>(s.length));
-      const auto at = static_cast<std::size_t>(base + s.ps_offset);
+      const std::int64_t begin = std::max(first, s.offset);
+      const std::int64_t end = std::min(last, s.offset + s.length);
+      if (begin >= end) continue;
+      if (!lock.locked()) lock = params_.lock(rank, mpi::LockType::kShared);
+      const auto span = values.subspan(static_cast<std::size_t>(begin - first),
+                                       static_cast<std::size_t>(end - begin));
+      const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
       if (get) params_.get(span, rank, at);
       else if (op == mpi::Op::kReplace) params_.put(span, rank, at);
       else params_.accumulate(span, rank, at, op);
@@ -147,6 +161,14 @@ void ParameterStore::transfer(std::span<float> values, bool get, std::int64_t re
 }
 
 void ParameterStore::pull(std::span<float> values) { transfer(values, true, 0, mpi::Op::kNoOp); }
+
+void ParameterStore::pull(std::int64_t first, std::span<float> values) {
+  transfer(first, values, true, 0, mpi::Op::kNoOp);
+}
+
+void ParameterStore::push(std::int64_t first, std::span<const float> delta) {
+  transfer(first, {const_cast<float*>(delta.data()), delta.size()}, false, 0, mpi::Op::kSum);
+}
 
 void ParameterStore::push(std::span<const float> delta) {
   // MPI reads from the buffer only; the span is non-const for the shared transfer routine.
@@ -176,7 +198,7 @@ void ParameterStore::zero_gradients() {
 std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {
   std::size_t offset = static_cast<std::size_t>(slot);
   if (slot == ControlSlot::kWorkerBase) {
-    if (worker < 0 || worker >= num_workers_)
+    if (worker < 0 || worker >= 2 * num_workers_)
       throw InvalidArgument("parameter store: no worker " + std::to_string(worker));
     offset += static_cast<std::size_t>(worker);
   }
@@ -209,11 +231,14 @@ std::int64_t ParameterStore::compare_and_swap(ControlSlot slot, std::int64_t exp
   return seen;
 }
 
-std::vector<std::int64_t> ParameterStore::read_worker_slots() {
+std::vector<std::int64_t> ParameterStore::read_worker_slots(int block) {
+  if (block < 0 || block > 1) throw InvalidArgument("parameter store: no slot block " + std::to_string(block));
   std::vector<std::int64_t> slots(static_cast<std::size_t>(num_workers_));
   auto lock = control_.lock(control_rank_, mpi::LockType::kShared);
   // MPI_Get_accumulate with NO_OP: an atomic read against concurrent fetch-and-ops on the slots.
-  control_.get_atomic(slots, control_rank_, static_cast<std::size_t>(ControlSlot::kWorkerBase));
+  control_.get_atomic(slots, control_rank_,
+                      static_cast<std::size_t>(ControlSlot::kWorkerBase) +
+                          static_cast<std::size_t>(block * num_workers_));
   lock.unlock();
   return slots;
 }

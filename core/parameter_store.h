@@ -47,7 +47,7 @@ enum class ControlSlot : int {
   kDropped = 4,     ///< sync mode: stale or surplus gradients dropped
   kRetired = 5,     ///< workers that have left training
   kStopped = 6,     ///< 1 once the chief has stopped training
-  kWorkerBase = 8,  ///< one slot per worker from here: its clock (steps it has finished)
+  kWorkerBase = 8,  ///< two blocks of one slot per worker from here (see read_worker_slots)
 };
 
 /// The worker side of the parameter store, and (through serve()) the ps side.
@@ -82,6 +82,10 @@ class ParameterStore {
   void pull(std::span<float> values);
   /// parameters += delta, atomically per element (MPI_Accumulate SUM).
   void push(std::span<const float> delta);
+  /// The same for the flat range [first, first + values.size()) alone, e.g. one variable's
+  /// (Variable::offset, Variable::size).
+  void pull(std::int64_t first, std::span<float> values);
+  void push(std::int64_t first, std::span<const float> delta);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
@@ -98,8 +102,9 @@ class ParameterStore {
   std::int64_t fetch_add(ControlSlot slot, std::int64_t value, int worker = 0);
   /// Replaces the slot with `desired` if it holds `expected`; returns what it held.
   std::int64_t compare_and_swap(ControlSlot slot, std::int64_t expected, std::int64_t desired);
-  /// Every worker's clock slot, in worker order.
-  std::vector<std::int64_t> read_worker_slots();
+  /// Every worker's slot of block `block` (0: clocks and sync progress, 1: step times), in worker
+  /// order. Slot (block b, worker w) is ControlSlot::kWorkerBase with worker = b * workers + w.
+  std::vector<std::int64_t> read_worker_slots(int block = 0);
 
   /// Collective over workers and ps tasks: tells the ps tasks this worker is done (through the
   /// server) and frees the windows once everyone has. Called by the destructor if needed.
@@ -108,7 +113,12 @@ class ParameterStore {
  private:
   ParameterStore(const ClusterSpec& cluster, std::int64_t local_size, std::int64_t control_size,
                  bool accumulators);
-  void transfer(std::span<float> values, bool get, std::int64_t region, mpi::Op op);
+  void transfer(std::int64_t first, std::span<float> values, bool get, std::int64_t region, mpi::Op op);
+  void transfer(std::span<float> values, bool get, std::int64_t region, mpi::Op op) {
+    check_size(values.size());
+    transfer(0, values, get, region, op);
+  }
+  void check_size(std::size_t n) const;
   int ps_rank(int ps) const { return ps_ranks_[static_cast<std::size_t>(ps)]; }
   std::size_t slot_offset(ControlSlot slot, int worker) const;
 

@@ -45,6 +45,8 @@ class LocalReplication final : public Replication {
   }
   std::int64_t global_step() const override { return step_; }
   void finish() override {}
+  void fetch_parameters(std::span<float>) override {}  // the graph holds them
+  std::vector<double> exchange_step_times(double mine) override { return {mine}; }
 
  private:
   Optimizer& optimizer_;
@@ -77,6 +79,11 @@ class AllreduceReplication final : public Replication {
   }
   std::int64_t global_step() const override { return step_; }
   void finish() override {}
+  void fetch_parameters(std::span<float>) override {}  // every worker holds them
+  std::vector<double> exchange_step_times(double mine) override { return comm_.allgather(mine); }
+  bool agree_to_stop(bool mine) override {
+    return comm_.allreduce(mine ? 1 : 0, mpi::Op::kMax) != 0;
+  }
 
  private:
   const mpi::Comm& comm_;
@@ -116,7 +123,7 @@ class PsReplication : public Replication {
       store_.write(ControlSlot::kSyncWord, initial_step << kStepShift);
       store_.write(ControlSlot::kReady, 1);
     } else {
-      wait_until([&] { return store_.read(ControlSlot::kReady) == 1; }, options_.wait_timeout,
+      timed_wait([&] { return store_.read(ControlSlot::kReady) == 1; }, options_.wait_timeout,
                  [&] { return "the chief (" + chief_name() + ") to initialise the parameters"; });
     }
     store_.pull(values);
@@ -124,6 +131,16 @@ class PsReplication : public Replication {
   }
 
   std::int64_t global_step() const override { return step_; }
+  void fetch_parameters(std::span<float> values) override { store_.pull(values); }
+
+  std::vector<double> exchange_step_times(double mine) override {
+    // Microseconds in the second block of worker slots; the chief reads them all.
+    store_.write(ControlSlot::kWorkerBase, static_cast<std::int64_t>(mine * 1e6), workers_ + worker_);
+    if (!server_.is_chief()) return {mine};
+    std::vector<double> times;
+    for (std::int64_t us : store_.read_worker_slots(1)) times.push_back(static_cast<double>(us) * 1e-6);
+    return times;
+  }
 
   void finish() override {
     if (finished_) return;
@@ -145,6 +162,14 @@ class PsReplication : public Replication {
   }
   bool stopped() { return store_.read(ControlSlot::kStopped) != 0; }
 
+  // wait_until, with the time spent added to last_wait_.
+  void timed_wait(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
+                  const std::function<std::string()>& what) {
+    const auto begin = std::chrono::steady_clock::now();
+    wait_until(ready, timeout, what);
+    last_wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  }
+
   Server& server_;
   Optimizer& optimizer_;
   ReplicationOptions options_;
@@ -161,6 +186,7 @@ class AsyncReplication final : public PsReplication {
  public:
   using PsReplication::PsReplication;
   void before_step(std::span<float> values) override { store_.pull(values); }
+  std::int64_t batches_at(std::int64_t step) const override { return step / workers_; }
   StepOutcome after_step(std::span<float> grads, std::span<float>) override {
     delta_.resize(grads.size());
     optimizer_.compute_delta(grads, step_, delta_);
@@ -180,6 +206,7 @@ class SspReplication final : public PsReplication {
  public:
   using PsReplication::PsReplication;
   void before_step(std::span<float> values) override {
+    last_wait_ = 0;
     const std::int64_t bound = clock_ - options_.staleness;
     std::int64_t slowest = 0;
     const auto ready = [&] {
@@ -187,7 +214,7 @@ class SspReplication final : public PsReplication {
       slowest = *std::min_element(clocks.begin(), clocks.end());
       return slowest >= bound;
     };
-    wait_until(ready, options_.wait_timeout, [&] { return laggards(bound); });
+    timed_wait(ready, options_.wait_timeout, [&] { return laggards(bound); });
     max_gap_ = std::max(max_gap_, clock_ - slowest);
     store_.pull(values);
   }
@@ -200,6 +227,7 @@ class SspReplication final : public PsReplication {
     return {step_, true, stopped()};
   }
   std::int64_t max_observed_staleness() const override { return max_gap_; }
+  std::int64_t batches_at(std::int64_t step) const override { return step / workers_; }
   std::string stats() const override {
     return "largest clock gap seen " + std::to_string(max_gap_) + " (bound " +
            std::to_string(options_.staleness) + ")";
@@ -239,7 +267,7 @@ class SyncReplication final : public PsReplication {
                             std::to_string(workers_) + " workers");
   }
 
-  void before_step(std::span<float>) override {}
+  void before_step(std::span<float>) override { last_wait_ = 0; }
 
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     const std::int64_t s = step_;
@@ -255,7 +283,7 @@ class SyncReplication final : public PsReplication {
     if (server_.is_chief()) {
       apply(s, values);
     } else {
-      wait_until([&] { return store_.read(ControlSlot::kGlobalStep) > s || stopped(); },
+      timed_wait([&] { return store_.read(ControlSlot::kGlobalStep) > s || stopped(); },
                  options_.wait_timeout,
                  [&] { return "the chief (" + chief_name() + ") to apply step " + std::to_string(s); });
       store_.pull(values);
@@ -265,6 +293,8 @@ class SyncReplication final : public PsReplication {
   }
 
   std::int64_t dropped_gradients() const override { return dropped_; }
+  // Every worker computes one gradient per global step (dropped ones included).
+  std::int64_t batches_at(std::int64_t step) const override { return step; }
   std::string stats() const override {
     return "dropped " + std::to_string(dropped_) + " stale or surplus gradients";
   }
@@ -286,11 +316,11 @@ class SyncReplication final : public PsReplication {
       const std::int64_t active = workers_ - store_.read(ControlSlot::kRetired);
       return completed >= std::min<std::int64_t>(k_, std::max<std::int64_t>(active, 1));
     };
-    wait_until(ready, options_.wait_timeout, [&] { return missing(s); });
+    timed_wait(ready, options_.wait_timeout, [&] { return missing(s); });
     // Close step s to further claims; a claim made just before must still arrive in full.
     const std::int64_t claims =
         store_.exchange(ControlSlot::kSyncWord, (s << kStepShift) | k_) & kCountMask;
-    wait_until([&] { return store_.read(ControlSlot::kCompleted) >= claims; }, options_.wait_timeout,
+    timed_wait([&] { return store_.read(ControlSlot::kCompleted) >= claims; }, options_.wait_timeout,
                [&] { return missing(s); });
     sums_.resize(values.size());
     store_.read_gradients(sums_);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cohort/core/graph.h"
 #include "cohort/core/optimizer.h"
@@ -76,6 +77,23 @@ class Replication {
   virtual std::int64_t max_observed_staleness() const { return 0; }
   /// Sync: gradients this worker's pushes had dropped as stale or surplus.
   virtual std::int64_t dropped_gradients() const { return 0; }
+
+  /// The current parameters (from the ps tasks in modes that keep them there). For checkpoints.
+  virtual void fetch_parameters(std::span<float> values) = 0;
+  /// Shares this worker's recent mean step time; returns every worker's on the chief (in worker
+  /// order), this worker's alone elsewhere. Collective over the workers in allreduce mode: call
+  /// it at the same step everywhere.
+  virtual std::vector<double> exchange_step_times(double mine) = 0;
+  /// Whether to stop after this step, given this worker's wish. Allreduce mode agrees across the
+  /// workers (collective, every step); the ps modes hear the chief's stop through the store.
+  virtual bool agree_to_stop(bool mine) { return mine; }
+  /// Batches this worker has consumed when the global step is `step` (to resume the data order).
+  virtual std::int64_t batches_at(std::int64_t step) const { return step; }
+  /// Seconds the last step spent waiting for other tasks (the staleness bound, the chief).
+  double last_wait_seconds() const { return last_wait_; }
+
+ protected:
+  double last_wait_ = 0;
 };
 
 }  // namespace cohort

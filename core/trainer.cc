@@ -1,6 +1,7 @@
 #include "cohort/core/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -57,7 +58,18 @@ Trainer::~Trainer() {
 void Trainer::start(std::int64_t initial_step, bool restored) {
   if (!restored) graph_.initialize(options_.seed);
   replication_->start(graph_.values(), initial_step);
+  if (const std::int64_t step = replication_->global_step(); step > 0) {
+    const std::int64_t consumed = replication_->batches_at(step);
+    const std::int64_t per_epoch = batches_.batches_per_epoch();
+    batches_.seek(consumed / per_epoch, (consumed % per_epoch) * options_.batch_size);
+  }
 }
+
+namespace {
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 void Trainer::tower_thread(std::size_t index) {
   std::int64_t seen = 0;
@@ -94,7 +106,10 @@ StepValues Trainer::step() {
   const std::int64_t per_example = batch_images_.size() / n;
   const auto towers = static_cast<std::int64_t>(towers_.size());
 
+  StepValues values;
+  values.pull_begin = seconds_now();
   replication_->before_step(graph_.values());
+  values.pull_end = seconds_now();
   step_seed_ = mix(options_.seed, static_cast<std::uint64_t>(replication_->global_step()));
 
   if (towers == 1) {
@@ -138,7 +153,7 @@ StepValues Trainer::step() {
     }
   }
 
-  StepValues values;
+  values.compute_end = seconds_now();
   values.learning_rate = optimizer_->learning_rate(replication_->global_step());
   for (const Tower& tower : towers_) {
     const float w = towers == 1 ? 1.0f : static_cast<float>(tower.labels.size()) / static_cast<float>(n);
@@ -150,6 +165,7 @@ StepValues Trainer::step() {
   values.applied = outcome.applied;
   values.stop = outcome.stop;
   values.examples = n;
+  values.update_end = seconds_now();
   return values;
 }
 

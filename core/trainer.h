@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -25,6 +26,7 @@ struct TrainerOptions {
   std::int64_t batch_size = 64;  ///< examples per worker step, split over the towers
   int towers = 1;                ///< model replicas on this worker, one thread each
   std::uint64_t seed = 1;        ///< initialisation, shuffling and dropout derive from it
+  std::string model_name;        ///< recorded in checkpoints
 };
 
 /// The values of one step, by name: what a session can fetch.
@@ -36,6 +38,9 @@ struct StepValues {
   std::int64_t examples = 0;  ///< examples this worker computed on
   bool applied = true;        ///< false: sync mode dropped this gradient as stale or surplus
   bool stop = false;          ///< the chief has stopped training
+  /// When the phases ran (steady-clock seconds): before_step began, parameters were current,
+  /// gradients were ready, the update was done; and how much of it was spent waiting for others.
+  double pull_begin = 0, pull_end = 0, compute_end = 0, update_end = 0;
 };
 
 /// Runs training steps on one worker: splits each batch over the towers (threads sharing the
@@ -57,7 +62,9 @@ class Trainer {
 
   /// Collective. The chief initialises the variables from the seed (unless `restored`: then the
   /// graph already holds restored values) and every worker starts from its parameters at
-  /// `initial_step`.
+  /// `initial_step`. A worker resuming at a step past 0 moves its data to where an
+  /// uninterrupted run would be (exactly so in sync and allreduce modes, where each worker
+  /// consumes one batch per global step).
   void start(std::int64_t initial_step = 0, bool restored = false);
   /// One step: forward, backward, update.
   StepValues step();

@@ -1,0 +1,69 @@
+#include "cohort/hooks/checkpoint_saver_hook.h"
+
+#include <utility>
+
+#include "cohort/mpi/error.h"
+
+namespace cohort {
+
+CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverHookOptions options)
+    : options_(std::move(options)), timer_(options_.every_steps, options_.every_secs, "CheckpointSaverHook") {
+  for (const auto& listener : options_.listeners)
+    if (!listener) throw InvalidArgument("CheckpointSaverHook: a listener is null");
+}
+
+void CheckpointSaverHook::begin() {
+  timer_.reset();
+  active_ = false;
+  stop_pending_ = false;
+}
+
+void CheckpointSaverHook::after_create_session(MonitoredSession& session) {
+  active_ = session.is_chief();
+  if (!active_) return;
+  if (session.options().checkpoint_dir.empty())
+    throw InvalidArgument("CheckpointSaverHook: the session has no checkpoint_dir to save into");
+  for (const auto& listener : options_.listeners) listener->begin();
+  const std::int64_t step = session.global_step();
+  // A restored checkpoint already holds this step; saving it again would only rewrite it.
+  if (!session.restored_step()) stop_pending_ = save(session, step);
+  timer_.update_last_triggered_step(step);
+}
+
+SessionRunArgs CheckpointSaverHook::before_run(RunContext&) {
+  if (!active_) return {};
+  return {{"global_step"}};
+}
+
+void CheckpointSaverHook::after_run(RunContext& context, const SessionRunValues& values) {
+  if (!active_) return;
+  if (stop_pending_) {
+    context.request_stop();
+    stop_pending_ = false;
+  }
+  const auto step = static_cast<std::int64_t>(values.get("global_step"));
+  if (!timer_.should_trigger_for_step(step)) return;
+  timer_.update_last_triggered_step(step);
+  if (save(context.session(), step)) context.request_stop();
+}
+
+void CheckpointSaverHook::end(MonitoredSession& session) {
+  if (!active_) return;
+  const std::int64_t step = session.global_step();
+  if (timer_.last_triggered_step() != step) {
+    save(session, step);
+    timer_.update_last_triggered_step(step);
+  }
+  for (const auto& listener : options_.listeners) listener->end(session, step);
+}
+
+bool CheckpointSaverHook::save(MonitoredSession& session, std::int64_t step) {
+  for (const auto& listener : options_.listeners) listener->before_save(session, step);
+  last_path_ = session.save_checkpoint();
+  ++saves_;
+  bool stop = false;
+  for (const auto& listener : options_.listeners) stop = listener->after_save(session, step, last_path_) || stop;
+  return stop;
+}
+
+}  // namespace cohort

@@ -1,0 +1,54 @@
+#include "cohort/hooks/early_stopping_hook.h"
+
+#include <cmath>
+#include <utility>
+
+#include "cohort/mpi/error.h"
+
+namespace cohort {
+
+EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options) : options_(std::move(options)) {
+  if (options_.metric.empty()) throw InvalidArgument("EarlyStoppingHook: metric is empty");
+  if (options_.patience < 1)
+    throw InvalidArgument("EarlyStoppingHook: patience must be >= 1, got " + std::to_string(options_.patience));
+  if (options_.every_n_steps < 1)
+    throw InvalidArgument("EarlyStoppingHook: every_n_steps must be >= 1, got " + std::to_string(options_.every_n_steps));
+  if (!(options_.min_delta >= 0))
+    throw InvalidArgument("EarlyStoppingHook: min_delta must be >= 0, got " + std::to_string(options_.min_delta));
+}
+
+void EarlyStoppingHook::begin() {
+  runs_ = 0;
+  sum_ = 0;
+  count_ = 0;
+  best_.reset();
+  bad_checks_ = 0;
+  stopped_ = false;
+}
+
+SessionRunArgs EarlyStoppingHook::before_run(RunContext&) { return {{options_.metric}}; }
+
+void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& values) {
+  sum_ += values.get(options_.metric);
+  ++count_;
+  if (++runs_ % options_.every_n_steps != 0) return;
+  const double mean = sum_ / static_cast<double>(count_);
+  sum_ = 0;
+  count_ = 0;
+  // A NaN average never improves, so a diverged run runs out of patience.
+  const bool improved =
+      !std::isnan(mean) &&
+      (!best_ || (options_.mode == EarlyStoppingMode::kMin ? mean < *best_ - options_.min_delta
+                                                          : mean > *best_ + options_.min_delta));
+  if (improved) {
+    best_ = mean;
+    bad_checks_ = 0;
+    return;
+  }
+  if (++bad_checks_ >= options_.patience) {
+    stopped_ = true;
+    context.request_stop();
+  }
+}
+
+}  // namespace cohort

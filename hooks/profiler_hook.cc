@@ -1,0 +1,105 @@
+#include "cohort/hooks/profiler_hook.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/hooks/session_info.h"
+#include "cohort/mpi/error.h"
+
+namespace cohort {
+namespace {
+
+constexpr std::chrono::seconds kWriteInterval{30};
+
+std::string worker_path(const std::string& file, int worker) {
+  std::filesystem::path path(file);
+  const std::string stem = path.stem().string() + ".worker" + std::to_string(worker);
+  return path.replace_filename(stem + path.extension().string()).string();
+}
+
+}  // namespace
+
+ProfilerHook::ProfilerHook(ProfilerHookOptions options)
+    : options_(std::move(options)), timer_(options_.every_n_steps, 0, "ProfilerHook") {
+  if (options_.output_file.empty()) throw InvalidArgument("ProfilerHook: output_file is empty");
+  if (options_.max_steps < 1)
+    throw InvalidArgument("ProfilerHook: max_steps must be >= 1, got " + std::to_string(options_.max_steps));
+}
+
+void ProfilerHook::begin() {
+  timer_.reset();
+  first_run_ = true;
+}
+
+void ProfilerHook::after_create_session(MonitoredSession& session) {
+  worker_ = hooks::worker_index(session);
+  path_ = worker_path(options_.output_file, worker_);
+  last_write_ = std::chrono::steady_clock::now();
+}
+
+SessionRunArgs ProfilerHook::before_run(RunContext&) { return {{"global_step"}}; }
+
+void ProfilerHook::after_run(RunContext& context, const SessionRunValues& values) {
+  const auto step = static_cast<std::int64_t>(values.get("global_step"));
+  if (first_run_) {
+    first_run_ = false;
+    return;
+  }
+  if (!timer_.should_trigger_for_step(step)) return;
+  timer_.update_last_triggered_step(step);
+  traces_.push_back(context.session().last_trace());
+  ++recorded_;
+  if (static_cast<std::int64_t>(traces_.size()) > options_.max_steps) traces_.pop_front();
+  if (std::chrono::steady_clock::now() - last_write_ >= kWriteInterval) {
+    write();
+    last_write_ = std::chrono::steady_clock::now();
+  }
+}
+
+void ProfilerHook::end(MonitoredSession&) { write(); }
+
+void ProfilerHook::write() const {
+  if (path_.empty()) return;  // no session yet
+  using nlohmann::json;
+  // One track per phase kind, in a fixed order so that every file reads the same.
+  std::map<std::string, int> tids{{"pull", 1}, {"forward_backward", 2}, {"push", 3}, {"wait", 4}};
+  json events = json::array();
+  for (const StepTrace& trace : traces_)
+    for (const StepTrace::Phase& phase : trace.phases) {
+      const auto [it, added] = tids.try_emplace(phase.name, static_cast<int>(tids.size()) + 1);
+      events.push_back({{"name", phase.name},
+                        {"cat", "step"},
+                        {"ph", "X"},
+                        {"pid", worker_},
+                        {"tid", it->second},
+                        {"ts", phase.begin * 1e6},
+                        {"dur", (phase.end - phase.begin) * 1e6},
+                        {"args", {{"global_step", trace.global_step}}}});
+    }
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", worker_},
+                    {"args", {{"name", "worker " + std::to_string(worker_)}}}});
+  for (const auto& [name, tid] : tids)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", worker_}, {"tid", tid},
+                      {"args", {{"name", name}}}});
+  const json trace{{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
+
+  const std::filesystem::path path(path_);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << trace.dump() << '\n';
+    if (!out) throw Error("ProfilerHook: cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("ProfilerHook: cannot rename " + tmp + " to " + path_ + ": " + ec.message());
+}
+
+}  // namespace cohort

@@ -1,0 +1,55 @@
+#include "cohort/hooks/summary_saver_hook.h"
+
+#include <utility>
+#include <vector>
+
+#include "cohort/core/summary_writer.h"
+#include "cohort/hooks/session_info.h"
+#include "cohort/mpi/error.h"
+
+namespace cohort {
+
+SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
+    : options_(std::move(options)), timer_(options_.every_steps, options_.every_secs, "SummarySaverHook") {
+  if (options_.output_dir.empty()) throw InvalidArgument("SummarySaverHook: output_dir is empty");
+}
+
+SummarySaverHook::~SummarySaverHook() = default;
+
+std::string SummarySaverHook::event_file() const { return writer_ ? writer_->event_file() : std::string(); }
+
+void SummarySaverHook::after_create_session(MonitoredSession& session) {
+  timer_.reset();
+  // Opened here rather than in begin(): only now is it known whether this is the chief. A second
+  // session with the same hook keeps the writer (and its event file).
+  if (session.is_chief() && !writer_) writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
+}
+
+SessionRunArgs SummarySaverHook::before_run(RunContext&) {
+  if (!writer_) return {};
+  // Scalars cost nothing to fetch, so every step fetches them and after_run decides.
+  return {{"global_step", "loss", "accuracy", "learning_rate", "examples"}};
+}
+
+void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& values) {
+  if (!writer_) return;
+  const auto step = static_cast<std::int64_t>(values.get("global_step"));
+  if (!timer_.should_trigger_for_step(step)) return;
+  const auto elapsed = timer_.update_last_triggered_step(step);
+  std::vector<std::pair<std::string, double>> scalars{{"loss", values.get("loss")},
+                                                      {"accuracy", values.get("accuracy")},
+                                                      {"learning_rate", values.get("learning_rate")}};
+  if (elapsed && elapsed->seconds > 0) {
+    const double examples = hooks::examples_per_global_step(context.session(), values.get("examples"));
+    scalars.emplace_back("images/sec", static_cast<double>(elapsed->steps) * examples / elapsed->seconds);
+  }
+  writer_->add_scalars(scalars, step);
+  writer_->flush();
+  ++writes_;
+}
+
+void SummarySaverHook::end(MonitoredSession&) {
+  if (writer_) writer_->flush();
+}
+
+}  // namespace cohort

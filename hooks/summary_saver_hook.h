@@ -1,0 +1,58 @@
+#pragma once
+// Training curves for TensorBoard (TensorFlow's tf.train.SummarySaverHook).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cohort/core/session.h"
+#include "cohort/hooks/second_or_step_timer.h"
+
+namespace cohort {
+
+class SummaryWriter;
+
+struct SummarySaverHookOptions {
+  /// Write every this many global steps, or every this many seconds: exactly one positive.
+  std::int64_t every_steps = 0;
+  double every_secs = 0;
+  /// Where the event file and metrics.csv go (MonitoredTrainingSession uses checkpoint_dir).
+  std::string output_dir;
+};
+
+/// Writes the scalars "loss", "accuracy", "learning_rate" of the current step and
+/// "images/sec" to a SummaryWriter in `output_dir`: at the first step, then every `every_steps`
+/// global steps or `every_secs` seconds. "images/sec" is the whole job's rate since the
+/// previous write, from the global-step delta times the examples behind one global step
+/// (this worker's batch, times the workers a step aggregates in sync and allreduce modes), so it
+/// is missing from the first write. The writer is flushed after each write and at end().
+///
+///     session_options.chief_only_hooks.push_back(std::make_shared<cohort::SummarySaverHook>(
+///         cohort::SummarySaverHookOptions{.every_steps = 100, .output_dir = "logs"}));
+///
+/// Only the chief writes files: on other workers the hook does nothing. Throws InvalidArgument
+/// at construction for a bad cadence or an empty output_dir; Error from the writer when a file
+/// cannot be written. Not thread-safe (used by the session).
+class SummarySaverHook : public SessionRunHook {
+ public:
+  explicit SummarySaverHook(SummarySaverHookOptions options);
+  ~SummarySaverHook() override;
+
+  void after_create_session(MonitoredSession& session) override;
+  SessionRunArgs before_run(RunContext& context) override;
+  void after_run(RunContext& context, const SessionRunValues& values) override;
+  void end(MonitoredSession& session) override;
+
+  /// How many times it has written (each write is one event with every scalar).
+  std::int64_t writes() const { return writes_; }
+  /// The event file, once the writer exists (chief, after after_create_session).
+  std::string event_file() const;
+
+ private:
+  SummarySaverHookOptions options_;
+  SecondOrStepTimer timer_;
+  std::unique_ptr<SummaryWriter> writer_;
+  std::int64_t writes_ = 0;
+};
+
+}  // namespace cohort
