@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -24,8 +25,10 @@
 #include "cohort/core/optimizer.h"
 #include "cohort/core/replica_device_setter.h"
 #include "cohort/core/server.h"
+#include "cohort/core/signals.h"
 #include "cohort/core/threads.h"
 #include "cohort/core/trainer.h"
+#include "cohort/hooks/hooks.h"
 
 COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn or small_cnn");
 COHORT_DEFINE_string(hidden, "256,128", "mlp hidden layer sizes, comma-separated");
@@ -53,6 +56,15 @@ COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks aft
 COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps (0: at the end only)");
 COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this JSON file");
+COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints and summaries here (empty: none)");
+COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)");
+COHORT_DEFINE_int(save_checkpoint_secs, 600, "chief: checkpoint every N seconds");
+COHORT_DEFINE_int(save_summaries_steps, 100, "chief: write summaries every N global steps");
+COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir");
+COHORT_DEFINE_string(profile_file, "", "write a Chrome-trace profile of the steps to this file (per worker)");
+COHORT_DEFINE_string(inject_fault, "", "testing: make --inject_fault_task fail at --inject_fault_step: raise or stall");
+COHORT_DEFINE_int(inject_fault_task, 1, "testing: the worker that fails");
+COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it fails");
 
 namespace {
 
@@ -105,6 +117,74 @@ std::string duration(double seconds) {
   return text;
 }
 
+
+// Progress lines on the chief: step, loss, accuracy, images/s over the cluster, time to go.
+class ProgressHook : public cohort::SessionRunHook {
+ public:
+  ProgressHook(std::int64_t every, std::int64_t target, std::int64_t per_step)
+      : every_(every), target_(target), per_step_(per_step) {}
+  cohort::SessionRunArgs before_run(cohort::RunContext&) override {
+    return {{"global_step", "loss", "accuracy", "learning_rate"}};
+  }
+  void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
+    const auto step = static_cast<std::int64_t>(v.get("global_step"));
+    if (last_step_ < 0) last_step_ = step, last_time_ = Clock::now(), next_ = step + every_;
+    if (step < next_) return;
+    const auto now = Clock::now();
+    const double rate = static_cast<double>((step - last_step_) * per_step_) /
+                        std::chrono::duration<double>(now - last_time_).count();
+    const double eta = static_cast<double>((target_ - step) * per_step_) / rate;
+    std::printf("step %lld/%lld  loss %.4f  accuracy %.3f  lr %.3g  %.0f images/s  eta %s\n",
+                static_cast<long long>(step), static_cast<long long>(target_), v.get("loss"),
+                v.get("accuracy"), v.get("learning_rate"), rate, duration(eta).c_str());
+    std::fflush(stdout);
+    last_step_ = step, last_time_ = now, next_ = step + every_;
+  }
+
+ private:
+  std::int64_t every_, target_, per_step_;
+  std::int64_t last_step_ = -1, next_ = 0;
+  Clock::time_point last_time_;
+};
+
+// Test-set evaluation on the chief every N global steps.
+class EvaluationHook : public cohort::SessionRunHook {
+ public:
+  EvaluationHook(cohort::Trainer& trainer, const cohort::data::Dataset& test, std::int64_t every)
+      : trainer_(trainer), test_(test), every_(every) {}
+  cohort::SessionRunArgs before_run(cohort::RunContext&) override { return {{"global_step"}}; }
+  void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
+    const auto step = static_cast<std::int64_t>(v.get("global_step"));
+    if (next_ < 0) next_ = step + every_;
+    if (step < next_) return;
+    const auto m = trainer_.evaluate(test_);
+    std::printf("step %lld  test accuracy %.4f  test loss %.4f\n", static_cast<long long>(step),
+                m.accuracy, m.loss);
+    next_ = step + every_;
+  }
+
+ private:
+  cohort::Trainer& trainer_;
+  const cohort::data::Dataset& test_;
+  std::int64_t every_, next_ = -1;
+};
+
+// For the failure tests: one worker raises, or stops answering, at a given global step.
+class FaultInjectionHook : public cohort::SessionRunHook {
+ public:
+  FaultInjectionHook(std::string kind, std::int64_t step) : kind_(std::move(kind)), step_(step) {}
+  cohort::SessionRunArgs before_run(cohort::RunContext&) override { return {{"global_step"}}; }
+  void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
+    if (v.get("global_step") < static_cast<double>(step_)) return;
+    if (kind_ == "raise") throw cohort::Error("injected failure at global step " + std::to_string(step_));
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // "stall"
+  }
+
+ private:
+  std::string kind_;
+  std::int64_t step_;
+};
+
 int Main(int, char**) {
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
@@ -147,6 +227,7 @@ int Main(int, char**) {
   options.replication.staleness = FLAGS_staleness;
   options.replication.fusion_bytes = FLAGS_fusion_bytes;
   options.replication.wait_timeout = timeout;
+  options.model_name = FLAGS_model;
   cohort::Trainer trainer(
       &server, graph,
       [&](cohort::Graph& g) { return cohort::build_model(FLAGS_model, g, hidden); }, shard,
@@ -163,7 +244,6 @@ int Main(int, char**) {
       FLAGS_train_steps > 0 ? FLAGS_train_steps
                             : (FLAGS_epochs * train_data.size() + per_step - 1) / per_step;
 
-  trainer.start();
   const bool chief = server.is_chief();
   const auto test_data = chief ? cohort::data::fashion_mnist(cohort::data::Split::kTest)
                                : cohort::data::Dataset();
@@ -173,36 +253,35 @@ int Main(int, char**) {
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
                 static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
 
+  cohort::MonitoredTrainingSessionOptions session_options;
+  session_options.master = server.target();
+  session_options.is_chief = chief;
+  session_options.checkpoint_dir = FLAGS_checkpoint_dir;
+  session_options.save_checkpoint_steps = FLAGS_save_checkpoint_steps;
+  session_options.save_checkpoint_secs = FLAGS_save_checkpoint_secs;
+  session_options.save_summaries_steps = FLAGS_save_summaries_steps;
+  session_options.log_step_count_steps = 0;  // the progress hook below says it
+  session_options.keep_checkpoint_max = static_cast<int>(FLAGS_keep_checkpoint_max);
+  session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));
+  session_options.hooks.push_back(cohort::StopAtStepHook::last(target));
+  if (!FLAGS_profile_file.empty())
+    session_options.hooks.push_back(std::make_shared<cohort::ProfilerHook>(
+        cohort::ProfilerHookOptions{.every_n_steps = 1, .output_file = FLAGS_profile_file}));
+  if (!FLAGS_inject_fault.empty() && server.task_index() == FLAGS_inject_fault_task)
+    session_options.hooks.push_back(std::make_shared<FaultInjectionHook>(FLAGS_inject_fault, FLAGS_inject_fault_step));
+  if (FLAGS_log_every_steps > 0)
+    session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, target, per_step));
+  if (FLAGS_eval_every_steps > 0)
+    session_options.chief_only_hooks.push_back(std::make_shared<EvaluationHook>(trainer, test_data, FLAGS_eval_every_steps));
+
+  auto session = cohort::MonitoredTrainingSession(trainer, session_options);
+  const std::int64_t first_step = trainer.global_step();
   const auto start = Clock::now();
-  auto last_time = start;
-  std::int64_t first_step = trainer.global_step(), last_step = first_step, next_log = first_step + FLAGS_log_every_steps;
-  std::int64_t next_eval = FLAGS_eval_every_steps > 0 ? first_step + FLAGS_eval_every_steps : -1;
-  cohort::StepValues v;
-  while (trainer.global_step() < target) {
-    v = trainer.step();
-    if (v.stop) break;
-    if (chief && FLAGS_log_every_steps > 0 && v.global_step >= next_log) {
-      const auto now = Clock::now();
-      const double dt = std::chrono::duration<double>(now - last_time).count();
-      const double rate = static_cast<double>((v.global_step - last_step) * per_step) / dt;
-      const double eta = static_cast<double>((target - v.global_step) * per_step) / rate;
-      std::printf("step %lld/%lld  loss %.4f  accuracy %.3f  lr %.3g  %.0f images/s  eta %s\n",
-                  static_cast<long long>(v.global_step), static_cast<long long>(target), v.loss,
-                  v.accuracy, v.learning_rate, rate, duration(eta).c_str());
-      std::fflush(stdout);
-      last_time = now;
-      last_step = v.global_step;
-      next_log = v.global_step + FLAGS_log_every_steps;
-    }
-    if (chief && next_eval > 0 && v.global_step >= next_eval) {
-      const auto m = trainer.evaluate(test_data);
-      std::printf("step %lld  test accuracy %.4f  test loss %.4f\n",
-                  static_cast<long long>(v.global_step), m.accuracy, m.loss);
-      next_eval = v.global_step + FLAGS_eval_every_steps;
-    }
-  }
+  while (!session->should_stop()) session->run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const std::int64_t steps = trainer.global_step() - first_step;
+  if (const int signal = cohort::stop_signal_received(); signal != 0 && chief)
+    std::printf("stopped by signal %d at global step %lld\n", signal, static_cast<long long>(trainer.global_step()));
   const double images_per_sec = static_cast<double>(steps * per_step) / seconds;
   const std::string stats = trainer.replication().stats();
 
@@ -224,7 +303,7 @@ int Main(int, char**) {
       out << metrics.dump(2) << "\n";
     }
   }
-  trainer.finish();
+  session->close();
   server.done();
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "cohort/core/parameter_store.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "cohort/core/server.h"
 #include "cohort/core/wait.h"
@@ -103,6 +104,8 @@ std::unique_ptr<ParameterStore> ParameterStore::serve(const ClusterSpec& cluster
 }
 
 ParameterStore::~ParameterStore() {
+  // Closing is collective: never while an error unwinds (app::Run is about to end the job).
+  if (std::uncaught_exceptions() > 0) return;
   try {
     close();
   } catch (...) {

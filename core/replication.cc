@@ -1,6 +1,7 @@
 #include "cohort/core/replication.h"
 
 #include <algorithm>
+#include <exception>
 #include <vector>
 
 #include "cohort/core/fusion.h"
@@ -110,6 +111,8 @@ class PsReplication : public Replication {
                             server.task().to_string());
   }
   ~PsReplication() override {
+    // While an error unwinds, leaving would wait on other tasks; app::Run ends the job instead.
+    if (std::uncaught_exceptions() > 0) return;
     try {
       finish();
     } catch (...) {

@@ -35,7 +35,7 @@ struct CheckpointSaverHookOptions {
   /// Save every this many global steps, or every this many seconds: exactly one positive.
   std::int64_t every_steps = 0;
   double every_secs = 0;
-  std::vector<std::shared_ptr<CheckpointSaverListener>> listeners;
+  std::vector<std::shared_ptr<CheckpointSaverListener>> listeners{};
 };
 
 /// Writes checkpoints through MonitoredSession::save_checkpoint() (into the session's

@@ -15,7 +15,7 @@ namespace cohort {
 
 struct LoggingTensorHookOptions {
   /// The fetch names to print, in this order (e.g. "loss", "accuracy", "global_step").
-  std::vector<std::string> tensors;
+  std::vector<std::string> tensors{};
   /// Print every this many runs of this session, or every this many seconds: exactly one
   /// positive, or both zero with `at_end` (print only at the end).
   std::int64_t every_n_iter = 0;
@@ -24,7 +24,7 @@ struct LoggingTensorHookOptions {
   bool at_end = false;
   /// Turns the values (by name) into the line to print; empty: "loss = 0.41, accuracy = 0.87"
   /// followed by " (0.230 sec)", the time since the previous line, when there is one.
-  std::function<std::string(const std::map<std::string, double>&)> formatter;
+  std::function<std::string(const std::map<std::string, double>&)> formatter{};
   /// Where lines go; null: std::cout. Not owned: must outlive the hook.
   std::ostream* out = nullptr;
 };

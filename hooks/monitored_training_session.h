@@ -12,13 +12,13 @@
 namespace cohort {
 
 struct MonitoredTrainingSessionOptions {
-  std::string master;  ///< the server's target (Server::target()); empty in local mode
+  std::string master{};  ///< the server's target (Server::target()); empty in local mode
   bool is_chief = true;
   /// Restore from and save checkpoints here (the chief); summaries go here too. Empty: no
   /// checkpoints, no summaries, no step counter.
-  std::string checkpoint_dir;
-  HookList hooks;             ///< run on every worker
-  HookList chief_only_hooks;  ///< run on the chief only
+  std::string checkpoint_dir{};
+  HookList hooks{};             ///< run on every worker
+  HookList chief_only_hooks{};  ///< run on the chief only
   /// Checkpoint cadence: every save_checkpoint_steps global steps when that is > 0 (it takes
   /// precedence), else every save_checkpoint_secs seconds when that is > 0, else no periodic
   /// checkpoints (the session still restores from checkpoint_dir).
@@ -29,7 +29,7 @@ struct MonitoredTrainingSessionOptions {
   std::int64_t log_step_count_steps = 100;
   /// Non-chief workers wait at most this long for the chief to initialise the parameters.
   std::chrono::seconds max_wait_secs{600};
-  SessionConfig config;
+  SessionConfig config{};
   int keep_checkpoint_max = 5;
   /// Stop cleanly at the end of the step on SIGTERM or SIGUSR1.
   bool stop_on_signals = true;

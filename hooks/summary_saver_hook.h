@@ -17,7 +17,7 @@ struct SummarySaverHookOptions {
   std::int64_t every_steps = 0;
   double every_secs = 0;
   /// Where the event file and metrics.csv go (MonitoredTrainingSession uses checkpoint_dir).
-  std::string output_dir;
+  std::string output_dir{};
 };
 
 /// Writes the scalars "loss", "accuracy", "learning_rate" of the current step and

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Cohort needs (only those missing) and builds it into build/.
-# Works as root, or through sudo otherwise. Usage: scripts/setup.sh [extra cmake args]
+# Works as root, or through sudo otherwise.
+# Usage: scripts/setup.sh [--tests] [extra cmake args]
+#   --tests  also installs what the test suite uses (Python readers and plots, Slurm, modules)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_tests=0
+if [ "${1:-}" = "--tests" ]; then
+  with_tests=1
+  shift
+fi
 
 packages=(
   build-essential cmake pkg-config
@@ -12,6 +19,11 @@ packages=(
   doctest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist             # the default training data
 )
+if ((with_tests)); then
+  packages+=(
+    python3-numpy python3-matplotlib  # checkpoint reader test, metric plots
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

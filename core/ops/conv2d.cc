@@ -68,6 +68,13 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
   // Patch rows copy kw * in contiguous floats at a time; below a 16-float vector that is mostly
   // loop overhead, and the tap-major layout copies whole output rows instead.
   patch_columns_ = !direct_ && g.kernel_w * g.in_c < 16;
+  winograd_.reset();
+  const bool winograd_fits = winograd::Convolution::suitable(g, options_.filters);
+  if (options_.algorithm == Options::Algorithm::kWinograd && !winograd_fits)
+    throw InvalidArgument("Conv2D \"" + name_ + "\": Winograd needs stride 1, a 3x3 or 5x5 filter and "
+                          ">= 8 channels in and out; input " + to_string(input));
+  if (options_.algorithm != Options::Algorithm::kIm2col && winograd_fits)
+    winograd_.emplace(g, options_.filters);
   graph_ = &graph;
   kernel_offset_ =
       graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, options_.filters},
@@ -105,6 +112,12 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   ConstUnalignedMap kernel(values + kernel_offset_, patch, f);
   ConstRowMap bias(values + bias_offset_, f);
   output.resize({n, g.out_h, g.out_w, f});
+  if (winograd_) {
+    winograd_->forward(input.data(), n, values + kernel_offset_, values + bias_offset_,
+                       options_.activation == Activation::kRelu, output.data(),
+                       std::max(1, intra_op_threads()));
+    return;
+  }
   const Plan p = plan(n);
   const std::int64_t column_size = direct_ ? 0 : p.chunk * g.rows_per_image() * patch;
   columns_.resize({p.threads * column_size});
@@ -139,6 +152,15 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
   const std::int64_t n = input.dim(0), f = options_.filters, patch = g.patch();
   ConstUnalignedMap kernel(graph_->values().data() + kernel_offset_, patch, f);
   const bool relu = options_.activation == Activation::kRelu;
+  if (grad_input != nullptr) grad_input->resize(input.shape());
+  if (winograd_) {
+    winograd_->backward(input.data(), n, graph_->values().data() + kernel_offset_, output.data(),
+                        grad_output.data(), relu,
+                        grad_input != nullptr ? grad_input->data() : nullptr,
+                        grads.data() + kernel_offset_, grads.data() + bias_offset_,
+                        std::max(1, intra_op_threads()));
+    return;
+  }
   const Plan p = plan(n);
   const std::int64_t column_size = direct_ ? 0 : p.chunk * g.rows_per_image() * patch;
   const std::int64_t grad_pre_size = relu ? p.chunk * g.rows_per_image() * f : 0;
@@ -147,7 +169,6 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
   // Threads after the first accumulate their filter and bias gradients apart, summed at the end.
   const std::int64_t partial_size = patch * f + f;
   partials_.resize({(p.threads - 1) * partial_size});
-  if (grad_input != nullptr) grad_input->resize(input.shape());
 
 #pragma omp parallel num_threads(p.threads) if (p.threads > 1)
   {

@@ -273,8 +273,8 @@ TEST_CASE("write_checkpoint reports I/O failures with the path") {
   Checkpoint c;
   c.metadata["global_step"] = "1";
   const std::string path = dir / "missing_dir/x.safetensors";
-  CHECK_THROWS_WITH_AS(cohort::write_checkpoint(path, c),
-                       doctest::Contains(path + ": cannot create the temporary file"),
+  const std::string expected = path + ": cannot create the temporary file";
+  CHECK_THROWS_WITH_AS(cohort::write_checkpoint(path, c), doctest::Contains(expected.c_str()),
                        CheckpointError);
 }
 

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "cohort/core/graph.h"
@@ -15,9 +17,13 @@ using cohort::testing::random_tensor;
 
 namespace {
 
+using Algorithm = Conv2D::Options::Algorithm;
+
 Conv2D::Options options(std::int64_t filters, std::int64_t kh, std::int64_t kw, std::int64_t stride,
-                        Padding padding, Activation activation = Activation::kNone) {
+                        Padding padding, Activation activation = Activation::kNone,
+                        Algorithm algorithm = Algorithm::kIm2col) {
   Conv2D::Options o;
+  o.algorithm = algorithm;
   o.filters = filters;
   o.kernel_h = kh;
   o.kernel_w = kw;
@@ -163,15 +169,99 @@ TEST_CASE("Conv2D gradients match finite differences") {
 }
 
 TEST_CASE("Conv2D gradients across several chunks match finite differences") {
+  for (Algorithm algorithm : {Algorithm::kIm2col, Algorithm::kWinograd}) {
+    CAPTURE(algorithm == Algorithm::kWinograd);
+    Graph graph;
+    Conv2D layer("conv", options(8, 5, 5, 1, Padding::kSame, Activation::kNone, algorithm));
+    layer.build(graph, {28, 28, 8});  // one image per chunk either way
+    graph.initialize(4);
+    Tensor x = random_tensor({3, 28, 28, 8}, 3);
+    GradientCheckOptions check;  // linear, so a larger step costs no accuracy and beats rounding
+    check.max_per_tensor = 40;
+    check_layer_gradients(layer, graph, x, {}, check);
+  }
+}
+
+TEST_CASE("Conv2D by Winograd matches direct convolution, im2col and finite differences") {
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 7, 8}, options(8, 3, 3, 1, Padding::kSame, Activation::kNone, Algorithm::kWinograd)},
+      {{1, 8, 8, 12}, options(10, 3, 3, 1, Padding::kValid, Activation::kNone, Algorithm::kWinograd)},
+      {{2, 9, 8, 8}, options(9, 5, 5, 1, Padding::kValid, Activation::kNone, Algorithm::kWinograd)},
+      {{2, 7, 6, 9}, options(8, 5, 5, 1, Padding::kSame, Activation::kNone, Algorithm::kWinograd)},
+      {{3, 14, 14, 17}, options(20, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
+      {{2, 5, 5, 16}, options(16, 3, 3, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    CAPTURE(c.o.kernel_h);
+    check_against_reference(c.input, c.o);
+    Graph graph;
+    Conv2D winograd("conv", c.o);
+    Conv2D::Options plain_options = c.o;
+    plain_options.algorithm = Algorithm::kIm2col;
+    Conv2D plain("conv", plain_options);
+    const Shape example = {c.input[1], c.input[2], c.input[3]};
+    winograd.build(graph, example);
+    plain.build(graph, example);
+    REQUIRE(winograd.uses_winograd());
+    REQUIRE_FALSE(plain.uses_winograd());
+    graph.initialize(5);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.2f;
+    Tensor x = random_tensor(c.input, 9);
+
+    // The same gradients as the im2col path, ReLU included.
+    Tensor y1, y2, dx1, dx2;
+    std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+    std::vector<float> g2(g1.size(), 3.0f);
+    plain.forward(x, y1, {});
+    winograd.forward(x, y2, {});
+    const Tensor dy = random_tensor(y1.shape(), 10);
+    plain.backward(x, y1, dy, &dx1, g1);
+    winograd.backward(x, y2, dy, &dx2, g2);
+    // Entries are sums of many terms that partly cancel: compare against the largest entry.
+    auto close = [](std::span<const float> a, std::span<const float> b) {
+      float largest = 0.0f, worst = 0.0f;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        largest = std::max(largest, std::abs(a[i]));
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+      }
+      INFO("largest ", largest, ", worst difference ", worst);
+      CHECK(largest > 0.0f);
+      CHECK(worst <= 1e-4f * largest);
+    };
+    close(dx1.span(), dx2.span());
+    close(g1, g2);
+
+    // And finite differences, on the linear cases (a ReLU's kinks need a step below what
+    // Winograd's rounding allows: its rounding differs between x + h and x - h more than direct
+    // convolution's, and a step below ~1e-2 measures that noise).
+    if (c.o.activation == Activation::kNone) {
+      GradientCheckOptions check;
+      check.max_per_tensor = 60;
+      check_layer_gradients(winograd, graph, x, {}, check);
+    }
+  }
+}
+
+TEST_CASE("Conv2D picks Winograd where it serves") {
   Graph graph;
-  Conv2D layer("conv", options(8, 5, 5, 1, Padding::kSame));
-  layer.build(graph, {28, 28, 8});  // one image per chunk
-  graph.initialize(4);
-  Tensor x = random_tensor({3, 28, 28, 8}, 3);
-  GradientCheckOptions check;
-  check.step = 1e-3;
-  check.max_per_tensor = 40;
-  check_layer_gradients(layer, graph, x, {}, check);
+  auto conv = [&](const char* name, std::int64_t filters, std::int64_t k, std::int64_t stride,
+                  const Shape& input, Algorithm algorithm = Algorithm::kAuto) {
+    Conv2D layer(name, options(filters, k, k, stride, Padding::kSame, Activation::kNone, algorithm));
+    layer.build(graph, input);
+    return layer.uses_winograd();
+  };
+  CHECK(conv("a", 64, 5, 1, {14, 14, 32}));       // the tutorial CNN's conv2
+  CHECK(conv("b", 32, 3, 1, {14, 14, 16}));
+  CHECK_FALSE(conv("c", 32, 5, 1, {28, 28, 1}));  // one input channel: im2col
+  CHECK_FALSE(conv("d", 64, 5, 2, {14, 14, 32}));  // strided
+  CHECK_FALSE(conv("e", 64, 7, 1, {14, 14, 32}));
+  CHECK_FALSE(conv("f", 64, 5, 1, {14, 14, 32}, Algorithm::kIm2col));
+  CHECK_THROWS_AS(conv("g", 64, 5, 2, {14, 14, 32}, Algorithm::kWinograd), InvalidArgument);
 }
 
 TEST_CASE("Conv2D on two threads computes what it does on one") {
@@ -183,6 +273,7 @@ TEST_CASE("Conv2D on two threads computes what it does on one") {
   const std::vector<Case> cases = {
       {{7, 28, 28, 1}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu)},
       {{5, 14, 14, 32}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu)},
+      {{5, 14, 14, 32}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
       {{1, 9, 9, 16}, options(8, 3, 3, 2, Padding::kValid)},
       {{6, 4, 4, 8}, options(4, 1, 1, 1, Padding::kSame)},
   };

@@ -1,0 +1,79 @@
+# Installation: `cmake --install build --prefix P` lays out
+#   P/include/cohort/{mpi,core,hooks,gpu}/*.h and cohort.h   headers, included as <cohort/...>
+#   P/lib/libcohort_*.a                                      the libraries
+#   P/lib/cmake/Cohort/                                      find_package(Cohort): Cohort::mpi, ...
+#   P/lib/pkgconfig/cohort.pc                                pkg-config
+#   P/bin/cohort-train                                       the training program
+#   P/share/cohort/slurm/*.sbatch                            the Slurm batch scripts
+#   P/share/doc/cohort/                                      README and the manual
+#   P/share/modulefiles/cohort/<version>                     Tcl modulefile (Lmod, Environment Modules)
+# Each library directory installs its own target (into the CohortTargets export set) and headers;
+# this file holds the rest. The generated files locate the prefix from their own place in the
+# tree, so an installed tree still works after it is moved, and --prefix at install time is
+# honoured.
+
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(COHORT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Cohort")
+set(COHORT_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+set(COHORT_INSTALL_MODULEDIR "${CMAKE_INSTALL_DATADIR}/modulefiles/cohort")
+
+install(EXPORT CohortTargets
+  NAMESPACE Cohort::
+  FILE CohortTargets.cmake
+  DESTINATION "${COHORT_INSTALL_CMAKEDIR}")
+
+# The CUDA libraries the GPU backend links, for the package config to find them again.
+set(COHORT_CUDNN_LIBRARY_DIR "")
+if(COHORT_HAVE_CUDA AND CUDNN_LIBRARY)
+  get_filename_component(COHORT_CUDNN_LIBRARY_DIR "${CUDNN_LIBRARY}" DIRECTORY)
+endif()
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/CohortConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/cmake/CohortConfig.cmake"
+  INSTALL_DESTINATION "${COHORT_INSTALL_CMAKEDIR}")
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/cmake/CohortConfigVersion.cmake"
+  VERSION "${PROJECT_VERSION}"
+  # Before 1.0 a minor version may change the API.
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  "${PROJECT_BINARY_DIR}/cmake/CohortConfig.cmake"
+  "${PROJECT_BINARY_DIR}/cmake/CohortConfigVersion.cmake"
+  DESTINATION "${COHORT_INSTALL_CMAKEDIR}")
+
+# pkg-config: the prefix relative to the .pc file's own directory (${pcfiledir}).
+file(RELATIVE_PATH COHORT_PC_TO_PREFIX "/prefix/${COHORT_INSTALL_PKGCONFIGDIR}" "/prefix")
+string(REGEX REPLACE "/$" "" COHORT_PC_TO_PREFIX "${COHORT_PC_TO_PREFIX}")
+set(COHORT_PC_REQUIRES "eigen3 >= 3.4, nlohmann_json, zlib")
+# The public compile definitions of cohort::core (see core/CMakeLists.txt) and OpenMP.
+set(COHORT_PC_CFLAGS "-DEIGEN_MAX_ALIGN_BYTES=64 -fopenmp")
+set(COHORT_PC_LIBS "-lboost_program_options -fopenmp -pthread")
+if(COHORT_HAVE_CUDA)
+  string(APPEND COHORT_PC_CFLAGS " -DCOHORT_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
+  string(PREPEND COHORT_PC_LIBS "-lcohort_gpu ")
+  string(APPEND COHORT_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -L${COHORT_CUDNN_LIBRARY_DIR} -lcudnn -lcublas -lcudart")
+endif()
+configure_file("${PROJECT_SOURCE_DIR}/cmake/cohort.pc.in" "${PROJECT_BINARY_DIR}/cmake/cohort.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/cmake/cohort.pc" DESTINATION "${COHORT_INSTALL_PKGCONFIGDIR}")
+
+# The modulefile: the prefix relative to the modulefile's own directory.
+file(RELATIVE_PATH COHORT_MODULE_TO_PREFIX "/prefix/${COHORT_INSTALL_MODULEDIR}" "/prefix")
+string(REGEX REPLACE "/$" "" COHORT_MODULE_TO_PREFIX "${COHORT_MODULE_TO_PREFIX}")
+configure_file("${PROJECT_SOURCE_DIR}/slurm/cohort.modulefile.in"
+  "${PROJECT_BINARY_DIR}/cmake/modulefile/${PROJECT_VERSION}" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/cmake/modulefile/${PROJECT_VERSION}"
+  DESTINATION "${COHORT_INSTALL_MODULEDIR}")
+
+# The umbrella header <cohort/cohort.h>, the batch scripts, the manual.
+install(FILES "${PROJECT_SOURCE_DIR}/cohort.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/cohort")
+install(PROGRAMS
+  "${PROJECT_SOURCE_DIR}/slurm/single_node.sbatch"
+  "${PROJECT_SOURCE_DIR}/slurm/multi_node.sbatch"
+  "${PROJECT_SOURCE_DIR}/slurm/gpu.sbatch"
+  DESTINATION "${CMAKE_INSTALL_DATADIR}/cohort/slurm")
+set(COHORT_INSTALL_DOCDIR "${CMAKE_INSTALL_DATAROOTDIR}/doc/cohort")
+install(FILES "${PROJECT_SOURCE_DIR}/README.md" DESTINATION "${COHORT_INSTALL_DOCDIR}")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/docs/" DESTINATION "${COHORT_INSTALL_DOCDIR}"
+  FILES_MATCHING PATTERN "*.md")

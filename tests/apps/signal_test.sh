@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SIGTERM to the chief mid-training: it stops at the end of the step, writes a final checkpoint,
+# every rank exits 0; the same command again resumes from that checkpoint and finishes.
+#
+#   signal_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
+set -euo pipefail
+train=$1 mpiexec=$2 np_flag=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+args=(--ps_tasks=1 --mode=sync --model=small_cnn --train_steps=400 --save_checkpoint_steps=1000
+      --log_every_steps=10 --print_cluster=false --checkpoint_dir="$work/ckpt")
+
+"$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" > "$work/first.log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  grep -qE "^step ([5-9][0-9]|[1-9][0-9][0-9])/" "$work/first.log" && break
+  kill -0 "$job" 2>/dev/null || { echo "the job ended early"; cat "$work/first.log"; exit 1; }
+  sleep 0.05
+done
+# The chief is worker 0: rank 1 (rank 0 is the ps).
+chief=""
+for pid in $(pgrep -f -- "$train"); do
+  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then chief=$pid; fi
+done
+[ -n "$chief" ] || { echo "could not find the chief's process"; exit 1; }
+kill -TERM "$chief"
+status=0
+wait "$job" || status=$?
+cat "$work/first.log"
+[ "$status" -eq 0 ] || { echo "the job exited $status after SIGTERM, expected 0"; exit 1; }
+stopped=$(grep -oE "^stopped by signal 15 at global step [0-9]+" "$work/first.log" | grep -oE "[0-9]+$") \
+  || { echo "the chief did not report stopping on the signal"; exit 1; }
+[ -f "$work/ckpt/model.ckpt-$stopped.safetensors" ] || { echo "no final checkpoint at step $stopped"; exit 1; }
+grep -q "ps:0 served for" "$work/first.log" || { echo "the ps did not return from join()"; exit 1; }
+
+"$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" > "$work/second.log" 2>&1 \
+  || { cat "$work/second.log"; exit 1; }
+grep -q "restored from .* at global step $stopped$" "$work/second.log" \
+  || { cat "$work/second.log"; echo "did not resume from step $stopped"; exit 1; }
+grep -q "^final: global step 400," "$work/second.log" || { echo "did not finish"; exit 1; }
+echo "signal test passed: stopped at step $stopped, resumed and finished"

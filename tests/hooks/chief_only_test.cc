@@ -1,0 +1,106 @@
+// Two workers in allreduce mode: chief-only hooks run on the chief alone, hooks on both, and the
+// MonitoredTrainingSession factory gives the default hooks to the chief only.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "cohort/core/cluster.h"
+#include "cohort/core/server.h"
+#include "cohort/hooks/monitored_training_session.h"
+#include "cohort/hooks/step_counter_hook.h"
+#include "cohort/hooks/stop_at_step_hook.h"
+#include "hooks/hook_test_support.h"
+#include "hooks/recording_hook.h"
+#include "support/mpi_test.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kSteps = 5;
+
+struct Worker {
+  explicit Worker(const mpi::Comm& comm)
+      : cluster(ClusterSpec::from_counts(comm, 0)),
+        server(cluster),
+        trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                data::synthetic(128, 5).shard(server.task_index(), cluster.num_tasks("worker")), test::sgd(),
+                test::trainer_options(Mode::kAllreduce)) {}
+  ClusterSpec cluster;
+  Server server;
+  Graph graph;
+  Trainer trainer;
+};
+
+// A directory name every rank agrees on.
+std::string shared_dir(const mpi::Comm& comm, const std::string& tag) {
+  std::int64_t id = comm.rank() == 0 ? static_cast<std::int64_t>(::getpid()) : 0;
+  comm.bcast(std::span<std::int64_t>(&id, 1), 0);
+  return (std::filesystem::temp_directory_path() / ("cohort_hooks_" + tag + "_" + std::to_string(id))).string();
+}
+
+}  // namespace
+
+COHORT_MPI_TEST_CASE("chief-only hooks run on the chief only; hooks run on every worker", 2) {
+  Worker w(comm);
+  auto everywhere = std::make_shared<test::RecordingHook>();
+  auto chief_only = std::make_shared<test::RecordingHook>();
+  std::ostringstream counter_out;
+  auto counter = std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = 2, .out = &counter_out});
+  {
+    MonitoredSessionOptions options;
+    options.master = w.server.target();
+    options.is_chief = w.server.is_chief();
+    options.hooks = {everywhere, StopAtStepHook::last(kSteps)};
+    options.chief_only_hooks = {chief_only, counter};
+    options.stop_on_signals = false;
+    options.step_time_every_steps = 2;
+    MonitoredSession session(w.trainer, options);
+    CHECK(test::train(session) == kSteps);
+  }
+  CHECK(everywhere->events == test::expected_events(kSteps));
+  CHECK(everywhere->mismatches == 0);
+  CHECK(everywhere->chief_seen == (comm.rank() == 0));
+  CHECK(everywhere->last_global_step == kSteps);
+  if (comm.rank() == 0) {
+    CHECK(chief_only->events == test::expected_events(kSteps));
+    // Rates at global steps 3 and 5, each followed by a straggler line once step times are shared.
+    const std::string out = counter_out.str();
+    CHECK(out.find("global_step/sec: ") != std::string::npos);
+    CHECK(out.find("stragglers: slowest worker ") != std::string::npos);
+    REQUIRE(counter->steps_per_sec().has_value());
+    // Allreduce: every global step is one batch from each of the 2 workers.
+    CHECK(*counter->images_per_sec() == doctest::Approx(*counter->steps_per_sec() * 2 * test::kBatch));
+  } else {
+    CHECK(chief_only->events.empty());
+    CHECK(counter_out.str().empty());
+  }
+}
+
+COHORT_MPI_TEST_CASE("MonitoredTrainingSession: the chief checkpoints and writes summaries, the other worker does not", 2) {
+  const std::string dir = shared_dir(comm, "mts_mpi");
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+  comm.barrier();
+  {
+    Worker w(comm);
+    auto session = MonitoredTrainingSession(
+        w.trainer, {.master = w.server.target(), .is_chief = w.server.is_chief(), .checkpoint_dir = dir,
+                    .hooks = {StopAtStepHook::last(4)}, .save_checkpoint_steps = 2, .save_summaries_steps = 2,
+                    .log_step_count_steps = 0, .stop_on_signals = false});
+    CHECK(session->options().chief_only_hooks.size() == (comm.rank() == 0 ? 2u : 0u));
+    CHECK(test::train(*session) == 4);
+  }
+  comm.barrier();
+  for (int step : {0, 2, 4})
+    CHECK(std::filesystem::exists(dir + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
+  CHECK(std::filesystem::exists(dir + "/metrics.csv"));
+  // One writer only: a single event file.
+  int event_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string().rfind("events.out.tfevents", 0) == 0) ++event_files;
+  CHECK(event_files == 1);
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace cohort

@@ -1,0 +1,178 @@
+// CheckpointSaverHook and SummarySaverHook cadence, and the MonitoredTrainingSession factory,
+// with real files in a temporary directory.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cohort/hooks/checkpoint_saver_hook.h"
+#include "cohort/hooks/monitored_training_session.h"
+#include "cohort/hooks/stop_at_step_hook.h"
+#include "cohort/hooks/summary_saver_hook.h"
+#include "hooks/hook_test_support.h"
+
+namespace cohort {
+namespace {
+
+using test::LocalTraining;
+
+class CountingListener : public CheckpointSaverListener {
+ public:
+  void begin() override { ++begins; }
+  void before_save(MonitoredSession&, std::int64_t step) override { before.push_back(step); }
+  bool after_save(MonitoredSession&, std::int64_t step, const std::string& path) override {
+    after.push_back(step);
+    paths.push_back(path);
+    return stop_after_save;
+  }
+  void end(MonitoredSession&, std::int64_t step) override { ends.push_back(step); }
+
+  int begins = 0;
+  std::vector<std::int64_t> before, after, ends;
+  std::vector<std::string> paths;
+  bool stop_after_save = false;
+};
+
+MonitoredSessionOptions session_options(const std::string& dir, HookList hooks) {
+  MonitoredSessionOptions options;
+  options.checkpoint_dir = dir;
+  options.hooks = std::move(hooks);
+  options.stop_on_signals = false;
+  return options;
+}
+
+// (step, tag, value) rows of metrics.csv.
+struct Row {
+  std::int64_t step;
+  std::string tag;
+  double value;
+};
+std::vector<Row> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Row> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string step, wall, tag, value;
+    std::getline(fields, step, ',');
+    std::getline(fields, wall, ',');
+    std::getline(fields, tag, ',');
+    std::getline(fields, value, ',');
+    rows.push_back({std::stoll(step), tag, std::stod(value)});
+  }
+  return rows;
+}
+
+std::vector<std::int64_t> steps_of(const std::vector<Row>& rows, const std::string& tag) {
+  std::vector<std::int64_t> steps;
+  for (const Row& row : rows)
+    if (row.tag == tag) steps.push_back(row.step);
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("CheckpointSaverHook saves at the start, every N global steps and at the end; not again after a restore") {
+  test::TempDir dir("ckpt");
+  auto listener = std::make_shared<CountingListener>();
+  {
+    LocalTraining t;
+    auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 3, .listeners = {listener}});
+    MonitoredSession session(t.trainer, session_options(dir.path(), {saver, StopAtStepHook::last(7)}));
+    test::train(session);
+    session.close();
+    CHECK(saver->saves() == 4);
+    CHECK(saver->last_path() == dir.path() + "/model.ckpt-7.safetensors");
+  }
+  CHECK(listener->begins == 1);
+  CHECK(listener->before == std::vector<std::int64_t>{0, 3, 6, 7});
+  CHECK(listener->after == std::vector<std::int64_t>{0, 3, 6, 7});
+  CHECK(listener->ends == std::vector<std::int64_t>{7});
+  for (const auto& path : listener->paths) CHECK(std::filesystem::exists(path));
+  CHECK(std::filesystem::exists(dir.path() + "/model.ckpt-7.safetensors"));
+
+  // A second run restores step 7: no save at the start, num() counts from 7.
+  auto second = std::make_shared<CountingListener>();
+  LocalTraining t;
+  auto stop = StopAtStepHook::num(2);
+  auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 3, .listeners = {second}});
+  MonitoredSession session(t.trainer, session_options(dir.path(), {saver, stop}));
+  CHECK(session.restored_step() == 7);
+  CHECK(stop->last_step() == 9);
+  CHECK(second->before.empty());
+  CHECK(test::train(session) == 2);
+  session.close();
+  CHECK(second->before == std::vector<std::int64_t>{9});  // 10 was never reached; the end save
+  CHECK(second->ends == std::vector<std::int64_t>{9});
+}
+
+TEST_CASE("CheckpointSaverHook: a listener's after_save can stop training; every_secs; bad options") {
+  test::TempDir dir("ckpt_stop");
+  auto listener = std::make_shared<CountingListener>();
+  listener->stop_after_save = true;
+  LocalTraining t;
+  auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_secs = 3600, .listeners = {listener}});
+  MonitoredSession session(t.trainer, session_options(dir.path(), {saver}));
+  CHECK(test::train(session) == 1);  // the start save asked to stop: effective after one step
+  session.close();
+  CHECK(listener->before == std::vector<std::int64_t>{0, 1});  // start, end
+
+  CHECK_THROWS_AS(CheckpointSaverHook(CheckpointSaverHookOptions{}), InvalidArgument);
+  CHECK_THROWS_AS(CheckpointSaverHook({.every_steps = 1, .every_secs = 1}), InvalidArgument);
+  CHECK_THROWS_AS(CheckpointSaverHook({.every_steps = 1, .listeners = {nullptr}}), InvalidArgument);
+}
+
+TEST_CASE("CheckpointSaverHook without a checkpoint_dir is an InvalidArgument") {
+  LocalTraining t;
+  auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 3});
+  CHECK_THROWS_AS(MonitoredSession(t.trainer, session_options("", {saver})), InvalidArgument);
+}
+
+TEST_CASE("SummarySaverHook writes at the first step and every N global steps") {
+  test::TempDir dir("summaries");
+  LocalTraining t;
+  auto hook = std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 5, .output_dir = dir.path()});
+  {
+    MonitoredSession session(t.trainer, session_options("", {hook, StopAtStepHook::last(12)}));
+    test::train(session);
+  }
+  CHECK(hook->writes() == 3);
+  CHECK(std::filesystem::exists(hook->event_file()));
+  const auto rows = read_csv(dir.path() + "/metrics.csv");
+  CHECK(steps_of(rows, "loss") == std::vector<std::int64_t>{1, 6, 11});
+  CHECK(steps_of(rows, "accuracy") == std::vector<std::int64_t>{1, 6, 11});
+  CHECK(steps_of(rows, "learning_rate") == std::vector<std::int64_t>{1, 6, 11});
+  CHECK(steps_of(rows, "images/sec") == std::vector<std::int64_t>{6, 11});
+  for (const Row& row : rows) {
+    if (row.tag == "learning_rate") CHECK(row.value == doctest::Approx(0.05));
+    if (row.tag == "images/sec") CHECK(row.value > 0);
+  }
+  CHECK_THROWS_AS(SummarySaverHook({.every_steps = 5}), InvalidArgument);  // no output_dir
+  CHECK_THROWS_AS(SummarySaverHook({.output_dir = dir.path()}), InvalidArgument);  // no cadence
+}
+
+TEST_CASE("MonitoredTrainingSession adds the checkpoint, summary and step-counter hooks on the chief") {
+  test::TempDir dir("mts");
+  LocalTraining t;
+  auto session = MonitoredTrainingSession(
+      t.trainer, {.checkpoint_dir = dir.path(), .hooks = {StopAtStepHook::last(5)}, .save_checkpoint_steps = 2,
+                  .save_summaries_steps = 2, .log_step_count_steps = 2, .stop_on_signals = false});
+  CHECK(test::train(*session) == 5);
+  session->close();
+  for (int step : {0, 2, 4, 5})
+    CHECK(std::filesystem::exists(dir.path() + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
+  CHECK(steps_of(read_csv(dir.path() + "/metrics.csv"), "loss") == std::vector<std::int64_t>{1, 3, 5});
+
+  // Without a checkpoint_dir: no files, no default hooks.
+  LocalTraining plain;
+  auto bare = MonitoredTrainingSession(plain.trainer, {.hooks = {StopAtStepHook::last(2)}, .stop_on_signals = false});
+  CHECK(bare->options().chief_only_hooks.empty());
+  CHECK(bare->options().hooks.size() == 1);
+  CHECK(test::train(*bare) == 2);
+
+  CHECK_THROWS_AS(MonitoredTrainingSession(plain.trainer, {.save_checkpoint_secs = -1}), InvalidArgument);
+}
+
+}  // namespace cohort

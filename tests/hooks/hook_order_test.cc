@@ -1,0 +1,96 @@
+// The hook protocol on a real local session: call order, fetches, stop requests, errors.
+#include <doctest/doctest.h>
+
+#include "cohort/hooks/stop_at_step_hook.h"
+#include "hooks/hook_test_support.h"
+#include "hooks/recording_hook.h"
+
+namespace cohort {
+namespace {
+
+using test::LocalTraining;
+using test::RecordingHook;
+
+// Requests a stop after `n` runs.
+class StopAfter : public SessionRunHook {
+ public:
+  explicit StopAfter(int n) : n_(n) {}
+  void after_run(RunContext& context, const SessionRunValues&) override {
+    if (++runs_ >= n_) context.request_stop();
+  }
+
+ private:
+  int n_;
+  int runs_ = 0;
+};
+
+class ThrowAt : public SessionRunHook {
+ public:
+  explicit ThrowAt(int n) : n_(n) {}
+  void after_run(RunContext&, const SessionRunValues&) override {
+    if (++runs_ == n_) throw Error("hook failed on purpose");
+  }
+
+ private:
+  int n_;
+  int runs_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("hooks see begin, after_create_session, (before_run, after_run) x N, end, with the fetches they asked for") {
+  LocalTraining t;
+  auto first = std::make_shared<RecordingHook>();
+  auto second = std::make_shared<RecordingHook>();
+  constexpr int kSteps = 6;
+  {
+    MonitoredSessionOptions options;
+    options.hooks = {first, std::make_shared<StopAfter>(kSteps)};
+    options.chief_only_hooks = {second};
+    options.stop_on_signals = false;
+    MonitoredSession session(t.trainer, options);
+    CHECK(first->events == std::vector<std::string>{"begin", "after_create_session"});
+    int runs = 0;
+    while (!session.should_stop()) {
+      const SessionRunValues values = session.run({"loss", "global_step"});
+      ++runs;
+      CHECK(values.all().size() == 2);
+      CHECK(values.get("global_step") == runs);
+    }
+    CHECK(runs == kSteps);
+    CHECK(first->events.back() == "after_run");
+    session.close();
+    session.close();  // idempotent: end() only once
+  }
+  CHECK(first->events == test::expected_events(kSteps));
+  CHECK(second->events == test::expected_events(kSteps));  // local sessions are the chief
+  CHECK(first->mismatches == 0);
+  CHECK(second->mismatches == 0);
+  CHECK(first->chief_seen);
+  CHECK(first->last_global_step == kSteps);
+}
+
+TEST_CASE("an exception from a hook leaves run(), stops the session, and skips end()") {
+  LocalTraining t;
+  auto recorder = std::make_shared<RecordingHook>();
+  MonitoredSessionOptions options;
+  options.hooks = {recorder, std::make_shared<ThrowAt>(2)};
+  options.stop_on_signals = false;
+  MonitoredSession session(t.trainer, options);
+  session.run();
+  CHECK_THROWS_WITH_AS(session.run(), "hook failed on purpose", Error);
+  CHECK(session.should_stop());
+  session.close();
+  CHECK(recorder->events == std::vector<std::string>{"begin", "after_create_session", "before_run", "after_run",
+                                                     "before_run", "after_run"});
+}
+
+TEST_CASE("an unknown fetch is an InvalidArgument naming it") {
+  LocalTraining t;
+  MonitoredSessionOptions options;
+  options.stop_on_signals = false;
+  MonitoredSession session(t.trainer, options);
+  CHECK_THROWS_AS(session.run({"no_such_value"}), InvalidArgument);
+}
+
+}  // namespace cohort

@@ -1,0 +1,142 @@
+// LoggingTensorHook, StepCounterHook and ProfilerHook: what they print and write.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/hooks/logging_tensor_hook.h"
+#include "cohort/hooks/profiler_hook.h"
+#include "cohort/hooks/step_counter_hook.h"
+#include "cohort/hooks/stop_at_step_hook.h"
+#include "hooks/hook_test_support.h"
+
+namespace cohort {
+namespace {
+
+using test::LocalTraining;
+
+MonitoredSessionOptions with_hooks(HookList hooks) {
+  MonitoredSessionOptions options;
+  options.hooks = std::move(hooks);
+  options.stop_on_signals = false;
+  return options;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("LoggingTensorHook prints the tensors in order every N runs, with the time between lines") {
+  LocalTraining t;
+  std::ostringstream out;
+  auto hook = std::make_shared<LoggingTensorHook>(
+      LoggingTensorHookOptions{.tensors = {"loss", "global_step"}, .every_n_iter = 3, .out = &out});
+  {
+    MonitoredSession session(t.trainer, with_hooks({hook, StopAtStepHook::last(7)}));
+    test::train(session);
+  }
+  const auto lines = lines_of(out.str());
+  REQUIRE(lines.size() == 3);  // runs 0, 3, 6
+  CHECK(std::regex_match(lines[0], std::regex(R"(loss = [0-9.e+-]+, global_step = 1)")));
+  CHECK(std::regex_match(lines[1], std::regex(R"(loss = [0-9.e+-]+, global_step = 4 \([0-9]+\.[0-9]{3} sec\))")));
+  CHECK(std::regex_match(lines[2], std::regex(R"(loss = [0-9.e+-]+, global_step = 7 \([0-9]+\.[0-9]{3} sec\))")));
+}
+
+TEST_CASE("LoggingTensorHook with a formatter, and at the end only") {
+  LocalTraining t;
+  std::ostringstream out;
+  auto formatted = std::make_shared<LoggingTensorHook>(LoggingTensorHookOptions{
+      .tensors = {"global_step", "accuracy"},
+      .every_n_iter = 2,
+      .formatter = [](const std::map<std::string, double>& v) {
+        return "step " + std::to_string(static_cast<int>(v.at("global_step"))) + " of " + std::to_string(v.size());
+      },
+      .out = &out});
+  std::ostringstream end_out;
+  auto at_end = std::make_shared<LoggingTensorHook>(
+      LoggingTensorHookOptions{.tensors = {"global_step"}, .at_end = true, .out = &end_out});
+  {
+    MonitoredSession session(t.trainer, with_hooks({formatted, at_end, StopAtStepHook::last(4)}));
+    test::train(session);
+    CHECK(end_out.str().empty());
+  }
+  CHECK(lines_of(out.str()) == std::vector<std::string>{"step 1 of 2", "step 3 of 2"});
+  CHECK(end_out.str() == "global_step = 4\n");
+
+  CHECK_THROWS_AS(LoggingTensorHook({.tensors = {}, .every_n_iter = 1}), InvalidArgument);
+  CHECK_THROWS_AS(LoggingTensorHook({.tensors = {"loss"}}), InvalidArgument);  // no cadence, no at_end
+  CHECK_THROWS_AS(LoggingTensorHook({.tensors = {"loss"}, .every_n_iter = 1, .every_n_secs = 1}), InvalidArgument);
+}
+
+TEST_CASE("StepCounterHook prints global steps and images per second every N global steps") {
+  LocalTraining t;
+  std::ostringstream out;
+  auto hook = std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = 2, .out = &out});
+  {
+    MonitoredSession session(t.trainer, with_hooks({hook, StopAtStepHook::last(6)}));
+    test::train(session);
+  }
+  // Triggers at global steps 1 (the start, nothing to report), 3 and 5.
+  const auto lines = lines_of(out.str());
+  REQUIRE(lines.size() == 2);
+  for (const auto& line : lines)
+    CHECK(std::regex_match(line, std::regex(R"(global_step/sec: [0-9.e+]+, images/sec: [0-9]+)")));
+  REQUIRE(hook->steps_per_sec().has_value());
+  CHECK(*hook->steps_per_sec() > 0);
+  // Local mode: one batch per global step.
+  CHECK(*hook->images_per_sec() == doctest::Approx(*hook->steps_per_sec() * test::kBatch));
+  CHECK_THROWS_AS(StepCounterHook({.every_n_steps = 0}), InvalidArgument);
+}
+
+TEST_CASE("ProfilerHook writes a Chrome trace with one complete event per phase of the recorded steps") {
+  LocalTraining t;
+  test::TempDir dir("profiler");
+  auto hook = std::make_shared<ProfilerHook>(
+      ProfilerHookOptions{.every_n_steps = 2, .output_file = dir.path() + "/sub/trace.json"});
+  {
+    MonitoredSession session(t.trainer, with_hooks({hook, StopAtStepHook::last(7)}));
+    CHECK(hook->path() == dir.path() + "/sub/trace.worker0.json");
+    test::train(session);
+  }
+  // The first run is skipped; then global steps 2, 4, 6.
+  CHECK(hook->recorded_steps() == 3);
+  std::ifstream in(hook->path());
+  REQUIRE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  REQUIRE(trace.contains("traceEvents"));
+  std::multiset<std::string> names;
+  std::set<std::int64_t> steps;
+  std::map<std::string, int> tids;
+  int metadata = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] == "M") {
+      ++metadata;
+      continue;
+    }
+    CHECK(event["ph"] == "X");
+    CHECK(event["pid"] == 0);
+    CHECK(event["ts"].get<double>() >= 0);
+    CHECK(event["dur"].get<double>() >= 0);
+    const std::string name = event["name"];
+    names.insert(name);
+    steps.insert(event["args"]["global_step"].get<std::int64_t>());
+    const int tid = event["tid"];
+    if (tids.count(name)) CHECK(tids[name] == tid);  // one track per phase kind
+    tids[name] = tid;
+  }
+  CHECK(steps == std::set<std::int64_t>{2, 4, 6});
+  for (const char* phase : {"pull", "forward_backward", "push", "wait"}) CHECK(names.count(phase) == 3);
+  CHECK(tids.size() == 4);
+  CHECK(metadata == 5);  // process_name and four thread_name
+}
+
+}  // namespace cohort

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Tests the batch scripts in slurm/ on a real Slurm: stands up a one-node cluster (munged,
+# slurmctld, slurmd from Debian's packages, all private to a temporary directory, started without
+# systemd), then
+#   1. runs slurm/single_node.sbatch with `sbatch --wait`: training finishes, the test accuracy is
+#      printed and the chief's checkpoint is in the submit directory;
+#   2. runs it again, sends the walltime warning (SIGUSR1 to the batch shell, as --signal=B:USR1
+#      does) while it trains: the job checkpoints, requeues itself, and the second run resumes
+#      from the checkpoint and finishes;
+#   3. runs it with COHORT_LAUNCHER=mpirun;
+#   4. runs slurm/gpu.sbatch on four fake GPUs (GRES backed by device nodes made here): every rank
+#      gets its own CUDA_VISIBLE_DEVICES.
+# Then it cancels what is left and stops the daemons by their pids.
+#
+# Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM
+# Exits 77 (ctest's SKIP_RETURN_CODE) when not root or when Slurm or munge is not installed;
+# COHORT_REQUIRE_SLURM=1 turns that into a failure. COHORT_KEEP_SLURM_TEST=1 keeps the temporary
+# directory (logs, job output, checkpoints); it is also kept when the test fails.
+set -euo pipefail
+
+src=$(cd "$1" && pwd)
+train=$(realpath "$2")
+
+skip() {
+  echo "SKIP: $*"
+  if [[ ${COHORT_REQUIRE_SLURM:-0} == 1 ]]; then exit 1; fi
+  exit 77
+}
+[[ $(id -u) == 0 ]] || skip "the Slurm test starts slurmctld, slurmd and munged and needs root"
+for exe in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged mungekey sbatch scontrol sinfo \
+           squeue scancel srun runuser; do
+  command -v "$exe" >/dev/null ||
+    skip "$exe not found: install the Debian packages slurmctld slurmd slurm-client munge"
+done
+id munge >/dev/null 2>&1 || skip "no munge user: install the Debian package munge"
+
+started=$SECONDS
+work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-slurm.XXXXXX")
+chmod 755 "$work"  # munged (user munge) needs to reach its directory inside
+mkdir -p "$work"/{state,spool,log,tmp,dev,munge}
+chown munge:munge "$work/munge"
+conf=$work/slurm.conf
+export SLURM_CONF=$conf
+
+log() { printf '[%3ds] %s\n' $((SECONDS - started)) "$*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# Pids of the daemons this test started, read from their pid files.
+daemon_pids() {
+  local f
+  for f in "$work/slurmd.pid" "$work/slurmctld.pid" "$work/munge/munged.pid"; do
+    [[ -s $f ]] && cat "$f"
+  done
+  return 0
+}
+
+cleanup() {
+  local status=$? pid i
+  trap - EXIT
+  if [[ -s $work/slurmctld.pid ]]; then
+    # Jobs first: slurmd leaves running steps behind when it stops.
+    scancel --full $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+    for ((i = 0; i < 20; i++)); do
+      [[ -z $(squeue -h -o %i 2>/dev/null) ]] && break
+      sleep 0.5
+    done
+  fi
+  for pid in $(daemon_pids); do
+    kill "$pid" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.25
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  if ((status != 0)); then
+    for f in "$work"/log/*.log "$work"/munge/munged.log; do
+      [[ -f $f ]] && { echo "---- last lines of $f"; tail -n 20 "$f"; }
+    done
+    echo "kept $work for inspection"
+  elif [[ ${COHORT_KEEP_SLURM_TEST:-0} == 1 ]]; then
+    echo "kept $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap "exit 143" TERM INT
+
+# A port nothing listens on.
+free_port() {
+  local port i
+  for ((i = 0; i < 100; i++)); do
+    port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && [[ $port != "${1:-}" ]]; then
+      echo "$port"
+      return
+    fi
+  done
+  fail "no free port found"
+}
+
+# Four fake GPUs: character devices like /dev/null, enough for Slurm's GRES bookkeeping.
+for i in 0 1 2 3; do mknod "$work/dev/gpu$i" c 1 3; done
+
+host=$(hostname -s)
+ctld_port=$(free_port)
+slurmd_port=$(free_port "$ctld_port")
+cat >"$conf" <<CONF
+ClusterName=cohortci
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# A requeued job waits out the credential lifetime before it runs again (120 s by default).
+AuthInfo=socket=$work/munge/munge.sock,cred_expire=5
+MpiDefault=pmix
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+ReturnToService=2
+EnforcePartLimits=ALL
+# Advertise more CPUs than the machine has, so that 8 ranks fit on a small CI machine.
+SlurmdParameters=config_overrides
+# Schedule at once; forget finished jobs soon (keeps sbatch --wait polling every 2 s).
+SchedulerParameters=sched_interval=1,bf_interval=1
+MinJobAge=4
+KillWait=5
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+TmpFS=$work/tmp
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+MailProg=/bin/true
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+NodeName=$host NodeAddr=127.0.0.1 CPUs=8 Gres=gpu:4 State=UNKNOWN
+PartitionName=ci Nodes=ALL Default=YES OverSubscribe=YES MaxTime=INFINITE State=UP
+CONF
+cat >"$work/gres.conf" <<CONF
+AutoDetect=off
+Name=gpu File=$work/dev/gpu[0-3]
+CONF
+
+runuser -u munge -- mungekey --create --keyfile="$work/munge/munge.key"
+runuser -u munge -- /usr/sbin/munged --socket="$work/munge/munge.sock" \
+  --key-file="$work/munge/munge.key" --pid-file="$work/munge/munged.pid" \
+  --log-file="$work/munge/munged.log" --seed-file="$work/munge/seed"
+/usr/sbin/slurmctld -f "$conf"
+/usr/sbin/slurmd -f "$conf"
+state=""
+for ((i = 0; i < 120; i++)); do
+  state=$(sinfo -h -N -o %t 2>/dev/null || true)
+  [[ $state == idle ]] && break
+  sleep 0.25
+done
+[[ $state == idle ]] || fail "the node did not become idle (state '$state')"
+srun --mpi=list 2>&1 | grep -qw pmix || fail "Slurm has no pmix MPI plugin"
+log "one-node Slurm is up (node $host, slurmctld port $ctld_port)"
+
+export COHORT_TRAIN=$train COHORT_LAUNCHER=srun
+# Eight ranks on a machine with fewer cores must yield when idle; mpirun refuses root without these.
+export OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset COHORT_CHECKPOINT_DIR COHORT_MODEL COHORT_MODE COHORT_PS_TASKS COHORT_TRAIN_STEPS
+
+# The value of `name` in the first line of `file` matching `pattern`.
+first_number_after() { grep -m1 -E "$2" "$1" | grep -oE "$2" | grep -oE '[0-9.]+$' || true; }
+
+check_finished() {  # out steps: training finished with a sensible test accuracy
+  local out=$1 steps=$2 accuracy
+  grep -q "final: global step $steps," "$out" || fail "$out: no 'final: global step $steps'"
+  accuracy=$(first_number_after "$out" 'test accuracy [0-9.]+')
+  [[ -n $accuracy ]] || fail "$out: no test accuracy printed"
+  awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "$out: test accuracy $accuracy is not above 0.5"
+  echo "$accuracy"
+}
+
+# ---- 1. sbatch --wait the single-node script: it trains, reports, and leaves a checkpoint.
+mkdir -p "$work/job1" && cd "$work/job1"
+status=0
+job=$(COHORT_TRAIN_STEPS=300 timeout 120 sbatch --wait --parsable "$src/slurm/single_node.sbatch") ||
+  status=$?
+out=$work/job1/cohort-$job.out
+[[ -f $out ]] && cat "$out"
+((status == 0)) || fail "sbatch --wait single_node.sbatch exited with status $status"
+accuracy=$(check_finished "$out" 300)
+[[ -s checkpoints/$job/checkpoint ]] || fail "no checkpoint index in checkpoints/$job"
+ls checkpoints/"$job"/model.ckpt-*.safetensors >/dev/null 2>&1 ||
+  fail "no model.ckpt-<step>.safetensors in checkpoints/$job"
+log "single_node.sbatch: 300 steps, test accuracy $accuracy, files: $(ls checkpoints/"$job" | tr "\n" " ")"
+
+# ---- 2. The walltime warning: checkpoint, requeue, resume.
+mkdir -p "$work/job2" && cd "$work/job2"
+steps=600
+COHORT_TRAIN_STEPS=$steps timeout 150 sbatch --wait "$src/slurm/single_node.sbatch" \
+  --log_every_steps=20 >sbatch.out 2>&1 &
+waiter=$!
+out=""
+for ((i = 0; i < 240; i++)); do  # until the first run has trained 100 steps
+  out=$(ls "$work"/job2/cohort-*.out 2>/dev/null || true)
+  [[ -n $out ]] && grep -q "^step [1-9][0-9][0-9]/$steps" "$out" && break
+  kill -0 "$waiter" 2>/dev/null || break
+  sleep 0.25
+done
+[[ -n $out ]] && grep -q "^step [1-9][0-9][0-9]/$steps" "$out" || fail "job 2 did not start training"
+job=${out##*/cohort-}
+job=${job%.out}
+scancel --signal=USR1 --batch "$job"
+log "sent the walltime warning (SIGUSR1 to the batch shell) to job $job"
+status=0
+wait "$waiter" || status=$?
+cat "$out"
+((status == 0)) || fail "sbatch --wait of the requeued job exited with status $status"
+grep -q "requeueing job $job" "$out" || fail "job $job did not requeue itself after the warning"
+grep -q "^cohort: job $job, run 2," "$out" || fail "job $job did not run a second time"
+restored_line=$(grep -m1 "restored from" "$out" || true)
+[[ -n $restored_line ]] || fail "the requeued run did not restore from a checkpoint"
+restored=$(sed -nE 's/.*ckpt-([0-9]+).*/\1/p' <<<"$restored_line")
+[[ -n $restored ]] || restored=$(sed -nE 's/.*step ([0-9]+).*/\1/p' <<<"$restored_line")
+[[ $restored =~ ^[0-9]+$ ]] && ((restored >= 100 && restored < steps)) ||
+  fail "restored step '$restored' is not between 100 and $steps: $restored_line"
+# The second run goes on from there, not from step 0.
+resumed=$(sed -n '/restored from/,$p' "$out" | grep -m1 -oE "^step [0-9]+/$steps" | grep -oE '[0-9]+' | head -1)
+[[ -n $resumed ]] && ((resumed > restored)) ||
+  fail "after the restore the first logged step is '$resumed', not after $restored"
+sed -n '/restored from/,$p' "$out" | grep -q "^final: global step $steps," ||
+  fail "the requeued run did not finish training"
+accuracy=$(check_finished "$out" "$steps")
+log "requeue: stopped and checkpointed, restored at step $restored, finished $steps steps, test accuracy $accuracy"
+
+# ---- 3. The same script launching with mpirun instead of srun.
+mkdir -p "$work/job3" && cd "$work/job3"
+status=0
+job=$(COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=100 timeout 120 sbatch --wait --parsable \
+      "$src/slurm/single_node.sbatch") || status=$?
+out=$work/job3/cohort-$job.out
+[[ -f $out ]] && cat "$out"
+((status == 0)) || fail "sbatch --wait single_node.sbatch with COHORT_LAUNCHER=mpirun exited with status $status"
+grep -q "8 workers\|8 ranks" "$out" || fail "$out: mpirun did not start 8 ranks"
+accuracy=$(check_finished "$out" 100)
+log "single_node.sbatch with mpirun: 100 steps, test accuracy $accuracy"
+
+# ---- 4. gpu.sbatch: one fake GPU per rank. A wrapper reports each rank's device, then runs train.
+mkdir -p "$work/job4" && cd "$work/job4"
+cat >show_gpu.sh <<SH
+#!/bin/bash
+echo "rank \${SLURM_PROCID} CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:-unset}"
+exec "$train" "\$@"
+SH
+chmod +x show_gpu.sh
+status=0
+job=$(COHORT_TRAIN=$work/job4/show_gpu.sh COHORT_TRAIN_STEPS=60 timeout 120 sbatch --wait --parsable \
+      "$src/slurm/gpu.sbatch") || status=$?
+out=$work/job4/cohort-$job.out
+[[ -f $out ]] && cat "$out"
+((status == 0)) || fail "sbatch --wait gpu.sbatch exited with status $status"
+devices=$(grep -oE '^rank [0-9]+ CUDA_VISIBLE_DEVICES=[0-9]+$' "$out" | sort -u | wc -l)
+distinct=$(grep -oE '^rank [0-9]+ CUDA_VISIBLE_DEVICES=[0-9]+$' "$out" | sed 's/.*=//' | sort -u | wc -l)
+((devices == 4 && distinct == 4)) || fail "gpu.sbatch: expected 4 ranks with 4 different GPUs"
+check_finished "$out" 60 >/dev/null
+log "gpu.sbatch: 4 ranks, one GPU each"
+log "PASS"
