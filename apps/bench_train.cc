@@ -1,7 +1,13 @@
 // bench_train: training throughput of the built-in models in one process (forward, backward and
 // an SGD update per step, data preloaded), next to the machine's matrix-product ceiling.
+// images/s is wall clock (the median of --windows timed windows after a warm-up); img/CPU-s
+// divides by the CPU time the process used instead, which stays meaningful on a shared machine
+// (with several threads it counts all of them, spinning included). Convolution FLOPs are those
+// of direct convolution, whichever algorithm runs.
 //
 //   build/bin/bench_train --models=mlp,cnn,small_cnn --threads=1,2 --batch_size=64 --seconds=10
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -71,8 +77,26 @@ double gemm_ceiling() {
   return best;
 }
 
+// CPU seconds used by this process so far, all threads together.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The 1-minute load average, to say how busy the machine was.
+double load_average() {
+  double load = -1.0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = -1.0;
+    std::fclose(f);
+  }
+  return load;
+}
+
 struct Result {
-  double images_per_second = 0.0;
+  double images_per_second = 0.0;      // wall clock
+  double images_per_cpu_second = 0.0;  // this process's CPU time, all threads
   double flops_per_image = 0.0;
 };
 
@@ -113,15 +137,18 @@ Result time_model(const std::string& name, std::int64_t batch_size) {
 
   const double window = FLAGS_seconds / static_cast<double>(FLAGS_windows);
   for (auto start = Clock::now(); seconds_since(start) < std::max(0.5, window);) run_step();
-  std::vector<double> rates;
+  std::vector<double> rates, cpu_rates;
   for (int w = 0; w < FLAGS_windows; ++w) {
     const std::int64_t first = step;
     const auto start = Clock::now();
+    const double cpu_start = cpu_seconds();
     do run_step();
     while (seconds_since(start) < window);
-    rates.push_back(static_cast<double>((step - first) * batch_size) / seconds_since(start));
+    const auto images = static_cast<double>((step - first) * batch_size);
+    rates.push_back(images / seconds_since(start));
+    cpu_rates.push_back(images / (cpu_seconds() - cpu_start));
   }
-  return {median(rates), model.flops_per_example()};
+  return {median(rates), median(cpu_rates), model.flops_per_example()};
 }
 
 int Main(int, char**) {
@@ -142,8 +169,10 @@ int Main(int, char**) {
     cohort::build_model(name, probe);  // an unknown name fails before any timing
   }
 
-  std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s %8s\n", "model", "threads", "batch",
-              "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "PyTorch", "ratio");
+  std::printf("# load average %.2f at start (other processes share the cores when it is above 0)\n",
+              load_average());
+  std::printf("%-10s %7s %5s %10s %12s %8s %8s %9s %8s %12s\n", "model", "threads", "batch",
+              "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "PyTorch", "ratio", "img/CPU-s");
   for (int threads : thread_counts) {
     cohort::set_intra_op_threads(threads);
     const double ceiling = gemm_ceiling();
@@ -158,9 +187,10 @@ int Main(int, char**) {
         std::snprintf(reference, sizeof reference, "%.0f", ref);
         std::snprintf(ratio, sizeof ratio, "%.2fx", r.images_per_second / ref);
       }
-      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %7.0f%% %12s %8s\n", name.c_str(), threads,
-                  static_cast<long long>(FLAGS_batch_size), r.images_per_second,
-                  r.flops_per_image / 1e6, gflops, 100.0 * gflops / ceiling, reference, ratio);
+      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %7.0f%% %9s %8s %12.0f\n", name.c_str(),
+                  threads, static_cast<long long>(FLAGS_batch_size), r.images_per_second,
+                  r.flops_per_image / 1e6, gflops, 100.0 * gflops / ceiling, reference, ratio,
+                  r.images_per_cpu_second);
       std::fflush(stdout);
     }
   }

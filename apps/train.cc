@@ -236,10 +236,7 @@ int Main(int, char**) {
     std::printf("%s", graph.device_setter().table().c_str());
 
   // Epochs are counted globally: a global step consumes this many examples.
-  std::int64_t per_step = FLAGS_batch_size;
-  if (mode == cohort::Mode::kSync)
-    per_step *= FLAGS_replicas_to_aggregate > 0 ? FLAGS_replicas_to_aggregate : workers;
-  if (mode == cohort::Mode::kAllreduce) per_step *= workers;
+  const std::int64_t per_step = trainer.examples_per_global_step();
   const std::int64_t target =
       FLAGS_train_steps > 0 ? FLAGS_train_steps
                             : (FLAGS_epochs * train_data.size() + per_step - 1) / per_step;

@@ -8,9 +8,8 @@
 #   P/share/doc/cohort/                                      README and the manual
 #   P/share/modulefiles/cohort/<version>                     Tcl modulefile (Lmod, Environment Modules)
 # Each library directory installs its own target (into the CohortTargets export set) and headers;
-# this file holds the rest. The generated files locate the prefix from their own place in the
-# tree, so an installed tree still works after it is moved, and --prefix at install time is
-# honoured.
+# this file holds the rest. The CMake package and the .pc file find the prefix from their own
+# place in the tree; the modulefile names the prefix given at install time.
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -58,13 +57,17 @@ endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/cohort.pc.in" "${PROJECT_BINARY_DIR}/cmake/cohort.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/cmake/cohort.pc" DESTINATION "${COHORT_INSTALL_PKGCONFIGDIR}")
 
-# The modulefile: the prefix relative to the modulefile's own directory.
-file(RELATIVE_PATH COHORT_MODULE_TO_PREFIX "/prefix/${COHORT_INSTALL_MODULEDIR}" "/prefix")
-string(REGEX REPLACE "/$" "" COHORT_MODULE_TO_PREFIX "${COHORT_MODULE_TO_PREFIX}")
+# The modulefile names the prefix as given at install time (cmake --install --prefix P), not at
+# configure time: configure now with the prefix left as a placeholder, fill it in when installing.
+set(COHORT_PREFIX "@COHORT_PREFIX@")
 configure_file("${PROJECT_SOURCE_DIR}/slurm/cohort.modulefile.in"
-  "${PROJECT_BINARY_DIR}/cmake/modulefile/${PROJECT_VERSION}" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/cmake/modulefile/${PROJECT_VERSION}"
-  DESTINATION "${COHORT_INSTALL_MODULEDIR}")
+  "${PROJECT_BINARY_DIR}/cmake/modulefile.in" @ONLY)
+set(cohort_modulefile "${PROJECT_BINARY_DIR}/cmake/modulefile/${PROJECT_VERSION}")
+install(CODE "
+  file(READ \"${PROJECT_BINARY_DIR}/cmake/modulefile.in\" text)
+  string(REPLACE \"@COHORT_PREFIX@\" \"\${CMAKE_INSTALL_PREFIX}\" text \"\${text}\")
+  file(WRITE \"${cohort_modulefile}\" \"\${text}\")")
+install(FILES "${cohort_modulefile}" DESTINATION "${COHORT_INSTALL_MODULEDIR}")
 
 # The umbrella header <cohort/cohort.h>, the batch scripts, the manual.
 install(FILES "${PROJECT_SOURCE_DIR}/cohort.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/cohort")

@@ -134,6 +134,7 @@ class PsReplication : public Replication {
   }
 
   std::int64_t global_step() const override { return step_; }
+  std::int64_t read_global_step() override { return store_.read(ControlSlot::kGlobalStep); }
   void fetch_parameters(std::span<float> values) override { store_.pull(values); }
 
   std::vector<double> exchange_step_times(double mine) override {

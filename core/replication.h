@@ -67,6 +67,8 @@ class Replication {
   virtual StepOutcome after_step(std::span<float> grads, std::span<float> values) = 0;
   /// The global step as this worker last saw it.
   virtual std::int64_t global_step() const = 0;
+  /// A fresh read of the global step; not collective.
+  virtual std::int64_t read_global_step() { return global_step(); }
   /// Leaves training: others no longer wait for this worker. The chief also tells the others to
   /// stop. Then closes the store (collective with the ps tasks). Called by the destructor too.
   virtual void finish() = 0;

@@ -135,6 +135,10 @@ class MonitoredSession {
 
   bool is_chief() const { return options_.is_chief; }
   std::int64_t global_step() const { return trainer_.global_step(); }
+  /// A fresh read of the global step, which other workers move in the async modes.
+  std::int64_t read_global_step() { return trainer_.read_global_step(); }
+  int worker_index() const { return trainer_.worker_index(); }
+  int num_workers() const { return trainer_.num_workers(); }
   Trainer& trainer() { return trainer_; }
   const MonitoredSessionOptions& options() const { return options_; }
   /// The step restored from a checkpoint at start, if any.

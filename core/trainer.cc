@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "cohort/core/server.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
@@ -36,6 +37,10 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
       options_(options),
       optimizer_(std::move(optimizer)),
       batches_(std::move(data), batch_options(options)) {
+  if (server) {
+    worker_index_ = server->task_index();
+    num_workers_ = server->cluster().num_tasks("worker");
+  }
   if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
   if (options_.batch_size < options_.towers)
     throw InvalidArgument("--batch_size=" + std::to_string(options_.batch_size) +
@@ -189,5 +194,20 @@ StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size
 }
 
 void Trainer::finish() { replication_->finish(); }
+
+std::int64_t Trainer::examples_per_global_step() const {
+  const ReplicationOptions& r = options_.replication;
+  switch (r.mode) {
+    case Mode::kSync:
+      return options_.batch_size * (r.replicas_to_aggregate > 0 ? r.replicas_to_aggregate : num_workers_);
+    case Mode::kAllreduce:
+      return options_.batch_size * num_workers_;
+    case Mode::kLocal:
+    case Mode::kAsync:
+    case Mode::kSsp:
+      break;
+  }
+  return options_.batch_size;
+}
 
 }  // namespace cohort

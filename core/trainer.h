@@ -79,6 +79,15 @@ class Trainer {
   Replication& replication() { return *replication_; }
   data::BatchIterator& batches() { return batches_; }
   std::int64_t global_step() const { return replication_->global_step(); }
+  /// A fresh read of the global step (from the store in the ps modes, where other workers move
+  /// it); not collective.
+  std::int64_t read_global_step() { return replication_->read_global_step(); }
+  /// This worker's index and the number of workers (0 and 1 without a cluster).
+  int worker_index() const { return worker_index_; }
+  int num_workers() const { return num_workers_; }
+  /// Examples one global step consumes over the whole cluster: a worker's batch in the
+  /// async modes, k (or all workers') batches in sync, every worker's in allreduce.
+  std::int64_t examples_per_global_step() const;
   const TrainerOptions& options() const { return options_; }
 
  private:
@@ -94,6 +103,8 @@ class Trainer {
 
   Graph& graph_;
   TrainerOptions options_;
+  int worker_index_ = 0;
+  int num_workers_ = 1;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Replication> replication_;
   data::BatchIterator batches_;

@@ -23,7 +23,7 @@ SessionRunArgs GlobalStepWaiterHook::before_run(RunContext& context) {
   MonitoredSession& session = context.session();
   const Mode mode = session.trainer().options().replication.mode;
   if (mode != Mode::kAsync && mode != Mode::kSsp) return {};
-  if (session.global_step() >= wait_until_step_) return {};
+  if (session.read_global_step() >= wait_until_step_) return {};
   std::printf("[%s] waiting for global step %lld before starting training\n", mpi::ProcessLabel().c_str(),
               static_cast<long long>(wait_until_step_));
   std::fflush(stdout);
@@ -31,7 +31,7 @@ SessionRunArgs GlobalStepWaiterHook::before_run(RunContext& context) {
   // to minutes, and each poll is a read from the ps.
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
-    const std::int64_t step = session.global_step();
+    const std::int64_t step = session.read_global_step();
     if (step >= wait_until_step_) return {};
     if (timeout_.count() > 0 && std::chrono::steady_clock::now() >= deadline)
       throw Error("GlobalStepWaiterHook: timed out after " + std::to_string(timeout_.count() / 1000.0) +

@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cohort/hooks/session_info.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
@@ -38,7 +37,7 @@ void ProfilerHook::begin() {
 }
 
 void ProfilerHook::after_create_session(MonitoredSession& session) {
-  worker_ = hooks::worker_index(session);
+  worker_ = session.worker_index();
   path_ = worker_path(options_.output_file, worker_);
   last_write_ = std::chrono::steady_clock::now();
 }

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cohort/hooks/session_info.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
@@ -29,7 +28,7 @@ void StepCounterHook::after_run(RunContext& context, const SessionRunValues& val
     if (elapsed && elapsed->seconds > 0) {
       MonitoredSession& session = context.session();
       steps_per_sec_ = static_cast<double>(elapsed->steps) / elapsed->seconds;
-      images_per_sec_ = *steps_per_sec_ * hooks::examples_per_global_step(session, values.get("examples"));
+      images_per_sec_ = *steps_per_sec_ * static_cast<double>(session.trainer().examples_per_global_step());
       char line[128];
       std::snprintf(line, sizeof line, "global_step/sec: %.4g, images/sec: %.0f", *steps_per_sec_, *images_per_sec_);
       out << line << std::endl;

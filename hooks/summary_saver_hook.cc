@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "cohort/core/summary_writer.h"
-#include "cohort/hooks/session_info.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
@@ -40,7 +39,7 @@ void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& va
                                                       {"accuracy", values.get("accuracy")},
                                                       {"learning_rate", values.get("learning_rate")}};
   if (elapsed && elapsed->seconds > 0) {
-    const double examples = hooks::examples_per_global_step(context.session(), values.get("examples"));
+    const double examples = static_cast<double>(context.session().trainer().examples_per_global_step());
     scalars.emplace_back("images/sec", static_cast<double>(elapsed->steps) * examples / elapsed->seconds);
   }
   writer_->add_scalars(scalars, step);

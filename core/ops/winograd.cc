@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -77,23 +78,6 @@ Transform Transform::make(int m, int r) {
   return t;
 }
 
-SparseRows SparseRows::of(const std::vector<float>& matrix, int rows, int cols, bool transposed) {
-  SparseRows s;
-  const int out_rows = transposed ? cols : rows, out_cols = transposed ? rows : cols;
-  s.begin.push_back(0);
-  for (int i = 0; i < out_rows; ++i) {
-    for (int j = 0; j < out_cols; ++j) {
-      const float x = transposed ? matrix[static_cast<std::size_t>(j * cols + i)]
-                                 : matrix[static_cast<std::size_t>(i * cols + j)];
-      if (x == 0.0f) continue;
-      s.index.push_back(j);
-      s.value.push_back(x);
-    }
-    s.begin.push_back(static_cast<int>(s.index.size()));
-  }
-  return s;
-}
-
 bool Convolution::suitable(const im2col::Geometry& g, std::int64_t filters) {
   return g.stride_h == 1 && g.stride_w == 1 && g.kernel_h == g.kernel_w &&
          (g.kernel_h == 3 || g.kernel_h == 5) && g.in_c >= 8 && filters >= 8 &&
@@ -106,11 +90,15 @@ Convolution::Convolution(const im2col::Geometry& geometry, std::int64_t filters)
       t_(Transform::make(kOutputTile, static_cast<int>(geometry.kernel_h))),
       tiles_h_((geometry.out_h + kOutputTile - 1) / kOutputTile),
       tiles_w_((geometry.out_w + kOutputTile - 1) / kOutputTile) {
-  const int a = t_.alpha;
-  at_ = SparseRows::of(t_.at, t_.m, a, false);
-  a_ = SparseRows::of(t_.at, t_.m, a, true);
-  bt_ = SparseRows::of(t_.bt, a, a, false);
-  b_ = SparseRows::of(t_.bt, a, a, true);
+  const int a = t_.alpha, m = t_.m;
+  at_ = t_.at;
+  bt_ = t_.bt;
+  a_.resize(t_.at.size());
+  b_.resize(t_.bt.size());
+  for (int i = 0; i < a; ++i) {
+    for (int x = 0; x < m; ++x) a_[static_cast<std::size_t>(i * m + x)] = t_.at[static_cast<std::size_t>(x * a + i)];
+    for (int k = 0; k < a; ++k) b_[static_cast<std::size_t>(i * a + k)] = t_.bt[static_cast<std::size_t>(k * a + i)];
+  }
 }
 
 Convolution::Plan Convolution::plan(std::int64_t n, int threads) const {
@@ -146,7 +134,6 @@ namespace {
 
 using simd::Floats;
 constexpr int kLanes = simd::kLanes;
-constexpr int kMaxPositions = 64;  // alpha^2 for alpha <= 8
 
 // The first n (<= 16) channels at p, the rest 0; and their store. Whole vectors are plain
 // unaligned moves; only a channel count that is not a multiple of 16 takes the copies.
@@ -165,21 +152,24 @@ inline void store(float* p, const Floats& v, int n) {
     std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
 }
 
-// sum over the nonzeros (k, coef) of one row of a transform matrix of coef * x[k * stride + offset]
-inline void dot(Floats& acc, const SparseRows& matrix, int row, const Floats* x, int stride, int offset) {
-  acc = Floats{};
-  for (int e = matrix.begin[row]; e < matrix.begin[row + 1]; ++e)
-    acc += matrix.value[e] * x[matrix.index[e] * stride + offset];
+// acc = sum over k < N of row[k] * x[k * stride + offset]: one row of a transform matrix against
+// a column of vectors. N is a compile-time constant, so the loop unrolls and the coefficients
+// become broadcast operands of the multiply-adds.
+template <int N>
+inline void dot(Floats& acc, const float* row, const Floats* x, int stride, int offset) {
+  acc = row[0] * x[offset];
+  for (int k = 1; k < N; ++k) acc += row[k] * x[k * stride + offset];
 }
 
 }  // namespace
 
 // V[(i, j)][tile] = (B^T d B)[i][j] for each tile's alpha x alpha input patch d (zero outside the
 // image), 16 channels at a time with the patch in registers.
+template <int A>
 void Convolution::transform_input(const float* images, std::int64_t count, float* v) const {
-  const int a = t_.alpha, m = t_.m;
+  constexpr int a = A, m = kOutputTile;
   const std::int64_t c = g_.in_c, tiles = count * tiles_per_image();
-  Floats d[kMaxPositions], rows[kMaxPositions];
+  Floats d[a * a], rows[a * a];
   for (std::int64_t b = 0; b < count; ++b) {
     const float* image = images + b * g_.image_size();
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
@@ -199,11 +189,11 @@ void Convolution::transform_input(const float* images, std::int64_t count, float
             }
           }
           for (int i = 0; i < a; ++i)
-            for (int l = 0; l < a; ++l) dot(rows[i * a + l], bt_, i, d, a, l);
+            for (int l = 0; l < a; ++l) dot<a>(rows[i * a + l], bt_.data() + i * a, d, a, l);
           for (int i = 0; i < a; ++i)
             for (int j = 0; j < a; ++j) {
               Floats acc;
-              dot(acc, bt_, j, rows, 1, i * a);
+              dot<a>(acc, bt_.data() + j * a, rows, 1, i * a);
               store(v + ((i * a + j) * tiles + tile) * c + c0, acc, n);
             }
         }
@@ -214,11 +204,12 @@ void Convolution::transform_input(const float* images, std::int64_t count, float
 
 // Each tile's m x m outputs (A^T M A)[x][y] + bias, then the activation; outputs past the edge
 // of a partial tile are dropped.
+template <int A>
 void Convolution::transform_output(const float* mm, std::int64_t count, const float* bias,
                                    bool relu, float* output) const {
-  const int a = t_.alpha, m = t_.m;
+  constexpr int a = A, m = kOutputTile;
   const std::int64_t f = filters_, tiles = count * tiles_per_image();
-  Floats x_in[kMaxPositions], rows[kMaxPositions];
+  Floats x_in[a * a], rows[a * a];
   for (std::int64_t b = 0; b < count; ++b) {
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
       for (std::int64_t tw = 0; tw < tiles_w_; ++tw) {
@@ -227,7 +218,7 @@ void Convolution::transform_output(const float* mm, std::int64_t count, const fl
           const int n = static_cast<int>(std::min<std::int64_t>(kLanes, f - f0));
           for (int xi = 0; xi < a * a; ++xi) load(x_in[xi], mm + (xi * tiles + tile) * f + f0, n);
           for (int x = 0; x < m; ++x)
-            for (int j = 0; j < a; ++j) dot(rows[x * a + j], at_, x, x_in, a, j);
+            for (int j = 0; j < a; ++j) dot<a>(rows[x * a + j], at_.data() + x * a, x_in, a, j);
           Floats bias_block;
           load(bias_block, bias + f0, n);
           for (int x = 0; x < m; ++x) {
@@ -237,7 +228,7 @@ void Convolution::transform_output(const float* mm, std::int64_t count, const fl
               const std::int64_t ow = tw * m + y;
               if (ow >= g_.out_w) break;
               Floats acc;
-              dot(acc, at_, y, rows, 1, x * a);
+              dot<a>(acc, at_.data() + y * a, rows, 1, x * a);
               acc += bias_block;
               if (relu) acc = acc > 0.0f ? acc : Floats{};
               store(output + ((b * g_.out_h + oh) * g_.out_w + ow) * f + f0, acc, n);
@@ -251,10 +242,11 @@ void Convolution::transform_output(const float* mm, std::int64_t count, const fl
 
 // The adjoint of transform_output: dM[(i, j)][tile] = (A dY A^T)[i][j], dY being the tile's
 // output gradient (0 past the edge).
+template <int A>
 void Convolution::transform_output_grad(const float* grad, std::int64_t count, float* dm) const {
-  const int a = t_.alpha, m = t_.m;
+  constexpr int a = A, m = kOutputTile;
   const std::int64_t f = filters_, tiles = count * tiles_per_image();
-  Floats dy[kMaxPositions], cols[kMaxPositions];
+  Floats dy[m * m], cols[a * m];
   for (std::int64_t b = 0; b < count; ++b) {
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
       for (std::int64_t tw = 0; tw < tiles_w_; ++tw) {
@@ -272,11 +264,11 @@ void Convolution::transform_output_grad(const float* grad, std::int64_t count, f
             }
           }
           for (int i = 0; i < a; ++i)
-            for (int y = 0; y < m; ++y) dot(cols[i * m + y], a_, i, dy, m, y);
+            for (int y = 0; y < m; ++y) dot<m>(cols[i * m + y], a_.data() + i * m, dy, m, y);
           for (int i = 0; i < a; ++i)
             for (int j = 0; j < a; ++j) {
               Floats acc;
-              dot(acc, a_, j, cols, 1, i * m);
+              dot<m>(acc, a_.data() + j * m, cols, 1, i * m);
               store(dm + ((i * a + j) * tiles + tile) * f + f0, acc, n);
             }
         }
@@ -287,10 +279,11 @@ void Convolution::transform_output_grad(const float* grad, std::int64_t count, f
 
 // The adjoint of transform_input: each tile's (B dV B^T) is added onto the input pixels it was
 // read from (tiles overlap, so pixels collect several); padding positions are dropped.
+template <int A>
 void Convolution::add_input_grad(const float* dv, std::int64_t count, float* grad_images) const {
-  const int a = t_.alpha, m = t_.m;
+  constexpr int a = A, m = kOutputTile;
   const std::int64_t c = g_.in_c, tiles = count * tiles_per_image();
-  Floats x_in[kMaxPositions], rows[kMaxPositions];
+  Floats x_in[a * a], rows[a * a];
   for (std::int64_t b = 0; b < count; ++b) {
     float* image = grad_images + b * g_.image_size();
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
@@ -301,7 +294,7 @@ void Convolution::add_input_grad(const float* dv, std::int64_t count, float* gra
           const int n = static_cast<int>(std::min<std::int64_t>(kLanes, c - c0));
           for (int xi = 0; xi < a * a; ++xi) load(x_in[xi], dv + (xi * tiles + tile) * c + c0, n);
           for (int k = 0; k < a; ++k)
-            for (int j = 0; j < a; ++j) dot(rows[k * a + j], b_, k, x_in, a, j);
+            for (int j = 0; j < a; ++j) dot<a>(rows[k * a + j], b_.data() + k * a, x_in, a, j);
           for (int k = 0; k < a; ++k) {
             const std::int64_t ih = ih0 + k;
             if (ih < 0 || ih >= g_.in_h) continue;
@@ -310,7 +303,7 @@ void Convolution::add_input_grad(const float* dv, std::int64_t count, float* gra
               if (iw < 0 || iw >= g_.in_w) continue;
               float* dst = image + (ih * g_.in_w + iw) * c + c0;
               Floats acc, old;
-              dot(acc, b_, l, rows, 1, k * a);
+              dot<a>(acc, b_.data() + l * a, rows, 1, k * a);
               load(old, dst, n);
               acc += old;
               store(dst, acc, n);
@@ -320,6 +313,15 @@ void Convolution::add_input_grad(const float* dv, std::int64_t count, float* gra
       }
     }
   }
+}
+
+// Calls f with the tile size alpha as a compile-time constant (4 for 3x3 filters, 6 for 5x5).
+template <typename F>
+void Convolution::dispatch(F&& f) const {
+  if (t_.alpha == 4)
+    f(std::integral_constant<int, 4>());
+  else
+    f(std::integral_constant<int, 6>());
 }
 
 void Convolution::forward(const float* images, std::int64_t n, const float* kernel,
@@ -339,11 +341,11 @@ void Convolution::forward(const float* images, std::int64_t n, const float* kern
     const std::int64_t rows = count * tiles_per_image();
     float* v = v_.data() + t * v_size;
     float* mm = m_.data() + t * m_size;
-    transform_input(images + b0 * g_.image_size(), count, v);
+    dispatch([&](auto alpha) { transform_input<alpha>(images + b0 * g_.image_size(), count, v); });
     for (std::int64_t xi = 0; xi < positions; ++xi)
       MatrixMap(mm + xi * rows * f, rows, f).noalias() =
           ConstMatrixMap(v + xi * rows * c, rows, c) * ConstMatrixMap(u_.data() + xi * c * f, c, f);
-    transform_output(mm, count, bias, relu, output + b0 * g_.rows_per_image() * f);
+    dispatch([&](auto alpha) { transform_output<alpha>(mm, count, bias, relu, output + b0 * g_.rows_per_image() * f); });
   }
 }
 
@@ -378,8 +380,8 @@ void Convolution::backward(const float* images, std::int64_t n, const float* ker
       const std::int64_t out_offset = b0 * g_.rows_per_image() * f;
       ops_detail::relu_and_bias_grad(grad_output + out_offset, output + out_offset, pre,
                                      count * g_.rows_per_image(), f, relu, du + positions * slice, true);
-      transform_output_grad(relu ? pre : grad_output + out_offset, count, dm);
-      transform_input(images + b0 * g_.image_size(), count, v);
+      dispatch([&](auto alpha) { transform_output_grad<alpha>(relu ? pre : grad_output + out_offset, count, dm); });
+      dispatch([&](auto alpha) { transform_input<alpha>(images + b0 * g_.image_size(), count, v); });
       for (std::int64_t xi = 0; xi < positions; ++xi)
         MatrixMap(du + xi * slice, c, f).noalias() +=
             ConstMatrixMap(v + xi * rows * c, rows, c).transpose() * ConstMatrixMap(dm + xi * rows * f, rows, f);
@@ -389,7 +391,7 @@ void Convolution::backward(const float* images, std::int64_t n, const float* ker
             ConstMatrixMap(dm + xi * rows * f, rows, f) * ConstMatrixMap(u_.data() + xi * slice, c, f).transpose();
       float* dx = grad_images + b0 * g_.image_size();
       zero(dx, count * g_.image_size());
-      add_input_grad(v, count, dx);
+      dispatch([&](auto alpha) { add_input_grad<alpha>(v, count, dx); });
     }
   }
   float* du = du_.data();

@@ -28,16 +28,6 @@ struct Transform {
   static Transform make(int m, int r);
 };
 
-/// The nonzeros of a small matrix, row by row: row i's are (index[e], value[e]) for e in
-/// [begin[i], begin[i + 1]). The transforms loop over these (a third of B^T's entries are 0).
-struct SparseRows {
-  std::vector<int> begin, index;
-  std::vector<float> value;
-
-  /// From a row-major rows x cols matrix, or (transposed) the rows of its transpose.
-  static SparseRows of(const std::vector<float>& matrix, int rows, int cols, bool transposed);
-};
-
 /// Runs one Conv2D layer's convolutions by F(2 x 2, r x r).
 class Convolution {
  public:
@@ -65,17 +55,24 @@ class Convolution {
   };
   Plan plan(std::int64_t n, int threads) const;
   std::int64_t tiles_per_image() const { return tiles_h_ * tiles_w_; }
+  template <typename F>
+  void dispatch(F&& f) const;
   void transform_filter(const float* kernel);
+  // The per-tile transforms, for tiles of A x A inputs.
+  template <int A>
   void transform_input(const float* images, std::int64_t count, float* v) const;
+  template <int A>
   void transform_output(const float* m, std::int64_t count, const float* bias, bool relu,
                         float* output) const;
+  template <int A>
   void transform_output_grad(const float* grad, std::int64_t count, float* dm) const;
+  template <int A>
   void add_input_grad(const float* dv, std::int64_t count, float* grad_images) const;
 
   im2col::Geometry g_;
   std::int64_t filters_;
   Transform t_;
-  SparseRows at_, a_, bt_, b_;  // rows of A^T, A, B^T, B
+  std::vector<float> at_, a_, bt_, b_;  // A^T, A, B^T, B, row-major
   std::int64_t tiles_h_ = 0, tiles_w_ = 0;
   Tensor u_;         // transformed filter, [alpha^2][in][filters]
   Tensor v_;         // per thread: transformed input tiles of a chunk, [alpha^2][tiles][in]

@@ -7,9 +7,11 @@
 #   2. runs it again, sends the walltime warning (SIGUSR1 to the batch shell, as --signal=B:USR1
 #      does) while it trains: the job checkpoints, requeues itself, and the second run resumes
 #      from the checkpoint and finishes;
-#   3. runs it with COHORT_LAUNCHER=mpirun;
+#   3. runs it with COHORT_LAUNCHER=mpirun and COHORT_MODE=sync (one ps task by default);
 #   4. runs slurm/gpu.sbatch on four fake GPUs (GRES backed by device nodes made here): every rank
-#      gets its own CUDA_VISIBLE_DEVICES.
+#      gets its own CUDA_VISIBLE_DEVICES;
+#   5. cancels a training job with scancel: the ranks checkpoint on SIGTERM, the job is not
+#      requeued.
 # Then it cancels what is left and stops the daemons by their pids.
 #
 # Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM
@@ -133,7 +135,8 @@ SlurmdParameters=config_overrides
 # Schedule at once; forget finished jobs soon (keeps sbatch --wait polling every 2 s).
 SchedulerParameters=sched_interval=1,bf_interval=1
 MinJobAge=4
-KillWait=5
+# Seconds between SIGTERM and SIGKILL when a job is cancelled: time to checkpoint.
+KillWait=10
 StateSaveLocation=$work/state
 SlurmdSpoolDir=$work/spool
 TmpFS=$work/tmp
@@ -238,17 +241,17 @@ sed -n '/restored from/,$p' "$out" | grep -q "^final: global step $steps," ||
 accuracy=$(check_finished "$out" "$steps")
 log "requeue: stopped and checkpointed, restored at step $restored, finished $steps steps, test accuracy $accuracy"
 
-# ---- 3. The same script launching with mpirun instead of srun.
+# ---- 3. The same script launching with mpirun instead of srun, in sync mode.
 mkdir -p "$work/job3" && cd "$work/job3"
 status=0
-job=$(COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=100 timeout 120 sbatch --wait --parsable \
-      "$src/slurm/single_node.sbatch") || status=$?
+job=$(COHORT_LAUNCHER=mpirun COHORT_MODE=sync COHORT_TRAIN_STEPS=100 timeout 120 \
+      sbatch --wait --parsable "$src/slurm/single_node.sbatch") || status=$?
 out=$work/job3/cohort-$job.out
 [[ -f $out ]] && cat "$out"
 ((status == 0)) || fail "sbatch --wait single_node.sbatch with COHORT_LAUNCHER=mpirun exited with status $status"
-grep -q "8 workers\|8 ranks" "$out" || fail "$out: mpirun did not start 8 ranks"
+grep -q "mode sync, 7 workers" "$out" || fail "$out: mpirun did not start 1 ps task and 7 workers"
 accuracy=$(check_finished "$out" 100)
-log "single_node.sbatch with mpirun: 100 steps, test accuracy $accuracy"
+log "single_node.sbatch with mpirun, sync mode: 1 ps + 7 workers, 100 steps, test accuracy $accuracy"
 
 # ---- 4. gpu.sbatch: one fake GPU per rank. A wrapper reports each rank's device, then runs train.
 mkdir -p "$work/job4" && cd "$work/job4"
@@ -269,4 +272,25 @@ distinct=$(grep -oE '^rank [0-9]+ CUDA_VISIBLE_DEVICES=[0-9]+$' "$out" | sed 's/
 ((devices == 4 && distinct == 4)) || fail "gpu.sbatch: expected 4 ranks with 4 different GPUs"
 check_finished "$out" 60 >/dev/null
 log "gpu.sbatch: 4 ranks, one GPU each"
+
+# ---- 5. scancel: SIGTERM to the ranks, a checkpoint, no requeue.
+mkdir -p "$work/job5" && cd "$work/job5"
+job=$(COHORT_TRAIN_STEPS=5000 sbatch --parsable "$src/slurm/single_node.sbatch" --log_every_steps=20)
+out=$work/job5/cohort-$job.out
+for ((i = 0; i < 240; i++)); do
+  grep -q "^step [1-9][0-9][0-9]/" "$out" 2>/dev/null && break
+  sleep 0.25
+done
+grep -q "^step [1-9][0-9][0-9]/" "$out" || fail "job $job did not start training"
+scancel "$job"
+for ((i = 0; i < 120; i++)); do  # KillWait (10 s) bounds it
+  [[ -z $(squeue -h -j "$job" -o %i 2>/dev/null) ]] && break
+  sleep 0.25
+done
+cat "$out"
+grep -q "stopped by signal 15" "$out" || fail "job $job: the ranks did not stop on SIGTERM"
+saved=$(ls checkpoints/"$job" | sed -nE 's/^model\.ckpt-([0-9]+)\.safetensors$/\1/p' | sort -n | tail -1)
+[[ -n $saved ]] && ((saved >= 100)) || fail "job $job: no checkpoint written on SIGTERM"
+grep -q "requeueing" "$out" && fail "job $job was requeued after scancel"
+log "scancel: the ranks stopped on SIGTERM, checkpoint at step $saved, not requeued"
 log "PASS"
