@@ -33,7 +33,8 @@ MpiError::MpiError(const std::string& call, int code, const char* file, int line
 
 const std::string& ProcessLabel() {
   std::lock_guard lock(label_mutex);
-  if (label.empty()) label = DefaultLabel();
+  // The default is kept only once MPI can say the rank; before MPI_Init it is asked again.
+  if (label.empty() || label == "rank ?") label = DefaultLabel();
   return label;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -92,17 +93,23 @@ TEST_CASE("kill -9 at random points never leaves an unusable latest checkpoint")
   const unsigned seed = std::random_device{}();
   INFO("random seed " << seed);
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> delay_ms(5, 150);
 
   // A first run until its first checkpoint is indexed, so every later restore has one to find.
+  // How long that takes (start-up, restore, one save) sets the delays: up to 3x that, at least
+  // 150 ms, so that most writers save something on a slow machine too.
+  int first_save_ms = 0;
   {
+    const auto spawned = Clock::now();
     const pid_t pid = spawn_writer(dir.path);
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (!fs::exists(dir.path / "checkpoint") && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    first_save_ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - spawned).count());
     CHECK(kill_and_reap(pid));
     REQUIRE(fs::exists(dir.path / "checkpoint"));
   }
+  std::uniform_int_distribution<int> delay_ms(5, std::max(150, 3 * first_save_ms));
 
   constexpr int kKills = 20;
   int corrupt = 0, not_latest = 0, killed_mid_write = 0;
@@ -147,5 +154,6 @@ TEST_CASE("kill -9 at random points never leaves an unusable latest checkpoint")
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   MESSAGE(kKills << " kills: " << corrupt << " corrupt, " << not_latest << " fallbacks, "
                  << killed_mid_write << " with a temporary file left, last step "
-                 << last_step << ", " << seconds << " s");
+                 << last_step << ", first save after " << first_save_ms << " ms, " << seconds
+                 << " s");
 }

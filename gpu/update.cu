@@ -1,0 +1,97 @@
+// The optimizer update kernels of gpu/ops.h, one thread per parameter, in the CPU's operation order
+// (core/optimizer.cc), so the two differ only where nvcc contracts a multiply and an add into one
+// rounding.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "cohort/gpu/error.h"
+#include "cohort/gpu/ops.h"
+
+namespace cohort::gpu {
+namespace {
+
+constexpr unsigned kBlock = 256;
+constexpr std::size_t kMaxBlocks = 65535;  // see kernels.cu
+
+unsigned blocks_for(std::size_t n) {
+  return static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxBlocks));
+}
+
+void require(const void* pointer, const char* what, const char* name) {
+  if (pointer == nullptr)
+    throw std::invalid_argument(std::string(what) + ": " + name + " is a null device pointer");
+}
+
+#define COHORT_GRID_STRIDE(i, n)                                                               \
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+__global__ void sgd_kernel(std::size_t n, float step, const float* g, float* out,
+                           bool accumulate) {
+  COHORT_GRID_STRIDE(i, n) out[i] = accumulate ? out[i] + step * g[i] : step * g[i];
+}
+
+__global__ void momentum_kernel(std::size_t n, float rate, float momentum, bool nesterov,
+                                float scale, const float* g, float* accum, float* out,
+                                bool accumulate) {
+  COHORT_GRID_STRIDE(i, n) {
+    const float gi = g[i] * scale;
+    const float a = momentum * accum[i] + gi;
+    accum[i] = a;
+    const float d = -rate * (nesterov ? gi + momentum * a : a);
+    out[i] = accumulate ? out[i] + d : d;
+  }
+}
+
+__global__ void adam_kernel(std::size_t n, float lr_t, float b1, float b2, float eps, float scale,
+                            const float* g, float* m, float* v, float* out, bool accumulate) {
+  COHORT_GRID_STRIDE(i, n) {
+    const float gi = g[i] * scale;
+    const float mi = b1 * m[i] + (1.0f - b1) * gi;
+    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float d = -lr_t * mi / (sqrtf(vi) + eps);
+    out[i] = accumulate ? out[i] + d : d;
+  }
+}
+
+}  // namespace
+
+void sgd_update(std::size_t n, float lr, float grad_scale, const float* g, float* out,
+                bool accumulate, const Stream& stream) {
+  if (n == 0) return;
+  require(g, "sgd_update", "g");
+  require(out, "sgd_update", "out");
+  sgd_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, -lr * grad_scale, g, out, accumulate);
+  COHORT_CUDA_CHECK_LAUNCH();
+}
+
+void momentum_update(std::size_t n, float lr, float momentum, bool nesterov, float grad_scale,
+                     const float* g, float* accum, float* out, bool accumulate,
+                     const Stream& stream) {
+  if (n == 0) return;
+  require(g, "momentum_update", "g");
+  require(accum, "momentum_update", "accum");
+  require(out, "momentum_update", "out");
+  momentum_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, lr, momentum, nesterov,
+                                                              grad_scale, g, accum, out,
+                                                              accumulate);
+  COHORT_CUDA_CHECK_LAUNCH();
+}
+
+void adam_update(std::size_t n, float lr_t, float beta1, float beta2, float epsilon,
+                 float grad_scale, const float* g, float* m, float* v, float* out,
+                 bool accumulate, const Stream& stream) {
+  if (n == 0) return;
+  require(g, "adam_update", "g");
+  require(m, "adam_update", "m");
+  require(v, "adam_update", "v");
+  require(out, "adam_update", "out");
+  adam_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, lr_t, beta1, beta2, epsilon,
+                                                          grad_scale, g, m, v, out, accumulate);
+  COHORT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cohort::gpu
