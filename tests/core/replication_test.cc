@@ -182,7 +182,11 @@ COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly", 5) {
   store.close();
 }
 
-COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dropped", 4) {
+// Three workers and a ps train a small mlp in `options.mode`; worker `slow` sleeps `pause` per
+// step. `done(steps)` says when to stop; `check(replication, slow)` runs on every worker after.
+template <typename Done, typename Check>
+void train_with_a_slow_worker(const mpi::Comm& comm, ReplicationOptions options, int slow,
+                              std::chrono::milliseconds pause, Done done, Check check) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
   Server server(cluster);
   if (server.job_name() == "ps") {
@@ -194,71 +198,55 @@ COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dr
   Model model = mlp(graph, {8});
   graph.initialize(3);
   auto optimizer = Optimizer::create(momentum());
-  ReplicationOptions options;
-  options.mode = Mode::kSync;
-  options.replicas_to_aggregate = 2;
   options.wait_timeout = 60s;
   auto replication = Replication::create(&server, graph, *optimizer, options);
   replication->start(graph.values(), 0);
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
   Tensor images;
   std::vector<std::int32_t> labels;
-  const bool slow = server.task_index() == 2;
-  constexpr std::int64_t kTarget = 20;
+  const bool is_slow = server.task_index() == slow;
   std::int64_t last = 0, steps = 0;
-  while (replication->global_step() < kTarget) {
+  while (!done(*replication, steps)) {
     replication->before_step(graph.values());
     slice(data, (steps++ % 16) * 16, 16, images, labels);
     model.train_step(images, labels, grads, {});
-    if (slow) std::this_thread::sleep_for(30ms);
+    if (is_slow) std::this_thread::sleep_for(pause);
     const StepOutcome outcome = replication->after_step(grads, graph.values());
     CHECK(outcome.global_step > last);  // steps always advance
     last = outcome.global_step;
   }
-  CHECK(replication->global_step() >= kTarget);
-  if (slow) {
-    CHECK(replication->dropped_gradients() > 0);
-    MESSAGE("slow worker: " << replication->dropped_gradients() << " of " << steps << " gradients dropped");
-  }
+  check(*replication, is_slow, steps);
   replication->finish();
   server.done();
 }
 
+COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dropped", 4) {
+  ReplicationOptions options;
+  options.mode = Mode::kSync;
+  options.replicas_to_aggregate = 2;
+  train_with_a_slow_worker(
+      comm, options, /*slow=*/2, 30ms,
+      [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
+      [](Replication& r, bool slow, std::int64_t steps) {
+        CHECK(r.global_step() >= 20);
+        if (!slow) return;
+        CHECK(r.dropped_gradients() > 0);
+        MESSAGE("slow worker: " << r.dropped_gradients() << " of " << steps << " gradients dropped");
+      });
+}
+
 COHORT_MPI_TEST_CASE("ssp: no worker runs more than `staleness` steps ahead of the slowest", 4) {
-  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
-  Server server(cluster);
-  if (server.job_name() == "ps") {
-    server.join(60s);
-    return;
-  }
-  const auto data = data::synthetic(128, 16);
-  Graph graph(setter(1));
-  Model model = mlp(graph, {8});
-  graph.initialize(3);
-  auto optimizer = Optimizer::create(momentum());
   ReplicationOptions options;
   options.mode = Mode::kSsp;
   options.staleness = 2;
-  options.wait_timeout = 60s;
-  auto replication = Replication::create(&server, graph, *optimizer, options);
-  replication->start(graph.values(), 0);
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  const bool slow = server.task_index() == 1;
-  for (int step = 0; step < 10; ++step) {
-    replication->before_step(graph.values());
-    slice(data, (step % 8) * 16, 16, images, labels);
-    model.train_step(images, labels, grads, {});
-    if (slow) std::this_thread::sleep_for(60ms);
-    replication->after_step(grads, graph.values());
-  }
-  // Without the bound the fast workers would end 9 steps ahead of the slow one.
-  MESSAGE("worker " << server.task_index() << ": largest gap " << replication->max_observed_staleness());
-  CHECK(replication->max_observed_staleness() <= 2);
-  if (!slow) CHECK(replication->max_observed_staleness() >= 1);
-  replication->finish();
-  server.done();
+  train_with_a_slow_worker(
+      comm, options, /*slow=*/1, 60ms, [](Replication&, std::int64_t steps) { return steps >= 10; },
+      [](Replication& r, bool slow, std::int64_t) {
+        // Without the bound the fast workers would end 9 steps ahead of the slow one.
+        MESSAGE("largest gap " << r.max_observed_staleness() << std::string(slow ? " (slow worker)" : ""));
+        CHECK(r.max_observed_staleness() <= 2);
+        if (!slow) CHECK(r.max_observed_staleness() >= 1);
+      });
 }
 
 }  // namespace cohort

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Training images/s with 1 and 2 workers in every mode, for mlp and cnn (docs/BENCHMARKS.md).
+#
+#   scripts/bench_scaling.sh [train binary]
+#
+# Each run: one ps task (idle in allreduce mode) plus W workers, batch 64 per worker, a fixed
+# number of global steps; images/s is train_images_per_sec from --metrics_json (whole cluster,
+# steady state after start-up). Prints a markdown table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+train=${1:-build/bin/train}
+. scripts/mpi_env.sh
+out=$(mktemp -d)
+rate() {  # model mode workers steps
+  local json="$out/$1-$2-$3.json"
+  mpirun -np $(( $3 + 1 )) "$train" --ps_tasks=1 --model="$1" --mode="$2" --train_steps="$4" \
+    --log_every_steps=0 --print_cluster=false --metrics_json="$json" > "$out/log" 2>&1 \
+    || { cat "$out/log" >&2; exit 1; }
+  /usr/bin/python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['train_images_per_sec']))" "$json"
+}
+echo "| model | mode | 1 worker img/s | 2 workers img/s | speed-up |"
+echo "|---|---|---:|---:|---:|"
+for model in mlp cnn; do
+  steps=600; [ "$model" = cnn ] && steps=60
+  for mode in sync allreduce async ssp; do
+    one=$(rate "$model" "$mode" 1 "$steps")
+    # Async and SSP count one global step per push: twice the steps for the same work per worker.
+    two_steps=$steps; { [ "$mode" = async ] || [ "$mode" = ssp ]; } && two_steps=$((steps * 2))
+    two=$(rate "$model" "$mode" 2 "$two_steps")
+    echo "| $model | $mode | $one | $two | $(/usr/bin/python3 -c "print(f'{$two/$one:.2f}x')") |"
+  done
+done
+rm -rf "$out"
