@@ -334,8 +334,10 @@ class SyncReplication final : public PsReplication {
     store_.assign(values);
     store_.zero_gradients();
     store_.write(ControlSlot::kCompleted, 0);
+    // Open step s+1 for claims before publishing it: a worker that sees the new global step
+    // must find its claim slot ready, or its gradient would be dropped as stale.
+    store_.write(ControlSlot::kSyncWord, (s + 1) << kStepShift);
     store_.write(ControlSlot::kGlobalStep, s + 1);
-    store_.write(ControlSlot::kSyncWord, (s + 1) << kStepShift);  // opens step s+1 for claims
     step_ = s + 1;
   }
 
