@@ -186,6 +186,8 @@ class FaultInjectionHook : public cohort::SessionRunHook {
 };
 
 int Main(int, char**) {
+  // From the start: Slurm's warning signal may come while the data is still loading.
+  cohort::install_stop_signal_handlers();
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
@@ -281,27 +283,33 @@ int Main(int, char**) {
     std::printf("stopped by signal %d at global step %lld\n", signal, static_cast<long long>(trainer.global_step()));
   const double images_per_sec = static_cast<double>(steps * per_step) / seconds;
   const std::string stats = trainer.replication().stats();
+  const std::int64_t dropped = trainer.replication().dropped_gradients();
+  const std::int64_t final_step = trainer.global_step();
+
+  // The final parameters, then the final checkpoint (in close()) before anything slow: after a
+  // signal, Slurm's kill follows within seconds.
+  if (chief) trainer.replication().fetch_parameters(graph.values());
+  session->close();
+  server.done();
 
   if (chief) {
     const auto m = trainer.evaluate(test_data);
     std::printf("final: global step %lld, test accuracy %.4f, test loss %.4f, %.0f images/s, %s%s%s\n",
-                static_cast<long long>(trainer.global_step()), m.accuracy, m.loss, images_per_sec,
+                static_cast<long long>(final_step), m.accuracy, m.loss, images_per_sec,
                 duration(seconds).c_str(), stats.empty() ? "" : ", ", stats.c_str());
     if (!FLAGS_metrics_json.empty()) {
       const nlohmann::json metrics = {
-          {"global_step", trainer.global_step()}, {"test_accuracy", m.accuracy},
+          {"global_step", final_step}, {"test_accuracy", m.accuracy},
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
           {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", cluster.num_tasks("ps")},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers},
-          {"dropped_gradients", trainer.replication().dropped_gradients()}};
+          {"dropped_gradients", dropped}};
       std::ofstream out(FLAGS_metrics_json);
       if (!out) throw cohort::Error("--metrics_json=" + FLAGS_metrics_json + ": cannot write the file");
       out << metrics.dump(2) << "\n";
     }
   }
-  session->close();
-  server.done();
   return 0;
 }
 

@@ -22,6 +22,8 @@ packages=(
 if ((with_tests)); then
   packages+=(
     python3-numpy python3-matplotlib  # checkpoint reader test, metric plots
+    slurmctld slurmd slurm-client munge libpmix-dev  # the real-Slurm test
+    lmod                              # the module-system install test
   )
 fi
 missing=()
