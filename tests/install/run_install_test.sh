@@ -3,7 +3,7 @@
 # `cmake --install --prefix`, then, in a non-interactive bash, `module use` + `module load cohort`
 # (the modulefile copied into a module tree of its own, as a site would) and
 #   - runs cohort-train --help from PATH,
-#   - builds tests/consumer (find_package(Cohort), its own model and hook) out of tree and runs
+#   - builds tests/consumer (find_package(Cohort); apps/examples/custom_model.cc, its own model and hook) out of tree and runs
 #     it with mpirun on 3 ranks (1 ps, 2 workers): the loss falls, the test accuracy is far above
 #     chance, and the hook reported on every worker,
 #   - compiles and runs a small program with the flags from `pkg-config cohort`.

@@ -1,7 +1,7 @@
 // A training program written against an installed Cohort: its own model, and its own hook next
 // to the standard ones.
 //
-//   mpirun -np 3 consumer --ps_tasks=1          # 1 parameter server, 2 workers, sync SGD
+//   mpirun -np 3 build/bin/example_custom_model --ps_tasks=1   # 1 parameter server, 2 workers, sync SGD
 #include <cohort/cohort.h>
 
 #include <cstdio>

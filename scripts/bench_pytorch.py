@@ -1,0 +1,63 @@
+#!/usr/bin/python3
+"""PyTorch's training throughput for Cohort's built-in models, for a side-by-side ratio.
+
+    OPENBLAS_CORETYPE=SkylakeX scripts/bench_pytorch.py [--threads 1] [--seconds 4]
+
+Same models and step as build/bin/bench_train (batch 64 of 28x28x1, forward, cross-entropy,
+backward, SGD update). Prints images/s per model (median of timed windows after a warm-up).
+"""
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+
+def models():
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                        nn.Linear(128, 10))
+    cnn = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(3136, 1024), nn.ReLU(), nn.Dropout(0.5), nn.Linear(1024, 10))
+    small = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(1568, 10))
+    return {"mlp": mlp, "cnn": cnn, "small_cnn": small}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--models", default="mlp,cnn,small_cnn")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    x = torch.rand(64, 1, 28, 28)
+    y = torch.randint(0, 10, (64,))
+    for name, model in models().items():
+        if name not in args.models.split(","):
+            continue
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        for _ in range(5):
+            step()
+        rates = []
+        for _ in range(5):
+            n, start = 0, time.time()
+            while time.time() - start < args.seconds / 5:
+                step()
+                n += 64
+            rates.append(n / (time.time() - start))
+        print(f"{name:10s} threads {args.threads}  {statistics.median(rates):10.0f} images/s")
+
+
+if __name__ == "__main__":
+    main()
