@@ -5,7 +5,7 @@ set(COHORT_TEST_TIMEOUT 120 CACHE STRING "Default ctest timeout per test, second
 set(COHORT_MPIEXEC_FLAGS --oversubscribe CACHE STRING "Extra flags for MPIEXEC_EXECUTABLE in tests")
 
 # Environment for every MPI test: more ranks than cores must not starve each other.
-set(COHORT_TEST_ENV OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+set(COHORT_TEST_ENV OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1)
 execute_process(COMMAND id -u OUTPUT_VARIABLE cohort_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(cohort_uid STREQUAL "0")
   list(APPEND COHORT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)

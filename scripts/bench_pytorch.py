@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """PyTorch's training throughput for Cohort's built-in models, for a side-by-side ratio.
 
-    OPENBLAS_CORETYPE=SkylakeX scripts/bench_pytorch.py [--threads 1] [--seconds 4]
+    OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX scripts/bench_pytorch.py [--threads 1] [--seconds 4]
+
+Left at its default, OpenBLAS runs its own threads beside torch.set_num_threads(1).
 
 Same models and step as build/bin/bench_train (batch 64 of 28x28x1, forward, cross-entropy,
 backward, SGD update). Prints images/s per model (median of timed windows after a warm-up).

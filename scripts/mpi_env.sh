@@ -5,3 +5,5 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 export OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_mpi_yield_when_idle=1
+# One OpenMP thread per rank unless asked (--threads): ranks already fill the cores.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

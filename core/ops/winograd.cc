@@ -35,7 +35,7 @@ std::int64_t thread_index() {
 #endif
 }
 
-// dst[0, n) = 0 or += coef * src: the transforms' inner loops, over the channels.
+// dst[0, n) += coef * src[0, n): the filter transforms, over whole [in, filters] slices.
 inline void axpy(float* __restrict dst, float coef, const float* __restrict src, std::int64_t n) {
   for (std::int64_t c = 0; c < n; ++c) dst[c] += coef * src[c];
 }

@@ -1,9 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "cohort/core/graph.h"
 #include "cohort/core/ops/ops.h"
+#include "cohort/core/threads.h"
 #include "cohort/mpi/error.h"
 #include "core/gradient_check.h"
 
@@ -98,6 +101,46 @@ TEST_CASE("Dense gradients for wide, narrow and larger-than-cache kernels match 
     options.step = 1e-3;
     options.max_per_tensor = 60;
     check_layer_gradients(layer, graph, x, {}, options);
+  }
+}
+
+TEST_CASE("Dense on two threads computes what it does on one") {
+  struct Case {
+    std::int64_t batch, in, units;
+  };
+  for (const Case& c : {Case{64, 784, 256}, Case{5, 300, 7}, Case{9, 2100, 270}, Case{1, 40, 33}}) {
+    CAPTURE(c.in);
+    CAPTURE(c.units);
+    Graph graph;
+    Dense layer("fc", c.units, Activation::kRelu);
+    layer.build(graph, {c.in});
+    graph.initialize(3);
+    for (float& b : graph.values(*graph.find("fc/bias"))) b = 0.1f;
+    const Tensor x = random_tensor({c.batch, c.in}, 4);
+    Tensor y1, y2, dx1, dx2;
+    std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+    std::vector<float> g2(g1.size(), 5.0f);
+    set_intra_op_threads(1);
+    layer.forward(x, y1, {});
+    const Tensor dy = random_tensor(y1.shape(), 5);
+    layer.backward(x, y1, dy, &dx1, g1);
+    set_intra_op_threads(2);
+    layer.forward(x, y2, {});
+    layer.backward(x, y2, dy, &dx2, g2);
+    set_intra_op_threads(1);
+    auto same = [](std::span<const float> a, std::span<const float> b) {
+      REQUIRE(a.size() == b.size());
+      float worst = 0.0f, largest = 0.0f;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+        largest = std::max(largest, std::abs(a[i]));
+      }
+      CHECK(largest > 0.0f);
+      CHECK(worst <= 1e-5f * largest);
+    };
+    same(y1.span(), y2.span());
+    same(dx1.span(), dx2.span());
+    same(g1, g2);
   }
 }
 
