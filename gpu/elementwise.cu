@@ -7,26 +7,15 @@
 #include <string>
 
 #include "cohort/gpu/error.h"
+#include "cohort/gpu/launch.cuh"
 #include "cohort/gpu/ops.h"
 
 namespace cohort::gpu {
 namespace {
 
-constexpr unsigned kBlock = 256;
-constexpr std::size_t kMaxBlocks = 65535;  // see kernels.cu
-
-unsigned blocks_for(std::size_t n) {
-  return static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxBlocks));
-}
-
-void require(const void* pointer, const char* what, const char* name) {
-  if (pointer == nullptr)
-    throw std::invalid_argument(std::string(what) + ": " + name + " is a null device pointer");
-}
-
-#define COHORT_GRID_STRIDE(i, n)                                                               \
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+using detail::blocks_for;
+using detail::kBlock;
+using detail::require;
 
 __global__ void relu_forward_kernel(std::size_t n, const float* x, float* y) {
   COHORT_GRID_STRIDE(i, n) y[i] = fmaxf(x[i], 0.0f);

@@ -5,18 +5,13 @@
 #include <string>
 
 #include "cohort/gpu/error.h"
+#include "cohort/gpu/launch.cuh"
 
 namespace cohort::gpu {
 namespace {
 
-constexpr unsigned kBlock = 256;
-// Grid-stride loops let any n run on a bounded grid; 65535 blocks is the limit every architecture
-// accepts in every grid dimension and far more than needed to fill a GPU.
-constexpr std::size_t kMaxBlocks = 65535;
-
-unsigned blocks_for(std::size_t n) {
-  return static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxBlocks));
-}
+using detail::blocks_for;
+using detail::kBlock;
 
 void require(const void* pointer, const char* what, std::size_t n) {
   if (pointer == nullptr)
