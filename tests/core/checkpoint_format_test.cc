@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/safetensors.h"
+#include "checkpoint_test_support.h"
 
 namespace fs = std::filesystem;
 using cohort::Checkpoint;
@@ -27,31 +28,9 @@ using cohort::CheckpointTensor;
 
 namespace {
 
-// A directory under the build tree, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::path(COHORT_CHECKPOINT_TEST_DIR) / (name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
+using cohort::test::TempDir;
+using cohort::test::slurp;
+using cohort::test::spit;
 
 std::string le64(std::uint64_t v) {
   std::string out;

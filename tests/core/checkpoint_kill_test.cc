@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cohort/core/checkpoint.h"
+#include "checkpoint_test_support.h"
 
 extern char** environ;
 
@@ -26,18 +27,7 @@ using cohort::CheckpointManager;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::path(COHORT_CHECKPOINT_TEST_DIR) / (name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using cohort::test::TempDir;
 
 // The same function as checkpoint_writer_cli.cc's.
 float expected_value(std::int64_t step, int tensor, std::int64_t i) {

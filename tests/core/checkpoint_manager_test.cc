@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/checkpoint.h"
+#include "checkpoint_test_support.h"
 
 namespace fs = std::filesystem;
 using cohort::Checkpoint;
@@ -39,16 +40,8 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
+using cohort::test::slurp;
+using cohort::test::spit;
 
 // Collects what is written to stderr (fd 2) while it lives.
 class StderrCapture {
