@@ -21,6 +21,7 @@
 #include "cohort/core/cluster.h"
 #include "cohort/core/data/dataset.h"
 #include "cohort/core/flags.h"
+#include "cohort/core/gpu_placement.h"
 #include "cohort/core/models.h"
 #include "cohort/core/optimizer.h"
 #include "cohort/core/replica_device_setter.h"
@@ -49,6 +50,10 @@ COHORT_DEFINE_int(train_steps, 0, "global steps to train (0: use --epochs)");
 COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling and dropout");
 COHORT_DEFINE_int(threads, 1, "intra-op threads per worker");
 COHORT_DEFINE_int(towers, 1, "model replicas per worker (threads), each on a slice of the batch");
+COHORT_DEFINE_string(device, "cpu",
+                     "where a worker's towers compute: cpu; gpu (one GPU per tower, the node's GPUs "
+                     "shared out among its workers by node-local rank); or /gpu:N (towers on N, N+1, ...)");
+COHORT_DEFINE_bool(tf32, false, "GPU towers: let Dense and Conv2D use TF32 tensor cores (FP32 otherwise)");
 COHORT_DEFINE_int(replicas_to_aggregate, 0, "sync mode: gradients per step (0: all workers; fewer = backup workers)");
 COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the slowest");
 COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce");
@@ -215,14 +220,29 @@ int Main(int, char**) {
   const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
   const auto shard = train_data.shard(server.task_index(), workers);
 
+  // Collective over the workers (their node-local ranks share out the GPUs).
+  const std::vector<int> gpus = cohort::worker_gpus(cohort::parse_compute_device(FLAGS_device),
+                                                    static_cast<int>(FLAGS_towers),
+                                                    cluster.job_comm());
+  cohort::DeviceSpec compute = cohort::DeviceSpec::parse(server.worker_device());
+  if (!gpus.empty()) {
+    compute.device_type = "GPU";
+    compute.device_index = gpus.front();
+    std::string list;
+    for (int g : gpus) list += (list.empty() ? "" : ",") + std::to_string(g);
+    std::printf("%s: %d tower%s on GPU %s\n", server.task().to_string().c_str(),
+                static_cast<int>(gpus.size()), gpus.size() == 1 ? "" : "s", list.c_str());
+  }
   auto placement = cohort::replica_device_setter_options_from_flags(cluster.num_tasks("ps"),
-                                                                    server.worker_device());
+                                                                    compute.to_string());
   const bool log_placement = placement.log_device_placement;
   placement.log_device_placement = false;  // the chief prints the whole table below instead
   cohort::Graph graph{cohort::ReplicaDeviceSetter(placement)};
   cohort::TrainerOptions options;
   options.batch_size = FLAGS_batch_size;
   options.towers = static_cast<int>(FLAGS_towers);
+  options.gpus = gpus;
+  options.allow_tf32 = FLAGS_tf32;
   options.seed = static_cast<std::uint64_t>(FLAGS_seed);
   options.replication.mode = mode;
   options.replication.replicas_to_aggregate = FLAGS_replicas_to_aggregate;
@@ -303,7 +323,7 @@ int Main(int, char**) {
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
           {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", cluster.num_tasks("ps")},
-          {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers},
+          {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
           {"dropped_gradients", dropped}};
       std::ofstream out(FLAGS_metrics_json);
       if (!out) throw cohort::Error("--metrics_json=" + FLAGS_metrics_json + ": cannot write the file");

@@ -1,8 +1,10 @@
 #pragma once
 // The op interface. Each op (Dense, Conv2D, MaxPool2D, ReLU, ...) is a Layer with a CPU path in
-// its own file under core/ops/; that path is the oracle a GPU path is tested against.
+// its own file under core/ops/ and, in a build with CUDA, a GPU path beside it (<op>_gpu.cc, a
+// GpuLayer); the CPU path is the oracle the GPU path is tested against.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -15,6 +17,23 @@ namespace cohort {
 struct OpContext {
   bool training = true;     ///< dropout is active only when training
   std::uint64_t seed = 0;   ///< per-step seed (dropout masks are a function of seed and layer)
+};
+
+class GpuTensor;   // core/ops/gpu_layer.h (CUDA builds only)
+struct GpuContext;
+
+/// The GPU path of one layer, for one tower on one device: the same contract as Layer::forward()
+/// and Layer::backward(), on device memory and the tower's stream. `context` holds the device copy
+/// of the graph's parameters, and `grads` is the device copy of the flat gradient buffer (graph
+/// layout). Defined, like GpuTensor and GpuContext, in core/ops/gpu_layer.h.
+class GpuLayer {
+ public:
+  virtual ~GpuLayer() = default;
+  virtual void forward(const GpuTensor& input, GpuTensor& output, const OpContext& op,
+                       GpuContext& context) = 0;
+  virtual void backward(const GpuTensor& input, const GpuTensor& output,
+                        const GpuTensor& grad_output, GpuTensor* grad_input, float* grads,
+                        GpuContext& context) = 0;
 };
 
 /// One op of a model, with its forward and backward pass.
@@ -46,6 +65,11 @@ class Layer {
 
   /// Floating-point operations of forward + backward for one example (for benchmarks).
   virtual double flops_per_example() const { return 0.0; }
+
+  /// A new GPU path for this built layer, on the calling thread's current device; null when the
+  /// layer has none, or Cohort was built without CUDA (a model with such a layer cannot be placed
+  /// on a GPU). The GpuLayer refers to this layer, which must outlive it.
+  virtual std::unique_ptr<GpuLayer> make_gpu_layer() const { return nullptr; }
 };
 
 }  // namespace cohort

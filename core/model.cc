@@ -79,6 +79,7 @@ StepMetrics Model::train_step(const Tensor& images, std::span<const std::int32_t
     throw InvalidArgument("Model::train_step: " + std::to_string(grads.size()) +
                           " gradient slots for " + std::to_string(graph_->num_parameters()) +
                           " parameters");
+  if (gpu_) return gpu_step(images, labels, grads, context);
   forward(images, context);
   const StepMetrics m = metrics(outputs_.back(), labels);
 
@@ -102,6 +103,7 @@ StepMetrics Model::evaluate(const Tensor& images, std::span<const std::int32_t> 
   check_batch(images, labels);
   OpContext context;
   context.training = false;
+  if (gpu_) return gpu_step(images, labels, {}, context);
   forward(images, context);
   return metrics(outputs_.back(), labels);
 }
@@ -129,6 +131,7 @@ const Tensor* Model::fetch(const std::string& name) const {
   if (name == "loss") return &loss_value_;
   if (name == "accuracy") return &accuracy_value_;
   if (name == "logits") return outputs_.empty() ? nullptr : &outputs_.back();
+  if (gpu_) return nullptr;
   for (std::size_t i = 0; i < layers_.size(); ++i)
     if (layers_[i]->name() == name) return &outputs_[i];
   return nullptr;

@@ -14,6 +14,11 @@
 
 namespace cohort {
 
+class ModelGpu;  // a model's device state (core/model_gpu.cc)
+struct ModelGpuDeleter {
+  void operator()(ModelGpu* gpu) const noexcept;
+};
+
 /// What one step measured on its batch.
 struct StepMetrics {
   float loss = 0;      ///< mean softmax cross-entropy
@@ -60,8 +65,20 @@ class Model {
   StepMetrics evaluate(const Tensor& images, std::span<const std::int32_t> labels);
 
   /// A value of the last step: "loss", "accuracy" (1-element tensors), "logits" [N, classes], or
-  /// a layer's name for its output. nullptr for an unknown name.
+  /// a layer's name for its output (on the host only: nullptr on a GPU). nullptr for an unknown
+  /// name.
   const Tensor* fetch(const std::string& name) const;
+
+  /// Runs this model's steps on CUDA device `device` from now on, or on the host again with -1.
+  /// The parameters stay in the graph, on the host: each train_step() copies them and the batch
+  /// to the device, runs forward, loss and backward there (the layers' GPU paths, see
+  /// Layer::make_gpu_layer), and copies back the gradients, the loss, the accuracy and the
+  /// logits. `allow_tf32` lets Dense and Conv2D use TF32 tensor cores. Call after the last add().
+  /// Throws InvalidArgument when Cohort was built without CUDA, `device` is not a device this
+  /// process sees, or a layer has no GPU path (naming it).
+  void set_gpu(int device, bool allow_tf32 = false);
+  /// The CUDA device this model runs on; -1 for the host.
+  int gpu() const { return gpu_device_; }
 
   /// Training (forward + backward) FLOPs per example, as executed: the first layer's input
   /// gradient is not computed and not counted.
@@ -78,6 +95,9 @@ class Model {
   void forward(const Tensor& images, const OpContext& context);
   StepMetrics metrics(const Tensor& logits, std::span<const std::int32_t> labels);
   void zero_unused_gradients(std::span<float> grads);
+  // train_step() and evaluate() on the GPU (`grads` empty: no backward pass).
+  StepMetrics gpu_step(const Tensor& images, std::span<const std::int32_t> labels,
+                       std::span<float> grads, const OpContext& context);
 
   Graph* graph_;
   int num_classes_;
@@ -92,6 +112,8 @@ class Model {
   // recomputed when the graph has grown.
   std::vector<std::pair<std::int64_t, std::int64_t>> unused_ranges_;
   std::int64_t unused_ranges_for_ = -1;
+  std::unique_ptr<ModelGpu, ModelGpuDeleter> gpu_;
+  int gpu_device_ = -1;
 };
 
 }  // namespace cohort

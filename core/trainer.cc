@@ -45,7 +45,12 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (options_.batch_size < options_.towers)
     throw InvalidArgument("--batch_size=" + std::to_string(options_.batch_size) +
                           " is smaller than --towers=" + std::to_string(options_.towers));
+  if (!options_.gpus.empty() && options_.gpus.size() != static_cast<std::size_t>(options_.towers))
+    throw InvalidArgument(std::to_string(options_.gpus.size()) + " GPUs given for " +
+                          std::to_string(options_.towers) + " towers");
   for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
+  for (std::size_t t = 0; t < options_.gpus.size(); ++t)
+    towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
   for (Tower& tower : towers_) tower.grads.assign(static_cast<std::size_t>(graph_.num_parameters()), 0.0f);
   replication_ = Replication::create(server, graph_, *optimizer_, options_.replication);
   for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });

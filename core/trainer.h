@@ -25,6 +25,10 @@ struct TrainerOptions {
   ReplicationOptions replication;
   std::int64_t batch_size = 64;  ///< examples per worker step, split over the towers
   int towers = 1;                ///< model replicas on this worker, one thread each
+  /// The CUDA device of each tower (see core/gpu_placement.h); empty: the towers compute on the
+  /// host. Parameters stay on the host either way (Model::set_gpu says what is copied).
+  std::vector<int> gpus;
+  bool allow_tf32 = false;       ///< GPU towers may use TF32 tensor cores
   std::uint64_t seed = 1;        ///< initialisation, shuffling and dropout derive from it
   std::string model_name;        ///< recorded in checkpoints
 };

@@ -65,11 +65,13 @@ class Dense : public Layer {
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override;
   /// The part of flops_per_example() spent on the input gradient.
   double input_grad_flops_per_example() const;
 
  private:
+  friend class DenseGpu;
   std::string name_;
   std::int64_t units_;
   Activation activation_;
@@ -112,10 +114,12 @@ class Conv2D : public Layer {
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override;
   double input_grad_flops_per_example() const;
 
  private:
+  friend class Conv2DGpu;
   // How a batch is cut into chunks of images, and how many threads share them.
   struct Plan {
     std::int64_t chunk = 1;   // images per chunk
@@ -152,9 +156,11 @@ class MaxPool2D : public Layer {
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override;
 
  private:
+  friend class MaxPool2DGpu;
   std::string name_;
   std::int64_t window_h_, window_w_, stride_h_, stride_w_;
   Padding padding_;
@@ -172,9 +178,11 @@ class ReLU : public Layer {
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override { return 2.0 * static_cast<double>(size_); }
 
  private:
+  friend class ReLUGpu;
   std::string name_;
   std::int64_t size_ = 0;
 };
@@ -188,8 +196,10 @@ class Flatten : public Layer {
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
 
  private:
+  friend class FlattenGpu;
   std::string name_;
   std::int64_t size_ = 0;
 };
@@ -207,11 +217,13 @@ class Dropout : public Layer {
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override { return 2.0 * static_cast<double>(size_); }
   /// The mask of the last training forward() (0 or 1 / (1 - rate) per element).
   const Tensor& mask() const { return mask_; }
 
  private:
+  friend class DropoutGpu;
   std::string name_;
   float rate_;
   std::int64_t size_ = 0;

@@ -76,15 +76,19 @@ std::vector<float> download(const Device& device, const gpu::DeviceBuffer<float>
           all.begin() + static_cast<std::ptrdiff_t>(offset + count)};
 }
 
-// max |gpu - cpu| relative to max |cpu|: the error against the scale of the result.
-double relative_error(std::span<const float> gpu_values, std::span<const float> cpu_values) {
+// max |gpu - cpu| relative to max |cpu|: the error against the scale of the result. Reported
+// (the device check's table quotes it) under `what`.
+double relative_error(const char* what, std::span<const float> gpu_values,
+                      std::span<const float> cpu_values) {
   REQUIRE(gpu_values.size() == cpu_values.size());
   double diff = 0.0, scale = 0.0;
   for (std::size_t i = 0; i < cpu_values.size(); ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(gpu_values[i]) - cpu_values[i]));
     scale = std::max(scale, std::abs(static_cast<double>(cpu_values[i])));
   }
-  return diff / std::max(scale, 1e-30);
+  const double error = diff / std::max(scale, 1e-30);
+  MESSAGE(what << ": relative error " << error);
+  return error;
 }
 
 std::span<const float> slice(std::span<const float> all, const cohort::Variable& v) {
@@ -183,11 +187,11 @@ TEST_CASE("dense forward and backward match the CPU") {
                         d_grads.data() + kernel.offset, d_grads.data() + bias.offset,
                         d_dx.data(), tf32);
     const double tolerance = tf32 ? 1e-2 : kTolerance;
-    CHECK(relative_error(download(device, d_y), y.span()) < tolerance);
-    CHECK(relative_error(download(device, d_dx), dx.span()) < tolerance);
+    CHECK(relative_error("dense y", download(device, d_y), y.span()) < tolerance);
+    CHECK(relative_error("dense dx", download(device, d_dx), dx.span()) < tolerance);
     const std::vector<float> g = download(device, d_grads);
-    CHECK(relative_error(slice(g, kernel), slice(grads, kernel)) < tolerance);
-    CHECK(relative_error(slice(g, bias), slice(grads, bias)) < kTolerance);  // no GEMM
+    CHECK(relative_error("dense dkernel", slice(g, kernel), slice(grads, kernel)) < tolerance);
+    CHECK(relative_error("dense dbias", slice(g, bias), slice(grads, bias)) < kTolerance);  // no GEMM
   }
 }
 
@@ -238,11 +242,11 @@ TEST_CASE("conv2d forward and backward match the CPU") {
     gpu::conv2d_backward_data(device.cudnn, plan, d_dy.data(), w, d_dx.data());
     gpu::conv2d_backward_filter(device.cudnn, plan, d_x.data(), d_dy.data(),
                                 d_grads.data() + kernel.offset, d_grads.data() + bias.offset);
-    CHECK(relative_error(download(device, d_y), y.span()) < kConvTolerance);
-    CHECK(relative_error(download(device, d_dx), dx.span()) < kConvTolerance);
+    CHECK(relative_error("conv2d y", download(device, d_y), y.span()) < kConvTolerance);
+    CHECK(relative_error("conv2d dx", download(device, d_dx), dx.span()) < kConvTolerance);
     const std::vector<float> g = download(device, d_grads);
-    CHECK(relative_error(slice(g, kernel), slice(grads, kernel)) < kConvTolerance);
-    CHECK(relative_error(slice(g, bias), slice(grads, bias)) < kConvTolerance);
+    CHECK(relative_error("conv2d dkernel", slice(g, kernel), slice(grads, kernel)) < kConvTolerance);
+    CHECK(relative_error("conv2d dbias", slice(g, bias), slice(grads, bias)) < kConvTolerance);
 
     // A moved plan keeps working; the moved-from one refuses.
     gpu::ConvPlan moved = std::move(plan);
@@ -311,7 +315,7 @@ TEST_CASE("max pooling forward and backward match the CPU") {
     gpu::max_pool_forward(device.cudnn, plan, d_x.data(), d_y.data());
     gpu::max_pool_backward(device.cudnn, plan, d_x.data(), d_y.data(), d_dy.data(), d_dx.data());
     CHECK(download(device, d_y) == std::vector<float>(y.span().begin(), y.span().end()));
-    CHECK(relative_error(download(device, d_dx), dx.span()) < kTolerance);
+    CHECK(relative_error("max_pool dx", download(device, d_dx), dx.span()) < kTolerance);
   }
 }
 
@@ -374,7 +378,7 @@ TEST_CASE("relu, bias and dropout match the CPU") {
       }
     CHECK(download(device, d_y0) == expect_y);
     const std::vector<float> expect_db(sums.begin(), sums.end());
-    CHECK(relative_error(download(device, d_db), expect_db) < kTolerance);
+    CHECK(relative_error("bias_grad db", download(device, d_db), expect_db) < kTolerance);
   }
 }
 
@@ -401,7 +405,7 @@ TEST_CASE("softmax cross-entropy and accuracy match the CPU") {
     const float gpu_loss = download(device, loss)[0];
     CHECK(std::isfinite(gpu_loss));
     CHECK(std::abs(gpu_loss - cpu_loss) <= kTolerance * std::max(1.0f, std::abs(cpu_loss)));
-    CHECK(relative_error(download(device, grad), cpu_grad.span()) < kTolerance);
+    CHECK(relative_error("softmax_ce dlogits", download(device, grad), cpu_grad.span()) < kTolerance);
   }
 
   // Accuracy, with some rows made right and some rows tied (the first maximum counts).
@@ -472,9 +476,9 @@ TEST_CASE("optimizer updates match core's optimizers") {
         // Compare the steps taken, not the values, which would hide a wrong step.
         std::vector<float> gpu_step = download(device, d_values), cpu_step = values;
         for (std::size_t i = 0; i < n; ++i) gpu_step[i] -= before[i], cpu_step[i] -= before[i];
-        CHECK(relative_error(gpu_step, cpu_step) < kTolerance);
+        CHECK(relative_error("optimizer step", gpu_step, cpu_step) < kTolerance);
       } else {
-        CHECK(relative_error(download(device, delta), cpu_delta) < kTolerance);
+        CHECK(relative_error("optimizer delta", download(device, delta), cpu_delta) < kTolerance);
       }
     }
   }

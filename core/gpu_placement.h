@@ -1,0 +1,39 @@
+#pragma once
+// Which GPUs a worker computes on: from a device spec ("/gpu:1", "/device:GPU:*") and, by
+// default, the worker's rank among the workers on its node.
+
+#include <string_view>
+#include <vector>
+
+#include "cohort/core/device_spec.h"
+#include "cohort/mpi/comm.h"
+
+namespace cohort {
+
+/// Whether this Cohort was built with the GPU backend (COHORT_WITH_CUDA).
+bool built_with_cuda();
+
+/// The CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies); 0 without CUDA, a driver
+/// or a device.
+int visible_gpus();
+
+/// Where computation runs, from "cpu", "gpu" (any GPU: "/device:GPU:*") or a device spec with a
+/// device type ("/gpu:1", "/job:worker/device:CPU:0"). Throws InvalidArgument quoting `text` for
+/// a bad spec or one without a device type.
+DeviceSpec parse_compute_device(std::string_view text);
+
+/// The GPU of each of a worker's `towers` towers, for the device spec `device`:
+/// - a spec whose type is not GPU: none (the towers compute on the host);
+/// - "/gpu:N": towers on N, N+1, ..., N + towers - 1 (several processes may name the same GPU);
+/// - "/gpu:*" (no index): the node's workers share out its GPUs by node-local rank: worker
+///   `local_rank` of `local_size` gets GPUs local_rank * towers onwards; none are shared.
+/// `visible` is visible_gpus(). Throws InvalidArgument, naming the spec, when the GPUs asked for
+/// do not exist (or Cohort was built without CUDA) or the node has too few for its workers.
+std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_rank, int local_size,
+                             int visible);
+
+/// assign_gpus() for this process, with its node-local rank among the processes of `workers`
+/// (MPI_Comm_split_type SHARED; collective over `workers`).
+std::vector<int> worker_gpus(const DeviceSpec& device, int towers, const mpi::Comm& workers);
+
+}  // namespace cohort

@@ -1,0 +1,168 @@
+// Whole models on a GPU against the same models on the host (the oracle): mlp and cnn trained
+// for 10 SGD steps from the same initial values on the same batches, compared step by step
+// (loss, accuracy, gradients) and at the end (parameters, evaluation); two towers on the GPU
+// through the Trainer against two on the host; and the refusals. Every case that needs a device
+// passes, saying so, without one.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/data/dataset.h"
+#include "cohort/core/graph.h"
+#include "cohort/core/model.h"
+#include "cohort/core/models.h"
+#include "cohort/core/optimizer.h"
+#include "cohort/core/trainer.h"
+#include "cohort/gpu/device.h"
+#include "cohort/mpi/error.h"
+
+using cohort::Graph;
+using cohort::Model;
+using cohort::Tensor;
+
+namespace {
+
+bool no_device() {
+  if (cohort::gpu::device_count() > 0) return false;
+  MESSAGE("skipped: no CUDA device");
+  return true;
+}
+
+// ||a - b|| / ||b||: the error of a whole vector against its scale.
+double relative_error(std::span<const float> a, std::span<const float> b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    diff += d * d;
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+constexpr double kTolerance = 1e-4;  // FP32 with different summation orders, well under 1e-3
+
+std::unique_ptr<cohort::Optimizer> sgd(double learning_rate) {
+  cohort::OptimizerOptions options;
+  options.name = "sgd";
+  options.learning_rate.base = learning_rate;
+  return cohort::Optimizer::create(options);
+}
+
+void check_training_parity(const std::string& name) {
+  Graph cpu_graph, gpu_graph;
+  Model cpu = cohort::build_model(name, cpu_graph);
+  Model gpu = cohort::build_model(name, gpu_graph);
+  cpu_graph.initialize(11);
+  gpu_graph.initialize(11);
+  gpu.set_gpu(0);
+  CHECK(gpu.gpu() == 0);
+  CHECK(cpu.gpu() == -1);
+
+  const auto data = cohort::data::synthetic(10 * 32, 5);
+  auto cpu_optimizer = sgd(0.05), gpu_optimizer = sgd(0.05);
+  std::vector<float> cpu_grads(static_cast<std::size_t>(cpu_graph.num_parameters()));
+  std::vector<float> gpu_grads(cpu_grads.size());
+  auto batches = cohort::data::BatchIterator::in_order(data, 32);
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  double worst_grads = 0.0, worst_loss = 0.0;
+  for (std::int64_t step = 0; batches.next(images, labels); ++step) {
+    cohort::OpContext context;  // training: the cnn's dropout draws the same mask on both
+    context.seed = 100 + static_cast<std::uint64_t>(step);
+    const auto c = cpu.train_step(images, labels, cpu_grads, context);
+    const auto g = gpu.train_step(images, labels, gpu_grads, context);
+    CAPTURE(step);
+    const double loss_error = std::abs(g.loss - c.loss) / std::abs(c.loss);
+    const double grads_error = relative_error(gpu_grads, cpu_grads);
+    worst_loss = std::max(worst_loss, loss_error);
+    worst_grads = std::max(worst_grads, grads_error);
+    CHECK(loss_error <= kTolerance);
+    CHECK(std::abs(g.accuracy - c.accuracy) <= 1.0 / 32);
+    CHECK(grads_error < kTolerance);
+    CHECK(relative_error(gpu.fetch("logits")->span(), cpu.fetch("logits")->span()) < kTolerance);
+    cpu_optimizer->apply(cpu_graph.values(), cpu_grads, step);
+    gpu_optimizer->apply(gpu_graph.values(), gpu_grads, step);
+  }
+  const double parameters_error = relative_error(gpu_graph.values(), cpu_graph.values());
+  CHECK(parameters_error < kTolerance);
+  MESSAGE(name << ", 10 SGD steps, GPU vs CPU, relative error: loss " << worst_loss
+               << ", gradients " << worst_grads << " (worst step), parameters "
+               << parameters_error << " (after the last)");
+  const auto test = cohort::data::synthetic(500, 6);
+  batches = cohort::data::BatchIterator::in_order(test, 500);
+  REQUIRE(batches.next(images, labels));
+  const auto c = cpu.evaluate(images, labels);
+  const auto g = gpu.evaluate(images, labels);
+  CHECK(std::abs(g.loss - c.loss) <= kTolerance * std::abs(c.loss));
+  CHECK(std::abs(g.accuracy - c.accuracy) <= 2.0 / 500);
+}
+
+}  // namespace
+
+TEST_CASE("mlp: 10 steps on the GPU match the host") {
+  if (no_device()) return;
+  check_training_parity("mlp");
+}
+
+TEST_CASE("cnn: 10 steps on the GPU match the host") {
+  if (no_device()) return;
+  check_training_parity("cnn");
+}
+
+TEST_CASE("two GPU towers in the Trainer match two host towers") {
+  if (no_device()) return;
+  std::vector<std::vector<float>> results;
+  for (bool on_gpu : {false, true}) {
+    Graph graph;
+    cohort::TrainerOptions options;
+    options.batch_size = 64;
+    options.towers = 2;
+    options.seed = 3;
+    if (on_gpu) options.gpus = {0, 0};  // both on device 0: any GPU machine can run this
+    cohort::Trainer trainer(
+        nullptr, graph, [](Graph& g) { return cohort::build_model("small_cnn", g); },
+        cohort::data::synthetic(640, 9), sgd(0.05), options);
+    trainer.start();
+    for (int step = 0; step < 10; ++step) trainer.step();
+    results.emplace_back(graph.values().begin(), graph.values().end());
+  }
+  const double error = relative_error(results[1], results[0]);
+  CHECK(error < kTolerance);
+  MESSAGE("small_cnn, 2 towers, 10 Trainer steps, GPU vs CPU parameters, relative error " << error);
+}
+
+TEST_CASE("a model is refused a GPU that does not exist, and one with a layer without a GPU path") {
+  if (no_device()) return;
+  Graph graph;
+  Model model = cohort::mlp(graph);
+  CHECK_THROWS_AS(model.set_gpu(cohort::gpu::device_count()), cohort::InvalidArgument);
+
+  // A user layer that has only a CPU path.
+  struct Identity : cohort::Layer {
+    std::string name_ = "identity";
+    const std::string& name() const override { return name_; }
+    cohort::Shape build(Graph&, const cohort::Shape& input) override { return input; }
+    void forward(const Tensor& input, Tensor& output, const cohort::OpContext&) override {
+      output = input;
+    }
+    void backward(const Tensor&, const Tensor&, const Tensor& grad_output, Tensor* grad_input,
+                  std::span<float>) override {
+      if (grad_input) *grad_input = grad_output;
+    }
+  };
+  Graph other;
+  Model custom(other, {10});
+  custom.add(std::make_unique<Identity>()).add(cohort::dense("logits", 10));
+  CHECK_THROWS_WITH_AS(custom.set_gpu(0), "Model: layer \"identity\" has no GPU path",
+                       cohort::InvalidArgument);
+  custom.set_gpu(-1);
+  CHECK(custom.gpu() == -1);
+}
