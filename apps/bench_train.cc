@@ -3,9 +3,12 @@
 // images/s is wall clock (the median of --windows timed windows after a warm-up); img/CPU-s
 // divides by the CPU time the process used instead, which stays meaningful on a shared machine
 // (with several threads it counts all of them, spinning included). Convolution FLOPs are those
-// of direct convolution, whichever algorithm runs.
+// of direct convolution, whichever algorithm runs. With --device=gpu the steps run on a GPU as a
+// GPU tower runs them in train: parameters copied in, gradients copied out, the update on the
+// host.
 //
 //   build/bin/bench_train --models=mlp,cnn,small_cnn --threads=1,2 --batch_size=64 --seconds=10
+//   build/bin/bench_train --device=gpu --models=mlp,cnn --batch_size=256
 #include <time.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 
 #include "cohort/core/app.h"
 #include "cohort/core/flags.h"
+#include "cohort/core/gpu_placement.h"
 #include "cohort/core/graph.h"
 #include "cohort/core/model.h"
 #include "cohort/core/models.h"
@@ -33,6 +37,8 @@ COHORT_DEFINE_string(threads, "1", "comma-separated intra-op thread counts to ti
 COHORT_DEFINE_int(batch_size, 64, "examples per step");
 COHORT_DEFINE_float(seconds, 5.0, "timed seconds per model and thread count, after warm-up");
 COHORT_DEFINE_int(windows, 5, "timed windows per configuration; the median is reported");
+COHORT_DEFINE_string(device, "cpu", "where the steps run: cpu, gpu (GPU 0) or /gpu:N");
+COHORT_DEFINE_bool(tf32, false, "GPU: let Dense and Conv2D use TF32 tensor cores");
 
 namespace {
 
@@ -100,10 +106,11 @@ struct Result {
   double flops_per_image = 0.0;
 };
 
-Result time_model(const std::string& name, std::int64_t batch_size) {
+Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   cohort::Graph graph;
   cohort::Model model = cohort::build_model(name, graph);
   graph.initialize(1);
+  model.set_gpu(gpu, FLAGS_tf32);
   cohort::OptimizerOptions options;
   options.name = "sgd";
   options.learning_rate.base = 0.01;
@@ -163,6 +170,9 @@ int Main(int, char**) {
       throw cohort::InvalidArgument("--threads: \"" + t + "\" is not a number");
     }
   }
+  const std::vector<int> gpus = cohort::assign_gpus(cohort::parse_compute_device(FLAGS_device),
+                                                    1, 0, 1, cohort::visible_gpus());
+  const int gpu = gpus.empty() ? -1 : gpus.front();
   const std::vector<std::string> models = split(FLAGS_models);
   for (const std::string& name : models) {
     cohort::Graph probe;
@@ -175,21 +185,27 @@ int Main(int, char**) {
               "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "PyTorch", "ratio", "img/CPU-s");
   for (int threads : thread_counts) {
     cohort::set_intra_op_threads(threads);
-    const double ceiling = gemm_ceiling();
-    std::printf("# GEMM ceiling, %d thread%s: %.1f GFLOP/s (1024^3 SGEMM)\n", threads,
-                threads == 1 ? "" : "s", ceiling);
+    // On a GPU the host's GEMM ceiling and the CPU reference figures do not apply.
+    const double ceiling = gpu < 0 ? gemm_ceiling() : 0.0;
+    if (gpu < 0)
+      std::printf("# GEMM ceiling, %d thread%s: %.1f GFLOP/s (1024^3 SGEMM)\n", threads,
+                  threads == 1 ? "" : "s", ceiling);
+    else
+      std::printf("# on GPU %d%s, %d host thread%s\n", gpu, FLAGS_tf32 ? " (TF32 allowed)" : "",
+                  threads, threads == 1 ? "" : "s");
     for (const std::string& name : models) {
-      const Result r = time_model(name, FLAGS_batch_size);
+      const Result r = time_model(name, FLAGS_batch_size, gpu);
       const double gflops = r.images_per_second * r.flops_per_image / 1e9;
-      char reference[32] = "-", ratio[32] = "-";
-      if (const auto it = kPyTorch.find(name); it != kPyTorch.end() && threads <= 2) {
+      char reference[32] = "-", ratio[32] = "-", of_gemm[32] = "-";
+      if (gpu < 0) std::snprintf(of_gemm, sizeof of_gemm, "%.0f%%", 100.0 * gflops / ceiling);
+      if (const auto it = kPyTorch.find(name); it != kPyTorch.end() && threads <= 2 && gpu < 0) {
         const double ref = threads == 1 ? it->second.first : it->second.second;
         std::snprintf(reference, sizeof reference, "%.0f", ref);
         std::snprintf(ratio, sizeof ratio, "%.2fx", r.images_per_second / ref);
       }
-      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %7.0f%% %9s %8s %12.0f\n", name.c_str(),
+      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %8s %9s %8s %12.0f\n", name.c_str(),
                   threads, static_cast<long long>(FLAGS_batch_size), r.images_per_second,
-                  r.flops_per_image / 1e6, gflops, 100.0 * gflops / ceiling, reference, ratio,
+                  r.flops_per_image / 1e6, gflops, of_gemm, reference, ratio,
                   r.images_per_cpu_second);
       std::fflush(stdout);
     }

@@ -2,11 +2,14 @@
 """PyTorch's training throughput for Cohort's built-in models, for a side-by-side ratio.
 
     OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX scripts/bench_pytorch.py [--threads 1] [--seconds 4]
+    scripts/bench_pytorch.py --device cuda --batch_size 256 --models mlp,cnn
 
 Left at its default, OpenBLAS runs its own threads beside torch.set_num_threads(1).
 
-Same models and step as build/bin/bench_train (batch 64 of 28x28x1, forward, cross-entropy,
-backward, SGD update). Prints images/s per model (median of timed windows after a warm-up).
+Same models and step as build/bin/bench_train (a batch of 28x28x1, forward, cross-entropy,
+backward, SGD update). Prints images/s per model (median of timed windows after a warm-up). On
+CUDA the math is plain FP32 (TF32 off, as bench_train without --tf32), and each window ends with
+a synchronisation, so queued work is counted.
 """
 import argparse
 import statistics
@@ -33,14 +36,27 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--models", default="mlp,cnn,small_cnn")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--batch_size", type=int, default=64)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    x = torch.rand(64, 1, 28, 28)
-    y = torch.randint(0, 10, (64,))
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    batch = args.batch_size
+    x = torch.rand(batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
     for name, model in models().items():
         if name not in args.models.split(","):
             continue
+        model.to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
 
@@ -51,14 +67,17 @@ def main():
 
         for _ in range(5):
             step()
+        sync()
         rates = []
         for _ in range(5):
             n, start = 0, time.time()
             while time.time() - start < args.seconds / 5:
                 step()
-                n += 64
+                n += batch
+            sync()
             rates.append(n / (time.time() - start))
-        print(f"{name:10s} threads {args.threads}  {statistics.median(rates):10.0f} images/s")
+        print(f"{name:10s} {args.device} threads {args.threads} batch {batch}  "
+              f"{statistics.median(rates):10.0f} images/s")
 
 
 if __name__ == "__main__":
