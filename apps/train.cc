@@ -51,8 +51,9 @@ COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling and dropout");
 COHORT_DEFINE_int(threads, 1, "intra-op threads per worker");
 COHORT_DEFINE_int(towers, 1, "model replicas per worker (threads), each on a slice of the batch");
 COHORT_DEFINE_string(device, "cpu",
-                     "where a worker's towers compute: cpu; gpu (one GPU per tower, the node's GPUs "
-                     "shared out among its workers by node-local rank); or /gpu:N (towers on N, N+1, ...)");
+                     "where a worker's towers compute: cpu; gpu (a GPU per tower: the process's own "
+                     "when Slurm binds them, else the node's shared out by node-local rank); or "
+                     "/gpu:N (towers on N, N+1, ...)");
 COHORT_DEFINE_bool(tf32, false, "GPU towers: let Dense and Conv2D use TF32 tensor cores (FP32 otherwise)");
 COHORT_DEFINE_int(replicas_to_aggregate, 0, "sync mode: gradients per step (0: all workers; fewer = backup workers)");
 COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the slowest");

@@ -57,6 +57,10 @@ std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_ran
       throw InvalidArgument(spec + " with " + plural(towers, "tower") + " needs GPUs " +
                             std::to_string(first) + ".." + std::to_string(first + towers - 1) +
                             "; this process sees " + plural(visible, "GPU"));
+  } else if (visible == towers) {
+    // The process was given its own GPUs: Slurm's --gpus-per-task binding, or a per-rank
+    // CUDA_VISIBLE_DEVICES. (Workers that all see the same `towers` GPUs share them.)
+    first = 0;
   } else {
     if (local_size * towers > visible)
       throw InvalidArgument(spec + ": the " + plural(local_size, "worker") + " on this node with " +

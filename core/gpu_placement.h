@@ -25,8 +25,10 @@ DeviceSpec parse_compute_device(std::string_view text);
 /// The GPU of each of a worker's `towers` towers, for the device spec `device`:
 /// - a spec whose type is not GPU: none (the towers compute on the host);
 /// - "/gpu:N": towers on N, N+1, ..., N + towers - 1 (several processes may name the same GPU);
-/// - "/gpu:*" (no index): the node's workers share out its GPUs by node-local rank: worker
-///   `local_rank` of `local_size` gets GPUs local_rank * towers onwards; none are shared.
+/// - "/gpu:*" (no index), when the process sees exactly `towers` GPUs (Slurm's --gpus-per-task
+///   binding, or CUDA_VISIBLE_DEVICES set per rank): those, 0 to towers - 1;
+/// - "/gpu:*" otherwise: the node's workers share out the GPUs they all see by node-local rank:
+///   worker `local_rank` of `local_size` gets GPUs local_rank * towers onwards; none is shared.
 /// `visible` is visible_gpus(). Throws InvalidArgument, naming the spec, when the GPUs asked for
 /// do not exist (or Cohort was built without CUDA) or the node has too few for its workers.
 std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_rank, int local_size,

@@ -54,6 +54,10 @@ TEST_CASE("assign_gpus: the rules, given the visible device count") {
     CHECK(assign_gpus(any, 2, 1, 2, 4) == std::vector{2, 3});
     CHECK(assign_gpus(any, 4, 0, 1, 8) == std::vector{0, 1, 2, 3});
   }
+  SUBCASE("a process that sees exactly its towers' GPUs (Slurm's binding) uses them") {
+    CHECK(assign_gpus(any, 1, 3, 4, 1) == std::vector{0});
+    CHECK(assign_gpus(any, 2, 1, 2, 2) == std::vector{0, 1});
+  }
   SUBCASE("too few GPUs for the node's workers: refused, not shared") {
     CHECK_THROWS_WITH_AS(assign_gpus(any, 1, 0, 3, 2),
                          "device /device:GPU:*: the 3 workers on this node with 1 tower each need "

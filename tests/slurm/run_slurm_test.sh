@@ -280,12 +280,14 @@ grep -q "mode async, 7 workers" "$out" || fail "$out: mpirun did not start 1 ps 
 check_finished '1[0-9]{2}'
 log "single_node.sbatch with mpirun, async mode: 1 ps + 7 workers, test accuracy $accuracy"
 
-# ---- 4. gpu.sbatch: one fake GPU per rank. A wrapper reports each rank's device, then runs train.
+# ---- 4. gpu.sbatch: one fake GPU per rank. A wrapper reports each rank's device and where train
+# is told to compute, then runs train on the CPU (fake GPUs cannot compute).
 mkdir -p "$work/job4"
 cat >"$work/job4/show_gpu.sh" <<SH
 #!/bin/bash
 echo "rank \${SLURM_PROCID} CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:-unset}"
-exec "$train" "\$@"
+echo "rank \${SLURM_PROCID} COHORT_DEVICE=\${COHORT_DEVICE:-unset}"
+COHORT_DEVICE=cpu exec "$train" "\$@"
 SH
 chmod +x "$work/job4/show_gpu.sh"
 COHORT_TRAIN=$work/job4/show_gpu.sh COHORT_TRAIN_STEPS=60 submit_and_wait "$work/job4" "$src/slurm/gpu.sbatch"
@@ -293,6 +295,8 @@ COHORT_TRAIN=$work/job4/show_gpu.sh COHORT_TRAIN_STEPS=60 submit_and_wait "$work
 ranks=$(grep -cE '^rank [0-3] CUDA_VISIBLE_DEVICES=[0-9]+$' "$out" || true)
 devices=$(sed -nE 's/^rank [0-3] CUDA_VISIBLE_DEVICES=([0-9]+)$/\1/p' "$out" | sort -u | wc -l)
 ((ranks == 4 && devices == 4)) || fail "gpu.sbatch: expected 4 ranks with 4 different GPUs"
+told=$(grep -cE '^rank [0-3] COHORT_DEVICE=gpu$' "$out" || true)
+((told == 4)) || fail "gpu.sbatch: expected every rank to be told --device=gpu (COHORT_DEVICE=gpu)"
 check_finished 60
 log "gpu.sbatch: 4 ranks, one GPU each"
 
