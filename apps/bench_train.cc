@@ -170,9 +170,10 @@ int Main(int, char**) {
       throw cohort::InvalidArgument("--threads: \"" + t + "\" is not a number");
     }
   }
-  const std::vector<int> gpus = cohort::assign_gpus(cohort::parse_compute_device(FLAGS_device),
-                                                    1, 0, 1, cohort::visible_gpus());
-  const int gpu = gpus.empty() ? -1 : gpus.front();
+  const cohort::DeviceSpec device = cohort::parse_compute_device(FLAGS_device);
+  const int gpu = device.device_type == "GPU"
+                      ? cohort::assign_gpus(device, 1, 0, 1, cohort::visible_gpus()).front()
+                      : -1;
   const std::vector<std::string> models = split(FLAGS_models);
   for (const std::string& name : models) {
     cohort::Graph probe;

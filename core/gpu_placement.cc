@@ -1,5 +1,7 @@
 #include "cohort/core/gpu_placement.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "cohort/mpi/error.h"
@@ -40,7 +42,7 @@ DeviceSpec parse_compute_device(std::string_view text) {
 }
 
 std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_rank, int local_size,
-                             int visible) {
+                             int visible, bool own) {
   if (device.device_type != "GPU") return {};
   const std::string spec = "device " + device.to_string();
   if (towers < 1) throw InvalidArgument(spec + ": --towers must be >= 1");
@@ -57,9 +59,11 @@ std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_ran
       throw InvalidArgument(spec + " with " + plural(towers, "tower") + " needs GPUs " +
                             std::to_string(first) + ".." + std::to_string(first + towers - 1) +
                             "; this process sees " + plural(visible, "GPU"));
-  } else if (visible == towers) {
-    // The process was given its own GPUs: Slurm's --gpus-per-task binding, or a per-rank
-    // CUDA_VISIBLE_DEVICES. (Workers that all see the same `towers` GPUs share them.)
+  } else if (own) {
+    if (towers > visible)
+      throw InvalidArgument(spec + ": " + plural(towers, "tower") + " need " +
+                            plural(towers, "GPU") + "; this process was given " +
+                            std::to_string(visible));
     first = 0;
   } else {
     if (local_size * towers > visible)
@@ -75,9 +79,29 @@ std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_ran
   return gpus;
 }
 
+namespace {
+
+// Where this process's first GPU sits on the PCI bus; -1 without one.
+std::int64_t first_gpu_location() {
+#if COHORT_HAVE_CUDA
+  if (gpu::device_count() > 0) return gpu::device_properties(0).pci_location;
+#endif
+  return -1;
+}
+
+}  // namespace
+
 std::vector<int> worker_gpus(const DeviceSpec& device, int towers, const mpi::Comm& workers) {
+  // The collectives run whatever the device type (so ranks given different --device values
+  // cannot hang); CUDA is asked only for GPU placement.
+  const bool wants_gpu = device.device_type == "GPU";
   const mpi::Comm node = workers.split_shared();
-  return assign_gpus(device, towers, node.rank(), node.size(), visible_gpus());
+  const std::int64_t mine = wants_gpu ? first_gpu_location() : -1;
+  std::vector<std::int64_t> firsts = node.allgather(mine);
+  std::sort(firsts.begin(), firsts.end());
+  const bool own = firsts.front() >= 0 && std::adjacent_find(firsts.begin(), firsts.end()) == firsts.end();
+  if (!wants_gpu) return {};
+  return assign_gpus(device, towers, node.rank(), node.size(), visible_gpus(), own);
 }
 
 }  // namespace cohort

@@ -25,17 +25,19 @@ DeviceSpec parse_compute_device(std::string_view text);
 /// The GPU of each of a worker's `towers` towers, for the device spec `device`:
 /// - a spec whose type is not GPU: none (the towers compute on the host);
 /// - "/gpu:N": towers on N, N+1, ..., N + towers - 1 (several processes may name the same GPU);
-/// - "/gpu:*" (no index), when the process sees exactly `towers` GPUs (Slurm's --gpus-per-task
-///   binding, or CUDA_VISIBLE_DEVICES set per rank): those, 0 to towers - 1;
+/// - "/gpu:*" (no index), when the process was given GPUs of its own (`own`: no other worker on
+///   the node sees them, as with Slurm's --gpus-per-task binding or a per-rank
+///   CUDA_VISIBLE_DEVICES): its GPUs 0 to towers - 1;
 /// - "/gpu:*" otherwise: the node's workers share out the GPUs they all see by node-local rank:
 ///   worker `local_rank` of `local_size` gets GPUs local_rank * towers onwards; none is shared.
 /// `visible` is visible_gpus(). Throws InvalidArgument, naming the spec, when the GPUs asked for
 /// do not exist (or Cohort was built without CUDA) or the node has too few for its workers.
 std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_rank, int local_size,
-                             int visible);
+                             int visible, bool own = false);
 
 /// assign_gpus() for this process, with its node-local rank among the processes of `workers`
-/// (MPI_Comm_split_type SHARED; collective over `workers`).
+/// (MPI_Comm_split_type SHARED), and `own` true when the node's workers see different first GPUs
+/// (compared by PCI location). Collective over `workers`, whatever the device type.
 std::vector<int> worker_gpus(const DeviceSpec& device, int towers, const mpi::Comm& workers);
 
 }  // namespace cohort

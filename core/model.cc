@@ -25,6 +25,9 @@ Model::Model(Graph& graph, Shape example_shape, int num_classes)
 
 Model& Model::add(std::unique_ptr<Layer> layer) {
   if (!layer) throw InvalidArgument("Model::add: null layer");
+  if (gpu_)
+    throw InvalidArgument("Model::add: the model is on GPU " + std::to_string(gpu_device_) +
+                          "; add every layer before set_gpu()");
   for (const auto& existing : layers_)
     if (existing->name() == layer->name())
       throw InvalidArgument("Model::add: a layer named \"" + layer->name() + "\" is already in the model");

@@ -73,7 +73,8 @@ class Model {
   /// The parameters stay in the graph, on the host: each train_step() copies them and the batch
   /// to the device, runs forward, loss and backward there (the layers' GPU paths, see
   /// Layer::make_gpu_layer), and copies back the gradients, the loss, the accuracy and the
-  /// logits. `allow_tf32` lets Dense and Conv2D use TF32 tensor cores. Call after the last add().
+  /// logits. `allow_tf32` lets Dense and Conv2D use TF32 tensor cores. Call after the last add()
+  /// (add() on a model on a GPU throws). The calling thread's current device may change.
   /// Throws InvalidArgument when Cohort was built without CUDA, `device` is not a device this
   /// process sees, or a layer has no GPU path (naming it).
   void set_gpu(int device, bool allow_tf32 = false);

@@ -35,7 +35,15 @@ class ModelGpu {
   gpu::DeviceBuffer<std::int32_t> correct{1};
 };
 
-void ModelGpuDeleter::operator()(ModelGpu* gpu) const noexcept { delete gpu; }
+// The streams, handles and buffers are destroyed with their own device current (cuBLAS's
+// destructor synchronises the current device), and the caller's device is restored after.
+void ModelGpuDeleter::operator()(ModelGpu* gpu) const noexcept {
+  int current = -1;
+  const bool known = cudaGetDevice(&current) == cudaSuccess;
+  cudaSetDevice(gpu->context.device);
+  delete gpu;
+  if (known) cudaSetDevice(current);
+}
 
 namespace {
 
@@ -47,11 +55,9 @@ void copy_async(void* to, const void* from, std::size_t bytes, cudaMemcpyKind ki
 }  // namespace
 
 void Model::set_gpu(int device, bool allow_tf32) {
-  if (device < 0) {
-    gpu_.reset();
-    gpu_device_ = -1;
-    return;
-  }
+  gpu_.reset();
+  gpu_device_ = -1;
+  if (device < 0) return;
   const int visible = gpu::device_count();
   if (device >= visible)
     throw InvalidArgument("Model: GPU " + std::to_string(device) + " does not exist; this process sees " +

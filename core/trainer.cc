@@ -148,10 +148,19 @@ StepValues Trainer::step() {
       ++generation_;
     }
     wake_.notify_all();
-    run_tower(0);
+    // Tower 0 runs here; whatever it throws waits until the other towers are done with the
+    // batch, so a caller that carries on cannot overwrite their inputs under them.
+    std::exception_ptr error;
+    try {
+      run_tower(0);
+    } catch (...) {
+      error = std::current_exception();
+    }
     std::unique_lock lock(mutex_);
     finished_.wait(lock, [&] { return running_ == 0; });
-    if (tower_error_) std::rethrow_exception(std::exchange(tower_error_, nullptr));
+    if (!error) error = std::exchange(tower_error_, nullptr);
+    tower_error_ = nullptr;
+    if (error) std::rethrow_exception(error);
     // Average the towers' gradients, weighting each by its share of the batch.
     std::vector<float>& total = towers_.front().grads;
     const float w0 = static_cast<float>(towers_.front().labels.size()) / static_cast<float>(n);

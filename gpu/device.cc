@@ -32,6 +32,7 @@ DeviceProperties device_properties(int device) {
   out.compute_minor = props.minor;
   out.total_memory = props.totalGlobalMem;
   out.multiprocessors = props.multiProcessorCount;
+  out.pci_location = (std::int64_t{props.pciDomainID} << 16) | (props.pciBusID << 8) | props.pciDeviceID;
   return out;
 }
 

@@ -2,6 +2,7 @@
 // Which CUDA devices this process sees, and which one its calls go to.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace cohort::gpu {
@@ -17,6 +18,9 @@ struct DeviceProperties {
   int compute_minor = 0;
   std::size_t total_memory = 0;  ///< Bytes.
   int multiprocessors = 0;
+  /// Where the device sits on the PCI bus: (domain << 16) | (bus << 8) | device. The same GPU
+  /// has the same location in every process of a node, whatever its CUDA index there.
+  std::int64_t pci_location = 0;
 };
 
 /// The properties of device `device` (0 <= device < device_count()). Throws CudaError otherwise.

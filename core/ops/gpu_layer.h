@@ -40,7 +40,9 @@ class GpuTensor {
 
 /// One tower's GPU: the device, a stream with both library handles bound to it, and the device
 /// copy of the graph's parameters that the layers read (graph layout, `parameters` floats).
-/// Everything a tower queues goes on `stream`. Made on the device's thread; not thread-safe.
+/// Everything a tower queues goes on `stream`. Made with `device` current; used by one thread at a
+/// time, which makes `device` current first (the Trainer makes it on the main thread and uses it
+/// on the tower's).
 struct GpuContext {
   GpuContext(int device, bool allow_tf32, std::int64_t parameters)
       : device(device),

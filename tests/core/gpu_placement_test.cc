@@ -54,9 +54,15 @@ TEST_CASE("assign_gpus: the rules, given the visible device count") {
     CHECK(assign_gpus(any, 2, 1, 2, 4) == std::vector{2, 3});
     CHECK(assign_gpus(any, 4, 0, 1, 8) == std::vector{0, 1, 2, 3});
   }
-  SUBCASE("a process that sees exactly its towers' GPUs (Slurm's binding) uses them") {
-    CHECK(assign_gpus(any, 1, 3, 4, 1) == std::vector{0});
-    CHECK(assign_gpus(any, 2, 1, 2, 2) == std::vector{0, 1});
+  SUBCASE("a process given GPUs of its own (Slurm's binding) uses them, whatever its rank") {
+    CHECK(assign_gpus(any, 1, 3, 4, 1, true) == std::vector{0});
+    CHECK(assign_gpus(any, 2, 1, 2, 2, true) == std::vector{0, 1});
+    CHECK_THROWS_WITH_AS(assign_gpus(any, 2, 0, 4, 1, true),
+                         "device /device:GPU:*: 2 towers need 2 GPUs; this process was given 1",
+                         InvalidArgument);
+  }
+  SUBCASE("workers that see the same GPUs are not given the same one") {
+    CHECK_THROWS_AS(assign_gpus(any, 1, 0, 2, 1), InvalidArgument);
   }
   SUBCASE("too few GPUs for the node's workers: refused, not shared") {
     CHECK_THROWS_WITH_AS(assign_gpus(any, 1, 0, 3, 2),

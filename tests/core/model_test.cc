@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cohort/core/gpu_placement.h"
 #include "cohort/core/models.h"
 #include "cohort/mpi/error.h"
 #include "core/gradient_check.h"
@@ -218,4 +219,26 @@ TEST_CASE("models are movable") {
   Tensor x = images(2, 1);
   CHECK(std::isfinite(b.train_step(x, std::vector<std::int32_t>{1, 2}, grads, {}).loss));
   CHECK(&b.graph() == &graph);
+}
+
+TEST_CASE("a model stays on the host unless a GPU is there to take it") {
+  cohort::Graph graph;
+  cohort::Model model = cohort::mlp(graph);
+  CHECK(model.gpu() == -1);
+  model.set_gpu(-1);
+  CHECK(model.gpu() == -1);
+  if (cohort::visible_gpus() > 0) return;  // the gpu tests cover placement on a device
+  // Without a device (or without CUDA) the refusal says which.
+  CHECK_THROWS_WITH_AS(model.set_gpu(0),
+                       cohort::built_with_cuda()
+                           ? "Model: GPU 0 does not exist; this process sees 0 CUDA devices"
+                           : "Model: cannot run on GPU 0: this Cohort was built without CUDA "
+                             "(COHORT_WITH_CUDA=OFF)",
+                       cohort::InvalidArgument);
+  CHECK(model.gpu() == -1);
+  graph.initialize(1);
+  cohort::Tensor images({2, 28, 28, 1});
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  const std::vector<std::int32_t> labels = {1, 2};
+  CHECK(std::isfinite(model.train_step(images, labels, grads, {}).loss));
 }

@@ -78,7 +78,7 @@ std::vector<float> download(const Device& device, const gpu::DeviceBuffer<float>
 
 // max |gpu - cpu| relative to max |cpu|: the error against the scale of the result. Reported
 // (the device check's table quotes it) under `what`.
-double relative_error(const char* what, std::span<const float> gpu_values,
+double relative_error(const std::string& what, std::span<const float> gpu_values,
                       std::span<const float> cpu_values) {
   REQUIRE(gpu_values.size() == cpu_values.size());
   double diff = 0.0, scale = 0.0;
@@ -187,10 +187,11 @@ TEST_CASE("dense forward and backward match the CPU") {
                         d_grads.data() + kernel.offset, d_grads.data() + bias.offset,
                         d_dx.data(), tf32);
     const double tolerance = tf32 ? 1e-2 : kTolerance;
-    CHECK(relative_error("dense y", download(device, d_y), y.span()) < tolerance);
-    CHECK(relative_error("dense dx", download(device, d_dx), dx.span()) < tolerance);
+    const auto label = [&](const std::string& what) { return tf32 ? what + " (tf32)" : what; };
+    CHECK(relative_error(label("dense y"), download(device, d_y), y.span()) < tolerance);
+    CHECK(relative_error(label("dense dx"), download(device, d_dx), dx.span()) < tolerance);
     const std::vector<float> g = download(device, d_grads);
-    CHECK(relative_error("dense dkernel", slice(g, kernel), slice(grads, kernel)) < tolerance);
+    CHECK(relative_error(label("dense dkernel"), slice(g, kernel), slice(grads, kernel)) < tolerance);
     CHECK(relative_error("dense dbias", slice(g, bias), slice(grads, bias)) < kTolerance);  // no GEMM
   }
 }
