@@ -12,8 +12,13 @@ scripts/setup.sh --tests
 # The CPU-only configuration builds and works too: its own build without CUDA, its unit tests
 # (the no-CUDA check among them), the refusal of GPU towers, and one epoch of training.
 echo "== CPU-only build (COHORT_WITH_CUDA=OFF)"
-cmake -S . -B build-cpu-only -DCMAKE_BUILD_TYPE=Release -DCOHORT_WITH_CUDA=OFF >/dev/null
-cmake --build build-cpu-only -j "$(nproc)" >/dev/null
+mkdir -p build-cpu-only
+if ! { cmake -S . -B build-cpu-only -DCMAKE_BUILD_TYPE=Release -DCOHORT_WITH_CUDA=OFF &&
+       cmake --build build-cpu-only -j "$(nproc)"; } >build-cpu-only/build.log 2>&1; then
+  tail -n 50 build-cpu-only/build.log
+  echo "CPU-only build failed: see build-cpu-only/build.log" >&2
+  exit 1
+fi
 cd build-cpu-only
 ctest --output-on-failure --timeout 600 -j "$(nproc)" -L unit
 ctest --output-on-failure --timeout 600 -R '^train_(gpu_without_device|mlp_one_epoch)$'
