@@ -54,25 +54,35 @@ void validate(const ConvGeometry& g) {
                   __FILE__, __LINE__);
 }
 
-// The first heuristic result that works and, unless TF32 is allowed, does plain FP32 math. A
-// result cuDNN reports with the default math type is run with FMA math forced on the descriptor,
-// which on Ampere and later is what keeps TF32 out.
-template <typename Perf, typename Choice>
-bool choose(const Perf* results, int count, bool allow_tf32, Choice& choice) {
-  for (int pass = 0; pass < 2; ++pass) {
+// Picks from cuDNN's heuristic results (best first): the first that works, in rounds that prefer
+// deterministic algorithms (so a run repeats exactly) and results reported with FMA math. Unless
+// TF32 is allowed, only plain FP32 math is taken: a result reported with the default math type is
+// run with FMA math forced on the descriptor, which on Ampere and later keeps TF32 out. "Works"
+// means the math type can be set and `workspace_of(algo, &bytes)` (the pass's workspace query,
+// made with that math type) succeeds; the choice records the bytes.
+template <typename Perf, typename Choice, typename Query>
+bool choose(const Perf* results, int count, bool allow_tf32, cudnnConvolutionDescriptor_t conv,
+            Query workspace_of, Choice& choice) {
+  for (int round = 0; round < 4; ++round) {
+    const bool deterministic_only = round < 2;
+    const bool default_math = round % 2 == 1;
     for (int k = 0; k < count; ++k) {
       const Perf& r = results[k];
       if (r.status != CUDNN_STATUS_SUCCESS) continue;
-      if (allow_tf32) {
-        choice.algo = r.algo;
-        choice.math = r.mathType;
-        return true;
+      if (deterministic_only && r.determinism != CUDNN_DETERMINISTIC) continue;
+      cudnnMathType_t math = r.mathType;
+      if (!allow_tf32) {
+        if (r.mathType != CUDNN_FMA_MATH && !(default_math && r.mathType == CUDNN_DEFAULT_MATH))
+          continue;
+        math = CUDNN_FMA_MATH;
       }
-      if (r.mathType == CUDNN_FMA_MATH || (pass == 1 && r.mathType == CUDNN_DEFAULT_MATH)) {
-        choice.algo = r.algo;
-        choice.math = CUDNN_FMA_MATH;
-        return true;
-      }
+      std::size_t bytes = 0;
+      if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS) continue;
+      if (workspace_of(r.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+      choice.algo = r.algo;
+      choice.math = math;
+      choice.workspace = bytes;
+      return true;
     }
   }
   return false;
@@ -132,10 +142,12 @@ ConvPlan::ConvPlan(const CudnnHandle& cudnn, const ConvGeometry& geometry, bool 
     COHORT_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(
         handle, x_desc_, w_desc_, conv_desc_, y_desc_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
         fwd));
-    if (!choose(fwd, count, allow_tf32, fwd_)) no_algorithm("forward", g);
-    COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(conv_desc_, fwd_.math));
-    COHORT_CUDNN_CALL(cudnnGetConvolutionForwardWorkspaceSize(
-        handle, x_desc_, w_desc_, conv_desc_, y_desc_, fwd_.algo, &fwd_.workspace));
+    const auto fwd_workspace = [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+      return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_,
+                                                     y_desc_, algo, bytes);
+    };
+    if (!choose(fwd, count, allow_tf32, conv_desc_, fwd_workspace, fwd_))
+      no_algorithm("forward", g);
 
     cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(
@@ -143,10 +155,12 @@ ConvPlan::ConvPlan(const CudnnHandle& cudnn, const ConvGeometry& geometry, bool 
     COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle, w_desc_, y_desc_, conv_desc_, x_desc_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
         &count, data));
-    if (!choose(data, count, allow_tf32, bwd_data_)) no_algorithm("backward-data", g);
-    COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(conv_desc_, bwd_data_.math));
-    COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        handle, w_desc_, y_desc_, conv_desc_, x_desc_, bwd_data_.algo, &bwd_data_.workspace));
+    const auto data_workspace = [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, y_desc_, conv_desc_,
+                                                          x_desc_, algo, bytes);
+    };
+    if (!choose(data, count, allow_tf32, conv_desc_, data_workspace, bwd_data_))
+      no_algorithm("backward-data", g);
 
     cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(
@@ -154,10 +168,16 @@ ConvPlan::ConvPlan(const CudnnHandle& cudnn, const ConvGeometry& geometry, bool 
     COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle, x_desc_, y_desc_, conv_desc_, w_desc_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
         &count, filter));
-    if (!choose(filter, count, allow_tf32, bwd_filter_)) no_algorithm("backward-filter", g);
-    COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(conv_desc_, bwd_filter_.math));
-    COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        handle, x_desc_, y_desc_, conv_desc_, w_desc_, bwd_filter_.algo, &bwd_filter_.workspace));
+    const auto filter_workspace = [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x_desc_, y_desc_, conv_desc_,
+                                                            w_desc_, algo, bytes);
+    };
+    if (!choose(filter, count, allow_tf32, conv_desc_, filter_workspace, bwd_filter_))
+      no_algorithm("backward-filter", g);
+
+    // One workspace for the three passes, allocated here, so no step waits for an allocation.
+    workspace_ = DeviceBuffer<char>(
+        std::max({fwd_.workspace, bwd_data_.workspace, bwd_filter_.workspace}));
 
     filter_ = DeviceBuffer<float>(static_cast<std::size_t>(g.kernel_h) * g.kernel_w * g.channels *
                                   g.filters);
@@ -229,8 +249,7 @@ void ConvPlan::check() const {
 }
 
 void* ConvPlan::workspace(std::size_t bytes) {
-  // Growing frees the old workspace; cudaFree waits for the device, so queued work that still
-  // uses it is done first.
+  // The constructor sized it for every pass; growing would only happen for a pass it did not plan.
   if (workspace_.size() < bytes) workspace_ = DeviceBuffer<char>(bytes);
   return bytes == 0 ? nullptr : workspace_.data();
 }

@@ -72,9 +72,10 @@ struct ConvGeometry {
 };
 
 /// What cuDNN needs for one convolution geometry: tensor, filter and convolution descriptors, the
-/// algorithms cuDNN's heuristics chose for the three passes (cudnnGet*Algorithm_v7, first
-/// result that succeeds and, without TF32, does plain FP32 math), and the scratch memory: the
-/// workspace (grown as a pass needs it), the filter in cuDNN's layout for NHWC (OHWI, converted
+/// algorithms cuDNN's heuristics chose for the three passes (cudnnGet*Algorithm_v7: the first
+/// result whose workspace query succeeds, deterministic ones preferred, and without TF32 only
+/// plain FP32 math), and the scratch memory: one workspace for the three passes (sized when the
+/// plan is made), the filter in cuDNN's layout for NHWC (OHWI, converted
 /// from and to HWIO on every call; filters are small), and, when padding is uneven (cuDNN pads
 /// both sides alike), an explicitly padded copy of the input and of its gradient.
 ///
@@ -224,8 +225,8 @@ void bias_grad(std::size_t rows, std::size_t cols, const float* dy, float* db,
                const Stream& stream);
 
 /// Inverted dropout with the CPU path's mask, bit for bit: element i is kept, with mask[i] =
-/// 1 / (1 - rate), when the top 24 bits of SplitMix64(key + i * 0x9e3779b97f4a7c15) / 2^24 are
-/// >= rate, else mask[i] = 0; y = x * mask. `key` is Graph::variable_seed(step seed, layer name).
+/// 1 / (1 - rate), when the top 24 bits of SplitMix64(key + i * 0x9e3779b97f4a7c15) are
+/// >= floor(rate * 2^24), else mask[i] = 0; y = x * mask. `key` is Graph::variable_seed(step seed, layer name).
 /// 0 <= rate < 1, else std::invalid_argument. x and y may be the same array.
 void dropout_forward(std::size_t n, float rate, std::uint64_t key, const float* x, float* y,
                      float* mask, const Stream& stream);

@@ -38,7 +38,7 @@ void Dropout::forward(const Tensor& input, Tensor& output, const OpContext& cont
   }
   mask_.resize(input.shape());
   const std::uint64_t key = Graph::variable_seed(context.seed, name_);
-  // Keep an element when its 24-bit uniform draw u / 2^24 is >= rate.
+  // Keep an element when its 24-bit uniform draw is >= floor(rate * 2^24).
   const auto threshold = static_cast<std::uint64_t>(static_cast<double>(rate_) * (1 << 24));
   const float scale = 1.0f / (1.0f - rate_);
   float* mask = mask_.data();

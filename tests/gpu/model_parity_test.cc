@@ -47,27 +47,29 @@ double relative_error(std::span<const float> a, std::span<const float> b) {
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-constexpr double kTolerance = 1e-4;  // FP32 with different summation orders, well under 1e-3
-// The host's Winograd convolutions round a little differently from cuDNN's (ops_parity_test.cc).
-constexpr double kConvTolerance = 3e-4;
-
-double tolerance_for(const cohort::Variable& v) {
-  return v.name.rfind("conv", 0) == 0 ? kConvTolerance : kTolerance;
-}
+// The loss and the logits are continuous functions of the inputs and parameters: FP32 with
+// different summation orders keeps them within 1e-4.
+constexpr double kTolerance = 1e-4;
+// Gradients are not continuous: where two inputs of a max-pool window, or a pre-activation and 0,
+// are closer than the two sides' rounding differences (1e-7 to 1e-6 relative; the host computes
+// some convolutions by Winograd), the sides route one gradient differently, which moves a
+// variable's gradient by up to about 1e-3 of its norm. A wrong gradient is off by far more than
+// this bound. The per-op tests (identical inputs, no such flips) hold each op to 1e-4.
+constexpr double kGradientTolerance = 1e-2;
 
 std::span<const float> slice(std::span<const float> all, const cohort::Variable& v) {
   return all.subspan(static_cast<std::size_t>(v.offset), static_cast<std::size_t>(v.size));
 }
 
-// Compares two flat vectors in the graph's layout variable by variable (so a small variable's
-// error is not lost in a large one's norm); returns the worst error relative to its tolerance.
+// Compares two gradient-like flat vectors in the graph's layout variable by variable (so a small
+// variable's error is not lost in a large one's norm); returns the worst error.
 double check_per_variable(const Graph& graph, std::span<const float> gpu_values,
                           std::span<const float> cpu_values) {
   double worst = 0.0;
   for (const cohort::Variable& v : graph.variables()) {
     const double error = relative_error(slice(gpu_values, v), slice(cpu_values, v));
     CAPTURE(v.name);
-    CHECK(error < tolerance_for(v));
+    CHECK(error < kGradientTolerance);
     worst = std::max(worst, error);
   }
   return worst;
