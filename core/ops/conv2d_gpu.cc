@@ -2,7 +2,6 @@
 // fused ReLU by a kernel. cuDNN's plans depend on the batch size; one is kept per size seen (a
 // training and an evaluation batch, typically).
 
-#include <algorithm>
 #include <map>
 
 #include "cohort/core/ops/gpu_layer.h"
@@ -63,14 +62,12 @@ class Conv2DGpu final : public GpuLayer {
     c.kernel_w = static_cast<int>(g.kernel_w);
     c.stride_h = static_cast<int>(g.stride_h);
     c.stride_w = static_cast<int>(g.stride_w);
-    c.pad_top = static_cast<int>(g.pad_top);
-    c.pad_left = static_cast<int>(g.pad_left);
-    // The padding after is what completes the last window (TensorFlow's SAME puts the odd one
-    // there); VALID has none.
-    c.pad_bottom = static_cast<int>(
-        std::max<std::int64_t>(0, (g.out_h - 1) * g.stride_h + g.kernel_h - g.in_h - g.pad_top));
-    c.pad_right = static_cast<int>(
-        std::max<std::int64_t>(0, (g.out_w - 1) * g.stride_w + g.kernel_w - g.in_w - g.pad_left));
+    const SpatialDim h = spatial_dim(g.in_h, g.kernel_h, g.stride_h, layer_.options_.padding);
+    const SpatialDim w = spatial_dim(g.in_w, g.kernel_w, g.stride_w, layer_.options_.padding);
+    c.pad_top = static_cast<int>(h.pad_before);
+    c.pad_bottom = static_cast<int>(h.pad_after);
+    c.pad_left = static_cast<int>(w.pad_before);
+    c.pad_right = static_cast<int>(w.pad_after);
     return plans_.emplace(batch, gpu::ConvPlan(context.cudnn, c, context.allow_tf32)).first->second;
   }
 

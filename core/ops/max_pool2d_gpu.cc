@@ -1,6 +1,5 @@
 // MaxPool2D's GPU path, by cuDNN (gpu/pool.cc), with one plan per batch size seen.
 
-#include <algorithm>
 #include <map>
 
 #include "cohort/core/ops/gpu_layer.h"
@@ -43,11 +42,9 @@ class MaxPool2DGpu final : public GpuLayer {
     p.stride_h = static_cast<int>(l.stride_h_);
     p.stride_w = static_cast<int>(l.stride_w_);
     p.pad_top = static_cast<int>(l.dim_h_.pad_before);
+    p.pad_bottom = static_cast<int>(l.dim_h_.pad_after);
     p.pad_left = static_cast<int>(l.dim_w_.pad_before);
-    p.pad_bottom = static_cast<int>(std::max<std::int64_t>(
-        0, (l.dim_h_.out - 1) * l.stride_h_ + l.window_h_ - l.in_h_ - l.dim_h_.pad_before));
-    p.pad_right = static_cast<int>(std::max<std::int64_t>(
-        0, (l.dim_w_.out - 1) * l.stride_w_ + l.window_w_ - l.in_w_ - l.dim_w_.pad_before));
+    p.pad_right = static_cast<int>(l.dim_w_.pad_after);
     return plans_.emplace(batch, gpu::PoolPlan(p)).first->second;
   }
 

@@ -15,12 +15,12 @@ SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride
   if (padding == Padding::kSame) {
     const std::int64_t out = (in + stride - 1) / stride;
     const std::int64_t pad = std::max<std::int64_t>(0, (out - 1) * stride + window - in);
-    return {out, pad / 2};
+    return {out, pad / 2, pad - pad / 2};
   }
   if (window > in)
     throw InvalidArgument("spatial_dim: VALID window " + std::to_string(window) +
                           " is larger than the input " + std::to_string(in));
-  return {(in - window) / stride + 1, 0};
+  return {(in - window) / stride + 1, 0, 0};
 }
 
 double input_grad_flops_per_example(const Layer& layer) {

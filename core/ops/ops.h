@@ -44,11 +44,13 @@ enum class Activation { kNone, kRelu };
 /// evenly, the extra one after), kValid ceil((in - window + 1) / stride).
 enum class Padding { kSame, kValid };
 
-/// Output length and padding before the first element of one spatial dimension. Throws
-/// InvalidArgument when the window does not fit (kValid with window > in) or a size is < 1.
+/// Output length and padding before the first element and after the last of one spatial
+/// dimension. Throws InvalidArgument when the window does not fit (kValid with window > in) or a
+/// size is < 1.
 struct SpatialDim {
   std::int64_t out = 0;
   std::int64_t pad_before = 0;
+  std::int64_t pad_after = 0;
 };
 SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride, Padding padding);
 

@@ -103,9 +103,7 @@ constexpr double kConvTolerance = 3e-4;
 std::pair<int, int> pads(std::int64_t in, std::int64_t window, std::int64_t stride,
                          Padding padding) {
   const cohort::SpatialDim d = cohort::spatial_dim(in, window, stride, padding);
-  if (padding == Padding::kValid) return {0, 0};
-  const std::int64_t total = std::max<std::int64_t>(0, (d.out - 1) * stride + window - in);
-  return {static_cast<int>(d.pad_before), static_cast<int>(total - d.pad_before)};
+  return {static_cast<int>(d.pad_before), static_cast<int>(d.pad_after)};
 }
 
 struct ConvCase {
