@@ -13,12 +13,12 @@
 #include <cstdio>
 #include <vector>
 
-#include "cohort/core/app.h"
-#include "cohort/core/cluster.h"
-#include "cohort/core/flags.h"
-#include "cohort/core/fusion.h"
-#include "cohort/core/parameter_store.h"
-#include "cohort/core/server.h"
+#include "cohort/core/base/flags.h"
+#include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/fusion.h"
+#include "cohort/core/dist/parameter_store.h"
+#include "cohort/core/dist/server.h"
+#include "cohort/core/train/app.h"
 #include "cohort/mpi/window.h"
 
 COHORT_DEFINE_int(reps, 30, "timed repetitions per measurement (the median is reported)");

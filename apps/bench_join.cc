@@ -4,30 +4,20 @@
 //
 // The workers sleep --wait_secs (no MPI calls) and then call done(); each ps task measures its
 // own process CPU time (user + system, getrusage) across join(). Rank 0 prints one row per ps.
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
-#include "cohort/core/app.h"
-#include "cohort/core/cluster.h"
-#include "cohort/core/flags.h"
-#include "cohort/core/server.h"
+#include "cohort/core/base/clock.h"
+#include "cohort/core/base/flags.h"
+#include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/server.h"
+#include "cohort/core/train/app.h"
 
 COHORT_DEFINE_float(wait_secs, 5.0, "how long the workers keep the ps tasks waiting");
 
 namespace {
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 int Main(int, char**) {
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
@@ -40,11 +30,11 @@ int Main(int, char**) {
     std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_wait_secs));
     server.done();
   } else {
-    const double cpu_before = cpu_seconds();
+    const double cpu_before = cohort::process_cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     server.join();
     wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    cpu = cpu_seconds() - cpu_before;
+    cpu = cohort::process_cpu_seconds() - cpu_before;
   }
   const std::vector<double> cpus = cluster.world().allgather(cpu);
   const std::vector<double> walls = cluster.world().allgather(wall);

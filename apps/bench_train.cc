@@ -21,16 +21,16 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/core/app.h"
-#include "cohort/core/flags.h"
-#include "cohort/core/gpu_placement.h"
-#include "cohort/core/graph.h"
-#include "cohort/core/model.h"
-#include "cohort/core/models.h"
-#include "cohort/core/optimizer.h"
-#include "cohort/core/tensor.h"
-#include "cohort/core/threads.h"
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
+#include "cohort/core/base/flags.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/models.h"
+#include "cohort/core/nn/optimizer.h"
+#include "cohort/core/nn/tensor.h"
+#include "cohort/core/nn/threads.h"
+#include "cohort/core/placement/gpu_placement.h"
+#include "cohort/core/train/app.h"
 
 COHORT_DEFINE_string(models, "mlp,cnn,small_cnn", "comma-separated built-in models to time");
 COHORT_DEFINE_string(threads, "1", "comma-separated intra-op thread counts to time");

@@ -5,8 +5,6 @@
 //   build/bin/train --model=cnn --optimizer=momentum --epochs=12    # one process
 //
 // Every rank runs this program; the cluster spec decides which are ps tasks and which workers.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,18 +15,20 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cohort/core/app.h"
-#include "cohort/core/cluster.h"
-#include "cohort/core/data/dataset.h"
-#include "cohort/core/flags.h"
-#include "cohort/core/gpu_placement.h"
-#include "cohort/core/models.h"
-#include "cohort/core/optimizer.h"
-#include "cohort/core/replica_device_setter.h"
-#include "cohort/core/server.h"
-#include "cohort/core/signals.h"
-#include "cohort/core/threads.h"
-#include "cohort/core/trainer.h"
+#include "cohort/core/base/clock.h"
+#include "cohort/core/base/flags.h"
+#include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/server.h"
+#include "cohort/core/dist/worker_gpus.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/models.h"
+#include "cohort/core/nn/optimizer.h"
+#include "cohort/core/nn/threads.h"
+#include "cohort/core/placement/gpu_placement.h"
+#include "cohort/core/placement/replica_device_setter.h"
+#include "cohort/core/train/app.h"
+#include "cohort/core/train/signals.h"
+#include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
 
 COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn or small_cnn");
@@ -104,15 +104,6 @@ cohort::OptimizerOptions optimizer_options() {
   o.nesterov = FLAGS_nesterov;
   o.clip_norm = FLAGS_clip_norm;
   return o;
-}
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 std::string duration(double seconds) {
@@ -200,10 +191,10 @@ int Main(int, char**) {
   if (!server.is_computing()) {
     // A ps serves the parameter store until every worker is done; it reports what that cost it.
     const auto begin = Clock::now();
-    const double cpu_before = cpu_seconds();
+    const double cpu_before = cohort::process_cpu_seconds();
     server.join();
     const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
-    const double cpu = cpu_seconds() - cpu_before;
+    const double cpu = cohort::process_cpu_seconds() - cpu_before;
     std::printf("%s served for %.1f s using %.2f s of CPU (%.1f%% of a core)\n",
                 server.task().to_string().c_str(), wall, cpu, 100.0 * cpu / std::max(wall, 1e-9));
     return 0;

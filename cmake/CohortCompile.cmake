@@ -23,3 +23,28 @@ function(cohort_target_defaults target)
     target_link_options(${target} PRIVATE -fsanitize=${COHORT_SANITIZE})
   endif()
 endfunction()
+
+# cohort_library(<name> SOURCES ... [HEADER_EXCLUDE <glob> ...])
+# One library directory: target cohort_<name>, alias cohort::<name> (Cohort::<name> once
+# installed), headers included as "cohort/<dir>/<file>.h" from the build tree and the install,
+# the shared compile settings, and the install of the library and of the directory's headers
+# (except those matching HEADER_EXCLUDE). Links are declared by the caller.
+function(cohort_library name)
+  cmake_parse_arguments(L "" "" "SOURCES;HEADER_EXCLUDE" ${ARGN})
+  set(target cohort_${name})
+  add_library(${target} ${L_SOURCES})
+  add_library(cohort::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${target} EXPORT_NAME ${name})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${COHORT_BUILD_INCLUDE_DIR}>
+    $<INSTALL_INTERFACE:include>)
+  cohort_target_defaults(${target})
+  install(TARGETS ${target} EXPORT CohortTargets)
+  file(RELATIVE_PATH dir "${PROJECT_SOURCE_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}")
+  set(excludes "")
+  foreach(pattern IN LISTS L_HEADER_EXCLUDE)
+    list(APPEND excludes PATTERN "${pattern}" EXCLUDE)
+  endforeach()
+  install(DIRECTORY ./ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cohort/${dir}
+          FILES_MATCHING PATTERN "*.h" ${excludes})
+endfunction()

@@ -1,5 +1,5 @@
 # Installation: `cmake --install build --prefix P` lays out
-#   P/include/cohort/{mpi,core,hooks,gpu}/*.h and cohort.h   headers, included as <cohort/...>
+#   P/include/cohort/{mpi,core/*,hooks,gpu}/*.h and cohort.h headers, included as <cohort/...>
 #   P/lib/libcohort_*.a                                      the libraries
 #   P/lib/cmake/Cohort/                                      find_package(Cohort): Cohort::mpi, ...
 #   P/lib/pkgconfig/cohort.pc                                pkg-config
@@ -46,14 +46,17 @@ install(FILES
 file(RELATIVE_PATH COHORT_PC_TO_PREFIX "/prefix/${COHORT_INSTALL_PKGCONFIGDIR}" "/prefix")
 string(REGEX REPLACE "/$" "" COHORT_PC_TO_PREFIX "${COHORT_PC_TO_PREFIX}")
 set(COHORT_PC_REQUIRES "eigen3 >= 3.4, nlohmann_json, zlib")
-# The public compile definitions of cohort::core (see core/CMakeLists.txt) and OpenMP.
+# The public compile definitions of cohort::nn (see core/nn/CMakeLists.txt) and OpenMP. The static
+# libraries in link order: each before the ones it uses.
 set(COHORT_PC_CFLAGS "-DEIGEN_MAX_ALIGN_BYTES=64 -fopenmp")
-set(COHORT_PC_LIBS "-lboost_program_options -fopenmp -pthread")
+set(cohort_pc_gpu "")
+set(cohort_pc_cuda "")
 if(COHORT_HAVE_CUDA)
-  string(APPEND COHORT_PC_CFLAGS " -DCOHORT_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
-  string(PREPEND COHORT_PC_LIBS "-lcohort_gpu ")
-  string(APPEND COHORT_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -L${COHORT_CUDNN_LIBRARY_DIR} -lcudnn -lcublas -lcudart")
+  string(APPEND COHORT_PC_CFLAGS " -I${CUDAToolkit_INCLUDE_DIRS}")
+  set(cohort_pc_gpu "-lcohort_gpu ")
+  set(cohort_pc_cuda " -L${CUDAToolkit_LIBRARY_DIR} -L${COHORT_CUDNN_LIBRARY_DIR} -lcudnn -lcublas -lcudart")
 endif()
+set(COHORT_PC_LIBS "-lcohort_hooks -lcohort_train -lcohort_io -lcohort_dist -lcohort_nn -lcohort_placement ${cohort_pc_gpu}-lcohort_mpi -lcohort_base -lboost_program_options -fopenmp -pthread${cohort_pc_cuda}")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/cohort.pc.in" "${PROJECT_BINARY_DIR}/cmake/cohort.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/cmake/cohort.pc" DESTINATION "${COHORT_INSTALL_PKGCONFIGDIR}")
 

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <limits>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -22,8 +21,8 @@ namespace cohort::gpu {
 /// Move-only: a move leaves the source empty. Blocking copies complete before they return and are
 /// ordered after work on the legacy default stream only, not after work queued on a Stream: call
 /// Stream::synchronize() first, or use the *_async variant on that stream. Copies need host spans
-/// of exactly size() elements and throw std::invalid_argument otherwise (gpu/ has no access to
-/// cohort::InvalidArgument), CudaError when CUDA fails. Not thread-safe.
+/// of exactly size() elements and throw InvalidArgument otherwise, CudaError when CUDA fails.
+/// Not thread-safe.
 template <typename T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "DeviceBuffer holds trivially copyable types");
@@ -34,8 +33,8 @@ class DeviceBuffer {
   /// Allocates `size` elements (nothing for 0). Throws CudaError when the device is out of memory.
   explicit DeviceBuffer(std::size_t size) : size_(size) {
     if (size > std::numeric_limits<std::size_t>::max() / sizeof(T))
-      throw std::invalid_argument("DeviceBuffer: " + std::to_string(size) +
-                                  " elements overflow the byte count");
+      throw InvalidArgument("DeviceBuffer: " + std::to_string(size) +
+                            " elements overflow the byte count");
     if (size > 0) COHORT_CUDA_CALL(cudaMalloc(reinterpret_cast<void**>(&data_), size_bytes()));
   }
   DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -106,9 +105,9 @@ class DeviceBuffer {
  private:
   void check_size(std::size_t host_size, const char* what) const {
     if (host_size != size_)
-      throw std::invalid_argument("DeviceBuffer::" + std::string(what) + ": host span has " +
-                                  std::to_string(host_size) + " elements, the buffer " +
-                                  std::to_string(size_));
+      throw InvalidArgument("DeviceBuffer::" + std::string(what) + ": host span has " +
+                            std::to_string(host_size) + " elements, the buffer " +
+                            std::to_string(size_));
   }
   void release() noexcept {
     // Nothing to report from a destructor; a failure here means the context is already broken,

@@ -8,9 +8,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <stdexcept>
 #include <string>
-#include <utility>
+#include <vector>
 
 #include "cohort/gpu/error.h"
 #include "cohort/gpu/ops.h"
@@ -35,9 +34,9 @@ void validate(const ConvGeometry& g) {
   const bool pads = g.pad_top >= 0 && g.pad_bottom >= 0 && g.pad_left >= 0 && g.pad_right >= 0;
   if (!sizes || !pads || g.height + g.pad_top + g.pad_bottom < g.kernel_h ||
       g.width + g.pad_left + g.pad_right < g.kernel_w)
-    throw std::invalid_argument("ConvPlan: " + describe(g) +
-                                ": sizes must be >= 1, paddings >= 0, and the padded input at "
-                                "least the filter");
+    throw InvalidArgument("ConvPlan: " + describe(g) +
+                          ": sizes must be >= 1, paddings >= 0, and the padded input at "
+                          "least the filter");
   // cuDNN's 4-d descriptors use int strides.
   const auto elements = [](long long a, long long b, long long c, long long d) {
     return a * b * c * d;
@@ -45,58 +44,121 @@ void validate(const ConvGeometry& g) {
   if (elements(g.batch, g.height + g.pad_top + g.pad_bottom, g.width + g.pad_left + g.pad_right,
                g.channels) > INT_MAX ||
       elements(g.batch, g.out_height(), g.out_width(), g.filters) > INT_MAX)
-    throw std::invalid_argument("ConvPlan: " + describe(g) + ": tensors of 2^31 elements or more");
+    throw InvalidArgument("ConvPlan: " + describe(g) + ": tensors of 2^31 elements or more");
 }
 
-[[noreturn]] void no_algorithm(const char* pass, const ConvGeometry& g) {
-  throw CudaError(Library::kCudnn, CUDNN_STATUS_NOT_SUPPORTED,
-                  std::string("ConvPlan: no FP32 ") + pass + " algorithm for " + describe(g),
-                  __FILE__, __LINE__);
+// The three passes of a convolution, and what cuDNN calls differ between them.
+enum class Pass { kForward, kBackwardData, kBackwardFilter };
+
+const char* pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::kForward: return "forward";
+    case Pass::kBackwardData: return "backward-data";
+    case Pass::kBackwardFilter: return "backward-filter";
+  }
+  return "?";
 }
 
-// Picks from cuDNN's heuristic results (best first): the first that works, in rounds that prefer
-// deterministic algorithms (so a run repeats exactly) and results reported with FMA math. Unless
-// TF32 is allowed, only plain FP32 math is taken: a result reported with the default math type is
-// run with FMA math forced on the descriptor, which on Ampere and later keeps TF32 out. "Works"
-// means the math type can be set and `workspace_of(algo, &bytes)` (the pass's workspace query,
-// made with that math type) succeeds; the choice records the bytes.
-template <typename Perf, typename Choice, typename Query>
-bool choose(const Perf* results, int count, bool allow_tf32, cudnnConvolutionDescriptor_t conv,
-            Query workspace_of, Choice& choice) {
+// One heuristic result of any pass, its algorithm as an int (cuDNN's three enums).
+struct Candidate {
+  int algo = 0;
+  cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
+  cudnnDeterminism_t determinism = CUDNN_NON_DETERMINISTIC;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+template <typename Perf>
+std::vector<Candidate> candidates(const Perf* results, int count) {
+  std::vector<Candidate> out;
+  for (int k = 0; k < count; ++k)
+    out.push_back({static_cast<int>(results[k].algo), results[k].status, results[k].determinism,
+                   results[k].mathType});
+  return out;
+}
+
+// The descriptors a pass is asked about.
+struct Descriptors {
+  cudnnHandle_t handle;
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+};
+
+// cuDNN's heuristic results for `pass`, best first (cudnnGet*Algorithm_v7).
+std::vector<Candidate> heuristics(Pass pass, const Descriptors& d) {
+  int count = 0;
+  switch (pass) {
+    case Pass::kForward: {
+      cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      COHORT_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(
+          d.handle, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, r));
+      return candidates(r, count);
+    }
+    case Pass::kBackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          d.handle, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, r));
+      return candidates(r, count);
+    }
+    case Pass::kBackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          d.handle, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, r));
+      return candidates(r, count);
+    }
+  }
+  return {};
+}
+
+// The pass's workspace query for `algo`, with the math type currently set on d.conv.
+cudnnStatus_t workspace_of(Pass pass, const Descriptors& d, int algo, std::size_t* bytes) {
+  switch (pass) {
+    case Pass::kForward:
+      return cudnnGetConvolutionForwardWorkspaceSize(
+          d.handle, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+    case Pass::kBackwardData:
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(
+          d.handle, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+    case Pass::kBackwardFilter:
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          d.handle, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+          bytes);
+  }
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+// The one algorithm chooser of the three passes. Picks from cuDNN's heuristic results (best
+// first) the first that works, in rounds that prefer deterministic algorithms (so a run repeats
+// exactly) and results reported with FMA math. Unless TF32 is allowed, only plain FP32 math is
+// taken: a result reported with the default math type is run with FMA math forced on the
+// descriptor, which on Ampere and later keeps TF32 out. "Works" means the math type can be set
+// and the pass's workspace query (made with that math type) succeeds; the choice records the
+// bytes. Throws CudaError (not supported) naming the pass and geometry when nothing works.
+ConvAlgorithm choose(Pass pass, const Descriptors& d, bool allow_tf32, const ConvGeometry& g) {
+  COHORT_CUDNN_CALL(
+      cudnnSetConvolutionMathType(d.conv, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  const std::vector<Candidate> results = heuristics(pass, d);
   for (int round = 0; round < 4; ++round) {
     const bool deterministic_only = round < 2;
     const bool default_math = round % 2 == 1;
-    for (int k = 0; k < count; ++k) {
-      const Perf& r = results[k];
+    for (const Candidate& r : results) {
       if (r.status != CUDNN_STATUS_SUCCESS) continue;
       if (deterministic_only && r.determinism != CUDNN_DETERMINISTIC) continue;
-      cudnnMathType_t math = r.mathType;
+      cudnnMathType_t math = r.math;
       if (!allow_tf32) {
-        if (r.mathType != CUDNN_FMA_MATH && !(default_math && r.mathType == CUDNN_DEFAULT_MATH))
-          continue;
+        if (r.math != CUDNN_FMA_MATH && !(default_math && r.math == CUDNN_DEFAULT_MATH)) continue;
         math = CUDNN_FMA_MATH;
       }
       std::size_t bytes = 0;
-      if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS) continue;
-      if (workspace_of(r.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-      choice.algo = r.algo;
-      choice.math = math;
-      choice.workspace = bytes;
-      return true;
+      if (cudnnSetConvolutionMathType(d.conv, math) != CUDNN_STATUS_SUCCESS) continue;
+      if (workspace_of(pass, d, r.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+      return {r.algo, math, bytes};
     }
   }
-  return false;
-}
-
-cudaStream_t stream_of(const CudnnHandle& cudnn) {
-  cudaStream_t stream = nullptr;
-  COHORT_CUDNN_CALL(cudnnGetStream(cudnn.get(), &stream));
-  return stream;
-}
-
-void require(const void* pointer, const char* what, const char* name) {
-  if (pointer == nullptr)
-    throw std::invalid_argument(std::string(what) + ": " + name + " is a null device pointer");
+  throw CudaError(Library::kCudnn, CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string("ConvPlan: no FP32 ") + pass_name(pass) + " algorithm for " +
+                      describe(g),
+                  __FILE__, __LINE__);
 }
 
 }  // namespace
@@ -112,140 +174,43 @@ ConvPlan::ConvPlan(const CudnnHandle& cudnn, const ConvGeometry& geometry, bool 
   extra_right_ = g.pad_right - sym_w;
   const int in_h = g.height + extra_top_ + extra_bottom_;
   const int in_w = g.width + extra_left_ + extra_right_;
-  try {
-    COHORT_CUDNN_CALL(cudnnCreateTensorDescriptor(&x_desc_));
-    COHORT_CUDNN_CALL(cudnnCreateTensorDescriptor(&y_desc_));
-    COHORT_CUDNN_CALL(cudnnCreateFilterDescriptor(&w_desc_));
-    COHORT_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&conv_desc_));
-    COHORT_CUDNN_CALL(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                                 g.batch, g.channels, in_h, in_w));
-    COHORT_CUDNN_CALL(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                                 g.filters, g.channels, g.kernel_h, g.kernel_w));
-    COHORT_CUDNN_CALL(cudnnSetConvolution2dDescriptor(conv_desc_, sym_h, sym_w, g.stride_h,
-                                                      g.stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                      CUDNN_DATA_FLOAT));
-    COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-    int n = 0, c = 0, h = 0, w = 0;
-    COHORT_CUDNN_CALL(
-        cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &n, &c, &h, &w));
-    if (n != g.batch || c != g.filters || h != g.out_height() || w != g.out_width())
-      throw std::logic_error("ConvPlan: cuDNN's output " + std::to_string(h) + "x" +
-                             std::to_string(w) + " differs from " + std::to_string(g.out_height()) +
-                             "x" + std::to_string(g.out_width()) + " for " + describe(g));
-    COHORT_CUDNN_CALL(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n,
-                                                 c, h, w));
+  COHORT_CUDNN_CALL(cudnnCreateTensorDescriptor(x_desc_.receive()));
+  COHORT_CUDNN_CALL(cudnnCreateTensorDescriptor(y_desc_.receive()));
+  COHORT_CUDNN_CALL(cudnnCreateFilterDescriptor(w_desc_.receive()));
+  COHORT_CUDNN_CALL(cudnnCreateConvolutionDescriptor(conv_desc_.receive()));
+  COHORT_CUDNN_CALL(cudnnSetTensor4dDescriptor(x_desc_.get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                               g.batch, g.channels, in_h, in_w));
+  COHORT_CUDNN_CALL(cudnnSetFilter4dDescriptor(w_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
+                                               g.filters, g.channels, g.kernel_h, g.kernel_w));
+  COHORT_CUDNN_CALL(cudnnSetConvolution2dDescriptor(conv_desc_.get(), sym_h, sym_w, g.stride_h,
+                                                    g.stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                    CUDNN_DATA_FLOAT));
+  int n = 0, c = 0, h = 0, w = 0;
+  COHORT_CUDNN_CALL(cudnnGetConvolution2dForwardOutputDim(conv_desc_.get(), x_desc_.get(),
+                                                          w_desc_.get(), &n, &c, &h, &w));
+  if (n != g.batch || c != g.filters || h != g.out_height() || w != g.out_width())
+    throw Error("ConvPlan: cuDNN's output " + std::to_string(h) + "x" + std::to_string(w) +
+                " differs from " + std::to_string(g.out_height()) + "x" +
+                std::to_string(g.out_width()) + " for " + describe(g));
+  COHORT_CUDNN_CALL(
+      cudnnSetTensor4dDescriptor(y_desc_.get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c, h, w));
 
-    cudnnHandle_t handle = cudnn.get();
-    int count = 0;
-    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    COHORT_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(
-        handle, x_desc_, w_desc_, conv_desc_, y_desc_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
-        fwd));
-    const auto fwd_workspace = [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
-      return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_,
-                                                     y_desc_, algo, bytes);
-    };
-    if (!choose(fwd, count, allow_tf32, conv_desc_, fwd_workspace, fwd_))
-      no_algorithm("forward", g);
+  const Descriptors d{cudnn.get(), x_desc_.get(), y_desc_.get(), w_desc_.get(), conv_desc_.get()};
+  fwd_ = choose(Pass::kForward, d, allow_tf32, g);
+  bwd_data_ = choose(Pass::kBackwardData, d, allow_tf32, g);
+  bwd_filter_ = choose(Pass::kBackwardFilter, d, allow_tf32, g);
 
-    cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-    COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        handle, w_desc_, y_desc_, conv_desc_, x_desc_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-        &count, data));
-    const auto data_workspace = [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, y_desc_, conv_desc_,
-                                                          x_desc_, algo, bytes);
-    };
-    if (!choose(data, count, allow_tf32, conv_desc_, data_workspace, bwd_data_))
-      no_algorithm("backward-data", g);
-
-    cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-    COHORT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        handle, x_desc_, y_desc_, conv_desc_, w_desc_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-        &count, filter));
-    const auto filter_workspace = [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x_desc_, y_desc_, conv_desc_,
-                                                            w_desc_, algo, bytes);
-    };
-    if (!choose(filter, count, allow_tf32, conv_desc_, filter_workspace, bwd_filter_))
-      no_algorithm("backward-filter", g);
-
-    // One workspace for the three passes, allocated here, so no step waits for an allocation.
-    workspace_ = DeviceBuffer<char>(
-        std::max({fwd_.workspace, bwd_data_.workspace, bwd_filter_.workspace}));
-
-    filter_ = DeviceBuffer<float>(static_cast<std::size_t>(g.kernel_h) * g.kernel_w * g.channels *
-                                  g.filters);
-    if (uneven())
-      padded_ = DeviceBuffer<float>(static_cast<std::size_t>(g.batch) * in_h * in_w * g.channels);
-  } catch (...) {
-    release();
-    throw;
-  }
-}
-
-ConvPlan::ConvPlan(ConvPlan&& other) noexcept
-    : geometry_(other.geometry_),
-      extra_top_(other.extra_top_),
-      extra_bottom_(other.extra_bottom_),
-      extra_left_(other.extra_left_),
-      extra_right_(other.extra_right_),
-      x_desc_(std::exchange(other.x_desc_, nullptr)),
-      y_desc_(std::exchange(other.y_desc_, nullptr)),
-      w_desc_(std::exchange(other.w_desc_, nullptr)),
-      conv_desc_(std::exchange(other.conv_desc_, nullptr)),
-      fwd_(other.fwd_),
-      bwd_data_(other.bwd_data_),
-      bwd_filter_(other.bwd_filter_),
-      workspace_(std::move(other.workspace_)),
-      filter_(std::move(other.filter_)),
-      padded_(std::move(other.padded_)) {}
-
-ConvPlan& ConvPlan::operator=(ConvPlan&& other) noexcept {
-  if (this != &other) {
-    release();
-    geometry_ = other.geometry_;
-    extra_top_ = other.extra_top_;
-    extra_bottom_ = other.extra_bottom_;
-    extra_left_ = other.extra_left_;
-    extra_right_ = other.extra_right_;
-    x_desc_ = std::exchange(other.x_desc_, nullptr);
-    y_desc_ = std::exchange(other.y_desc_, nullptr);
-    w_desc_ = std::exchange(other.w_desc_, nullptr);
-    conv_desc_ = std::exchange(other.conv_desc_, nullptr);
-    fwd_ = other.fwd_;
-    bwd_data_ = other.bwd_data_;
-    bwd_filter_ = other.bwd_filter_;
-    workspace_ = std::move(other.workspace_);
-    filter_ = std::move(other.filter_);
-    padded_ = std::move(other.padded_);
-  }
-  return *this;
-}
-
-ConvPlan::~ConvPlan() { release(); }
-
-void ConvPlan::release() noexcept {
-  // Destroy calls only fail for a null or broken handle; nothing to report from here.
-  if (x_desc_ != nullptr) cudnnDestroyTensorDescriptor(x_desc_);
-  if (y_desc_ != nullptr) cudnnDestroyTensorDescriptor(y_desc_);
-  if (w_desc_ != nullptr) cudnnDestroyFilterDescriptor(w_desc_);
-  if (conv_desc_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_desc_);
-  x_desc_ = y_desc_ = nullptr;
-  w_desc_ = nullptr;
-  conv_desc_ = nullptr;
-  workspace_ = {};
-  filter_ = {};
-  padded_ = {};
+  // One workspace for the three passes, allocated here, so no step waits for an allocation.
+  workspace_ = DeviceBuffer<char>(
+      std::max({fwd_.workspace, bwd_data_.workspace, bwd_filter_.workspace}));
+  filter_ = DeviceBuffer<float>(static_cast<std::size_t>(g.kernel_h) * g.kernel_w * g.channels *
+                                g.filters);
+  if (uneven())
+    padded_ = DeviceBuffer<float>(static_cast<std::size_t>(g.batch) * in_h * in_w * g.channels);
 }
 
 void ConvPlan::check() const {
-  if (conv_desc_ == nullptr) throw std::logic_error("ConvPlan: used after being moved from");
+  if (!conv_desc_) throw Error("ConvPlan: used after being moved from");
 }
 
 void* ConvPlan::workspace(std::size_t bytes) {
@@ -265,20 +230,20 @@ const float* ConvPlan::padded_input(const float* x, cudaStream_t stream) {
 void conv2d_forward(const CudnnHandle& cudnn, ConvPlan& plan, const float* x, const float* w,
                     const float* bias, float* y) {
   plan.check();
-  require(x, "conv2d_forward", "x");
-  require(w, "conv2d_forward", "w");
-  require(y, "conv2d_forward", "y");
+  require_device_pointer(x, "conv2d_forward", "x");
+  require_device_pointer(w, "conv2d_forward", "w");
+  require_device_pointer(y, "conv2d_forward", "y");
   const ConvGeometry& g = plan.geometry_;
-  const cudaStream_t stream = stream_of(cudnn);
+  const cudaStream_t stream = cudnn.stream();
   detail::transpose_filter(stream, true, g.kernel_h, g.kernel_w, g.channels, g.filters, w,
                            plan.filter_.data());
   const float* input = plan.padded_input(x, stream);
   void* workspace = plan.workspace(plan.fwd_.workspace);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_, plan.fwd_.math));
-  COHORT_CUDNN_CALL(cudnnConvolutionForward(cudnn.get(), &one, plan.x_desc_, input, plan.w_desc_,
-                                            plan.filter_.data(), plan.conv_desc_, plan.fwd_.algo,
-                                            workspace, plan.fwd_.workspace, &zero, plan.y_desc_,
+  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_.get(), plan.fwd_.math));
+  COHORT_CUDNN_CALL(cudnnConvolutionForward(cudnn.get(), &one, plan.x_desc_.get(), input, plan.w_desc_.get(),
+                                            plan.filter_.data(), plan.conv_desc_.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd_.algo),
+                                            workspace, plan.fwd_.workspace, &zero, plan.y_desc_.get(),
                                             y));
   if (bias != nullptr)
     detail::bias_add(stream,
@@ -289,20 +254,20 @@ void conv2d_forward(const CudnnHandle& cudnn, ConvPlan& plan, const float* x, co
 void conv2d_backward_data(const CudnnHandle& cudnn, ConvPlan& plan, const float* dy,
                           const float* w, float* dx) {
   plan.check();
-  require(dy, "conv2d_backward_data", "dy");
-  require(w, "conv2d_backward_data", "w");
-  require(dx, "conv2d_backward_data", "dx");
+  require_device_pointer(dy, "conv2d_backward_data", "dy");
+  require_device_pointer(w, "conv2d_backward_data", "w");
+  require_device_pointer(dx, "conv2d_backward_data", "dx");
   const ConvGeometry& g = plan.geometry_;
-  const cudaStream_t stream = stream_of(cudnn);
+  const cudaStream_t stream = cudnn.stream();
   detail::transpose_filter(stream, true, g.kernel_h, g.kernel_w, g.channels, g.filters, w,
                            plan.filter_.data());
   float* grad = plan.uneven() ? plan.padded_.data() : dx;
   void* workspace = plan.workspace(plan.bwd_data_.workspace);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_, plan.bwd_data_.math));
+  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_.get(), plan.bwd_data_.math));
   COHORT_CUDNN_CALL(cudnnConvolutionBackwardData(
-      cudnn.get(), &one, plan.w_desc_, plan.filter_.data(), plan.y_desc_, dy, plan.conv_desc_,
-      plan.bwd_data_.algo, workspace, plan.bwd_data_.workspace, &zero, plan.x_desc_, grad));
+      cudnn.get(), &one, plan.w_desc_.get(), plan.filter_.data(), plan.y_desc_.get(), dy, plan.conv_desc_.get(),
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data_.algo), workspace, plan.bwd_data_.workspace, &zero, plan.x_desc_.get(), grad));
   // The explicit padding's gradient is dropped: it belongs to no input element.
   if (plan.uneven())
     detail::crop_nhwc(stream, g.batch, g.height, g.width, g.channels, plan.extra_top_,
@@ -312,18 +277,18 @@ void conv2d_backward_data(const CudnnHandle& cudnn, ConvPlan& plan, const float*
 void conv2d_backward_filter(const CudnnHandle& cudnn, ConvPlan& plan, const float* x,
                             const float* dy, float* dw, float* db) {
   plan.check();
-  require(x, "conv2d_backward_filter", "x");
-  require(dy, "conv2d_backward_filter", "dy");
-  require(dw, "conv2d_backward_filter", "dw");
+  require_device_pointer(x, "conv2d_backward_filter", "x");
+  require_device_pointer(dy, "conv2d_backward_filter", "dy");
+  require_device_pointer(dw, "conv2d_backward_filter", "dw");
   const ConvGeometry& g = plan.geometry_;
-  const cudaStream_t stream = stream_of(cudnn);
+  const cudaStream_t stream = cudnn.stream();
   const float* input = plan.padded_input(x, stream);
   void* workspace = plan.workspace(plan.bwd_filter_.workspace);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_, plan.bwd_filter_.math));
+  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_.get(), plan.bwd_filter_.math));
   COHORT_CUDNN_CALL(cudnnConvolutionBackwardFilter(
-      cudnn.get(), &one, plan.x_desc_, input, plan.y_desc_, dy, plan.conv_desc_,
-      plan.bwd_filter_.algo, workspace, plan.bwd_filter_.workspace, &zero, plan.w_desc_,
+      cudnn.get(), &one, plan.x_desc_.get(), input, plan.y_desc_.get(), dy, plan.conv_desc_.get(),
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter_.algo), workspace, plan.bwd_filter_.workspace, &zero, plan.w_desc_.get(),
       plan.filter_.data()));
   detail::transpose_filter(stream, false, g.kernel_h, g.kernel_w, g.channels, g.filters,
                            plan.filter_.data(), dw);

@@ -4,7 +4,6 @@
 #include <cublas_v2.h>
 
 #include <climits>
-#include <stdexcept>
 #include <string>
 
 #include "cohort/gpu/error.h"
@@ -16,14 +15,9 @@ namespace {
 void check_sizes(const char* what, std::int64_t n, std::int64_t in, std::int64_t out) {
   // cuBLAS takes int dimensions and leading dimensions.
   if (n < 0 || in < 1 || out < 1 || n > INT_MAX || in > INT_MAX || out > INT_MAX)
-    throw std::invalid_argument(std::string(what) + ": n = " + std::to_string(n) + ", in = " +
-                                std::to_string(in) + ", out = " + std::to_string(out) +
-                                " (need n >= 0, in >= 1, out >= 1, each below 2^31)");
-}
-
-void require(const void* pointer, const char* what, const char* name) {
-  if (pointer == nullptr)
-    throw std::invalid_argument(std::string(what) + ": " + name + " is a null device pointer");
+    throw InvalidArgument(std::string(what) + ": n = " + std::to_string(n) + ", in = " +
+                          std::to_string(in) + ", out = " + std::to_string(out) +
+                          " (need n >= 0, in >= 1, out >= 1, each below 2^31)");
 }
 
 void set_math(const CublasHandle& cublas, bool allow_tf32) {
@@ -43,9 +37,9 @@ void dense_forward(const CublasHandle& cublas, std::int64_t n, std::int64_t in, 
                    const float* x, const float* w, const float* b, float* y, bool allow_tf32) {
   check_sizes("dense_forward", n, in, out);
   if (n == 0) return;
-  require(x, "dense_forward", "x");
-  require(w, "dense_forward", "w");
-  require(y, "dense_forward", "y");
+  require_device_pointer(x, "dense_forward", "x");
+  require_device_pointer(w, "dense_forward", "w");
+  require_device_pointer(y, "dense_forward", "y");
   set_math(cublas, allow_tf32);
   const float one = 1.0f, zero = 0.0f;
   const int ni = static_cast<int>(n), ii = static_cast<int>(in), oi = static_cast<int>(out);
@@ -61,12 +55,12 @@ void dense_backward(const CublasHandle& cublas, std::int64_t n, std::int64_t in,
                     const float* x, const float* w, const float* dy, float* dw, float* db,
                     float* dx, bool allow_tf32) {
   check_sizes("dense_backward", n, in, out);
-  require(dw, "dense_backward", "dw");
+  require_device_pointer(dw, "dense_backward", "dw");
   if (n > 0) {
-    require(x, "dense_backward", "x");
-    require(dy, "dense_backward", "dy");
+    require_device_pointer(x, "dense_backward", "x");
+    require_device_pointer(dy, "dense_backward", "dy");
   }
-  if (dx != nullptr && n > 0) require(w, "dense_backward", "w");
+  if (dx != nullptr && n > 0) require_device_pointer(w, "dense_backward", "w");
   set_math(cublas, allow_tf32);
   const float one = 1.0f, zero = 0.0f;
   const int ni = static_cast<int>(n), ii = static_cast<int>(in), oi = static_cast<int>(out);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "cohort/gpu/error.h"
@@ -15,7 +14,6 @@ namespace {
 
 using detail::blocks_for;
 using detail::kBlock;
-using detail::require;
 
 __global__ void relu_forward_kernel(std::size_t n, const float* x, float* y) {
   COHORT_GRID_STRIDE(i, n) y[i] = fmaxf(x[i], 0.0f);
@@ -200,8 +198,8 @@ __global__ void crop_kernel(int n, int h, int w, int c, int top, int left, int p
 
 void relu_forward(std::size_t n, const float* x, float* y, const Stream& stream) {
   if (n == 0) return;
-  require(x, "relu_forward", "x");
-  require(y, "relu_forward", "y");
+  require_device_pointer(x, "relu_forward", "x");
+  require_device_pointer(y, "relu_forward", "y");
   relu_forward_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, x, y);
   COHORT_CUDA_CHECK_LAUNCH();
 }
@@ -209,9 +207,9 @@ void relu_forward(std::size_t n, const float* x, float* y, const Stream& stream)
 void relu_backward(std::size_t n, const float* y, const float* dy, float* dx,
                    const Stream& stream) {
   if (n == 0) return;
-  require(y, "relu_backward", "y");
-  require(dy, "relu_backward", "dy");
-  require(dx, "relu_backward", "dx");
+  require_device_pointer(y, "relu_backward", "y");
+  require_device_pointer(dy, "relu_backward", "dy");
+  require_device_pointer(dx, "relu_backward", "dx");
   relu_backward_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, y, dy, dx);
   COHORT_CUDA_CHECK_LAUNCH();
 }
@@ -229,12 +227,12 @@ void bias_grad(std::size_t rows, std::size_t cols, const float* dy, float* db,
 void dropout_forward(std::size_t n, float rate, std::uint64_t key, const float* x, float* y,
                      float* mask, const Stream& stream) {
   if (!(rate >= 0.0f && rate < 1.0f))
-    throw std::invalid_argument("dropout_forward: rate = " + std::to_string(rate) +
-                                ", must be in [0, 1)");
+    throw InvalidArgument("dropout_forward: rate = " + std::to_string(rate) +
+                          ", must be in [0, 1)");
   if (n == 0) return;
-  require(x, "dropout_forward", "x");
-  require(y, "dropout_forward", "y");
-  require(mask, "dropout_forward", "mask");
+  require_device_pointer(x, "dropout_forward", "x");
+  require_device_pointer(y, "dropout_forward", "y");
+  require_device_pointer(mask, "dropout_forward", "mask");
   // The same host-side arithmetic as the CPU path, so the kernel sees identical constants.
   const auto threshold = static_cast<std::uint64_t>(static_cast<double>(rate) * (1 << 24));
   const float scale = 1.0f / (1.0f - rate);
@@ -246,9 +244,9 @@ void dropout_forward(std::size_t n, float rate, std::uint64_t key, const float* 
 void dropout_backward(std::size_t n, const float* mask, const float* dy, float* dx,
                       const Stream& stream) {
   if (n == 0) return;
-  require(mask, "dropout_backward", "mask");
-  require(dy, "dropout_backward", "dy");
-  require(dx, "dropout_backward", "dx");
+  require_device_pointer(mask, "dropout_backward", "mask");
+  require_device_pointer(dy, "dropout_backward", "dy");
+  require_device_pointer(dx, "dropout_backward", "dx");
   multiply_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, dy, mask, dx);
   COHORT_CUDA_CHECK_LAUNCH();
 }
@@ -257,11 +255,11 @@ void softmax_cross_entropy(std::size_t n, std::size_t classes, const float* logi
                            const std::int32_t* labels, float* loss, float* grad,
                            const Stream& stream) {
   if (n == 0 || classes == 0)
-    throw std::invalid_argument("softmax_cross_entropy: " + std::to_string(n) + " rows of " +
-                                std::to_string(classes) + " classes, both must be >= 1");
-  require(logits, "softmax_cross_entropy", "logits");
-  require(labels, "softmax_cross_entropy", "labels");
-  require(loss, "softmax_cross_entropy", "loss");
+    throw InvalidArgument("softmax_cross_entropy: " + std::to_string(n) + " rows of " +
+                          std::to_string(classes) + " classes, both must be >= 1");
+  require_device_pointer(logits, "softmax_cross_entropy", "logits");
+  require_device_pointer(labels, "softmax_cross_entropy", "labels");
+  require_device_pointer(loss, "softmax_cross_entropy", "loss");
   softmax_cross_entropy_kernel<<<1, kLossThreads, 0, stream.get()>>>(n, classes, logits, labels,
                                                                      loss, grad);
   COHORT_CUDA_CHECK_LAUNCH();
@@ -270,11 +268,11 @@ void softmax_cross_entropy(std::size_t n, std::size_t classes, const float* logi
 void accuracy_count(std::size_t n, std::size_t classes, const float* logits,
                     const std::int32_t* labels, std::int32_t* count, const Stream& stream) {
   if (classes == 0)
-    throw std::invalid_argument("accuracy_count: classes = 0, must be >= 1");
-  require(count, "accuracy_count", "count");
+    throw InvalidArgument("accuracy_count: classes = 0, must be >= 1");
+  require_device_pointer(count, "accuracy_count", "count");
   if (n > 0) {
-    require(logits, "accuracy_count", "logits");
-    require(labels, "accuracy_count", "labels");
+    require_device_pointer(logits, "accuracy_count", "logits");
+    require_device_pointer(labels, "accuracy_count", "labels");
   }
   accuracy_kernel<<<1, kLossThreads, 0, stream.get()>>>(n, classes, logits, labels, count);
   COHORT_CUDA_CHECK_LAUNCH();
@@ -293,8 +291,8 @@ namespace detail {
 void bias_add(cudaStream_t stream, std::size_t rows, std::size_t cols, const float* bias,
               float* y) {
   if (rows == 0 || cols == 0) return;
-  require(bias, "bias_add", "bias");
-  require(y, "bias_add", "y");
+  require_device_pointer(bias, "bias_add", "bias");
+  require_device_pointer(y, "bias_add", "y");
   bias_add_kernel<<<blocks_for(rows * cols), kBlock, 0, stream>>>(rows, cols, bias, y);
   COHORT_CUDA_CHECK_LAUNCH();
 }
@@ -302,8 +300,8 @@ void bias_add(cudaStream_t stream, std::size_t rows, std::size_t cols, const flo
 void bias_grad(cudaStream_t stream, std::size_t rows, std::size_t cols, const float* dy,
                float* db) {
   if (cols == 0) return;
-  require(db, "bias_grad", "db");
-  if (rows > 0) require(dy, "bias_grad", "dy");
+  require_device_pointer(db, "bias_grad", "db");
+  if (rows > 0) require_device_pointer(dy, "bias_grad", "dy");
   const auto blocks = static_cast<unsigned>((cols + kBiasCols - 1) / kBiasCols);
   bias_grad_kernel<<<blocks, dim3(kBiasCols, kBiasLanes), 0, stream>>>(rows, cols, dy, db);
   COHORT_CUDA_CHECK_LAUNCH();
@@ -312,11 +310,11 @@ void bias_grad(cudaStream_t stream, std::size_t rows, std::size_t cols, const fl
 void transpose_filter(cudaStream_t stream, bool to_ohwi, int h, int w, int i, int o,
                       const float* from, float* to) {
   if (h < 1 || w < 1 || i < 1 || o < 1)
-    throw std::invalid_argument("transpose_filter: filter " + std::to_string(h) + "x" +
-                                std::to_string(w) + "x" + std::to_string(i) + "x" +
-                                std::to_string(o) + " has a size < 1");
-  require(from, "transpose_filter", "from");
-  require(to, "transpose_filter", "to");
+    throw InvalidArgument("transpose_filter: filter " + std::to_string(h) + "x" +
+                          std::to_string(w) + "x" + std::to_string(i) + "x" +
+                          std::to_string(o) + " has a size < 1");
+  require_device_pointer(from, "transpose_filter", "from");
+  require_device_pointer(to, "transpose_filter", "to");
   const std::size_t total = static_cast<std::size_t>(h) * w * i * o;
   transpose_filter_kernel<<<blocks_for(total), kBlock, 0, stream>>>(to_ohwi, h, w, i, o, from,
                                                                     to);
@@ -328,8 +326,8 @@ void pad_nhwc(cudaStream_t stream, int n, int h, int w, int c, int top, int bott
   const int ph = h + top + bottom, pw = w + left + right;
   const std::size_t total = static_cast<std::size_t>(n) * ph * pw * c;
   if (total == 0) return;
-  require(x, "pad_nhwc", "x");
-  require(to, "pad_nhwc", "to");
+  require_device_pointer(x, "pad_nhwc", "x");
+  require_device_pointer(to, "pad_nhwc", "to");
   pad_kernel<<<blocks_for(total), kBlock, 0, stream>>>(n, h, w, c, top, left, ph, pw, value, x,
                                                        to);
   COHORT_CUDA_CHECK_LAUNCH();
@@ -340,8 +338,8 @@ void crop_nhwc(cudaStream_t stream, int n, int h, int w, int c, int top, int bot
   const int ph = h + top + bottom, pw = w + left + right;
   const std::size_t total = static_cast<std::size_t>(n) * h * w * c;
   if (total == 0) return;
-  require(from, "crop_nhwc", "from");
-  require(x, "crop_nhwc", "x");
+  require_device_pointer(from, "crop_nhwc", "from");
+  require_device_pointer(x, "crop_nhwc", "x");
   crop_kernel<<<blocks_for(total), kBlock, 0, stream>>>(n, h, w, c, top, left, ph, pw, from, x);
   COHORT_CUDA_CHECK_LAUNCH();
 }

@@ -58,7 +58,7 @@ std::atomic<int> sync_mode{-1};
 
 CudaError::CudaError(Library library, int code, const std::string& call, const char* file,
                      int line)
-    : std::runtime_error(describe(library, code, call, file, line)),
+    : Error(describe(library, code, call, file, line)),
       library_(library),
       code_(code) {}
 
@@ -75,6 +75,11 @@ bool sync_debug() {
 }
 
 void set_sync_debug(bool on) { sync_mode.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void require_device_pointer(const void* pointer, const char* what, const char* name) {
+  if (pointer == nullptr)
+    throw InvalidArgument(std::string(what) + ": " + name + " is a null device pointer");
+}
 
 namespace detail {
 

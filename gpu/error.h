@@ -1,15 +1,13 @@
 #pragma once
 // CudaError and the checks that turn a failed CUDA runtime, cuBLAS or cuDNN call, or a failed
-// kernel launch, into one.
-//
-// CudaError derives from std::runtime_error, not from cohort::Error: gpu/ knows CUDA and the
-// standard library only, and cohort::Error lives in mpi/error.h. Code above gpu/ (core/, apps/)
-// meets it as a std::exception, which cohort::app::Run reports like any other error.
+// kernel launch, into one. CudaError belongs to Cohort's one exception hierarchy
+// (core/base/error.h); bad arguments to gpu/'s functions are cohort::InvalidArgument.
 
 #include <cuda_runtime_api.h>
 
-#include <stdexcept>
 #include <string>
+
+#include "cohort/core/base/error.h"
 
 namespace cohort::gpu {
 
@@ -20,7 +18,7 @@ enum class Library { kRuntime, kCublas, kCudnn };
 /// device (when one can be asked for) and the source location, on one line, e.g.
 /// "cudaMalloc(&data_, bytes) failed: cudaErrorMemoryAllocation (out of memory) [device 0,
 /// gpu/buffer.h:40]".
-class CudaError : public std::runtime_error {
+class CudaError : public Error {
  public:
   /// `code` is the cudaError_t, cublasStatus_t or cudnnStatus_t the call returned.
   CudaError(Library library, int code, const std::string& call, const char* file, int line);
@@ -39,6 +37,9 @@ class CudaError : public std::runtime_error {
 bool sync_debug();
 /// Overrides COHORT_CUDA_SYNC for the rest of the process. Thread-safe.
 void set_sync_debug(bool on);
+
+/// Throws InvalidArgument "<what>: <name> is a null device pointer" when `pointer` is null.
+void require_device_pointer(const void* pointer, const char* what, const char* name);
 
 namespace detail {
 /// The body of COHORT_CUDA_CHECK_LAUNCH(): throws CudaError for a launch error (and, in sync

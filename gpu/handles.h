@@ -1,9 +1,10 @@
 #pragma once
-// cuBLAS and cuDNN library handles as move-only owners bound to a Stream.
+// cuBLAS and cuDNN library handles, owned (Handle<T>) and bound to a Stream.
 
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include "cohort/gpu/handle.h"
 #include "cohort/gpu/stream.h"
 
 namespace cohort::gpu {
@@ -18,20 +19,13 @@ class CublasHandle {
  public:
   /// Creates a handle bound to `stream`. Throws CudaError (e.g. no device).
   explicit CublasHandle(const Stream& stream);
-  CublasHandle(CublasHandle&& other) noexcept;
-  CublasHandle& operator=(CublasHandle&& other) noexcept;
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  ~CublasHandle();
 
-  cublasHandle_t get() const noexcept { return handle_; }
+  cublasHandle_t get() const noexcept { return handle_.get(); }
   /// Queues later calls on `stream` instead.
   void set_stream(const Stream& stream);
 
  private:
-  void release() noexcept;
-
-  cublasHandle_t handle_ = nullptr;
+  Handle<cublasHandle_t> handle_;
 };
 
 /// Owns a cuDNN handle whose calls are queued on one stream. Same rules as CublasHandle.
@@ -39,20 +33,15 @@ class CudnnHandle {
  public:
   /// Creates a handle bound to `stream`. Throws CudaError (e.g. no device).
   explicit CudnnHandle(const Stream& stream);
-  CudnnHandle(CudnnHandle&& other) noexcept;
-  CudnnHandle& operator=(CudnnHandle&& other) noexcept;
-  CudnnHandle(const CudnnHandle&) = delete;
-  CudnnHandle& operator=(const CudnnHandle&) = delete;
-  ~CudnnHandle();
 
-  cudnnHandle_t get() const noexcept { return handle_; }
+  cudnnHandle_t get() const noexcept { return handle_.get(); }
   /// Queues later calls on `stream` instead.
   void set_stream(const Stream& stream);
+  /// The stream calls are queued on.
+  cudaStream_t stream() const;
 
  private:
-  void release() noexcept;
-
-  cudnnHandle_t handle_ = nullptr;
+  Handle<cudnnHandle_t> handle_;
 };
 
 }  // namespace cohort::gpu

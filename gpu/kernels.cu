@@ -1,7 +1,6 @@
 #include "cohort/gpu/kernels.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
 #include "cohort/gpu/error.h"
@@ -15,8 +14,8 @@ using detail::kBlock;
 
 void require(const void* pointer, const char* what, std::size_t n) {
   if (pointer == nullptr)
-    throw std::invalid_argument(std::string(what) + ": null device pointer for " +
-                                std::to_string(n) + " elements");
+    throw InvalidArgument(std::string(what) + ": null device pointer for " + std::to_string(n) +
+                          " elements");
 }
 
 __global__ void fill_kernel(std::size_t n, float value, float* x) {

@@ -3,7 +3,7 @@
 //
 // Every function is non-blocking: it queues one kernel on `stream` and returns. Pointers are
 // device addresses (e.g. DeviceBuffer<float>::data()) of at least `n` elements on the current
-// device. n == 0 queues nothing. Throws std::invalid_argument for a null pointer with n > 0 and
+// device. n == 0 queues nothing. Throws InvalidArgument for a null pointer with n > 0 and
 // CudaError for a failed launch (see COHORT_CUDA_CHECK_LAUNCH for faults inside the kernel).
 // Thread-safe in the sense of CUDA launches: different threads may queue on different streams.
 

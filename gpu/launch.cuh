@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <stdexcept>
-#include <string>
 
 namespace cohort::gpu::detail {
 
@@ -15,11 +13,6 @@ constexpr std::size_t kMaxBlocks = 65535;
 
 inline unsigned blocks_for(std::size_t n) {
   return static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxBlocks));
-}
-
-inline void require(const void* pointer, const char* what, const char* name) {
-  if (pointer == nullptr)
-    throw std::invalid_argument(std::string(what) + ": " + name + " is a null device pointer");
 }
 
 }  // namespace cohort::gpu::detail

@@ -20,7 +20,7 @@
 // library functions on the stream their handle is bound to; the kernels on `stream`). Pointers
 // are device addresses on the current device, valid until that work has run, and arrays of the
 // sizes stated, not overlapping unless stated. Sizes of 0 queue nothing. Bad sizes or null
-// pointers throw std::invalid_argument (gpu/ has no access to cohort::InvalidArgument); failed
+// pointers throw cohort::InvalidArgument; failed
 // CUDA, cuBLAS or cuDNN calls throw CudaError. All arithmetic is float32; TF32 tensor cores are
 // used only where an `allow_tf32` argument says so. Not thread-safe for one handle or plan;
 // different threads may use different handles and plans.
@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "cohort/gpu/buffer.h"
+#include "cohort/gpu/handle.h"
 #include "cohort/gpu/handles.h"
 #include "cohort/gpu/stream.h"
 
@@ -71,6 +72,14 @@ struct ConvGeometry {
   int out_width() const { return (width + pad_left + pad_right - kernel_w) / stride_w + 1; }
 };
 
+/// One pass's algorithm (a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t), the math type it runs
+/// with and the workspace bytes it needs.
+struct ConvAlgorithm {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  std::size_t workspace = 0;
+};
+
 /// What cuDNN needs for one convolution geometry: tensor, filter and convolution descriptors, the
 /// algorithms cuDNN's heuristics chose for the three passes (cudnnGet*Algorithm_v7: the first
 /// result whose workspace query succeeds, deterministic ones preferred, and without TF32 only
@@ -81,24 +90,25 @@ struct ConvGeometry {
 ///
 /// Made for one handle's device; usable with any handle of that device. Its scratch memory is
 /// shared by the three passes, so queue a plan's calls on one stream (or order the streams).
-/// Move-only RAII: a move leaves the source empty (using it then throws std::logic_error). Not
+/// Move-only RAII: a move leaves the source empty (using it then throws Error). Not
 /// thread-safe.
 class ConvPlan {
  public:
-  /// Throws std::invalid_argument for a geometry with a size < 1, a negative padding, or no
+  /// Throws InvalidArgument for a geometry with a size < 1, a negative padding, or no
   /// output; CudaError when cuDNN rejects it.
   ConvPlan(const CudnnHandle& cudnn, const ConvGeometry& geometry, bool allow_tf32 = false);
-  ConvPlan(ConvPlan&& other) noexcept;
-  ConvPlan& operator=(ConvPlan&& other) noexcept;
-  ConvPlan(const ConvPlan&) = delete;
-  ConvPlan& operator=(const ConvPlan&) = delete;
-  ~ConvPlan();
 
   const ConvGeometry& geometry() const { return geometry_; }
   /// The algorithms chosen, for logs and tests.
-  cudnnConvolutionFwdAlgo_t forward_algorithm() const { return fwd_.algo; }
-  cudnnConvolutionBwdDataAlgo_t backward_data_algorithm() const { return bwd_data_.algo; }
-  cudnnConvolutionBwdFilterAlgo_t backward_filter_algorithm() const { return bwd_filter_.algo; }
+  cudnnConvolutionFwdAlgo_t forward_algorithm() const {
+    return static_cast<cudnnConvolutionFwdAlgo_t>(fwd_.algo);
+  }
+  cudnnConvolutionBwdDataAlgo_t backward_data_algorithm() const {
+    return static_cast<cudnnConvolutionBwdDataAlgo_t>(bwd_data_.algo);
+  }
+  cudnnConvolutionBwdFilterAlgo_t backward_filter_algorithm() const {
+    return static_cast<cudnnConvolutionBwdFilterAlgo_t>(bwd_filter_.algo);
+  }
 
  private:
   friend void conv2d_forward(const CudnnHandle&, ConvPlan&, const float*, const float*,
@@ -107,28 +117,19 @@ class ConvPlan {
                                    float*);
   friend void conv2d_backward_filter(const CudnnHandle&, ConvPlan&, const float*, const float*,
                                      float*, float*);
-  template <typename Algo>
-  struct Choice {
-    Algo algo{};
-    cudnnMathType_t math = CUDNN_FMA_MATH;
-    std::size_t workspace = 0;
-  };
   void check() const;
   void* workspace(std::size_t bytes);
   // The input as cuDNN sees it: `x` itself, or its padded copy.
   const float* padded_input(const float* x, cudaStream_t stream);
   bool uneven() const { return extra_top_ + extra_bottom_ + extra_left_ + extra_right_ > 0; }
-  void release() noexcept;
 
   ConvGeometry geometry_;
   int extra_top_ = 0, extra_bottom_ = 0, extra_left_ = 0, extra_right_ = 0;
-  cudnnTensorDescriptor_t x_desc_ = nullptr;  // the (padded) input
-  cudnnTensorDescriptor_t y_desc_ = nullptr;
-  cudnnFilterDescriptor_t w_desc_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
-  Choice<cudnnConvolutionFwdAlgo_t> fwd_;
-  Choice<cudnnConvolutionBwdDataAlgo_t> bwd_data_;
-  Choice<cudnnConvolutionBwdFilterAlgo_t> bwd_filter_;
+  Handle<cudnnTensorDescriptor_t> x_desc_;  // the (padded) input
+  Handle<cudnnTensorDescriptor_t> y_desc_;
+  Handle<cudnnFilterDescriptor_t> w_desc_;
+  Handle<cudnnConvolutionDescriptor_t> conv_desc_;
+  ConvAlgorithm fwd_, bwd_data_, bwd_filter_;
   DeviceBuffer<char> workspace_;
   DeviceBuffer<float> filter_;   // OHWI
   DeviceBuffer<float> padded_;   // padded input or input gradient
@@ -172,14 +173,9 @@ struct PoolGeometry {
 /// ConvPlan; not thread-safe.
 class PoolPlan {
  public:
-  /// Throws std::invalid_argument for a bad geometry (as ConvPlan; also a window entirely in
+  /// Throws InvalidArgument for a bad geometry (as ConvPlan; also a window entirely in
   /// padding), CudaError when cuDNN rejects it.
   explicit PoolPlan(const PoolGeometry& geometry);
-  PoolPlan(PoolPlan&& other) noexcept;
-  PoolPlan& operator=(PoolPlan&& other) noexcept;
-  PoolPlan(const PoolPlan&) = delete;
-  PoolPlan& operator=(const PoolPlan&) = delete;
-  ~PoolPlan();
 
   const PoolGeometry& geometry() const { return geometry_; }
 
@@ -190,12 +186,11 @@ class PoolPlan {
   void check() const;
   bool padded() const;
   const float* padded_input(const float* x, cudaStream_t stream);
-  void release() noexcept;
 
   PoolGeometry geometry_;
-  cudnnTensorDescriptor_t x_desc_ = nullptr;  // the (padded) input
-  cudnnTensorDescriptor_t y_desc_ = nullptr;
-  cudnnPoolingDescriptor_t pool_desc_ = nullptr;
+  Handle<cudnnTensorDescriptor_t> x_desc_;  // the (padded) input
+  Handle<cudnnTensorDescriptor_t> y_desc_;
+  Handle<cudnnPoolingDescriptor_t> pool_desc_;
   DeviceBuffer<float> padded_x_;
   DeviceBuffer<float> padded_dx_;
 };
@@ -227,7 +222,7 @@ void bias_grad(std::size_t rows, std::size_t cols, const float* dy, float* db,
 /// Inverted dropout with the CPU path's mask, bit for bit: element i is kept, with mask[i] =
 /// 1 / (1 - rate), when the top 24 bits of SplitMix64(key + i * 0x9e3779b97f4a7c15) are
 /// >= floor(rate * 2^24), else mask[i] = 0; y = x * mask. `key` is Graph::variable_seed(step seed, layer name).
-/// 0 <= rate < 1, else std::invalid_argument. x and y may be the same array.
+/// 0 <= rate < 1, else InvalidArgument. x and y may be the same array.
 void dropout_forward(std::size_t n, float rate, std::uint64_t key, const float* x, float* y,
                      float* mask, const Stream& stream);
 /// dx = dy * mask. dy and dx may be the same array.

@@ -1,40 +1,21 @@
 #include "cohort/gpu/stream.h"
 
-#include <utility>
-
 #include "cohort/gpu/error.h"
 
 namespace cohort::gpu {
 
-Stream::Stream() { COHORT_CUDA_CALL(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking)); }
-
-Stream::Stream(Stream&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-
-Stream& Stream::operator=(Stream&& other) noexcept {
-  if (this != &other) {
-    release();
-    handle_ = std::exchange(other.handle_, nullptr);
-  }
-  return *this;
+Stream::Stream() {
+  COHORT_CUDA_CALL(cudaStreamCreateWithFlags(handle_.receive(), cudaStreamNonBlocking));
 }
 
-Stream::~Stream() { release(); }
-
-void Stream::release() noexcept {
-  // A destructor cannot report a failure, and the only ones possible here (a sticky device fault,
-  // a driver shutting down at process exit) have been or will be reported by a checked call.
-  if (handle_ != nullptr) cudaStreamDestroy(handle_);
-  handle_ = nullptr;
-}
-
-void Stream::synchronize() const { COHORT_CUDA_CALL(cudaStreamSynchronize(handle_)); }
+void Stream::synchronize() const { COHORT_CUDA_CALL(cudaStreamSynchronize(get())); }
 
 void Stream::wait(const Event& event) const {
-  COHORT_CUDA_CALL(cudaStreamWaitEvent(handle_, event.get(), 0));
+  COHORT_CUDA_CALL(cudaStreamWaitEvent(get(), event.get(), 0));
 }
 
 bool Stream::query() const {
-  const cudaError_t rc = cudaStreamQuery(handle_);
+  const cudaError_t rc = cudaStreamQuery(get());
   // "Not ready" is an answer, and the runtime does not record it as the thread's last error.
   if (rc == cudaErrorNotReady) return false;
   if (rc != cudaSuccess)
@@ -44,36 +25,18 @@ bool Stream::query() const {
 }
 
 Event::Event(bool timing) {
-  COHORT_CUDA_CALL(
-      cudaEventCreateWithFlags(&handle_, timing ? cudaEventDefault : cudaEventDisableTiming));
-}
-
-Event::Event(Event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-
-Event& Event::operator=(Event&& other) noexcept {
-  if (this != &other) {
-    release();
-    handle_ = std::exchange(other.handle_, nullptr);
-  }
-  return *this;
-}
-
-Event::~Event() { release(); }
-
-void Event::release() noexcept {
-  if (handle_ != nullptr) cudaEventDestroy(handle_);
-  handle_ = nullptr;
+  COHORT_CUDA_CALL(cudaEventCreateWithFlags(handle_.receive(),
+                                            timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
 void Event::record(const Stream& stream) {
-  COHORT_CUDA_CALL(cudaEventRecord(handle_, stream.get()));
+  COHORT_CUDA_CALL(cudaEventRecord(get(), stream.get()));
 }
 
-
-void Event::synchronize() const { COHORT_CUDA_CALL(cudaEventSynchronize(handle_)); }
+void Event::synchronize() const { COHORT_CUDA_CALL(cudaEventSynchronize(get())); }
 
 bool Event::query() const {
-  const cudaError_t rc = cudaEventQuery(handle_);
+  const cudaError_t rc = cudaEventQuery(get());
   if (rc == cudaErrorNotReady) return false;
   if (rc != cudaSuccess)
     throw CudaError(Library::kRuntime, static_cast<int>(rc), "cudaEventQuery(handle_)", __FILE__,
@@ -83,7 +46,7 @@ bool Event::query() const {
 
 float Event::elapsed_ms(const Event& start) const {
   float ms = 0.0f;
-  COHORT_CUDA_CALL(cudaEventElapsedTime(&ms, start.handle_, handle_));
+  COHORT_CUDA_CALL(cudaEventElapsedTime(&ms, start.get(), get()));
   return ms;
 }
 

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cohort/gpu/handle.h"
+
 namespace cohort::gpu {
 
 class Event;
@@ -18,14 +20,9 @@ class Stream {
  public:
   /// Creates a stream. Throws CudaError (e.g. no device).
   Stream();
-  Stream(Stream&& other) noexcept;
-  Stream& operator=(Stream&& other) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  /// Destroys the stream; work already queued still completes.
-  ~Stream();
+  // Destroying the stream lets work already queued complete.
 
-  cudaStream_t get() const noexcept { return handle_; }
+  cudaStream_t get() const noexcept { return handle_.get(); }
 
   /// Blocks until everything queued so far has finished. Throws CudaError for a fault in that work.
   void synchronize() const;
@@ -36,9 +33,7 @@ class Stream {
   void wait(const Event& event) const;
 
  private:
-  void release() noexcept;
-
-  cudaStream_t handle_ = nullptr;
+  Handle<cudaStream_t> handle_;
 };
 
 /// Owns a CUDA event: a marker in a stream, for timing and for ordering work across streams.
@@ -48,13 +43,8 @@ class Event {
   /// Creates an event. With `timing` false it cannot be used with elapsed_ms() but costs less to
   /// record and wait for. Throws CudaError.
   explicit Event(bool timing = true);
-  Event(Event&& other) noexcept;
-  Event& operator=(Event&& other) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event();
 
-  cudaEvent_t get() const noexcept { return handle_; }
+  cudaEvent_t get() const noexcept { return handle_.get(); }
 
   /// Non-blocking: marks the current end of `stream`'s queue. The event completes when the work
   /// queued before it does.
@@ -68,9 +58,7 @@ class Event {
   float elapsed_ms(const Event& start) const;
 
  private:
-  void release() noexcept;
-
-  cudaEvent_t handle_ = nullptr;
+  Handle<cudaEvent_t> handle_;
 };
 
 }  // namespace cohort::gpu

@@ -2,7 +2,6 @@
 // (core/optimizer.cc), so the two differ only where nvcc contracts a multiply and an add into one
 // rounding.
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
 #include "cohort/gpu/error.h"
@@ -14,7 +13,6 @@ namespace {
 
 using detail::blocks_for;
 using detail::kBlock;
-using detail::require;
 
 __global__ void sgd_kernel(std::size_t n, float step, const float* g, float* out,
                            bool accumulate) {
@@ -51,8 +49,8 @@ __global__ void adam_kernel(std::size_t n, float lr_t, float b1, float b2, float
 void sgd_update(std::size_t n, float lr, float grad_scale, const float* g, float* out,
                 bool accumulate, const Stream& stream) {
   if (n == 0) return;
-  require(g, "sgd_update", "g");
-  require(out, "sgd_update", "out");
+  require_device_pointer(g, "sgd_update", "g");
+  require_device_pointer(out, "sgd_update", "out");
   sgd_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, -lr * grad_scale, g, out, accumulate);
   COHORT_CUDA_CHECK_LAUNCH();
 }
@@ -61,9 +59,9 @@ void momentum_update(std::size_t n, float lr, float momentum, bool nesterov, flo
                      const float* g, float* accum, float* out, bool accumulate,
                      const Stream& stream) {
   if (n == 0) return;
-  require(g, "momentum_update", "g");
-  require(accum, "momentum_update", "accum");
-  require(out, "momentum_update", "out");
+  require_device_pointer(g, "momentum_update", "g");
+  require_device_pointer(accum, "momentum_update", "accum");
+  require_device_pointer(out, "momentum_update", "out");
   momentum_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, lr, momentum, nesterov,
                                                               grad_scale, g, accum, out,
                                                               accumulate);
@@ -74,10 +72,10 @@ void adam_update(std::size_t n, float lr_t, float beta1, float beta2, float epsi
                  float grad_scale, const float* g, float* m, float* v, float* out,
                  bool accumulate, const Stream& stream) {
   if (n == 0) return;
-  require(g, "adam_update", "g");
-  require(m, "adam_update", "m");
-  require(v, "adam_update", "v");
-  require(out, "adam_update", "out");
+  require_device_pointer(g, "adam_update", "g");
+  require_device_pointer(m, "adam_update", "m");
+  require_device_pointer(v, "adam_update", "v");
+  require_device_pointer(out, "adam_update", "out");
   adam_kernel<<<blocks_for(n), kBlock, 0, stream.get()>>>(n, lr_t, beta1, beta2, epsilon,
                                                           grad_scale, g, m, v, out, accumulate);
   COHORT_CUDA_CHECK_LAUNCH();

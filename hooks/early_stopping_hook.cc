@@ -3,7 +3,7 @@
 #include <cmath>
 #include <utility>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 

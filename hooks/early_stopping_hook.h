@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "cohort/core/session.h"
+#include "cohort/core/train/session.h"
 
 namespace cohort {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 

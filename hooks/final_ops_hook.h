@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cohort/core/session.h"
+#include "cohort/core/train/session.h"
 
 namespace cohort {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <thread>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 
@@ -24,7 +24,7 @@ SessionRunArgs GlobalStepWaiterHook::before_run(RunContext& context) {
   const Mode mode = session.trainer().options().replication.mode;
   if (mode != Mode::kAsync && mode != Mode::kSsp) return {};
   if (session.read_global_step() >= wait_until_step_) return {};
-  std::printf("[%s] waiting for global step %lld before starting training\n", mpi::ProcessLabel().c_str(),
+  std::printf("[%s] waiting for global step %lld before starting training\n", process_label().c_str(),
               static_cast<long long>(wait_until_step_));
   std::fflush(stdout);
   // Sleeping in long slices rather than core's wait_until(): the wait is meant to last seconds

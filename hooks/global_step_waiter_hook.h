@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "cohort/core/session.h"
+#include "cohort/core/train/session.h"
 
 namespace cohort {
 

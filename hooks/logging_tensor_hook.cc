@@ -5,7 +5,7 @@
 #include <sstream>
 #include <utility>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 namespace {

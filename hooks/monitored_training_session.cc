@@ -2,10 +2,10 @@
 
 #include <utility>
 
+#include "cohort/core/base/error.h"
 #include "cohort/hooks/checkpoint_saver_hook.h"
 #include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/summary_saver_hook.h"
-#include "cohort/mpi/error.h"
 
 namespace cohort {
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "cohort/core/session.h"
-#include "cohort/core/trainer.h"
+#include "cohort/core/train/session.h"
+#include "cohort/core/train/trainer.h"
 
 namespace cohort {
 

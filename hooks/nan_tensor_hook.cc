@@ -22,7 +22,7 @@ void NanTensorHook::after_run(RunContext& context, const SessionRunValues& value
                                                       : context.session().global_step();
   const NanLossError error(step);
   if (fail_on_nan_) throw error;
-  std::fprintf(stderr, "[%s] warning: %s; stopping\n", mpi::ProcessLabel().c_str(), error.what());
+  std::fprintf(stderr, "[%s] warning: %s; stopping\n", process_label().c_str(), error.what());
   context.request_stop();
 }
 

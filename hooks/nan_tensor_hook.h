@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cohort/core/session.h"
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
+#include "cohort/core/train/session.h"
 
 namespace cohort {
 

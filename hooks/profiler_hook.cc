@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 namespace {

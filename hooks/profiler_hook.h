@@ -6,7 +6,7 @@
 #include <deque>
 #include <string>
 
-#include "cohort/core/session.h"
+#include "cohort/core/train/session.h"
 #include "cohort/hooks/second_or_step_timer.h"
 
 namespace cohort {

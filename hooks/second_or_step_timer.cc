@@ -1,6 +1,6 @@
 #include "cohort/hooks/second_or_step_timer.h"
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 

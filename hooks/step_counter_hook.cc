@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 
@@ -49,7 +49,7 @@ void StepCounterHook::after_run(RunContext& context, const SessionRunValues& val
   if (last_global_step_ == step && !warned_) {
     warned_ = true;
     std::fprintf(stderr, "[%s] warning: the global step has not advanced (still %lld) since the previous run\n",
-                 mpi::ProcessLabel().c_str(), static_cast<long long>(step));
+                 process_label().c_str(), static_cast<long long>(step));
   }
   last_global_step_ = step;
 }

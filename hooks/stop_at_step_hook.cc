@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
 
 namespace cohort {
 

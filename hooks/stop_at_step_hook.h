@@ -5,7 +5,7 @@
 #include <memory>
 #include <optional>
 
-#include "cohort/core/session.h"
+#include "cohort/core/train/session.h"
 
 namespace cohort {
 

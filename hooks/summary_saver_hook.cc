@@ -3,8 +3,8 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/core/summary_writer.h"
-#include "cohort/mpi/error.h"
+#include "cohort/core/base/error.h"
+#include "cohort/core/io/summary_writer.h"
 
 namespace cohort {
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "cohort/mpi/error.h"
 
@@ -15,6 +16,9 @@ Environment::Environment(int& argc, char**& argv) {
   owns_ = true;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (process_label().empty()) set_process_label("rank " + std::to_string(rank));
   if (provided < MPI_THREAD_FUNNELED)
     throw Error("MPI_Init_thread granted thread level " + std::to_string(provided) +
                 ", Cohort needs MPI_THREAD_FUNNELED");

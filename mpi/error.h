@@ -1,26 +1,12 @@
 #pragma once
-// The exception hierarchy every Cohort library throws from, and the check that turns a failed MPI
-// call into an exception. Library code never exits or aborts: it throws, and cohort::app::Run
-// (core/app.h) reports the error and takes the job down.
+// The check that turns a failed MPI call into an exception of Cohort's one hierarchy
+// (core/base/error.h).
 
-#include <stdexcept>
 #include <string>
 
-namespace cohort {
+#include "cohort/core/base/error.h"
 
-/// Base of every error Cohort throws.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// A caller passed something malformed or inconsistent (a bad device string, a bad spec).
-class InvalidArgument : public Error {
- public:
-  using Error::Error;
-};
-
-namespace mpi {
+namespace cohort::mpi {
 
 /// A failed MPI call: what() names the call, MPI's error string, the rank (and task, once known)
 /// and the source location.
@@ -33,13 +19,7 @@ class MpiError : public Error {
   int code_;
 };
 
-/// Who this process is, for messages: "worker:1 rank 3" once the cluster is known, else "rank 3".
-/// Set once by the cluster layer; safe to read from any thread after that.
-const std::string& ProcessLabel();
-void SetProcessLabel(std::string label);
-
-}  // namespace mpi
-}  // namespace cohort
+}  // namespace cohort::mpi
 
 /// Calls an MPI function and throws cohort::mpi::MpiError when it does not return MPI_SUCCESS.
 /// Works because every communicator and window Cohort makes is set to MPI_ERRORS_RETURN.

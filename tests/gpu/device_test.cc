@@ -75,7 +75,7 @@ TEST_CASE("DeviceBuffer round trip, zero and moves") {
   CHECK_THROWS_WITH_AS(buffer.copy_to_host(too_short),
                        "DeviceBuffer::copy_to_host: host span has 1048578 elements, the buffer "
                        "1048579",
-                       std::invalid_argument);
+                       cohort::InvalidArgument);
 
   float* const address = buffer.data();
   gpu::DeviceBuffer<float> moved(std::move(buffer));
@@ -139,7 +139,7 @@ TEST_CASE("fill, axpy and scale match the CPU") {
 
   // n == 0 queues nothing, even with null pointers; a null pointer with n > 0 is refused.
   CHECK_NOTHROW(gpu::axpy(0, a, nullptr, nullptr, stream));
-  CHECK_THROWS_AS(gpu::scale(4, a, nullptr, stream), std::invalid_argument);
+  CHECK_THROWS_AS(gpu::scale(4, a, nullptr, stream), cohort::InvalidArgument);
 
   // Sync debug mode waits for each kernel; results are the same.
   gpu::set_sync_debug(true);

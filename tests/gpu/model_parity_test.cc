@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "cohort/core/data/dataset.h"
-#include "cohort/core/graph.h"
-#include "cohort/core/model.h"
-#include "cohort/core/models.h"
-#include "cohort/core/optimizer.h"
-#include "cohort/core/trainer.h"
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/models.h"
+#include "cohort/core/nn/optimizer.h"
+#include "cohort/core/train/trainer.h"
 #include "cohort/gpu/device.h"
-#include "cohort/mpi/error.h"
 
 using cohort::Graph;
 using cohort::Model;

@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/core/graph.h"
-#include "cohort/core/ops/ops.h"
-#include "cohort/core/optimizer.h"
-#include "cohort/core/tensor.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/optimizer.h"
+#include "cohort/core/nn/tensor.h"
 #include "cohort/gpu/buffer.h"
 #include "cohort/gpu/device.h"
 #include "cohort/gpu/handles.h"
@@ -148,10 +148,10 @@ TEST_CASE("ConvGeometry and PoolGeometry give TensorFlow's output sizes") {
   // Bad geometries are rejected before any cuDNN call, so this needs no device.
   gpu::PoolGeometry bad;
   bad.height = 1;  // 2x2 window over one row, no padding
-  CHECK_THROWS_AS(gpu::PoolPlan{bad}, std::invalid_argument);
+  CHECK_THROWS_AS(gpu::PoolPlan{bad}, cohort::InvalidArgument);
   gpu::PoolGeometry all_padding;
   all_padding.pad_top = 2;  // a window of padding only
-  CHECK_THROWS_AS(gpu::PoolPlan{all_padding}, std::invalid_argument);
+  CHECK_THROWS_AS(gpu::PoolPlan{all_padding}, cohort::InvalidArgument);
 }
 
 TEST_CASE("dense forward and backward match the CPU") {
@@ -251,7 +251,7 @@ TEST_CASE("conv2d forward and backward match the CPU") {
     gpu::ConvPlan moved = std::move(plan);
     gpu::conv2d_forward(device.cudnn, moved, d_x.data(), w, nullptr, d_y.data());
     CHECK_THROWS_AS(gpu::conv2d_forward(device.cudnn, plan, d_x.data(), w, nullptr, d_y.data()),
-                    std::logic_error);
+                    cohort::Error);
   }
 }
 
@@ -358,7 +358,7 @@ TEST_CASE("relu, bias and dropout match the CPU") {
     CHECK(dropped < static_cast<std::ptrdiff_t>(size));
     CHECK_THROWS_AS(gpu::dropout_forward(size, 1.0f, 0, d_x.data(), d_y.data(), mask.data(),
                                          device.stream),
-                    std::invalid_argument);
+                    cohort::InvalidArgument);
   }
   SUBCASE("bias add and bias gradient over many rows") {
     const std::size_t rows = 5003, cols = 37;

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "cohort/core/cluster.h"
-#include "cohort/core/server.h"
+#include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/server.h"
 #include "cohort/hooks/monitored_training_session.h"
 #include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"

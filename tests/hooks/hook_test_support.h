@@ -9,12 +9,12 @@
 #include <string>
 #include <unistd.h>
 
-#include "cohort/core/data/dataset.h"
-#include "cohort/core/graph.h"
-#include "cohort/core/models.h"
-#include "cohort/core/optimizer.h"
-#include "cohort/core/session.h"
-#include "cohort/core/trainer.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/models.h"
+#include "cohort/core/nn/optimizer.h"
+#include "cohort/core/train/session.h"
+#include "cohort/core/train/trainer.h"
 
 namespace cohort::test {
 

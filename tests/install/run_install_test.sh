@@ -35,9 +35,12 @@ log "installed into $prefix"
 
 # The layout.
 for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
-         include/cohort/core/session.h include/cohort/core/data/dataset.h \
-         include/cohort/core/ops/ops.h include/cohort/hooks/hooks.h \
-         lib/libcohort_mpi.a lib/libcohort_core.a lib/libcohort_hooks.a \
+         include/cohort/core/base/error.h include/cohort/core/train/session.h \
+         include/cohort/core/nn/data/dataset.h include/cohort/core/nn/ops/ops.h \
+         include/cohort/core/dist/server.h include/cohort/core/io/checkpoint.h \
+         include/cohort/core/placement/device_spec.h include/cohort/hooks/hooks.h \
+         lib/libcohort_mpi.a lib/libcohort_base.a lib/libcohort_placement.a lib/libcohort_nn.a \
+         lib/libcohort_dist.a lib/libcohort_io.a lib/libcohort_train.a lib/libcohort_hooks.a \
          lib/cmake/Cohort/CohortConfig.cmake lib/cmake/Cohort/CohortConfigVersion.cmake \
          lib/cmake/Cohort/CohortTargets.cmake lib/pkgconfig/cohort.pc \
          share/cohort/slurm/single_node.sbatch share/cohort/slurm/multi_node.sbatch \
@@ -55,7 +58,7 @@ log "layout: headers, libraries, CMake package, pkg-config file, modulefile, scr
 
 # A small program for the pkg-config check: core and hooks, linked in the order the .pc gives.
 cat >"$work/pc_check.cc" <<'CC'
-#include <cohort/core/tensor.h>
+#include <cohort/core/nn/tensor.h>
 #include <cohort/hooks/stop_at_step_hook.h>
 #include <cstdio>
 int main() {

@@ -1,0 +1,42 @@
+#pragma once
+// The one exception hierarchy every Cohort library throws from, and who this process is in the
+// messages. Library code never exits or aborts: it throws, and cohort::app::Run
+// (core/train/app.h) reports the error with the process's label and takes the job down.
+//
+//   Error                       base of everything Cohort throws
+//   ├── InvalidArgument         a caller passed something malformed (flags::FlagError, ...)
+//   ├── mpi::MpiError           a failed MPI call            (mpi/error.h)
+//   ├── gpu::CudaError          a failed CUDA/cuBLAS/cuDNN call (gpu/error.h)
+//   ├── data::DataError         an unusable data file       (core/nn/data/dataset.h)
+//   └── CheckpointError         an unusable checkpoint file (core/io/safetensors.h)
+
+#include <stdexcept>
+#include <string>
+
+namespace cohort {
+
+/// Who this process is, for messages: "worker:1 rank 3" once the cluster is known, "rank 3" once
+/// MPI is up, "" before. Set by the layers that learn it (mpi::Environment, the cluster);
+/// thread-safe.
+std::string process_label();
+void set_process_label(std::string label);
+
+/// Base of every error Cohort throws. Records the process label at the throw (context()), so a
+/// report made later, on another thread or after the label changed, still names the process.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what), context_(process_label()) {}
+  /// The process label when the error was made ("worker:1 rank 3"; "" before MPI is up).
+  const std::string& context() const noexcept { return context_; }
+
+ private:
+  std::string context_;
+};
+
+/// A caller passed something malformed or inconsistent (a bad device string, a bad spec).
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace cohort

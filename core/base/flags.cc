@@ -1,0 +1,280 @@
+#include "cohort/core/base/flags.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+namespace cohort::flags {
+namespace po = boost::program_options;
+
+const char* type_name(Type type) {
+  switch (type) {
+    case Type::kString: return "string";
+    case Type::kInt: return "int";
+    case Type::kBool: return "bool";
+    case Type::kFloat: return "float";
+  }
+  return "?";
+}
+
+namespace {
+
+template <typename T> constexpr Type type_of();
+template <> constexpr Type type_of<std::string>() { return Type::kString; }
+template <> constexpr Type type_of<std::int64_t>() { return Type::kInt; }
+template <> constexpr Type type_of<bool>() { return Type::kBool; }
+template <> constexpr Type type_of<double>() { return Type::kFloat; }
+
+template <typename T>
+std::string to_text(const T& value) {
+  if constexpr (std::is_same_v<T, std::string>) return value;
+  else if constexpr (std::is_same_v<T, bool>) return value ? "true" : "false";
+  else {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+  }
+}
+
+std::optional<bool> parse_bool(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  return std::nullopt;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Reads a flag file: one --name=value per line, blank lines and # comments ignored.
+std::vector<std::string> read_flagfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw FlagError("--flagfile=" + path + ": cannot open the file");
+  std::vector<std::string> tokens;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    std::string token = line.substr(first, last - first + 1);
+    if (token.rfind("--", 0) != 0)
+      throw FlagError("--flagfile=" + path + " line " + std::to_string(number) +
+                      ": expected --name=value, got '" + token + "'");
+    tokens.push_back(std::move(token));
+  }
+  return tokens;
+}
+
+// Replaces every --flagfile=F (or --flagfile F) by the tokens of F, recursively.
+std::vector<std::string> expand_flagfiles(const std::vector<std::string>& args, int depth = 0) {
+  if (depth > 8) throw FlagError("--flagfile: files include each other more than 8 deep");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string path;
+    if (args[i].rfind("--flagfile=", 0) == 0) {
+      path = args[i].substr(11);
+    } else if (args[i] == "--flagfile") {
+      if (i + 1 == args.size()) throw FlagError("--flagfile needs a file name");
+      path = args[++i];
+    } else {
+      out.push_back(args[i]);
+      continue;
+    }
+    for (auto& token : expand_flagfiles(read_flagfile(path), depth + 1)) out.push_back(std::move(token));
+  }
+  return out;
+}
+
+std::string env_name(const std::string& flag) {
+  std::string name = "COHORT_";
+  for (char c : flag) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+}  // namespace
+
+template <typename T>
+Registrar<T>::Registrar(const char* name, T* value, const char* doc, const char* file, int line) {
+  Registry::global().add(Flag{name, type_of<T>(), value, to_text(*value), doc, file, line});
+}
+template struct Registrar<std::string>;
+template struct Registrar<std::int64_t>;
+template struct Registrar<bool>;
+template struct Registrar<double>;
+
+Registry& Registry::global() {
+  static Registry registry;
+  return registry;
+}
+
+void Registry::add(Flag flag) {
+  if (const Flag* earlier = find(flag.name)) {
+    duplicates_.push_back("flag --" + flag.name + " is defined twice: at " + earlier->file + ":" +
+                          std::to_string(earlier->line) + " and at " + flag.file + ":" +
+                          std::to_string(flag.line));
+    return;
+  }
+  flags_.push_back(std::move(flag));
+}
+
+const Flag* Registry::find(const std::string& name) const {
+  for (const Flag& flag : flags_)
+    if (flag.name == name) return &flag;
+  return nullptr;
+}
+
+std::optional<std::string> Registry::suggest(const std::string& unknown) const {
+  const Flag* best = nullptr;
+  std::size_t best_distance = 0;
+  for (const Flag& flag : flags_) {
+    const std::size_t d = edit_distance(unknown, flag.name);
+    if (!best || d < best_distance) best = &flag, best_distance = d;
+  }
+  if (best && best_distance <= std::max<std::size_t>(2, unknown.size() / 3)) return best->name;
+  return std::nullopt;
+}
+
+void Registry::set(const std::string& name, const std::string& text, const std::string& source) {
+  const Flag* flag = find(name);
+  if (!flag) throw FlagError("unknown flag --" + name);
+  auto bad = [&](const char* expected) {
+    return FlagError("invalid value '" + text + "' for " + source + ": expected " + expected);
+  };
+  switch (flag->type) {
+    case Type::kString:
+      *static_cast<std::string*>(flag->value) = text;
+      return;
+    case Type::kBool: {
+      const auto b = parse_bool(text);
+      if (!b) throw bad("a bool (true or false)");
+      *static_cast<bool*>(flag->value) = *b;
+      return;
+    }
+    case Type::kInt: {
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        throw bad("an int (64-bit integer)");
+      *static_cast<std::int64_t*>(flag->value) = v;
+      return;
+    }
+    case Type::kFloat: {
+      double v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        throw bad("a float (a number such as 0.05 or 1e-3)");
+      *static_cast<double*>(flag->value) = v;
+      return;
+    }
+  }
+}
+
+Registry::Parsed Registry::parse(const std::vector<std::string>& args,
+                                 const std::function<const char*(const char*)>& getenv) {
+  if (!duplicates_.empty()) throw FlagError(duplicates_.front());
+  Parsed parsed;
+  parsed.rest.push_back(args.empty() ? std::string("program") : args[0]);
+
+  // Environment fallbacks come first so that the command line overrides them.
+  for (const Flag& flag : flags_) {
+    const std::string var = env_name(flag.name);
+    const char* text = getenv ? getenv(var.c_str()) : std::getenv(var.c_str());
+    if (text) set(flag.name, text, "environment variable " + var);
+  }
+
+  po::options_description description;
+  description.add_options()("help,h", "print the flags and exit");
+  for (const Flag& flag : flags_) {
+    description.add_options()(flag.name.c_str(), po::value<std::string>(), flag.doc.c_str());
+  }
+
+  std::vector<std::string> tokens =
+      expand_flagfiles(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()));
+  // A bare boolean flag never takes the next argument as its value (gflags' rule); Boost would.
+  for (std::string& token : tokens) {
+    if (token == "--") break;
+    if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) continue;
+    if (const Flag* flag = find(token.substr(2)); flag && flag->type == Type::kBool) token += "=true";
+  }
+  po::parsed_options options(&description);
+  try {
+    options = po::command_line_parser(tokens)
+                  .options(description)
+                  .style(po::command_line_style::unix_style & ~po::command_line_style::allow_guessing)
+                  .allow_unregistered()
+                  .run();
+  } catch (const po::error& e) {
+    throw FlagError(e.what());
+  }
+
+  for (const po::option& option : options.options) {
+    if (option.position_key >= 0 || option.string_key.empty()) {
+      for (const auto& v : option.value) parsed.rest.push_back(v);
+      continue;
+    }
+    if (option.string_key == "help") {
+      parsed.help = true;
+      continue;
+    }
+    if (option.unregistered) {
+      std::string name = option.string_key;
+      const std::string token = option.original_tokens.empty() ? "--" + name : option.original_tokens.front();
+      if (name.rfind("no", 0) == 0) {
+        const Flag* negated = find(name.substr(2));
+        if (negated && negated->type == Type::kBool && option.value.empty()) {
+          *static_cast<bool*>(negated->value) = false;
+          continue;
+        }
+      }
+      if (token.rfind("--", 0) != 0 && token.rfind("-", 0) == 0 && name.size() == 1)
+        name = token.substr(1);
+      std::string message = "unknown flag --" + name;
+      if (const auto guess = suggest(name)) message += " (did you mean --" + *guess + "?)";
+      throw FlagError(message);
+    }
+    const std::string text = option.value.empty() ? std::string() : option.value.front();
+    set(option.string_key, text, "--" + option.string_key);
+  }
+  return parsed;
+}
+
+std::string Registry::help(const std::string& program) const {
+  std::map<std::string, std::vector<const Flag*>> by_file;
+  for (const Flag& flag : flags_) by_file[flag.file].push_back(&flag);
+  std::ostringstream out;
+  out << "Usage: " << program << " [--flag=value ...] [--flagfile=FILE]\n"
+      << "Every flag can also be set by the environment variable COHORT_<NAME>.\n";
+  for (auto& [file, list] : by_file) {
+    std::sort(list.begin(), list.end(), [](const Flag* a, const Flag* b) { return a->name < b->name; });
+    out << "\nFlags from " << file << ":\n";
+    for (const Flag* flag : list) {
+      out << "  --" << flag->name << " (" << type_name(flag->type) << ", default ";
+      if (flag->type == Type::kString) out << '"' << flag->default_text << '"';
+      else out << flag->default_text;
+      out << ")\n      " << flag->doc << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace cohort::flags

@@ -1,0 +1,212 @@
+#include "cohort/core/dist/cluster.h"
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/base/flags.h"
+
+COHORT_DEFINE_string(cluster_spec, "",
+                     "explicit cluster: JSON {\"ps\":[0],\"worker\":[1,2]} (job -> ranks) or a "
+                     "TF_CONFIG-style {\"cluster\":{...}} (host:port entries bound to ranks in "
+                     "order), or the path of a file holding it; wins over --job_name/--ps_tasks");
+COHORT_DEFINE_string(job_name, "",
+                     "this process's job (ps, worker, chief, evaluator); alone it builds the "
+                     "cluster from an MPMD launch, with --cluster_spec it is checked");
+COHORT_DEFINE_int(task_index, -1, "with --job_name: this process's task index, checked (-1: any)");
+COHORT_DEFINE_int(ps_tasks, 0,
+                  "without --cluster_spec/--job_name: number of ps tasks (spread over nodes); the "
+                  "other ranks are workers");
+COHORT_DEFINE_bool(print_cluster, true, "rank 0 prints the cluster table at start-up");
+
+namespace cohort {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+std::string quote(const std::string& text) {
+  constexpr std::size_t kMax = 200;
+  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
+}
+
+// Collective. Local problems (a bad flag on one rank) become the same exception on every rank:
+// the first rank with a problem tells the others what it is.
+void throw_if_any(const mpi::Comm& world, const std::string& local_error) {
+  const int failing = world.allreduce(local_error.empty() ? 0 : 1);
+  if (failing == 0) return;
+  const int first = world.allreduce(local_error.empty() ? INT_MAX : world.rank(), mpi::Op::kMin);
+  std::string message = world.bcast_string(local_error, first);
+  // When only some ranks fail, say which; a message about one rank names it already.
+  if (failing < world.size() && message.rfind("rank ", 0) != 0)
+    message = "rank " + std::to_string(first) + ": " + message;
+  throw InvalidArgument(message);
+}
+
+// --cluster_spec holds JSON, or names a file that does.
+std::string spec_text(const std::string& flag) {
+  const auto first = flag.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && flag[first] == '{') return flag;
+  std::ifstream in(flag);
+  if (!in)
+    throw InvalidArgument("--cluster_spec=" + quote(flag) +
+                          " is neither JSON (it does not start with '{') nor a readable file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+enum class Mode { kCounts = 0, kJobNames = 1, kExplicit = 2 };
+
+const char* mode_flag(Mode mode) {
+  switch (mode) {
+    case Mode::kCounts:
+      return "--ps_tasks";
+    case Mode::kJobNames:
+      return "--job_name";
+    case Mode::kExplicit:
+      return "--cluster_spec";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ClusterOptions cluster_options_from_flags() {
+  const auto to_int = [](std::int64_t value, const char* name) {
+    if (value < INT_MIN || value > INT_MAX)
+      throw InvalidArgument(std::string("--") + name + "=" + std::to_string(value) +
+                            " is out of range");
+    return static_cast<int>(value);
+  };
+  return ClusterOptions{FLAGS_cluster_spec, FLAGS_job_name, to_int(FLAGS_task_index, "task_index"),
+                        to_int(FLAGS_ps_tasks, "ps_tasks")};
+}
+
+std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
+    const std::string& text, int world_size) {
+  ordered_json root;
+  try {
+    root = ordered_json::parse(text);
+  } catch (const ordered_json::parse_error& e) {
+    throw InvalidArgument("cluster spec is not valid JSON (" + std::string(e.what()) +
+                          "): " + quote(text));
+  }
+  if (!root.is_object())
+    throw InvalidArgument("cluster spec must be a JSON object mapping jobs to lists: " +
+                          quote(text));
+  const bool tf_config = root.contains("cluster");
+  const ordered_json& cluster = tf_config ? root["cluster"] : root;
+  if (!cluster.is_object())
+    throw InvalidArgument("cluster spec: \"cluster\" must be an object mapping jobs to lists: " +
+                          quote(text));
+  if (cluster.empty()) throw InvalidArgument("cluster spec names no jobs: " + quote(text));
+
+  enum class Form { kUnknown, kRanks, kAddresses } form = Form::kUnknown;
+  int next_rank = 0;  // host:port entries bind to ranks in order
+  std::vector<std::pair<std::string, std::vector<int>>> jobs;
+  for (const auto& [job, entries] : cluster.items()) {
+    if (!entries.is_array())
+      throw InvalidArgument("cluster spec: job '" + job +
+                            "' must be a list of ranks or host:port "
+                            "strings, got " +
+                            entries.dump() + ": " + quote(text));
+    std::vector<int> ranks;
+    for (const ordered_json& entry : entries) {
+      const Form entry_form = entry.is_number_integer() ? Form::kRanks
+                              : entry.is_string()       ? Form::kAddresses
+                                                        : Form::kUnknown;
+      if (entry_form == Form::kUnknown)
+        throw InvalidArgument(
+            "cluster spec: job '" + job + "' has entry " + entry.dump() +
+            ", which is neither a rank (an integer) nor a host:port string: " + quote(text));
+      if (form != Form::kUnknown && entry_form != form)
+        throw InvalidArgument("cluster spec mixes ranks and host:port strings; use one form: " +
+                              quote(text));
+      form = entry_form;
+      if (form == Form::kRanks) {
+        const std::int64_t rank = entry.get<std::int64_t>();
+        ranks.push_back(rank < INT_MIN   ? INT_MIN
+                        : rank > INT_MAX ? INT_MAX
+                                         : static_cast<int>(rank));
+      } else {
+        ranks.push_back(next_rank++);
+      }
+    }
+    jobs.emplace_back(job, std::move(ranks));
+  }
+  if (form == Form::kAddresses && next_rank > world_size)
+    throw InvalidArgument("cluster spec has " + std::to_string(next_rank) +
+                          " tasks but the job has " + std::to_string(world_size) +
+                          " ranks (host:port entries are bound to ranks in order): " + quote(text));
+  return jobs;
+}
+
+ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options) {
+  const Mode mode = !options.cluster_spec.empty() ? Mode::kExplicit
+                    : !options.job_name.empty()   ? Mode::kJobNames
+                                                  : Mode::kCounts;
+  std::string error;
+  ClusterSpec::JobList jobs;
+  try {
+    if (options.task_index < -1)
+      throw InvalidArgument("--task_index=" + std::to_string(options.task_index) +
+                            " is negative (-1 means unchecked)");
+    if (options.task_index >= 0 && options.job_name.empty())
+      throw InvalidArgument("--task_index=" + std::to_string(options.task_index) +
+                            " needs --job_name: a task index is only checked within a job");
+    if (options.ps_tasks != 0 && mode != Mode::kCounts)
+      throw InvalidArgument("--ps_tasks=" + std::to_string(options.ps_tasks) + " conflicts with " +
+                            mode_flag(mode) + "; give one way to build the cluster");
+    if (mode == Mode::kExplicit)
+      jobs = parse_cluster_spec_json(spec_text(options.cluster_spec), world.size());
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  throw_if_any(world, error);
+
+  const int lowest = world.allreduce(static_cast<int>(mode), mpi::Op::kMin);
+  const int highest = world.allreduce(static_cast<int>(mode), mpi::Op::kMax);
+  if (lowest != highest)
+    throw InvalidArgument(std::string("ranks disagree on how to build the cluster: some use ") +
+                          mode_flag(static_cast<Mode>(highest)) + ", others " +
+                          mode_flag(static_cast<Mode>(lowest)) +
+                          " (in an MPMD launch give every rank the same way)");
+
+  ClusterSpec spec = mode == Mode::kExplicit ? ClusterSpec::from_ranks(world, jobs)
+                     : mode == Mode::kJobNames
+                         ? ClusterSpec::from_job_names(world, options.job_name)
+                         : ClusterSpec::from_counts(world, options.ps_tasks);
+
+  const TaskId& mine = spec.my_task();
+  error.clear();
+  if (!options.job_name.empty() && options.job_name != mine.job)
+    error = "rank " + std::to_string(spec.my_rank()) + " was given --job_name=" + options.job_name +
+            " but the cluster spec makes it " + mine.to_string();
+  else if (options.task_index >= 0 && options.task_index != mine.index)
+    error = "rank " + std::to_string(spec.my_rank()) + " was given --job_name=" + options.job_name +
+            " --task_index=" + std::to_string(options.task_index) + " but it is " +
+            mine.to_string() + " (task indices follow rank order within a job)";
+  throw_if_any(spec.world(), error);
+  return spec;
+}
+
+ClusterSpec cluster_from_flags() {
+  const mpi::Comm world = mpi::Comm::world();
+  ClusterSpec spec = build_cluster(world, cluster_options_from_flags());
+  set_process_label(spec.my_task().to_string() + " rank " + std::to_string(spec.my_rank()));
+  if (FLAGS_print_cluster && spec.my_rank() == 0) {
+    std::set<std::string> nodes;
+    for (int r = 0; r < spec.size(); ++r) nodes.insert(spec.node_of(r));
+    std::printf("cluster: %d tasks on %zu node%s\n%s", spec.size(), nodes.size(),
+                nodes.size() == 1 ? "" : "s", spec.table().c_str());
+    std::fflush(stdout);
+  }
+  return spec;
+}
+
+}  // namespace cohort

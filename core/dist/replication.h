@@ -1,0 +1,101 @@
+#pragma once
+// How a worker's gradients become parameter updates: the training modes behind --mode.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/optimizer.h"
+
+namespace cohort {
+
+class Server;
+
+enum class Mode {
+  kLocal,      ///< one process, no communication
+  kAsync,      ///< pull, compute, push the optimizer's delta with MPI_Accumulate; no waiting
+  kSync,       ///< every step aggregates the gradients of (the first k of) all workers
+  kSsp,        ///< async, but no worker more than `staleness` steps ahead of the slowest
+  kAllreduce,  ///< no ps: gradients summed with in-place MPI_Allreduce in fused buffers
+};
+/// "local", "async", "sync", "ssp" or "allreduce"; anything else is an InvalidArgument.
+Mode parse_mode(const std::string& name);
+const char* to_string(Mode mode);
+
+struct ReplicationOptions {
+  Mode mode = Mode::kLocal;
+  /// Sync: gradients that complete a step (the rest are backup workers); 0 means all workers.
+  std::int64_t replicas_to_aggregate = 0;
+  /// SSP: how many steps a worker may run ahead of the slowest one.
+  std::int64_t staleness = 0;
+  /// Allreduce: gradients are reduced in pieces of at most this many bytes.
+  std::int64_t fusion_bytes = 4 << 20;
+  /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
+  std::chrono::milliseconds wait_timeout{0};
+};
+
+/// What one step did.
+struct StepOutcome {
+  std::int64_t global_step = 0;  ///< the global step after this step
+  bool applied = true;           ///< false: sync mode dropped this worker's gradient as stale/surplus
+  bool stop = false;             ///< the chief has stopped training; leave the loop
+};
+
+/// One worker's side of a training mode. The trainer calls, per step:
+///   before_step(values)  — make `values` current (pull; SSP waits for the slowest worker)
+///   ...forward and backward into grads...
+///   after_step(grads, values) — turn grads into an update (apply, push, or aggregate)
+/// Methods are blocking, from the main thread only. Collective calls are marked so.
+class Replication {
+ public:
+  /// Makes the replication for `options.mode`. Modes with a ps make the parameter store (a
+  /// collective over the workers and ps tasks). Throws InvalidArgument when the cluster does not
+  /// fit the mode (no ps for async/sync/ssp).
+  static std::unique_ptr<Replication> create(Server* server, Graph& graph, Optimizer& optimizer,
+                                             const ReplicationOptions& options);
+  virtual ~Replication() = default;
+
+  /// Collective over the workers. `values` holds the chief's initial parameters on the chief; on
+  /// return every worker's `values` holds the parameters training starts from.
+  /// `initial_step` is the chief's global step to start from (a restored checkpoint's).
+  virtual void start(std::span<float> values, std::int64_t initial_step) = 0;
+  virtual void before_step(std::span<float> values) = 0;
+  virtual StepOutcome after_step(std::span<float> grads, std::span<float> values) = 0;
+  /// The global step as this worker last saw it.
+  virtual std::int64_t global_step() const = 0;
+  /// A fresh read of the global step; not collective.
+  virtual std::int64_t read_global_step() { return global_step(); }
+  /// Leaves training: others no longer wait for this worker. The chief also tells the others to
+  /// stop. Then closes the store (collective with the ps tasks). Called by the destructor too.
+  virtual void finish() = 0;
+  /// Mode-specific counters for the log, e.g. "dropped 3 stale gradients".
+  virtual std::string stats() const { return ""; }
+  /// SSP: the largest gap seen between this worker's clock and the slowest worker's when it
+  /// started a step (never more than the staleness bound).
+  virtual std::int64_t max_observed_staleness() const { return 0; }
+  /// Sync: gradients this worker's pushes had dropped as stale or surplus.
+  virtual std::int64_t dropped_gradients() const { return 0; }
+
+  /// The current parameters (from the ps tasks in modes that keep them there). For checkpoints.
+  virtual void fetch_parameters(std::span<float> values) = 0;
+  /// Shares this worker's recent mean step time; returns every worker's on the chief (in worker
+  /// order), this worker's alone elsewhere. Collective over the workers in allreduce mode: call
+  /// it at the same step everywhere.
+  virtual std::vector<double> exchange_step_times(double mine) = 0;
+  /// Whether to stop after this step, given this worker's wish. Allreduce mode agrees across the
+  /// workers (collective, every step); the ps modes hear the chief's stop through the store.
+  virtual bool agree_to_stop(bool mine) { return mine; }
+  /// Batches this worker has consumed when the global step is `step` (to resume the data order).
+  virtual std::int64_t batches_at(std::int64_t step) const { return step; }
+  /// Seconds the last step spent waiting for other tasks (the staleness bound, the chief).
+  double last_wait_seconds() const { return last_wait_; }
+
+ protected:
+  double last_wait_ = 0;
+};
+
+}  // namespace cohort

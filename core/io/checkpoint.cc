@@ -1,0 +1,259 @@
+#include "cohort/core/io/checkpoint.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kIndexName = "checkpoint";
+const std::string kPrefix = "model.ckpt-";
+const std::string kSuffix = ".safetensors";
+const std::string kTempMarker = ".tmp-";  // write_file_atomically names its files <path>.tmp-...
+
+void warn(const std::string& message) {
+  std::fprintf(stderr, "[%s] warning: %s\n", process_label().c_str(), message.c_str());
+}
+
+std::string quote(const std::string& text) {
+  constexpr std::size_t kMax = 200;
+  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_max)
+    : directory_(std::move(directory)), keep_checkpoint_max_(keep_checkpoint_max) {
+  if (directory_.empty()) throw InvalidArgument("CheckpointManager: the directory name is empty");
+  if (keep_checkpoint_max < 0)
+    throw InvalidArgument("CheckpointManager " + directory_ + ": keep_checkpoint_max " +
+                          std::to_string(keep_checkpoint_max) + " is negative (0 keeps all)");
+  std::error_code ec;
+  fs::create_directories(directory_, ec);
+  if (ec) throw CheckpointError(directory_ + ": cannot create the checkpoint directory: " +
+                                ec.message());
+  if (!fs::is_directory(directory_, ec))
+    throw CheckpointError(directory_ + ": not a directory, cannot hold checkpoints");
+}
+
+std::string CheckpointManager::file_name(std::int64_t step) {
+  return kPrefix + std::to_string(step) + kSuffix;
+}
+
+std::optional<std::int64_t> CheckpointManager::step_of(const std::string& name) {
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return std::nullopt;
+  const char* first = name.data() + kPrefix.size();
+  const char* last = name.data() + name.size() - kSuffix.size();
+  // Only the spelling file_name() produces: digits, no sign, no leading zero.
+  if (first >= last || *first == '-' || *first == '+' || (*first == '0' && last - first > 1))
+    return std::nullopt;
+  std::int64_t step = 0;
+  const auto [end, ec] = std::from_chars(first, last, step);
+  if (ec != std::errc() || end != last) return std::nullopt;
+  return step;
+}
+
+void CheckpointManager::set_before_rename(std::function<void(const std::string&)> f) {
+  before_rename_ = std::move(f);
+}
+
+std::string CheckpointManager::path_of(const std::string& name) const {
+  return (fs::path(directory_) / name).string();
+}
+
+std::string CheckpointManager::index_path() const { return path_of(kIndexName); }
+
+std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
+  const std::string path = index_path();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path + ": cannot open the checkpoint index");
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto fail = [&](const std::string& fault) -> CheckpointError {
+    return CheckpointError(path + ": " + fault);
+  };
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw fail(std::string("checkpoint index is not valid JSON: ") + e.what());
+  }
+  const auto latest = json.is_object() ? json.find("latest") : json.end();
+  const auto all = json.is_object() ? json.find("all") : json.end();
+  if (!json.is_object() || latest == json.end() || !latest->is_string() || all == json.end() ||
+      !all->is_array())
+    throw fail("checkpoint index must be {\"latest\": name, \"all\": [names]}, found " +
+               json.dump().substr(0, 200));
+  Index index;
+  index.latest = latest->get<std::string>();
+  // The names decide what save() deletes, so nothing but our own file names is accepted.
+  auto check = [&](const std::string& name) {
+    if (!step_of(name))
+      throw fail("checkpoint index names " + quote(name) + ", not a checkpoint file name (" +
+                 kPrefix + "<step>" + kSuffix + ")");
+  };
+  check(index.latest);
+  for (const auto& name : *all) {
+    if (!name.is_string()) throw fail("checkpoint index \"all\" holds " + name.dump());
+    index.all.push_back(name.get<std::string>());
+    check(index.all.back());
+  }
+  return index;
+}
+
+void CheckpointManager::write_index(const Index& index) {
+  const nlohmann::ordered_json json{{"latest", index.latest}, {"all", index.all}};
+  const std::string text = json.dump(2) + "\n";
+  const std::span<const std::byte> piece = std::as_bytes(std::span(text));
+  write_file_atomically(index_path(), std::span(&piece, 1), before_rename_);
+}
+
+std::vector<std::string> CheckpointManager::files_on_disk() const {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (const auto step = step_of(name)) found.emplace_back(*step, name);
+  }
+  if (ec) throw CheckpointError(directory_ + ": cannot list the checkpoint directory: " +
+                                ec.message());
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> names;
+  for (auto& [step, name] : found) names.push_back(std::move(name));
+  return names;
+}
+
+void CheckpointManager::remove_temp_files() const {
+  std::error_code ec;
+  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto marker = name.find(kTempMarker);
+    if (marker == std::string::npos) continue;
+    const std::string target = name.substr(0, marker);
+    if (target != kIndexName && !step_of(target)) continue;
+    std::error_code remove_ec;
+    fs::remove(it->path(), remove_ec);  // best effort: a leftover is only wasted space
+  }
+}
+
+std::string CheckpointManager::save(std::int64_t step, Checkpoint checkpoint) {
+  if (step < 0)
+    throw InvalidArgument("CheckpointManager " + directory_ + ": cannot save negative step " +
+                          std::to_string(step));
+  remove_temp_files();
+  checkpoint.metadata["global_step"] = std::to_string(step);
+  const std::string name = file_name(step);
+  const std::string path = path_of(name);
+  write_checkpoint(path, checkpoint, before_rename_);
+
+  std::vector<std::string> previous;
+  try {
+    if (auto index = read_index()) previous = std::move(index->all);
+  } catch (const CheckpointError& e) {
+    warn(std::string(e.what()) + "; rewriting it from the checkpoint files in the directory");
+  }
+  // The files still there, oldest first; then files the index does not name, which a crash
+  // between writing a checkpoint and the index leaves: they were written after the index's
+  // latest, so they count as newer than it and older than this save.
+  std::vector<std::string> all;
+  std::set<std::string> named{name};
+  for (const auto& n : previous) {
+    std::error_code ec;
+    if (fs::exists(path_of(n), ec) && named.insert(n).second) all.push_back(n);
+  }
+  for (const auto& n : files_on_disk())
+    if (named.insert(n).second) all.push_back(n);
+  all.push_back(name);
+
+  std::vector<std::string> doomed;
+  const auto keep = static_cast<std::size_t>(keep_checkpoint_max_);
+  if (keep > 0 && all.size() > keep) {
+    doomed.assign(all.begin(), all.end() - static_cast<std::ptrdiff_t>(keep));
+    all.erase(all.begin(), all.end() - static_cast<std::ptrdiff_t>(keep));
+  }
+  write_index({name, all});
+  for (const auto& n : doomed) {
+    std::error_code ec;
+    fs::remove(path_of(n), ec);
+    if (ec) warn(path_of(n) + ": cannot delete an old checkpoint: " + ec.message());
+  }
+  return path;
+}
+
+std::optional<Checkpoint> CheckpointManager::restore_latest() {
+  std::vector<std::string> candidates;  // file names, in the order to try them
+  std::set<std::string> seen;
+  auto add = [&](const std::string& name) {
+    if (seen.insert(name).second) candidates.push_back(name);
+  };
+  std::vector<std::string> faults;  // one line per unusable file, each naming it
+  try {
+    if (auto index = read_index()) {
+      add(index->latest);
+      for (auto it = index->all.rbegin(); it != index->all.rend(); ++it) add(*it);
+    }
+  } catch (const CheckpointError& e) {
+    faults.push_back(e.what());
+  }
+  const auto on_disk = files_on_disk();
+  for (auto it = on_disk.rbegin(); it != on_disk.rend(); ++it) add(*it);
+
+  bool any_file = false;
+  for (const auto& name : candidates) {
+    const std::string path = path_of(name);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      faults.push_back(path + ": missing (named in the checkpoint index)");
+      continue;
+    }
+    any_file = true;
+    try {
+      Checkpoint checkpoint = read_checkpoint(path);
+      if (checkpoint.global_step() != *step_of(name)) {
+        faults.push_back(path + ": its global_step " + checkpoint.metadata.at("global_step") +
+                         " does not match its file name");
+        continue;
+      }
+      for (const auto& fault : faults) warn(fault + "; restoring " + path + " instead");
+      return checkpoint;
+    } catch (const CheckpointError& e) {
+      faults.push_back(e.what());
+    }
+  }
+  if (!any_file) {
+    for (const auto& fault : faults) warn(fault + "; no checkpoint to restore");
+    return std::nullopt;
+  }
+  std::string message = "no usable checkpoint in " + directory_ + ":";
+  for (std::size_t i = 0; i < faults.size(); ++i) message += (i ? "; " : " ") + faults[i];
+  throw CheckpointError(message);
+}
+
+std::optional<std::string> CheckpointManager::latest_path() const {
+  const auto index = read_index();
+  if (!index) return std::nullopt;
+  return path_of(index->latest);
+}
+
+std::vector<std::string> CheckpointManager::all_paths() const {
+  std::vector<std::string> paths;
+  if (const auto index = read_index())
+    for (const auto& name : index->all) paths.push_back(path_of(name));
+  return paths;
+}
+
+}  // namespace cohort

@@ -1,0 +1,103 @@
+#pragma once
+// A directory of checkpoints, the way TensorFlow's Saver keeps one:
+//
+//   dir/model.ckpt-200.safetensors   one file per save (format: core/safetensors.h)
+//   dir/model.ckpt-300.safetensors
+//   dir/checkpoint                   the index: {"latest": "model.ckpt-300.safetensors",
+//                                                "all": ["model.ckpt-200.safetensors", ...]}
+//
+//   cohort::CheckpointManager manager(FLAGS_checkpoint_dir, /*keep_checkpoint_max=*/5);
+//   if (auto restored = manager.restore_latest()) start_step = restored->global_step();
+//   ...
+//   manager.save(step, std::move(checkpoint));   // on the chief only
+//
+// Every file is replaced crash-safely (temporary file, fsync, rename, fsync of the directory), so
+// a process killed at any point leaves the index naming complete, verified files; a checkpoint
+// that is nevertheless damaged later (disk fault, truncation by a copy) is detected by its
+// checksum and restore_latest() falls back to an older one.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cohort/core/io/safetensors.h"
+
+namespace cohort {
+
+/// Saves, indexes, prunes and restores the checkpoints of one directory.
+///
+/// Not collective (call it on the chief only) and not thread-safe. One manager, in one process,
+/// should write a directory at a time: temporary files left by a crash are removed by the next
+/// save(), which would also remove another writer's files in flight. Any number of processes may
+/// read the directory while it is written; they see the files before or after a save, never a
+/// partial one.
+class CheckpointManager {
+ public:
+  /// Manages `directory`, creating it (and its parents) if needed; throws CheckpointError when
+  /// that fails. keep_checkpoint_max: how many checkpoints save() keeps (0 keeps all; negative
+  /// throws InvalidArgument).
+  explicit CheckpointManager(std::string directory, int keep_checkpoint_max = 5);
+
+  /// Writes model.ckpt-<step>.safetensors with metadata global_step = `step` (overriding any
+  /// given), then the index naming it latest, then deletes the oldest checkpoints beyond
+  /// keep_checkpoint_max (the index stops naming them before they are deleted). Also removes
+  /// temporary files left by an earlier crash, and adopts checkpoint files the index does not
+  /// name (a crash between writing a file and the index) as older than this one. Returns the
+  /// path written. Throws InvalidArgument for a negative step or a malformed checkpoint,
+  /// CheckpointError when a file cannot be written. Blocking: several fsyncs.
+  std::string save(std::int64_t step, Checkpoint checkpoint);
+
+  /// The newest usable checkpoint. Tries the index's latest first; when that file is missing,
+  /// truncated or corrupt, or its global_step differs from its name, prints one warning line
+  /// to stderr naming the file and the fault and falls back: to the index's other files, newest
+  /// first, then to any other model.ckpt-<step>.safetensors file in the directory, highest step
+  /// first (a missing or corrupt index is warned about and skipped the same way). Temporary
+  /// files are never read. Returns std::nullopt when the directory holds no checkpoint file;
+  /// throws CheckpointError listing every file tried and its fault when none is usable.
+  std::optional<Checkpoint> restore_latest();
+
+  /// The index's latest checkpoint (directory/name), std::nullopt when there is no index yet.
+  /// Throws CheckpointError when the index cannot be read or is malformed. Does not check the
+  /// file itself.
+  std::optional<std::string> latest_path() const;
+  /// The index's checkpoints, oldest first (empty when there is no index). Throws like
+  /// latest_path().
+  std::vector<std::string> all_paths() const;
+
+  const std::string& directory() const { return directory_; }
+  int keep_checkpoint_max() const { return keep_checkpoint_max_; }
+
+  /// Test hook for crash safety: called for every file save() writes (the checkpoint, then the
+  /// index) after the temporary file is written and fsynced and before it is renamed into place.
+  /// An exception it throws propagates out of save() and leaves the temporary file behind, as a
+  /// crash would. nullptr (the default) disables it.
+  void set_before_rename(std::function<void(const std::string& temp_path)> f);
+
+  /// "model.ckpt-<step>.safetensors".
+  static std::string file_name(std::int64_t step);
+  /// The step of a file named like file_name() returns (no directory), else std::nullopt.
+  static std::optional<std::int64_t> step_of(const std::string& file_name);
+
+ private:
+  struct Index {
+    std::string latest;
+    std::vector<std::string> all;
+  };
+
+  std::string path_of(const std::string& name) const;
+  std::string index_path() const;
+  // nullopt when there is no index file; throws CheckpointError when it is unusable.
+  std::optional<Index> read_index() const;
+  void write_index(const Index& index);
+  // Checkpoint files in the directory, by step, lowest first.
+  std::vector<std::string> files_on_disk() const;
+  void remove_temp_files() const;
+
+  std::string directory_;
+  int keep_checkpoint_max_;
+  BeforeRename before_rename_;
+};
+
+}  // namespace cohort

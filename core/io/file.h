@@ -1,0 +1,61 @@
+#pragma once
+// Files replaced crash-safely and read back exactly: what checkpoints and their index are made of.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+
+/// A checkpoint file (or the checkpoint index) that cannot be written or used: unreadable,
+/// truncated, malformed, checksum mismatch, or an I/O failure. what() is one line that starts
+/// with the file's path and names the fault.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Called with the temporary file's path after it is written and fsynced, before it is renamed
+/// over the target. A test hook: an exception thrown from it propagates and leaves the temporary
+/// file behind, as a crash at that point would.
+using BeforeRename = std::function<void(const std::string& temp_path)>;
+
+/// Replaces `path` with `pieces` (written back to back) so that a crash leaves either the old file
+/// or the complete new one: writes a temporary file "<path>.tmp-<pid>-<random>" in the same
+/// directory, fsyncs it, calls `before_rename` (if any), renames it over `path` and fsyncs the
+/// directory. On an I/O error the temporary file is removed and CheckpointError names `path`
+/// and the failing step. Blocking; safe from several threads for different paths.
+void write_file_atomically(const std::string& path,
+                           std::span<const std::span<const std::byte>> pieces,
+                           const BeforeRename& before_rename = nullptr);
+
+/// A file open for reading at any offset. Move-only; closes on destruction. Not thread-safe.
+class ReadFile {
+ public:
+  /// Opens `path`. Throws CheckpointError naming it when it cannot be opened or is not a regular
+  /// file.
+  explicit ReadFile(std::string path);
+  ~ReadFile();
+  ReadFile(ReadFile&& other) noexcept;
+  ReadFile& operator=(ReadFile&&) = delete;
+  ReadFile(const ReadFile&) = delete;
+  ReadFile& operator=(const ReadFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  /// The file's size when it was opened.
+  std::uint64_t size() const { return size_; }
+  /// Reads exactly `size` bytes at `offset` into `buffer`. Throws CheckpointError naming the file
+  /// and `what` on an I/O error or when the file ends first.
+  void read(void* buffer, std::uint64_t size, std::uint64_t offset, const std::string& what) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace cohort

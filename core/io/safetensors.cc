@@ -1,0 +1,361 @@
+#include "cohort/core/io/safetensors.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/core/io/crc32c.h"
+
+namespace cohort {
+namespace {
+
+// Tensor bytes are copied to and from the file as they lie in memory; the format is little-endian
+// IEEE-754, so that is only right on such a machine.
+static_assert(std::endian::native == std::endian::little,
+              "checkpoint I/O assumes a little-endian machine");
+static_assert(sizeof(float) == 4 && std::numeric_limits<float>::is_iec559);
+
+using ordered_json = nlohmann::ordered_json;
+
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+constexpr std::uint64_t kFloatBytes = sizeof(float);
+const std::string kMetadataKey = "__metadata__";
+const std::string kFormatVersion = "1";
+
+std::string quote(const std::string& text) {
+  constexpr std::size_t kMax = 200;
+  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
+}
+
+std::string hex8(std::uint32_t value) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", value);
+  return text;
+}
+
+std::optional<std::uint32_t> parse_hex8(const std::string& text) {
+  std::uint32_t value = 0;
+  if (text.size() != 8) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<std::int64_t> parse_step(const std::string& text) {
+  std::int64_t value = 0;
+  if (text.empty() || text[0] == '-' || text[0] == '+') return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// 4 * the element count of `shape`, or nullopt when that does not fit in 63 bits.
+std::optional<std::uint64_t> float_bytes(const std::vector<std::uint64_t>& dims) {
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
+  std::uint64_t bytes = kFloatBytes;
+  for (std::uint64_t d : dims) {
+    if (bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / d)
+      return std::nullopt;
+    bytes *= d;
+  }
+  return bytes;
+}
+
+// One header entry, validated, before the layout checks.
+struct Entry {
+  std::string name;
+  Shape shape;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+};
+
+std::string offsets_text(const Entry& e) {
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) about "literal" + std::string&&.
+  std::string text = "[";
+  text += std::to_string(e.begin);
+  text += ", ";
+  text += std::to_string(e.end);
+  text += "]";
+  return text;
+}
+
+class HeaderParser {
+ public:
+  explicit HeaderParser(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void fail(const std::string& fault) const {
+    throw CheckpointError(path_ + ": " + fault);
+  }
+
+  Entry entry(const std::string& name, const ordered_json& value) const {
+    const std::string tensor = "tensor " + quote(name);
+    if (!value.is_object()) fail(tensor + ": header entry is not a JSON object");
+    const auto dtype = value.find("dtype");
+    if (dtype == value.end() || !dtype->is_string()) fail(tensor + ": no \"dtype\" string");
+    if (dtype->get<std::string>() != "F32")
+      fail(tensor + " has dtype " + dtype->get<std::string>() +
+           ", expected F32 (Cohort checkpoints hold float32 tensors only)");
+
+    const auto shape = value.find("shape");
+    if (shape == value.end()) fail(tensor + ": no \"shape\"");
+    std::vector<std::uint64_t> dims;
+    bool shape_ok = shape->is_array();
+    for (const auto& d : shape_ok ? *shape : ordered_json::array()) {
+      shape_ok = d.is_number_unsigned() &&
+                 d.get<std::uint64_t>() <= std::uint64_t{std::numeric_limits<std::int64_t>::max()};
+      if (!shape_ok) break;
+      dims.push_back(d.get<std::uint64_t>());
+    }
+    if (!shape_ok)
+      fail(tensor + ": shape must be an array of non-negative integers, found " + shape->dump());
+
+    const auto offsets = value.find("data_offsets");
+    if (offsets == value.end()) fail(tensor + ": no \"data_offsets\"");
+    if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned() ||
+        (*offsets)[0].get<std::uint64_t>() > (*offsets)[1].get<std::uint64_t>())
+      fail(tensor + ": data_offsets must be [begin, end] with 0 <= begin <= end, found " +
+           offsets->dump());
+
+    Entry e{name, Shape(dims.begin(), dims.end()), (*offsets)[0].get<std::uint64_t>(),
+            (*offsets)[1].get<std::uint64_t>()};
+    const auto bytes = float_bytes(dims);
+    if (!bytes) fail(tensor + ": shape " + to_string(e.shape) + " is too large");
+    if (*bytes != e.end - e.begin)
+      fail(tensor + ": shape " + to_string(e.shape) + " of F32 needs " + std::to_string(*bytes) +
+           " bytes, but data_offsets " + offsets_text(e) + " span " +
+           std::to_string(e.end - e.begin));
+    return e;
+  }
+
+  std::map<std::string, std::string> metadata(const ordered_json& value) const {
+    if (!value.is_object()) fail(kMetadataKey + " is not a JSON object");
+    std::map<std::string, std::string> out;
+    for (const auto& [key, v] : value.items()) {
+      if (!v.is_string())
+        fail(kMetadataKey + " entry " + quote(key) + " is " + v.dump() +
+             ", not a string (safetensors metadata maps strings to strings)");
+      out[key] = v.get<std::string>();
+    }
+    return out;
+  }
+
+  // The safetensors layout rule: sorted by offset, the tensors tile [0, data_size) exactly.
+  // Afterwards `entries` is in file order (stable, so empty tensors keep their header order).
+  void check_layout(std::vector<Entry>& entries, std::uint64_t data_size,
+                    std::uint64_t file_size) const {
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    std::uint64_t covered = 0;
+    const Entry* previous = nullptr;
+    for (const Entry& e : entries) {
+      if (e.begin < covered)
+        fail("tensors " + quote(previous->name) + " (data_offsets " + offsets_text(*previous) +
+             ") and " + quote(e.name) + " (data_offsets " + offsets_text(e) + ") overlap");
+      if (e.begin > covered)
+        fail("bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) +
+             ") of the data region belong to no tensor (a hole before " + quote(e.name) +
+             "; safetensors requires the tensors to cover the data region exactly)");
+      covered = e.end;
+      previous = &e;
+    }
+    if (covered > data_size) {
+      const Entry& e = *std::find_if(entries.begin(), entries.end(),
+                                     [&](const Entry& x) { return x.end > data_size; });
+      fail("tensor " + quote(e.name) + " data_offsets " + offsets_text(e) +
+           " run past the end of the " + std::to_string(data_size) +
+           "-byte data region: the file is truncated or its offsets are out of bounds (file " +
+           std::to_string(file_size) + " bytes, the header describes " +
+           std::to_string(file_size - data_size + covered) + ")");
+    }
+    if (covered < data_size)
+      fail(std::to_string(data_size - covered) +
+           " trailing bytes after the last tensor's data (the header describes a " +
+           std::to_string(covered) + "-byte data region, the file holds " +
+           std::to_string(data_size) + ")");
+  }
+
+  // Cohort's own requirements on __metadata__; returns the stored checksum.
+  std::uint32_t check_metadata(const std::map<std::string, std::string>& metadata) const {
+    const auto version = metadata.find("format_version");
+    if (version == metadata.end()) fail(kMetadataKey + " has no format_version");
+    if (version->second != kFormatVersion)
+      fail("format_version " + quote(version->second) + " is not supported (this build reads " +
+           kFormatVersion + ")");
+    const auto step = metadata.find("global_step");
+    if (step == metadata.end()) fail(kMetadataKey + " has no global_step");
+    if (!parse_step(step->second))
+      fail(kMetadataKey + " global_step " + quote(step->second) +
+           " is not a non-negative integer");
+    const auto crc = metadata.find("crc32c");
+    if (crc == metadata.end())
+      fail(kMetadataKey + " has no crc32c, so the data cannot be verified");
+    const auto value = parse_hex8(crc->second);
+    if (!value) fail(kMetadataKey + " crc32c " + quote(crc->second) + " is not 8 hex digits");
+    return *value;
+  }
+
+ private:
+  const std::string& path_;
+};
+
+[[noreturn]] void throw_bad_checkpoint(const std::string& path, const std::string& fault) {
+  throw InvalidArgument("cannot write checkpoint " + path + ": " + fault);
+}
+
+}  // namespace
+
+std::int64_t Checkpoint::global_step() const {
+  const auto it = metadata.find("global_step");
+  if (it == metadata.end()) throw CheckpointError("checkpoint metadata has no global_step");
+  const auto step = parse_step(it->second);
+  if (!step)
+    throw CheckpointError("checkpoint metadata global_step " + quote(it->second) +
+                          " is not a non-negative integer");
+  return *step;
+}
+
+const CheckpointTensor* Checkpoint::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
+                      const BeforeRename& before_rename) {
+  auto bad = [&](const std::string& fault) { throw_bad_checkpoint(path, fault); };
+  auto metadata = checkpoint.metadata;
+  const auto step = metadata.find("global_step");
+  if (step == metadata.end()) bad("its metadata has no global_step");
+  if (!parse_step(step->second))
+    bad("metadata global_step " + quote(step->second) + " is not a non-negative integer");
+  metadata.try_emplace("model", "");
+  metadata.try_emplace("mode", "");
+  metadata["format_version"] = kFormatVersion;
+
+  std::set<std::string> names;
+  std::vector<std::pair<std::string, ordered_json>> entries;
+  std::vector<std::span<const std::byte>> pieces(2);  // header length, header; then the tensors
+  Crc32c crc;
+  std::uint64_t offset = 0;
+  for (const CheckpointTensor& t : checkpoint.tensors) {
+    if (t.name.empty()) bad("tensor " + std::to_string(entries.size()) + " has an empty name");
+    if (t.name == kMetadataKey) bad("the tensor name " + kMetadataKey + " is reserved");
+    if (!names.insert(t.name).second) bad("two tensors are named " + quote(t.name));
+    std::vector<std::uint64_t> dims;
+    for (std::int64_t d : t.shape) {
+      if (d < 0) bad("tensor " + quote(t.name) + " has a negative dimension: " + to_string(t.shape));
+      dims.push_back(static_cast<std::uint64_t>(d));
+    }
+    const auto bytes = float_bytes(dims);
+    if (!bytes || *bytes / kFloatBytes != t.values.size())
+      bad("tensor " + quote(t.name) + " has shape " + to_string(t.shape) + " but holds " +
+          std::to_string(t.values.size()) + " values");
+    entries.emplace_back(t.name, ordered_json{{"dtype", "F32"},
+                                              {"shape", t.shape},
+                                              {"data_offsets", {offset, offset + *bytes}}});
+    const auto data = std::as_bytes(std::span(t.values));
+    crc.update(data);
+    pieces.push_back(data);
+    offset += *bytes;
+  }
+  metadata["crc32c"] = hex8(crc.value());
+
+  ordered_json header = ordered_json::object();
+  header[kMetadataKey] = metadata;
+  for (auto& [name, entry] : entries) header[name] = std::move(entry);
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::type_error& e) {  // strings that are not UTF-8
+    bad(std::string("tensor names and metadata must be valid UTF-8 (") + e.what() + ")");
+  }
+  // Data starts 8-byte aligned (safetensors convention), so a reader may map it as floats.
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  std::array<std::byte, 8> length;
+  for (std::size_t i = 0; i < 8; ++i)
+    length[i] = static_cast<std::byte>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  pieces[0] = length;
+  pieces[1] = std::as_bytes(std::span(text));
+  write_file_atomically(path, pieces, before_rename);
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  const HeaderParser parser(path);
+  const ReadFile file(path);
+  const std::uint64_t file_size = file.size();
+  if (file_size < 8)
+    parser.fail("truncated: " + std::to_string(file_size) +
+                " bytes, too short for the 8-byte header length");
+
+  std::array<unsigned char, 8> length_bytes;
+  file.read(length_bytes.data(), 8, 0, "the header length");
+  std::uint64_t header_size = 0;
+  for (std::size_t i = 0; i < 8; ++i) header_size |= std::uint64_t{length_bytes[i]} << (8 * i);
+  if (header_size > kMaxHeaderBytes)
+    parser.fail("header length " + std::to_string(header_size) + " exceeds the limit of " +
+                std::to_string(kMaxHeaderBytes) + " bytes (corrupt, or not a safetensors file)");
+  if (header_size > file_size - 8)
+    parser.fail("truncated: the header length is " + std::to_string(header_size) +
+                " bytes but only " + std::to_string(file_size - 8) + " bytes follow it");
+
+  std::string text(header_size, ' ');
+  file.read(text.data(), header_size, 8, "the header");
+  ordered_json header;
+  try {
+    header = ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep where and why.
+    std::string why = e.what();
+    if (const auto close = why.find("] "); why.starts_with("[json.") && close != why.npos)
+      why.erase(0, close + 2);
+    parser.fail("header is not valid JSON: " + why);
+  }
+  if (!header.is_object())
+    parser.fail(std::string("header is a JSON ") + header.type_name() + ", not an object");
+
+  Checkpoint checkpoint;
+  bool have_metadata = false;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      checkpoint.metadata = parser.metadata(value);
+      have_metadata = true;
+    } else {
+      entries.push_back(parser.entry(key, value));
+    }
+  }
+  const std::uint64_t data_begin = 8 + header_size;
+  parser.check_layout(entries, file_size - data_begin, file_size);
+  if (!have_metadata)
+    parser.fail("header has no " + kMetadataKey +
+                " (a Cohort checkpoint records format_version, global_step and crc32c there)");
+  const std::uint32_t expected_crc = parser.check_metadata(checkpoint.metadata);
+
+  Crc32c crc;
+  checkpoint.tensors.reserve(entries.size());
+  for (Entry& e : entries) {
+    CheckpointTensor& t = checkpoint.tensors.emplace_back();
+    t.name = std::move(e.name);
+    t.shape = std::move(e.shape);
+    t.values.resize((e.end - e.begin) / kFloatBytes);
+    file.read(t.values.data(), e.end - e.begin, data_begin + e.begin,
+              "the data of tensor " + quote(t.name));
+    crc.update(t.values.data(), e.end - e.begin);
+  }
+  if (crc.value() != expected_crc)
+    parser.fail("checksum mismatch: the data region's crc32c is " + hex8(crc.value()) +
+                ", " + kMetadataKey + " says " + hex8(expected_crc) + " (the data is corrupt)");
+  return checkpoint;
+}
+
+}  // namespace cohort

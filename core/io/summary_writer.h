@@ -1,0 +1,92 @@
+#pragma once
+// Training summaries: scalar values written as a TensorBoard event file and as a CSV, side by side.
+//
+// The event file holds TFRecord records (uint64 length, masked CRC32C of the length, the data,
+// masked CRC32C of the data; little-endian), each an `Event` protobuf message. The messages are
+// encoded by hand in summary_writer.cc: a scalar Event needs four field kinds (a double, a varint,
+// a float and length-delimited strings), about sixty lines of code, while protoc and libprotobuf
+// would add a code generator, a generated .proto copy and a runtime library to every build for
+// that. The CRC32C is core/io/crc32c.h (Boost.CRC). docs/SUMMARIES.md describes both formats.
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cohort {
+
+/// Writes scalar summaries for TensorBoard and a CSV of the same values into `logdir`:
+///  - `events.out.tfevents.<unix seconds>.<hostname>`: a new file per writer (a suffix `.1`, `.2`,
+///    ... keeps two writers started in the same second apart). Its first record is the Event with
+///    file_version "brain.Event:2"; TensorBoard merges all event files of a directory, so a
+///    restarted job simply adds one.
+///  - `metrics.csv`: one row per value, columns `step,wall_time,tag,value`. The file is appended
+///    to, so a restarted job continues it; the header is written only when the file is created.
+///
+/// Each add_scalar() / add_scalars() call becomes one Event (one Summary holding its values) and
+/// as many CSV rows. Writes are buffered; flush() hands them to the OS, the destructor flushes too.
+/// Not thread-safe: use one writer from one thread (the chief's session) or lock around it.
+/// Move-only; a moved-from writer may only be destroyed or assigned to.
+///
+///     cohort::SummaryWriter summaries(FLAGS_log_dir);
+///     summaries.add_scalars({{"loss", loss}, {"accuracy", accuracy}}, step);
+class SummaryWriter {
+ public:
+  /// Creates `logdir` (and its parents) if needed and opens both files. Throws Error naming the
+  /// path when the directory or a file cannot be created or opened.
+  explicit SummaryWriter(const std::string& logdir);
+
+  /// Records `value` under `tag` at `step`. TensorBoard stores it as a float (the CSV keeps the
+  /// full double). Throws InvalidArgument for an empty tag, Error when a write fails.
+  void add_scalar(const std::string& tag, double value, std::int64_t step);
+
+  /// Records several values at one step, as one Event. Same checks as add_scalar(); nothing is
+  /// written when a tag is invalid.
+  void add_scalars(const std::vector<std::pair<std::string, double>>& values, std::int64_t step);
+
+  /// Hands buffered records to the OS (fflush; no fsync). Throws Error naming the file on failure.
+  void flush();
+
+  /// Flushes and closes both files; errors are swallowed here, so call flush() first to see them.
+  ~SummaryWriter();
+
+  SummaryWriter(SummaryWriter&&) noexcept = default;
+  SummaryWriter& operator=(SummaryWriter&&) noexcept = default;
+  SummaryWriter(const SummaryWriter&) = delete;
+  SummaryWriter& operator=(const SummaryWriter&) = delete;
+
+  const std::string& logdir() const { return logdir_; }
+  /// Path of this writer's event file.
+  const std::string& event_file() const { return event_file_; }
+  /// Path of metrics.csv.
+  const std::string& csv_file() const { return csv_file_; }
+
+ private:
+  struct FileCloser {
+    void operator()(std::FILE* file) const noexcept;
+  };
+  using File = std::unique_ptr<std::FILE, FileCloser>;
+
+  void write_record(std::string_view data);
+
+  std::string logdir_;
+  std::string event_file_;
+  std::string csv_file_;
+  File events_;
+  File csv_;
+};
+
+namespace summary {
+
+/// CRC32C (Castagnoli) of `data`, as TFRecord uses it. Pure; thread-safe.
+std::uint32_t crc32c(std::string_view data);
+
+/// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8, so that a CRC stored in the
+/// data it covers does not checksum to a fixed value. Pure; thread-safe.
+std::uint32_t masked_crc32c(std::string_view data);
+
+}  // namespace summary
+}  // namespace cohort

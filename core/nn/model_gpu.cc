@@ -1,0 +1,155 @@
+// A Model's steps on a GPU (CUDA builds only; core/no_gpu.cc stands in otherwise). Where things
+// live: the parameters in the graph, on the host, where the optimizer and the replication mode
+// update them; each step copies them to the device (one copy per tower), runs the layers' GPU
+// paths there, and copies the gradients back, so towers average and modes exchange gradients on
+// the host exactly as they do for CPU towers.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/ops/gpu_layer.h"
+#include "cohort/gpu/device.h"
+#include "cohort/gpu/error.h"
+#include "cohort/gpu/ops.h"
+
+namespace cohort {
+
+class ModelGpu {
+ public:
+  ModelGpu(int device, bool allow_tf32, std::int64_t parameters)
+      : context(device, allow_tf32, parameters), grads(static_cast<std::size_t>(parameters)) {}
+
+  GpuContext context;
+  std::vector<std::unique_ptr<GpuLayer>> layers;
+  std::vector<GpuTensor> outputs;  // per layer, the last forward's output
+  GpuTensor images, grad_a, grad_b;
+  gpu::DeviceBuffer<float> grads;  // the graph's layout
+  gpu::DeviceBuffer<std::int32_t> labels;
+  gpu::DeviceBuffer<float> loss{1};
+  gpu::DeviceBuffer<std::int32_t> correct{1};
+};
+
+// The streams, handles and buffers are destroyed with their own device current (cuBLAS's
+// destructor synchronises the current device), and the caller's device is restored after.
+void ModelGpuDeleter::operator()(ModelGpu* gpu) const noexcept {
+  int current = -1;
+  const bool known = cudaGetDevice(&current) == cudaSuccess;
+  cudaSetDevice(gpu->context.device);
+  delete gpu;
+  if (known) cudaSetDevice(current);
+}
+
+namespace {
+
+void copy_async(void* to, const void* from, std::size_t bytes, cudaMemcpyKind kind,
+                const gpu::Stream& stream) {
+  if (bytes > 0) COHORT_CUDA_CALL(cudaMemcpyAsync(to, from, bytes, kind, stream.get()));
+}
+
+}  // namespace
+
+void Model::set_gpu(int device, bool allow_tf32) {
+  gpu_.reset();
+  gpu_device_ = -1;
+  if (device < 0) return;
+  const int visible = gpu::device_count();
+  if (device >= visible)
+    throw InvalidArgument("Model: GPU " + std::to_string(device) + " does not exist; this process sees " +
+                          std::to_string(visible) + " CUDA device" + (visible == 1 ? "" : "s"));
+  gpu::set_device(device);
+  std::unique_ptr<ModelGpu, ModelGpuDeleter> state(
+      new ModelGpu(device, allow_tf32, graph_->num_parameters()));
+  for (const auto& layer : layers_) {
+    std::unique_ptr<GpuLayer> gpu_layer = layer->make_gpu_layer();
+    if (!gpu_layer)
+      throw InvalidArgument("Model: layer \"" + layer->name() + "\" has no GPU path");
+    state->layers.push_back(std::move(gpu_layer));
+  }
+  state->outputs.resize(layers_.size());
+  gpu_ = std::move(state);
+  gpu_device_ = device;
+}
+
+StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> labels,
+                            std::span<float> grads, const OpContext& context) {
+  ModelGpu& g = *gpu_;
+  const gpu::Stream& stream = g.context.stream;
+  gpu::set_device(g.context.device);  // the tower's thread may not have made it current yet
+  const bool train = !grads.empty();
+  const std::int64_t n = images.dim(0);
+  // The host path's loss checks the labels; on the device a bad one would only make the loss NaN.
+  for (std::int32_t label : labels)
+    if (label < 0 || label >= num_classes_)
+      throw InvalidArgument("Model: label " + std::to_string(label) + " is outside [0, " +
+                            std::to_string(num_classes_) + ")");
+
+  // Another tower may have added variables since set_gpu().
+  const auto parameters = static_cast<std::size_t>(graph_->num_parameters());
+  if (g.context.values.size() != parameters) {
+    g.context.values = gpu::DeviceBuffer<float>(parameters);
+    g.grads = gpu::DeviceBuffer<float>(parameters);
+  }
+  copy_async(g.context.values.data(), graph_->values().data(), parameters * sizeof(float),
+             cudaMemcpyHostToDevice, stream);
+  g.images.resize(images.shape());
+  copy_async(g.images.data(), images.data(), static_cast<std::size_t>(images.size()) * sizeof(float),
+             cudaMemcpyHostToDevice, stream);
+  if (g.labels.size() < labels.size()) g.labels = gpu::DeviceBuffer<std::int32_t>(labels.size());
+  copy_async(g.labels.data(), labels.data(), labels.size() * sizeof(std::int32_t),
+             cudaMemcpyHostToDevice, stream);
+
+  const GpuTensor* input = &g.images;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    g.layers[i]->forward(*input, g.outputs[i], context, g.context);
+    input = &g.outputs[i];
+  }
+  const GpuTensor& logits = g.outputs.back();
+  const auto rows = static_cast<std::size_t>(n);
+  const auto classes = static_cast<std::size_t>(num_classes_);
+  GpuTensor* grad_output = &g.grad_a;
+  GpuTensor* grad_input = &g.grad_b;
+  if (train) grad_output->resize(logits.shape());
+  gpu::softmax_cross_entropy(rows, classes, logits.data(), g.labels.data(), g.loss.data(),
+                             train ? grad_output->data() : nullptr, stream);
+  gpu::accuracy_count(rows, classes, logits.data(), g.labels.data(), g.correct.data(), stream);
+
+  if (train) {
+    // As on the host: layers before the first with variables need no backward pass, and that
+    // one needs no input gradient. Variables no layer of this model uses keep gradient 0.
+    const auto first = static_cast<std::size_t>(
+        std::find(has_variables_.begin(), has_variables_.end(), true) - has_variables_.begin());
+    g.grads.zero_async(stream);
+    for (std::size_t i = layers_.size(); i-- > first;) {
+      const GpuTensor& layer_input = i == 0 ? g.images : g.outputs[i - 1];
+      g.layers[i]->backward(layer_input, g.outputs[i], *grad_output,
+                            i == first ? nullptr : grad_input, g.grads.data(), g.context);
+      std::swap(grad_output, grad_input);
+    }
+    copy_async(grads.data(), g.grads.data(), parameters * sizeof(float), cudaMemcpyDeviceToHost,
+               stream);
+  }
+  Tensor& host_logits = outputs_.back();
+  host_logits.resize(logits.shape());
+  copy_async(host_logits.data(), logits.data(), static_cast<std::size_t>(logits.size()) * sizeof(float),
+             cudaMemcpyDeviceToHost, stream);
+  float loss = 0;
+  std::int32_t correct = 0;
+  copy_async(&loss, g.loss.data(), sizeof loss, cudaMemcpyDeviceToHost, stream);
+  copy_async(&correct, g.correct.data(), sizeof correct, cudaMemcpyDeviceToHost, stream);
+  stream.synchronize();
+
+  StepMetrics m;
+  m.loss = loss;
+  m.accuracy = static_cast<float>(correct) / static_cast<float>(n);
+  loss_value_[0] = m.loss;
+  accuracy_value_[0] = m.accuracy;
+  return m;
+}
+
+}  // namespace cohort

@@ -1,0 +1,63 @@
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+
+namespace cohort {
+namespace {
+
+// SplitMix64's finaliser over a counter: a stateless generator, so element i's draw depends on
+// nothing but (key, i) and any batch size or thread split gives the same mask.
+inline std::uint64_t mix(std::uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Dropout::Dropout(std::string name, float rate)
+    : name_(std::move(name)), rate_(rate) {
+  if (!(rate >= 0.0f && rate < 1.0f))
+    throw InvalidArgument("Dropout \"" + name_ + "\": rate = " + std::to_string(rate) +
+                          ", must be in [0, 1)");
+}
+
+Shape Dropout::build(Graph&, const Shape& input) {
+  size_ = num_elements(input);
+  return input;
+}
+
+void Dropout::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  output.resize(input.shape());
+  last_training_ = context.training;
+  if (!context.training) {
+    output.flat() = input.flat();
+    return;
+  }
+  mask_.resize(input.shape());
+  const std::uint64_t key = Graph::variable_seed(context.seed, name_);
+  // Keep an element when its 24-bit uniform draw is >= floor(rate * 2^24).
+  const auto threshold = static_cast<std::uint64_t>(static_cast<double>(rate_) * (1 << 24));
+  const float scale = 1.0f / (1.0f - rate_);
+  float* mask = mask_.data();
+  const std::int64_t size = input.size();
+  for (std::int64_t i = 0; i < size; ++i) {
+    const std::uint64_t draw = mix(key + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40;
+    mask[i] = draw >= threshold ? scale : 0.0f;
+  }
+  output.flat() = input.flat().cwiseProduct(mask_.flat());
+}
+
+void Dropout::backward(const Tensor&, const Tensor&, const Tensor& grad_output,
+                       Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  grad_input->resize(grad_output.shape());
+  if (last_training_)
+    grad_input->flat() = grad_output.flat().cwiseProduct(mask_.flat());
+  else
+    grad_input->flat() = grad_output.flat();
+}
+
+}  // namespace cohort

@@ -1,0 +1,63 @@
+// What the ops share: output sizes, the terse constructors, FLOP accounting.
+#include <algorithm>
+#include <string>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+
+namespace cohort {
+
+SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride, Padding padding) {
+  if (in < 1 || window < 1 || stride < 1)
+    throw InvalidArgument("spatial_dim: input " + std::to_string(in) + ", window " +
+                          std::to_string(window) + ", stride " + std::to_string(stride) +
+                          ": each must be >= 1");
+  if (padding == Padding::kSame) {
+    const std::int64_t out = (in + stride - 1) / stride;
+    const std::int64_t pad = std::max<std::int64_t>(0, (out - 1) * stride + window - in);
+    return {out, pad / 2, pad - pad / 2};
+  }
+  if (window > in)
+    throw InvalidArgument("spatial_dim: VALID window " + std::to_string(window) +
+                          " is larger than the input " + std::to_string(in));
+  return {(in - window) / stride + 1, 0, 0};
+}
+
+double input_grad_flops_per_example(const Layer& layer) {
+  if (const auto* d = dynamic_cast<const Dense*>(&layer)) return d->input_grad_flops_per_example();
+  if (const auto* c = dynamic_cast<const Conv2D*>(&layer)) return c->input_grad_flops_per_example();
+  return 0.0;
+}
+
+std::unique_ptr<Layer> dense(std::string name, std::int64_t units, Activation activation) {
+  return std::make_unique<Dense>(std::move(name), units, activation);
+}
+
+std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
+                              Activation activation, std::int64_t stride, Padding padding) {
+  Conv2D::Options options;
+  options.filters = filters;
+  options.kernel_h = options.kernel_w = kernel;
+  options.stride_h = options.stride_w = stride;
+  options.padding = padding;
+  options.activation = activation;
+  return std::make_unique<Conv2D>(std::move(name), options);
+}
+
+std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::int64_t stride,
+                                  Padding padding) {
+  return std::make_unique<MaxPool2D>(std::move(name), window, stride == 0 ? window : stride,
+                                     padding);
+}
+
+std::unique_ptr<Layer> relu(std::string name) { return std::make_unique<ReLU>(std::move(name)); }
+
+std::unique_ptr<Layer> flatten(std::string name) {
+  return std::make_unique<Flatten>(std::move(name));
+}
+
+std::unique_ptr<Layer> dropout(std::string name, float rate) {
+  return std::make_unique<Dropout>(std::move(name), rate);
+}
+
+}  // namespace cohort

@@ -1,0 +1,272 @@
+#pragma once
+// The CPU ops: Dense, Conv2D, MaxPool2D, ReLU, Flatten, Dropout (Layers), the fused softmax
+// cross-entropy loss and accuracy. Images are NHWC, filters HWIO, everything float32; each op's
+// CPU path lives in its own .cc file beside this header.
+//
+// A model is a few lines of these (see core/model.h):
+//
+//   Model model(graph, {28, 28, 1});
+//   model.add(conv2d("conv1", 32, 5, Activation::kRelu))
+//       .add(max_pool2d("pool1", 2))
+//       .add(dense("hidden", 128, Activation::kRelu))   // flattens its input
+//       .add(dropout("dropout", 0.5f))
+//       .add(dense("logits", 10));
+//
+// Every layer object belongs to one tower (one thread); layers of several towers share variables
+// through the graph, whose values they read in forward and backward. Forward and backward keep
+// and reuse their scratch buffers, so a steady-state step allocates nothing (beyond what Eigen's
+// matrix product allocates internally).
+//
+// Intra-op threads (core/threads.h): Dense's products run on Eigen's threads; Conv2D and
+// MaxPool2D split the batch among intra_op_threads() threads, each running single-threaded
+// products on its own chunks.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/initializer.h"
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/ops/im2col.h"
+#include "cohort/core/nn/ops/winograd.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// An elementwise function fused into the output pass of Dense and Conv2D.
+enum class Activation { kNone, kRelu };
+
+/// TensorFlow's padding modes: kSame gives ceil(in / stride) outputs (zero or -inf padding split
+/// evenly, the extra one after), kValid ceil((in - window + 1) / stride).
+enum class Padding { kSame, kValid };
+
+/// Output length and padding before the first element and after the last of one spatial
+/// dimension. Throws InvalidArgument when the window does not fit (kValid with window > in) or a
+/// size is < 1.
+struct SpatialDim {
+  std::int64_t out = 0;
+  std::int64_t pad_before = 0;
+  std::int64_t pad_after = 0;
+};
+SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride, Padding padding);
+
+/// Fully connected layer: output = activation(flatten(input) * kernel + bias), with variables
+/// "<name>/kernel" [in, units] (Glorot uniform by default) and "<name>/bias" [units] (zeros).
+/// The input's non-batch dimensions are flattened, so a Flatten before a Dense is optional.
+class Dense : public Layer {
+ public:
+  Dense(std::string name, std::int64_t units, Activation activation = Activation::kNone,
+        Initializer kernel_initializer = Initializer::glorot_uniform());
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
+  double flops_per_example() const override;
+  /// The part of flops_per_example() spent on the input gradient.
+  double input_grad_flops_per_example() const;
+
+ private:
+  friend class DenseGpu;
+  std::string name_;
+  std::int64_t units_;
+  Activation activation_;
+  Initializer kernel_initializer_;
+  Graph* graph_ = nullptr;
+  std::int64_t in_ = 0;
+  std::int64_t kernel_offset_ = 0;
+  std::int64_t bias_offset_ = 0;
+  Tensor grad_pre_;  // dLoss/d(pre-activation) when an activation is fused
+  Tensor transposed_;  // a product computed column-major, before its copy into place
+};
+
+/// 2-D convolution over NHWC images with an HWIO filter "<name>/kernel" [kh, kw, in, filters]
+/// (He normal by default) and "<name>/bias" [filters] (zeros), then the activation. Computed as
+/// im2col + matrix product a few images at a time, so the column buffer stays in cache (the
+/// backward pass recomputes each chunk's columns rather than keeping the whole batch's), or, for
+/// stride-1 3x3 and 5x5 filters over enough channels, by Winograd's F(2x2, r x r), which needs
+/// 2.25x (3x3) to 2.8x (5x5) fewer multiplications. flops_per_example() counts direct
+/// convolution either way.
+class Conv2D : public Layer {
+ public:
+  struct Options {
+    std::int64_t filters = 1;
+    std::int64_t kernel_h = 3, kernel_w = 3;
+    std::int64_t stride_h = 1, stride_w = 1;
+    Padding padding = Padding::kSame;
+    Activation activation = Activation::kNone;
+    Initializer kernel_initializer = Initializer::he_normal();
+    /// kAuto: Winograd F(2x2, r x r) where it serves (stride 1, 3x3 or 5x5, >= 8 channels in
+    /// and out; see winograd.h), else im2col. kWinograd on a layer it cannot serve makes build()
+    /// throw InvalidArgument.
+    enum class Algorithm { kAuto, kIm2col, kWinograd } algorithm = Algorithm::kAuto;
+  };
+  Conv2D(std::string name, Options options);
+  /// Whether build() chose the Winograd path.
+  bool uses_winograd() const { return winograd_.has_value(); }
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
+  double flops_per_example() const override;
+  double input_grad_flops_per_example() const;
+
+ private:
+  friend class Conv2DGpu;
+  // How a batch is cut into chunks of images, and how many threads share them.
+  struct Plan {
+    std::int64_t chunk = 1;   // images per chunk
+    std::int64_t chunks = 1;
+    int threads = 1;
+  };
+  Plan plan(std::int64_t batch) const;
+
+  std::string name_;
+  Options options_;
+  Graph* graph_ = nullptr;
+  im2col::Geometry geometry_;
+  bool patch_columns_ = false;  // im2col layout: patch columns for thin patch rows (see im2col.h)
+  bool direct_ = false;         // 1x1, stride 1: the images are their own column buffer
+  std::int64_t kernel_offset_ = 0;
+  std::int64_t bias_offset_ = 0;
+  Tensor columns_;    // per thread, im2col of one chunk of images, reused as its column gradient
+  Tensor grad_pre_;   // per thread, dLoss/d(pre-activation) of one chunk
+  Tensor partials_;   // per thread after the first, its filter and bias gradient sums
+  std::optional<winograd::Convolution> winograd_;
+};
+
+/// Max pooling over NHWC windows (padding never wins the max). The argmax of each output is kept
+/// for the backward pass.
+class MaxPool2D : public Layer {
+ public:
+  MaxPool2D(std::string name, std::int64_t window, std::int64_t stride,
+            Padding padding = Padding::kValid);
+  MaxPool2D(std::string name, std::int64_t window_h, std::int64_t window_w, std::int64_t stride_h,
+            std::int64_t stride_w, Padding padding);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
+  double flops_per_example() const override;
+
+ private:
+  friend class MaxPool2DGpu;
+  std::string name_;
+  std::int64_t window_h_, window_w_, stride_h_, stride_w_;
+  Padding padding_;
+  std::int64_t in_h_ = 0, in_w_ = 0, channels_ = 0;
+  SpatialDim dim_h_, dim_w_;
+  std::vector<std::int32_t> argmax_;  // per output element: its input's offset in the example
+};
+
+/// max(x, 0), elementwise.
+class ReLU : public Layer {
+ public:
+  explicit ReLU(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
+  double flops_per_example() const override { return 2.0 * static_cast<double>(size_); }
+
+ private:
+  friend class ReLUGpu;
+  std::string name_;
+  std::int64_t size_ = 0;
+};
+
+/// [N, d1, d2, ...] -> [N, d1 * d2 * ...].
+class Flatten : public Layer {
+ public:
+  explicit Flatten(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
+
+ private:
+  friend class FlattenGpu;
+  std::string name_;
+  std::int64_t size_ = 0;
+};
+
+/// Inverted dropout: when training, each element is zeroed with probability `rate` and the rest
+/// scaled by 1 / (1 - rate); the identity otherwise. The mask is a pure function of
+/// (context.seed, layer name, element index), so a step is reproducible and towers given
+/// different seeds draw different masks.
+class Dropout : public Layer {
+ public:
+  /// 0 <= rate < 1, else InvalidArgument.
+  Dropout(std::string name, float rate);
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override;
+  double flops_per_example() const override { return 2.0 * static_cast<double>(size_); }
+  /// The mask of the last training forward() (0 or 1 / (1 - rate) per element).
+  const Tensor& mask() const { return mask_; }
+
+ private:
+  friend class DropoutGpu;
+  std::string name_;
+  float rate_;
+  std::int64_t size_ = 0;
+  bool last_training_ = false;
+  Tensor mask_;
+};
+
+/// Mean softmax cross-entropy of a batch of logits [N, classes] against integer labels, computed
+/// stably (log-sum-exp with the row max subtracted). Not a Layer: it takes the labels. Keeps the
+/// softmax of the last forward() for backward().
+class SoftmaxCrossEntropy {
+ public:
+  /// The mean loss. Throws InvalidArgument when labels.size() != N or a label is out of range.
+  float forward(const Tensor& logits, std::span<const std::int32_t> labels);
+  /// grad_logits = (softmax - onehot(labels)) / N for the last forward().
+  void backward(Tensor& grad_logits) const;
+
+ private:
+  Tensor probabilities_;
+  std::vector<std::int32_t> labels_;
+};
+
+/// Fraction of rows whose largest logit (the first, on ties) is at the label. Throws
+/// InvalidArgument when labels.size() != N.
+float accuracy(const Tensor& logits, std::span<const std::int32_t> labels);
+
+/// The input-gradient FLOPs that a layer's flops_per_example() includes (0 for layers that have no
+/// separable input-gradient work); a model whose first layer skips that work subtracts them.
+double input_grad_flops_per_example(const Layer& layer);
+
+// Terse constructors for model definitions.
+std::unique_ptr<Layer> dense(std::string name, std::int64_t units,
+                             Activation activation = Activation::kNone);
+/// Square kernel and stride.
+std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
+                              Activation activation = Activation::kNone, std::int64_t stride = 1,
+                              Padding padding = Padding::kSame);
+std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::int64_t stride = 0,
+                                  Padding padding = Padding::kValid);  ///< stride 0: = window
+std::unique_ptr<Layer> relu(std::string name);
+std::unique_ptr<Layer> flatten(std::string name);
+std::unique_ptr<Layer> dropout(std::string name, float rate);
+
+}  // namespace cohort

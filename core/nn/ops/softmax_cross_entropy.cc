@@ -1,0 +1,48 @@
+#include <cmath>
+#include <string>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+
+namespace cohort {
+
+float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::int32_t> labels) {
+  if (logits.rank() < 1 || logits.dim(0) < 1)
+    throw InvalidArgument("SoftmaxCrossEntropy: logits " + to_string(logits.shape()) +
+                          " have no batch");
+  const std::int64_t n = logits.dim(0);
+  const std::int64_t classes = logits.size() / n;
+  if (static_cast<std::int64_t>(labels.size()) != n)
+    throw InvalidArgument("SoftmaxCrossEntropy: " + std::to_string(labels.size()) +
+                          " labels for a batch of " + std::to_string(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    if (labels[i] < 0 || labels[i] >= classes)
+      throw InvalidArgument("SoftmaxCrossEntropy: label " + std::to_string(labels[i]) +
+                            " of example " + std::to_string(i) + " is not in [0, " +
+                            std::to_string(classes) + ")");
+  labels_.assign(labels.begin(), labels.end());
+  probabilities_.resize({n, classes});
+  auto x = logits.matrix(n, classes);
+  auto p = probabilities_.matrix(n, classes);
+  double loss = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    // Shifting by the row max keeps exp() finite for any logits; log p = x - max - log(sum).
+    const float max = x.row(i).maxCoeff();
+    p.row(i) = (x.row(i).array() - max).exp();
+    const float sum = p.row(i).sum();
+    p.row(i) /= sum;
+    loss -= static_cast<double>(x(i, labels[i]) - max) - std::log(static_cast<double>(sum));
+  }
+  return static_cast<float>(loss / static_cast<double>(n));
+}
+
+void SoftmaxCrossEntropy::backward(Tensor& grad_logits) const {
+  const std::int64_t n = probabilities_.dim(0);
+  grad_logits.resize(probabilities_.shape());
+  grad_logits.flat() = probabilities_.flat() * (1.0f / static_cast<float>(n));
+  const std::int64_t classes = probabilities_.dim(1);
+  for (std::int64_t i = 0; i < n; ++i)
+    grad_logits[i * classes + labels_[static_cast<std::size_t>(i)]] -= 1.0f / static_cast<float>(n);
+}
+
+}  // namespace cohort

@@ -1,0 +1,177 @@
+#include "cohort/core/nn/optimizer.h"
+
+#include <cmath>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+
+double LearningRateSchedule::at(std::int64_t step) const {
+  switch (kind) {
+    case Kind::kConstant:
+      return base;
+    case Kind::kStep:
+      return base * std::pow(decay_rate, static_cast<double>(step / decay_steps));
+    case Kind::kExponential: {
+      double exponent = static_cast<double>(step) / static_cast<double>(decay_steps);
+      if (staircase) exponent = std::floor(exponent);
+      return base * std::pow(decay_rate, exponent);
+    }
+  }
+  return base;
+}
+
+LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& name) {
+  if (name == "constant") return Kind::kConstant;
+  if (name == "step") return Kind::kStep;
+  if (name == "exponential") return Kind::kExponential;
+  throw InvalidArgument("unknown learning-rate schedule '" + name +
+                        "' (known: constant, step, exponential)");
+}
+
+namespace {
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(const OptimizerOptions& options) : Optimizer(options) {}
+
+ protected:
+  void update(std::span<const float> g, float scale, double lr, std::span<float> out,
+              bool accumulate) override {
+    const float step = -static_cast<float>(lr) * scale;
+    const std::size_t n = g.size();
+    float* __restrict o = out.data();
+    const float* __restrict gp = g.data();
+    if (accumulate) {
+      for (std::size_t i = 0; i < n; ++i) o[i] += step * gp[i];
+    } else {
+      for (std::size_t i = 0; i < n; ++i) o[i] = step * gp[i];
+    }
+  }
+};
+
+class Momentum final : public Optimizer {
+ public:
+  explicit Momentum(const OptimizerOptions& options) : Optimizer(options) {}
+  std::vector<std::pair<std::string, std::span<float>>> slots() override {
+    return {{"momentum", accum_}};
+  }
+  void prepare(std::size_t n) override {
+    if (accum_.size() != n) accum_.assign(n, 0.0f);
+  }
+
+ protected:
+  // TensorFlow: accum = m * accum + g; var -= lr * accum (Nesterov: var -= lr * (g + m * accum)).
+  void update(std::span<const float> g, float scale, double lr, std::span<float> out,
+              bool accumulate) override {
+    prepare(g.size());
+    const float m = static_cast<float>(options().momentum);
+    const float rate = static_cast<float>(lr);
+    const bool nesterov = options().nesterov;
+    float* __restrict a = accum_.data();
+    float* __restrict o = out.data();
+    const float* __restrict gp = g.data();
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const float gi = gp[i] * scale;
+      a[i] = m * a[i] + gi;
+      const float d = -rate * (nesterov ? gi + m * a[i] : a[i]);
+      o[i] = accumulate ? o[i] + d : d;
+    }
+  }
+
+ private:
+  std::vector<float> accum_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(const OptimizerOptions& options) : Optimizer(options) {}
+  std::vector<std::pair<std::string, std::span<float>>> slots() override {
+    return {{"adam_m", m_}, {"adam_v", v_}};
+  }
+  void prepare(std::size_t n) override {
+    if (m_.size() != n) m_.assign(n, 0.0f), v_.assign(n, 0.0f);
+  }
+
+ protected:
+  // TensorFlow: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); var -= lr_t * m / (sqrt(v) + eps).
+  // t counts this optimizer's own updates (iterations()), so bias correction is right for an
+  // async worker whose global step jumps by other workers' pushes.
+  void update(std::span<const float> g, float scale, double lr, std::span<float> out,
+              bool accumulate) override {
+    prepare(g.size());
+    const auto t = static_cast<double>(iterations());
+    const double b1 = options().beta1, b2 = options().beta2;
+    const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) /
+                                          (1.0 - std::pow(b1, t)));
+    const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
+    const float eps = static_cast<float>(options().epsilon);
+    float* __restrict m = m_.data();
+    float* __restrict v = v_.data();
+    float* __restrict o = out.data();
+    const float* __restrict gp = g.data();
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const float gi = gp[i] * scale;
+      m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
+      v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
+      const float d = -lr_t * m[i] / (std::sqrt(v[i]) + eps);
+      o[i] = accumulate ? o[i] + d : d;
+    }
+  }
+
+ private:
+  std::vector<float> m_, v_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
+  const auto bad = [](const std::string& what) { return InvalidArgument("optimizer: " + what); };
+  if (options.learning_rate.base <= 0 || !std::isfinite(options.learning_rate.base))
+    throw bad("learning rate must be a positive number, got " + std::to_string(options.learning_rate.base));
+  if (options.learning_rate.decay_steps <= 0)
+    throw bad("learning-rate decay steps must be > 0, got " + std::to_string(options.learning_rate.decay_steps));
+  if (options.clip_norm < 0) throw bad("clip norm must be >= 0");
+  if (options.name == "sgd") return std::make_unique<Sgd>(options);
+  if (options.name == "momentum") {
+    if (options.momentum < 0 || options.momentum >= 1)
+      throw bad("momentum must be in [0, 1), got " + std::to_string(options.momentum));
+    return std::make_unique<Momentum>(options);
+  }
+  if (options.name == "adam") {
+    if (options.beta1 < 0 || options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1)
+      throw bad("adam betas must be in [0, 1)");
+    return std::make_unique<Adam>(options);
+  }
+  throw InvalidArgument("unknown optimizer '" + options.name + "' (known: sgd, momentum, adam)");
+}
+
+float Optimizer::clip_scale(std::span<const float> grads) {
+  // The norm costs a pass over the gradients: only pay for it when clipping.
+  if (options_.clip_norm <= 0) return 1.0f;
+  double sum = 0.0;
+  for (float g : grads) sum += static_cast<double>(g) * g;
+  last_norm_ = std::sqrt(sum);
+  if (!std::isfinite(last_norm_) || last_norm_ <= options_.clip_norm) return 1.0f;
+  return static_cast<float>(options_.clip_norm / last_norm_);
+}
+
+void Optimizer::run(std::span<const float> grads, std::int64_t step, std::span<float> out,
+                    bool accumulate) {
+  if (out.size() != grads.size())
+    throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
+                          std::to_string(out.size()) + " parameters");
+  ++iterations_;
+  update(grads, clip_scale(grads), learning_rate(step), out, accumulate);
+}
+
+void Optimizer::apply(std::span<float> values, std::span<const float> grads, std::int64_t step) {
+  run(grads, step, values, /*accumulate=*/true);
+}
+
+void Optimizer::compute_delta(std::span<const float> grads, std::int64_t step,
+                              std::span<float> delta) {
+  run(grads, step, delta, /*accumulate=*/false);
+}
+
+}  // namespace cohort

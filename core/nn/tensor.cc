@@ -1,0 +1,48 @@
+#include "cohort/core/nn/tensor.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+
+Tensor::Tensor(Shape shape) {
+  resize(shape);
+  set_zero();
+}
+
+Tensor::Tensor(Shape shape, std::span<const float> values) {
+  resize(shape);
+  if (values.size() != static_cast<std::size_t>(size_))
+    throw InvalidArgument("Tensor: " + std::to_string(values.size()) + " values for shape " +
+                          to_string(shape_));
+  std::copy(values.begin(), values.end(), data_.begin());
+}
+
+void Tensor::resize(const Shape& shape) {
+  for (std::int64_t d : shape)
+    if (d < 0) throw InvalidArgument("Tensor: negative dimension in shape " + to_string(shape));
+  shape_ = shape;
+  size_ = num_elements(shape_);
+  // The vector never shrinks, so a steady-state step reuses its buffer.
+  if (static_cast<std::size_t>(size_) > data_.size()) data_.resize(static_cast<std::size_t>(size_));
+}
+
+void Tensor::set_zero() { std::fill_n(data_.begin(), size_, 0.0f); }
+
+MatrixMap Tensor::matrix(std::int64_t rows, std::int64_t cols) {
+  if (rows * cols != size_)
+    throw InvalidArgument("Tensor: cannot view " + to_string(shape_) + " as " +
+                          std::to_string(rows) + "x" + std::to_string(cols));
+  return MatrixMap(data(), rows, cols);
+}
+
+ConstMatrixMap Tensor::matrix(std::int64_t rows, std::int64_t cols) const {
+  if (rows * cols != size_)
+    throw InvalidArgument("Tensor: cannot view " + to_string(shape_) + " as " +
+                          std::to_string(rows) + "x" + std::to_string(cols));
+  return ConstMatrixMap(data(), rows, cols);
+}
+
+}  // namespace cohort

@@ -1,0 +1,66 @@
+#pragma once
+// Dense float32 tensors on Eigen.
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/base/shape.h"
+
+namespace cohort {
+
+/// Row-major matrix and vector types the ops compute with.
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<Matrix, Eigen::Aligned64>;
+using ConstMatrixMap = Eigen::Map<const Matrix, Eigen::Aligned64>;
+using VectorMap = Eigen::Map<Eigen::VectorXf, Eigen::Aligned64>;
+using ConstVectorMap = Eigen::Map<const Eigen::VectorXf, Eigen::Aligned64>;
+
+/// A dense float32 tensor that owns 64-byte-aligned storage.
+///
+/// resize() keeps the storage when it is large enough, so an op that resizes its output to the
+/// same shape every step allocates only on the first. Copyable (a deep copy) and movable.
+/// Not thread-safe for concurrent writes.
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Zero-filled.
+  explicit Tensor(Shape shape);
+  Tensor(Shape shape, std::span<const float> values);
+
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  std::int64_t dim(int i) const { return shape_.at(static_cast<std::size_t>(i)); }
+  std::int64_t size() const { return size_; }
+
+  float* data() { return data_.data(); }
+  const float* data() const { return data_.data(); }
+  std::span<float> span() { return {data_.data(), static_cast<std::size_t>(size_)}; }
+  std::span<const float> span() const { return {data_.data(), static_cast<std::size_t>(size_)}; }
+  float& operator[](std::int64_t i) { return data_[static_cast<std::size_t>(i)]; }
+  float operator[](std::int64_t i) const { return data_[static_cast<std::size_t>(i)]; }
+
+  /// Changes the shape; contents are unspecified afterwards. Allocates only when growing past the
+  /// largest size this tensor has held.
+  void resize(const Shape& shape);
+  void set_zero();
+
+  /// The tensor as a rows x cols matrix (rows * cols must equal size()).
+  MatrixMap matrix(std::int64_t rows, std::int64_t cols);
+  ConstMatrixMap matrix(std::int64_t rows, std::int64_t cols) const;
+  /// dim(0) x (everything else): a batch of flattened examples.
+  MatrixMap batch_matrix() { return matrix(dim(0), size_ / dim(0)); }
+  ConstMatrixMap batch_matrix() const { return matrix(dim(0), size_ / dim(0)); }
+  VectorMap flat() { return VectorMap(data(), size_); }
+  ConstVectorMap flat() const { return ConstVectorMap(data(), size_); }
+
+ private:
+  Shape shape_;
+  std::int64_t size_ = 0;
+  std::vector<float, Eigen::aligned_allocator<float>> data_;
+};
+
+}  // namespace cohort

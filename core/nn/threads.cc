@@ -1,0 +1,24 @@
+#include "cohort/core/nn/threads.h"
+
+#include <Eigen/Core>
+#include <string>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+
+void set_intra_op_threads(int n) {
+  if (n < 1) throw InvalidArgument("set_intra_op_threads: n = " + std::to_string(n) + ", must be >= 1");
+  Eigen::setNbThreads(n);
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#endif
+}
+
+int intra_op_threads() { return Eigen::nbThreads(); }
+
+}  // namespace cohort

@@ -1,0 +1,176 @@
+#include "cohort/core/train/session.h"
+
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <set>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/io/checkpoint.h"
+#include "cohort/core/io/saver.h"
+#include "cohort/core/train/signals.h"
+
+namespace cohort {
+namespace {
+
+const char* const kFetchable[] = {"loss", "accuracy", "global_step", "learning_rate",
+                                  "examples", "step_seconds", "gradient_applied"};
+
+bool fetchable(const std::string& name) {
+  for (const char* known : kFetchable)
+    if (name == known) return true;
+  return false;
+}
+
+void check_fetches(const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    if (!fetchable(name)) {
+      std::string known;
+      for (const char* k : kFetchable) known += (known.empty() ? "" : ", ") + std::string(k);
+      throw InvalidArgument("cannot fetch '" + name + "' (known: " + known + ")");
+    }
+}
+
+}  // namespace
+
+double SessionRunValues::get(const std::string& name) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) throw InvalidArgument("'" + name + "' was not fetched in this step");
+  return it->second;
+}
+
+MonitoredSession::MonitoredSession(Trainer& trainer, MonitoredSessionOptions options)
+    : trainer_(trainer), options_(std::move(options)), start_(std::chrono::steady_clock::now()) {
+  if (options_.stop_on_signals) install_stop_signal_handlers();
+  create();
+}
+
+MonitoredSession::~MonitoredSession() {
+  // Closing leaves training, which may wait for other tasks: not while an error unwinds, when
+  // app::Run is about to end the job.
+  if (std::uncaught_exceptions() > 0) return;
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[%s] error while closing the session: %s\n", process_label().c_str(), e.what());
+  }
+}
+
+HookList MonitoredSession::all_hooks() const {
+  HookList hooks = options_.hooks;
+  if (options_.is_chief)
+    hooks.insert(hooks.end(), options_.chief_only_hooks.begin(), options_.chief_only_hooks.end());
+  return hooks;
+}
+
+double MonitoredSession::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void MonitoredSession::create() {
+  for (auto& hook : all_hooks()) hook->begin();
+  std::int64_t step = 0;
+  bool restored = false;
+  if (options_.is_chief && !options_.checkpoint_dir.empty()) {
+    checkpoints_ = std::make_unique<CheckpointManager>(options_.checkpoint_dir, options_.keep_checkpoint_max);
+    if (auto checkpoint = checkpoints_->restore_latest()) {
+      restore_checkpoint(*checkpoint, trainer_.graph(), trainer_.optimizer());
+      step = checkpoint->global_step();
+      restored = true;
+      restored_step_ = step;
+      std::printf("restored from %s at global step %lld\n", options_.checkpoint_dir.c_str(),
+                  static_cast<long long>(step));
+      std::fflush(stdout);
+    }
+  }
+  trainer_.start(step, restored);
+  for (auto& hook : all_hooks()) hook->after_create_session(*this);
+}
+
+bool MonitoredSession::should_stop() const { return stop_ || error_ || closed_; }
+
+SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) {
+  if (should_stop()) throw Error("MonitoredSession::run called after the session stopped");
+  try {
+    check_fetches(fetches);
+    RunContext context(*this, SessionRunArgs{fetches});
+    const HookList hooks = all_hooks();
+    std::vector<SessionRunArgs> asked;
+    asked.reserve(hooks.size());
+    for (auto& hook : hooks) {
+      asked.push_back(hook->before_run(context));
+      check_fetches(asked.back().fetches);
+    }
+
+    const StepValues step = trainer_.step();
+    const double step_seconds = step.update_end - step.pull_begin;
+    std::map<std::string, double> all{{"loss", step.loss},
+                                      {"accuracy", step.accuracy},
+                                      {"global_step", static_cast<double>(step.global_step)},
+                                      {"learning_rate", step.learning_rate},
+                                      {"examples", static_cast<double>(step.examples)},
+                                      {"step_seconds", step_seconds},
+                                      {"gradient_applied", step.applied ? 1.0 : 0.0}};
+    const auto select = [&](const std::vector<std::string>& names) {
+      SessionRunValues values;
+      for (const std::string& name : names) values.set(name, all.at(name));
+      return values;
+    };
+
+    const double origin = std::chrono::duration<double>(start_.time_since_epoch()).count();
+    const double wait = trainer_.replication().last_wait_seconds();
+    trace_.global_step = step.global_step;
+    trace_.phases = {{"pull", step.pull_begin - origin, step.pull_end - origin},
+                     {"forward_backward", step.pull_end - origin, step.compute_end - origin},
+                     {"push", step.compute_end - origin, step.update_end - wait - origin},
+                     {"wait", step.update_end - wait - origin, step.update_end - origin}};
+
+    for (std::size_t i = 0; i < hooks.size(); ++i) hooks[i]->after_run(context, select(asked[i].fetches));
+
+    step_seconds_sum_ += step_seconds;
+    ++step_seconds_count_;
+    if (options_.step_time_every_steps > 0 && ++local_steps_ % options_.step_time_every_steps == 0) {
+      worker_step_times_ = trainer_.replication().exchange_step_times(
+          step_seconds_sum_ / static_cast<double>(step_seconds_count_));
+      step_seconds_sum_ = 0;
+      step_seconds_count_ = 0;
+    }
+
+    bool stop = context.stop_requested() || step.stop;
+    if (options_.stop_on_signals && stop_signal_received() != 0) {
+      if (!stop)
+        std::fprintf(stderr, "[%s] signal %d: stopping after global step %lld\n",
+                     process_label().c_str(), stop_signal_received(),
+                     static_cast<long long>(step.global_step));
+      stop = true;
+    }
+    stop_ = trainer_.replication().agree_to_stop(stop);
+    return select(fetches);
+  } catch (...) {
+    error_ = true;
+    throw;
+  }
+}
+
+std::string MonitoredSession::save_checkpoint() {
+  if (!options_.is_chief) throw Error("save_checkpoint: only the chief writes checkpoints");
+  if (!checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
+  Graph& graph = trainer_.graph();
+  trainer_.replication().fetch_parameters(graph.values());
+  Checkpoint checkpoint = make_checkpoint(graph, trainer_.optimizer());
+  checkpoint.metadata["global_step"] = std::to_string(trainer_.global_step());
+  checkpoint.metadata["model"] = trainer_.options().model_name;
+  checkpoint.metadata["mode"] = to_string(trainer_.options().replication.mode);
+  checkpoint.metadata["optimizer"] = trainer_.optimizer().options().name;
+  return checkpoints_->save(trainer_.global_step(), std::move(checkpoint));
+}
+
+void MonitoredSession::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (!error_)
+    for (auto& hook : all_hooks()) hook->end(*this);
+  trainer_.finish();
+}
+
+}  // namespace cohort

@@ -1,0 +1,177 @@
+#pragma once
+// The monitored session: the seed's training loop,
+//
+//   while (!session.should_stop()) session.run();
+//
+// with a chain of hooks around every step. The chief initialises the parameters or restores them
+// from the latest checkpoint, and alone writes files; other workers wait until it is ready.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cohort/core/train/trainer.h"
+
+namespace cohort {
+
+class MonitoredSession;
+class CheckpointManager;
+
+/// What a hook asks the next step to fetch, by name. Scalars of every step: "loss", "accuracy",
+/// "global_step", "learning_rate", "examples" (this worker's batch), "step_seconds",
+/// "gradient_applied" (0 when sync mode dropped this worker's gradient).
+struct SessionRunArgs {
+  std::vector<std::string> fetches;
+};
+
+/// The values of exactly the fetches asked for, by name.
+class SessionRunValues {
+ public:
+  /// Throws InvalidArgument naming `name` if it was not fetched.
+  double get(const std::string& name) const;
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  const std::map<std::string, double>& all() const { return values_; }
+  void set(const std::string& name, double value) { values_[name] = value; }
+
+ private:
+  std::map<std::string, double> values_;
+};
+
+/// Handed to hooks around one run() call.
+class RunContext {
+ public:
+  RunContext(MonitoredSession& session, SessionRunArgs original) : session_(session), original_(std::move(original)) {}
+  /// Ends training after this step (TensorFlow's run_context.request_stop()).
+  void request_stop() { stop_requested_ = true; }
+  bool stop_requested() const { return stop_requested_; }
+  /// The fetches the caller of run() asked for.
+  const SessionRunArgs& original_args() const { return original_; }
+  MonitoredSession& session() { return session_; }
+
+ private:
+  MonitoredSession& session_;
+  SessionRunArgs original_;
+  bool stop_requested_ = false;
+};
+
+/// A hook into the training loop (TensorFlow's SessionRunHook). Override what you need.
+/// Called on the main thread: begin() once before the session exists, after_create_session() once
+/// it is initialised or restored, before_run()/after_run() around every step, end() once when the
+/// session closes without an error.
+class SessionRunHook {
+ public:
+  virtual ~SessionRunHook() = default;
+  virtual void begin() {}
+  virtual void after_create_session(MonitoredSession&) {}
+  /// The names returned here are fetched for this step and handed to after_run().
+  virtual SessionRunArgs before_run(RunContext&) { return {}; }
+  virtual void after_run(RunContext&, const SessionRunValues&) {}
+  virtual void end(MonitoredSession&) {}
+};
+
+using HookList = std::vector<std::shared_ptr<SessionRunHook>>;
+
+/// When one step's phases ran, for profiling (seconds since the session started).
+struct StepTrace {
+  struct Phase {
+    const char* name;  ///< "pull", "forward_backward", "push", "wait"
+    double begin;
+    double end;
+  };
+  std::int64_t global_step = 0;
+  std::vector<Phase> phases;
+};
+
+struct SessionConfig {
+  bool log_device_placement = false;
+};
+
+struct MonitoredSessionOptions {
+  std::string master;       ///< the server's target, for messages
+  bool is_chief = true;
+  /// The chief restores the latest checkpoint here at start (when there is one) and checkpoint
+  /// hooks write here. Empty: no restore.
+  std::string checkpoint_dir;
+  int keep_checkpoint_max = 5;
+  HookList hooks;             ///< run on every worker
+  HookList chief_only_hooks;  ///< run on the chief only (TensorFlow's rule)
+  /// Non-chief workers wait at most this long for the chief to initialise the parameters.
+  std::chrono::seconds max_wait_secs{600};
+  SessionConfig config;
+  /// Stop cleanly at the end of the step on SIGTERM or SIGUSR1 (a second signal ends the
+  /// process at once).
+  bool stop_on_signals = true;
+  /// Every this many local steps the workers share their mean step time (worker_step_times()).
+  std::int64_t step_time_every_steps = 100;
+};
+
+/// Runs training steps of a Trainer with hooks around them.
+///
+/// Construction is collective over the workers (and ps tasks, through the trainer's store): it
+/// calls begin() on the hooks, initialises or (chief, with a checkpoint) restores the parameters,
+/// then after_create_session(). Errors follow TensorFlow's MonitoredSession: an exception from a
+/// step or a hook propagates out of run(), should_stop() is true from then on, and end() is not
+/// called on the hooks; close() after a clean stop calls end() on every hook. Not thread-safe.
+class MonitoredSession {
+ public:
+  MonitoredSession(Trainer& trainer, MonitoredSessionOptions options);
+  ~MonitoredSession();
+  MonitoredSession(const MonitoredSession&) = delete;
+  MonitoredSession& operator=(const MonitoredSession&) = delete;
+
+  /// True after a hook requested a stop, the chief stopped training, a signal arrived, or an
+  /// error escaped run().
+  bool should_stop() const;
+  /// One training step with the hooks around it. Returns the values of `fetches` (same names
+  /// as SessionRunArgs). Blocking; collective in the modes whose steps are.
+  SessionRunValues run(const std::vector<std::string>& fetches = {});
+  /// Ends the session: end() on the hooks (unless an error happened), then leaves training.
+  /// Called by the destructor if needed.
+  void close();
+
+  bool is_chief() const { return options_.is_chief; }
+  std::int64_t global_step() const { return trainer_.global_step(); }
+  /// A fresh read of the global step, which other workers move in the async modes.
+  std::int64_t read_global_step() { return trainer_.read_global_step(); }
+  int worker_index() const { return trainer_.worker_index(); }
+  int num_workers() const { return trainer_.num_workers(); }
+  Trainer& trainer() { return trainer_; }
+  const MonitoredSessionOptions& options() const { return options_; }
+  /// The step restored from a checkpoint at start, if any.
+  std::optional<std::int64_t> restored_step() const { return restored_step_; }
+  const StepTrace& last_trace() const { return trace_; }
+  /// Seconds since the session started (the clock of StepTrace).
+  double now() const;
+
+  /// Chief only: writes a checkpoint of the current parameters, optimizer state and data
+  /// position to checkpoint_dir (model.ckpt-<step>.safetensors). Returns its path.
+  std::string save_checkpoint();
+  /// Every worker's mean step time (seconds) as last shared (every step_time_every_steps local
+  /// steps), in worker order; on the chief only (this worker's alone elsewhere). Not collective:
+  /// the session gathers at a fixed cadence on every worker.
+  const std::vector<double>& worker_step_times() const { return worker_step_times_; }
+
+ private:
+  void create();
+  HookList all_hooks() const;
+
+  Trainer& trainer_;
+  MonitoredSessionOptions options_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::optional<std::int64_t> restored_step_;
+  std::chrono::steady_clock::time_point start_;
+  StepTrace trace_;
+  double step_seconds_sum_ = 0;
+  std::int64_t step_seconds_count_ = 0;
+  std::int64_t local_steps_ = 0;
+  std::vector<double> worker_step_times_;
+  bool stop_ = false;
+  bool error_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace cohort

@@ -1,0 +1,227 @@
+#include "cohort/core/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/dist/server.h"
+
+namespace cohort {
+namespace {
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  // splitmix64 over the pair: dropout masks differ by step, worker and tower.
+  std::uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+data::BatchOptions batch_options(const TrainerOptions& options) {
+  data::BatchOptions b;
+  b.batch_size = options.batch_size;
+  b.seed = options.seed;
+  b.shuffle = true;
+  b.drop_remainder = true;
+  b.repeat = true;
+  return b;
+}
+
+}  // namespace
+
+Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::Dataset data,
+                 std::unique_ptr<Optimizer> optimizer, TrainerOptions options)
+    : graph_(graph),
+      options_(options),
+      optimizer_(std::move(optimizer)),
+      batches_(std::move(data), batch_options(options)) {
+  if (server) {
+    worker_index_ = server->task_index();
+    num_workers_ = server->cluster().num_tasks("worker");
+  }
+  if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
+  if (options_.batch_size < options_.towers)
+    throw InvalidArgument("--batch_size=" + std::to_string(options_.batch_size) +
+                          " is smaller than --towers=" + std::to_string(options_.towers));
+  if (!options_.gpus.empty() && options_.gpus.size() != static_cast<std::size_t>(options_.towers))
+    throw InvalidArgument(std::to_string(options_.gpus.size()) + " GPUs given for " +
+                          std::to_string(options_.towers) + " towers");
+  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
+  for (std::size_t t = 0; t < options_.gpus.size(); ++t)
+    towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
+  for (Tower& tower : towers_) tower.grads.assign(static_cast<std::size_t>(graph_.num_parameters()), 0.0f);
+  replication_ = Replication::create(server, graph_, *optimizer_, options_.replication);
+  for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });
+}
+
+Trainer::~Trainer() {
+  {
+    std::lock_guard lock(mutex_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+void Trainer::start(std::int64_t initial_step, bool restored) {
+  if (!restored) graph_.initialize(options_.seed);
+  replication_->start(graph_.values(), initial_step);
+  if (const std::int64_t step = replication_->global_step(); step > 0) {
+    const std::int64_t consumed = replication_->batches_at(step);
+    const std::int64_t per_epoch = batches_.batches_per_epoch();
+    batches_.seek(consumed / per_epoch, (consumed % per_epoch) * options_.batch_size);
+  }
+}
+
+namespace {
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Trainer::tower_thread(std::size_t index) {
+  std::int64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return quit_ || generation_ != seen; });
+      if (quit_) return;
+      seen = generation_;
+    }
+    std::exception_ptr error;
+    try {
+      run_tower(index);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    if (error && !tower_error_) tower_error_ = error;
+    if (--running_ == 0) finished_.notify_one();
+  }
+}
+
+void Trainer::run_tower(std::size_t index) {
+  Tower& tower = towers_[index];
+  OpContext context;
+  context.training = true;
+  context.seed = mix(step_seed_, index);
+  tower.metrics = tower.model.train_step(tower.images, tower.labels, tower.grads, context);
+}
+
+StepValues Trainer::step() {
+  batches_.next(batch_images_, batch_labels_);
+  const std::int64_t n = static_cast<std::int64_t>(batch_labels_.size());
+  const std::int64_t per_example = batch_images_.size() / n;
+  const auto towers = static_cast<std::int64_t>(towers_.size());
+
+  StepValues values;
+  values.pull_begin = seconds_now();
+  replication_->before_step(graph_.values());
+  values.pull_end = seconds_now();
+  step_seed_ = mix(options_.seed, static_cast<std::uint64_t>(replication_->global_step()));
+
+  if (towers == 1) {
+    Tower& tower = towers_.front();
+    OpContext context;
+    context.seed = step_seed_;
+    tower.metrics = tower.model.train_step(batch_images_, batch_labels_, tower.grads, context);
+  } else {
+    // Split the batch as evenly as possible; each tower copies its slice (a small cost next to
+    // its forward and backward pass).
+    std::int64_t first = 0;
+    for (std::int64_t t = 0; t < towers; ++t) {
+      const std::int64_t count = n / towers + (t < n % towers ? 1 : 0);
+      Tower& tower = towers_[static_cast<std::size_t>(t)];
+      Shape shape = batch_images_.shape();
+      shape[0] = count;
+      tower.images.resize(shape);
+      std::memcpy(tower.images.data(), batch_images_.data() + first * per_example,
+                  static_cast<std::size_t>(count * per_example) * sizeof(float));
+      tower.labels.assign(batch_labels_.begin() + first, batch_labels_.begin() + first + count);
+      first += count;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      running_ = static_cast<int>(towers - 1);
+      ++generation_;
+    }
+    wake_.notify_all();
+    // Tower 0 runs here; whatever it throws waits until the other towers are done with the
+    // batch, so a caller that carries on cannot overwrite their inputs under them.
+    std::exception_ptr error;
+    try {
+      run_tower(0);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [&] { return running_ == 0; });
+    if (!error) error = std::exchange(tower_error_, nullptr);
+    tower_error_ = nullptr;
+    if (error) std::rethrow_exception(error);
+    // Average the towers' gradients, weighting each by its share of the batch.
+    std::vector<float>& total = towers_.front().grads;
+    const float w0 = static_cast<float>(towers_.front().labels.size()) / static_cast<float>(n);
+    for (float& g : total) g *= w0;
+    for (std::size_t t = 1; t < towers_.size(); ++t) {
+      const float w = static_cast<float>(towers_[t].labels.size()) / static_cast<float>(n);
+      const std::vector<float>& grads = towers_[t].grads;
+      for (std::size_t i = 0; i < total.size(); ++i) total[i] += w * grads[i];
+    }
+  }
+
+  values.compute_end = seconds_now();
+  values.learning_rate = optimizer_->learning_rate(replication_->global_step());
+  for (const Tower& tower : towers_) {
+    const float w = towers == 1 ? 1.0f : static_cast<float>(tower.labels.size()) / static_cast<float>(n);
+    values.loss += w * tower.metrics.loss;
+    values.accuracy += w * tower.metrics.accuracy;
+  }
+  const StepOutcome outcome = replication_->after_step(towers_.front().grads, graph_.values());
+  values.global_step = outcome.global_step;
+  values.applied = outcome.applied;
+  values.stop = outcome.stop;
+  values.examples = n;
+  values.update_end = seconds_now();
+  return values;
+}
+
+StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
+  auto batches = data::BatchIterator::in_order(data, batch_size);
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  double loss = 0, correct = 0;
+  std::int64_t seen = 0;
+  Model& model = towers_.front().model;
+  while (batches.next(images, labels)) {
+    const StepMetrics m = model.evaluate(images, labels);
+    const auto n = static_cast<double>(labels.size());
+    loss += m.loss * n;
+    correct += m.accuracy * n;
+    seen += static_cast<std::int64_t>(labels.size());
+  }
+  if (seen == 0) return {};
+  return {static_cast<float>(loss / static_cast<double>(seen)),
+          static_cast<float>(correct / static_cast<double>(seen))};
+}
+
+void Trainer::finish() { replication_->finish(); }
+
+std::int64_t Trainer::examples_per_global_step() const {
+  const ReplicationOptions& r = options_.replication;
+  switch (r.mode) {
+    case Mode::kSync:
+      return options_.batch_size * (r.replicas_to_aggregate > 0 ? r.replicas_to_aggregate : num_workers_);
+    case Mode::kAllreduce:
+      return options_.batch_size * num_workers_;
+    case Mode::kLocal:
+    case Mode::kAsync:
+    case Mode::kSsp:
+      break;
+  }
+  return options_.batch_size;
+}
+
+}  // namespace cohort

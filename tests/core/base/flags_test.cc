@@ -1,0 +1,177 @@
+#include "cohort/core/base/flags.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+using cohort::flags::Flag;
+using cohort::flags::FlagError;
+using cohort::flags::Registry;
+using cohort::flags::Type;
+
+namespace {
+
+// A registry of its own per test, with the four flag types.
+struct Fixture {
+  std::string data_dir = "/data";
+  std::int64_t batch_size = 64;
+  bool shuffle = true;
+  double learning_rate = 0.05;
+  std::map<std::string, std::string> env;
+  Registry registry;
+
+  Fixture() {
+    registry.add(Flag{"data_dir", Type::kString, &data_dir, "/data", "where the data is", "a.cc", 1});
+    registry.add(Flag{"batch_size", Type::kInt, &batch_size, "64", "examples per step", "a.cc", 2});
+    registry.add(Flag{"shuffle", Type::kBool, &shuffle, "true", "shuffle each epoch", "b.cc", 3});
+    registry.add(Flag{"learning_rate", Type::kFloat, &learning_rate, "0.05", "step size", "b.cc", 4});
+  }
+
+  Registry::Parsed parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    return registry.parse(args, [this](const char* name) -> const char* {
+      const auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  }
+
+  std::string error(std::vector<std::string> args) {
+    try {
+      parse(std::move(args));
+    } catch (const FlagError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+};
+
+}  // namespace
+
+TEST_CASE("flags take --name=value and --name value, and leave the rest") {
+  Fixture f;
+  const auto parsed = f.parse({"--batch_size=128", "input.txt", "--learning_rate", "0.1",
+                               "--data_dir=/tmp/x"});
+  CHECK(f.batch_size == 128);
+  CHECK(f.learning_rate == doctest::Approx(0.1));
+  CHECK(f.data_dir == "/tmp/x");
+  REQUIRE(parsed.rest.size() == 2);
+  CHECK(parsed.rest[0] == "prog");
+  CHECK(parsed.rest[1] == "input.txt");
+  CHECK_FALSE(parsed.help);
+}
+
+TEST_CASE("boolean flags: --name, --noname, --name=false") {
+  Fixture f;
+  f.parse({"--noshuffle"});
+  CHECK_FALSE(f.shuffle);
+  f.parse({"--shuffle"});
+  CHECK(f.shuffle);
+  f.parse({"--shuffle=false"});
+  CHECK_FALSE(f.shuffle);
+  // A bool never swallows the next argument.
+  const auto parsed = f.parse({"--shuffle", "file"});
+  CHECK(f.shuffle);
+  CHECK(parsed.rest.size() == 2);
+}
+
+TEST_CASE("the last value given wins") {
+  Fixture f;
+  f.parse({"--batch_size=1", "--batch_size=2"});
+  CHECK(f.batch_size == 2);
+}
+
+TEST_CASE("unknown flags are refused with a suggestion") {
+  Fixture f;
+  CHECK(f.error({"--lerning_rate=0.1"}) ==
+        "unknown flag --lerning_rate (did you mean --learning_rate?)");
+  CHECK(f.error({"--zzzzzzzzzzzz"}) == "unknown flag --zzzzzzzzzzzz");
+  // Prefixes are not guessed: --batch is not --batch_size.
+  CHECK(f.error({"--batch=3"}).rfind("unknown flag --batch", 0) == 0);
+}
+
+TEST_CASE("bad values name the flag, the value and the expected type") {
+  Fixture f;
+  CHECK(f.error({"--batch_size=12x"}) ==
+        "invalid value '12x' for --batch_size: expected an int (64-bit integer)");
+  CHECK(f.error({"--learning_rate=fast"}) ==
+        "invalid value 'fast' for --learning_rate: expected a float (a number such as 0.05 or 1e-3)");
+  CHECK(f.error({"--shuffle=maybe"}) ==
+        "invalid value 'maybe' for --shuffle: expected a bool (true or false)");
+  CHECK(f.error({"--batch_size=99999999999999999999"}).find("--batch_size") != std::string::npos);
+}
+
+TEST_CASE("a flag defined twice is an error naming both places") {
+  Fixture f;
+  std::int64_t other = 0;
+  f.registry.add(Flag{"batch_size", Type::kInt, &other, "0", "again", "c.cc", 9});
+  CHECK(f.error({}) == "flag --batch_size is defined twice: at a.cc:2 and at c.cc:9");
+}
+
+TEST_CASE("environment fallback COHORT_<NAME>, overridden by the command line") {
+  Fixture f;
+  f.env["COHORT_BATCH_SIZE"] = "32";
+  f.env["COHORT_SHUFFLE"] = "false";
+  f.parse({});
+  CHECK(f.batch_size == 32);
+  CHECK_FALSE(f.shuffle);
+  f.parse({"--batch_size=16"});
+  CHECK(f.batch_size == 16);
+  f.env["COHORT_LEARNING_RATE"] = "abc";
+  CHECK(f.error({}) == "invalid value 'abc' for environment variable COHORT_LEARNING_RATE: "
+                       "expected a float (a number such as 0.05 or 1e-3)");
+}
+
+TEST_CASE("--flagfile reads --name=value lines with comments, in command-line order") {
+  Fixture f;
+  const std::string path = "flags_test_flagfile.txt";
+  {
+    std::ofstream out(path);
+    out << "# a comment\n\n--batch_size=256\n  --noshuffle  \n--learning_rate=0.5\n";
+  }
+  f.parse({"--flagfile=" + path, "--learning_rate=0.25"});
+  CHECK(f.batch_size == 256);
+  CHECK_FALSE(f.shuffle);
+  CHECK(f.learning_rate == doctest::Approx(0.25));
+  f.parse({"--learning_rate=0.25", "--flagfile", path});
+  CHECK(f.learning_rate == doctest::Approx(0.5));
+  CHECK(f.error({"--flagfile=does_not_exist.txt"}) ==
+        "--flagfile=does_not_exist.txt: cannot open the file");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("--help lists every flag with type, default and doc, grouped by file") {
+  Fixture f;
+  CHECK(f.parse({"--help"}).help);
+  const std::string help = f.registry.help("prog");
+  CHECK(help.find("Flags from a.cc:") != std::string::npos);
+  CHECK(help.find("Flags from b.cc:") != std::string::npos);
+  CHECK(help.find("--batch_size (int, default 64)") != std::string::npos);
+  CHECK(help.find("--data_dir (string, default \"/data\")") != std::string::npos);
+  CHECK(help.find("--shuffle (bool, default true)") != std::string::npos);
+  CHECK(help.find("--learning_rate (float, default 0.05)") != std::string::npos);
+  CHECK(help.find("examples per step") != std::string::npos);
+  CHECK(help.find("Flags from a.cc:") < help.find("Flags from b.cc:"));
+}
+
+// The macros, as a user writes them.
+COHORT_DEFINE_int(test_steps, 7, "steps");
+COHORT_DEFINE_string(test_name, "x", "name");
+COHORT_DEFINE_bool(test_verbose, false, "verbose");
+COHORT_DEFINE_float(test_rate, 0.5, "rate");
+
+TEST_CASE("COHORT_DEFINE_* register typed FLAGS_ variables in the global registry") {
+  static_assert(std::is_same_v<decltype(FLAGS_test_steps), std::int64_t>);
+  static_assert(std::is_same_v<decltype(FLAGS_test_rate), double>);
+  const Flag* flag = Registry::global().find("test_steps");
+  REQUIRE(flag != nullptr);
+  CHECK(flag->type == Type::kInt);
+  CHECK(flag->default_text == "7");
+  CHECK(flag->file.find("flags_test.cc") != std::string::npos);
+  Registry::global().parse({"prog", "--test_steps=9", "--test_verbose", "--test_name=y"}, {});
+  CHECK(FLAGS_test_steps == 9);
+  CHECK(FLAGS_test_verbose);
+  CHECK(FLAGS_test_name == "y");
+  CHECK(FLAGS_test_rate == doctest::Approx(0.5));
+}

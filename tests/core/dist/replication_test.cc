@@ -1,0 +1,261 @@
+// The training modes under real mpiexec: sync and allreduce against one process, async
+// exactness, backup workers, and the SSP bound.
+#include "cohort/core/dist/replication.h"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/parameter_store.h"
+#include "cohort/core/dist/server.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/models.h"
+#include "support/mpi_test.h"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::int64_t kBatch = 8;
+constexpr int kSteps = 6;
+
+ReplicaDeviceSetter setter(int ps_tasks) {
+  ReplicaDeviceSetterOptions o;
+  o.ps_tasks = ps_tasks;
+  return ReplicaDeviceSetter(o);
+}
+
+OptimizerOptions momentum() {
+  OptimizerOptions o;
+  o.name = "momentum";
+  o.learning_rate.base = 0.1;
+  return o;
+}
+
+// Copies examples [first, first + count) of `data` into a batch.
+void slice(const data::Dataset& data, std::int64_t first, std::int64_t count, Tensor& images,
+           std::vector<std::int32_t>& labels) {
+  Shape shape{count};
+  for (auto d : data.image_shape()) shape.push_back(d);
+  images.resize(shape);
+  labels.resize(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto image = data.image(first + i);
+    std::memcpy(images.data() + i * data.image_size(), image.data(), image.size_bytes());
+    labels[static_cast<std::size_t>(i)] = data.label(first + i);
+  }
+}
+
+// One process at batch W*B over the same examples: the reference the modes must match.
+std::vector<float> reference(const data::Dataset& data, int workers) {
+  Graph graph;
+  Model model = mlp(graph, {16});
+  graph.initialize(7);
+  auto optimizer = Optimizer::create(momentum());
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  for (int step = 0; step < kSteps; ++step) {
+    slice(data, step * workers * kBatch, workers * kBatch, images, labels);
+    model.train_step(images, labels, grads, {});
+    optimizer->apply(graph.values(), grads, step);
+  }
+  return {graph.values().begin(), graph.values().end()};
+}
+
+// Trains kSteps steps in `mode` with worker w taking the w-th slice of each W*B batch; returns
+// the final parameters on every worker.
+std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tasks,
+                                    const data::Dataset& data) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, ps_tasks);
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    server.join(60s);
+    return {};
+  }
+  const int workers = cluster.num_tasks("worker");
+  const int me = server.task_index();
+  Graph graph(setter(ps_tasks));
+  Model model = mlp(graph, {16});
+  graph.initialize(7);
+  auto optimizer = Optimizer::create(momentum());
+  ReplicationOptions options;
+  options.mode = mode;
+  options.wait_timeout = 60s;
+  auto replication = Replication::create(&server, graph, *optimizer, options);
+  replication->start(graph.values(), 0);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  for (int step = 0; step < kSteps; ++step) {
+    replication->before_step(graph.values());
+    slice(data, (step * workers + me) * kBatch, kBatch, images, labels);
+    model.train_step(images, labels, grads, {});
+    const StepOutcome outcome = replication->after_step(grads, graph.values());
+    CHECK(outcome.global_step == step + 1);
+    CHECK(outcome.applied);
+  }
+  std::vector<float> values(graph.values().begin(), graph.values().end());
+  replication->finish();
+  server.done();
+  return values;
+}
+
+// "Equal to 1e-5 relative": the difference of the parameter vectors is below 1e-5 of the
+// reference's norm. Element by element (relative, with values below 1e-3 compared absolutely at
+// that scale) the sums of gradients taken in another order stay within 1e-4.
+void check_equal(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  double diff2 = 0, norm2 = 0, worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - want[i];
+    diff2 += d * d;
+    norm2 += double(want[i]) * want[i];
+    worst = std::max(worst, std::abs(d) / std::max(1e-3, std::abs(double(want[i]))));
+  }
+  const double relative = std::sqrt(diff2 / norm2);
+  MESSAGE("relative difference " << relative << ", largest element-wise " << worst);
+  CHECK(relative < 1e-5);
+  CHECK(worst < 1e-4);
+}
+
+}  // namespace
+
+COHORT_MPI_TEST_CASE("sync mode with 2 workers equals one process at batch 2B", 3) {
+  const auto data = data::synthetic(kSteps * 2 * kBatch, 11);
+  const auto values = train_replicated(comm, Mode::kSync, 1, data);
+  if (!values.empty()) check_equal(values, reference(data, 2));
+}
+
+COHORT_MPI_TEST_CASE("sync mode with 3 workers and 2 ps tasks equals one process at batch 3B", 5) {
+  const auto data = data::synthetic(kSteps * 3 * kBatch, 12);
+  const auto values = train_replicated(comm, Mode::kSync, 2, data);
+  if (!values.empty()) check_equal(values, reference(data, 3));
+}
+
+COHORT_MPI_TEST_CASE("allreduce mode with 2 workers equals one process at batch 2B", 2) {
+  const auto data = data::synthetic(kSteps * 2 * kBatch, 13);
+  check_equal(train_replicated(comm, Mode::kAllreduce, 0, data), reference(data, 2));
+}
+
+COHORT_MPI_TEST_CASE("allreduce mode with 3 workers equals one process at batch 3B", 3) {
+  const auto data = data::synthetic(kSteps * 3 * kBatch, 14);
+  check_equal(train_replicated(comm, Mode::kAllreduce, 0, data), reference(data, 3));
+}
+
+COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly", 5) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    server.join(60s);
+    return;
+  }
+  Graph graph(setter(1));
+  graph.get_variable("a", {3, 5}, Initializer::zeros());
+  graph.get_variable("b", {7}, Initializer::zeros());
+  const auto n = static_cast<std::size_t>(graph.num_parameters());
+  ParameterStore store(server, graph, {});
+  const int me = server.task_index();
+  constexpr int kPushes = 50;
+  std::vector<float> initial(n);
+  for (std::size_t i = 0; i < n; ++i) initial[i] = static_cast<float>(i);
+  if (server.is_chief()) {
+    store.assign(initial);
+    store.write(ControlSlot::kReady, 1);
+  }
+  while (store.read(ControlSlot::kReady) != 1) std::this_thread::sleep_for(1ms);
+  // Integer-valued deltas: float sums of them are exact, whatever the order.
+  std::vector<float> delta(n);
+  for (int p = 1; p <= kPushes; ++p) {
+    for (std::size_t i = 0; i < n; ++i) delta[i] = static_cast<float>((me + 1) * p + int(i % 3));
+    store.push(delta);
+    store.fetch_add(ControlSlot::kGlobalStep, 1);
+  }
+  store.fetch_add(ControlSlot::kRetired, 1);
+  const int workers = cluster.num_tasks("worker");
+  while (store.read(ControlSlot::kRetired) < workers) std::this_thread::sleep_for(1ms);
+  std::vector<float> final_values(n);
+  store.pull(final_values);
+  const double pushes_sum = kPushes * (kPushes + 1) / 2.0;
+  double worker_sum = 0;
+  for (int w = 1; w <= workers; ++w) worker_sum += w;
+  for (std::size_t i = 0; i < n; ++i)  // exact: integer-valued sums below 2^24
+    CHECK(double(final_values[i]) ==
+          initial[i] + worker_sum * pushes_sum + double(workers * kPushes * int(i % 3)));
+  CHECK(store.read(ControlSlot::kGlobalStep) == workers * kPushes);
+  store.close();
+}
+
+// Three workers and a ps train a small mlp in `options.mode`; worker `slow` sleeps `pause` per
+// step. `done(steps)` says when to stop; `check(replication, slow)` runs on every worker after.
+template <typename Done, typename Check>
+void train_with_a_slow_worker(const mpi::Comm& comm, ReplicationOptions options, int slow,
+                              std::chrono::milliseconds pause, Done done, Check check) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    server.join(60s);
+    return;
+  }
+  const auto data = data::synthetic(256, 15);
+  Graph graph(setter(1));
+  Model model = mlp(graph, {8});
+  graph.initialize(3);
+  auto optimizer = Optimizer::create(momentum());
+  options.wait_timeout = 60s;
+  auto replication = Replication::create(&server, graph, *optimizer, options);
+  replication->start(graph.values(), 0);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  const bool is_slow = server.task_index() == slow;
+  std::int64_t last = 0, steps = 0;
+  while (!done(*replication, steps)) {
+    replication->before_step(graph.values());
+    slice(data, (steps++ % 16) * 16, 16, images, labels);
+    model.train_step(images, labels, grads, {});
+    if (is_slow) std::this_thread::sleep_for(pause);
+    const StepOutcome outcome = replication->after_step(grads, graph.values());
+    CHECK(outcome.global_step > last);  // steps always advance
+    last = outcome.global_step;
+  }
+  check(*replication, is_slow, steps);
+  replication->finish();
+  server.done();
+}
+
+COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dropped", 4) {
+  ReplicationOptions options;
+  options.mode = Mode::kSync;
+  options.replicas_to_aggregate = 2;
+  train_with_a_slow_worker(
+      comm, options, /*slow=*/2, 30ms,
+      [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
+      [](Replication& r, bool slow, std::int64_t steps) {
+        CHECK(r.global_step() >= 20);
+        if (!slow) return;
+        CHECK(r.dropped_gradients() > 0);
+        MESSAGE("slow worker: " << r.dropped_gradients() << " of " << steps << " gradients dropped");
+      });
+}
+
+COHORT_MPI_TEST_CASE("ssp: no worker runs more than `staleness` steps ahead of the slowest", 4) {
+  ReplicationOptions options;
+  options.mode = Mode::kSsp;
+  options.staleness = 2;
+  train_with_a_slow_worker(
+      comm, options, /*slow=*/1, 60ms, [](Replication&, std::int64_t steps) { return steps >= 10; },
+      [](Replication& r, bool slow, std::int64_t) {
+        // Without the bound the fast workers would end 9 steps ahead of the slow one.
+        MESSAGE("largest gap " << r.max_observed_staleness() << std::string(slow ? " (slow worker)" : ""));
+        CHECK(r.max_observed_staleness() <= 2);
+        if (!slow) CHECK(r.max_observed_staleness() >= 1);
+      });
+}
+
+}  // namespace cohort

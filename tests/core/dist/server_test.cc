@@ -1,0 +1,183 @@
+#include "cohort/core/dist/server.h"
+
+#include <doctest/doctest.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <thread>
+
+#include "support/mpi_test.h"
+
+using cohort::ClusterSpec;
+using cohort::Error;
+using cohort::InvalidArgument;
+using cohort::Server;
+using cohort::TaskId;
+using cohort::mpi::Comm;
+using namespace std::chrono_literals;
+
+namespace {
+
+void on_every_size(void (*body)(const Comm&)) {
+  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
+
+TEST_CASE("a server knows its job, task, target and whether it is the chief") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    const ClusterSpec cluster = ClusterSpec::from_counts(comm, n > 1 ? 1 : 0);
+    Server server(cluster);
+    CHECK(&server.cluster() == &cluster);
+    const TaskId expected =
+        n > 1 && me == 0 ? TaskId{"ps", 0} : TaskId{"worker", n > 1 ? me - 1 : me};
+    CHECK(server.job_name() == expected.job);
+    CHECK(server.task_index() == expected.index);
+    CHECK(server.task() == expected);
+    CHECK(server.is_computing() == (expected.job == "worker"));
+    CHECK(server.is_chief() == (expected == TaskId{"worker", 0}));
+    CHECK(server.target() == "mpi://" + expected.job + "/" + std::to_string(expected.index) +
+                                 "@rank" + std::to_string(me));
+    CHECK(server.worker_device() ==
+          "/job:" + expected.job + "/task:" + std::to_string(expected.index));
+
+    Server checked(cluster, expected.job, expected.index);
+    CHECK(checked.target() == server.target());
+    // Every rank names a wrong task; every rank reports the first one.
+    CHECK_THROWS_WITH_AS(
+        Server(cluster, expected.job, expected.index + 1),
+        doctest::Contains(
+            ("rank 0 is " + cluster.task_of(0).to_string() + " in the cluster spec").c_str()),
+        InvalidArgument);
+    // Only the last rank names a wrong task: still every rank throws.
+    const bool last = me == n - 1;
+    CHECK_THROWS_WITH_AS(Server(cluster, expected.job, expected.index + (last ? 1 : 0)),
+                         doctest::Contains(("rank " + std::to_string(n - 1) + " is " +
+                                            cluster.task_of(n - 1).to_string())
+                                               .c_str()),
+                         InvalidArgument);
+    CHECK_THROWS_AS(Server(cluster, "evaluator", 0), InvalidArgument);
+  });
+}
+
+TEST_CASE("with a chief job, the chief task is the chief and worker 0 is not") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    if (n < 2) return;
+    std::vector<int> workers;
+    for (int r = 0; r < n - 1; ++r) workers.push_back(r);
+    const ClusterSpec cluster =
+        ClusterSpec::from_ranks(comm, {{"worker", workers}, {"chief", {n - 1}}});
+    Server server(cluster);
+    CHECK(server.is_chief() == (comm.rank() == n - 1));
+    CHECK(server.is_computing());
+  });
+}
+
+TEST_CASE("ps tasks join until every worker is done, then return") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    for (int ps = 0; ps < n; ++ps) {
+      const ClusterSpec cluster = ClusterSpec::from_counts(comm, ps);
+      Server server(cluster);
+      if (server.job_name() == "ps") {
+        CHECK_THROWS_AS(server.done(), InvalidArgument);
+        server.join(20s);
+        CHECK(server.tasks_done().size() == static_cast<std::size_t>(n - ps));
+        server.join(1ms);  // everyone is done already: returns at once
+      } else {
+        CHECK_THROWS_WITH_AS(server.join(), doctest::Contains("is a computing task"),
+                             InvalidArgument);
+        // Workers finish at different times, and saying it twice is harmless.
+        std::this_thread::sleep_for(std::chrono::milliseconds(5 * server.task_index()));
+        server.done();
+        server.done();
+        CHECK(server.tasks_done().empty());
+      }
+      comm.barrier();
+    }
+  });
+}
+
+TEST_CASE("a worker whose server goes away without done() still lets the ps finish") {
+  on_every_size([](const Comm& comm) {
+    if (comm.size() < 2) return;
+    const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+    Server server(cluster);
+    Server moved(std::move(server));  // the moved-from server says nothing
+    if (moved.job_name() == "ps") moved.join(20s);
+  });
+}
+
+TEST_CASE("join with a timeout names the workers not done, and can be called again") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    if (n < 2) return;
+    // ps:0 on rank 0, an evaluator on rank 1 when there is room, workers on the rest.
+    const int first_worker = n >= 3 ? 2 : 1;
+    std::vector<int> workers;
+    for (int r = first_worker; r < n; ++r) workers.push_back(r);
+    ClusterSpec::JobList jobs{{"ps", {0}}, {"worker", workers}};
+    if (n >= 3) jobs.push_back({"evaluator", {1}});
+    const ClusterSpec cluster = ClusterSpec::from_ranks(comm, jobs);
+    Server server(cluster);
+    // Worker 0 is done early, the others only after the ps timed out.
+    if (server.task() == TaskId{"worker", 0}) server.done();
+    comm.barrier();
+    if (!server.is_computing()) {
+      std::string waiting;
+      for (int w = 1; w < static_cast<int>(workers.size()); ++w)
+        waiting += std::string(w > 1 ? ", " : "") + "worker:" + std::to_string(w) + " (rank " +
+                   std::to_string(workers[static_cast<std::size_t>(w)]) + ")";
+      if (workers.size() > 1) {
+        CHECK_THROWS_WITH_AS(
+            server.join(100ms),
+            doctest::Contains(
+                ("timed out after 100 ms; still waiting for done() from " + waiting).c_str()),
+            Error);
+      } else {
+        server.join(20s);
+      }
+    }
+    comm.barrier();
+    if (server.is_computing())
+      server.done();
+    else
+      server.join(20s);
+    if (!server.is_computing()) CHECK(server.tasks_done().size() == workers.size());
+  });
+}
+
+TEST_CASE("a ps waiting in join() uses almost no CPU") {
+  cohort::test::run_on_ranks(2, [](const Comm& comm) {
+    const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+    Server server(cluster);
+    constexpr auto kWait = 1500ms;
+    comm.barrier();
+    if (server.job_name() == "ps") {
+      const double cpu_before = cpu_seconds();
+      const auto start = std::chrono::steady_clock::now();
+      server.join(20s);
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double cpu = cpu_seconds() - cpu_before;
+      MESSAGE("ps in join(): " << cpu * 1e3 << " ms CPU over " << wall
+                               << " s wall = " << 100.0 * cpu / wall << "% of a core");
+      CHECK(wall >= 1.4);
+      CHECK(cpu / wall < 0.10);
+    } else {
+      std::this_thread::sleep_for(kWait);
+      server.done();
+    }
+  });
+}

@@ -1,0 +1,345 @@
+// CheckpointManager on real files in a temp dir under the build tree: the index, pruning,
+// falling back past damaged checkpoints, and crashes simulated between write and rename.
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/core/io/checkpoint.h"
+#include "checkpoint_test_support.h"
+
+namespace fs = std::filesystem;
+using cohort::Checkpoint;
+using cohort::CheckpointError;
+using cohort::CheckpointManager;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::path(COHORT_CHECKPOINT_TEST_DIR) / (name + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+using cohort::test::slurp;
+using cohort::test::spit;
+
+// Collects what is written to stderr (fd 2) while it lives.
+class StderrCapture {
+ public:
+  explicit StderrCapture(std::string file) : file_(std::move(file)) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrCapture() { restore(); }
+  std::vector<std::string> lines() {
+    restore();
+    std::vector<std::string> out;
+    std::ifstream in(file_);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string file_;
+  int saved_ = -1;
+};
+
+// A checkpoint whose values tell which step wrote them.
+Checkpoint at_step(std::int64_t step) {
+  Checkpoint c;
+  c.metadata = {{"model", "mlp"}, {"mode", "sync"}};
+  const float s = static_cast<float>(step);
+  c.tensors.push_back({"hidden1/kernel", {2, 3}, {s, s + 1, s + 2, s + 3, s + 4, s + 5}});
+  c.tensors.push_back({"optimizer/momentum", {3}, {-s, -s, -s}});
+  return c;
+}
+
+void check_is_step(const std::optional<Checkpoint>& c, std::int64_t step) {
+  REQUIRE(c.has_value());
+  CHECK(c->global_step() == step);
+  REQUIRE(c->find("hidden1/kernel") != nullptr);
+  CHECK(c->find("hidden1/kernel")->values[5] == static_cast<float>(step) + 5);
+  CHECK(c->find("optimizer/momentum")->values[2] == -static_cast<float>(step));
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> temp_files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& n : files_in(dir))
+    if (n.find(".tmp-") != std::string::npos) names.push_back(n);
+  return names;
+}
+
+void flip_last_byte(const std::string& path) {
+  std::string bytes = slurp(path);
+  bytes.back() ^= 0x01;
+  spit(path, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint file names") {
+  CHECK(CheckpointManager::file_name(300) == "model.ckpt-300.safetensors");
+  CHECK(CheckpointManager::step_of("model.ckpt-300.safetensors") == 300);
+  CHECK(CheckpointManager::step_of("model.ckpt-0.safetensors") == 0);
+  CHECK_FALSE(CheckpointManager::step_of("model.ckpt-007.safetensors"));
+  CHECK_FALSE(CheckpointManager::step_of("model.ckpt--1.safetensors"));
+  CHECK_FALSE(CheckpointManager::step_of("model.ckpt-.safetensors"));
+  CHECK_FALSE(CheckpointManager::step_of("model.ckpt-1x.safetensors"));
+  CHECK_FALSE(CheckpointManager::step_of("model.ckpt-3.safetensors.tmp-12-abcdef01"));
+  CHECK_FALSE(CheckpointManager::step_of("../model.ckpt-3.safetensors"));
+}
+
+TEST_CASE("an empty directory has nothing to restore") {
+  TempDir dir("ckpt_manager_empty");
+  CheckpointManager manager(dir / "a/b");  // created, parents too
+  CHECK(fs::is_directory(dir / "a/b"));
+  CHECK(manager.directory() == dir / "a/b");
+  CHECK(manager.keep_checkpoint_max() == 5);
+  CHECK_FALSE(manager.restore_latest().has_value());
+  CHECK_FALSE(manager.latest_path().has_value());
+  CHECK(manager.all_paths().empty());
+}
+
+TEST_CASE("bad arguments") {
+  TempDir dir("ckpt_manager_args");
+  CHECK_THROWS_AS(CheckpointManager(dir.str(), -1), cohort::InvalidArgument);
+  CheckpointManager manager(dir.str());
+  CHECK_THROWS_WITH_AS(manager.save(-5, at_step(0)), doctest::Contains("negative step -5"),
+                       cohort::InvalidArgument);
+  spit(dir / "plain_file", "x");
+  CHECK_THROWS_WITH_AS(CheckpointManager(dir / "plain_file"),
+                       doctest::Contains("cannot create the checkpoint directory"), CheckpointError);
+}
+
+TEST_CASE("save writes the file and the index; restore_latest reads the newest") {
+  TempDir dir("ckpt_manager_save");
+  CheckpointManager manager(dir.str());
+  Checkpoint c = at_step(100);
+  c.metadata["global_step"] = "999";  // save()'s step wins
+  CHECK(manager.save(100, c) == dir / "model.ckpt-100.safetensors");
+  manager.save(200, at_step(200));
+  manager.save(300, at_step(300));
+
+  CHECK(manager.latest_path() == dir / "model.ckpt-300.safetensors");
+  CHECK(manager.all_paths() == std::vector<std::string>{dir / "model.ckpt-100.safetensors",
+                                                        dir / "model.ckpt-200.safetensors",
+                                                        dir / "model.ckpt-300.safetensors"});
+  const auto index = nlohmann::json::parse(slurp(dir / "checkpoint"));
+  CHECK(index["latest"] == "model.ckpt-300.safetensors");
+  CHECK(index["all"] == nlohmann::json{"model.ckpt-100.safetensors", "model.ckpt-200.safetensors",
+                                       "model.ckpt-300.safetensors"});
+  CHECK(cohort::read_checkpoint(dir / "model.ckpt-100.safetensors").global_step() == 100);
+
+  StderrCapture err(dir / "stderr.txt");
+  const auto restored = CheckpointManager(dir.str()).restore_latest();
+  CHECK(err.lines().empty());
+  check_is_step(restored, 300);
+  CHECK(restored->metadata.at("model") == "mlp");
+  CHECK(temp_files_in(dir.path).empty());
+
+  // Saving a step again makes it the latest, listed once.
+  manager.save(200, at_step(200));
+  CHECK(manager.latest_path() == dir / "model.ckpt-200.safetensors");
+  CHECK(manager.all_paths().size() == 3);
+  CHECK(manager.all_paths().back() == dir / "model.ckpt-200.safetensors");
+}
+
+TEST_CASE("keep_checkpoint_max prunes the oldest") {
+  TempDir dir("ckpt_manager_prune");
+  CheckpointManager manager(dir.str(), 2);
+  for (int step = 1; step <= 5; ++step) manager.save(step, at_step(step));
+  CHECK(files_in(dir.path) == std::vector<std::string>{"checkpoint", "model.ckpt-4.safetensors",
+                                                       "model.ckpt-5.safetensors"});
+  CHECK(manager.all_paths() == std::vector<std::string>{dir / "model.ckpt-4.safetensors",
+                                                        dir / "model.ckpt-5.safetensors"});
+
+  CheckpointManager keep_all(dir / "all", 0);
+  for (int step = 1; step <= 7; ++step) keep_all.save(step, at_step(step));
+  CHECK(keep_all.all_paths().size() == 7);
+}
+
+TEST_CASE("restore_latest falls back past a damaged latest checkpoint, with a warning") {
+  TempDir dir("ckpt_manager_fallback");
+  CheckpointManager manager(dir.str());
+  for (int step = 1; step <= 3; ++step) manager.save(step, at_step(step));
+  const std::string latest = dir / "model.ckpt-3.safetensors";
+
+  SUBCASE("a flipped byte") {
+    flip_last_byte(latest);
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 2);
+    const auto lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("warning: " + latest + ": checksum mismatch") != std::string::npos);
+    CHECK(lines[0].find("restoring " + dir / "model.ckpt-2.safetensors") != std::string::npos);
+  }
+  SUBCASE("truncated") {
+    fs::resize_file(latest, fs::file_size(latest) / 2);
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 2);
+    const auto lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find(latest + ": ") != std::string::npos);
+    CHECK(lines[0].find("truncated") != std::string::npos);
+  }
+  SUBCASE("missing") {
+    fs::remove(latest);
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 2);
+    const auto lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find(latest + ": missing") != std::string::npos);
+  }
+  SUBCASE("two damaged") {
+    flip_last_byte(latest);
+    fs::resize_file(dir / "model.ckpt-2.safetensors", 4);
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 1);
+    CHECK(err.lines().size() == 2);
+  }
+  SUBCASE("a file whose global_step differs from its name") {
+    fs::copy_file(dir / "model.ckpt-1.safetensors", latest, fs::copy_options::overwrite_existing);
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 2);
+    const auto lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("global_step 1 does not match its file name") != std::string::npos);
+  }
+  SUBCASE("a corrupt index: the files in the directory, highest step first") {
+    spit(dir / "checkpoint", "{\"latest\": ");
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 3);
+    const auto lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find(dir / "checkpoint" + ": checkpoint index is not valid JSON") !=
+          std::string::npos);
+    CHECK_THROWS_AS(manager.latest_path(), CheckpointError);
+  }
+  SUBCASE("an index naming a file outside the directory is refused") {
+    spit(dir / "checkpoint", R"({"latest": "../../etc/passwd", "all": []})");
+    CHECK_THROWS_WITH_AS(manager.latest_path(), doctest::Contains("not a checkpoint file name"),
+                         CheckpointError);
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 3);
+    CHECK(err.lines().size() == 1);
+    // save() warns and rewrites the index from the files present.
+    StderrCapture save_err(dir / "stderr2.txt");
+    manager.save(4, at_step(4));
+    CHECK(save_err.lines().size() == 1);
+    CHECK(manager.all_paths().size() == 4);
+  }
+}
+
+TEST_CASE("no usable checkpoint: an error listing every file and its fault") {
+  TempDir dir("ckpt_manager_none");
+  CheckpointManager manager(dir.str());
+  for (int step = 1; step <= 3; ++step) manager.save(step, at_step(step));
+  flip_last_byte(dir / "model.ckpt-3.safetensors");
+  fs::resize_file(dir / "model.ckpt-2.safetensors", 3);
+  spit(dir / "model.ckpt-1.safetensors", "");
+  std::string message;
+  try {
+    manager.restore_latest();
+  } catch (const CheckpointError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("no usable checkpoint in " + dir.str()) == 0);
+  CHECK(message.find(dir / "model.ckpt-3.safetensors: checksum mismatch") != std::string::npos);
+  CHECK(message.find(dir / "model.ckpt-2.safetensors: truncated: 3 bytes") != std::string::npos);
+  CHECK(message.find(dir / "model.ckpt-1.safetensors: truncated: 0 bytes") != std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("a crash between writing and renaming the checkpoint leaves the previous one in force") {
+  TempDir dir("ckpt_manager_crash");
+  CheckpointManager manager(dir.str());
+  manager.save(1, at_step(1));
+  std::string temp_seen;
+  manager.set_before_rename([&](const std::string& temp) {
+    temp_seen = temp;
+    throw std::runtime_error("simulated crash");
+  });
+  CHECK_THROWS_WITH(manager.save(2, at_step(2)), "simulated crash");
+  CHECK(temp_seen.rfind(dir / "model.ckpt-2.safetensors.tmp-", 0) == 0);
+  CHECK(fs::exists(temp_seen));  // left behind, as a crash would
+  CHECK_FALSE(fs::exists(dir / "model.ckpt-2.safetensors"));
+  CHECK(manager.latest_path() == dir / "model.ckpt-1.safetensors");
+
+  // A fresh process: restore ignores the temporary file, silently.
+  StderrCapture err(dir / "stderr.txt");
+  check_is_step(CheckpointManager(dir.str()).restore_latest(), 1);
+  CHECK(err.lines().empty());
+
+  // The next save removes the leftover.
+  manager.set_before_rename(nullptr);
+  manager.save(3, at_step(3));
+  CHECK(temp_files_in(dir.path).empty());
+  CHECK(manager.all_paths() == std::vector<std::string>{dir / "model.ckpt-1.safetensors",
+                                                        dir / "model.ckpt-3.safetensors"});
+  check_is_step(manager.restore_latest(), 3);
+}
+
+TEST_CASE("a crash before the index is renamed: the old index holds; the orphan is adopted") {
+  TempDir dir("ckpt_manager_crash_index");
+  CheckpointManager manager(dir.str(), 3);
+  manager.save(1, at_step(1));
+  int calls = 0;
+  manager.set_before_rename([&](const std::string& temp) {
+    ++calls;
+    if (temp.find("/checkpoint.tmp-") != std::string::npos) throw std::runtime_error("crash");
+  });
+  CHECK_THROWS(manager.save(2, at_step(2)));
+  CHECK(calls == 2);  // the checkpoint file, then the index
+  CHECK(fs::exists(dir / "model.ckpt-2.safetensors"));
+  CHECK(manager.latest_path() == dir / "model.ckpt-1.safetensors");
+  CHECK(temp_files_in(dir.path).size() == 1);
+  check_is_step(CheckpointManager(dir.str()).restore_latest(), 1);
+
+  manager.set_before_rename(nullptr);
+  manager.save(3, at_step(3));
+  manager.save(4, at_step(4));
+  CHECK(temp_files_in(dir.path).empty());
+  // model.ckpt-2 joined the list as older than 3, and pruning counts it.
+  CHECK(manager.all_paths() == std::vector<std::string>{dir / "model.ckpt-2.safetensors",
+                                                        dir / "model.ckpt-3.safetensors",
+                                                        dir / "model.ckpt-4.safetensors"});
+  CHECK_FALSE(fs::exists(dir / "model.ckpt-1.safetensors"));
+}

@@ -1,0 +1,428 @@
+// SummaryWriter: the event file is read back by a decoder written here from the formats' specs
+// (TFRecord framing with masked CRC32C, protobuf wire format of Event/Summary), not from the
+// writer's code; plus the CSV, restarts, and errors.
+
+#include "cohort/core/io/summary_writer.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <bit>
+#include <boost/crc.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+
+namespace fs = std::filesystem;
+using cohort::SummaryWriter;
+
+namespace {
+
+// A temp directory removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("cohort_summary_writer_test_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// ---- An independent decoder ---------------------------------------------------------------------
+
+struct Value {
+  std::string tag;
+  float simple_value = 0;
+};
+
+struct Event {
+  double wall_time = 0;
+  std::int64_t step = 0;
+  std::string file_version;
+  bool has_summary = false;
+  std::vector<Value> values;
+};
+
+struct DecodeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::uint32_t masked_crc(const std::string& bytes) {
+  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc.process_bytes(bytes.data(), bytes.size());
+  const std::uint32_t c = crc.checksum();
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+std::uint64_t le(const std::string& bytes, std::size_t at, int size) {
+  std::uint64_t v = 0;
+  for (int i = size - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+
+// Reads protobuf fields from a message; throws DecodeError on anything malformed.
+class Fields {
+ public:
+  explicit Fields(std::string bytes) : bytes_(std::move(bytes)) {}
+  bool done() const { return at_ == bytes_.size(); }
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (at_ >= bytes_.size()) throw DecodeError{"varint runs past the message"};
+      const auto byte = static_cast<unsigned char>(bytes_[at_++]);
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return v;
+    }
+    throw DecodeError{"varint longer than 10 bytes"};
+  }
+  std::uint64_t fixed(int size) {
+    if (at_ + size > bytes_.size()) throw DecodeError{"fixed field runs past the message"};
+    const std::uint64_t v = le(bytes_, at_, size);
+    at_ += size;
+    return v;
+  }
+  std::string length_delimited() {
+    const std::uint64_t n = varint();
+    if (n > bytes_.size() - at_) throw DecodeError{"length-delimited field runs past the message"};
+    std::string out = bytes_.substr(at_, n);
+    at_ += n;
+    return out;
+  }
+
+ private:
+  std::string bytes_;
+  std::size_t at_ = 0;
+};
+
+void expect_type(std::uint64_t key, int type) {
+  if (static_cast<int>(key & 7) != type)
+    throw DecodeError{"field " + std::to_string(key >> 3) + " has wire type " +
+                      std::to_string(key & 7) + ", expected " + std::to_string(type)};
+}
+
+Value decode_value(const std::string& bytes) {
+  Value value;
+  Fields in(bytes);
+  while (!in.done()) {
+    const std::uint64_t key = in.varint();
+    switch (key >> 3) {
+      case 1: expect_type(key, 2); value.tag = in.length_delimited(); break;
+      case 2: expect_type(key, 5); value.simple_value = std::bit_cast<float>(static_cast<std::uint32_t>(in.fixed(4))); break;
+      default: throw DecodeError{"unexpected Summary.Value field " + std::to_string(key >> 3)};
+    }
+  }
+  return value;
+}
+
+Event decode_event(const std::string& bytes) {
+  Event event;
+  Fields in(bytes);
+  while (!in.done()) {
+    const std::uint64_t key = in.varint();
+    switch (key >> 3) {
+      case 1: expect_type(key, 1); event.wall_time = std::bit_cast<double>(in.fixed(8)); break;
+      case 2: expect_type(key, 0); event.step = static_cast<std::int64_t>(in.varint()); break;
+      case 3: expect_type(key, 2); event.file_version = in.length_delimited(); break;
+      case 5: {
+        expect_type(key, 2);
+        event.has_summary = true;
+        Fields summary(in.length_delimited());
+        while (!summary.done()) {
+          const std::uint64_t summary_key = summary.varint();
+          if (summary_key != (1 << 3 | 2)) throw DecodeError{"unexpected Summary field"};
+          event.values.push_back(decode_value(summary.length_delimited()));
+        }
+        break;
+      }
+      default: throw DecodeError{"unexpected Event field " + std::to_string(key >> 3)};
+    }
+  }
+  return event;
+}
+
+// TFRecord: uint64 length, uint32 masked_crc32c(length), data, uint32 masked_crc32c(data).
+std::vector<Event> decode_file(const std::string& bytes) {
+  std::vector<Event> events;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    const std::string where = "record " + std::to_string(events.size()) + " at byte " + std::to_string(at);
+    if (bytes.size() - at < 12) throw DecodeError{where + ": truncated header"};
+    const std::string length_bytes = bytes.substr(at, 8);
+    if (le(bytes, at + 8, 4) != masked_crc(length_bytes)) throw DecodeError{where + ": length crc mismatch"};
+    const std::uint64_t length = le(bytes, at, 8);
+    if (bytes.size() - at - 12 < length + 4) throw DecodeError{where + ": truncated data"};
+    const std::string data = bytes.substr(at + 12, length);
+    if (le(bytes, at + 12 + length, 4) != masked_crc(data)) throw DecodeError{where + ": data crc mismatch"};
+    events.push_back(decode_event(data));
+    at += 12 + length + 4;
+  }
+  return events;
+}
+
+std::vector<Event> decode(const std::string& path) { return decode_file(read_file(path)); }
+
+// The error decode_file() reports for `bytes`, or nothing when they decode.
+std::optional<std::string> decode_error(const std::string& bytes) {
+  try {
+    decode_file(bytes);
+  } catch (const DecodeError& e) {
+    return e.what();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("crc32c and its TFRecord mask match known answers") {
+  using cohort::summary::crc32c;
+  using cohort::summary::masked_crc32c;
+  CHECK(crc32c("123456789") == 0xE3069283u);  // the CRC catalogue's check value for CRC-32C
+  CHECK(crc32c(std::string(32, '\0')) == 0x8A9136AAu);  // RFC 3720, B.4
+  CHECK(crc32c(std::string(32, '\xff')) == 0x62A8AB43u);
+  CHECK(crc32c("") == 0u);
+  CHECK(masked_crc32c("123456789") == 0xC78AB0E5u);
+  CHECK(masked_crc32c(std::string(32, '\0')) == 0x0FD7FFFAu);
+  CHECK(masked_crc32c("") == 0xA282EAD8u);
+}
+
+TEST_CASE("the event file decodes to the scalars written, framed and checksummed") {
+  TempDir dir;
+  const double before = now_seconds();
+  std::string event_file;
+  {
+    SummaryWriter writer(dir / "run");
+    event_file = writer.event_file();
+    CHECK(writer.csv_file() == dir / "run/metrics.csv");
+    writer.add_scalar("loss", 2.5, 1);
+    writer.add_scalars({{"loss", 1.25}, {"accuracy", 0.1}}, 2);
+    writer.add_scalar("train/loss", -0.5, -3);
+    writer.add_scalar("big", 1e30, std::int64_t{1} << 40);
+    writer.add_scalars({}, 7);  // nothing to write
+    writer.flush();
+  }
+  const double after = now_seconds();
+
+  const std::string name = fs::path(event_file).filename().string();
+  const std::string prefix = "events.out.tfevents.";
+  REQUIRE(name.rfind(prefix, 0) == 0);
+  const std::string seconds = name.substr(prefix.size(), name.find('.', prefix.size()) - prefix.size());
+  CHECK(std::abs(std::stod(seconds) - before) <= 2);
+  CHECK(fs::path(event_file).parent_path() == fs::path(dir / "run"));
+
+  std::vector<Event> events;
+  try {
+    events = decode(event_file);
+  } catch (const DecodeError& e) {
+    FAIL("decode failed: " << e.what());
+  }
+  REQUIRE(events.size() == 5);
+  CHECK(events[0].file_version == "brain.Event:2");
+  CHECK_FALSE(events[0].has_summary);
+  for (const Event& e : events) {
+    CHECK(e.wall_time >= before - 1e-3);
+    CHECK(e.wall_time <= after + 1e-3);
+  }
+
+  CHECK(events[1].step == 1);
+  REQUIRE(events[1].values.size() == 1);
+  CHECK(events[1].values[0].tag == "loss");
+  CHECK(events[1].values[0].simple_value == 2.5f);
+
+  CHECK(events[2].step == 2);
+  REQUIRE(events[2].values.size() == 2);
+  CHECK(events[2].values[0].tag == "loss");
+  CHECK(events[2].values[0].simple_value == 1.25f);
+  CHECK(events[2].values[1].tag == "accuracy");
+  CHECK(events[2].values[1].simple_value == 0.1f);
+
+  CHECK(events[3].step == -3);
+  CHECK(events[3].values.at(0).tag == "train/loss");
+  CHECK(events[3].values.at(0).simple_value == -0.5f);
+
+  CHECK(events[4].step == std::int64_t{1} << 40);
+  CHECK(events[4].values.at(0).simple_value == 1e30f);
+
+  const auto lines = lines_of(read_file(dir / "run/metrics.csv"));
+  REQUIRE(lines.size() == 6);
+  CHECK(lines[0] == "step,wall_time,tag,value");
+  // wall_time sits between the step and the tag; check the columns around it.
+  const auto row = [&](std::size_t i, const std::string& step, const std::string& rest) {
+    CHECK(lines[i].rfind(step + ",", 0) == 0);
+    CHECK(lines[i].size() > rest.size());
+    CHECK(lines[i].substr(lines[i].size() - rest.size()) == rest);
+    const std::string time = lines[i].substr(step.size() + 1, lines[i].size() - rest.size() - step.size() - 1);
+    CHECK(std::abs(std::stod(time) - before) <= 2);
+  };
+  row(1, "1", ",loss,2.5");
+  row(2, "2", ",loss,1.25");
+  row(3, "2", ",accuracy,0.1");  // the CSV keeps the double, shortest form
+  row(4, "-3", ",train/loss,-0.5");
+  row(5, "1099511627776", ",big,1e+30");
+}
+
+TEST_CASE("the decoder detects a flipped byte and a truncated file") {
+  TempDir dir;
+  std::string event_file;
+  {
+    SummaryWriter writer(dir.path.string());
+    event_file = writer.event_file();
+    writer.add_scalar("loss", 0.25, 10);
+  }
+  const std::string good = read_file(event_file);
+  REQUIRE_FALSE(decode_error(good).has_value());
+  // Record 0 is the version event; record 1 starts right after it.
+  const std::size_t record1 = 12 + le(good, 0, 8) + 4;
+  REQUIRE(record1 + 16 < good.size());
+
+  std::string bad = good;
+  bad[record1 + 12 + 3] ^= 0x01;  // inside record 1's data
+  CHECK(decode_error(bad) == "record 1 at byte " + std::to_string(record1) + ": data crc mismatch");
+
+  bad = good;
+  bad[record1] ^= 0x10;  // record 1's length
+  CHECK(decode_error(bad) == "record 1 at byte " + std::to_string(record1) + ": length crc mismatch");
+
+  bad = good;
+  bad[good.size() - 1] ^= 0x80;  // the data crc itself
+  CHECK(decode_error(bad) == "record 1 at byte " + std::to_string(record1) + ": data crc mismatch");
+
+  CHECK(decode_error(good.substr(0, good.size() - 1)) ==
+        "record 1 at byte " + std::to_string(record1) + ": truncated data");
+}
+
+TEST_CASE("the destructor flushes, and a restart adds an event file and appends to the CSV") {
+  TempDir dir;
+  std::string first, second;
+  {
+    SummaryWriter writer(dir.path.string());
+    first = writer.event_file();
+    writer.add_scalar("loss", 1.0, 1);
+  }
+  {
+    SummaryWriter writer(dir.path.string());  // within the same second, most likely
+    second = writer.event_file();
+    writer.add_scalar("loss", 0.5, 2);
+    // A moved writer keeps writing to the same files; the moved-from one is inert.
+    SummaryWriter moved = std::move(writer);
+    moved.add_scalar("loss", 0.25, 3);
+    CHECK(moved.event_file() == second);
+    CHECK_THROWS_AS(writer.add_scalar("loss", 0, 4), cohort::Error);  // NOLINT(bugprone-use-after-move)
+  }
+  CHECK(first != second);
+  CHECK(fs::exists(first));
+  CHECK(fs::exists(second));
+
+  const auto a = decode(first);
+  REQUIRE(a.size() == 2);
+  CHECK(a[1].step == 1);
+  const auto b = decode(second);
+  REQUIRE(b.size() == 3);
+  CHECK(b[0].file_version == "brain.Event:2");
+  CHECK(b[1].step == 2);
+  CHECK(b[2].step == 3);
+  CHECK(b[2].values.at(0).simple_value == 0.25f);
+
+  const auto lines = lines_of(read_file(dir / "metrics.csv"));
+  REQUIRE(lines.size() == 4);  // one header, three rows
+  CHECK(lines[0] == "step,wall_time,tag,value");
+  CHECK(lines[1].rfind("1,", 0) == 0);
+  CHECK(lines[2].rfind("2,", 0) == 0);
+  CHECK(lines[3].rfind("3,", 0) == 0);
+  CHECK(lines[3].substr(lines[3].size() - 10) == ",loss,0.25");
+}
+
+TEST_CASE("tags that need it are quoted in the CSV; bad input is refused") {
+  TempDir dir;
+  SummaryWriter writer(dir.path.string());
+  writer.add_scalar("eval, \"top-1\"", 0.5, 1);
+  CHECK_THROWS_AS(writer.add_scalar("", 1.0, 2), cohort::InvalidArgument);
+  CHECK_THROWS_AS(writer.add_scalars({{"loss", 1.0}, {"", 2.0}}, 3), cohort::InvalidArgument);
+  writer.add_scalar("nan", std::nan(""), 4);
+  writer.flush();
+  const auto lines = lines_of(read_file(writer.csv_file()));
+  REQUIRE(lines.size() == 3);  // the refused calls wrote nothing
+  CHECK(lines[1].substr(lines[1].find(",\"")) == ",\"eval, \"\"top-1\"\"\",0.5");
+  CHECK(lines[2].substr(lines[2].size() - 8) == ",nan,nan");
+  const auto events = decode(writer.event_file());
+  REQUIRE(events.size() == 3);
+  CHECK(events[1].values.at(0).tag == "eval, \"top-1\"");
+  CHECK(std::isnan(events[2].values.at(0).simple_value));
+}
+
+TEST_CASE("a logdir that cannot be created is reported by path") {
+  TempDir dir;
+  write_file(dir / "file", "not a directory");
+  const std::string logdir = dir / "file/run";
+  const std::string file = dir / "file";
+  CHECK_THROWS_WITH_AS(SummaryWriter{logdir}, doctest::Contains(logdir.c_str()), cohort::Error);
+  CHECK_THROWS_WITH_AS(SummaryWriter{file}, ("summary logdir " + file + " exists but is not a directory").c_str(),
+                       cohort::Error);
+  CHECK_THROWS_AS(SummaryWriter{""}, cohort::InvalidArgument);
+}
+
+// Writes a run shaped like training (loss falling, accuracy rising, an eval accuracy every 50
+// steps) for the plotting script's test, into $COHORT_SUMMARY_PLOT_LOGDIR when set.
+TEST_CASE("a training-shaped run for the plotting script") {
+  TempDir dir;
+  const char* env = std::getenv("COHORT_SUMMARY_PLOT_LOGDIR");
+  const std::string logdir = env != nullptr && *env != '\0' ? std::string(env) : dir / "plot";
+  std::error_code ec;
+  fs::remove_all(logdir, ec);
+  {
+    SummaryWriter writer(logdir);
+    for (int step = 0; step <= 300; step += 5) {
+      const double t = step / 100.0;
+      const double wiggle = 0.03 * std::sin(step * 0.7);
+      writer.add_scalars({{"loss", 2.3 * std::exp(-t) + 0.3 + wiggle},
+                          {"accuracy", 0.9 - 0.8 * std::exp(-1.5 * t) + wiggle / 3}},
+                         step);
+      if (step % 50 == 0) writer.add_scalar("eval/accuracy", 0.88 - 0.78 * std::exp(-1.4 * t), step);
+    }
+  }
+  const auto lines = lines_of(read_file(logdir + "/metrics.csv"));
+  CHECK(lines.size() == 1 + 61 * 2 + 7);
+  std::size_t scalars = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(logdir))
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      for (const Event& e : decode(entry.path().string())) scalars += e.values.size();
+  CHECK(scalars == 61 * 2 + 7);
+}

@@ -1,0 +1,157 @@
+// Dataset views, sharding and the synthetic dataset.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cohort/core/nn/data/dataset.h"
+
+using cohort::Shape;
+using cohort::data::Dataset;
+using cohort::data::Storage;
+
+namespace {
+
+std::vector<std::int64_t> indices_of(const Dataset& d) {
+  return {d.indices().begin(), d.indices().end()};
+}
+
+bool same_pixels(const Dataset& a, const Dataset& b) {
+  const auto x = a.storage()->images.span(), y = b.storage()->images.span();
+  return std::equal(x.begin(), x.end(), y.begin(), y.end());
+}
+
+}  // namespace
+
+TEST_CASE("synthetic: shape, ranges, determinism") {
+  const Dataset d = cohort::data::synthetic(500, 7);
+  CHECK(d.size() == 500);
+  CHECK(d.image_shape() == Shape{28, 28, 1});
+  CHECK(d.image_size() == 784);
+  CHECK(d.num_classes() == 10);
+  CHECK(d.storage()->images.shape() == Shape{500, 28, 28, 1});
+  std::vector<int> per_class(10);
+  for (std::int64_t i = 0; i < d.size(); ++i) {
+    REQUIRE(d.label(i) >= 0);
+    REQUIRE(d.label(i) < 10);
+    ++per_class[static_cast<std::size_t>(d.label(i))];
+  }
+  for (int count : per_class) CHECK(count > 20);  // every class drawn, roughly 50 each
+  const auto pixels = d.storage()->images.span();
+  CHECK(*std::min_element(pixels.begin(), pixels.end()) >= 0.0f);
+  CHECK(*std::max_element(pixels.begin(), pixels.end()) <= 1.0f);
+  CHECK(*std::max_element(pixels.begin(), pixels.end()) > 0.5f);
+
+  const Dataset again = cohort::data::synthetic(500, 7);
+  CHECK(again.storage()->labels == d.storage()->labels);
+  CHECK(same_pixels(again, d));
+  const Dataset other = cohort::data::synthetic(500, 8);
+  CHECK(other.storage()->labels != d.storage()->labels);
+  CHECK_FALSE(same_pixels(other, d));
+
+  const Dataset small = cohort::data::synthetic(3, 1, {.rows = 8, .cols = 6, .num_classes = 4});
+  CHECK(small.image_shape() == Shape{8, 6, 1});
+  CHECK(small.num_classes() == 4);
+  CHECK_THROWS_AS(cohort::data::synthetic(-1, 1), cohort::InvalidArgument);
+}
+
+TEST_CASE("synthetic: a set from another seed is classified by the class means of the first") {
+  const Dataset train = cohort::data::synthetic(2000, 1), test = cohort::data::synthetic(1000, 2);
+  const std::int64_t p = train.image_size();
+  std::vector<double> mean(static_cast<std::size_t>(10 * p));
+  std::vector<int> count(10);
+  for (std::int64_t i = 0; i < train.size(); ++i) {
+    const auto c = static_cast<std::size_t>(train.label(i));
+    ++count[c];
+    const auto image = train.image(i);
+    for (std::int64_t k = 0; k < p; ++k) mean[c * p + k] += image[static_cast<std::size_t>(k)];
+  }
+  for (std::size_t c = 0; c < 10; ++c)
+    for (std::int64_t k = 0; k < p; ++k) mean[c * p + k] /= count[c];
+  int right = 0;
+  for (std::int64_t i = 0; i < test.size(); ++i) {
+    const auto image = test.image(i);
+    double best = 1e300;
+    int guess = -1;
+    for (std::size_t c = 0; c < 10; ++c) {
+      double d = 0;
+      for (std::int64_t k = 0; k < p; ++k) {
+        const double diff = image[static_cast<std::size_t>(k)] - mean[c * p + k];
+        d += diff * diff;
+      }
+      if (d < best) best = d, guess = static_cast<int>(c);
+    }
+    right += guess == test.label(i);
+  }
+  MESSAGE("nearest class mean accuracy on synthetic data: " << right / 1000.0);
+  CHECK(right > 900);
+}
+
+TEST_CASE("shard: disjoint, covering, balanced, sharing the storage") {
+  const Dataset whole = cohort::data::synthetic(103, 3);
+  for (int count = 1; count <= 5; ++count) {
+    CAPTURE(count);
+    std::vector<int> seen(103);
+    std::int64_t smallest = whole.size(), largest = 0;
+    for (int index = 0; index < count; ++index) {
+      const Dataset part = whole.shard(index, count);
+      CHECK(part.storage() == whole.storage());  // the same pixels, not a copy
+      CHECK(part.storage().get() == whole.storage().get());
+      smallest = std::min(smallest, part.size());
+      largest = std::max(largest, part.size());
+      for (std::int64_t i = 0; i < part.size(); ++i) {
+        const std::int64_t at = part.indices()[static_cast<std::size_t>(i)];
+        ++seen[static_cast<std::size_t>(at)];
+        CHECK(part.label(i) == whole.label(at));
+        // The image view points into the shared buffer.
+        CHECK(part.image(i).data() == whole.storage()->images.data() + at * 784);
+      }
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    CHECK(largest - smallest <= 1);
+  }
+  // Shards of shards stay within their parent.
+  const Dataset half = whole.shard(1, 2);
+  const Dataset quarter = half.shard(0, 2);
+  for (std::int64_t at : indices_of(quarter))
+    CHECK(std::find(half.indices().begin(), half.indices().end(), at) != half.indices().end());
+  CHECK(quarter.size() + half.shard(1, 2).size() == half.size());
+  // More workers than examples: some shards are empty, none fails.
+  const Dataset tiny = cohort::data::synthetic(2, 3);
+  CHECK(tiny.shard(4, 5).size() == 0);
+  CHECK(tiny.shard(1, 5).size() == 1);
+
+  CHECK_THROWS_AS(whole.shard(2, 2), cohort::InvalidArgument);
+  CHECK_THROWS_AS(whole.shard(-1, 2), cohort::InvalidArgument);
+  CHECK_THROWS_AS(whole.shard(0, 0), cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(whole.shard(3, 2), "Dataset::shard: index 3 of count 2 (need 0 <= index < count)",
+                       cohort::InvalidArgument);
+}
+
+TEST_CASE("a default Dataset is empty and usable") {
+  const Dataset empty;
+  CHECK(empty.size() == 0);
+  CHECK(empty.image_shape() == Shape{28, 28, 1});
+  CHECK(empty.num_classes() == 10);
+  CHECK(empty.shard(0, 2).size() == 0);
+}
+
+TEST_CASE("a Dataset checks the storage it is given") {
+  CHECK_THROWS_AS(Dataset(nullptr), cohort::InvalidArgument);
+  auto storage = std::make_shared<Storage>();
+  storage->images.resize({2, 4, 4, 1});
+  storage->labels = {1, 2};
+  storage->name = "mine";
+  CHECK(Dataset(storage).size() == 2);
+  storage->labels = {1, 10};
+  CHECK_THROWS_WITH_AS(Dataset{storage}, "Dataset mine: label 10 at index 1 is outside [0, 10)",
+                       cohort::InvalidArgument);
+  storage->labels = {1};
+  CHECK_THROWS_AS(Dataset{storage}, cohort::InvalidArgument);
+  storage->labels = {1, 2};
+  storage->images.resize({2, 16});
+  CHECK_THROWS_AS(Dataset{storage}, cohort::InvalidArgument);
+}

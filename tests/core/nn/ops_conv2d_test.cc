@@ -1,0 +1,318 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/threads.h"
+#include "core/nn/gradient_check.h"
+
+using namespace cohort;
+using cohort::testing::check_layer_gradients;
+using cohort::testing::GradientCheckOptions;
+using cohort::testing::random_tensor;
+
+namespace {
+
+using Algorithm = Conv2D::Options::Algorithm;
+
+Conv2D::Options options(std::int64_t filters, std::int64_t kh, std::int64_t kw, std::int64_t stride,
+                        Padding padding, Activation activation = Activation::kNone,
+                        Algorithm algorithm = Algorithm::kIm2col) {
+  Conv2D::Options o;
+  o.algorithm = algorithm;
+  o.filters = filters;
+  o.kernel_h = kh;
+  o.kernel_w = kw;
+  o.stride_h = o.stride_w = stride;
+  o.padding = padding;
+  o.activation = activation;
+  return o;
+}
+
+// Direct convolution in double, TensorFlow's definition: out[n, oh, ow, f] = bias[f] +
+// sum over (i, j, c) of in[n, oh * s + i - pad_h, ow * s + j - pad_w, c] * k[i, j, c, f].
+Tensor reference_conv(const Tensor& in, std::span<const float> kernel, std::span<const float> bias,
+                      const Conv2D::Options& o) {
+  const std::int64_t n = in.dim(0), h = in.dim(1), w = in.dim(2), c = in.dim(3);
+  const SpatialDim dh = spatial_dim(h, o.kernel_h, o.stride_h, o.padding);
+  const SpatialDim dw = spatial_dim(w, o.kernel_w, o.stride_w, o.padding);
+  Tensor out({n, dh.out, dw.out, o.filters});
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t oh = 0; oh < dh.out; ++oh)
+      for (std::int64_t ow = 0; ow < dw.out; ++ow)
+        for (std::int64_t f = 0; f < o.filters; ++f) {
+          double sum = bias[static_cast<std::size_t>(f)];
+          for (std::int64_t i = 0; i < o.kernel_h; ++i)
+            for (std::int64_t j = 0; j < o.kernel_w; ++j) {
+              const std::int64_t ih = oh * o.stride_h + i - dh.pad_before;
+              const std::int64_t iw = ow * o.stride_w + j - dw.pad_before;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+              for (std::int64_t k = 0; k < c; ++k)
+                sum += static_cast<double>(in[((b * h + ih) * w + iw) * c + k]) *
+                       kernel[static_cast<std::size_t>(((i * o.kernel_w + j) * c + k) * o.filters + f)];
+            }
+          if (o.activation == Activation::kRelu) sum = std::max(sum, 0.0);
+          out[((b * dh.out + oh) * dw.out + ow) * o.filters + f] = static_cast<float>(sum);
+        }
+  return out;
+}
+
+void check_against_reference(const Shape& input_shape, const Conv2D::Options& o) {
+  Graph graph;
+  Conv2D layer("conv", o);
+  layer.build(graph, {input_shape[1], input_shape[2], input_shape[3]});
+  graph.initialize(9);
+  for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.1f;
+  Tensor x = random_tensor(input_shape, 4), y;
+  layer.forward(x, y, {});
+  const Tensor expected = reference_conv(x, graph.values(*graph.find("conv/kernel")),
+                                         graph.values(*graph.find("conv/bias")), o);
+  REQUIRE(y.shape() == expected.shape());
+  for (std::int64_t i = 0; i < y.size(); ++i) {
+    INFO("output ", i);
+    REQUIRE(y[i] == doctest::Approx(expected[i]).epsilon(1e-4));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("spatial_dim follows TensorFlow's SAME and VALID rules") {
+  CHECK(spatial_dim(28, 5, 1, Padding::kSame).out == 28);
+  CHECK(spatial_dim(28, 5, 1, Padding::kSame).pad_before == 2);
+  CHECK(spatial_dim(5, 2, 2, Padding::kSame).out == 3);
+  CHECK(spatial_dim(5, 2, 2, Padding::kSame).pad_before == 0);  // the extra padding goes after
+  CHECK(spatial_dim(4, 2, 2, Padding::kSame).pad_before == 0);
+  CHECK(spatial_dim(7, 4, 1, Padding::kSame).pad_before == 1);  // 3 in all: 1 before, 2 after
+  CHECK(spatial_dim(28, 5, 1, Padding::kValid).out == 24);
+  CHECK(spatial_dim(7, 3, 2, Padding::kValid).out == 3);
+  CHECK_THROWS_AS(spatial_dim(3, 5, 1, Padding::kValid), InvalidArgument);
+  CHECK_THROWS_AS(spatial_dim(3, 2, 0, Padding::kSame), InvalidArgument);
+}
+
+TEST_CASE("Conv2D: a 3x3 all-ones filter on a 4x4 image sums neighbourhoods") {
+  Tensor x({1, 4, 4, 1});
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i + 1);  // 1..16 row-major
+  for (Padding padding : {Padding::kValid, Padding::kSame}) {
+    Graph graph;
+    Conv2D layer("conv", options(1, 3, 3, 1, padding));
+    const Shape out = layer.build(graph, {4, 4, 1});
+    for (float& k : graph.values(*graph.find("conv/kernel"))) k = 1.0f;
+    Tensor y;
+    layer.forward(x, y, {});
+    if (padding == Padding::kValid) {
+      CHECK(out == Shape{2, 2, 1});
+      // Centres 6, 7, 10, 11: nine neighbours each, sum = 9 * centre.
+      CHECK(std::vector<float>(y.span().begin(), y.span().end()) ==
+            std::vector<float>{54, 63, 90, 99});
+    } else {
+      CHECK(out == Shape{4, 4, 1});
+      CHECK(y[0] == 1 + 2 + 5 + 6);                     // corner: 4 pixels
+      CHECK(y[1] == 1 + 2 + 3 + 5 + 6 + 7);             // edge: 6 pixels
+      CHECK(y[5] == 54);                                // interior
+      CHECK(y[15] == 11 + 12 + 15 + 16);
+    }
+  }
+}
+
+TEST_CASE("Conv2D forward matches a direct convolution") {
+  check_against_reference({2, 7, 6, 3}, options(4, 3, 3, 1, Padding::kSame));
+  check_against_reference({2, 7, 6, 3}, options(4, 3, 3, 1, Padding::kValid));
+  check_against_reference({2, 7, 6, 3}, options(5, 3, 2, 2, Padding::kSame));
+  check_against_reference({2, 7, 6, 3}, options(5, 3, 3, 2, Padding::kValid));
+  check_against_reference({1, 5, 5, 2}, options(3, 2, 2, 1, Padding::kSame));  // uneven padding
+  check_against_reference({2, 4, 4, 3}, options(2, 1, 1, 1, Padding::kSame));  // 1x1: no im2col
+  check_against_reference({1, 6, 6, 2}, options(3, 4, 4, 1, Padding::kSame, Activation::kRelu));
+  // kw * in >= 16 takes the patch-row layout; the cases above take patch columns.
+  check_against_reference({2, 9, 8, 8}, options(5, 3, 3, 2, Padding::kSame));
+  check_against_reference({2, 9, 8, 8}, options(5, 2, 3, 2, Padding::kValid));
+  // Several images per chunk and several chunks: 28x28x8 with a 5x5 filter is one image a chunk.
+  check_against_reference({3, 28, 28, 8}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu));
+  check_against_reference({9, 12, 12, 1}, options(4, 5, 5, 1, Padding::kSame));
+}
+
+TEST_CASE("Conv2D gradients match finite differences") {
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 5, 5, 2}, options(3, 3, 3, 1, Padding::kSame)},
+      {{2, 5, 5, 2}, options(3, 3, 3, 1, Padding::kValid)},
+      {{2, 6, 5, 2}, options(3, 3, 3, 2, Padding::kSame)},
+      {{2, 7, 6, 2}, options(2, 3, 2, 2, Padding::kValid)},
+      {{2, 4, 4, 3}, options(2, 1, 1, 1, Padding::kSame)},
+      {{2, 5, 5, 2}, options(3, 3, 3, 1, Padding::kSame, Activation::kRelu)},
+      {{2, 4, 4, 6}, options(20, 3, 3, 1, Padding::kSame, Activation::kRelu)},  // 16 + 4 filters
+      {{2, 6, 6, 1}, options(18, 5, 5, 2, Padding::kSame)},
+      // kw * in >= 16: the patch-row layout (the cases above use patch columns).
+      {{2, 7, 7, 8}, options(3, 3, 3, 2, Padding::kValid)},
+      {{2, 6, 5, 8}, options(3, 3, 2, 2, Padding::kSame)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    CAPTURE(c.o.stride_h);
+    CAPTURE(c.o.padding == Padding::kSame);
+    Graph graph;
+    Conv2D layer("conv", c.o);
+    layer.build(graph, {c.input[1], c.input[2], c.input[3]});
+    graph.initialize(2);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.2f;
+    Tensor x = random_tensor(c.input, 8);
+    GradientCheckOptions check;
+    check.step = 1e-3;
+    check_layer_gradients(layer, graph, x, {}, check);
+  }
+}
+
+TEST_CASE("Conv2D gradients across several chunks match finite differences") {
+  for (Algorithm algorithm : {Algorithm::kIm2col, Algorithm::kWinograd}) {
+    CAPTURE(algorithm == Algorithm::kWinograd);
+    Graph graph;
+    Conv2D layer("conv", options(8, 5, 5, 1, Padding::kSame, Activation::kNone, algorithm));
+    layer.build(graph, {28, 28, 8});  // one image per chunk either way
+    graph.initialize(4);
+    Tensor x = random_tensor({3, 28, 28, 8}, 3);
+    GradientCheckOptions check;  // linear, so a larger step costs no accuracy and beats rounding
+    check.max_per_tensor = 40;
+    check_layer_gradients(layer, graph, x, {}, check);
+  }
+}
+
+TEST_CASE("Conv2D by Winograd matches direct convolution, im2col and finite differences") {
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 7, 8}, options(8, 3, 3, 1, Padding::kSame, Activation::kNone, Algorithm::kWinograd)},
+      {{1, 8, 8, 12}, options(10, 3, 3, 1, Padding::kValid, Activation::kNone, Algorithm::kWinograd)},
+      {{2, 9, 8, 8}, options(9, 5, 5, 1, Padding::kValid, Activation::kNone, Algorithm::kWinograd)},
+      {{2, 7, 6, 9}, options(8, 5, 5, 1, Padding::kSame, Activation::kNone, Algorithm::kWinograd)},
+      {{3, 14, 14, 17}, options(20, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
+      {{2, 5, 5, 16}, options(16, 3, 3, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    CAPTURE(c.o.kernel_h);
+    check_against_reference(c.input, c.o);
+    Graph graph;
+    Conv2D winograd("conv", c.o);
+    Conv2D::Options plain_options = c.o;
+    plain_options.algorithm = Algorithm::kIm2col;
+    Conv2D plain("conv", plain_options);
+    const Shape example = {c.input[1], c.input[2], c.input[3]};
+    winograd.build(graph, example);
+    plain.build(graph, example);
+    REQUIRE(winograd.uses_winograd());
+    REQUIRE_FALSE(plain.uses_winograd());
+    graph.initialize(5);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.2f;
+    Tensor x = random_tensor(c.input, 9);
+
+    // The same gradients as the im2col path, ReLU included.
+    Tensor y1, y2, dx1, dx2;
+    std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+    std::vector<float> g2(g1.size(), 3.0f);
+    plain.forward(x, y1, {});
+    winograd.forward(x, y2, {});
+    const Tensor dy = random_tensor(y1.shape(), 10);
+    plain.backward(x, y1, dy, &dx1, g1);
+    winograd.backward(x, y2, dy, &dx2, g2);
+    // Entries are sums of many terms that partly cancel: compare against the largest entry.
+    auto close = [](std::span<const float> a, std::span<const float> b) {
+      float largest = 0.0f, worst = 0.0f;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        largest = std::max(largest, std::abs(a[i]));
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+      }
+      INFO("largest ", largest, ", worst difference ", worst);
+      CHECK(largest > 0.0f);
+      CHECK(worst <= 1e-4f * largest);
+    };
+    close(dx1.span(), dx2.span());
+    close(g1, g2);
+
+    // And finite differences, on the linear cases (a ReLU's kinks need a step below what
+    // Winograd's rounding allows: its rounding differs between x + h and x - h more than direct
+    // convolution's, and a step below ~1e-2 measures that noise).
+    if (c.o.activation == Activation::kNone) {
+      GradientCheckOptions check;
+      check.max_per_tensor = 60;
+      check_layer_gradients(winograd, graph, x, {}, check);
+    }
+  }
+}
+
+TEST_CASE("Conv2D picks Winograd where it serves") {
+  Graph graph;
+  auto conv = [&](const char* name, std::int64_t filters, std::int64_t k, std::int64_t stride,
+                  const Shape& input, Algorithm algorithm = Algorithm::kAuto) {
+    Conv2D layer(name, options(filters, k, k, stride, Padding::kSame, Activation::kNone, algorithm));
+    layer.build(graph, input);
+    return layer.uses_winograd();
+  };
+  CHECK(conv("a", 64, 5, 1, {14, 14, 32}));       // the tutorial CNN's conv2
+  CHECK(conv("b", 32, 3, 1, {14, 14, 16}));
+  CHECK_FALSE(conv("c", 32, 5, 1, {28, 28, 1}));  // one input channel: im2col
+  CHECK_FALSE(conv("d", 64, 5, 2, {14, 14, 32}));  // strided
+  CHECK_FALSE(conv("e", 64, 7, 1, {14, 14, 32}));
+  CHECK_FALSE(conv("f", 64, 5, 1, {14, 14, 32}, Algorithm::kIm2col));
+  CHECK_THROWS_AS(conv("g", 64, 5, 2, {14, 14, 32}, Algorithm::kWinograd), InvalidArgument);
+}
+
+TEST_CASE("Conv2D on two threads computes what it does on one") {
+  // Both column layouts; batches that split evenly and unevenly into chunks and threads.
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  const std::vector<Case> cases = {
+      {{7, 28, 28, 1}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu)},
+      {{5, 14, 14, 32}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu)},
+      {{5, 14, 14, 32}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
+      {{1, 9, 9, 16}, options(8, 3, 3, 2, Padding::kValid)},
+      {{6, 4, 4, 8}, options(4, 1, 1, 1, Padding::kSame)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    Graph graph;
+    Conv2D one("conv", c.o), two("conv", c.o);
+    one.build(graph, {c.input[1], c.input[2], c.input[3]});
+    two.build(graph, {c.input[1], c.input[2], c.input[3]});
+    graph.initialize(6);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.05f;
+    const Tensor x = random_tensor(c.input, 1);
+    Tensor y1, y2, dx1, dx2;
+    std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+    std::vector<float> g2(g1.size(), 42.0f);
+    set_intra_op_threads(1);
+    one.forward(x, y1, {});
+    const Tensor dy = random_tensor(y1.shape(), 2);
+    one.backward(x, y1, dy, &dx1, g1);
+    set_intra_op_threads(2);
+    two.forward(x, y2, {});
+    two.backward(x, y2, dy, &dx2, g2);
+    set_intra_op_threads(1);
+    REQUIRE(y2.shape() == y1.shape());
+    for (std::int64_t i = 0; i < y1.size(); ++i) REQUIRE(y2[i] == doctest::Approx(y1[i]).epsilon(1e-5));
+    for (std::int64_t i = 0; i < dx1.size(); ++i) REQUIRE(dx2[i] == doctest::Approx(dx1[i]).epsilon(1e-5));
+    for (std::size_t i = 0; i < g1.size(); ++i) REQUIRE(g2[i] == doctest::Approx(g1[i]).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("Conv2D rejects bad options and inputs") {
+  CHECK_THROWS_AS(Conv2D("c", options(0, 3, 3, 1, Padding::kSame)), InvalidArgument);
+  CHECK_THROWS_AS(Conv2D("c", options(1, 3, 3, 0, Padding::kSame)), InvalidArgument);
+  Graph graph;
+  Conv2D layer("c", options(1, 5, 5, 1, Padding::kValid));
+  CHECK_THROWS_AS(layer.build(graph, {28, 28}), InvalidArgument);
+  CHECK_THROWS_AS(layer.build(graph, {3, 3, 1}), InvalidArgument);
+  Conv2D he("he", options(4, 3, 3, 1, Padding::kSame));
+  he.build(graph, {8, 8, 2});
+  CHECK(graph.find("he/kernel")->shape == Shape{3, 3, 2, 4});
+  CHECK(graph.find("he/kernel")->initializer == Initializer::he_normal());
+}

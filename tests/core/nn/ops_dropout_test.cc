@@ -1,0 +1,77 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "core/nn/gradient_check.h"
+
+using namespace cohort;
+using cohort::testing::check_layer_gradients;
+using cohort::testing::random_tensor;
+
+namespace {
+
+std::vector<float> values(const Tensor& t) { return {t.span().begin(), t.span().end()}; }
+
+}  // namespace
+
+TEST_CASE("Dropout is the identity when not training") {
+  Graph graph;
+  Dropout layer("drop", 0.5f);
+  layer.build(graph, {100});
+  Tensor x = random_tensor({4, 100}, 1), y, dx;
+  OpContext eval;
+  eval.training = false;
+  layer.forward(x, y, eval);
+  CHECK(values(y) == values(x));
+  layer.backward(x, y, x, &dx, {});
+  CHECK(values(dx) == values(x));
+}
+
+TEST_CASE("Dropout masks are a function of seed and layer name, scaled by 1/(1 - rate)") {
+  Graph graph;
+  Dropout a("drop", 0.25f), same_name("drop", 0.25f), other("other", 0.25f);
+  for (Layer* l : {static_cast<Layer*>(&a), static_cast<Layer*>(&same_name), static_cast<Layer*>(&other)})
+    l->build(graph, {1000});
+  Tensor x({8, 1000});
+  for (float& v : x.span()) v = 1.0f;
+  OpContext step1;
+  step1.seed = 1;
+  OpContext step2;
+  step2.seed = 2;
+  Tensor y1, y1_again, y2, y_other;
+  a.forward(x, y1, step1);
+  same_name.forward(x, y1_again, step1);
+  a.forward(x, y2, step2);
+  other.forward(x, y_other, step1);
+  CHECK(values(y1) == values(y1_again));
+  CHECK(values(y1) != values(y2));
+  CHECK(values(y1) != values(y_other));
+  std::int64_t kept = 0;
+  for (float v : y1.span()) {
+    CHECK((v == 0.0f || v == doctest::Approx(1.0f / 0.75f)));
+    kept += v != 0.0f;
+  }
+  // 8000 Bernoulli(0.75) draws: mean 6000, standard deviation ~39.
+  CHECK(std::abs(kept - 6000) < 200);
+}
+
+TEST_CASE("Dropout gradients (fixed mask) match finite differences") {
+  Graph graph;
+  Dropout layer("drop", 0.4f);
+  layer.build(graph, {3, 5});
+  Tensor x = random_tensor({3, 3, 5}, 4);
+  OpContext context;
+  context.seed = 17;
+  check_layer_gradients(layer, graph, x, context);
+  CHECK(values(layer.mask()) != std::vector<float>(45, 1.0f / 0.6f));
+}
+
+TEST_CASE("Dropout rejects rates outside [0, 1)") {
+  CHECK_THROWS_AS(Dropout("d", 1.0f), InvalidArgument);
+  CHECK_THROWS_AS(Dropout("d", -0.1f), InvalidArgument);
+  CHECK_NOTHROW(Dropout("d", 0.0f));
+}

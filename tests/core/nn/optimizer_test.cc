@@ -1,0 +1,125 @@
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/optimizer.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+using cohort::LearningRateSchedule;
+using cohort::Optimizer;
+using cohort::OptimizerOptions;
+
+namespace {
+
+OptimizerOptions options(const std::string& name, double lr) {
+  OptimizerOptions o;
+  o.name = name;
+  o.learning_rate.base = lr;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("sgd: var -= lr * g") {
+  auto sgd = Optimizer::create(options("sgd", 0.5));
+  std::vector<float> values{1.0f, -2.0f, 3.0f};
+  const std::vector<float> grads{0.5f, 1.0f, -4.0f};
+  sgd->apply(values, grads, 0);
+  CHECK(values[0] == doctest::Approx(0.75));
+  CHECK(values[1] == doctest::Approx(-2.5));
+  CHECK(values[2] == doctest::Approx(5.0));
+}
+
+TEST_CASE("momentum follows TensorFlow's accumulator, plain and Nesterov") {
+  auto o = options("momentum", 0.1);
+  o.momentum = 0.9;
+  auto momentum = Optimizer::create(o);
+  std::vector<float> v{1.0f};
+  momentum->apply(v, std::vector<float>{1.0f}, 0);  // accum 1    -> v = 1 - 0.1
+  CHECK(v[0] == doctest::Approx(0.9));
+  momentum->apply(v, std::vector<float>{1.0f}, 1);  // accum 1.9  -> v = 0.9 - 0.19
+  CHECK(v[0] == doctest::Approx(0.71));
+
+  o.nesterov = true;
+  auto nesterov = Optimizer::create(o);
+  std::vector<float> w{1.0f};
+  nesterov->apply(w, std::vector<float>{1.0f}, 0);  // accum 1: w -= 0.1 * (1 + 0.9 * 1)
+  CHECK(w[0] == doctest::Approx(1.0 - 0.19));
+  nesterov->apply(w, std::vector<float>{1.0f}, 1);  // accum 1.9: w -= 0.1 * (1 + 0.9 * 1.9)
+  CHECK(w[0] == doctest::Approx(0.81 - 0.271));
+}
+
+TEST_CASE("adam's first steps match the bias-corrected formula") {
+  auto o = options("adam", 0.001);
+  auto adam = Optimizer::create(o);
+  std::vector<float> v{0.5f};
+  adam->apply(v, std::vector<float>{2.0f}, 0);
+  // t=1: m = 0.2, v = 0.004; lr_t = 0.001 * sqrt(0.001) / 0.1; step = lr_t * m / (sqrt(v) + eps)
+  const double lr1 = 0.001 * std::sqrt(1 - 0.999) / (1 - 0.9);
+  const double step1 = lr1 * 0.2 / (std::sqrt(0.004) + 1e-8);
+  CHECK(v[0] == doctest::Approx(0.5 - step1).epsilon(1e-5));
+  adam->apply(v, std::vector<float>{-1.0f}, 1);
+  const double m2 = 0.9 * 0.2 + 0.1 * -1.0, v2 = 0.999 * 0.004 + 0.001 * 1.0;
+  const double lr2 = 0.001 * std::sqrt(1 - 0.999 * 0.999) / (1 - 0.81);
+  CHECK(v[0] == doctest::Approx(0.5 - step1 - lr2 * m2 / (std::sqrt(v2) + 1e-8)).epsilon(1e-5));
+}
+
+TEST_CASE("compute_delta equals what apply would add, for every optimizer") {
+  for (const char* name : {"sgd", "momentum", "adam"}) {
+    CAPTURE(name);
+    auto a = Optimizer::create(options(name, 0.05));
+    auto b = Optimizer::create(options(name, 0.05));
+    std::vector<float> values{0.3f, -0.7f, 1.1f, 2.0f};
+    std::vector<float> mirror = values;
+    std::vector<float> delta(values.size());
+    for (int step = 0; step < 5; ++step) {
+      const std::vector<float> grads{0.1f * step, -0.2f, 0.3f, -0.05f * step};
+      a->apply(values, grads, step);
+      b->compute_delta(grads, step, delta);
+      for (std::size_t i = 0; i < mirror.size(); ++i) mirror[i] += delta[i];
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) CHECK(mirror[i] == doctest::Approx(values[i]));
+  }
+}
+
+TEST_CASE("learning-rate schedules on the global step") {
+  LearningRateSchedule s;
+  s.base = 0.1;
+  CHECK(s.at(12345) == doctest::Approx(0.1));
+  s.kind = LearningRateSchedule::Kind::kStep;
+  s.decay_rate = 0.5;
+  s.decay_steps = 100;
+  CHECK(s.at(99) == doctest::Approx(0.1));
+  CHECK(s.at(100) == doctest::Approx(0.05));
+  CHECK(s.at(250) == doctest::Approx(0.025));
+  s.kind = LearningRateSchedule::Kind::kExponential;
+  CHECK(s.at(50) == doctest::Approx(0.1 * std::pow(0.5, 0.5)));
+  s.staircase = true;
+  CHECK(s.at(50) == doctest::Approx(0.1));
+  CHECK_THROWS_WITH_AS(LearningRateSchedule::parse_kind("cosine"),
+                       "unknown learning-rate schedule 'cosine' (known: constant, step, exponential)",
+                       cohort::InvalidArgument);
+}
+
+TEST_CASE("clipping by global norm scales every gradient by clip / norm") {
+  auto o = options("sgd", 1.0);
+  o.clip_norm = 1.0;
+  auto sgd = Optimizer::create(o);
+  std::vector<float> v{0.0f, 0.0f};
+  sgd->apply(v, std::vector<float>{3.0f, 4.0f}, 0);  // norm 5 -> scaled to (0.6, 0.8)
+  CHECK(sgd->last_gradient_norm() == doctest::Approx(5.0));
+  CHECK(v[0] == doctest::Approx(-0.6));
+  CHECK(v[1] == doctest::Approx(-0.8));
+  sgd->apply(v, std::vector<float>{0.3f, 0.4f}, 1);  // norm 0.5: untouched
+  CHECK(v[0] == doctest::Approx(-0.9));
+}
+
+TEST_CASE("bad optimizer options are refused by name") {
+  CHECK_THROWS_WITH_AS(Optimizer::create(options("rmsprop", 0.1)),
+                       "unknown optimizer 'rmsprop' (known: sgd, momentum, adam)", cohort::InvalidArgument);
+  CHECK_THROWS_AS(Optimizer::create(options("sgd", -1.0)), cohort::InvalidArgument);
+  auto o = options("momentum", 0.1);
+  o.momentum = 1.5;
+  CHECK_THROWS_AS(Optimizer::create(o), cohort::InvalidArgument);
+}
