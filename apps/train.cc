@@ -28,6 +28,7 @@
 #include "cohort/core/placement/replica_device_setter.h"
 #include "cohort/core/train/app.h"
 #include "cohort/core/train/signals.h"
+#include "cohort/core/train/evaluator.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
 
@@ -188,7 +189,7 @@ int Main(int, char**) {
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
-  if (!server.is_computing()) {
+  if (server.job_name() == "ps") {
     // A ps serves the parameter store until every worker is done; it reports what that cost it.
     const auto begin = Clock::now();
     const double cpu_before = cohort::process_cpu_seconds();
@@ -199,23 +200,35 @@ int Main(int, char**) {
                 server.task().to_string().c_str(), wall, cpu, 100.0 * cpu / std::max(wall, 1e-9));
     return 0;
   }
+  const auto hidden = parse_sizes(FLAGS_hidden);
+  if (server.job_name() == "evaluator") {
+    // Follows the chief's checkpoints and evaluates each on the test set as it appears.
+    cohort::Graph graph;
+    cohort::Model model = cohort::build_model(FLAGS_model, graph, hidden);
+    const auto evaluations = cohort::run_evaluator(
+        server, model, cohort::data::fashion_mnist(cohort::data::Split::kTest),
+        {.checkpoint_dir = FLAGS_checkpoint_dir});
+    std::printf("%s: %zu checkpoint%s evaluated\n", server.task().to_string().c_str(),
+                evaluations.size(), evaluations.size() == 1 ? "" : "s");
+    return 0;
+  }
 
+  // The replicas: the chief job's task (if any) and the workers.
   const cohort::Mode mode = cohort::parse_mode(FLAGS_mode);
-  const int workers = cluster.num_tasks("worker");
+  const int workers = server.num_replicas();
   if (mode == cohort::Mode::kLocal && workers > 1)
     throw cohort::InvalidArgument("--mode=local trains in one process; this job has " +
                                   std::to_string(workers) + " workers");
   if (FLAGS_batch_size <= 0) throw cohort::InvalidArgument("--batch_size must be positive");
   cohort::set_intra_op_threads(static_cast<int>(FLAGS_threads));
-  const auto hidden = parse_sizes(FLAGS_hidden);
 
   const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
-  const auto shard = train_data.shard(server.task_index(), workers);
+  const auto shard = train_data.shard(server.replica_index(), workers);
 
-  // Collective over the workers (their node-local ranks share out the GPUs).
+  // Collective over the replicas (their node-local ranks share out the GPUs).
   const std::vector<int> gpus = cohort::worker_gpus(cohort::parse_compute_device(FLAGS_device),
                                                     static_cast<int>(FLAGS_towers),
-                                                    cluster.job_comm());
+                                                    server.replicas());
   cohort::DeviceSpec compute = cohort::DeviceSpec::parse(server.worker_device());
   if (!gpus.empty()) {
     compute.device_type = "GPU";
@@ -228,7 +241,7 @@ int Main(int, char**) {
   auto placement = cohort::replica_device_setter_options_from_flags(cluster.num_tasks("ps"),
                                                                     compute.to_string());
   const bool log_placement = placement.log_device_placement;
-  placement.log_device_placement = false;  // the chief prints the whole table below instead
+  placement.log_device_placement = false;  // the session prints the whole table instead
   cohort::Graph graph{cohort::ReplicaDeviceSetter(placement)};
   cohort::TrainerOptions options;
   options.batch_size = FLAGS_batch_size;
@@ -246,8 +259,6 @@ int Main(int, char**) {
       &server, graph,
       [&](cohort::Graph& g) { return cohort::build_model(FLAGS_model, g, hidden); }, shard,
       cohort::Optimizer::create(optimizer_options()), options);
-  if (server.is_chief() && log_placement)
-    std::printf("%s", graph.device_setter().table().c_str());
 
   // Epochs are counted globally: a global step consumes this many examples.
   const std::int64_t per_step = trainer.examples_per_global_step();
@@ -264,7 +275,7 @@ int Main(int, char**) {
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
                 static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
 
-  cohort::MonitoredTrainingSessionOptions session_options;
+  cohort::SessionOptions session_options;
   session_options.master = server.target();
   session_options.is_chief = chief;
   session_options.checkpoint_dir = FLAGS_checkpoint_dir;
@@ -274,11 +285,12 @@ int Main(int, char**) {
   session_options.log_step_count_steps = 0;  // the progress hook below says it
   session_options.keep_checkpoint_max = static_cast<int>(FLAGS_keep_checkpoint_max);
   session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));
+  session_options.config.log_device_placement = log_placement;
   session_options.hooks.push_back(cohort::StopAtStepHook::last(target));
   if (!FLAGS_profile_file.empty())
     session_options.hooks.push_back(std::make_shared<cohort::ProfilerHook>(
         cohort::ProfilerHookOptions{.every_n_steps = 1, .output_file = FLAGS_profile_file}));
-  if (!FLAGS_inject_fault.empty() && server.task_index() == FLAGS_inject_fault_task)
+  if (!FLAGS_inject_fault.empty() && server.replica_index() == FLAGS_inject_fault_task)
     session_options.hooks.push_back(std::make_shared<FaultInjectionHook>(FLAGS_inject_fault, FLAGS_inject_fault_step));
   if (FLAGS_log_every_steps > 0)
     session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, target, per_step));
@@ -294,13 +306,13 @@ int Main(int, char**) {
   if (const int signal = cohort::stop_signal_received(); signal != 0 && chief)
     std::printf("stopped by signal %d at global step %lld\n", signal, static_cast<long long>(trainer.global_step()));
   const double images_per_sec = static_cast<double>(steps * per_step) / seconds;
-  const std::string stats = trainer.replication().stats();
-  const std::int64_t dropped = trainer.replication().dropped_gradients();
+  const std::string stats = trainer.stats();
+  const std::int64_t dropped = trainer.dropped_gradients();
   const std::int64_t final_step = trainer.global_step();
 
   // The final parameters, then the final checkpoint (in close()) before anything slow: after a
   // signal, Slurm's kill follows within seconds.
-  if (chief) trainer.replication().fetch_parameters(graph.values());
+  if (chief) trainer.fetch_parameters();
   session->close();
   server.done();
 

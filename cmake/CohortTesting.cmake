@@ -28,14 +28,18 @@ function(cohort_add_test_program name)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
 endfunction()
 
-# cohort_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...])
-# A serial doctest executable, run once.
+# cohort_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...] [MAIN target])
+# A serial doctest executable, run once. MAIN is the library with its main() (the plain doctest
+# one by default); a test whose main exits 77 is reported as skipped.
 function(cohort_add_test name)
-  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
-  cohort_add_test_program(${name} SOURCES ${T_SOURCES} LIBS ${T_LIBS} cohort_test_main)
+  cmake_parse_arguments(T "" "MAIN" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT T_MAIN)
+    set(T_MAIN cohort_test_main)
+  endif()
+  cohort_add_test_program(${name} SOURCES ${T_SOURCES} LIBS ${T_LIBS} ${T_MAIN})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${COHORT_TEST_TIMEOUT} LABELS "unit;${T_LABELS}"
-    ENVIRONMENT "${COHORT_TEST_ENV}")
+    ENVIRONMENT "${COHORT_TEST_ENV}" SKIP_RETURN_CODE 77)
 endfunction()
 
 # cohort_add_mpi_test(NAME SOURCES ... NP 1 2 3 4 [LIBS ...] [LABELS ...] [TIMEOUT s])

@@ -227,47 +227,50 @@ const float* ConvPlan::padded_input(const float* x, cudaStream_t stream) {
   return padded_.data();
 }
 
+// Readies the descriptor for one pass: its math type set, its workspace returned.
+void* ConvPlan::prepare(const ConvAlgorithm& pass) {
+  check();
+  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(conv_desc_.get(), pass.math));
+  return workspace(pass.workspace);
+}
+
 void conv2d_forward(const CudnnHandle& cudnn, ConvPlan& plan, const float* x, const float* w,
                     const float* bias, float* y) {
-  plan.check();
   require_device_pointer(x, "conv2d_forward", "x");
   require_device_pointer(w, "conv2d_forward", "w");
   require_device_pointer(y, "conv2d_forward", "y");
+  void* workspace = plan.prepare(plan.fwd_);
   const ConvGeometry& g = plan.geometry_;
   const cudaStream_t stream = cudnn.stream();
   detail::transpose_filter(stream, true, g.kernel_h, g.kernel_w, g.channels, g.filters, w,
                            plan.filter_.data());
   const float* input = plan.padded_input(x, stream);
-  void* workspace = plan.workspace(plan.fwd_.workspace);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_.get(), plan.fwd_.math));
-  COHORT_CUDNN_CALL(cudnnConvolutionForward(cudnn.get(), &one, plan.x_desc_.get(), input, plan.w_desc_.get(),
-                                            plan.filter_.data(), plan.conv_desc_.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd_.algo),
-                                            workspace, plan.fwd_.workspace, &zero, plan.y_desc_.get(),
-                                            y));
+  COHORT_CUDNN_CALL(cudnnConvolutionForward(
+      cudnn.get(), &one, plan.x_desc_.get(), input, plan.w_desc_.get(), plan.filter_.data(),
+      plan.conv_desc_.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd_.algo), workspace,
+      plan.fwd_.workspace, &zero, plan.y_desc_.get(), y));
   if (bias != nullptr)
-    detail::bias_add(stream,
-                     static_cast<std::size_t>(g.batch) * g.out_height() * g.out_width(),
+    detail::bias_add(stream, static_cast<std::size_t>(g.batch) * g.out_height() * g.out_width(),
                      static_cast<std::size_t>(g.filters), bias, y);
 }
 
 void conv2d_backward_data(const CudnnHandle& cudnn, ConvPlan& plan, const float* dy,
                           const float* w, float* dx) {
-  plan.check();
   require_device_pointer(dy, "conv2d_backward_data", "dy");
   require_device_pointer(w, "conv2d_backward_data", "w");
   require_device_pointer(dx, "conv2d_backward_data", "dx");
+  void* workspace = plan.prepare(plan.bwd_data_);
   const ConvGeometry& g = plan.geometry_;
   const cudaStream_t stream = cudnn.stream();
   detail::transpose_filter(stream, true, g.kernel_h, g.kernel_w, g.channels, g.filters, w,
                            plan.filter_.data());
   float* grad = plan.uneven() ? plan.padded_.data() : dx;
-  void* workspace = plan.workspace(plan.bwd_data_.workspace);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_.get(), plan.bwd_data_.math));
   COHORT_CUDNN_CALL(cudnnConvolutionBackwardData(
-      cudnn.get(), &one, plan.w_desc_.get(), plan.filter_.data(), plan.y_desc_.get(), dy, plan.conv_desc_.get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data_.algo), workspace, plan.bwd_data_.workspace, &zero, plan.x_desc_.get(), grad));
+      cudnn.get(), &one, plan.w_desc_.get(), plan.filter_.data(), plan.y_desc_.get(), dy,
+      plan.conv_desc_.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data_.algo),
+      workspace, plan.bwd_data_.workspace, &zero, plan.x_desc_.get(), grad));
   // The explicit padding's gradient is dropped: it belongs to no input element.
   if (plan.uneven())
     detail::crop_nhwc(stream, g.batch, g.height, g.width, g.channels, plan.extra_top_,
@@ -276,20 +279,18 @@ void conv2d_backward_data(const CudnnHandle& cudnn, ConvPlan& plan, const float*
 
 void conv2d_backward_filter(const CudnnHandle& cudnn, ConvPlan& plan, const float* x,
                             const float* dy, float* dw, float* db) {
-  plan.check();
   require_device_pointer(x, "conv2d_backward_filter", "x");
   require_device_pointer(dy, "conv2d_backward_filter", "dy");
   require_device_pointer(dw, "conv2d_backward_filter", "dw");
+  void* workspace = plan.prepare(plan.bwd_filter_);
   const ConvGeometry& g = plan.geometry_;
   const cudaStream_t stream = cudnn.stream();
   const float* input = plan.padded_input(x, stream);
-  void* workspace = plan.workspace(plan.bwd_filter_.workspace);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnSetConvolutionMathType(plan.conv_desc_.get(), plan.bwd_filter_.math));
   COHORT_CUDNN_CALL(cudnnConvolutionBackwardFilter(
       cudnn.get(), &one, plan.x_desc_.get(), input, plan.y_desc_.get(), dy, plan.conv_desc_.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter_.algo), workspace, plan.bwd_filter_.workspace, &zero, plan.w_desc_.get(),
-      plan.filter_.data()));
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter_.algo), workspace,
+      plan.bwd_filter_.workspace, &zero, plan.w_desc_.get(), plan.filter_.data()));
   detail::transpose_filter(stream, false, g.kernel_h, g.kernel_w, g.channels, g.filters,
                            plan.filter_.data(), dw);
   if (db != nullptr)

@@ -1,7 +1,7 @@
 #pragma once
 // The GPU paths of the training ops, as free functions over raw device pointers: one per CPU op in
-// core/ops/ (Dense, Conv2D, MaxPool2D, ReLU, Dropout, SoftmaxCrossEntropy, accuracy) and the
-// optimizer updates of core/optimizer.h. Layouts are the CPU's: row-major matrices, NHWC images,
+// core/nn/ops/ (Dense, Conv2D, MaxPool2D, ReLU, Dropout, SoftmaxCrossEntropy, accuracy) and the
+// optimizer updates of core/nn/optimizer.h. Layouts are the CPU's: row-major matrices, NHWC images,
 // HWIO filters, so a Layer's variables and gradients keep the graph's flat layout on either path.
 //
 // How a Layer's GPU path will call these (a later step): build() makes the plan objects (ConvPlan,
@@ -118,6 +118,7 @@ class ConvPlan {
   friend void conv2d_backward_filter(const CudnnHandle&, ConvPlan&, const float*, const float*,
                                      float*, float*);
   void check() const;
+  void* prepare(const ConvAlgorithm& pass);
   void* workspace(std::size_t bytes);
   // The input as cuDNN sees it: `x` itself, or its padded copy.
   const float* padded_input(const float* x, cudaStream_t stream);
@@ -245,7 +246,7 @@ void accuracy_count(std::size_t n, std::size_t classes, const float* logits,
                     const std::int32_t* labels, std::int32_t* count, const Stream& stream);
 
 // ------------------------------------------------------------------------------------------------
-// Optimizer updates (gpu/update.cu): TensorFlow's formulas, as core/optimizer.cc computes them.
+// Optimizer updates (gpu/update.cu): TensorFlow's formulas, as core/nn/optimizer.cc computes them.
 // Each writes (accumulate false) or adds (accumulate true) the update for gradients g scaled by
 // grad_scale (from clipping) into out: out = values with accumulate applies the step, out = a
 // delta buffer computes what an async worker pushes. Slots (accum, m, v) are updated in place.

@@ -96,8 +96,8 @@ void max_pool_forward(const CudnnHandle& cudnn, PoolPlan& plan, const float* x, 
   require_device_pointer(y, "max_pool_forward", "y");
   const float* input = plan.padded_input(x, cudnn.stream());
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnPoolingForward(cudnn.get(), plan.pool_desc_.get(), &one, plan.x_desc_.get(), input,
-                                        &zero, plan.y_desc_.get(), y));
+  COHORT_CUDNN_CALL(cudnnPoolingForward(cudnn.get(), plan.pool_desc_.get(), &one,
+                                        plan.x_desc_.get(), input, &zero, plan.y_desc_.get(), y));
 }
 
 void max_pool_backward(const CudnnHandle& cudnn, PoolPlan& plan, const float* x, const float* y,
@@ -111,9 +111,10 @@ void max_pool_backward(const CudnnHandle& cudnn, PoolPlan& plan, const float* x,
   const float* input = plan.padded_input(x, stream);
   float* grad = plan.padded() ? plan.padded_dx_.data() : dx;
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnPoolingBackward(cudnn.get(), plan.pool_desc_.get(), &one, plan.y_desc_.get(), y,
-                                         plan.y_desc_.get(), dy, plan.x_desc_.get(), input, &zero,
-                                         plan.x_desc_.get(), grad));
+  COHORT_CUDNN_CALL(cudnnPoolingBackward(cudnn.get(), plan.pool_desc_.get(), &one,
+                                         plan.y_desc_.get(), y, plan.y_desc_.get(), dy,
+                                         plan.x_desc_.get(), input, &zero, plan.x_desc_.get(),
+                                         grad));
   if (plan.padded()) {
     const PoolGeometry& g = plan.geometry_;
     detail::crop_nhwc(stream, g.batch, g.height, g.width, g.channels, g.pad_top, g.pad_bottom,

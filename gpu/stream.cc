@@ -3,6 +3,18 @@
 #include "cohort/gpu/error.h"
 
 namespace cohort::gpu {
+namespace {
+
+// The answer of cudaStreamQuery or cudaEventQuery. "Not ready" is an answer, and the runtime
+// does not record it as the thread's last error.
+bool finished(cudaError_t rc, const char* call) {
+  if (rc == cudaErrorNotReady) return false;
+  if (rc != cudaSuccess)
+    throw CudaError(Library::kRuntime, static_cast<int>(rc), call, __FILE__, __LINE__);
+  return true;
+}
+
+}  // namespace
 
 Stream::Stream() {
   COHORT_CUDA_CALL(cudaStreamCreateWithFlags(handle_.receive(), cudaStreamNonBlocking));
@@ -14,15 +26,7 @@ void Stream::wait(const Event& event) const {
   COHORT_CUDA_CALL(cudaStreamWaitEvent(get(), event.get(), 0));
 }
 
-bool Stream::query() const {
-  const cudaError_t rc = cudaStreamQuery(get());
-  // "Not ready" is an answer, and the runtime does not record it as the thread's last error.
-  if (rc == cudaErrorNotReady) return false;
-  if (rc != cudaSuccess)
-    throw CudaError(Library::kRuntime, static_cast<int>(rc), "cudaStreamQuery(handle_)", __FILE__,
-                    __LINE__);
-  return true;
-}
+bool Stream::query() const { return finished(cudaStreamQuery(get()), "cudaStreamQuery"); }
 
 Event::Event(bool timing) {
   COHORT_CUDA_CALL(cudaEventCreateWithFlags(handle_.receive(),
@@ -35,14 +39,7 @@ void Event::record(const Stream& stream) {
 
 void Event::synchronize() const { COHORT_CUDA_CALL(cudaEventSynchronize(get())); }
 
-bool Event::query() const {
-  const cudaError_t rc = cudaEventQuery(get());
-  if (rc == cudaErrorNotReady) return false;
-  if (rc != cudaSuccess)
-    throw CudaError(Library::kRuntime, static_cast<int>(rc), "cudaEventQuery(handle_)", __FILE__,
-                    __LINE__);
-  return true;
-}
+bool Event::query() const { return finished(cudaEventQuery(get()), "cudaEventQuery"); }
 
 float Event::elapsed_ms(const Event& start) const {
   float ms = 0.0f;

@@ -21,7 +21,7 @@ SessionRunArgs GlobalStepWaiterHook::before_run(RunContext& context) {
   if (started_) return {};
   started_ = true;
   MonitoredSession& session = context.session();
-  const Mode mode = session.trainer().options().replication.mode;
+  const Mode mode = session.trainer().mode();
   if (mode != Mode::kAsync && mode != Mode::kSsp) return {};
   if (session.read_global_step() >= wait_until_step_) return {};
   std::printf("[%s] waiting for global step %lld before starting training\n", process_label().c_str(),

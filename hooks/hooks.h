@@ -1,6 +1,6 @@
 #pragma once
 // Every standard hook and the MonitoredTrainingSession factory. Custom hooks are plain
-// subclasses of cohort::SessionRunHook (core/session.h).
+// subclasses of cohort::SessionRunHook (core/train/session.h).
 
 #include "cohort/hooks/checkpoint_saver_hook.h"
 #include "cohort/hooks/early_stopping_hook.h"

@@ -16,47 +16,34 @@ void check_not_negative(const char* name, std::int64_t value) {
 
 }  // namespace
 
-std::unique_ptr<MonitoredSession> MonitoredTrainingSession(Trainer& trainer, MonitoredTrainingSessionOptions options) {
+std::unique_ptr<MonitoredSession> MonitoredTrainingSession(Trainer& trainer, SessionOptions options) {
   check_not_negative("save_checkpoint_secs", options.save_checkpoint_secs);
   check_not_negative("save_checkpoint_steps", options.save_checkpoint_steps);
   check_not_negative("save_summaries_steps", options.save_summaries_steps);
   check_not_negative("save_summaries_secs", options.save_summaries_secs);
   check_not_negative("log_step_count_steps", options.log_step_count_steps);
-
-  MonitoredSessionOptions session;
-  session.master = std::move(options.master);
-  session.is_chief = options.is_chief;
-  session.checkpoint_dir = options.checkpoint_dir;
-  session.keep_checkpoint_max = options.keep_checkpoint_max;
-  session.hooks = std::move(options.hooks);
-  session.max_wait_secs = options.max_wait_secs;
-  session.config = options.config;
-  session.stop_on_signals = options.stop_on_signals;
-  if (options.is_chief) {
-    session.chief_only_hooks = std::move(options.chief_only_hooks);
-    if (!options.checkpoint_dir.empty()) {
-      HookList& chief = session.chief_only_hooks;
-      if (options.log_step_count_steps > 0)
-        chief.push_back(std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = options.log_step_count_steps}));
-      if (options.save_summaries_steps > 0 || options.save_summaries_secs > 0) {
-        SummarySaverHookOptions summaries{.output_dir = options.checkpoint_dir};
-        if (options.save_summaries_steps > 0)
-          summaries.every_steps = options.save_summaries_steps;
-        else
-          summaries.every_secs = static_cast<double>(options.save_summaries_secs);
-        chief.push_back(std::make_shared<SummarySaverHook>(std::move(summaries)));
-      }
-      if (options.save_checkpoint_steps > 0 || options.save_checkpoint_secs > 0) {
-        CheckpointSaverHookOptions checkpoints;
-        if (options.save_checkpoint_steps > 0)
-          checkpoints.every_steps = options.save_checkpoint_steps;
-        else
-          checkpoints.every_secs = static_cast<double>(options.save_checkpoint_secs);
-        chief.push_back(std::make_shared<CheckpointSaverHook>(std::move(checkpoints)));
-      }
+  if (options.is_chief && !options.checkpoint_dir.empty()) {
+    HookList& chief = options.chief_only_hooks;
+    if (options.log_step_count_steps > 0)
+      chief.push_back(std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = options.log_step_count_steps}));
+    if (options.save_summaries_steps > 0 || options.save_summaries_secs > 0) {
+      SummarySaverHookOptions summaries{.output_dir = options.checkpoint_dir};
+      if (options.save_summaries_steps > 0)
+        summaries.every_steps = options.save_summaries_steps;
+      else
+        summaries.every_secs = static_cast<double>(options.save_summaries_secs);
+      chief.push_back(std::make_shared<SummarySaverHook>(std::move(summaries)));
+    }
+    if (options.save_checkpoint_steps > 0 || options.save_checkpoint_secs > 0) {
+      CheckpointSaverHookOptions checkpoints;
+      if (options.save_checkpoint_steps > 0)
+        checkpoints.every_steps = options.save_checkpoint_steps;
+      else
+        checkpoints.every_secs = static_cast<double>(options.save_checkpoint_secs);
+      chief.push_back(std::make_shared<CheckpointSaverHook>(std::move(checkpoints)));
     }
   }
-  return std::make_unique<MonitoredSession>(trainer, std::move(session));
+  return std::make_unique<MonitoredSession>(trainer, std::move(options));
 }
 
 }  // namespace cohort

@@ -39,8 +39,8 @@ def link_graph(build):
     """{(from, to): 'public' | 'private'} between Cohort's libraries in BUILD."""
     with tempfile.TemporaryDirectory() as tmp:
         dot = os.path.join(tmp, "cohort.dot")
-        subprocess.run(["cmake", "--graphviz=" + dot, "."], cwd=build, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([os.environ.get("CMAKE", "cmake"), "--graphviz=" + dot, "."], cwd=build,
+                       check=True, stdout=subprocess.DEVNULL)
         text = open(dot).read()
     edges = {}
     for line in text.splitlines():

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 cat <<'HEAD'
 # Flags reference
 
-Every Cohort program parses its flags with `cohort::app::Run` (core/app.h). A flag is defined in
+Every Cohort program parses its flags with `cohort::app::Run` (core/train/app.h). A flag is defined in
 one line in any source file, `COHORT_DEFINE_int(batch_size, 64, "examples per worker step")`,
 and read as the typed variable `FLAGS_batch_size` (int is 64-bit, float is double); another file
 uses it after `COHORT_DECLARE_int(batch_size)`.

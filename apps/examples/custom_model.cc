@@ -62,7 +62,7 @@ int Main(int, char**) {
     return 0;
   }
 
-  const int workers = cluster.num_tasks("worker");
+  const int workers = server.num_replicas();  // the workers (and a chief job's task, if any)
   const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
   cohort::Graph graph{cohort::ReplicaDeviceSetter(
       cohort::replica_device_setter_options_from_flags(cluster.num_tasks("ps"), server.worker_device()))};
@@ -72,7 +72,8 @@ int Main(int, char**) {
   cohort::OptimizerOptions sgd;
   sgd.name = "sgd";
   sgd.learning_rate.base = FLAGS_learning_rate;
-  cohort::Trainer trainer(&server, graph, small_mlp, train_data.shard(server.task_index(), workers),
+  cohort::Trainer trainer(&server, graph, small_mlp,
+                          train_data.shard(server.replica_index(), workers),
                           cohort::Optimizer::create(sgd), options);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {

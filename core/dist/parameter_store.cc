@@ -1,42 +1,30 @@
 #include "cohort/core/dist/parameter_store.h"
 
 #include <algorithm>
-#include <exception>
 
 #include "cohort/core/base/error.h"
-#include "cohort/core/base/wait.h"
-#include "cohort/core/dist/server.h"
 
 namespace cohort {
 namespace {
 
-constexpr std::int64_t kHeaderMagic = 0x436f68727453ll;  // identifies a store header
-constexpr std::size_t kHeaderSize = 4;  // magic, local size, control size, accumulators
-
-// Chief: tells every non-computing task its share of the windows, before the collective window
-// creation (the ps tasks wait for this in Server::join()). Returns the cluster for the delegated
-// constructor.
-const ClusterSpec& announce(Server& server, const Graph& graph, bool accumulators) {
-  const ClusterSpec& cluster = server.cluster();
-  const int ps_tasks = cluster.num_tasks("ps");
+StoreLayout layout_for(const Server& server, const Graph& graph) {
+  const int ps_tasks = server.cluster().num_tasks("ps");
   if (ps_tasks == 0)
     throw InvalidArgument("this mode keeps parameters on ps tasks, and the cluster has none: "
                           "pass --ps_tasks=N (or use --mode=allreduce)");
-  if (!server.is_chief()) return cluster;
-  const StoreLayout layout = StoreLayout::from_graph(graph, ps_tasks);
-  for (int rank = 0; rank < cluster.size(); ++rank) {
-    const TaskId& task = cluster.task_of(rank);
-    if (task.job == "worker" || task.job == "chief") continue;
-    const bool holds = task.job == "ps";
-    std::int64_t size = holds ? layout.ps_sizes[static_cast<std::size_t>(task.index)] : 0;
-    if (accumulators) size *= 2;
-    const std::int64_t control =
-        holds && task.index == 0
-            ? static_cast<std::int64_t>(ControlSlot::kWorkerBase) + 2 * cluster.num_tasks("worker")
-            : 0;
-    server.send_store_header(rank, {kHeaderMagic, size, control, accumulators ? 1 : 0});
-  }
-  return cluster;
+  return StoreLayout::from_graph(graph, ps_tasks);
+}
+
+// Each ps task's share of the parameters (twice that with accumulators); ps 0 also holds the
+// control slots, two blocks of one per replica.
+HostedMemory host(Server& server, const StoreLayout& layout, bool accumulators) {
+  std::vector<std::int64_t> values = layout.ps_sizes;
+  if (accumulators)
+    for (std::int64_t& v : values) v *= 2;
+  std::vector<std::int64_t> counters(values.size(), 0);
+  counters.front() =
+      static_cast<std::int64_t>(ControlSlot::kWorkerBase) + 2 * server.num_replicas();
+  return server.host(values, counters);
 }
 
 }  // namespace
@@ -78,52 +66,16 @@ StoreLayout StoreLayout::from_graph(const Graph& graph, int ps_tasks) {
   return layout;
 }
 
-ParameterStore::ParameterStore(const ClusterSpec& cluster, std::int64_t local_size,
-                               std::int64_t control_size, bool accumulators)
-    : accumulators_(accumulators),
-      ps_ranks_(cluster.ranks_of("ps")),
-      control_rank_(ps_ranks_.empty() ? 0 : ps_ranks_.front()),
-      num_workers_(cluster.num_tasks("worker")),
-      params_(cluster.world(), static_cast<std::size_t>(local_size)),
-      control_(cluster.world(), static_cast<std::size_t>(control_size)) {}
-
 ParameterStore::ParameterStore(Server& server, const Graph& graph, Options options)
-    : ParameterStore(announce(server, graph, options.gradient_accumulators), 0, 0,
-                     options.gradient_accumulators) {
-  server_ = &server;
-  layout_ = StoreLayout::from_graph(graph, static_cast<int>(ps_ranks_.size()));
-  num_parameters_ = graph.num_parameters();
-}
+    : layout_(layout_for(server, graph)),
+      num_parameters_(graph.num_parameters()),
+      accumulators_(options.gradient_accumulators),
+      num_workers_(server.num_replicas()),
+      memory_(host(server, layout_, accumulators_)),
+      control_rank_(memory_.ps_ranks.front()) {}
 
-std::unique_ptr<ParameterStore> ParameterStore::serve(const ClusterSpec& cluster,
-                                                      std::span<const std::int64_t> header) {
-  if (header.size() != kHeaderSize || header[0] != kHeaderMagic)
-    throw Error("parameter store: malformed header from the chief");
-  return std::unique_ptr<ParameterStore>(
-      new ParameterStore(cluster, header[1], header[2], header[3] != 0));
-}
-
-ParameterStore::~ParameterStore() {
-  // Closing is collective: never while an error unwinds (app::Run is about to end the job).
-  if (std::uncaught_exceptions() > 0) return;
-  try {
-    close();
-  } catch (...) {
-    // Destructors do not throw. A store that cannot close leaves the ps to its join() timeout.
-  }
-}
-
-void ParameterStore::close() {
-  if (closed_) return;
-  closed_ = true;
-  if (server_) server_->done();
-  // Every rank arrives here at its own time; a sleeping barrier keeps early ones off the CPU
-  // before the windows are freed (MPI_Win_free is collective and would spin).
-  mpi::Request barrier = params_.comm().ibarrier();
-  wait_until([&] { return barrier.test().has_value() || !barrier.active(); },
-             std::chrono::milliseconds::zero(), [] { return std::string("the other tasks"); });
-  control_ = mpi::Window<std::int64_t>();
-  params_ = mpi::Window<float>();
+void ParameterStore::check_open() const {
+  if (closed_) throw Error("parameter store: used after close()");
 }
 
 void ParameterStore::check_size(std::size_t n) const {
@@ -134,6 +86,7 @@ void ParameterStore::check_size(std::size_t n) const {
 
 void ParameterStore::transfer(std::int64_t first, std::span<float> values, bool get,
                               std::int64_t region, mpi::Op op) {
+  check_open();
   const std::int64_t last = first + static_cast<std::int64_t>(values.size());
   if (first < 0 || last > num_parameters_)
     throw InvalidArgument("parameter store: range [" + std::to_string(first) + ", " +
@@ -151,13 +104,13 @@ void ParameterStore::transfer(std::int64_t first, std::span<float> values, bool 
       const std::int64_t begin = std::max(first, s.offset);
       const std::int64_t end = std::min(last, s.offset + s.length);
       if (begin >= end) continue;
-      if (!lock.locked()) lock = params_.lock(rank, mpi::LockType::kShared);
+      if (!lock.locked()) lock = memory_.values.lock(rank, mpi::LockType::kShared);
       const auto span = values.subspan(static_cast<std::size_t>(begin - first),
                                        static_cast<std::size_t>(end - begin));
       const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
-      if (get) params_.get(span, rank, at);
-      else if (op == mpi::Op::kReplace) params_.put(span, rank, at);
-      else params_.accumulate(span, rank, at, op);
+      if (get) memory_.values.get(span, rank, at);
+      else if (op == mpi::Op::kReplace) memory_.values.put(span, rank, at);
+      else memory_.values.accumulate(span, rank, at, op);
     }
     lock.unlock();
   }
@@ -199,6 +152,7 @@ void ParameterStore::zero_gradients() {
 }
 
 std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {
+  check_open();
   std::size_t offset = static_cast<std::size_t>(slot);
   if (slot == ControlSlot::kWorkerBase) {
     if (worker < 0 || worker >= 2 * num_workers_)
@@ -209,39 +163,41 @@ std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {
 }
 
 std::int64_t ParameterStore::read(ControlSlot slot, int worker) {
-  auto lock = control_.lock(control_rank_, mpi::LockType::kShared);
-  return control_.fetch_and_op(0, control_rank_, slot_offset(slot, worker), mpi::Op::kNoOp);
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  return memory_.counters.fetch_and_op(0, control_rank_, slot_offset(slot, worker), mpi::Op::kNoOp);
 }
 
 std::int64_t ParameterStore::exchange(ControlSlot slot, std::int64_t value, int worker) {
-  auto lock = control_.lock(control_rank_, mpi::LockType::kShared);
-  return control_.fetch_and_op(value, control_rank_, slot_offset(slot, worker), mpi::Op::kReplace);
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  return memory_.counters.fetch_and_op(value, control_rank_, slot_offset(slot, worker), mpi::Op::kReplace);
 }
 
 std::int64_t ParameterStore::fetch_add(ControlSlot slot, std::int64_t value, int worker) {
-  auto lock = control_.lock(control_rank_, mpi::LockType::kShared);
-  return control_.fetch_and_op(value, control_rank_, slot_offset(slot, worker), mpi::Op::kSum);
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  return memory_.counters.fetch_and_op(value, control_rank_, slot_offset(slot, worker), mpi::Op::kSum);
 }
 
 std::int64_t ParameterStore::compare_and_swap(ControlSlot slot, std::int64_t expected,
                                               std::int64_t desired) {
   // An exclusive epoch makes the read and the write one atomic step. (MPI_Compare_and_swap on
   // 8-byte integers crashes Open MPI 4's shared-memory transport; see mpi/window.h.)
-  auto lock = control_.lock(control_rank_, mpi::LockType::kExclusive);
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kExclusive);
   const std::size_t offset = slot_offset(slot, 0);
-  const std::int64_t seen = control_.fetch_and_op(0, control_rank_, offset, mpi::Op::kNoOp);
-  if (seen == expected) control_.fetch_and_op(desired, control_rank_, offset, mpi::Op::kReplace);
+  const std::int64_t seen = memory_.counters.fetch_and_op(0, control_rank_, offset, mpi::Op::kNoOp);
+  if (seen == expected) memory_.counters.fetch_and_op(desired, control_rank_, offset, mpi::Op::kReplace);
   return seen;
 }
 
 std::vector<std::int64_t> ParameterStore::read_worker_slots(int block) {
-  if (block < 0 || block > 1) throw InvalidArgument("parameter store: no slot block " + std::to_string(block));
+  check_open();
+  if (block < 0 || block > 1)
+    throw InvalidArgument("parameter store: no slot block " + std::to_string(block));
   std::vector<std::int64_t> slots(static_cast<std::size_t>(num_workers_));
-  auto lock = control_.lock(control_rank_, mpi::LockType::kShared);
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
   // MPI_Get_accumulate with NO_OP: an atomic read against concurrent fetch-and-ops on the slots.
-  control_.get_atomic(slots, control_rank_,
-                      static_cast<std::size_t>(ControlSlot::kWorkerBase) +
-                          static_cast<std::size_t>(block * num_workers_));
+  memory_.counters.get_atomic(slots, control_rank_,
+                              static_cast<std::size_t>(ControlSlot::kWorkerBase) +
+                                  static_cast<std::size_t>(block * num_workers_));
   lock.unlock();
   return slots;
 }

@@ -1,8 +1,8 @@
 #pragma once
 // Parameters on the ps tasks in one-sided MPI windows.
 //
-// Every ps task holds the variable parts the ReplicaDeviceSetter placed on it, in a window made
-// with MPI_Win_allocate. Workers read them with MPI_Get and add update deltas with
+// Every ps task holds the variable parts the ReplicaDeviceSetter placed on it, in memory its
+// Server hosts (a window made with MPI_Win_allocate, see Server::host). Workers read them with MPI_Get and add update deltas with
 // MPI_Accumulate(MPI_SUM) under shared passive-target locks: the ps process takes no part in a
 // transfer, and accumulate's element-wise atomicity means no concurrent update is lost. A small
 // int64 window on ps 0 holds the global step and the counters the training modes coordinate with.
@@ -14,13 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/server.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/mpi/window.h"
 
 namespace cohort {
-
-class Server;
 
 /// Where each range of the flat parameter buffer lives on the ps tasks.
 struct StoreLayout {
@@ -50,13 +48,13 @@ enum class ControlSlot : int {
   kWorkerBase = 8,  ///< two blocks of one slot per worker from here (see read_worker_slots)
 };
 
-/// The worker side of the parameter store, and (through serve()) the ps side.
+/// The parameters as the computing tasks see them, laid out in the memory the ps tasks host.
 ///
-/// Construction is collective over every worker and ps task: workers construct it with the graph;
-/// the ps tasks take part from Server::join(), told their shard sizes by the chief. Transfers are
-/// blocking (they return when the data has arrived or been applied at the target) and made from
-/// the main thread only. The store must be closed (close() or the destructor) by every worker;
-/// that is collective too, and ps tasks return from join() only after it.
+/// Construction is collective over the computing tasks (Server::host; the ps tasks take part
+/// from Server::join()). The memory belongs to the Server, which frees it when every computing
+/// task is done (Server::done): the store must not be used after its server's done(). Transfers
+/// are blocking (they return when the data has arrived or been applied at the target) and made
+/// from the main thread only.
 class ParameterStore {
  public:
   struct Options {
@@ -64,16 +62,11 @@ class ParameterStore {
     bool gradient_accumulators = false;
   };
 
-  /// Workers: collective over the cluster's workers and ps tasks.
+  /// Collective over the computing tasks (and, through their join(), the ps tasks). Throws
+  /// InvalidArgument when the cluster has no ps task or a variable is not placed on one.
   ParameterStore(Server& server, const Graph& graph, Options options);
-  ~ParameterStore();
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
-
-  /// ps side: called by Server::join() with the chief's header; collective with the workers'
-  /// constructor. The returned store lives until every worker is done.
-  static std::unique_ptr<ParameterStore> serve(const ClusterSpec& cluster,
-                                               std::span<const std::int64_t> header);
 
   const StoreLayout& layout() const { return layout_; }
   std::int64_t num_parameters() const { return num_parameters_; }
@@ -106,31 +99,27 @@ class ParameterStore {
   /// order. Slot (block b, worker w) is ControlSlot::kWorkerBase with worker = b * workers + w.
   std::vector<std::int64_t> read_worker_slots(int block = 0);
 
-  /// Collective over workers and ps tasks: tells the ps tasks this worker is done (through the
-  /// server) and frees the windows once everyone has. Called by the destructor if needed.
-  void close();
+  /// Ends this task's use of the store: later transfers throw Error. Not collective; the memory
+  /// itself is freed by the server's done().
+  void close() { closed_ = true; }
 
  private:
-  ParameterStore(const ClusterSpec& cluster, std::int64_t local_size, std::int64_t control_size,
-                 bool accumulators);
   void transfer(std::int64_t first, std::span<float> values, bool get, std::int64_t region, mpi::Op op);
   void transfer(std::span<float> values, bool get, std::int64_t region, mpi::Op op) {
     check_size(values.size());
     transfer(0, values, get, region, op);
   }
   void check_size(std::size_t n) const;
-  int ps_rank(int ps) const { return ps_ranks_[static_cast<std::size_t>(ps)]; }
+  int ps_rank(int ps) const { return memory_.ps_ranks[static_cast<std::size_t>(ps)]; }
   std::size_t slot_offset(ControlSlot slot, int worker) const;
+  void check_open() const;
 
-  Server* server_ = nullptr;  // null on the ps side
   StoreLayout layout_;
   std::int64_t num_parameters_ = 0;
   bool accumulators_ = false;
-  std::vector<int> ps_ranks_;
-  int control_rank_ = 0;      // world rank of ps 0
   int num_workers_ = 0;
-  mpi::Window<float> params_;  // [parameters | gradient accumulators] on each ps task
-  mpi::Window<std::int64_t> control_;
+  HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
+  int control_rank_ = 0;  // window rank of ps 0, which holds the control slots
   std::vector<float> zeros_;
   bool closed_ = false;
 };

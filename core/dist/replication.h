@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,24 +46,28 @@ struct StepOutcome {
   bool stop = false;             ///< the chief has stopped training; leave the loop
 };
 
-/// One worker's side of a training mode. The trainer calls, per step:
+/// One replica's side of a training mode (a worker's, or the chief's). The trainer calls, per
+/// step:
 ///   before_step(values)  — make `values` current (pull; SSP waits for the slowest worker)
 ///   ...forward and backward into grads...
 ///   after_step(grads, values) — turn grads into an update (apply, push, or aggregate)
 /// Methods are blocking, from the main thread only. Collective calls are marked so.
 class Replication {
  public:
-  /// Makes the replication for `options.mode`. Modes with a ps make the parameter store (a
-  /// collective over the workers and ps tasks). Throws InvalidArgument when the cluster does not
-  /// fit the mode (no ps for async/sync/ssp).
+  /// Makes the replication for `options.mode` on a computing task (one file per mode in
+  /// core/dist/modes/). Modes with a ps make the parameter store (a collective over the computing
+  /// and ps tasks). Throws InvalidArgument when the cluster does not fit the mode (no ps for
+  /// async/sync/ssp) or `server` is not a computing task.
   static std::unique_ptr<Replication> create(Server* server, Graph& graph, Optimizer& optimizer,
                                              const ReplicationOptions& options);
   virtual ~Replication() = default;
 
-  /// Collective over the workers. `values` holds the chief's initial parameters on the chief; on
-  /// return every worker's `values` holds the parameters training starts from.
-  /// `initial_step` is the chief's global step to start from (a restored checkpoint's).
-  virtual void start(std::span<float> values, std::int64_t initial_step) = 0;
+  /// Collective over the replicas. `values` holds the chief's initial parameters on the chief; on
+  /// return every replica's `values` holds the parameters training starts from.
+  /// `initial_step` is the chief's global step to start from (a restored checkpoint's). The
+  /// others wait at most `ready_timeout` for the chief (default: the options' wait_timeout).
+  virtual void start(std::span<float> values, std::int64_t initial_step,
+                     std::optional<std::chrono::milliseconds> ready_timeout = std::nullopt) = 0;
   virtual void before_step(std::span<float> values) = 0;
   virtual StepOutcome after_step(std::span<float> grads, std::span<float> values) = 0;
   /// The global step as this worker last saw it.

@@ -1,20 +1,22 @@
 #include "cohort/core/dist/server.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <exception>
 #include <thread>
 
-#include "cohort/core/dist/parameter_store.h"
+#include "cohort/core/base/wait.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
 namespace {
 
 constexpr int kDoneTag = 1;
-constexpr int kStoreHeaderTag = 2;
+constexpr int kHostTag = 2;
 // The payload only has to exist: the sender's rank travels in the status.
 constexpr std::int32_t kDoneMessage = 1;
+constexpr std::int64_t kHostMagic = 0x436f68727448ll;  // identifies a request for hosted memory
 // Long enough that waiting costs next to no CPU, short enough that a ps answers promptly and that
 // MPI's progress engine runs often (software-emulated accumulates on some fabrics need it).
 constexpr std::chrono::milliseconds kPollInterval(2);
@@ -22,6 +24,12 @@ constexpr std::chrono::milliseconds kPollInterval(2);
 bool computing_job(const std::string& job) { return job == "worker" || job == "chief"; }
 
 }  // namespace
+
+// What one host() call made, on this task: its share of the two windows.
+struct Server::Hosted {
+  mpi::Window<float> values;
+  mpi::Window<std::int64_t> counters;
+};
 
 Server::Server(const ClusterSpec& cluster)
     : Server(cluster, cluster.my_task().job, cluster.my_task().index) {}
@@ -33,26 +41,34 @@ Server::Server(const ClusterSpec& cluster, const std::string& job, int task)
       done_(static_cast<std::size_t>(cluster.size()), false),
       exceptions_at_start_(std::uncaught_exceptions()) {
   // Every rank throws if any rank's job or task is wrong: a Server missing on one rank would
-  // leave the ps tasks waiting for its done() forever.
+  // leave the other tasks waiting for its done() forever.
   const int me = cluster.my_rank();
   const bool mismatch = job != task_.job || task != task_.index;
   const int first = control_.allreduce(mismatch ? me : INT_MAX, mpi::Op::kMin);
-  if (first == INT_MAX) return;
-  const std::string mine = "Server(" + job + ", " + std::to_string(task) + "): rank " +
-                           std::to_string(me) + " is " + task_.to_string() + " in the cluster spec";
-  throw InvalidArgument(control_.bcast_string(mine, first));
+  if (first != INT_MAX) {
+    const std::string mine = "Server(" + job + ", " + std::to_string(task) + "): rank " +
+                             std::to_string(me) + " is " + task_.to_string() +
+                             " in the cluster spec";
+    throw InvalidArgument(control_.bcast_string(mine, first));
+  }
+  // The replicas in TensorFlow's order: the chief job's task, then the workers.
+  for (const char* job_name : {"chief", "worker"})
+    for (int rank : cluster.ranks_of(job_name)) {
+      if (rank == me) replica_ = static_cast<int>(replica_ranks_.size());
+      replica_ranks_.push_back(rank);
+    }
+  remaining_ = replica_ranks_.size();
+  replicas_ = control_.split(is_computing() ? 0 : MPI_UNDEFINED, replica_);
+  training_ = control_.split(task_.job != "evaluator" ? 0 : MPI_UNDEFINED, me);
 }
 
 Server::Server(Server&&) noexcept = default;
 
 Server::~Server() {
   if (control_.is_null()) return;
-  if (std::uncaught_exceptions() > exceptions_at_start_) {
-    // An exception unwinds: app::Run is about to end the job. Closing a store is collective and
-    // would wait for ranks that never come, so the stores are left to MPI_Abort.
-    for (auto& store : stores_) static_cast<void>(store.release());
-    return;
-  }
+  // An exception unwinds: app::Run is about to end the job. Freeing hosted memory is collective
+  // and would wait for ranks that never come; the windows skip it themselves while unwinding.
+  if (std::uncaught_exceptions() > exceptions_at_start_) return;
   try {
     if (is_computing()) {
       if (!done_sent_) done();
@@ -67,12 +83,16 @@ Server::~Server() {
   }
 }
 
-bool Server::is_chief() const {
-  if (cluster_->has_job("chief")) return task_.job == "chief";
-  return task_.job == "worker" && task_.index == 0;
+const TaskId& Server::replica_task(int replica) const {
+  return cluster_->task_of(replica_rank(replica));
 }
 
-bool Server::is_computing() const { return computing_job(task_.job); }
+int Server::replica_rank(int replica) const {
+  if (replica < 0 || replica >= num_replicas())
+    throw InvalidArgument("Server: no replica " + std::to_string(replica) + " of " +
+                          std::to_string(num_replicas()));
+  return replica_ranks_[static_cast<std::size_t>(replica)];
+}
 
 std::string Server::target() const {
   return "mpi://" + task_.job + "/" + std::to_string(task_.index) + "@rank" +
@@ -81,6 +101,62 @@ std::string Server::target() const {
 
 std::string Server::worker_device() const {
   return "/job:" + task_.job + "/task:" + std::to_string(task_.index);
+}
+
+HostedMemory Server::host(std::span<const std::int64_t> value_sizes,
+                          std::span<const std::int64_t> counter_sizes) {
+  if (!is_computing())
+    throw InvalidArgument("Server::host: " + task_.to_string() +
+                          " does not compute; ps tasks serve hosted memory from join()");
+  const std::vector<int>& ps = cluster_->ranks_of("ps");
+  if (ps.empty()) throw InvalidArgument("Server::host: the cluster has no ps task to host memory");
+  if (is_chief()) {
+    if (value_sizes.size() != ps.size() || counter_sizes.size() != ps.size())
+      throw InvalidArgument("Server::host: " + std::to_string(value_sizes.size()) + " and " +
+                            std::to_string(counter_sizes.size()) + " sizes for " +
+                            std::to_string(ps.size()) + " ps tasks");
+    for (std::size_t p = 0; p < ps.size(); ++p) {
+      if (value_sizes[p] < 0 || counter_sizes[p] < 0)
+        throw InvalidArgument("Server::host: negative size for ps task " + std::to_string(p));
+      // The buffer must outlive the send; moving the outer vector keeps each inner one in place.
+      payloads_.push_back({kHostMagic, value_sizes[p], counter_sizes[p]});
+      sends_.push_back(
+          control_.isend(std::span<const std::int64_t>(payloads_.back()), ps[p], kHostTag));
+      sends_.back().test();
+    }
+  }
+  make_hosted({}, {});
+  // Window ranks are ranks of training_: the world's, less the evaluators below them.
+  HostedMemory memory{hosted_.back()->values, hosted_.back()->counters, {}};
+  for (int rank : ps) {
+    int below = 0;
+    for (int r = 0; r < rank; ++r) below += cluster_->task_of(r).job == "evaluator" ? 1 : 0;
+    memory.ps_ranks.push_back(rank - below);
+  }
+  return memory;
+}
+
+// Collective over the training tasks: computing tasks from host(), ps tasks from a request.
+void Server::make_hosted(std::span<const std::int64_t> value_sizes,
+                         std::span<const std::int64_t> counter_sizes) {
+  auto hosted = std::make_unique<Hosted>();
+  hosted->values = mpi::Window<float>(
+      training_, value_sizes.empty() ? 0 : static_cast<std::size_t>(value_sizes.front()));
+  hosted->counters = mpi::Window<std::int64_t>(
+      training_, counter_sizes.empty() ? 0 : static_cast<std::size_t>(counter_sizes.front()));
+  hosted_.push_back(std::move(hosted));
+}
+
+// Collective over the training tasks, once each is done with the memory.
+void Server::free_hosted() {
+  if (hosted_.empty()) return;
+  // Tasks arrive here at their own times; a sleeping barrier keeps early ones off the CPU before
+  // the windows are freed (MPI_Win_free is collective and would spin).
+  mpi::Request barrier = training_.ibarrier();
+  wait_until([&] { return barrier.test().has_value() || !barrier.active(); },
+             std::chrono::milliseconds::zero(), [] { return std::string("the other tasks"); });
+  for (auto& hosted : hosted_) hosted.reset();  // in creation order, as on every task
+  hosted_.clear();
 }
 
 void Server::done() {
@@ -96,19 +172,7 @@ void Server::done() {
   // Small messages usually complete at once; testing frees what can be freed and lets MPI
   // progress, without ever blocking the worker.
   for (mpi::Request& send : sends_) send.test();
-}
-
-void Server::send_store_header(int rank, const std::vector<std::int64_t>& header) {
-  if (!is_chief())
-    throw InvalidArgument("Server::send_store_header: " + task_.to_string() +
-                          " is not the chief; only the chief describes the store");
-  if (computing_job(cluster_->task_of(rank).job))
-    throw InvalidArgument("Server::send_store_header: rank " + std::to_string(rank) + " is " +
-                          cluster_->task_of(rank).to_string() + ", which does not serve a store");
-  payloads_.push_back(header);  // the buffer must outlive the send; the vector's data stays put
-  sends_.push_back(
-      control_.isend(std::span<const std::int64_t>(payloads_.back()), rank, kStoreHeaderTag));
-  sends_.back().test();
+  free_hosted();
 }
 
 void Server::join(std::chrono::milliseconds timeout) {
@@ -118,27 +182,29 @@ void Server::join(std::chrono::milliseconds timeout) {
   serve(timeout);
 }
 
+bool Server::training_done() {
+  if (is_computing())
+    throw InvalidArgument("Server::training_done: " + task_.to_string() +
+                          " is a computing task; it says done() itself");
+  return receive_messages();
+}
+
 // Probing rather than keeping receives posted: nothing is left pending when this returns or
-// throws, and each probe drives MPI's progress engine like a test would.
-void Server::serve(std::chrono::milliseconds timeout) {
-  const auto pending = [&] {
-    std::vector<int> ranks;
-    for (int rank = 0; rank < cluster_->size(); ++rank)
-      if (computing_job(cluster_->task_of(rank).job) && !done_[static_cast<std::size_t>(rank)])
-        ranks.push_back(rank);
-    return ranks;
-  };
-  std::size_t remaining = pending().size();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (remaining > 0) {
-    if (const auto status = control_.iprobe(MPI_ANY_SOURCE, kStoreHeaderTag)) {
+// throws, and each probe drives MPI's progress engine like a test would. Returns whether every
+// computing task is done.
+bool Server::receive_messages() {
+  for (;;) {
+    if (const auto status = control_.iprobe(MPI_ANY_SOURCE, kHostTag)) {
       int count = 0;
       COHORT_MPI_CALL(MPI_Get_count(&*status, MPI_INT64_T, &count));
-      std::vector<std::int64_t> header(static_cast<std::size_t>(count));
-      control_.recv(std::span<std::int64_t>(header), status->MPI_SOURCE, kStoreHeaderTag);
-      // Collective with the workers' ParameterStore constructor. Looked for before done()
-      // messages, so that a header is never left behind by the last done().
-      stores_.push_back(ParameterStore::serve(*cluster_, header));
+      std::vector<std::int64_t> request(static_cast<std::size_t>(count));
+      control_.recv(std::span<std::int64_t>(request), status->MPI_SOURCE, kHostTag);
+      if (request.size() != 3 || request[0] != kHostMagic)
+        throw Error("Server: malformed request for hosted memory from rank " +
+                    std::to_string(status->MPI_SOURCE));
+      // Collective with the computing tasks' host(). Looked for before done() messages, so that
+      // a request is never left behind by the last done().
+      make_hosted(std::span(request).subspan(1, 1), std::span(request).subspan(2, 1));
       continue;
     }
     if (const auto status = control_.iprobe(MPI_ANY_SOURCE, kDoneTag)) {
@@ -147,10 +213,25 @@ void Server::serve(std::chrono::milliseconds timeout) {
       const auto source = static_cast<std::size_t>(status->MPI_SOURCE);
       if (!done_[source] && computing_job(cluster_->task_of(status->MPI_SOURCE).job)) {
         done_[source] = true;
-        --remaining;
+        --remaining_;
       }
       continue;  // take every message already there before sleeping
     }
+    return remaining_ == 0;
+  }
+}
+
+std::vector<int> Server::pending() const {
+  std::vector<int> ranks;
+  for (int rank : replica_ranks_)
+    if (!done_[static_cast<std::size_t>(rank)]) ranks.push_back(rank);
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+void Server::serve(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!receive_messages()) {
     if (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
       std::string waiting;
       for (int rank : pending()) {
@@ -163,9 +244,8 @@ void Server::serve(std::chrono::milliseconds timeout) {
     }
     std::this_thread::sleep_for(kPollInterval);
   }
-  // Every worker is done with the store: close it together with them (collective).
-  for (auto& store : stores_) store->close();
-  stores_.clear();
+  // Every computing task is done with the hosted memory: free it together with them.
+  free_hosted();
 }
 
 std::vector<TaskId> Server::tasks_done() const {

@@ -1,6 +1,6 @@
 #pragma once
-// A task's server: its identity in the cluster, and the ps lifetime (join until the workers are
-// done).
+// A task's server: its identity in the cluster, the replicas that train, the memory the ps tasks
+// host for them, and the task's lifetime (done, join).
 //
 //   ClusterSpec cluster = cluster_from_flags();
 //   Server server(cluster);                 // collective
@@ -11,30 +11,39 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cohort/core/dist/cluster.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/request.h"
+#include "cohort/mpi/window.h"
 
 namespace cohort {
 
-class ParameterStore;
+/// One-sided memory the ps tasks hold for the computing tasks, made by Server::host(): a window
+/// of floats and a window of 64-bit counters over the training tasks (the ps and computing tasks;
+/// not the evaluators). Target ranks are ranks in those windows: ps_ranks[p] is ps task p's.
+/// Owned by the Server; valid until it frees them (see Server::host).
+struct HostedMemory {
+  mpi::Window<float>& values;
+  mpi::Window<std::int64_t>& counters;
+  std::vector<int> ps_ranks;
+};
 
-/// One task's server. Tasks of the "worker" and "chief" jobs compute and call done() when they
-/// finish; tasks of the other jobs ("ps", "evaluator") join(), which serves until every
-/// computing task has called done(). The messages travel on the server's own communicator (a
-/// duplicate of cluster.world()), so they never mix with other traffic.
+/// One task's server.
 ///
-/// Serving means: a store header from the chief (send_store_header) makes join() create this
-/// task's side of the ParameterStore (collective with the workers' constructor); the store is
-/// closed once every worker is done, before join() returns. One store per Server.
+/// Jobs: "worker" and "chief" tasks compute (the replicas; with a chief job, as in TensorFlow's
+/// TF_CONFIG, the chief is replica 0 and worker i is replica i + 1, else worker i is replica i);
+/// "ps" tasks host memory for them; "evaluator" tasks only follow training. Computing tasks call
+/// done() when they finish; the others join(), which returns once every computing task has.
+/// Control messages travel on the server's own communicator (a duplicate of cluster.world()), so
+/// they never mix with other traffic.
 ///
 /// Construction is collective over cluster.world() (every rank makes its Server, in the same
-/// order as its other collectives). Destruction waits on ps tasks (see ~Server): destroy the
-/// Servers before any collective that a worker still holding its Server would need.
-/// `cluster` must outlive the Server. Not copyable; movable. Not thread-safe: main thread only.
+/// order as its other collectives). `cluster` must outlive the Server. Not copyable; movable.
+/// Not thread-safe: main thread only.
 class Server {
  public:
   /// Collective. The job and task are this rank's in `cluster`.
@@ -47,57 +56,90 @@ class Server {
   Server& operator=(Server&&) = delete;
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
-  /// Blocking on ps and evaluator tasks. A computing task that has not called done() calls it
-  /// here, so that a worker returning from main still lets the ps tasks finish. A ps or evaluator
-  /// task first serves, as join() does, until every done() has arrived: no message may outlive
-  /// the control communicator. While an exception unwinds through it, it does neither (app::Run
-  /// is about to end the job) and leaves any store unclosed. Errors are ignored.
+  /// A computing task that has not called done() calls it here, so that a worker returning from
+  /// main still lets the other tasks finish; a non-computing task first serves, as join() does,
+  /// until every done() has arrived (no message may outlive the control communicator). While an
+  /// exception unwinds through it, it does neither (app::Run is about to end the job) and leaves
+  /// the hosted memory to MPI_Abort. Errors are ignored.
   ~Server();
 
   const std::string& job_name() const { return task_.job; }
   int task_index() const { return task_.index; }
   const TaskId& task() const { return task_; }
-  /// The chief: the "chief" task if the cluster has that job, else worker 0. Only it initialises
-  /// or restores the parameters and writes checkpoints and summaries.
-  bool is_chief() const;
+  /// The chief: the "chief" task if the cluster has that job, else worker 0 (replica 0 either
+  /// way). Only it initialises or restores the parameters and writes checkpoints and summaries.
+  bool is_chief() const { return replica_ == 0; }
   /// True for tasks that compute and call done(): jobs "worker" and "chief".
-  bool is_computing() const;
+  bool is_computing() const { return replica_ >= 0; }
   /// This server's name, e.g. "mpi://worker/0@rank2".
   std::string target() const;
   /// This task's device prefix, e.g. "/job:worker/task:0".
   std::string worker_device() const;
   const ClusterSpec& cluster() const { return *cluster_; }
 
-  /// Blocking; for non-computing tasks (ps, evaluator). Serves until every computing task has
-  /// called done() (returns at once if they all have). While it waits it sleeps a couple of
-  /// milliseconds at a time and probes for messages in between: a core stays idle, and MPI keeps
-  /// making progress for one-sided traffic aimed at this rank. `timeout` 0 means wait forever;
-  /// on expiry it throws Error naming the tasks not yet done. May be called again after a
-  /// timeout. Throws InvalidArgument on a computing task.
+  /// This task's index among the replicas (-1 on a task that does not compute), their number,
+  /// each one's task and world rank, and a communicator of them with ranks in replica order
+  /// (null on other tasks).
+  int replica_index() const { return replica_; }
+  int num_replicas() const { return static_cast<int>(replica_ranks_.size()); }
+  const TaskId& replica_task(int replica) const;
+  int replica_rank(int replica) const;
+  const mpi::Comm& replicas() const { return replicas_; }
+
+  /// Collective over the computing tasks; the ps tasks take part from join(). Makes the memory
+  /// the ps tasks host: ps task p holds value_sizes[p] floats and counter_sizes[p] counters,
+  /// zeroed; computing tasks hold none. Only the chief's sizes are read (one entry per ps task;
+  /// other tasks pass empty spans). The memory lives until every computing task is done: done()
+  /// frees it (collectively, waiting for the other training tasks) and join() on the ps tasks
+  /// too. Throws InvalidArgument without ps tasks, or on a task that does not compute.
+  HostedMemory host(std::span<const std::int64_t> value_sizes,
+                    std::span<const std::int64_t> counter_sizes);
+
+  /// Blocking; for non-computing tasks (ps, evaluator). Serves (makes the memory the chief asks
+  /// for) until every computing task has called done() (returns at once if they all have), then
+  /// frees that memory. While it waits it sleeps a couple of milliseconds at a time and probes
+  /// for messages in between: a core stays idle, and MPI keeps making progress for one-sided
+  /// traffic aimed at this rank. `timeout` 0 means wait forever; on expiry it throws Error naming
+  /// the tasks not yet done. May be called again after a timeout. Throws InvalidArgument on a
+  /// computing task.
   void join(std::chrono::milliseconds timeout = std::chrono::milliseconds::zero());
 
-  /// Non-blocking; for computing tasks (worker, chief). Tells every ps and evaluator task that
-  /// this task is finished. Calling it again does nothing. Throws InvalidArgument on other tasks.
-  void done();
+  /// Non-blocking; for non-computing tasks that work while training runs (an evaluator): takes
+  /// the messages that have arrived and says whether every computing task is done. join()
+  /// afterwards returns at once. Throws InvalidArgument on a computing task or a ps task (which
+  /// must serve from join()).
+  bool training_done();
 
-  /// Non-blocking; for the chief. Sends `header` (the ParameterStore's description of `rank`'s
-  /// share) to the non-computing task at `rank`, whose join() hands it to
-  /// ParameterStore::serve(). Throws InvalidArgument for another sender or receiver.
-  void send_store_header(int rank, const std::vector<std::int64_t>& header);
+  /// For computing tasks (worker, chief). Tells every ps and evaluator task that this task is
+  /// finished; then, if memory is hosted, frees it together with the other training tasks
+  /// (blocking until they are all done too). Calling it again does nothing. Throws
+  /// InvalidArgument on other tasks.
+  void done();
 
   /// The computing tasks whose done() this server has received (in join()), in rank order.
   std::vector<TaskId> tasks_done() const;
 
  private:
+  struct Hosted;
   void serve(std::chrono::milliseconds timeout);
+  bool receive_messages();
+  void make_hosted(std::span<const std::int64_t> value_sizes,
+                   std::span<const std::int64_t> counter_sizes);
+  void free_hosted();
+  std::vector<int> pending() const;
 
   const ClusterSpec* cluster_;
   TaskId task_;
   mpi::Comm control_;
-  std::vector<std::vector<std::int64_t>> payloads_;  // store headers in flight
+  mpi::Comm training_;                 // ps and computing tasks, in world order; null elsewhere
+  mpi::Comm replicas_;                 // computing tasks, in replica order; null elsewhere
+  std::vector<int> replica_ranks_;     // world rank of each replica
+  int replica_ = -1;
+  std::vector<std::vector<std::int64_t>> payloads_;  // host requests in flight
   std::vector<mpi::Request> sends_;  // destroyed (waited for) before the above and control_
   std::vector<bool> done_;           // by rank: its done() message has arrived here
-  std::vector<std::unique_ptr<ParameterStore>> stores_;  // ps side, open until all are done
+  std::size_t remaining_ = 0;        // computing tasks not done, as seen here
+  std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
   int exceptions_at_start_ = 0;
 };

@@ -15,7 +15,8 @@ std::vector<int> worker_gpus(const DeviceSpec& device, int towers, const mpi::Co
   const std::int64_t mine = wants_gpu ? first_gpu_pci_location() : -1;
   std::vector<std::int64_t> firsts = node.allgather(mine);
   std::sort(firsts.begin(), firsts.end());
-  const bool own = firsts.front() >= 0 && std::adjacent_find(firsts.begin(), firsts.end()) == firsts.end();
+  const bool own =
+      firsts.front() >= 0 && std::adjacent_find(firsts.begin(), firsts.end()) == firsts.end();
   if (!wants_gpu) return {};
   return assign_gpus(device, towers, node.rank(), node.size(), visible_gpus(), own);
 }

@@ -24,7 +24,7 @@ Checkpoint make_checkpoint(const Graph& graph, Optimizer& optimizer) {
   return checkpoint;
 }
 
-void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer) {
+void restore_variables(const Checkpoint& checkpoint, Graph& graph) {
   std::string problems;
   const auto problem = [&](const std::string& text) {
     problems += (problems.empty() ? "" : "; ") + text;
@@ -49,7 +49,10 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
       problem(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
   if (!problems.empty())
     throw CheckpointError("checkpoint does not fit the model: " + problems);
+}
 
+void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer) {
+  restore_variables(checkpoint, graph);
   optimizer.prepare(static_cast<std::size_t>(graph.num_parameters()));
   for (auto& [name, slot] : optimizer.slots()) {
     const CheckpointTensor* t = checkpoint.find(kSlotPrefix + name);

@@ -16,4 +16,8 @@ Checkpoint make_checkpoint(const Graph& graph, Optimizer& optimizer);
 /// every checkpoint variable the graph does not have.
 void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer);
 
+/// Loads the variables alone (for evaluation: optimizer slots in the checkpoint are ignored).
+/// Throws CheckpointError as restore_checkpoint() does.
+void restore_variables(const Checkpoint& checkpoint, Graph& graph);
+
 }  // namespace cohort

@@ -3,32 +3,59 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
-#include <set>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/io/checkpoint.h"
-#include "cohort/core/io/saver.h"
 #include "cohort/core/train/signals.h"
 
 namespace cohort {
 namespace {
 
-const char* const kFetchable[] = {"loss", "accuracy", "global_step", "learning_rate",
-                                  "examples", "step_seconds", "gradient_applied"};
+// The one table of what run() can fetch: each name with how its value is read off a step.
+struct Fetchable {
+  const char* name;
+  double (*value)(const StepValues& step);
+};
 
-bool fetchable(const std::string& name) {
-  for (const char* known : kFetchable)
-    if (name == known) return true;
-  return false;
+const Fetchable kFetchables[] = {
+    {"loss", [](const StepValues& v) { return static_cast<double>(v.loss); }},
+    {"accuracy", [](const StepValues& v) { return static_cast<double>(v.accuracy); }},
+    {"global_step", [](const StepValues& v) { return static_cast<double>(v.global_step); }},
+    {"learning_rate", [](const StepValues& v) { return v.learning_rate; }},
+    {"examples", [](const StepValues& v) { return static_cast<double>(v.examples); }},
+    {"step_seconds", [](const StepValues& v) { return v.update_end - v.pull_begin; }},
+    {"gradient_applied", [](const StepValues& v) { return v.applied ? 1.0 : 0.0; }},
+};
+
+const Fetchable& fetchable(const std::string& name) {
+  for (const Fetchable& f : kFetchables)
+    if (name == f.name) return f;
+  std::string known;
+  for (const Fetchable& f : kFetchables) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  throw InvalidArgument("cannot fetch '" + name + "' (known: " + known + ")");
 }
 
 void check_fetches(const std::vector<std::string>& names) {
-  for (const std::string& name : names)
-    if (!fetchable(name)) {
-      std::string known;
-      for (const char* k : kFetchable) known += (known.empty() ? "" : ", ") + std::string(k);
-      throw InvalidArgument("cannot fetch '" + name + "' (known: " + known + ")");
-    }
+  for (const std::string& name : names) fetchable(name);
+}
+
+SessionRunValues select(const std::vector<std::string>& names, const StepValues& step) {
+  SessionRunValues values;
+  for (const std::string& name : names) values.set(name, fetchable(name).value(step));
+  return values;
+}
+
+void check_options(const SessionOptions& o, const Trainer& trainer) {
+  if (!o.master.empty() && o.master != trainer.target())
+    throw InvalidArgument("MonitoredSession: master '" + o.master +
+                          "' is not this task's server" +
+                          (trainer.target().empty() ? std::string(" (local mode has none)")
+                                                    : " '" + trainer.target() + "'") +
+                          "; a Cohort session runs on its own task's server");
+  if (o.max_wait_secs.count() < 0)
+    throw InvalidArgument("MonitoredSession: max_wait_secs must be >= 0");
+  if (o.step_time_every_steps < 0)
+    throw InvalidArgument("MonitoredSession: step_time_every_steps must be >= 0");
 }
 
 }  // namespace
@@ -39,8 +66,9 @@ double SessionRunValues::get(const std::string& name) const {
   return it->second;
 }
 
-MonitoredSession::MonitoredSession(Trainer& trainer, MonitoredSessionOptions options)
+MonitoredSession::MonitoredSession(Trainer& trainer, SessionOptions options)
     : trainer_(trainer), options_(std::move(options)), start_(std::chrono::steady_clock::now()) {
+  check_options(options_, trainer_);
   if (options_.stop_on_signals) install_stop_signal_handlers();
   create();
 }
@@ -74,7 +102,7 @@ void MonitoredSession::create() {
   if (options_.is_chief && !options_.checkpoint_dir.empty()) {
     checkpoints_ = std::make_unique<CheckpointManager>(options_.checkpoint_dir, options_.keep_checkpoint_max);
     if (auto checkpoint = checkpoints_->restore_latest()) {
-      restore_checkpoint(*checkpoint, trainer_.graph(), trainer_.optimizer());
+      trainer_.restore(*checkpoint);
       step = checkpoint->global_step();
       restored = true;
       restored_step_ = step;
@@ -83,7 +111,9 @@ void MonitoredSession::create() {
       std::fflush(stdout);
     }
   }
-  trainer_.start(step, restored);
+  trainer_.start(step, restored, options_.max_wait_secs);
+  if (options_.is_chief && options_.config.log_device_placement)
+    std::printf("%s", trainer_.graph().device_setter().table().c_str());
   for (auto& hook : all_hooks()) hook->after_create_session(*this);
 }
 
@@ -104,33 +134,21 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
 
     const StepValues step = trainer_.step();
     const double step_seconds = step.update_end - step.pull_begin;
-    std::map<std::string, double> all{{"loss", step.loss},
-                                      {"accuracy", step.accuracy},
-                                      {"global_step", static_cast<double>(step.global_step)},
-                                      {"learning_rate", step.learning_rate},
-                                      {"examples", static_cast<double>(step.examples)},
-                                      {"step_seconds", step_seconds},
-                                      {"gradient_applied", step.applied ? 1.0 : 0.0}};
-    const auto select = [&](const std::vector<std::string>& names) {
-      SessionRunValues values;
-      for (const std::string& name : names) values.set(name, all.at(name));
-      return values;
-    };
 
     const double origin = std::chrono::duration<double>(start_.time_since_epoch()).count();
-    const double wait = trainer_.replication().last_wait_seconds();
+    const double wait = trainer_.last_wait_seconds();
     trace_.global_step = step.global_step;
     trace_.phases = {{"pull", step.pull_begin - origin, step.pull_end - origin},
                      {"forward_backward", step.pull_end - origin, step.compute_end - origin},
                      {"push", step.compute_end - origin, step.update_end - wait - origin},
                      {"wait", step.update_end - wait - origin, step.update_end - origin}};
 
-    for (std::size_t i = 0; i < hooks.size(); ++i) hooks[i]->after_run(context, select(asked[i].fetches));
+    for (std::size_t i = 0; i < hooks.size(); ++i) hooks[i]->after_run(context, select(asked[i].fetches, step));
 
     step_seconds_sum_ += step_seconds;
     ++step_seconds_count_;
     if (options_.step_time_every_steps > 0 && ++local_steps_ % options_.step_time_every_steps == 0) {
-      worker_step_times_ = trainer_.replication().exchange_step_times(
+      worker_step_times_ = trainer_.exchange_step_times(
           step_seconds_sum_ / static_cast<double>(step_seconds_count_));
       step_seconds_sum_ = 0;
       step_seconds_count_ = 0;
@@ -144,8 +162,8 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
                      static_cast<long long>(step.global_step));
       stop = true;
     }
-    stop_ = trainer_.replication().agree_to_stop(stop);
-    return select(fetches);
+    stop_ = trainer_.agree_to_stop(stop);
+    return select(fetches, step);
   } catch (...) {
     error_ = true;
     throw;
@@ -155,14 +173,7 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
 std::string MonitoredSession::save_checkpoint() {
   if (!options_.is_chief) throw Error("save_checkpoint: only the chief writes checkpoints");
   if (!checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
-  Graph& graph = trainer_.graph();
-  trainer_.replication().fetch_parameters(graph.values());
-  Checkpoint checkpoint = make_checkpoint(graph, trainer_.optimizer());
-  checkpoint.metadata["global_step"] = std::to_string(trainer_.global_step());
-  checkpoint.metadata["model"] = trainer_.options().model_name;
-  checkpoint.metadata["mode"] = to_string(trainer_.options().replication.mode);
-  checkpoint.metadata["optimizer"] = trainer_.optimizer().options().name;
-  return checkpoints_->save(trainer_.global_step(), std::move(checkpoint));
+  return checkpoints_->save(trainer_.global_step(), trainer_.checkpoint());
 }
 
 void MonitoredSession::close() {

@@ -86,28 +86,49 @@ struct StepTrace {
   std::vector<Phase> phases;
 };
 
+/// Settings of the session itself (TensorFlow's ConfigProto, the parts that apply here).
 struct SessionConfig {
+  /// The chief prints where every variable lives (the replica device setter's table) at start.
   bool log_device_placement = false;
 };
 
-struct MonitoredSessionOptions {
-  std::string master;       ///< the server's target, for messages
+/// Everything a session is made from: TensorFlow's MonitoredTrainingSession arguments, in its
+/// order. One struct for both ways to make a session: MonitoredSession runs the hooks it is given;
+/// MonitoredTrainingSession() (hooks/) also turns the cadences marked [default hooks] into the
+/// standard hooks. Every field is read by one of the two.
+struct SessionOptions {
+  /// This task's server target (Server::target()); empty in local mode. When set, the session
+  /// checks that it names the server its trainer runs on (an InvalidArgument otherwise, e.g. for
+  /// a "grpc://" target carried over from a TensorFlow program).
+  std::string master{};
   bool is_chief = true;
-  /// The chief restores the latest checkpoint here at start (when there is one) and checkpoint
-  /// hooks write here. Empty: no restore.
-  std::string checkpoint_dir;
-  int keep_checkpoint_max = 5;
-  HookList hooks;             ///< run on every worker
-  HookList chief_only_hooks;  ///< run on the chief only (TensorFlow's rule)
-  /// Non-chief workers wait at most this long for the chief to initialise the parameters.
+  /// The chief restores the latest checkpoint here at start (when there is one); the checkpoint
+  /// and summary hooks write here. Empty: no restore.
+  std::string checkpoint_dir{};
+  HookList hooks{};             ///< run on every replica
+  HookList chief_only_hooks{};  ///< run on the chief only (TensorFlow's rule)
+  /// [default hooks] Checkpoint cadence: every save_checkpoint_steps global steps when that is
+  /// > 0 (it takes precedence), else every save_checkpoint_secs seconds when that is > 0, else
+  /// no periodic checkpoints (the session still restores from checkpoint_dir).
+  std::int64_t save_checkpoint_secs = 600, save_checkpoint_steps = 0;
+  /// [default hooks] Summary cadence, the same rule: steps when > 0, else seconds when > 0.
+  std::int64_t save_summaries_steps = 100, save_summaries_secs = 0;
+  /// [default hooks] StepCounterHook every this many global steps; 0: none.
+  std::int64_t log_step_count_steps = 100;
+  /// The other replicas wait at most this long for the chief to initialise or restore the
+  /// parameters (0: wait forever).
   std::chrono::seconds max_wait_secs{600};
-  SessionConfig config;
+  SessionConfig config{};
+  /// How many checkpoints the chief keeps in checkpoint_dir (0: all).
+  int keep_checkpoint_max = 5;
   /// Stop cleanly at the end of the step on SIGTERM or SIGUSR1 (a second signal ends the
   /// process at once).
   bool stop_on_signals = true;
-  /// Every this many local steps the workers share their mean step time (worker_step_times()).
+  /// Every this many local steps the replicas share their mean step time (worker_step_times()).
   std::int64_t step_time_every_steps = 100;
 };
+using MonitoredSessionOptions = SessionOptions;
+using MonitoredTrainingSessionOptions = SessionOptions;
 
 /// Runs training steps of a Trainer with hooks around them.
 ///
@@ -118,7 +139,7 @@ struct MonitoredSessionOptions {
 /// called on the hooks; close() after a clean stop calls end() on every hook. Not thread-safe.
 class MonitoredSession {
  public:
-  MonitoredSession(Trainer& trainer, MonitoredSessionOptions options);
+  MonitoredSession(Trainer& trainer, SessionOptions options);
   ~MonitoredSession();
   MonitoredSession(const MonitoredSession&) = delete;
   MonitoredSession& operator=(const MonitoredSession&) = delete;
@@ -134,13 +155,15 @@ class MonitoredSession {
   void close();
 
   bool is_chief() const { return options_.is_chief; }
+  /// The server target the session runs on ("" in local mode).
+  const std::string& master() const { return options_.master; }
   std::int64_t global_step() const { return trainer_.global_step(); }
   /// A fresh read of the global step, which other workers move in the async modes.
   std::int64_t read_global_step() { return trainer_.read_global_step(); }
   int worker_index() const { return trainer_.worker_index(); }
   int num_workers() const { return trainer_.num_workers(); }
   Trainer& trainer() { return trainer_; }
-  const MonitoredSessionOptions& options() const { return options_; }
+  const SessionOptions& options() const { return options_; }
   /// The step restored from a checkpoint at start, if any.
   std::optional<std::int64_t> restored_step() const { return restored_step_; }
   const StepTrace& last_trace() const { return trace_; }
@@ -160,7 +183,7 @@ class MonitoredSession {
   HookList all_hooks() const;
 
   Trainer& trainer_;
-  MonitoredSessionOptions options_;
+  SessionOptions options_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::optional<std::int64_t> restored_step_;
   std::chrono::steady_clock::time_point start_;

@@ -7,6 +7,8 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/dist/server.h"
+#include "cohort/core/io/saver.h"
+#include "cohort/core/nn/evaluation.h"
 
 namespace cohort {
 namespace {
@@ -38,8 +40,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
       optimizer_(std::move(optimizer)),
       batches_(std::move(data), batch_options(options)) {
   if (server) {
-    worker_index_ = server->task_index();
-    num_workers_ = server->cluster().num_tasks("worker");
+    target_ = server->target();
+    worker_index_ = server->replica_index();
+    num_workers_ = server->num_replicas();
   }
   if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
   if (options_.batch_size < options_.towers)
@@ -65,9 +68,10 @@ Trainer::~Trainer() {
   for (std::thread& thread : threads_) thread.join();
 }
 
-void Trainer::start(std::int64_t initial_step, bool restored) {
+void Trainer::start(std::int64_t initial_step, bool restored,
+                    std::optional<std::chrono::milliseconds> max_wait) {
   if (!restored) graph_.initialize(options_.seed);
-  replication_->start(graph_.values(), initial_step);
+  replication_->start(graph_.values(), initial_step, max_wait);
   if (const std::int64_t step = replication_->global_step(); step > 0) {
     const std::int64_t consumed = replication_->batches_at(step);
     const std::int64_t per_epoch = batches_.batches_per_epoch();
@@ -189,25 +193,24 @@ StepValues Trainer::step() {
 }
 
 StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
-  auto batches = data::BatchIterator::in_order(data, batch_size);
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  double loss = 0, correct = 0;
-  std::int64_t seen = 0;
-  Model& model = towers_.front().model;
-  while (batches.next(images, labels)) {
-    const StepMetrics m = model.evaluate(images, labels);
-    const auto n = static_cast<double>(labels.size());
-    loss += m.loss * n;
-    correct += m.accuracy * n;
-    seen += static_cast<std::int64_t>(labels.size());
-  }
-  if (seen == 0) return {};
-  return {static_cast<float>(loss / static_cast<double>(seen)),
-          static_cast<float>(correct / static_cast<double>(seen))};
+  return evaluate_dataset(towers_.front().model, data, batch_size);
 }
 
 void Trainer::finish() { replication_->finish(); }
+
+Checkpoint Trainer::checkpoint() {
+  fetch_parameters();
+  Checkpoint checkpoint = make_checkpoint(graph_, *optimizer_);
+  checkpoint.metadata["global_step"] = std::to_string(global_step());
+  checkpoint.metadata["model"] = options_.model_name;
+  checkpoint.metadata["mode"] = to_string(options_.replication.mode);
+  checkpoint.metadata["optimizer"] = optimizer_->options().name;
+  return checkpoint;
+}
+
+void Trainer::restore(const Checkpoint& checkpoint) {
+  restore_checkpoint(checkpoint, graph_, *optimizer_);
+}
 
 std::int64_t Trainer::examples_per_global_step() const {
   const ReplicationOptions& r = options_.replication;

@@ -1,16 +1,19 @@
 #pragma once
 // One worker's training loop body: towers, data, and the replication mode.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "cohort/core/dist/replication.h"
+#include "cohort/core/io/safetensors.h"
 #include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/graph.h"
@@ -47,17 +50,20 @@ struct StepValues {
   double pull_begin = 0, pull_end = 0, compute_end = 0, update_end = 0;
 };
 
-/// Runs training steps on one worker: splits each batch over the towers (threads sharing the
-/// graph's parameters), averages their gradients, and hands them to the replication mode.
+/// Runs training steps on one replica (a worker, or the chief): splits each batch over the towers
+/// (threads sharing the graph's parameters), averages their gradients, and hands them to the
+/// replication mode. The mode itself stays inside: the session and hooks see what they need of
+/// it through the members below (stop agreement, step times, the parameters for a checkpoint,
+/// the global step, examples per step).
 ///
-/// Construction and start() are collective over the workers (and the ps tasks, for modes with a
+/// Construction and start() are collective over the replicas (and the ps tasks, for modes with a
 /// store); step() may be too, depending on the mode. Not thread-safe: one thread drives it.
 class Trainer {
  public:
   using ModelFactory = std::function<Model(Graph&)>;
 
   /// `model` is called once per tower; the towers share the variables it creates. `data` is this
-  /// worker's shard. `server` may be null for --mode=local.
+  /// replica's shard. `server` may be null for --mode=local.
   Trainer(Server* server, Graph& graph, const ModelFactory& model, data::Dataset data,
           std::unique_ptr<Optimizer> optimizer, TrainerOptions options);
   ~Trainer();
@@ -65,11 +71,13 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   /// Collective. The chief initialises the variables from the seed (unless `restored`: then the
-  /// graph already holds restored values) and every worker starts from its parameters at
-  /// `initial_step`. A worker resuming at a step past 0 moves its data to where an
-  /// uninterrupted run would be (exactly so in sync and allreduce modes, where each worker
-  /// consumes one batch per global step).
-  void start(std::int64_t initial_step = 0, bool restored = false);
+  /// graph already holds restored values) and every replica starts from its parameters at
+  /// `initial_step`; the others wait at most `max_wait` for the chief (default: the mode's
+  /// wait_timeout). A replica resuming at a step past 0 moves its data to where an uninterrupted
+  /// run would be (exactly so in sync and allreduce modes, where each replica consumes one batch
+  /// per global step).
+  void start(std::int64_t initial_step = 0, bool restored = false,
+             std::optional<std::chrono::milliseconds> max_wait = std::nullopt);
   /// One step: forward, backward, update.
   StepValues step();
   /// Loss and accuracy of the current parameters over `data`, in order (tower 0, no dropout).
@@ -80,19 +88,43 @@ class Trainer {
   Graph& graph() { return graph_; }
   Model& model() { return towers_.front().model; }
   Optimizer& optimizer() { return *optimizer_; }
-  Replication& replication() { return *replication_; }
   data::BatchIterator& batches() { return batches_; }
+  Mode mode() const { return options_.replication.mode; }
+  /// The server target of this replica's task ("" in local mode without a server).
+  const std::string& target() const { return target_; }
   std::int64_t global_step() const { return replication_->global_step(); }
-  /// A fresh read of the global step (from the store in the ps modes, where other workers move
+  /// A fresh read of the global step (from the store in the ps modes, where other replicas move
   /// it); not collective.
   std::int64_t read_global_step() { return replication_->read_global_step(); }
-  /// This worker's index and the number of workers (0 and 1 without a cluster).
+  /// This replica's index and the number of replicas (0 and 1 without a cluster).
   int worker_index() const { return worker_index_; }
   int num_workers() const { return num_workers_; }
-  /// Examples one global step consumes over the whole cluster: a worker's batch in the
-  /// async modes, k (or all workers') batches in sync, every worker's in allreduce.
+  /// Examples one global step consumes over the whole cluster: a replica's batch in the
+  /// async modes, k (or all replicas') batches in sync, every replica's in allreduce.
   std::int64_t examples_per_global_step() const;
-  const TrainerOptions& options() const { return options_; }
+
+  /// Whether to stop after this step, given this replica's wish: agreed across the replicas in
+  /// allreduce mode (collective, every step); the ps modes hear the chief's stop through the store.
+  bool agree_to_stop(bool mine) { return replication_->agree_to_stop(mine); }
+  /// Shares this replica's recent mean step time; returns every replica's on the chief (in
+  /// replica order), this one's alone elsewhere. Collective in allreduce mode: call it at the
+  /// same step everywhere.
+  std::vector<double> exchange_step_times(double mine) { return replication_->exchange_step_times(mine); }
+  /// Seconds the last step spent waiting for other tasks.
+  double last_wait_seconds() const { return replication_->last_wait_seconds(); }
+  /// Makes the graph hold the current parameters (from the ps tasks in the modes that keep them
+  /// there); not collective.
+  void fetch_parameters() { replication_->fetch_parameters(graph_.values()); }
+  /// The current parameters and optimizer state as a checkpoint at the global step, with the
+  /// model, mode and optimizer in its metadata (fetch_parameters() first).
+  Checkpoint checkpoint();
+  /// Loads a checkpoint's variables and optimizer state into the graph and optimizer (before
+  /// start(..., restored = true)). Throws CheckpointError when it does not fit the model.
+  void restore(const Checkpoint& checkpoint);
+  /// The mode's counters for the log, e.g. "dropped 3 stale or surplus gradients".
+  std::string stats() const { return replication_->stats(); }
+  /// Sync mode: this replica's gradients dropped as stale or surplus.
+  std::int64_t dropped_gradients() const { return replication_->dropped_gradients(); }
 
  private:
   struct Tower {
@@ -107,6 +139,7 @@ class Trainer {
 
   Graph& graph_;
   TrainerOptions options_;
+  std::string target_;
   int worker_index_ = 0;
   int num_workers_ = 1;
   std::unique_ptr<Optimizer> optimizer_;

@@ -19,16 +19,11 @@
 #include "cohort/gpu/handles.h"
 #include "cohort/gpu/kernels.h"
 #include "cohort/gpu/stream.h"
+#include "support/gpu_test.h"
 
 namespace gpu = cohort::gpu;
 
 namespace {
-
-bool no_device() {
-  if (gpu::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
 
 std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
   std::mt19937 engine(seed);
@@ -44,7 +39,7 @@ constexpr std::size_t kN = (1u << 20) + 3;
 }  // namespace
 
 TEST_CASE("devices are described") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   MESSAGE(gpu::describe_devices());
   const gpu::DeviceProperties props = gpu::device_properties(0);
   CHECK_FALSE(props.name.empty());
@@ -57,7 +52,7 @@ TEST_CASE("devices are described") {
 }
 
 TEST_CASE("DeviceBuffer round trip, zero and moves") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   const std::vector<float> host = random_floats(kN, 1);
   gpu::DeviceBuffer<float> buffer(kN);
   CHECK(buffer.size() == kN);
@@ -93,7 +88,7 @@ TEST_CASE("DeviceBuffer round trip, zero and moves") {
 }
 
 TEST_CASE("async copies on a stream") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   gpu::Stream stream;
   const std::vector<float> host = random_floats(kN, 2);
   gpu::DeviceBuffer<float> buffer(kN);
@@ -110,7 +105,7 @@ TEST_CASE("async copies on a stream") {
 }
 
 TEST_CASE("fill, axpy and scale match the CPU") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   gpu::Stream stream;
   const std::vector<float> x = random_floats(kN, 3);
   std::vector<float> y = random_floats(kN, 4);
@@ -152,7 +147,7 @@ TEST_CASE("fill, axpy and scale match the CPU") {
 }
 
 TEST_CASE("events time and order streams") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   gpu::Stream first, second;
   gpu::DeviceBuffer<float> buffer(kN);
   gpu::Event start, stop;
@@ -188,7 +183,7 @@ TEST_CASE("events time and order streams") {
 }
 
 TEST_CASE("cuBLAS and cuDNN handles are bound to their stream") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   gpu::Stream stream;
   gpu::CublasHandle blas(stream);
   gpu::CudnnHandle dnn(stream);
@@ -229,7 +224,7 @@ TEST_CASE("cuBLAS and cuDNN handles are bound to their stream") {
 }
 
 TEST_CASE("a failing call throws CudaError naming it, and leaves no stale error behind") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   // 1 PiB: more than any device has.
   const std::size_t huge = std::size_t{1} << 50;
   try {

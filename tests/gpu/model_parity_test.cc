@@ -22,18 +22,13 @@
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/gpu/device.h"
+#include "support/gpu_test.h"
 
 using cohort::Graph;
 using cohort::Model;
 using cohort::Tensor;
 
 namespace {
-
-bool no_device() {
-  if (cohort::gpu::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
 
 // ||a - b|| / ||b||: the error of a whole vector against its scale.
 double relative_error(std::span<const float> a, std::span<const float> b) {
@@ -142,17 +137,17 @@ void check_training_parity(const std::string& name) {
 }  // namespace
 
 TEST_CASE("mlp: 10 steps on the GPU match the host") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   check_training_parity("mlp");
 }
 
 TEST_CASE("cnn: 10 steps on the GPU match the host") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   check_training_parity("cnn");
 }
 
 TEST_CASE("two GPU towers in the Trainer match two host towers") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   std::vector<std::vector<float>> updates;
   Graph layout;
   for (bool on_gpu : {false, true}) {
@@ -177,7 +172,7 @@ TEST_CASE("two GPU towers in the Trainer match two host towers") {
 }
 
 TEST_CASE("a model is refused a GPU that does not exist, and one with a layer without a GPU path") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Graph graph;
   Model model = cohort::mlp(graph);
   CHECK_THROWS_AS(model.set_gpu(cohort::gpu::device_count()), cohort::InvalidArgument);

@@ -1,4 +1,4 @@
-// The GPU ops (gpu/ops.h) against the CPU ops of core/ops/ as oracles: for each op, forward and
+// The GPU ops (gpu/ops.h) against the CPU ops of core/nn/ops/ as oracles: for each op, forward and
 // backward on fresh random inputs, the CPU through the Layer interface on a small Graph and the
 // GPU on the same values, compared by relative error. Every device case passes, saying so,
 // without a device; the geometry cases need none.
@@ -25,6 +25,7 @@
 #include "cohort/gpu/handles.h"
 #include "cohort/gpu/ops.h"
 #include "cohort/gpu/stream.h"
+#include "support/gpu_test.h"
 
 namespace gpu = cohort::gpu;
 using cohort::Graph;
@@ -32,12 +33,6 @@ using cohort::Padding;
 using cohort::Tensor;
 
 namespace {
-
-bool no_device() {
-  if (gpu::device_count() > 0) return false;
-  MESSAGE("skipped: no CUDA device");
-  return true;
-}
 
 std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
   std::mt19937 engine(seed);
@@ -155,7 +150,7 @@ TEST_CASE("ConvGeometry and PoolGeometry give TensorFlow's output sizes") {
 }
 
 TEST_CASE("dense forward and backward match the CPU") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   for (const bool tf32 : {false, true}) {
     CAPTURE(tf32);
@@ -195,7 +190,7 @@ TEST_CASE("dense forward and backward match the CPU") {
 }
 
 TEST_CASE("conv2d forward and backward match the CPU") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   const int n = 3;
   std::uint32_t seed = 100;
@@ -256,7 +251,7 @@ TEST_CASE("conv2d forward and backward match the CPU") {
 }
 
 TEST_CASE("filter layout conversions are inverse transposes") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   const int h = 3, w = 2, i = 4, o = 5;
   const std::vector<float> hwio = random_floats(h * w * i * o, 5);
@@ -271,7 +266,7 @@ TEST_CASE("filter layout conversions are inverse transposes") {
 }
 
 TEST_CASE("max pooling forward and backward match the CPU") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   struct Case {
     int h, w, c, window, stride;
@@ -319,7 +314,7 @@ TEST_CASE("max pooling forward and backward match the CPU") {
 }
 
 TEST_CASE("relu, bias and dropout match the CPU") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   Graph graph;
   const Tensor x = random_tensor({16, 5, 7}, 300);
@@ -382,7 +377,7 @@ TEST_CASE("relu, bias and dropout match the CPU") {
 }
 
 TEST_CASE("softmax cross-entropy and accuracy match the CPU") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   const std::size_t n = 50, classes = 10;
   std::mt19937 engine(400);
@@ -427,7 +422,7 @@ TEST_CASE("softmax cross-entropy and accuracy match the CPU") {
 }
 
 TEST_CASE("optimizer updates match core's optimizers") {
-  if (no_device()) return;
+  if (cohort::test::no_device()) return;
   Device device;
   const std::size_t n = 1000;
   for (const std::string name : {"sgd", "momentum", "nesterov", "adam"}) {

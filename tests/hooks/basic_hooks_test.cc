@@ -21,12 +21,7 @@ namespace {
 
 using test::LocalTraining;
 
-MonitoredSessionOptions with_hooks(HookList hooks) {
-  MonitoredSessionOptions options;
-  options.hooks = std::move(hooks);
-  options.stop_on_signals = false;
-  return options;
-}
+using test::with_hooks;
 
 SessionRunValues values_of(std::initializer_list<std::pair<const char*, double>> items) {
   SessionRunValues values;

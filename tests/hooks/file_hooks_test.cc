@@ -80,25 +80,25 @@ TEST_CASE("CheckpointSaverHook saves at the start, every N global steps and at t
   {
     LocalTraining t;
     auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 3, .listeners = {listener}});
-    MonitoredSession session(t.trainer, session_options(dir.path(), {saver, StopAtStepHook::last(7)}));
+    MonitoredSession session(t.trainer, session_options(dir.str(), {saver, StopAtStepHook::last(7)}));
     test::train(session);
     session.close();
     CHECK(saver->saves() == 4);
-    CHECK(saver->last_path() == dir.path() + "/model.ckpt-7.safetensors");
+    CHECK(saver->last_path() == dir.str() + "/model.ckpt-7.safetensors");
   }
   CHECK(listener->begins == 1);
   CHECK(listener->before == std::vector<std::int64_t>{0, 3, 6, 7});
   CHECK(listener->after == std::vector<std::int64_t>{0, 3, 6, 7});
   CHECK(listener->ends == std::vector<std::int64_t>{7});
   for (const auto& path : listener->paths) CHECK(std::filesystem::exists(path));
-  CHECK(std::filesystem::exists(dir.path() + "/model.ckpt-7.safetensors"));
+  CHECK(std::filesystem::exists(dir.str() + "/model.ckpt-7.safetensors"));
 
   // A second run restores step 7: no save at the start, num() counts from 7.
   auto second = std::make_shared<CountingListener>();
   LocalTraining t;
   auto stop = StopAtStepHook::num(2);
   auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 3, .listeners = {second}});
-  MonitoredSession session(t.trainer, session_options(dir.path(), {saver, stop}));
+  MonitoredSession session(t.trainer, session_options(dir.str(), {saver, stop}));
   CHECK(session.restored_step() == 7);
   CHECK(stop->last_step() == 9);
   CHECK(second->before.empty());
@@ -114,7 +114,7 @@ TEST_CASE("CheckpointSaverHook: a listener's after_save can stop training; every
   listener->stop_after_save = true;
   LocalTraining t;
   auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_secs = 3600, .listeners = {listener}});
-  MonitoredSession session(t.trainer, session_options(dir.path(), {saver}));
+  MonitoredSession session(t.trainer, session_options(dir.str(), {saver}));
   CHECK(test::train(session) == 1);  // the start save asked to stop: effective after one step
   session.close();
   CHECK(listener->before == std::vector<std::int64_t>{0, 1});  // start, end
@@ -133,14 +133,14 @@ TEST_CASE("CheckpointSaverHook without a checkpoint_dir is an InvalidArgument") 
 TEST_CASE("SummarySaverHook writes at the first step and every N global steps") {
   test::TempDir dir("summaries");
   LocalTraining t;
-  auto hook = std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 5, .output_dir = dir.path()});
+  auto hook = std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 5, .output_dir = dir.str()});
   {
     MonitoredSession session(t.trainer, session_options("", {hook, StopAtStepHook::last(12)}));
     test::train(session);
   }
   CHECK(hook->writes() == 3);
   CHECK(std::filesystem::exists(hook->event_file()));
-  const auto rows = read_csv(dir.path() + "/metrics.csv");
+  const auto rows = read_csv(dir.str() + "/metrics.csv");
   CHECK(steps_of(rows, "loss") == std::vector<std::int64_t>{1, 6, 11});
   CHECK(steps_of(rows, "accuracy") == std::vector<std::int64_t>{1, 6, 11});
   CHECK(steps_of(rows, "learning_rate") == std::vector<std::int64_t>{1, 6, 11});
@@ -150,20 +150,20 @@ TEST_CASE("SummarySaverHook writes at the first step and every N global steps") 
     if (row.tag == "images/sec") CHECK(row.value > 0);
   }
   CHECK_THROWS_AS(SummarySaverHook({.every_steps = 5}), InvalidArgument);  // no output_dir
-  CHECK_THROWS_AS(SummarySaverHook({.output_dir = dir.path()}), InvalidArgument);  // no cadence
+  CHECK_THROWS_AS(SummarySaverHook({.output_dir = dir.str()}), InvalidArgument);  // no cadence
 }
 
 TEST_CASE("MonitoredTrainingSession adds the checkpoint, summary and step-counter hooks on the chief") {
   test::TempDir dir("mts");
   LocalTraining t;
   auto session = MonitoredTrainingSession(
-      t.trainer, {.checkpoint_dir = dir.path(), .hooks = {StopAtStepHook::last(5)}, .save_checkpoint_steps = 2,
+      t.trainer, {.checkpoint_dir = dir.str(), .hooks = {StopAtStepHook::last(5)}, .save_checkpoint_steps = 2,
                   .save_summaries_steps = 2, .log_step_count_steps = 2, .stop_on_signals = false});
   CHECK(test::train(*session) == 5);
   session->close();
   for (int step : {0, 2, 4, 5})
-    CHECK(std::filesystem::exists(dir.path() + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
-  CHECK(steps_of(read_csv(dir.path() + "/metrics.csv"), "loss") == std::vector<std::int64_t>{1, 3, 5});
+    CHECK(std::filesystem::exists(dir.str() + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
+  CHECK(steps_of(read_csv(dir.str() + "/metrics.csv"), "loss") == std::vector<std::int64_t>{1, 3, 5});
 
   // Without a checkpoint_dir: no files, no default hooks.
   LocalTraining plain;

@@ -1,13 +1,10 @@
 #pragma once
-// A small local-mode training setup for driving hooks through a real MonitoredSession, and a
-// temporary directory that removes itself.
+// A small local-mode training setup for driving hooks through a real MonitoredSession, and the
+// session options the hook tests start from.
 
-#include <atomic>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/graph.h"
@@ -15,6 +12,7 @@
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/train/session.h"
 #include "cohort/core/train/trainer.h"
+#include "support/temp_dir.h"
 
 namespace cohort::test {
 
@@ -43,28 +41,13 @@ struct LocalTraining {
                   trainer_options()};
 };
 
-/// A fresh directory under the system's temp directory, removed (with its contents) at scope end.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static std::atomic<int> counter{0};
-    path_ = (std::filesystem::temp_directory_path() /
-             ("cohort_hooks_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+/// Session options running `hooks`, with the process's signal handlers left alone.
+inline MonitoredSessionOptions with_hooks(HookList hooks) {
+  MonitoredSessionOptions options;
+  options.hooks = std::move(hooks);
+  options.stop_on_signals = false;
+  return options;
+}
 
 /// Runs until the session stops or `max_steps` runs; returns the runs made.
 inline int train(MonitoredSession& session, int max_steps = 1000) {

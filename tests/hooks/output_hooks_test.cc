@@ -19,12 +19,7 @@ namespace {
 
 using test::LocalTraining;
 
-MonitoredSessionOptions with_hooks(HookList hooks) {
-  MonitoredSessionOptions options;
-  options.hooks = std::move(hooks);
-  options.stop_on_signals = false;
-  return options;
-}
+using test::with_hooks;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -101,10 +96,10 @@ TEST_CASE("ProfilerHook writes a Chrome trace with one complete event per phase 
   LocalTraining t;
   test::TempDir dir("profiler");
   auto hook = std::make_shared<ProfilerHook>(
-      ProfilerHookOptions{.every_n_steps = 2, .output_file = dir.path() + "/sub/trace.json"});
+      ProfilerHookOptions{.every_n_steps = 2, .output_file = dir.str() + "/sub/trace.json"});
   {
     MonitoredSession session(t.trainer, with_hooks({hook, StopAtStepHook::last(7)}));
-    CHECK(hook->path() == dir.path() + "/sub/trace.worker0.json");
+    CHECK(hook->path() == dir.str() + "/sub/trace.worker0.json");
     test::train(session);
   }
   // The first run is skipped; then global steps 2, 4, 6.

@@ -10,13 +10,10 @@
 using cohort::InvalidArgument;
 using cohort::mpi::ClusterSpec;
 using cohort::mpi::Comm;
+using cohort::test::on_every_size;
 using cohort::mpi::TaskId;
 
 namespace {
-
-void on_every_size(void (*body)(const Comm&)) {
-  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
-}
 
 // The invariants every spec keeps, checked on every rank.
 void check_consistent(const ClusterSpec& spec, const Comm& comm) {

@@ -12,15 +12,11 @@
 
 using cohort::InvalidArgument;
 using cohort::mpi::Comm;
+using cohort::test::on_every_size;
 using cohort::mpi::Op;
 using cohort::mpi::Request;
 
 namespace {
-
-// Runs `body` on 1, 2, ... ranks, up to the size of the world.
-void on_every_size(void (*body)(const Comm&)) {
-  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
-}
 
 constexpr int kTag = 7;
 

@@ -13,15 +13,12 @@
 
 using cohort::InvalidArgument;
 using cohort::mpi::Comm;
+using cohort::test::on_every_size;
 using cohort::mpi::LockType;
 using cohort::mpi::Op;
 using cohort::mpi::Window;
 
 namespace {
-
-void on_every_size(void (*body)(const Comm&)) {
-  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
-}
 
 // Reads all of `target`'s elements through the window.
 template <typename T>

@@ -18,6 +18,9 @@ namespace cohort::test {
 /// Collective over WORLD: runs `body` on the first `nranks` ranks with a communicator of them.
 void run_on_ranks(int nranks, void (*body)(const mpi::Comm&));
 
+/// Collective over WORLD: runs `body` on 1, 2, ... ranks, up to the size of the world.
+void on_every_size(void (*body)(const mpi::Comm&));
+
 }  // namespace cohort::test
 
 #define COHORT_MPI_TEST_CASE_IMPL_(name, nranks, fn)                        \

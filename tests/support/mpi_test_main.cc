@@ -18,6 +18,10 @@ void run_on_ranks(int nranks, void (*body)(const mpi::Comm&)) {
   if (!comm.is_null()) body(comm);
 }
 
+void on_every_size(void (*body)(const mpi::Comm&)) {
+  for (int n = 1; n <= mpi::Comm::world().size(); ++n) run_on_ranks(n, body);
+}
+
 }  // namespace cohort::test
 
 int main(int argc, char** argv) {

@@ -1,11 +1,11 @@
 #include "cohort/core/dist/server.h"
 
 #include <doctest/doctest.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <thread>
 
+#include "cohort/core/base/clock.h"
 #include "support/mpi_test.h"
 
 using cohort::ClusterSpec;
@@ -14,24 +14,8 @@ using cohort::InvalidArgument;
 using cohort::Server;
 using cohort::TaskId;
 using cohort::mpi::Comm;
+using cohort::test::on_every_size;
 using namespace std::chrono_literals;
-
-namespace {
-
-void on_every_size(void (*body)(const Comm&)) {
-  for (int n = 1; n <= Comm::world().size(); ++n) cohort::test::run_on_ranks(n, body);
-}
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-}  // namespace
 
 TEST_CASE("a server knows its job, task, target and whether it is the chief") {
   on_every_size([](const Comm& comm) {
@@ -81,6 +65,62 @@ TEST_CASE("with a chief job, the chief task is the chief and worker 0 is not") {
     Server server(cluster);
     CHECK(server.is_chief() == (comm.rank() == n - 1));
     CHECK(server.is_computing());
+  });
+}
+
+TEST_CASE("the replicas are the chief job's task, then the workers; a ps or evaluator is none") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    if (n < 4) return;
+    // ps on rank 0, workers on 1 .. n-3, the chief on n-2, an evaluator on n-1.
+    std::vector<int> workers;
+    for (int r = 1; r < n - 2; ++r) workers.push_back(r);
+    const ClusterSpec cluster = ClusterSpec::from_ranks(
+        comm, {{"ps", {0}}, {"worker", workers}, {"chief", {n - 2}}, {"evaluator", {n - 1}}});
+    Server server(cluster);
+    CHECK(server.num_replicas() == n - 2);
+    CHECK(server.replica_task(0) == TaskId{"chief", 0});
+    CHECK(server.replica_rank(0) == n - 2);
+    CHECK(server.replica_task(1) == TaskId{"worker", 0});
+    CHECK_THROWS_AS(server.replica_task(n - 2), InvalidArgument);
+    const int me = comm.rank();
+    const int expected = me == 0 || me == n - 1 ? -1 : me == n - 2 ? 0 : me;
+    CHECK(server.replica_index() == expected);
+    CHECK(server.is_chief() == (me == n - 2));
+    if (server.is_computing()) {
+      REQUIRE_FALSE(server.replicas().is_null());
+      CHECK(server.replicas().size() == n - 2);
+      CHECK(server.replicas().rank() == expected);
+      server.done();
+    } else {
+      CHECK(server.replicas().is_null());
+      server.join(20s);
+    }
+  });
+}
+
+TEST_CASE("an evaluator sees training end without blocking; join() then returns at once") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    if (n < 2) return;
+    std::vector<int> workers;
+    for (int r = 0; r < n - 1; ++r) workers.push_back(r);
+    const ClusterSpec cluster = ClusterSpec::from_ranks(comm, {{"worker", workers}, {"evaluator", {n - 1}}});
+    Server server(cluster);
+    if (server.is_computing()) {
+      CHECK_THROWS_AS(server.training_done(), InvalidArgument);
+      comm.barrier();  // the evaluator has looked once before anyone is done
+      server.done();
+    } else {
+      CHECK_FALSE(server.training_done());
+      comm.barrier();
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (!server.training_done() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(1ms);
+      CHECK(server.training_done());
+      server.join(1ms);
+      CHECK(server.tasks_done().size() == workers.size());
+    }
   });
 }
 
@@ -165,12 +205,12 @@ TEST_CASE("a ps waiting in join() uses almost no CPU") {
     constexpr auto kWait = 1500ms;
     comm.barrier();
     if (server.job_name() == "ps") {
-      const double cpu_before = cpu_seconds();
+      const double cpu_before = cohort::process_cpu_seconds();
       const auto start = std::chrono::steady_clock::now();
       server.join(20s);
       const double wall =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double cpu = cpu_seconds() - cpu_before;
+      const double cpu = cohort::process_cpu_seconds() - cpu_before;
       MESSAGE("ps in join(): " << cpu * 1e3 << " ms CPU over " << wall
                                << " s wall = " << 100.0 * cpu / wall << "% of a core");
       CHECK(wall >= 1.4);

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/io/safetensors.h"
-#include "checkpoint_test_support.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using cohort::Checkpoint;

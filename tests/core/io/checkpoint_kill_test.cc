@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "cohort/core/io/checkpoint.h"
-#include "checkpoint_test_support.h"
+#include "support/temp_dir.h"
 
 extern char** environ;
 

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/io/checkpoint.h"
-#include "checkpoint_test_support.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using cohort::Checkpoint;
@@ -26,18 +26,9 @@ using cohort::CheckpointManager;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::path(COHORT_CHECKPOINT_TEST_DIR) / (name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+// The manager makes its directory itself: these tests start without one.
+struct TempDir : cohort::test::TempDir {
+  explicit TempDir(const std::string& name) : cohort::test::TempDir(name, kAbsent) {}
 };
 
 using cohort::test::slurp;

@@ -23,26 +23,12 @@
 #include <vector>
 
 #include "cohort/core/base/error.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using cohort::SummaryWriter;
 
 namespace {
-
-// A temp directory removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cohort_summary_writer_test_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -225,7 +211,7 @@ TEST_CASE("crc32c and its TFRecord mask match known answers") {
 }
 
 TEST_CASE("the event file decodes to the scalars written, framed and checksummed") {
-  TempDir dir;
+  cohort::test::TempDir dir("summary_writer_test");
   const double before = now_seconds();
   std::string event_file;
   {
@@ -300,7 +286,7 @@ TEST_CASE("the event file decodes to the scalars written, framed and checksummed
 }
 
 TEST_CASE("the decoder detects a flipped byte and a truncated file") {
-  TempDir dir;
+  cohort::test::TempDir dir("summary_writer_test");
   std::string event_file;
   {
     SummaryWriter writer(dir.path.string());
@@ -330,7 +316,7 @@ TEST_CASE("the decoder detects a flipped byte and a truncated file") {
 }
 
 TEST_CASE("the destructor flushes, and a restart adds an event file and appends to the CSV") {
-  TempDir dir;
+  cohort::test::TempDir dir("summary_writer_test");
   std::string first, second;
   {
     SummaryWriter writer(dir.path.string());
@@ -371,7 +357,7 @@ TEST_CASE("the destructor flushes, and a restart adds an event file and appends 
 }
 
 TEST_CASE("tags that need it are quoted in the CSV; bad input is refused") {
-  TempDir dir;
+  cohort::test::TempDir dir("summary_writer_test");
   SummaryWriter writer(dir.path.string());
   writer.add_scalar("eval, \"top-1\"", 0.5, 1);
   CHECK_THROWS_AS(writer.add_scalar("", 1.0, 2), cohort::InvalidArgument);
@@ -389,7 +375,7 @@ TEST_CASE("tags that need it are quoted in the CSV; bad input is refused") {
 }
 
 TEST_CASE("a logdir that cannot be created is reported by path") {
-  TempDir dir;
+  cohort::test::TempDir dir("summary_writer_test");
   write_file(dir / "file", "not a directory");
   const std::string logdir = dir / "file/run";
   const std::string file = dir / "file";
@@ -402,7 +388,7 @@ TEST_CASE("a logdir that cannot be created is reported by path") {
 // Writes a run shaped like training (loss falling, accuracy rising, an eval accuracy every 50
 // steps) for the plotting script's test, into $COHORT_SUMMARY_PLOT_LOGDIR when set.
 TEST_CASE("a training-shaped run for the plotting script") {
-  TempDir dir;
+  cohort::test::TempDir dir("summary_writer_test");
   const char* env = std::getenv("COHORT_SUMMARY_PLOT_LOGDIR");
   const std::string logdir = env != nullptr && *env != '\0' ? std::string(env) : dir / "plot";
   std::error_code ec;

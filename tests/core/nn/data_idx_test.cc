@@ -15,6 +15,7 @@
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/nn/data/dataset.h"
+#include "support/temp_dir.h"
 
 COHORT_DECLARE_string(data_dir);
 
@@ -24,20 +25,6 @@ using cohort::data::DataError;
 using cohort::data::Split;
 
 namespace {
-
-// A temp directory removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cohort_data_idx_test_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 void put_be32(std::string& out, std::uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift & 0xff));
@@ -182,7 +169,7 @@ TEST_CASE("fashion-mnist test set") {
 
 TEST_CASE("gzip is told by its magic, not the name; raw and gzip load the same") {
   if (!have_fashion_mnist()) return;
-  TempDir dir;
+  cohort::test::TempDir dir("data_idx_test");
   const std::string images = gunzip(FLAGS_data_dir + "/t10k-images-idx3-ubyte.gz");
   const std::string labels = gunzip(FLAGS_data_dir + "/t10k-labels-idx1-ubyte.gz");
   // Raw bytes under a .gz name, gzip bytes under a raw name.
@@ -205,7 +192,7 @@ TEST_CASE("gzip is told by its magic, not the name; raw and gzip load the same")
 }
 
 TEST_CASE("small IDX files load with pixel / 255 and their labels") {
-  TempDir dir;
+  cohort::test::TempDir dir("data_idx_test");
   write_gzip(dir / "i", idx_images(3));
   write_raw(dir / "l", idx_labels({4, 0, 9}));
   const Dataset d = cohort::data::load_idx(dir / "i", dir / "l");
@@ -223,7 +210,7 @@ TEST_CASE("small IDX files load with pixel / 255 and their labels") {
 }
 
 TEST_CASE("bad files: each a DataError naming the file and the fault") {
-  TempDir dir;
+  cohort::test::TempDir dir("data_idx_test");
   const std::string good_images = dir / "good-images", good_labels = dir / "good-labels";
   write_raw(good_images, idx_images(5));
   write_raw(good_labels, idx_labels(labels_of(5)));

@@ -1,0 +1,81 @@
+#include "cohort/core/dist/modes/ps_mode.h"
+
+#include <exception>
+
+#include "cohort/core/base/wait.h"
+
+namespace cohort::modes {
+
+PsReplication::PsReplication(Server& server, Graph& graph, Optimizer& optimizer,
+                             const ReplicationOptions& options, bool accumulators)
+    : server_(server),
+      optimizer_(optimizer),
+      options_(options),
+      store_(server, graph, ParameterStore::Options{accumulators}),
+      replica_(server.replica_index()),
+      replicas_(server.num_replicas()) {}
+
+PsReplication::~PsReplication() {
+  // While an error unwinds, leaving would wait on other tasks; app::Run ends the job instead.
+  if (std::uncaught_exceptions() > 0) return;
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+std::string PsReplication::chief_name() const {
+  return "the chief (" + server_.replica_task(0).to_string() + ", rank " +
+         std::to_string(server_.replica_rank(0)) + ")";
+}
+
+std::string PsReplication::replica_name(int replica) const {
+  return server_.replica_task(replica).to_string() + " (rank " +
+         std::to_string(server_.replica_rank(replica)) + ")";
+}
+
+void PsReplication::timed_wait(const std::function<bool()>& ready,
+                               std::chrono::milliseconds timeout,
+                               const std::function<std::string()>& what) {
+  const auto begin = std::chrono::steady_clock::now();
+  wait_until(ready, timeout, what);
+  last_wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+void PsReplication::start(std::span<float> values, std::int64_t initial_step,
+                          std::optional<std::chrono::milliseconds> ready_timeout) {
+  if (server_.is_chief()) {
+    store_.assign(values);
+    store_.write(ControlSlot::kGlobalStep, initial_step);
+    store_.write(ControlSlot::kSyncWord, initial_step << kStepShift);
+    store_.write(ControlSlot::kReady, 1);
+  } else {
+    timed_wait([&] { return store_.read(ControlSlot::kReady) == 1; },
+               ready_timeout.value_or(options_.wait_timeout),
+               [&] { return chief_name() + " to initialise the parameters"; });
+  }
+  store_.pull(values);
+  step_ = store_.read(ControlSlot::kGlobalStep);
+}
+
+std::vector<double> PsReplication::exchange_step_times(double mine) {
+  // Microseconds in the second block of replica slots; the chief reads them all.
+  store_.write(ControlSlot::kWorkerBase, static_cast<std::int64_t>(mine * 1e6),
+               replicas_ + replica_);
+  if (!server_.is_chief()) return {mine};
+  std::vector<double> times;
+  for (std::int64_t us : store_.read_worker_slots(1)) times.push_back(static_cast<double>(us) * 1e-6);
+  return times;
+}
+
+void PsReplication::finish() {
+  if (finished_) return;
+  finished_ = true;
+  // A retired replica's clock stops counting against the others' staleness bound.
+  store_.write(ControlSlot::kWorkerBase, kRetiredClock, replica_);
+  store_.fetch_add(ControlSlot::kRetired, 1);
+  if (server_.is_chief()) store_.write(ControlSlot::kStopped, 1);
+  store_.close();
+}
+
+}  // namespace cohort::modes

@@ -1,0 +1,50 @@
+#pragma once
+// The evaluator job (TensorFlow's "evaluator" task): a process beside the training cluster that
+// follows the chief's checkpoints and evaluates each one as it appears.
+//
+//   mpirun -np 1 train --job_name=ps : -np 2 train --job_name=worker \
+//        : -np 1 train --job_name=evaluator --checkpoint_dir=ckpt
+//
+// The evaluator takes no part in training (no gradient, no hosted memory, no collective with the
+// replicas); it reads the files the chief writes and ends when every replica is done.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cohort/core/dist/server.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/model.h"
+
+namespace cohort {
+
+struct EvaluatorOptions {
+  /// The directory the chief writes checkpoints to (required).
+  std::string checkpoint_dir;
+  /// Where the evaluator's summaries go ("eval/loss", "eval/accuracy" at each checkpoint's global
+  /// step); empty: checkpoint_dir/eval, where TensorBoard shows them beside the training curves.
+  std::string output_dir;
+  /// How often the checkpoint index is looked at.
+  std::chrono::milliseconds poll{500};
+  std::int64_t batch_size = 1000;
+};
+
+/// One checkpoint evaluated.
+struct Evaluation {
+  std::string checkpoint;  ///< its path
+  std::int64_t global_step = 0;
+  StepMetrics metrics;
+};
+
+/// Blocking; for an evaluator task. Until every replica is done (Server::training_done), looks
+/// at the latest checkpoint in options.checkpoint_dir every options.poll; each new one is loaded
+/// into `model`'s variables (the model must be built as the trainer's is), evaluated on `data`,
+/// printed as one line and written to the summaries. The chief's final checkpoint, written before
+/// it says done, is evaluated last. Returns the evaluations in order. Throws InvalidArgument
+/// without a checkpoint_dir or on a computing task, CheckpointError when a checkpoint does not
+/// fit the model.
+std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::Dataset& data,
+                                      const EvaluatorOptions& options);
+
+}  // namespace cohort

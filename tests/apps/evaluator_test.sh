@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# An evaluator task beside a ps and two workers (MPMD launch): it follows the chief's
+# checkpoints, evaluates each one it sees on the test set, writes its own summaries under
+# checkpoint_dir/eval, and exits once training has ended, after evaluating the final checkpoint:
+# its last evaluation must equal the chief's final one.
+#
+#   evaluator_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
+set -euo pipefail
+train=$1 mpiexec=$2 np_flag=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+args=(--mode=sync --train_steps=400 --save_checkpoint_steps=100 --log_every_steps=0
+      --print_cluster=false --checkpoint_dir="$work/ckpt")
+"$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
+  : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
+  : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$work/run.log" 2>&1 \
+  || { cat "$work/run.log"; echo "the job failed"; exit 1; }
+cat "$work/run.log"
+final=$(sed -nE 's/^final: global step 400, test accuracy ([0-9.]+), test loss ([0-9.]+),.*/\1 \2/p' "$work/run.log")
+[ -n "$final" ] || { echo "the chief did not finish 400 steps"; exit 1; }
+last=$(sed -nE 's/^evaluator:0 evaluated global step 400: test accuracy ([0-9.]+), test loss ([0-9.]+)$/\1 \2/p' "$work/run.log")
+[ -n "$last" ] || { echo "the evaluator did not evaluate the final checkpoint (step 400)"; exit 1; }
+[ "$final" = "$last" ] || { echo "the evaluator's final evaluation ($last) differs from the chief's ($final)"; exit 1; }
+grep -qE "^evaluator:0: [1-9][0-9]* checkpoints? evaluated$" "$work/run.log" \
+  || { echo "the evaluator did not end"; exit 1; }
+csv=$work/ckpt/eval/metrics.csv
+grep -qE '^400,[0-9.]+,eval/accuracy,' "$csv" || { echo "no eval/accuracy at step 400 in $csv"; exit 1; }
+ls "$work"/ckpt/eval/events.out.tfevents.* > /dev/null || { echo "no event file in ckpt/eval"; exit 1; }
+grep -q "ps:0 served for" "$work/run.log" || { echo "the ps did not return from join()"; exit 1; }
+echo "evaluator test passed: $(grep -c '^evaluator:0 evaluated' "$work/run.log") evaluations, the last equal to the chief's ($last)"

@@ -1,0 +1,15 @@
+#pragma once
+// GPU test cases skip where there is no CUDA device, visibly: the case says so, and the test
+// program (linked with gpu_test_main.cc) then exits with kSkipped, which ctest reports as a skip
+// rather than a pass (unless a check failed, which fails the test as usual).
+
+namespace cohort::test {
+
+/// ctest's SKIP_RETURN_CODE for the GPU tests.
+constexpr int kSkipped = 77;
+
+/// True when this process sees no CUDA device; the calling case is then marked skipped
+/// ("skipped: no CUDA device") and should return.
+bool no_device();
+
+}  // namespace cohort::test
