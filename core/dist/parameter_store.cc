@@ -34,6 +34,7 @@ StoreLayout StoreLayout::from_graph(const Graph& graph, int ps_tasks) {
   StoreLayout layout;
   layout.ps_sizes.assign(static_cast<std::size_t>(ps_tasks), 0);
   for (const Variable& v : graph.variables()) {
+    if (!v.trainable) continue;  // state stays with each replica
     if (!v.placement.on_ps())
       throw InvalidArgument("parameter store: variable " + v.name +
                             " is not placed on a ps task (build the graph with a "

@@ -1,27 +1,31 @@
 #include "cohort/core/nn/evaluation.h"
 
-#include <vector>
-
-#include "cohort/core/nn/data/batch_iterator.h"
-
 namespace cohort {
 
-StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64_t batch_size) {
-  auto batches = data::BatchIterator::in_order(data, batch_size);
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  double loss = 0, correct = 0;
+StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64_t batch_size,
+                             const data::ImageOptions& image) {
+  auto batches = data::BatchIterator::in_order(data, batch_size, image);
+  data::Batch batch;
+  double loss = 0;
+  std::array<double, StepMetrics::kMaxMetrics> metrics{};
   std::int64_t seen = 0;
-  while (batches.next(images, labels)) {
-    const StepMetrics m = model.evaluate(images, labels);
-    const auto n = static_cast<double>(labels.size());
+  while (batches.next(batch)) {
+    const StepMetrics m = model.evaluate(batch.features, batch.view());
+    const auto n = static_cast<double>(batch.size());
     loss += m.loss * n;
-    correct += m.accuracy * n;
-    seen += static_cast<std::int64_t>(labels.size());
+    for (std::size_t i = 0; i < metrics.size(); ++i) metrics[i] += m.metrics[i] * n;
+    seen += batch.size();
   }
-  if (seen == 0) return {};
-  return {static_cast<float>(loss / static_cast<double>(seen)),
-          static_cast<float>(correct / static_cast<double>(seen))};
+  StepMetrics total;
+  if (seen == 0) return total;
+  const auto count = static_cast<double>(seen);
+  total.loss = static_cast<float>(loss / count);
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    total.metrics[i] = static_cast<float>(metrics[i] / count);
+  const auto& names = model.metric_names();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == "accuracy") total.accuracy = total.metrics[i];
+  return total;
 }
 
 }  // namespace cohort

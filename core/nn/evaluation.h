@@ -1,17 +1,19 @@
 #pragma once
-// A model's loss and accuracy over a whole dataset.
+// A model's loss and metrics over a whole dataset.
 
 #include <cstdint>
 
+#include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/model.h"
 
 namespace cohort {
 
-/// Mean loss and accuracy of `model`'s current parameters over every example of `data`, in
-/// order, `batch_size` at a time (no dropout). {0, 0} for an empty dataset. Not thread-safe for
-/// one model.
+/// Mean loss and metrics of `model`'s current parameters over every example of `data`, in
+/// order, `batch_size` at a time, in inference mode (no dropout, batch norm on its moving
+/// statistics), with `image`'s normalisation (not its random crops or flips). All zero for an
+/// empty dataset. Not thread-safe for one model.
 StepMetrics evaluate_dataset(Model& model, const data::Dataset& data,
-                             std::int64_t batch_size = 1000);
+                             std::int64_t batch_size = 1000, const data::ImageOptions& image = {});
 
 }  // namespace cohort

@@ -30,12 +30,16 @@ std::uint64_t mix(std::uint64_t x) {
 Graph::Graph(ReplicaDeviceSetter setter) : setter_(std::move(setter)) {}
 
 Variable& Graph::get_variable(const std::string& name, const Shape& shape,
-                              Initializer initializer) {
+                              Initializer initializer, VariableOptions options) {
   if (const auto it = index_.find(name); it != index_.end()) {
     Variable& existing = variables_[it->second];
     if (existing.shape != shape)
       throw InvalidArgument("Graph: variable \"" + name + "\" exists with shape " +
                             to_string(existing.shape) + ", asked for " + to_string(shape));
+    if (existing.trainable != options.trainable)
+      throw InvalidArgument("Graph: variable \"" + name + "\" exists as " +
+                            (existing.trainable ? "trainable" : "non-trainable") +
+                            " state, asked for the other");
     return existing;
   }
   if (name.empty()) throw InvalidArgument("Graph: empty variable name");
@@ -52,10 +56,18 @@ Variable& Graph::get_variable(const std::string& name, const Shape& shape,
   v.name = name;
   v.shape = shape;
   v.initializer = initializer;
-  v.offset = num_parameters_;
   v.size = num_elements(shape);
-  v.placement = setter_.place(name, shape);
-  num_parameters_ += v.size;
+  v.trainable = options.trainable;
+  v.decay = options.decay;
+  if (v.trainable) {
+    v.offset = num_parameters_;
+    v.placement = setter_.place(name, shape);
+    num_parameters_ += v.size;
+  } else {
+    // State stays with each replica: it has no placement on the ps tasks.
+    v.offset = num_state_;
+    num_state_ += v.size;
+  }
   index_.emplace(name, variables_.size());
   variables_.push_back(std::move(v));
   return variables_.back();
@@ -71,12 +83,38 @@ std::span<float> Graph::values() {
   return {const_cast<float*>(all.data()), all.size()};
 }
 
+void Graph::freeze() const {
+  if (frozen_) return;
+  values_ = Tensor(Shape{num_parameters_});  // zero-filled
+  state_ = Tensor(Shape{num_state_});
+  frozen_ = true;
+}
+
 std::span<const float> Graph::values() const {
-  if (!frozen_) {
-    values_ = Tensor(Shape{num_parameters_});  // zero-filled
-    frozen_ = true;
-  }
+  freeze();
   return values_.span();
+}
+
+std::span<float> Graph::state() {
+  std::span<const float> all = std::as_const(*this).state();
+  return {const_cast<float*>(all.data()), all.size()};
+}
+
+std::span<const float> Graph::state() const {
+  freeze();
+  return state_.span();
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> Graph::decay_ranges() const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  for (const Variable& v : variables_) {
+    if (!v.trainable || !v.decay || v.size == 0) continue;
+    if (!ranges.empty() && ranges.back().second == v.offset)
+      ranges.back().second = v.offset + v.size;
+    else
+      ranges.emplace_back(v.offset, v.offset + v.size);
+  }
+  return ranges;
 }
 
 void Graph::initialize(std::uint64_t seed) {

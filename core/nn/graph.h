@@ -1,6 +1,6 @@
 #pragma once
-// The variables of a model, laid out in one flat parameter buffer, and the named values a
-// session can fetch.
+// The variables of a model: trainable parameters laid out in one flat buffer, non-trainable state
+// (batch norm's moving statistics) in another.
 
 #include <cstdint>
 #include <functional>
@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/nn/initializer.h"
@@ -16,15 +17,26 @@
 
 namespace cohort {
 
-/// A trainable variable: a named, shaped slice [offset, offset + size) of its graph's flat
-/// parameter buffer, with an initializer and a placement on ps tasks (or the worker).
+/// A variable: a named, shaped slice [offset, offset + size) of one of its graph's flat buffers,
+/// with an initializer. A trainable variable lives in the parameter buffer (values()), which
+/// gradients, optimizers, the ps tasks and allreduce see, and has a placement on ps tasks (or the
+/// worker). A non-trainable one (state) lives in the state buffer (state()), which only the layer
+/// that owns it updates; checkpoints hold both.
 struct Variable {
   std::string name;
   Shape shape;
   Initializer initializer;
-  std::int64_t offset = 0;
+  std::int64_t offset = 0;  ///< in values() when trainable, else in state()
   std::int64_t size = 0;
-  VariablePlacement placement;
+  VariablePlacement placement;  ///< trainable variables only
+  bool trainable = true;
+  bool decay = false;  ///< weight decay applies to it (kernels, embeddings; not biases or norms)
+};
+
+/// How get_variable() makes a new variable.
+struct VariableOptions {
+  bool trainable = true;
+  bool decay = false;
 };
 
 /// Holds a model's variables. Layers create them while the model is built (get_variable reuses an
@@ -45,20 +57,33 @@ class Graph {
   /// initializer is kept, as TensorFlow ignores the initializer on reuse); with another shape it
   /// throws InvalidArgument naming the variable and both shapes. Creating a variable after
   /// values() was first used throws Error. An empty name or a negative dimension is an
-  /// InvalidArgument. The reference is valid until the next variable is created.
-  Variable& get_variable(const std::string& name, const Shape& shape, Initializer initializer);
+  /// InvalidArgument. The reference is valid until the next variable is created. `options` say
+  /// whether it is trainable and decayed (kept from the first call, and checked on reuse).
+  Variable& get_variable(const std::string& name, const Shape& shape, Initializer initializer,
+                         VariableOptions options = {});
 
   const std::vector<Variable>& variables() const { return variables_; }
   const Variable* find(const std::string& name) const;
+  /// Floats of the trainable variables (the parameter buffer) and of the state.
   std::int64_t num_parameters() const { return num_parameters_; }
+  std::int64_t num_state() const { return num_state_; }
+  /// The ranges [begin, end) of the parameter buffer that weight decay applies to, merged.
+  std::vector<std::pair<std::int64_t, std::int64_t>> decay_ranges() const;
 
   /// The flat parameter buffer (allocated and zero-filled on first use; from then on no variable
   /// can be created). Make the first call before several threads read it.
   std::span<float> values();
   std::span<const float> values() const;
-  /// One variable's values.
-  std::span<float> values(const Variable& v) { return values().subspan(v.offset, v.size); }
-  std::span<const float> values(const Variable& v) const { return values().subspan(v.offset, v.size); }
+  /// The state buffer (allocated with the parameter buffer, on the first use of either).
+  std::span<float> state();
+  std::span<const float> state() const;
+  /// One variable's values, in whichever buffer it lives.
+  std::span<float> values(const Variable& v) {
+    return (v.trainable ? values() : state()).subspan(v.offset, v.size);
+  }
+  std::span<const float> values(const Variable& v) const {
+    return (v.trainable ? values() : state()).subspan(v.offset, v.size);
+  }
 
   /// Fills every variable from its initializer, seeded by `seed` and the variable's name (so the
   /// result does not depend on creation order or on the process): variable v gets
@@ -76,7 +101,10 @@ class Graph {
   std::vector<Variable> variables_;
   std::map<std::string, std::size_t> index_;  // name -> position in variables_
   std::int64_t num_parameters_ = 0;
+  std::int64_t num_state_ = 0;
+  void freeze() const;
   mutable Tensor values_;
+  mutable Tensor state_;
   mutable bool frozen_ = false;
 };
 

@@ -1,22 +1,44 @@
 #pragma once
 // The op interface. Each op (Dense, Conv2D, MaxPool2D, ReLU, ...) is a Layer with a CPU path in
-// its own file under core/ops/ and, in a build with CUDA, a GPU path beside it (<op>_gpu.cc, a
-// GpuLayer); the CPU path is the oracle the GPU path is tested against.
+// its own file under core/nn/ops/ and, in a build with CUDA, a GPU path beside it (<op>_gpu.cc,
+// a GpuLayer); the CPU path is the oracle the GPU path is tested against. Most layers take one
+// input (Layer); layers that join several (Add, Concatenate) derive from MergeLayer.
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort {
 
+/// Sums small vectors over every replica of a training job (collective: each replica calls it
+/// with the same sizes in the same order). What synchronised batch normalisation reduces its
+/// statistics with; the trainer provides it (over MPI) in the modes where every replica computes
+/// every step. Implementations live above nn/, which knows no MPI.
+class CrossReplicaSum {
+ public:
+  virtual ~CrossReplicaSum() = default;
+  /// values := the element-wise sum of every replica's `values`. Blocking.
+  virtual void sum(std::span<double> values) = 0;
+  /// How many replicas take part.
+  virtual int replicas() const = 0;
+};
+
 /// What a forward pass needs to know beyond its input.
 struct OpContext {
-  bool training = true;     ///< dropout is active only when training
+  bool training = true;     ///< dropout is active, batch norm uses batch statistics
   std::uint64_t seed = 0;   ///< per-step seed (dropout masks are a function of seed and layer)
+  /// Layers with non-trainable state (batch norm's moving statistics) update it only when set:
+  /// the first tower of a replica does, the others compute with the same parameters but leave
+  /// the shared state alone (TensorFlow's multi-tower rule).
+  bool update_state = true;
+  /// For synchronised batch norm: batch statistics are summed over the replicas through it.
+  /// Null: statistics are this batch's alone.
+  CrossReplicaSum* cross_replica = nullptr;
 };
 
 class GpuTensor;   // core/ops/gpu_layer.h (CUDA builds only)
@@ -42,7 +64,13 @@ class GpuLayer {
 /// the shapes; forward() and backward() then run once per step on any batch size. A layer keeps
 /// whatever it needs between forward and backward (a dropout mask, pooling argmax) and reuses its
 /// buffers, so a steady-state step allocates nothing. A layer object belongs to one tower: towers
-/// running on several threads each have their own layers over the shared graph.
+/// running on several threads each have their own layers over the shared graph. A layer is
+/// applied once in a model (a node of its graph); layers that should share weights are separate
+/// objects naming the same variables in different models (towers).
+///
+/// The single-input methods below are what a layer of one input implements. The graph calls the
+/// general forms further down (build_node, forward_node, backward_node), which by default forward
+/// to them; MergeLayer implements the general forms instead.
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -70,6 +98,41 @@ class Layer {
   /// layer has none, or Cohort was built without CUDA (a model with such a layer cannot be placed
   /// on a GPU). The GpuLayer refers to this layer, which must outlive it.
   virtual std::unique_ptr<GpuLayer> make_gpu_layer() const { return nullptr; }
+
+  // The general forms the graph calls, for any number of inputs.
+
+  /// How many inputs the layer takes: 1 for most; 0 for any number from 2 up (Add, Concatenate).
+  virtual int num_inputs() const { return 1; }
+  virtual Shape build_node(Graph& graph, std::span<const Shape> inputs) {
+    return build(graph, inputs[0]);
+  }
+  virtual void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                            const OpContext& context) {
+    forward(*inputs[0], output, context);
+  }
+  /// grad_inputs[i] is null where input i needs no gradient.
+  virtual void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                             const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                             std::span<float> grads) {
+    backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
+  }
+};
+
+/// A layer that joins two or more inputs (Add, Concatenate, a user's). It implements the general
+/// forms; the single-input ones are not for it and throw.
+class MergeLayer : public Layer {
+ public:
+  int num_inputs() const override { return 0; }
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) override = 0;
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override = 0;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override = 0;
+
+  Shape build(Graph&, const Shape&) final;
+  void forward(const Tensor&, Tensor&, const OpContext&) final;
+  void backward(const Tensor&, const Tensor&, const Tensor&, Tensor*, std::span<float>) final;
 };
 
 }  // namespace cohort

@@ -6,151 +6,189 @@
 #include "cohort/core/base/error.h"
 
 namespace cohort {
-namespace {
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
+Model::Model(Graph& graph) : layers_(graph), loss_value_(Shape{}) {
+  set_loss(std::make_unique<SoftmaxCrossEntropyLoss>());
 }
 
-}  // namespace
-
-Model::Model(Graph& graph, Shape example_shape, int num_classes)
-    : graph_(&graph), num_classes_(num_classes), loss_value_(Shape{}), accuracy_value_(Shape{}) {
+Model::Model(Graph& graph, Shape example_shape, int num_classes) : Model(graph) {
   if (num_classes < 1)
     throw InvalidArgument("Model: num_classes = " + std::to_string(num_classes) + ", must be >= 1");
-  for (std::int64_t d : example_shape)
-    if (d < 1) throw InvalidArgument("Model: bad example shape " + to_string(example_shape));
-  shapes_.push_back(std::move(example_shape));
+  declared_classes_ = num_classes;
+  input(std::move(example_shape));
+}
+
+Node Model::input(Shape shape, std::string name) {
+  if (gpu_) throw InvalidArgument("Model::input: the model is on a GPU");
+  return layers_.input(std::move(shape), std::move(name));
+}
+
+Node Model::apply(std::unique_ptr<Layer> layer, std::span<const Node> inputs) {
+  if (gpu_)
+    throw InvalidArgument("Model: the model is on GPU " + std::to_string(gpu_device_) +
+                          "; apply every layer before set_gpu()");
+  const Node node = layers_.apply(std::move(layer), inputs);
+  layers_.set_output(node);
+  return node;
+}
+
+Node Model::apply(std::unique_ptr<Layer> layer, Node input) {
+  return apply(std::move(layer), std::span<const Node>(&input, 1));
+}
+
+Node Model::apply(std::unique_ptr<Layer> layer, std::initializer_list<Node> inputs) {
+  return apply(std::move(layer), std::span<const Node>(inputs.begin(), inputs.size()));
 }
 
 Model& Model::add(std::unique_ptr<Layer> layer) {
-  if (!layer) throw InvalidArgument("Model::add: null layer");
-  if (gpu_)
-    throw InvalidArgument("Model::add: the model is on GPU " + std::to_string(gpu_device_) +
-                          "; add every layer before set_gpu()");
-  for (const auto& existing : layers_)
-    if (existing->name() == layer->name())
-      throw InvalidArgument("Model::add: a layer named \"" + layer->name() + "\" is already in the model");
-  Shape output = layer->build(*graph_, shapes_.back());
-  // A layer owns the variables named "<layer>/...", whether it created them or a tower did.
-  const std::string prefix = layer->name() + "/";
-  has_variables_.push_back(std::any_of(graph_->variables().begin(), graph_->variables().end(),
-                                       [&](const Variable& v) { return starts_with(v.name, prefix); }));
-  shapes_.push_back(std::move(output));
-  layers_.push_back(std::move(layer));
-  outputs_.emplace_back();
+  if (layers_.num_inputs() == 0) throw InvalidArgument("Model::add: the model has no input");
+  apply(std::move(layer), layers_.output());
   return *this;
 }
 
-void Model::check_batch(const Tensor& images, std::span<const std::int32_t> labels) const {
-  if (layers_.empty()) throw InvalidArgument("Model: no layers");
-  if (shapes_.back() != Shape{num_classes_})
-    throw InvalidArgument("Model: the last layer outputs " + to_string(shapes_.back()) +
-                          " per example, expected [" + std::to_string(num_classes_) + "] logits");
-  const Shape& example = shapes_.front();
-  const bool shape_ok = images.rank() == static_cast<int>(example.size()) + 1 && images.dim(0) > 0 &&
-                        std::equal(example.begin(), example.end(), images.shape().begin() + 1);
-  if (!shape_ok)
-    throw InvalidArgument("Model: images " + to_string(images.shape()) +
-                          " are not a batch of examples of shape " + to_string(example));
-  if (static_cast<std::int64_t>(labels.size()) != images.dim(0))
-    throw InvalidArgument("Model: " + std::to_string(labels.size()) + " labels for " +
-                          std::to_string(images.dim(0)) + " images");
+void Model::set_output(Node output) { layers_.set_output(output); }
+
+Model& Model::set_loss(std::unique_ptr<Loss> loss) {
+  if (!loss) throw InvalidArgument("Model::set_loss: null loss");
+  loss_ = std::move(loss);
+  metrics_.clear();
+  metric_names_.clear();
+  metric_values_.clear();
+  for (auto& metric : default_metrics(*loss_)) add_metric(std::move(metric));
+  return *this;
 }
 
-void Model::forward(const Tensor& images, const OpContext& context) {
-  const Tensor* input = &images;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->forward(*input, outputs_[i], context);
-    input = &outputs_[i];
-  }
+Model& Model::add_metric(std::unique_ptr<Metric> metric) {
+  if (!metric) throw InvalidArgument("Model::add_metric: null metric");
+  const std::string name = metric->name();
+  if (std::find(metric_names_.begin(), metric_names_.end(), name) != metric_names_.end())
+    throw InvalidArgument("Model::add_metric: the model already has a metric named \"" + name +
+                          "\"");
+  if (name == "loss" || name == "logits")
+    throw InvalidArgument("Model::add_metric: \"" + name + "\" is a reserved name");
+  if (metrics_.size() >= static_cast<std::size_t>(StepMetrics::kMaxMetrics))
+    throw InvalidArgument("Model::add_metric: at most " +
+                          std::to_string(StepMetrics::kMaxMetrics) + " metrics");
+  metrics_.push_back(std::move(metric));
+  metric_names_.push_back(name);
+  metric_values_.emplace_back(Shape{});
+  return *this;
 }
 
-StepMetrics Model::metrics(const Tensor& logits, std::span<const std::int32_t> labels) {
+int Model::num_classes() const {
+  if (layers_.layers().empty()) return 0;
+  const Shape& out = layers_.shape(layers_.output());
+  return out.size() == 1 ? static_cast<int>(out[0]) : 0;
+}
+
+void Model::check_ready() const {
+  if (layers_.layers().empty()) throw InvalidArgument("Model: no layers");
+  if (declared_classes_ > 0 && layers_.shape(layers_.output()) != Shape{declared_classes_})
+    throw InvalidArgument("Model: the last layer outputs " +
+                          to_string(layers_.shape(layers_.output())) + " per example, expected [" +
+                          std::to_string(declared_classes_) + "] logits");
+}
+
+void Model::check_data(const Shape& example, const TargetSpec& targets) const {
+  check_ready();
+  if (layers_.num_inputs() != 1)
+    throw InvalidArgument("the data gives one input per example, the model takes " +
+                          std::to_string(layers_.num_inputs()));
+  if (example != example_shape())
+    throw InvalidArgument("the data's examples are " + to_string(example) +
+                          ", the model's input takes " + to_string(example_shape()));
+  const Shape& prediction = layers_.shape(layers_.output());
+  loss_->check(prediction, targets);
+  for (const auto& metric : metrics_) metric->check(prediction, targets);
+}
+
+void Model::check_targets(const Targets& targets, std::int64_t batch) const {
+  if (targets.size() != batch)
+    throw InvalidArgument("Model: " + std::to_string(targets.size()) +
+                          (targets.values ? " targets" : " labels") + " for a batch of " +
+                          std::to_string(batch));
+}
+
+StepMetrics Model::measure(const Tensor& output, const Targets& targets) {
   StepMetrics m;
-  m.loss = loss_.forward(logits, labels);
-  m.accuracy = accuracy(logits, labels);
+  m.loss = loss_->forward(output, targets);
   loss_value_[0] = m.loss;
-  accuracy_value_[0] = m.accuracy;
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    m.metrics[i] = metrics_[i]->compute(output, targets);
+    metric_values_[i][0] = m.metrics[i];
+    if (metric_names_[i] == "accuracy") m.accuracy = m.metrics[i];
+  }
   return m;
+}
+
+StepMetrics Model::run(std::span<const Tensor* const> inputs, const Targets& targets,
+                       std::span<float> grads, const OpContext& context) {
+  check_ready();
+  if (!inputs.empty() && inputs[0]->rank() > 0) check_targets(targets, inputs[0]->dim(0));
+  const Tensor& output = layers_.forward(inputs, context);
+  const StepMetrics m = measure(output, targets);
+  if (grads.empty()) return m;
+  loss_->backward(grad_output_);
+  no_input_grads_.assign(layers_.num_inputs(), nullptr);
+  layers_.backward(grad_output_, no_input_grads_, grads);
+  for (const auto& [begin, end] : layers_.unused_ranges())
+    std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+  return m;
+}
+
+StepMetrics Model::train_step(std::span<const Tensor* const> inputs, const Targets& targets,
+                              std::span<float> grads, const OpContext& context) {
+  if (static_cast<std::int64_t>(grads.size()) != graph().num_parameters() || grads.empty())
+    throw InvalidArgument("Model::train_step: " + std::to_string(grads.size()) +
+                          " gradient slots for " + std::to_string(graph().num_parameters()) +
+                          " parameters");
+  if (gpu_) {
+    if (inputs.size() != 1 || targets.values != nullptr)
+      throw InvalidArgument("Model: on a GPU, a model takes one input and class labels");
+    return gpu_step(*inputs[0], targets.labels, grads, context);
+  }
+  return run(inputs, targets, grads, context);
+}
+
+StepMetrics Model::train_step(const Tensor& features, const Targets& targets,
+                              std::span<float> grads, const OpContext& context) {
+  const Tensor* inputs[] = {&features};
+  return train_step(inputs, targets, grads, context);
 }
 
 StepMetrics Model::train_step(const Tensor& images, std::span<const std::int32_t> labels,
                               std::span<float> grads, const OpContext& context) {
-  check_batch(images, labels);
-  if (static_cast<std::int64_t>(grads.size()) != graph_->num_parameters())
-    throw InvalidArgument("Model::train_step: " + std::to_string(grads.size()) +
-                          " gradient slots for " + std::to_string(graph_->num_parameters()) +
-                          " parameters");
-  if (gpu_) return gpu_step(images, labels, grads, context);
-  forward(images, context);
-  const StepMetrics m = metrics(outputs_.back(), labels);
+  return train_step(images, Targets{labels, nullptr}, grads, context);
+}
 
-  // Layers before the first one with variables need no backward pass at all, and that first one
-  // needs no input gradient.
-  const auto first = static_cast<std::size_t>(
-      std::find(has_variables_.begin(), has_variables_.end(), true) - has_variables_.begin());
-  Tensor* grad_output = &grad_a_;
-  Tensor* grad_input = &grad_b_;
-  loss_.backward(*grad_output);
-  for (std::size_t i = layers_.size(); i-- > first;) {
-    const Tensor& input = i == 0 ? images : outputs_[i - 1];
-    layers_[i]->backward(input, outputs_[i], *grad_output, i == first ? nullptr : grad_input, grads);
-    std::swap(grad_output, grad_input);
+StepMetrics Model::evaluate(std::span<const Tensor* const> inputs, const Targets& targets) {
+  OpContext context;
+  context.training = false;
+  context.update_state = false;
+  if (gpu_) {
+    if (inputs.size() != 1 || targets.values != nullptr)
+      throw InvalidArgument("Model: on a GPU, a model takes one input and class labels");
+    return gpu_step(*inputs[0], targets.labels, {}, context);
   }
-  zero_unused_gradients(grads);
-  return m;
+  return run(inputs, targets, {}, context);
+}
+
+StepMetrics Model::evaluate(const Tensor& features, const Targets& targets) {
+  const Tensor* inputs[] = {&features};
+  return evaluate(inputs, targets);
 }
 
 StepMetrics Model::evaluate(const Tensor& images, std::span<const std::int32_t> labels) {
-  check_batch(images, labels);
-  OpContext context;
-  context.training = false;
-  if (gpu_) return gpu_step(images, labels, {}, context);
-  forward(images, context);
-  return metrics(outputs_.back(), labels);
-}
-
-void Model::zero_unused_gradients(std::span<float> grads) {
-  if (unused_ranges_for_ != graph_->num_parameters()) {
-    unused_ranges_.clear();
-    for (const Variable& v : graph_->variables()) {
-      const bool used = std::any_of(layers_.begin(), layers_.end(), [&](const auto& layer) {
-        return starts_with(v.name, layer->name() + "/");
-      });
-      if (used || v.size == 0) continue;
-      if (!unused_ranges_.empty() && unused_ranges_.back().second == v.offset)
-        unused_ranges_.back().second = v.offset + v.size;
-      else
-        unused_ranges_.emplace_back(v.offset, v.offset + v.size);
-    }
-    unused_ranges_for_ = graph_->num_parameters();
-  }
-  for (const auto& [begin, end] : unused_ranges_)
-    std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+  return evaluate(images, Targets{labels, nullptr});
 }
 
 const Tensor* Model::fetch(const std::string& name) const {
   if (name == "loss") return &loss_value_;
-  if (name == "accuracy") return &accuracy_value_;
-  if (name == "logits") return outputs_.empty() ? nullptr : &outputs_.back();
+  for (std::size_t i = 0; i < metric_names_.size(); ++i)
+    if (metric_names_[i] == name) return &metric_values_[i];
+  if (name == "logits") return gpu_ ? &gpu_logits_ : layers_.output_value();
   if (gpu_) return nullptr;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    if (layers_[i]->name() == name) return &outputs_[i];
-  return nullptr;
-}
-
-double Model::flops_per_example() const {
-  double flops = 0.0;
-  bool first = true;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    flops += layers_[i]->flops_per_example();
-    if (has_variables_[i] && first) {
-      flops -= input_grad_flops_per_example(*layers_[i]);
-      first = false;
-    }
-  }
-  return flops;
+  return layers_.value(name);
 }
 
 }  // namespace cohort

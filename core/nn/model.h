@@ -1,7 +1,29 @@
 #pragma once
-// A model: a stack of layers over a graph, with a softmax cross-entropy loss on its last output.
+// A model: a graph of layers from inputs to an output, a loss on that output and metrics beside it.
+//
+// Sequential (a stack, the convenience):
+//
+//   Model model(graph, {28, 28, 1});                       // one input, 10-class classifier
+//   model.add(flatten("flatten"))
+//       .add(dense("hidden", 256, Activation::kRelu))
+//       .add(dense("logits", 10));
+//
+// Functional (any graph; Keras's functional API):
+//
+//   Model model(graph);
+//   Node x = model.input({28, 28, 16});
+//   Node y = model.apply(conv2d("conv1", 16, 3), x);
+//   y = model.apply(batch_norm("bn1"), y);
+//   y = model.apply(add("residual"), {y, x});           // fan-in; x fans out (gradients summed)
+//   ...
+//   model.set_loss(std::make_unique<SoftmaxCrossEntropyLoss>());
+//
+//   graph.initialize(seed);
+//   StepMetrics m = model.train_step(images, labels, grads, {.training = true, .seed = step});
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -9,112 +31,147 @@
 
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/layer_graph.h"
+#include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort {
 
-class ModelGpu;  // a model's device state (core/model_gpu.cc)
+class ModelGpu;  // a model's device state (core/nn/model_gpu.cc)
 struct ModelGpuDeleter {
   void operator()(ModelGpu* gpu) const noexcept;
 };
 
 /// What one step measured on its batch.
 struct StepMetrics {
-  float loss = 0;      ///< mean softmax cross-entropy
-  float accuracy = 0;  ///< fraction of examples whose top logit is the label
+  static constexpr int kMaxMetrics = 8;
+  float loss = 0;      ///< the loss (mean over the batch)
+  float accuracy = 0;  ///< the metric named "accuracy", 0 when the model has none
+  /// Every metric of the model, in Model::metric_names() order.
+  std::array<float, kMaxMetrics> metrics{};
 };
 
-/// A sequential classifier: layers applied in order to a batch of examples, the last producing
-/// `num_classes` logits, trained with the mean softmax cross-entropy.
+/// A graph of layers over a Graph's variables, with a loss and metrics.
 ///
-///   Graph graph;
-///   Model model(graph, {28, 28, 1});
-///   model.add(flatten("flatten")).add(dense("hidden", 256, Activation::kRelu)).add(dense("logits", 10));
-///   graph.initialize(seed);
-///   StepMetrics m = model.train_step(images, labels, grads, {.training = true, .seed = step});
-///
-/// Layers create their variables in the graph as they are added; a second Model built the same
-/// way on the same graph reuses them (a tower): it shares the parameters and has its own
+/// Layers create their variables in the graph as they are applied; a second Model built the
+/// same way on the same graph reuses them (a tower): it shares the parameters and has its own
 /// activations and gradients. The model refers to the graph, which must outlive it. A model
 /// keeps its activations between steps and reuses their storage: steps after the first allocate
 /// nothing (for a fixed batch size). Movable, not copyable; not thread-safe (one thread per
 /// model; models on other threads may share the graph).
 class Model {
  public:
-  /// `example_shape` is one example's shape without the batch dimension, e.g. {28, 28, 1}.
+  /// An empty model: declare inputs with input(), apply layers, set a loss (softmax
+  /// cross-entropy with accuracy when none is set).
+  explicit Model(Graph& graph);
+  /// A sequential classifier: one input of `example_shape` (without the batch dimension, e.g.
+  /// {28, 28, 1}), layers appended with add(), the last giving `num_classes` logits; softmax
+  /// cross-entropy and accuracy.
   Model(Graph& graph, Shape example_shape, int num_classes = 10);
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  /// Appends `layer` and builds it at once (creating or reusing its variables). Throws
-  /// InvalidArgument for a null layer or a name already used in this model, and whatever the
-  /// layer's build throws for an input shape it cannot take.
+  /// A new input taking examples of `shape`. Inputs are fed in the order they are made.
+  Node input(Shape shape, std::string name = "input");
+  /// Applies `layer` (built at once, its variables created or reused) to one or more nodes and
+  /// returns its output node, which becomes the model's output until another layer is applied
+  /// or set_output() says otherwise. Throws InvalidArgument for a null layer, a name already
+  /// used, the wrong number of inputs, a model already on a GPU, and what the layer's build
+  /// throws for input shapes it cannot take.
+  Node apply(std::unique_ptr<Layer> layer, Node input);
+  Node apply(std::unique_ptr<Layer> layer, std::initializer_list<Node> inputs);
+  Node apply(std::unique_ptr<Layer> layer, std::span<const Node> inputs);
+  /// The sequential form: applies `layer` to the current output.
   Model& add(std::unique_ptr<Layer> layer);
+  void set_output(Node output);
+  /// The loss on the output, replacing the default (softmax cross-entropy), and its default
+  /// metrics (see default_metrics()).
+  Model& set_loss(std::unique_ptr<Loss> loss);
+  /// Adds a metric (at most StepMetrics::kMaxMetrics; a name used twice is InvalidArgument).
+  Model& add_metric(std::unique_ptr<Metric> metric);
 
-  /// Forward, loss and backward on a batch: `images` is [N, example_shape...], `labels` has N
-  /// entries in [0, num_classes). Overwrites all of `grads` (graph().num_parameters() floats, the
-  /// graph's layout) with dLoss/dParameters; variables this model does not use get 0. Reads the
-  /// graph's values. Throws InvalidArgument on mismatched shapes or sizes.
+  /// Throws InvalidArgument, one line naming the data and the model, unless examples of
+  /// `example` shape fit the model's (single) input and the loss and metrics fit `targets`.
+  void check_data(const Shape& example, const TargetSpec& targets) const;
+
+  /// Forward, loss and backward on a batch: `inputs` are [N, example...] for each input (in the
+  /// order made), `targets` the labels or float targets of the N examples. Overwrites all of
+  /// `grads` (graph().num_parameters() floats, the graph's layout) with dLoss/dParameters;
+  /// variables this model does not use get 0. Reads the graph's values; layers with state update
+  /// it (when context.update_state). Throws InvalidArgument on mismatched shapes or sizes.
+  StepMetrics train_step(std::span<const Tensor* const> inputs, const Targets& targets,
+                         std::span<float> grads, const OpContext& context);
+  StepMetrics train_step(const Tensor& features, const Targets& targets, std::span<float> grads,
+                         const OpContext& context);
+  /// A classifier's step: `labels` has N entries in [0, classes).
   StepMetrics train_step(const Tensor& images, std::span<const std::int32_t> labels,
                          std::span<float> grads, const OpContext& context);
 
-  /// Forward pass and metrics only, with training = false (dropout off).
+  /// Forward pass, loss and metrics only, with training = false (dropout off, batch norm on its
+  /// moving statistics).
+  StepMetrics evaluate(std::span<const Tensor* const> inputs, const Targets& targets);
+  StepMetrics evaluate(const Tensor& features, const Targets& targets);
   StepMetrics evaluate(const Tensor& images, std::span<const std::int32_t> labels);
 
-  /// A value of the last step: "loss", "accuracy" (1-element tensors), "logits" [N, classes], or
-  /// a layer's name for its output (on the host only: nullptr on a GPU). nullptr for an unknown
-  /// name.
+  /// A value of the last step: "loss" and each metric's name (1-element tensors), "logits" (the
+  /// output), or a layer's or input's name for its output (on the host only: nullptr on a GPU).
+  /// nullptr for an unknown name.
   const Tensor* fetch(const std::string& name) const;
+  /// The metrics' names, in StepMetrics::metrics order.
+  const std::vector<std::string>& metric_names() const { return metric_names_; }
+  const Loss& loss() const { return *loss_; }
 
   /// Runs this model's steps on CUDA device `device` from now on, or on the host again with -1.
   /// The parameters stay in the graph, on the host: each train_step() copies them and the batch
   /// to the device, runs forward, loss and backward there (the layers' GPU paths, see
   /// Layer::make_gpu_layer), and copies back the gradients, the loss, the accuracy and the
-  /// logits. `allow_tf32` lets Dense and Conv2D use TF32 tensor cores. Call after the last add()
-  /// (add() on a model on a GPU throws). The calling thread's current device may change.
-  /// Throws InvalidArgument when Cohort was built without CUDA, `device` is not a device this
-  /// process sees, or a layer has no GPU path (naming it).
+  /// logits. `allow_tf32` lets Dense and Conv2D use TF32 tensor cores. Call after the last
+  /// layer is applied (apply() on a model on a GPU throws). The calling thread's current device
+  /// may change. Throws InvalidArgument when Cohort was built without CUDA, `device` is not a
+  /// device this process sees, the model is not a stack of layers with a softmax cross-entropy
+  /// loss, or a layer has no GPU path (naming it).
   void set_gpu(int device, bool allow_tf32 = false);
   /// The CUDA device this model runs on; -1 for the host.
   int gpu() const { return gpu_device_; }
 
   /// Training (forward + backward) FLOPs per example, as executed: the first layer's input
   /// gradient is not computed and not counted.
-  double flops_per_example() const;
+  double flops_per_example() const { return layers_.flops_per_example(); }
 
-  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
-  Graph& graph() { return *graph_; }
-  const Graph& graph() const { return *graph_; }
-  const Shape& example_shape() const { return shapes_.front(); }
-  int num_classes() const { return num_classes_; }
+  /// The layers in the order they were applied.
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_.layers(); }
+  Graph& graph() { return layers_.graph(); }
+  const Graph& graph() const { return layers_.graph(); }
+  /// The (first) input's example shape.
+  const Shape& example_shape() const { return layers_.input_shape(0); }
+  /// Classes of a classifier's output (its length), 0 for an output that is not a vector.
+  int num_classes() const;
 
  private:
-  void check_batch(const Tensor& images, std::span<const std::int32_t> labels) const;
-  void forward(const Tensor& images, const OpContext& context);
-  StepMetrics metrics(const Tensor& logits, std::span<const std::int32_t> labels);
-  void zero_unused_gradients(std::span<float> grads);
+  void check_ready() const;
+  void check_targets(const Targets& targets, std::int64_t batch) const;
+  StepMetrics measure(const Tensor& output, const Targets& targets);
+  StepMetrics run(std::span<const Tensor* const> inputs, const Targets& targets,
+                  std::span<float> grads, const OpContext& context);
   // train_step() and evaluate() on the GPU (`grads` empty: no backward pass).
   StepMetrics gpu_step(const Tensor& images, std::span<const std::int32_t> labels,
                        std::span<float> grads, const OpContext& context);
 
-  Graph* graph_;
-  int num_classes_;
-  std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Shape> shapes_;            // shapes_[0]: an example; shapes_[i + 1]: layer i's output
-  std::vector<bool> has_variables_;      // per layer
-  std::vector<Tensor> outputs_;          // per layer, the last forward's output
-  Tensor grad_a_, grad_b_;               // gradients of consecutive activations, ping-ponged
-  SoftmaxCrossEntropy loss_;
-  Tensor loss_value_, accuracy_value_;
-  // Parameter ranges [begin, end) of the graph that no layer of this model writes a gradient to,
-  // recomputed when the graph has grown.
-  std::vector<std::pair<std::int64_t, std::int64_t>> unused_ranges_;
-  std::int64_t unused_ranges_for_ = -1;
+  LayerGraph layers_;
+  int declared_classes_ = 0;  // the sequential constructor's num_classes, checked at the first step
+  std::unique_ptr<Loss> loss_;
+  std::vector<std::unique_ptr<Metric>> metrics_;
+  std::vector<std::string> metric_names_;
+  Tensor grad_output_;
+  Tensor loss_value_;
+  std::vector<Tensor> metric_values_;
+  std::vector<Tensor*> no_input_grads_;
   std::unique_ptr<ModelGpu, ModelGpuDeleter> gpu_;
   int gpu_device_ = -1;
+  Tensor gpu_logits_;  // the last GPU step's output, copied back
 };
 
 }  // namespace cohort

@@ -32,7 +32,6 @@ class ModelGpu {
   gpu::DeviceBuffer<float> grads;  // the graph's layout
   gpu::DeviceBuffer<std::int32_t> labels;
   gpu::DeviceBuffer<float> loss{1};
-  gpu::DeviceBuffer<std::int32_t> correct{1};
 };
 
 // The streams, handles and buffers are destroyed with their own device current (cuBLAS's
@@ -62,16 +61,25 @@ void Model::set_gpu(int device, bool allow_tf32) {
   if (device >= visible)
     throw InvalidArgument("Model: GPU " + std::to_string(device) + " does not exist; this process sees " +
                           std::to_string(visible) + " CUDA device" + (visible == 1 ? "" : "s"));
+  // The device path runs a stack of layers with the fused softmax cross-entropy.
+  if (!layers_.is_chain())
+    throw InvalidArgument("Model: GPU towers run a stack of layers; this model is a graph "
+                          "(a layer with several inputs, or several inputs)");
+  const auto* loss = dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get());
+  if (loss == nullptr || loss->label_smoothing() != 0.0f)
+    throw InvalidArgument("Model: GPU towers compute softmax cross-entropy without label "
+                          "smoothing; this model's loss is " + loss_->name());
+  check_ready();
   gpu::set_device(device);
   std::unique_ptr<ModelGpu, ModelGpuDeleter> state(
-      new ModelGpu(device, allow_tf32, graph_->num_parameters()));
-  for (const auto& layer : layers_) {
+      new ModelGpu(device, allow_tf32, graph().num_parameters()));
+  for (const auto& layer : layers()) {
     std::unique_ptr<GpuLayer> gpu_layer = layer->make_gpu_layer();
     if (!gpu_layer)
       throw InvalidArgument("Model: layer \"" + layer->name() + "\" has no GPU path");
     state->layers.push_back(std::move(gpu_layer));
   }
-  state->outputs.resize(layers_.size());
+  state->outputs.resize(layers().size());
   gpu_ = std::move(state);
   gpu_device_ = device;
 }
@@ -82,20 +90,29 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
   const gpu::Stream& stream = g.context.stream;
   gpu::set_device(g.context.device);  // the tower's thread may not have made it current yet
   const bool train = !grads.empty();
+  const std::vector<std::unique_ptr<Layer>>& host_layers = layers();
+  const Shape& example = example_shape();
+  const bool shape_ok = images.rank() == static_cast<int>(example.size()) + 1 && images.dim(0) > 0 &&
+                        std::equal(example.begin(), example.end(), images.shape().begin() + 1);
+  if (!shape_ok)
+    throw InvalidArgument("Model: images " + to_string(images.shape()) +
+                          " are not a batch of examples of shape " + to_string(example));
   const std::int64_t n = images.dim(0);
+  check_targets(Targets{labels, nullptr}, n);
   // The host path's loss checks the labels; on the device a bad one would only make the loss NaN.
+  const int classes_count = num_classes();
   for (std::int32_t label : labels)
-    if (label < 0 || label >= num_classes_)
+    if (label < 0 || label >= classes_count)
       throw InvalidArgument("Model: label " + std::to_string(label) + " is outside [0, " +
-                            std::to_string(num_classes_) + ")");
+                            std::to_string(classes_count) + ")");
 
   // Another tower may have added variables since set_gpu().
-  const auto parameters = static_cast<std::size_t>(graph_->num_parameters());
+  const auto parameters = static_cast<std::size_t>(graph().num_parameters());
   if (g.context.values.size() != parameters) {
     g.context.values = gpu::DeviceBuffer<float>(parameters);
     g.grads = gpu::DeviceBuffer<float>(parameters);
   }
-  copy_async(g.context.values.data(), graph_->values().data(), parameters * sizeof(float),
+  copy_async(g.context.values.data(), graph().values().data(), parameters * sizeof(float),
              cudaMemcpyHostToDevice, stream);
   g.images.resize(images.shape());
   copy_async(g.images.data(), images.data(), static_cast<std::size_t>(images.size()) * sizeof(float),
@@ -105,27 +122,26 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
              cudaMemcpyHostToDevice, stream);
 
   const GpuTensor* input = &g.images;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  for (std::size_t i = 0; i < host_layers.size(); ++i) {
     g.layers[i]->forward(*input, g.outputs[i], context, g.context);
     input = &g.outputs[i];
   }
   const GpuTensor& logits = g.outputs.back();
   const auto rows = static_cast<std::size_t>(n);
-  const auto classes = static_cast<std::size_t>(num_classes_);
+  const auto classes = static_cast<std::size_t>(classes_count);
   GpuTensor* grad_output = &g.grad_a;
   GpuTensor* grad_input = &g.grad_b;
   if (train) grad_output->resize(logits.shape());
   gpu::softmax_cross_entropy(rows, classes, logits.data(), g.labels.data(), g.loss.data(),
                              train ? grad_output->data() : nullptr, stream);
-  gpu::accuracy_count(rows, classes, logits.data(), g.labels.data(), g.correct.data(), stream);
 
   if (train) {
     // As on the host: layers before the first with variables need no backward pass, and that
     // one needs no input gradient. Variables no layer of this model uses keep gradient 0.
-    const auto first = static_cast<std::size_t>(
-        std::find(has_variables_.begin(), has_variables_.end(), true) - has_variables_.begin());
+    std::size_t first = 0;
+    while (first < host_layers.size() && !layers_.layer_has_variables(first)) ++first;
     g.grads.zero_async(stream);
-    for (std::size_t i = layers_.size(); i-- > first;) {
+    for (std::size_t i = host_layers.size(); i-- > first;) {
       const GpuTensor& layer_input = i == 0 ? g.images : g.outputs[i - 1];
       g.layers[i]->backward(layer_input, g.outputs[i], *grad_output,
                             i == first ? nullptr : grad_input, g.grads.data(), g.context);
@@ -134,21 +150,24 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
     copy_async(grads.data(), g.grads.data(), parameters * sizeof(float), cudaMemcpyDeviceToHost,
                stream);
   }
-  Tensor& host_logits = outputs_.back();
+  Tensor& host_logits = gpu_logits_;
   host_logits.resize(logits.shape());
   copy_async(host_logits.data(), logits.data(), static_cast<std::size_t>(logits.size()) * sizeof(float),
              cudaMemcpyDeviceToHost, stream);
   float loss = 0;
-  std::int32_t correct = 0;
   copy_async(&loss, g.loss.data(), sizeof loss, cudaMemcpyDeviceToHost, stream);
-  copy_async(&correct, g.correct.data(), sizeof correct, cudaMemcpyDeviceToHost, stream);
   stream.synchronize();
 
+  // The metrics from the copied logits, as on the host.
   StepMetrics m;
   m.loss = loss;
-  m.accuracy = static_cast<float>(correct) / static_cast<float>(n);
   loss_value_[0] = m.loss;
-  accuracy_value_[0] = m.accuracy;
+  const Targets targets{labels, nullptr};
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    m.metrics[i] = metrics_[i]->compute(host_logits, targets);
+    metric_values_[i][0] = m.metrics[i];
+    if (metric_names_[i] == "accuracy") m.accuracy = m.metrics[i];
+  }
   return m;
 }
 

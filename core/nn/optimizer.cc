@@ -138,12 +138,15 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
       throw bad("momentum must be in [0, 1), got " + std::to_string(options.momentum));
     return std::make_unique<Momentum>(options);
   }
-  if (options.name == "adam") {
+  if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
+    throw bad("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
+  if (options.name == "adam" || options.name == "adamw") {
     if (options.beta1 < 0 || options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1)
       throw bad("adam betas must be in [0, 1)");
     return std::make_unique<Adam>(options);
   }
-  throw InvalidArgument("unknown optimizer '" + options.name + "' (known: sgd, momentum, adam)");
+  throw InvalidArgument("unknown optimizer '" + options.name +
+                        "' (known: sgd, momentum, adam, adamw)");
 }
 
 float Optimizer::clip_scale(std::span<const float> grads) {
@@ -156,22 +159,56 @@ float Optimizer::clip_scale(std::span<const float> grads) {
   return static_cast<float>(options_.clip_norm / last_norm_);
 }
 
+void Optimizer::set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges) {
+  decay_ranges_ = std::move(ranges);
+  decay_all_ = false;
+}
+
 void Optimizer::run(std::span<const float> grads, std::int64_t step, std::span<float> out,
-                    bool accumulate) {
+                    bool accumulate, std::span<const float> values) {
   if (out.size() != grads.size())
     throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
                           std::to_string(out.size()) + " parameters");
+  const float wd = static_cast<float>(options_.weight_decay);
+  if (wd > 0 && values.size() != grads.size())
+    throw InvalidArgument("optimizer: weight decay needs the parameters beside the gradients");
+  const auto each_range = [&](auto&& f) {
+    if (decay_all_) {
+      f(std::int64_t{0}, static_cast<std::int64_t>(grads.size()));
+      return;
+    }
+    for (const auto& [begin, end] : decay_ranges_) f(begin, end);
+  };
   ++iterations_;
-  update(grads, clip_scale(grads), learning_rate(step), out, accumulate);
+  const double lr = learning_rate(step);
+  if (wd > 0 && !decoupled()) {
+    // L2 regularisation: the gradient of wd/2 |w|^2 joins the loss's before clipping.
+    decayed_.assign(grads.begin(), grads.end());
+    each_range([&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) decayed_[i] += wd * values[i];
+    });
+    grads = decayed_;
+  }
+  // AdamW: the decay acts on the parameters directly, scaled by the learning rate, from their
+  // values before this step (applied first in place; added after a delta is written).
+  const auto decay = [&] {
+    const float rate = static_cast<float>(lr) * wd;
+    each_range([&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i] -= rate * values[i];
+    });
+  };
+  if (wd > 0 && decoupled() && accumulate) decay();
+  update(grads, clip_scale(grads), lr, out, accumulate);
+  if (wd > 0 && decoupled() && !accumulate) decay();
 }
 
 void Optimizer::apply(std::span<float> values, std::span<const float> grads, std::int64_t step) {
-  run(grads, step, values, /*accumulate=*/true);
+  run(grads, step, values, /*accumulate=*/true, values);
 }
 
 void Optimizer::compute_delta(std::span<const float> grads, std::int64_t step,
-                              std::span<float> delta) {
-  run(grads, step, delta, /*accumulate=*/false);
+                              std::span<float> delta, std::span<const float> values) {
+  run(grads, step, delta, /*accumulate=*/false, values);
 }
 
 }  // namespace cohort

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -35,16 +36,22 @@ struct OptimizerOptions {
   double beta2 = 0.999;      ///< adam
   double epsilon = 1e-8;     ///< adam
   double clip_norm = 0.0;    ///< clip gradients to this global L2 norm; 0 disables clipping
+  /// Weight decay on the decayed ranges (set_decay_ranges; the trainer gives the graph's
+  /// kernels). "adamw" decouples it (Loshchilov and Hutter: values -= lr * wd * values beside the
+  /// Adam step); every other optimizer adds wd * values to the gradient (L2 regularisation).
+  double weight_decay = 0.0;
 };
 
 /// Turns gradients into parameter updates. Optimizer state (momentum, Adam moments) is local to
 /// the object: in async training every worker keeps its own, which is why any optimizer works
-/// there. Formulas follow TensorFlow's (tf.train.MomentumOptimizer, AdamOptimizer).
+/// there. Formulas follow TensorFlow's (tf.train.MomentumOptimizer, AdamOptimizer); "adamw" is
+/// Adam with decoupled weight decay.
 ///
 /// Not thread-safe; one optimizer per worker process.
 class Optimizer {
  public:
-  /// Throws InvalidArgument for an unknown name or out-of-range hyperparameters.
+  /// Throws InvalidArgument for an unknown name ("sgd", "momentum", "adam", "adamw") or
+  /// out-of-range hyperparameters.
   static std::unique_ptr<Optimizer> create(const OptimizerOptions& options);
   virtual ~Optimizer() = default;
 
@@ -55,8 +62,15 @@ class Optimizer {
   void apply(std::span<float> values, std::span<const float> grads, std::int64_t step);
 
   /// delta = update(grads), without touching values: what apply() would add. The optimizer's
-  /// state advances exactly as apply() would advance it. Async workers push this delta.
-  void compute_delta(std::span<const float> grads, std::int64_t step, std::span<float> delta);
+  /// state advances exactly as apply() would advance it. Async workers push this delta. With
+  /// weight decay the update depends on the parameters: pass them as `values` (the ones the
+  /// gradients were computed at); without, InvalidArgument.
+  void compute_delta(std::span<const float> grads, std::int64_t step, std::span<float> delta,
+                     std::span<const float> values = {});
+
+  /// The ranges [begin, end) of the parameters that weight decay applies to; all of them until
+  /// this is called.
+  void set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges);
 
   /// Global L2 norm of the last gradients seen (before clipping).
   double last_gradient_norm() const { return last_norm_; }
@@ -79,9 +93,14 @@ class Optimizer {
 
  private:
   float clip_scale(std::span<const float> grads);
-  void run(std::span<const float> grads, std::int64_t step, std::span<float> out, bool accumulate);
+  void run(std::span<const float> grads, std::int64_t step, std::span<float> out, bool accumulate,
+           std::span<const float> values);
+  bool decoupled() const { return options_.name == "adamw"; }
 
   OptimizerOptions options_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> decay_ranges_;
+  bool decay_all_ = true;
+  std::vector<float> decayed_;  // gradients with the L2 term added
   double last_norm_ = 0.0;
   std::int64_t iterations_ = 0;
 };

@@ -11,7 +11,8 @@
 namespace cohort {
 namespace {
 
-// The one table of what run() can fetch: each name with how its value is read off a step.
+// The one table of what run() can fetch: each name with how its value is read off a step. The
+// model's metrics ("accuracy", "top5_accuracy", "mse", ...) are fetchable by name beside them.
 struct Fetchable {
   const char* name;
   double (*value)(const StepValues& step);
@@ -27,21 +28,29 @@ const Fetchable kFetchables[] = {
     {"gradient_applied", [](const StepValues& v) { return v.applied ? 1.0 : 0.0; }},
 };
 
-const Fetchable& fetchable(const std::string& name) {
+// The value of `name` in `step`; InvalidArgument listing what is known for an unknown name.
+double fetch(const std::string& name, const StepValues& step,
+             const std::vector<std::string>& metrics) {
   for (const Fetchable& f : kFetchables)
-    if (name == f.name) return f;
+    if (name == f.name) return f.value(step);
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    if (metrics[i] == name) return step.metrics[i];
   std::string known;
   for (const Fetchable& f : kFetchables) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  for (const std::string& m : metrics)
+    if (m != "accuracy") known += ", " + m;
   throw InvalidArgument("cannot fetch '" + name + "' (known: " + known + ")");
 }
 
-void check_fetches(const std::vector<std::string>& names) {
-  for (const std::string& name : names) fetchable(name);
+void check_fetches(const std::vector<std::string>& names, const std::vector<std::string>& metrics) {
+  const StepValues none;
+  for (const std::string& name : names) fetch(name, none, metrics);
 }
 
-SessionRunValues select(const std::vector<std::string>& names, const StepValues& step) {
+SessionRunValues select(const std::vector<std::string>& names, const StepValues& step,
+                        const std::vector<std::string>& metrics) {
   SessionRunValues values;
-  for (const std::string& name : names) values.set(name, fetchable(name).value(step));
+  for (const std::string& name : names) values.set(name, fetch(name, step, metrics));
   return values;
 }
 
@@ -122,14 +131,15 @@ bool MonitoredSession::should_stop() const { return stop_ || error_ || closed_; 
 SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) {
   if (should_stop()) throw Error("MonitoredSession::run called after the session stopped");
   try {
-    check_fetches(fetches);
+    const std::vector<std::string>& metrics = trainer_.model().metric_names();
+    check_fetches(fetches, metrics);
     RunContext context(*this, SessionRunArgs{fetches});
     const HookList hooks = all_hooks();
     std::vector<SessionRunArgs> asked;
     asked.reserve(hooks.size());
     for (auto& hook : hooks) {
       asked.push_back(hook->before_run(context));
-      check_fetches(asked.back().fetches);
+      check_fetches(asked.back().fetches, metrics);
     }
 
     const StepValues step = trainer_.step();
@@ -143,7 +153,7 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
                      {"push", step.compute_end - origin, step.update_end - wait - origin},
                      {"wait", step.update_end - wait - origin, step.update_end - origin}};
 
-    for (std::size_t i = 0; i < hooks.size(); ++i) hooks[i]->after_run(context, select(asked[i].fetches, step));
+    for (std::size_t i = 0; i < hooks.size(); ++i) hooks[i]->after_run(context, select(asked[i].fetches, step, metrics));
 
     step_seconds_sum_ += step_seconds;
     ++step_seconds_count_;
@@ -163,7 +173,7 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
       stop = true;
     }
     stop_ = trainer_.agree_to_stop(stop);
-    return select(fetches, step);
+    return select(fetches, step, metrics);
   } catch (...) {
     error_ = true;
     throw;

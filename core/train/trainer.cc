@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/dist/cross_replica_sum.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/nn/evaluation.h"
@@ -28,6 +29,7 @@ data::BatchOptions batch_options(const TrainerOptions& options) {
   b.shuffle = true;
   b.drop_remainder = true;
   b.repeat = true;
+  b.image = options.image;
   return b;
 }
 
@@ -51,10 +53,29 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (!options_.gpus.empty() && options_.gpus.size() != static_cast<std::size_t>(options_.towers))
     throw InvalidArgument(std::to_string(options_.gpus.size()) + " GPUs given for " +
                           std::to_string(options_.towers) + " towers");
-  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
+  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}});
+  const data::Dataset& shard = batches_.dataset();
+  towers_.front().model.check_data(shard.example_shape(), shard.target_spec());
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
-  for (Tower& tower : towers_) tower.grads.assign(static_cast<std::size_t>(graph_.num_parameters()), 0.0f);
+  for (Tower& tower : towers_)
+    tower.grads.assign(static_cast<std::size_t>(graph_.num_parameters()), 0.0f);
+  optimizer_->set_decay_ranges(graph_.decay_ranges());
+  if (options_.sync_batch_norm && server) {
+    const ReplicationOptions& r = options_.replication;
+    const bool every_step = r.mode == Mode::kAllreduce ||
+                            (r.mode == Mode::kSync && (r.replicas_to_aggregate == 0 ||
+                                                       r.replicas_to_aggregate == num_workers_));
+    if (!every_step)
+      throw InvalidArgument(std::string("synchronised batch norm needs every worker in every "
+                                        "step: --mode=allreduce, or --mode=sync without backup "
+                                        "workers, not --mode=") +
+                            to_string(r.mode));
+    if (options_.towers > 1)
+      throw InvalidArgument("synchronised batch norm runs with one tower per worker, not " +
+                            std::to_string(options_.towers));
+    if (num_workers_ > 1) cross_replica_ = std::make_unique<ReplicaSum>(server->replicas());
+  }
   replication_ = Replication::create(server, graph_, *optimizer_, options_.replication);
   for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });
 }
@@ -111,13 +132,28 @@ void Trainer::run_tower(std::size_t index) {
   OpContext context;
   context.training = true;
   context.seed = mix(step_seed_, index);
-  tower.metrics = tower.model.train_step(tower.images, tower.labels, tower.grads, context);
+  context.update_state = index == 0;
+  tower.metrics = tower.model.train_step(tower.batch.features, tower.batch.view(), tower.grads,
+                                         context);
 }
 
+namespace {
+
+// Rows [first, first + count) of `from` into `to`.
+void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tensor& to) {
+  Shape shape = from.shape();
+  shape[0] = count;
+  to.resize(shape);
+  const std::int64_t row = from.size() / from.dim(0);
+  std::memcpy(to.data(), from.data() + first * row,
+              static_cast<std::size_t>(count * row) * sizeof(float));
+}
+
+}  // namespace
+
 StepValues Trainer::step() {
-  batches_.next(batch_images_, batch_labels_);
-  const std::int64_t n = static_cast<std::int64_t>(batch_labels_.size());
-  const std::int64_t per_example = batch_images_.size() / n;
+  batches_.next(batch_);
+  const std::int64_t n = batch_.size();
   const auto towers = static_cast<std::int64_t>(towers_.size());
 
   StepValues values;
@@ -130,20 +166,19 @@ StepValues Trainer::step() {
     Tower& tower = towers_.front();
     OpContext context;
     context.seed = step_seed_;
-    tower.metrics = tower.model.train_step(batch_images_, batch_labels_, tower.grads, context);
+    context.cross_replica = cross_replica_.get();
+    tower.metrics = tower.model.train_step(batch_.features, batch_.view(), tower.grads, context);
   } else {
     // Split the batch as evenly as possible; each tower copies its slice (a small cost next to
     // its forward and backward pass).
     std::int64_t first = 0;
     for (std::int64_t t = 0; t < towers; ++t) {
       const std::int64_t count = n / towers + (t < n % towers ? 1 : 0);
-      Tower& tower = towers_[static_cast<std::size_t>(t)];
-      Shape shape = batch_images_.shape();
-      shape[0] = count;
-      tower.images.resize(shape);
-      std::memcpy(tower.images.data(), batch_images_.data() + first * per_example,
-                  static_cast<std::size_t>(count * per_example) * sizeof(float));
-      tower.labels.assign(batch_labels_.begin() + first, batch_labels_.begin() + first + count);
+      data::Batch& slice = towers_[static_cast<std::size_t>(t)].batch;
+      copy_rows(batch_.features, first, count, slice.features);
+      if (!batch_.labels.empty())
+        slice.labels.assign(batch_.labels.begin() + first, batch_.labels.begin() + first + count);
+      if (batch_.targets.rank() > 0) copy_rows(batch_.targets, first, count, slice.targets);
       first += count;
     }
     {
@@ -167,10 +202,10 @@ StepValues Trainer::step() {
     if (error) std::rethrow_exception(error);
     // Average the towers' gradients, weighting each by its share of the batch.
     std::vector<float>& total = towers_.front().grads;
-    const float w0 = static_cast<float>(towers_.front().labels.size()) / static_cast<float>(n);
+    const float w0 = static_cast<float>(towers_.front().batch.size()) / static_cast<float>(n);
     for (float& g : total) g *= w0;
     for (std::size_t t = 1; t < towers_.size(); ++t) {
-      const float w = static_cast<float>(towers_[t].labels.size()) / static_cast<float>(n);
+      const float w = static_cast<float>(towers_[t].batch.size()) / static_cast<float>(n);
       const std::vector<float>& grads = towers_[t].grads;
       for (std::size_t i = 0; i < total.size(); ++i) total[i] += w * grads[i];
     }
@@ -179,9 +214,12 @@ StepValues Trainer::step() {
   values.compute_end = seconds_now();
   values.learning_rate = optimizer_->learning_rate(replication_->global_step());
   for (const Tower& tower : towers_) {
-    const float w = towers == 1 ? 1.0f : static_cast<float>(tower.labels.size()) / static_cast<float>(n);
+    const float w =
+        towers == 1 ? 1.0f : static_cast<float>(tower.batch.size()) / static_cast<float>(n);
     values.loss += w * tower.metrics.loss;
     values.accuracy += w * tower.metrics.accuracy;
+    for (std::size_t i = 0; i < values.metrics.size(); ++i)
+      values.metrics[i] += w * tower.metrics.metrics[i];
   }
   const StepOutcome outcome = replication_->after_step(towers_.front().grads, graph_.values());
   values.global_step = outcome.global_step;
@@ -193,7 +231,7 @@ StepValues Trainer::step() {
 }
 
 StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
-  return evaluate_dataset(towers_.front().model, data, batch_size);
+  return evaluate_dataset(towers_.front().model, data, batch_size, options_.image);
 }
 
 void Trainer::finish() { replication_->finish(); }

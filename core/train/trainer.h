@@ -2,6 +2,7 @@
 // One worker's training loop body: towers, data, and the replication mode.
 
 #include <chrono>
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,13 @@ class Server;
 struct TrainerOptions {
   ReplicationOptions replication;
   std::int64_t batch_size = 64;  ///< examples per worker step, split over the towers
+  /// Image normalisation for every batch (training and evaluate()), random crops and flips for
+  /// training batches (see data::ImageOptions).
+  data::ImageOptions image;
+  /// Batch normalisation layers built with synchronised statistics reduce them over every
+  /// replica (each replica at batch B then equals one process at W·B). Needs a mode in which
+  /// every replica computes every step: allreduce, or sync without backup workers; one tower.
+  bool sync_batch_norm = false;
   int towers = 1;                ///< model replicas on this worker, one thread each
   /// The CUDA device of each tower (see core/gpu_placement.h); empty: the towers compute on the
   /// host. Parameters stay on the host either way (Model::set_gpu says what is copied).
@@ -41,6 +49,8 @@ struct StepValues {
   std::int64_t global_step = 0;
   float loss = 0;
   float accuracy = 0;
+  /// The model's metrics, in Model::metric_names() order (accuracy among them).
+  std::array<float, StepMetrics::kMaxMetrics> metrics{};
   double learning_rate = 0;
   std::int64_t examples = 0;  ///< examples this worker computed on
   bool applied = true;        ///< false: sync mode dropped this gradient as stale or surplus
@@ -63,7 +73,8 @@ class Trainer {
   using ModelFactory = std::function<Model(Graph&)>;
 
   /// `model` is called once per tower; the towers share the variables it creates. `data` is this
-  /// replica's shard. `server` may be null for --mode=local.
+  /// replica's shard; it must fit the model (Model::check_data: an InvalidArgument naming both
+  /// otherwise). `server` may be null for --mode=local.
   Trainer(Server* server, Graph& graph, const ModelFactory& model, data::Dataset data,
           std::unique_ptr<Optimizer> optimizer, TrainerOptions options);
   ~Trainer();
@@ -80,7 +91,8 @@ class Trainer {
              std::optional<std::chrono::milliseconds> max_wait = std::nullopt);
   /// One step: forward, backward, update.
   StepValues step();
-  /// Loss and accuracy of the current parameters over `data`, in order (tower 0, no dropout).
+  /// Loss and metrics of the current parameters over `data`, in order (tower 0, no dropout, batch
+  /// norm on its moving statistics, the options' image normalisation).
   StepMetrics evaluate(const data::Dataset& data, std::int64_t batch_size = 1000);
   /// Leaves training (collective with the ps tasks for modes with a store).
   void finish();
@@ -109,7 +121,9 @@ class Trainer {
   /// Shares this replica's recent mean step time; returns every replica's on the chief (in
   /// replica order), this one's alone elsewhere. Collective in allreduce mode: call it at the
   /// same step everywhere.
-  std::vector<double> exchange_step_times(double mine) { return replication_->exchange_step_times(mine); }
+  std::vector<double> exchange_step_times(double mine) {
+    return replication_->exchange_step_times(mine);
+  }
   /// Seconds the last step spent waiting for other tasks.
   double last_wait_seconds() const { return replication_->last_wait_seconds(); }
   /// Makes the graph hold the current parameters (from the ps tasks in the modes that keep them
@@ -129,8 +143,7 @@ class Trainer {
  private:
   struct Tower {
     Model model;
-    Tensor images;
-    std::vector<std::int32_t> labels;
+    data::Batch batch;
     std::vector<float> grads;
     StepMetrics metrics;
   };
@@ -144,9 +157,9 @@ class Trainer {
   int num_workers_ = 1;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Replication> replication_;
+  std::unique_ptr<CrossReplicaSum> cross_replica_;
   data::BatchIterator batches_;
-  Tensor batch_images_;
-  std::vector<std::int32_t> batch_labels_;
+  data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
 

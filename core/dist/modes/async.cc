@@ -13,9 +13,9 @@ class AsyncReplication final : public PsReplication {
       : PsReplication(server, graph, optimizer, options, /*accumulators=*/false) {}
   void before_step(std::span<float> values) override { store_.pull(values); }
   std::int64_t batches_at(std::int64_t step) const override { return step / replicas_; }
-  StepOutcome after_step(std::span<float> grads, std::span<float>) override {
+  StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     delta_.resize(grads.size());
-    optimizer_.compute_delta(grads, step_, delta_);
+    optimizer_.compute_delta(grads, step_, delta_, values);
     store_.push(delta_);
     step_ = store_.fetch_add(ControlSlot::kGlobalStep, 1) + 1;
     return {step_, true, stopped()};

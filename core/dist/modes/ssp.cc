@@ -28,9 +28,9 @@ class SspReplication final : public PsReplication {
     max_gap_ = std::max(max_gap_, clock_ - slowest);
     store_.pull(values);
   }
-  StepOutcome after_step(std::span<float> grads, std::span<float>) override {
+  StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     delta_.resize(grads.size());
-    optimizer_.compute_delta(grads, step_, delta_);
+    optimizer_.compute_delta(grads, step_, delta_, values);
     store_.push(delta_);  // complete at the ps before the clock says so
     store_.write(ControlSlot::kWorkerBase, ++clock_, replica_);
     step_ = store_.fetch_add(ControlSlot::kGlobalStep, 1) + 1;

@@ -6,6 +6,35 @@
 #include "cohort/core/nn/data/random.h"
 
 namespace cohort::data {
+namespace {
+
+void check_image_options(const ImageOptions& image, const Dataset& dataset) {
+  if (!image.normalizes() && !image.randomizes()) return;
+  const Shape shape = dataset.example_shape();
+  const std::string what = "image options for " + dataset.name() + ": ";
+  if (image.randomizes() && shape.size() != 3)
+    throw InvalidArgument(what + "random crops and flips need [rows, cols, channels] examples, "
+                          "these are " + to_string(shape));
+  if (image.crop_padding < 0)
+    throw InvalidArgument(what + "crop padding " + std::to_string(image.crop_padding) + " < 0");
+  if (image.mean.size() != image.std.size())
+    throw InvalidArgument(what + std::to_string(image.mean.size()) + " means for " +
+                          std::to_string(image.std.size()) + " standard deviations");
+  const std::int64_t channels = shape.empty() ? 1 : shape.back();
+  if (image.normalizes() && image.mean.size() != 1 &&
+      static_cast<std::int64_t>(image.mean.size()) != channels)
+    throw InvalidArgument(what + std::to_string(image.mean.size()) + " means for " +
+                          std::to_string(channels) + " channels (give one, or one per channel)");
+  for (float sd : image.std)
+    if (!(sd > 0)) throw InvalidArgument(what + "a standard deviation is not > 0");
+}
+
+}  // namespace
+
+Targets Batch::view() const {
+  if (targets.rank() > 0) return Targets{{}, &targets};
+  return Targets{labels, nullptr};
+}
 
 BatchIterator::BatchIterator(Dataset dataset, const BatchOptions& options)
     : dataset_(std::move(dataset)), options_(options) {
@@ -18,16 +47,25 @@ BatchIterator::BatchIterator(Dataset dataset, const BatchOptions& options)
                           std::to_string(options_.batch_size) +
                           (options_.drop_remainder ? " with drop_remainder" : "") +
                           ", so a repeating next() could never return");
-  batch_shape_ = dataset_.image_shape();
+  check_image_options(options_.image, dataset_);
+  randomize_ = options_.image.randomizes();
+  batch_shape_ = dataset_.example_shape();
   batch_shape_.insert(batch_shape_.begin(), options_.batch_size);
+  target_shape_ = dataset_.target_shape();
+  target_shape_.insert(target_shape_.begin(), options_.batch_size);
   start_epoch(0);
 }
 
-BatchIterator BatchIterator::in_order(Dataset dataset, std::int64_t batch_size) {
+BatchIterator BatchIterator::in_order(Dataset dataset, std::int64_t batch_size,
+                                      const ImageOptions& image) {
+  ImageOptions normalize_only;
+  normalize_only.mean = image.mean;
+  normalize_only.std = image.std;
   return BatchIterator(std::move(dataset), {.batch_size = batch_size,
                                             .shuffle = false,
                                             .drop_remainder = false,
-                                            .repeat = false});
+                                            .repeat = false,
+                                            .image = normalize_only});
 }
 
 std::int64_t BatchIterator::batches_per_epoch() const {
@@ -65,7 +103,49 @@ void BatchIterator::seek(std::int64_t epoch, std::int64_t position) {
   position_ = position;
 }
 
-bool BatchIterator::next(Tensor& images, std::vector<std::int32_t>& labels) {
+void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out) const {
+  const std::int64_t size = dataset_.example_size();
+  const float* source = dataset_.storage()->features.data() + at * size;
+  const ImageOptions& image = options_.image;
+  if (!randomize_) {
+    std::copy_n(source, size, out);
+  } else {
+    const Shape shape = dataset_.example_shape();
+    const std::int64_t rows = shape[0], cols = shape[1], channels = shape[2];
+    // One engine per example, keyed by (seed, epoch, position in the epoch).
+    std::mt19937_64 engine(detail::mix_seed(
+        detail::mix_seed(options_.seed ^ 0x5bd1e995u, static_cast<std::uint64_t>(epoch_)),
+        static_cast<std::uint64_t>(k)));
+    const std::int64_t p = image.crop_padding;
+    const auto span = static_cast<std::uint64_t>(2 * p + 1);
+    const auto offset = [&] {
+      return p > 0 ? static_cast<std::int64_t>(detail::uniform_below(engine, span)) - p : 0;
+    };
+    const std::int64_t dy = offset();
+    const std::int64_t dx = offset();
+    const bool flip = image.horizontal_flip && (engine() >> 63) != 0;
+    for (std::int64_t y = 0; y < rows; ++y) {
+      const std::int64_t sy = y + dy;
+      for (std::int64_t x = 0; x < cols; ++x) {
+        const std::int64_t sx = (flip ? cols - 1 - x : x) + dx;
+        float* o = out + (y * cols + x) * channels;
+        if (sy < 0 || sy >= rows || sx < 0 || sx >= cols)
+          std::fill_n(o, channels, 0.0f);
+        else
+          std::copy_n(source + (sy * cols + sx) * channels, channels, o);
+      }
+    }
+  }
+  if (image.normalizes()) {
+    const std::size_t channels = image.mean.size();
+    for (std::int64_t i = 0; i < size; ++i) {
+      const std::size_t c = channels == 1 ? 0 : static_cast<std::size_t>(i) % channels;
+      out[i] = (out[i] - image.mean[c]) / image.std[c];
+    }
+  }
+}
+
+bool BatchIterator::fill(Tensor& features, std::vector<std::int32_t>& labels, Tensor* targets) {
   std::int64_t b = remaining_batch();
   if (b == 0) {
     start_epoch(epoch_ + 1);
@@ -73,19 +153,40 @@ bool BatchIterator::next(Tensor& images, std::vector<std::int32_t>& labels) {
     b = remaining_batch();  // > 0: the constructor refused epochs without a batch
   }
   batch_shape_[0] = b;
-  images.resize(batch_shape_);
-  labels.resize(static_cast<std::size_t>(b));
+  features.resize(batch_shape_);
+  const std::int64_t stride = dataset_.example_size();
+  float* out = features.data();
   const Storage& storage = *dataset_.storage();
-  const std::int64_t stride = dataset_.image_size();
-  const float* source = storage.images.data();
-  float* out = images.data();
+  const bool with_labels = dataset_.has_labels();
+  labels.resize(with_labels ? static_cast<std::size_t>(b) : 0);
+  if (!with_labels && targets != nullptr) {
+    target_shape_[0] = b;
+    targets->resize(target_shape_);
+  }
+  const std::int64_t target_stride = dataset_.target_size();
   for (std::int64_t k = 0; k < b; ++k) {
     const std::int64_t at = order_[static_cast<std::size_t>(position_ + k)];
-    std::copy_n(source + at * stride, stride, out + k * stride);
-    labels[static_cast<std::size_t>(k)] = storage.labels[static_cast<std::size_t>(at)];
+    copy_example(at, position_ + k, out + k * stride);
+    if (with_labels)
+      labels[static_cast<std::size_t>(k)] = storage.labels[static_cast<std::size_t>(at)];
+    else if (targets != nullptr)
+      std::copy_n(storage.targets.data() + at * target_stride, target_stride,
+                  targets->data() + k * target_stride);
   }
   position_ += b;
   return true;
+}
+
+bool BatchIterator::next(Batch& batch) {
+  if (dataset_.has_labels()) batch.targets = Tensor();
+  return fill(batch.features, batch.labels, dataset_.has_labels() ? nullptr : &batch.targets);
+}
+
+bool BatchIterator::next(Tensor& images, std::vector<std::int32_t>& labels) {
+  if (!dataset_.has_labels())
+    throw InvalidArgument("BatchIterator: " + dataset_.name() +
+                          " has float targets; take its batches with next(Batch&)");
+  return fill(images, labels, nullptr);
 }
 
 }  // namespace cohort::data

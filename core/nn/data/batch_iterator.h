@@ -1,22 +1,41 @@
 #pragma once
-// Mini-batches over a Dataset, reshuffled every epoch, in an order that a restarted job can
-// resume exactly.
+// Mini-batches over a Dataset, reshuffled every epoch, optionally augmented, in an order that a
+// restarted job can resume exactly.
 //
 //   BatchIterator train(dataset.shard(task, workers), {.batch_size = 64, .seed = 7});
-//   Tensor x;  std::vector<std::int32_t> y;
-//   while (!session.should_stop()) { train.next(x, y); ... }           // rolls over epochs
+//   Batch batch;
+//   while (!session.should_stop()) { train.next(batch); ... }          // rolls over epochs
 //   save(train.epoch(), train.position());  ...  train.seek(epoch, position);   // resume
 //
 //   auto eval = BatchIterator::in_order(test_set, 1000);              // one pass, in file order
-//   while (eval.next(x, y)) { ... }
+//   while (eval.next(batch)) { ... }
 
 #include <cstdint>
 #include <vector>
 
 #include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort::data {
+
+/// What image batches go through, for examples of shape [rows, cols, channels]. Normalisation
+/// applies to every batch (evaluation too); the random crop and flip only to a training
+/// iterator's (not in_order()). The random draws of an example are a function of (seed, epoch,
+/// its position in the epoch), so a resumed job sees the same augmented batches.
+struct ImageOptions {
+  /// Per-channel (x - mean[c]) / std[c], applied last; empty: none. One entry per channel, or
+  /// one for all.
+  std::vector<float> mean, std;
+  /// Pad each image with this many zero pixels on every side and crop a random window of the
+  /// original size (0: no crop).
+  std::int64_t crop_padding = 0;
+  /// Mirror each image left-right with probability 1/2.
+  bool horizontal_flip = false;
+
+  bool normalizes() const { return !mean.empty(); }
+  bool randomizes() const { return crop_padding > 0 || horizontal_flip; }
+};
 
 struct BatchOptions {
   std::int64_t batch_size = 64;
@@ -29,31 +48,47 @@ struct BatchOptions {
   /// true: next() never ends, it moves on to the next epoch by itself. false: next() returns false
   /// once at the end of each epoch (see next()).
   bool repeat = true;
+  ImageOptions image;
+};
+
+/// One batch: the features and the labels or targets of b examples.
+struct Batch {
+  Tensor features;                    ///< [b, example...]
+  std::vector<std::int32_t> labels;   ///< b labels (a labelled dataset), else empty
+  Tensor targets;                     ///< [b, target...] (float targets), else empty
+  /// The labels or the targets, as a loss takes them.
+  Targets view() const;
+  std::int64_t size() const { return features.rank() > 0 ? features.dim(0) : 0; }
 };
 
 /// Fills caller-owned batches from a Dataset. The whole state is (epoch(), position()) plus the
 /// options: seek() to a saved pair and the batches that follow are the ones the saved iterator
 /// would have produced.
 ///
-/// Holds a Dataset (shared pixels, its own index list) and the current epoch's order. Not
+/// Holds a Dataset (shared examples, its own index list) and the current epoch's order. Not
 /// thread-safe; one iterator per consumer.
 class BatchIterator {
  public:
-  /// Starts at epoch 0, position 0. Throws InvalidArgument when batch_size < 1, or when `repeat`
-  /// is set and an epoch holds no batch (fewer examples than batch_size with drop_remainder, or
-  /// an empty dataset): next() could never return.
+  /// Starts at epoch 0, position 0. Throws InvalidArgument when batch_size < 1, when `repeat` is
+  /// set and an epoch holds no batch (fewer examples than batch_size with drop_remainder, or an
+  /// empty dataset): next() could never return; and for image options that do not fit the
+  /// examples (not [rows, cols, channels], or a mean/std per channel of another count).
   BatchIterator(Dataset dataset, const BatchOptions& options);
 
   /// For evaluation: every example once per pass, in dataset order, the last batch possibly short;
-  /// next() returns false after the pass (and a further loop makes another pass).
-  static BatchIterator in_order(Dataset dataset, std::int64_t batch_size);
+  /// next() returns false after the pass (and a further loop makes another pass). `image`'s
+  /// normalisation applies; its random crop and flip do not.
+  static BatchIterator in_order(Dataset dataset, std::int64_t batch_size,
+                                const ImageOptions& image = {});
 
-  /// Writes the next batch into `images` ([b, rows, cols, 1]) and `labels` (b entries), b being
-  /// batch_size or, for a short last batch, fewer. Resizes the buffers, which reuse their memory:
-  /// after the first full batch, steady-state calls allocate nothing (except the order of a new
-  /// shuffled epoch, built in place).
+  /// Writes the next batch, b being batch_size or, for a short last batch, fewer. Resizes the
+  /// buffers, which reuse their memory: after the first full batch, steady-state calls allocate
+  /// nothing (except the order of a new shuffled epoch, built in place).
   /// At the end of an epoch (no batch left in it): with `repeat`, goes on with the first batch of
-  /// the next epoch; without, leaves the buffers alone, moves to the next epoch and returns false.
+  /// the next epoch; without, leaves the batch alone, moves to the next epoch and returns false.
+  bool next(Batch& batch);
+  /// The same for a labelled dataset: `images` [b, example...] and b `labels`. Throws
+  /// InvalidArgument for a dataset with float targets.
   bool next(Tensor& images, std::vector<std::int32_t>& labels);
 
   /// Current epoch, from 0.
@@ -72,13 +107,19 @@ class BatchIterator {
  private:
   void start_epoch(std::int64_t epoch);
   std::int64_t remaining_batch() const;
+  // Copies example `at` (storage index) into `out`, cropped, flipped and normalised as asked;
+  // `k` is its position in the epoch (for the random draws).
+  void copy_example(std::int64_t at, std::int64_t k, float* out) const;
+  bool fill(Tensor& features, std::vector<std::int32_t>& labels, Tensor* targets);
 
   Dataset dataset_;
   BatchOptions options_;
+  bool randomize_ = false;
   std::int64_t epoch_ = 0;
   std::int64_t position_ = 0;
   std::vector<std::int64_t> order_;  // storage indices of this epoch, in delivery order
-  Shape batch_shape_;                // [b, rows, cols, 1], kept so next() allocates nothing
+  Shape batch_shape_;                // [b, example...], kept so next() allocates nothing
+  Shape target_shape_;               // [b, target...]
 };
 
 }  // namespace cohort::data

@@ -1,5 +1,6 @@
 #include "cohort/core/nn/data/dataset.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -9,9 +10,43 @@ namespace {
 
 std::shared_ptr<const Storage> empty_storage() {
   auto storage = std::make_shared<Storage>();
-  storage->images.resize({0, 28, 28, 1});
+  storage->features.resize({0, 28, 28, 1});
   storage->name = "empty";
   return storage;
+}
+
+// Checks a storage; returns its example count.
+std::int64_t check(const Storage& s) {
+  const Shape& shape = s.features.shape();
+  const std::string what = "Dataset " + s.name + ": ";
+  if (shape.size() < 2)
+    throw InvalidArgument(what + "features have shape " + to_string(shape) +
+                          ", expected [n, ...] (a batch dimension and an example shape)");
+  const std::int64_t n = shape[0];
+  for (std::size_t d = 1; d < shape.size(); ++d)
+    if (shape[d] < 1)
+      throw InvalidArgument(what + "features have shape " + to_string(shape) +
+                            ", an empty example shape");
+  if (s.targets.rank() > 0) {
+    if (!s.labels.empty())
+      throw InvalidArgument(what + "has both labels and float targets; give one");
+    if (s.targets.rank() < 2 || s.targets.dim(0) != n)
+      throw InvalidArgument(what + "targets " + to_string(s.targets.shape()) + " for " +
+                            std::to_string(n) + " examples (expected [" + std::to_string(n) +
+                            ", ...])");
+    return n;
+  }
+  if (static_cast<std::int64_t>(s.labels.size()) != n)
+    throw InvalidArgument(what + std::to_string(s.labels.size()) + " labels for " +
+                          std::to_string(n) + " examples");
+  if (s.num_classes < 1)
+    throw InvalidArgument(what + "num_classes " + std::to_string(s.num_classes));
+  for (std::size_t i = 0; i < s.labels.size(); ++i)
+    if (s.labels[i] < 0 || s.labels[i] >= s.num_classes)
+      throw InvalidArgument(what + "label " + std::to_string(s.labels[i]) + " at index " +
+                            std::to_string(i) + " is outside [0, " +
+                            std::to_string(s.num_classes) + ")");
+  return n;
 }
 
 }  // namespace
@@ -20,44 +55,67 @@ Dataset::Dataset() : Dataset(empty_storage()) {}
 
 Dataset::Dataset(std::shared_ptr<const Storage> storage) : storage_(std::move(storage)) {
   if (!storage_) throw InvalidArgument("Dataset: null storage");
-  const Storage& s = *storage_;
-  const Shape& shape = s.images.shape();
-  if (shape.size() != 4 || shape[3] != 1)
-    throw InvalidArgument("Dataset " + s.name + ": images have shape " + to_string(shape) +
-                          ", expected [n, rows, cols, 1]");
-  if (static_cast<std::size_t>(shape[0]) != s.labels.size())
-    throw InvalidArgument("Dataset " + s.name + ": " + std::to_string(s.labels.size()) +
-                          " labels for " + std::to_string(shape[0]) + " images");
-  if (s.num_classes < 1)
-    throw InvalidArgument("Dataset " + s.name + ": num_classes " + std::to_string(s.num_classes));
-  for (std::size_t i = 0; i < s.labels.size(); ++i)
-    if (s.labels[i] < 0 || s.labels[i] >= s.num_classes)
-      throw InvalidArgument("Dataset " + s.name + ": label " + std::to_string(s.labels[i]) +
-                            " at index " + std::to_string(i) + " is outside [0, " +
-                            std::to_string(s.num_classes) + ")");
-  image_size_ = shape[1] * shape[2];
-  indices_.resize(static_cast<std::size_t>(shape[0]));
+  const std::int64_t n = check(*storage_);
+  indices_.resize(static_cast<std::size_t>(n));
   std::iota(indices_.begin(), indices_.end(), std::int64_t{0});
+  example_size_ = n > 0 ? storage_->features.size() / n : num_elements(example_shape());
+  target_size_ = has_labels() ? 0 : storage_->targets.size() / std::max<std::int64_t>(n, 1);
 }
 
 Dataset::Dataset(std::shared_ptr<const Storage> storage, std::vector<std::int64_t> indices)
     : storage_(std::move(storage)), indices_(std::move(indices)) {
-  const Shape& shape = storage_->images.shape();
-  image_size_ = shape[1] * shape[2];
+  example_size_ = num_elements(example_shape());
+  target_size_ = has_labels() ? 0 : num_elements(target_shape());
 }
 
-Shape Dataset::image_shape() const {
-  const Shape& shape = storage_->images.shape();
-  return {shape[1], shape[2], shape[3]};
+Dataset Dataset::from_arrays(Tensor features, std::vector<std::int32_t> labels, int num_classes,
+                             std::string name) {
+  auto storage = std::make_shared<Storage>();
+  storage->features = std::move(features);
+  storage->labels = std::move(labels);
+  storage->num_classes = num_classes;
+  storage->name = std::move(name);
+  return Dataset(std::move(storage));
 }
 
-std::span<const float> Dataset::image(std::int64_t i) const {
+Dataset Dataset::from_arrays(Tensor features, Tensor targets, std::string name) {
+  auto storage = std::make_shared<Storage>();
+  storage->features = std::move(features);
+  storage->targets = std::move(targets);
+  storage->num_classes = 0;
+  storage->name = std::move(name);
+  return Dataset(std::move(storage));
+}
+
+Shape Dataset::example_shape() const {
+  const Shape& shape = storage_->features.shape();
+  return Shape(shape.begin() + 1, shape.end());
+}
+
+Shape Dataset::target_shape() const {
+  if (has_labels()) return {};
+  const Shape& shape = storage_->targets.shape();
+  return Shape(shape.begin() + 1, shape.end());
+}
+
+TargetSpec Dataset::target_spec() const {
+  return has_labels() ? TargetSpec::classes(num_classes()) : TargetSpec::values(target_shape());
+}
+
+std::span<const float> Dataset::example(std::int64_t i) const {
   const std::int64_t at = indices_.at(static_cast<std::size_t>(i));
-  return {storage_->images.data() + at * image_size_, static_cast<std::size_t>(image_size_)};
+  return {storage_->features.data() + at * example_size_, static_cast<std::size_t>(example_size_)};
 }
 
 std::int32_t Dataset::label(std::int64_t i) const {
+  if (!has_labels()) throw InvalidArgument("Dataset " + name() + " has float targets, not labels");
   return storage_->labels[static_cast<std::size_t>(indices_.at(static_cast<std::size_t>(i)))];
+}
+
+std::span<const float> Dataset::target(std::int64_t i) const {
+  if (has_labels()) throw InvalidArgument("Dataset " + name() + " has labels, not float targets");
+  const std::int64_t at = indices_.at(static_cast<std::size_t>(i));
+  return {storage_->targets.data() + at * target_size_, static_cast<std::size_t>(target_size_)};
 }
 
 Dataset Dataset::shard(int index, int count) const {

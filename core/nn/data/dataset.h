@@ -1,13 +1,16 @@
 #pragma once
-// Image-classification datasets: loading Fashion-MNIST / MNIST IDX files, a synthetic stand-in for
-// tests, and sharding over workers without copying the pixels.
+// Datasets of N-dimensional float examples with class labels or float targets: Fashion-MNIST /
+// MNIST IDX files, NumPy .npy/.npz and CSV files (loaders.h), the user's own arrays, a synthetic
+// stand-in for tests; sharded over workers without copying the examples.
 //
 //   auto train = cohort::data::fashion_mnist(cohort::data::Split::kTrain);   // --data_dir
-//   auto mine  = train.shard(server.task_index(), cluster.num_tasks("worker"));
+//   auto mine  = train.shard(server.replica_index(), server.num_replicas());
 //   cohort::data::BatchIterator batches(mine, {.batch_size = 64, .seed = 1});   // batch_iterator.h
 //
-// Pixels are stored as float32 in [0, 1] (the byte value / 255), with no mean/std normalisation,
-// the same for every split; a model that wants centred inputs does that itself.
+//   auto mine = cohort::data::Dataset::from_arrays(features, labels, /*num_classes=*/3);
+//
+// Fashion-MNIST pixels are stored as float32 in [0, 1] (the byte value / 255); per-channel
+// normalisation is a batch option (ImageOptions in batch_iterator.h).
 
 #include <cstdint>
 #include <memory>
@@ -16,23 +19,25 @@
 #include <vector>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort::data {
 
-/// A data file that cannot be used: missing, not IDX, truncated, inconsistent. what() names the
-/// file and the fault in one line.
+/// A data file that cannot be used: missing, of the wrong format, truncated, inconsistent. what()
+/// names the file and the fault in one line.
 class DataError : public Error {
  public:
   using Error::Error;
 };
 
 /// The loaded examples, immutable once built and shared (std::shared_ptr<const Storage>) by every
-/// Dataset that views them, so a process holds the pixels once however it shards them.
+/// Dataset that views them, so a process holds the examples once however it shards them.
 struct Storage {
-  Tensor images;                      ///< [n, rows, cols, 1] (NHWC), values in [0, 1]
-  std::vector<std::int32_t> labels;   ///< n labels in [0, num_classes)
-  int num_classes = 10;
+  Tensor features;                    ///< [n, ...]: images are [n, rows, cols, channels] (NHWC)
+  std::vector<std::int32_t> labels;   ///< n class labels in [0, num_classes), or none
+  Tensor targets;                     ///< [n, ...] float targets, or empty (then labels)
+  int num_classes = 10;               ///< with labels
   std::string name;                   ///< where the examples came from, for messages
 };
 
@@ -45,20 +50,40 @@ class Dataset {
   /// An empty dataset (28x28x1 images, 10 classes), a placeholder to assign a real one to.
   Dataset();
   /// Every example of `storage`, in storage order. Throws InvalidArgument when the storage is null
-  /// or inconsistent (image shape not [n, rows, cols, 1], label count or range wrong).
+  /// or inconsistent (features without a batch dimension, neither or both of labels and targets,
+  /// a count that differs from the features', a label out of range).
   explicit Dataset(std::shared_ptr<const Storage> storage);
 
+  /// The caller's arrays as a dataset (moved in, held once): features [n, ...] with n class labels
+  /// in [0, num_classes), or with float targets [n, ...]. Throws InvalidArgument as the
+  /// constructor does, naming `name`.
+  static Dataset from_arrays(Tensor features, std::vector<std::int32_t> labels, int num_classes,
+                             std::string name = "arrays");
+  static Dataset from_arrays(Tensor features, Tensor targets, std::string name = "arrays");
+
   std::int64_t size() const { return static_cast<std::int64_t>(indices_.size()); }
-  /// {rows, cols, 1}: one example's shape (HWC); {28, 28, 1} for (Fashion-)MNIST.
-  Shape image_shape() const;
-  /// Floats per example (rows * cols).
-  std::int64_t image_size() const { return image_size_; }
+  /// One example's shape: {28, 28, 1} for (Fashion-)MNIST, {d} for feature vectors.
+  Shape example_shape() const;
+  /// Floats per example.
+  std::int64_t example_size() const { return example_size_; }
+  /// Class labels (true), or float targets.
+  bool has_labels() const { return storage_->targets.rank() == 0; }
   int num_classes() const { return storage_->num_classes; }
+  /// One example's target shape (float targets), {} with labels.
+  Shape target_shape() const;
+  std::int64_t target_size() const { return target_size_; }
+  /// What the examples are compared with, for Model::check_data().
+  TargetSpec target_spec() const;
   const std::string& name() const { return storage_->name; }
 
-  /// Pixels of example `i` (0 <= i < size()), a view into the shared storage.
-  std::span<const float> image(std::int64_t i) const;
+  /// Example `i` (0 <= i < size()), a view into the shared storage.
+  std::span<const float> example(std::int64_t i) const;
   std::int32_t label(std::int64_t i) const;
+  std::span<const float> target(std::int64_t i) const;
+  /// The names for image data: example_shape(), example_size(), example().
+  Shape image_shape() const { return example_shape(); }
+  std::int64_t image_size() const { return example_size_; }
+  std::span<const float> image(std::int64_t i) const { return example(i); }
 
   /// Worker `index` of `count` gets examples index, index + count, index + 2 * count, ... of this
   /// dataset: the shards are disjoint, cover the dataset, and their sizes differ by at most one.
@@ -76,7 +101,8 @@ class Dataset {
 
   std::shared_ptr<const Storage> storage_;
   std::vector<std::int64_t> indices_;
-  std::int64_t image_size_ = 0;
+  std::int64_t example_size_ = 0;
+  std::int64_t target_size_ = 0;
 };
 
 /// What load_idx expects of the files.

@@ -192,8 +192,8 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   // A table gives exactly byte / 255.0f, the value TensorFlow's and PyTorch's loaders produce.
   std::array<float, 256> scale;
   for (int v = 0; v < 256; ++v) scale[static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
-  storage->images.resize({count, rows, cols, 1});
-  float* out = storage->images.data();
+  storage->features.resize({count, rows, cols, 1});
+  float* out = storage->features.data();
   for (std::size_t i = 0; i < pixels.size(); ++i) out[i] = scale[pixels[i]];
 
   return Dataset(std::move(storage));

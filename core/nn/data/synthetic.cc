@@ -29,11 +29,11 @@ Dataset synthetic(std::int64_t n, std::uint64_t seed, const SyntheticOptions& op
   auto storage = std::make_shared<Storage>();
   storage->num_classes = options.num_classes;
   storage->name = "synthetic(n=" + std::to_string(n) + ", seed=" + std::to_string(seed) + ")";
-  storage->images.resize({n, rows, cols, 1});
+  storage->features.resize({n, rows, cols, 1});
   storage->labels.resize(static_cast<std::size_t>(n));
 
   std::mt19937_64 engine(detail::mix_seed(seed, 0));
-  float* pixel = storage->images.data();
+  float* pixel = storage->features.data();
   for (std::int64_t i = 0; i < n; ++i) {
     const auto label = static_cast<std::int32_t>(
         detail::uniform_below(engine, static_cast<std::uint64_t>(options.num_classes)));

@@ -234,16 +234,21 @@ class Dropout : public Layer {
 };
 
 /// Mean softmax cross-entropy of a batch of logits [N, classes] against integer labels, computed
-/// stably (log-sum-exp with the row max subtracted). Not a Layer: it takes the labels. Keeps the
-/// softmax of the last forward() for backward().
+/// stably (log-sum-exp with the row max subtracted), with label smoothing s: the target is
+/// (1 - s) onehot(label) + s / classes. Not a Layer: it takes the labels. Keeps the softmax of the
+/// last forward() for backward().
 class SoftmaxCrossEntropy {
  public:
+  /// 0 <= label_smoothing < 1, else InvalidArgument.
+  explicit SoftmaxCrossEntropy(float label_smoothing = 0.0f);
   /// The mean loss. Throws InvalidArgument when labels.size() != N or a label is out of range.
   float forward(const Tensor& logits, std::span<const std::int32_t> labels);
-  /// grad_logits = (softmax - onehot(labels)) / N for the last forward().
+  /// grad_logits = (softmax - target) / N for the last forward().
   void backward(Tensor& grad_logits) const;
+  float label_smoothing() const { return smoothing_; }
 
  private:
+  float smoothing_ = 0.0f;
   Tensor probabilities_;
   std::vector<std::int32_t> labels_;
 };

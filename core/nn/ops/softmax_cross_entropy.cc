@@ -6,6 +6,12 @@
 
 namespace cohort {
 
+SoftmaxCrossEntropy::SoftmaxCrossEntropy(float label_smoothing) : smoothing_(label_smoothing) {
+  if (!(label_smoothing >= 0.0f && label_smoothing < 1.0f))
+    throw InvalidArgument("SoftmaxCrossEntropy: label_smoothing = " +
+                          std::to_string(label_smoothing) + ", must be in [0, 1)");
+}
+
 float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::int32_t> labels) {
   if (logits.rank() < 1 || logits.dim(0) < 1)
     throw InvalidArgument("SoftmaxCrossEntropy: logits " + to_string(logits.shape()) +
@@ -31,7 +37,16 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::in
     p.row(i) = (x.row(i).array() - max).exp();
     const float sum = p.row(i).sum();
     p.row(i) /= sum;
-    loss -= static_cast<double>(x(i, labels[i]) - max) - std::log(static_cast<double>(sum));
+    const double log_sum = std::log(static_cast<double>(sum));
+    const double label_term = static_cast<double>(x(i, labels[i]) - max) - log_sum;
+    if (smoothing_ == 0.0f) {
+      loss -= label_term;
+    } else {
+      // The mean log-probability over the classes, for the uniform part of the target.
+      const double mean_term =
+          static_cast<double>(x.row(i).mean() - max) - log_sum;
+      loss -= (1.0 - smoothing_) * label_term + smoothing_ * mean_term;
+    }
   }
   return static_cast<float>(loss / static_cast<double>(n));
 }
@@ -39,10 +54,17 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::in
 void SoftmaxCrossEntropy::backward(Tensor& grad_logits) const {
   const std::int64_t n = probabilities_.dim(0);
   grad_logits.resize(probabilities_.shape());
-  grad_logits.flat() = probabilities_.flat() * (1.0f / static_cast<float>(n));
   const std::int64_t classes = probabilities_.dim(1);
+  const float inv_n = 1.0f / static_cast<float>(n);
+  if (smoothing_ == 0.0f) {
+    grad_logits.flat() = probabilities_.flat() * inv_n;
+  } else {
+    const float uniform = smoothing_ / static_cast<float>(classes) * inv_n;
+    grad_logits.flat() = (probabilities_.flat() * inv_n).array() - uniform;
+  }
+  const float label_weight = (1.0f - smoothing_) * inv_n;
   for (std::int64_t i = 0; i < n; ++i)
-    grad_logits[i * classes + labels_[static_cast<std::size_t>(i)]] -= 1.0f / static_cast<float>(n);
+    grad_logits[i * classes + labels_[static_cast<std::size_t>(i)]] -= label_weight;
 }
 
 }  // namespace cohort

@@ -21,9 +21,9 @@ namespace {
 // n examples of 2x3 pixels, every pixel of example i equal to i; label i % 10.
 Dataset numbered(std::int64_t n) {
   auto storage = std::make_shared<cohort::data::Storage>();
-  storage->images.resize({n, 2, 3, 1});
+  storage->features.resize({n, 2, 3, 1});
   for (std::int64_t i = 0; i < n; ++i)
-    std::fill_n(storage->images.data() + 6 * i, 6, static_cast<float>(i));
+    std::fill_n(storage->features.data() + 6 * i, 6, static_cast<float>(i));
   for (std::int64_t i = 0; i < n; ++i) storage->labels.push_back(static_cast<std::int32_t>(i % 10));
   storage->name = "numbered";
   return Dataset(std::move(storage));

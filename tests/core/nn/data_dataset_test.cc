@@ -20,7 +20,7 @@ std::vector<std::int64_t> indices_of(const Dataset& d) {
 }
 
 bool same_pixels(const Dataset& a, const Dataset& b) {
-  const auto x = a.storage()->images.span(), y = b.storage()->images.span();
+  const auto x = a.storage()->features.span(), y = b.storage()->features.span();
   return std::equal(x.begin(), x.end(), y.begin(), y.end());
 }
 
@@ -32,7 +32,7 @@ TEST_CASE("synthetic: shape, ranges, determinism") {
   CHECK(d.image_shape() == Shape{28, 28, 1});
   CHECK(d.image_size() == 784);
   CHECK(d.num_classes() == 10);
-  CHECK(d.storage()->images.shape() == Shape{500, 28, 28, 1});
+  CHECK(d.storage()->features.shape() == Shape{500, 28, 28, 1});
   std::vector<int> per_class(10);
   for (std::int64_t i = 0; i < d.size(); ++i) {
     REQUIRE(d.label(i) >= 0);
@@ -40,7 +40,7 @@ TEST_CASE("synthetic: shape, ranges, determinism") {
     ++per_class[static_cast<std::size_t>(d.label(i))];
   }
   for (int count : per_class) CHECK(count > 20);  // every class drawn, roughly 50 each
-  const auto pixels = d.storage()->images.span();
+  const auto pixels = d.storage()->features.span();
   CHECK(*std::min_element(pixels.begin(), pixels.end()) >= 0.0f);
   CHECK(*std::max_element(pixels.begin(), pixels.end()) <= 1.0f);
   CHECK(*std::max_element(pixels.begin(), pixels.end()) > 0.5f);
@@ -107,7 +107,7 @@ TEST_CASE("shard: disjoint, covering, balanced, sharing the storage") {
         ++seen[static_cast<std::size_t>(at)];
         CHECK(part.label(i) == whole.label(at));
         // The image view points into the shared buffer.
-        CHECK(part.image(i).data() == whole.storage()->images.data() + at * 784);
+        CHECK(part.image(i).data() == whole.storage()->features.data() + at * 784);
       }
     }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
@@ -142,7 +142,7 @@ TEST_CASE("a default Dataset is empty and usable") {
 TEST_CASE("a Dataset checks the storage it is given") {
   CHECK_THROWS_AS(Dataset(nullptr), cohort::InvalidArgument);
   auto storage = std::make_shared<Storage>();
-  storage->images.resize({2, 4, 4, 1});
+  storage->features.resize({2, 4, 4, 1});
   storage->labels = {1, 2};
   storage->name = "mine";
   CHECK(Dataset(storage).size() == 2);
@@ -152,6 +152,8 @@ TEST_CASE("a Dataset checks the storage it is given") {
   storage->labels = {1};
   CHECK_THROWS_AS(Dataset{storage}, cohort::InvalidArgument);
   storage->labels = {1, 2};
-  storage->images.resize({2, 16});
+  storage->features.resize({2, 16});  // feature vectors are examples too
+  CHECK(Dataset(storage).example_shape() == Shape{16});
+  storage->features.resize({2});  // no example shape
   CHECK_THROWS_AS(Dataset{storage}, cohort::InvalidArgument);
 }

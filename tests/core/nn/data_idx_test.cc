@@ -99,7 +99,7 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 double mean_pixel(const Dataset& d) {
-  const auto& images = d.storage()->images;
+  const auto& images = d.storage()->features;
   double sum = 0;
   for (std::int64_t i = 0; i < images.size(); ++i) sum += images[i];
   return sum / static_cast<double>(images.size());
@@ -134,7 +134,7 @@ TEST_CASE("fashion-mnist train set: counts, shape, labels, pixels, known statist
 
   CHECK(train.size() == 60000);
   CHECK(train.image_shape() == cohort::Shape{28, 28, 1});
-  CHECK(train.storage()->images.shape() == cohort::Shape{60000, 28, 28, 1});
+  CHECK(train.storage()->features.shape() == cohort::Shape{60000, 28, 28, 1});
   CHECK(train.num_classes() == 10);
   const std::vector<int> first = {9, 0, 0, 3, 0, 2, 7, 2, 5, 5};
   for (int i = 0; i < 10; ++i) CHECK(train.label(i) == first[static_cast<std::size_t>(i)]);
@@ -146,7 +146,7 @@ TEST_CASE("fashion-mnist train set: counts, shape, labels, pixels, known statist
   }
   for (int c = 0; c < 10; ++c) CHECK(per_class[static_cast<std::size_t>(c)] == 6000);
 
-  const auto& images = train.storage()->images;
+  const auto& images = train.storage()->features;
   float lo = 1, hi = 0;
   for (std::int64_t i = 0; i < images.size(); ++i) lo = std::min(lo, images[i]), hi = std::max(hi, images[i]);
   CHECK(lo == 0.0f);
@@ -185,8 +185,8 @@ TEST_CASE("gzip is told by its magic, not the name; raw and gzip load the same")
   REQUIRE(swapped.size() == packaged.size());
   CHECK(raw.storage()->labels == packaged.storage()->labels);
   CHECK(swapped.storage()->labels == packaged.storage()->labels);
-  const auto a = raw.storage()->images.span(), b = packaged.storage()->images.span(),
-             c = swapped.storage()->images.span();
+  const auto a = raw.storage()->features.span(), b = packaged.storage()->features.span(),
+             c = swapped.storage()->features.span();
   CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
   CHECK(std::equal(c.begin(), c.end(), b.begin(), b.end()));
 }

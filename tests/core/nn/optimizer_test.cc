@@ -117,7 +117,7 @@ TEST_CASE("clipping by global norm scales every gradient by clip / norm") {
 
 TEST_CASE("bad optimizer options are refused by name") {
   CHECK_THROWS_WITH_AS(Optimizer::create(options("rmsprop", 0.1)),
-                       "unknown optimizer 'rmsprop' (known: sgd, momentum, adam)", cohort::InvalidArgument);
+                       "unknown optimizer 'rmsprop' (known: sgd, momentum, adam, adamw)", cohort::InvalidArgument);
   CHECK_THROWS_AS(Optimizer::create(options("sgd", -1.0)), cohort::InvalidArgument);
   auto o = options("momentum", 0.1);
   o.momentum = 1.5;

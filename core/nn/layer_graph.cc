@@ -1,0 +1,282 @@
+#include "cohort/core/nn/layer_graph.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+
+namespace cohort {
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// A layer owns the variables named "<layer>/...", whether it created them or a tower did.
+bool owns(const Layer& layer, const Variable& v) { return starts_with(v.name, layer.name() + "/"); }
+
+}  // namespace
+
+Shape MergeLayer::build(Graph&, const Shape&) {
+  throw InvalidArgument("layer \"" + name() + "\" joins several inputs; apply it to two or more");
+}
+void MergeLayer::forward(const Tensor&, Tensor&, const OpContext&) {
+  throw InvalidArgument("layer \"" + name() + "\" joins several inputs; apply it to two or more");
+}
+void MergeLayer::backward(const Tensor&, const Tensor&, const Tensor&, Tensor*, std::span<float>) {
+  throw InvalidArgument("layer \"" + name() + "\" joins several inputs; apply it to two or more");
+}
+
+void LayerGraph::check_node(Node node, const char* what) const {
+  if (node.id < 0 || node.id >= static_cast<int>(nodes_.size()))
+    throw InvalidArgument(std::string(what) + ": node " + std::to_string(node.id) +
+                          " is not a node of this model");
+}
+
+Node LayerGraph::input(Shape shape, std::string name) {
+  for (std::int64_t d : shape)
+    if (d < 1) throw InvalidArgument("input \"" + name + "\": bad example shape " + to_string(shape));
+  if (std::any_of(nodes_.begin(), nodes_.end(), [&](const NodeInfo& n) { return n.name == name; }))
+    throw InvalidArgument("input \"" + name + "\": the name is already used in this model");
+  NodeInfo info;
+  info.name = std::move(name);
+  info.shape = std::move(shape);
+  nodes_.push_back(std::move(info));
+  inputs_.push_back(static_cast<int>(nodes_.size()) - 1);
+  refresh();
+  return Node{static_cast<int>(nodes_.size()) - 1};
+}
+
+Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> inputs) {
+  if (!layer) throw InvalidArgument("Model: null layer");
+  const std::string& name = layer->name();
+  for (const NodeInfo& n : nodes_)
+    if (n.name == name)
+      throw InvalidArgument("Model: a layer or input named \"" + name + "\" is already in the model");
+  const int arity = layer->num_inputs();
+  if (inputs.empty() || (arity > 0 && static_cast<int>(inputs.size()) != arity) ||
+      (arity == 0 && inputs.size() < 2))
+    throw InvalidArgument("layer \"" + name + "\" takes " +
+                          (arity > 0 ? std::to_string(arity) : std::string("two or more")) +
+                          " input" + (arity == 1 ? "" : "s") + ", given " +
+                          std::to_string(inputs.size()));
+  std::vector<Shape> shapes;
+  NodeInfo info;
+  for (Node in : inputs) {
+    check_node(in, ("layer \"" + name + "\"").c_str());
+    shapes.push_back(nodes_[static_cast<std::size_t>(in.id)].shape);
+    info.inputs.push_back(in.id);
+  }
+  info.shape = layer->build_node(*graph_, shapes);
+  info.name = name;
+  info.layer = static_cast<int>(layers_.size());
+  info.has_variables = std::any_of(graph_->variables().begin(), graph_->variables().end(),
+                                   [&](const Variable& v) { return v.trainable && owns(*layer, v); });
+  layers_.push_back(std::move(layer));
+  nodes_.push_back(std::move(info));
+  refresh();
+  return Node{static_cast<int>(nodes_.size()) - 1};
+}
+
+void LayerGraph::set_output(Node output) {
+  check_node(output, "Model::set_output");
+  output_ = output.id;
+  output_set_ = true;
+  refresh();
+}
+
+Node LayerGraph::output() const { return Node{output_}; }
+
+void LayerGraph::refresh() {
+  if (!output_set_) output_ = static_cast<int>(nodes_.size()) - 1;
+  const std::size_t n = nodes_.size();
+  outputs_.resize(n);
+  slot_.assign(n, -1);
+  values_.assign(n, nullptr);
+  grad_targets_.assign(n, nullptr);
+  grad_written_.assign(n, 0);
+  needs_.assign(n, 0);
+  for (NodeInfo& node : nodes_) node.live = false;
+  if (output_ >= 0) nodes_[static_cast<std::size_t>(output_)].live = true;
+  for (std::size_t i = n; i-- > 0;)
+    if (nodes_[i].live)
+      for (int in : nodes_[i].inputs) nodes_[static_cast<std::size_t>(in)].live = true;
+  unused_ranges_for_ = -1;
+}
+
+const Tensor& LayerGraph::forward(std::span<const Tensor* const> inputs, const OpContext& context) {
+  if (layers_.empty() && inputs_.empty()) throw InvalidArgument("Model: no layers");
+  if (inputs.size() != inputs_.size())
+    throw InvalidArgument("Model: " + std::to_string(inputs.size()) + " input batches for " +
+                          std::to_string(inputs_.size()) + " inputs");
+  std::int64_t batch = -1;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const NodeInfo& node = nodes_[static_cast<std::size_t>(inputs_[k])];
+    const Tensor& x = *inputs[k];
+    const Shape& example = node.shape;
+    const bool ok = x.rank() == static_cast<int>(example.size()) + 1 && x.dim(0) > 0 &&
+                    std::equal(example.begin(), example.end(), x.shape().begin() + 1);
+    if (!ok)
+      throw InvalidArgument("Model: input \"" + node.name + "\" is given " + to_string(x.shape()) +
+                            ", not a batch of examples of shape " + to_string(example));
+    if (batch >= 0 && x.dim(0) != batch)
+      throw InvalidArgument("Model: the input batches differ in size (" + std::to_string(batch) +
+                            " and " + std::to_string(x.dim(0)) + ")");
+    batch = x.dim(0);
+    values_[static_cast<std::size_t>(inputs_[k])] = &x;
+  }
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    const NodeInfo& node = nodes_[n];
+    if (node.layer < 0 || !node.live) continue;
+    in_.clear();
+    for (int i : node.inputs) in_.push_back(values_[static_cast<std::size_t>(i)]);
+    layers_[static_cast<std::size_t>(node.layer)]->forward_node(in_, outputs_[n], context);
+    values_[n] = &outputs_[n];
+  }
+  return *values_[static_cast<std::size_t>(output_)];
+}
+
+void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                          std::span<float> grads) {
+  if (grad_inputs.size() != inputs_.size())
+    throw InvalidArgument("LayerGraph::backward: " + std::to_string(grad_inputs.size()) +
+                          " input gradients for " + std::to_string(inputs_.size()) + " inputs");
+  const std::size_t count = nodes_.size();
+  // Which nodes' gradients are needed: an input's when asked for, a layer's when it reaches the
+  // output and it or something before it has variables (or an input whose gradient is asked).
+  std::fill(grad_written_.begin(), grad_written_.end(), 0);
+  for (std::size_t k = 0; k < inputs_.size(); ++k) {
+    const auto id = static_cast<std::size_t>(inputs_[k]);
+    needs_[id] = grad_inputs[k] != nullptr;
+    grad_targets_[id] = grad_inputs[k];
+  }
+  for (std::size_t n = 0; n < count; ++n) {
+    const NodeInfo& node = nodes_[n];
+    if (node.layer < 0) continue;
+    bool needs = node.live && node.has_variables;
+    for (int i : node.inputs) needs = needs || (node.live && needs_[static_cast<std::size_t>(i)]);
+    needs_[n] = needs;
+    grad_targets_[n] = nullptr;  // a pool buffer, once its first gradient arrives
+    slot_[n] = -1;
+  }
+  free_.clear();
+  for (int b = static_cast<int>(pool_.size()); b-- > 0;) free_.push_back(b);
+  const auto take = [&](std::size_t node) {
+    if (free_.empty()) {
+      pool_.emplace_back();
+      free_.push_back(static_cast<int>(pool_.size()) - 1);
+    }
+    slot_[node] = free_.back();
+    free_.pop_back();
+    grad_targets_[node] = &pool_[static_cast<std::size_t>(slot_[node])];
+  };
+  const auto out = static_cast<std::size_t>(output_);
+  if (nodes_[out].layer < 0) {  // the output is an input itself
+    if (grad_targets_[out] != nullptr) *grad_targets_[out] = grad_output;
+    return;
+  }
+  for (std::size_t n = count; n-- > 0;) {
+    const NodeInfo& node = nodes_[n];
+    if (node.layer < 0 || !needs_[n] || (n != out && !grad_written_[n])) continue;
+    const Tensor& grad = n == out ? grad_output : *grad_targets_[n];
+    in_.clear();
+    grad_in_.clear();
+    if (scratch_.size() < node.inputs.size()) scratch_.resize(node.inputs.size());
+    // The first gradient a node receives is written in place; later ones (fan-out, or the same
+    // node twice among one layer's inputs) go to scratch and are added.
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      const auto i = static_cast<std::size_t>(node.inputs[j]);
+      in_.push_back(values_[i]);
+      Tensor* target = nullptr;
+      if (needs_[i]) {
+        const bool taken = grad_written_[i] ||
+                           std::find(node.inputs.begin(), node.inputs.begin() + static_cast<long>(j),
+                                     node.inputs[j]) != node.inputs.begin() + static_cast<long>(j);
+        if (!taken && nodes_[i].layer >= 0) take(i);
+        target = taken ? &scratch_[j] : grad_targets_[i];
+      }
+      grad_in_.push_back(target);
+    }
+    layers_[static_cast<std::size_t>(node.layer)]->backward_node(in_, *values_[n], grad, grad_in_,
+                                                                 grads);
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      if (grad_in_[j] == nullptr) continue;
+      const auto i = static_cast<std::size_t>(node.inputs[j]);
+      if (grad_in_[j] == &scratch_[j])
+        grad_targets_[i]->flat() += scratch_[j].flat();
+      else
+        grad_written_[i] = 1;
+    }
+    if (slot_[n] >= 0) {  // this node's gradient is used up
+      free_.push_back(slot_[n]);
+      slot_[n] = -1;
+    }
+  }
+}
+
+const Tensor* LayerGraph::value(const std::string& name) const {
+  for (std::size_t n = 0; n < nodes_.size(); ++n)
+    if (nodes_[n].name == name) return values_.size() > n ? values_[n] : nullptr;
+  return nullptr;
+}
+
+const Shape& LayerGraph::shape(Node node) const {
+  check_node(node, "Model");
+  return nodes_[static_cast<std::size_t>(node.id)].shape;
+}
+
+bool LayerGraph::is_chain() const {
+  if (inputs_.size() != 1 || inputs_[0] != 0 || output_ != static_cast<int>(nodes_.size()) - 1)
+    return false;
+  for (std::size_t n = 1; n < nodes_.size(); ++n)
+    if (nodes_[n].layer < 0 || nodes_[n].inputs != std::vector<int>{static_cast<int>(n) - 1})
+      return false;
+  return true;
+}
+
+bool LayerGraph::layer_has_variables(std::size_t i) const {
+  for (const NodeInfo& node : nodes_)
+    if (node.layer == static_cast<int>(i)) return node.has_variables;
+  return false;
+}
+
+const std::vector<std::pair<std::int64_t, std::int64_t>>& LayerGraph::unused_ranges() {
+  if (unused_ranges_for_ != graph_->num_parameters()) {
+    unused_ranges_.clear();
+    for (const Variable& v : graph_->variables()) {
+      if (!v.trainable || v.size == 0) continue;
+      const bool used = std::any_of(nodes_.begin(), nodes_.end(), [&](const NodeInfo& node) {
+        return node.layer >= 0 && node.live &&
+               owns(*layers_[static_cast<std::size_t>(node.layer)], v);
+      });
+      if (used) continue;
+      if (!unused_ranges_.empty() && unused_ranges_.back().second == v.offset)
+        unused_ranges_.back().second = v.offset + v.size;
+      else
+        unused_ranges_.emplace_back(v.offset, v.offset + v.size);
+    }
+    unused_ranges_for_ = graph_->num_parameters();
+  }
+  return unused_ranges_;
+}
+
+double LayerGraph::flops_per_example() const {
+  // Whether anything at or before each node has variables: a layer whose inputs have none
+  // computes no input gradient.
+  std::vector<char> upstream(nodes_.size(), 0);
+  double flops = 0.0;
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    const NodeInfo& node = nodes_[n];
+    if (node.layer < 0 || !node.live) continue;
+    bool before = false;
+    for (int i : node.inputs) before = before || upstream[static_cast<std::size_t>(i)];
+    upstream[n] = before || node.has_variables;
+    const Layer& layer = *layers_[static_cast<std::size_t>(node.layer)];
+    flops += layer.flops_per_example();
+    if (!before) flops -= input_grad_flops_per_example(layer);
+  }
+  return flops;
+}
+
+}  // namespace cohort

@@ -1,0 +1,200 @@
+#include "cohort/core/nn/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+namespace {
+
+// One example's prediction shape as text, for messages.
+std::string per_example(const Shape& prediction) { return "predictions " + to_string(prediction); }
+
+[[noreturn]] void mismatch(const std::string& what, const Shape& prediction,
+                           const TargetSpec& targets, const std::string& why) {
+  throw InvalidArgument(what + " does not fit the data: " + per_example(prediction) +
+                        " per example, " + targets.to_string() + "; " + why);
+}
+
+// Classes of a prediction [classes] (a vector of logits), or 0 when it is not one.
+std::int64_t classes_of(const Shape& prediction) {
+  return prediction.size() == 1 ? prediction[0] : 0;
+}
+
+void check_labels(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
+  if (!targets.labels)
+    mismatch(what, prediction, targets, "it needs class labels");
+  const std::int64_t classes = classes_of(prediction);
+  if (classes < 1) mismatch(what, prediction, targets, "it needs a vector of logits per example");
+  if (targets.num_classes > classes)
+    mismatch(what, prediction, targets,
+             "there are " + std::to_string(targets.num_classes) + " classes but " +
+                 std::to_string(classes) + " logits");
+}
+
+void check_values(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
+  if (targets.labels) mismatch(what, prediction, targets, "it needs float targets");
+  if (targets.shape != prediction && num_elements(targets.shape) != num_elements(prediction))
+    mismatch(what, prediction, targets, "targets and predictions differ in shape");
+}
+
+// The batch's float targets, checked against the predictions.
+const Tensor& values_of(const std::string& what, const Tensor& predictions, const Targets& targets) {
+  if (targets.values == nullptr) throw InvalidArgument(what + ": the batch has no float targets");
+  const Tensor& t = *targets.values;
+  if (t.size() != predictions.size() || t.dim(0) != predictions.dim(0))
+    throw InvalidArgument(what + ": targets " + to_string(t.shape()) + " for predictions " +
+                          to_string(predictions.shape()));
+  return t;
+}
+
+}  // namespace
+
+std::int64_t Targets::size() const {
+  if (values != nullptr) return values->rank() > 0 ? values->dim(0) : 0;
+  return static_cast<std::int64_t>(labels.size());
+}
+
+std::string TargetSpec::to_string() const {
+  if (labels) return "class labels in [0, " + std::to_string(num_classes) + ")";
+  return "float targets " + cohort::to_string(shape);
+}
+
+SoftmaxCrossEntropyLoss::SoftmaxCrossEntropyLoss(float label_smoothing) : op_(label_smoothing) {}
+
+void SoftmaxCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_labels("loss " + name(), prediction, targets);
+}
+
+float SoftmaxCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
+  if (targets.values != nullptr && targets.labels.empty())
+    throw InvalidArgument("loss " + name() + ": the batch has float targets, not class labels");
+  return op_.forward(predictions, targets.labels);
+}
+
+void SigmoidCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("loss " + name(), prediction, targets);
+}
+
+float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  grad_.resize(predictions.shape());
+  const std::int64_t n = predictions.size();
+  const float scale = 1.0f / static_cast<float>(n);
+  const float* x = predictions.data();
+  const float* y = t.data();
+  float* g = grad_.data();
+  double loss = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    loss += std::max(xi, 0.0f) - xi * y[i] + std::log1p(std::exp(-std::abs(xi)));
+    const float sigmoid = xi >= 0 ? 1.0f / (1.0f + std::exp(-xi)) : std::exp(xi) / (1.0f + std::exp(xi));
+    g[i] = (sigmoid - y[i]) * scale;
+  }
+  return static_cast<float>(loss / static_cast<double>(n));
+}
+
+void SigmoidCrossEntropyLoss::backward(Tensor& grad) { grad = grad_; }
+
+void MeanSquaredErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("loss " + name(), prediction, targets);
+}
+
+float MeanSquaredErrorLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  grad_.resize(predictions.shape());
+  const std::int64_t n = predictions.size();
+  grad_.flat() = predictions.flat() - t.flat();
+  const double loss = static_cast<double>(grad_.flat().squaredNorm()) / static_cast<double>(n);
+  grad_.flat() *= 2.0f / static_cast<float>(n);
+  return static_cast<float>(loss);
+}
+
+void MeanSquaredErrorLoss::backward(Tensor& grad) { grad = grad_; }
+
+void Accuracy::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_labels("metric " + name(), prediction, targets);
+}
+
+float Accuracy::compute(const Tensor& predictions, const Targets& targets) {
+  return accuracy(predictions, targets.labels);
+}
+
+TopKAccuracy::TopKAccuracy(int k) : k_(k) {
+  if (k < 1) throw InvalidArgument("TopKAccuracy: k = " + std::to_string(k) + ", must be >= 1");
+}
+
+void TopKAccuracy::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_labels("metric " + name(), prediction, targets);
+  if (classes_of(prediction) < k_)
+    mismatch("metric " + name(), prediction, targets, "k is larger than the number of logits");
+}
+
+float TopKAccuracy::compute(const Tensor& predictions, const Targets& targets) {
+  const std::int64_t n = predictions.dim(0);
+  const std::int64_t classes = predictions.size() / n;
+  if (static_cast<std::int64_t>(targets.labels.size()) != n)
+    throw InvalidArgument("metric " + name() + ": " + std::to_string(targets.labels.size()) +
+                          " labels for a batch of " + std::to_string(n));
+  std::int64_t hits = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = predictions.data() + i * classes;
+    const std::int32_t label = targets.labels[static_cast<std::size_t>(i)];
+    // The label is in the top k when fewer than k logits beat it (ties go to the lower index,
+    // as with accuracy's first maximum).
+    std::int64_t better = 0;
+    for (std::int64_t c = 0; c < classes; ++c)
+      better += row[c] > row[label] || (row[c] == row[label] && c < label) ? 1 : 0;
+    hits += better < k_ ? 1 : 0;
+  }
+  return static_cast<float>(hits) / static_cast<float>(n);
+}
+
+void BinaryAccuracy::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("metric " + name(), prediction, targets);
+}
+
+float BinaryAccuracy::compute(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("metric " + name(), predictions, targets);
+  std::int64_t agree = 0;
+  for (std::int64_t i = 0; i < predictions.size(); ++i)
+    agree += (predictions[i] > 0.0f) == (t[i] > 0.5f) ? 1 : 0;
+  return static_cast<float>(agree) / static_cast<float>(predictions.size());
+}
+
+void MeanSquaredError::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("metric " + name(), prediction, targets);
+}
+
+float MeanSquaredError::compute(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("metric " + name(), predictions, targets);
+  return static_cast<float>(static_cast<double>((predictions.flat() - t.flat()).squaredNorm()) /
+                            static_cast<double>(predictions.size()));
+}
+
+std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) {
+  if (name == "softmax_cross_entropy")
+    return std::make_unique<SoftmaxCrossEntropyLoss>(label_smoothing);
+  if (label_smoothing != 0.0f)
+    throw InvalidArgument("label smoothing applies to softmax_cross_entropy, not " + name);
+  if (name == "sigmoid_cross_entropy") return std::make_unique<SigmoidCrossEntropyLoss>();
+  if (name == "mean_squared_error" || name == "mse") return std::make_unique<MeanSquaredErrorLoss>();
+  throw InvalidArgument("unknown loss '" + name +
+                        "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
+                        "mean_squared_error)");
+}
+
+std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
+  std::vector<std::unique_ptr<Metric>> metrics;
+  if (dynamic_cast<const SoftmaxCrossEntropyLoss*>(&loss))
+    metrics.push_back(std::make_unique<Accuracy>());
+  else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss))
+    metrics.push_back(std::make_unique<BinaryAccuracy>());
+  else if (dynamic_cast<const MeanSquaredErrorLoss*>(&loss))
+    metrics.push_back(std::make_unique<MeanSquaredError>());
+  return metrics;
+}
+
+}  // namespace cohort

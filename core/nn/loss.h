@@ -1,0 +1,153 @@
+#pragma once
+// Losses and metrics as objects: what a model's output is compared with, and how.
+//
+//   model.set_loss(std::make_unique<SoftmaxCrossEntropyLoss>(/*label_smoothing=*/0.1f));
+//   model.add_metric(std::make_unique<TopKAccuracy>(5));
+//
+// A user's loss derives from Loss (forward and backward) and a user's metric from Metric.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// What a batch of predictions is compared with: a class label per example, or float targets.
+struct Targets {
+  std::span<const std::int32_t> labels;  ///< one per example (classification), or empty
+  const Tensor* values = nullptr;        ///< [N, ...] (regression, multi-label), or null
+
+  /// The number of examples (labels or the targets' first dimension).
+  std::int64_t size() const;
+};
+
+/// What a dataset gives per example, to check a loss or metric against the data before training.
+struct TargetSpec {
+  bool labels = true;   ///< class labels, else float targets
+  int num_classes = 0;  ///< labels: in [0, num_classes)
+  Shape shape;          ///< float targets: one example's shape
+
+  static TargetSpec classes(int n) { return {true, n, {}}; }
+  static TargetSpec values(Shape shape) { return {false, 0, std::move(shape)}; }
+  /// "class labels in [0, 10)", "float targets [3]".
+  std::string to_string() const;
+};
+
+/// A training loss. forward() gives the batch mean; backward() writes dLoss/dPredictions for the
+/// last forward(). Keeps what backward needs and reuses its buffers. Not thread-safe (one per
+/// model).
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual std::string name() const = 0;
+  /// Throws InvalidArgument, naming the loss, the predictions and the targets, when predictions
+  /// of `prediction` shape per example cannot be compared with `targets`.
+  virtual void check(const Shape& prediction, const TargetSpec& targets) const = 0;
+  /// The mean loss of the batch. Throws InvalidArgument for targets that do not fit (a label out
+  /// of range, a size mismatch), naming what.
+  virtual float forward(const Tensor& predictions, const Targets& targets) = 0;
+  virtual void backward(Tensor& grad) = 0;
+};
+
+/// Softmax cross-entropy of logits [N, classes] against class labels, with label smoothing: the
+/// target is (1 - s) one-hot + s / classes (TensorFlow's label_smoothing).
+class SoftmaxCrossEntropyLoss final : public Loss {
+ public:
+  explicit SoftmaxCrossEntropyLoss(float label_smoothing = 0.0f);
+  std::string name() const override { return "softmax_cross_entropy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override { op_.backward(grad); }
+  float label_smoothing() const { return op_.label_smoothing(); }
+
+ private:
+  SoftmaxCrossEntropy op_;
+};
+
+/// Sigmoid cross-entropy of logits against float targets in [0, 1] of the same shape, averaged
+/// over every element (multi-label classification), computed stably:
+/// max(x, 0) - x t + log(1 + exp(-|x|)).
+class SigmoidCrossEntropyLoss final : public Loss {
+ public:
+  std::string name() const override { return "sigmoid_cross_entropy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override;
+
+ private:
+  Tensor grad_;
+};
+
+/// Mean squared error against float targets of the prediction's shape, averaged over every
+/// element.
+class MeanSquaredErrorLoss final : public Loss {
+ public:
+  std::string name() const override { return "mean_squared_error"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override;
+
+ private:
+  Tensor grad_;
+};
+
+/// A quantity reported beside the loss (not differentiated). compute() gives the batch mean.
+class Metric {
+ public:
+  virtual ~Metric() = default;
+  /// How it is fetched: "accuracy", "top5_accuracy", "mse", ...
+  virtual std::string name() const = 0;
+  virtual void check(const Shape& prediction, const TargetSpec& targets) const = 0;
+  virtual float compute(const Tensor& predictions, const Targets& targets) = 0;
+};
+
+/// Fraction of examples whose top prediction is the label (the first maximum on ties).
+class Accuracy final : public Metric {
+ public:
+  std::string name() const override { return "accuracy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+};
+
+/// Fraction of examples whose label is among the k largest predictions ("top<k>_accuracy").
+class TopKAccuracy final : public Metric {
+ public:
+  explicit TopKAccuracy(int k);
+  std::string name() const override { return "top" + std::to_string(k_) + "_accuracy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+
+ private:
+  int k_;
+};
+
+/// Fraction of elements whose logit and 0/1 target agree (logit > 0 against target > 0.5): the
+/// accuracy of multi-label predictions ("binary_accuracy").
+class BinaryAccuracy final : public Metric {
+ public:
+  std::string name() const override { return "binary_accuracy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+};
+
+/// Mean squared error against float targets ("mse").
+class MeanSquaredError final : public Metric {
+ public:
+  std::string name() const override { return "mse"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+};
+
+/// The loss named `name` ("softmax_cross_entropy", "sigmoid_cross_entropy",
+/// "mean_squared_error"); InvalidArgument naming the known ones otherwise.
+std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
+/// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
+/// binary_accuracy for sigmoid cross-entropy, mse for mean squared error, none for others.
+std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss);
+
+}  // namespace cohort
