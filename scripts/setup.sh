@@ -17,6 +17,7 @@ packages=(
   libeigen3-dev                     # tensors and GEMM
   libboost-dev libboost-program-options-dev  # flags; Boost.CRC for checksums
   doctest-dev nlohmann-json3-dev zlib1g-dev
+  libzip-dev                        # NumPy .npz archives
   dataset-fashion-mnist             # the default training data
 )
 if ((with_tests)); then

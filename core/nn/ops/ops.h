@@ -1,7 +1,11 @@
 #pragma once
 // The CPU ops: Dense, Conv2D, MaxPool2D, ReLU, Flatten, Dropout (Layers), the fused softmax
-// cross-entropy loss and accuracy. Images are NHWC, filters HWIO, everything float32; each op's
-// CPU path lives in its own .cc file beside this header.
+// cross-entropy loss and accuracy, declared here, and the terse constructors of every layer of
+// the catalogue; the rest of it is declared in normalization.h (BatchNormalization,
+// LayerNormalization), pooling.h (AvgPool2D, GlobalAveragePooling2D), merge.h (Add,
+// Concatenate), elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax, Reshape) and embedding.h.
+// Images are NHWC, filters HWIO, everything float32; each op's CPU path lives in its own .cc
+// file beside its header.
 //
 // A model is a few lines of these (see core/model.h):
 //
@@ -102,6 +106,9 @@ class Conv2D : public Layer {
     Padding padding = Padding::kSame;
     Activation activation = Activation::kNone;
     Initializer kernel_initializer = Initializer::he_normal();
+    /// Dilation (atrous convolution): the filter taps are this far apart; 1 is the usual
+    /// convolution. Dilated convolutions use im2col and have no GPU path.
+    std::int64_t dilation_h = 1, dilation_w = 1;
     /// kAuto: Winograd F(2x2, r x r) where it serves (stride 1, 3x3 or 5x5, >= 8 channels in
     /// and out; see winograd.h), else im2col. kWinograd on a layer it cannot serve makes build()
     /// throw InvalidArgument.
@@ -273,5 +280,23 @@ std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::in
 std::unique_ptr<Layer> relu(std::string name);
 std::unique_ptr<Layer> flatten(std::string name);
 std::unique_ptr<Layer> dropout(std::string name, float rate);
+/// Batch normalisation (normalization.h); `synchronized` reduces its statistics over replicas.
+std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized = false,
+                                  float momentum = 0.9f, float epsilon = 1e-3f);
+std::unique_ptr<Layer> layer_norm(std::string name, float epsilon = 1e-3f);
+/// Square window and stride (stride 0: = window), pooling.h.
+std::unique_ptr<Layer> avg_pool2d(std::string name, std::int64_t window, std::int64_t stride = 0,
+                                  Padding padding = Padding::kValid);
+std::unique_ptr<Layer> global_avg_pool2d(std::string name);
+/// merge.h: apply to two or more nodes.
+std::unique_ptr<Layer> add(std::string name);
+std::unique_ptr<Layer> concatenate(std::string name, int axis = -1);
+/// elementwise.h. `function`: "relu", "leaky_relu" (slope `alpha` below 0), "sigmoid", "tanh",
+/// "gelu" or "softmax" (over the last axis); InvalidArgument naming the known ones otherwise.
+std::unique_ptr<Layer> activation(std::string name, const std::string& function,
+                                  float alpha = 0.2f);
+std::unique_ptr<Layer> reshape(std::string name, Shape shape);
+/// embedding.h.
+std::unique_ptr<Layer> embedding(std::string name, std::int64_t vocabulary, std::int64_t dim);
 
 }  // namespace cohort

@@ -11,7 +11,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_model_gradients;
+using cohort::testing::expect_model_gradients;
 using cohort::testing::GradientCheckOptions;
 using cohort::testing::random_tensor;
 
@@ -51,7 +51,7 @@ TEST_CASE("a user-defined model in a few lines") {
   CHECK(model.fetch("nothing") == nullptr);
   GradientCheckOptions options;
   options.step = 1e-3;
-  check_model_gradients(model, x, labels, context, options);
+  expect_model_gradients(model, x, labels, context, options);
 }
 
 TEST_CASE("Model rejects bad layers and batches") {
@@ -152,7 +152,7 @@ TEST_CASE("mlp gradients match finite differences") {
   GradientCheckOptions options;
   options.step = 1e-3;
   options.max_per_tensor = 300;
-  check_model_gradients(model, x, std::vector<std::int32_t>{3, 7, 0}, {}, options);
+  expect_model_gradients(model, x, std::vector<std::int32_t>{3, 7, 0}, {}, options);
 }
 
 TEST_CASE("cnn gradients (dropout on, fixed seed) match finite differences") {
@@ -171,7 +171,7 @@ TEST_CASE("cnn gradients (dropout on, fixed seed) match finite differences") {
   // input of its channel, and its quotient is noise at any usable step: skipped here.
   options.threshold = 5e-2;
   options.skip_variables = {"conv1/bias", "conv2/bias"};
-  check_model_gradients(model, x, std::vector<std::int32_t>{4, 9}, context, options);
+  expect_model_gradients(model, x, std::vector<std::int32_t>{4, 9}, context, options);
 }
 
 TEST_CASE("evaluate turns dropout off and matches the training loss without it") {

@@ -11,7 +11,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_layer_gradients;
+using cohort::testing::expect_layer_gradients;
 using cohort::testing::GradientCheckOptions;
 using cohort::testing::random_tensor;
 
@@ -164,7 +164,7 @@ TEST_CASE("Conv2D gradients match finite differences") {
     Tensor x = random_tensor(c.input, 8);
     GradientCheckOptions check;
     check.step = 1e-3;
-    check_layer_gradients(layer, graph, x, {}, check);
+    expect_layer_gradients(layer, graph, x, {}, check);
   }
 }
 
@@ -178,7 +178,7 @@ TEST_CASE("Conv2D gradients across several chunks match finite differences") {
     Tensor x = random_tensor({3, 28, 28, 8}, 3);
     GradientCheckOptions check;  // linear, so a larger step costs no accuracy and beats rounding
     check.max_per_tensor = 40;
-    check_layer_gradients(layer, graph, x, {}, check);
+    expect_layer_gradients(layer, graph, x, {}, check);
   }
 }
 
@@ -242,7 +242,7 @@ TEST_CASE("Conv2D by Winograd matches direct convolution, im2col and finite diff
     if (c.o.activation == Activation::kNone) {
       GradientCheckOptions check;
       check.max_per_tensor = 60;
-      check_layer_gradients(winograd, graph, x, {}, check);
+      expect_layer_gradients(winograd, graph, x, {}, check);
     }
   }
 }

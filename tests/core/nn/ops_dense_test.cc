@@ -11,7 +11,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_layer_gradients;
+using cohort::testing::expect_layer_gradients;
 using cohort::testing::GradientCheckOptions;
 using cohort::testing::random_tensor;
 
@@ -79,7 +79,7 @@ TEST_CASE("Dense gradients match finite differences") {
     Tensor x = random_tensor({4, 2, 3}, 11);
     GradientCheckOptions options;
     options.step = 1e-3;
-    check_layer_gradients(layer, graph, x, {}, options);
+    expect_layer_gradients(layer, graph, x, {}, options);
   }
 }
 
@@ -100,7 +100,7 @@ TEST_CASE("Dense gradients for wide, narrow and larger-than-cache kernels match 
     GradientCheckOptions options;
     options.step = 1e-3;
     options.max_per_tensor = 60;
-    check_layer_gradients(layer, graph, x, {}, options);
+    expect_layer_gradients(layer, graph, x, {}, options);
   }
 }
 

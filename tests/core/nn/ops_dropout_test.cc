@@ -9,7 +9,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_layer_gradients;
+using cohort::testing::expect_layer_gradients;
 using cohort::testing::random_tensor;
 
 namespace {
@@ -66,7 +66,7 @@ TEST_CASE("Dropout gradients (fixed mask) match finite differences") {
   Tensor x = random_tensor({3, 3, 5}, 4);
   OpContext context;
   context.seed = 17;
-  check_layer_gradients(layer, graph, x, context);
+  expect_layer_gradients(layer, graph, x, context);
   CHECK(values(layer.mask()) != std::vector<float>(45, 1.0f / 0.6f));
 }
 

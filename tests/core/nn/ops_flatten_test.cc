@@ -6,7 +6,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_layer_gradients;
+using cohort::testing::expect_layer_gradients;
 using cohort::testing::random_tensor;
 
 TEST_CASE("Flatten keeps the batch and the values, in order") {
@@ -25,5 +25,5 @@ TEST_CASE("Flatten gradients match finite differences") {
   Flatten layer("flatten");
   layer.build(graph, {3, 2, 2});
   Tensor x = random_tensor({2, 3, 2, 2}, 2);
-  check_layer_gradients(layer, graph, x);
+  expect_layer_gradients(layer, graph, x);
 }

@@ -9,7 +9,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_layer_gradients;
+using cohort::testing::expect_layer_gradients;
 using cohort::testing::spaced_tensor;
 
 TEST_CASE("MaxPool2D 2x2 on a 4x4 image, forward and backward by hand") {
@@ -73,7 +73,7 @@ TEST_CASE("MaxPool2D gradients match finite differences") {
     pool.build(graph, {c.input[1], c.input[2], c.input[3]});
     // Distinct values 0.05 apart: a 1e-2 step never changes which pixel wins.
     Tensor x = spaced_tensor(c.input, 21);
-    check_layer_gradients(pool, graph, x);
+    expect_layer_gradients(pool, graph, x);
   }
 }
 

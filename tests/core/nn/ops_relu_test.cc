@@ -7,7 +7,7 @@
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
-using cohort::testing::check_layer_gradients;
+using cohort::testing::expect_layer_gradients;
 using cohort::testing::spaced_tensor;
 
 TEST_CASE("ReLU forward and backward by hand") {
@@ -27,5 +27,5 @@ TEST_CASE("ReLU gradients match finite differences") {
   ReLU layer("relu");
   layer.build(graph, {3, 4});
   Tensor x = spaced_tensor({2, 3, 4}, 5);  // no input within 0.025 of the kink
-  check_layer_gradients(layer, graph, x);
+  expect_layer_gradients(layer, graph, x);
 }

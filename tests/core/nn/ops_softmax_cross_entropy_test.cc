@@ -48,7 +48,7 @@ TEST_CASE("SoftmaxCrossEntropy gradient matches finite differences") {
   Tensor grad;
   loss.backward(grad);
   for (std::int64_t i = 0; i < logits.size(); ++i) {
-    const double numeric = cohort::testing::detail::central_difference(logits[i], 1e-2, [&] {
+    const double numeric = cohort::central_difference(logits[i], 1e-2, [&] {
       SoftmaxCrossEntropy probe;
       return static_cast<double>(probe.forward(logits, labels));
     });

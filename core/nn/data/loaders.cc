@@ -1,0 +1,3 @@
+#include "cohort/core/nn/data/loaders.h"
+
+namespace cohort::data {}  // namespace cohort::data

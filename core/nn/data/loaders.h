@@ -1,0 +1,68 @@
+#pragma once
+// Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip) and CSV.
+//
+//   auto train = cohort::data::dataset_from_npy("x_train.npy", "y_train.npy");
+//   auto table = cohort::data::load_csv("houses.csv", {.target_columns = {"price"}});
+//
+// Every fault of a file (missing, not the format, truncated, an unsupported dtype or layout, a
+// non-numeric CSV field, counts that do not agree) is a DataError naming the file and the fault
+// in one line.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort::data {
+
+/// An array read from a NumPy file, converted to float32, in C (row-major) order, with its shape.
+struct NpyArray {
+  Tensor values;
+  std::string dtype;      ///< as the file gave it, e.g. "<f4", "<i8", "|u1"
+  bool integral = false;  ///< an integer or bool dtype
+};
+
+/// Reads a .npy file (format versions 1, 2 and 3): little-endian (or byte-sized) bool, int8-64,
+/// uint8-64, float32 and float64 arrays, C order. A 0-d array is read as shape [1].
+NpyArray load_npy(const std::string& path);
+/// Reads every array of a .npz archive (stored or deflated, as numpy.savez and savez_compressed
+/// write them), by name without the ".npy" suffix.
+std::map<std::string, NpyArray> load_npz(const std::string& path);
+/// Writes `values` as a little-endian float32 .npy file (C order).
+void save_npy(const std::string& path, const Tensor& values);
+
+/// A dataset of the features in one array and the labels or targets in another. An integral
+/// array of n values ([n] or [n, 1]) gives class labels (num_classes 0: the largest label + 1);
+/// anything else float targets [n, ...]. The first dimensions must agree.
+Dataset dataset_from_arrays(NpyArray features, NpyArray targets, const std::string& name,
+                            int num_classes = 0);
+/// The same from two .npy files.
+Dataset dataset_from_npy(const std::string& features_path, const std::string& targets_path,
+                         int num_classes = 0);
+/// The same from two arrays of one .npz archive.
+Dataset dataset_from_npz(const std::string& path, const std::string& features_key = "x",
+                         const std::string& targets_key = "y", int num_classes = 0);
+
+/// How to read a CSV file of numbers.
+struct CsvOptions {
+  char delimiter = ',';
+  /// The first row names the columns (columns are then named by it; else by 0-based index).
+  bool header = true;
+  /// A column of integer class labels (a name, or an index as text), or empty.
+  std::string label_column;
+  /// Columns of float targets (names or indices), or empty (then label_column is required).
+  std::vector<std::string> target_columns;
+  /// The feature columns; empty: every column that is not the label or a target.
+  std::vector<std::string> feature_columns;
+  /// With label_column: the number of classes; 0: the largest label + 1.
+  int num_classes = 0;
+};
+
+/// Reads a CSV file of numeric fields into a dataset of [n, features] examples with class labels
+/// or [n, targets] float targets. Blank lines are skipped; every row must have as many fields
+/// as the first.
+Dataset load_csv(const std::string& path, const CsvOptions& options);
+
+}  // namespace cohort::data

@@ -1,0 +1,3 @@
+#include "cohort/core/nn/ops/elementwise.h"
+
+namespace cohort {}  // namespace cohort

@@ -1,0 +1,3 @@
+#include "cohort/core/nn/ops/embedding.h"
+
+namespace cohort {}  // namespace cohort

@@ -1,0 +1,3 @@
+#include "cohort/core/nn/ops/merge.h"
+
+namespace cohort {}  // namespace cohort

@@ -1,0 +1,56 @@
+#pragma once
+// Layers that join several inputs (MergeLayer): Add and Concatenate.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// The element-wise sum of two or more inputs of one shape (a residual connection).
+class Add : public MergeLayer {
+ public:
+  explicit Add(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  std::string name_;
+  std::int64_t size_ = 0;
+  std::int64_t inputs_ = 0;
+};
+
+/// Two or more inputs joined along one axis of the example shape (`axis` counts from 0; a
+/// negative one from the end: -1, the default, is the channels); the other dimensions must agree.
+class Concatenate : public MergeLayer {
+ public:
+  explicit Concatenate(std::string name, int axis = -1) : name_(std::move(name)), axis_(axis) {}
+
+  const std::string& name() const override { return name_; }
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+
+ private:
+  std::string name_;
+  int axis_;
+  std::int64_t outer_ = 0;              // product of the example dimensions before the axis
+  std::vector<std::int64_t> widths_;    // per input: its axis length times the inner size
+  std::int64_t total_width_ = 0;
+};
+
+}  // namespace cohort

@@ -1,0 +1,3 @@
+#include "cohort/core/nn/ops/normalization.h"
+
+namespace cohort {}  // namespace cohort

@@ -1,0 +1,88 @@
+#pragma once
+// Normalisation layers: BatchNormalization (with synchronised statistics across replicas) and
+// LayerNormalization.
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// Batch normalisation over every axis but the last (the channels of NHWC images, the features
+/// of [N, F] rows): y = gamma * (x - mean) / sqrt(var + epsilon) + beta, per channel.
+///
+/// Variables: "<name>/gamma" (ones) and "<name>/beta" (zeros), trainable, no weight decay; state
+/// "<name>/moving_mean" (zeros) and "<name>/moving_variance" (ones), non-trainable. In training
+/// (OpContext::training) it normalises with the batch's mean and (biased) variance and, when
+/// context.update_state, moves the state toward them: moving = momentum * moving + (1 - momentum)
+/// * batch, the variance with Bessel's correction (n / (n - 1)). At inference it normalises with
+/// the moving statistics.
+///
+/// Synchronised (Options::synchronized, with a context.cross_replica): the batch statistics are
+/// those of every replica's batch together, summed through cross_replica in forward (sum, sum of
+/// squares, count) and, in backward, the two sums the input gradient needs (of dy and of
+/// dy * x_hat), so W replicas at batch B compute what one process at W * B does.
+class BatchNormalization : public Layer {
+ public:
+  struct Options {
+    float momentum = 0.9f;
+    float epsilon = 1e-3f;
+    bool synchronized = false;
+  };
+  BatchNormalization(std::string name, Options options);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+  const Options& options() const { return options_; }
+
+ private:
+  std::string name_;
+  Options options_;
+  Graph* graph_ = nullptr;
+  std::int64_t channels_ = 0;
+  std::int64_t per_example_ = 0;  // elements of one example
+  std::int64_t gamma_offset_ = 0, beta_offset_ = 0;
+  std::int64_t mean_offset_ = 0, variance_offset_ = 0;  // in the graph's state
+  // Kept from forward for backward.
+  bool last_training_ = false;
+  CrossReplicaSum* last_cross_replica_ = nullptr;
+  double last_count_ = 0;  // elements per channel the statistics were taken over (all replicas)
+  Tensor x_hat_;           // normalised input
+  std::vector<float> inv_std_;  // per channel
+  std::vector<double> sums_;    // reduction scratch
+};
+
+/// Layer normalisation over the last axis of each example (each row of [..., F]):
+/// y = gamma * (x - mean) / sqrt(var + epsilon) + beta, with "<name>/gamma" (ones) and
+/// "<name>/beta" (zeros) of [F]. No state; the same in training and inference.
+class LayerNormalization : public Layer {
+ public:
+  explicit LayerNormalization(std::string name, float epsilon = 1e-3f);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  std::string name_;
+  float epsilon_;
+  Graph* graph_ = nullptr;
+  std::int64_t features_ = 0;
+  std::int64_t per_example_ = 0;
+  std::int64_t gamma_offset_ = 0, beta_offset_ = 0;
+  Tensor x_hat_;
+  std::vector<float> inv_std_;  // per row
+};
+
+}  // namespace cohort

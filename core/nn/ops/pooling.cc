@@ -1,0 +1,3 @@
+#include "cohort/core/nn/ops/pooling.h"
+
+namespace cohort {}  // namespace cohort

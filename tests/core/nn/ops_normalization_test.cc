@@ -1,0 +1,4 @@
+// Tests of core/nn/ops/normalization.h (to be written).
+#include "cohort/core/nn/ops/normalization.h"
+
+#include <doctest/doctest.h>
