@@ -32,7 +32,10 @@
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
 
-COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn or small_cnn");
+COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn, small_cnn or resnet");
+COHORT_DEFINE_int(resnet_blocks, 2, "resnet: residual blocks per stage (3 stages of 16, 32, 64 filters)");
+COHORT_DEFINE_bool(sync_batch_norm, false,
+                   "batch norm statistics over every worker's batch (allreduce, or sync without backup workers)");
 COHORT_DEFINE_string(hidden, "256,128", "mlp hidden layer sizes, comma-separated");
 COHORT_DEFINE_string(mode, "allreduce",
                      "how workers combine updates: sync, async, ssp (need --ps_tasks), allreduce, "
@@ -42,9 +45,15 @@ COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum or adam");
 COHORT_DEFINE_float(learning_rate, 0.01, "base learning rate");
 COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer");
 COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum");
-COHORT_DEFINE_string(lr_schedule, "constant", "learning-rate schedule: constant, step or exponential");
-COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential schedules: decay factor");
-COHORT_DEFINE_int(lr_decay_steps, 10000, "step/exponential schedules: global steps per decay");
+COHORT_DEFINE_string(lr_schedule, "constant", "learning-rate schedule: constant, step, exponential or cosine");
+COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential: decay factor; cosine: the final fraction of the rate");
+COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine: its length (0: the run's global steps)");
+COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the rate rises linearly to --learning_rate");
+COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2 (sgd, momentum, adam) or decoupled (adamw)");
+COHORT_DEFINE_float(label_smoothing, 0.0, "softmax cross-entropy label smoothing");
+COHORT_DEFINE_bool(normalize, false, "standardise the images with Fashion-MNIST's mean and deviation (0.2860, 0.3530)");
+COHORT_DEFINE_int(crop_padding, 0, "training augmentation: random crops of the images padded by this many pixels");
+COHORT_DEFINE_bool(horizontal_flip, false, "training augmentation: random left-right flips");
 COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)");
 COHORT_DEFINE_int(epochs, 1, "epochs over the training set, counted globally (ignored with --train_steps)");
 COHORT_DEFINE_int(train_steps, 0, "global steps to train (0: use --epochs)");
@@ -94,17 +103,43 @@ std::vector<std::int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
-cohort::OptimizerOptions optimizer_options() {
+// `steps`: the run's global steps, the default length of a decay.
+cohort::OptimizerOptions optimizer_options(std::int64_t steps) {
   cohort::OptimizerOptions o;
   o.name = FLAGS_optimizer;
   o.learning_rate.base = FLAGS_learning_rate;
   o.learning_rate.kind = cohort::LearningRateSchedule::parse_kind(FLAGS_lr_schedule);
   o.learning_rate.decay_rate = FLAGS_lr_decay_rate;
-  o.learning_rate.decay_steps = FLAGS_lr_decay_steps;
+  o.learning_rate.decay_steps =
+      FLAGS_lr_decay_steps > 0 ? FLAGS_lr_decay_steps
+                               : std::max<std::int64_t>(1, steps - FLAGS_lr_warmup_steps);
+  o.learning_rate.warmup_steps = FLAGS_lr_warmup_steps;
   o.momentum = FLAGS_momentum;
   o.nesterov = FLAGS_nesterov;
   o.clip_norm = FLAGS_clip_norm;
+  o.weight_decay = FLAGS_weight_decay;
   return o;
+}
+
+// The model named by the flags, on `graph`.
+cohort::Model model_from_flags(cohort::Graph& graph, const std::vector<std::int64_t>& hidden) {
+  cohort::ResNetOptions resnet;
+  resnet.blocks_per_stage = static_cast<int>(FLAGS_resnet_blocks);
+  resnet.sync_batch_norm = FLAGS_sync_batch_norm;
+  cohort::Model model = cohort::build_model(FLAGS_model, graph, hidden, resnet);
+  if (FLAGS_label_smoothing != 0.0)
+    model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(
+        static_cast<float>(FLAGS_label_smoothing)));
+  return model;
+}
+
+// Normalisation and augmentation of the images, from the flags.
+cohort::data::ImageOptions image_options() {
+  cohort::data::ImageOptions image;
+  if (FLAGS_normalize) image.mean = {0.2860f}, image.std = {0.3530f};
+  image.crop_padding = FLAGS_crop_padding;
+  image.horizontal_flip = FLAGS_horizontal_flip;
+  return image;
 }
 
 std::string duration(double seconds) {
@@ -204,10 +239,10 @@ int Main(int, char**) {
   if (server.job_name() == "evaluator") {
     // Follows the chief's checkpoints and evaluates each on the test set as it appears.
     cohort::Graph graph;
-    cohort::Model model = cohort::build_model(FLAGS_model, graph, hidden);
+    cohort::Model model = model_from_flags(graph, hidden);
     const auto evaluations = cohort::run_evaluator(
         server, model, cohort::data::fashion_mnist(cohort::data::Split::kTest),
-        {.checkpoint_dir = FLAGS_checkpoint_dir});
+        {.checkpoint_dir = FLAGS_checkpoint_dir, .image = image_options()});
     std::printf("%s: %zu checkpoint%s evaluated\n", server.task().to_string().c_str(),
                 evaluations.size(), evaluations.size() == 1 ? "" : "s");
     return 0;
@@ -255,16 +290,17 @@ int Main(int, char**) {
   options.replication.fusion_bytes = FLAGS_fusion_bytes;
   options.replication.wait_timeout = timeout;
   options.model_name = FLAGS_model;
-  cohort::Trainer trainer(
-      &server, graph,
-      [&](cohort::Graph& g) { return cohort::build_model(FLAGS_model, g, hidden); }, shard,
-      cohort::Optimizer::create(optimizer_options()), options);
+  options.image = image_options();
+  options.sync_batch_norm = FLAGS_sync_batch_norm;
 
   // Epochs are counted globally: a global step consumes this many examples.
-  const std::int64_t per_step = trainer.examples_per_global_step();
+  const std::int64_t per_step = options.examples_per_global_step(workers);
   const std::int64_t target =
       FLAGS_train_steps > 0 ? FLAGS_train_steps
                             : (FLAGS_epochs * train_data.size() + per_step - 1) / per_step;
+  cohort::Trainer trainer(
+      &server, graph, [&](cohort::Graph& g) { return model_from_flags(g, hidden); }, shard,
+      cohort::Optimizer::create(optimizer_options(target)), options);
 
   const bool chief = server.is_chief();
   const auto test_data = chief ? cohort::data::fashion_mnist(cohort::data::Split::kTest)

@@ -1,6 +1,10 @@
 #!/usr/bin/python3
 """PyTorch's training throughput for Cohort's built-in models, for a side-by-side ratio.
 
+The PyTorch models are the same networks: layer for layer, biases included, batch norm with
+Cohort's epsilon (1e-3); PyTorch's CPU convolutions and batch norm run on oneDNN where its
+build has it (Debian's does).
+
     OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX scripts/bench_pytorch.py [--threads 1] [--seconds 4]
     scripts/bench_pytorch.py --device cuda --batch_size 256 --models mlp,cnn
 
@@ -19,6 +23,35 @@ import torch
 from torch import nn
 
 
+class Block(nn.Module):
+    """Cohort's resnet basic block: conv 3x3, BN, ReLU, conv 3x3, BN, + shortcut, ReLU."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1), nn.BatchNorm2d(cout, eps=1e-3),
+                                  nn.ReLU(), nn.Conv2d(cout, cout, 3, 1, 1),
+                                  nn.BatchNorm2d(cout, eps=1e-3))
+        self.shortcut = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride),
+                                          nn.BatchNorm2d(cout, eps=1e-3))
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+def resnet(widths=(16, 32, 64), blocks=2):
+    """Cohort's built-in resnet (core/nn/models.h): stem, 3 stages of `blocks` blocks, GAP, Dense."""
+    layers = [nn.Conv2d(1, widths[0], 3, 1, 1), nn.BatchNorm2d(widths[0], eps=1e-3), nn.ReLU()]
+    cin = widths[0]
+    for s, w in enumerate(widths):
+        for b in range(blocks):
+            layers.append(Block(cin, w, 2 if s > 0 and b == 0 else 1))
+            cin = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
+    return nn.Sequential(*layers)
+
+
 def models():
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                         nn.Linear(128, 10))
@@ -28,14 +61,14 @@ def models():
     small = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                           nn.Linear(1568, 10))
-    return {"mlp": mlp, "cnn": cnn, "small_cnn": small}
+    return {"mlp": mlp, "cnn": cnn, "small_cnn": small, "resnet": resnet()}
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--models", default="mlp,cnn,small_cnn")
+    parser.add_argument("--models", default="mlp,cnn,small_cnn,resnet")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--batch_size", type=int, default=64)
     args = parser.parse_args()

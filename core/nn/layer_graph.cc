@@ -261,10 +261,12 @@ const std::vector<std::pair<std::int64_t, std::int64_t>>& LayerGraph::unused_ran
   return unused_ranges_;
 }
 
-double LayerGraph::flops_per_example() const {
+double LayerGraph::flops_per_example(bool inputs_need_grad) const {
   // Whether anything at or before each node has variables: a layer whose inputs have none
   // computes no input gradient.
   std::vector<char> upstream(nodes_.size(), 0);
+  if (inputs_need_grad)
+    for (int i : inputs_) upstream[static_cast<std::size_t>(i)] = 1;
   double flops = 0.0;
   for (std::size_t n = 0; n < nodes_.size(); ++n) {
     const NodeInfo& node = nodes_[n];

@@ -81,8 +81,9 @@ class LayerGraph {
   /// gradient to (their gradients must be zeroed by the caller).
   const std::vector<std::pair<std::int64_t, std::int64_t>>& unused_ranges();
   /// Training FLOPs per example of the layers the output depends on, as executed (the input
-  /// gradient of a layer with nothing trainable before it is not computed).
-  double flops_per_example() const;
+  /// gradient of a layer with nothing trainable before it is not computed, unless the inputs'
+  /// gradients are asked for).
+  double flops_per_example(bool inputs_need_grad = false) const;
   Graph& graph() { return *graph_; }
   const Graph& graph() const { return *graph_; }
 

@@ -44,11 +44,60 @@ Model small_cnn(Graph& graph) {
   return model;
 }
 
-Model build_model(const std::string& name, Graph& graph, const std::vector<std::int64_t>& hidden) {
+namespace {
+
+// conv 3x3 (stride), BN, ReLU, conv 3x3, BN; the shortcut (1x1 conv and BN when the shape
+// changes) added; ReLU.
+Node basic_block(Model& model, Node x, const std::string& name, std::int64_t in,
+                 std::int64_t filters, std::int64_t stride, bool sync) {
+  Node y = model.apply(conv2d(name + "/conv1", filters, 3, Activation::kNone, stride), x);
+  y = model.apply(batch_norm(name + "/bn1", sync), y);
+  y = model.apply(relu(name + "/relu1"), y);
+  y = model.apply(conv2d(name + "/conv2", filters, 3), y);
+  y = model.apply(batch_norm(name + "/bn2", sync), y);
+  Node shortcut = x;
+  if (stride != 1 || in != filters) {
+    shortcut = model.apply(conv2d(name + "/shortcut", filters, 1, Activation::kNone, stride), x);
+    shortcut = model.apply(batch_norm(name + "/shortcut_bn", sync), shortcut);
+  }
+  y = model.apply(add(name + "/add"), {y, shortcut});
+  return model.apply(relu(name + "/relu2"), y);
+}
+
+}  // namespace
+
+Model resnet(Graph& graph, const ResNetOptions& options) {
+  if (options.widths.empty() || options.blocks_per_stage < 1)
+    throw InvalidArgument("resnet: needs at least one stage and one block per stage");
+  Model model(graph);
+  Node x = model.input(kImageShape);
+  const bool sync = options.sync_batch_norm;
+  x = model.apply(conv2d("stem/conv", options.widths.front(), 3), x);
+  x = model.apply(batch_norm("stem/bn", sync), x);
+  x = model.apply(relu("stem/relu"), x);
+  std::int64_t channels = options.widths.front();
+  for (std::size_t s = 0; s < options.widths.size(); ++s) {
+    for (int b = 0; b < options.blocks_per_stage; ++b) {
+      const std::int64_t stride = s > 0 && b == 0 ? 2 : 1;
+      const std::string name =
+          "stage" + std::to_string(s + 1) + "_block" + std::to_string(b + 1);
+      x = basic_block(model, x, name, channels, options.widths[s], stride, sync);
+      channels = options.widths[s];
+    }
+  }
+  x = model.apply(global_avg_pool2d("pool"), x);
+  model.apply(dense("logits", kClasses), x);
+  return model;
+}
+
+Model build_model(const std::string& name, Graph& graph, const std::vector<std::int64_t>& hidden,
+                  const ResNetOptions& resnet_options) {
   if (name == "mlp") return mlp(graph, hidden);
   if (name == "cnn") return cnn(graph);
   if (name == "small_cnn") return small_cnn(graph);
-  throw InvalidArgument("unknown model \"" + name + "\"; known models: mlp, cnn, small_cnn");
+  if (name == "resnet") return resnet(graph, resnet_options);
+  throw InvalidArgument("unknown model \"" + name +
+                        "\"; known models: mlp, cnn, small_cnn, resnet");
 }
 
 }  // namespace cohort

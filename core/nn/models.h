@@ -23,9 +23,29 @@ Model cnn(Graph& graph, float dropout_rate = 0.5f);
 /// Dense 10.
 Model small_cnn(Graph& graph);
 
-/// The built-in model `name` ("mlp", "cnn" or "small_cnn"); `hidden` is used by mlp only. Throws
-/// InvalidArgument naming the known models for any other name.
+/// How resnet() is built.
+struct ResNetOptions {
+  /// Filters of each stage; every stage after the first halves the image (stride 2).
+  std::vector<std::int64_t> widths = {16, 32, 64};
+  /// Residual blocks per stage.
+  int blocks_per_stage = 2;
+  /// Batch normalisation with statistics synchronised over the replicas.
+  bool sync_batch_norm = false;
+};
+
+/// A small residual network (He et al. 2016, the CIFAR ResNets) for 28x28x1 images: conv 3x3 +
+/// batch norm + ReLU, then per stage `blocks_per_stage` basic blocks (conv 3x3, BN, ReLU, conv
+/// 3x3, BN, added to the block's input — through a 1x1 convolution and BN where the shape
+/// changes — then ReLU), global average pooling and Dense 10. Variables "stem/...",
+/// "stage<s>_block<b>/...", "logits/...". With the defaults, 14 weighted layers and 175k
+/// parameters.
+Model resnet(Graph& graph, const ResNetOptions& options = {});
+
+/// The built-in model `name` ("mlp", "cnn", "small_cnn" or "resnet"); `hidden` is used by mlp
+/// only, `resnet_options` by resnet only. Throws InvalidArgument naming the known models for any
+/// other name.
 Model build_model(const std::string& name, Graph& graph,
-                  const std::vector<std::int64_t>& hidden = {256, 128});
+                  const std::vector<std::int64_t>& hidden = {256, 128},
+                  const ResNetOptions& resnet_options = {});
 
 }  // namespace cohort

@@ -1,5 +1,6 @@
 #include "cohort/core/nn/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cohort/core/base/error.h"
@@ -7,6 +8,9 @@
 namespace cohort {
 
 double LearningRateSchedule::at(std::int64_t step) const {
+  if (step < warmup_steps)
+    return base * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  step -= warmup_steps;
   switch (kind) {
     case Kind::kConstant:
       return base;
@@ -17,6 +21,12 @@ double LearningRateSchedule::at(std::int64_t step) const {
       if (staircase) exponent = std::floor(exponent);
       return base * std::pow(decay_rate, exponent);
     }
+    case Kind::kCosine: {
+      const double progress =
+          std::min(1.0, static_cast<double>(step) / static_cast<double>(decay_steps));
+      const double cosine = 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
+      return base * (decay_rate + (1.0 - decay_rate) * cosine);
+    }
   }
   return base;
 }
@@ -25,8 +35,9 @@ LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& n
   if (name == "constant") return Kind::kConstant;
   if (name == "step") return Kind::kStep;
   if (name == "exponential") return Kind::kExponential;
+  if (name == "cosine") return Kind::kCosine;
   throw InvalidArgument("unknown learning-rate schedule '" + name +
-                        "' (known: constant, step, exponential)");
+                        "' (known: constant, step, exponential, cosine)");
 }
 
 namespace {
@@ -129,17 +140,20 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
   const auto bad = [](const std::string& what) { return InvalidArgument("optimizer: " + what); };
   if (options.learning_rate.base <= 0 || !std::isfinite(options.learning_rate.base))
     throw bad("learning rate must be a positive number, got " + std::to_string(options.learning_rate.base));
+  if (options.learning_rate.warmup_steps < 0)
+    throw bad("learning-rate warmup steps must be >= 0, got " +
+              std::to_string(options.learning_rate.warmup_steps));
   if (options.learning_rate.decay_steps <= 0)
     throw bad("learning-rate decay steps must be > 0, got " + std::to_string(options.learning_rate.decay_steps));
   if (options.clip_norm < 0) throw bad("clip norm must be >= 0");
+  if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
+    throw bad("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
   if (options.name == "sgd") return std::make_unique<Sgd>(options);
   if (options.name == "momentum") {
     if (options.momentum < 0 || options.momentum >= 1)
       throw bad("momentum must be in [0, 1), got " + std::to_string(options.momentum));
     return std::make_unique<Momentum>(options);
   }
-  if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
-    throw bad("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
   if (options.name == "adam" || options.name == "adamw") {
     if (options.beta1 < 0 || options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1)
       throw bad("adam betas must be in [0, 1)");

@@ -13,17 +13,22 @@ namespace cohort {
 
 /// The learning rate as a function of the global step.
 struct LearningRateSchedule {
-  enum class Kind { kConstant, kStep, kExponential };
+  enum class Kind { kConstant, kStep, kExponential, kCosine };
   Kind kind = Kind::kConstant;
   double base = 0.01;
   /// kStep: multiply by decay_rate every decay_steps steps. kExponential:
-  /// base * decay_rate^(step / decay_steps), continuous unless staircase.
+  /// base * decay_rate^(step / decay_steps), continuous unless staircase. kCosine: from base down
+  /// to base * decay_rate along half a cosine over decay_steps, then flat (TensorFlow's
+  /// cosine_decay with alpha = decay_rate).
   double decay_rate = 0.1;
   std::int64_t decay_steps = 1000;
   bool staircase = false;
+  /// The first warmup_steps steps rise linearly from base / warmup_steps to base (then the
+  /// schedule runs from step 0 of its own).
+  std::int64_t warmup_steps = 0;
 
   double at(std::int64_t step) const;
-  /// "constant", "step" or "exponential"; anything else is an InvalidArgument.
+  /// "constant", "step", "exponential" or "cosine"; anything else is an InvalidArgument.
   static Kind parse_kind(const std::string& name);
 };
 

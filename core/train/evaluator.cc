@@ -33,7 +33,7 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
       const Checkpoint checkpoint = read_checkpoint(*latest);
       restore_variables(checkpoint, model.graph());
       Evaluation evaluation{*latest, checkpoint.global_step(),
-                            evaluate_dataset(model, data, options.batch_size)};
+                            evaluate_dataset(model, data, options.batch_size, options.image)};
       summaries.add_scalars({{"eval/loss", evaluation.metrics.loss},
                              {"eval/accuracy", evaluation.metrics.accuracy}},
                             evaluation.global_step);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cohort/core/dist/server.h"
+#include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/model.h"
 
@@ -28,6 +29,8 @@ struct EvaluatorOptions {
   /// How often the checkpoint index is looked at.
   std::chrono::milliseconds poll{500};
   std::int64_t batch_size = 1000;
+  /// The image normalisation the trainer uses (its random crops and flips play no part).
+  data::ImageOptions image;
 };
 
 /// One checkpoint evaluated.

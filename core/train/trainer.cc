@@ -250,19 +250,23 @@ void Trainer::restore(const Checkpoint& checkpoint) {
   restore_checkpoint(checkpoint, graph_, *optimizer_);
 }
 
-std::int64_t Trainer::examples_per_global_step() const {
-  const ReplicationOptions& r = options_.replication;
+std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
+  const ReplicationOptions& r = replication;
   switch (r.mode) {
     case Mode::kSync:
-      return options_.batch_size * (r.replicas_to_aggregate > 0 ? r.replicas_to_aggregate : num_workers_);
+      return batch_size * (r.replicas_to_aggregate > 0 ? r.replicas_to_aggregate : workers);
     case Mode::kAllreduce:
-      return options_.batch_size * num_workers_;
+      return batch_size * workers;
     case Mode::kLocal:
     case Mode::kAsync:
     case Mode::kSsp:
       break;
   }
-  return options_.batch_size;
+  return batch_size;
+}
+
+std::int64_t Trainer::examples_per_global_step() const {
+  return options_.examples_per_global_step(num_workers_);
 }
 
 }  // namespace cohort

@@ -42,6 +42,10 @@ struct TrainerOptions {
   bool allow_tf32 = false;       ///< GPU towers may use TF32 tensor cores
   std::uint64_t seed = 1;        ///< initialisation, shuffling and dropout derive from it
   std::string model_name;        ///< recorded in checkpoints
+
+  /// Examples one global step consumes over `workers` replicas: a replica's batch in the async
+  /// modes, k (or all replicas') batches in sync, every replica's in allreduce.
+  std::int64_t examples_per_global_step(int workers) const;
 };
 
 /// The values of one step, by name: what a session can fetch.

@@ -8,7 +8,9 @@
 // non-numeric CSV field, counts that do not agree) is a DataError naming the file and the fault
 // in one line.
 
+#include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,9 @@ NpyArray load_npy(const std::string& path);
 std::map<std::string, NpyArray> load_npz(const std::string& path);
 /// Writes `values` as a little-endian float32 .npy file (C order).
 void save_npy(const std::string& path, const Tensor& values);
+/// Writes class labels as a little-endian int32 .npy file of shape [n] (what dataset_from_npy
+/// reads back as labels).
+void save_npy(const std::string& path, std::span<const std::int32_t> labels);
 
 /// A dataset of the features in one array and the labels or targets in another. An integral
 /// array of n values ([n] or [n, 1]) gives class labels (num_classes 0: the largest label + 1);
@@ -45,24 +50,27 @@ Dataset dataset_from_npy(const std::string& features_path, const std::string& ta
 Dataset dataset_from_npz(const std::string& path, const std::string& features_key = "x",
                          const std::string& targets_key = "y", int num_classes = 0);
 
-/// How to read a CSV file of numbers.
+/// How to read a CSV file of numbers. (The `{}` initializers keep GCC's -Wextra quiet about
+/// designated initializers that leave members out, as in the example above.)
 struct CsvOptions {
   char delimiter = ',';
   /// The first row names the columns (columns are then named by it; else by 0-based index).
   bool header = true;
   /// A column of integer class labels (a name, or an index as text), or empty.
-  std::string label_column;
+  std::string label_column{};
   /// Columns of float targets (names or indices), or empty (then label_column is required).
-  std::vector<std::string> target_columns;
+  std::vector<std::string> target_columns{};
   /// The feature columns; empty: every column that is not the label or a target.
-  std::vector<std::string> feature_columns;
+  std::vector<std::string> feature_columns{};
   /// With label_column: the number of classes; 0: the largest label + 1.
   int num_classes = 0;
 };
 
 /// Reads a CSV file of numeric fields into a dataset of [n, features] examples with class labels
 /// or [n, targets] float targets. Blank lines are skipped; every row must have as many fields
-/// as the first.
+/// as the first. Spaces around a field and a pair of double quotes around it are dropped (a
+/// quoted field may not hold the delimiter). Columns that are not used are not parsed, so they
+/// may hold text. Unknown columns, or neither a label nor target columns: InvalidArgument.
 Dataset load_csv(const std::string& path, const CsvOptions& options);
 
 }  // namespace cohort::data

@@ -44,14 +44,20 @@ Conv2D::Conv2D(std::string name, Options options)
                           ", kernel " + std::to_string(o.kernel_h) + "x" +
                           std::to_string(o.kernel_w) + ", stride " + std::to_string(o.stride_h) +
                           "x" + std::to_string(o.stride_w) + ": each must be >= 1");
+  if (o.dilation_h < 1 || o.dilation_w < 1)
+    throw InvalidArgument("Conv2D \"" + name_ + "\": dilation " + std::to_string(o.dilation_h) +
+                          "x" + std::to_string(o.dilation_w) + ": each must be >= 1");
 }
 
 Shape Conv2D::build(Graph& graph, const Shape& input) {
   if (input.size() != 3 || input[2] < 1)
     throw InvalidArgument("Conv2D \"" + name_ + "\": input " + to_string(input) +
                           " is not [height, width, channels]");
-  const SpatialDim h = spatial_dim(input[0], options_.kernel_h, options_.stride_h, options_.padding);
-  const SpatialDim w = spatial_dim(input[1], options_.kernel_w, options_.stride_w, options_.padding);
+  // A dilated filter spans (k - 1) * d + 1 pixels; padding and output size follow that extent.
+  const std::int64_t extent_h = (options_.kernel_h - 1) * options_.dilation_h + 1;
+  const std::int64_t extent_w = (options_.kernel_w - 1) * options_.dilation_w + 1;
+  const SpatialDim h = spatial_dim(input[0], extent_h, options_.stride_h, options_.padding);
+  const SpatialDim w = spatial_dim(input[1], extent_w, options_.stride_w, options_.padding);
   im2col::Geometry& g = geometry_;
   g.in_h = input[0];
   g.in_w = input[1];
@@ -64,15 +70,21 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
   g.pad_left = w.pad_before;
   g.out_h = h.out;
   g.out_w = w.out;
+  g.dilation_h = options_.dilation_h;
+  g.dilation_w = options_.dilation_w;
   direct_ = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1;
-  // Patch rows copy kw * in contiguous floats at a time; below a 16-float vector that is mostly
-  // loop overhead, and the tap-major layout copies whole output rows instead.
-  patch_columns_ = !direct_ && g.kernel_w * g.in_c < 16;
+  // Patch rows copy kw * in contiguous floats at a time (in at a time when dilated); below a
+  // 16-float vector that is mostly loop overhead, and the tap-major layout copies whole output
+  // rows instead.
+  const std::int64_t row_copy = g.dilation_w == 1 ? g.kernel_w * g.in_c : g.in_c;
+  patch_columns_ = !direct_ && row_copy < 16;
   winograd_.reset();
-  const bool winograd_fits = winograd::Convolution::suitable(g, options_.filters);
+  // Winograd's transforms assume adjacent taps.
+  const bool winograd_fits = g.dilation_h == 1 && g.dilation_w == 1 &&
+                             winograd::Convolution::suitable(g, options_.filters);
   if (options_.algorithm == Options::Algorithm::kWinograd && !winograd_fits)
-    throw InvalidArgument("Conv2D \"" + name_ + "\": Winograd needs stride 1, a 3x3 or 5x5 filter and "
-                          ">= 8 channels in and out; input " + to_string(input));
+    throw InvalidArgument("Conv2D \"" + name_ + "\": Winograd needs stride 1, no dilation, a 3x3 "
+                          "or 5x5 filter and >= 8 channels in and out; input " + to_string(input));
   if (options_.algorithm != Options::Algorithm::kIm2col && winograd_fits)
     winograd_.emplace(g, options_.filters);
   graph_ = &graph;

@@ -1,3 +1,205 @@
 #include "cohort/core/nn/ops/elementwise.h"
 
-namespace cohort {}  // namespace cohort
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>  // Array::erf(), vectorised
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+
+namespace cohort {
+namespace {
+
+using RowArray = Eigen::Map<Eigen::ArrayXf>;
+using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
+
+constexpr float kSqrtHalf = 0.70710678118654752440f;       // 1 / sqrt(2)
+constexpr float kInvSqrtTwoPi = 0.39894228040143267794f;   // 1 / sqrt(2 pi)
+
+const char* kind_name(ElementwiseActivation::Kind kind) {
+  switch (kind) {
+    case ElementwiseActivation::Kind::kLeakyRelu: return "LeakyReLU";
+    case ElementwiseActivation::Kind::kSigmoid: return "Sigmoid";
+    case ElementwiseActivation::Kind::kTanh: return "Tanh";
+    case ElementwiseActivation::Kind::kGelu: return "GELU";
+    case ElementwiseActivation::Kind::kSoftmax: return "Softmax";
+  }
+  return "ElementwiseActivation";
+}
+
+}  // namespace
+
+ElementwiseActivation::ElementwiseActivation(std::string name, Kind kind, float alpha)
+    : name_(std::move(name)), kind_(kind), alpha_(alpha) {}
+
+Shape ElementwiseActivation::build(Graph&, const Shape& input) {
+  if (kind_ == Kind::kSoftmax && (input.empty() || input.back() < 1))
+    throw InvalidArgument(std::string(kind_name(kind_)) + " \"" + name_ + "\": input " +
+                          to_string(input) + " has no last axis to normalise over");
+  size_ = num_elements(input);
+  last_ = input.empty() ? 1 : input.back();
+  return input;
+}
+
+void ElementwiseActivation::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  output.resize(input.shape());
+  const auto x = input.flat().array();
+  auto y = output.flat().array();
+  switch (kind_) {
+    case Kind::kLeakyRelu:
+      y = (x > 0.0f).select(x, alpha_ * x);
+      break;
+    case Kind::kSigmoid:
+      // exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below.
+      y = (-x.abs()).exp();
+      y = (x >= 0.0f).select((1.0f + y).inverse(), y / (1.0f + y));
+      break;
+    case Kind::kTanh:
+      y = x.tanh();
+      break;
+    case Kind::kGelu:
+      y = 0.5f * x * (1.0f + (x * kSqrtHalf).erf());
+      break;
+    case Kind::kSoftmax: {
+      const std::int64_t rows = input.size() / last_;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        ConstRowArray xr(input.data() + r * last_, last_);
+        RowArray yr(output.data() + r * last_, last_);
+        // Shifted by the row max, every exponent is <= 0: no overflow, and the sum is >= 1.
+        yr = (xr - xr.maxCoeff()).exp();
+        yr *= 1.0f / yr.sum();
+      }
+      break;
+    }
+  }
+}
+
+void ElementwiseActivation::backward(const Tensor& input, const Tensor& output,
+                                     const Tensor& grad_output, Tensor* grad_input,
+                                     std::span<float>) {
+  if (grad_input == nullptr) return;
+  grad_input->resize(input.shape());
+  const auto x = input.flat().array();
+  const auto y = output.flat().array();
+  const auto dy = grad_output.flat().array();
+  auto dx = grad_input->flat().array();
+  switch (kind_) {
+    case Kind::kLeakyRelu:
+      // From the input: with alpha <= 0 the output's sign does not tell the side.
+      dx = (x > 0.0f).select(dy, alpha_ * dy);
+      break;
+    case Kind::kSigmoid:
+      dx = dy * y * (1.0f - y);
+      break;
+    case Kind::kTanh:
+      dx = dy * (1.0f - y.square());
+      break;
+    case Kind::kGelu:
+      // d/dx [x Phi(x)] = Phi(x) + x phi(x).
+      dx = dy * (0.5f * (1.0f + (x * kSqrtHalf).erf()) +
+                 x * kInvSqrtTwoPi * (-0.5f * x.square()).exp());
+      break;
+    case Kind::kSoftmax: {
+      const std::int64_t rows = input.size() / last_;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        ConstRowArray yr(output.data() + r * last_, last_);
+        ConstRowArray dyr(grad_output.data() + r * last_, last_);
+        RowArray dxr(grad_input->data() + r * last_, last_);
+        const float dot = (dyr * yr).sum();
+        dxr = yr * (dyr - dot);
+      }
+      break;
+    }
+  }
+}
+
+double ElementwiseActivation::flops_per_example() const {
+  // Forward and backward per element, a transcendental function counted as one.
+  double per_element = 0.0;
+  switch (kind_) {
+    case Kind::kLeakyRelu: per_element = 4.0; break;
+    case Kind::kSigmoid: per_element = 8.0; break;
+    case Kind::kTanh: per_element = 4.0; break;
+    case Kind::kGelu: per_element = 14.0; break;
+    case Kind::kSoftmax: per_element = 8.0; break;
+  }
+  return per_element * static_cast<double>(size_);
+}
+
+Shape Reshape::build(Graph&, const Shape& input) {
+  const std::int64_t count = num_elements(input);
+  std::int64_t known = 1;
+  int free_dims = 0;
+  for (std::int64_t d : target_) {
+    if (d == -1) {
+      ++free_dims;
+    } else if (d < 1) {
+      throw InvalidArgument("Reshape \"" + name_ + "\": target " + to_string(target_) +
+                            " has a dimension < 1 other than -1");
+    } else {
+      known *= d;
+    }
+  }
+  if (free_dims > 1)
+    throw InvalidArgument("Reshape \"" + name_ + "\": target " + to_string(target_) +
+                          " has more than one -1");
+  if ((free_dims == 0 && known != count) || (free_dims == 1 && count % known != 0))
+    throw InvalidArgument("Reshape \"" + name_ + "\": input " + to_string(input) + " (" +
+                          std::to_string(count) + " elements) cannot become " +
+                          to_string(target_));
+  output_ = target_;
+  for (std::int64_t& d : output_)
+    if (d == -1) d = count / known;
+  batch_output_.assign(output_.size() + 1, 0);
+  std::copy(output_.begin(), output_.end(), batch_output_.begin() + 1);
+  return output_;
+}
+
+// Tensors own their storage, so the reshape is a copy (one pass over the activation).
+void Reshape::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  batch_output_[0] = input.dim(0);
+  output.resize(batch_output_);
+  if (output.size() != input.size())
+    throw InvalidArgument("Reshape \"" + name_ + "\": input " + to_string(input.shape()) +
+                          " is not a batch of the examples it was built for");
+  output.flat() = input.flat();
+}
+
+void Reshape::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                       Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  grad_input->resize(input.shape());
+  grad_input->flat() = grad_output.flat();
+}
+
+std::unique_ptr<Layer> activation(std::string name, const std::string& function, float alpha) {
+  using Kind = ElementwiseActivation::Kind;
+  Kind kind;
+  if (function == "relu") return relu(std::move(name));
+  if (function == "leaky_relu") {
+    kind = Kind::kLeakyRelu;
+  } else if (function == "sigmoid") {
+    kind = Kind::kSigmoid;
+  } else if (function == "tanh") {
+    kind = Kind::kTanh;
+  } else if (function == "gelu") {
+    kind = Kind::kGelu;
+  } else if (function == "softmax") {
+    kind = Kind::kSoftmax;
+  } else {
+    throw InvalidArgument("activation \"" + name + "\": unknown function \"" + function +
+                          "\" (known: relu, leaky_relu, sigmoid, tanh, gelu, softmax)");
+  }
+  return std::make_unique<ElementwiseActivation>(std::move(name), kind, alpha);
+}
+
+std::unique_ptr<Layer> reshape(std::string name, Shape shape) {
+  return std::make_unique<Reshape>(std::move(name), std::move(shape));
+}
+
+}  // namespace cohort

@@ -49,6 +49,7 @@ class Reshape : public Layer {
   std::string name_;
   Shape target_;
   Shape output_;
+  Shape batch_output_;  // [n, output_...], its batch size set by each forward
 };
 
 }  // namespace cohort

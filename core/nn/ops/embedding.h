@@ -11,10 +11,11 @@
 
 namespace cohort {
 
-/// Looks up rows of "<name>/embeddings" [vocabulary, dim] (uniform in [-0.05, 0.05), weight
-/// decay applies): examples of ids [...] (floats holding integers, as the data pipeline gives
-/// them) become [..., dim]. An id that is not an integer in [0, vocabulary) is an
-/// InvalidArgument naming the layer and the id. The ids get no gradient (a zero one if asked).
+/// Looks up rows of "<name>/embeddings" [vocabulary, dim] (Initializer::normal(0.05f): normal
+/// with standard deviation 0.05, for want of a uniform initializer of a given range; weight decay
+/// applies): examples of ids [...] (floats holding integers, as the data pipeline gives them)
+/// become [..., dim]. An id that is not an integer in [0, vocabulary) is an InvalidArgument
+/// naming the layer and the id. The ids get no gradient (a zero one if asked).
 class Embedding : public Layer {
  public:
   Embedding(std::string name, std::int64_t vocabulary, std::int64_t dim);
@@ -31,6 +32,9 @@ class Embedding : public Layer {
   Graph* graph_ = nullptr;
   std::int64_t offset_ = 0;
   Shape output_;
+  Shape batch_output_;  // [n, output_...], its batch size set by each forward
+  // The row of `id`; InvalidArgument unless it is an integer in [0, vocabulary).
+  std::int64_t row(float id) const;
 };
 
 }  // namespace cohort

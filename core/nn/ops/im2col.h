@@ -9,6 +9,9 @@
 //   Each (tap, output row) is a copy of out_w values (contiguous when in = 1 and stride 1): fast
 //   for the first layer of an image model, where kw * in is a handful of values.
 //
+// With a dilation d > 1 along the width, a kernel row's taps are d pixels apart, so patch rows copy
+// one pixel (in values) per tap instead of the whole kernel row at once.
+//
 // Internal to the ops; not thread-safe only in the obvious way (each call writes its own output).
 
 #include <cstdint>
@@ -22,6 +25,8 @@ struct Geometry {
   std::int64_t stride_h = 1, stride_w = 1;
   std::int64_t pad_top = 0, pad_left = 0;
   std::int64_t out_h = 0, out_w = 0;
+  /// Filter taps are this far apart in the image (1: adjacent; atrous convolution above).
+  std::int64_t dilation_h = 1, dilation_w = 1;
 
   std::int64_t patch() const { return kernel_h * kernel_w * in_c; }
   std::int64_t rows_per_image() const { return out_h * out_w; }

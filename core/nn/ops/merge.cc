@@ -1,3 +1,153 @@
 #include "cohort/core/nn/ops/merge.h"
 
-namespace cohort {}  // namespace cohort
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+
+namespace cohort {
+namespace {
+
+// "[2, 3], [2, 4]", for messages.
+std::string list_shapes(std::span<const Shape> shapes) {
+  std::string text;
+  for (const Shape& s : shapes) text += (text.empty() ? "" : ", ") + to_string(s);
+  return text;
+}
+
+std::string list_shapes(std::span<const Tensor* const> tensors) {
+  std::string text;
+  for (const Tensor* t : tensors) text += (text.empty() ? "" : ", ") + to_string(t->shape());
+  return text;
+}
+
+}  // namespace
+
+Shape Add::build_node(Graph&, std::span<const Shape> inputs) {
+  if (inputs.size() < 2)
+    throw InvalidArgument("Add \"" + name_ + "\": needs two or more inputs, given " +
+                          std::to_string(inputs.size()));
+  for (const Shape& s : inputs)
+    if (s != inputs[0])
+      throw InvalidArgument("Add \"" + name_ + "\": inputs of different shapes " +
+                            list_shapes(inputs));
+  size_ = num_elements(inputs[0]);
+  inputs_ = static_cast<std::int64_t>(inputs.size());
+  return inputs[0];
+}
+
+void Add::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
+  if (static_cast<std::int64_t>(inputs.size()) != inputs_ ||
+      std::any_of(inputs.begin(), inputs.end(),
+                  [&](const Tensor* t) { return t->shape() != inputs[0]->shape(); }))
+    throw InvalidArgument("Add \"" + name_ + "\": built for " + std::to_string(inputs_) +
+                          " inputs of one shape, given " + list_shapes(inputs));
+  output.resize(inputs[0]->shape());
+  output.flat() = inputs[0]->flat() + inputs[1]->flat();
+  for (std::size_t i = 2; i < inputs.size(); ++i) output.flat() += inputs[i]->flat();
+}
+
+void Add::backward_node(std::span<const Tensor* const>, const Tensor&, const Tensor& grad_output,
+                        std::span<Tensor* const> grad_inputs, std::span<float>) {
+  for (Tensor* g : grad_inputs) {
+    if (g == nullptr) continue;
+    g->resize(grad_output.shape());
+    g->flat() = grad_output.flat();
+  }
+}
+
+double Add::flops_per_example() const {
+  return static_cast<double>((inputs_ - 1) * size_);
+}
+
+Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {
+  if (inputs.size() < 2)
+    throw InvalidArgument("Concatenate \"" + name_ + "\": needs two or more inputs, given " +
+                          std::to_string(inputs.size()));
+  const auto rank = static_cast<int>(inputs[0].size());
+  const int axis = axis_ < 0 ? axis_ + rank : axis_;
+  if (axis < 0 || axis >= rank)
+    throw InvalidArgument("Concatenate \"" + name_ + "\": axis " + std::to_string(axis_) +
+                          " is outside examples of shape " + to_string(inputs[0]));
+  const auto a = static_cast<std::size_t>(axis);
+  for (const Shape& s : inputs) {
+    bool agree = s.size() == inputs[0].size();
+    for (std::size_t d = 0; agree && d < s.size(); ++d) agree = d == a || s[d] == inputs[0][d];
+    if (!agree)
+      throw InvalidArgument("Concatenate \"" + name_ + "\": inputs " + list_shapes(inputs) +
+                            " differ outside axis " + std::to_string(axis_));
+  }
+  outer_ = 1;
+  for (std::size_t d = 0; d < a; ++d) outer_ *= inputs[0][d];
+  std::int64_t inner = 1;
+  for (std::size_t d = a + 1; d < inputs[0].size(); ++d) inner *= inputs[0][d];
+  widths_.clear();
+  total_width_ = 0;
+  output_ = inputs[0];
+  output_[a] = 0;
+  for (const Shape& s : inputs) {
+    widths_.push_back(s[a] * inner);
+    total_width_ += s[a] * inner;
+    output_[a] += s[a];
+  }
+  batch_output_.assign(output_.size() + 1, 0);
+  std::copy(output_.begin(), output_.end(), batch_output_.begin() + 1);
+  return output_;
+}
+
+// Viewed as [n * outer, width] row-major matrices, each input fills a band of columns of the
+// output: one contiguous copy per (row, input).
+void Concatenate::forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                               const OpContext&) {
+  const std::int64_t n = inputs[0]->dim(0);
+  bool fits = inputs.size() == widths_.size();
+  for (std::size_t i = 0; fits && i < inputs.size(); ++i)
+    fits = inputs[i]->rank() == static_cast<int>(batch_output_.size()) &&
+           inputs[i]->size() == n * outer_ * widths_[i];
+  if (!fits)
+    throw InvalidArgument("Concatenate \"" + name_ + "\": inputs " + list_shapes(inputs) +
+                          " do not match those it was built for");
+  batch_output_[0] = n;
+  output.resize(batch_output_);
+  const std::int64_t rows = n * outer_;
+  std::int64_t column = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::int64_t width = widths_[i];
+    const float* src = inputs[i]->data();
+    float* dst = output.data() + column;
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * total_width_, src + r * width,
+                  static_cast<std::size_t>(width) * sizeof(float));
+    column += width;
+  }
+}
+
+void Concatenate::backward_node(std::span<const Tensor* const> inputs, const Tensor&,
+                                const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                                std::span<float>) {
+  const std::int64_t rows = grad_output.dim(0) * outer_;
+  std::int64_t column = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::int64_t width = widths_[i];
+    if (Tensor* g = grad_inputs[i]; g != nullptr) {
+      g->resize(inputs[i]->shape());
+      const float* src = grad_output.data() + column;
+      for (std::int64_t r = 0; r < rows; ++r)
+        std::memcpy(g->data() + r * width, src + r * total_width_,
+                    static_cast<std::size_t>(width) * sizeof(float));
+    }
+    column += width;
+  }
+}
+
+std::unique_ptr<Layer> add(std::string name) { return std::make_unique<Add>(std::move(name)); }
+
+std::unique_ptr<Layer> concatenate(std::string name, int axis) {
+  return std::make_unique<Concatenate>(std::move(name), axis);
+}
+
+}  // namespace cohort

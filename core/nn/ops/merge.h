@@ -51,6 +51,8 @@ class Concatenate : public MergeLayer {
   std::int64_t outer_ = 0;              // product of the example dimensions before the axis
   std::vector<std::int64_t> widths_;    // per input: its axis length times the inner size
   std::int64_t total_width_ = 0;
+  Shape output_;        // one example's
+  Shape batch_output_;  // [n, output_...], its batch size set by each forward
 };
 
 }  // namespace cohort

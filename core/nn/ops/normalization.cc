@@ -1,3 +1,382 @@
 #include "cohort/core/nn/ops/normalization.h"
 
-namespace cohort {}  // namespace cohort
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/threads.h"
+
+namespace cohort {
+namespace {
+
+// Below this many elements per thread the OpenMP fork costs more than the pass it splits.
+constexpr std::int64_t kMinElementsPerThread = std::int64_t{1} << 15;
+
+std::string format(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// How many intra-op threads a pass over `rows` rows of `width` floats is worth (at least 1).
+int threads_for(std::int64_t rows, std::int64_t width) {
+  const std::int64_t by_size = rows * width / kMinElementsPerThread;
+  const std::int64_t most = std::max<std::int64_t>(1, std::min(rows, by_size));
+  return static_cast<int>(std::clamp<std::int64_t>(intra_op_threads(), 1, most));
+}
+
+// Runs f(thread, begin, end) over [0, rows) cut into `threads` contiguous ranges, one per thread.
+// Fixed ranges (not a dynamic schedule) so that per-thread partial sums, added in thread order,
+// give the same result on every run.
+template <typename F>
+void in_row_ranges(std::int64_t rows, int threads, F&& f) {
+  if (threads <= 1) {
+    f(0, std::int64_t{0}, rows);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) f(t, rows * t / threads, rows * (t + 1) / threads);
+}
+
+// sums[0, 2 * width) := the sum of the threads' partials (each 2 * width long), in thread order.
+void add_partials(const std::vector<double>& partials, int threads, std::int64_t width,
+                  double* sums) {
+  std::fill_n(sums, 2 * width, 0.0);
+  for (int t = 0; t < threads; ++t) {
+    const double* p = partials.data() + t * 2 * width;
+    for (std::int64_t i = 0; i < 2 * width; ++i) sums[i] += p[i];
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// BatchNormalization
+
+BatchNormalization::BatchNormalization(std::string name, Options options)
+    : name_(std::move(name)), options_(options) {
+  // Written so that NaN fails too.
+  if (!(options_.momentum >= 0.0f && options_.momentum < 1.0f))
+    throw InvalidArgument("BatchNormalization \"" + name_ +
+                          "\": momentum = " + format(options_.momentum) + ", must be in [0, 1)");
+  if (!(options_.epsilon > 0.0f))
+    throw InvalidArgument("BatchNormalization \"" + name_ +
+                          "\": epsilon = " + format(options_.epsilon) + ", must be > 0");
+}
+
+Shape BatchNormalization::build(Graph& graph, const Shape& input) {
+  if (input.empty())
+    throw InvalidArgument("BatchNormalization \"" + name_ +
+                          "\": input is a scalar, it needs a channel axis (the last)");
+  if (input.back() < 1 || num_elements(input) < 1)
+    throw InvalidArgument("BatchNormalization \"" + name_ + "\": bad input shape " +
+                          to_string(input));
+  graph_ = &graph;
+  channels_ = input.back();
+  per_example_ = num_elements(input);
+  const Shape shape{channels_};
+  const VariableOptions trainable{.trainable = true, .decay = false};
+  const VariableOptions state{.trainable = false};
+  gamma_offset_ =
+      graph.get_variable(name_ + "/gamma", shape, Initializer::constant(1.0f), trainable).offset;
+  beta_offset_ = graph.get_variable(name_ + "/beta", shape, Initializer::zeros(), trainable).offset;
+  mean_offset_ =
+      graph.get_variable(name_ + "/moving_mean", shape, Initializer::zeros(), state).offset;
+  variance_offset_ =
+      graph.get_variable(name_ + "/moving_variance", shape, Initializer::constant(1.0f), state)
+          .offset;
+  inv_std_.assign(static_cast<std::size_t>(channels_), 0.0f);
+  mean_.assign(static_cast<std::size_t>(channels_), 0.0f);
+  coefficients_.assign(static_cast<std::size_t>(3 * channels_), 0.0f);
+  sums_.assign(static_cast<std::size_t>(2 * channels_ + 1), 0.0);
+  return input;
+}
+
+void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  const std::int64_t c = channels_;
+  const std::int64_t rows = input.size() / c;
+  const float* gamma = graph_->values().data() + gamma_offset_;
+  const float* beta = graph_->values().data() + beta_offset_;
+  float* moving_mean = graph_->state().data() + mean_offset_;
+  float* moving_variance = graph_->state().data() + variance_offset_;
+  float* mean = mean_.data();
+  float* inv_std = inv_std_.data();
+  const int threads = threads_for(rows, c);
+
+  last_training_ = context.training;
+  last_cross_replica_ = nullptr;
+  if (context.training) {
+    // Sum and sum of squares per channel, each thread over its rows into its own partials, in
+    // double: the variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas.
+    partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
+    in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
+      double* __restrict s = partials_.data() + t * 2 * c;
+      double* __restrict s2 = s + c;
+      for (std::int64_t r = begin; r < end; ++r) {
+        const float* __restrict x = input.data() + r * c;
+        for (std::int64_t k = 0; k < c; ++k) {
+          const double v = x[k];
+          s[k] += v;
+          s2[k] += v * v;
+        }
+      }
+    });
+    add_partials(partials_, threads, c, sums_.data());
+    sums_[2 * c] = static_cast<double>(rows);
+    if (options_.synchronized && context.cross_replica != nullptr) {
+      last_cross_replica_ = context.cross_replica;
+      last_cross_replica_->sum(std::span<double>(sums_.data(), sums_.size()));
+    }
+    const double count = sums_[2 * c];
+    last_count_ = count;
+    // Bessel's correction for the moving variance; one value per channel has no spread to correct.
+    const double bessel = count > 1 ? count / (count - 1) : 1.0;
+    const double momentum = options_.momentum;
+    for (std::int64_t k = 0; k < c; ++k) {
+      const double m = count > 0 ? sums_[k] / count : 0.0;
+      // Rounding can take E[x^2] - E[x]^2 a little below 0 for a constant channel.
+      const double var = count > 0 ? std::max(0.0, sums_[c + k] / count - m * m) : 0.0;
+      mean[k] = static_cast<float>(m);
+      inv_std[k] = static_cast<float>(1.0 / std::sqrt(var + options_.epsilon));
+      if (context.update_state && count > 0) {
+        moving_mean[k] = static_cast<float>(momentum * moving_mean[k] + (1 - momentum) * m);
+        moving_variance[k] =
+            static_cast<float>(momentum * moving_variance[k] + (1 - momentum) * var * bessel);
+      }
+    }
+  } else {
+    for (std::int64_t k = 0; k < c; ++k) {
+      mean[k] = moving_mean[k];
+      inv_std[k] =
+          static_cast<float>(1.0 / std::sqrt(double{moving_variance[k]} + options_.epsilon));
+    }
+  }
+
+  output.resize(input.shape());
+  x_hat_.resize(input.shape());
+  in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* __restrict x = input.data() + r * c;
+      float* __restrict x_hat = x_hat_.data() + r * c;
+      float* __restrict y = output.data() + r * c;
+      for (std::int64_t k = 0; k < c; ++k) {
+        const float h = (x[k] - mean[k]) * inv_std[k];
+        x_hat[k] = h;
+        y[k] = h * gamma[k] + beta[k];
+      }
+    }
+  });
+}
+
+void BatchNormalization::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                  Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t c = channels_;
+  const std::int64_t rows = input.size() / c;
+  const float* gamma = graph_->values().data() + gamma_offset_;
+  const int threads = threads_for(rows, c);
+
+  // sum(dy) and sum(dy * x_hat) per channel over this batch: dbeta and dgamma, and (for a
+  // training forward) the two sums the input gradient needs.
+  partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
+  in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
+    double* __restrict s = partials_.data() + t * 2 * c;
+    double* __restrict s2 = s + c;
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* __restrict dy = grad_output.data() + r * c;
+      const float* __restrict x_hat = x_hat_.data() + r * c;
+      for (std::int64_t k = 0; k < c; ++k) {
+        const double g = dy[k];
+        s[k] += g;
+        s2[k] += g * x_hat[k];
+      }
+    }
+  });
+  double* sum_dy = sums_.data();
+  double* sum_dy_x_hat = sums_.data() + c;
+  add_partials(partials_, threads, c, sum_dy);
+  // The parameter gradients are this replica's own: gradient averaging over the replicas does the
+  // rest, as it does for every other variable.
+  float* grad_gamma = grads.data() + gamma_offset_;
+  float* grad_beta = grads.data() + beta_offset_;
+  for (std::int64_t k = 0; k < c; ++k) {
+    grad_gamma[k] = static_cast<float>(sum_dy_x_hat[k]);
+    grad_beta[k] = static_cast<float>(sum_dy[k]);
+  }
+  // Every replica runs the same model, so all of them skip this together (and the collective
+  // below with it) for a first layer.
+  if (grad_input == nullptr) return;
+
+  // dx = a * (dy - b - x_hat * d), per channel a, b, d.
+  float* a = coefficients_.data();
+  float* b = a + c;
+  float* d = b + c;
+  if (last_training_) {
+    // The batch statistics depend on every element of the batch (every replica's, synchronised),
+    // hence the two mean terms. Synchronised, the sums and the count are those of all replicas.
+    if (last_cross_replica_ != nullptr)
+      last_cross_replica_->sum(std::span<double>(sums_.data(), static_cast<std::size_t>(2 * c)));
+    const double count = last_count_ > 0 ? last_count_ : 1.0;
+    for (std::int64_t k = 0; k < c; ++k) {
+      a[k] = gamma[k] * inv_std_[k];
+      b[k] = static_cast<float>(sum_dy[k] / count);
+      d[k] = static_cast<float>(sum_dy_x_hat[k] / count);
+    }
+  } else {
+    // The moving statistics are constants: the layer is an affine map per channel.
+    for (std::int64_t k = 0; k < c; ++k) {
+      a[k] = gamma[k] * inv_std_[k];
+      b[k] = 0.0f;
+      d[k] = 0.0f;
+    }
+  }
+  grad_input->resize(input.shape());
+  in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* __restrict dy = grad_output.data() + r * c;
+      const float* __restrict x_hat = x_hat_.data() + r * c;
+      float* __restrict dx = grad_input->data() + r * c;
+      for (std::int64_t k = 0; k < c; ++k) dx[k] = a[k] * (dy[k] - b[k] - x_hat[k] * d[k]);
+    }
+  });
+}
+
+double BatchNormalization::flops_per_example() const {
+  // Forward: sums (3), normalise (2), scale and shift (2); backward: sums (3), dx (4).
+  return 14.0 * static_cast<double>(per_example_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNormalization
+
+LayerNormalization::LayerNormalization(std::string name, float epsilon)
+    : name_(std::move(name)), epsilon_(epsilon) {
+  if (!(epsilon_ > 0.0f))
+    throw InvalidArgument("LayerNormalization \"" + name_ + "\": epsilon = " + format(epsilon_) +
+                          ", must be > 0");
+}
+
+Shape LayerNormalization::build(Graph& graph, const Shape& input) {
+  if (input.empty())
+    throw InvalidArgument("LayerNormalization \"" + name_ +
+                          "\": input is a scalar, it needs a feature axis (the last)");
+  if (input.back() < 1 || num_elements(input) < 1)
+    throw InvalidArgument("LayerNormalization \"" + name_ + "\": bad input shape " +
+                          to_string(input));
+  graph_ = &graph;
+  features_ = input.back();
+  per_example_ = num_elements(input);
+  const Shape shape{features_};
+  const VariableOptions trainable{.trainable = true, .decay = false};
+  gamma_offset_ =
+      graph.get_variable(name_ + "/gamma", shape, Initializer::constant(1.0f), trainable).offset;
+  beta_offset_ = graph.get_variable(name_ + "/beta", shape, Initializer::zeros(), trainable).offset;
+  return input;
+}
+
+void LayerNormalization::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t f = features_;
+  const std::int64_t rows = input.size() / f;
+  const float* gamma = graph_->values().data() + gamma_offset_;
+  const float* beta = graph_->values().data() + beta_offset_;
+  output.resize(input.shape());
+  x_hat_.resize(input.shape());
+  inv_std_.resize(static_cast<std::size_t>(rows));
+  in_row_ranges(rows, threads_for(rows, f), [&](int, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* __restrict x = input.data() + r * f;
+      float* __restrict x_hat = x_hat_.data() + r * f;
+      float* __restrict y = output.data() + r * f;
+      // Two passes over a row that is in cache: the variance about the mean, free of the
+      // cancellation of E[x^2] - E[x]^2.
+      double sum = 0;
+      for (std::int64_t k = 0; k < f; ++k) sum += x[k];
+      const double mean = sum / static_cast<double>(f);
+      double squares = 0;
+      for (std::int64_t k = 0; k < f; ++k) {
+        const double centred = x[k] - mean;
+        squares += centred * centred;
+      }
+      const double var = squares / static_cast<double>(f);
+      const auto inv_std = static_cast<float>(1.0 / std::sqrt(var + epsilon_));
+      const auto mean_f = static_cast<float>(mean);
+      inv_std_[static_cast<std::size_t>(r)] = inv_std;
+      for (std::int64_t k = 0; k < f; ++k) {
+        const float h = (x[k] - mean_f) * inv_std;
+        x_hat[k] = h;
+        y[k] = h * gamma[k] + beta[k];
+      }
+    }
+  });
+}
+
+void LayerNormalization::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                  Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t f = features_;
+  const std::int64_t rows = input.size() / f;
+  const float* gamma = graph_->values().data() + gamma_offset_;
+  const int threads = threads_for(rows, f);
+  if (grad_input != nullptr) grad_input->resize(input.shape());
+  // Per thread: [dbeta (F), dgamma (F)] partials, summed over its rows.
+  partials_.assign(static_cast<std::size_t>(threads * 2 * f), 0.0);
+  in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
+    double* __restrict s = partials_.data() + t * 2 * f;
+    double* __restrict s2 = s + f;
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* __restrict dy = grad_output.data() + r * f;
+      const float* __restrict x_hat = x_hat_.data() + r * f;
+      double sum_g = 0, sum_g_x_hat = 0;  // of g = dy * gamma, the gradient of x_hat
+      for (std::int64_t k = 0; k < f; ++k) {
+        s[k] += dy[k];
+        s2[k] += static_cast<double>(dy[k]) * x_hat[k];
+        const float g = dy[k] * gamma[k];
+        sum_g += g;
+        sum_g_x_hat += static_cast<double>(g) * x_hat[k];
+      }
+      if (grad_input == nullptr) continue;
+      // dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat)).
+      const float inv_std = inv_std_[static_cast<std::size_t>(r)];
+      const auto mean_g = static_cast<float>(sum_g / static_cast<double>(f));
+      const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / static_cast<double>(f));
+      float* __restrict dx = grad_input->data() + r * f;
+      for (std::int64_t k = 0; k < f; ++k)
+        dx[k] = inv_std * (dy[k] * gamma[k] - mean_g - x_hat[k] * mean_g_x_hat);
+    }
+  });
+  // partials hold [sum dy, sum dy * x_hat]: add them in thread order, in place in thread 0's.
+  for (int t = 1; t < threads; ++t)
+    for (std::int64_t i = 0; i < 2 * f; ++i) partials_[i] += partials_[t * 2 * f + i];
+  float* grad_gamma = grads.data() + gamma_offset_;
+  float* grad_beta = grads.data() + beta_offset_;
+  for (std::int64_t k = 0; k < f; ++k) {
+    grad_beta[k] = static_cast<float>(partials_[k]);
+    grad_gamma[k] = static_cast<float>(partials_[f + k]);
+  }
+}
+
+double LayerNormalization::flops_per_example() const {
+  // Forward: mean (1), variance (3), normalise (2), scale and shift (2); backward: parameter
+  // sums (3), row sums (4), dx (5).
+  return 20.0 * static_cast<double>(per_example_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The terse constructors (ops.h).
+
+std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized, float momentum,
+                                  float epsilon) {
+  BatchNormalization::Options options;
+  options.momentum = momentum;
+  options.epsilon = epsilon;
+  options.synchronized = synchronized;
+  return std::make_unique<BatchNormalization>(std::move(name), options);
+}
+
+std::unique_ptr<Layer> layer_norm(std::string name, float epsilon) {
+  return std::make_unique<LayerNormalization>(std::move(name), epsilon);
+}
+
+}  // namespace cohort

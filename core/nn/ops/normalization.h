@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/layer.h"
@@ -56,8 +57,11 @@ class BatchNormalization : public Layer {
   CrossReplicaSum* last_cross_replica_ = nullptr;
   double last_count_ = 0;  // elements per channel the statistics were taken over (all replicas)
   Tensor x_hat_;           // normalised input
-  std::vector<float> inv_std_;  // per channel
-  std::vector<double> sums_;    // reduction scratch
+  std::vector<float> inv_std_;       // per channel
+  std::vector<float> mean_;          // per channel, the mean forward normalised with
+  std::vector<double> sums_;         // reduction scratch: [2 * C sums, count], what replicas sum
+  std::vector<double> partials_;     // per intra-op thread, [2 * C] partial sums each
+  std::vector<float> coefficients_;  // per channel, the input gradient's 3 coefficients
 };
 
 /// Layer normalisation over the last axis of each example (each row of [..., F]):
@@ -82,7 +86,8 @@ class LayerNormalization : public Layer {
   std::int64_t per_example_ = 0;
   std::int64_t gamma_offset_ = 0, beta_offset_ = 0;
   Tensor x_hat_;
-  std::vector<float> inv_std_;  // per row
+  std::vector<float> inv_std_;    // per row
+  std::vector<double> partials_;  // per intra-op thread, [2 * F] parameter gradient sums each
 };
 
 }  // namespace cohort

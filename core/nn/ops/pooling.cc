@@ -1,3 +1,184 @@
 #include "cohort/core/nn/ops/pooling.h"
 
-namespace cohort {}  // namespace cohort
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/threads.h"
+
+namespace cohort {
+namespace {
+
+// Threads for a loop over `n` images: no more than there are images.
+int threads_for(std::int64_t n) {
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(intra_op_threads(), n)));
+}
+
+}  // namespace
+
+AvgPool2D::AvgPool2D(std::string name, std::int64_t window_h, std::int64_t window_w,
+                     std::int64_t stride_h, std::int64_t stride_w, Padding padding)
+    : name_(std::move(name)),
+      window_h_(window_h),
+      window_w_(window_w),
+      stride_h_(stride_h),
+      stride_w_(stride_w),
+      padding_(padding) {
+  if (window_h < 1 || window_w < 1 || stride_h < 1 || stride_w < 1)
+    throw InvalidArgument("AvgPool2D \"" + name_ + "\": window " + std::to_string(window_h) + "x" +
+                          std::to_string(window_w) + ", stride " + std::to_string(stride_h) + "x" +
+                          std::to_string(stride_w) + ": each must be >= 1");
+}
+
+Shape AvgPool2D::build(Graph&, const Shape& input) {
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+    throw InvalidArgument("AvgPool2D \"" + name_ + "\": input " + to_string(input) +
+                          " is not [height, width, channels]");
+  try {
+    dim_h_ = spatial_dim(input[0], window_h_, stride_h_, padding_);
+    dim_w_ = spatial_dim(input[1], window_w_, stride_w_, padding_);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("AvgPool2D \"" + name_ + "\": input " + to_string(input) + ": " +
+                          e.what());
+  }
+  in_h_ = input[0];
+  in_w_ = input[1];
+  channels_ = input[2];
+  return {dim_h_.out, dim_w_.out, channels_};
+}
+
+// Each window sums whole pixels (c contiguous floats) at a time, so the inner loops run over the
+// channels and vectorise. A window's divisor is the number of input pixels it covers: with SAME
+// padding the border windows average fewer (TensorFlow's rule).
+void AvgPool2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), c = channels_;
+  const std::int64_t in_size = in_h_ * in_w_ * c;
+  const std::int64_t out_size = dim_h_.out * dim_w_.out * c;
+  output.resize({n, dim_h_.out, dim_w_.out, c});
+  const int threads = threads_for(n);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (std::int64_t b = 0; b < n; ++b) {
+    const float* in = input.data() + b * in_size;
+    float* out = output.data() + b * out_size;
+    for (std::int64_t oh = 0; oh < dim_h_.out; ++oh) {
+      const std::int64_t ih0 = oh * stride_h_ - dim_h_.pad_before;
+      const std::int64_t ih_lo = std::max<std::int64_t>(0, ih0);
+      const std::int64_t ih_hi = std::min(in_h_, ih0 + window_h_);
+      for (std::int64_t ow = 0; ow < dim_w_.out; ++ow) {
+        const std::int64_t iw0 = ow * stride_w_ - dim_w_.pad_before;
+        const std::int64_t iw_lo = std::max<std::int64_t>(0, iw0);
+        const std::int64_t iw_hi = std::min(in_w_, iw0 + window_w_);
+        float* __restrict o = out + (oh * dim_w_.out + ow) * c;
+        std::fill_n(o, c, 0.0f);
+        for (std::int64_t ih = ih_lo; ih < ih_hi; ++ih) {
+          // The window's pixels on one input row are contiguous: one run of (iw_hi - iw_lo) * c.
+          const float* __restrict row = in + (ih * in_w_ + iw_lo) * c;
+          for (std::int64_t iw = 0; iw < iw_hi - iw_lo; ++iw)
+            for (std::int64_t k = 0; k < c; ++k) o[k] += row[iw * c + k];
+        }
+        const float scale = 1.0f / static_cast<float>((ih_hi - ih_lo) * (iw_hi - iw_lo));
+        for (std::int64_t k = 0; k < c; ++k) o[k] *= scale;
+      }
+    }
+  }
+}
+
+void AvgPool2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                         Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  const std::int64_t n = input.dim(0), c = channels_;
+  const std::int64_t in_size = in_h_ * in_w_ * c;
+  const std::int64_t out_size = dim_h_.out * dim_w_.out * c;
+  grad_input->resize(input.shape());
+  const int threads = threads_for(n);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (std::int64_t b = 0; b < n; ++b) {
+    // Windows can overlap (stride < window) and can miss pixels (stride > window): zero, then
+    // scatter-add each window's share.
+    float* dx = grad_input->data() + b * in_size;
+    std::fill_n(dx, in_size, 0.0f);
+    const float* dy = grad_output.data() + b * out_size;
+    for (std::int64_t oh = 0; oh < dim_h_.out; ++oh) {
+      const std::int64_t ih0 = oh * stride_h_ - dim_h_.pad_before;
+      const std::int64_t ih_lo = std::max<std::int64_t>(0, ih0);
+      const std::int64_t ih_hi = std::min(in_h_, ih0 + window_h_);
+      for (std::int64_t ow = 0; ow < dim_w_.out; ++ow) {
+        const std::int64_t iw0 = ow * stride_w_ - dim_w_.pad_before;
+        const std::int64_t iw_lo = std::max<std::int64_t>(0, iw0);
+        const std::int64_t iw_hi = std::min(in_w_, iw0 + window_w_);
+        const float* __restrict g = dy + (oh * dim_w_.out + ow) * c;
+        const float scale = 1.0f / static_cast<float>((ih_hi - ih_lo) * (iw_hi - iw_lo));
+        for (std::int64_t ih = ih_lo; ih < ih_hi; ++ih) {
+          float* __restrict row = dx + (ih * in_w_ + iw_lo) * c;
+          for (std::int64_t iw = 0; iw < iw_hi - iw_lo; ++iw)
+            for (std::int64_t k = 0; k < c; ++k) row[iw * c + k] += g[k] * scale;
+        }
+      }
+    }
+  }
+}
+
+double AvgPool2D::flops_per_example() const {
+  // A window's adds forward, and as many backward.
+  return 2.0 * static_cast<double>(dim_h_.out * dim_w_.out * channels_ * window_h_ * window_w_);
+}
+
+Shape GlobalAveragePooling2D::build(Graph&, const Shape& input) {
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+    throw InvalidArgument("GlobalAveragePooling2D \"" + name_ + "\": input " + to_string(input) +
+                          " is not [height, width, channels]");
+  positions_ = input[0] * input[1];
+  channels_ = input[2];
+  return {channels_};
+}
+
+void GlobalAveragePooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), c = channels_;
+  output.resize({n, c});
+  const float scale = 1.0f / static_cast<float>(positions_);
+  const int threads = threads_for(n);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (std::int64_t b = 0; b < n; ++b) {
+    // Pixel after pixel, each a contiguous row of c channels added onto the running sums.
+    const float* __restrict in = input.data() + b * positions_ * c;
+    float* __restrict out = output.data() + b * c;
+    std::fill_n(out, c, 0.0f);
+    for (std::int64_t p = 0; p < positions_; ++p)
+      for (std::int64_t k = 0; k < c; ++k) out[k] += in[p * c + k];
+    for (std::int64_t k = 0; k < c; ++k) out[k] *= scale;
+  }
+}
+
+void GlobalAveragePooling2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                      Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  const std::int64_t n = input.dim(0), c = channels_;
+  grad_input->resize(input.shape());
+  const float scale = 1.0f / static_cast<float>(positions_);
+  const int threads = threads_for(n);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (std::int64_t b = 0; b < n; ++b) {
+    const float* __restrict dy = grad_output.data() + b * c;
+    float* __restrict dx = grad_input->data() + b * positions_ * c;
+    for (std::int64_t p = 0; p < positions_; ++p)
+      for (std::int64_t k = 0; k < c; ++k) dx[p * c + k] = dy[k] * scale;
+  }
+}
+
+double GlobalAveragePooling2D::flops_per_example() const {
+  return 2.0 * static_cast<double>(positions_ * channels_);
+}
+
+std::unique_ptr<Layer> avg_pool2d(std::string name, std::int64_t window, std::int64_t stride,
+                                  Padding padding) {
+  const std::int64_t s = stride == 0 ? window : stride;
+  return std::make_unique<AvgPool2D>(std::move(name), window, window, s, s, padding);
+}
+
+std::unique_ptr<Layer> global_avg_pool2d(std::string name) {
+  return std::make_unique<GlobalAveragePooling2D>(std::move(name));
+}
+
+}  // namespace cohort

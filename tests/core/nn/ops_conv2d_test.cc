@@ -316,3 +316,207 @@ TEST_CASE("Conv2D rejects bad options and inputs") {
   CHECK(graph.find("he/kernel")->shape == Shape{3, 3, 2, 4});
   CHECK(graph.find("he/kernel")->initializer == Initializer::he_normal());
 }
+
+// Dilated (atrous) convolution.
+
+namespace {
+
+Conv2D::Options dilated(std::int64_t filters, std::int64_t k, std::int64_t stride, Padding padding,
+                        std::int64_t dilation_h, std::int64_t dilation_w,
+                        Algorithm algorithm = Algorithm::kAuto) {
+  Conv2D::Options o = options(filters, k, k, stride, padding, Activation::kNone, algorithm);
+  o.dilation_h = dilation_h;
+  o.dilation_w = dilation_w;
+  return o;
+}
+
+// Direct dilated convolution in double, from TensorFlow's definition: a k-tap filter of dilation
+// d spans (k - 1) * d + 1 pixels, which set the output size and SAME padding, and tap (i, j)
+// reads pixel (oh * s + i * d_h - pad_h, ow * s + j * d_w - pad_w); pixels outside are zeros.
+Tensor reference_dilated_conv(const Tensor& in, std::span<const float> kernel,
+                              std::span<const float> bias, const Conv2D::Options& o) {
+  const std::int64_t n = in.dim(0), h = in.dim(1), w = in.dim(2), c = in.dim(3);
+  auto out_and_pad = [&](std::int64_t size, std::int64_t k, std::int64_t d, std::int64_t s) {
+    const std::int64_t extent = (k - 1) * d + 1;
+    if (o.padding == Padding::kValid)
+      return std::pair<std::int64_t, std::int64_t>{(size - extent) / s + 1, 0};
+    const std::int64_t out = (size + s - 1) / s;
+    const std::int64_t pad = std::max<std::int64_t>(0, (out - 1) * s + extent - size);
+    return std::pair<std::int64_t, std::int64_t>{out, pad / 2};
+  };
+  const auto [out_h, pad_h] = out_and_pad(h, o.kernel_h, o.dilation_h, o.stride_h);
+  const auto [out_w, pad_w] = out_and_pad(w, o.kernel_w, o.dilation_w, o.stride_w);
+  Tensor out({n, out_h, out_w, o.filters});
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t oh = 0; oh < out_h; ++oh)
+      for (std::int64_t ow = 0; ow < out_w; ++ow)
+        for (std::int64_t f = 0; f < o.filters; ++f) {
+          double sum = bias[static_cast<std::size_t>(f)];
+          for (std::int64_t i = 0; i < o.kernel_h; ++i)
+            for (std::int64_t j = 0; j < o.kernel_w; ++j) {
+              const std::int64_t ih = oh * o.stride_h + i * o.dilation_h - pad_h;
+              const std::int64_t iw = ow * o.stride_w + j * o.dilation_w - pad_w;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+              for (std::int64_t k = 0; k < c; ++k)
+                sum += static_cast<double>(in[((b * h + ih) * w + iw) * c + k]) *
+                       kernel[static_cast<std::size_t>(((i * o.kernel_w + j) * c + k) * o.filters +
+                                                       f)];
+            }
+          if (o.activation == Activation::kRelu) sum = std::max(sum, 0.0);
+          out[((b * out_h + oh) * out_w + ow) * o.filters + f] = static_cast<float>(sum);
+        }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Conv2D with dilation 2: a 3x3 filter of ones reads every other pixel") {
+  Tensor x({1, 5, 5, 1});
+  for (int i = 0; i < 25; ++i) x[i] = static_cast<float>(i + 1);  // 1..25 row-major
+  Graph graph;
+  Conv2D layer("conv", dilated(1, 3, 1, Padding::kValid, 2, 2));
+  CHECK(layer.build(graph, {5, 5, 1}) == Shape{1, 1, 1});  // the filter spans 5x5
+  Conv2D same("same", dilated(1, 3, 1, Padding::kSame, 2, 2));
+  CHECK(same.build(graph, {5, 5, 1}) == Shape{5, 5, 1});
+  for (float& k : graph.values(*graph.find("conv/kernel"))) k = 1.0f;
+  for (float& k : graph.values(*graph.find("same/kernel"))) k = 1.0f;
+  Tensor y;
+  layer.forward(x, y, {});
+  CHECK(y[0] == 1 + 3 + 5 + 11 + 13 + 15 + 21 + 23 + 25);
+  same.forward(x, y, {});
+  CHECK(y[0] == 1 + 3 + 11 + 13);        // (0, 0): taps at rows and columns -2, 0, 2
+  CHECK(y[6] == 7 + 9 + 17 + 19);        // (1, 1): taps at 1 and 3 (-1 is padding)
+  CHECK(y[12] == 1 + 3 + 5 + 11 + 13 + 15 + 21 + 23 + 25);  // the centre
+}
+
+TEST_CASE("Conv2D with dilation matches a direct dilated convolution") {
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  std::vector<Case> cases = {
+      {{2, 9, 8, 3}, dilated(4, 3, 1, Padding::kSame, 2, 2)},
+      {{2, 9, 8, 3}, dilated(4, 3, 1, Padding::kValid, 2, 2)},
+      {{2, 9, 8, 3}, dilated(4, 3, 2, Padding::kSame, 2, 2)},
+      {{2, 10, 9, 3}, dilated(4, 3, 2, Padding::kValid, 2, 2)},
+      {{1, 9, 11, 2}, dilated(3, 3, 1, Padding::kSame, 2, 3)},  // different dilations
+      {{1, 8, 8, 2}, dilated(3, 2, 1, Padding::kSame, 3, 1)},   // even filter, uneven padding
+      {{1, 2, 2, 1}, dilated(2, 2, 1, Padding::kSame, 3, 3)},   // windows with no tap inside
+      // in >= 16: the patch-row layout, one pixel per tap (the cases above use patch columns).
+      {{2, 9, 8, 16}, dilated(5, 3, 1, Padding::kSame, 2, 2)},
+      {{2, 9, 8, 16}, dilated(5, 3, 2, Padding::kValid, 2, 2)},
+      {{1, 7, 9, 20}, dilated(4, 3, 2, Padding::kSame, 1, 3)},
+      // Dilated only in height: patch rows still copy whole kernel rows.
+      {{1, 9, 7, 8}, dilated(4, 3, 1, Padding::kSame, 2, 1)},
+      // A layer Winograd would serve were it not dilated.
+      {{2, 12, 12, 8}, dilated(8, 3, 1, Padding::kSame, 2, 2)},
+  };
+  Conv2D::Options relu = dilated(6, 3, 1, Padding::kSame, 2, 2);
+  relu.activation = Activation::kRelu;
+  cases.push_back({{2, 7, 7, 4}, relu});
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    CAPTURE(c.o.stride_h);
+    CAPTURE(c.o.dilation_h);
+    CAPTURE(c.o.dilation_w);
+    CAPTURE(c.o.padding == Padding::kSame);
+    Graph graph;
+    Conv2D layer("conv", c.o);
+    layer.build(graph, {c.input[1], c.input[2], c.input[3]});
+    CHECK_FALSE(layer.uses_winograd());
+    graph.initialize(9);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.1f;
+    Tensor x = random_tensor(c.input, 4), y;
+    layer.forward(x, y, {});
+    const Tensor expected = reference_dilated_conv(x, graph.values(*graph.find("conv/kernel")),
+                                                   graph.values(*graph.find("conv/bias")), c.o);
+    REQUIRE(y.shape() == expected.shape());
+    for (std::int64_t i = 0; i < y.size(); ++i) {
+      INFO("output ", i);
+      REQUIRE(y[i] == doctest::Approx(expected[i]).epsilon(1e-4));
+    }
+  }
+}
+
+TEST_CASE("Conv2D with dilation: gradients match finite differences") {
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 7, 2}, dilated(3, 3, 1, Padding::kSame, 2, 2)},
+      {{2, 7, 8, 2}, dilated(3, 3, 1, Padding::kValid, 2, 2)},
+      {{2, 8, 7, 2}, dilated(2, 3, 2, Padding::kSame, 2, 2)},
+      {{1, 9, 9, 2}, dilated(2, 3, 2, Padding::kValid, 2, 3)},
+      {{1, 2, 2, 1}, dilated(2, 2, 1, Padding::kSame, 3, 3)},
+      {{2, 7, 6, 16}, dilated(3, 3, 1, Padding::kSame, 2, 2)},  // patch rows
+      {{1, 8, 7, 16}, dilated(3, 3, 2, Padding::kValid, 2, 2)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    CAPTURE(c.o.stride_h);
+    CAPTURE(c.o.padding == Padding::kSame);
+    Graph graph;
+    Conv2D layer("conv", c.o);
+    layer.build(graph, {c.input[1], c.input[2], c.input[3]});
+    graph.initialize(2);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.2f;
+    Tensor x = random_tensor(c.input, 8);
+    GradientCheckOptions check;
+    check.step = 1e-3;
+    check.max_per_tensor = 80;
+    expect_layer_gradients(layer, graph, x, {}, check);
+  }
+}
+
+TEST_CASE("Conv2D with dilation on two threads computes what it does on one") {
+  Graph graph;
+  const Conv2D::Options o = dilated(8, 3, 1, Padding::kSame, 2, 2);
+  Conv2D one("conv", o), two("conv", o);
+  one.build(graph, {10, 10, 8});
+  two.build(graph, {10, 10, 8});
+  graph.initialize(6);
+  const Tensor x = random_tensor({5, 10, 10, 8}, 1);
+  Tensor y1, y2, dx1, dx2;
+  std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+  std::vector<float> g2(g1.size(), 42.0f);
+  set_intra_op_threads(1);
+  one.forward(x, y1, {});
+  const Tensor dy = random_tensor(y1.shape(), 2);
+  one.backward(x, y1, dy, &dx1, g1);
+  set_intra_op_threads(2);
+  two.forward(x, y2, {});
+  two.backward(x, y2, dy, &dx2, g2);
+  set_intra_op_threads(1);
+  for (std::int64_t i = 0; i < y1.size(); ++i)
+    REQUIRE(y2[i] == doctest::Approx(y1[i]).epsilon(1e-5));
+  for (std::int64_t i = 0; i < dx1.size(); ++i)
+    REQUIRE(dx2[i] == doctest::Approx(dx1[i]).epsilon(1e-5));
+  for (std::size_t i = 0; i < g1.size(); ++i) REQUIRE(g2[i] == doctest::Approx(g1[i]).epsilon(1e-4));
+}
+
+TEST_CASE("Conv2D with dilation never takes Winograd; dilation below 1 is refused") {
+  Graph graph;
+  // 3x3, stride 1, 16 channels in and out: Winograd's, undilated.
+  Conv2D plain("plain", dilated(16, 3, 1, Padding::kSame, 1, 1));
+  plain.build(graph, {14, 14, 16});
+  CHECK(plain.uses_winograd());
+  Conv2D atrous("atrous", dilated(16, 3, 1, Padding::kSame, 2, 2));
+  CHECK(atrous.build(graph, {14, 14, 16}) == Shape{14, 14, 16});
+  CHECK_FALSE(atrous.uses_winograd());
+  Conv2D tall("tall", dilated(16, 3, 1, Padding::kSame, 2, 1));
+  tall.build(graph, {14, 14, 16});
+  CHECK_FALSE(tall.uses_winograd());
+  Conv2D forced("forced", dilated(16, 3, 1, Padding::kSame, 1, 2, Algorithm::kWinograd));
+  CHECK_THROWS_AS(forced.build(graph, {14, 14, 16}), InvalidArgument);
+  CHECK_THROWS_AS(Conv2D("c", dilated(4, 3, 1, Padding::kSame, 0, 1)), InvalidArgument);
+  CHECK_THROWS_AS(Conv2D("c", dilated(4, 3, 1, Padding::kSame, 1, -1)), InvalidArgument);
+  // VALID needs the dilated extent to fit: 3 taps 3 apart span 7 pixels.
+  Conv2D wide("wide", dilated(4, 3, 1, Padding::kValid, 3, 3));
+  CHECK_THROWS_AS(wide.build(graph, {6, 6, 2}), InvalidArgument);
+  CHECK(wide.build(graph, {7, 7, 2}) == Shape{1, 1, 4});
+  // Direct-convolution FLOPs, whatever the dilation.
+  Conv2D undilated("undilated", dilated(16, 3, 1, Padding::kSame, 1, 1, Algorithm::kIm2col));
+  undilated.build(graph, {14, 14, 16});
+  CHECK(atrous.flops_per_example() == undilated.flops_per_example());
+}

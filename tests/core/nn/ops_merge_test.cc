@@ -1,4 +1,229 @@
-// Tests of core/nn/ops/merge.h (to be written).
+// Tests of core/nn/ops/merge.h: Add and Concatenate.
 #include "cohort/core/nn/ops/merge.h"
 
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "core/nn/gradient_check.h"
+
+using namespace cohort;
+using cohort::testing::expect_layer_gradients;
+using cohort::testing::expect_model_gradients;
+using cohort::testing::GradientCheckOptions;
+using cohort::testing::random_tensor;
+
+namespace {
+
+std::vector<float> values(const Tensor& t) { return {t.span().begin(), t.span().end()}; }
+
+// The exception text of `f`, which must throw InvalidArgument.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  FAIL("no InvalidArgument");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Add sums its inputs; each input's gradient is the output's") {
+  Graph graph;
+  Add layer("add");
+  const std::vector<Shape> shapes = {{2, 2}, {2, 2}, {2, 2}};
+  CHECK(layer.num_inputs() == 0);
+  CHECK(layer.build_node(graph, shapes) == Shape{2, 2});
+  CHECK(graph.num_parameters() == 0);
+  Tensor a({1, 2, 2}, std::vector<float>{1, 2, 3, 4});
+  Tensor b({1, 2, 2}, std::vector<float>{10, 20, 30, 40});
+  Tensor c({1, 2, 2}, std::vector<float>{-100, 0, 0.5f, 7});
+  const Tensor* in[] = {&a, &b, &c};
+  Tensor y;
+  layer.forward_node(in, y, {});
+  CHECK(y.shape() == Shape{1, 2, 2});
+  CHECK(values(y) == std::vector<float>{-89, 22, 33.5f, 51});
+  CHECK(layer.flops_per_example() == 8.0);
+
+  const Tensor dy({1, 2, 2}, std::vector<float>{1, -2, 3, -4});
+  Tensor da, dc;
+  Tensor* grads[] = {&da, nullptr, &dc};  // the second input needs no gradient
+  layer.backward_node(in, y, dy, grads, {});
+  CHECK(values(da) == values(dy));
+  CHECK(values(dc) == values(dy));
+  CHECK(da.shape() == a.shape());
+}
+
+TEST_CASE("Add gradients match finite differences, two inputs and three") {
+  for (int count : {2, 3}) {
+    CAPTURE(count);
+    Graph graph;
+    Add layer("add");
+    const std::vector<Shape> shapes(static_cast<std::size_t>(count), Shape{3, 4});
+    layer.build_node(graph, shapes);
+    std::vector<Tensor> inputs;
+    for (int i = 0; i < count; ++i) inputs.push_back(random_tensor({2, 3, 4}, 10 + i));
+    std::vector<Tensor*> pointers;
+    for (Tensor& t : inputs) pointers.push_back(&t);
+    expect_layer_gradients(layer, graph, pointers);
+  }
+}
+
+TEST_CASE("Add rejects one input and inputs of different shapes, naming the layer") {
+  Graph graph;
+  Add layer("residual");
+  const std::vector<Shape> one = {{4}};
+  CHECK_THROWS_AS(layer.build_node(graph, one), InvalidArgument);
+  const std::vector<Shape> differ = {{4, 4, 3}, {4, 4, 2}};
+  const std::string message = error_of([&] { layer.build_node(graph, differ); });
+  CHECK(message.find("\"residual\"") != std::string::npos);
+  CHECK(message.find("[4, 4, 3]") != std::string::npos);
+  CHECK(message.find("[4, 4, 2]") != std::string::npos);
+  // The single-input forms are not for a merge layer.
+  CHECK_THROWS_AS(layer.build(graph, {4}), InvalidArgument);
+  // A batch that does not match.
+  const std::vector<Shape> two = {{3}, {3}};
+  layer.build_node(graph, two);
+  Tensor a({2, 3}), b({2, 4}), y;
+  const Tensor* in[] = {&a, &b};
+  CHECK_THROWS_AS(layer.forward_node(in, y, {}), InvalidArgument);
+}
+
+TEST_CASE("Concatenate along the channels, by hand") {
+  Graph graph;
+  auto layer = concatenate("cat");
+  const std::vector<Shape> shapes = {{2, 2}, {2, 1}};
+  CHECK(layer->build_node(graph, shapes) == Shape{2, 3});
+  Tensor a({2, 2, 2}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor b({2, 2, 1}, std::vector<float>{-1, -2, -3, -4});
+  const Tensor* in[] = {&a, &b};
+  Tensor y;
+  layer->forward_node(in, y, {});
+  CHECK(y.shape() == Shape{2, 2, 3});
+  CHECK(values(y) == std::vector<float>{1, 2, -1, 3, 4, -2, 5, 6, -3, 7, 8, -4});
+  Tensor dy({2, 2, 3});
+  for (std::int64_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(i);
+  Tensor da, db;
+  Tensor* grads[] = {&da, &db};
+  layer->backward_node(in, y, dy, grads, {});
+  CHECK(da.shape() == a.shape());
+  CHECK(db.shape() == b.shape());
+  CHECK(values(da) == std::vector<float>{0, 1, 3, 4, 6, 7, 9, 10});
+  CHECK(values(db) == std::vector<float>{2, 5, 8, 11});
+}
+
+TEST_CASE("Concatenate along any axis matches an index-by-index reference") {
+  struct Case {
+    int axis;
+    std::vector<Shape> shapes;
+    int resolved;  // the axis, counted from 0
+  };
+  const std::vector<Case> cases = {
+      {0, {{2, 3, 4}, {1, 3, 4}, {3, 3, 4}}, 0},
+      {1, {{2, 3, 4}, {2, 1, 4}}, 1},
+      {-2, {{2, 3, 4}, {2, 2, 4}}, 1},
+      {-1, {{2, 3, 4}, {2, 3, 5}, {2, 3, 1}}, 2},
+      {2, {{2, 3, 1}, {2, 3, 2}}, 2},
+      {0, {{5}, {2}}, 0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.axis);
+    Graph graph;
+    Concatenate layer("cat", c.axis);
+    const Shape out = layer.build_node(graph, c.shapes);
+    const auto resolved = static_cast<std::size_t>(c.resolved);
+    Shape expected_shape = c.shapes[0];
+    expected_shape[resolved] = 0;
+    for (const Shape& s : c.shapes) expected_shape[resolved] += s[resolved];
+    CHECK(out == expected_shape);
+
+    const std::int64_t n = 2;
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+      Shape batch = c.shapes[i];
+      batch.insert(batch.begin(), n);
+      inputs.push_back(random_tensor(batch, 30 + i));
+    }
+    std::vector<const Tensor*> in;
+    for (const Tensor& t : inputs) in.push_back(&t);
+    Tensor y;
+    layer.forward_node(in, y, {});
+    Shape batch_out = out;
+    batch_out.insert(batch_out.begin(), n);
+    REQUIRE(y.shape() == batch_out);
+    // Walk each input's elements by multi-index and find them in the output.
+    const auto axis = static_cast<std::size_t>(c.resolved) + 1;  // in the batch shape
+    std::int64_t offset_along_axis = 0;
+    for (const Tensor& t : inputs) {
+      const Shape& s = t.shape();
+      for (std::int64_t flat = 0; flat < t.size(); ++flat) {
+        // Multi-index of `flat` in s, then the output's flat index with the axis shifted.
+        std::vector<std::int64_t> index(s.size());
+        std::int64_t rest = flat;
+        for (std::size_t d = s.size(); d-- > 0;) {
+          index[d] = rest % s[d];
+          rest /= s[d];
+        }
+        index[axis] += offset_along_axis;
+        std::int64_t at = 0;
+        for (std::size_t d = 0; d < s.size(); ++d) at = at * batch_out[d] + index[d];
+        REQUIRE(y[at] == t[flat]);
+      }
+      offset_along_axis += s[axis];
+    }
+
+    std::vector<Tensor*> pointers;
+    for (Tensor& t : inputs) pointers.push_back(&t);
+    expect_layer_gradients(layer, graph, pointers);
+  }
+}
+
+TEST_CASE("Concatenate rejects mismatched shapes and bad axes, naming the layer and the shapes") {
+  Graph graph;
+  Concatenate layer("joined");
+  const std::vector<Shape> differ = {{4, 4, 3}, {4, 5, 2}};
+  const std::string message = error_of([&] { layer.build_node(graph, differ); });
+  CHECK(message.find("\"joined\"") != std::string::npos);
+  CHECK(message.find("[4, 4, 3]") != std::string::npos);
+  CHECK(message.find("[4, 5, 2]") != std::string::npos);
+  const std::vector<Shape> ranks = {{4, 4, 3}, {4, 3}};
+  CHECK_THROWS_AS(layer.build_node(graph, ranks), InvalidArgument);
+  const std::vector<Shape> one = {{4, 4, 3}};
+  CHECK_THROWS_AS(layer.build_node(graph, one), InvalidArgument);
+  const std::vector<Shape> fine = {{4, 4, 3}, {4, 4, 2}};
+  Concatenate far("far", 3), before("before", -4);
+  CHECK_THROWS_AS(far.build_node(graph, fine), InvalidArgument);
+  CHECK_THROWS_AS(before.build_node(graph, fine), InvalidArgument);
+  CHECK(layer.build_node(graph, fine) == Shape{4, 4, 5});
+}
+
+TEST_CASE("Add and Concatenate inside a model: gradients through fan-out and fan-in") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({3, 3, 2});
+  Node a = model.apply(conv2d("a", 2, 3), x);
+  Node sum = model.apply(add("sum"), {a, x});  // a residual connection: x fans out
+  Node b = model.apply(conv2d("b", 3, 1), x);
+  Node joined = model.apply(concatenate("joined"), {sum, b});
+  CHECK(model.graph().variables().size() == 4);
+  Node flat = model.apply(flatten("flat"), joined);
+  model.apply(dense("logits", 4), flat);
+  graph.initialize(3);
+  Tensor images = random_tensor({3, 3, 3, 2}, 4);
+  const std::vector<std::int32_t> labels = {0, 3, 1};
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  const StepMetrics m = model.train_step(images, labels, grads, {});
+  CHECK(std::isfinite(m.loss));
+  CHECK(model.fetch("joined")->shape() == Shape{3, 3, 3, 5});
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  expect_model_gradients(model, images, labels, {}, options);
+}

@@ -97,8 +97,9 @@ TEST_CASE("learning-rate schedules on the global step") {
   CHECK(s.at(50) == doctest::Approx(0.1 * std::pow(0.5, 0.5)));
   s.staircase = true;
   CHECK(s.at(50) == doctest::Approx(0.1));
-  CHECK_THROWS_WITH_AS(LearningRateSchedule::parse_kind("cosine"),
-                       "unknown learning-rate schedule 'cosine' (known: constant, step, exponential)",
+  CHECK_THROWS_WITH_AS(LearningRateSchedule::parse_kind("polynomial"),
+                       "unknown learning-rate schedule 'polynomial' (known: constant, step, "
+                       "exponential, cosine)",
                        cohort::InvalidArgument);
 }
 
@@ -122,4 +123,59 @@ TEST_CASE("bad optimizer options are refused by name") {
   auto o = options("momentum", 0.1);
   o.momentum = 1.5;
   CHECK_THROWS_AS(Optimizer::create(o), cohort::InvalidArgument);
+}
+
+TEST_CASE("weight decay: L2 adds wd * w to the gradient, on the decayed ranges only") {
+  auto o = options("sgd", 0.5);
+  o.weight_decay = 0.1;
+  auto sgd = Optimizer::create(o);
+  sgd->set_decay_ranges({{1, 2}});  // only the middle parameter is a kernel
+  std::vector<float> values{1.0f, 2.0f, 3.0f};
+  const std::vector<float> grads{1.0f, 1.0f, 1.0f};
+  sgd->apply(values, grads, 0);
+  CHECK(values[0] == doctest::Approx(0.5));
+  CHECK(values[1] == doctest::Approx(2.0 - 0.5 * (1.0 + 0.1 * 2.0)));
+  CHECK(values[2] == doctest::Approx(2.5));
+  // compute_delta needs the parameters the gradient was taken at.
+  std::vector<float> delta(3);
+  CHECK_THROWS_AS(sgd->compute_delta(grads, 1, delta), cohort::InvalidArgument);
+  sgd->compute_delta(grads, 1, delta, values);
+  CHECK(delta[1] == doctest::Approx(-0.5 * (1.0 + 0.1 * values[1])));
+}
+
+TEST_CASE("adamw decays the parameters apart from the Adam step, as apply and as a delta") {
+  auto o = options("adamw", 0.01);
+  o.weight_decay = 0.5;
+  auto apply = Optimizer::create(o);
+  auto delta = Optimizer::create(o);
+  auto plain = Optimizer::create(options("adam", 0.01));
+  std::vector<float> w{2.0f}, d(1), p{2.0f};
+  apply->apply(w, std::vector<float>{1.0f}, 0);
+  delta->compute_delta(std::vector<float>{1.0f}, 0, d, std::vector<float>{2.0f});
+  plain->apply(p, std::vector<float>{1.0f}, 0);
+  const double adam_step = p[0] - 2.0;  // the same Adam step without decay
+  CHECK(w[0] == doctest::Approx(2.0 - 0.01 * 0.5 * 2.0 + adam_step));
+  CHECK(d[0] == doctest::Approx(-0.01 * 0.5 * 2.0 + adam_step));
+  CHECK_THROWS_AS(Optimizer::create([] {
+                    auto bad = options("sgd", 0.1);
+                    bad.weight_decay = -1;
+                    return bad;
+                  }()),
+                  cohort::InvalidArgument);
+}
+
+TEST_CASE("cosine schedule with warmup: linear rise, half a cosine down to the floor, then flat") {
+  LearningRateSchedule s;
+  s.kind = LearningRateSchedule::parse_kind("cosine");
+  s.base = 1.0;
+  s.decay_rate = 0.1;
+  s.decay_steps = 100;
+  s.warmup_steps = 10;
+  CHECK(s.at(0) == doctest::Approx(0.1));
+  CHECK(s.at(9) == doctest::Approx(1.0));
+  CHECK(s.at(10) == doctest::Approx(1.0));
+  CHECK(s.at(60) == doctest::Approx(0.1 + 0.9 * 0.5));
+  CHECK(s.at(110) == doctest::Approx(0.1));
+  CHECK(s.at(500) == doctest::Approx(0.1));
+  CHECK_THROWS_AS(LearningRateSchedule::parse_kind("linear"), cohort::InvalidArgument);
 }

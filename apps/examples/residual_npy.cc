@@ -1,0 +1,151 @@
+// A residual network trained on the user's own data, from NumPy files:
+//
+//   mpirun -np 3 build/bin/example_residual_npy --mode=allreduce \
+//       --train_features=x_train.npy --train_labels=y_train.npy \
+//       --test_features=x_test.npy --test_labels=y_test.npy
+//
+// x_*.npy hold images [n, rows, cols, channels] (or [n, rows, cols]) of any float or integer
+// dtype, y_*.npy the class of each as integers. Without file flags the program writes a part of
+// Fashion-MNIST to .npy files first (in --export_dir) and trains on those, so it runs as it is.
+#include <cohort/cohort.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+COHORT_DEFINE_string(train_features, "", "training images, .npy");
+COHORT_DEFINE_string(train_labels, "", "training labels, .npy of integers");
+COHORT_DEFINE_string(test_features, "", "test images, .npy");
+COHORT_DEFINE_string(test_labels, "", "test labels, .npy of integers");
+COHORT_DEFINE_string(export_dir, "/tmp/cohort_residual_npy",
+                     "without file flags: where Fashion-MNIST is written as .npy first");
+COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync and async need --ps_tasks)");
+COHORT_DEFINE_int(train_steps, 200, "global steps to train");
+COHORT_DEFINE_float(learning_rate, 0.05, "learning rate (momentum 0.9, cosine decay)");
+COHORT_DEFINE_int(filters, 16, "filters of the residual blocks");
+
+namespace {
+
+// A residual block in a few lines, made of existing layers: no backward pass to write.
+class ResidualBlock : public cohort::CompositeLayer {
+ public:
+  ResidualBlock(std::string name, std::int64_t filters)
+      : CompositeLayer(std::move(name)), filters_(filters) {}
+
+ protected:
+  cohort::Node compose(cohort::Node x) override {
+    cohort::Node y = apply(cohort::conv2d(scoped("conv1"), filters_, 3), x);
+    y = apply(cohort::batch_norm(scoped("bn1")), y);
+    y = apply(cohort::activation(scoped("relu1"), "relu"), y);
+    y = apply(cohort::conv2d(scoped("conv2"), filters_, 3), y);
+    y = apply(cohort::batch_norm(scoped("bn2")), y);
+    y = apply(cohort::add(scoped("add")), {y, x});
+    return apply(cohort::activation(scoped("relu2"), "relu"), y);
+  }
+
+ private:
+  std::int64_t filters_;
+};
+
+// The network, with the functional API: a stem, two residual blocks around a strided
+// convolution, global average pooling and the logits.
+cohort::Model residual_network(cohort::Graph& graph, const cohort::Shape& example, int classes) {
+  cohort::Model model(graph);
+  cohort::Node x = model.input(example);
+  x = model.apply(cohort::conv2d("stem", FLAGS_filters, 3), x);
+  x = model.apply(cohort::batch_norm("stem_bn"), x);
+  x = model.apply(cohort::activation("stem_relu", "relu"), x);
+  x = model.apply(std::make_unique<ResidualBlock>("block1", FLAGS_filters), x);
+  x = model.apply(cohort::conv2d("down", 2 * FLAGS_filters, 3, cohort::Activation::kRelu, 2), x);
+  x = model.apply(std::make_unique<ResidualBlock>("block2", 2 * FLAGS_filters), x);
+  x = model.apply(cohort::global_avg_pool2d("pool"), x);
+  model.apply(cohort::dense("logits", classes), x);
+  return model;
+}
+
+// [n, rows, cols] images become [n, rows, cols, 1].
+cohort::data::Dataset images(cohort::data::Dataset data) {
+  if (data.example_shape().size() != 2) return data;
+  auto storage = std::make_shared<cohort::data::Storage>(*data.storage());
+  cohort::Shape shape = storage->features.shape();
+  shape.push_back(1);
+  cohort::Tensor features(shape, storage->features.span());
+  storage->features = std::move(features);
+  return cohort::data::Dataset(storage);
+}
+
+// Writes `count` examples of a Fashion-MNIST split as two .npy files; returns their paths.
+std::pair<std::string, std::string> export_npy(cohort::data::Split split, std::int64_t count,
+                                               const std::string& prefix) {
+  const cohort::data::Dataset data = cohort::data::fashion_mnist(split);
+  count = std::min(count, data.size());
+  cohort::Tensor x({count, 28, 28, 1});
+  std::vector<std::int32_t> y(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto image = data.example(i);
+    std::copy(image.begin(), image.end(), x.data() + i * 784);
+    y[static_cast<std::size_t>(i)] = data.label(i);
+  }
+  const std::string features = prefix + "_x.npy", labels = prefix + "_y.npy";
+  cohort::data::save_npy(features, x);
+  cohort::data::save_npy(labels, y);
+  return {features, labels};
+}
+
+int Main(int, char**) {
+  const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
+  cohort::Server server(cluster);
+  if (!server.is_computing()) {
+    server.join();
+    return 0;
+  }
+  std::string train_x = FLAGS_train_features, train_y = FLAGS_train_labels;
+  std::string test_x = FLAGS_test_features, test_y = FLAGS_test_labels;
+  if (train_x.empty()) {
+    // Each replica writes its own copy (the directory may not be shared between nodes).
+    const std::string dir = FLAGS_export_dir + "/replica" + std::to_string(server.replica_index());
+    std::filesystem::create_directories(dir);
+    std::tie(train_x, train_y) = export_npy(cohort::data::Split::kTrain, 12000, dir + "/train");
+    std::tie(test_x, test_y) = export_npy(cohort::data::Split::kTest, 2000, dir + "/test");
+  }
+  const auto train = images(cohort::data::dataset_from_npy(train_x, train_y, 10));
+  const auto test = images(cohort::data::dataset_from_npy(test_x, test_y, 10));
+
+  cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
+      cluster.num_tasks("ps"), server.worker_device()))};
+  cohort::TrainerOptions options;
+  options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  cohort::OptimizerOptions momentum;
+  momentum.name = "momentum";
+  momentum.learning_rate.base = FLAGS_learning_rate;
+  momentum.learning_rate.kind = cohort::LearningRateSchedule::Kind::kCosine;
+  momentum.learning_rate.decay_steps = FLAGS_train_steps;
+  momentum.learning_rate.decay_rate = 0.01;
+  const cohort::Shape example = train.example_shape();
+  cohort::Trainer trainer(
+      &server, graph, [&](cohort::Graph& g) { return residual_network(g, example, 10); },
+      train.shard(server.replica_index(), server.num_replicas()),
+      cohort::Optimizer::create(momentum), options);
+
+  auto session = cohort::MonitoredTrainingSession(trainer, {
+      .master = server.target(),
+      .is_chief = server.is_chief(),
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps)}});
+  while (!session->should_stop()) session->run();
+  session->close();
+  if (server.is_chief()) {
+    trainer.fetch_parameters();
+    const auto m = trainer.evaluate(test);
+    std::printf("residual_npy: %d workers, %lld parameters, global step %lld, test accuracy %.4f\n",
+                server.num_replicas(), static_cast<long long>(graph.num_parameters()),
+                static_cast<long long>(trainer.global_step()), m.accuracy);
+  }
+  server.done();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }

@@ -1,0 +1,64 @@
+#include "cohort/core/nn/composite.h"
+
+#include <algorithm>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+
+Shape CompositeLayer::build(Graph& graph, const Shape& input) {
+  if (graph_) throw InvalidArgument("CompositeLayer \"" + name_ + "\" is built once");
+  graph_.emplace(graph);
+  const Node in = graph_->input(input, name_ + "/input");
+  graph_->set_output(compose(in));
+  if (graph_->layers().empty())
+    throw InvalidArgument("CompositeLayer \"" + name_ + "\": compose() applied no layer");
+  return graph_->shape(graph_->output());
+}
+
+Node CompositeLayer::apply(std::unique_ptr<Layer> layer, Node input) {
+  return graph_->apply(std::move(layer), std::span<const Node>(&input, 1));
+}
+
+Node CompositeLayer::apply(std::unique_ptr<Layer> layer, std::initializer_list<Node> inputs) {
+  return graph_->apply(std::move(layer), std::span<const Node>(inputs.begin(), inputs.size()));
+}
+
+void CompositeLayer::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  const Tensor* inputs[] = {&input};
+  // The inner graph keeps its output; the model wants it in its own tensor.
+  output = graph_->forward(inputs, context);
+}
+
+void CompositeLayer::backward(const Tensor&, const Tensor&, const Tensor& grad_output,
+                              Tensor* grad_input, std::span<float> grads) {
+  Tensor* grad_inputs[] = {grad_input};
+  graph_->backward(grad_output, grad_inputs, grads);
+  // A sublayer that does not reach the output writes no gradient; the composite owns its
+  // variables, so it zeroes them (the graph's other variables are not its to touch).
+  Graph& graph = graph_->graph();
+  if (dead_ranges_for_ != graph.num_parameters()) {
+    dead_ranges_.clear();
+    const std::string prefix = name_ + "/";
+    for (const auto& [begin, end] : graph_->unused_ranges())
+      for (const Variable& v : graph.variables())
+        if (v.trainable && v.name.compare(0, prefix.size(), prefix) == 0 && v.offset >= begin &&
+            v.offset + v.size <= end)
+          dead_ranges_.emplace_back(v.offset, v.offset + v.size);
+    dead_ranges_for_ = graph.num_parameters();
+  }
+  for (const auto& [begin, end] : dead_ranges_)
+    std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+}
+
+double CompositeLayer::flops_per_example() const {
+  // As a layer of a model whose input gradient is computed; the model subtracts nothing for it.
+  return graph_ ? graph_->flops_per_example(/*inputs_need_grad=*/true) : 0.0;
+}
+
+const std::vector<std::unique_ptr<Layer>>& CompositeLayer::layers() const {
+  static const std::vector<std::unique_ptr<Layer>> none;
+  return graph_ ? graph_->layers() : none;
+}
+
+}  // namespace cohort

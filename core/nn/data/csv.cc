@@ -1,0 +1,227 @@
+// The CSV reader behind load_csv() (loaders.h).
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "cohort/core/nn/data/files.h"
+#include "cohort/core/nn/data/loaders.h"
+
+namespace cohort::data {
+namespace {
+
+using detail::fail;
+using detail::quoted_bytes;
+using detail::read_whole_file;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  // Some writers quote every field; the quotes are not part of the number or the name.
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+  return s;
+}
+
+void split(std::string_view line, char delimiter, std::vector<std::string_view>& fields) {
+  fields.clear();
+  for (std::size_t start = 0;;) {
+    const std::size_t end = line.find(delimiter, start);
+    fields.push_back(trim(line.substr(start, end == std::string_view::npos ? end : end - start)));
+    if (end == std::string_view::npos) return;
+    start = end + 1;
+  }
+}
+
+// Parses a whole field as a number: std::errc() when it is one, result_out_of_range when it is
+// one outside T's range, else invalid_argument. Takes the '+' sign that from_chars does not.
+template <typename T>
+std::errc parse_number(std::string_view field, T& value) {
+  if (field.size() > 1 && field[0] == '+' && field[1] != '-' && field[1] != '+')
+    field.remove_prefix(1);
+  const char* last = field.data() + field.size();
+  const auto [end, error] = std::from_chars(field.data(), last, value);
+  return end == last ? error : std::errc::invalid_argument;
+}
+
+class CsvReader {
+ public:
+  CsvReader(const std::string& path, const CsvOptions& options)
+      : path_(path), options_(options) {}
+
+  Dataset read() {
+    if (options_.label_column.empty() && options_.target_columns.empty())
+      throw InvalidArgument(path_ + ": load_csv needs a label_column or target_columns");
+    if (!options_.label_column.empty() && !options_.target_columns.empty())
+      throw InvalidArgument(path_ + ": load_csv takes a label_column or target_columns, not both");
+    if (options_.num_classes < 0)
+      throw InvalidArgument(path_ + ": num_classes " + std::to_string(options_.num_classes));
+    if (options_.delimiter == '\n' || options_.delimiter == '\r' || options_.delimiter == '"')
+      throw InvalidArgument(path_ + ": bad delimiter " +
+                            quoted_bytes(std::string_view(&options_.delimiter, 1)));
+
+    std::string text = read_whole_file(path_, "a CSV file");
+    std::string_view rest = text;
+    if (rest.starts_with("\xef\xbb\xbf")) rest.remove_prefix(3);  // a UTF-8 byte order mark
+    // An upper bound on the rows, so the arrays never reallocate.
+    const auto lines = static_cast<std::size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1;
+
+    std::vector<std::string_view> fields;
+    std::int64_t line_number = 0;
+    std::int64_t first_line = 0;  // the line that set the field count
+    std::int64_t rows = 0;
+    bool resolved = false;
+    while (!rest.empty()) {
+      const std::size_t end = rest.find('\n');
+      const std::string_view line = rest.substr(0, end);
+      rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
+      ++line_number;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      split(line, options_.delimiter, fields);
+      if (!resolved) {
+        first_line = line_number;
+        columns_ = static_cast<int>(fields.size());
+        if (options_.header) names_.assign(fields.begin(), fields.end());
+        resolve();
+        features_.reserve(lines * feature_columns_.size());
+        targets_.reserve(lines * target_columns_.size());
+        if (label_column_ >= 0) labels_.reserve(lines);
+        resolved = true;
+        if (options_.header) continue;
+      }
+      if (static_cast<int>(fields.size()) != columns_)
+        fail(path_, "line " + std::to_string(line_number) + " has " +
+                        std::to_string(fields.size()) + " fields, expected " +
+                        std::to_string(columns_) + " (as line " + std::to_string(first_line) +
+                        ")");
+      for (int c : feature_columns_) features_.push_back(number(fields, c, line_number));
+      for (int c : target_columns_) targets_.push_back(number(fields, c, line_number));
+      if (label_column_ >= 0) labels_.push_back(label(fields, line_number));
+      ++rows;
+    }
+    if (!resolved) fail(path_, "empty file: no rows");
+    if (rows == 0) fail(path_, "no data rows, only a header");
+
+    const auto nf = static_cast<std::int64_t>(feature_columns_.size());
+    Tensor x({rows, nf}, features_);
+    if (label_column_ < 0) {
+      const auto nt = static_cast<std::int64_t>(target_columns_.size());
+      return Dataset::from_arrays(std::move(x), Tensor({rows, nt}, targets_), path_);
+    }
+    int num_classes = options_.num_classes;
+    if (num_classes == 0) num_classes = *std::max_element(labels_.begin(), labels_.end()) + 1;
+    return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
+  }
+
+ private:
+  // "column 3 ('price')", or "column 3" without a header.
+  std::string column_name(int c) const {
+    std::string out = "column " + std::to_string(c);
+    if (!names_.empty()) out += " ('" + names_[static_cast<std::size_t>(c)] + "')";
+    return out;
+  }
+
+  [[noreturn]] void field_error(std::int64_t line, int c, const std::string& fault) const {
+    fail(path_, "line " + std::to_string(line) + ", " + column_name(c) + ": " + fault);
+  }
+
+  float number(const std::vector<std::string_view>& fields, int c, std::int64_t line) const {
+    const std::string_view field = fields[static_cast<std::size_t>(c)];
+    if (field.empty()) field_error(line, c, "empty field, expected a number");
+    float value = 0;
+    const std::errc error = parse_number(field, value);
+    if (error == std::errc()) return value;
+    if (error == std::errc::invalid_argument)
+      field_error(line, c, "'" + std::string(field) + "' is not a number");
+    // from_chars<float> may call a value below float's smallest normal out of range; it is not.
+    double wide = 0;
+    if (parse_number(field, wide) == std::errc() &&
+        std::fabs(wide) <= std::numeric_limits<float>::max())
+      return static_cast<float>(wide);
+    field_error(line, c, "'" + std::string(field) + "' is out of range for float32");
+  }
+
+  std::int32_t label(const std::vector<std::string_view>& fields, std::int64_t line) const {
+    const int c = label_column_;
+    const std::string_view field = fields[static_cast<std::size_t>(c)];
+    double value = 0;
+    if (parse_number(field, value) != std::errc())
+      field_error(line, c, "label '" + std::string(field) + "' is not an integer");
+    // "3.0" is a label too: pandas writes an integer column that way once it held a NaN.
+    if (!std::isfinite(value) || value != std::floor(value))
+      field_error(line, c, "label '" + std::string(field) + "' is not an integer");
+    if (value < 0) field_error(line, c, "label " + std::string(field) + " is negative");
+    const int num_classes = options_.num_classes;
+    const double limit = num_classes > 0 ? num_classes : std::numeric_limits<std::int32_t>::max();
+    if (value >= limit)
+      field_error(line, c, "label " + std::string(field) +
+                               (num_classes > 0
+                                    ? " is outside [0, " + std::to_string(num_classes) + ")"
+                                    : " is too large"));
+    return static_cast<std::int32_t>(value);
+  }
+
+  // "'a', 'b', 'c'" or "0 to 4 (no header)".
+  std::string present() const {
+    if (names_.empty()) return "0 to " + std::to_string(columns_ - 1) + " (no header)";
+    std::string out;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      if (i == 32) return out + ", ... (" + std::to_string(names_.size()) + " in all)";
+      out += (i == 0 ? "'" : ", '") + names_[i] + "'";
+    }
+    return out;
+  }
+
+  int find(const std::string& column) const {
+    const auto named = std::find(names_.begin(), names_.end(), column);
+    if (named != names_.end()) return static_cast<int>(named - names_.begin());
+    int index = -1;
+    const auto [end, error] = std::from_chars(column.data(), column.data() + column.size(), index);
+    if (error == std::errc() && end == column.data() + column.size() && index >= 0 &&
+        index < columns_)
+      return index;
+    throw InvalidArgument(path_ + ": no column '" + column + "' (columns: " + present() + ")");
+  }
+
+  void resolve() {
+    std::set<int> used;
+    if (!options_.label_column.empty()) used.insert(label_column_ = find(options_.label_column));
+    for (const std::string& column : options_.target_columns) {
+      target_columns_.push_back(find(column));
+      used.insert(target_columns_.back());
+    }
+    for (const std::string& column : options_.feature_columns)
+      feature_columns_.push_back(find(column));
+    if (options_.feature_columns.empty())
+      for (int c = 0; c < columns_; ++c)
+        if (!used.contains(c)) feature_columns_.push_back(c);
+    if (feature_columns_.empty())
+      fail(path_, "no feature columns: all " + std::to_string(columns_) +
+                      " columns are the label or targets");
+  }
+
+  const std::string& path_;
+  const CsvOptions& options_;
+  int columns_ = 0;
+  std::vector<std::string> names_;  // from the header, else empty
+  int label_column_ = -1;
+  std::vector<int> target_columns_;
+  std::vector<int> feature_columns_;
+  std::vector<float> features_;
+  std::vector<float> targets_;
+  std::vector<std::int32_t> labels_;
+};
+
+}  // namespace
+
+Dataset load_csv(const std::string& path, const CsvOptions& options) {
+  return CsvReader(path, options).read();
+}
+
+}  // namespace cohort::data

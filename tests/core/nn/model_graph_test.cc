@@ -1,0 +1,245 @@
+// Models as graphs of layers: fan-out and fan-in, residual blocks, several inputs, composite
+// layers, layer state, dead branches, and the refusal of data that does not fit.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/composite.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/models.h"
+#include "cohort/core/nn/optimizer.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "core/nn/gradient_check.h"
+
+using namespace cohort;
+using cohort::testing::expect_model_gradients;
+
+namespace {
+
+std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+// A residual block written with the functional API: conv, BN, ReLU, conv, BN, + x, ReLU.
+Node residual(Model& model, Node x, const std::string& name, std::int64_t filters) {
+  Node y = model.apply(conv2d(name + "/conv1", filters, 3), x);
+  y = model.apply(batch_norm(name + "/bn1"), y);
+  y = model.apply(relu(name + "/relu1"), y);
+  y = model.apply(conv2d(name + "/conv2", filters, 3), y);
+  y = model.apply(batch_norm(name + "/bn2"), y);
+  y = model.apply(add(name + "/add"), {y, x});
+  return model.apply(relu(name + "/relu2"), y);
+}
+
+// The same block as a composite layer: no backward written.
+class ResidualBlock : public CompositeLayer {
+ public:
+  ResidualBlock(std::string name, std::int64_t filters)
+      : CompositeLayer(std::move(name)), filters_(filters) {}
+
+ protected:
+  Node compose(Node x) override {
+    Node y = apply(conv2d(scoped("conv1"), filters_, 3), x);
+    y = apply(batch_norm(scoped("bn1")), y);
+    y = apply(relu(scoped("relu1")), y);
+    y = apply(conv2d(scoped("conv2"), filters_, 3), y);
+    y = apply(batch_norm(scoped("bn2")), y);
+    y = apply(add(scoped("add")), {y, x});
+    return apply(relu(scoped("relu2")), y);
+  }
+
+ private:
+  std::int64_t filters_;
+};
+
+}  // namespace
+
+TEST_CASE("fan-out and fan-in: gradients are summed where a node feeds two layers") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({6});
+  Node h = model.apply(dense("h", 5, Activation::kRelu), x);
+  Node a = model.apply(dense("a", 4), h);             // h fans out to a, b and c
+  Node b = model.apply(dense("b", 4), h);
+  Node c = model.apply(concatenate("c"), {h, h});      // ... and twice into one layer
+  Node sum = model.apply(add("sum"), {a, b});
+  Node joined = model.apply(concatenate("joined"), {sum, c});
+  model.apply(dense("logits", 3), joined);
+  graph.initialize(3);
+  Tensor features = random_tensor({4, 6}, 1);
+  const std::vector<std::int32_t> labels = {0, 2, 1, 2};
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  expect_model_gradients(model, features, labels, {}, options);
+  CHECK(model.fetch("joined")->shape() == Shape{4, 14});
+}
+
+TEST_CASE("a residual block's gradients match finite differences") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({5, 5, 3});
+  x = model.apply(conv2d("stem", 4, 3), x);
+  x = residual(model, x, "block", 4);
+  x = model.apply(global_avg_pool2d("pool"), x);
+  model.apply(dense("logits", 3), x);
+  graph.initialize(7);
+  Tensor images = random_tensor({4, 5, 5, 3}, 2);
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  options.threshold = 3e-2;
+  options.max_per_tensor = 20;
+  // ReLU kinks make a few quotients noisy at any step; convolution biases feeding a batch norm
+  // have exactly zero gradient (the norm removes any shift), which the check reports as vacuous.
+  options.skip_variables = {"/conv1/bias", "/conv2/bias", "stem/bias"};
+  expect_model_gradients(model, images, std::vector<std::int32_t>{0, 1, 2, 1}, {}, options);
+}
+
+TEST_CASE("a composite layer equals the same layers wired in the model, and needs no backward") {
+  Graph graph;
+  Model functional(graph);
+  Node x = functional.input({5, 5, 4});
+  x = residual(functional, x, "block", 4);
+  x = functional.apply(global_avg_pool2d("pool"), x);
+  functional.apply(dense("logits", 3), x);
+  // The composite names its sublayers "block/...": the same variables, so a tower of the other.
+  Model composite(graph, {5, 5, 4}, 3);
+  composite.add(std::make_unique<ResidualBlock>("block", 4))
+      .add(global_avg_pool2d("pool"))
+      .add(dense("logits", 3));
+  CHECK(composite.layers().size() == 3);
+  graph.initialize(9);
+  Tensor images = random_tensor({3, 5, 5, 4}, 3);
+  const std::vector<std::int32_t> labels = {2, 0, 1};
+  std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+  std::vector<float> g2(g1.size());
+  const StepMetrics m1 = functional.train_step(images, labels, g1, {});
+  const StepMetrics m2 = composite.train_step(images, labels, g2, {});
+  CHECK(m1.loss == m2.loss);
+  CHECK(copy(functional.fetch("logits")->span()) == copy(composite.fetch("logits")->span()));
+  CHECK(g1 == g2);
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  options.threshold = 3e-2;
+  options.max_per_tensor = 15;
+  options.skip_variables = {"/conv1/bias", "/conv2/bias"};
+  expect_model_gradients(composite, images, labels, {}, options);
+}
+
+TEST_CASE("a model of two inputs takes a batch for each") {
+  Graph graph;
+  Model model(graph);
+  Node a = model.input({3}, "a");
+  Node b = model.input({2}, "b");
+  Node joined = model.apply(concatenate("joined"), {a, b});
+  model.apply(dense("logits", 2), joined);
+  graph.initialize(1);
+  Tensor xa = random_tensor({4, 3}, 1), xb = random_tensor({4, 2}, 2);
+  const Tensor* inputs[] = {&xa, &xb};
+  const std::vector<std::int32_t> labels = {0, 1, 1, 0};
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  CHECK(std::isfinite(model.train_step(inputs, Targets{labels, nullptr}, grads, {}).loss));
+  CHECK(model.fetch("b")->data() == xb.data());
+  Tensor short_b = random_tensor({3, 2}, 3);
+  const Tensor* mismatched[] = {&xa, &short_b};
+  CHECK_THROWS_AS(model.train_step(mismatched, Targets{labels, nullptr}, grads, {}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(model.train_step(xa, labels, grads, {}), InvalidArgument);  // one batch for two
+  CHECK_THROWS_AS(model.apply(add("bad"), {a, b}), InvalidArgument);         // [3] + [2]
+  CHECK_THROWS_AS(model.apply(add("alone"), a), InvalidArgument);            // needs two
+  CHECK_THROWS_AS(model.apply(relu("two"), {a, b}), InvalidArgument);        // takes one
+}
+
+TEST_CASE("a layer whose output does not reach the model's output gets zero gradients") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({4});
+  model.apply(dense("dead", 3), x);
+  Node live = model.apply(dense("live", 2), x);
+  model.set_output(live);
+  graph.initialize(2);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()), 7.0f);
+  Tensor features = random_tensor({3, 4}, 4);
+  model.train_step(features, std::vector<std::int32_t>{0, 1, 1}, grads, {});
+  for (const Variable& v : graph.variables())
+    for (std::int64_t i = 0; i < v.size; ++i) {
+      CAPTURE(v.name);
+      const float g = grads[static_cast<std::size_t>(v.offset + i)];
+      if (v.name.rfind("dead/", 0) == 0) CHECK(g == 0.0f);
+      else CHECK(g != 7.0f);
+    }
+  CHECK(model.fetch("dead") == nullptr);  // never computed
+}
+
+TEST_CASE("batch norm state lives beside the parameters, out of the gradients") {
+  Graph graph;
+  Model model = resnet(graph, {.widths = {4, 8}, .blocks_per_stage = 1});
+  const Variable* mean = graph.find("stem/bn/moving_mean");
+  REQUIRE(mean != nullptr);
+  CHECK_FALSE(mean->trainable);
+  CHECK(graph.find("stem/bn/gamma")->trainable);
+  std::int64_t trainable = 0, state = 0;
+  for (const Variable& v : graph.variables()) (v.trainable ? trainable : state) += v.size;
+  CHECK(graph.num_parameters() == trainable);
+  CHECK(graph.num_state() == state);
+  CHECK(state > 0);
+  graph.initialize(1);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor images = random_tensor({4, 28, 28, 1}, 5, 0.0f, 1.0f);
+  const std::vector<std::int32_t> labels = {1, 2, 3, 4};
+  const std::vector<float> before = copy(graph.state());
+  OpContext frozen;
+  frozen.update_state = false;  // a second tower: computes, leaves the state alone
+  model.train_step(images, labels, grads, frozen);
+  CHECK(copy(graph.state()) == before);
+  model.train_step(images, labels, grads, {});
+  CHECK(copy(graph.state()) != before);
+  // Evaluation normalises with the moving statistics and does not move them.
+  const std::vector<float> moved = copy(graph.state());
+  model.evaluate(images, labels);
+  CHECK(copy(graph.state()) == moved);
+}
+
+TEST_CASE("data that does not fit the model is refused in one line") {
+  Graph graph;
+  Model model = mlp(graph, {8});
+  CHECK_NOTHROW(model.check_data({28, 28, 1}, TargetSpec::classes(10)));
+  CHECK_THROWS_WITH_AS(model.check_data({32, 32, 3}, TargetSpec::classes(10)),
+                       "the data's examples are [32, 32, 3], the model's input takes [28, 28, 1]",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(model.check_data({28, 28, 1}, TargetSpec::values({10})),
+                       doctest::Contains("loss softmax_cross_entropy does not fit the data"),
+                       InvalidArgument);
+  model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK(model.metric_names() == std::vector<std::string>{"mse"});
+  CHECK_NOTHROW(model.check_data({28, 28, 1}, TargetSpec::values({10})));
+  CHECK_THROWS_AS(model.add_metric(std::make_unique<MeanSquaredError>()), InvalidArgument);
+}
+
+TEST_CASE("a regression model trains: its mean squared error falls") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({3});
+  x = model.apply(dense("hidden", 16, Activation::kRelu), x);
+  model.apply(dense("out", 2), x);
+  model.set_loss(make_loss("mean_squared_error"));
+  graph.initialize(4);
+  Tensor features = random_tensor({64, 3}, 8);
+  Tensor targets({64, 2});
+  for (std::int64_t i = 0; i < 64; ++i) {  // y = (x0 - 2 x1, x1 * x2)
+    targets[i * 2] = features[i * 3] - 2 * features[i * 3 + 1];
+    targets[i * 2 + 1] = features[i * 3 + 1] * features[i * 3 + 2];
+  }
+  auto sgd = Optimizer::create({.name = "sgd", .learning_rate = {.base = 0.05}});
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  const Targets t{{}, &targets};
+  const float first = model.train_step(features, t, grads, {}).loss;
+  float last = first;
+  for (int step = 0; step < 300; ++step) {
+    last = model.train_step(features, t, grads, {}).loss;
+    sgd->apply(graph.values(), grads, step);
+  }
+  MESSAGE("mse " << first << " -> " << last);
+  CHECK(last < 0.2f * first);
+  CHECK(model.fetch("mse")->data()[0] == doctest::Approx(last));
+}
