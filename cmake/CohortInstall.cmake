@@ -46,7 +46,7 @@ install(FILES
 # pkg-config: the prefix relative to the .pc file's own directory (${pcfiledir}).
 file(RELATIVE_PATH COHORT_PC_TO_PREFIX "/prefix/${COHORT_INSTALL_PKGCONFIGDIR}" "/prefix")
 string(REGEX REPLACE "/$" "" COHORT_PC_TO_PREFIX "${COHORT_PC_TO_PREFIX}")
-set(COHORT_PC_REQUIRES "eigen3 >= 3.4, nlohmann_json, zlib, libzip")
+set(COHORT_PC_REQUIRES "eigen3 >= 3.4, nlohmann_json, zlib, libzip, openblas")
 # The public compile definitions of cohort::nn (see core/nn/CMakeLists.txt) and OpenMP. The static
 # libraries in link order: each before the ones it uses.
 set(COHORT_PC_CFLAGS "-DEIGEN_MAX_ALIGN_BYTES=64 -fopenmp")

@@ -6,6 +6,7 @@ Cohort's epsilon (1e-3); PyTorch's CPU convolutions and batch norm run on oneDNN
 build has it (Debian's does).
 
     OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=SkylakeX scripts/bench_pytorch.py [--threads 1] [--seconds 4]
+        [--channels_last]
     scripts/bench_pytorch.py --device cuda --batch_size 256 --models mlp,cnn
 
 Left at its default, OpenBLAS runs its own threads beside torch.set_num_threads(1).
@@ -71,6 +72,8 @@ def main():
     parser.add_argument("--models", default="mlp,cnn,small_cnn,resnet")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--channels_last", action="store_true",
+                        help="NHWC activations (Cohort's layout); oneDNN may pick other kernels")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -85,11 +88,13 @@ def main():
 
     batch = args.batch_size
     x = torch.rand(batch, 1, 28, 28, device=device)
+    layout = torch.channels_last if args.channels_last else torch.contiguous_format
+    x = x.to(memory_format=layout)
     y = torch.randint(0, 10, (batch,), device=device)
     for name, model in models().items():
         if name not in args.models.split(","):
             continue
-        model.to(device)
+        model.to(device, memory_format=layout)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loss_fn = nn.CrossEntropyLoss()
 
@@ -109,7 +114,8 @@ def main():
                 n += batch
             sync()
             rates.append(n / (time.time() - start))
-        print(f"{name:10s} {args.device} threads {args.threads} batch {batch}  "
+        print(f"{name:10s} {args.device} threads {args.threads} batch {batch}"
+              f"{' channels_last' if args.channels_last else ''}  "
               f"{statistics.median(rates):10.0f} images/s")
 
 

@@ -18,6 +18,7 @@ packages=(
   libboost-dev libboost-program-options-dev  # flags; Boost.CRC for checksums
   doctest-dev nlohmann-json3-dev zlib1g-dev
   libzip-dev                        # NumPy .npz archives
+  libopenblas-dev                   # the convolutions' and dense layers' matrix products
   dataset-fashion-mnist             # the default training data
 )
 if ((with_tests)); then

@@ -15,6 +15,10 @@
 
 namespace cohort {
 
+/// An elementwise function fused into the output pass of a layer (Dense, Conv2D,
+/// BatchNormalization): one pass over the output instead of two.
+enum class Activation { kNone, kRelu };
+
 /// Sums small vectors over every replica of a training job (collective: each replica calls it
 /// with the same sizes in the same order). What synchronised batch normalisation reduces its
 /// statistics with; the trainer provides it (over MPI) in the modes where every replica computes

@@ -46,13 +46,12 @@ Model small_cnn(Graph& graph) {
 
 namespace {
 
-// conv 3x3 (stride), BN, ReLU, conv 3x3, BN; the shortcut (1x1 conv and BN when the shape
-// changes) added; ReLU.
+// conv 3x3 (stride), BN and ReLU, conv 3x3, BN; the shortcut (1x1 conv and BN when the shape
+// changes) added; ReLU. Each ReLU is fused into the BN or the Add before it.
 Node basic_block(Model& model, Node x, const std::string& name, std::int64_t in,
                  std::int64_t filters, std::int64_t stride, bool sync) {
   Node y = model.apply(conv2d(name + "/conv1", filters, 3, Activation::kNone, stride), x);
-  y = model.apply(batch_norm(name + "/bn1", sync), y);
-  y = model.apply(relu(name + "/relu1"), y);
+  y = model.apply(batch_norm(name + "/bn1", sync, Activation::kRelu), y);
   y = model.apply(conv2d(name + "/conv2", filters, 3), y);
   y = model.apply(batch_norm(name + "/bn2", sync), y);
   Node shortcut = x;
@@ -60,8 +59,7 @@ Node basic_block(Model& model, Node x, const std::string& name, std::int64_t in,
     shortcut = model.apply(conv2d(name + "/shortcut", filters, 1, Activation::kNone, stride), x);
     shortcut = model.apply(batch_norm(name + "/shortcut_bn", sync), shortcut);
   }
-  y = model.apply(add(name + "/add"), {y, shortcut});
-  return model.apply(relu(name + "/relu2"), y);
+  return model.apply(add(name + "/add", Activation::kRelu), {y, shortcut});
 }
 
 }  // namespace
@@ -73,8 +71,7 @@ Model resnet(Graph& graph, const ResNetOptions& options) {
   Node x = model.input(kImageShape);
   const bool sync = options.sync_batch_norm;
   x = model.apply(conv2d("stem/conv", options.widths.front(), 3), x);
-  x = model.apply(batch_norm("stem/bn", sync), x);
-  x = model.apply(relu("stem/relu"), x);
+  x = model.apply(batch_norm("stem/bn", sync, Activation::kRelu), x);
   std::int64_t channels = options.widths.front();
   for (std::size_t s = 0; s < options.widths.size(); ++s) {
     for (int b = 0; b < options.blocks_per_stage; ++b) {

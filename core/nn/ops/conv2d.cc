@@ -9,11 +9,14 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/bias_grad.h"
+#include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {
 namespace {
+
+using ops_detail::gemm;
 
 using UnalignedMap = Eigen::Map<Matrix>;
 using ConstUnalignedMap = Eigen::Map<const Matrix>;
@@ -121,7 +124,7 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const im2col::Geometry& g = geometry_;
   const std::int64_t n = input.dim(0), f = options_.filters, patch = g.patch();
   const float* values = graph_->values().data();
-  ConstUnalignedMap kernel(values + kernel_offset_, patch, f);
+  const float* kernel = values + kernel_offset_;
   ConstRowMap bias(values + bias_offset_, f);
   output.resize({n, g.out_h, g.out_w, f});
   if (winograd_) {
@@ -141,18 +144,19 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     const std::int64_t rows = count * g.rows_per_image();
     const float* images = input.data() + b0 * g.image_size();
     float* columns = columns_.data() + thread_index() * column_size;
-    UnalignedMap y(output.data() + b0 * g.rows_per_image() * f, rows, f);
+    float* out = output.data() + b0 * g.rows_per_image() * f;
+    UnalignedMap y(out, rows, f);
     // The product accumulates onto the broadcast bias; the activation then runs over a block
     // that is still in cache.
     y.rowwise() = bias;
     if (direct_) {
-      y.noalias() += ConstUnalignedMap(images, rows, patch) * kernel;
+      gemm(false, false, rows, f, patch, images, kernel, 1.0f, out);
     } else if (patch_columns_) {
       im2col::to_columns(g, images, count, columns);
-      y.noalias() += ConstUnalignedMap(columns, patch, rows).transpose() * kernel;
+      gemm(true, false, rows, f, patch, columns, kernel, 1.0f, out);
     } else {
       im2col::to_rows(g, images, count, columns);
-      y.noalias() += ConstUnalignedMap(columns, rows, patch) * kernel;
+      gemm(false, false, rows, f, patch, columns, kernel, 1.0f, out);
     }
     if (options_.activation == Activation::kRelu) y = y.cwiseMax(0.0f);
   }
@@ -162,7 +166,7 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
                       Tensor* grad_input, std::span<float> grads) {
   const im2col::Geometry& g = geometry_;
   const std::int64_t n = input.dim(0), f = options_.filters, patch = g.patch();
-  ConstUnalignedMap kernel(graph_->values().data() + kernel_offset_, patch, f);
+  const float* kernel = graph_->values().data() + kernel_offset_;
   const bool relu = options_.activation == Activation::kRelu;
   if (grad_input != nullptr) grad_input->resize(input.shape());
   if (winograd_) {
@@ -185,9 +189,8 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
 #pragma omp parallel num_threads(p.threads) if (p.threads > 1)
   {
     const std::int64_t t = thread_index();
-    float* grad_kernel_data = t == 0 ? grads.data() + kernel_offset_ : partials_.data() + (t - 1) * partial_size;
-    float* grad_bias = t == 0 ? grads.data() + bias_offset_ : grad_kernel_data + patch * f;
-    UnalignedMap grad_kernel(grad_kernel_data, patch, f);
+    float* grad_kernel = t == 0 ? grads.data() + kernel_offset_ : partials_.data() + (t - 1) * partial_size;
+    float* grad_bias = t == 0 ? grads.data() + bias_offset_ : grad_kernel + patch * f;
     float* columns_data = columns_.data() + t * column_size;
     float* grad_pre = grad_pre_.data() + t * grad_pre_size;
     bool first = true;
@@ -202,31 +205,26 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
       const std::int64_t out_offset = b0 * g.rows_per_image() * f;
       ops_detail::relu_and_bias_grad(grad_output.data() + out_offset, output.data() + out_offset,
                                      grad_pre, rows, f, relu, grad_bias, !first);
-      ConstUnalignedMap dz(relu ? grad_pre : grad_output.data() + out_offset, rows, f);
+      const float* dz = relu ? grad_pre : grad_output.data() + out_offset;
       const float* images = input.data() + b0 * g.image_size();
       float* dx = grad_input != nullptr ? grad_input->data() + b0 * g.image_size() : nullptr;
+      const float beta = first ? 0.0f : 1.0f;
       if (direct_) {
-        ConstUnalignedMap x(images, rows, patch);
-        if (first) grad_kernel.noalias() = x.transpose() * dz;
-        else grad_kernel.noalias() += x.transpose() * dz;
-        if (dx != nullptr) UnalignedMap(dx, rows, patch).noalias() = dz * kernel.transpose();
+        gemm(true, false, patch, f, rows, images, dz, beta, grad_kernel);
+        if (dx != nullptr) gemm(false, true, rows, patch, f, dz, kernel, 0.0f, dx);
       } else if (patch_columns_) {
         im2col::to_columns(g, images, count, columns_data);
-        UnalignedMap columns(columns_data, patch, rows);
-        if (first) grad_kernel.noalias() = columns * dz;
-        else grad_kernel.noalias() += columns * dz;
+        gemm(false, false, patch, f, rows, columns_data, dz, beta, grad_kernel);
         if (dx != nullptr) {
-          columns.noalias() = kernel * dz.transpose();
+          gemm(false, true, patch, rows, f, kernel, dz, 0.0f, columns_data);
           std::memset(dx, 0, static_cast<std::size_t>(count * g.image_size()) * sizeof(float));
           im2col::add_columns(g, columns_data, count, dx);
         }
       } else {
         im2col::to_rows(g, images, count, columns_data);
-        UnalignedMap columns(columns_data, rows, patch);
-        if (first) grad_kernel.noalias() = columns.transpose() * dz;
-        else grad_kernel.noalias() += columns.transpose() * dz;
+        gemm(true, false, patch, f, rows, columns_data, dz, beta, grad_kernel);
         if (dx != nullptr) {
-          columns.noalias() = dz * kernel.transpose();
+          gemm(false, true, rows, patch, f, dz, kernel, 0.0f, columns_data);
           std::memset(dx, 0, static_cast<std::size_t>(count * g.image_size()) * sizeof(float));
           im2col::add_rows(g, columns_data, count, dx);
         }
@@ -234,7 +232,7 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
       first = false;
     }
     if (first) {  // no chunk came this thread's way
-      grad_kernel.setZero();
+      std::fill_n(grad_kernel, patch * f, 0.0f);
       std::fill_n(grad_bias, f, 0.0f);
     }
   }

@@ -4,21 +4,14 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/bias_grad.h"
+#include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {
 namespace {
 
-// Variable slices of the flat buffer are not aligned (variables are packed back to back).
-using WeightMap = Eigen::Map<Matrix>;
-using ConstWeightMap = Eigen::Map<const Matrix>;
-using ConstRowMap = Eigen::Map<const Eigen::RowVectorXf>;
-using ColumnMajorMap = Eigen::Map<Eigen::MatrixXf>;
-
-constexpr std::int64_t kNarrow = 48;                 // Eigen's float register tile, AVX-512
-constexpr std::int64_t kCacheBytes = 2 * 1024 * 1024;  // L2 per core on the machines tuned on
-constexpr std::int64_t kRowBlock = 128;
+using ops_detail::gemm;
 
 // Runs f(begin, count) over [0, total) cut into one contiguous range per intra-op thread (in
 // multiples of 16, a vector of floats), on those threads; the products inside run
@@ -65,19 +58,18 @@ Shape Dense::build(Graph& graph, const Shape& input) {
 
 void Dense::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0);
-  const float* values = graph_->values().data();
-  ConstWeightMap kernel(values + kernel_offset_, in_, units_);
-  ConstRowMap bias(values + bias_offset_, units_);
+  const float* kernel = graph_->values().data() + kernel_offset_;
+  const float* bias = graph_->values().data() + bias_offset_;
   output.resize({n, units_});
-  auto x = input.matrix(n, in_);
   auto y = output.matrix(n, units_);
-  // Threads take column ranges of the output, so each packs only its share of the kernel. The
+  // Threads take column ranges of the output, so each reads only its share of the kernel. The
   // product accumulates onto the broadcast bias, so the bias costs no pass of its own; the
   // activation then runs over an output block that is still in cache.
   in_ranges(units_, [&](std::int64_t c0, std::int64_t cols) {
     auto block = y.middleCols(c0, cols);
-    block.rowwise() = bias.segment(c0, cols);
-    block.noalias() += x * kernel.middleCols(c0, cols);
+    block.rowwise() = Eigen::Map<const Eigen::RowVectorXf>(bias + c0, cols);
+    gemm(false, false, n, cols, in_, 1.0f, input.data(), in_, kernel + c0, units_, 1.0f,
+         output.data() + c0, units_);
     if (activation_ == Activation::kRelu) block = block.cwiseMax(0.0f);
   });
 }
@@ -89,53 +81,22 @@ void Dense::backward(const Tensor& input, const Tensor& output, const Tensor& gr
   if (relu) grad_pre_.resize(grad_output.shape());
   ops_detail::relu_and_bias_grad(grad_output.data(), output.data(), grad_pre_.data(), n, units_,
                                  relu, grads.data() + bias_offset_, false);
-  auto x = input.matrix(n, in_);
-  auto dz = (relu ? grad_pre_ : grad_output).matrix(n, units_);
-  WeightMap grad_kernel(grads.data() + kernel_offset_, in_, units_);
-
-  // Eigen evaluates a row-major product as the column-major product of the transposes, with its
-  // 48-row register tile along the result's columns. Orient each product so that the big operand
-  // is packed along its storage order and the tile is filled, copying a result into place where
-  // the better orientation produces it transposed. Threads take ranges of kernel rows (of the
-  // input dimension), for the kernel gradient and the input gradient alike.
-  const bool large = in_ * units_ * std::int64_t{sizeof(float)} > kCacheBytes;
-  if (units_ < kNarrow) {
-    // Few units (the logits): a column-major [in, units] kernel gradient, then transposed.
-    transposed_.resize({in_ * units_});
-    ColumnMajorMap column_major(transposed_.data(), in_, units_);
-    in_ranges(in_, [&](std::int64_t r0, std::int64_t rows) {
-      column_major.middleRows(r0, rows).noalias() = x.middleCols(r0, rows).transpose() * dz;
-      grad_kernel.middleRows(r0, rows) = column_major.middleRows(r0, rows);
-    });
-  } else {
-    // A kernel gradient larger than L2 goes by row blocks, so that the product's zeroing pass
-    // and its accumulation meet each block in cache and it goes to memory once.
-    const std::int64_t block = large ? kRowBlock : in_;
-    in_ranges(in_, [&](std::int64_t r0, std::int64_t rows) {
-      for (std::int64_t r = r0; r < r0 + rows; r += block) {
-        const std::int64_t count = std::min(block, r0 + rows - r);
-        grad_kernel.middleRows(r, count).noalias() = x.middleCols(r, count).transpose() * dz;
-      }
-    });
-  }
+  const float* x = input.data();
+  const float* dz = (relu ? grad_pre_ : grad_output).data();
+  float* grad_kernel = grads.data() + kernel_offset_;
+  // Threads take ranges of kernel rows (of the input dimension), for the kernel gradient
+  // (x^T dz) and the input gradient (dz kernel^T) alike.
+  in_ranges(in_, [&](std::int64_t r0, std::int64_t rows) {
+    gemm(true, false, rows, units_, n, 1.0f, x + r0, in_, dz, units_, 0.0f,
+         grad_kernel + r0 * units_, units_);
+  });
   if (grad_input == nullptr) return;
-  ConstWeightMap kernel(graph_->values().data() + kernel_offset_, in_, units_);
+  const float* kernel = graph_->values().data() + kernel_offset_;
   grad_input->resize(input.shape());
-  auto dx = grad_input->matrix(n, in_);
-  if (large) {
-    // A large kernel streams from memory once either way, but read as the right-hand side of a
-    // column-major product it is packed along its rows; the [n, in] result is small to transpose.
-    transposed_.resize({n * in_});
-    ColumnMajorMap column_major(transposed_.data(), n, in_);
-    in_ranges(in_, [&](std::int64_t c0, std::int64_t cols) {
-      column_major.middleCols(c0, cols).noalias() = dz * kernel.middleRows(c0, cols).transpose();
-      dx.middleCols(c0, cols) = column_major.middleCols(c0, cols);
-    });
-  } else {
-    in_ranges(in_, [&](std::int64_t c0, std::int64_t cols) {
-      dx.middleCols(c0, cols).noalias() = dz * kernel.middleRows(c0, cols).transpose();
-    });
-  }
+  in_ranges(in_, [&](std::int64_t c0, std::int64_t cols) {
+    gemm(false, true, n, cols, units_, 1.0f, dz, units_, kernel + c0 * units_, units_, 0.0f,
+         grad_input->data() + c0, in_);
+  });
 }
 
 double Dense::flops_per_example() const {

@@ -47,16 +47,30 @@ void Add::forward_node(std::span<const Tensor* const> inputs, Tensor& output, co
     throw InvalidArgument("Add \"" + name_ + "\": built for " + std::to_string(inputs_) +
                           " inputs of one shape, given " + list_shapes(inputs));
   output.resize(inputs[0]->shape());
+  if (inputs.size() == 2 && activation_ == Activation::kRelu) {
+    output.flat() = (inputs[0]->flat() + inputs[1]->flat()).cwiseMax(0.0f);
+    return;
+  }
   output.flat() = inputs[0]->flat() + inputs[1]->flat();
   for (std::size_t i = 2; i < inputs.size(); ++i) output.flat() += inputs[i]->flat();
+  if (activation_ == Activation::kRelu) output.flat() = output.flat().cwiseMax(0.0f);
 }
 
-void Add::backward_node(std::span<const Tensor* const>, const Tensor&, const Tensor& grad_output,
-                        std::span<Tensor* const> grad_inputs, std::span<float>) {
+void Add::backward_node(std::span<const Tensor* const>, const Tensor& output,
+                        const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                        std::span<float>) {
+  // Each input's gradient is the sum's: grad_output, where the output is positive with a ReLU.
+  const Tensor* first = nullptr;
   for (Tensor* g : grad_inputs) {
     if (g == nullptr) continue;
     g->resize(grad_output.shape());
-    g->flat() = grad_output.flat();
+    if (first != nullptr)
+      g->flat() = first->flat();
+    else if (activation_ == Activation::kRelu)
+      g->flat() = (output.flat().array() > 0.0f).select(grad_output.flat(), 0.0f);
+    else
+      g->flat() = grad_output.flat();
+    first = g;
   }
 }
 
@@ -144,7 +158,9 @@ void Concatenate::backward_node(std::span<const Tensor* const> inputs, const Ten
   }
 }
 
-std::unique_ptr<Layer> add(std::string name) { return std::make_unique<Add>(std::move(name)); }
+std::unique_ptr<Layer> add(std::string name, Activation activation) {
+  return std::make_unique<Add>(std::move(name), activation);
+}
 
 std::unique_ptr<Layer> concatenate(std::string name, int axis) {
   return std::make_unique<Concatenate>(std::move(name), axis);

@@ -11,10 +11,12 @@
 
 namespace cohort {
 
-/// The element-wise sum of two or more inputs of one shape (a residual connection).
+/// The element-wise sum of two or more inputs of one shape (a residual connection), then the
+/// activation (kRelu: the ReLU that ends a residual block, in the same pass).
 class Add : public MergeLayer {
  public:
-  explicit Add(std::string name) : name_(std::move(name)) {}
+  explicit Add(std::string name, Activation activation = Activation::kNone)
+      : name_(std::move(name)), activation_(activation) {}
 
   const std::string& name() const override { return name_; }
   Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
@@ -27,6 +29,7 @@ class Add : public MergeLayer {
 
  private:
   std::string name_;
+  Activation activation_;
   std::int64_t size_ = 0;
   std::int64_t inputs_ = 0;
 };

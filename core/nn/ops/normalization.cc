@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -49,6 +50,42 @@ void add_partials(const std::vector<double>& partials, int threads, std::int64_t
   for (int t = 0; t < threads; ++t) {
     const double* p = partials.data() + t * 2 * width;
     for (std::int64_t i = 0; i < 2 * width; ++i) sums[i] += p[i];
+  }
+}
+
+// Calls f with whether a ReLU is fused as a compile-time constant, so that the loops inside
+// carry no branch.
+template <typename F>
+void with_relu(bool relu, F&& f) {
+  if (relu)
+    f(std::true_type());
+  else
+    f(std::false_type());
+}
+
+// The gradient before a fused ReLU (Relu) from the one after it and the output y.
+template <bool Relu>
+inline float masked(float grad, float y) {
+  if constexpr (Relu)
+    return y > 0.0f ? grad : 0.0f;
+  else
+    return grad;
+}
+
+// Per-channel sums over rows [begin, end): f(r, b, b2) adds row r's terms into the float blocks
+// b and b2 (width each), which go into sums[0, width) and sums[width, 2 * width) in double every
+// kBlockRows rows.
+template <typename F>
+void accumulate_blocks(std::int64_t begin, std::int64_t end, std::int64_t width, double* sums,
+                       F&& f) {
+  constexpr std::int64_t kBlockRows = 16;
+  thread_local std::vector<float> block;
+  block.resize(static_cast<std::size_t>(2 * width));
+  float* b = block.data();
+  for (std::int64_t r0 = begin; r0 < end; r0 += kBlockRows) {
+    std::fill_n(b, 2 * width, 0.0f);
+    for (std::int64_t r = r0; r < std::min(end, r0 + kBlockRows); ++r) f(r, b, b + width);
+    for (std::int64_t i = 0; i < 2 * width; ++i) sums[i] += b[i];
   }
 }
 
@@ -110,20 +147,19 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
   last_training_ = context.training;
   last_cross_replica_ = nullptr;
   if (context.training) {
-    // Sum and sum of squares per channel, each thread over its rows into its own partials, in
-    // double: the variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas.
+    // Sum and sum of squares per channel, each thread over its rows into its own partials: in
+    // float over blocks of a few rows (vector speed, a few roundings), then in double, as the
+    // variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas.
     partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
     in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
-      double* __restrict s = partials_.data() + t * 2 * c;
-      double* __restrict s2 = s + c;
-      for (std::int64_t r = begin; r < end; ++r) {
+      double* s = partials_.data() + t * 2 * c;
+      accumulate_blocks(begin, end, c, s, [&](std::int64_t r, float* __restrict b, float* __restrict b2) {
         const float* __restrict x = input.data() + r * c;
         for (std::int64_t k = 0; k < c; ++k) {
-          const double v = x[k];
-          s[k] += v;
-          s2[k] += v * v;
+          b[k] += x[k];
+          b2[k] += x[k] * x[k];
         }
-      }
+      });
     });
     add_partials(partials_, threads, c, sums_.data());
     sums_[2 * c] = static_cast<double>(rows);
@@ -156,44 +192,58 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     }
   }
 
+  // y = x_hat * gamma + beta = x * scale + shift, then the fused activation. x_hat is not kept:
+  // backward recomputes it from the input, which costs less than writing and reading it back.
+  float* scale = coefficients_.data();
+  float* shift = scale + c;
+  for (std::int64_t k = 0; k < c; ++k) {
+    scale[k] = gamma[k] * inv_std[k];
+    shift[k] = beta[k] - mean[k] * scale[k];
+  }
   output.resize(input.shape());
-  x_hat_.resize(input.shape());
-  in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      const float* __restrict x = input.data() + r * c;
-      float* __restrict x_hat = x_hat_.data() + r * c;
-      float* __restrict y = output.data() + r * c;
-      for (std::int64_t k = 0; k < c; ++k) {
-        const float h = (x[k] - mean[k]) * inv_std[k];
-        x_hat[k] = h;
-        y[k] = h * gamma[k] + beta[k];
+  with_relu(options_.activation == Activation::kRelu, [&](auto fused) {
+    in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) {
+        const float* __restrict x = input.data() + r * c;
+        float* __restrict y = output.data() + r * c;
+        for (std::int64_t k = 0; k < c; ++k) {
+          const float v = x[k] * scale[k] + shift[k];
+          y[k] = fused ? std::max(0.0f, v) : v;
+        }
       }
-    }
+    });
   });
 }
 
-void BatchNormalization::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
-                                  Tensor* grad_input, std::span<float> grads) {
+void BatchNormalization::backward(const Tensor& input, const Tensor& output,
+                                  const Tensor& grad_output, Tensor* grad_input,
+                                  std::span<float> grads) {
   const std::int64_t c = channels_;
   const std::int64_t rows = input.size() / c;
   const float* gamma = graph_->values().data() + gamma_offset_;
+  const float* mean = mean_.data();
+  const float* inv_std = inv_std_.data();
+  const bool relu = options_.activation == Activation::kRelu;
   const int threads = threads_for(rows, c);
 
   // sum(dy) and sum(dy * x_hat) per channel over this batch: dbeta and dgamma, and (for a
-  // training forward) the two sums the input gradient needs.
+  // training forward) the two sums the input gradient needs. dy is the gradient before the fused
+  // ReLU, if any: grad_output where the output is positive.
   partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
-  in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
-    double* __restrict s = partials_.data() + t * 2 * c;
-    double* __restrict s2 = s + c;
-    for (std::int64_t r = begin; r < end; ++r) {
-      const float* __restrict dy = grad_output.data() + r * c;
-      const float* __restrict x_hat = x_hat_.data() + r * c;
-      for (std::int64_t k = 0; k < c; ++k) {
-        const double g = dy[k];
-        s[k] += g;
-        s2[k] += g * x_hat[k];
-      }
-    }
+  with_relu(relu, [&](auto fused) {
+    in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
+      double* s = partials_.data() + t * 2 * c;
+      accumulate_blocks(begin, end, c, s, [&](std::int64_t r, float* __restrict b, float* __restrict b2) {
+        const float* __restrict x = input.data() + r * c;
+        const float* __restrict g = grad_output.data() + r * c;
+        const float* __restrict y = output.data() + r * c;
+        for (std::int64_t k = 0; k < c; ++k) {
+          const float dy = masked<fused>(g[k], y[k]);
+          b[k] += dy;
+          b2[k] += dy * ((x[k] - mean[k]) * inv_std[k]);
+        }
+      });
+    });
   });
   double* sum_dy = sums_.data();
   double* sum_dy_x_hat = sums_.data() + c;
@@ -221,26 +271,32 @@ void BatchNormalization::backward(const Tensor& input, const Tensor&, const Tens
       last_cross_replica_->sum(std::span<double>(sums_.data(), static_cast<std::size_t>(2 * c)));
     const double count = last_count_ > 0 ? last_count_ : 1.0;
     for (std::int64_t k = 0; k < c; ++k) {
-      a[k] = gamma[k] * inv_std_[k];
+      a[k] = gamma[k] * inv_std[k];
       b[k] = static_cast<float>(sum_dy[k] / count);
       d[k] = static_cast<float>(sum_dy_x_hat[k] / count);
     }
   } else {
     // The moving statistics are constants: the layer is an affine map per channel.
     for (std::int64_t k = 0; k < c; ++k) {
-      a[k] = gamma[k] * inv_std_[k];
+      a[k] = gamma[k] * inv_std[k];
       b[k] = 0.0f;
       d[k] = 0.0f;
     }
   }
   grad_input->resize(input.shape());
-  in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      const float* __restrict dy = grad_output.data() + r * c;
-      const float* __restrict x_hat = x_hat_.data() + r * c;
-      float* __restrict dx = grad_input->data() + r * c;
-      for (std::int64_t k = 0; k < c; ++k) dx[k] = a[k] * (dy[k] - b[k] - x_hat[k] * d[k]);
-    }
+  with_relu(relu, [&](auto fused) {
+    in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) {
+        const float* __restrict x = input.data() + r * c;
+        const float* __restrict g = grad_output.data() + r * c;
+        const float* __restrict y = output.data() + r * c;
+        float* __restrict dx = grad_input->data() + r * c;
+        for (std::int64_t k = 0; k < c; ++k) {
+          const float x_hat = (x[k] - mean[k]) * inv_std[k];
+          dx[k] = a[k] * (masked<fused>(g[k], y[k]) - b[k] - x_hat * d[k]);
+        }
+      }
+    });
   });
 }
 
@@ -366,9 +422,10 @@ double LayerNormalization::flops_per_example() const {
 // ---------------------------------------------------------------------------------------------
 // The terse constructors (ops.h).
 
-std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized, float momentum,
-                                  float epsilon) {
+std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized, Activation activation,
+                                  float momentum, float epsilon) {
   BatchNormalization::Options options;
+  options.activation = activation;
   options.momentum = momentum;
   options.epsilon = epsilon;
   options.synchronized = synchronized;

@@ -21,7 +21,8 @@ namespace cohort {
 /// (OpContext::training) it normalises with the batch's mean and (biased) variance and, when
 /// context.update_state, moves the state toward them: moving = momentum * moving + (1 - momentum)
 /// * batch, the variance with Bessel's correction (n / (n - 1)). At inference it normalises with
-/// the moving statistics.
+/// the moving statistics. With Options::activation kRelu, y = max(0, ...): the ReLU that usually
+/// follows, in the same pass.
 ///
 /// Synchronised (Options::synchronized, with a context.cross_replica): the batch statistics are
 /// those of every replica's batch together, summed through cross_replica in forward (sum, sum of
@@ -33,6 +34,7 @@ class BatchNormalization : public Layer {
     float momentum = 0.9f;
     float epsilon = 1e-3f;
     bool synchronized = false;
+    Activation activation = Activation::kNone;  ///< kRelu: ReLU fused into the output pass
   };
   BatchNormalization(std::string name, Options options);
 
@@ -56,12 +58,12 @@ class BatchNormalization : public Layer {
   bool last_training_ = false;
   CrossReplicaSum* last_cross_replica_ = nullptr;
   double last_count_ = 0;  // elements per channel the statistics were taken over (all replicas)
-  Tensor x_hat_;           // normalised input
   std::vector<float> inv_std_;       // per channel
   std::vector<float> mean_;          // per channel, the mean forward normalised with
   std::vector<double> sums_;         // reduction scratch: [2 * C sums, count], what replicas sum
   std::vector<double> partials_;     // per intra-op thread, [2 * C] partial sums each
-  std::vector<float> coefficients_;  // per channel, the input gradient's 3 coefficients
+  std::vector<float> coefficients_;  // per channel: forward's scale and shift, or the input
+                                     // gradient's 3 coefficients
 };
 
 /// Layer normalisation over the last axis of each example (each row of [..., F]):

@@ -41,9 +41,6 @@
 
 namespace cohort {
 
-/// An elementwise function fused into the output pass of Dense and Conv2D.
-enum class Activation { kNone, kRelu };
-
 /// TensorFlow's padding modes: kSame gives ceil(in / stride) outputs (zero or -inf padding split
 /// evenly, the extra one after), kValid ceil((in - window + 1) / stride).
 enum class Padding { kSame, kValid };
@@ -87,7 +84,6 @@ class Dense : public Layer {
   std::int64_t kernel_offset_ = 0;
   std::int64_t bias_offset_ = 0;
   Tensor grad_pre_;  // dLoss/d(pre-activation) when an activation is fused
-  Tensor transposed_;  // a product computed column-major, before its copy into place
 };
 
 /// 2-D convolution over NHWC images with an HWIO filter "<name>/kernel" [kh, kw, in, filters]
@@ -280,8 +276,10 @@ std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::in
 std::unique_ptr<Layer> relu(std::string name);
 std::unique_ptr<Layer> flatten(std::string name);
 std::unique_ptr<Layer> dropout(std::string name, float rate);
-/// Batch normalisation (normalization.h); `synchronized` reduces its statistics over replicas.
+/// Batch normalisation (normalization.h); `synchronized` reduces its statistics over replicas;
+/// kRelu fuses the ReLU that usually follows.
 std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized = false,
+                                  Activation activation = Activation::kNone,
                                   float momentum = 0.9f, float epsilon = 1e-3f);
 std::unique_ptr<Layer> layer_norm(std::string name, float epsilon = 1e-3f);
 /// Square window and stride (stride 0: = window), pooling.h.
@@ -289,7 +287,7 @@ std::unique_ptr<Layer> avg_pool2d(std::string name, std::int64_t window, std::in
                                   Padding padding = Padding::kValid);
 std::unique_ptr<Layer> global_avg_pool2d(std::string name);
 /// merge.h: apply to two or more nodes.
-std::unique_ptr<Layer> add(std::string name);
+std::unique_ptr<Layer> add(std::string name, Activation activation = Activation::kNone);
 std::unique_ptr<Layer> concatenate(std::string name, int axis = -1);
 /// elementwise.h. `function`: "relu", "leaky_relu" (slope `alpha` below 0), "sigmoid", "tanh",
 /// "gelu" or "softmax" (over the last axis); InvalidArgument naming the known ones otherwise.

@@ -1,31 +1,26 @@
 #include "cohort/core/nn/ops/winograd.h"
 
-#include <Eigen/Core>
-#include <Eigen/LU>
-
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "cohort/core/nn/ops/bias_grad.h"
+#include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/simd.h"
 
 namespace cohort::winograd {
 namespace {
 
-using MatrixMap = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-using ConstMatrixMap =
-    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using ops_detail::gemm;
 
 // The transformed input and products of one chunk of images should stay in L2 between the
 // transforms and the matrix products (2 MB per core on the machines this was tuned on).
 constexpr std::int64_t kChunkBytes = 1536 * 1024;
-constexpr int kOutputTile = 2;  // m: F(2 x 2, r x r)
 
 std::int64_t thread_index() {
 #ifdef _OPENMP
@@ -45,64 +40,26 @@ inline void zero(float* dst, std::int64_t n) {
 
 }  // namespace
 
-Transform Transform::make(int m, int r) {
-  Transform t;
-  t.m = m;
-  t.r = r;
-  t.alpha = m + r - 1;
-  const int a = t.alpha;
-  std::vector<double> points = {0.0};
-  for (int i = 1; static_cast<int>(points.size()) < a - 1; ++i) {
-    points.push_back(i);
-    if (static_cast<int>(points.size()) < a - 1) points.push_back(-i);
-  }
-  // Evaluation at the points (and the leading coefficient, "infinity") of a polynomial with
-  // `cols` coefficients. The correlation y = g * d is then y = V_m^T [(V_r g) . (V_a^-T d)]:
-  // A^T = V_m^T, G = V_r, B^T = V_a^-T.
-  auto vandermonde = [&](int cols) {
-    Eigen::MatrixXd v = Eigen::MatrixXd::Zero(a, cols);
-    for (int j = 0; j < a - 1; ++j)
-      for (int k = 0; k < cols; ++k) v(j, k) = std::pow(points[static_cast<std::size_t>(j)], k);
-    v(a - 1, cols - 1) = 1.0;
-    return v;
-  };
-  auto store = [](const Eigen::MatrixXd& x, std::vector<float>& out) {
-    out.resize(static_cast<std::size_t>(x.size()));
-    for (Eigen::Index i = 0; i < x.rows(); ++i)
-      for (Eigen::Index j = 0; j < x.cols(); ++j)
-        out[static_cast<std::size_t>(i * x.cols() + j)] = static_cast<float>(x(i, j));
-  };
-  store(vandermonde(m).transpose(), t.at);
-  store(vandermonde(r), t.g);
-  store(vandermonde(a).inverse().transpose(), t.bt);
-  return t;
-}
-
 bool Convolution::suitable(const im2col::Geometry& g, std::int64_t filters) {
   return g.stride_h == 1 && g.stride_w == 1 && g.kernel_h == g.kernel_w &&
-         (g.kernel_h == 3 || g.kernel_h == 5) && g.in_c >= 8 && filters >= 8 &&
-         g.out_h >= kOutputTile && g.out_w >= kOutputTile;
+         (g.kernel_h == 3 || g.kernel_h == 5) && g.in_c >= 8 && filters >= 8 && g.out_h >= 2 &&
+         g.out_w >= 2;
 }
 
+// 3x3 filters take F(4 x 4, 3 x 3) where the output holds a 4 x 4 tile: 2.25 multiplications
+// per output instead of F(2 x 2)'s 4, and transformed tiles 2.25 times the input's size instead of
+// 4 times. 5x5 filters keep F(2 x 2, 5 x 5): F(4 x 4, 5 x 5) rounds too coarsely in float.
 Convolution::Convolution(const im2col::Geometry& geometry, std::int64_t filters)
     : g_(geometry),
       filters_(filters),
-      t_(Transform::make(kOutputTile, static_cast<int>(geometry.kernel_h))),
-      tiles_h_((geometry.out_h + kOutputTile - 1) / kOutputTile),
-      tiles_w_((geometry.out_w + kOutputTile - 1) / kOutputTile) {
-  const int a = t_.alpha, m = t_.m;
-  at_ = t_.at;
-  bt_ = t_.bt;
-  a_.resize(t_.at.size());
-  b_.resize(t_.bt.size());
-  for (int i = 0; i < a; ++i) {
-    for (int x = 0; x < m; ++x) a_[static_cast<std::size_t>(i * m + x)] = t_.at[static_cast<std::size_t>(x * a + i)];
-    for (int k = 0; k < a; ++k) b_[static_cast<std::size_t>(i * a + k)] = t_.bt[static_cast<std::size_t>(k * a + i)];
-  }
-}
+      r_(static_cast<int>(geometry.kernel_h)),
+      tile_(r_ == 3 && geometry.out_h >= 4 && geometry.out_w >= 4 ? 4 : 2),
+      alpha_(tile_ + r_ - 1),
+      tiles_h_((geometry.out_h + tile_ - 1) / tile_),
+      tiles_w_((geometry.out_w + tile_ - 1) / tile_) {}
 
 Convolution::Plan Convolution::plan(std::int64_t n, int threads) const {
-  const std::int64_t positions = t_.alpha * t_.alpha;
+  const std::int64_t positions = alpha_ * alpha_;
   const std::int64_t bytes_per_image =
       positions * tiles_per_image() * (g_.in_c + filters_) * std::int64_t{sizeof(float)};
   const std::int64_t largest = std::max<std::int64_t>(1, kChunkBytes / bytes_per_image);
@@ -115,9 +72,15 @@ Convolution::Plan Convolution::plan(std::int64_t n, int threads) const {
   return p;
 }
 
+// The transform matrices of F(M x M, R x R).
+template <int M, int R>
+constexpr Transform<M, R> kTransform = make_transform<M, R>();
+
 // U[(i, j)] = sum over (p, q) of G[i][p] G[j][q] kernel[p][q], each a whole [in, filters] slice.
+template <int M, int R>
 void Convolution::transform_filter(const float* kernel) {
-  const int a = t_.alpha, r = t_.r;
+  constexpr int a = M + R - 1, r = R;
+  constexpr auto& g = kTransform<M, R>.g;
   const std::int64_t slice = g_.in_c * filters_;
   u_.resize({a * a * slice});
   u_.set_zero();
@@ -125,8 +88,25 @@ void Convolution::transform_filter(const float* kernel) {
     for (int j = 0; j < a; ++j)
       for (int p = 0; p < r; ++p)
         for (int q = 0; q < r; ++q) {
-          const float coef = t_.g[i * r + p] * t_.g[j * r + q];
+          const float coef = g[i * r + p] * g[j * r + q];
           if (coef != 0.0f) axpy(u_.data() + (i * a + j) * slice, coef, kernel + (p * r + q) * slice, slice);
+        }
+}
+
+// dLoss/dkernel[p][q] = sum over (i, j) of G[i][p] G[j][q] dU[(i, j)], the adjoint of
+// transform_filter.
+template <int M, int R>
+void Convolution::filter_grad(const float* du, float* grad_kernel) const {
+  constexpr int a = M + R - 1, r = R;
+  constexpr auto& g = kTransform<M, R>.g;
+  const std::int64_t slice = g_.in_c * filters_;
+  zero(grad_kernel, r * r * slice);
+  for (int p = 0; p < r; ++p)
+    for (int q = 0; q < r; ++q)
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j) {
+          const float coef = g[i * r + p] * g[j * r + q];
+          if (coef != 0.0f) axpy(grad_kernel + (p * r + q) * slice, coef, du + (i * a + j) * slice, slice);
         }
 }
 
@@ -152,50 +132,140 @@ inline void store(float* p, const Floats& v, int n) {
     std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
 }
 
-// acc = sum over k < N of row[k] * x[k * stride + offset]: one row of a transform matrix against
-// a column of vectors. N is a compile-time constant, so the loop unrolls and the coefficients
-// become broadcast operands of the multiply-adds.
-template <int N>
-inline void dot(Floats& acc, const float* row, const Floats* x, int stride, int offset) {
-  acc = row[0] * x[offset];
-  for (int k = 1; k < N; ++k) acc += row[k] * x[k * stride + offset];
+// Calls f(std::integral_constant<int, I>()) for I = 0, ..., N - 1, unrolled.
+template <int N, typename F>
+inline void unroll(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>()), ...);
+  }(std::make_integer_sequence<int, N>());
+}
+
+// The transpose of the compile-time Rows x Cols matrix w (row-major).
+template <int Rows, int Cols, std::size_t Size>
+constexpr std::array<float, Size> transposed(const std::array<float, Size>& w) {
+  std::array<float, Size> t{};
+  for (int i = 0; i < Rows; ++i)
+    for (int j = 0; j < Cols; ++j)
+      t[static_cast<std::size_t>(j * Rows + i)] = w[static_cast<std::size_t>(i * Cols + j)];
+  return t;
+}
+
+// The four transforms of F(M x M, R x R), each applied to a tile from both sides as
+// Y = L X R^T: B^T d B (input), A^T M A (output), and their adjoints A dY A^T and B dV B^T.
+template <int M, int R>
+struct Sides {
+  static constexpr int a = M + R - 1, m = M;
+  static constexpr auto& t = kTransform<M, R>;
+  static constexpr std::array<float, a * a> bt = t.bt, b = transposed<a, a>(t.bt);
+  static constexpr std::array<float, m * a> at = t.at, a_ = transposed<m, a>(t.at);
+};
+
+// Row i of the compile-time matrix w with Cols columns.
+template <int Cols, std::size_t Size>
+constexpr std::array<float, Cols> row_of(const std::array<float, Size>& w, int i) {
+  std::array<float, Cols> row{};
+  for (int k = 0; k < Cols; ++k)
+    row[static_cast<std::size_t>(k)] = w[static_cast<std::size_t>(i * Cols + k)];
+  return row;
+}
+
+// acc = sum over k of Row[k] * x(k), the coefficients known at compile time: zero terms vanish
+// and unit ones are plain adds or subtracts, which is most of the transforms' work saved.
+template <auto Row, typename X>
+inline void combine(Floats& acc, X&& x) {
+  bool first = true;
+  unroll<static_cast<int>(Row.size())>([&](auto k) {
+    constexpr float c = Row[k];
+    if constexpr (c != 0.0f) {
+      const Floats& term = x(k);
+      if (first)
+        acc = c == 1.0f ? term : c == -1.0f ? -term : c * term;
+      else if constexpr (c == 1.0f)
+        acc += term;
+      else if constexpr (c == -1.0f)
+        acc -= term;
+      else
+        acc += c * term;
+      first = false;
+    }
+  });
+  if (first) acc = Floats{};
+}
+
+// Calls f(i) for i = 0, ..., N - 1: unrolled when N is small, a loop otherwise (unrolled 6 x 6
+// tiles outgrow the registers and the inliner).
+template <int N, typename F>
+inline void repeat(F&& f) {
+  if constexpr (N <= 4)
+    unroll<N>(f);
+  else
+    for (int i = 0; i < N; ++i) f(i);
+}
+
+// out(i, j, Y[i][j]) for Y = L X R^T, with L (P x K1) and R (Q x K2) known at compile time and
+// x(k1, k2) the K1 x K2 input tile. Column by column, then row by row: each pass holds one line
+// of inputs and of outputs in registers.
+template <auto L, int K1, auto R, int K2, typename X, typename Out>
+inline void sandwich(X&& x, Out&& out) {
+  constexpr int P = static_cast<int>(L.size()) / K1, Q = static_cast<int>(R.size()) / K2;
+  Floats t[P * K2];
+  repeat<K2>([&](int l) {
+    Floats column[K1];
+    for (int k = 0; k < K1; ++k) column[k] = x(k, l);
+    unroll<P>([&](auto i) {
+      constexpr auto row = row_of<K1>(L, i);
+      combine<row>(t[i * K2 + l], [&](int k) -> const Floats& { return column[k]; });
+    });
+  });
+  repeat<P>([&](int i) {
+    const Floats* line = t + i * K2;
+    unroll<Q>([&](auto j) {
+      constexpr auto row = row_of<K2>(R, j);
+      Floats y;
+      combine<row>(y, [&](int k) -> const Floats& { return line[k]; });
+      out(i, j, y);
+    });
+  });
 }
 
 }  // namespace
 
 // V[(i, j)][tile] = (B^T d B)[i][j] for each tile's alpha x alpha input patch d (zero outside the
 // image), 16 channels at a time with the patch in registers.
-template <int A>
+template <int M, int R>
 void Convolution::transform_input(const float* images, std::int64_t count, float* v) const {
-  constexpr int a = A, m = kOutputTile;
-  const std::int64_t c = g_.in_c, tiles = count * tiles_per_image();
-  Floats d[a * a], rows[a * a];
+  using S = Sides<M, R>;
+  constexpr int a = M + R - 1, m = M;
+  const std::int64_t c = g_.in_c, tiles = count * tiles_per_image(), row = g_.in_w * c;
+  Floats d[a * a];
   for (std::int64_t b = 0; b < count; ++b) {
     const float* image = images + b * g_.image_size();
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
+      const std::int64_t ih0 = th * m - g_.pad_top;
       for (std::int64_t tw = 0; tw < tiles_w_; ++tw) {
         const std::int64_t tile = (b * tiles_h_ + th) * tiles_w_ + tw;
-        const std::int64_t ih0 = th * m - g_.pad_top, iw0 = tw * m - g_.pad_left;
+        const std::int64_t iw0 = tw * m - g_.pad_left;
+        const bool inside = ih0 >= 0 && iw0 >= 0 && ih0 + a <= g_.in_h && iw0 + a <= g_.in_w;
         for (std::int64_t c0 = 0; c0 < c; c0 += kLanes) {
           const int n = static_cast<int>(std::min<std::int64_t>(kLanes, c - c0));
-          for (int k = 0; k < a; ++k) {
-            const std::int64_t ih = ih0 + k;
-            for (int l = 0; l < a; ++l) {
-              const std::int64_t iw = iw0 + l;
-              if (ih < 0 || ih >= g_.in_h || iw < 0 || iw >= g_.in_w)
-                d[k * a + l] = Floats{};
-              else
-                load(d[k * a + l], image + (ih * g_.in_w + iw) * c + c0, n);
-            }
+          // The patch's corner, as an offset: it lies outside the image for border tiles.
+          const std::int64_t corner = (ih0 * g_.in_w + iw0) * c + c0;
+          if (inside && n == kLanes) {  // most tiles: plain loads
+            for (int k = 0; k < a; ++k)
+              for (int l = 0; l < a; ++l) d[k * a + l] = simd::at(image + corner + k * row + l * c);
+          } else {
+            for (int k = 0; k < a; ++k)
+              for (int l = 0; l < a; ++l) {
+                const std::int64_t ih = ih0 + k, iw = iw0 + l;
+                if (ih < 0 || ih >= g_.in_h || iw < 0 || iw >= g_.in_w)
+                  d[k * a + l] = Floats{};
+                else
+                  load(d[k * a + l], image + corner + k * row + l * c, n);
+              }
           }
-          for (int i = 0; i < a; ++i)
-            for (int l = 0; l < a; ++l) dot<a>(rows[i * a + l], bt_.data() + i * a, d, a, l);
-          for (int i = 0; i < a; ++i)
-            for (int j = 0; j < a; ++j) {
-              Floats acc;
-              dot<a>(acc, bt_.data() + j * a, rows, 1, i * a);
-              store(v + ((i * a + j) * tiles + tile) * c + c0, acc, n);
-            }
+          float* out = v + tile * c + c0;
+          sandwich<S::bt, a, S::bt, a>([&](int k, int l) -> const Floats& { return d[k * a + l]; },
+                                       [&](int i, int j, const Floats& y) { store(out + (i * a + j) * tiles * c, y, n); });
         }
       }
     }
@@ -204,36 +274,34 @@ void Convolution::transform_input(const float* images, std::int64_t count, float
 
 // Each tile's m x m outputs (A^T M A)[x][y] + bias, then the activation; outputs past the edge
 // of a partial tile are dropped.
-template <int A>
+template <int M, int R>
 void Convolution::transform_output(const float* mm, std::int64_t count, const float* bias,
                                    bool relu, float* output) const {
-  constexpr int a = A, m = kOutputTile;
+  using S = Sides<M, R>;
+  constexpr int a = M + R - 1, m = M;
   const std::int64_t f = filters_, tiles = count * tiles_per_image();
-  Floats x_in[a * a], rows[a * a];
+  Floats x_in[a * a];
   for (std::int64_t b = 0; b < count; ++b) {
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
       for (std::int64_t tw = 0; tw < tiles_w_; ++tw) {
         const std::int64_t tile = (b * tiles_h_ + th) * tiles_w_ + tw;
+        const std::int64_t rows = std::min<std::int64_t>(m, g_.out_h - th * m);
+        const std::int64_t cols = std::min<std::int64_t>(m, g_.out_w - tw * m);
+        float* out = output + ((b * g_.out_h + th * m) * g_.out_w + tw * m) * f;
         for (std::int64_t f0 = 0; f0 < f; f0 += kLanes) {
           const int n = static_cast<int>(std::min<std::int64_t>(kLanes, f - f0));
-          for (int xi = 0; xi < a * a; ++xi) load(x_in[xi], mm + (xi * tiles + tile) * f + f0, n);
-          for (int x = 0; x < m; ++x)
-            for (int j = 0; j < a; ++j) dot<a>(rows[x * a + j], at_.data() + x * a, x_in, a, j);
+          const float* in = mm + tile * f + f0;
+          for (int xi = 0; xi < a * a; ++xi) load(x_in[xi], in + xi * tiles * f, n);
           Floats bias_block;
           load(bias_block, bias + f0, n);
-          for (int x = 0; x < m; ++x) {
-            const std::int64_t oh = th * m + x;
-            if (oh >= g_.out_h) break;
-            for (int y = 0; y < m; ++y) {
-              const std::int64_t ow = tw * m + y;
-              if (ow >= g_.out_w) break;
-              Floats acc;
-              dot<a>(acc, at_.data() + y * a, rows, 1, x * a);
-              acc += bias_block;
-              if (relu) acc = acc > 0.0f ? acc : Floats{};
-              store(output + ((b * g_.out_h + oh) * g_.out_w + ow) * f + f0, acc, n);
-            }
-          }
+          sandwich<S::at, a, S::at, a>(
+              [&](int k, int l) -> const Floats& { return x_in[k * a + l]; },
+              [&](int x, int y, Floats value) {
+                if (x >= rows || y >= cols) return;
+                value += bias_block;
+                if (relu) value = value > 0.0f ? value : Floats{};
+                store(out + (x * g_.out_w + y) * f + f0, value, n);
+              });
         }
       }
     }
@@ -242,35 +310,31 @@ void Convolution::transform_output(const float* mm, std::int64_t count, const fl
 
 // The adjoint of transform_output: dM[(i, j)][tile] = (A dY A^T)[i][j], dY being the tile's
 // output gradient (0 past the edge).
-template <int A>
+template <int M, int R>
 void Convolution::transform_output_grad(const float* grad, std::int64_t count, float* dm) const {
-  constexpr int a = A, m = kOutputTile;
+  using S = Sides<M, R>;
+  constexpr int a = M + R - 1, m = M;
   const std::int64_t f = filters_, tiles = count * tiles_per_image();
-  Floats dy[m * m], cols[a * m];
+  Floats dy[m * m];
   for (std::int64_t b = 0; b < count; ++b) {
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
       for (std::int64_t tw = 0; tw < tiles_w_; ++tw) {
         const std::int64_t tile = (b * tiles_h_ + th) * tiles_w_ + tw;
+        const std::int64_t rows = std::min<std::int64_t>(m, g_.out_h - th * m);
+        const std::int64_t cols = std::min<std::int64_t>(m, g_.out_w - tw * m);
+        const float* in = grad + ((b * g_.out_h + th * m) * g_.out_w + tw * m) * f;
         for (std::int64_t f0 = 0; f0 < f; f0 += kLanes) {
           const int n = static_cast<int>(std::min<std::int64_t>(kLanes, f - f0));
-          for (int x = 0; x < m; ++x) {
-            const std::int64_t oh = th * m + x;
+          for (int x = 0; x < m; ++x)
             for (int y = 0; y < m; ++y) {
-              const std::int64_t ow = tw * m + y;
-              if (oh >= g_.out_h || ow >= g_.out_w)
-                dy[x * m + y] = Floats{};
+              if (x < rows && y < cols)
+                load(dy[x * m + y], in + (x * g_.out_w + y) * f + f0, n);
               else
-                load(dy[x * m + y], grad + ((b * g_.out_h + oh) * g_.out_w + ow) * f + f0, n);
+                dy[x * m + y] = Floats{};
             }
-          }
-          for (int i = 0; i < a; ++i)
-            for (int y = 0; y < m; ++y) dot<m>(cols[i * m + y], a_.data() + i * m, dy, m, y);
-          for (int i = 0; i < a; ++i)
-            for (int j = 0; j < a; ++j) {
-              Floats acc;
-              dot<m>(acc, a_.data() + j * m, cols, 1, i * m);
-              store(dm + ((i * a + j) * tiles + tile) * f + f0, acc, n);
-            }
+          float* out = dm + tile * f + f0;
+          sandwich<S::a_, m, S::a_, m>([&](int k, int l) -> const Floats& { return dy[k * m + l]; },
+                                       [&](int i, int j, const Floats& y) { store(out + (i * a + j) * tiles * f, y, n); });
         }
       }
     }
@@ -279,55 +343,61 @@ void Convolution::transform_output_grad(const float* grad, std::int64_t count, f
 
 // The adjoint of transform_input: each tile's (B dV B^T) is added onto the input pixels it was
 // read from (tiles overlap, so pixels collect several); padding positions are dropped.
-template <int A>
+template <int M, int R>
 void Convolution::add_input_grad(const float* dv, std::int64_t count, float* grad_images) const {
-  constexpr int a = A, m = kOutputTile;
-  const std::int64_t c = g_.in_c, tiles = count * tiles_per_image();
-  Floats x_in[a * a], rows[a * a];
+  using S = Sides<M, R>;
+  constexpr int a = M + R - 1, m = M;
+  const std::int64_t c = g_.in_c, tiles = count * tiles_per_image(), row = g_.in_w * c;
+  Floats x_in[a * a];
   for (std::int64_t b = 0; b < count; ++b) {
     float* image = grad_images + b * g_.image_size();
     for (std::int64_t th = 0; th < tiles_h_; ++th) {
+      const std::int64_t ih0 = th * m - g_.pad_top;
       for (std::int64_t tw = 0; tw < tiles_w_; ++tw) {
         const std::int64_t tile = (b * tiles_h_ + th) * tiles_w_ + tw;
-        const std::int64_t ih0 = th * m - g_.pad_top, iw0 = tw * m - g_.pad_left;
+        const std::int64_t iw0 = tw * m - g_.pad_left;
+        const bool inside = ih0 >= 0 && iw0 >= 0 && ih0 + a <= g_.in_h && iw0 + a <= g_.in_w;
         for (std::int64_t c0 = 0; c0 < c; c0 += kLanes) {
           const int n = static_cast<int>(std::min<std::int64_t>(kLanes, c - c0));
-          for (int xi = 0; xi < a * a; ++xi) load(x_in[xi], dv + (xi * tiles + tile) * c + c0, n);
-          for (int k = 0; k < a; ++k)
-            for (int j = 0; j < a; ++j) dot<a>(rows[k * a + j], b_.data() + k * a, x_in, a, j);
-          for (int k = 0; k < a; ++k) {
-            const std::int64_t ih = ih0 + k;
-            if (ih < 0 || ih >= g_.in_h) continue;
-            for (int l = 0; l < a; ++l) {
-              const std::int64_t iw = iw0 + l;
-              if (iw < 0 || iw >= g_.in_w) continue;
-              float* dst = image + (ih * g_.in_w + iw) * c + c0;
-              Floats acc, old;
-              dot<a>(acc, b_.data() + l * a, rows, 1, k * a);
-              load(old, dst, n);
-              acc += old;
-              store(dst, acc, n);
-            }
-          }
+          const float* in = dv + tile * c + c0;
+          for (int xi = 0; xi < a * a; ++xi) load(x_in[xi], in + xi * tiles * c, n);
+          const std::int64_t corner = (ih0 * g_.in_w + iw0) * c + c0;
+          sandwich<S::b, a, S::b, a>(
+              [&](int k, int l) -> const Floats& { return x_in[k * a + l]; },
+              [&](int k, int l, const Floats& y) {
+                if (!inside && (ih0 + k < 0 || ih0 + k >= g_.in_h || iw0 + l < 0 || iw0 + l >= g_.in_w))
+                  return;
+                float* dst = image + corner + k * row + l * c;
+                if (n == kLanes) {
+                  simd::at(dst) += y;
+                } else {
+                  Floats old;
+                  load(old, dst, n);
+                  store(dst, old + y, n);
+                }
+              });
         }
       }
     }
   }
 }
 
-// Calls f with the tile size alpha as a compile-time constant (4 for 3x3 filters, 6 for 5x5).
+// Calls f with the output tile and filter sizes as compile-time constants.
 template <typename F>
 void Convolution::dispatch(F&& f) const {
-  if (t_.alpha == 4)
-    f(std::integral_constant<int, 4>());
+  using std::integral_constant;
+  if (r_ == 5)
+    f(integral_constant<int, 2>(), integral_constant<int, 5>());
+  else if (tile_ == 4)
+    f(integral_constant<int, 4>(), integral_constant<int, 3>());
   else
-    f(std::integral_constant<int, 6>());
+    f(integral_constant<int, 2>(), integral_constant<int, 3>());
 }
 
 void Convolution::forward(const float* images, std::int64_t n, const float* kernel,
                           const float* bias, bool relu, float* output, int threads) {
-  const std::int64_t positions = t_.alpha * t_.alpha, c = g_.in_c, f = filters_;
-  transform_filter(kernel);
+  const std::int64_t positions = alpha_ * alpha_, c = g_.in_c, f = filters_;
+  dispatch([&](auto m, auto r) { transform_filter<m, r>(kernel); });
   const Plan p = plan(n, threads);
   const std::int64_t tiles = p.chunk * tiles_per_image();
   const std::int64_t v_size = positions * tiles * c, m_size = positions * tiles * f;
@@ -341,20 +411,18 @@ void Convolution::forward(const float* images, std::int64_t n, const float* kern
     const std::int64_t rows = count * tiles_per_image();
     float* v = v_.data() + t * v_size;
     float* mm = m_.data() + t * m_size;
-    dispatch([&](auto alpha) { transform_input<alpha>(images + b0 * g_.image_size(), count, v); });
+    dispatch([&](auto m, auto r) { transform_input<m, r>(images + b0 * g_.image_size(), count, v); });
     for (std::int64_t xi = 0; xi < positions; ++xi)
-      MatrixMap(mm + xi * rows * f, rows, f).noalias() =
-          ConstMatrixMap(v + xi * rows * c, rows, c) * ConstMatrixMap(u_.data() + xi * c * f, c, f);
-    dispatch([&](auto alpha) { transform_output<alpha>(mm, count, bias, relu, output + b0 * g_.rows_per_image() * f); });
+      gemm(false, false, rows, f, c, v + xi * rows * c, u_.data() + xi * c * f, 0.0f, mm + xi * rows * f);
+    dispatch([&](auto m, auto r) { transform_output<m, r>(mm, count, bias, relu, output + b0 * g_.rows_per_image() * f); });
   }
 }
 
 void Convolution::backward(const float* images, std::int64_t n, const float* kernel,
                            const float* output, const float* grad_output, bool relu,
                            float* grad_images, float* grad_kernel, float* grad_bias, int threads) {
-  const int a = t_.alpha, r = t_.r;
-  const std::int64_t positions = a * a, c = g_.in_c, f = filters_, slice = c * f;
-  transform_filter(kernel);
+  const std::int64_t positions = alpha_ * alpha_, c = g_.in_c, f = filters_, slice = c * f;
+  dispatch([&](auto m, auto r) { transform_filter<m, r>(kernel); });
   const Plan p = plan(n, threads);
   const std::int64_t tiles = p.chunk * tiles_per_image();
   const std::int64_t v_size = positions * tiles * c, m_size = positions * tiles * f;
@@ -380,33 +448,22 @@ void Convolution::backward(const float* images, std::int64_t n, const float* ker
       const std::int64_t out_offset = b0 * g_.rows_per_image() * f;
       ops_detail::relu_and_bias_grad(grad_output + out_offset, output + out_offset, pre,
                                      count * g_.rows_per_image(), f, relu, du + positions * slice, true);
-      dispatch([&](auto alpha) { transform_output_grad<alpha>(relu ? pre : grad_output + out_offset, count, dm); });
-      dispatch([&](auto alpha) { transform_input<alpha>(images + b0 * g_.image_size(), count, v); });
+      dispatch([&](auto m, auto r) { transform_output_grad<m, r>(relu ? pre : grad_output + out_offset, count, dm); });
+      dispatch([&](auto m, auto r) { transform_input<m, r>(images + b0 * g_.image_size(), count, v); });
       for (std::int64_t xi = 0; xi < positions; ++xi)
-        MatrixMap(du + xi * slice, c, f).noalias() +=
-            ConstMatrixMap(v + xi * rows * c, rows, c).transpose() * ConstMatrixMap(dm + xi * rows * f, rows, f);
+        gemm(true, false, c, f, rows, v + xi * rows * c, dm + xi * rows * f, 1.0f, du + xi * slice);
       if (grad_images == nullptr) continue;
       for (std::int64_t xi = 0; xi < positions; ++xi)  // dV overwrites V
-        MatrixMap(v + xi * rows * c, rows, c).noalias() =
-            ConstMatrixMap(dm + xi * rows * f, rows, f) * ConstMatrixMap(u_.data() + xi * slice, c, f).transpose();
+        gemm(false, true, rows, c, f, dm + xi * rows * f, u_.data() + xi * slice, 0.0f, v + xi * rows * c);
       float* dx = grad_images + b0 * g_.image_size();
       zero(dx, count * g_.image_size());
-      dispatch([&](auto alpha) { add_input_grad<alpha>(v, count, dx); });
+      dispatch([&](auto m, auto r) { add_input_grad<m, r>(v, count, dx); });
     }
   }
   float* du = du_.data();
   for (int t = 1; t < p.threads; ++t) axpy(du, 1.0f, du_.data() + t * du_size, du_size);
   std::memcpy(grad_bias, du + positions * slice, static_cast<std::size_t>(f) * sizeof(float));
-  // dLoss/dkernel[p][q] = sum over (i, j) of G[i][p] G[j][q] dU[(i, j)], the adjoint of
-  // transform_filter.
-  zero(grad_kernel, r * r * slice);
-  for (int pp = 0; pp < r; ++pp)
-    for (int q = 0; q < r; ++q)
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j) {
-          const float coef = t_.g[i * r + pp] * t_.g[j * r + q];
-          if (coef != 0.0f) axpy(grad_kernel + (pp * r + q) * slice, coef, du + (i * a + j) * slice, slice);
-        }
+  dispatch([&](auto m, auto r) { filter_grad<m, r>(du, grad_kernel); });
 }
 
 }  // namespace cohort::winograd

@@ -77,6 +77,40 @@ TEST_CASE("Add gradients match finite differences, two inputs and three") {
   }
 }
 
+TEST_CASE("Add with a fused ReLU is max(0, sum); its gradients pass where the sum is positive") {
+  Graph graph;
+  Add layer("add", Activation::kRelu);
+  const std::vector<Shape> shapes = {{4}, {4}};
+  layer.build_node(graph, shapes);
+  Tensor a({1, 4}, std::vector<float>{1, -2, 3, -4});
+  Tensor b({1, 4}, std::vector<float>{0.5f, 1, -5, 2});
+  const Tensor* in[] = {&a, &b};
+  Tensor y;
+  layer.forward_node(in, y, {});
+  CHECK(values(y) == std::vector<float>{1.5f, 0, 0, 0});
+  const Tensor dy({1, 4}, std::vector<float>{1, 2, 3, 4});
+  Tensor da, db;
+  Tensor* grads[] = {&da, &db};
+  layer.backward_node(in, y, dy, grads, {});
+  CHECK(values(da) == std::vector<float>{1, 0, 0, 0});
+  CHECK(values(db) == values(da));
+  // Away from the kink the finite differences agree, for two inputs and three.
+  for (int count : {2, 3}) {
+    CAPTURE(count);
+    Graph g;
+    Add fused("add", Activation::kRelu);
+    const std::vector<Shape> s(static_cast<std::size_t>(count), Shape{3, 4});
+    fused.build_node(g, s);
+    std::vector<Tensor> inputs;
+    for (int i = 0; i < count; ++i) inputs.push_back(random_tensor({2, 3, 4}, 20 + i));
+    std::vector<Tensor*> pointers;
+    for (Tensor& t : inputs) pointers.push_back(&t);
+    GradientCheckOptions options;
+    options.step = 1e-3;
+    expect_layer_gradients(fused, g, pointers, {}, options);
+  }
+}
+
 TEST_CASE("Add rejects one input and inputs of different shapes, naming the layer") {
   Graph graph;
   Add layer("residual");

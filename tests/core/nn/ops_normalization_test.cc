@@ -210,7 +210,7 @@ TEST_CASE("BatchNormalization creates gamma, beta and the moving statistics per 
   CHECK(get(graph, "bn/moving_variance") == std::vector<float>(5, 1.0f));
   CHECK(layer.flops_per_example() > 45.0);
 
-  auto made = batch_norm("bn2", true, 0.99f, 1e-5f);
+  auto made = batch_norm("bn2", true, Activation::kNone, 0.99f, 1e-5f);
   const auto* bn = dynamic_cast<const BatchNormalization*>(made.get());
   REQUIRE(bn != nullptr);
   CHECK(bn->name() == "bn2");
@@ -334,6 +334,50 @@ TEST_CASE("BatchNormalization gradients match finite differences in training and
       options.threshold = 1e-2;
       expect_layer_gradients(layer, graph, x, context, options);
     }
+  }
+}
+
+TEST_CASE("BatchNormalization with a fused ReLU equals BatchNormalization then ReLU") {
+  const Shape example{3, 3, 5};
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    Graph fused_graph, plain_graph;
+    BatchNormalization::Options options = bn_options();
+    options.activation = Activation::kRelu;
+    BatchNormalization fused("bn", options);
+    BatchNormalization plain("bn", bn_options());
+    build_bn(fused, fused_graph, example);
+    build_bn(plain, plain_graph, example);
+    Tensor x = random_tensor(with_batch(4, example), 5, -1.0f, 3.0f);
+    OpContext context;
+    context.training = training;
+    Tensor y, y_plain;
+    fused.forward(x, y, context);
+    plain.forward(x, y_plain, context);
+    Tensor dy = random_tensor(y.shape(), 6);
+    Tensor dy_plain = dy;  // through the ReLU by hand
+    int clipped = 0;
+    for (std::int64_t i = 0; i < y.size(); ++i) {
+      CHECK(y[i] == doctest::Approx(std::max(0.0f, y_plain[i])).epsilon(1e-6));
+      if (y_plain[i] <= 0.0f) {
+        dy_plain[i] = 0.0f;
+        ++clipped;
+      }
+    }
+    CHECK(clipped > 0);
+    CHECK(clipped < y.size());
+    std::vector<float> grads(static_cast<std::size_t>(fused_graph.num_parameters()));
+    std::vector<float> grads_plain(grads.size());
+    Tensor dx, dx_plain;
+    fused.backward(x, y, dy, &dx, grads);
+    plain.backward(x, y_plain, dy_plain, &dx_plain, grads_plain);
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      CHECK(grads[i] == doctest::Approx(grads_plain[i]).epsilon(1e-5));
+    for (std::int64_t i = 0; i < dx.size(); ++i)
+      CHECK(dx[i] == doctest::Approx(dx_plain[i]).epsilon(1e-5));
+    GradientCheckOptions check;
+    check.step = 1e-3;
+    expect_layer_gradients(fused, fused_graph, x, context, check);
   }
 }
 
@@ -559,7 +603,7 @@ TEST_CASE("BatchNormalization and LayerNormalization reject bad arguments naming
   CHECK_THROWS_AS(BatchNormalization("bn", bn_options(std::nanf(""))), InvalidArgument);
   CHECK_THROWS_AS(BatchNormalization("bn", bn_options(0.9f, 0.0f)), InvalidArgument);
   CHECK_THROWS_AS(BatchNormalization("bn", bn_options(0.9f, -1e-3f)), InvalidArgument);
-  CHECK_THROWS_AS(batch_norm("bn", false, 1.5f), InvalidArgument);
+  CHECK_THROWS_AS(batch_norm("bn", false, Activation::kNone, 1.5f), InvalidArgument);
   CHECK_NOTHROW(BatchNormalization("bn", bn_options(0.0f)));
   CHECK_THROWS_AS(LayerNormalization("ln", 0.0f), InvalidArgument);
   CHECK_THROWS_AS(LayerNormalization("ln", -1.0f), InvalidArgument);

@@ -1,0 +1,25 @@
+#pragma once
+// Single-precision matrix products through OpenBLAS, for the ops whose products are many and small
+// (Winograd's per-position products), where its kernels measure 1.2-1.6x faster than Eigen's
+// (docs/BENCHMARKS.md). OpenBLAS picks its kernels for the CPU it runs on, so one binary serves
+// AVX2 and AVX-512 machines. Internal to the ops.
+
+#include <cstdint>
+
+namespace cohort::ops_detail {
+
+/// Row-major C = alpha op(A) op(B) + beta C, with op(A) m x k and op(B) k x n; a transposed
+/// operand is read as the row-major transpose of what is stored. Runs on the calling thread only:
+/// the ops split their work over the intra-op threads themselves, so calls may run concurrently.
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+          float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+          float beta, float* c, std::int64_t ldc);
+
+/// Row-major C = op(A) op(B) + beta C with dense operands (leading dimensions their row lengths).
+inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                 std::int64_t k, const float* a, const float* b, float beta, float* c) {
+  gemm(transpose_a, transpose_b, m, n, k, 1.0f, a, transpose_a ? m : k, b, transpose_b ? k : n,
+       beta, c, n);
+}
+
+}  // namespace cohort::ops_detail
