@@ -1,8 +1,8 @@
 // A residual network trained on the user's own data, from NumPy files:
 //
-//   mpirun -np 3 build/bin/example_residual_npy --mode=allreduce \
-//       --train_features=x_train.npy --train_labels=y_train.npy \
-//       --test_features=x_test.npy --test_labels=y_test.npy
+//   data="--train_features=x_train.npy --train_labels=y_train.npy"
+//   data+=" --test_features=x_test.npy --test_labels=y_test.npy"
+//   mpirun -np 3 build/bin/example_residual_npy --mode=allreduce $data
 //
 // x_*.npy hold images [n, rows, cols, channels] (or [n, rows, cols]) of any float or integer
 // dtype, y_*.npy the class of each as integers. Without file flags the program writes a part of

@@ -1,9 +1,12 @@
 #include "cohort/core/nn/evaluation.h"
 
+#include "cohort/core/base/error.h"
+
 namespace cohort {
 
 StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64_t batch_size,
                              const data::ImageOptions& image) {
+  check_dataset(model, data);
   auto batches = data::BatchIterator::in_order(data, batch_size, image);
   data::Batch batch;
   double loss = 0;
@@ -26,6 +29,14 @@ StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == "accuracy") total.accuracy = total.metrics[i];
   return total;
+}
+
+void check_dataset(const Model& model, const data::Dataset& data) {
+  try {
+    model.check_data(data.example_shape(), data.target_spec());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(data.name() + ": " + e.what());
+  }
 }
 
 }  // namespace cohort

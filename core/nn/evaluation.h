@@ -16,4 +16,8 @@ namespace cohort {
 StepMetrics evaluate_dataset(Model& model, const data::Dataset& data,
                              std::int64_t batch_size = 1000, const data::ImageOptions& image = {});
 
+/// Model::check_data for `data`: an InvalidArgument naming the dataset (its file) when its
+/// examples do not fit the model's input or its labels or targets do not fit the loss.
+void check_dataset(const Model& model, const data::Dataset& data);
+
 }  // namespace cohort

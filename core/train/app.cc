@@ -1,7 +1,9 @@
 #include "cohort/core/train/app.h"
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cohort/core/base/flags.h"
@@ -43,8 +45,12 @@ int Run(MainFunction main, int argc, char** argv) {
   }
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting
-  // for this rank.
-  if (size > 1) mpi::Environment::abort(status);
+  // for this rank. A moment's grace first lets the peers that fail the same way (a bad input
+  // that every rank reads) say so too.
+  if (size > 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    mpi::Environment::abort(status);
+  }
   return status;
 }
 

@@ -55,7 +55,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                           std::to_string(options_.towers) + " towers");
   for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}});
   const data::Dataset& shard = batches_.dataset();
-  towers_.front().model.check_data(shard.example_shape(), shard.target_spec());
+  check_dataset(towers_.front().model, shard);
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
   for (Tower& tower : towers_)

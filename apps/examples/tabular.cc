@@ -1,0 +1,151 @@
+// A multi-layer perceptron trained on the user's own table of numbers, from CSV or NumPy files:
+// classification (a column of class labels, softmax cross-entropy), multi-label (several 0/1
+// target columns, sigmoid cross-entropy) or regression (float target columns, mean squared
+// error), on any number of workers:
+//
+//   mpirun -np 4 build/bin/example_tabular --train=houses.csv --test=houses_test.csv
+//       --target_columns=price --loss=mean_squared_error                       (one line)
+//   mpirun -np 4 build/bin/example_tabular --train=x.npy,y.npy --test=xt.npy,yt.npy
+//       --loss=sigmoid_cross_entropy                                           (one line)
+//
+// --train and --test name a .csv file, a pair "features.npy,targets.npy", or a .npz archive
+// holding arrays "x" and "y". The model's input takes the data's example shape unless
+// --input_shape says otherwise. The chief prints the test loss and metrics, and writes them to
+// --metrics_json.
+#include <cohort/cohort.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
+COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data)");
+COHORT_DEFINE_string(label_column, "", "CSV: the column of integer class labels");
+COHORT_DEFINE_string(target_columns, "", "CSV: comma-separated columns of float targets");
+COHORT_DEFINE_string(loss, "softmax_cross_entropy",
+                     "softmax_cross_entropy, sigmoid_cross_entropy or mean_squared_error");
+COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");
+COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4 (empty: the data's)");
+COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
+COHORT_DEFINE_string(optimizer, "adam", "sgd, momentum, adam or adamw");
+COHORT_DEFINE_float(learning_rate, 0.01, "learning rate");
+COHORT_DEFINE_int(batch_size, 32, "examples per worker step");
+COHORT_DEFINE_int(train_steps, 500, "global steps to train");
+COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
+
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : text + ",") {
+    if (c != ',') {
+      part += c;
+    } else if (!part.empty()) {
+      parts.push_back(part);
+      part.clear();
+    }
+  }
+  return parts;
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The dataset named by a --train or --test value.
+cohort::data::Dataset load(const std::string& what, const std::string& spec) {
+  if (ends_with(spec, ".csv")) {
+    cohort::data::CsvOptions csv;
+    csv.label_column = FLAGS_label_column;
+    csv.target_columns = split(FLAGS_target_columns);
+    return cohort::data::load_csv(spec, csv);
+  }
+  if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec);
+  const std::vector<std::string> files = split(spec);
+  if (files.size() != 2)
+    throw cohort::InvalidArgument("--" + what + "=" + spec +
+                                  ": expected FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
+  return cohort::data::dataset_from_npy(files[0], files[1]);
+}
+
+cohort::Shape parse_shape(const std::string& text) {
+  cohort::Shape shape;
+  for (const std::string& d : split(text)) shape.push_back(std::stoll(d));
+  return shape;
+}
+
+// Hidden ReLU layers, then one output per class or per target value.
+cohort::Model mlp(cohort::Graph& graph, const cohort::Shape& input,
+                  const cohort::TargetSpec& targets) {
+  cohort::Model model(graph);
+  cohort::Node x = model.input(input);
+  const std::vector<std::string> hidden = split(FLAGS_hidden);
+  for (std::size_t i = 0; i < hidden.size(); ++i)
+    x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), std::stoll(hidden[i]),
+                                  cohort::Activation::kRelu),
+                    x);
+  const std::int64_t outputs =
+      targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
+  model.apply(cohort::dense("output", outputs), x);
+  model.set_loss(cohort::make_loss(FLAGS_loss));  // with its default metrics
+  return model;
+}
+
+int Main(int, char**) {
+  const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
+  cohort::Server server(cluster);
+  if (!server.is_computing()) {
+    server.join();
+    return 0;
+  }
+  if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  const cohort::data::Dataset train = load("train", FLAGS_train);
+  const cohort::data::Dataset test = FLAGS_test.empty() ? train : load("test", FLAGS_test);
+  const cohort::Shape input =
+      FLAGS_input_shape.empty() ? train.example_shape() : parse_shape(FLAGS_input_shape);
+  const cohort::TargetSpec targets = train.target_spec();
+
+  cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
+      cluster.num_tasks("ps"), server.worker_device()))};
+  cohort::TrainerOptions options;
+  options.batch_size = FLAGS_batch_size;
+  options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  cohort::OptimizerOptions optimizer;
+  optimizer.name = FLAGS_optimizer;
+  optimizer.learning_rate.base = FLAGS_learning_rate;
+  cohort::Trainer trainer(
+      &server, graph, [&](cohort::Graph& g) { return mlp(g, input, targets); },
+      train.shard(server.replica_index(), server.num_replicas()),
+      cohort::Optimizer::create(optimizer), options);
+
+  auto session = cohort::MonitoredTrainingSession(trainer, {
+      .master = server.target(),
+      .is_chief = server.is_chief(),
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps)}});
+  while (!session->should_stop()) session->run();
+  session->close();
+  if (server.is_chief()) {
+    trainer.fetch_parameters();
+    const cohort::StepMetrics m = trainer.evaluate(test);
+    const auto& names = trainer.model().metric_names();
+    std::printf("tabular: %d workers, %lld examples, global step %lld, test loss %.5f",
+                server.num_replicas(), static_cast<long long>(train.size()),
+                static_cast<long long>(trainer.global_step()), m.loss);
+    std::string json = "{\"loss\": " + std::to_string(m.loss);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      std::printf(", %s %.5f", names[i].c_str(), m.metrics[i]);
+      json += ", \"" + names[i] + "\": " + std::to_string(m.metrics[i]);
+    }
+    std::printf("\n");
+    if (!FLAGS_metrics_json.empty()) std::ofstream(FLAGS_metrics_json) << json << "}\n";
+  }
+  server.done();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }

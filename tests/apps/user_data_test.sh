@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Training on the user's own data (apps/examples/tabular.cc) with 3 workers in allreduce mode:
+# - a regression from a CSV file: the test mean squared error must fall below 0.05 (the targets
+#   vary by about 0.6 around their mean; the noise added is 0.01);
+# - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
+#   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
+# - bad input: a truncated .npy file, data that does not fit the model's input, and a loss that
+#   does not fit the labels each end the job within seconds, with a one-line error naming the
+#   file on every worker.
+#
+#   user_data_test.sh TABULAR MPIEXEC NP_FLAG WORKDIR
+set -euo pipefail
+tabular=$1 mpiexec=$2 np_flag=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+/usr/bin/python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(7)
+
+def regression(n):
+    x = rng.uniform(-1, 1, size=(n, 6))
+    y1 = np.sin(2 * x[:, 0]) + x[:, 1] * x[:, 2] + 0.5 * x[:, 3] ** 2
+    y2 = x[:, 4] - x[:, 5] * x[:, 0]
+    y = np.stack([y1, y2], axis=1) + rng.normal(0, 0.1, size=(n, 2))
+    return np.concatenate([x, y], axis=1)
+
+header = ",".join([f"f{i}" for i in range(6)] + ["y1", "y2"])
+np.savetxt("reg_train.csv", regression(4000), delimiter=",", header=header, comments="", fmt="%.6f")
+np.savetxt("reg_test.csv", regression(1000), delimiter=",", header=header, comments="", fmt="%.6f")
+
+w = rng.normal(size=(16, 5))
+def multilabel(n):
+    x = rng.normal(size=(n, 4, 4)).astype(np.float32)
+    return x, (x.reshape(n, 16) @ w > 0).astype(np.float32)
+
+for split, n in (("train", 4000), ("test", 1000)):
+    x, y = multilabel(n)
+    np.save(f"ml_{split}_x.npy", x)
+    np.save(f"ml_{split}_y.npy", y)
+with open("ml_train_x.npy", "rb") as f:
+    open("truncated_x.npy", "wb").write(f.read(100))
+PY
+
+run() {  # run NAME ARGS...: 3 workers; output in NAME.log; returns the job's status
+  local name=$1
+  shift
+  local start=$SECONDS status=0
+  timeout 60 "$mpiexec" "$np_flag" 3 --oversubscribe "$tabular" --print_cluster=false "$@" \
+    > "$name.log" 2>&1 || status=$?
+  cat "$name.log"
+  echo "($name: status $status after $((SECONDS - start)) s)"
+  return $status
+}
+
+metric() {  # metric FILE NAME: a value from a metrics JSON file
+  /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
+}
+
+run regression --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 \
+  --loss=mean_squared_error --hidden=64,64 --train_steps=1500 --metrics_json=reg.json \
+  || { echo "the regression job failed"; exit 1; }
+mse=$(metric reg.json mse)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
+  || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
+
+run multilabel --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
+  --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics_json=ml.json \
+  || { echo "the multi-label job failed"; exit 1; }
+accuracy=$(metric ml.json binary_accuracy)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $accuracy >= 0.93 else 1)" \
+  || { echo "multi-label: test binary accuracy $accuracy, expected at least 0.93"; exit 1; }
+
+# expect_failure NAME REGEX ARGS...: the job fails, quickly, every worker saying REGEX in one line.
+expect_failure() {
+  local name=$1 regex=$2
+  shift 2
+  local start=$SECONDS
+  if run "$name" "$@"; then echo "$name: the job succeeded"; exit 1; fi
+  (( SECONDS - start <= 20 )) || { echo "$name: the job took $((SECONDS - start)) s to end"; exit 1; }
+  for w in 0 1 2; do
+    grep -qE "^\[worker:$w rank $w\] error: $regex\$" "$name.log" \
+      || { echo "$name: worker $w did not report: $regex"; exit 1; }
+  done
+}
+expect_failure truncated "truncated_x\.npy: .*" \
+  --train=truncated_x.npy,ml_train_y.npy --loss=sigmoid_cross_entropy
+expect_failure input_shape "reg_train\.csv: the data's examples are \[6\], the model's input takes \[7\]" \
+  --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --input_shape=7
+expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels" \
+  --train=ml_train_x.npy,ml_train_y.npy --loss=softmax_cross_entropy
+echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy"
