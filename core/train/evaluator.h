@@ -2,8 +2,8 @@
 // The evaluator job (TensorFlow's "evaluator" task): a process beside the training cluster that
 // follows the chief's checkpoints and evaluates each one as it appears.
 //
-//   mpirun -np 1 train --job_name=ps : -np 2 train --job_name=worker \
-//        : -np 1 train --job_name=evaluator --checkpoint_dir=ckpt
+//   t=build/bin/train a="--mode=sync --checkpoint_dir=ckpt"
+//   mpirun -np 1 $t --job_name=ps $a : -np 2 $t --job_name=worker $a : -np 1 $t --job_name=evaluator $a
 //
 // The evaluator takes no part in training (no gradient, no hosted memory, no collective with the
 // replicas); it reads the files the chief writes and ends when every replica is done.
@@ -22,15 +22,15 @@ namespace cohort {
 
 struct EvaluatorOptions {
   /// The directory the chief writes checkpoints to (required).
-  std::string checkpoint_dir;
+  std::string checkpoint_dir{};
   /// Where the evaluator's summaries go ("eval/loss", "eval/accuracy" at each checkpoint's global
   /// step); empty: checkpoint_dir/eval, where TensorBoard shows them beside the training curves.
-  std::string output_dir;
+  std::string output_dir{};
   /// How often the checkpoint index is looked at.
   std::chrono::milliseconds poll{500};
   std::int64_t batch_size = 1000;
   /// The image normalisation the trainer uses (its random crops and flips play no part).
-  data::ImageOptions image;
+  data::ImageOptions image{};
 };
 
 /// One checkpoint evaluated.

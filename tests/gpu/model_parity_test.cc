@@ -197,4 +197,16 @@ TEST_CASE("a model is refused a GPU that does not exist, and one with a layer wi
                        cohort::InvalidArgument);
   custom.set_gpu(-1);
   CHECK(custom.gpu() == -1);
+
+  // The layers that ship CPU-only (batch norm here), and graphs that are not a stack (resnet).
+  Graph normalized;
+  Model stack(normalized, {28, 28, 1});
+  stack.add(cohort::conv2d("conv", 8, 3)).add(cohort::batch_norm("bn")).add(cohort::dense("logits", 10));
+  CHECK_THROWS_WITH_AS(stack.set_gpu(0), "Model: layer \"bn\" has no GPU path",
+                       cohort::InvalidArgument);
+  Graph residual;
+  Model resnet = cohort::resnet(residual);
+  CHECK_THROWS_WITH_AS(resnet.set_gpu(0),
+                       doctest::Contains("GPU towers run a stack of layers; this model is a graph"),
+                       cohort::InvalidArgument);
 }
