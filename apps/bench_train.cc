@@ -1,5 +1,6 @@
 // bench_train: training throughput of the built-in models in one process (forward, backward and
 // an SGD update per step, data preloaded), next to the machine's matrix-product ceiling.
+// scripts/bench_compare.sh runs it beside PyTorch, in the same run.
 // images/s is wall clock (the median of --windows timed windows after a warm-up); img/CPU-s
 // divides by the CPU time the process used instead, which stays meaningful on a shared machine
 // (with several threads it counts all of them, spinning included). Convolution FLOPs are those
@@ -14,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -26,6 +26,7 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/model.h"
 #include "cohort/core/nn/models.h"
+#include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/nn/tensor.h"
 #include "cohort/core/nn/threads.h"
@@ -62,22 +63,21 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// PyTorch 1.13.1 (OpenBLAS 0.3.21, OPENBLAS_CORETYPE=SkylakeX), batch 64, same models, measured
-// on the development machine: images/s for 1 and 2 threads.
-const std::map<std::string, std::pair<double, double>> kPyTorch = {
-    {"mlp", {49000, 59000}}, {"cnn", {743, 1166}}, {"small_cnn", {4200, 7800}}};
-
-// GFLOP/s of a 1024^3 single-precision matrix product at the current thread count: the best of
-// several repetitions, as the practical ceiling the ops' products are measured against.
+// GFLOP/s of a 1024^3 single-precision matrix product on one thread, through the product the
+// ops use (OpenBLAS): the best of several repetitions, as the practical ceiling of one core.
 double gemm_ceiling() {
   constexpr int kN = 1024;
-  cohort::Matrix a = cohort::Matrix::Random(kN, kN), b = cohort::Matrix::Random(kN, kN), c(kN, kN);
-  c.noalias() = a * b;
+  const cohort::Matrix a = cohort::Matrix::Random(kN, kN), b = cohort::Matrix::Random(kN, kN);
+  cohort::Matrix c(kN, kN);
+  const auto product = [&] {
+    cohort::ops_detail::gemm(false, false, kN, kN, kN, a.data(), b.data(), 0.0f, c.data());
+  };
+  product();
   double best = 0.0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto start = Clock::now();
     constexpr int kProducts = 4;
-    for (int i = 0; i < kProducts; ++i) c.noalias() = a * b;
+    for (int i = 0; i < kProducts; ++i) product();
     best = std::max(best, kProducts * 2.0 * kN * kN * kN / seconds_since(start) / 1e9);
   }
   return best;
@@ -182,32 +182,26 @@ int Main(int, char**) {
 
   std::printf("# load average %.2f at start (other processes share the cores when it is above 0)\n",
               load_average());
-  std::printf("%-10s %7s %5s %10s %12s %8s %8s %9s %8s %12s\n", "model", "threads", "batch",
-              "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "PyTorch", "ratio", "img/CPU-s");
+  std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s\n", "model", "threads", "batch", "images/s",
+              "MFLOP/image", "GFLOP/s", "of GEMM", "img/CPU-s");
+  // On a GPU the host's GEMM ceiling does not apply. "of GEMM" is per thread: GFLOP/s over
+  // threads times the one-core ceiling.
+  const double ceiling = gpu < 0 ? gemm_ceiling() : 0.0;
+  if (gpu < 0) std::printf("# GEMM ceiling, one core: %.1f GFLOP/s (1024^3 SGEMM)\n", ceiling);
   for (int threads : thread_counts) {
     cohort::set_intra_op_threads(threads);
-    // On a GPU the host's GEMM ceiling and the CPU reference figures do not apply.
-    const double ceiling = gpu < 0 ? gemm_ceiling() : 0.0;
-    if (gpu < 0)
-      std::printf("# GEMM ceiling, %d thread%s: %.1f GFLOP/s (1024^3 SGEMM)\n", threads,
-                  threads == 1 ? "" : "s", ceiling);
-    else
+    if (gpu >= 0)
       std::printf("# on GPU %d%s, %d host thread%s\n", gpu, FLAGS_tf32 ? " (TF32 allowed)" : "",
                   threads, threads == 1 ? "" : "s");
     for (const std::string& name : models) {
       const Result r = time_model(name, FLAGS_batch_size, gpu);
       const double gflops = r.images_per_second * r.flops_per_image / 1e9;
-      char reference[32] = "-", ratio[32] = "-", of_gemm[32] = "-";
-      if (gpu < 0) std::snprintf(of_gemm, sizeof of_gemm, "%.0f%%", 100.0 * gflops / ceiling);
-      if (const auto it = kPyTorch.find(name); it != kPyTorch.end() && threads <= 2 && gpu < 0) {
-        const double ref = threads == 1 ? it->second.first : it->second.second;
-        std::snprintf(reference, sizeof reference, "%.0f", ref);
-        std::snprintf(ratio, sizeof ratio, "%.2fx", r.images_per_second / ref);
-      }
-      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %8s %9s %8s %12.0f\n", name.c_str(),
-                  threads, static_cast<long long>(FLAGS_batch_size), r.images_per_second,
-                  r.flops_per_image / 1e6, gflops, of_gemm, reference, ratio,
-                  r.images_per_cpu_second);
+      char of_gemm[32] = "-";
+      if (gpu < 0)
+        std::snprintf(of_gemm, sizeof of_gemm, "%.0f%%", 100.0 * gflops / (threads * ceiling));
+      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %8s %12.0f\n", name.c_str(), threads,
+                  static_cast<long long>(FLAGS_batch_size), r.images_per_second,
+                  r.flops_per_image / 1e6, gflops, of_gemm, r.images_per_cpu_second);
       std::fflush(stdout);
     }
   }

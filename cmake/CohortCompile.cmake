@@ -1,8 +1,14 @@
 # Compile settings shared by every Cohort target, applied through cohort_target_defaults().
 
-if(COHORT_NATIVE)
+set(COHORT_MARCH "" CACHE STRING
+  "Build for this CPU class (-march=..., e.g. x86-64-v3 for AVX2 nodes); empty: COHORT_NATIVE decides")
+if(COHORT_MARCH)
+  # Building on a login node for compute nodes of another class.
+  set(COHORT_ARCH_FLAGS -march=${COHORT_MARCH})
+elseif(COHORT_NATIVE)
   # Source builds run where they are built: let the compiler use every vector unit it finds
-  # (AVX-512 on the development machines). Eigen's GEMM kernels depend on this most.
+  # (AVX-512 on the development machines). The ops' vector loops depend on this most (OpenBLAS
+  # picks its own kernels at run time).
   set(COHORT_ARCH_FLAGS -march=native)
 else()
   set(COHORT_ARCH_FLAGS -march=x86-64-v2 -mtune=generic)

@@ -21,4 +21,12 @@ void set_intra_op_threads(int n) {
 
 int intra_op_threads() { return Eigen::nbThreads(); }
 
+int intra_op_thread_index() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace cohort

@@ -16,4 +16,8 @@ void set_intra_op_threads(int n);
 /// The current number of intra-op threads.
 int intra_op_threads();
 
+/// The calling thread's index in the intra-op parallel region it runs in (0 outside one): which
+/// per-thread scratch an op's loop body uses.
+int intra_op_thread_index();
+
 }  // namespace cohort

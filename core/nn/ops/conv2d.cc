@@ -3,10 +3,6 @@
 #include <string>
 #include <utility>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
@@ -28,14 +24,6 @@ using RowMap = Eigen::Map<Eigen::RowVectorXf>;
 // was tuned on; the packed filter and output block need the rest).
 constexpr std::int64_t kColumnChunkBytes = 768 * 1024;
 
-// This thread's index in the enclosing parallel region (0 outside one).
-std::int64_t thread_index() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
 
 }  // namespace
 
@@ -143,7 +131,7 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     const std::int64_t count = std::min(p.chunk, n - b0);
     const std::int64_t rows = count * g.rows_per_image();
     const float* images = input.data() + b0 * g.image_size();
-    float* columns = columns_.data() + thread_index() * column_size;
+    float* columns = columns_.data() + intra_op_thread_index() * column_size;
     float* out = output.data() + b0 * g.rows_per_image() * f;
     UnalignedMap y(out, rows, f);
     // The product accumulates onto the broadcast bias; the activation then runs over a block
@@ -188,7 +176,7 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
 
 #pragma omp parallel num_threads(p.threads) if (p.threads > 1)
   {
-    const std::int64_t t = thread_index();
+    const std::int64_t t = intra_op_thread_index();
     float* grad_kernel = t == 0 ? grads.data() + kernel_offset_ : partials_.data() + (t - 1) * partial_size;
     float* grad_bias = t == 0 ? grads.data() + bias_offset_ : grad_kernel + patch * f;
     float* columns_data = columns_.data() + t * column_size;

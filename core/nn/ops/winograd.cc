@@ -5,13 +5,10 @@
 #include <type_traits>
 #include <utility>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/simd.h"
+#include "cohort/core/nn/threads.h"
 
 namespace cohort::winograd {
 namespace {
@@ -22,13 +19,6 @@ using ops_detail::gemm;
 // transforms and the matrix products (2 MB per core on the machines this was tuned on).
 constexpr std::int64_t kChunkBytes = 1536 * 1024;
 
-std::int64_t thread_index() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
 
 // dst[0, n) += coef * src[0, n): the filter transforms, over whole [in, filters] slices.
 inline void axpy(float* __restrict dst, float coef, const float* __restrict src, std::int64_t n) {
@@ -406,7 +396,7 @@ void Convolution::forward(const float* images, std::int64_t n, const float* kern
 
 #pragma omp parallel for num_threads(p.threads) schedule(static) if (p.threads > 1)
   for (std::int64_t i = 0; i < p.chunks; ++i) {
-    const std::int64_t t = thread_index();
+    const std::int64_t t = intra_op_thread_index();
     const std::int64_t b0 = i * p.chunk, count = std::min(p.chunk, n - b0);
     const std::int64_t rows = count * tiles_per_image();
     float* v = v_.data() + t * v_size;
@@ -435,7 +425,7 @@ void Convolution::backward(const float* images, std::int64_t n, const float* ker
 
 #pragma omp parallel num_threads(p.threads) if (p.threads > 1)
   {
-    const std::int64_t t = thread_index();
+    const std::int64_t t = intra_op_thread_index();
     float* v = v_.data() + t * v_size;
     float* dm = m_.data() + t * m_size;
     float* pre = grad_pre_.data() + t * pre_size;
