@@ -16,8 +16,9 @@ namespace {
 using ops_detail::gemm;
 
 // The transformed input and products of one chunk of images should stay in L2 between the
-// transforms and the matrix products (2 MB per core on the machines this was tuned on).
-constexpr std::int64_t kChunkBytes = 1536 * 1024;
+// transforms and the matrix products (1 MB per core on the Zen 4 machines this was tuned on,
+// 512 KB on Zen 2/3, 1-2 MB on recent Intel cores).
+constexpr std::int64_t kChunkBytes = 768 * 1024;
 
 
 // dst[0, n) += coef * src[0, n): the filter transforms, over whole [in, filters] slices.
