@@ -41,7 +41,7 @@ COHORT_DEFINE_string(mode, "allreduce",
                      "how workers combine updates: sync, async, ssp (need --ps_tasks), allreduce, "
                      "or local (one process)");
 COHORT_DEFINE_int(batch_size, 64, "examples per worker step");
-COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum or adam");
+COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adamw");
 COHORT_DEFINE_float(learning_rate, 0.01, "base learning rate");
 COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer");
 COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum");

@@ -26,7 +26,7 @@ namespace cohort::data {
 struct ImageOptions {
   /// Per-channel (x - mean[c]) / std[c], applied last; empty: none. One entry per channel, or
   /// one for all.
-  std::vector<float> mean, std;
+  std::vector<float> mean{}, std{};
   /// Pad each image with this many zero pixels on every side and crop a random window of the
   /// original size (0: no crop).
   std::int64_t crop_padding = 0;
@@ -48,7 +48,7 @@ struct BatchOptions {
   /// true: next() never ends, it moves on to the next epoch by itself. false: next() returns false
   /// once at the end of each epoch (see next()).
   bool repeat = true;
-  ImageOptions image;
+  ImageOptions image{};
 };
 
 /// One batch: the features and the labels or targets of b examples.

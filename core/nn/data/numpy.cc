@@ -581,7 +581,7 @@ void save_npy(const std::string& path, std::span<const std::int32_t> labels) {
 Dataset dataset_from_arrays(NpyArray features, NpyArray targets, const std::string& name,
                             int num_classes) {
   return make_dataset(std::move(features), std::move(targets),
-                      {name, "features", "targets", name + ": targets"}, num_classes);
+                      {name, "features", "targets", name + ": targets", name}, num_classes);
 }
 
 Dataset dataset_from_npy(const std::string& features_path, const std::string& targets_path,
@@ -603,7 +603,7 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
   NpyArray targets = targets_key == features_key ? features : archive.read(targets_key);
   return make_dataset(std::move(features), std::move(targets),
                       {path, "features '" + features_key + "'", "targets '" + targets_key + "'",
-                       path + ": targets '" + targets_key + "'"},
+                       path + ": targets '" + targets_key + "'", path},
                       num_classes);
 }
 
