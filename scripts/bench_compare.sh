@@ -6,6 +6,10 @@
 # ratio is against the faster of the two.
 #
 #   scripts/bench_compare.sh [--models resnet,cnn] [--threads 1] [--rounds 5] [--seconds 4]
+#                            [--bench_train build/bin/bench_train]
+#
+# For the AVX2 class on an AVX-512 machine: a build with -DCOHORT_MARCH=x86-64-v3 as
+# --bench_train, and ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell in the environment.
 #
 # PyTorch is /usr/bin/python3's torch (Debian: python3-torch). Debian's torch uses reference BLAS
 # for its matrix products unless given OpenBLAS: the script puts OpenBLAS's OpenMP build first
@@ -13,7 +17,7 @@
 # SkylakeX) where OpenBLAS 0.3.21 misdetects the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-models=resnet threads=1 rounds=5 seconds=4 batch=64
+models=resnet threads=1 rounds=5 seconds=4 batch=64 bench_train=build/bin/bench_train
 while (($#)); do
   case $1 in
     --models) models=$2 ;;
@@ -21,6 +25,7 @@ while (($#)); do
     --rounds) rounds=$2 ;;
     --seconds) seconds=$2 ;;
     --batch_size) batch=$2 ;;
+    --bench_train) bench_train=$2 ;;
     *) echo "bench_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -28,12 +33,18 @@ done
 openmp_blas=/usr/lib/x86_64-linux-gnu/openblas-openmp
 [ -d "$openmp_blas" ] && export LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+# glibc hands big blocks out by mmap and returns them on free, until a free raises its threshold:
+# PyTorch, which allocates its activations every step, then pays page faults (resnet alone ran
+# at 515-580 images/s with a fifth of its time in the kernel, 675-695 after other models had
+# raised the threshold). A fixed threshold gives it the fast case every time; Cohort allocates
+# nothing in its steady state.
+export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
-     "$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo 'no AVX-512'); load $(cut -d' ' -f1 /proc/loadavg)"
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc --all) cores," \
+     "$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 || echo 'no AVX-512')${ONEDNN_MAX_CPU_ISA:+, PyTorch capped at $ONEDNN_MAX_CPU_ISA}${OPENBLAS_CORETYPE:+, OpenBLAS as $OPENBLAS_CORETYPE}; load $(cut -d' ' -f1 /proc/loadavg)"
 for ((r = 1; r <= rounds; r++)); do
-  build/bin/bench_train --models="$models" --threads="$threads" --batch_size="$batch" \
+  "$bench_train" --models="$models" --threads="$threads" --batch_size="$batch" \
       --seconds="$seconds" --windows=3 2>/dev/null |
     awk '!/^#/ && NR > 1 && $1 != "model" {print "cohort", $1, $4}' >> "$out"
   for layout in "" --channels_last; do
@@ -48,13 +59,16 @@ rows = {}
 for line in open(sys.argv[1]):
     who, model, rate = line.split()
     rows.setdefault(model, {}).setdefault(who, []).append(float(rate))
-print(f"threads {sys.argv[2]}, batch {sys.argv[3]}, {sys.argv[4]} alternating rounds, medians (images/s)")
+print(f"threads {sys.argv[2]}, batch {sys.argv[3]}, {sys.argv[4]} alternating rounds: "
+      "images/s, median (lowest - highest round)")
 print("| model | Cohort | PyTorch NCHW | PyTorch channels-last | Cohort / best PyTorch |")
 print("|---|---:|---:|---:|---:|")
+def cell(v):
+    return f"{statistics.median(v):,.0f} ({min(v):,.0f} - {max(v):,.0f})" if v else "-"
 for model, r in rows.items():
     med = {k: statistics.median(v) for k, v in r.items()}
     best = max(med.get("pytorch", 0), med.get("pytorch_cl", 0))
     ratio = f"{med['cohort'] / best:.2f}x" if best and "cohort" in med else "-"
-    print(f"| {model} | {med.get('cohort', 0):,.0f} | {med.get('pytorch', 0):,.0f} | "
-          f"{med.get('pytorch_cl', 0):,.0f} | {ratio} |")
+    print(f"| {model} | {cell(r.get('cohort'))} | {cell(r.get('pytorch'))} | "
+          f"{cell(r.get('pytorch_cl'))} | {ratio} |")
 PY
