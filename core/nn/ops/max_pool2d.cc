@@ -24,31 +24,14 @@ MaxPool2D::MaxPool2D(std::string name, std::int64_t window, std::int64_t stride,
 
 MaxPool2D::MaxPool2D(std::string name, std::int64_t window_h, std::int64_t window_w,
                      std::int64_t stride_h, std::int64_t stride_w, Padding padding)
-    : name_(std::move(name)),
-      window_h_(window_h),
-      window_w_(window_w),
-      stride_h_(stride_h),
-      stride_w_(stride_w),
-      padding_(padding) {
-  if (window_h < 1 || window_w < 1 || stride_h < 1 || stride_w < 1)
-    throw InvalidArgument("MaxPool2D \"" + name_ + "\": window " + std::to_string(window_h) + "x" +
-                          std::to_string(window_w) + ", stride " + std::to_string(stride_h) + "x" +
-                          std::to_string(stride_w) + ": each must be >= 1");
-}
+    : Pool2D("MaxPool2D", std::move(name), window_h, window_w, stride_h, stride_w, padding) {}
 
-Shape MaxPool2D::build(Graph&, const Shape& input) {
-  if (input.size() != 3 || input[2] < 1)
-    throw InvalidArgument("MaxPool2D \"" + name_ + "\": input " + to_string(input) +
-                          " is not [height, width, channels]");
-  in_h_ = input[0];
-  in_w_ = input[1];
-  channels_ = input[2];
+Shape MaxPool2D::build(Graph& graph, const Shape& input) {
+  Shape output = Pool2D::build(graph, input);
   if (num_elements(input) > std::numeric_limits<std::int32_t>::max())
-    throw InvalidArgument("MaxPool2D \"" + name_ + "\": input " + to_string(input) +
+    throw InvalidArgument(what() + ": input " + to_string(input) +
                           " is too large (argmax offsets are 32-bit)");
-  dim_h_ = spatial_dim(in_h_, window_h_, stride_h_, padding_);
-  dim_w_ = spatial_dim(in_w_, window_w_, stride_w_, padding_);
-  return {dim_h_.out, dim_w_.out, channels_};
+  return output;
 }
 
 void MaxPool2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
@@ -64,13 +47,9 @@ void MaxPool2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     float* out = output.data() + b * out_size;
     std::int32_t* arg = argmax_.data() + b * out_size;
     for (std::int64_t oh = 0; oh < dim_h_.out; ++oh) {
-      const std::int64_t ih0 = oh * stride_h_ - dim_h_.pad_before;
-      const std::int64_t ih_lo = std::max<std::int64_t>(0, ih0);
-      const std::int64_t ih_hi = std::min(in_h_, ih0 + window_h_);
+      const auto [ih_lo, ih_hi] = rows(oh);
       for (std::int64_t ow = 0; ow < dim_w_.out; ++ow) {
-        const std::int64_t iw0 = ow * stride_w_ - dim_w_.pad_before;
-        const std::int64_t iw_lo = std::max<std::int64_t>(0, iw0);
-        const std::int64_t iw_hi = std::min(in_w_, iw0 + window_w_);
+        const auto [iw_lo, iw_hi] = cols(ow);
         float* o = out + (oh * dim_w_.out + ow) * c;
         std::int32_t* a = arg + (oh * dim_w_.out + ow) * c;
         // Padding never wins: the first in-range pixel (every window has one) seeds the max.

@@ -147,16 +147,42 @@ class Conv2D : public Layer {
   std::optional<winograd::Convolution> winograd_;
 };
 
+/// The windows of a 2-D pooling layer over NHWC images: their size, stride and padding (checked
+/// on construction) and, once built, the input and output geometry. MaxPool2D and AvgPool2D
+/// derive from it.
+class Pool2D : public Layer {
+ public:
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+
+ protected:
+  /// `kind` names the layer's class in messages ("MaxPool2D").
+  Pool2D(const char* kind, std::string name, std::int64_t window_h, std::int64_t window_w,
+         std::int64_t stride_h, std::int64_t stride_w, Padding padding);
+  /// The input rows [first, second) that output row oh's windows cover (padding excluded).
+  std::pair<std::int64_t, std::int64_t> rows(std::int64_t oh) const;
+  /// The input columns [first, second) that output column ow's windows cover.
+  std::pair<std::int64_t, std::int64_t> cols(std::int64_t ow) const;
+  /// `MaxPool2D "pool1"`: the layer in messages.
+  std::string what() const;
+
+  const char* kind_;
+  std::string name_;
+  std::int64_t window_h_, window_w_, stride_h_, stride_w_;
+  Padding padding_;
+  std::int64_t in_h_ = 0, in_w_ = 0, channels_ = 0;
+  SpatialDim dim_h_, dim_w_;
+};
+
 /// Max pooling over NHWC windows (padding never wins the max). The argmax of each output is kept
 /// for the backward pass.
-class MaxPool2D : public Layer {
+class MaxPool2D : public Pool2D {
  public:
   MaxPool2D(std::string name, std::int64_t window, std::int64_t stride,
             Padding padding = Padding::kValid);
   MaxPool2D(std::string name, std::int64_t window_h, std::int64_t window_w, std::int64_t stride_h,
             std::int64_t stride_w, Padding padding);
 
-  const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
@@ -166,11 +192,6 @@ class MaxPool2D : public Layer {
 
  private:
   friend class MaxPool2DGpu;
-  std::string name_;
-  std::int64_t window_h_, window_w_, stride_h_, stride_w_;
-  Padding padding_;
-  std::int64_t in_h_ = 0, in_w_ = 0, channels_ = 0;
-  SpatialDim dim_h_, dim_w_;
   std::vector<std::int32_t> argmax_;  // per output element: its input's offset in the example
 };
 

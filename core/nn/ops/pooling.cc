@@ -18,36 +18,52 @@ int threads_for(std::int64_t n) {
 
 }  // namespace
 
-AvgPool2D::AvgPool2D(std::string name, std::int64_t window_h, std::int64_t window_w,
-                     std::int64_t stride_h, std::int64_t stride_w, Padding padding)
-    : name_(std::move(name)),
+Pool2D::Pool2D(const char* kind, std::string name, std::int64_t window_h, std::int64_t window_w,
+               std::int64_t stride_h, std::int64_t stride_w, Padding padding)
+    : kind_(kind),
+      name_(std::move(name)),
       window_h_(window_h),
       window_w_(window_w),
       stride_h_(stride_h),
       stride_w_(stride_w),
       padding_(padding) {
   if (window_h < 1 || window_w < 1 || stride_h < 1 || stride_w < 1)
-    throw InvalidArgument("AvgPool2D \"" + name_ + "\": window " + std::to_string(window_h) + "x" +
+    throw InvalidArgument(what() + ": window " + std::to_string(window_h) + "x" +
                           std::to_string(window_w) + ", stride " + std::to_string(stride_h) + "x" +
                           std::to_string(stride_w) + ": each must be >= 1");
 }
 
-Shape AvgPool2D::build(Graph&, const Shape& input) {
+std::string Pool2D::what() const { return std::string(kind_) + " \"" + name_ + "\""; }
+
+Shape Pool2D::build(Graph&, const Shape& input) {
   if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
-    throw InvalidArgument("AvgPool2D \"" + name_ + "\": input " + to_string(input) +
+    throw InvalidArgument(what() + ": input " + to_string(input) +
                           " is not [height, width, channels]");
   try {
     dim_h_ = spatial_dim(input[0], window_h_, stride_h_, padding_);
     dim_w_ = spatial_dim(input[1], window_w_, stride_w_, padding_);
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument("AvgPool2D \"" + name_ + "\": input " + to_string(input) + ": " +
-                          e.what());
+    throw InvalidArgument(what() + ": input " + to_string(input) + ": " + e.what());
   }
   in_h_ = input[0];
   in_w_ = input[1];
   channels_ = input[2];
   return {dim_h_.out, dim_w_.out, channels_};
 }
+
+std::pair<std::int64_t, std::int64_t> Pool2D::rows(std::int64_t oh) const {
+  const std::int64_t first = oh * stride_h_ - dim_h_.pad_before;
+  return {std::max<std::int64_t>(0, first), std::min(in_h_, first + window_h_)};
+}
+
+std::pair<std::int64_t, std::int64_t> Pool2D::cols(std::int64_t ow) const {
+  const std::int64_t first = ow * stride_w_ - dim_w_.pad_before;
+  return {std::max<std::int64_t>(0, first), std::min(in_w_, first + window_w_)};
+}
+
+AvgPool2D::AvgPool2D(std::string name, std::int64_t window_h, std::int64_t window_w,
+                     std::int64_t stride_h, std::int64_t stride_w, Padding padding)
+    : Pool2D("AvgPool2D", std::move(name), window_h, window_w, stride_h, stride_w, padding) {}
 
 // Each window sums whole pixels (c contiguous floats) at a time, so the inner loops run over the
 // channels and vectorise. A window's divisor is the number of input pixels it covers: with SAME
@@ -63,13 +79,9 @@ void AvgPool2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     const float* in = input.data() + b * in_size;
     float* out = output.data() + b * out_size;
     for (std::int64_t oh = 0; oh < dim_h_.out; ++oh) {
-      const std::int64_t ih0 = oh * stride_h_ - dim_h_.pad_before;
-      const std::int64_t ih_lo = std::max<std::int64_t>(0, ih0);
-      const std::int64_t ih_hi = std::min(in_h_, ih0 + window_h_);
+      const auto [ih_lo, ih_hi] = rows(oh);
       for (std::int64_t ow = 0; ow < dim_w_.out; ++ow) {
-        const std::int64_t iw0 = ow * stride_w_ - dim_w_.pad_before;
-        const std::int64_t iw_lo = std::max<std::int64_t>(0, iw0);
-        const std::int64_t iw_hi = std::min(in_w_, iw0 + window_w_);
+        const auto [iw_lo, iw_hi] = cols(ow);
         float* __restrict o = out + (oh * dim_w_.out + ow) * c;
         std::fill_n(o, c, 0.0f);
         for (std::int64_t ih = ih_lo; ih < ih_hi; ++ih) {
@@ -101,13 +113,9 @@ void AvgPool2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_
     std::fill_n(dx, in_size, 0.0f);
     const float* dy = grad_output.data() + b * out_size;
     for (std::int64_t oh = 0; oh < dim_h_.out; ++oh) {
-      const std::int64_t ih0 = oh * stride_h_ - dim_h_.pad_before;
-      const std::int64_t ih_lo = std::max<std::int64_t>(0, ih0);
-      const std::int64_t ih_hi = std::min(in_h_, ih0 + window_h_);
+      const auto [ih_lo, ih_hi] = rows(oh);
       for (std::int64_t ow = 0; ow < dim_w_.out; ++ow) {
-        const std::int64_t iw0 = ow * stride_w_ - dim_w_.pad_before;
-        const std::int64_t iw_lo = std::max<std::int64_t>(0, iw0);
-        const std::int64_t iw_hi = std::min(in_w_, iw0 + window_w_);
+        const auto [iw_lo, iw_hi] = cols(ow);
         const float* __restrict g = dy + (oh * dim_w_.out + ow) * c;
         const float scale = 1.0f / static_cast<float>((ih_hi - ih_lo) * (iw_hi - iw_lo));
         for (std::int64_t ih = ih_lo; ih < ih_hi; ++ih) {

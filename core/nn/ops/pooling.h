@@ -1,6 +1,6 @@
 #pragma once
 // Average pooling: AvgPool2D over windows and GlobalAveragePooling2D over the whole image.
-// (MaxPool2D is in ops.h.)
+// (MaxPool2D and the windows' base, Pool2D, are in ops.h.)
 
 #include <cstdint>
 #include <span>
@@ -14,24 +14,15 @@ namespace cohort {
 
 /// Average pooling over NHWC windows. With SAME padding a window's average is over the input
 /// elements it covers (padding is not counted, as TensorFlow does).
-class AvgPool2D : public Layer {
+class AvgPool2D : public Pool2D {
  public:
   AvgPool2D(std::string name, std::int64_t window_h, std::int64_t window_w, std::int64_t stride_h,
             std::int64_t stride_w, Padding padding);
 
-  const std::string& name() const override { return name_; }
-  Shape build(Graph& graph, const Shape& input) override;
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
   double flops_per_example() const override;
-
- private:
-  std::string name_;
-  std::int64_t window_h_, window_w_, stride_h_, stride_w_;
-  Padding padding_;
-  std::int64_t in_h_ = 0, in_w_ = 0, channels_ = 0;
-  SpatialDim dim_h_, dim_w_;
 };
 
 /// [H, W, C] -> [C]: the mean over every position of each channel.
