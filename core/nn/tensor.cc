@@ -1,11 +1,34 @@
 #include "cohort/core/nn/tensor.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 #include <sstream>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "cohort/core/base/error.h"
 
 namespace cohort {
+namespace tensor_detail {
+
+void* allocate(std::size_t bytes) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20, kLine = 64;
+  const std::size_t align = bytes >= kHugePage ? kHugePage : kLine;
+  const std::size_t size = (std::max<std::size_t>(bytes, 1) + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, size);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (align == kHugePage) madvise(p, size, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
+  return p;
+}
+
+void deallocate(void* p) noexcept { std::free(p); }
+
+}  // namespace tensor_detail
 
 Tensor::Tensor(Shape shape) {
   resize(shape);

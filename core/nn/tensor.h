@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -18,6 +19,28 @@ using MatrixMap = Eigen::Map<Matrix, Eigen::Aligned64>;
 using ConstMatrixMap = Eigen::Map<const Matrix, Eigen::Aligned64>;
 using VectorMap = Eigen::Map<Eigen::VectorXf, Eigen::Aligned64>;
 using ConstVectorMap = Eigen::Map<const Eigen::VectorXf, Eigen::Aligned64>;
+
+namespace tensor_detail {
+
+/// Tensor storage: 64-byte aligned; blocks of 2 MB and more are aligned to 2 MB and offered to
+/// the kernel as transparent huge pages (where it takes them on request only, as Debian's
+/// default does), so the passes over large activations miss the TLB 512 times less often.
+void* allocate(std::size_t bytes);
+void deallocate(void* p) noexcept;
+
+template <typename T>
+struct Allocator {
+  using value_type = T;
+  Allocator() = default;
+  template <typename U>
+  Allocator(const Allocator<U>&) {}  // NOLINT: rebinding, as std::allocator
+  T* allocate(std::size_t n) { return static_cast<T*>(tensor_detail::allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t) noexcept { tensor_detail::deallocate(p); }
+  template <typename U>
+  bool operator==(const Allocator<U>&) const { return true; }
+};
+
+}  // namespace tensor_detail
 
 /// A dense float32 tensor that owns 64-byte-aligned storage.
 ///
@@ -60,7 +83,7 @@ class Tensor {
  private:
   Shape shape_;
   std::int64_t size_ = 0;
-  std::vector<float, Eigen::aligned_allocator<float>> data_;
+  std::vector<float, tensor_detail::Allocator<float>> data_;
 };
 
 }  // namespace cohort

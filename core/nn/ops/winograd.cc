@@ -332,8 +332,10 @@ void Convolution::transform_output_grad(const float* grad, std::int64_t count, f
   }
 }
 
-// The adjoint of transform_input: each tile's (B dV B^T) is added onto the input pixels it was
-// read from (tiles overlap, so pixels collect several); padding positions are dropped.
+// The adjoint of transform_input: each tile's (B dV B^T) goes onto the input pixels it was read
+// from; padding positions are dropped. Tiles overlap by a - m pixels, so a pixel that an earlier
+// tile (above, or to the left) covered collects, and the others are written: every pixel of the
+// images is covered, and none needs zeroing first.
 template <int M, int R>
 void Convolution::add_input_grad(const float* dv, std::int64_t count, float* grad_images) const {
   using S = Sides<M, R>;
@@ -359,11 +361,12 @@ void Convolution::add_input_grad(const float* dv, std::int64_t count, float* gra
                 if (!inside && (ih0 + k < 0 || ih0 + k >= g_.in_h || iw0 + l < 0 || iw0 + l >= g_.in_w))
                   return;
                 float* dst = image + corner + k * row + l * c;
+                const bool covered = (th > 0 && k < a - m) || (tw > 0 && l < a - m);
                 if (n == kLanes) {
-                  simd::at(dst) += y;
+                  simd::at(dst) = covered ? simd::at(dst) + y : y;
                 } else {
-                  Floats old;
-                  load(old, dst, n);
+                  Floats old{};
+                  if (covered) load(old, dst, n);
                   store(dst, old + y, n);
                 }
               });
@@ -446,9 +449,7 @@ void Convolution::backward(const float* images, std::int64_t n, const float* ker
       if (grad_images == nullptr) continue;
       for (std::int64_t xi = 0; xi < positions; ++xi)  // dV overwrites V
         gemm(false, true, rows, c, f, dm + xi * rows * f, u_.data() + xi * slice, 0.0f, v + xi * rows * c);
-      float* dx = grad_images + b0 * g_.image_size();
-      zero(dx, count * g_.image_size());
-      dispatch([&](auto m, auto r) { add_input_grad<m, r>(v, count, dx); });
+      dispatch([&](auto m, auto r) { add_input_grad<m, r>(v, count, grad_images + b0 * g_.image_size()); });
     }
   }
   float* du = du_.data();
