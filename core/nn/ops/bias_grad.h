@@ -32,7 +32,7 @@ inline void relu_and_bias_grad(const float* __restrict dy, const float* __restri
     if (accumulate) sum += simd::at(grad_bias + c0);
     simd::at(grad_bias + c0) = sum;
   }
-  for (std::int64_t c = c0; c < cols; ++c) {  // the last cols % 16 columns
+  for (std::int64_t c = c0; c < cols; ++c) {  // the last cols % kLanes columns
     float sum = 0.0f;
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t at = r * cols + c;

@@ -70,7 +70,7 @@ void MaxPool2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
           simd::at(o + k0) = best;
           simd::at(a + k0) = where;
         }
-        for (std::int32_t k = k0; k < c; ++k) {  // the last c % 16 channels
+        for (std::int32_t k = k0; k < c; ++k) {  // the last c % kBlock channels
           float best = in[first + k];
           std::int32_t where = first + k;
           for (std::int64_t ih = ih_lo; ih < ih_hi; ++ih) {

@@ -1,19 +1,28 @@
 #pragma once
-// 16-lane float and int32 vectors for the ops' elementwise loops, as GCC/Clang vector
-// extensions: the compiler lowers them to the target's vector unit (one AVX-512 register, two AVX
-// or four SSE ones) and keeps blends and running sums in registers, where plain loops over 16
-// elements get unrolled to scalars or vectorised with masked stores behind branches. Internal to
-// the ops.
+// Float and int32 vectors of one register's width for the ops' elementwise loops, as GCC/Clang
+// vector extensions: 16 lanes where the target has AVX-512, 8 otherwise (one AVX register, or two
+// SSE ones). The compiler keeps blends and running sums in registers, where plain loops get
+// unrolled to scalars or vectorised with masked stores behind branches. One register per vector
+// matters most on AVX2's 16 registers: a Winograd tile row of six 16-float vectors spilled there
+// (2x slower small convolutions). Internal to the ops.
 
 #include <cstdint>
 
 namespace cohort::simd {
 
+#if defined(__AVX512F__)
 constexpr std::int32_t kLanes = 16;
+#else
+constexpr std::int32_t kLanes = 8;
+#endif
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(std::int32_t))));
-/// 0, 1, ..., 15.
+/// 0, 1, ..., kLanes - 1.
+#if defined(__AVX512F__)
 constexpr Ints kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+constexpr Ints kIota = {0, 1, 2, 3, 4, 5, 6, 7};
+#endif
 
 // The same vectors at any float alignment, allowed to alias the arrays they overlay.
 using FloatsAt = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(4), may_alias));

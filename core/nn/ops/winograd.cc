@@ -106,8 +106,8 @@ namespace {
 using simd::Floats;
 constexpr int kLanes = simd::kLanes;
 
-// The first n (<= 16) channels at p, the rest 0; and their store. Whole vectors are plain
-// unaligned moves; only a channel count that is not a multiple of 16 takes the copies.
+// The first n (<= kLanes) channels at p, the rest 0; and their store. Whole vectors are plain
+// unaligned moves; only a channel count that is not a multiple of kLanes takes the copies.
 inline void load(Floats& v, const float* p, int n) {
   if (n == kLanes) {
     v = simd::at(p);
@@ -222,7 +222,7 @@ inline void sandwich(X&& x, Out&& out) {
 }  // namespace
 
 // V[(i, j)][tile] = (B^T d B)[i][j] for each tile's alpha x alpha input patch d (zero outside the
-// image), 16 channels at a time with the patch in registers.
+// image), kLanes channels at a time with the patch in registers.
 template <int M, int R>
 void Convolution::transform_input(const float* images, std::int64_t count, float* v) const {
   using S = Sides<M, R>;
