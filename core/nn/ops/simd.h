@@ -29,7 +29,7 @@ using FloatsAt = float __attribute__((vector_size(kLanes * sizeof(float)), align
 using IntsAt =
     std::int32_t __attribute__((vector_size(kLanes * sizeof(std::int32_t)), aligned(4), may_alias));
 
-/// The 16 values at p, to read or assign (unaligned). References rather than values: a vector
+/// The kLanes values at p, to read or assign (unaligned). References rather than values: a vector
 /// passed by value trips GCC's ABI note (-Wpsabi) when AVX-512 is off.
 inline FloatsAt& at(float* p) { return *reinterpret_cast<FloatsAt*>(p); }
 inline const FloatsAt& at(const float* p) { return *reinterpret_cast<const FloatsAt*>(p); }
