@@ -14,7 +14,9 @@
 // --metrics_json.
 #include <cohort/cohort.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -71,10 +73,22 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec) {
   return cohort::data::dataset_from_npy(files[0], files[1]);
 }
 
-cohort::Shape parse_shape(const std::string& text) {
-  cohort::Shape shape;
-  for (const std::string& d : split(text)) shape.push_back(std::stoll(d));
-  return shape;
+// The positive sizes in a comma-separated flag value, such as --hidden=64,64.
+std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string& text) {
+  std::vector<std::int64_t> sizes;
+  for (const std::string& item : split(text)) {
+    std::size_t used = 0;
+    long long size = 0;
+    try {
+      size = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || size <= 0)
+      throw cohort::InvalidArgument("--" + flag + "=" + text + ": '" + item +
+                                    "' is not a positive size");
+    sizes.push_back(size);
+  }
+  return sizes;
 }
 
 // Hidden ReLU layers, then one output per class or per target value.
@@ -82,9 +96,9 @@ cohort::Model mlp(cohort::Graph& graph, const cohort::Shape& input,
                   const cohort::TargetSpec& targets) {
   cohort::Model model(graph);
   cohort::Node x = model.input(input);
-  const std::vector<std::string> hidden = split(FLAGS_hidden);
+  const std::vector<std::int64_t> hidden = parse_sizes("hidden", FLAGS_hidden);
   for (std::size_t i = 0; i < hidden.size(); ++i)
-    x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), std::stoll(hidden[i]),
+    x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), hidden[i],
                                   cohort::Activation::kRelu),
                     x);
   const std::int64_t outputs =
@@ -104,8 +118,9 @@ int Main(int, char**) {
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
   const cohort::data::Dataset train = load("train", FLAGS_train);
   const cohort::data::Dataset test = FLAGS_test.empty() ? train : load("test", FLAGS_test);
-  const cohort::Shape input =
-      FLAGS_input_shape.empty() ? train.example_shape() : parse_shape(FLAGS_input_shape);
+  const cohort::Shape input = FLAGS_input_shape.empty()
+                                  ? train.example_shape()
+                                  : parse_sizes("input_shape", FLAGS_input_shape);
   const cohort::TargetSpec targets = train.target_spec();
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
