@@ -442,7 +442,7 @@ struct Names {
   std::string features;  // "features", "features 'x'"
   std::string targets;   // "targets", "targets y.npy"
   std::string labels;    // the prefix of label faults
-  std::string name;      // the Dataset's name (its sources, for later messages); empty: dataset
+  std::string name;      // the Dataset's name (its sources, for later messages)
 };
 
 // A copy of `t` as [n, 1] (t is [n]): Tensor::resize leaves contents unspecified.
@@ -460,12 +460,11 @@ Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, in
                             " differ in their first dimension: " + std::to_string(n) + " vs " +
                             std::to_string(targets.values.dim(0)) + " examples");
   Tensor x = features.values.rank() == 1 ? as_column(features.values) : std::move(features.values);
-  const std::string& name = names.name.empty() ? names.dataset : names.name;
   const Tensor& t = targets.values;
   const bool label_shape = t.rank() == 1 || (t.rank() == 2 && t.dim(1) == 1);
   if (!targets.integral || !label_shape) {
     Tensor y = t.rank() == 1 ? as_column(t) : std::move(targets.values);
-    return Dataset::from_arrays(std::move(x), std::move(y), name);
+    return Dataset::from_arrays(std::move(x), std::move(y), names.name);
   }
   // Labels above 2^24 would not have come through float32 exactly.
   const std::int64_t limit = num_classes > 0 ? num_classes : std::int64_t{1} << 24;
@@ -486,7 +485,7 @@ Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, in
     largest = std::max(largest, labels[static_cast<std::size_t>(i)]);
   }
   if (num_classes == 0) num_classes = targets.dtype.ends_with("b1") ? 2 : std::max(1, largest + 1);
-  return Dataset::from_arrays(std::move(x), std::move(labels), num_classes, name);
+  return Dataset::from_arrays(std::move(x), std::move(labels), num_classes, names.name);
 }
 
 }  // namespace

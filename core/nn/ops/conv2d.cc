@@ -24,7 +24,6 @@ using RowMap = Eigen::Map<Eigen::RowVectorXf>;
 // was tuned on; the packed filter and output block need the rest).
 constexpr std::int64_t kColumnChunkBytes = 768 * 1024;
 
-
 }  // namespace
 
 Conv2D::Conv2D(std::string name, Options options)

@@ -20,7 +20,6 @@ using ops_detail::gemm;
 // 512 KB on Zen 2/3, 1-2 MB on recent Intel cores).
 constexpr std::int64_t kChunkBytes = 768 * 1024;
 
-
 // dst[0, n) += coef * src[0, n): the filter transforms, over whole [in, filters] slices.
 inline void axpy(float* __restrict dst, float coef, const float* __restrict src, std::int64_t n) {
   for (std::int64_t c = 0; c < n; ++c) dst[c] += coef * src[c];
