@@ -9,6 +9,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
+#include "cohort/core/base/signals.h"
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/replication.h"
 #include "cohort/core/dist/server.h"
@@ -44,6 +45,5 @@
 #include "cohort/core/train/app.h"
 #include "cohort/core/train/evaluator.h"
 #include "cohort/core/train/session.h"
-#include "cohort/core/train/signals.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"

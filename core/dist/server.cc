@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <thread>
 
+#include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
 #include "cohort/mpi/error.h"
 
@@ -231,7 +233,15 @@ std::vector<int> Server::pending() const {
 
 void Server::serve(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool told = false;
   while (!receive_messages()) {
+    // A stop signal changes nothing here: the computing tasks stop on it too, and this task
+    // serves them until they are done, so that every task exits cleanly.
+    if (const int signal = stop_signal_received(); signal != 0 && !told) {
+      told = true;
+      std::fprintf(stderr, "[%s] signal %d: serving until the computing tasks are done\n",
+                   process_label().c_str(), signal);
+    }
     if (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
       std::string waiting;
       for (int rank : pending()) {

@@ -99,7 +99,9 @@ class Server {
   /// for) until every computing task has called done() (returns at once if they all have), then
   /// frees that memory. While it waits it sleeps a couple of milliseconds at a time and probes
   /// for messages in between: a core stays idle, and MPI keeps making progress for one-sided
-  /// traffic aimed at this rank. `timeout` 0 means wait forever; on expiry it throws Error naming
+  /// traffic aimed at this rank. A stop signal (SIGTERM, SIGUSR1) is reported once and otherwise
+  /// ignored: the computing tasks stop on it, and this task serves them until they are done.
+  /// `timeout` 0 means wait forever; on expiry it throws Error naming
   /// the tasks not yet done. May be called again after a timeout. Throws InvalidArgument on a
   /// computing task.
   void join(std::chrono::milliseconds timeout = std::chrono::milliseconds::zero());

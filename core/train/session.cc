@@ -5,8 +5,8 @@
 #include <exception>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/base/signals.h"
 #include "cohort/core/io/checkpoint.h"
-#include "cohort/core/train/signals.h"
 
 namespace cohort {
 namespace {

@@ -1,7 +1,10 @@
 #include "cohort/core/dist/modes/ps_mode.h"
 
+#include <algorithm>
 #include <exception>
 
+#include "cohort/core/base/error.h"
+#include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
 
 namespace cohort::modes {
@@ -37,9 +40,32 @@ std::string PsReplication::replica_name(int replica) const {
 void PsReplication::timed_wait(const std::function<bool()>& ready,
                                std::chrono::milliseconds timeout,
                                const std::function<std::string()>& what) {
-  const auto begin = std::chrono::steady_clock::now();
-  wait_until(ready, timeout, what);
-  last_wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  using namespace std::chrono;
+  const auto begin = steady_clock::now();
+  // After a stop signal the others are given twice the recent step time (at least half a
+  // second) to arrive; one that has not by then is stalled, and the scheduler will not wait.
+  std::optional<steady_clock::time_point> signalled;
+  const duration<double> grace = std::max(duration<double>(0.5), 2 * pace_);
+  wait_until(
+      [&] {
+        if (ready()) return true;
+        if (stop_signal_received() == 0) return false;
+        const auto now = steady_clock::now();
+        if (!signalled) signalled = now;
+        if (now - *signalled > grace)
+          throw StopSignalled(stop_signal_received(),
+                              "stopped by signal " + std::to_string(stop_signal_received()) +
+                                  " while waiting " +
+                                  std::to_string(duration<double>(now - begin).count()) +
+                                  " s for " + what());
+        return false;
+      },
+      timeout, what);
+  const auto end = steady_clock::now();
+  last_wait_ += duration<double>(end - begin).count();
+  // The pace of the cluster: time from one completed wait to the next, smoothed.
+  if (last_wait_end_) pace_ = 0.8 * pace_ + 0.2 * (end - *last_wait_end_);
+  last_wait_end_ = end;
 }
 
 void PsReplication::start(std::span<float> values, std::int64_t initial_step,

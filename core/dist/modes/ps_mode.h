@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "cohort/core/dist/parameter_store.h"
@@ -36,7 +37,10 @@ class PsReplication : public Replication {
   /// "worker:1 (rank 2)" for replica `replica`.
   std::string replica_name(int replica) const;
   bool stopped() { return store_.read(ControlSlot::kStopped) != 0; }
-  /// wait_until(), with the time spent added to last_wait_.
+  /// wait_until(), with the time spent added to last_wait_. After a stop signal (SIGTERM,
+  /// SIGUSR1) it waits at most twice the recent time between waits (at least 0.5 s) more, then
+  /// throws StopSignalled("stopped by signal N while waiting ... for <what>"): a stalled peer
+  /// must not keep a stopping task past the scheduler's grace period.
   void timed_wait(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                   const std::function<std::string()>& what);
 
@@ -48,6 +52,10 @@ class PsReplication : public Replication {
   int replicas_;  // how many there are
   std::int64_t step_ = 0;
   bool finished_ = false;
+
+ private:
+  std::optional<std::chrono::steady_clock::time_point> last_wait_end_;
+  std::chrono::duration<double> pace_{0};
 };
 
 }  // namespace cohort::modes

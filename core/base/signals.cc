@@ -1,4 +1,4 @@
-#include "cohort/core/train/signals.h"
+#include "cohort/core/base/signals.h"
 
 #include <csignal>
 #include <unistd.h>

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SIGTERM to a worker that waits for a stalled chief (sync mode, 1 ps + 2 workers): the worker
+# gives up the wait and exits within 2 s, naming the signal and what it waited for, and the job
+# ends — rather than at the wait's timeout (120 s by default), past any scheduler's grace period.
+#
+#   signal_wait_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
+set -euo pipefail
+train=$1 mpiexec=$2 np_flag=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+# The chief (worker 0, rank 1) stalls at global step 20; worker 1 (rank 2) then waits for it.
+"$mpiexec" "$np_flag" 3 --oversubscribe "$train" --ps_tasks=1 --mode=sync --model=mlp \
+  --train_steps=100000 --inject_fault=stall --inject_fault_task=0 --inject_fault_step=20 \
+  --log_every_steps=10 --print_cluster=false > "$work/log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  grep -qE "^step (1[0-9]|20)/" "$work/log" && break
+  kill -0 "$job" 2>/dev/null || { echo "the job ended early"; cat "$work/log"; exit 1; }
+  sleep 0.05
+done
+sleep 1  # step 20 is reached within milliseconds: the worker is now waiting
+worker=""
+for pid in $(pgrep -f -- "$train"); do
+  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then worker=$pid; fi
+done
+[ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
+sent=$(date +%s%3N)
+kill -TERM "$worker"
+# Gone: no process, or a zombie its launcher has not reaped yet (it may be busy ending the others).
+alive() { local state; state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ "$state" != Z ]; }
+while alive "$worker"; do sleep 0.02; done
+gone=$(date +%s%3N)
+status=0
+timeout 20 tail --pid="$job" -f /dev/null || { echo "the job did not end after the worker left"; kill -9 "$job"; }
+wait "$job" || status=$?
+cat "$work/log"
+took=$((gone - sent))
+echo "worker 1 exited ${took} ms after SIGTERM; the job exited with status $status"
+((took <= 2000)) || { echo "FAIL: the worker took longer than 2 s to stop"; exit 1; }
+((status != 0)) || { echo "FAIL: a job whose chief stalled exited 0"; exit 1; }
+grep -qE "\[worker:1 rank 2\] error: stopped by signal 15 while waiting [0-9.]+ s for the chief" "$work/log" \
+  || { echo "FAIL: the worker did not say why it stopped"; exit 1; }
+echo "stop-in-a-wait test passed"
