@@ -15,7 +15,8 @@
 #include "cohort/core/dist/server.h"
 #include "cohort/core/train/app.h"
 
-COHORT_DEFINE_float(wait_secs, 5.0, "how long the workers keep the ps tasks waiting");
+COHORT_DEFINE_float(wait_secs, 5.0, "how long the workers keep the ps tasks waiting",
+                    cohort::flags::Range{0, 1e6});
 
 namespace {
 

@@ -35,9 +35,11 @@
 
 COHORT_DEFINE_string(models, "mlp,cnn,small_cnn", "comma-separated built-in models to time");
 COHORT_DEFINE_string(threads, "1", "comma-separated intra-op thread counts to time");
-COHORT_DEFINE_int(batch_size, 64, "examples per step");
-COHORT_DEFINE_float(seconds, 5.0, "timed seconds per model and thread count, after warm-up");
-COHORT_DEFINE_int(windows, 5, "timed windows per configuration; the median is reported");
+COHORT_DEFINE_int(batch_size, 64, "examples per step", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_float(seconds, 5.0, "timed seconds per model and thread count, after warm-up",
+                    cohort::flags::Range{1e-3, 1e6});
+COHORT_DEFINE_int(windows, 5, "timed windows per configuration; the median is reported",
+                  cohort::flags::Range{1, 1000});
 COHORT_DEFINE_string(device, "cpu", "where the steps run: cpu, gpu (GPU 0) or /gpu:N");
 COHORT_DEFINE_bool(tf32, false, "GPU: let Dense and Conv2D use TF32 tensor cores");
 
@@ -47,14 +49,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
 }
 
 double median(std::vector<double> values) {
@@ -159,22 +153,14 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
 }
 
 int Main(int, char**) {
-  if (FLAGS_batch_size < 1) throw cohort::InvalidArgument("--batch_size must be >= 1");
-  if (FLAGS_windows < 1) throw cohort::InvalidArgument("--windows must be >= 1");
-  if (!(FLAGS_seconds > 0)) throw cohort::InvalidArgument("--seconds must be > 0");
   std::vector<int> thread_counts;
-  for (const std::string& t : split(FLAGS_threads)) {
-    try {
-      thread_counts.push_back(std::stoi(t));
-    } catch (const std::exception&) {
-      throw cohort::InvalidArgument("--threads: \"" + t + "\" is not a number");
-    }
-  }
+  for (std::int64_t t : cohort::flags::parse_size_list("threads", FLAGS_threads, 1024))
+    thread_counts.push_back(static_cast<int>(t));
   const cohort::DeviceSpec device = cohort::parse_compute_device(FLAGS_device);
   const int gpu = device.device_type == "GPU"
                       ? cohort::assign_gpus(device, 1, 0, 1, cohort::visible_gpus()).front()
                       : -1;
-  const std::vector<std::string> models = split(FLAGS_models);
+  const std::vector<std::string> models = cohort::flags::split_list("models", FLAGS_models);
   for (const std::string& name : models) {
     cohort::Graph probe;
     cohort::build_model(name, probe);  // an unknown name fails before any timing

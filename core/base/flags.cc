@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -64,8 +66,18 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// Reads a flag file: one --name=value per line, blank lines and # comments ignored.
+// Reads a flag file: one --name=value per line, blank lines and # comments ignored. Only a
+// regular file of at most kMaxFlagfileBytes.
 std::vector<std::string> read_flagfile(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status))
+    throw FlagError("--flagfile=" + path + ": no such file");
+  if (!std::filesystem::is_regular_file(status))
+    throw FlagError("--flagfile=" + path + ": not a regular file");
+  if (std::filesystem::file_size(path, error) > kMaxFlagfileBytes || error)
+    throw FlagError("--flagfile=" + path + ": larger than " + std::to_string(kMaxFlagfileBytes) +
+                    " bytes");
   std::ifstream in(path);
   if (!in) throw FlagError("--flagfile=" + path + ": cannot open the file");
   std::vector<std::string> tokens;
@@ -111,11 +123,60 @@ std::string env_name(const std::string& flag) {
   return name;
 }
 
+// The value as a number, for the range check.
+double numeric_value(const Flag& flag) {
+  if (flag.type == Type::kInt) return static_cast<double>(*static_cast<const std::int64_t*>(flag.value));
+  return *static_cast<const double*>(flag.value);
+}
+
+std::string number_text(double v) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  return std::string(text, end);
+}
+
+void check_range(const Flag& flag) {
+  if (!flag.range || (flag.type != Type::kInt && flag.type != Type::kFloat)) return;
+  const double v = numeric_value(flag);
+  if (!(v >= flag.range->min && v <= flag.range->max))  // NaN fails both
+    throw FlagError("--" + flag.name + "=" + value_text(flag) +
+                    ": out of range, expected " + number_text(flag.range->min) + " to " +
+                    number_text(flag.range->max));
+}
+
 }  // namespace
 
+std::vector<std::string> split_list(const std::string& name, const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    if (items.size() == kMaxListItems)
+      throw FlagError("invalid value for --" + name + ": more than " +
+                      std::to_string(kMaxListItems) + " items");
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+std::vector<std::int64_t> parse_size_list(const std::string& name, const std::string& text,
+                                          std::int64_t max) {
+  std::vector<std::int64_t> sizes;
+  for (const std::string& item : split_list(name, text)) {
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || end != item.data() + item.size() || v <= 0 || v > max)
+      throw FlagError("invalid value '" + text + "' for --" + name + ": item '" + item +
+                      "' is not a whole number from 1 to " + std::to_string(max));
+    sizes.push_back(v);
+  }
+  if (sizes.empty()) throw FlagError("invalid value '" + text + "' for --" + name + ": no items");
+  return sizes;
+}
+
 template <typename T>
-Registrar<T>::Registrar(const char* name, T* value, const char* doc, const char* file, int line) {
-  Registry::global().add(Flag{name, type_of<T>(), value, to_text(*value), doc, file, line});
+Flag Registrar<T>::make(const char* name, T* value, const char* doc, const char* file, int line) {
+  return Flag{name, type_of<T>(), value, to_text(*value), doc, file, line, std::nullopt, false};
 }
 template struct Registrar<std::string>;
 template struct Registrar<std::int64_t>;
@@ -152,6 +213,16 @@ std::optional<std::string> Registry::suggest(const std::string& unknown) const {
   }
   if (best && best_distance <= std::max<std::size_t>(2, unknown.size() / 3)) return best->name;
   return std::nullopt;
+}
+
+std::string value_text(const Flag& flag) {
+  switch (flag.type) {
+    case Type::kString: return *static_cast<const std::string*>(flag.value);
+    case Type::kInt: return to_text(*static_cast<const std::int64_t*>(flag.value));
+    case Type::kBool: return to_text(*static_cast<const bool*>(flag.value));
+    case Type::kFloat: return to_text(*static_cast<const double*>(flag.value));
+  }
+  return {};
 }
 
 void Registry::set(const std::string& name, const std::string& text, const std::string& source) {
@@ -255,6 +326,7 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
     const std::string text = option.value.empty() ? std::string() : option.value.front();
     set(option.string_key, text, "--" + option.string_key);
   }
+  for (const Flag& flag : flags_) check_range(flag);
   return parsed;
 }
 
@@ -271,6 +343,9 @@ std::string Registry::help(const std::string& program) const {
       out << "  --" << flag->name << " (" << type_name(flag->type) << ", default ";
       if (flag->type == Type::kString) out << '"' << flag->default_text << '"';
       else out << flag->default_text;
+      if (flag->range)
+        out << ", " << number_text(flag->range->min) << " to " << number_text(flag->range->max);
+      if (flag->same_on_all_ranks) out << ", same on all ranks";
       out << ")\n      " << flag->doc << "\n";
     }
   }

@@ -5,6 +5,14 @@
 //   COHORT_DECLARE_int(batch_size);                                   // to use it from another
 //   ... FLAGS_batch_size ...                                          // a plain typed variable
 //
+// After the doc, a definition may give properties, checked by parse():
+//
+//   COHORT_DEFINE_int(batch_size, 64, "examples per worker step", cohort::flags::Range{1, 1 << 20});
+//   COHORT_DEFINE_string(mode, "sync", "...", cohort::flags::kSameOnAllRanks);
+//
+// Cohort's own flags live in namespace cohort, so a program may define a flag of the same name:
+// parse() then names both definitions instead of the linker failing.
+//
 // cohort::app::Run (core/app.h) parses the command line into these variables before main runs.
 // Sources, later ones winning: the default, the COHORT_<NAME> environment variable, then the
 // command line read left to right (a --flagfile's lines count where the --flagfile stands).
@@ -29,6 +37,17 @@ class FlagError : public InvalidArgument {
 enum class Type { kString, kInt, kBool, kFloat };
 const char* type_name(Type type);
 
+/// A numeric flag's accepted values, bounds included; NaN is never in range.
+struct Range {
+  double min;
+  double max;
+};
+
+/// A setting every rank of a job must share (the mode, the model): app::Run compares the values
+/// across ranks at start-up and refuses a mismatch, naming the ranks and values.
+struct SameOnAllRanks {};
+inline constexpr SameOnAllRanks kSameOnAllRanks{};
+
 /// One defined flag. `value` points at the FLAGS_ variable.
 struct Flag {
   std::string name;
@@ -38,7 +57,24 @@ struct Flag {
   std::string doc;
   std::string file;
   int line;
+  std::optional<Range> range;
+  bool same_on_all_ranks = false;
 };
+
+/// A flag's current value as text, in the form the command line takes.
+std::string value_text(const Flag& flag);
+
+/// The largest --flagfile read, and the most items a list flag (e.g. "256,128") may hold.
+inline constexpr std::size_t kMaxFlagfileBytes = 1 << 20;
+inline constexpr std::size_t kMaxListItems = 64;
+
+/// The items of a comma-separated list flag (--`name`), empty ones skipped; throws FlagError
+/// beyond kMaxListItems.
+std::vector<std::string> split_list(const std::string& name, const std::string& text);
+/// The same list as positive integers, each at most `max`, at least one; throws FlagError naming
+/// --`name` and the bad item.
+std::vector<std::int64_t> parse_size_list(const std::string& name, const std::string& text,
+                                          std::int64_t max);
 
 /// The flags known to a program. The global registry is the only process-wide mutable state in
 /// Cohort's libraries; it is filled during static initialisation and read by app::Run.
@@ -77,27 +113,37 @@ class Registry {
   std::vector<std::string> duplicates_;
 };
 
+inline void apply(Flag& flag, Range range) { flag.range = range; }
+inline void apply(Flag& flag, SameOnAllRanks) { flag.same_on_all_ranks = true; }
+
 /// Registers a flag at static-initialisation time; used by the COHORT_DEFINE_ macros.
 template <typename T>
 struct Registrar {
-  Registrar(const char* name, T* value, const char* doc, const char* file, int line);
+  template <typename... Properties>
+  Registrar(const char* name, T* value, const char* doc, const char* file, int line,
+            Properties... properties) {
+    Flag flag = make(name, value, doc, file, line);
+    (apply(flag, properties), ...);
+    Registry::global().add(std::move(flag));
+  }
+  static Flag make(const char* name, T* value, const char* doc, const char* file, int line);
 };
 
 }  // namespace cohort::flags
 
-#define COHORT_FLAGS_DEFINE_(cpp_type, name, default_value, doc)                          \
+#define COHORT_FLAGS_DEFINE_(cpp_type, name, default_value, doc, ...)                     \
   cpp_type FLAGS_##name = (default_value);                                                \
   static const ::cohort::flags::Registrar<cpp_type> cohort_flag_registrar_##name(         \
-      #name, &FLAGS_##name, doc, __FILE__, __LINE__)
+      #name, &FLAGS_##name, doc, __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)
 
-#define COHORT_DEFINE_string(name, default_value, doc) \
-  COHORT_FLAGS_DEFINE_(std::string, name, default_value, doc)
-#define COHORT_DEFINE_int(name, default_value, doc) \
-  COHORT_FLAGS_DEFINE_(std::int64_t, name, default_value, doc)
-#define COHORT_DEFINE_bool(name, default_value, doc) \
-  COHORT_FLAGS_DEFINE_(bool, name, default_value, doc)
-#define COHORT_DEFINE_float(name, default_value, doc) \
-  COHORT_FLAGS_DEFINE_(double, name, default_value, doc)
+#define COHORT_DEFINE_string(name, default_value, doc, ...) \
+  COHORT_FLAGS_DEFINE_(std::string, name, default_value, doc __VA_OPT__(, ) __VA_ARGS__)
+#define COHORT_DEFINE_int(name, default_value, doc, ...) \
+  COHORT_FLAGS_DEFINE_(std::int64_t, name, default_value, doc __VA_OPT__(, ) __VA_ARGS__)
+#define COHORT_DEFINE_bool(name, default_value, doc, ...) \
+  COHORT_FLAGS_DEFINE_(bool, name, default_value, doc __VA_OPT__(, ) __VA_ARGS__)
+#define COHORT_DEFINE_float(name, default_value, doc, ...) \
+  COHORT_FLAGS_DEFINE_(double, name, default_value, doc __VA_OPT__(, ) __VA_ARGS__)
 
 #define COHORT_DECLARE_string(name) extern std::string FLAGS_##name
 #define COHORT_DECLARE_int(name) extern std::int64_t FLAGS_##name

@@ -11,6 +11,8 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
 
+namespace cohort {
+
 COHORT_DEFINE_string(cluster_spec, "",
                      "explicit cluster: JSON {\"ps\":[0],\"worker\":[1,2]} (job -> ranks) or a "
                      "TF_CONFIG-style {\"cluster\":{...}} (host:port entries bound to ranks in "
@@ -18,13 +20,14 @@ COHORT_DEFINE_string(cluster_spec, "",
 COHORT_DEFINE_string(job_name, "",
                      "this process's job (ps, worker, chief, evaluator); alone it builds the "
                      "cluster from an MPMD launch, with --cluster_spec it is checked");
-COHORT_DEFINE_int(task_index, -1, "with --job_name: this process's task index, checked (-1: any)");
+COHORT_DEFINE_int(task_index, -1, "with --job_name: this process's task index, checked (-1: any)",
+                  flags::Range{-1, 1 << 24});
 COHORT_DEFINE_int(ps_tasks, 0,
                   "without --cluster_spec/--job_name: number of ps tasks (spread over nodes); the "
-                  "other ranks are workers");
+                  "other ranks are workers",
+                  flags::Range{0, 1 << 24}, flags::kSameOnAllRanks);
 COHORT_DEFINE_bool(print_cluster, true, "rank 0 prints the cluster table at start-up");
 
-namespace cohort {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;

@@ -8,15 +8,18 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
 
+namespace cohort {
+
 COHORT_DEFINE_int(max_shard_bytes, std::int64_t{64} << 20,
                   "variables larger than this many bytes are partitioned over several ps tasks "
-                  "along their first dimension (0: never partition)");
+                  "along their first dimension (0: never partition)",
+                  flags::Range{0, 1e18}, flags::kSameOnAllRanks);
 COHORT_DEFINE_string(placement_strategy, "round_robin",
                      "how variables are spread over ps tasks: round_robin | greedy (fewest bytes "
-                     "first)");
+                     "first)",
+                     flags::kSameOnAllRanks);
 COHORT_DEFINE_bool(log_device_placement, false, "print where each variable is placed");
 
-namespace cohort {
 namespace {
 
 constexpr std::int64_t kBytesPerElement = sizeof(float);

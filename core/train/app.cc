@@ -7,27 +7,88 @@
 #include <vector>
 
 #include "cohort/core/base/flags.h"
+#include "cohort/core/base/signals.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/environment.h"
 
 namespace cohort::app {
+namespace {
+
+// Collective: every rank says whether its command line parsed. A rank that failed prints its own
+// message (unless a lower rank printed the same one: every rank of an SPMD launch fails alike),
+// so a bad flag on any side of an MPMD launch is shown and ends every rank, none left waiting.
+bool parsed_everywhere(const mpi::Comm& world, const std::string& error) {
+  const std::vector<std::string> errors = world.allgather_strings(error);
+  const int me = world.rank();
+  bool all_ok = true;
+  for (int r = 0; r < world.size(); ++r) {
+    const std::string& e = errors[static_cast<std::size_t>(r)];
+    if (e.empty()) continue;
+    all_ok = false;
+    if (r == me) {
+      bool said = false;
+      for (int lower = 0; lower < r; ++lower) said = said || errors[static_cast<std::size_t>(lower)] == e;
+      if (!said) {
+        if (world.size() == 1) std::fprintf(stderr, "error: %s\n", e.c_str());
+        else std::fprintf(stderr, "[rank %d] error: %s\n", me, e.c_str());
+      }
+    }
+  }
+  return all_ok;
+}
+
+// Collective: the flags marked same-on-all-ranks that two ranks both define must have the same
+// value. Returns "" or the first mismatch: "--mode differs between ranks: rank 0 has sync, rank 3
+// has async".
+std::string settings_mismatch(const mpi::Comm& world) {
+  std::string mine;
+  for (const flags::Flag& flag : flags::Registry::global().flags())
+    if (flag.same_on_all_ranks) mine += flag.name + '\n' + flags::value_text(flag) + '\n';
+  const std::vector<std::string> all = world.allgather_strings(mine);
+  auto settings = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t name_end = text.find('\n', at);
+      const std::size_t value_end = text.find('\n', name_end + 1);
+      pairs.emplace_back(text.substr(at, name_end - at), text.substr(name_end + 1, value_end - name_end - 1));
+      at = value_end + 1;
+    }
+    return pairs;
+  };
+  const auto first = settings(all.front());
+  for (std::size_t r = 1; r < all.size(); ++r)
+    for (const auto& [name, value] : settings(all[r]))
+      for (const auto& [name0, value0] : first)
+        if (name == name0 && value != value0)
+          return "--" + name + " differs between ranks: rank 0 has '" + value0 + "', rank " +
+                 std::to_string(r) + " has '" + value + "'";
+  return {};
+}
+
+}  // namespace
 
 int Run(MainFunction main, int argc, char** argv) {
   mpi::Environment environment(argc, argv);
-  const int rank = mpi::Comm::world().rank();
-  const int size = mpi::Comm::world().size();
+  const mpi::Comm world = mpi::Comm::world();
+  // Every role, a ps in join() as much as a worker in its session, outlives the scheduler's
+  // warning signal: what each does about it is its own business (core/base/signals.h).
+  install_stop_signal_handlers();
 
   flags::Registry::Parsed parsed;
+  std::string error;
   try {
     parsed = flags::Registry::global().parse(std::vector<std::string>(argv, argv + argc));
   } catch (const flags::FlagError& e) {
-    // Every rank parses the same command line and fails the same way: rank 0 speaks for all.
-    if (rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    error = e.what();
   }
+  if (!parsed_everywhere(world, error)) return 2;
   if (parsed.help) {
-    if (rank == 0) std::fputs(flags::Registry::global().help(parsed.rest.front()).c_str(), stdout);
+    if (world.rank() == 0) std::fputs(flags::Registry::global().help(parsed.rest.front()).c_str(), stdout);
     return 0;
+  }
+  if (const std::string mismatch = settings_mismatch(world); !mismatch.empty()) {
+    if (world.rank() == 0) std::fprintf(stderr, "error: %s\n", mismatch.c_str());
+    return 2;
   }
 
   std::vector<char*> rest_argv;
@@ -35,8 +96,13 @@ int Run(MainFunction main, int argc, char** argv) {
   rest_argv.push_back(nullptr);
 
   int status = 1;
+  std::chrono::milliseconds grace(500);
   try {
     return main(static_cast<int>(parsed.rest.size()), rest_argv.data());
+  } catch (const StopSignalled& e) {
+    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
+    status = 128 + e.signal();
+    grace = std::chrono::milliseconds::zero();
   } catch (const InvalidArgument& e) {
     std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
     status = 2;
@@ -46,9 +112,9 @@ int Run(MainFunction main, int argc, char** argv) {
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting
   // for this rank. A moment's grace first lets the peers that fail the same way (a bad input
-  // that every rank reads) say so too.
-  if (size > 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // that every rank reads) say so too; none is needed after a stop signal.
+  if (world.size() > 1) {
+    std::this_thread::sleep_for(grace);
     mpi::Environment::abort(status);
   }
   return status;

@@ -8,10 +8,16 @@ namespace cohort::app {
 
 using MainFunction = int (*)(int argc, char** argv);
 
-/// Initialises MPI, parses the flags (core/flags.h), calls `main` with the arguments that are not
-/// flags, and finalises MPI. Returns the exit status:
+/// Initialises MPI, installs the stop-signal handlers (core/base/signals.h) in every process
+/// whatever its role, parses the flags (core/base/flags.h), calls `main` with the arguments that
+/// are not flags, and finalises MPI. Collective over MPI_COMM_WORLD. Returns the exit status:
 /// - `--help`: rank 0 prints the flags, every rank returns 0 without calling `main`;
-/// - a bad command line: rank 0 prints one `error: ...` line, every rank returns 2;
+/// - a bad command line on any rank (one side of an MPMD launch included): each rank that failed
+///   prints one `[rank N] error: ...` line (one line in all when every rank failed alike), and
+///   every rank returns 2 — nobody is left waiting;
+/// - a flag marked kSameOnAllRanks with different values on two ranks: rank 0 prints
+///   `error: --mode differs between ranks: rank 0 has 'sync', rank 3 has 'async'`, every rank
+///   returns 2;
 /// - an exception escaping `main` on any rank: that rank prints `[worker:1 rank 3] error: ...`
 ///   and calls MPI_Abort, which ends every rank of the job (status 1; 2 for InvalidArgument);
 /// - otherwise `main`'s return value.

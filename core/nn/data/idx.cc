@@ -14,10 +14,11 @@
 #include "cohort/core/base/flags.h"
 #include "cohort/core/nn/data/dataset.h"
 
+namespace cohort::data {
+
 COHORT_DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
                      "directory with the Fashion-MNIST (or MNIST) IDX files");
 
-namespace cohort::data {
 namespace {
 
 constexpr std::uint32_t kLabelsMagic = 0x00000801;  // uint8 elements, 1 dimension

@@ -23,10 +23,10 @@ struct Fixture {
   Registry registry;
 
   Fixture() {
-    registry.add(Flag{"data_dir", Type::kString, &data_dir, "/data", "where the data is", "a.cc", 1});
-    registry.add(Flag{"batch_size", Type::kInt, &batch_size, "64", "examples per step", "a.cc", 2});
-    registry.add(Flag{"shuffle", Type::kBool, &shuffle, "true", "shuffle each epoch", "b.cc", 3});
-    registry.add(Flag{"learning_rate", Type::kFloat, &learning_rate, "0.05", "step size", "b.cc", 4});
+    registry.add(Flag{"data_dir", Type::kString, &data_dir, "/data", "where the data is", "a.cc", 1, {}, false});
+    registry.add(Flag{"batch_size", Type::kInt, &batch_size, "64", "examples per step", "a.cc", 2, {}, false});
+    registry.add(Flag{"shuffle", Type::kBool, &shuffle, "true", "shuffle each epoch", "b.cc", 3, {}, false});
+    registry.add(Flag{"learning_rate", Type::kFloat, &learning_rate, "0.05", "step size", "b.cc", 4, {}, false});
   }
 
   Registry::Parsed parse(std::vector<std::string> args) {
@@ -105,7 +105,7 @@ TEST_CASE("bad values name the flag, the value and the expected type") {
 TEST_CASE("a flag defined twice is an error naming both places") {
   Fixture f;
   std::int64_t other = 0;
-  f.registry.add(Flag{"batch_size", Type::kInt, &other, "0", "again", "c.cc", 9});
+  f.registry.add(Flag{"batch_size", Type::kInt, &other, "0", "again", "c.cc", 9, {}, false});
   CHECK(f.error({}) == "flag --batch_size is defined twice: at a.cc:2 and at c.cc:9");
 }
 
@@ -136,9 +136,59 @@ TEST_CASE("--flagfile reads --name=value lines with comments, in command-line or
   CHECK(f.learning_rate == doctest::Approx(0.25));
   f.parse({"--learning_rate=0.25", "--flagfile", path});
   CHECK(f.learning_rate == doctest::Approx(0.5));
-  CHECK(f.error({"--flagfile=does_not_exist.txt"}) ==
-        "--flagfile=does_not_exist.txt: cannot open the file");
+  CHECK(f.error({"--flagfile=does_not_exist.txt"}) == "--flagfile=does_not_exist.txt: no such file");
   std::remove(path.c_str());
+}
+
+TEST_CASE("--flagfile takes only a regular file of bounded size") {
+  Fixture f;
+  CHECK(f.error({"--flagfile=."}) == "--flagfile=.: not a regular file");
+  const std::string path = "flags_test_big_flagfile.txt";
+  {
+    std::ofstream out(path);
+    out << std::string(cohort::flags::kMaxFlagfileBytes + 1, '#');
+  }
+  CHECK(f.error({"--flagfile=" + path}).find("larger than") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a numeric flag outside its range is refused, from any source") {
+  Fixture f;
+  Flag* batch = const_cast<Flag*>(f.registry.find("batch_size"));
+  batch->range = cohort::flags::Range{1, 4096};
+  const_cast<Flag*>(f.registry.find("learning_rate"))->range = cohort::flags::Range{0, 10};
+  f.parse({"--batch_size=4096"});
+  CHECK(f.batch_size == 4096);
+  CHECK(f.error({"--batch_size=0"}) == "--batch_size=0: out of range, expected 1 to 4096");
+  CHECK(f.error({"--batch_size=-5"}) == "--batch_size=-5: out of range, expected 1 to 4096");
+  // A refused value stays in the variable (the program is about to exit): reset it first.
+  CHECK(f.error({"--batch_size=1", "--learning_rate=nan"}).find("--learning_rate=nan: out of range") == 0);
+  CHECK(f.error({"--batch_size=1", "--learning_rate=1e300"}).find("out of range, expected 0 to 10") !=
+        std::string::npos);
+  f.env["COHORT_BATCH_SIZE"] = "100000";
+  CHECK(f.error({}) == "--batch_size=100000: out of range, expected 1 to 4096");
+}
+
+TEST_CASE("list flags: positive whole numbers, bounded in value and count") {
+  using cohort::flags::parse_size_list;
+  CHECK(parse_size_list("hidden", "256,128", 1 << 20) == std::vector<std::int64_t>{256, 128});
+  auto error = [](const std::string& text) {
+    try {
+      parse_size_list("hidden", text, 1000);
+    } catch (const FlagError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error("256,x") == "invalid value '256,x' for --hidden: item 'x' is not a whole number "
+                          "from 1 to 1000");
+  CHECK(error("0").find("item '0'") != std::string::npos);
+  CHECK(error("1001").find("item '1001'") != std::string::npos);
+  CHECK(error("12abc").find("item '12abc'") != std::string::npos);
+  CHECK(error("").find("no items") != std::string::npos);
+  std::string many = "1";
+  for (int i = 0; i < 64; ++i) many += ",1";
+  CHECK(error(many).find("more than 64 items") != std::string::npos);
 }
 
 TEST_CASE("--help lists every flag with type, default and doc, grouped by file") {
@@ -156,7 +206,7 @@ TEST_CASE("--help lists every flag with type, default and doc, grouped by file")
 }
 
 // The macros, as a user writes them.
-COHORT_DEFINE_int(test_steps, 7, "steps");
+COHORT_DEFINE_int(test_steps, 7, "steps", cohort::flags::Range{0, 100}, cohort::flags::kSameOnAllRanks);
 COHORT_DEFINE_string(test_name, "x", "name");
 COHORT_DEFINE_bool(test_verbose, false, "verbose");
 COHORT_DEFINE_float(test_rate, 0.5, "rate");
@@ -169,6 +219,10 @@ TEST_CASE("COHORT_DEFINE_* register typed FLAGS_ variables in the global registr
   CHECK(flag->type == Type::kInt);
   CHECK(flag->default_text == "7");
   CHECK(flag->file.find("flags_test.cc") != std::string::npos);
+  REQUIRE(flag->range.has_value());
+  CHECK(flag->range->max == 100);
+  CHECK(flag->same_on_all_ranks);
+  CHECK_FALSE(Registry::global().find("test_rate")->range.has_value());
   Registry::global().parse({"prog", "--test_steps=9", "--test_verbose", "--test_name=y"}, {});
   CHECK(FLAGS_test_steps == 9);
   CHECK(FLAGS_test_verbose);

@@ -17,7 +17,10 @@
 #include "cohort/core/nn/data/dataset.h"
 #include "support/temp_dir.h"
 
+namespace cohort::data {
 COHORT_DECLARE_string(data_dir);
+}  // namespace cohort::data
+using cohort::data::FLAGS_data_dir;
 
 namespace fs = std::filesystem;
 using cohort::data::Dataset;

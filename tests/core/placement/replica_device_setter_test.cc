@@ -12,9 +12,14 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
 
+namespace cohort {
 COHORT_DECLARE_int(max_shard_bytes);
 COHORT_DECLARE_string(placement_strategy);
 COHORT_DECLARE_bool(log_device_placement);
+}  // namespace cohort
+using cohort::FLAGS_log_device_placement;
+using cohort::FLAGS_max_shard_bytes;
+using cohort::FLAGS_placement_strategy;
 
 using cohort::PlacementStrategy;
 using cohort::ReplicaDeviceSetter;
