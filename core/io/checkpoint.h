@@ -1,7 +1,7 @@
 #pragma once
 // A directory of checkpoints, the way TensorFlow's Saver keeps one:
 //
-//   dir/model.ckpt-200.safetensors   one file per save (format: core/safetensors.h)
+//   dir/model.ckpt-200.safetensors   one file per save (format: core/io/safetensors.h)
 //   dir/model.ckpt-300.safetensors
 //   dir/checkpoint                   the index: {"latest": "model.ckpt-300.safetensors",
 //                                                "all": ["model.ckpt-200.safetensors", ...]}
@@ -12,9 +12,13 @@
 //   manager.save(step, std::move(checkpoint));   // on the chief only
 //
 // Every file is replaced crash-safely (temporary file, fsync, rename, fsync of the directory), so
-// a process killed at any point leaves the index naming complete, verified files; a checkpoint
-// that is nevertheless damaged later (disk fault, truncation by a copy) is detected by its
-// checksum and restore_latest() falls back to an older one.
+// a process killed at any point leaves the index naming complete, verified files. A checkpoint
+// that is nevertheless damaged later (disk fault, truncation by a copy, a hand edit) is detected
+// and restore_latest() falls back to an older one: every byte of a file is under a checksum (the
+// header's own and the data's, see core/io/safetensors.h), and a count in its metadata that is
+// not a whole number in range (global_step, optimizer_iterations) makes the file unusable too.
+// Files written before the header checksum (format version "1") still restore; their header is
+// trusted, as it was then.
 
 #include <cstdint>
 #include <functional>
@@ -50,7 +54,8 @@ class CheckpointManager {
   std::string save(std::int64_t step, Checkpoint checkpoint);
 
   /// The newest usable checkpoint. Tries the index's latest first; when that file is missing,
-  /// truncated or corrupt, or its global_step differs from its name, prints one warning line
+  /// truncated or corrupt (either checksum), holds a bad metadata count (the warning names the
+  /// field and the value), or its global_step differs from its name, prints one warning line
   /// to stderr naming the file and the fault and falls back: to the index's other files, newest
   /// first, then to any other model.ckpt-<step>.safetensors file in the directory, highest step
   /// first (a missing or corrupt index is warned about and skipped the same way). Temporary

@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +29,14 @@ using ordered_json = nlohmann::ordered_json;
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
 constexpr std::uint64_t kFloatBytes = sizeof(float);
 const std::string kMetadataKey = "__metadata__";
-const std::string kFormatVersion = "1";
+const std::string kFormatVersion = "2";           // what this build writes
+const std::string kUncheckedHeaderVersion = "1";  // before header_crc32c; still read
+const std::string kHeaderCrcKey = "header_crc32c";
+// How the writer's compact JSON spells the field; the reader looks for exactly this.
+const std::string kHeaderCrcPrefix = "\"" + kHeaderCrcKey + "\":\"";
+constexpr std::size_t kHexDigits = 8;
+// The metadata fields that hold counts; all of them are checked wherever a file is read.
+constexpr std::array<const char*, 2> kCountFields = {"global_step", "optimizer_iterations"};
 
 std::string quote(const std::string& text) {
   constexpr std::size_t kMax = 200;
@@ -41,20 +49,55 @@ std::string hex8(std::uint32_t value) {
   return text;
 }
 
-std::optional<std::uint32_t> parse_hex8(const std::string& text) {
+// Exactly the spelling hex8() writes: a checksum has one spelling, so any changed byte in it is
+// a fault (from_chars alone would also take upper case).
+std::optional<std::uint32_t> parse_hex8(std::string_view text) {
+  if (text.size() != kHexDigits) return std::nullopt;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
   std::uint32_t value = 0;
-  if (text.size() != 8) return std::nullopt;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  std::from_chars(text.data(), text.data() + text.size(), value, 16);
   return value;
 }
 
-std::optional<std::int64_t> parse_step(const std::string& text) {
+// The one parser of count fields: exactly the spelling std::to_string gives a count in range.
+std::optional<std::int64_t> parse_count(std::string_view text) {
+  if (text.empty() || (text[0] == '0' && text.size() > 1)) return std::nullopt;
+  for (char c : text)
+    if (c < '0' || c > '9') return std::nullopt;
   std::int64_t value = 0;
-  if (text.empty() || text[0] == '-' || text[0] == '+') return std::nullopt;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (ec != std::errc() || value > kMaxCheckpointCount) return std::nullopt;
   return value;
+}
+
+std::string count_fault(const std::string& field, const std::string& text) {
+  return "metadata " + field + " " + quote(text) + " is not a whole decimal number from 0 to " +
+         std::to_string(kMaxCheckpointCount);
+}
+
+// Where header_crc32c's digits start in the header text; nullopt when the field is not there.
+// The prefix's quotes cannot be escaped, so a match is the key itself, never part of a string.
+std::optional<std::size_t> find_header_crc(std::string_view text,
+                                           const std::function<void(const std::string&)>& fail) {
+  const std::size_t at = text.find(kHeaderCrcPrefix);
+  if (at == text.npos) return std::nullopt;
+  if (text.find(kHeaderCrcPrefix, at + 1) != text.npos)
+    fail("header holds " + kHeaderCrcKey + " more than once");
+  return at + kHeaderCrcPrefix.size();
+}
+
+// The header checksum: the length field and the header with header_crc32c's digits as zeros.
+std::uint32_t header_crc(std::span<const std::byte, 8> length, std::string_view text,
+                         std::size_t digits) {
+  const std::string zeros(kHexDigits, '0');
+  const std::size_t after = std::min(text.size(), digits + kHexDigits);
+  Crc32c crc;
+  crc.update(length);
+  crc.update(text.data(), digits);
+  crc.update(zeros.data(), after - digits);
+  crc.update(text.data() + after, text.size() - after);
+  return crc.value();
 }
 
 // 4 * the element count of `shape`, or nullopt when that does not fit in 63 bits.
@@ -184,23 +227,34 @@ class HeaderParser {
            std::to_string(data_size) + ")");
   }
 
-  // Cohort's own requirements on __metadata__; returns the stored checksum.
-  std::uint32_t check_metadata(const std::map<std::string, std::string>& metadata) const {
+  // Cohort's own requirements on __metadata__; returns the stored data checksum. `header_crc`
+  // is the header_crc32c found (and verified) in the header text, if any.
+  std::uint32_t check_metadata(const std::map<std::string, std::string>& metadata,
+                               const std::optional<std::string>& header_crc) const {
     const auto version = metadata.find("format_version");
     if (version == metadata.end()) fail(kMetadataKey + " has no format_version");
-    if (version->second != kFormatVersion)
+    if (version->second != kFormatVersion && version->second != kUncheckedHeaderVersion)
       fail("format_version " + quote(version->second) + " is not supported (this build reads " +
-           kFormatVersion + ")");
-    const auto step = metadata.find("global_step");
-    if (step == metadata.end()) fail(kMetadataKey + " has no global_step");
-    if (!parse_step(step->second))
-      fail(kMetadataKey + " global_step " + quote(step->second) +
-           " is not a non-negative integer");
+           kUncheckedHeaderVersion + " and " + kFormatVersion + ")");
+    const auto stored = metadata.find(kHeaderCrcKey);
+    if (!header_crc && version->second == kFormatVersion)
+      fail(kMetadataKey + (stored == metadata.end()
+                               ? " has no " + kHeaderCrcKey + ", so the header cannot be verified"
+                               : " " + kHeaderCrcKey + " is not spelled " + kHeaderCrcPrefix +
+                                     "<8 hex digits>\", so the header cannot be verified"));
+    if (header_crc && (stored == metadata.end() || stored->second != *header_crc))
+      fail(kHeaderCrcKey + " appears in the header outside " + kMetadataKey);
+    if (metadata.find("global_step") == metadata.end()) fail(kMetadataKey + " has no global_step");
+    for (const char* field : kCountFields) {
+      const auto it = metadata.find(field);
+      if (it != metadata.end() && !parse_count(it->second)) fail(count_fault(field, it->second));
+    }
     const auto crc = metadata.find("crc32c");
     if (crc == metadata.end())
       fail(kMetadataKey + " has no crc32c, so the data cannot be verified");
     const auto value = parse_hex8(crc->second);
-    if (!value) fail(kMetadataKey + " crc32c " + quote(crc->second) + " is not 8 hex digits");
+    if (!value)
+      fail(kMetadataKey + " crc32c " + quote(crc->second) + " is not 8 lower-case hex digits");
     return *value;
   }
 
@@ -215,13 +269,17 @@ class HeaderParser {
 }  // namespace
 
 std::int64_t Checkpoint::global_step() const {
-  const auto it = metadata.find("global_step");
-  if (it == metadata.end()) throw CheckpointError("checkpoint metadata has no global_step");
-  const auto step = parse_step(it->second);
-  if (!step)
-    throw CheckpointError("checkpoint metadata global_step " + quote(it->second) +
-                          " is not a non-negative integer");
+  const auto step = count("global_step");
+  if (!step) throw CheckpointError("checkpoint metadata has no global_step");
   return *step;
+}
+
+std::optional<std::int64_t> Checkpoint::count(const std::string& field) const {
+  const auto it = metadata.find(field);
+  if (it == metadata.end()) return std::nullopt;
+  const auto value = parse_count(it->second);
+  if (!value) throw CheckpointError("checkpoint " + count_fault(field, it->second));
+  return value;
 }
 
 const CheckpointTensor* Checkpoint::find(const std::string& name) const {
@@ -234,13 +292,15 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
                       const BeforeRename& before_rename) {
   auto bad = [&](const std::string& fault) { throw_bad_checkpoint(path, fault); };
   auto metadata = checkpoint.metadata;
-  const auto step = metadata.find("global_step");
-  if (step == metadata.end()) bad("its metadata has no global_step");
-  if (!parse_step(step->second))
-    bad("metadata global_step " + quote(step->second) + " is not a non-negative integer");
+  if (metadata.find("global_step") == metadata.end()) bad("its metadata has no global_step");
+  for (const char* field : kCountFields) {
+    const auto it = metadata.find(field);
+    if (it != metadata.end() && !parse_count(it->second)) bad(count_fault(field, it->second));
+  }
   metadata.try_emplace("model", "");
   metadata.try_emplace("mode", "");
   metadata["format_version"] = kFormatVersion;
+  metadata[kHeaderCrcKey] = std::string(kHexDigits, '0');  // the digits are filled in below
 
   std::set<std::string> names;
   std::vector<std::pair<std::string, ordered_json>> entries;
@@ -284,6 +344,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
   std::array<std::byte, 8> length;
   for (std::size_t i = 0; i < 8; ++i)
     length[i] = static_cast<std::byte>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  const auto digits = find_header_crc(text, [&](const std::string& fault) { bad(fault); });
+  if (!digits) bad(kHeaderCrcKey + " is missing from the header text");  // cannot happen
+  const std::uint32_t sealed = header_crc(std::as_bytes(std::span(length)), text, *digits);
+  text.replace(*digits, kHexDigits, hex8(sealed));
   pieces[0] = length;
   pieces[1] = std::as_bytes(std::span(text));
   write_file_atomically(path, pieces, before_rename);
@@ -310,6 +374,24 @@ Checkpoint read_checkpoint(const std::string& path) {
 
   std::string text(header_size, ' ');
   file.read(text.data(), header_size, 8, "the header");
+  // The header checksum comes first: a damaged header is reported as such, not by whichever
+  // check its damage happens to upset.
+  std::optional<std::string> header_crc_text;
+  if (const auto digits =
+          find_header_crc(text, [&](const std::string& fault) { parser.fail(fault); })) {
+    header_crc_text = text.substr(*digits, kHexDigits);
+    const auto stored = parse_hex8(*header_crc_text);
+    if (!stored || text.size() <= *digits + kHexDigits || text[*digits + kHexDigits] != '"')
+      parser.fail(kMetadataKey + " " + kHeaderCrcKey + " " +
+                  quote(text.substr(*digits, kHexDigits + 1)) +
+                  " is not 8 lower-case hex digits and a closing quote");
+    const std::uint32_t actual =
+        header_crc(std::as_bytes(std::span(length_bytes)), text, *digits);
+    if (actual != *stored)
+      parser.fail("header checksum mismatch: the header's crc32c is " + hex8(actual) + ", " +
+                  kMetadataKey + " " + kHeaderCrcKey + " says " + hex8(*stored) +
+                  " (the header is corrupt)");
+  }
   ordered_json header;
   try {
     header = ordered_json::parse(text);
@@ -338,8 +420,9 @@ Checkpoint read_checkpoint(const std::string& path) {
   parser.check_layout(entries, file_size - data_begin, file_size);
   if (!have_metadata)
     parser.fail("header has no " + kMetadataKey +
-                " (a Cohort checkpoint records format_version, global_step and crc32c there)");
-  const std::uint32_t expected_crc = parser.check_metadata(checkpoint.metadata);
+                " (a Cohort checkpoint records format_version, global_step and its checksums "
+                "there)");
+  const std::uint32_t expected_crc = parser.check_metadata(checkpoint.metadata, header_crc_text);
 
   Crc32c crc;
   checkpoint.tensors.reserve(entries.size());

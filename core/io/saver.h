@@ -8,13 +8,35 @@
 namespace cohort {
 
 /// Every variable under its name, then each optimizer slot as "optimizer/<slot>" (flat, in the
-/// graph's layout), and the optimizer's update count in the metadata.
+/// graph's layout), and in the metadata the optimizer's name ("optimizer") and update count
+/// ("optimizer_iterations").
 Checkpoint make_checkpoint(const Graph& graph, Optimizer& optimizer);
 
-/// Loads `checkpoint` into the graph's values and the optimizer's slots. Throws CheckpointError
-/// listing every variable that is missing from the checkpoint or has another shape there, and
-/// every checkpoint variable the graph does not have.
-void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer);
+/// How restore_checkpoint() treats the optimizer's state.
+struct RestoreOptions {
+  /// Restore the variables alone and start the optimizer afresh (zero slots, iteration count 0),
+  /// whichever optimizer wrote the checkpoint; the way to resume with another optimizer.
+  bool reset_optimizer = false;
+};
+
+/// Options from the flag --reset_optimizer.
+RestoreOptions restore_options_from_flags();
+
+/// Loads `checkpoint` into the graph's values and the optimizer's slots and update count.
+///
+/// A checkpoint records the optimizer that wrote it (metadata "optimizer"). When that is not the
+/// optimizer given, the restore is refused with InvalidArgument naming both, before anything is
+/// touched: the slots would not carry over and the update count would be wrong for the new
+/// optimizer. With options.reset_optimizer the variables are restored, the optimizer is reset,
+/// and one line on stderr says so. A checkpoint without the field (written before it existed)
+/// restores as it always did: the slots found by name, the others left at zero.
+///
+/// Throws CheckpointError listing every variable that is missing from the checkpoint or has
+/// another shape there, and every checkpoint variable the graph does not have; also when a slot
+/// has the wrong size or optimizer_iterations is not a count (Checkpoint::count()). Not
+/// thread-safe; blocking (copies the values).
+void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer,
+                        const RestoreOptions& options = restore_options_from_flags());
 
 /// Loads the variables alone (for evaluation: optimizer slots in the checkpoint are ignored).
 /// Throws CheckpointError as restore_checkpoint() does.

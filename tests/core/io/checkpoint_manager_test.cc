@@ -2,8 +2,6 @@
 // falling back past damaged checkpoints, and crashes simulated between write and rename.
 
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/io/checkpoint.h"
+#include "support/stderr_capture.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -33,37 +32,7 @@ struct TempDir : cohort::test::TempDir {
 
 using cohort::test::slurp;
 using cohort::test::spit;
-
-// Collects what is written to stderr (fd 2) while it lives.
-class StderrCapture {
- public:
-  explicit StderrCapture(std::string file) : file_(std::move(file)) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    const int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  ~StderrCapture() { restore(); }
-  std::vector<std::string> lines() {
-    restore();
-    std::vector<std::string> out;
-    std::ifstream in(file_);
-    for (std::string line; std::getline(in, line);) out.push_back(line);
-    return out;
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::string file_;
-  int saved_ = -1;
-};
+using cohort::test::StderrCapture;
 
 // A checkpoint whose values tell which step wrote them.
 Checkpoint at_step(std::int64_t step) {

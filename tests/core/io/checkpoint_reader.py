@@ -5,7 +5,11 @@
 
 EXPECTED_JSON (written by core_checkpoint_test) holds {"metadata": {...}, "tensors": [{"name",
 "shape", "bits"}, ...]} with the float values as their IEEE-754 bit patterns, so the comparison is
-exact. Exits 0 when the checkpoint holds exactly that, 1 with a message per mismatch otherwise.
+exact. Exits 0 when the checkpoint holds exactly that and both its checksums verify, 1 with a
+message per mismatch otherwise.
+
+checksums() recomputes crc32c and header_crc32c as core/io/safetensors.h describes them, with a
+CRC-32C of its own: an implementation of the scheme that shares no code with Cohort's.
 
 load() shows that a Cohort checkpoint is plain safetensors: an 8-byte little-endian header length,
 a JSON header, then the tensors' little-endian float32 bytes at their data_offsets.
@@ -50,6 +54,41 @@ def load(path):
     return tensors, metadata
 
 
+def crc32c(data):
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def checksums(path):
+    """Errors in the file's crc32c (the data region) and header_crc32c (the length field and the
+    header, with header_crc32c's own digits read as zeros); empty when both match."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (header_len,) = struct.unpack("<Q", blob[:8])
+    metadata = json.loads(blob[8:8 + header_len].decode("utf-8"))["__metadata__"]
+    errors = []
+    data_crc = f"{crc32c(blob[8 + header_len:]):08x}"
+    if metadata.get("crc32c") != data_crc:
+        errors.append(f"crc32c {metadata.get('crc32c')} != {data_crc} computed")
+    key = b'"header_crc32c":"'
+    at = blob.find(key, 8, 8 + header_len)
+    if at < 0 or blob.find(key, at + 1, 8 + header_len) >= 0:
+        errors.append("header_crc32c is not in the header exactly once")
+        return errors
+    digits = at + len(key)
+    zeroed = blob[:digits] + b"00000000" + blob[digits + 8:8 + header_len]
+    header_crc = f"{crc32c(zeroed):08x}"
+    stored = metadata.get("header_crc32c")
+    if stored != header_crc or blob[digits:digits + 8] != header_crc.encode():
+        errors.append(f"header_crc32c {stored} != {header_crc} computed")
+    return errors
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -58,7 +97,7 @@ def main(argv):
     with open(argv[2]) as f:
         expected = json.load(f)
 
-    errors = []
+    errors = checksums(argv[1])
     if metadata != expected["metadata"]:
         errors.append(f"metadata {metadata} != expected {expected['metadata']}")
     names = [t["name"] for t in expected["tensors"]]
@@ -85,7 +124,7 @@ def main(argv):
     if errors:
         return 1
     print(f"{argv[1]}: {len(tensors)} tensors, {sum(t.size for t in tensors.values())} values, "
-          f"global_step {metadata.get('global_step')}: all match")
+          f"global_step {metadata.get('global_step')}, checksums verified: all match")
     return 0
 
 
