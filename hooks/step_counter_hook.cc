@@ -34,13 +34,14 @@ void StepCounterHook::after_run(RunContext& context, const SessionRunValues& val
       out << line << std::endl;
       if (session.is_chief()) {
         const std::vector<double> times = session.worker_step_times();
-        if (times.size() >= 2 && times != reported_times_) {
+        const auto fast = std::min_element(times.begin(), times.end());
+        // A worker that has not reported a step time yet reads 0: wait until all have.
+        if (times.size() >= 2 && times != reported_times_ && *fast > 0) {
           reported_times_ = times;
           const auto slow = std::max_element(times.begin(), times.end());
-          const auto fast = std::min_element(times.begin(), times.end());
           std::snprintf(line, sizeof line, "stragglers: slowest worker %d at %.4g s/step, fastest worker %d at %.4g s/step (%.2fx)",
                         static_cast<int>(slow - times.begin()), *slow, static_cast<int>(fast - times.begin()), *fast,
-                        *fast > 0 ? *slow / *fast : 1.0);
+                        *slow / *fast);
           out << line << std::endl;
         }
       }
