@@ -5,11 +5,13 @@
 #   P/lib/pkgconfig/cohort.pc                                pkg-config
 #   P/bin/cohort-train                                       the training program
 #   P/share/cohort/slurm/*.sbatch                            the Slurm batch scripts
+#   P/share/cohort/examples/                                 the examples and their CMakeLists.txt
 #   P/share/doc/cohort/                                      README and the manual
 #   P/share/modulefiles/cohort/<version>                     Tcl modulefile (Lmod, Environment Modules)
-# Each library directory installs its own target (into the CohortTargets export set) and headers;
-# this file holds the rest. The CMake package and the .pc file find the prefix from their own
-# place in the tree; the modulefile names the prefix given at install time.
+# Each library directory installs its own target (into the CohortTargets export set) and headers,
+# apps/ the training program and the examples; this file holds the rest. The CMake package and the
+# .pc file find the prefix from their own place in the tree; the modulefile names the prefix given
+# at install time.
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)

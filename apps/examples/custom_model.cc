@@ -84,7 +84,7 @@ int Main(int, char**) {
 
   if (server.is_chief()) {
     const auto test = trainer.evaluate(cohort::data::fashion_mnist(cohort::data::Split::kTest));
-    std::printf("consumer: %d workers, global step %lld, test accuracy %.4f\n", workers,
+    std::printf("custom_model: %d workers, global step %lld, test accuracy %.4f\n", workers,
                 static_cast<long long>(trainer.global_step()), test.accuracy);
   }
   session->close();  // the hooks' end()

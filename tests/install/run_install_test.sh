@@ -3,14 +3,19 @@
 # `cmake --install --prefix`, then, in a non-interactive bash, `module use` + `module load cohort`
 # (the modulefile copied into a module tree of its own, as a site would) and
 #   - runs cohort-train --help from PATH,
-#   - builds tests/consumer (find_package(Cohort); apps/examples/custom_model.cc, its own model and hook) out of tree and runs
-#     it with mpirun on 3 ranks (1 ps, 2 workers): the loss falls, the test accuracy is far above
-#     chance, and the hook reported on every worker,
+#   - builds the installed examples (share/cohort/examples: their CMakeLists.txt, find_package
+#     (Cohort)) out of tree, checks that --help names the guide's flags by guide.cc alone, and
+#     runs the guide example (docs/GUIDE.md) with mpirun on 3 ranks (1 ps, 2 workers, sync SGD)
+#     with its settings given as a batch script gives them (COHORT_PS_TASKS, COHORT_TRAIN_STEPS,
+#     COHORT_CHECKPOINT_DIR, and COHORT_MODEL and COHORT_MODE, which it does not define): it exits
+#     0, the loss falls, the test accuracy is far above chance, both workers report, and the chief
+#     writes its checkpoint; run again with more steps, it restores that checkpoint and trains on,
 #   - compiles and runs a small program with the flags from `pkg-config cohort`.
 #
 # Usage: run_install_test.sh CMAKE BUILD_DIR SOURCE_DIR
 # Exits 77 (ctest's SKIP_RETURN_CODE) after running everything else with the environment set by
-# hand when neither Lmod nor Environment Modules is installed.
+# hand when neither Lmod nor Environment Modules is installed; fails instead with
+# COHORT_REQUIRE_TESTS=1.
 set -euo pipefail
 
 cmake=$1
@@ -44,7 +49,10 @@ for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
          lib/cmake/Cohort/CohortConfig.cmake lib/cmake/Cohort/CohortConfigVersion.cmake \
          lib/cmake/Cohort/CohortTargets.cmake lib/pkgconfig/cohort.pc \
          share/cohort/slurm/single_node.sbatch share/cohort/slurm/multi_node.sbatch \
-         share/cohort/slurm/gpu.sbatch share/doc/cohort/README.md share/doc/cohort/INSTALL.md \
+         share/cohort/slurm/gpu.sbatch share/cohort/examples/CMakeLists.txt \
+         share/cohort/examples/guide.cc share/cohort/examples/custom_model.cc \
+         share/cohort/examples/residual_npy.cc share/cohort/examples/tabular.cc \
+         share/doc/cohort/README.md share/doc/cohort/INSTALL.md share/doc/cohort/GUIDE.md \
          "share/modulefiles/cohort/$version"; do
   [[ -f $prefix/$f ]] || fail "not installed: $f"
 done
@@ -54,7 +62,7 @@ stray=$(find "$prefix/include" -type f ! -name '*.h')
 modulefile=$prefix/share/modulefiles/cohort/$version
 grep -q '^#%Module1.0' "$modulefile" || fail "the modulefile lacks #%Module1.0"
 grep -qxF "set prefix {$prefix}" "$modulefile" || fail "the modulefile does not name the prefix $prefix"
-log "layout: headers, libraries, CMake package, pkg-config file, modulefile, scripts, docs"
+log "layout: headers, libraries, CMake package, pkg-config file, modulefile, scripts, examples, docs"
 
 # A small program for the pkg-config check: core and hooks, linked in the order the .pc gives.
 cat >"$work/pc_check.cc" <<'CC'
@@ -87,6 +95,9 @@ else
   echo "no module system found (Debian package lmod or environment-modules): setting the environment by hand"
   setup="export PATH=$prefix/bin:\$PATH CMAKE_PREFIX_PATH=$prefix PKG_CONFIG_PATH=$prefix/lib/pkgconfig"
 fi
+# The installed examples, as a user names them once the module is loaded.
+examples='$COHORT_ROOT/share/cohort/examples'
+[[ -n $module_init ]] || examples=$prefix/share/cohort/examples
 # A clean environment, plus what mpirun needs on a small machine (and as root, in CI).
 mpi_env=(OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1)
 if [[ $(id -u) == 0 ]]; then mpi_env+=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); fi
@@ -99,27 +110,46 @@ echo \"cohort-train: \$(command -v cohort-train)\"
 [ \"\$(command -v cohort-train)\" = $prefix/bin/cohort-train ]
 [ \"\$COHORT_SLURM_DIR\" = $prefix/share/cohort/slurm ] || [ -z \"$module_init\" ]
 cohort-train --help | grep -- '--checkpoint_dir' > /dev/null
-cmake -S $src/tests/consumer -B $work/consumer -DCMAKE_BUILD_TYPE=Release > $work/consumer-configure.log ||
-  { cat $work/consumer-configure.log; exit 1; }
-cmake --build $work/consumer > $work/consumer-build.log || { cat $work/consumer-build.log; exit 1; }
-echo 'built tests/consumer against the module'
-mpirun -np 3 $work/consumer/consumer --ps_tasks=1 --train_steps=200 2>&1 | tee $work/consumer.out
+cmake -S $examples -B $work/examples > $work/examples-configure.log ||
+  { cat $work/examples-configure.log; exit 1; }
+cmake --build $work/examples -j 2 > $work/examples-build.log || { cat $work/examples-build.log; exit 1; }
+(cd $work/examples && ls guide custom_model residual_npy tabular > /dev/null)
+echo 'built the installed examples against the module'
+# --help names a user's flags by their path in the user's source tree, not an absolute one.
+$work/examples/guide --help | grep -qxF 'Flags from guide.cc:' ||
+  { echo 'guide --help does not list its flags under guide.cc'; $work/examples/guide --help | grep '^Flags from'; exit 1; }
+# As a batch script runs it: its settings in the environment, the script's arguments on the line.
+export COHORT_MODEL=mlp COHORT_MODE=sync COHORT_PS_TASKS=1 COHORT_CHECKPOINT_DIR=$work/ckpt
+COHORT_TRAIN_STEPS=300 mpirun -np 3 $work/examples/guide --sync_replicas 2>&1 | tee $work/guide.out
+COHORT_TRAIN_STEPS=350 mpirun -np 3 $work/examples/guide --sync_replicas 2>&1 | tee $work/guide-resumed.out
 mpicxx -std=c++20 -O1 $work/pc_check.cc \$(pkg-config --cflags --libs cohort) -o $work/pc_check
 $work/pc_check
 " || status=$?
-((status == 0)) || fail "the module / consumer / pkg-config steps failed (status $status)"
+((status == 0)) || fail "the module / examples / pkg-config steps failed (status $status)"
 
-out=$work/consumer.out
-[[ $(grep -c '^loss trend hook' "$out") == 2 ]] || fail "the consumer's hook did not report on both workers"
-read -r first last < <(sed -nE 's/^loss trend hook \(chief\).* first 20 ([0-9.]+), of the last 20 ([0-9.]+)$/\1 \2/p' "$out")
-[[ -n ${last:-} ]] || fail "no loss trend from the chief's hook"
+out=$work/guide.out
+[[ $(grep -cE '^worker [01]: [0-9]+ steps, last loss' "$out") == 2 ]] ||
+  fail "the guide's own hook did not report on both workers"
+# The chief's LoggingTensorHook: the first line (global step 1) and the one at the end.
+losses=$(sed -nE 's/^global_step = [0-9]+, loss = ([0-9.e+-]+), accuracy = .*$/\1/p' "$out")
+first=$(head -n1 <<<"$losses") last=$(tail -n1 <<<"$losses")
+[[ -n $first && $(wc -l <<<"$losses") -ge 3 ]] || fail "no loss lines from the chief's LoggingTensorHook"
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.7 * f) }' ||
   fail "the loss did not fall: first $first, last $last"
-accuracy=$(sed -nE 's/^consumer: 2 workers, global step 200, test accuracy ([0-9.]+)$/\1/p' "$out")
-[[ -n $accuracy ]] || fail "the consumer did not finish 200 global steps on 2 workers"
+accuracy=$(sed -nE 's/^guide: 2 workers, 1 ps, mode sync, global step 300, .*test accuracy ([0-9.]+)$/\1/p' "$out")
+[[ -n $accuracy ]] || fail "the guide did not train 300 global steps in sync mode on 1 ps and 2 workers"
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.6) }' || fail "test accuracy $accuracy is not above 0.6"
-log "consumer on 3 ranks: loss $first -> $last, test accuracy $accuracy; hook fired on both workers"
+[[ -f $work/ckpt/model.ckpt-300.safetensors ]] ||
+  fail "no checkpoint at step 300 in COHORT_CHECKPOINT_DIR: $(ls "$work/ckpt" 2>&1 | tr '\n' ' ')"
+resumed=$work/guide-resumed.out
+grep -qxF "restored from $work/ckpt at global step 300" "$resumed" ||
+  fail "the second run did not restore the checkpoint of step 300"
+grep -qE '^guide: 2 workers, 1 ps, mode sync, global step 350, ' "$resumed" ||
+  fail "the second run did not train on to global step 350"
+log "guide on 3 ranks: loss $first -> $last, test accuracy $accuracy, checkpoint at 300 restored"
 if [[ -z $module_init ]]; then
+  [[ ${COHORT_REQUIRE_TESTS:-0} != 1 ]] ||
+    fail "no module system found (lmod or environment-modules), and COHORT_REQUIRE_TESTS=1 asks for it"
   echo "SKIP: everything but the module system passed; install lmod (or environment-modules) to test it"
   exit 77
 fi
