@@ -16,7 +16,7 @@
 #
 # Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM
 # Exits 77 (ctest's SKIP_RETURN_CODE) when not root or when Slurm or munge is not installed;
-# COHORT_REQUIRE_SLURM=1 turns that into a failure. COHORT_KEEP_SLURM_TEST=1 keeps the temporary
+# COHORT_REQUIRE_TESTS=1 turns that into a failure. COHORT_KEEP_SLURM_TEST=1 keeps the temporary
 # directory (logs, job output, checkpoints); it is also kept when the test fails.
 set -euo pipefail
 
@@ -25,7 +25,7 @@ train=$(realpath "$2")
 
 skip() {
   echo "SKIP: $*"
-  if [[ ${COHORT_REQUIRE_SLURM:-0} == 1 ]]; then exit 1; fi
+  if [[ ${COHORT_REQUIRE_TESTS:-0} == 1 ]]; then exit 1; fi
   exit 77
 }
 [[ $(id -u) == 0 ]] || skip "the Slurm test starts slurmctld, slurmd and munged and needs root"
@@ -178,7 +178,7 @@ done
 srun --mpi=list 2>&1 | grep -qw pmix || fail "Slurm has no pmix MPI plugin"
 log "one-node Slurm is up (node $host, slurmctld port $ctld_port)"
 
-export COHORT_TRAIN=$train COHORT_LAUNCHER=srun
+export COHORT_PROGRAM=$train COHORT_LAUNCHER=srun
 # Eight ranks on a machine with fewer cores must yield when idle; mpirun refuses root without these.
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset COHORT_CHECKPOINT_DIR COHORT_MODEL COHORT_MODE COHORT_PS_TASKS COHORT_TRAIN_STEPS
@@ -290,7 +290,7 @@ echo "rank \${SLURM_PROCID} COHORT_DEVICE=\${COHORT_DEVICE:-unset}"
 COHORT_DEVICE=cpu exec "$train" "\$@"
 SH
 chmod +x "$work/job4/show_gpu.sh"
-COHORT_TRAIN=$work/job4/show_gpu.sh COHORT_TRAIN_STEPS=60 submit_and_wait "$work/job4" "$src/slurm/gpu.sbatch"
+COHORT_PROGRAM=$work/job4/show_gpu.sh COHORT_TRAIN_STEPS=60 submit_and_wait "$work/job4" "$src/slurm/gpu.sbatch"
 ((status == 0)) || fail "sbatch --wait gpu.sbatch exited with status $status"
 ranks=$(grep -cE '^rank [0-3] CUDA_VISIBLE_DEVICES=[0-9]+$' "$out" || true)
 devices=$(sed -nE 's/^rank [0-3] CUDA_VISIBLE_DEVICES=([0-9]+)$/\1/p' "$out" | sort -u | wc -l)
