@@ -23,6 +23,25 @@ int device_count() {
   return count;
 }
 
+std::string device_problem() {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  cudaGetLastError();
+  if (rc != cudaErrorInsufficientDriver) return "";
+  // The runtime says InsufficientDriver both with no driver at all and with one older than
+  // itself; the driver's version (0 when there is none) tells them apart.
+  int driver = 0;
+  int runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) return "";
+  cudaRuntimeGetVersion(&runtime);
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d runtime Cohort was "
+                "built with: update the driver",
+                driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  return line;
+}
+
 DeviceProperties device_properties(int device) {
   cudaDeviceProp props{};
   COHORT_CUDA_CALL(cudaGetDeviceProperties(&props, device));

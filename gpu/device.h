@@ -11,6 +11,12 @@ namespace cohort::gpu {
 /// never throws for those. Throws CudaError for any other failure to ask. Thread-safe.
 int device_count();
 
+/// Why device_count() is 0 on a machine that has an NVIDIA driver: "" when it is not 0, or when
+/// there is no driver or the driver sees no device (a machine without a GPU); otherwise one line,
+/// such as a driver too old for the CUDA runtime Cohort was built with. Lets a caller tell an
+/// unusable GPU from no GPU. Thread-safe.
+std::string device_problem();
+
 /// What Cohort needs to know about one device.
 struct DeviceProperties {
   std::string name;

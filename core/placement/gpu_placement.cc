@@ -48,7 +48,13 @@ std::vector<int> assign_gpus(const DeviceSpec& device, int towers, int local_ran
   if (towers < 1) throw InvalidArgument(spec + ": --towers must be >= 1");
   if (!built_with_cuda())
     throw InvalidArgument(spec + ": this Cohort was built without CUDA (COHORT_WITH_CUDA=OFF)");
-  if (visible < 1) throw InvalidArgument(spec + ": this process sees no CUDA device");
+  if (visible < 1) {
+    std::string why = "this process sees no CUDA device";
+#if COHORT_HAVE_CUDA
+    if (const std::string problem = gpu::device_problem(); !problem.empty()) why = problem;
+#endif
+    throw InvalidArgument(spec + ": " + why);
+  }
   const auto plural = [](int n, const char* what) {
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
   };

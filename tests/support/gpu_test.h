@@ -9,7 +9,9 @@ namespace cohort::test {
 constexpr int kSkipped = 77;
 
 /// True when this process sees no CUDA device; the calling case is then marked skipped
-/// ("skipped: no CUDA device") and should return.
+/// ("skipped: no CUDA device") and should return. A device that is there but unusable (a driver
+/// too old for the runtime) fails the case instead, and so does no device at all when the
+/// environment has COHORT_REQUIRE_GPU=1.
 bool no_device();
 
 }  // namespace cohort::test

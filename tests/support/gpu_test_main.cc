@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "cohort/gpu/device.h"
 #include "support/gpu_test.h"
@@ -13,6 +15,13 @@ std::atomic<bool> skipped{false};
 
 bool no_device() {
   if (gpu::device_count() > 0) return false;
+  // Only a machine without a GPU skips; a GPU this build cannot use is a failure, and so is no
+  // GPU at all where the caller says there must be one (scripts/gpu_check.sh does).
+  if (const std::string problem = gpu::device_problem(); !problem.empty())
+    FAIL("unusable CUDA device: " << problem);
+  if (const char* required = std::getenv("COHORT_REQUIRE_GPU");
+      required != nullptr && std::string(required) == "1")
+    FAIL("no CUDA device, and COHORT_REQUIRE_GPU=1 asks for one");
   MESSAGE("skipped: no CUDA device");
   skipped = true;
   return true;
