@@ -53,11 +53,11 @@ if(NOT cohort_cuda_mode STREQUAL "OFF")
     find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
     if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
       list(APPEND cohort_cuda_missing cuDNN)
-    elseif(NOT TARGET CUDNN::cudnn)
-      # CMake ships no cuDNN module; this target gives gpu/ the same link style as CUDA::cublas.
-      add_library(CUDNN::cudnn SHARED IMPORTED)
-      set_target_properties(CUDNN::cudnn PROPERTIES
-        IMPORTED_LOCATION "${CUDNN_LIBRARY}"
+    elseif(NOT TARGET CUDNN::headers)
+      # CMake ships no cuDNN module. gpu/ compiles against the headers and loads the library when
+      # first used (gpu/libraries.cc), so the target carries the headers alone.
+      add_library(CUDNN::headers INTERFACE IMPORTED)
+      set_target_properties(CUDNN::headers PROPERTIES
         INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
     endif()
   else()

@@ -25,11 +25,6 @@ install(EXPORT CohortTargets
   FILE CohortTargets.cmake
   DESTINATION "${COHORT_INSTALL_CMAKEDIR}")
 
-# The CUDA libraries the GPU backend links, for the package config to find them again.
-set(COHORT_CUDNN_LIBRARY_DIR "")
-if(COHORT_HAVE_CUDA AND CUDNN_LIBRARY)
-  get_filename_component(COHORT_CUDNN_LIBRARY_DIR "${CUDNN_LIBRARY}" DIRECTORY)
-endif()
 get_filename_component(COHORT_LIBZIP_LIBRARY_DIR "${LIBZIP_LIBRARY}" DIRECTORY)
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/CohortConfig.cmake.in"
@@ -57,7 +52,8 @@ set(cohort_pc_cuda "")
 if(COHORT_HAVE_CUDA)
   string(APPEND COHORT_PC_CFLAGS " -I${CUDAToolkit_INCLUDE_DIRS}")
   set(cohort_pc_gpu "-lcohort_gpu ")
-  set(cohort_pc_cuda " -L${CUDAToolkit_LIBRARY_DIR} -L${COHORT_CUDNN_LIBRARY_DIR} -lcudnn -lcublas -lcudart")
+  # cuBLAS and cuDNN are loaded when first used (gpu/libraries.cc), not linked.
+  set(cohort_pc_cuda " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")
 endif()
 set(COHORT_PC_LIBS "-lcohort_hooks -lcohort_train -lcohort_io -lcohort_dist -lcohort_nn -lcohort_placement ${cohort_pc_gpu}-lcohort_mpi -lcohort_base -lboost_program_options -fopenmp -pthread${cohort_pc_cuda}")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/cohort.pc.in" "${PROJECT_BINARY_DIR}/cmake/cohort.pc" @ONLY)

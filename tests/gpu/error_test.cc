@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cohort/gpu/device.h"
+#include "cohort/gpu/libraries.h"
 
 using cohort::gpu::CudaError;
 using cohort::gpu::Library;
@@ -115,4 +116,18 @@ TEST_CASE("COHORT_CUBLAS_CALL and COHORT_CUDNN_CALL use their library's names") 
     CHECK(e.library() == Library::kCudnn);
     CHECK(e.code() == static_cast<int>(CUDNN_STATUS_NOT_SUPPORTED));
   }
+}
+
+TEST_CASE("cuBLAS and cuDNN are loaded on first use, with the major version built against") {
+  CHECK(cohort::gpu::library_file(Library::kCublas) ==
+        "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR));
+  CHECK(cohort::gpu::library_file(Library::kCudnn) == "libcudnn.so." + std::to_string(CUDNN_MAJOR));
+  // Both are installed wherever the GPU backend is built; no device is needed to load them.
+  cohort::gpu::load_library(Library::kCudnn);
+  cohort::gpu::load_library(Library::kCublas);
+  // cuDNN 9 numbers itself major * 10000 + minor * 100 + patch.
+  CHECK(cudnnGetVersion() / 10000 == CUDNN_MAJOR);
+  int major = 0;
+  CHECK(cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);
+  CHECK(major == CUBLAS_VER_MAJOR);
 }
