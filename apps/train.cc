@@ -17,6 +17,7 @@
 
 #include "cohort/core/base/clock.h"
 #include "cohort/core/base/flags.h"
+#include "cohort/core/base/signals.h"
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"
@@ -27,93 +28,124 @@
 #include "cohort/core/placement/gpu_placement.h"
 #include "cohort/core/placement/replica_device_setter.h"
 #include "cohort/core/train/app.h"
-#include "cohort/core/train/signals.h"
 #include "cohort/core/train/evaluator.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
 
-COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn, small_cnn or resnet");
-COHORT_DEFINE_int(resnet_blocks, 2, "resnet: residual blocks per stage (3 stages of 16, 32, 64 filters)");
+using cohort::flags::kSameOnAllRanks;
+using cohort::flags::Range;
+
+COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn, small_cnn or resnet",
+    kSameOnAllRanks);
+COHORT_DEFINE_int(resnet_blocks, 2, "resnet: residual blocks per stage (3 stages of 16, 32, 64 filters)",
+    Range{1, 64}, kSameOnAllRanks);
 COHORT_DEFINE_bool(sync_batch_norm, false,
-                   "batch norm statistics over every worker's batch (allreduce, or sync without backup workers)");
-COHORT_DEFINE_string(hidden, "256,128", "mlp hidden layer sizes, comma-separated");
+                   "batch norm statistics over every worker's batch (allreduce, or sync without backup workers)",
+    kSameOnAllRanks);
+COHORT_DEFINE_string(hidden, "256,128", "mlp hidden layer sizes, comma-separated",
+    kSameOnAllRanks);
 COHORT_DEFINE_string(mode, "allreduce",
                      "how workers combine updates: sync, async, ssp (need --ps_tasks), allreduce, "
-                     "or local (one process)");
-COHORT_DEFINE_int(batch_size, 64, "examples per worker step");
-COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adamw");
-COHORT_DEFINE_float(learning_rate, 0.01, "base learning rate");
-COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer");
-COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum");
-COHORT_DEFINE_string(lr_schedule, "constant", "learning-rate schedule: constant, step, exponential or cosine");
-COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential: decay factor; cosine: the final fraction of the rate");
-COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine: its length (0: the run's global steps)");
-COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the rate rises linearly to --learning_rate");
-COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2 (sgd, momentum, adam) or decoupled (adamw)");
-COHORT_DEFINE_float(label_smoothing, 0.0, "softmax cross-entropy label smoothing");
-COHORT_DEFINE_bool(normalize, false, "standardise the images with Fashion-MNIST's mean and deviation (0.2860, 0.3530)");
-COHORT_DEFINE_int(crop_padding, 0, "training augmentation: random crops of the images padded by this many pixels");
-COHORT_DEFINE_bool(horizontal_flip, false, "training augmentation: random left-right flips");
-COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)");
-COHORT_DEFINE_int(epochs, 1, "epochs over the training set, counted globally (ignored with --train_steps)");
-COHORT_DEFINE_int(train_steps, 0, "global steps to train (0: use --epochs)");
-COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling and dropout");
-COHORT_DEFINE_int(threads, 1, "intra-op threads per worker");
-COHORT_DEFINE_int(towers, 1, "model replicas per worker (threads), each on a slice of the batch");
+                     "or local (one process)", kSameOnAllRanks);
+COHORT_DEFINE_int(batch_size, 64, "examples per worker step",
+    Range{1, 1 << 20}, kSameOnAllRanks);
+COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adamw",
+    kSameOnAllRanks);
+COHORT_DEFINE_float(learning_rate, 0.01, "learning rate of one worker's batch (see --lr_scaling)",
+    Range{0, 1e6}, kSameOnAllRanks);
+COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer",
+    Range{0, 1}, kSameOnAllRanks);
+COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum", kSameOnAllRanks);
+COHORT_DEFINE_string(lr_scaling, "linear",
+                     "linear: --learning_rate times the batches averaged in a global step (the "
+                     "workers in sync and allreduce modes; 1 in async and ssp), as for large "
+                     "batches; none: --learning_rate as given", kSameOnAllRanks);
+COHORT_DEFINE_string(lr_schedule, "cosine", "learning-rate schedule: constant, step, exponential or cosine",
+    kSameOnAllRanks);
+COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential: decay factor; cosine: the final fraction of the rate",
+    Range{0, 1}, kSameOnAllRanks);
+COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine: its length (0: the run's global steps)",
+    Range{0, 1e15}, kSameOnAllRanks);
+COHORT_DEFINE_int(lr_warmup_steps, -1,
+                  "global steps over which the rate rises linearly to its peak (-1: one epoch when "
+                  "--lr_scaling raises the rate, else none)", Range{-1, 1e15}, kSameOnAllRanks);
+COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2 (sgd, momentum, adam) or decoupled (adamw)",
+    Range{0, 1}, kSameOnAllRanks);
+COHORT_DEFINE_float(label_smoothing, 0.0, "softmax cross-entropy label smoothing",
+    Range{0, 1}, kSameOnAllRanks);
+COHORT_DEFINE_bool(normalize, false, "standardise the images with Fashion-MNIST's mean and deviation (0.2860, 0.3530)",
+    kSameOnAllRanks);
+COHORT_DEFINE_int(crop_padding, 0, "training augmentation: random crops of the images padded by this many pixels",
+    Range{0, 64}, kSameOnAllRanks);
+COHORT_DEFINE_bool(horizontal_flip, false, "training augmentation: random left-right flips",
+    kSameOnAllRanks);
+COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)",
+    Range{0, 1e30}, kSameOnAllRanks);
+COHORT_DEFINE_int(epochs, 12, "epochs over the training set, counted globally (ignored with --train_steps)",
+    Range{1, 1e6}, kSameOnAllRanks);
+COHORT_DEFINE_int(train_steps, 0, "global steps to train (0: use --epochs)",
+    Range{0, 1e15}, kSameOnAllRanks);
+COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling and dropout",
+    Range{0, 1e15}, kSameOnAllRanks);
+COHORT_DEFINE_int(threads, 1, "intra-op threads per worker", Range{1, 1024});
+COHORT_DEFINE_int(towers, 1, "model replicas per worker (threads), each on a slice of the batch",
+    Range{1, 64}, kSameOnAllRanks);
 COHORT_DEFINE_string(device, "cpu",
                      "where a worker's towers compute: cpu; gpu (a GPU per tower: the process's own "
                      "when Slurm binds them, else the node's shared out by node-local rank); or "
                      "/gpu:N (towers on N, N+1, ...)");
 COHORT_DEFINE_bool(tf32, false, "GPU towers: let Dense and Conv2D use TF32 tensor cores (FP32 otherwise)");
-COHORT_DEFINE_int(replicas_to_aggregate, 0, "sync mode: gradients per step (0: all workers; fewer = backup workers)");
-COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the slowest");
-COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce");
-COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks after this long (0: never)");
-COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps (0: at the end only)");
-COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps");
+COHORT_DEFINE_int(replicas_to_aggregate, 0, "sync mode: gradients per step (0: all workers; fewer = backup workers)",
+    Range{0, 1 << 24}, kSameOnAllRanks);
+COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the slowest",
+    Range{0, 1e9}, kSameOnAllRanks);
+COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
+    Range{1, 1e12}, kSameOnAllRanks);
+COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks after this long (0: never)",
+    Range{0, 1e7});
+COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps (0: at the end only)",
+    Range{0, 1e15});
+COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps (0: never)",
+    Range{0, 1e15});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this JSON file");
-COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints and summaries here (empty: none)");
-COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)");
-COHORT_DEFINE_int(save_checkpoint_secs, 600, "chief: checkpoint every N seconds");
-COHORT_DEFINE_int(save_summaries_steps, 100, "chief: write summaries every N global steps");
-COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir");
+COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints and summaries here (empty: none)",
+    kSameOnAllRanks);
+COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)",
+    Range{0, 1e15});
+COHORT_DEFINE_int(save_checkpoint_secs, 600, "chief: checkpoint every N seconds (0: not by time)",
+    Range{0, 1e9});
+COHORT_DEFINE_int(save_summaries_steps, 100, "chief: write summaries every N global steps",
+    Range{0, 1e15});
+COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir",
+    Range{0, 1e6});
 COHORT_DEFINE_string(profile_file, "", "write a Chrome-trace profile of the steps to this file (per worker)");
 COHORT_DEFINE_string(inject_fault, "", "testing: make --inject_fault_task fail at --inject_fault_step: raise or stall");
-COHORT_DEFINE_int(inject_fault_task, 1, "testing: the worker that fails");
-COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it fails");
+COHORT_DEFINE_int(inject_fault_task, 1, "testing: the worker that fails",
+    Range{0, 1 << 24});
+COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it fails",
+    Range{0, 1e15});
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::int64_t> parse_sizes(const std::string& text) {
-  std::vector<std::int64_t> sizes;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(item, &used);
-      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
-      sizes.push_back(v);
-    } catch (const std::exception&) {
-      throw cohort::InvalidArgument("invalid value '" + text + "' for --hidden: expected positive sizes such as 256,128");
-    }
-  }
-  return sizes;
-}
-
-// `steps`: the run's global steps, the default length of a decay.
-cohort::OptimizerOptions optimizer_options(std::int64_t steps) {
+// `steps`: the run's global steps, the default length of a decay; `batches`: the batches a global
+// step averages (the linear scaling factor); `epoch`: the global steps of one epoch.
+cohort::OptimizerOptions optimizer_options(std::int64_t steps, std::int64_t batches,
+                                           std::int64_t epoch) {
+  if (FLAGS_lr_scaling != "linear" && FLAGS_lr_scaling != "none")
+    throw cohort::InvalidArgument("--lr_scaling=" + FLAGS_lr_scaling + ": expected linear or none");
+  const bool scaled = FLAGS_lr_scaling == "linear" && batches > 1;
   cohort::OptimizerOptions o;
   o.name = FLAGS_optimizer;
-  o.learning_rate.base = FLAGS_learning_rate;
+  o.learning_rate.base = FLAGS_learning_rate * static_cast<double>(scaled ? batches : 1);
   o.learning_rate.kind = cohort::LearningRateSchedule::parse_kind(FLAGS_lr_schedule);
   o.learning_rate.decay_rate = FLAGS_lr_decay_rate;
+  o.learning_rate.warmup_steps =
+      FLAGS_lr_warmup_steps >= 0 ? FLAGS_lr_warmup_steps : (scaled ? std::min(epoch, steps / 2) : 0);
   o.learning_rate.decay_steps =
       FLAGS_lr_decay_steps > 0 ? FLAGS_lr_decay_steps
-                               : std::max<std::int64_t>(1, steps - FLAGS_lr_warmup_steps);
-  o.learning_rate.warmup_steps = FLAGS_lr_warmup_steps;
+                               : std::max<std::int64_t>(1, steps - o.learning_rate.warmup_steps);
   o.momentum = FLAGS_momentum;
   o.nesterov = FLAGS_nesterov;
   o.clip_norm = FLAGS_clip_norm;
@@ -235,7 +267,7 @@ int Main(int, char**) {
                 server.task().to_string().c_str(), wall, cpu, 100.0 * cpu / std::max(wall, 1e-9));
     return 0;
   }
-  const auto hidden = parse_sizes(FLAGS_hidden);
+  const auto hidden = cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
   if (server.job_name() == "evaluator") {
     // Follows the chief's checkpoints and evaluates each on the test set as it appears.
     cohort::Graph graph;
@@ -254,7 +286,6 @@ int Main(int, char**) {
   if (mode == cohort::Mode::kLocal && workers > 1)
     throw cohort::InvalidArgument("--mode=local trains in one process; this job has " +
                                   std::to_string(workers) + " workers");
-  if (FLAGS_batch_size <= 0) throw cohort::InvalidArgument("--batch_size must be positive");
   cohort::set_intra_op_threads(static_cast<int>(FLAGS_threads));
 
   const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
@@ -298,9 +329,11 @@ int Main(int, char**) {
   const std::int64_t target =
       FLAGS_train_steps > 0 ? FLAGS_train_steps
                             : (FLAGS_epochs * train_data.size() + per_step - 1) / per_step;
+  const cohort::OptimizerOptions optimizer = optimizer_options(
+      target, per_step / FLAGS_batch_size, (train_data.size() + per_step - 1) / per_step);
   cohort::Trainer trainer(
       &server, graph, [&](cohort::Graph& g) { return model_from_flags(g, hidden); }, shard,
-      cohort::Optimizer::create(optimizer_options(target)), options);
+      cohort::Optimizer::create(optimizer), options);
 
   const bool chief = server.is_chief();
   const auto test_data = chief ? cohort::data::fashion_mnist(cohort::data::Split::kTest)
@@ -310,6 +343,14 @@ int Main(int, char**) {
                 FLAGS_model.c_str(), static_cast<long long>(graph.num_parameters()),
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
                 static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
+  if (chief)
+    std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n", FLAGS_optimizer.c_str(),
+                optimizer.learning_rate.base,
+                optimizer.learning_rate.base == FLAGS_learning_rate
+                    ? "as given"
+                    : ("--learning_rate times " + std::to_string(per_step / FLAGS_batch_size) +
+                       " batches a step").c_str(),
+                FLAGS_lr_schedule.c_str(), static_cast<long long>(optimizer.learning_rate.warmup_steps));
 
   cohort::SessionOptions session_options;
   session_options.master = server.target();

@@ -15,12 +15,26 @@ Syntax, later sources winning:
 - the default, then the environment variable `COHORT_<NAME>` (e.g. `COHORT_BATCH_SIZE=128`);
 - the command line, left to right: `--name=value` or `--name value`; booleans as `--name`,
   `--noname` or `--name=false`; `--flagfile=FILE` reads `--name=value` lines (`#` comments)
-  where it stands;
-- `--help` prints every flag with its type, default and doc, grouped by defining file (rank 0).
+  where it stands (a regular file of at most 1 MiB);
+- `--help` prints every flag with its type, default, range and doc, grouped by defining file
+  (paths relative to the program's source tree; rank 0).
+
+After its description a flag may carry properties:
+
+- `cohort::flags::Range{min, max}`: the value is checked once all flags are parsed
+  (`--batch_size=0: out of range, expected 1 to 1048576`); every numeric flag of `train` has one;
+- `cohort::flags::kSameOnAllRanks`: `app::Run` compares the value across the ranks at start-up
+  and refuses a mismatch (`--mode differs between ranks: rank 0 has 'sync', rank 2 has 'async'`).
+
+List flags (`--hidden=256,128`) are read with `cohort::flags::split_list` or `parse_size_list`:
+at most 64 items, each bad item named.
 
 Errors end the program with status 2 and one line: an unknown flag (with a suggestion,
 `unknown flag --lerning_rate (did you mean --learning_rate?)`), a value of the wrong type (naming
-flag, value and expected type), or a flag defined twice (naming both places).
+flag, value and expected type), a value out of range, or a flag defined twice (naming both
+places, also when one is the library's). In a launch of several programs (MPMD) every rank
+checks its own flags and all of them stop together: each rank that failed prints its line with
+its rank (`[rank 2] error: ...`).
 
 ## The flags of `train`
 
