@@ -31,26 +31,12 @@ COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU
 COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4 (empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
 COHORT_DEFINE_string(optimizer, "adam", "sgd, momentum, adam or adamw");
-COHORT_DEFINE_float(learning_rate, 0.01, "learning rate");
-COHORT_DEFINE_int(batch_size, 32, "examples per worker step");
-COHORT_DEFINE_int(train_steps, 500, "global steps to train");
+COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
 
 namespace {
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::string part;
-  for (char c : text + ",") {
-    if (c != ',') {
-      part += c;
-    } else if (!part.empty()) {
-      parts.push_back(part);
-      part.clear();
-    }
-  }
-  return parts;
-}
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -62,33 +48,15 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec) {
   if (ends_with(spec, ".csv")) {
     cohort::data::CsvOptions csv;
     csv.label_column = FLAGS_label_column;
-    csv.target_columns = split(FLAGS_target_columns);
+    csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
     return cohort::data::load_csv(spec, csv);
   }
   if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec);
-  const std::vector<std::string> files = split(spec);
+  const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   if (files.size() != 2)
     throw cohort::InvalidArgument("--" + what + "=" + spec +
                                   ": expected FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
   return cohort::data::dataset_from_npy(files[0], files[1]);
-}
-
-// The positive sizes in a comma-separated flag value, such as --hidden=64,64.
-std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string& text) {
-  std::vector<std::int64_t> sizes;
-  for (const std::string& item : split(text)) {
-    std::size_t used = 0;
-    long long size = 0;
-    try {
-      size = std::stoll(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || size <= 0)
-      throw cohort::InvalidArgument("--" + flag + "=" + text + ": '" + item +
-                                    "' is not a positive size");
-    sizes.push_back(size);
-  }
-  return sizes;
 }
 
 // Hidden ReLU layers, then one output per class or per target value.
@@ -96,7 +64,10 @@ cohort::Model mlp(cohort::Graph& graph, const cohort::Shape& input,
                   const cohort::TargetSpec& targets) {
   cohort::Model model(graph);
   cohort::Node x = model.input(input);
-  const std::vector<std::int64_t> hidden = parse_sizes("hidden", FLAGS_hidden);
+  // No hidden layer at all (--hidden=) makes a linear model.
+  const std::vector<std::int64_t> hidden =
+      FLAGS_hidden.empty() ? std::vector<std::int64_t>{}
+                           : cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
   for (std::size_t i = 0; i < hidden.size(); ++i)
     x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), hidden[i],
                                   cohort::Activation::kRelu),
@@ -120,7 +91,8 @@ int Main(int, char**) {
   const cohort::data::Dataset test = FLAGS_test.empty() ? train : load("test", FLAGS_test);
   const cohort::Shape input = FLAGS_input_shape.empty()
                                   ? train.example_shape()
-                                  : parse_sizes("input_shape", FLAGS_input_shape);
+                                  : cohort::flags::parse_size_list("input_shape", FLAGS_input_shape,
+                                                                   1 << 20);
   const cohort::TargetSpec targets = train.target_spec();
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
