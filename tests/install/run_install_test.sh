@@ -10,7 +10,9 @@
 #     COHORT_CHECKPOINT_DIR, and COHORT_MODEL and COHORT_MODE, which it does not define): it exits
 #     0, the loss falls, the test accuracy is far above chance, both workers report, and the chief
 #     writes its checkpoint; run again with more steps, it restores that checkpoint and trains on,
-#   - compiles and runs a small program with the flags from `pkg-config cohort`.
+#   - compiles and runs a small program with the flags from `pkg-config cohort`, and checks that
+#     neither pkg-config nor the CMake package links cuBLAS or cuDNN.
+# It works in BUILD_DIR/test-install and leaves the prefix and the built examples there.
 #
 # Usage: run_install_test.sh CMAKE BUILD_DIR SOURCE_DIR
 # Exits 77 (ctest's SKIP_RETURN_CODE) after running everything else with the environment set by
@@ -30,8 +32,9 @@ fail() {
 started=$SECONDS
 log() { printf '[%3ds] %s\n' $((SECONDS - started)) "$*"; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-install.XXXXXX")
-trap 'status=$?; if ((status == 0 || status == 77)); then rm -rf "$work"; else echo "kept $work"; fi' EXIT
+# In the build tree, kept: the Slurm test runs the guide example built here from the installed copy.
+work=$build/test-install
+rm -rf "$work" && mkdir -p "$work"
 
 prefix=$work/cohort
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" ||
@@ -122,6 +125,9 @@ $work/examples/guide --help | grep -qxF 'Flags from guide.cc:' ||
 export COHORT_MODEL=mlp COHORT_MODE=sync COHORT_PS_TASKS=1 COHORT_CHECKPOINT_DIR=$work/ckpt
 COHORT_TRAIN_STEPS=300 mpirun -np 3 $work/examples/guide --sync_replicas 2>&1 | tee $work/guide.out
 COHORT_TRAIN_STEPS=350 mpirun -np 3 $work/examples/guide --sync_replicas 2>&1 | tee $work/guide-resumed.out
+# cuBLAS and cuDNN are loaded when a GPU computes: a consumer is never linked against them.
+if pkg-config --libs cohort | grep -E 'cudnn|cublas'; then echo 'pkg-config links cuBLAS or cuDNN'; exit 1; fi
+if grep -rlE 'cudnn[.]so|cublas[.]so' $prefix/lib/cmake/Cohort; then echo 'the CMake package links cuBLAS or cuDNN'; exit 1; fi
 mpicxx -std=c++20 -O1 $work/pc_check.cc \$(pkg-config --cflags --libs cohort) -o $work/pc_check
 $work/pc_check
 " || status=$?

@@ -4,9 +4,10 @@
 # systemd), then
 #   1. runs slurm/single_node.sbatch with `sbatch --wait`: training finishes, the test accuracy is
 #      printed and the chief's checkpoint is in the submit directory;
-#   2. runs it again, sends the walltime warning (SIGUSR1 to the batch shell, as --signal=B:USR1
-#      does) while it trains: the job checkpoints, requeues itself, and the second run resumes
-#      from the checkpoint and finishes;
+#   2. runs it with the installed guide example (a user's program) in ps mode, sends the walltime
+#      warning (SIGUSR1 to the batch shell, as --signal=B:USR1 does) while it trains: every task,
+#      the ps among them, exits 0, the job checkpoints, requeues itself, and the second run
+#      resumes from the checkpoint and finishes;
 #   3. runs it with COHORT_LAUNCHER=mpirun and COHORT_MODE=async (one ps task by default);
 #   4. runs slurm/gpu.sbatch on four fake GPUs (GRES backed by links to /dev/null): every rank
 #      gets its own CUDA_VISIBLE_DEVICES;
@@ -14,7 +15,7 @@
 #      requeued.
 # Then it cancels what is left and stops the daemons by their pids.
 #
-# Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM
+# Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM GUIDE_PROGRAM
 # Exits 77 (ctest's SKIP_RETURN_CODE) when not root or when Slurm or munge is not installed;
 # COHORT_REQUIRE_TESTS=1 turns that into a failure. COHORT_KEEP_SLURM_TEST=1 keeps the temporary
 # directory (logs, job output, checkpoints); it is also kept when the test fails.
@@ -22,6 +23,7 @@ set -euo pipefail
 
 src=$(cd "$1" && pwd)
 train=$(realpath "$2")
+guide=$3  # the installed guide example, built by the install test
 
 skip() {
   echo "SKIP: $*"
@@ -49,6 +51,7 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+[[ -x $guide ]] || fail "the installed guide example $guide is missing: the install test (install_examples) builds it"
 
 # Pids of the daemons this test started, read from their pid files.
 daemon_pids() {
@@ -234,12 +237,15 @@ ls checkpoints/"$job"/model.ckpt-300.safetensors >/dev/null ||
   fail "no model.ckpt-300.safetensors in checkpoints/$job"
 log "single_node.sbatch: 300 steps, test accuracy $accuracy, checkpoints/$job: $(ls checkpoints/"$job" | tr '\n' ' ')"
 
-# ---- 2. The walltime warning: checkpoint, requeue, resume.
-# sbatch --wait waits through the requeue to the end of the second run.
+# ---- 2. The walltime warning, in ps mode, to a user's program: the installed guide example
+# (built from share/cohort/examples by the install test), whose ps task only calls join(). It
+# defines none of the script's settings but --ps_tasks, --train_steps and --checkpoint_dir, and
+# takes those from the script's environment. The job checkpoints, requeues itself, and the
+# second run resumes from the checkpoint and finishes. sbatch --wait waits through the requeue.
 steps=600
 mkdir -p "$work/job2" && cd "$work/job2"
-COHORT_TRAIN_STEPS=$steps timeout "$(time_left)" sbatch --wait --parsable \
-  "$src/slurm/single_node.sbatch" --log_every_steps=20 >sbatch.out 2>sbatch.err &
+COHORT_PROGRAM=$guide COHORT_MODE=sync COHORT_TRAIN_STEPS=$steps timeout "$(time_left)" \
+  sbatch --wait --parsable "$src/slurm/single_node.sbatch" --sync_replicas >sbatch.out 2>sbatch.err &
 waiter=$!
 until [[ -s sbatch.out ]]; do  # sbatch prints the job id before it waits
   kill -0 "$waiter" 2>/dev/null || { cat sbatch.err; fail "sbatch single_node.sbatch did not submit"; }
@@ -247,29 +253,25 @@ until [[ -s sbatch.out ]]; do  # sbatch prints the job id before it waits
 done
 job=$(head -n1 sbatch.out)
 out=$work/job2/cohort-$job.out
-wait_for_output "^step [1-9][0-9]{2}/$steps"  # the first run has trained 100 steps
+wait_for_output "^global_step = [1-9][0-9]{2}, "  # the first run has trained 100 steps
 scancel --signal=USR1 --batch "$job"
-log "sent the walltime warning (SIGUSR1 to the batch shell) to job $job"
+log "sent the walltime warning (SIGUSR1 to the batch shell) to job $job (the installed guide, 1 ps + 7 workers)"
 status=0
 wait "$waiter" || status=$?
 cat "$out"
 ((status == 0)) || fail "sbatch --wait of the requeued job exited with status $status"
+grep -q "signal 10: serving until the computing tasks are done" "$out" ||
+  fail "the guide's ps task did not report the warning while serving"
+stopped=$(sed -nE 's/^stopped by signal 10 at global step ([0-9]+)$/\1/p' "$out" | head -n1)
+[[ -n $stopped ]] || fail "the guide's chief did not stop on the warning"
 grep -q "requeueing job $job" "$out" || fail "job $job did not requeue itself after the warning"
 grep -q "^cohort: job $job, run 2," "$out" || fail "job $job did not run a second time"
-restored_line=$(grep -m1 "restored from" "$out" || true)
-[[ -n $restored_line ]] || fail "the requeued run did not restore from a checkpoint"
-restored=$(sed -nE 's/.*ckpt-([0-9]+).*/\1/p' <<<"$restored_line")
-[[ -n $restored ]] || restored=$(sed -nE 's/.*step ([0-9]+).*/\1/p' <<<"$restored_line")
-[[ $restored =~ ^[0-9]+$ ]] && ((restored >= 100 && restored < steps)) ||
-  fail "restored step '$restored' is not between 100 and $steps: $restored_line"
-# The second run goes on from there, not from step 0, and finishes.
-resumed=$(sed -n '/restored from/,$p' "$out" | grep -m1 -oE "^step [0-9]+/$steps" | grep -oE '[0-9]+' | head -n1)
-[[ -n $resumed ]] && ((resumed > restored)) ||
-  fail "after the restore the first logged step is '$resumed', not after $restored"
-sed -n '/restored from/,$p' "$out" | grep -q "^final: global step $steps," ||
-  fail "the requeued run did not finish training"
-check_finished "$steps"
-log "requeue: stopped and checkpointed, restored at step $restored, finished $steps steps, test accuracy $accuracy"
+grep -qE "^restored from .* at global step $stopped$" "$out" ||
+  fail "the requeued run did not restore the checkpoint of step $stopped"
+accuracy=$(sed -nE "s/^guide: 7 workers, 1 ps, mode sync, global step $steps, .*test accuracy ([0-9.]+)$/\1/p" "$out")
+[[ -n $accuracy ]] || fail "the requeued run did not finish $steps steps on 1 ps and 7 workers"
+awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "$out: test accuracy $accuracy is not above 0.5"
+log "requeue: the guide stopped and checkpointed at step $stopped, restored it, finished $steps steps, test accuracy $accuracy"
 
 # ---- 3. The same script launching with mpirun instead of srun, in async mode (1 ps task by
 # default). Async workers may overshoot the last step by a few.
