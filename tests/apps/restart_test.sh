@@ -10,13 +10,17 @@ train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 args=(--ps_tasks=1 --mode=sync --model=small_cnn --train_steps=300 --save_checkpoint_steps=100
       --save_checkpoint_secs=0 --log_every_steps=10 --print_cluster=false --learning_rate=0.02)
-run() { "$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" --checkpoint_dir="$1"; }
+run() { "$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" --checkpoint_dir="$1" "${@:2}"; }
 
 echo "== uninterrupted run"
 run "$work/straight" > "$work/straight.log" 2>&1 || { cat "$work/straight.log"; exit 1; }
 
-echo "== run killed with SIGKILL after step 150"
-setsid bash -c "$(declare -f run); $(declare -p train mpiexec np_flag args); run '$work/killed'" \
+# The chief stalls at a random step from 150 to 290, so that the kill lands before the end however
+# fast the machine trains, and after a random part of the remaining steps.
+stall=$((150 + RANDOM % 141))
+echo "== run killed with SIGKILL after step 150 (the chief stalls at step $stall)"
+fault="--inject_fault=stall --inject_fault_task=0 --inject_fault_step=$stall"
+setsid bash -c "$(declare -f run); $(declare -p train mpiexec np_flag args); run '$work/killed' $fault" \
   > "$work/killed.log" 2>&1 &
 leader=$!
 for _ in $(seq 1 600); do
