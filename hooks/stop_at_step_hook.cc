@@ -21,6 +21,8 @@ std::shared_ptr<StopAtStepHook> StopAtStepHook::num(std::int64_t num_steps) {
 
 void StopAtStepHook::after_create_session(MonitoredSession& session) {
   if (!last_step_) last_step_ = session.global_step() + num_steps_;
+  // Restored at (or past) the last step: nothing is left to train.
+  if (session.global_step() >= *last_step_) session.request_stop();
 }
 
 SessionRunArgs StopAtStepHook::before_run(RunContext&) { return {{"global_step"}}; }

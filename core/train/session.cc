@@ -124,6 +124,7 @@ void MonitoredSession::create() {
   if (options_.is_chief && options_.config.log_device_placement)
     std::printf("%s", trainer_.graph().device_setter().table().c_str());
   for (auto& hook : all_hooks()) hook->after_create_session(*this);
+  stop_ = trainer_.agree_to_stop(stop_);
 }
 
 bool MonitoredSession::should_stop() const { return stop_ || error_ || closed_; }

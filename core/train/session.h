@@ -154,6 +154,10 @@ class MonitoredSession {
   /// Ends the session: end() on the hooks (unless an error happened), then leaves training.
   /// Called by the destructor if needed.
   void close();
+  /// Stops before the first step: for a hook's after_create_session() (StopAtStepHook calls it
+  /// when the restored step is already its last, so a finished run restarted trains no further).
+  /// The workers agree on it when the session is made, as on a stop after a step.
+  void request_stop() { stop_ = true; }
 
   bool is_chief() const { return options_.is_chief; }
   /// The server target the session runs on ("" in local mode).
