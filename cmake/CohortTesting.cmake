@@ -37,6 +37,7 @@ function(cohort_add_test name)
     set(T_MAIN cohort_test_main)
   endif()
   cohort_add_test_program(${name} SOURCES ${T_SOURCES} LIBS ${T_LIBS} ${T_MAIN})
+  set_property(GLOBAL APPEND PROPERTY COHORT_UNIT_TEST_PROGRAMS ${name})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${COHORT_TEST_TIMEOUT} LABELS "unit;${T_LABELS}"
     ENVIRONMENT "${COHORT_TEST_ENV}" SKIP_RETURN_CODE 77)
