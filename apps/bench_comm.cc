@@ -1,16 +1,22 @@
 // bench_comm: Cohort's communication paths against the raw MPI calls under them.
 //
-//   mpirun -np 2 build/bin/bench_comm
+//   mpirun -np 2 build/bin/bench_comm --ps_tasks=1
 //
 // Rank 0 is a ps task and rank 1 a worker. Pull and push go through the parameter store
-// (ParameterStore::pull / push: MPI_Get / MPI_Accumulate under a shared lock per ps task) and are
-// compared with the same calls made by hand on an MPI_Win_allocate window. Then the ps task
-// leaves and both ranks compare the allreduce mode's fused in-place reduction with one raw
-// in-place MPI_Allreduce, and fused against one call per tensor for 100 tensors of 1K floats.
-// Times are medians of --reps repetitions after a warm-up; rank 1 prints the tables.
+// (ParameterStore::pull / push: MPI_Get / MPI_Accumulate under a shared lock per ps task). Two
+// baselines stand beside them:
+//   raw         the same calls made by hand, timed alternately with the store's, on memory the ps
+//               hosts the same way (Server::host: the same window kind and size, zeroed like the
+//               store's) at the same offsets, into the same buffer;
+//   plain loop  rma_raw_loop.c, MPI alone in C (lock, one call, unlock, median of 5 blocks of
+//               many calls), run after the store is gone; bench_rma_raw runs it on its own.
+// Then the ps task leaves and the workers compare the allreduce mode's fused in-place reduction
+// with one raw in-place MPI_Allreduce, and fused against one call per tensor for 100 tensors of
+// 1K floats. Times are medians of --reps repetitions after a warm-up; worker 0 prints the tables.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "cohort/core/base/flags.h"
@@ -20,6 +26,7 @@
 #include "cohort/core/dist/server.h"
 #include "cohort/core/train/app.h"
 #include "cohort/mpi/window.h"
+#include "rma_raw_loop.h"
 
 COHORT_DEFINE_int(reps, 30, "timed repetitions per measurement (the median is reported)",
                   cohort::flags::Range{1, 1e6});
@@ -54,44 +61,78 @@ std::pair<double, double> compare(A&& a, B&& b) {
   return {median(ta), median(tb)};
 }
 
-void row(const char* what, std::int64_t n, double cohort, double raw) {
+// The store's variable of n floats. (Built with insert: GCC 12 warns, wrongly, of an overlapping
+// memcpy in "v" + std::to_string(n).)
+std::string variable_name(std::int64_t n) {
+  std::string name = std::to_string(n);
+  name.insert(0, 1, 'v');
+  return name;
+}
+
+// One row of the store table: the store, the raw calls beside it, the plain loop.
+struct StoreRow {
+  const char* what;
+  std::int64_t n;
+  double cohort, raw, plain = 0;
+};
+
+void print_row(const char* what, std::int64_t n, double cohort, double raw) {
   const double bytes = static_cast<double>(n) * sizeof(float);
   std::printf("| %-10s | %9lld | %9.3f | %9.3f | %7.2f | %5.0f%% |\n", what, static_cast<long long>(n),
               cohort * 1e3, raw * 1e3, bytes / cohort * 1e-9, 100.0 * raw / cohort);
 }
 
-// Collective over the workers and the ps task (the store is); worker 0 measures.
-void store_benchmarks(cohort::Server& server, cohort::mpi::Window<float>& raw, int ps_rank) {
+// Collective over the workers and the ps task (the store is); worker 0 measures and returns the
+// rows. The raw calls read and write memory the ps hosts just like the store's.
+std::vector<StoreRow> store_benchmarks(cohort::Server& server) {
   const bool measure = server.task_index() == 0;
-  if (measure) std::printf("\nParameter store vs raw one-sided calls (1 ps, 1 worker; ms per call, median of %lld)\n\n",
-              static_cast<long long>(FLAGS_reps));
-  if (measure) std::printf("| operation  |    floats |  cohort ms |    raw ms |  GB/s  | raw/cohort |\n");
-  if (measure) std::printf("|---|---:|---:|---:|---:|---:|\n");
   // One store holding a variable of each size (one store per server), each moved on its own.
   cohort::ReplicaDeviceSetterOptions placement;
   placement.ps_tasks = 1;
   cohort::Graph graph{cohort::ReplicaDeviceSetter(placement)};
   for (const std::int64_t n : kSizes)
-    graph.get_variable("v" + std::to_string(n), {n}, cohort::Initializer::zeros());
+    graph.get_variable(variable_name(n), {n}, cohort::Initializer::zeros());
   cohort::ParameterStore store(server, graph, {});
+  const std::int64_t floats = graph.num_parameters();
+  const std::int64_t counters = 1;
+  cohort::HostedMemory raw = server.host({&floats, 1}, {&counters, 1});
+  cohort::mpi::Window<float>& window = raw.values;
+  const int ps_rank = raw.ps_ranks.front();
+  std::vector<StoreRow> rows;
   for (const std::int64_t n : kSizes) {
     if (!measure) break;
-    const std::int64_t first = graph.find("v" + std::to_string(n))->offset;
+    const std::int64_t first = graph.find(variable_name(n))->offset;
+    const auto at = static_cast<std::size_t>(first);
     std::vector<float> buffer(static_cast<std::size_t>(n), 1.0f);
     const auto [pull, get] = compare([&] { store.pull(first, buffer); },
                                      [&] {
-                                       auto lock = raw.lock(ps_rank, cohort::mpi::LockType::kShared);
-                                       raw.get(buffer, ps_rank, 0);
+                                       auto lock = window.lock(ps_rank, cohort::mpi::LockType::kShared);
+                                       window.get(buffer, ps_rank, at);
                                      });
-    row("pull/get", n, pull, get);
+    rows.push_back({"pull/get", n, pull, get});
     const auto [push, accumulate] = compare([&] { store.push(first, buffer); },
                                             [&] {
-                                              auto lock = raw.lock(ps_rank, cohort::mpi::LockType::kShared);
-                                              raw.accumulate(std::span<const float>(buffer), ps_rank, 0);
+                                              auto lock = window.lock(ps_rank, cohort::mpi::LockType::kShared);
+                                              window.accumulate(std::span<const float>(buffer), ps_rank, at);
                                             });
-    row("push/acc", n, push, accumulate);
+    rows.push_back({"push/acc", n, push, accumulate});
   }
   store.close();
+  return rows;
+}
+
+void print_store_table(const std::vector<StoreRow>& rows) {
+  std::printf("\nParameter store vs raw one-sided calls (1 ps, 1 worker; ms per call, median of %lld; "
+              "plain loop: rma_raw_loop.c)\n\n",
+              static_cast<long long>(FLAGS_reps));
+  std::printf("| operation  |    floats |  cohort ms |    raw ms | plain loop ms |  GB/s  | cohort / plain |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const StoreRow& r : rows) {
+    const double bytes = static_cast<double>(r.n) * sizeof(float);
+    std::printf("| %-10s | %9lld | %9.3f | %9.3f | %13.3f | %7.2f | %13.0f%% |\n", r.what,
+                static_cast<long long>(r.n), r.cohort * 1e3, r.raw * 1e3, r.plain * 1e3,
+                bytes / r.cohort * 1e-9, 100.0 * r.plain / r.cohort);
+  }
 }
 
 void allreduce_benchmarks(const cohort::mpi::Comm& comm) {
@@ -106,7 +147,7 @@ void allreduce_benchmarks(const cohort::mpi::Comm& comm) {
     std::vector<float> data(static_cast<std::size_t>(n), 1.0f);
     const auto [fused, raw] = compare([&] { cohort::allreduce_fused(comm, data, FLAGS_fusion_bytes); },
                                       [&] { comm.allreduce(std::span<float>(data)); });
-    if (print) row("allreduce", n, fused, raw);
+    if (print) print_row("allreduce", n, fused, raw);
   }
   std::vector<std::vector<float>> tensors(100, std::vector<float>(1000, 1.0f));
   std::vector<std::span<float>> spans(tensors.begin(), tensors.end());
@@ -126,15 +167,25 @@ int Main(int, char**) {
   if (cluster.num_tasks("ps") != 1 || cluster.num_tasks("worker") < 1)
     throw cohort::InvalidArgument("bench_comm needs one ps task and workers: mpirun -np 2 bench_comm --ps_tasks=1");
   cohort::Server server(cluster);
-  const int ps_rank = cluster.rank_of("ps", 0);
-  // The raw window: as large as the largest store, on the ps rank.
-  cohort::mpi::Window<float> raw(cluster.world(), server.is_computing() ? 0 : 4000000);
+  std::vector<StoreRow> rows;
   if (!server.is_computing()) {
     server.join();
   } else {
-    store_benchmarks(server, raw, ps_rank);
+    rows = store_benchmarks(server);
     server.done();
   }
+  // The plain loop, on every rank (the window is collective), the store's memory freed.
+  const MPI_Comm world = cluster.world().get();
+  const int ps_rank = cluster.rank_of("ps", 0), worker_rank = cluster.rank_of("worker", 0);
+  for (std::size_t i = 0; i < std::size(kSizes) * 2; ++i) {
+    const std::int64_t n = kSizes[i / 2];
+    const int accumulate = static_cast<int>(i % 2);
+    const double seconds = rma_raw_loop(world, ps_rank, worker_rank, static_cast<long>(n), accumulate,
+                                        static_cast<int>(50000000 / n) + 2, 5);
+    if (seconds < 0) throw cohort::Error("bench_comm: the plain loop's MPI calls failed");
+    if (i < rows.size()) rows[i].plain = seconds;
+  }
+  if (!rows.empty()) print_store_table(rows);
   // Allreduce among the workers (the ps rank sits it out).
   if (server.is_computing() && cluster.num_tasks("worker") > 1) allreduce_benchmarks(cluster.job_comm());
   return 0;
