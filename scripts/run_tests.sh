@@ -35,16 +35,15 @@ ctest_checked build "$@"
 # With ctest arguments (a selection of tests), that selection on the main build is all.
 [ "$#" -eq 0 ] || exit 0
 
-# The CPU-only configuration builds and works too: its own build without CUDA (the libraries,
-# train and the unit tests' programs), its unit tests (the no-CUDA check among them), the refusal
-# of GPU towers, and one epoch of training.
+# The CPU-only configuration builds and works too: its own build without CUDA (the libraries and
+# train, and the programs of the tests labelled cpu_only, whose behaviour depends on CUDA being
+# built in), the no-CUDA check, those tests, the refusal of GPU towers and one epoch of training.
 echo "== CPU-only build (COHORT_WITH_CUDA=OFF)"
 mkdir -p build-cpu-only
 if ! { cmake -S . -B build-cpu-only -DCMAKE_BUILD_TYPE=Release -DCOHORT_WITH_CUDA=OFF &&
-       cmake --build build-cpu-only -j "$(nproc)" --target unit_tests; } >build-cpu-only/build.log 2>&1; then
+       cmake --build build-cpu-only -j "$(nproc)" --target cpu_only_checks; } >build-cpu-only/build.log 2>&1; then
   tail -n 50 build-cpu-only/build.log
   echo "CPU-only build failed: see build-cpu-only/build.log" >&2
   exit 1
 fi
-ctest_checked build-cpu-only -L unit
-ctest_checked build-cpu-only -R '^train_(gpu_without_device|mlp_one_epoch)$'
+ctest_checked build-cpu-only -L cpu_only
