@@ -6,6 +6,7 @@
 #
 #   restart_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
+. "$(dirname "$0")/job_control.sh"
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 args=(--ps_tasks=1 --mode=sync --model=small_cnn --train_steps=300 --save_checkpoint_steps=100
@@ -23,11 +24,7 @@ fault="--inject_fault=stall --inject_fault_task=0 --inject_fault_step=$stall"
 setsid bash -c "$(declare -f run); $(declare -p train mpiexec np_flag args); run '$work/killed' $fault" \
   > "$work/killed.log" 2>&1 &
 leader=$!
-for _ in $(seq 1 600); do
-  if grep -qE "^step (1[5-9][0-9]|2[0-9][0-9])/" "$work/killed.log"; then break; fi
-  if ! kill -0 "$leader" 2>/dev/null; then echo "the job ended before step 150"; cat "$work/killed.log"; exit 1; fi
-  sleep 0.05
-done
+wait_for_line "$work/killed.log" "^step (1[5-9][0-9]|2[0-9][0-9])/" "$leader"
 sleep "0.$((RANDOM % 5))"
 kill -KILL -- "-$leader" 2>/dev/null || true
 wait "$leader" 2>/dev/null || true

@@ -4,6 +4,7 @@
 #
 #   signal_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
+. "$(dirname "$0")/job_control.sh"
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 args=(--ps_tasks=1 --mode=sync --model=small_cnn --train_steps=400 --save_checkpoint_steps=1000
@@ -11,24 +12,17 @@ args=(--ps_tasks=1 --mode=sync --model=small_cnn --train_steps=400 --save_checkp
 
 "$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" > "$work/first.log" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do
-  grep -qE "^step ([5-9][0-9]|[1-9][0-9][0-9])/" "$work/first.log" && break
-  kill -0 "$job" 2>/dev/null || { echo "the job ended early"; cat "$work/first.log"; exit 1; }
-  sleep 0.05
-done
+wait_for_line "$work/first.log" "^step ([5-9][0-9]|[1-9][0-9][0-9])/" "$job"
 # The chief is worker 0: rank 1 (rank 0 is the ps).
-chief=""
-for pid in $(pgrep -f -- "$train"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then chief=$pid; fi
-done
+chief=$(rank_pids "$train" 1)
 [ -n "$chief" ] || { echo "could not find the chief's process"; exit 1; }
 kill -TERM "$chief"
 status=0
 wait "$job" || status=$?
 cat "$work/first.log"
 [ "$status" -eq 0 ] || { echo "the job exited $status after SIGTERM, expected 0"; exit 1; }
-stopped=$(grep -oE "^stopped by signal 15 at global step [0-9]+" "$work/first.log" | grep -oE "[0-9]+$") \
-  || { echo "the chief did not report stopping on the signal"; exit 1; }
+stopped=$(stopped_step "$work/first.log" 15)
+[ -n "$stopped" ] || { echo "the chief did not report stopping on the signal"; exit 1; }
 [ -f "$work/ckpt/model.ckpt-$stopped.safetensors" ] || { echo "no final checkpoint at step $stopped"; exit 1; }
 grep -q "ps:0 served for" "$work/first.log" || { echo "the ps did not return from join()"; exit 1; }
 

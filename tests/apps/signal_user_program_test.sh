@@ -6,6 +6,7 @@
 #
 #   signal_user_program_test.sh PROGRAM MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
+. "$(dirname "$0")/job_control.sh"
 program=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 args=(--ps_tasks=1 --sync_replicas --checkpoint_dir="$work/ckpt")
@@ -13,24 +14,16 @@ args=(--ps_tasks=1 --sync_replicas --checkpoint_dir="$work/ckpt")
 COHORT_TRAIN_STEPS=20000 "$mpiexec" "$np_flag" 3 --oversubscribe "$program" "${args[@]}" \
   > "$work/first.log" 2>&1 &
 job=$!
-for _ in $(seq 1 1200); do
-  grep -qE "^global_step = [1-9][0-9]{2}," "$work/first.log" && break
-  kill -0 "$job" 2>/dev/null || { echo "the job ended early"; cat "$work/first.log"; exit 1; }
-  sleep 0.05
-done
-ranks=()
-for pid in $(pgrep -f -- "$program"); do
-  # The ranks, not mpirun: they have a rank in their environment.
-  tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -q "^OMPI_COMM_WORLD_RANK=" && ranks+=("$pid")
-done
+wait_for_line "$work/first.log" "^global_step = [1-9][0-9]{2}," "$job" 1200
+mapfile -t ranks < <(rank_pids "$program")
 [ "${#ranks[@]}" -eq 3 ] || { echo "found ${#ranks[@]} ranks, expected 3"; cat "$work/first.log"; exit 1; }
 kill -USR1 "${ranks[@]}"
 status=0
 wait "$job" || status=$?
 cat "$work/first.log"
 [ "$status" -eq 0 ] || { echo "the job exited $status after SIGUSR1 to every rank, expected 0"; exit 1; }
-stopped=$(grep -oE "^stopped by signal 10 at global step [0-9]+" "$work/first.log" | grep -oE "[0-9]+$") \
-  || { echo "the chief did not report stopping on the signal"; exit 1; }
+stopped=$(stopped_step "$work/first.log" 10)
+[ -n "$stopped" ] || { echo "the chief did not report stopping on the signal"; exit 1; }
 [ -f "$work/ckpt/model.ckpt-$stopped.safetensors" ] || { echo "no final checkpoint at step $stopped"; exit 1; }
 grep -q "signal 10: serving until the computing tasks are done" "$work/first.log" \
   || { echo "the ps did not report the signal while serving"; exit 1; }

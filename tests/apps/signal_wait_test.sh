@@ -5,6 +5,7 @@
 #
 #   signal_wait_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
+. "$(dirname "$0")/job_control.sh"
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 # The chief (worker 0, rank 1) stalls at global step 20; worker 1 (rank 2) then waits for it.
@@ -12,16 +13,9 @@ rm -rf "$work" && mkdir -p "$work"
   --train_steps=100000 --inject_fault=stall --inject_fault_task=0 --inject_fault_step=20 \
   --log_every_steps=10 --print_cluster=false > "$work/log" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do
-  grep -qE "^step (1[0-9]|20)/" "$work/log" && break
-  kill -0 "$job" 2>/dev/null || { echo "the job ended early"; cat "$work/log"; exit 1; }
-  sleep 0.05
-done
+wait_for_line "$work/log" "^step (1[0-9]|20)/" "$job"
 sleep 1  # step 20 is reached within milliseconds: the worker is now waiting
-worker=""
-for pid in $(pgrep -f -- "$train"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then worker=$pid; fi
-done
+worker=$(rank_pids "$train" 2)
 [ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
 sent=$(date +%s%3N)
 kill -TERM "$worker"
