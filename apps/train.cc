@@ -21,6 +21,7 @@
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"
+#include "cohort/core/nn/cpu_level.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/models.h"
 #include "cohort/core/nn/optimizer.h"
@@ -343,6 +344,7 @@ int Main(int, char**) {
                 FLAGS_model.c_str(), static_cast<long long>(graph.num_parameters()),
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
                 static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
+  if (chief) std::printf("CPU kernels %s\n", cohort::kernel_level_summary().c_str());
   if (chief)
     std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n", FLAGS_optimizer.c_str(),
                 optimizer.learning_rate.base,

@@ -1,6 +1,7 @@
 # Installation: `cmake --install build --prefix P` lays out
 #   P/include/cohort/{mpi,core/*,hooks,gpu}/*.h and cohort.h headers, included as <cohort/...>
-#   P/lib/libcohort_*.a                                      the libraries
+#   P/lib/libcohort_*.so                                     the libraries
+#   P/lib/glibc-hwcaps/x86-64-v{3,4}/libcohort_nn.so         the CPU kernels for AVX2 and AVX-512
 #   P/lib/cmake/Cohort/                                      find_package(Cohort): Cohort::mpi, ...
 #   P/lib/pkgconfig/cohort.pc                                pkg-config
 #   P/bin/cohort-train                                       the training program
@@ -15,6 +16,11 @@
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+# Installed programs and libraries find Cohort's libraries beside them (relative to their own
+# place, so the tree may be moved) and the others (CUDA, OpenBLAS) where they were linked from.
+file(RELATIVE_PATH cohort_bin_to_lib "/prefix/${CMAKE_INSTALL_BINDIR}" "/prefix/${CMAKE_INSTALL_LIBDIR}")
+set(CMAKE_INSTALL_RPATH "$ORIGIN/${cohort_bin_to_lib};$ORIGIN")
+set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
 
 set(COHORT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Cohort")
 set(COHORT_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
@@ -44,8 +50,8 @@ install(FILES
 file(RELATIVE_PATH COHORT_PC_TO_PREFIX "/prefix/${COHORT_INSTALL_PKGCONFIGDIR}" "/prefix")
 string(REGEX REPLACE "/$" "" COHORT_PC_TO_PREFIX "${COHORT_PC_TO_PREFIX}")
 set(COHORT_PC_REQUIRES "eigen3 >= 3.4, nlohmann_json, zlib, libzip, openblas")
-# The public compile definitions of cohort::nn (see core/nn/CMakeLists.txt) and OpenMP. The static
-# libraries in link order: each before the ones it uses.
+# The public compile definitions of cohort::nn (see core/nn/CMakeLists.txt) and OpenMP. The
+# shared libraries, each before the ones it uses, found at run time where they were installed.
 set(COHORT_PC_CFLAGS "-DEIGEN_MAX_ALIGN_BYTES=64 -fopenmp")
 set(cohort_pc_gpu "")
 set(cohort_pc_cuda "")
@@ -55,7 +61,7 @@ if(COHORT_HAVE_CUDA)
   # cuBLAS and cuDNN are loaded when first used (gpu/libraries.cc), not linked.
   set(cohort_pc_cuda " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")
 endif()
-set(COHORT_PC_LIBS "-lcohort_hooks -lcohort_train -lcohort_io -lcohort_dist -lcohort_nn -lcohort_placement ${cohort_pc_gpu}-lcohort_mpi -lcohort_base -lboost_program_options -fopenmp -pthread${cohort_pc_cuda}")
+set(COHORT_PC_LIBS "-lcohort_hooks -lcohort_train -lcohort_io -lcohort_dist -lcohort_nn -lcohort_placement ${cohort_pc_gpu}-lcohort_mpi -lcohort_base -fopenmp -pthread${cohort_pc_cuda}")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/cohort.pc.in" "${PROJECT_BINARY_DIR}/cmake/cohort.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/cmake/cohort.pc" DESTINATION "${COHORT_INSTALL_PKGCONFIGDIR}")
 

@@ -8,6 +8,7 @@
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
+#include "cohort/core/nn/cpu_level.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/environment.h"
 
@@ -78,7 +79,8 @@ int Run(MainFunction main, int argc, char** argv) {
   std::string error;
   try {
     parsed = flags::Registry::global().parse(std::vector<std::string>(argv, argv + argc));
-  } catch (const flags::FlagError& e) {
+    check_cpu_level();
+  } catch (const InvalidArgument& e) {  // a flag, or COHORT_CPU_LEVEL
     error = e.what();
   }
   if (!parsed_everywhere(world, error)) return 2;

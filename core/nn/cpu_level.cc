@@ -1,0 +1,120 @@
+#include "cohort/core/nn/cpu_level.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "cohort/core/base/error.h"
+
+// COHORT_KERNEL_BUILT (set by core/nn/CMakeLists.txt): the levels this build has copies of, or
+// the -march of a one-copy build.
+#ifndef COHORT_KERNEL_BUILT
+#define COHORT_KERNEL_BUILT "unknown"
+#endif
+
+namespace cohort {
+namespace {
+
+constexpr std::array<std::string_view, 3> kLevels = {"x86-64-v2", "x86-64-v3", "x86-64-v4"};
+constexpr const char* kVariable = "COHORT_CPU_LEVEL";
+
+// The index of `level` in kLevels, or -1.
+int level_index(std::string_view level) {
+  for (std::size_t i = 0; i < kLevels.size(); ++i) {
+    if (kLevels[i] == level) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const char* level_features(std::string_view level) {
+  if (level == "x86-64-v4") return "AVX-512";
+  if (level == "x86-64-v3") return "AVX2+FMA";
+  if (level == "x86-64-v2") return "SSE4.2";
+  return "no vector extensions assumed";
+}
+
+#if defined(__linux__) && defined(__x86_64__) && defined(COHORT_KERNEL_DISPATCH)
+// Runs as the library loads (glibc passes main's arguments to .init_array functions). When
+// COHORT_CPU_LEVEL asks for a level below the copy loaded, restarts the program once with the
+// loader's view of the CPU masked down to that level; anything it cannot fix is left to
+// check_cpu_level(), which reports it as an error once main() runs.
+void apply_cap_at_load(int /*argc*/, char** argv, char** /*envp*/) {
+  const char* wanted = std::getenv(kVariable);
+  if (wanted == nullptr || std::getenv("COHORT_CPU_LEVEL_APPLIED") != nullptr) return;
+  const int want = level_index(wanted);
+  const int have = level_index(kernel_level());
+  if (want < 0 || have < 0 || want >= have) return;
+  std::string tunables;
+  if (const char* old = std::getenv("GLIBC_TUNABLES")) tunables = std::string(old) + ":";
+  tunables += want == 0 ? "glibc.cpu.hwcaps=-AVX2,-AVX512F" : "glibc.cpu.hwcaps=-AVX512F";
+  setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+  setenv("OPENBLAS_CORETYPE", want == 0 ? "Nehalem" : "Haswell", 0);
+  setenv("COHORT_CPU_LEVEL_APPLIED", "1", 1);
+  execv("/proc/self/exe", argv);
+  // Not restarted: check_cpu_level() says the cap did not apply.
+}
+__attribute__((used, section(".init_array"))) void (*const apply_cap)(int, char**, char**) =
+    &apply_cap_at_load;
+#endif
+
+}  // namespace
+
+const char* kernel_level() {
+#if defined(__x86_64__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
+  return "x86-64-v4";
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__BMI2__)
+  return "x86-64-v3";
+#elif defined(__SSE4_2__) && defined(__POPCNT__)
+  return "x86-64-v2";
+#else
+  return "x86-64";
+#endif
+#else
+  return "generic";
+#endif
+}
+
+const char* cpu_level() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt");
+  const bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                  __builtin_cpu_supports("bmi2");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vl");
+  return v4 ? "x86-64-v4" : v3 ? "x86-64-v3" : v2 ? "x86-64-v2" : "x86-64";
+#else
+  return "generic";
+#endif
+}
+
+std::string kernel_level_summary() {
+  std::string line = std::string(kernel_level()) + " (" + level_features(kernel_level()) + ")";
+  if (const char* cap = std::getenv(kVariable)) line += ", capped by " + std::string(kVariable) + "=" + cap;
+  return line + "; CPU " + cpu_level() + "; built " + COHORT_KERNEL_BUILT;
+}
+
+void check_cpu_level() {
+  const char* wanted = std::getenv(kVariable);
+  if (wanted == nullptr) return;
+  const std::string prefix = std::string(kVariable) + "=" + wanted + ": ";
+  const int want = level_index(wanted);
+  if (want < 0) {
+    throw InvalidArgument(prefix + "not a level; expected x86-64-v2, x86-64-v3 or x86-64-v4");
+  }
+  if (want > level_index(cpu_level())) {
+    throw InvalidArgument(prefix + "this CPU supports at most " + cpu_level());
+  }
+  if (want != level_index(kernel_level())) {
+    throw InvalidArgument(prefix + "the kernels in use are " + kernel_level() + " (this build has " +
+                          COHORT_KERNEL_BUILT + ")");
+  }
+}
+
+}  // namespace cohort

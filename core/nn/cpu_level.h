@@ -1,0 +1,35 @@
+#pragma once
+// Which copy of the CPU kernels runs. The default build compiles cohort::nn (the ops, the
+// optimizers, Eigen's products) once per x86-64 instruction-set level, x86-64-v2 (SSE4.2),
+// x86-64-v3 (AVX2 + FMA) and x86-64-v4 (AVX-512), and the dynamic loader loads the best copy the
+// CPU supports (cmake/CohortCompile.cmake). The environment variable COHORT_CPU_LEVEL caps the
+// level, for tests and comparisons:
+//
+//   COHORT_CPU_LEVEL=x86-64-v3 mpirun -np 4 build/bin/train    # AVX2 kernels on an AVX-512 CPU
+//
+// The cap is applied as the library loads, before main(): the process restarts itself once with
+// the loader told to ignore the higher levels (GLIBC_TUNABLES=glibc.cpu.hwcaps=...), and OpenBLAS
+// told the matching core type (OPENBLAS_CORETYPE, unless set). A build with -march=native or
+// -DCOHORT_MARCH has one copy, and accepts only its own level.
+
+#include <string>
+
+namespace cohort {
+
+/// The level the kernels in use were compiled for: "x86-64-v2", "x86-64-v3", "x86-64-v4", or
+/// on other processors "generic".
+const char* kernel_level();
+
+/// The highest level this CPU supports (the same names).
+const char* cpu_level();
+
+/// One line for run headers and benchmark tables: "x86-64-v3 (AVX2+FMA); CPU x86-64-v3; built
+/// x86-64-v2 x86-64-v3 x86-64-v4".
+std::string kernel_level_summary();
+
+/// Checks COHORT_CPU_LEVEL against what runs: throws InvalidArgument naming the variable when its
+/// value is not a level, is above what the CPU supports, or could not be applied (the kernels in
+/// use are of another level). Does nothing when it is unset. app::Run calls it at start-up.
+void check_cpu_level();
+
+}  // namespace cohort
