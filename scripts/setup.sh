@@ -26,6 +26,7 @@ if ((with_tests)); then
     python3-numpy python3-matplotlib  # checkpoint reader test, metric plots
     slurmctld slurmd slurm-client munge libpmix-dev  # the real-Slurm test
     lmod                              # the module-system install test
+    qemu-user                         # the default build on emulated older CPUs
   )
 fi
 missing=()

@@ -47,8 +47,8 @@ for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
          include/cohort/core/nn/data/dataset.h include/cohort/core/nn/ops/ops.h \
          include/cohort/core/dist/server.h include/cohort/core/io/checkpoint.h \
          include/cohort/core/placement/device_spec.h include/cohort/hooks/hooks.h \
-         lib/libcohort_mpi.a lib/libcohort_base.a lib/libcohort_placement.a lib/libcohort_nn.a \
-         lib/libcohort_dist.a lib/libcohort_io.a lib/libcohort_train.a lib/libcohort_hooks.a \
+         lib/libcohort_mpi.so lib/libcohort_base.so lib/libcohort_placement.so lib/libcohort_nn.so \
+         lib/libcohort_dist.so lib/libcohort_io.so lib/libcohort_train.so lib/libcohort_hooks.so \
          lib/cmake/Cohort/CohortConfig.cmake lib/cmake/Cohort/CohortConfigVersion.cmake \
          lib/cmake/Cohort/CohortTargets.cmake lib/pkgconfig/cohort.pc \
          share/cohort/slurm/single_node.sbatch share/cohort/slurm/multi_node.sbatch \
@@ -65,7 +65,30 @@ stray=$(find "$prefix/include" -type f ! -name '*.h')
 modulefile=$prefix/share/modulefiles/cohort/$version
 grep -q '^#%Module1.0' "$modulefile" || fail "the modulefile lacks #%Module1.0"
 grep -qxF "set prefix {$prefix}" "$modulefile" || fail "the modulefile does not name the prefix $prefix"
+# The CPU kernels once per level, where the build made them (the default build on x86-64).
+for copy in "$build"/lib/glibc-hwcaps/*/libcohort_nn.so; do
+  [[ -f $copy ]] || continue
+  level=$(basename "$(dirname "$copy")")
+  [[ -f $prefix/lib/glibc-hwcaps/$level/libcohort_nn.so ]] || fail "not installed: the $level kernels"
+done
 log "layout: headers, libraries, CMake package, pkg-config file, modulefile, scripts, examples, docs"
+
+# The tree finds its own libraries wherever it is moved, with no LD_LIBRARY_PATH, and the loader
+# picks the kernels the CPU supports from it.
+moved=$work/moved
+cp -a "$prefix" "$moved"
+header=$(env -u LD_LIBRARY_PATH "$moved/bin/cohort-train" --mode=local --train_steps=1 \
+           --log_every_steps=0 --print_cluster=false 2>&1) ||
+  { echo "$header"; fail "the moved tree's cohort-train did not run"; }
+resolved=$(env -u LD_LIBRARY_PATH ldd "$moved/bin/cohort-train" | grep -E 'libcohort_nn[.]so => ')
+[[ $resolved == *"=> $moved/"* ]] || fail "the moved cohort-train loads libcohort_nn from elsewhere: $resolved"
+kernels=$(sed -nE 's/^CPU kernels ([^ ]+) .*/\1/p' <<<"$header")
+if [[ -d $build/lib/glibc-hwcaps/$kernels ]]; then
+  [[ $resolved == *"/glibc-hwcaps/$kernels/"* ]] ||
+    fail "cohort-train runs the $kernels kernels but loads $resolved"
+fi
+log "moved tree: runs without LD_LIBRARY_PATH, kernels $kernels from ${resolved#*=> }"
+rm -rf "$moved"
 
 # A small program for the pkg-config check: core and hooks, linked in the order the .pc gives.
 cat >"$work/pc_check.cc" <<'CC'

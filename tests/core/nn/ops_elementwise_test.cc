@@ -131,10 +131,13 @@ TEST_CASE("Sigmoid stays finite at +-100 and beyond") {
   Tensor y, dx;
   layer.forward(x, y, {});
   for (float v : y.span()) CHECK(std::isfinite(v));
-  CHECK(y[0] >= 0.0f);
-  CHECK(y[0] < 1e-30f);
+  // Far below zero the value is 0 or a denormal, as each CPU level's exp() rounds it (SSE4.2's
+  // Eigen exp() stops at exp(-88.7) = 2.9e-39).
+  for (int i : {0, 2}) {
+    CHECK(y[i] >= 0.0f);
+    CHECK(y[i] < 1e-30f);
+  }
   CHECK(y[1] == 1.0f);
-  CHECK(y[2] == 0.0f);
   CHECK(y[3] == 1.0f);
   const Tensor dy({1, 4}, std::vector<float>{1, 1, 1, 1});
   layer.backward(x, y, dy, &dx, {});

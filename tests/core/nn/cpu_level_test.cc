@@ -1,0 +1,68 @@
+// Which copy of the kernels runs (core/nn/cpu_level.h). Built into every kernel test program, so
+// each run of one under COHORT_CPU_LEVEL (tests/core/nn/cpu_levels_test.sh) first shows that the
+// level asked for is the one its other tests then check against the reference paths.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/cpu_level.h"
+
+using namespace cohort;
+
+namespace {
+
+int rank_of(std::string_view level) {
+  if (level == "x86-64-v4") return 4;
+  if (level == "x86-64-v3") return 3;
+  if (level == "x86-64-v2") return 2;
+  return 0;
+}
+
+// Sets COHORT_CPU_LEVEL for one scope, then puts back what was there.
+class ScopedLevel {
+ public:
+  explicit ScopedLevel(const char* value) {
+    if (const char* old = std::getenv("COHORT_CPU_LEVEL")) old_ = old;
+    setenv("COHORT_CPU_LEVEL", value, 1);
+  }
+  ~ScopedLevel() {
+    if (old_) setenv("COHORT_CPU_LEVEL", old_->c_str(), 1);
+    else unsetenv("COHORT_CPU_LEVEL");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_CASE("the kernels in use are the level asked for, else the best the CPU and build allow") {
+  INFO("kernels: " << kernel_level_summary());
+  CHECK(rank_of(kernel_level()) <= rank_of(cpu_level()));
+  if (const char* wanted = std::getenv("COHORT_CPU_LEVEL")) {
+    CHECK(std::string(kernel_level()) == wanted);
+    CHECK_NOTHROW(check_cpu_level());
+  } else if (kernel_level_summary().find("built x86-64-v2 x86-64-v3 x86-64-v4") != std::string::npos) {
+    CHECK(std::string(kernel_level()) == cpu_level());  // the loader chose the best copy
+  }
+}
+
+TEST_CASE("COHORT_CPU_LEVEL: a bad value, or a level above the CPU's, is a clear error") {
+  {
+    ScopedLevel level("avx2");
+    CHECK_THROWS_WITH_AS(check_cpu_level(),
+                         "COHORT_CPU_LEVEL=avx2: not a level; expected x86-64-v2, x86-64-v3 or x86-64-v4",
+                         InvalidArgument);
+  }
+  if (rank_of(cpu_level()) == 3 || rank_of(cpu_level()) == 2) {
+    ScopedLevel level("x86-64-v4");
+    CHECK_THROWS_WITH_AS(check_cpu_level(),
+                         ("COHORT_CPU_LEVEL=x86-64-v4: this CPU supports at most " +
+                          std::string(cpu_level())).c_str(),
+                         InvalidArgument);
+  }
+}
