@@ -23,6 +23,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
+#include "cohort/core/nn/cpu_level.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/model.h"
 #include "cohort/core/nn/models.h"
@@ -166,6 +167,7 @@ int Main(int, char**) {
     cohort::build_model(name, probe);  // an unknown name fails before any timing
   }
 
+  std::printf("# CPU kernels %s\n", cohort::kernel_level_summary().c_str());
   std::printf("# load average %.2f at start (other processes share the cores when it is above 0)\n",
               load_average());
   std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s\n", "model", "threads", "batch", "images/s",

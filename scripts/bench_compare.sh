@@ -6,10 +6,12 @@
 # ratio is against the faster of the two.
 #
 #   scripts/bench_compare.sh [--models resnet,cnn] [--threads 1] [--rounds 5] [--seconds 4]
-#                            [--bench_train build/bin/bench_train]
+#                            [--level x86-64-v3] [--bench_train build/bin/bench_train]
 #
-# For the AVX2 class on an AVX-512 machine: a build with -DCOHORT_MARCH=x86-64-v3 as
-# --bench_train, and ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell in the environment.
+# --level caps both sides at one x86-64 level, e.g. the AVX2 class on an AVX-512 machine:
+# Cohort's kernels with COHORT_CPU_LEVEL, PyTorch's with ONEDNN_MAX_CPU_ISA (AVX2 for x86-64-v3,
+# SSE41 for x86-64-v2), and both sides' OpenBLAS with OPENBLAS_CORETYPE (Haswell, Nehalem) unless
+# it is set. The table's first lines say what ran.
 #
 # PyTorch is /usr/bin/python3's torch (Debian: python3-torch). Debian's torch uses reference BLAS
 # for its matrix products unless given OpenBLAS: the script puts OpenBLAS's OpenMP build first
@@ -17,7 +19,7 @@
 # SkylakeX) where OpenBLAS 0.3.21 misdetects the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-models=resnet threads=1 rounds=5 seconds=4 batch=64 bench_train=build/bin/bench_train
+models=resnet threads=1 rounds=5 seconds=4 batch=64 bench_train=build/bin/bench_train level=""
 while (($#)); do
   case $1 in
     --models) models=$2 ;;
@@ -26,10 +28,18 @@ while (($#)); do
     --seconds) seconds=$2 ;;
     --batch_size) batch=$2 ;;
     --bench_train) bench_train=$2 ;;
+    --level) level=$2 ;;
     *) echo "bench_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift 2
 done
+case $level in
+  "") ;;
+  x86-64-v4) export COHORT_CPU_LEVEL=$level ONEDNN_MAX_CPU_ISA=AVX512_CORE ;;
+  x86-64-v3) export COHORT_CPU_LEVEL=$level ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} ;;
+  x86-64-v2) export COHORT_CPU_LEVEL=$level ONEDNN_MAX_CPU_ISA=SSE41 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Nehalem} ;;
+  *) echo "bench_compare.sh: --level $level: expected x86-64-v2, x86-64-v3 or x86-64-v4" >&2; exit 2 ;;
+esac
 openmp_blas=/usr/lib/x86_64-linux-gnu/openblas-openmp
 [ -d "$openmp_blas" ] && export LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
@@ -46,7 +56,8 @@ echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(n
 for ((r = 1; r <= rounds; r++)); do
   "$bench_train" --models="$models" --threads="$threads" --batch_size="$batch" \
       --seconds="$seconds" --windows=3 2>/dev/null |
-    awk '!/^#/ && NR > 1 && $1 != "model" {print "cohort", $1, $4}' >> "$out"
+    awk '/^# CPU kernels/ {sub(/^# /, ""); print "kernels", $0}
+         !/^#/ && NR > 1 && $1 != "model" {print "cohort", $1, $4}' >> "$out"
   for layout in "" --channels_last; do
     /usr/bin/python3 scripts/bench_pytorch.py --models "$models" --threads "$threads" \
         --batch_size "$batch" --seconds "$seconds" $layout 2>/dev/null |
@@ -56,9 +67,15 @@ done
 /usr/bin/python3 - "$out" "$threads" "$batch" "$rounds" <<'PY'
 import statistics, sys
 rows = {}
+kernels = set()
 for line in open(sys.argv[1]):
+    if line.startswith("kernels "):
+        kernels.add(line.split(" ", 1)[1].strip())
+        continue
     who, model, rate = line.split()
     rows.setdefault(model, {}).setdefault(who, []).append(float(rate))
+for k in sorted(kernels):
+    print(f"# Cohort: {k}")
 print(f"threads {sys.argv[2]}, batch {sys.argv[3]}, {sys.argv[4]} alternating rounds: "
       "images/s, median (lowest - highest round)")
 print("| model | Cohort | PyTorch NCHW | PyTorch channels-last | Cohort / best PyTorch |")
