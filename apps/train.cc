@@ -345,6 +345,8 @@ int Main(int, char**) {
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
                 static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
   if (chief) std::printf("CPU kernels %s\n", cohort::kernel_level_summary().c_str());
+  if (chief && !server.memory_transport().empty())
+    std::printf("parameters on the ps tasks: %s\n", server.memory_transport().c_str());
   if (chief)
     std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n", FLAGS_optimizer.c_str(),
                 optimizer.learning_rate.base,

@@ -11,6 +11,11 @@ if(cohort_uid STREQUAL "0")
   list(APPEND COHORT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 endif()
 
+# The network path two Debian nodes would take, forced on one machine: TCP alone, and the
+# one-sided components Debian's openmpi-mca-params.conf leaves, less the shared-memory one that
+# two nodes cannot use. Open MPI then has no one-sided transport (MPI_Win_allocate fails).
+set(COHORT_TCP_ONLY_ENV OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo "OMPI_MCA_osc=^sm,ucx,pt2pt")
+
 # The command prefix that runs `np` ranks.
 function(cohort_mpiexec out np)
   set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${COHORT_MPIEXEC_FLAGS}

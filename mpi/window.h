@@ -4,10 +4,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <exception>
 #include <span>
 #include <string>
@@ -58,6 +61,15 @@ void for_each_chunk(std::size_t total, std::size_t max_chunk, F&& fn) {
 ///   }                                                // unlocked: the sum is complete at ps_rank
 ///
 /// Transfers longer than INT_MAX elements are split into several MPI calls.
+///
+/// Where MPI offers no one-sided transport (Open MPI over TCP alone: its only one-sided component
+/// for that needs network atomics, and MPI_Win_allocate fails), or where COHORT_ONE_SIDED=0 is
+/// set, the window is *served*: each rank keeps its elements in plain memory, and the transfers
+/// become request messages that the target answers from serve() (a ps task calls it from
+/// Server::join()). The interface and the completion rules stay the same; each operation is
+/// applied whole and atomically at the target, in the order one origin issued them. An exclusive
+/// lock excludes nothing there: use compare_and_swap() for a read-modify-write. served() and
+/// transport() say which path a window took.
 template <typename T>
 class Window {
  public:
@@ -67,11 +79,11 @@ class Window {
    public:
     LockGuard() = default;
     LockGuard(LockGuard&& other) noexcept
-        : win_(std::exchange(other.win_, MPI_WIN_NULL)), target_(other.target_) {}
+        : window_(std::exchange(other.window_, nullptr)), target_(other.target_) {}
     LockGuard& operator=(LockGuard&& other) noexcept {
       if (this != &other) {
         release();
-        win_ = std::exchange(other.win_, MPI_WIN_NULL);
+        window_ = std::exchange(other.window_, nullptr);
         target_ = other.target_;
       }
       return *this;
@@ -81,31 +93,26 @@ class Window {
     ~LockGuard() { release(); }
 
     /// True until unlock() or destruction.
-    bool locked() const { return win_ != MPI_WIN_NULL; }
+    bool locked() const { return window_ != nullptr; }
     /// Blocking. Ends the epoch now (every transfer in it is complete); throws MpiError.
     void unlock() {
       if (!locked()) return;
-      const MPI_Win win = std::exchange(win_, MPI_WIN_NULL);
-      if (target_ == kAll)
-        COHORT_MPI_CALL(MPI_Win_unlock_all(win));
-      else
-        COHORT_MPI_CALL(MPI_Win_unlock(target_, win));
+      std::exchange(window_, nullptr)->end_epoch(target_);
     }
 
    private:
     friend class Window;
     static constexpr int kAll = -1;
-    LockGuard(MPI_Win win, int target) : win_(win), target_(target) {}
+    LockGuard(Window* window, int target) : window_(window), target_(target) {}
     void release() noexcept {
       if (!locked() || !Environment::active()) return;
-      if (target_ == kAll)
-        MPI_Win_unlock_all(win_);
-      else
-        MPI_Win_unlock(target_, win_);
-      win_ = MPI_WIN_NULL;
+      try {
+        std::exchange(window_, nullptr)->end_epoch(target_);
+      } catch (...) {  // errors ignored while unwinding or destroying
+      }
     }
 
-    MPI_Win win_ = MPI_WIN_NULL;
+    Window* window_ = nullptr;  // the window must not move while locked
     int target_ = kAll;
   };
 
@@ -120,9 +127,35 @@ class Window {
     if (local_count != 0 && bytes / local_count != sizeof(T))
       throw InvalidArgument("Window: " + std::to_string(local_count) + " elements overflow");
     void* base = nullptr;
-    COHORT_MPI_CALL(MPI_Win_allocate(static_cast<MPI_Aint>(bytes), static_cast<int>(sizeof(T)),
-                                     MPI_INFO_NULL, comm_.get(), &base, &win_));
-    COHORT_MPI_CALL(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
+    int one_sided = 0;
+    if (const char* env = std::getenv("COHORT_ONE_SIDED"); env != nullptr && std::string(env) == "0") {
+      transport_ = "served by messages (COHORT_ONE_SIDED=0)";
+    } else {
+      try {
+        COHORT_MPI_CALL(MPI_Win_allocate(static_cast<MPI_Aint>(bytes), static_cast<int>(sizeof(T)),
+                                         MPI_INFO_NULL, comm_.get(), &base, &win_));
+        COHORT_MPI_CALL(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
+        one_sided = 1;
+      } catch (const MpiError& e) {
+        char text[MPI_MAX_ERROR_STRING] = "";
+        int length = 0;
+        MPI_Error_string(e.code(), text, &length);
+        transport_ = std::string("served by messages (MPI_Win_allocate refused a window: ") + text + ")";
+      }
+    }
+    // Every rank must take the same path: if any could not make the window, none uses it.
+    int everywhere = 0;
+    COHORT_MPI_CALL(MPI_Allreduce(&one_sided, &everywhere, 1, MPI_INT, MPI_LAND, comm_.get()));
+    if (everywhere == 0) {
+      if (one_sided) {
+        MPI_Win_free(&win_);
+        transport_ = "served by messages (another rank has no one-sided transport)";
+      }
+      win_ = MPI_WIN_NULL;
+      served_ = true;
+      plain_.resize(local_count);
+      base = plain_.data();
+    }
     base_ = static_cast<T*>(base);
     count_ = local_count;
     std::fill_n(base_, count_, T{});
@@ -150,8 +183,13 @@ class Window {
     MPI_Win_free(&win_);
   }
 
-  bool is_null() const { return win_ == MPI_WIN_NULL; }
+  bool is_null() const { return win_ == MPI_WIN_NULL && !served_; }
+  /// The MPI window; MPI_WIN_NULL when served().
   MPI_Win get() const { return win_; }
+  /// True when the transfers are request messages answered by the targets' serve().
+  bool served() const { return served_; }
+  /// "one-sided (MPI_Win_allocate)", or "served by messages (...)" with the reason.
+  const std::string& transport() const { return transport_; }
   const Comm& comm() const { return comm_; }
   /// This rank's elements. Reading or writing them while other ranks may access the window needs
   /// a lock on this rank (or sync() inside one), as MPI's memory model requires.
@@ -164,19 +202,21 @@ class Window {
   [[nodiscard]] LockGuard lock(int target, LockType type = LockType::kShared) {
     check_target(target, "lock");
     const int kind = type == LockType::kExclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED;
-    COHORT_MPI_CALL(MPI_Win_lock(kind, target, 0, win_));
-    return LockGuard(win_, target);
+    if (!served_) COHORT_MPI_CALL(MPI_Win_lock(kind, target, 0, win_));
+    return LockGuard(this, target);
   }
   /// Opens a shared epoch on every rank of the window.
   [[nodiscard]] LockGuard lock_all() {
-    COHORT_MPI_CALL(MPI_Win_lock_all(0, win_));
-    return LockGuard(win_, LockGuard::kAll);
+    if (!served_) COHORT_MPI_CALL(MPI_Win_lock_all(0, win_));
+    return LockGuard(this, LockGuard::kAll);
   }
 
   /// Non-blocking (completes at flush/unlock). Writes `src` to target's elements from `offset`.
   void put(std::span<const T> src, int target, std::size_t offset) {
     check_range(src.size(), target, offset, "put");
     detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      if (served_) return request(target, header(kAccumulateRequest, offset + first, n, op_code(Op::kReplace)),
+                                  src.data() + first, nullptr);
       COHORT_MPI_CALL(MPI_Put(src.data() + first, static_cast<int>(n), datatype<T>(), target,
                               static_cast<MPI_Aint>(offset + first), static_cast<int>(n),
                               datatype<T>(), win_));
@@ -186,6 +226,7 @@ class Window {
   void get(std::span<T> dst, int target, std::size_t offset) {
     check_range(dst.size(), target, offset, "get");
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      if (served_) return request(target, header(kGetRequest, offset + first, n), nullptr, dst.data() + first);
       COHORT_MPI_CALL(MPI_Get(dst.data() + first, static_cast<int>(n), datatype<T>(), target,
                               static_cast<MPI_Aint>(offset + first), static_cast<int>(n),
                               datatype<T>(), win_));
@@ -196,6 +237,8 @@ class Window {
   void accumulate(std::span<const T> src, int target, std::size_t offset, Op op = Op::kSum) {
     check_range(src.size(), target, offset, "accumulate");
     detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      if (served_) return request(target, header(kAccumulateRequest, offset + first, n, op_code(op)),
+                                  src.data() + first, nullptr);
       COHORT_MPI_CALL(MPI_Accumulate(src.data() + first, static_cast<int>(n), datatype<T>(), target,
                                      static_cast<MPI_Aint>(offset + first), static_cast<int>(n),
                                      datatype<T>(), to_mpi(op), win_));
@@ -206,6 +249,11 @@ class Window {
   T fetch_and_op(T operand, int target, std::size_t offset, Op op = Op::kSum) {
     check_range(1, target, offset, "fetch_and_op");
     T result{};
+    if (served_) {
+      request(target, header(kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)), nullptr, &result);
+      complete();
+      return result;
+    }
     COHORT_MPI_CALL(MPI_Fetch_and_op(&operand, &result, datatype<T>(), target,
                                      static_cast<MPI_Aint>(offset), to_mpi(op), win_));
     COHORT_MPI_CALL(MPI_Win_flush(target, win_));
@@ -221,8 +269,14 @@ class Window {
   /// "fetching-atomics" (which halves accumulate bandwidth). 4-byte T always works.
   T compare_and_swap(T desired, T expected, int target, std::size_t offset) {
     check_range(1, target, offset, "compare_and_swap");
-    if constexpr (sizeof(T) == 8) check_wide_compare_and_swap();
     T result{};
+    if (served_) {
+      request(target, header(kCompareAndSwapRequest, offset, 1, 0, bits(desired), bits(expected)), nullptr,
+              &result);
+      complete();
+      return result;
+    }
+    if constexpr (sizeof(T) == 8) check_wide_compare_and_swap();
     COHORT_MPI_CALL(MPI_Compare_and_swap(&desired, &expected, &result, datatype<T>(), target,
                                          static_cast<MPI_Aint>(offset), win_));
     COHORT_MPI_CALL(MPI_Win_flush(target, win_));
@@ -234,6 +288,7 @@ class Window {
   void get_atomic(std::span<T> dst, int target, std::size_t offset) {
     check_range(dst.size(), target, offset, "get_atomic");
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      if (served_) return request(target, header(kGetRequest, offset + first, n), nullptr, dst.data() + first);
       COHORT_MPI_CALL(MPI_Get_accumulate(nullptr, 0, datatype<T>(), dst.data() + first,
                                          static_cast<int>(n), datatype<T>(), target,
                                          static_cast<MPI_Aint>(offset + first), static_cast<int>(n),
@@ -244,13 +299,38 @@ class Window {
   /// Blocking. Completes every transfer to `target` in the current epoch.
   void flush(int target) {
     check_target(target, "flush");
+    if (served_) return complete();
     COHORT_MPI_CALL(MPI_Win_flush(target, win_));
   }
   /// Blocking. Completes every transfer in the current epochs.
-  void flush_all() { COHORT_MPI_CALL(MPI_Win_flush_all(win_)); }
+  void flush_all() {
+    if (served_) return complete();
+    COHORT_MPI_CALL(MPI_Win_flush_all(win_));
+  }
   /// Synchronises this rank's view of its local memory with the window (MPI_Win_sync); call it
   /// inside an epoch on this rank before reading local() that others have written.
-  void sync() { COHORT_MPI_CALL(MPI_Win_sync(win_)); }
+  void sync() {
+    if (!served_) COHORT_MPI_CALL(MPI_Win_sync(win_));
+  }
+
+  /// Served windows: answers every request for this rank's elements that has arrived, and
+  /// returns how many (0 at once when there are none, and always on one-sided windows). A rank
+  /// others transfer to must call it until they are done. Throws MpiError, or Error on a request
+  /// outside this rank's elements.
+  int serve() {
+    if (!served_) return 0;
+    int answered = 0;
+    for (;; ++answered) {
+      int arrived = 0;
+      MPI_Status status;
+      COHORT_MPI_CALL(MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, comm_.get(), &arrived, &status));
+      if (!arrived) return answered;
+      Header h{};
+      COHORT_MPI_CALL(MPI_Recv(h.data(), kHeaderSize, MPI_INT64_T, status.MPI_SOURCE, kRequestTag,
+                               comm_.get(), MPI_STATUS_IGNORE));
+      answer(h, status.MPI_SOURCE);
+    }
+  }
 
   /// The most elements one MPI call moves (INT_MAX by default). Lowering it only serves to test
   /// the splitting of long transfers.
@@ -262,7 +342,129 @@ class Window {
   }
 
  private:
+  // Served windows: a request is a header of six int64 (kind, offset, count, op, two operands'
+  // bits), then for an accumulate its elements; the target answers a get or fetch with the
+  // elements, an accumulate with an empty acknowledgement. Tags keep the three apart on the
+  // window's own communicator.
+  using Header = std::array<std::int64_t, 6>;
+  static constexpr int kHeaderSize = 6;
+  static constexpr int kRequestTag = 1, kPayloadTag = 2, kReplyTag = 3;
+  enum : std::int64_t { kGetRequest, kAccumulateRequest, kFetchAndOpRequest, kCompareAndSwapRequest };
+  static std::int64_t op_code(Op op) { return static_cast<std::int64_t>(op); }
+  static Header header(std::int64_t kind, std::size_t offset, std::size_t count, std::int64_t op = 0,
+                       std::int64_t a = 0, std::int64_t b = 0) {
+    return {kind, static_cast<std::int64_t>(offset), static_cast<std::int64_t>(count), op, a, b};
+  }
+  static std::int64_t bits(T value) {
+    static_assert(sizeof(T) <= sizeof(std::int64_t));
+    std::int64_t out = 0;
+    std::memcpy(&out, &value, sizeof(T));
+    return out;
+  }
+  static T value_of(std::int64_t stored) {
+    T out{};
+    std::memcpy(&out, &stored, sizeof(T));
+    return out;
+  }
+  static T combine(T old, T operand, Op op) {
+    switch (op) {
+      case Op::kSum: return old + operand;
+      case Op::kMax: return std::max(old, operand);
+      case Op::kMin: return std::min(old, operand);
+      case Op::kReplace: return operand;
+      case Op::kNoOp: return old;
+    }
+    return old;
+  }
+
+  // Origin side: sends one request; `payload` (count elements) follows it, `reply` (count
+  // elements, or nothing for an acknowledgement) is received into. Completes at complete().
+  void request(int target, const Header& h, const T* payload, T* reply) {
+    const int n = static_cast<int>(h[2]);
+    headers_.push_back(h);
+    pending_.emplace_back();
+    COHORT_MPI_CALL(MPI_Isend(headers_.back().data(), kHeaderSize, MPI_INT64_T, target, kRequestTag,
+                              comm_.get(), &pending_.back()));
+    if (payload != nullptr) {
+      pending_.emplace_back();
+      COHORT_MPI_CALL(MPI_Isend(payload, n, datatype<T>(), target, kPayloadTag, comm_.get(),
+                                &pending_.back()));
+    }
+    pending_.emplace_back();
+    COHORT_MPI_CALL(MPI_Irecv(reply, reply != nullptr ? n : 0, datatype<T>(), target, kReplyTag,
+                              comm_.get(), &pending_.back()));
+  }
+  void complete() {
+    if (pending_.empty()) return;
+    COHORT_MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
+                                MPI_STATUSES_IGNORE));
+    pending_.clear();
+    headers_.clear();
+  }
+  void end_epoch(int target) {
+    if (served_) return complete();
+    if (target == LockGuard::kAll)
+      COHORT_MPI_CALL(MPI_Win_unlock_all(win_));
+    else
+      COHORT_MPI_CALL(MPI_Win_unlock(target, win_));
+  }
+
+  // Target side: applies one request from `origin` and answers it.
+  void answer(const Header& h, int origin) {
+    const auto offset = static_cast<std::size_t>(h[1]);
+    const auto n = static_cast<std::size_t>(h[2]);
+    if (h[1] < 0 || h[2] < 0 || offset > count_ || n > count_ - offset)
+      throw Error("Window::serve: rank " + std::to_string(origin) + " asked for elements [" +
+                  std::to_string(h[1]) + ", " + std::to_string(h[1] + h[2]) + ") of " +
+                  std::to_string(count_));
+    T* at = base_ + offset;
+    const int count = static_cast<int>(n);
+    const auto op = static_cast<Op>(h[3]);
+    switch (h[0]) {
+      case kGetRequest:
+        COHORT_MPI_CALL(MPI_Send(at, count, datatype<T>(), origin, kReplyTag, comm_.get()));
+        return;
+      case kAccumulateRequest:
+        if (op == Op::kReplace) {
+          COHORT_MPI_CALL(MPI_Recv(at, count, datatype<T>(), origin, kPayloadTag, comm_.get(),
+                                   MPI_STATUS_IGNORE));
+        } else {
+          scratch_.resize(n);
+          COHORT_MPI_CALL(MPI_Recv(scratch_.data(), count, datatype<T>(), origin, kPayloadTag,
+                                   comm_.get(), MPI_STATUS_IGNORE));
+          if (op == Op::kSum) {
+            for (std::size_t i = 0; i < n; ++i) at[i] += scratch_[i];
+          } else {
+            for (std::size_t i = 0; i < n; ++i) at[i] = combine(at[i], scratch_[i], op);
+          }
+        }
+        COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
+        return;
+      case kFetchAndOpRequest: {
+        const T old = *at;
+        *at = combine(old, value_of(h[4]), op);
+        COHORT_MPI_CALL(MPI_Send(&old, 1, datatype<T>(), origin, kReplyTag, comm_.get()));
+        return;
+      }
+      case kCompareAndSwapRequest: {
+        const T old = *at;
+        if (old == value_of(h[5])) *at = value_of(h[4]);
+        COHORT_MPI_CALL(MPI_Send(&old, 1, datatype<T>(), origin, kReplyTag, comm_.get()));
+        return;
+      }
+      default:
+        throw Error("Window::serve: rank " + std::to_string(origin) + " sent request kind " +
+                    std::to_string(h[0]));
+    }
+  }
+
   void swap(Window& other) noexcept {
+    std::swap(served_, other.served_);
+    std::swap(transport_, other.transport_);
+    std::swap(plain_, other.plain_);
+    std::swap(scratch_, other.scratch_);
+    std::swap(headers_, other.headers_);
+    std::swap(pending_, other.pending_);
     std::swap(comm_, other.comm_);
     std::swap(win_, other.win_);
     std::swap(base_, other.base_);
@@ -304,6 +506,12 @@ class Window {
   std::vector<std::size_t> counts_;
   std::size_t max_chunk_ = static_cast<std::size_t>(INT_MAX);
   int exceptions_at_start_ = 0;
+  std::string transport_ = "one-sided (MPI_Win_allocate)";
+  bool served_ = false;
+  std::vector<T> plain_;                // served: this rank's elements
+  std::vector<T> scratch_;              // served: an accumulate's incoming elements
+  std::deque<Header> headers_;          // served: requests in flight (stable addresses)
+  std::vector<MPI_Request> pending_;    // served: their sends and receives
 };
 
 }  // namespace cohort::mpi

@@ -40,6 +40,8 @@ case $level in
   x86-64-v2) export COHORT_CPU_LEVEL=$level ONEDNN_MAX_CPU_ISA=SSE41 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Nehalem} ;;
   *) echo "bench_compare.sh: --level $level: expected x86-64-v2, x86-64-v3 or x86-64-v4" >&2; exit 2 ;;
 esac
+/usr/bin/python3 -c "import torch" 2>/dev/null ||
+  { echo "bench_compare.sh: /usr/bin/python3 cannot import torch (Debian: python3-torch)" >&2; exit 1; }
 openmp_blas=/usr/lib/x86_64-linux-gnu/openblas-openmp
 [ -d "$openmp_blas" ] && export LD_LIBRARY_PATH="$openmp_blas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads

@@ -180,6 +180,11 @@ std::int64_t ParameterStore::fetch_add(ControlSlot slot, std::int64_t value, int
 
 std::int64_t ParameterStore::compare_and_swap(ControlSlot slot, std::int64_t expected,
                                               std::int64_t desired) {
+  // A served window applies each request whole, so there the swap is one request.
+  if (memory_.counters.served()) {
+    auto lock = memory_.counters.lock(control_rank_);
+    return memory_.counters.compare_and_swap(desired, expected, control_rank_, slot_offset(slot, 0));
+  }
   // An exclusive epoch makes the read and the write one atomic step. (MPI_Compare_and_swap on
   // 8-byte integers crashes Open MPI 4's shared-memory transport; see mpi/window.h.)
   auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kExclusive);

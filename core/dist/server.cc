@@ -22,6 +22,8 @@ constexpr std::int64_t kHostMagic = 0x436f68727448ll;  // identifies a request f
 // Long enough that waiting costs next to no CPU, short enough that a ps answers promptly and that
 // MPI's progress engine runs often (software-emulated accumulates on some fabrics need it).
 constexpr std::chrono::milliseconds kPollInterval(2);
+// Served windows: the first sleep after the last request (then doubling up to kPollInterval).
+constexpr std::chrono::microseconds kFirstIdleSleep(20);
 
 bool computing_job(const std::string& job) { return job == "worker" || job == "chief"; }
 
@@ -149,6 +151,10 @@ void Server::make_hosted(std::span<const std::int64_t> value_sizes,
   hosted_.push_back(std::move(hosted));
 }
 
+std::string Server::memory_transport() const {
+  return hosted_.empty() ? std::string() : hosted_.front()->values.transport();
+}
+
 // Collective over the training tasks, once each is done with the memory.
 void Server::free_hosted() {
   if (hosted_.empty()) return;
@@ -234,6 +240,7 @@ std::vector<int> Server::pending() const {
 void Server::serve(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool told = false;
+  std::chrono::microseconds idle = kPollInterval;
   while (!receive_messages()) {
     // A stop signal changes nothing here: the computing tasks stop on it too, and this task
     // serves them until they are done, so that every task exits cleanly.
@@ -252,7 +259,16 @@ void Server::serve(std::chrono::milliseconds timeout) {
                   std::to_string(timeout.count()) + " ms; still waiting for done() from " +
                   waiting);
     }
-    std::this_thread::sleep_for(kPollInterval);
+    // Served windows (no one-sided transport): answer what has arrived, and while requests keep
+    // coming look again at once; idle, sleep ever longer, up to the poll interval.
+    int answered = 0;
+    for (auto& hosted : hosted_) answered += hosted->values.serve() + hosted->counters.serve();
+    if (answered > 0) {
+      idle = std::chrono::microseconds::zero();
+      continue;
+    }
+    idle = std::min<std::chrono::microseconds>(2 * idle + kFirstIdleSleep, kPollInterval);
+    std::this_thread::sleep_for(idle);
   }
   // Every computing task is done with the hosted memory: free it together with them.
   free_hosted();

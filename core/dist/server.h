@@ -95,11 +95,16 @@ class Server {
   HostedMemory host(std::span<const std::int64_t> value_sizes,
                     std::span<const std::int64_t> counter_sizes);
 
+  /// How the hosted memory is reached: "one-sided (MPI_Win_allocate)", or "served by messages
+  /// (...)" with the reason, where MPI has no one-sided transport (see mpi::Window); "" before
+  /// host().
+  std::string memory_transport() const;
   /// Blocking; for non-computing tasks (ps, evaluator). Serves (makes the memory the chief asks
   /// for) until every computing task has called done() (returns at once if they all have), then
   /// frees that memory. While it waits it sleeps a couple of milliseconds at a time and probes
   /// for messages in between: a core stays idle, and MPI keeps making progress for one-sided
-  /// traffic aimed at this rank. A stop signal (SIGTERM, SIGUSR1) is reported once and otherwise
+  /// traffic aimed at this rank. Where the memory is served by messages, it answers the requests
+  /// as they come, and sleeps only once they pause. A stop signal (SIGTERM, SIGUSR1) is reported once and otherwise
   /// ignored: the computing tasks stop on it, and this task serves them until they are done.
   /// `timeout` 0 means wait forever; on expiry it throws Error naming
   /// the tasks not yet done. May be called again after a timeout. Throws InvalidArgument on a

@@ -225,6 +225,7 @@ COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly", 5) {
   graph.get_variable("b", {7}, Initializer::zeros());
   const auto n = static_cast<std::size_t>(graph.num_parameters());
   ParameterStore store(server, graph, {});
+  if (server.is_chief()) MESSAGE("parameters: " << server.memory_transport());
   const int me = server.task_index();
   constexpr int kPushes = 50;
   std::vector<float> initial(n);
