@@ -21,6 +21,12 @@ namespace {
 constexpr std::array<std::string_view, 3> kLevels = {"x86-64-v2", "x86-64-v3", "x86-64-v4"};
 constexpr const char* kVariable = "COHORT_CPU_LEVEL";
 
+// COHORT_CPU_LEVEL's value; nullptr when unset or empty.
+const char* wanted_level() {
+  const char* value = std::getenv(kVariable);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
 // The index of `level` in kLevels, or -1.
 int level_index(std::string_view level) {
   for (std::size_t i = 0; i < kLevels.size(); ++i) {
@@ -42,7 +48,7 @@ const char* level_features(std::string_view level) {
 // loader's view of the CPU masked down to that level; anything it cannot fix is left to
 // check_cpu_level(), which reports it as an error once main() runs.
 void apply_cap_at_load(int /*argc*/, char** argv, char** /*envp*/) {
-  const char* wanted = std::getenv(kVariable);
+  const char* wanted = wanted_level();
   if (wanted == nullptr || std::getenv("COHORT_CPU_LEVEL_APPLIED") != nullptr) return;
   const int want = level_index(wanted);
   const int have = level_index(kernel_level());
@@ -96,12 +102,12 @@ const char* cpu_level() {
 
 std::string kernel_level_summary() {
   std::string line = std::string(kernel_level()) + " (" + level_features(kernel_level()) + ")";
-  if (const char* cap = std::getenv(kVariable)) line += ", capped by " + std::string(kVariable) + "=" + cap;
+  if (const char* cap = wanted_level()) line += ", capped by " + std::string(kVariable) + "=" + cap;
   return line + "; CPU " + cpu_level() + "; built " + COHORT_KERNEL_BUILT;
 }
 
 void check_cpu_level() {
-  const char* wanted = std::getenv(kVariable);
+  const char* wanted = wanted_level();
   if (wanted == nullptr) return;
   const std::string prefix = std::string(kVariable) + "=" + wanted + ": ";
   const int want = level_index(wanted);

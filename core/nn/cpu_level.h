@@ -29,7 +29,8 @@ std::string kernel_level_summary();
 
 /// Checks COHORT_CPU_LEVEL against what runs: throws InvalidArgument naming the variable when its
 /// value is not a level, is above what the CPU supports, or could not be applied (the kernels in
-/// use are of another level). Does nothing when it is unset. app::Run calls it at start-up.
+/// use are of another level). Does nothing when it is unset or empty. app::Run calls it at
+/// start-up.
 void check_cpu_level();
 
 }  // namespace cohort
