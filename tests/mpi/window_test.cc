@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "support/mpi_test.h"
@@ -290,6 +292,63 @@ TEST_CASE("out-of-range transfers and targets are refused before reaching MPI") 
     CHECK_THROWS_AS(win.fetch_and_op(1.f, 0, 10), InvalidArgument);
     CHECK_THROWS_AS(win.lock(-1), InvalidArgument);
     lock.unlock();
+    comm.barrier();
+  });
+}
+
+TEST_CASE("a served window (no one-sided transport) sums, moves and swaps as a one-sided one") {
+  on_every_size([](const Comm& comm) {
+    if (comm.size() < 2) return;
+    // What a machine without a one-sided transport gets; set alike on every rank.
+    setenv("COHORT_ONE_SIDED", "0", 1);
+    Window<std::int64_t> counters(comm, comm.rank() == 0 ? 4 : 0);
+    Window<float> values(comm, comm.rank() == 0 ? 10 : 0);
+    unsetenv("COHORT_ONE_SIDED");
+    CHECK(values.served());
+    CHECK(values.transport() == "served by messages (COHORT_ONE_SIDED=0)");
+    CHECK_FALSE(values.is_null());
+    const int origins = comm.size() - 1;
+    const int me = comm.rank();
+    // Counter slots: 0 fetch-and-add total, 1 the compare-and-swap's winner, 2 winners, 3 done.
+    if (me == 0) {
+      while (counters.local()[3] < origins) {
+        if (values.serve() + counters.serve() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      // Elements 0..4: origin r put r at r - 1. Elements 5..9: every origin added its rank.
+      const float total = static_cast<float>(origins * (origins + 1) / 2);
+      for (int i = 0; i < 10; ++i) {
+        const float expected = i >= 5 ? total : i < origins ? static_cast<float>(i + 1) : 0.0f;
+        CHECK(values.local()[static_cast<std::size_t>(i)] == expected);
+      }
+      CHECK(counters.local()[0] == origins);
+      CHECK(counters.local()[2] == 1);
+      CHECK(counters.local()[1] >= 1);
+      CHECK(counters.local()[1] <= origins);
+    } else {
+      values.set_max_chunk(2);  // 5 elements: three requests
+      const std::vector<float> mine(5, static_cast<float>(me));
+      const auto at = static_cast<std::size_t>(me - 1);
+      {
+        auto lock = values.lock(0);
+        values.accumulate(std::span<const float>(mine), 0, 5);
+        values.put(std::span<const float>(mine.data(), 1), 0, at);
+      }
+      std::vector<float> back(1);
+      {
+        auto lock = values.lock(0);
+        values.get(std::span<float>(back), 0, at);
+      }
+      CHECK(back[0] == static_cast<float>(me));
+      CHECK(counters.fetch_and_op(1, 0, 0, Op::kSum) >= 0);
+      if (counters.compare_and_swap(me, 0, 0, 1) == 0) counters.fetch_and_op(1, 0, 2, Op::kSum);
+      std::vector<std::int64_t> seen(1);
+      {
+        auto lock = counters.lock(0);
+        counters.get_atomic(std::span<std::int64_t>(seen), 0, 1);
+      }
+      CHECK(seen[0] >= 1);
+      counters.fetch_and_op(1, 0, 3, Op::kSum);
+    }
     comm.barrier();
   });
 }
