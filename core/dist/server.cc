@@ -148,12 +148,11 @@ void Server::make_hosted(std::span<const std::int64_t> value_sizes,
       training_, value_sizes.empty() ? 0 : static_cast<std::size_t>(value_sizes.front()));
   hosted->counters = mpi::Window<std::int64_t>(
       training_, counter_sizes.empty() ? 0 : static_cast<std::size_t>(counter_sizes.front()));
+  transport_ = hosted->values.transport();
   hosted_.push_back(std::move(hosted));
 }
 
-std::string Server::memory_transport() const {
-  return hosted_.empty() ? std::string() : hosted_.front()->values.transport();
-}
+std::string Server::memory_transport() const { return transport_; }
 
 // Collective over the training tasks, once each is done with the memory.
 void Server::free_hosted() {

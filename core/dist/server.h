@@ -97,7 +97,7 @@ class Server {
 
   /// How the hosted memory is reached: "one-sided (MPI_Win_allocate)", or "served by messages
   /// (...)" with the reason, where MPI has no one-sided transport (see mpi::Window); "" before
-  /// host().
+  /// any memory was hosted. Kept after the memory is freed.
   std::string memory_transport() const;
   /// Blocking; for non-computing tasks (ps, evaluator). Serves (makes the memory the chief asks
   /// for) until every computing task has called done() (returns at once if they all have), then
@@ -148,6 +148,7 @@ class Server {
   std::size_t remaining_ = 0;        // computing tasks not done, as seen here
   std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
+  std::string transport_;  // how the hosted memory is reached (memory_transport())
   int exceptions_at_start_ = 0;
 };
 
