@@ -179,9 +179,9 @@ int Main(int, char**) {
     rows = store_benchmarks(server);
     server.done();
   }
-  // Without a one-sided transport (every rank knows: the windows agreed) the store is served by
-  // messages, and there is no one-sided loop to compare it with.
-  if (server.memory_transport().rfind("one-sided", 0) != 0) {
+  // Without a one-sided transport the store is served by messages, and there is no one-sided
+  // loop to compare it with.
+  if (!server.memory_is_one_sided()) {
     if (!rows.empty()) {
       std::printf("\nparameters on the ps task: %s; no plain one-sided loop to compare with\n",
                   server.memory_transport().c_str());

@@ -149,6 +149,7 @@ void Server::make_hosted(std::span<const std::int64_t> value_sizes,
   hosted->counters = mpi::Window<std::int64_t>(
       training_, counter_sizes.empty() ? 0 : static_cast<std::size_t>(counter_sizes.front()));
   transport_ = hosted->values.transport();
+  one_sided_ = !hosted->values.served();
   hosted_.push_back(std::move(hosted));
 }
 

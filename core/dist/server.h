@@ -99,6 +99,9 @@ class Server {
   /// (...)" with the reason, where MPI has no one-sided transport (see mpi::Window); "" before
   /// any memory was hosted. Kept after the memory is freed.
   std::string memory_transport() const;
+  /// Whether that memory is one-sided windows (false where served by messages, or before host()).
+  /// The same on every training task: the windows agree when they are made.
+  bool memory_is_one_sided() const { return one_sided_; }
   /// Blocking; for non-computing tasks (ps, evaluator). Serves (makes the memory the chief asks
   /// for) until every computing task has called done() (returns at once if they all have), then
   /// frees that memory. While it waits it sleeps a couple of milliseconds at a time and probes
@@ -149,6 +152,7 @@ class Server {
   std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
   std::string transport_;  // how the hosted memory is reached (memory_transport())
+  bool one_sided_ = false;
   int exceptions_at_start_ = 0;
 };
 
