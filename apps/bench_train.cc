@@ -30,6 +30,7 @@
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/nn/tensor.h"
+#include "cohort/core/nn/tensor_eigen.h"
 #include "cohort/core/nn/threads.h"
 #include "cohort/core/placement/gpu_placement.h"
 #include "cohort/core/train/app.h"

@@ -5,6 +5,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 namespace {
@@ -204,7 +205,7 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
       if (grad_in_[j] == nullptr) continue;
       const auto i = static_cast<std::size_t>(node.inputs[j]);
       if (grad_in_[j] == &scratch_[j])
-        grad_targets_[i]->flat() += scratch_[j].flat();
+        flat(*grad_targets_[i]) += flat(scratch_[j]);
       else
         grad_written_[i] = 1;
     }

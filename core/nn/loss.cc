@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 namespace {
@@ -106,9 +107,9 @@ float MeanSquaredErrorLoss::forward(const Tensor& predictions, const Targets& ta
   const Tensor& t = values_of("loss " + name(), predictions, targets);
   grad_.resize(predictions.shape());
   const std::int64_t n = predictions.size();
-  grad_.flat() = predictions.flat() - t.flat();
-  const double loss = static_cast<double>(grad_.flat().squaredNorm()) / static_cast<double>(n);
-  grad_.flat() *= 2.0f / static_cast<float>(n);
+  flat(grad_) = flat(predictions) - flat(t);
+  const double loss = static_cast<double>(flat(grad_).squaredNorm()) / static_cast<double>(n);
+  flat(grad_) *= 2.0f / static_cast<float>(n);
   return static_cast<float>(loss);
 }
 
@@ -170,7 +171,7 @@ void MeanSquaredError::check(const Shape& prediction, const TargetSpec& targets)
 
 float MeanSquaredError::compute(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("metric " + name(), predictions, targets);
-  return static_cast<float>(static_cast<double>((predictions.flat() - t.flat()).squaredNorm()) /
+  return static_cast<float>(static_cast<double>((flat(predictions) - flat(t)).squaredNorm()) /
                             static_cast<double>(predictions.size()));
 }
 

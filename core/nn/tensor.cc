@@ -10,6 +10,7 @@
 #endif
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 namespace tensor_detail {
@@ -54,18 +55,24 @@ void Tensor::resize(const Shape& shape) {
 
 void Tensor::set_zero() { std::fill_n(data_.begin(), size_, 0.0f); }
 
-MatrixMap Tensor::matrix(std::int64_t rows, std::int64_t cols) {
-  if (rows * cols != size_)
-    throw InvalidArgument("Tensor: cannot view " + to_string(shape_) + " as " +
+namespace {
+
+void check_view(const Tensor& t, std::int64_t rows, std::int64_t cols) {
+  if (rows * cols != t.size())
+    throw InvalidArgument("Tensor: cannot view " + to_string(t.shape()) + " as " +
                           std::to_string(rows) + "x" + std::to_string(cols));
-  return MatrixMap(data(), rows, cols);
 }
 
-ConstMatrixMap Tensor::matrix(std::int64_t rows, std::int64_t cols) const {
-  if (rows * cols != size_)
-    throw InvalidArgument("Tensor: cannot view " + to_string(shape_) + " as " +
-                          std::to_string(rows) + "x" + std::to_string(cols));
-  return ConstMatrixMap(data(), rows, cols);
+}  // namespace
+
+MatrixMap matrix(Tensor& t, std::int64_t rows, std::int64_t cols) {
+  check_view(t, rows, cols);
+  return MatrixMap(t.data(), rows, cols);
+}
+
+ConstMatrixMap matrix(const Tensor& t, std::int64_t rows, std::int64_t cols) {
+  check_view(t, rows, cols);
+  return ConstMatrixMap(t.data(), rows, cols);
 }
 
 }  // namespace cohort

@@ -1,7 +1,5 @@
 #pragma once
-// Dense float32 tensors on Eigen.
-
-#include <Eigen/Core>
+// Dense float32 tensors. Eigen views of them: tensor_eigen.h.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,13 +10,6 @@
 #include "cohort/core/base/shape.h"
 
 namespace cohort {
-
-/// Row-major matrix and vector types the ops compute with.
-using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<Matrix, Eigen::Aligned64>;
-using ConstMatrixMap = Eigen::Map<const Matrix, Eigen::Aligned64>;
-using VectorMap = Eigen::Map<Eigen::VectorXf, Eigen::Aligned64>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf, Eigen::Aligned64>;
 
 namespace tensor_detail {
 
@@ -71,14 +62,6 @@ class Tensor {
   void resize(const Shape& shape);
   void set_zero();
 
-  /// The tensor as a rows x cols matrix (rows * cols must equal size()).
-  MatrixMap matrix(std::int64_t rows, std::int64_t cols);
-  ConstMatrixMap matrix(std::int64_t rows, std::int64_t cols) const;
-  /// dim(0) x (everything else): a batch of flattened examples.
-  MatrixMap batch_matrix() { return matrix(dim(0), size_ / dim(0)); }
-  ConstMatrixMap batch_matrix() const { return matrix(dim(0), size_ / dim(0)); }
-  VectorMap flat() { return VectorMap(data(), size_); }
-  ConstVectorMap flat() const { return ConstVectorMap(data(), size_); }
 
  private:
   Shape shape_;

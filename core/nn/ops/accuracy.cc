@@ -2,6 +2,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 
@@ -12,7 +13,7 @@ float accuracy(const Tensor& logits, std::span<const std::int32_t> labels) {
   if (static_cast<std::int64_t>(labels.size()) != n)
     throw InvalidArgument("accuracy: " + std::to_string(labels.size()) +
                           " labels for a batch of " + std::to_string(n));
-  auto x = logits.matrix(n, logits.size() / n);
+  auto x = matrix(logits, n, logits.size() / n);
   std::int64_t correct = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     Eigen::Index best = 0;

@@ -7,6 +7,7 @@
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {

@@ -6,6 +6,7 @@
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {
@@ -61,7 +62,7 @@ void Dense::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const float* kernel = graph_->values().data() + kernel_offset_;
   const float* bias = graph_->values().data() + bias_offset_;
   output.resize({n, units_});
-  auto y = output.matrix(n, units_);
+  auto y = matrix(output, n, units_);
   // Threads take column ranges of the output, so each reads only its share of the kernel. The
   // product accumulates onto the broadcast bias, so the bias costs no pass of its own; the
   // activation then runs over an output block that is still in cache.

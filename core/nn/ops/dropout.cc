@@ -3,6 +3,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 namespace {
@@ -33,7 +34,7 @@ void Dropout::forward(const Tensor& input, Tensor& output, const OpContext& cont
   output.resize(input.shape());
   last_training_ = context.training;
   if (!context.training) {
-    output.flat() = input.flat();
+    flat(output) = flat(input);
     return;
   }
   mask_.resize(input.shape());
@@ -47,7 +48,7 @@ void Dropout::forward(const Tensor& input, Tensor& output, const OpContext& cont
     const std::uint64_t draw = mix(key + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40;
     mask[i] = draw >= threshold ? scale : 0.0f;
   }
-  output.flat() = input.flat().cwiseProduct(mask_.flat());
+  flat(output) = flat(input).cwiseProduct(flat(mask_));
 }
 
 void Dropout::backward(const Tensor&, const Tensor&, const Tensor& grad_output,
@@ -55,9 +56,9 @@ void Dropout::backward(const Tensor&, const Tensor&, const Tensor& grad_output,
   if (grad_input == nullptr) return;
   grad_input->resize(grad_output.shape());
   if (last_training_)
-    grad_input->flat() = grad_output.flat().cwiseProduct(mask_.flat());
+    flat(*grad_input) = flat(grad_output).cwiseProduct(flat(mask_));
   else
-    grad_input->flat() = grad_output.flat();
+    flat(*grad_input) = flat(grad_output);
 }
 
 }  // namespace cohort

@@ -11,6 +11,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 namespace {
@@ -48,8 +49,8 @@ Shape ElementwiseActivation::build(Graph&, const Shape& input) {
 
 void ElementwiseActivation::forward(const Tensor& input, Tensor& output, const OpContext&) {
   output.resize(input.shape());
-  const auto x = input.flat().array();
-  auto y = output.flat().array();
+  const auto x = flat(input).array();
+  auto y = flat(output).array();
   switch (kind_) {
     case Kind::kLeakyRelu:
       y = (x > 0.0f).select(x, alpha_ * x);
@@ -84,10 +85,10 @@ void ElementwiseActivation::backward(const Tensor& input, const Tensor& output,
                                      std::span<float>) {
   if (grad_input == nullptr) return;
   grad_input->resize(input.shape());
-  const auto x = input.flat().array();
-  const auto y = output.flat().array();
-  const auto dy = grad_output.flat().array();
-  auto dx = grad_input->flat().array();
+  const auto x = flat(input).array();
+  const auto y = flat(output).array();
+  const auto dy = flat(grad_output).array();
+  auto dx = flat(*grad_input).array();
   switch (kind_) {
     case Kind::kLeakyRelu:
       // From the input: with alpha <= 0 the output's sign does not tell the side.
@@ -167,14 +168,14 @@ void Reshape::forward(const Tensor& input, Tensor& output, const OpContext&) {
   if (output.size() != input.size())
     throw InvalidArgument("Reshape \"" + name_ + "\": input " + to_string(input.shape()) +
                           " is not a batch of the examples it was built for");
-  output.flat() = input.flat();
+  flat(output) = flat(input);
 }
 
 void Reshape::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
                        Tensor* grad_input, std::span<float>) {
   if (grad_input == nullptr) return;
   grad_input->resize(input.shape());
-  grad_input->flat() = grad_output.flat();
+  flat(*grad_input) = flat(grad_output);
 }
 
 std::unique_ptr<Layer> activation(std::string name, const std::string& function, float alpha) {

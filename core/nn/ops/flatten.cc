@@ -1,5 +1,6 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 
@@ -12,14 +13,14 @@ Shape Flatten::build(Graph&, const Shape& input) {
 // Tensors own their storage, so the reshape is a copy (one pass over a small activation).
 void Flatten::forward(const Tensor& input, Tensor& output, const OpContext&) {
   output.resize({input.dim(0), size_});
-  output.flat() = input.flat();
+  flat(output) = flat(input);
 }
 
 void Flatten::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
                        Tensor* grad_input, std::span<float>) {
   if (grad_input == nullptr) return;
   grad_input->resize(input.shape());
-  grad_input->flat() = grad_output.flat();
+  flat(*grad_input) = flat(grad_output);
 }
 
 }  // namespace cohort

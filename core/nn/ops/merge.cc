@@ -8,6 +8,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 namespace {
@@ -48,12 +49,12 @@ void Add::forward_node(std::span<const Tensor* const> inputs, Tensor& output, co
                           " inputs of one shape, given " + list_shapes(inputs));
   output.resize(inputs[0]->shape());
   if (inputs.size() == 2 && activation_ == Activation::kRelu) {
-    output.flat() = (inputs[0]->flat() + inputs[1]->flat()).cwiseMax(0.0f);
+    flat(output) = (flat(*inputs[0]) + flat(*inputs[1])).cwiseMax(0.0f);
     return;
   }
-  output.flat() = inputs[0]->flat() + inputs[1]->flat();
-  for (std::size_t i = 2; i < inputs.size(); ++i) output.flat() += inputs[i]->flat();
-  if (activation_ == Activation::kRelu) output.flat() = output.flat().cwiseMax(0.0f);
+  flat(output) = flat(*inputs[0]) + flat(*inputs[1]);
+  for (std::size_t i = 2; i < inputs.size(); ++i) flat(output) += flat(*inputs[i]);
+  if (activation_ == Activation::kRelu) flat(output) = flat(output).cwiseMax(0.0f);
 }
 
 void Add::backward_node(std::span<const Tensor* const>, const Tensor& output,
@@ -65,11 +66,11 @@ void Add::backward_node(std::span<const Tensor* const>, const Tensor& output,
     if (g == nullptr) continue;
     g->resize(grad_output.shape());
     if (first != nullptr)
-      g->flat() = first->flat();
+      flat(*g) = flat(*first);
     else if (activation_ == Activation::kRelu)
-      g->flat() = (output.flat().array() > 0.0f).select(grad_output.flat(), 0.0f);
+      flat(*g) = (flat(output).array() > 0.0f).select(flat(grad_output), 0.0f);
     else
-      g->flat() = grad_output.flat();
+      flat(*g) = flat(grad_output);
     first = g;
   }
 }

@@ -1,5 +1,7 @@
 #include "cohort/core/nn/ops/ops.h"
 
+#include "cohort/core/nn/tensor_eigen.h"
+
 namespace cohort {
 
 Shape ReLU::build(Graph&, const Shape& input) {
@@ -9,7 +11,7 @@ Shape ReLU::build(Graph&, const Shape& input) {
 
 void ReLU::forward(const Tensor& input, Tensor& output, const OpContext&) {
   output.resize(input.shape());
-  output.flat() = input.flat().cwiseMax(0.0f);
+  flat(output) = flat(input).cwiseMax(0.0f);
 }
 
 void ReLU::backward(const Tensor&, const Tensor& output, const Tensor& grad_output,
@@ -17,7 +19,7 @@ void ReLU::backward(const Tensor&, const Tensor& output, const Tensor& grad_outp
   if (grad_input == nullptr) return;
   grad_input->resize(grad_output.shape());
   // The output is positive exactly where the input is, so the input itself is not needed.
-  grad_input->flat() = (output.flat().array() > 0.0f).select(grad_output.flat(), 0.0f);
+  flat(*grad_input) = (flat(output).array() > 0.0f).select(flat(grad_output), 0.0f);
 }
 
 }  // namespace cohort

@@ -3,6 +3,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
 
@@ -28,8 +29,8 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::in
                             std::to_string(classes) + ")");
   labels_.assign(labels.begin(), labels.end());
   probabilities_.resize({n, classes});
-  auto x = logits.matrix(n, classes);
-  auto p = probabilities_.matrix(n, classes);
+  auto x = matrix(logits, n, classes);
+  auto p = matrix(probabilities_, n, classes);
   double loss = 0.0;
   for (std::int64_t i = 0; i < n; ++i) {
     // Shifting by the row max keeps exp() finite for any logits; log p = x - max - log(sum).
@@ -57,10 +58,10 @@ void SoftmaxCrossEntropy::backward(Tensor& grad_logits) const {
   const std::int64_t classes = probabilities_.dim(1);
   const float inv_n = 1.0f / static_cast<float>(n);
   if (smoothing_ == 0.0f) {
-    grad_logits.flat() = probabilities_.flat() * inv_n;
+    flat(grad_logits) = flat(probabilities_) * inv_n;
   } else {
     const float uniform = smoothing_ / static_cast<float>(classes) * inv_n;
-    grad_logits.flat() = (probabilities_.flat() * inv_n).array() - uniform;
+    flat(grad_logits) = (flat(probabilities_) * inv_n).array() - uniform;
   }
   const float label_weight = (1.0f - smoothing_) * inv_n;
   for (std::int64_t i = 0; i < n; ++i)
