@@ -76,11 +76,16 @@ function(cohort_library name)
           FILES_MATCHING PATTERN "*.h" ${excludes})
 endfunction()
 
-# cohort_kernel_levels(<name>): library cohort_<name> again for each level of COHORT_KERNEL_LEVELS,
-# as lib/glibc-hwcaps/<level>/libcohort_<name>.so in the build tree and the install. Call it after
-# the library's sources, links and definitions are all given. The copies are built with the
-# library, so every program linking it finds them.
+# cohort_kernel_levels(<name> [LEVEL_INDEPENDENT <source> ...]): library cohort_<name> again for
+# each level of COHORT_KERNEL_LEVELS, as lib/glibc-hwcaps/<level>/libcohort_<name>.so in the build
+# tree and the install. Call it after the library's sources, links and definitions are all given.
+# The copies are built with the library, so every program linking it finds them.
+# LEVEL_INDEPENDENT names sources whose speed does not depend on the instruction set (loaders,
+# graph building, GPU host code): compiled once, at the base level, into every copy. Their objects
+# come last on each copy's link line, so where they share a template instance with the kernels the
+# linker keeps the copy's own.
 function(cohort_kernel_levels name)
+  cmake_parse_arguments(K "" "" "LEVEL_INDEPENDENT" ${ARGN})
   set(base cohort_${name})
   # Each copy calls its own functions, and its own instances of templates it shares with the
   # program (Eigen's), not the program's: those may be compiled for a lower level.
@@ -90,6 +95,26 @@ function(cohort_kernel_levels name)
   get_target_property(definitions ${base} COMPILE_DEFINITIONS)
   get_target_property(includes ${base} INCLUDE_DIRECTORIES)
   get_target_property(link_options ${base} LINK_OPTIONS)
+  set(once "")
+  foreach(source IN LISTS K_LEVEL_INDEPENDENT)
+    if(source IN_LIST sources)  # GPU sources are there only when CUDA is built
+      list(APPEND once ${source})
+    endif()
+  endforeach()
+  if(once)
+    list(REMOVE_ITEM sources ${once})
+    set(common ${base}_level_independent)
+    add_library(${common} OBJECT ${once})
+    target_link_libraries(${common} PRIVATE ${links})
+    target_include_directories(${common} PRIVATE ${includes})
+    if(definitions)
+      target_compile_definitions(${common} PRIVATE ${definitions})
+    endif()
+    cohort_target_defaults(${common})
+    target_compile_options(${common} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
+    list(APPEND sources $<TARGET_OBJECTS:${common}>)
+    set_property(TARGET ${base} PROPERTY SOURCES ${sources})
+  endif()
   file(RELATIVE_PATH to_libdir "/prefix/${CMAKE_INSTALL_LIBDIR}/glibc-hwcaps/level" "/prefix/${CMAKE_INSTALL_LIBDIR}")
   foreach(level IN LISTS COHORT_KERNEL_LEVELS)
     string(REPLACE "-" "_" suffix "${level}")
