@@ -30,6 +30,9 @@ function(cohort_add_test_program name)
   target_link_libraries(${name} PRIVATE ${T_LIBS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   cohort_target_defaults(${name})
+  # The test code itself checks and compares; the work it checks runs in the libraries, built as
+  # configured. -O1 compiles it in three quarters of -O3's time.
+  target_compile_options(${name} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:-O1>)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
 endfunction()
 
