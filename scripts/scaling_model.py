@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Cohort's cost model for many nodes (docs/SCALING.md): predicted step time and images/s of the
+ps modes (sync, async; P ps tasks) and of ring allreduce, for N worker nodes at given link speeds.
+
+    scripts/scaling_model.py                       # the tables of docs/SCALING.md
+    scripts/scaling_model.py --check               # the one-node check against measurements
+    scripts/scaling_model.py --model cnn --compute_ms 60 --gbps 100 --workers 4,16,64
+
+Inputs (measured on one node; see docs/SCALING.md): per-worker compute time of one step at batch
+64 (forward, backward, update), the model's parameter bytes, and the rate at which one ps task
+answers requests when its windows are served by messages (TCP). The model assumes one worker per
+node, ps tasks on nodes of their own, full-duplex links of B bytes/s, a per-message latency alpha,
+and no overlap of communication with compute (gradients leave after the backward pass).
+"""
+import argparse
+
+# Measured here (docs/SCALING.md, "Inputs"): one thread, batch 64, x86-64-v3 kernels.
+MODELS = {  # name: (parameters, compute ms per step)
+    "mlp": (235_146, 1.42),
+    "cnn": (3_274_634, 98.9),
+    "resnet": (175_530, 185.5),
+}
+BATCH = 64
+ALPHA = 20e-6  # seconds per message: TCP over Ethernet, both ends' software included
+
+
+def allreduce_time(s, w, b, alpha):
+    """Ring allreduce of s bytes over w workers: 2(w-1) steps of s/w bytes each."""
+    if w == 1:
+        return 0.0
+    return 2 * (w - 1) * (alpha + s / (w * b))
+
+
+def sync_time(s, w, p, b, alpha, serve):
+    """Sync mode: every worker pushes its gradients (s bytes, split over the p ps tasks), the chief
+    reads the sum, writes the parameters and clears the sum (3 s), every worker pulls s. A ps link
+    carries w/p of the pushes and pulls; a ps task that serves by messages moves at most `serve`
+    bytes/s."""
+    ps_rate = min(b, serve)
+    push = max(s / b, w * s / (p * ps_rate))
+    chief = 3 * max(s / b, s / (p * ps_rate))
+    pull = max(s / b, w * s / (p * ps_rate))
+    return push + chief + pull + 6 * alpha
+
+
+def async_rate(s, w, p, b, alpha, serve, compute):
+    """Async mode: steps per second. Each worker pushes s and pulls s per step, no barrier; the
+    p ps tasks together take at most p * rate / s pushes (and pulls) per second."""
+    ps_rate = min(b, serve)
+    per_worker = 1.0 / (compute + 2 * s / b + 2 * alpha)
+    return min(w * per_worker, p * ps_rate / s)
+
+
+def predict(model, w, p, gbps, serve, alpha, compute_ms=None):
+    params, ms = MODELS[model]
+    compute = (compute_ms if compute_ms is not None else ms) / 1e3
+    s = 4.0 * params
+    b = gbps * 1e9 / 8
+    one = BATCH / compute
+    ar = w * BATCH / (compute + allreduce_time(s, w, b, alpha))
+    sy = w * BATCH / (compute + sync_time(s, w, p, b, alpha, serve))
+    asy = BATCH * async_rate(s, w, p, b, alpha, serve, compute)
+    return one, ar, sy, asy
+
+
+def tables(args):
+    for model in args.model.split(","):
+        params, ms = MODELS[model]
+        print(f"\n{model}: {params:,} parameters ({4 * params / 1e6:.2f} MB), "
+              f"{args.compute_ms or ms} ms of compute per step at batch {BATCH}; "
+              f"speed-up over one worker, ps tasks {args.ps}")
+        for gbps in [float(g) for g in args.gbps.split(",")]:
+            for serve_name, serve in (("one-sided", float("inf")), ("served", args.serve_gbs * 1e9)):
+                if serve_name == "served" and not args.served:
+                    continue
+                print(f"\n{gbps:g} Gb/s, ps memory {serve_name}\n")
+                header = "| workers | allreduce |" + "".join(
+                    f" sync P={p} | async P={p} |" for p in args.ps)
+                print(header)
+                print("|---:|---:|" + "---:|---:|" * len(args.ps))
+                for w in [int(x) for x in args.workers.split(",")]:
+                    row = f"| {w} |"
+                    one, ar, _, _ = predict(model, w, 1, gbps, serve, args.alpha, args.compute_ms)
+                    row += f" {ar / one:.1f}x |"
+                    for p in args.ps:
+                        _, _, sy, asy = predict(model, w, p, gbps, serve, args.alpha, args.compute_ms)
+                        row += f" {sy / one:.1f}x | {asy / one:.1f}x |"
+                    print(row)
+
+
+def check():
+    """One node, 2 workers + 1 ps over TCP loopback (docs/SCALING.md, "Check"): the link rates are
+    those bench_comm measured there, and the three processes share two cores, so the CPU each
+    transfer costs on both ends bounds the rate too."""
+    measured = {  # images/s, docs/BENCHMARKS.md "Over TCP alone"
+        ("mlp", "allreduce"): 56_000, ("mlp", "sync"): 15_200, ("mlp", "async"): 26_500,
+        ("cnn", "allreduce"): 1_140, ("cnn", "sync"): 779, ("cnn", "async"): 846,
+    }
+    pull, push, ar_rate = 2.3e9, 1.1e9, 0.95e9  # bytes/s over loopback, bench_comm
+    cores = 2
+    print("| model | mode | predicted images/s | measured | predicted / measured |")
+    print("|---|---|---:|---:|---:|")
+    for model in ("mlp", "cnn"):
+        params, ms = MODELS[model]
+        s, c, w = 4.0 * params, ms / 1e3, 2
+        t_push, t_pull = s / push, s / pull
+        # allreduce: each worker computes, then the two exchange s bytes each way.
+        t = c + s / ar_rate
+        cpu = w * (c + s / ar_rate)  # both ends busy while the bytes move
+        rates = {"allreduce": min(w * BATCH / t, cores * w * BATCH / cpu)}
+        # sync: the ps answers one request at a time: w pushes, the chief's read, write and
+        # clear, w pulls; the workers wait for all of it.
+        ps_busy = w * t_push + t_pull + 2 * t_push + w * t_pull
+        t = c + ps_busy
+        cpu = w * c + 2 * ps_busy  # the ps and the origin each spend the transfer's time
+        rates["sync"] = min(w * BATCH / t, cores * w * BATCH / cpu)
+        # async: each worker pushes and pulls per step; the ps serves both.
+        per_step = t_push + t_pull
+        cpu_per_step = c + 2 * per_step
+        rates["async"] = min(w * BATCH / (c + per_step), BATCH / per_step,
+                             cores * BATCH / cpu_per_step)
+        for mode in ("allreduce", "sync", "async"):
+            got = measured[(model, mode)]
+            print(f"| {model} | {mode} | {rates[mode]:,.0f} | {got:,} | {rates[mode] / got:.2f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mlp,cnn,resnet")
+    parser.add_argument("--gbps", default="25,100,400", help="link speeds, Gb/s")
+    parser.add_argument("--workers", default="2,4,8,16,32,64")
+    parser.add_argument("--ps", default="1,4", type=lambda t: [int(x) for x in t.split(",")])
+    parser.add_argument("--alpha", default=ALPHA, type=float, help="seconds per message")
+    parser.add_argument("--compute_ms", default=None, type=float,
+                        help="compute per step, ms (default: measured here, one thread)")
+    parser.add_argument("--serve_gbs", default=1.1, type=float,
+                        help="GB/s one ps task serves by messages (TCP; measured: pushes 1.0-1.2)")
+    parser.add_argument("--served", action="store_true",
+                        help="also the tables for ps memory served by messages (TCP)")
+    parser.add_argument("--check", action="store_true", help="the one-node check")
+    args = parser.parse_args()
+    if args.check:
+        check()
+    else:
+        tables(args)
+
+
+if __name__ == "__main__":
+    main()
