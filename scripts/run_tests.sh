@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
+# The cores, counted before mpi_env.sh sets OMP_NUM_THREADS=1, which nproc would report instead.
+jobs=$(nproc)
 . scripts/mpi_env.sh
 # Where the time goes, phase by phase (bash's SECONDS counts from the start).
 phase() { echo "== $1 (${SECONDS} s so far)"; }
@@ -18,7 +20,7 @@ ctest_checked() {
   local dir=$1
   shift
   local junit=$PWD/$dir/Testing/cohort-results.xml
-  (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$(nproc)" --output-junit "$junit" "$@")
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$jobs" --output-junit "$junit" "$@")
   local skipped allowed name bad=()
   skipped=$(sed -nE 's/.*<testcase name="([^"]+)".*status="(notrun|disabled)".*/\1/p' "$junit")
   [[ -n $skipped ]] || return 0
@@ -49,7 +51,7 @@ mkdir -p build-cpu-only
 # absence changes, and compiles in four fifths of the time.
 if ! { cmake -S . -B build-cpu-only -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
              -DCOHORT_WITH_CUDA=OFF -DCOHORT_NATIVE=ON &&
-       cmake --build build-cpu-only -j "$(nproc)" --target cpu_only_checks; } >build-cpu-only/build.log 2>&1; then
+       cmake --build build-cpu-only -j "$jobs" --target cpu_only_checks; } >build-cpu-only/build.log 2>&1; then
   tail -n 50 build-cpu-only/build.log
   echo "CPU-only build failed: see build-cpu-only/build.log" >&2
   exit 1
