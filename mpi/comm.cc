@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/mpi/environment.h"
 
 namespace cohort::mpi {
@@ -69,6 +70,28 @@ Comm Comm::dup() const {
 }
 
 void Comm::barrier() const { COHORT_MPI_CALL(MPI_Barrier(handle_)); }
+
+namespace {
+
+// MPI_User_function: inout[i] += in[i], bfloat16 values added in float.
+void add_bf16(void* in, void* inout, int* count, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *count; ++i) b[i] = bf16::from_float(bf16::to_float(a[i]) + bf16::to_float(b[i]));
+}
+
+}  // namespace
+
+void Comm::allreduce_bf16(std::span<std::uint16_t> data) const {
+  // Made once, on first use (MPI_Op_create is local); MPI_Finalize frees it.
+  static const MPI_Op sum = [] {
+    MPI_Op op = MPI_OP_NULL;
+    COHORT_MPI_CALL(MPI_Op_create(&add_bf16, /*commute=*/1, &op));
+    return op;
+  }();
+  COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
+                                MPI_UINT16_T, sum, handle_));
+}
 
 Request Comm::ibarrier() const {
   MPI_Request request = MPI_REQUEST_NULL;

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -65,6 +66,10 @@ class Comm {
     COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
                                   datatype<T>(), to_mpi(op), handle_));
   }
+  /// Collective, blocking. In place: every rank's `data`, bfloat16 bit patterns
+  /// (core/base/bfloat16.h), becomes their sum, each addition done in float and rounded back to
+  /// bfloat16. Half the bytes of a float32 sum on the wire, at bfloat16's precision.
+  void allreduce_bf16(std::span<std::uint16_t> data) const;
   /// Collective, blocking. The reduction of one value over all ranks.
   template <typename T>
   T allreduce(T value, Op op = Op::kSum) const {

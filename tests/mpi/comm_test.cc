@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/mpi/request.h"
 #include "support/mpi_test.h"
 
@@ -64,6 +65,32 @@ TEST_CASE("a moved communicator leaves a null one behind") {
   CHECK(b.is_null());
   CHECK(a.size() == size);
   CHECK_THROWS_AS(Comm::adopt(MPI_COMM_WORLD), InvalidArgument);
+}
+
+TEST_CASE("allreduce_bf16: bfloat16 sums, the same on every rank") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    // Small integers and halves: every partial sum is a bfloat16, so the sum is exact.
+    std::vector<std::uint16_t> v(1000);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = cohort::bf16::from_float(static_cast<float>(i % 7) * 0.5f - static_cast<float>(me));
+    comm.allreduce_bf16(std::span<std::uint16_t>(v));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      CHECK(cohort::bf16::to_float(v[i]) ==
+            static_cast<float>(n) * static_cast<float>(i % 7) * 0.5f -
+                static_cast<float>(n * (n - 1) / 2));
+    // Values that round: whatever order the ranks added them in, all hold the same result.
+    std::vector<std::uint16_t> r(257);
+    for (std::size_t i = 0; i < r.size(); ++i)
+      r[i] = cohort::bf16::from_float(1.0f / static_cast<float>(i + 3 + static_cast<std::size_t>(me)));
+    comm.allreduce_bf16(std::span<std::uint16_t>(r));
+    const std::vector<std::uint16_t> root = [&] {
+      std::vector<std::uint16_t> copy = r;
+      comm.bcast(std::span<std::uint16_t>(copy), 0);
+      return copy;
+    }();
+    CHECK(r == root);
+  });
 }
 
 TEST_CASE("collectives: allreduce, bcast, allgather, allgatherv, strings") {
