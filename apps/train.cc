@@ -102,6 +102,10 @@ COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the s
     Range{0, 1e9}, kSameOnAllRanks);
 COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
     Range{1, 1e12}, kSameOnAllRanks);
+COHORT_DEFINE_string(compression, "none",
+                     "allreduce mode: gradients on the wire as none (float32) or bf16 (bfloat16, "
+                     "half the bytes, with error feedback)",
+                     kSameOnAllRanks);
 COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks after this long (0: never)",
     Range{0, 1e7});
 COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps (0: at the end only)",
@@ -254,6 +258,13 @@ class FaultInjectionHook : public cohort::SessionRunHook {
 int Main(int, char**) {
   // From the start: Slurm's warning signal may come while the data is still loading.
   cohort::install_stop_signal_handlers();
+  // Flags every rank checks alike, before any rank waits for another.
+  const cohort::Mode mode = cohort::parse_mode(FLAGS_mode);
+  const cohort::Compression compression = cohort::parse_compression(FLAGS_compression);
+  if (compression != cohort::Compression::kNone && mode != cohort::Mode::kAllreduce)
+    throw cohort::InvalidArgument("--compression=" + FLAGS_compression +
+                                  ": allreduce mode only (the " + FLAGS_mode +
+                                  " mode pushes float32 into the ps windows)");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
@@ -282,7 +293,6 @@ int Main(int, char**) {
   }
 
   // The replicas: the chief job's task (if any) and the workers.
-  const cohort::Mode mode = cohort::parse_mode(FLAGS_mode);
   const int workers = server.num_replicas();
   if (mode == cohort::Mode::kLocal && workers > 1)
     throw cohort::InvalidArgument("--mode=local trains in one process; this job has " +
@@ -320,6 +330,7 @@ int Main(int, char**) {
   options.replication.replicas_to_aggregate = FLAGS_replicas_to_aggregate;
   options.replication.staleness = FLAGS_staleness;
   options.replication.fusion_bytes = FLAGS_fusion_bytes;
+  options.replication.compression = compression;
   options.replication.wait_timeout = timeout;
   options.model_name = FLAGS_model;
   options.image = image_options();
@@ -347,6 +358,8 @@ int Main(int, char**) {
   if (chief) std::printf("CPU kernels %s\n", cohort::kernel_level_summary().c_str());
   if (chief && !server.memory_transport().empty())
     std::printf("parameters on the ps tasks: %s\n", server.memory_transport().c_str());
+  if (chief && compression != cohort::Compression::kNone)
+    std::printf("gradients on the wire as %s, with error feedback\n", cohort::to_string(compression));
   if (chief)
     std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n", FLAGS_optimizer.c_str(),
                 optimizer.learning_rate.base,
@@ -389,6 +402,7 @@ int Main(int, char**) {
   const double images_per_sec = static_cast<double>(steps * per_step) / seconds;
   const std::string stats = trainer.stats();
   const std::int64_t dropped = trainer.dropped_gradients();
+  const std::int64_t gradient_bytes = trainer.gradient_bytes_sent();
   const std::int64_t final_step = trainer.global_step();
 
   // The final parameters, then the final checkpoint (in close()) before anything slow: after a
@@ -409,7 +423,8 @@ int Main(int, char**) {
           {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", cluster.num_tasks("ps")},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
-          {"dropped_gradients", dropped}};
+          {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
+          {"gradient_bytes_sent", gradient_bytes}};
       std::ofstream out(FLAGS_metrics_json);
       if (!out) throw cohort::Error("--metrics_json=" + FLAGS_metrics_json + ": cannot write the file");
       out << metrics.dump(2) << "\n";

@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/core/base/error.h"
 
 namespace cohort {
 namespace {
 
-std::size_t elements_per_piece(std::int64_t fusion_bytes) {
-  if (fusion_bytes < static_cast<std::int64_t>(sizeof(float)))
+std::size_t elements_per_piece(std::int64_t fusion_bytes, std::size_t element = sizeof(float)) {
+  if (fusion_bytes < static_cast<std::int64_t>(element))
     throw InvalidArgument("allreduce: fusion buffer of " + std::to_string(fusion_bytes) +
-                          " bytes cannot hold one float");
-  return static_cast<std::size_t>(fusion_bytes) / sizeof(float);
+                          " bytes cannot hold one value");
+  return static_cast<std::size_t>(fusion_bytes) / element;
 }
 
 }  // namespace
@@ -21,6 +22,33 @@ void allreduce_fused(const mpi::Comm& comm, std::span<float> data, std::int64_t 
   const std::size_t piece = elements_per_piece(fusion_bytes);
   for (std::size_t first = 0; first < data.size(); first += piece)
     comm.allreduce(data.subspan(first, std::min(piece, data.size() - first)));
+}
+
+std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
+                                  std::span<float> residual, std::vector<std::uint16_t>& wire,
+                                  std::int64_t fusion_bytes) {
+  if (residual.size() != data.size())
+    throw InvalidArgument("allreduce: " + std::to_string(residual.size()) +
+                          " residuals for " + std::to_string(data.size()) + " gradients");
+  const std::size_t piece = std::min(elements_per_piece(fusion_bytes, sizeof(std::uint16_t)),
+                                     std::max<std::size_t>(data.size(), 1));
+  if (wire.size() < piece) wire.resize(piece);
+  std::int64_t bytes = 0;
+  for (std::size_t first = 0; first < data.size(); first += piece) {
+    const std::size_t n = std::min(piece, data.size() - first);
+    float* x = data.data() + first;
+    float* r = residual.data() + first;
+    std::uint16_t* w = wire.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      const float value = x[i] + r[i];
+      w[i] = bf16::from_float(value);
+      r[i] = value - bf16::to_float(w[i]);
+    }
+    comm.allreduce_bf16(std::span<std::uint16_t>(w, n));
+    bf16::to_float(std::span<const std::uint16_t>(w, n), std::span<float>(x, n));
+    bytes += static_cast<std::int64_t>(n * sizeof(std::uint16_t));
+  }
+  return bytes;
 }
 
 void allreduce_fused(const mpi::Comm& comm, std::span<const std::span<float>> tensors,

@@ -25,6 +25,16 @@ const char* to_string(Mode mode) {
   return "?";
 }
 
+Compression parse_compression(const std::string& name) {
+  if (name == "none") return Compression::kNone;
+  if (name == "bf16") return Compression::kBf16;
+  throw InvalidArgument("unknown compression '" + name + "' (known: none, bf16)");
+}
+
+const char* to_string(Compression compression) {
+  return compression == Compression::kBf16 ? "bf16" : "none";
+}
+
 std::unique_ptr<Replication> Replication::create(Server* server, Graph& graph,
                                                  Optimizer& optimizer,
                                                  const ReplicationOptions& options) {
@@ -34,6 +44,10 @@ std::unique_ptr<Replication> Replication::create(Server* server, Graph& graph,
   if (!server->is_computing())
     throw InvalidArgument(mode + " mode runs on worker and chief tasks, not " +
                           server->task().to_string());
+  if (options.compression != Compression::kNone && options.mode != Mode::kAllreduce)
+    throw InvalidArgument("compression " + std::string(to_string(options.compression)) +
+                          ": allreduce mode only; the " + mode +
+                          " mode pushes float32 with MPI_Accumulate");
   switch (options.mode) {
     case Mode::kAllreduce: return modes::allreduce(*server, optimizer, options);
     case Mode::kAsync: return modes::async(*server, graph, optimizer, options);

@@ -27,14 +27,26 @@ enum class Mode {
 Mode parse_mode(const std::string& name);
 const char* to_string(Mode mode);
 
+/// How gradients travel between the workers.
+enum class Compression {
+  kNone,  ///< float32
+  kBf16,  ///< bfloat16, half the bytes, with error feedback (allreduce mode)
+};
+/// "none" or "bf16"; anything else is an InvalidArgument.
+Compression parse_compression(const std::string& name);
+const char* to_string(Compression compression);
+
 struct ReplicationOptions {
   Mode mode = Mode::kLocal;
   /// Sync: gradients that complete a step (the rest are backup workers); 0 means all workers.
   std::int64_t replicas_to_aggregate = 0;
   /// SSP: how many steps a worker may run ahead of the slowest one.
   std::int64_t staleness = 0;
-  /// Allreduce: gradients are reduced in pieces of at most this many bytes.
+  /// Allreduce: gradients are reduced in pieces of at most this many bytes (on the wire).
   std::int64_t fusion_bytes = 4 << 20;
+  /// Allreduce: the gradients' type on the wire. The ps modes take kNone only (their pushes are
+  /// MPI_Accumulate into float32 windows).
+  Compression compression = Compression::kNone;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
   std::chrono::milliseconds wait_timeout{0};
 };
@@ -84,6 +96,10 @@ class Replication {
   virtual std::int64_t max_observed_staleness() const { return 0; }
   /// Sync: gradients this worker's pushes had dropped as stale or surplus.
   virtual std::int64_t dropped_gradients() const { return 0; }
+  /// Allreduce: the gradient bytes this worker has handed to MPI so far (what one rank puts on
+  /// the wire for its part of each reduction, before the reduction's own traffic); 0 in the
+  /// modes that do not count them.
+  virtual std::int64_t gradient_bytes_sent() const { return 0; }
 
   /// The current parameters (from the ps tasks in modes that keep them there). For checkpoints.
   virtual void fetch_parameters(std::span<float> values) = 0;

@@ -141,6 +141,8 @@ class Trainer {
   void restore(const Checkpoint& checkpoint);
   /// The mode's counters for the log, e.g. "dropped 3 stale or surplus gradients".
   std::string stats() const { return replication_->stats(); }
+  /// Allreduce: gradient bytes this worker has handed to MPI (Replication::gradient_bytes_sent).
+  std::int64_t gradient_bytes_sent() const { return replication_->gradient_bytes_sent(); }
   /// Sync mode: this replica's gradients dropped as stale or surplus.
   std::int64_t dropped_gradients() const { return replication_->dropped_gradients(); }
 
