@@ -154,6 +154,16 @@ void allreduce_benchmarks(const cohort::mpi::Comm& comm) {
                                       [&] { comm.allreduce(std::span<float>(data)); });
     if (print) print_row("allreduce", n, fused, raw);
   }
+  // --compression=bf16: the same sums as bfloat16 with error feedback, conversions included,
+  // against the float32 MPI_Allreduce they replace (GB/s counts float32's bytes).
+  for (const std::int64_t n : kSizes) {
+    std::vector<float> data(static_cast<std::size_t>(n), 1.0f), residual(data.size(), 0.0f);
+    std::vector<std::uint16_t> wire;
+    const auto [bf16, raw] = compare(
+        [&] { cohort::allreduce_fused_bf16(comm, data, residual, wire, FLAGS_fusion_bytes); },
+        [&] { comm.allreduce(std::span<float>(data)); });
+    if (print) print_row("bf16", n, bf16, raw);
+  }
   std::vector<std::vector<float>> tensors(100, std::vector<float>(1000, 1.0f));
   std::vector<std::span<float>> spans(tensors.begin(), tensors.end());
   std::vector<float> buffer;
