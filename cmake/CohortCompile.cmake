@@ -76,6 +76,20 @@ function(cohort_library name)
           FILES_MATCHING PATTERN "*.h" ${excludes})
 endfunction()
 
+# Gives `target`, built from some of a library's sources, what the library itself has: the
+# caller's `links`, `includes` and `definitions` (the library's), the project's defaults (extra
+# arguments go to cohort_target_defaults, e.g. ARCH_FLAGS), and calls that stay inside the
+# library (-fno-semantic-interposition).
+function(_cohort_like_library target)
+  target_link_libraries(${target} PRIVATE ${links})
+  target_include_directories(${target} PRIVATE ${includes})
+  if(definitions)
+    target_compile_definitions(${target} PRIVATE ${definitions})
+  endif()
+  cohort_target_defaults(${target} ${ARGN})
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
+endfunction()
+
 # cohort_kernel_levels(<name> [LEVEL_INDEPENDENT <source> ...]): library cohort_<name> again for
 # each level of COHORT_KERNEL_LEVELS, as lib/glibc-hwcaps/<level>/libcohort_<name>.so in the build
 # tree and the install. Call it after the library's sources, links and definitions are all given.
@@ -105,13 +119,7 @@ function(cohort_kernel_levels name)
     list(REMOVE_ITEM sources ${once})
     set(common ${base}_level_independent)
     add_library(${common} OBJECT ${once})
-    target_link_libraries(${common} PRIVATE ${links})
-    target_include_directories(${common} PRIVATE ${includes})
-    if(definitions)
-      target_compile_definitions(${common} PRIVATE ${definitions})
-    endif()
-    cohort_target_defaults(${common})
-    target_compile_options(${common} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
+    _cohort_like_library(${common})
     list(APPEND sources $<TARGET_OBJECTS:${common}>)
     set_property(TARGET ${base} PROPERTY SOURCES ${sources})
   endif()
@@ -120,12 +128,7 @@ function(cohort_kernel_levels name)
     string(REPLACE "-" "_" suffix "${level}")
     set(copy ${base}_${suffix})
     add_library(${copy} SHARED ${sources})
-    target_link_libraries(${copy} PRIVATE ${links})
-    target_include_directories(${copy} PRIVATE ${includes})
-    if(definitions)
-      target_compile_definitions(${copy} PRIVATE ${definitions})
-    endif()
-    cohort_target_defaults(${copy} ARCH_FLAGS -march=${level})
+    _cohort_like_library(${copy} ARCH_FLAGS -march=${level})
     if(level STREQUAL "x86-64-v4")
       # GCC 12's AVX-512 intrinsics start from a deliberately undefined register, which its own
       # -Wmaybe-uninitialized flags (GCC bug 105593) in every Eigen packet op. The same sources
@@ -133,7 +136,6 @@ function(cohort_kernel_levels name)
       target_compile_options(${copy} PRIVATE
         $<$<AND:$<COMPILE_LANG_AND_ID:CXX,GNU>,$<VERSION_LESS:$<CXX_COMPILER_VERSION>,13>>:-Wno-maybe-uninitialized>)
     endif()
-    target_compile_options(${copy} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
     target_link_options(${copy} PRIVATE ${link_options})
     set_target_properties(${copy} PROPERTIES
       OUTPUT_NAME ${base}
