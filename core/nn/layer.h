@@ -32,6 +32,18 @@ class CrossReplicaSum {
   virtual int replicas() const = 0;
 };
 
+/// Told during a backward pass as parameter gradients become final, so that they can leave (be
+/// reduced over the replicas) while the layers before them still compute. The trainer provides
+/// it in the modes that overlap communication with the backward pass; nn/ knows no MPI.
+class GradientListener {
+ public:
+  virtual ~GradientListener() = default;
+  /// Every gradient at [begin, number of parameters) of the flat buffer is final. Within one
+  /// backward pass each call has a lower begin than the one before, down to 0 (when there are
+  /// parameters).
+  virtual void ready(std::int64_t begin) = 0;
+};
+
 /// What a forward pass needs to know beyond its input.
 struct OpContext {
   bool training = true;     ///< dropout is active, batch norm uses batch statistics
@@ -43,6 +55,9 @@ struct OpContext {
   /// For synchronised batch norm: batch statistics are summed over the replicas through it.
   /// Null: statistics are this batch's alone.
   CrossReplicaSum* cross_replica = nullptr;
+  /// Told as the backward pass of a training step finishes each part of the gradients (CPU
+  /// models; a GPU model's pass tells nothing). Null: nobody listens.
+  GradientListener* gradients_ready = nullptr;
 };
 
 class GpuTensor;   // core/ops/gpu_layer.h (CUDA builds only)

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/layer_graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -104,6 +105,7 @@ void LayerGraph::refresh() {
     if (nodes_[i].live)
       for (int in : nodes_[i].inputs) nodes_[static_cast<std::size_t>(in)].live = true;
   unused_ranges_for_ = -1;
+  owners_for_ = -1;
 }
 
 const Tensor& LayerGraph::forward(std::span<const Tensor* const> inputs, const OpContext& context) {
@@ -139,7 +141,7 @@ const Tensor& LayerGraph::forward(std::span<const Tensor* const> inputs, const O
 }
 
 void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
-                          std::span<float> grads) {
+                          std::span<float> grads, GradientListener* listener) {
   if (grad_inputs.size() != inputs_.size())
     throw InvalidArgument("LayerGraph::backward: " + std::to_string(grad_inputs.size()) +
                           " input gradients for " + std::to_string(inputs_.size()) + " inputs");
@@ -172,12 +174,26 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
     free_.pop_back();
     grad_targets_[node] = &pool_[static_cast<std::size_t>(slot_[node])];
   };
+  // The listener's frontier: every gradient at [ready_from, end) is final once the variables
+  // owners()[0, next) are.
+  const std::vector<Owned>* order = listener != nullptr ? &owners() : nullptr;
+  std::size_t next = 0;
+  std::int64_t ready_from = graph_->num_parameters();
+  const auto tell = [&](std::size_t done_down_to) {
+    if (order == nullptr) return;
+    const std::int64_t before = ready_from;
+    for (; next < order->size() && (*order)[next].first_owner >= done_down_to; ++next)
+      ready_from = (*order)[next].offset;
+    if (ready_from < before) listener->ready(ready_from);
+  };
   const auto out = static_cast<std::size_t>(output_);
   if (nodes_[out].layer < 0) {  // the output is an input itself
     if (grad_targets_[out] != nullptr) *grad_targets_[out] = grad_output;
+    if (listener != nullptr) listener->ready(0);
     return;
   }
-  for (std::size_t n = count; n-- > 0;) {
+  tell(count);  // variables no live node owns
+  for (std::size_t n = count; n-- > 0; tell(n)) {
     const NodeInfo& node = nodes_[n];
     if (node.layer < 0 || !needs_[n] || (n != out && !grad_written_[n])) continue;
     const Tensor& grad = n == out ? grad_output : *grad_targets_[n];
@@ -214,6 +230,27 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
       slot_[n] = -1;
     }
   }
+  if (listener != nullptr && ready_from > 0) listener->ready(0);
+}
+
+const std::vector<LayerGraph::Owned>& LayerGraph::owners() {
+  if (owners_for_ != graph_->num_parameters()) {
+    owners_.clear();
+    for (const Variable& v : graph_->variables()) {
+      if (!v.trainable || v.size == 0) continue;
+      std::size_t first = std::numeric_limits<std::size_t>::max();
+      for (std::size_t n = nodes_.size(); n-- > 0;) {
+        const NodeInfo& node = nodes_[n];
+        if (node.layer >= 0 && node.live && owns(*layers_[static_cast<std::size_t>(node.layer)], v))
+          first = n;
+      }
+      owners_.push_back({v.offset, first});
+    }
+    std::sort(owners_.begin(), owners_.end(),
+              [](const Owned& a, const Owned& b) { return a.offset > b.offset; });
+    owners_for_ = graph_->num_parameters();
+  }
+  return owners_;
 }
 
 const Tensor* LayerGraph::value(const std::string& name) const {

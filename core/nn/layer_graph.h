@@ -56,8 +56,11 @@ class LayerGraph {
   /// non-null grad_inputs[i] (one per input). Layers that need no gradient (nothing before them
   /// has variables, and no input gradient is asked for) are skipped; variables of layers that do
   /// not reach the output are left alone (see unused_ranges()).
+  /// `listener`, if not null, hears ready(begin) each time a layer's backward completes every
+  /// gradient from some offset up (layers run in reverse order of creation, variables lie in the
+  /// buffer in that order), and ready(0) at the end.
   void backward(const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
-                std::span<float> grads);
+                std::span<float> grads, GradientListener* listener = nullptr);
 
   /// The last output of the node or layer named `name` (an input's name, or a layer's), else null.
   const Tensor* value(const std::string& name) const;
@@ -121,6 +124,16 @@ class LayerGraph {
   std::vector<Tensor*> grad_in_;
   std::vector<std::pair<std::int64_t, std::int64_t>> unused_ranges_;
   std::int64_t unused_ranges_for_ = -1;
+  // For the listener: the trainable variables by offset, highest first, each with the lowest
+  // node that owns it (its gradient is final once backward has run that node; a variable no live
+  // node owns is final from the start, as the caller zeroes it).
+  struct Owned {
+    std::int64_t offset;
+    std::size_t first_owner;
+  };
+  const std::vector<Owned>& owners();
+  std::vector<Owned> owners_;
+  std::int64_t owners_for_ = -1;
 };
 
 }  // namespace cohort

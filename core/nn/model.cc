@@ -130,9 +130,10 @@ StepMetrics Model::run(std::span<const Tensor* const> inputs, const Targets& tar
   if (grads.empty()) return m;
   loss_->backward(grad_output_);
   no_input_grads_.assign(layers_.num_inputs(), nullptr);
-  layers_.backward(grad_output_, no_input_grads_, grads);
+  // Zeroed first: a listener may send them as soon as the backward pass begins.
   for (const auto& [begin, end] : layers_.unused_ranges())
     std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+  layers_.backward(grad_output_, no_input_grads_, grads, context.gradients_ready);
   return m;
 }
 

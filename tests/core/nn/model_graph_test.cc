@@ -171,6 +171,60 @@ TEST_CASE("a layer whose output does not reach the model's output gets zero grad
   CHECK(model.fetch("dead") == nullptr);  // never computed
 }
 
+namespace {
+
+// Keeps what each ready(begin) reported: begin and the gradients [begin, end) at that moment.
+class Recorder : public GradientListener {
+ public:
+  explicit Recorder(std::span<const float> grads) : grads_(grads) {}
+  void ready(std::int64_t begin) override {
+    begins.push_back(begin);
+    snapshots.emplace_back(grads_.begin() + begin, grads_.end());
+  }
+  std::vector<std::int64_t> begins;
+  std::vector<std::vector<float>> snapshots;
+
+ private:
+  std::span<const float> grads_;
+};
+
+}  // namespace
+
+TEST_CASE("the backward pass reports gradients final from the last layer down, and they are") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({5, 5, 3});
+  x = model.apply(conv2d("stem", 4, 3), x);
+  x = residual(model, x, "block", 4);
+  Node pooled = model.apply(global_avg_pool2d("pool"), x);
+  model.apply(dense("unused", 2), pooled);  // owns variables, reaches no output
+  Node logits = model.apply(dense("logits", 3), pooled);
+  model.set_output(logits);
+  graph.initialize(7);
+  Tensor images = random_tensor({4, 5, 5, 3}, 2);
+  const std::vector<std::int32_t> labels = {0, 1, 2, 1};
+  // Every slot starts as a value no gradient takes: a snapshot that still holds it, or that a
+  // later layer changed, was reported too early.
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()), 1234.5f);
+  Recorder recorder(grads);
+  OpContext context;
+  context.gradients_ready = &recorder;
+  model.train_step(images, labels, grads, context);
+  REQUIRE(recorder.begins.size() > 3);  // the dense layers, the block's layers, the stem
+  CHECK(recorder.begins.back() == 0);
+  for (std::size_t i = 1; i < recorder.begins.size(); ++i)
+    CHECK(recorder.begins[i] < recorder.begins[i - 1]);
+  for (std::size_t i = 0; i < recorder.begins.size(); ++i) {
+    CAPTURE(recorder.begins[i]);
+    const std::vector<float> final(grads.begin() + recorder.begins[i], grads.end());
+    CHECK(recorder.snapshots[i] == final);
+  }
+  // The same step without a listener gives the same gradients.
+  std::vector<float> again(grads.size(), 1234.5f);
+  model.train_step(images, labels, again, {});
+  CHECK(again == grads);
+}
+
 TEST_CASE("batch norm state lives beside the parameters, out of the gradients") {
   Graph graph;
   Model model = resnet(graph, {.widths = {4, 8}, .blocks_per_stage = 1});
