@@ -80,17 +80,35 @@ void add_bf16(void* in, void* inout, int* count, MPI_Datatype*) {
   for (int i = 0; i < *count; ++i) b[i] = bf16::from_float(bf16::to_float(a[i]) + bf16::to_float(b[i]));
 }
 
-}  // namespace
-
-void Comm::allreduce_bf16(std::span<std::uint16_t> data) const {
-  // Made once, on first use (MPI_Op_create is local); MPI_Finalize frees it.
+// The bfloat16 sum, made once, on first use (MPI_Op_create is local); MPI_Finalize frees it.
+MPI_Op bf16_sum() {
   static const MPI_Op sum = [] {
     MPI_Op op = MPI_OP_NULL;
     COHORT_MPI_CALL(MPI_Op_create(&add_bf16, /*commute=*/1, &op));
     return op;
   }();
+  return sum;
+}
+
+}  // namespace
+
+void Comm::allreduce_bf16(std::span<std::uint16_t> data) const {
   COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
-                                MPI_UINT16_T, sum, handle_));
+                                MPI_UINT16_T, bf16_sum(), handle_));
+}
+
+Request Comm::iallreduce(std::span<float> data) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
+                                 MPI_FLOAT, MPI_SUM, handle_, &request));
+  return Request(request);
+}
+
+Request Comm::iallreduce_bf16(std::span<std::uint16_t> data) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
+                                 MPI_UINT16_T, bf16_sum(), handle_, &request));
+  return Request(request);
 }
 
 Request Comm::ibarrier() const {

@@ -66,6 +66,11 @@ class Comm {
     COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
                                   datatype<T>(), to_mpi(op), handle_));
   }
+  /// Collective, non-blocking: allreduce() (a sum) that completes with the returned request;
+  /// `data` must stay untouched until then. Progresses as the request is tested or waited for.
+  Request iallreduce(std::span<float> data) const;
+  /// Collective, non-blocking: allreduce_bf16() that completes with the returned request.
+  Request iallreduce_bf16(std::span<std::uint16_t> data) const;
   /// Collective, blocking. In place: every rank's `data`, bfloat16 bit patterns
   /// (core/base/bfloat16.h), becomes their sum, each addition done in float and rounded back to
   /// bfloat16. Half the bytes of a float32 sum on the wire, at bfloat16's precision.
