@@ -102,6 +102,10 @@ COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the s
     Range{0, 1e9}, kSameOnAllRanks);
 COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
     Range{1, 1e12}, kSameOnAllRanks);
+COHORT_DEFINE_int(bucket_bytes, 0,
+                  "allreduce mode: send the gradients during the backward pass, in buckets of this "
+                  "many bytes (0: after it, in --fusion_bytes pieces)",
+                  Range{0, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_string(compression, "none",
                      "allreduce mode: gradients on the wire as none (float32) or bf16 (bfloat16, "
                      "half the bytes, with error feedback)",
@@ -265,6 +269,10 @@ int Main(int, char**) {
     throw cohort::InvalidArgument("--compression=" + FLAGS_compression +
                                   ": allreduce mode only (the " + FLAGS_mode +
                                   " mode pushes float32 into the ps windows)");
+  if (FLAGS_bucket_bytes > 0 && mode != cohort::Mode::kAllreduce)
+    throw cohort::InvalidArgument("--bucket_bytes=" + std::to_string(FLAGS_bucket_bytes) +
+                                  ": allreduce mode only (the " + FLAGS_mode +
+                                  " mode sends the gradients after the backward pass)");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
@@ -331,6 +339,7 @@ int Main(int, char**) {
   options.replication.staleness = FLAGS_staleness;
   options.replication.fusion_bytes = FLAGS_fusion_bytes;
   options.replication.compression = compression;
+  options.replication.bucket_bytes = FLAGS_bucket_bytes;
   options.replication.wait_timeout = timeout;
   options.model_name = FLAGS_model;
   options.image = image_options();

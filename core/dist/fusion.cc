@@ -24,6 +24,18 @@ void allreduce_fused(const mpi::Comm& comm, std::span<float> data, std::int64_t 
     comm.allreduce(data.subspan(first, std::min(piece, data.size() - first)));
 }
 
+void round_with_feedback(std::span<const float> data, std::span<float> residual,
+                         std::span<std::uint16_t> wire) {
+  const float* x = data.data();
+  float* r = residual.data();
+  std::uint16_t* w = wire.data();
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const float value = x[i] + r[i];
+    w[i] = bf16::from_float(value);
+    r[i] = value - bf16::to_float(w[i]);
+  }
+}
+
 std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
                                   std::span<float> residual, std::vector<std::uint16_t>& wire,
                                   std::int64_t fusion_bytes) {
@@ -36,16 +48,10 @@ std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
   std::int64_t bytes = 0;
   for (std::size_t first = 0; first < data.size(); first += piece) {
     const std::size_t n = std::min(piece, data.size() - first);
-    float* x = data.data() + first;
-    float* r = residual.data() + first;
-    std::uint16_t* w = wire.data();
-    for (std::size_t i = 0; i < n; ++i) {
-      const float value = x[i] + r[i];
-      w[i] = bf16::from_float(value);
-      r[i] = value - bf16::to_float(w[i]);
-    }
-    comm.allreduce_bf16(std::span<std::uint16_t>(w, n));
-    bf16::to_float(std::span<const std::uint16_t>(w, n), std::span<float>(x, n));
+    const std::span<std::uint16_t> w(wire.data(), n);
+    round_with_feedback(data.subspan(first, n), residual.subspan(first, n), w);
+    comm.allreduce_bf16(w);
+    bf16::to_float(w, data.subspan(first, n));
     bytes += static_cast<std::int64_t>(n * sizeof(std::uint16_t));
   }
   return bytes;

@@ -27,6 +27,12 @@ void allreduce_fused(const mpi::Comm& comm, std::span<float> data, std::int64_t 
 /// the ranks' bfloat16 sum (Comm::allreduce_bf16) comes back into `data` as float. `residual`
 /// has data's size and starts at zeros; it and `wire` are the caller's, kept between calls.
 /// Collective and blocking. Returns the bytes handed to MPI.
+/// The sending half of allreduce_fused_bf16 for callers that send pieces themselves:
+/// wire[i] := the bfloat16 nearest data[i] + residual[i], residual[i] := what that rounding lost.
+/// The spans have the same size.
+void round_with_feedback(std::span<const float> data, std::span<float> residual,
+                         std::span<std::uint16_t> wire);
+
 std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
                                   std::span<float> residual, std::vector<std::uint16_t>& wire,
                                   std::int64_t fusion_bytes);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/layer.h"
 #include "cohort/core/nn/optimizer.h"
 
 namespace cohort {
@@ -44,6 +45,10 @@ struct ReplicationOptions {
   std::int64_t staleness = 0;
   /// Allreduce: gradients are reduced in pieces of at most this many bytes (on the wire).
   std::int64_t fusion_bytes = 4 << 20;
+  /// Allreduce: > 0 sends the gradients during the backward pass, in buckets of this many bytes
+  /// on the wire (from the last layer's down) as each becomes final; 0 sends them after it, in
+  /// fusion_bytes pieces.
+  std::int64_t bucket_bytes = 0;
   /// Allreduce: the gradients' type on the wire. The ps modes take kNone only (their pushes are
   /// MPI_Accumulate into float32 windows).
   Compression compression = Compression::kNone;
@@ -61,6 +66,7 @@ struct StepOutcome {
 /// One replica's side of a training mode (a worker's, or the chief's). The trainer calls, per
 /// step:
 ///   before_step(values)  — make `values` current (pull; SSP waits for the slowest worker)
+///   gradient_listener(grads) — optional: what the backward pass tells as gradients finish
 ///   ...forward and backward into grads...
 ///   after_step(grads, values) — turn grads into an update (apply, push, or aggregate)
 /// Methods are blocking, from the main thread only. Collective calls are marked so.
@@ -81,6 +87,10 @@ class Replication {
   virtual void start(std::span<float> values, std::int64_t initial_step,
                      std::optional<std::chrono::milliseconds> ready_timeout = std::nullopt) = 0;
   virtual void before_step(std::span<float> values) = 0;
+  /// Called before each step's backward pass with the buffer after_step() will get: a listener
+  /// for OpContext::gradients_ready that sends each part of the gradients as it becomes final,
+  /// or null when the mode takes them whole in after_step().
+  virtual GradientListener* gradient_listener(std::span<float>) { return nullptr; }
   virtual StepOutcome after_step(std::span<float> grads, std::span<float> values) = 0;
   /// The global step as this worker last saw it.
   virtual std::int64_t global_step() const = 0;

@@ -2,22 +2,33 @@
 // MPI_Allreduce in fused pieces, averages and applies the same update, so the parameters stay
 // identical without any ps. With --compression=bf16 the pieces travel as bfloat16, with error
 // feedback (fusion.h); every replica still gets the same sum, so they stay identical.
+//
+// With --bucket_bytes the gradients leave during the backward pass, as PyTorch DDP and Horovod
+// send them: the buffer is cut into buckets from its end (the last layers' variables, whose
+// gradients backward finishes first), and each bucket's non-blocking MPI_Iallreduce starts as
+// soon as the backward pass reports it final (GradientListener). Every replica runs the same
+// layers in the same order, so all start the same buckets in the same order. The backward pass
+// tests the open requests between layers, which is what moves them on (Open MPI progresses
+// non-blocking collectives inside MPI calls only); after_step() waits for the rest.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/core/dist/fusion.h"
 #include "cohort/core/dist/modes/modes.h"
 
 namespace cohort::modes {
 namespace {
 
-class AllreduceReplication final : public Replication {
+class AllreduceReplication final : public Replication, private GradientListener {
  public:
   AllreduceReplication(Server& server, Optimizer& optimizer, const ReplicationOptions& options)
       : comm_(server.replicas()),
         optimizer_(optimizer),
         fusion_bytes_(options.fusion_bytes),
+        bucket_bytes_(options.bucket_bytes),
         compression_(options.compression) {}
   void start(std::span<float> values, std::int64_t initial_step,
              std::optional<std::chrono::milliseconds>) override {
@@ -25,8 +36,18 @@ class AllreduceReplication final : public Replication {
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
   }
   void before_step(std::span<float>) override {}
+  GradientListener* gradient_listener(std::span<float> grads) override {
+    if (bucket_bytes_ <= 0) return nullptr;
+    open_buckets(grads);
+    return this;
+  }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
-    if (compression_ == Compression::kBf16) {
+    if (bucket_bytes_ > 0) {
+      // Without a listener this step (a GPU tower), every bucket starts here.
+      if (!open_ || grads.data() != grads_.data() || grads.size() != grads_.size())
+        open_buckets(grads);
+      finish_buckets();
+    } else if (compression_ == Compression::kBf16) {
       if (residual_.size() != grads.size()) residual_.assign(grads.size(), 0.0f);
       bytes_sent_ += allreduce_fused_bf16(comm_, grads, residual_, wire_, fusion_bytes_);
     } else {
@@ -41,9 +62,13 @@ class AllreduceReplication final : public Replication {
   std::int64_t global_step() const override { return step_; }
   std::int64_t gradient_bytes_sent() const override { return bytes_sent_; }
   std::string stats() const override {
-    return std::string("gradients on the wire as ") +
-           (compression_ == Compression::kBf16 ? "bfloat16" : "float32") + ": " +
-           std::to_string(bytes_sent_) + " bytes";
+    std::string text = std::string("gradients on the wire as ") +
+                       (bf16() ? "bfloat16" : "float32") + ": " + std::to_string(bytes_sent_) +
+                       " bytes";
+    if (bucket_bytes_ > 0)
+      text += ", " + std::to_string(buckets_during_backward_) + " of " +
+              std::to_string(buckets_) + " buckets sent during the backward pass";
+    return text;
   }
   void finish() override {}
   void fetch_parameters(std::span<float>) override {}  // every replica holds them
@@ -54,14 +79,86 @@ class AllreduceReplication final : public Replication {
 
  private:
   static constexpr int kChief = 0;  // replica 0, rank 0 of the replicas' communicator
+
+  bool bf16() const { return compression_ == Compression::kBf16; }
+  // Bucket k holds [begin(k), end(k)): bucket 0 the buffer's last elements.
+  std::int64_t bucket_elements() const {
+    const auto element = static_cast<std::int64_t>(bf16() ? sizeof(std::uint16_t) : sizeof(float));
+    return std::max<std::int64_t>(1, bucket_bytes_ / element);
+  }
+  std::int64_t size() const { return static_cast<std::int64_t>(grads_.size()); }
+  std::int64_t end(std::size_t k) const {
+    return size() - static_cast<std::int64_t>(k) * bucket_elements();
+  }
+  std::int64_t begin(std::size_t k) const {
+    return std::max<std::int64_t>(0, end(k) - bucket_elements());
+  }
+
+  void open_buckets(std::span<float> grads) {
+    grads_ = grads;
+    const auto count = static_cast<std::size_t>((size() + bucket_elements() - 1) / bucket_elements());
+    requests_.resize(count);
+    started_ = 0;
+    open_ = true;
+    if (bf16()) {
+      if (residual_.size() != grads.size()) residual_.assign(grads.size(), 0.0f);
+      wire_.resize(grads.size());
+    }
+  }
+
+  // GradientListener, during the backward pass: start every bucket now final, and move the open
+  // ones on.
+  void ready(std::int64_t from) override {
+    for (; started_ < requests_.size() && begin(started_) >= from; ++buckets_during_backward_)
+      start(started_++);
+    for (std::size_t k = 0; k < started_; ++k) requests_[k].test();
+  }
+
+  void start(std::size_t k) {
+    ++buckets_;
+    const auto first = static_cast<std::size_t>(begin(k));
+    const auto n = static_cast<std::size_t>(end(k)) - first;
+    if (bf16()) {
+      const std::span<std::uint16_t> wire(wire_.data() + first, n);
+      round_with_feedback(grads_.subspan(first, n), std::span<float>(residual_).subspan(first, n),
+                          wire);
+      requests_[k] = comm_.iallreduce_bf16(wire);
+      bytes_sent_ += static_cast<std::int64_t>(wire.size_bytes());
+    } else {
+      requests_[k] = comm_.iallreduce(grads_.subspan(first, n));
+      bytes_sent_ += static_cast<std::int64_t>(n * sizeof(float));
+    }
+  }
+
+  void finish_buckets() {
+    while (started_ < requests_.size()) start(started_++);
+    for (std::size_t k = 0; k < requests_.size(); ++k) {
+      requests_[k].wait();
+      if (bf16()) {
+        const auto first = static_cast<std::size_t>(begin(k));
+        const auto n = static_cast<std::size_t>(end(k)) - first;
+        bf16::to_float(std::span<const std::uint16_t>(wire_.data() + first, n),
+                       grads_.subspan(first, n));
+      }
+    }
+    open_ = false;
+  }
+
   const mpi::Comm& comm_;
   Optimizer& optimizer_;
   std::int64_t fusion_bytes_;
+  std::int64_t bucket_bytes_;
   Compression compression_;
   std::vector<float> residual_;       // bf16: what the rounding has not sent yet
-  std::vector<std::uint16_t> wire_;   // bf16: one piece as it travels
+  std::vector<std::uint16_t> wire_;   // bf16: the pieces as they travel
   std::int64_t bytes_sent_ = 0;
   std::int64_t step_ = 0;
+  // --bucket_bytes: this step's buffer, one request per bucket, how many have started.
+  std::span<float> grads_;
+  std::vector<mpi::Request> requests_;
+  std::size_t started_ = 0;
+  bool open_ = false;
+  std::int64_t buckets_ = 0, buckets_during_backward_ = 0;  // for stats()
 };
 
 }  // namespace
