@@ -21,18 +21,18 @@ void allreduce_fused(const mpi::Comm& comm, std::span<const std::span<float>> te
 /// most `fusion_bytes` each. Collective and blocking.
 void allreduce_fused(const mpi::Comm& comm, std::span<float> data, std::int64_t fusion_bytes);
 
-/// The same with bfloat16 on the wire and error feedback: each piece of data + residual is
-/// rounded to bfloat16 (in `wire`, at most `fusion_bytes` of it), what the rounding lost stays in
-/// `residual` for the next call (so no part of a gradient is lost for good, only delayed), and
-/// the ranks' bfloat16 sum (Comm::allreduce_bf16) comes back into `data` as float. `residual`
-/// has data's size and starts at zeros; it and `wire` are the caller's, kept between calls.
-/// Collective and blocking. Returns the bytes handed to MPI.
-/// The sending half of allreduce_fused_bf16 for callers that send pieces themselves:
+/// The sending half of allreduce_fused_bf16 (below) for callers that send pieces themselves:
 /// wire[i] := the bfloat16 nearest data[i] + residual[i], residual[i] := what that rounding lost.
 /// The spans have the same size.
 void round_with_feedback(std::span<const float> data, std::span<float> residual,
                          std::span<std::uint16_t> wire);
 
+/// allreduce_fused of one buffer with bfloat16 on the wire and error feedback: each piece of
+/// data + residual is rounded to bfloat16 (in `wire`, at most `fusion_bytes` of it), what the
+/// rounding lost stays in `residual` for the next call (so no part of a gradient is lost for
+/// good, only delayed), and the ranks' bfloat16 sum (Comm::allreduce_bf16) comes back into
+/// `data` as float. `residual` has data's size and starts at zeros; it and `wire` are the
+/// caller's, kept between calls. Collective and blocking. Returns the bytes handed to MPI.
 std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
                                   std::span<float> residual, std::vector<std::uint16_t>& wire,
                                   std::int64_t fusion_bytes);
