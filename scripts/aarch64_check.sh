@@ -54,7 +54,7 @@ program() {  # name, test sources...
   for f in tests/support/test_main.cc tests/core/nn/cpu_level_test.cc "$@"; do objects+=("$(object "$f")"); done
   $cxx -o "$out/$name" "${objects[@]}" "${libs[@]}" "${link[@]}"
 }
-program nn_ops_test tests/core/nn/ops_{conv2d,dense,dropout,flatten,max_pool2d,relu,softmax_cross_entropy}_test.cc
+program nn_ops_test tests/core/nn/ops_{conv2d,dense,dropout,flatten,gemm,max_pool2d,relu,softmax_cross_entropy}_test.cc
 program nn_layers_test tests/core/nn/ops_{normalization,pooling,merge,elementwise,embedding}_test.cc
 program nn_model_test tests/core/nn/{model,model_graph,loss}_test.cc
 program nn_optimizer_test tests/core/nn/optimizer_test.cc

@@ -19,6 +19,7 @@ packages=(
   doctest-dev nlohmann-json3-dev zlib1g-dev
   libzip-dev                        # NumPy .npz archives
   libopenblas-dev                   # the convolutions' and dense layers' matrix products
+  libdnnl-dev                       # oneDNN: the large ones
   dataset-fashion-mnist             # the default training data
 )
 if ((with_tests)); then

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/gemm.h"
 
 // COHORT_KERNEL_BUILT (set by core/nn/CMakeLists.txt): the levels this build has copies of, or
 // the -march of a one-copy build.
@@ -58,6 +59,7 @@ void apply_cap_at_load(int /*argc*/, char** argv, char** /*envp*/) {
   tunables += want == 0 ? "glibc.cpu.hwcaps=-AVX2,-AVX512F" : "glibc.cpu.hwcaps=-AVX512F";
   setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
   setenv("OPENBLAS_CORETYPE", want == 0 ? "Nehalem" : "Haswell", 0);
+  setenv("ONEDNN_MAX_CPU_ISA", want == 0 ? "SSE41" : "AVX2", 0);
   setenv("COHORT_CPU_LEVEL_APPLIED", "1", 1);
   execv("/proc/self/exe", argv);
   // Not restarted: check_cpu_level() says the cap did not apply.
@@ -103,7 +105,8 @@ const char* cpu_level() {
 std::string kernel_level_summary() {
   std::string line = std::string(kernel_level()) + " (" + level_features(kernel_level()) + ")";
   if (const char* cap = wanted_level()) line += ", capped by " + std::string(kVariable) + "=" + cap;
-  return line + "; CPU " + cpu_level() + "; built " + COHORT_KERNEL_BUILT;
+  return line + "; CPU " + cpu_level() + "; built " + COHORT_KERNEL_BUILT + "; GEMM " +
+         ops_detail::gemm_libraries();
 }
 
 void check_cpu_level() {

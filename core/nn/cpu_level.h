@@ -8,9 +8,10 @@
 //   COHORT_CPU_LEVEL=x86-64-v3 mpirun -np 4 build/bin/train    # AVX2 kernels on an AVX-512 CPU
 //
 // The cap is applied as the library loads, before main(): the process restarts itself once with
-// the loader told to ignore the higher levels (GLIBC_TUNABLES=glibc.cpu.hwcaps=...), and OpenBLAS
-// told the matching core type (OPENBLAS_CORETYPE, unless set). A build with -march=native or
-// -DCOHORT_MARCH has one copy, and accepts only its own level.
+// the loader told to ignore the higher levels (GLIBC_TUNABLES=glibc.cpu.hwcaps=...), OpenBLAS
+// told the matching core type (OPENBLAS_CORETYPE) and oneDNN the matching instruction set
+// (ONEDNN_MAX_CPU_ISA), each unless set. A build with -march=native or -DCOHORT_MARCH has one
+// copy, and accepts only its own level.
 
 #include <string>
 
@@ -24,7 +25,7 @@ const char* kernel_level();
 const char* cpu_level();
 
 /// One line for run headers and benchmark tables: "x86-64-v3 (AVX2+FMA); CPU x86-64-v3; built
-/// x86-64-v2 x86-64-v3 x86-64-v4".
+/// x86-64-v2 x86-64-v3 x86-64-v4; GEMM OpenBLAS Haswell, oneDNN 2.6.3 AVX2 from 1M multiply-adds".
 std::string kernel_level_summary();
 
 /// Checks COHORT_CPU_LEVEL against what runs: throws InvalidArgument naming the variable when its

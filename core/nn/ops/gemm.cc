@@ -4,15 +4,76 @@
 
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#ifdef COHORT_HAVE_ONEDNN
+#include <dnnl.h>
+#include <omp.h>
+#endif
 
 namespace cohort::ops_detail {
+namespace {
+
+// OpenBLAS starts a thread per core of its own; the ops' threads are the only ones wanted.
+void set_up_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+#ifdef COHORT_HAVE_ONEDNN
+// Which library multiplies. Timed call by call inside the four built-in models (docs/BENCHMARKS.md),
+// oneDNN's JIT products ran 5-40% faster than OpenBLAS's from about a million multiply-adds up
+// with an inner dimension of 32 or more, and slower below: each of its calls costs about half a
+// microsecond more, which the many small per-position products of Winograd convolutions feel, and
+// its kernels lose on inner dimensions of 9 to 25.
+constexpr std::int64_t kOneDnnMinMultiplyAdds = std::int64_t{1} << 20;
+constexpr std::int64_t kOneDnnMinInner = 32;
+
+bool through_onednn(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return k >= kOneDnnMinInner && m * n * k >= kOneDnnMinMultiplyAdds;
+}
+
+// oneDNN threads a product over omp_get_max_threads() when called outside a parallel region;
+// the product must stay on the calling thread, so that count is 1 for the call.
+bool onednn_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                 std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+                 std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads != 1) omp_set_num_threads(1);
+  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
+                                          k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (threads != 1) omp_set_num_threads(threads);
+  return status == dnnl_success;
+}
+
+// The instruction set oneDNN generates its kernels for, as ONEDNN_MAX_CPU_ISA names it.
+const char* onednn_isa() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "SSE41";
+    case dnnl_cpu_isa_avx: return "AVX";
+    case dnnl_cpu_isa_avx2: return "AVX2";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2_VNNI";
+    case dnnl_cpu_isa_avx512_core: return "AVX512_CORE";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX512_CORE_VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX512_CORE_BF16";
+    case dnnl_cpu_isa_avx512_core_amx: return "AVX512_CORE_AMX";
+    default: return "other";
+  }
+}
+#endif
+
+}  // namespace
 
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
           float beta, float* c, std::int64_t ldc) {
-  // OpenBLAS starts a thread per core of its own; the ops' threads are the only ones wanted.
-  static std::once_flag single_threaded;
-  std::call_once(single_threaded, [] { openblas_set_num_threads(1); });
+  set_up_once();
+#ifdef COHORT_HAVE_ONEDNN
+  // oneDNN refuses only arguments OpenBLAS would refuse too; OpenBLAS then says what is wrong.
+  if (through_onednn(m, n, k) &&
+      onednn_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
+#endif
   // With beta = 0 OpenBLAS first clears C, on some CPUs (its Zen and Haswell targets) one scalar
   // store at a time: 5% of a resnet step. Cleared here in whole rows, C is only added to.
   if (beta == 0.0f) {
@@ -28,6 +89,18 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
               static_cast<blasint>(ldc));
+}
+
+std::string gemm_libraries() {
+  set_up_once();
+  std::string line = std::string("OpenBLAS ") + openblas_get_corename();
+#ifdef COHORT_HAVE_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  line += ", oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+          std::to_string(v->patch) + " " + onednn_isa() + " from " +
+          std::to_string(kOneDnnMinMultiplyAdds >> 20) + "M multiply-adds";
+#endif
+  return line;
 }
 
 }  // namespace cohort::ops_detail

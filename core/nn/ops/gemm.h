@@ -1,10 +1,13 @@
 #pragma once
 // Single-precision matrix products through OpenBLAS, for the ops whose products are many and small
-// (Winograd's per-position products), where its kernels measure 1.2-1.6x faster than Eigen's
-// (docs/BENCHMARKS.md). OpenBLAS picks its kernels for the CPU it runs on, so one binary serves
-// AVX2 and AVX-512 machines. Internal to the ops.
+// (Winograd's per-position products), where its kernels measure 1.2-1.6x faster than Eigen's, and
+// through oneDNN's JIT products for the large ones where it is built with oneDNN (products of a
+// million multiply-adds and more; docs/BENCHMARKS.md says what was measured). Both pick their
+// kernels for the CPU they run on, so one binary serves AVX2 and AVX-512 machines. Internal to
+// the ops.
 
 #include <cstdint>
+#include <string>
 
 namespace cohort::ops_detail {
 
@@ -21,5 +24,9 @@ inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_
   gemm(transpose_a, transpose_b, m, n, k, 1.0f, a, transpose_a ? m : k, b, transpose_b ? k : n,
        beta, c, n);
 }
+
+/// The libraries the products run through, for run headers and benchmark tables:
+/// "OpenBLAS Cooperlake, oneDNN 2.6.3 AVX512_CORE_BF16 from 1M multiply-adds".
+std::string gemm_libraries();
 
 }  // namespace cohort::ops_detail
