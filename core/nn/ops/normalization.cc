@@ -9,6 +9,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/simd.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {
@@ -63,29 +64,68 @@ void with_relu(bool relu, F&& f) {
     f(std::false_type());
 }
 
-// The gradient before a fused ReLU (Relu) from the one after it and the output y.
-template <bool Relu>
-inline float masked(float grad, float y) {
-  if constexpr (Relu)
-    return y > 0.0f ? grad : 0.0f;
+// A float, or simd::kLanes of them, at p. (Vectors are passed by reference here, not by value,
+// which trips GCC's ABI note where AVX is off: see simd.h.)
+template <typename V>
+inline const auto& load(const float* p) {
+  if constexpr (std::is_same_v<V, float>)
+    return *p;
   else
-    return grad;
+    return simd::at(p);
 }
 
-// Per-channel sums over rows [begin, end): f(r, b, b2) adds row r's terms into the float blocks
-// b and b2 (width each), which go into sums[0, width) and sums[width, 2 * width) in double every
-// kBlockRows rows.
+// Turns the gradient after a fused ReLU (Relu) into the one before it, from the output y: a
+// float, or a vector of them.
+template <bool Relu, typename V>
+inline void mask(V& grad, const V& y) {
+  if constexpr (!Relu)
+    return;
+  else if constexpr (std::is_same_v<V, float>)
+    grad = y > 0.0f ? grad : 0.0f;
+  else
+    grad = y > V{} ? grad : V{};
+}
+
+// Per-channel sums of two terms over rows [begin, end) of `width` channels, added into
+// sums[0, width) and sums[width, 2 * width). f(r, k, s, s2) adds row r's two terms for channels
+// from k on into s and s2: simd::Floats for a vector of channels (k a multiple of kLanes), floats
+// for the last width % kLanes. Each block of kBlockRows rows is summed in registers, in float, on
+// two chains of alternate rows (an add's latency is longer than a load's throughput), then
+// added to the sums in double.
 template <typename F>
 void accumulate_blocks(std::int64_t begin, std::int64_t end, std::int64_t width, double* sums,
                        F&& f) {
   constexpr std::int64_t kBlockRows = 16;
-  thread_local std::vector<float> block;
-  block.resize(static_cast<std::size_t>(2 * width));
-  float* b = block.data();
+  const auto block = [&]<typename V>(std::int64_t r0, std::int64_t r1, std::int64_t k,
+                                     std::type_identity<V>) {
+    V s{}, s2{}, t{}, t2{};
+    std::int64_t r = r0;
+    for (; r + 1 < r1; r += 2) {
+      f(r, k, s, s2);
+      f(r + 1, k, t, t2);
+    }
+    if (r < r1) f(r, k, s, s2);
+    s += t;
+    s2 += t2;
+    if constexpr (std::is_same_v<V, float>) {
+      sums[k] += s;
+      sums[width + k] += s2;
+    } else {
+      // Whole vectors widened, not lane by lane: extracting lanes one at a time costs more than
+      // the block's sums on AVX2.
+      using Doubles = double __attribute__((vector_size(simd::kLanes * sizeof(double))));
+      using DoublesAt = double
+          __attribute__((vector_size(simd::kLanes * sizeof(double)), aligned(8), may_alias));
+      *reinterpret_cast<DoublesAt*>(sums + k) += __builtin_convertvector(s, Doubles);
+      *reinterpret_cast<DoublesAt*>(sums + width + k) += __builtin_convertvector(s2, Doubles);
+    }
+  };
   for (std::int64_t r0 = begin; r0 < end; r0 += kBlockRows) {
-    std::fill_n(b, 2 * width, 0.0f);
-    for (std::int64_t r = r0; r < std::min(end, r0 + kBlockRows); ++r) f(r, b, b + width);
-    for (std::int64_t i = 0; i < 2 * width; ++i) sums[i] += b[i];
+    const std::int64_t r1 = std::min(end, r0 + kBlockRows);
+    std::int64_t k = 0;
+    for (; k + simd::kLanes <= width; k += simd::kLanes)
+      block(r0, r1, k, std::type_identity<simd::Floats>());
+    for (; k < width; ++k) block(r0, r1, k, std::type_identity<float>());
   }
 }
 
@@ -153,12 +193,11 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
     in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
       double* s = partials_.data() + t * 2 * c;
-      accumulate_blocks(begin, end, c, s, [&](std::int64_t r, float* __restrict b, float* __restrict b2) {
-        const float* __restrict x = input.data() + r * c;
-        for (std::int64_t k = 0; k < c; ++k) {
-          b[k] += x[k];
-          b2[k] += x[k] * x[k];
-        }
+      accumulate_blocks(begin, end, c, s, [&](std::int64_t r, std::int64_t k, auto& b, auto& b2) {
+        using V = std::remove_reference_t<decltype(b)>;
+        const V x = load<V>(input.data() + r * c + k);
+        b += x;
+        b2 += x * x;
       });
     });
     add_partials(partials_, threads, c, sums_.data());
@@ -233,15 +272,13 @@ void BatchNormalization::backward(const Tensor& input, const Tensor& output,
   with_relu(relu, [&](auto fused) {
     in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
       double* s = partials_.data() + t * 2 * c;
-      accumulate_blocks(begin, end, c, s, [&](std::int64_t r, float* __restrict b, float* __restrict b2) {
-        const float* __restrict x = input.data() + r * c;
-        const float* __restrict g = grad_output.data() + r * c;
-        const float* __restrict y = output.data() + r * c;
-        for (std::int64_t k = 0; k < c; ++k) {
-          const float dy = masked<fused>(g[k], y[k]);
-          b[k] += dy;
-          b2[k] += dy * ((x[k] - mean[k]) * inv_std[k]);
-        }
+      accumulate_blocks(begin, end, c, s, [&](std::int64_t r, std::int64_t k, auto& b, auto& b2) {
+        using V = std::remove_reference_t<decltype(b)>;
+        const std::int64_t at = r * c + k;
+        V dy = load<V>(grad_output.data() + at);
+        mask<fused>(dy, load<V>(output.data() + at));
+        b += dy;
+        b2 += dy * ((load<V>(input.data() + at) - load<V>(mean + k)) * load<V>(inv_std + k));
       });
     });
   });
@@ -293,7 +330,9 @@ void BatchNormalization::backward(const Tensor& input, const Tensor& output,
         float* __restrict dx = grad_input->data() + r * c;
         for (std::int64_t k = 0; k < c; ++k) {
           const float x_hat = (x[k] - mean[k]) * inv_std[k];
-          dx[k] = a[k] * (masked<fused>(g[k], y[k]) - b[k] - x_hat * d[k]);
+          float dy = g[k];
+          mask<fused>(dy, y[k]);
+          dx[k] = a[k] * (dy - b[k] - x_hat * d[k]);
         }
       }
     });

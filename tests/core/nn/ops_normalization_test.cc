@@ -219,10 +219,12 @@ TEST_CASE("BatchNormalization creates gamma, beta and the moving statistics per 
   CHECK(bn->options().epsilon == 1e-5f);
 }
 
+// Channel counts below, at and past a vector of them (8 or 16 lanes), and row counts that end in
+// a partial, odd block of the statistics' 16-row blocks.
 TEST_CASE("BatchNormalization in training normalises with the batch statistics") {
-  for (const Shape& example : {Shape{3, 3, 5}, Shape{7}}) {
+  for (const Shape& example : {Shape{3, 3, 5}, Shape{7}, Shape{5, 7, 19}}) {
     CAPTURE(to_string(example));
-    const std::int64_t n = example.size() == 1 ? 6 : 4;
+    const std::int64_t n = example.size() == 1 ? 6 : 3;
     const std::int64_t c = example.back();
     const float eps = 1e-3f;
     Graph graph;
@@ -318,11 +320,11 @@ TEST_CASE("BatchNormalization at inference normalises with the moving statistics
 }
 
 TEST_CASE("BatchNormalization gradients match finite differences in training and inference") {
-  for (const Shape& example : {Shape{3, 3, 5}, Shape{7}}) {
+  for (const Shape& example : {Shape{3, 3, 5}, Shape{7}, Shape{3, 1, 19}}) {
     for (bool training : {true, false}) {
       CAPTURE(to_string(example));
       CAPTURE(training);
-      const std::int64_t n = example.size() == 1 ? 6 : 4;
+      const std::int64_t n = example.size() == 1 ? 6 : 3;
       Graph graph;
       BatchNormalization layer("bn", bn_options());
       build_bn(layer, graph, example);
@@ -338,8 +340,9 @@ TEST_CASE("BatchNormalization gradients match finite differences in training and
 }
 
 TEST_CASE("BatchNormalization with a fused ReLU equals BatchNormalization then ReLU") {
-  const Shape example{3, 3, 5};
+  for (const Shape& example : {Shape{3, 3, 5}, Shape{3, 3, 19}})
   for (bool training : {true, false}) {
+    CAPTURE(to_string(example));
     CAPTURE(training);
     Graph fused_graph, plain_graph;
     BatchNormalization::Options options = bn_options();
@@ -375,6 +378,9 @@ TEST_CASE("BatchNormalization with a fused ReLU equals BatchNormalization then R
       CHECK(grads[i] == doctest::Approx(grads_plain[i]).epsilon(1e-5));
     for (std::int64_t i = 0; i < dx.size(); ++i)
       CHECK(dx[i] == doctest::Approx(dx_plain[i]).epsilon(1e-5));
+    // Finite differences across the ReLU's kink: on the small example only, where no input lies
+    // within a step of it (the larger one's gradients are the plain layer's, checked above).
+    if (example.back() != 5) continue;
     GradientCheckOptions check;
     check.step = 1e-3;
     expect_layer_gradients(fused, fused_graph, x, context, check);
