@@ -15,6 +15,7 @@ if(NOT COHORT_WITH_ONEDNN STREQUAL "OFF")
     set(COHORT_HAVE_ONEDNN ON)
     message(STATUS "Cohort: large matrix products through oneDNN ${dnnl_VERSION}")
   else()
-    message(STATUS "Cohort: oneDNN not found (Debian: libdnnl-dev); every matrix product through OpenBLAS")
+    message(STATUS
+      "Cohort: oneDNN not found (Debian: libdnnl-dev); every matrix product through OpenBLAS")
   endif()
 endif()

@@ -21,11 +21,11 @@ void set_up_once() {
 }
 
 #ifdef COHORT_HAVE_ONEDNN
-// Which library multiplies. Timed call by call inside the four built-in models (docs/BENCHMARKS.md),
-// oneDNN's JIT products ran 5-40% faster than OpenBLAS's from about a million multiply-adds up
-// with an inner dimension of 32 or more, and slower below: each of its calls costs about half a
-// microsecond more, which the many small per-position products of Winograd convolutions feel, and
-// its kernels lose on inner dimensions of 9 to 25.
+// Which library multiplies. Timed call by call inside the four built-in models
+// (docs/BENCHMARKS.md), oneDNN's JIT products ran 5-40% faster than OpenBLAS's from about a
+// million multiply-adds up with an inner dimension of 32 or more, and slower below: each of its
+// calls costs about half a microsecond more, which the many small per-position products of
+// Winograd convolutions feel, and its kernels lose on inner dimensions of 9 to 25.
 constexpr std::int64_t kOneDnnMinMultiplyAdds = std::int64_t{1} << 20;
 constexpr std::int64_t kOneDnnMinInner = 32;
 

@@ -45,8 +45,8 @@ void reference(bool ta, bool tb, const Product& p, float alpha, const std::vecto
     for (std::int64_t j = 0; j < p.n; ++j) {
       double sum = 0.0;
       for (std::int64_t l = 0; l < p.k; ++l) {
-        const double x = ta ? a[static_cast<std::size_t>(l * lda + i)] : a[static_cast<std::size_t>(i * lda + l)];
-        const double y = tb ? b[static_cast<std::size_t>(j * ldb + l)] : b[static_cast<std::size_t>(l * ldb + j)];
+        const double x = a[static_cast<std::size_t>(ta ? l * lda + i : i * lda + l)];
+        const double y = b[static_cast<std::size_t>(tb ? j * ldb + l : l * ldb + j)];
         sum += x * y;
       }
       double& out = c[static_cast<std::size_t>(i * ldc + j)];
