@@ -111,8 +111,7 @@ void accumulate_blocks(std::int64_t begin, std::int64_t end, std::int64_t width,
       sums[k] += s;
       sums[width + k] += s2;
     } else {
-      // Whole vectors widened, not lane by lane: extracting lanes one at a time costs more than
-      // the block's sums on AVX2.
+      // A whole vector widened at once, with no lane-by-lane extraction.
       using Doubles = double __attribute__((vector_size(simd::kLanes * sizeof(double))));
       using DoublesAt = double
           __attribute__((vector_size(simd::kLanes * sizeof(double)), aligned(8), may_alias));
