@@ -9,6 +9,8 @@
 #ifdef COHORT_HAVE_ONEDNN
 #include <dnnl.h>
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 #endif
 
 namespace cohort::ops_detail {
@@ -40,8 +42,15 @@ bool onednn_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_
                  std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads != 1) omp_set_num_threads(1);
+  // A signal handled while oneDNN 2.6's kernel runs corrupted the heap (a stop signal, SIGUSR1,
+  // sent to training ranks: 3 runs in 17 aborted in free() inside dnnl_sgemm). Signals wait for
+  // the end of the call instead; a product this large takes tens of microseconds or more.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
                                           k, alpha, a, lda, b, ldb, beta, c, ldc);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (threads != 1) omp_set_num_threads(threads);
   return status == dnnl_success;
 }
