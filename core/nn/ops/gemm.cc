@@ -43,7 +43,7 @@ bool onednn_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads != 1) omp_set_num_threads(1);
   // A signal handled while oneDNN 2.6's kernel runs corrupted the heap (a stop signal, SIGUSR1,
-  // sent to training ranks: 3 runs in 17 aborted in free() inside dnnl_sgemm). Signals wait for
+  // sent to training ranks: 3 runs in 16 aborted in free() inside dnnl_sgemm). Signals wait for
   // the end of the call instead; a product this large takes tens of microseconds or more.
   sigset_t all, previous;
   sigfillset(&all);

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <random>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -83,13 +82,6 @@ void check_products(std::uint32_t seed) {
   }
 }
 
-}  // namespace
-
-TEST_CASE("matrix products match a plain loop through either library: transposes, strides, beta") {
-  INFO(cohort::ops_detail::gemm_libraries());
-  check_products(1);
-}
-
 // Threads of this process (Linux: /proc/self/task).
 int process_threads() {
   int count = 0;
@@ -98,6 +90,13 @@ int process_threads() {
     ++count;
   }
   return count;
+}
+
+}  // namespace
+
+TEST_CASE("matrix products match a plain loop through either library: transposes, strides, beta") {
+  INFO(cohort::ops_detail::gemm_libraries());
+  check_products(1);
 }
 
 TEST_CASE("matrix products stay on the calling thread and leave its thread count as it was") {
