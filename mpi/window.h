@@ -203,11 +203,13 @@ class Window {
     check_target(target, "lock");
     const int kind = type == LockType::kExclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED;
     if (!served_) COHORT_MPI_CALL(MPI_Win_lock(kind, target, 0, win_));
+    ++epochs_;
     return LockGuard(this, target);
   }
   /// Opens a shared epoch on every rank of the window.
   [[nodiscard]] LockGuard lock_all() {
     if (!served_) COHORT_MPI_CALL(MPI_Win_lock_all(0, win_));
+    ++epochs_;
     return LockGuard(this, LockGuard::kAll);
   }
 
@@ -296,6 +298,35 @@ class Window {
     });
   }
 
+  /// Non-blocking (`dst` is valid after flush/unlock). Reads target's elements from `offset`
+  /// into `dst` and sets each to `value`, element-wise atomically (MPI_Get_accumulate with
+  /// MPI_REPLACE): a sum that others accumulate into is taken and reset in one transfer, and no
+  /// accumulate lands between the read and the reset. Served windows send no elements for it.
+  void fetch_and_fill(std::span<T> dst, T value, int target, std::size_t offset) {
+    check_range(dst.size(), target, offset, "fetch_and_fill");
+    if (!served_) fill_buffer(std::min(dst.size(), max_chunk_), value);
+    detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      if (served_)
+        return request(target, header(kFetchAndFillRequest, offset + first, n, 0, bits(value)), nullptr,
+                       dst.data() + first);
+      COHORT_MPI_CALL(MPI_Get_accumulate(fill_.data(), static_cast<int>(n), datatype<T>(),
+                                         dst.data() + first, static_cast<int>(n), datatype<T>(),
+                                         target, static_cast<MPI_Aint>(offset + first),
+                                         static_cast<int>(n), datatype<T>(), MPI_REPLACE, win_));
+    });
+  }
+
+  /// Orders this epoch's transfers to `target`: those made after this call take effect there
+  /// after those made before it. MPI orders accumulates only to the same elements, so on
+  /// one-sided windows this completes the earlier ones (MPI_Win_flush, a round trip); a served
+  /// window applies each origin's requests in the order they were made, and it costs nothing.
+  /// Several dependent writes (a value, then the flag that publishes it) can so end in one round
+  /// trip where the transport allows.
+  void order(int target) {
+    check_target(target, "order");
+    if (!served_) COHORT_MPI_CALL(MPI_Win_flush(target, win_));
+  }
+
   /// Blocking. Completes every transfer to `target` in the current epoch.
   void flush(int target) {
     check_target(target, "flush");
@@ -349,7 +380,13 @@ class Window {
   using Header = std::array<std::int64_t, 6>;
   static constexpr int kHeaderSize = 6;
   static constexpr int kRequestTag = 1, kPayloadTag = 2, kReplyTag = 3;
-  enum : std::int64_t { kGetRequest, kAccumulateRequest, kFetchAndOpRequest, kCompareAndSwapRequest };
+  enum : std::int64_t {
+    kGetRequest,
+    kAccumulateRequest,
+    kFetchAndOpRequest,
+    kCompareAndSwapRequest,
+    kFetchAndFillRequest,
+  };
   static std::int64_t op_code(Op op) { return static_cast<std::int64_t>(op); }
   static Header header(std::int64_t kind, std::size_t offset, std::size_t count, std::int64_t op = 0,
                        std::int64_t a = 0, std::int64_t b = 0) {
@@ -394,6 +431,13 @@ class Window {
     COHORT_MPI_CALL(MPI_Irecv(reply, reply != nullptr ? n : 0, datatype<T>(), target, kReplyTag,
                               comm_.get(), &pending_.back()));
   }
+  // One-sided fetch_and_fill: a buffer of `n` copies of `value` for MPI to read from. A buffer
+  // an earlier call may still be reading is kept until the epoch's transfers complete.
+  void fill_buffer(std::size_t n, T value) {
+    if (fill_.size() >= n && (n == 0 || fill_.front() == value)) return;
+    if (!fill_.empty()) old_fills_.push_back(std::move(fill_));
+    fill_.assign(n, value);
+  }
   void complete() {
     if (pending_.empty()) return;
     COHORT_MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
@@ -402,11 +446,13 @@ class Window {
     headers_.clear();
   }
   void end_epoch(int target) {
+    --epochs_;
     if (served_) return complete();
     if (target == LockGuard::kAll)
       COHORT_MPI_CALL(MPI_Win_unlock_all(win_));
     else
       COHORT_MPI_CALL(MPI_Win_unlock(target, win_));
+    if (epochs_ == 0) old_fills_.clear();  // every transfer has completed
   }
 
   // Target side: applies one request from `origin` and answers it.
@@ -440,6 +486,10 @@ class Window {
         }
         COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
         return;
+      case kFetchAndFillRequest:
+        COHORT_MPI_CALL(MPI_Send(at, count, datatype<T>(), origin, kReplyTag, comm_.get()));
+        std::fill_n(at, n, value_of(h[4]));
+        return;
       case kFetchAndOpRequest: {
         const T old = *at;
         *at = combine(old, value_of(h[4]), op);
@@ -463,6 +513,9 @@ class Window {
     std::swap(transport_, other.transport_);
     std::swap(plain_, other.plain_);
     std::swap(scratch_, other.scratch_);
+    std::swap(fill_, other.fill_);
+    std::swap(old_fills_, other.old_fills_);
+    std::swap(epochs_, other.epochs_);
     std::swap(headers_, other.headers_);
     std::swap(pending_, other.pending_);
     std::swap(comm_, other.comm_);
@@ -510,6 +563,9 @@ class Window {
   bool served_ = false;
   std::vector<T> plain_;                // served: this rank's elements
   std::vector<T> scratch_;              // served: an accumulate's incoming elements
+  std::vector<T> fill_;                 // one-sided: fetch_and_fill's value, repeated
+  std::vector<std::vector<T>> old_fills_;  // one-sided: earlier ones, until their epochs end
+  int epochs_ = 0;                      // epochs open (locks not yet released)
   std::deque<Header> headers_;          // served: requests in flight (stable addresses)
   std::vector<MPI_Request> pending_;    // served: their sends and receives
 };

@@ -352,3 +352,101 @@ TEST_CASE("a served window (no one-sided transport) sums, moves and swaps as a o
     comm.barrier();
   });
 }
+
+namespace {
+
+// Every origin adds 1 to each of rank 0's elements, round after round, and every other round
+// takes the sums so far and resets them (fetch_and_fill). Nothing may be lost or counted twice:
+// what was taken plus what is left equals what was added, element by element. Served: rank 0
+// only serves, the others are the origins.
+void take_and_reset_under_accumulates(const Comm& comm, bool served) {
+  if (served) setenv("COHORT_ONE_SIDED", "0", 1);
+  constexpr std::size_t kCount = 3000;
+  constexpr int kRounds = 40;
+  Window<std::int64_t> sums(comm, comm.rank() == 0 ? kCount : 0);
+  Window<std::int64_t> done(comm, comm.rank() == 0 ? 1 : 0);
+  unsetenv("COHORT_ONE_SIDED");
+  REQUIRE(sums.served() == served);
+  const int me = comm.rank();
+  const int origins = served ? comm.size() - 1 : comm.size();
+  std::vector<std::int64_t> taken(kCount, 0);
+  if (served && me == 0) {
+    while (done.local()[0] < origins)
+      if (sums.serve() + done.serve() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  } else {
+    sums.set_max_chunk(1000);  // several requests or MPI calls per transfer
+    const std::vector<std::int64_t> ones(kCount, 1);
+    std::vector<std::int64_t> got(kCount);
+    for (int round = 0; round < kRounds; ++round) {
+      auto lock = sums.lock(0);
+      sums.accumulate(std::span<const std::int64_t>(ones), 0, 0);
+      if (round % 2 == 1) {
+        sums.order(0);  // the take comes after this round's add
+        sums.fetch_and_fill(std::span<std::int64_t>(got), 0, 0, 0);
+        lock.unlock();
+        for (std::size_t i = 0; i < kCount; ++i) taken[i] += got[i];
+      }
+    }
+    auto lock = done.lock(0);
+    done.fetch_and_op(1, 0, 0, Op::kSum);
+  }
+  comm.barrier();  // every transfer is complete
+  std::vector<std::int64_t> all(kCount, 0);
+  MPI_Allreduce(taken.data(), all.data(), static_cast<int>(kCount), MPI_INT64_T, MPI_SUM, comm.get());
+  if (me == 0) {
+    // One-sided: rank 0 reads its own memory through the window; served: it is plain memory.
+    const std::vector<std::int64_t> left =
+        served ? std::vector<std::int64_t>(sums.local().begin(), sums.local().end()) : read(sums, 0);
+    for (std::size_t i = 0; i < kCount; ++i) all[i] += left[i];
+    CHECK(std::count(all.begin(), all.end(), std::int64_t{kRounds} * origins) ==
+          static_cast<long>(kCount));
+  }
+  comm.barrier();
+}
+
+}  // namespace
+
+TEST_CASE("fetch_and_fill takes a sum and resets it without losing a concurrent accumulate") {
+  on_every_size([](const Comm& comm) { take_and_reset_under_accumulates(comm, false); });
+  on_every_size([](const Comm& comm) {
+    if (comm.size() >= 2) take_and_reset_under_accumulates(comm, true);
+  });
+}
+
+TEST_CASE("order(): a value written before its flag is there for whoever sees the flag") {
+  on_every_size([](const Comm& comm) {
+    if (comm.size() < 2) return;
+    for (const bool served : {false, true}) {
+      if (served) setenv("COHORT_ONE_SIDED", "0", 1);
+      Window<std::int64_t> win(comm, comm.rank() == 0 ? 101 : 0);  // [flag, 100 values]
+      unsetenv("COHORT_ONE_SIDED");
+      const int me = comm.rank();
+      if (me == 1) {
+        const std::vector<std::int64_t> values(100, 7);
+        const std::int64_t flag = 1;
+        auto lock = win.lock(0);
+        win.put(std::span<const std::int64_t>(values), 0, 1);
+        win.order(0);
+        win.accumulate(std::span<const std::int64_t>(&flag, 1), 0, 0, Op::kReplace);
+      } else if (me == 2 || (me == 0 && !served)) {
+        // A reader polls the flag, then reads the values.
+        std::vector<std::int64_t> seen(100);
+        for (;;) {
+          auto lock = win.lock(0);
+          if (win.fetch_and_op(0, 0, 0, Op::kNoOp) != 0) break;
+        }
+        auto lock = win.lock(0);
+        win.get(std::span<std::int64_t>(seen), 0, 1);
+        lock.unlock();
+        CHECK(std::count(seen.begin(), seen.end(), 7) == 100);
+      }
+      // A barrier that rank 0 serves through while the others' requests may still come.
+      MPI_Request barrier;
+      MPI_Ibarrier(comm.get(), &barrier);
+      for (int finished = 0; !finished;) {
+        if (served && me == 0) win.serve();
+        MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
+      }
+    }
+  });
+}
