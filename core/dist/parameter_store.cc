@@ -109,7 +109,8 @@ void ParameterStore::transfer(std::int64_t first, std::span<float> values, bool 
       const auto span = values.subspan(static_cast<std::size_t>(begin - first),
                                        static_cast<std::size_t>(end - begin));
       const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
-      if (get) memory_.values.get(span, rank, at);
+      if (get && op == mpi::Op::kReplace) memory_.values.fetch_and_fill(span, 0.0f, rank, at);
+      else if (get) memory_.values.get(span, rank, at);
       else if (op == mpi::Op::kReplace) memory_.values.put(span, rank, at);
       else memory_.values.accumulate(span, rank, at, op);
     }
@@ -141,15 +142,9 @@ void ParameterStore::accumulate_gradients(std::span<const float> grads) {
   transfer({const_cast<float*>(grads.data()), grads.size()}, false, 1, mpi::Op::kSum);
 }
 
-void ParameterStore::read_gradients(std::span<float> sums) {
+void ParameterStore::take_gradients(std::span<float> sums) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(sums, true, 1, mpi::Op::kNoOp);
-}
-
-void ParameterStore::zero_gradients() {
-  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  zeros_.assign(static_cast<std::size_t>(num_parameters_), 0.0f);
-  transfer(zeros_, false, 1, mpi::Op::kReplace);
+  transfer(sums, true, 1, mpi::Op::kReplace);
 }
 
 std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {
@@ -166,6 +161,21 @@ std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {
 std::int64_t ParameterStore::read(ControlSlot slot, int worker) {
   auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
   return memory_.counters.fetch_and_op(0, control_rank_, slot_offset(slot, worker), mpi::Op::kNoOp);
+}
+
+void ParameterStore::read(ControlSlot first, std::span<std::int64_t> values) {
+  const std::size_t offset = slot_offset(first, 0);
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  memory_.counters.get_atomic(values, control_rank_, offset);
+}
+
+void ParameterStore::update(std::initializer_list<SlotUpdate> updates) {
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  for (const SlotUpdate& u : updates) {
+    memory_.counters.accumulate(std::span<const std::int64_t>(&u.value, 1), control_rank_,
+                                slot_offset(u.slot, u.worker), u.op);
+    memory_.counters.order(control_rank_);
+  }
 }
 
 std::int64_t ParameterStore::exchange(ControlSlot slot, std::int64_t value, int worker) {

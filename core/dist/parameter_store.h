@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -82,13 +83,29 @@ class ParameterStore {
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
-  /// Sync mode: gradient accumulators += grads; read them; zero them.
+  /// Sync mode: gradient accumulators += grads.
   void accumulate_gradients(std::span<const float> grads);
-  void read_gradients(std::span<float> sums);
-  void zero_gradients();
+  /// Sync mode: sums := the accumulators, which are zeroed in the same transfer (atomically per
+  /// element against concurrent accumulate_gradients).
+  void take_gradients(std::span<float> sums);
+
+  /// One change to a control slot: `value` replaces it (mpi::Op::kReplace) or is added to it
+  /// (mpi::Op::kSum). `worker` picks the slot in the worker block, as in read().
+  struct SlotUpdate {
+    ControlSlot slot;
+    std::int64_t value = 0;
+    mpi::Op op = mpi::Op::kReplace;
+    int worker = 0;
+  };
 
   /// Atomic operations on the control window (each a round trip to ps 0).
   std::int64_t read(ControlSlot slot, int worker = 0);
+  /// values[i] := slot first + i, each read atomically, in one round trip.
+  void read(ControlSlot first, std::span<std::int64_t> values);
+  /// Applies the updates in the order given, each atomically: a task that sees one's effect sees
+  /// the earlier ones' too (a value, then the flag that publishes it). Blocking until all are
+  /// applied; one round trip where the memory is served, one per update where it is one-sided.
+  void update(std::initializer_list<SlotUpdate> updates);
   void write(ControlSlot slot, std::int64_t value, int worker = 0) { exchange(slot, value, worker); }
   /// Replaces the slot's value and returns the previous one.
   std::int64_t exchange(ControlSlot slot, std::int64_t value, int worker = 0);
@@ -104,6 +121,9 @@ class ParameterStore {
   void close() { closed_ = true; }
 
  private:
+  // Region `region` (0 parameters, 1 accumulators) of every ps task the range touches, one lock
+  // epoch per task. get: values := memory, and with op kReplace the memory is zeroed as it is
+  // read; otherwise memory := memory op values.
   void transfer(std::int64_t first, std::span<float> values, bool get, std::int64_t region, mpi::Op op);
   void transfer(std::span<float> values, bool get, std::int64_t region, mpi::Op op) {
     check_size(values.size());
@@ -120,7 +140,6 @@ class ParameterStore {
   int num_workers_ = 0;
   HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
   int control_rank_ = 0;  // window rank of ps 0, which holds the control slots
-  std::vector<float> zeros_;
   bool closed_ = false;
 };
 

@@ -1,11 +1,14 @@
 // --mode=sync: barrier-based synchronous SGD. For step s, replicas claim one of k slots in the
 // sync word on ps 0 (a compare-and-swap that names the step, so a late gradient can never count
 // for a later step), add their gradient into the accumulators on the ps tasks and report
-// completion. The chief waits for the k claims, averages, applies the update once with its
-// optimizer, writes the parameters back, zeroes the accumulators and publishes step s+1; the
-// others wait for that and pull. Gradients that arrive after k others, or for an old step, are
-// dropped and counted (backup workers: k below the number of replicas).
+// completion. The chief waits for the k claims, takes the sum (zeroing the accumulators in the
+// same transfer), adds its own gradient, which never leaves it, averages, applies the update once
+// with its optimizer, writes the parameters back and publishes step s+1; the others wait for that
+// and pull. Gradients that arrive after k others, or for an old step, are dropped and counted
+// (backup workers: k below the number of replicas). The control traffic is batched so that a
+// step costs each replica few round trips to ps 0 (see ParameterStore::update).
 #include <algorithm>
+#include <functional>
 
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
@@ -29,24 +32,30 @@ class SyncReplication final : public PsReplication {
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     const std::int64_t s = step_;
     const bool claimed = claim(s);
-    if (claimed) {
-      store_.accumulate_gradients(grads);
-      store_.fetch_add(ControlSlot::kCompleted, 1);
-      store_.write(ControlSlot::kWorkerBase, s + 1, replica_);  // for the stall inspector
-    } else {
+    if (!claimed) {
       ++dropped_;
-      store_.fetch_add(ControlSlot::kDropped, 1);
+      store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
+    } else if (!server_.is_chief()) {
+      // The chief adds its own gradient where it applies the step; the others send theirs.
+      store_.accumulate_gradients(grads);
+      store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
+                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_}});  // stall inspector
     }
     if (server_.is_chief()) {
-      apply(s, values);
+      apply(s, claimed ? grads : std::span<const float>(), values);
     } else {
-      timed_wait([&] { return store_.read(ControlSlot::kGlobalStep) > s || stopped(); },
-                 options_.wait_timeout,
-                 [&] { return chief_name() + " to apply step " + std::to_string(s); });
+      std::int64_t global = 0;
+      timed_wait(
+          [&] {
+            read_counters();
+            global = counters_[slot(ControlSlot::kGlobalStep)];
+            return global > s || counters_[slot(ControlSlot::kStopped)] != 0;
+          },
+          options_.wait_timeout, [&] { return chief_name() + " to apply step " + std::to_string(s); });
       store_.pull(values);
-      step_ = std::max(s + 1, store_.read(ControlSlot::kGlobalStep));
+      step_ = std::max(s + 1, global);
     }
-    return {step_, claimed, stopped()};
+    return {step_, claimed, counters_[slot(ControlSlot::kStopped)] != 0};
   }
 
   std::int64_t dropped_gradients() const override { return dropped_; }
@@ -57,58 +66,72 @@ class SyncReplication final : public PsReplication {
   }
 
  private:
+  static std::size_t slot(ControlSlot c) { return static_cast<std::size_t>(c); }
+  // Slots kGlobalStep..kStopped, in one round trip.
+  void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
+
+  // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
+  // guesses that no slot is taken yet, which saves reading the word first.
   bool claim(std::int64_t s) {
-    std::int64_t word = store_.read(ControlSlot::kSyncWord);
+    std::int64_t word = s << kStepShift;
     for (;;) {
-      if ((word >> kStepShift) != s || (word & kCountMask) >= k_) return false;
       const std::int64_t seen = store_.compare_and_swap(ControlSlot::kSyncWord, word, word + 1);
       if (seen == word) return true;
+      if ((seen >> kStepShift) != s || (seen & kCountMask) >= k_) return false;
       word = seen;
     }
   }
 
-  void apply(std::int64_t s, std::span<float> values) {
+  // The chief: waits for the claimed gradients, averages them with its own (`mine`, empty when
+  // it did not claim a slot), applies the update and publishes step s+1.
+  void apply(std::int64_t s, std::span<const float> mine, std::span<float> values) {
+    const std::int64_t own = mine.empty() ? 0 : 1;
+    const auto completed = [&] { return counters_[slot(ControlSlot::kCompleted)] + own; };
     const auto ready = [&] {
-      const std::int64_t completed = store_.read(ControlSlot::kCompleted);
-      const std::int64_t active = replicas_ - store_.read(ControlSlot::kRetired);
-      return completed >= std::min<std::int64_t>(k_, std::max<std::int64_t>(active, 1));
+      read_counters();
+      const std::int64_t active = replicas_ - counters_[slot(ControlSlot::kRetired)];
+      return completed() >= std::min<std::int64_t>(k_, std::max<std::int64_t>(active, 1));
     };
-    timed_wait(ready, options_.wait_timeout, [&] { return missing(s); });
+    timed_wait(ready, options_.wait_timeout, [&] { return missing(s, own); });
     // Close step s to further claims; a claim made just before must still arrive in full.
     const std::int64_t claims =
         store_.exchange(ControlSlot::kSyncWord, (s << kStepShift) | k_) & kCountMask;
-    timed_wait([&] { return store_.read(ControlSlot::kCompleted) >= claims; }, options_.wait_timeout,
-               [&] { return missing(s); });
+    if (completed() < claims)
+      timed_wait([&] { return read_counters(), completed() >= claims; }, options_.wait_timeout,
+                 [&] { return missing(s, own); });
     sums_.resize(values.size());
-    store_.read_gradients(sums_);
+    store_.take_gradients(sums_);  // and the accumulators are zero again
+    if (own) std::transform(sums_.begin(), sums_.end(), mine.begin(), sums_.begin(), std::plus<>());
     const float scale = 1.0f / static_cast<float>(claims);
     for (float& g : sums_) g *= scale;
     optimizer_.apply(values, sums_, s);
     store_.assign(values);
-    store_.zero_gradients();
-    store_.write(ControlSlot::kCompleted, 0);
-    // Open step s+1 for claims before publishing it: a replica that sees the new global step
-    // must find its claim slot ready, or its gradient would be dropped as stale.
-    store_.write(ControlSlot::kSyncWord, (s + 1) << kStepShift);
-    store_.write(ControlSlot::kGlobalStep, s + 1);
+    // In this order: step s+1 is open for claims before it is published (a replica that sees
+    // the new global step must find its claim slot ready, or its gradient would be dropped as
+    // stale), and the count is reset before the step opens.
+    store_.update({{ControlSlot::kCompleted, 0},
+                   {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
+                   {ControlSlot::kSyncWord, (s + 1) << kStepShift},
+                   {ControlSlot::kGlobalStep, s + 1}});
     step_ = s + 1;
   }
 
   // Names the replicas that have not delivered a gradient for step s.
-  std::string missing(std::int64_t s) {
+  std::string missing(std::int64_t s, std::int64_t own) {
     const auto last = store_.read_worker_slots();
     std::string names;
     for (int r = 0; r < replicas_; ++r)
-      if (last[static_cast<std::size_t>(r)] < s + 1)
+      if (last[static_cast<std::size_t>(r)] < s + 1 && !(r == replica_ && own))
         names += (names.empty() ? "" : ", ") + replica_name(r);
     return std::to_string(k_) + " gradients for step " + std::to_string(s) + ", have " +
-           std::to_string(store_.read(ControlSlot::kCompleted)) + "; no gradient yet from " +
+           std::to_string(store_.read(ControlSlot::kCompleted) + own) + "; no gradient yet from " +
            names;
   }
 
   std::int64_t k_;
   std::int64_t dropped_ = 0;
   std::vector<float> sums_;
+  std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kStopped) + 1);
 };
 
 }  // namespace
