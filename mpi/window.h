@@ -262,6 +262,18 @@ class Window {
     return result;
   }
 
+  /// Non-blocking (`result` is set at flush/unlock): the same operation, completed with the
+  /// epoch's other transfers, so it costs no round trip of its own.
+  void fetch_and_op(T operand, T& result, int target, std::size_t offset, Op op) {
+    check_range(1, target, offset, "fetch_and_op");
+    if (served_)
+      return request(target, header(kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)), nullptr,
+                     &result);
+    operands_.push_back(operand);  // MPI reads it when the operation completes
+    COHORT_MPI_CALL(MPI_Fetch_and_op(&operands_.back(), &result, datatype<T>(), target,
+                                     static_cast<MPI_Aint>(offset), to_mpi(op), win_));
+  }
+
   /// Blocking until the value is back (flushes `target`). Atomically replaces one element with
   /// `desired` if it equals `expected`; returns the element's previous value either way.
   ///
@@ -452,7 +464,10 @@ class Window {
       COHORT_MPI_CALL(MPI_Win_unlock_all(win_));
     else
       COHORT_MPI_CALL(MPI_Win_unlock(target, win_));
-    if (epochs_ == 0) old_fills_.clear();  // every transfer has completed
+    if (epochs_ == 0) {  // every transfer has completed
+      old_fills_.clear();
+      operands_.clear();
+    }
   }
 
   // Target side: applies one request from `origin` and answers it.
@@ -515,6 +530,7 @@ class Window {
     std::swap(scratch_, other.scratch_);
     std::swap(fill_, other.fill_);
     std::swap(old_fills_, other.old_fills_);
+    std::swap(operands_, other.operands_);
     std::swap(epochs_, other.epochs_);
     std::swap(headers_, other.headers_);
     std::swap(pending_, other.pending_);
@@ -565,6 +581,7 @@ class Window {
   std::vector<T> scratch_;              // served: an accumulate's incoming elements
   std::vector<T> fill_;                 // one-sided: fetch_and_fill's value, repeated
   std::vector<std::vector<T>> old_fills_;  // one-sided: earlier ones, until their epochs end
+  std::deque<T> operands_;              // one-sided: non-blocking fetch_and_op's operands
   int epochs_ = 0;                      // epochs open (locks not yet released)
   std::deque<Header> headers_;          // served: requests in flight (stable addresses)
   std::vector<MPI_Request> pending_;    // served: their sends and receives

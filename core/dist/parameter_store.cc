@@ -85,66 +85,83 @@ void ParameterStore::check_size(std::size_t n) const {
                           std::to_string(num_parameters_) + " parameters");
 }
 
-void ParameterStore::transfer(std::int64_t first, std::span<float> values, bool get,
-                              std::int64_t region, mpi::Op op) {
+void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> parts) {
   check_open();
-  const std::int64_t last = first + static_cast<std::int64_t>(values.size());
+  const std::int64_t last = first + static_cast<std::int64_t>(parts.begin()->values.size());
   if (first < 0 || last > num_parameters_)
     throw InvalidArgument("parameter store: range [" + std::to_string(first) + ", " +
                           std::to_string(last) + ") outside the " + std::to_string(num_parameters_) +
                           " parameters");
-  // One lock epoch per ps task, every (clipped) segment of that task inside it.
+  // One lock epoch per ps task: every (clipped) segment of that task, part after part.
   std::size_t i = 0;
   while (i < layout_.segments.size()) {
     const int ps = layout_.segments[i].ps;
     const int rank = ps_rank(ps);
-    const std::int64_t base = region * layout_.ps_sizes[static_cast<std::size_t>(ps)];
+    std::size_t end_of_task = i;
+    while (end_of_task < layout_.segments.size() && layout_.segments[end_of_task].ps == ps) ++end_of_task;
     mpi::Window<float>::LockGuard lock;
-    for (; i < layout_.segments.size() && layout_.segments[i].ps == ps; ++i) {
-      const auto& s = layout_.segments[i];
-      const std::int64_t begin = std::max(first, s.offset);
-      const std::int64_t end = std::min(last, s.offset + s.length);
-      if (begin >= end) continue;
-      if (!lock.locked()) lock = memory_.values.lock(rank, mpi::LockType::kShared);
-      const auto span = values.subspan(static_cast<std::size_t>(begin - first),
-                                       static_cast<std::size_t>(end - begin));
-      const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
-      if (get && op == mpi::Op::kReplace) memory_.values.fetch_and_fill(span, 0.0f, rank, at);
-      else if (get) memory_.values.get(span, rank, at);
-      else if (op == mpi::Op::kReplace) memory_.values.put(span, rank, at);
-      else memory_.values.accumulate(span, rank, at, op);
+    for (const Part& part : parts) {
+      const std::int64_t base = part.region * layout_.ps_sizes[static_cast<std::size_t>(ps)];
+      if (lock.locked()) memory_.values.order(rank);  // this part after the previous one
+      for (std::size_t j = i; j < end_of_task; ++j) {
+        const auto& s = layout_.segments[j];
+        const std::int64_t begin = std::max(first, s.offset);
+        const std::int64_t end = std::min(last, s.offset + s.length);
+        if (begin >= end) continue;
+        if (!lock.locked()) lock = memory_.values.lock(rank, mpi::LockType::kShared);
+        const auto span = part.values.subspan(static_cast<std::size_t>(begin - first),
+                                              static_cast<std::size_t>(end - begin));
+        const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
+        switch (part.move) {
+          case Move::kGet: memory_.values.get(span, rank, at); break;
+          case Move::kTake: memory_.values.fetch_and_fill(span, 0.0f, rank, at); break;
+          case Move::kPut: memory_.values.put(span, rank, at); break;
+          case Move::kAdd: memory_.values.accumulate(span, rank, at); break;
+        }
+      }
     }
     lock.unlock();
+    i = end_of_task;
   }
 }
 
-void ParameterStore::pull(std::span<float> values) { transfer(values, true, 0, mpi::Op::kNoOp); }
+void ParameterStore::pull(std::span<float> values) { transfer(values, {Move::kGet, 0, values}); }
 
 void ParameterStore::pull(std::int64_t first, std::span<float> values) {
-  transfer(first, values, true, 0, mpi::Op::kNoOp);
+  transfer(first, {{Move::kGet, 0, values}});
 }
 
 void ParameterStore::push(std::int64_t first, std::span<const float> delta) {
-  transfer(first, {const_cast<float*>(delta.data()), delta.size()}, false, 0, mpi::Op::kSum);
+  transfer(first, {{Move::kAdd, 0, writable(delta)}});
 }
 
 void ParameterStore::push(std::span<const float> delta) {
-  // MPI reads from the buffer only; the span is non-const for the shared transfer routine.
-  transfer({const_cast<float*>(delta.data()), delta.size()}, false, 0, mpi::Op::kSum);
+  transfer(delta, {Move::kAdd, 0, writable(delta)});
+}
+
+std::int64_t ParameterStore::push_then_pull(std::span<const float> delta, std::span<float> values,
+                                            ControlSlot count) {
+  check_size(values.size());
+  std::int64_t before = 0;
+  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  memory_.counters.fetch_and_op(1, before, control_rank_, slot_offset(count, 0), mpi::Op::kSum);
+  transfer(0, {{Move::kAdd, 0, writable(delta)}, {Move::kGet, 0, values}});
+  lock.unlock();
+  return before + 1;
 }
 
 void ParameterStore::assign(std::span<const float> values) {
-  transfer({const_cast<float*>(values.data()), values.size()}, false, 0, mpi::Op::kReplace);
+  transfer(values, {Move::kPut, 0, writable(values)});
 }
 
 void ParameterStore::accumulate_gradients(std::span<const float> grads) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer({const_cast<float*>(grads.data()), grads.size()}, false, 1, mpi::Op::kSum);
+  transfer(grads, {Move::kAdd, 1, writable(grads)});
 }
 
 void ParameterStore::take_gradients(std::span<float> sums) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(sums, true, 1, mpi::Op::kReplace);
+  transfer(sums, {Move::kTake, 1, sums});
 }
 
 std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {

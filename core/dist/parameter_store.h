@@ -80,6 +80,10 @@ class ParameterStore {
   /// (Variable::offset, Variable::size).
   void pull(std::int64_t first, std::span<float> values);
   void push(std::int64_t first, std::span<const float> delta);
+  /// parameters += delta, then values := the parameters (which include it), in one lock epoch
+  /// per ps task, while 1 is added to `count`; returns count's new value. Where the memory is
+  /// served, the three are in flight together and cost one round trip.
+  std::int64_t push_then_pull(std::span<const float> delta, std::span<float> values, ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
@@ -121,13 +125,25 @@ class ParameterStore {
   void close() { closed_ = true; }
 
  private:
-  // Region `region` (0 parameters, 1 accumulators) of every ps task the range touches, one lock
-  // epoch per task. get: values := memory, and with op kReplace the memory is zeroed as it is
-  // read; otherwise memory := memory op values.
-  void transfer(std::int64_t first, std::span<float> values, bool get, std::int64_t region, mpi::Op op);
-  void transfer(std::span<float> values, bool get, std::int64_t region, mpi::Op op) {
-    check_size(values.size());
-    transfer(0, values, get, region, op);
+  // One transfer between `values` and region `region` (0 parameters, 1 accumulators): kGet
+  // reads, kTake reads and zeroes, kPut writes, kAdd accumulates.
+  enum class Move { kGet, kTake, kPut, kAdd };
+  struct Part {
+    Move move;
+    std::int64_t region;
+    std::span<float> values;
+  };
+  // The parts, in order, over the flat range [first, first + size) (every part's size), in one
+  // lock epoch per ps task the range touches.
+  void transfer(std::int64_t first, std::initializer_list<Part> parts);
+  // The same over all the parameters (one part).
+  void transfer(std::span<const float> all, const Part& part) {
+    check_size(all.size());
+    transfer(0, {part});
+  }
+  // MPI only reads what is written or added; Part's span is non-const for the other moves.
+  static std::span<float> writable(std::span<const float> s) {
+    return {const_cast<float*>(s.data()), s.size()};
   }
   void check_size(std::size_t n) const;
   int ps_rank(int ps) const { return memory_.ps_ranks[static_cast<std::size_t>(ps)]; }

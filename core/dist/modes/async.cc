@@ -1,5 +1,6 @@
 // --mode=async: nothing waits. A replica computes on the parameters it pulled, its own optimizer
-// turns the gradients into a delta, and MPI_Accumulate adds it at the ps without the ps's help.
+// turns the gradients into a delta, and MPI_Accumulate adds it at the ps without the ps's help;
+// the same lock epoch pulls the parameters for the next step.
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
 
@@ -11,13 +12,14 @@ class AsyncReplication final : public PsReplication {
   AsyncReplication(Server& server, Graph& graph, Optimizer& optimizer,
                    const ReplicationOptions& options)
       : PsReplication(server, graph, optimizer, options, /*accumulators=*/false) {}
-  void before_step(std::span<float> values) override { store_.pull(values); }
+  // The parameters were pulled with the last push (or by start()).
+  void before_step(std::span<float>) override {}
   std::int64_t batches_at(std::int64_t step) const override { return step / replicas_; }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     delta_.resize(grads.size());
     optimizer_.compute_delta(grads, step_, delta_, values);
-    store_.push(delta_);
-    step_ = store_.fetch_add(ControlSlot::kGlobalStep, 1) + 1;
+    // The next step's parameters (this push included), and the push counted as a global step.
+    step_ = store_.push_then_pull(delta_, values, ControlSlot::kGlobalStep);
     return {step_, true, stopped()};
   }
 
