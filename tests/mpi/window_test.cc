@@ -39,6 +39,7 @@ TEST_CASE("a window holds zeroed local memory of the size asked, per rank") {
     Window<double> win(comm, mine);
     CHECK_FALSE(win.is_null());
     CHECK(win.local().size() == mine);
+    CHECK(reinterpret_cast<std::uintptr_t>(win.local().data()) % Window<double>::kAlignment == 0);
     CHECK(std::all_of(win.local().begin(), win.local().end(), [](double x) { return x == 0.0; }));
     CHECK(win.comm().size() == comm.size());
     CHECK(win.comm().get() != comm.get());  // its own duplicate
@@ -306,6 +307,7 @@ TEST_CASE("a served window (no one-sided transport) sums, moves and swaps as a o
     unsetenv("COHORT_ONE_SIDED");
     CHECK(values.served());
     CHECK(values.transport() == "served by messages (COHORT_ONE_SIDED=0)");
+    CHECK(reinterpret_cast<std::uintptr_t>(values.local().data()) % Window<float>::kAlignment == 0);
     CHECK_FALSE(values.is_null());
     const int origins = comm.size() - 1;
     const int me = comm.rank();
