@@ -43,16 +43,17 @@ double median(std::vector<double> times) {
   return times[times.size() / 2];
 }
 
-// Medians of `a` and `b`, timed alternately so that both see the same machine and caches.
+// Medians of `a` and `b` per call, timed alternately so that both see the same machine and
+// caches, each sample a run of `calls` calls (so that a short call is not timed alone).
 template <typename A, typename B>
-std::pair<double, double> compare(A&& a, B&& b) {
+std::pair<double, double> compare(A&& a, B&& b, std::int64_t calls = 1) {
   a();  // warm-up
   b();
   std::vector<double> ta, tb;
-  const auto time = [](auto& run) {
+  const auto time = [calls](auto& run) {
     const auto begin = Clock::now();
-    run();
-    return std::chrono::duration<double>(Clock::now() - begin).count();
+    for (std::int64_t c = 0; c < calls; ++c) run();
+    return std::chrono::duration<double>(Clock::now() - begin).count() / static_cast<double>(calls);
   };
   for (std::int64_t i = 0; i < FLAGS_reps; ++i) {
     ta.push_back(time(a));
@@ -60,6 +61,9 @@ std::pair<double, double> compare(A&& a, B&& b) {
   }
   return {median(ta), median(tb)};
 }
+
+// Calls per sample for transfers of n floats: about 8 MB a sample.
+std::int64_t calls_for(std::int64_t n) { return std::max<std::int64_t>(1, 2000000 / n); }
 
 // The store's variable of n floats. (Built with insert: GCC 12 warns, wrongly, of an overlapping
 // memcpy in "v" + std::to_string(n).)
@@ -93,7 +97,7 @@ std::vector<StoreRow> store_benchmarks(cohort::Server& server) {
   for (const std::int64_t n : kSizes)
     graph.get_variable(variable_name(n), {n}, cohort::Initializer::zeros());
   cohort::ParameterStore store(server, graph, {});
-  const std::int64_t floats = graph.num_parameters();
+  const std::int64_t floats = store.layout().ps_sizes.front();  // as the store lays them out
   const std::int64_t counters = 1;
   cohort::HostedMemory raw = server.host({&floats, 1}, {&counters, 1});
   cohort::mpi::Window<float>& window = raw.values;
@@ -102,19 +106,24 @@ std::vector<StoreRow> store_benchmarks(cohort::Server& server) {
   for (const std::int64_t n : kSizes) {
     if (!measure) break;
     const std::int64_t first = graph.find(variable_name(n))->offset;
-    const auto at = static_cast<std::size_t>(first);
+    // Where the store keeps the variable on the ps (one segment: one variable, one ps task).
+    const auto segment = std::find_if(store.layout().segments.begin(), store.layout().segments.end(),
+                                      [&](const auto& s) { return s.offset <= first && first < s.offset + s.length; });
+    const auto at = static_cast<std::size_t>(segment->ps_offset + (first - segment->offset));
     std::vector<float> buffer(static_cast<std::size_t>(n), 1.0f);
     const auto [pull, get] = compare([&] { store.pull(first, buffer); },
                                      [&] {
                                        auto lock = window.lock(ps_rank, cohort::mpi::LockType::kShared);
                                        window.get(buffer, ps_rank, at);
-                                     });
+                                     },
+                                     calls_for(n));
     rows.push_back({"pull/get", n, pull, get});
     const auto [push, accumulate] = compare([&] { store.push(first, buffer); },
                                             [&] {
                                               auto lock = window.lock(ps_rank, cohort::mpi::LockType::kShared);
                                               window.accumulate(std::span<const float>(buffer), ps_rank, at);
-                                            });
+                                            },
+                                            calls_for(n));
     rows.push_back({"push/acc", n, push, accumulate});
   }
   store.close();
