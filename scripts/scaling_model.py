@@ -32,14 +32,16 @@ def allreduce_time(s, w, b, alpha):
 
 
 def sync_time(s, w, p, b, alpha, serve):
-    """Sync mode: every worker pushes its gradients (s bytes, split over the p ps tasks), the chief
-    reads the sum, writes the parameters and clears the sum (3 s), every worker pulls s. A ps link
-    carries w/p of the pushes and pulls; a ps task that serves by messages moves at most `serve`
-    bytes/s."""
+    """Sync mode: every worker but the chief pushes its gradients (s bytes, split over the p ps
+    tasks); the chief takes the sum (read and cleared in one transfer), adds its own gradient and
+    writes the parameters (2 s through its link); every worker but the chief pulls s. A ps link
+    carries (w-1)/p of the pushes and pulls; a ps task that serves by messages moves at most
+    `serve` bytes/s."""
     ps_rate = min(b, serve)
-    push = max(s / b, w * s / (p * ps_rate))
-    chief = 3 * max(s / b, s / (p * ps_rate))
-    pull = max(s / b, w * s / (p * ps_rate))
+    others = w - 1
+    push = max(s / b, others * s / (p * ps_rate)) if others else 0.0
+    chief = 2 * max(s / b, s / (p * ps_rate))
+    pull = max(s / b, others * s / (p * ps_rate)) if others else 0.0
     return push + chief + pull + 6 * alpha
 
 
@@ -88,29 +90,37 @@ def tables(args):
                     print(row)
 
 
+# The one-node check (docs/SCALING.md, "Check against one node"): 1 ps + 2 workers over TCP
+# loopback on a 2-vCPU AMD EPYC (Zen 4). Compute: bench_train --threads=1 (x86-64-v4 kernels).
+# Link rates: bench_comm over TCP alone, 1e6 floats, quiet sitting. Measured: train over TCP
+# alone, medians of the same run (docs/BENCHMARKS.md, "Over TCP alone").
+CHECK_COMPUTE_MS = {"mlp": 0.654, "cnn": 45.6}
+CHECK_RATES = {"pull": 5.2e9, "push": 3.6e9, "allreduce": 2.16e9}  # bytes/s
+CHECK_MEASURED = {  # images/s
+    ("mlp", "allreduce"): 80_276, ("mlp", "sync"): 36_344, ("mlp", "async"): 48_752,
+    ("cnn", "allreduce"): 2_135, ("cnn", "sync"): 1_435, ("cnn", "async"): 1_414,
+}
+
+
 def check():
-    """One node, 2 workers + 1 ps over TCP loopback (docs/SCALING.md, "Check"): the link rates are
-    those bench_comm measured there, and the three processes share two cores, so the CPU each
-    transfer costs on both ends bounds the rate too."""
-    measured = {  # images/s, docs/BENCHMARKS.md "Over TCP alone"
-        ("mlp", "allreduce"): 56_000, ("mlp", "sync"): 15_200, ("mlp", "async"): 26_500,
-        ("cnn", "allreduce"): 1_140, ("cnn", "sync"): 779, ("cnn", "async"): 846,
-    }
-    pull, push, ar_rate = 2.3e9, 1.1e9, 0.95e9  # bytes/s over loopback, bench_comm
+    """One node, 2 workers + 1 ps over TCP loopback: the link rates bench_comm measured there,
+    and one more bound only a single node has: the three processes share two cores, and a
+    transfer over loopback keeps both its ends busy."""
+    pull, push, ar_rate = CHECK_RATES["pull"], CHECK_RATES["push"], CHECK_RATES["allreduce"]
     cores = 2
     print("| model | mode | predicted images/s | measured | predicted / measured |")
     print("|---|---|---:|---:|---:|")
     for model in ("mlp", "cnn"):
-        params, ms = MODELS[model]
-        s, c, w = 4.0 * params, ms / 1e3, 2
+        params, _ = MODELS[model]
+        s, c, w = 4.0 * params, CHECK_COMPUTE_MS[model] / 1e3, 2
         t_push, t_pull = s / push, s / pull
         # allreduce: each worker computes, then the two exchange s bytes each way.
         t = c + s / ar_rate
         cpu = w * (c + s / ar_rate)  # both ends busy while the bytes move
         rates = {"allreduce": min(w * BATCH / t, cores * w * BATCH / cpu)}
-        # sync: the ps answers one request at a time: w pushes, the chief's read, write and
-        # clear, w pulls; the workers wait for all of it.
-        ps_busy = w * t_push + t_pull + 2 * t_push + w * t_pull
+        # sync: the ps answers one request at a time: the other worker's push, the chief's take
+        # and write, the other worker's pull; the workers wait for all of it.
+        ps_busy = (w - 1) * t_push + t_pull + t_push + (w - 1) * t_pull
         t = c + ps_busy
         cpu = w * c + 2 * ps_busy  # the ps and the origin each spend the transfer's time
         rates["sync"] = min(w * BATCH / t, cores * w * BATCH / cpu)
@@ -120,7 +130,7 @@ def check():
         rates["async"] = min(w * BATCH / (c + per_step), BATCH / per_step,
                              cores * BATCH / cpu_per_step)
         for mode in ("allreduce", "sync", "async"):
-            got = measured[(model, mode)]
+            got = CHECK_MEASURED[(model, mode)]
             print(f"| {model} | {mode} | {rates[mode]:,.0f} | {got:,} | {rates[mode] / got:.2f} |")
 
 
