@@ -70,6 +70,8 @@ StoreLayout StoreLayout::from_graph(const Graph& graph, int ps_tasks) {
     merged.push_back(s);
   }
   layout.segments = std::move(merged);
+  // Whole lines, so that a second region (sync mode's accumulators) keeps the same places.
+  for (std::int64_t& size : layout.ps_sizes) size = (size + kLine - 1) / kLine * kLine;
   return layout;
 }
 

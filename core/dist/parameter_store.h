@@ -30,7 +30,9 @@ struct StoreLayout {
     std::int64_t ps_offset = 0;  ///< first element in that ps task's window
   };
   std::vector<Segment> segments;       ///< ordered by ps, then offset; adjacent ranges merged
-  std::vector<std::int64_t> ps_sizes;  ///< elements held by each ps task
+  /// Elements held by each ps task: each part at the same place within a 64-byte line as in the
+  /// flat buffer (padding between parts), and the total rounded up to whole lines.
+  std::vector<std::int64_t> ps_sizes;
 
   /// Collects the graph's variable parts by ps task. Variables the setter left on the worker are
   /// an InvalidArgument: with ps tasks, every variable lives on one.
