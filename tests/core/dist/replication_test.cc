@@ -399,6 +399,23 @@ COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dr
       });
 }
 
+COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the slow one the chief, which applies the others' sum", 4) {
+  // The chief adds its own gradient only when it claimed a slot; here the two others take both
+  // slots first, so the chief applies their sum alone and counts its own as dropped.
+  ReplicationOptions options;
+  options.mode = Mode::kSync;
+  options.replicas_to_aggregate = 2;
+  train_with_a_slow_worker(
+      comm, options, /*slow=*/0, 30ms,
+      [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
+      [](Replication& r, bool slow, std::int64_t steps) {
+        CHECK(r.global_step() >= 20);
+        if (!slow) return;
+        CHECK(r.dropped_gradients() > 0);
+        MESSAGE("slow chief: " << r.dropped_gradients() << " of " << steps << " gradients dropped");
+      });
+}
+
 COHORT_MPI_TEST_CASE("ssp: no worker runs more than `staleness` steps ahead of the slowest", 4) {
   ReplicationOptions options;
   options.mode = Mode::kSsp;
