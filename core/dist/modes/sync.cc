@@ -8,7 +8,6 @@
 // (backup workers: k below the number of replicas). The control traffic is batched so that a
 // step costs each replica few round trips to ps 0 (see ParameterStore::update).
 #include <algorithm>
-#include <functional>
 
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
@@ -101,9 +100,13 @@ class SyncReplication final : public PsReplication {
                  [&] { return missing(s, own); });
     sums_.resize(values.size());
     store_.take_gradients(sums_);  // and the accumulators are zero again
-    if (own) std::transform(sums_.begin(), sums_.end(), mine.begin(), sums_.begin(), std::plus<>());
+    // The average, the chief's own gradient added in the same pass.
     const float scale = 1.0f / static_cast<float>(claims);
-    for (float& g : sums_) g *= scale;
+    if (own) {
+      for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] = (sums_[i] + mine[i]) * scale;
+    } else {
+      for (float& g : sums_) g *= scale;
+    }
     optimizer_.apply(values, sums_, s);
     store_.assign(values);
     // In this order: step s+1 is open for claims before it is published (a replica that sees
