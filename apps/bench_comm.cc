@@ -107,8 +107,10 @@ std::vector<StoreRow> store_benchmarks(cohort::Server& server) {
     if (!measure) break;
     const std::int64_t first = graph.find(variable_name(n))->offset;
     // Where the store keeps the variable on the ps (one segment: one variable, one ps task).
-    const auto segment = std::find_if(store.layout().segments.begin(), store.layout().segments.end(),
-                                      [&](const auto& s) { return s.offset <= first && first < s.offset + s.length; });
+    const auto& segments = store.layout().segments;
+    const auto segment = std::find_if(segments.begin(), segments.end(), [&](const auto& s) {
+      return s.offset <= first && first < s.offset + s.length;
+    });
     const auto at = static_cast<std::size_t>(segment->ps_offset + (first - segment->offset));
     std::vector<float> buffer(static_cast<std::size_t>(n), 1.0f);
     const auto [pull, get] = compare([&] { store.pull(first, buffer); },

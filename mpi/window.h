@@ -168,7 +168,8 @@ class Window {
     // 100,000-float get 13x slower when the destination's address was 4 to 12 bytes past the
     // source's, modulo 4 KB (memcpy's 4K aliasing), and its windows start 8 bytes into a page.
     const auto address = reinterpret_cast<std::uintptr_t>(base);
-    if (address % sizeof(T) != 0) throw Error("Window: MPI returned memory not aligned for its elements");
+    if (address % sizeof(T) != 0)
+      throw Error("Window: MPI returned memory not aligned for its elements");
     const std::size_t shift = (kAlignment - address % kAlignment) % kAlignment / sizeof(T);
     base_ = static_cast<T*>(base) + shift;
     count_ = local_count;
@@ -283,8 +284,8 @@ class Window {
   void fetch_and_op(T operand, T& result, int target, std::size_t offset, Op op) {
     check_range(1, target, offset, "fetch_and_op");
     if (served_)
-      return request(target, header(kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)), nullptr,
-                     &result);
+      return request(target, header(kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)),
+                     nullptr, &result);
     operands_.push_back(operand);  // MPI reads it when the operation completes
     COHORT_MPI_CALL(MPI_Fetch_and_op(&operands_.back(), &result, datatype<T>(), target,
                                      disp(target, offset), to_mpi(op), win_));
@@ -335,8 +336,8 @@ class Window {
     if (!served_) fill_buffer(std::min(dst.size(), max_chunk_), value);
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
       if (served_)
-        return request(target, header(kFetchAndFillRequest, offset + first, n, 0, bits(value)), nullptr,
-                       dst.data() + first);
+        return request(target, header(kFetchAndFillRequest, offset + first, n, 0, bits(value)),
+                       nullptr, dst.data() + first);
       COHORT_MPI_CALL(MPI_Get_accumulate(fill_.data(), static_cast<int>(n), datatype<T>(),
                                          dst.data() + first, static_cast<int>(n), datatype<T>(),
                                          target, disp(target, offset + first),

@@ -106,7 +106,8 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
     const int ps = layout_.segments[i].ps;
     const int rank = ps_rank(ps);
     std::size_t end_of_task = i;
-    while (end_of_task < layout_.segments.size() && layout_.segments[end_of_task].ps == ps) ++end_of_task;
+    while (end_of_task < layout_.segments.size() && layout_.segments[end_of_task].ps == ps)
+      ++end_of_task;
     mpi::Window<float>::LockGuard lock;
     for (const Part& part : parts) {
       const std::int64_t base = part.region * layout_.ps_sizes[static_cast<std::size_t>(ps)];

@@ -85,7 +85,8 @@ class ParameterStore {
   /// parameters += delta, then values := the parameters (which include it), in one lock epoch
   /// per ps task, while 1 is added to `count`; returns count's new value. Where the memory is
   /// served, the three are in flight together and cost one round trip.
-  std::int64_t push_then_pull(std::span<const float> delta, std::span<float> values, ControlSlot count);
+  std::int64_t push_then_pull(std::span<const float> delta, std::span<float> values,
+                              ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 

@@ -374,7 +374,8 @@ void take_and_reset_under_accumulates(const Comm& comm, bool served) {
   std::vector<std::int64_t> taken(kCount, 0);
   if (served && me == 0) {
     while (done.local()[0] < origins)
-      if (sums.serve() + done.serve() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (sums.serve() + done.serve() == 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
   } else {
     sums.set_max_chunk(1000);  // several requests or MPI calls per transfer
     const std::vector<std::int64_t> ones(kCount, 1);
@@ -394,11 +395,13 @@ void take_and_reset_under_accumulates(const Comm& comm, bool served) {
   }
   comm.barrier();  // every transfer is complete
   std::vector<std::int64_t> all(kCount, 0);
-  MPI_Allreduce(taken.data(), all.data(), static_cast<int>(kCount), MPI_INT64_T, MPI_SUM, comm.get());
+  MPI_Allreduce(taken.data(), all.data(), static_cast<int>(kCount), MPI_INT64_T, MPI_SUM,
+                comm.get());
   if (me == 0) {
     // One-sided: rank 0 reads its own memory through the window; served: it is plain memory.
     const std::vector<std::int64_t> left =
-        served ? std::vector<std::int64_t>(sums.local().begin(), sums.local().end()) : read(sums, 0);
+        served ? std::vector<std::int64_t>(sums.local().begin(), sums.local().end())
+               : read(sums, 0);
     for (std::size_t i = 0; i < kCount; ++i) all[i] += left[i];
     CHECK(std::count(all.begin(), all.end(), std::int64_t{kRounds} * origins) ==
           static_cast<long>(kCount));

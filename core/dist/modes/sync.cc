@@ -37,8 +37,9 @@ class SyncReplication final : public PsReplication {
     } else if (!server_.is_chief()) {
       // The chief adds its own gradient where it applies the step; the others send theirs.
       store_.accumulate_gradients(grads);
+      // The worker slot is for the stall inspector.
       store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
-                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_}});  // stall inspector
+                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_}});
     }
     if (server_.is_chief()) {
       apply(s, claimed ? grads : std::span<const float>(), values);
@@ -50,7 +51,8 @@ class SyncReplication final : public PsReplication {
             global = counters_[slot(ControlSlot::kGlobalStep)];
             return global > s || counters_[slot(ControlSlot::kStopped)] != 0;
           },
-          options_.wait_timeout, [&] { return chief_name() + " to apply step " + std::to_string(s); });
+          options_.wait_timeout,
+          [&] { return chief_name() + " to apply step " + std::to_string(s); });
       store_.pull(values);
       step_ = std::max(s + 1, global);
     }

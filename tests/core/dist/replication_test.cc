@@ -399,7 +399,7 @@ COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dr
       });
 }
 
-COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the slow one the chief, which applies the others' sum", 4) {
+COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the chief slow: it applies the others' sum", 4) {
   // The chief adds its own gradient only when it claimed a slot; here the two others take both
   // slots first, so the chief applies their sum alone and counts its own as dropped.
   ReplicationOptions options;

@@ -38,5 +38,6 @@ TEST_CASE("each part keeps its place within a 64-byte line, and no two parts ove
   // Padding stays small: at most a line per part and a line per task.
   std::int64_t held = 0;
   for (const std::int64_t size : layout.ps_sizes) held += size;
-  CHECK(held <= graph.num_parameters() + kLine * static_cast<std::int64_t>(layout.segments.size() + 2));
+  const auto parts = static_cast<std::int64_t>(layout.segments.size());
+  CHECK(held <= graph.num_parameters() + kLine * (parts + 2));
 }
