@@ -266,16 +266,9 @@ class Window {
   /// Blocking until the value is back (flushes `target`). Atomically combines `operand` into one
   /// element and returns the element's previous value. Op::kNoOp reads, Op::kReplace swaps.
   T fetch_and_op(T operand, int target, std::size_t offset, Op op = Op::kSum) {
-    check_range(1, target, offset, "fetch_and_op");
     T result{};
-    if (served_) {
-      request(target, header(kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)), nullptr, &result);
-      complete();
-      return result;
-    }
-    COHORT_MPI_CALL(MPI_Fetch_and_op(&operand, &result, datatype<T>(), target,
-                                     disp(target, offset), to_mpi(op), win_));
-    COHORT_MPI_CALL(MPI_Win_flush(target, win_));
+    fetch_and_op(operand, result, target, offset, op);
+    flush(target);
     return result;
   }
 

@@ -189,9 +189,10 @@ std::int64_t ParameterStore::read(ControlSlot slot, int worker) {
   return memory_.counters.fetch_and_op(0, control_rank_, slot_offset(slot, worker), mpi::Op::kNoOp);
 }
 
-void ParameterStore::read(ControlSlot first, std::span<std::int64_t> values) {
-  const std::size_t offset = slot_offset(first, 0);
+void ParameterStore::read(ControlSlot first, std::span<std::int64_t> values, int worker) {
+  const std::size_t offset = slot_offset(first, worker);
   auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
+  // MPI_Get_accumulate with NO_OP: an atomic read against concurrent fetch-and-ops on the slots.
   memory_.counters.get_atomic(values, control_rank_, offset);
 }
 
@@ -235,12 +236,7 @@ std::vector<std::int64_t> ParameterStore::read_worker_slots(int block) {
   if (block < 0 || block > 1)
     throw InvalidArgument("parameter store: no slot block " + std::to_string(block));
   std::vector<std::int64_t> slots(static_cast<std::size_t>(num_workers_));
-  auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
-  // MPI_Get_accumulate with NO_OP: an atomic read against concurrent fetch-and-ops on the slots.
-  memory_.counters.get_atomic(slots, control_rank_,
-                              static_cast<std::size_t>(ControlSlot::kWorkerBase) +
-                                  static_cast<std::size_t>(block * num_workers_));
-  lock.unlock();
+  read(ControlSlot::kWorkerBase, slots, block * num_workers_);
   return slots;
 }
 

@@ -107,8 +107,9 @@ class ParameterStore {
 
   /// Atomic operations on the control window (each a round trip to ps 0).
   std::int64_t read(ControlSlot slot, int worker = 0);
-  /// values[i] := slot first + i, each read atomically, in one round trip.
-  void read(ControlSlot first, std::span<std::int64_t> values);
+  /// values[i] := slot first + i (from `worker`'s slot where first is kWorkerBase), each read
+  /// atomically, in one round trip.
+  void read(ControlSlot first, std::span<std::int64_t> values, int worker = 0);
   /// Applies the updates in the order given, each atomically: a task that sees one's effect sees
   /// the earlier ones' too (a value, then the flag that publishes it). Blocking until all are
   /// applied; one round trip where the memory is served, one per update where it is one-sided.

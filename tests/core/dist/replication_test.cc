@@ -384,36 +384,30 @@ void train_with_a_slow_worker(const mpi::Comm& comm, ReplicationOptions options,
   server.done();
 }
 
-COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dropped", 4) {
+// Sync mode, k=2 of 3 workers, worker `slow` 30 ms behind: 20 steps are applied all the same, and
+// the slow one's gradients are dropped.
+void backup_workers_with_a_slow_one(const mpi::Comm& comm, int slow, const char* who) {
   ReplicationOptions options;
   options.mode = Mode::kSync;
   options.replicas_to_aggregate = 2;
   train_with_a_slow_worker(
-      comm, options, /*slow=*/2, 30ms,
-      [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
-      [](Replication& r, bool slow, std::int64_t steps) {
+      comm, options, slow, 30ms, [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
+      [who](Replication& r, bool is_slow, std::int64_t steps) {
         CHECK(r.global_step() >= 20);
-        if (!slow) return;
+        if (!is_slow) return;
         CHECK(r.dropped_gradients() > 0);
-        MESSAGE("slow worker: " << r.dropped_gradients() << " of " << steps << " gradients dropped");
+        MESSAGE(who << ": " << r.dropped_gradients() << " of " << steps << " gradients dropped");
       });
+}
+
+COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dropped", 4) {
+  backup_workers_with_a_slow_one(comm, /*slow=*/2, "slow worker");
 }
 
 COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the chief slow: it applies the others' sum", 4) {
   // The chief adds its own gradient only when it claimed a slot; here the two others take both
   // slots first, so the chief applies their sum alone and counts its own as dropped.
-  ReplicationOptions options;
-  options.mode = Mode::kSync;
-  options.replicas_to_aggregate = 2;
-  train_with_a_slow_worker(
-      comm, options, /*slow=*/0, 30ms,
-      [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
-      [](Replication& r, bool slow, std::int64_t steps) {
-        CHECK(r.global_step() >= 20);
-        if (!slow) return;
-        CHECK(r.dropped_gradients() > 0);
-        MESSAGE("slow chief: " << r.dropped_gradients() << " of " << steps << " gradients dropped");
-      });
+  backup_workers_with_a_slow_one(comm, /*slow=*/0, "slow chief");
 }
 
 COHORT_MPI_TEST_CASE("ssp: no worker runs more than `staleness` steps ahead of the slowest", 4) {
