@@ -31,8 +31,21 @@ void set_up_once() {
 constexpr std::int64_t kOneDnnMinMultiplyAdds = std::int64_t{1} << 20;
 constexpr std::int64_t kOneDnnMinInner = 32;
 
-bool through_onednn(std::int64_t m, std::int64_t n, std::int64_t k) {
-  return k >= kOneDnnMinInner && m * n * k >= kOneDnnMinMultiplyAdds;
+// oneDNN 2.6's AVX2 kernels read an untransposed B where it lies, and when its rows are a multiple
+// of 2 KB apart (512 floats: a layer of 512, 1024 or 2048 units) they ran at half speed, 46-52
+// GFLOP/s against OpenBLAS's 97 on 64 x 1024 x 3136 (the cnn's fc1 forward), at every alignment
+// but one; with other strides, and with its AVX-512 and SSE4.1 kernels, the speed holds
+// (docs/BENCHMARKS.md). OpenBLAS, which packs B, takes those products.
+bool onednn_slow_stride(bool transpose_b, std::int64_t ldb) {
+  static const bool avx2 = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2 ||
+                           dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2_vnni;
+  return avx2 && !transpose_b && ldb % 512 == 0;
+}
+
+bool through_onednn(bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    std::int64_t ldb) {
+  return k >= kOneDnnMinInner && m * n * k >= kOneDnnMinMultiplyAdds &&
+         !onednn_slow_stride(transpose_b, ldb);
 }
 
 // oneDNN threads a product over omp_get_max_threads() when called outside a parallel region;
@@ -79,7 +92,7 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
   set_up_once();
 #ifdef COHORT_HAVE_ONEDNN
   // oneDNN refuses only arguments OpenBLAS would refuse too; OpenBLAS then says what is wrong.
-  if (through_onednn(m, n, k) &&
+  if (through_onednn(transpose_b, m, n, k, ldb) &&
       onednn_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     return;
 #endif
