@@ -5,6 +5,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/bias_grad.h"
+#include "cohort/core/nn/ops/direct_conv.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/tensor_eigen.h"
@@ -63,12 +64,14 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
   g.out_w = w.out;
   g.dilation_h = options_.dilation_h;
   g.dilation_w = options_.dilation_w;
-  direct_ = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1;
+  pointwise_ = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1;
   // Patch rows copy kw * in contiguous floats at a time (in at a time when dilated); below a
   // 16-float vector that is mostly loop overhead, and the tap-major layout copies whole output
   // rows instead.
   const std::int64_t row_copy = g.dilation_w == 1 ? g.kernel_w * g.in_c : g.in_c;
-  patch_columns_ = !direct_ && row_copy < 16;
+  patch_columns_ = !pointwise_ && row_copy < 16;
+  direct_ = !pointwise_ && options_.algorithm != Options::Algorithm::kIm2col &&
+            direct_conv::suitable(g, options_.filters);
   winograd_.reset();
   // Winograd's transforms assume adjacent taps.
   const bool winograd_fits = g.dilation_h == 1 && g.dilation_w == 1 &&
@@ -92,7 +95,7 @@ Conv2D::Plan Conv2D::plan(std::int64_t n) const {
   // chunks (and the products in them run single-threaded), so the chunk count is a multiple of
   // the thread count where the batch allows.
   std::int64_t largest = n;
-  if (!direct_) {
+  if (!pointwise_) {
     const std::int64_t bytes_per_image = geometry_.rows_per_image() *
                                          std::max(geometry_.patch(), options_.filters) *
                                          std::int64_t{sizeof(float)};
@@ -122,8 +125,11 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     return;
   }
   const Plan p = plan(n);
-  const std::int64_t column_size = direct_ ? 0 : p.chunk * g.rows_per_image() * patch;
+  const std::int64_t column_size =
+      pointwise_ || direct_ ? 0 : p.chunk * g.rows_per_image() * patch;
+  const std::int64_t padded_size = direct_ ? direct_conv::scratch_size(g) : 0;
   columns_.resize({p.threads * column_size});
+  padded_.resize({p.threads * padded_size});
 
 #pragma omp parallel for num_threads(p.threads) schedule(static) if (p.threads > 1)
   for (std::int64_t i = 0; i < p.chunks; ++i) {
@@ -133,11 +139,17 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     const float* images = input.data() + b0 * g.image_size();
     float* columns = columns_.data() + intra_op_thread_index() * column_size;
     float* out = output.data() + b0 * g.rows_per_image() * f;
+    if (direct_) {
+      direct_conv::forward(g, f, images, count, kernel, values + bias_offset_,
+                           options_.activation == Activation::kRelu, out,
+                           padded_.data() + intra_op_thread_index() * padded_size);
+      continue;
+    }
     UnalignedMap y(out, rows, f);
     // The product accumulates onto the broadcast bias; the activation then runs over a block
     // that is still in cache.
     y.rowwise() = bias;
-    if (direct_) {
+    if (pointwise_) {
       gemm(false, false, rows, f, patch, images, kernel, 1.0f, out);
     } else if (patch_columns_) {
       im2col::to_columns(g, images, count, columns);
@@ -166,9 +178,14 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
     return;
   }
   const Plan p = plan(n);
-  const std::int64_t column_size = direct_ ? 0 : p.chunk * g.rows_per_image() * patch;
+  // The direct kernels give the filter gradient; an input gradient takes im2col's columns.
+  const bool direct = direct_ && grad_input == nullptr;
+  const std::int64_t column_size =
+      pointwise_ || direct ? 0 : p.chunk * g.rows_per_image() * patch;
+  const std::int64_t padded_size = direct ? p.chunk * direct_conv::scratch_size(g) : 0;
   const std::int64_t grad_pre_size = relu ? p.chunk * g.rows_per_image() * f : 0;
   columns_.resize({p.threads * column_size});
+  padded_.resize({p.threads * padded_size});
   grad_pre_.resize({p.threads * grad_pre_size});
   // Threads after the first accumulate their filter and bias gradients apart, summed at the end.
   const std::int64_t partial_size = patch * f + f;
@@ -197,7 +214,11 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
       const float* images = input.data() + b0 * g.image_size();
       float* dx = grad_input != nullptr ? grad_input->data() + b0 * g.image_size() : nullptr;
       const float beta = first ? 0.0f : 1.0f;
-      if (direct_) {
+      if (direct) {
+        if (first) std::fill_n(grad_kernel, patch * f, 0.0f);
+        direct_conv::add_kernel_grad(g, f, images, count, dz, grad_kernel,
+                                     padded_.data() + t * padded_size);
+      } else if (pointwise_) {
         gemm(true, false, patch, f, rows, images, dz, beta, grad_kernel);
         if (dx != nullptr) gemm(false, true, rows, patch, f, dz, kernel, 0.0f, dx);
       } else if (patch_columns_) {

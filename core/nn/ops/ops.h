@@ -91,8 +91,9 @@ class Dense : public Layer {
 /// im2col + matrix product a few images at a time, so the column buffer stays in cache (the
 /// backward pass recomputes each chunk's columns rather than keeping the whole batch's), or, for
 /// stride-1 3x3 and 5x5 filters over enough channels, by Winograd's F(2x2, r x r), which needs
-/// 2.25x (3x3) to 2.8x (5x5) fewer multiplications. flops_per_example() counts direct
-/// convolution either way.
+/// 2.25x (3x3) to 2.8x (5x5) fewer multiplications, or, for a receptive field of a few values (a
+/// first layer over 1 to 3 channels), by direct convolution in registers. flops_per_example()
+/// counts direct convolution whatever the algorithm.
 class Conv2D : public Layer {
  public:
   struct Options {
@@ -106,13 +107,16 @@ class Conv2D : public Layer {
     /// convolution. Dilated convolutions use im2col and have no GPU path.
     std::int64_t dilation_h = 1, dilation_w = 1;
     /// kAuto: Winograd F(2x2, r x r) where it serves (stride 1, 3x3 or 5x5, >= 8 channels in
-    /// and out; see winograd.h), else im2col. kWinograd on a layer it cannot serve makes build()
-    /// throw InvalidArgument.
+    /// and out; see winograd.h), direct convolution for thin receptive fields (a first layer's
+    /// few channels; see direct_conv.h), else im2col. kWinograd on a layer it cannot serve makes
+    /// build() throw InvalidArgument.
     enum class Algorithm { kAuto, kIm2col, kWinograd } algorithm = Algorithm::kAuto;
   };
   Conv2D(std::string name, Options options);
   /// Whether build() chose the Winograd path.
   bool uses_winograd() const { return winograd_.has_value(); }
+  /// Whether build() chose direct convolution (a thin receptive field: see direct_conv.h).
+  bool uses_direct() const { return direct_; }
 
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -138,12 +142,14 @@ class Conv2D : public Layer {
   Graph* graph_ = nullptr;
   im2col::Geometry geometry_;
   bool patch_columns_ = false;  // im2col layout: patch columns for thin patch rows (see im2col.h)
-  bool direct_ = false;         // 1x1, stride 1: the images are their own column buffer
+  bool pointwise_ = false;      // 1x1, stride 1: the images are their own column buffer
+  bool direct_ = false;         // direct convolution of a thin receptive field (direct_conv.h)
   std::int64_t kernel_offset_ = 0;
   std::int64_t bias_offset_ = 0;
   Tensor columns_;    // per thread, im2col of one chunk of images, reused as its column gradient
   Tensor grad_pre_;   // per thread, dLoss/d(pre-activation) of one chunk
   Tensor partials_;   // per thread after the first, its filter and bias gradient sums
+  Tensor padded_;     // per thread, one chunk of images with their zero border (direct_)
   std::optional<winograd::Convolution> winograd_;
 };
 

@@ -260,11 +260,23 @@ TEST_CASE("Conv2D picks Winograd where it serves") {
   };
   CHECK(conv("a", 64, 5, 1, {14, 14, 32}));       // the tutorial CNN's conv2
   CHECK(conv("b", 32, 3, 1, {14, 14, 16}));
-  CHECK_FALSE(conv("c", 32, 5, 1, {28, 28, 1}));  // one input channel: im2col
+  CHECK_FALSE(conv("c", 32, 5, 1, {28, 28, 1}));  // one input channel: direct convolution
   CHECK_FALSE(conv("d", 64, 5, 2, {14, 14, 32}));  // strided
   CHECK_FALSE(conv("e", 64, 7, 1, {14, 14, 32}));
   CHECK_FALSE(conv("f", 64, 5, 1, {14, 14, 32}, Algorithm::kIm2col));
   CHECK_THROWS_AS(conv("g", 64, 5, 2, {14, 14, 32}, Algorithm::kWinograd), InvalidArgument);
+  // Direct convolution for a thin receptive field (a first layer's few channels).
+  auto direct = [&](const char* name, std::int64_t filters, std::int64_t k, const Shape& input,
+                    Algorithm algorithm = Algorithm::kAuto) {
+    Conv2D layer(name, options(filters, k, k, 1, Padding::kSame, Activation::kNone, algorithm));
+    layer.build(graph, input);
+    return layer.uses_direct();
+  };
+  CHECK(direct("h", 32, 5, {28, 28, 1}));   // the tutorial CNN's conv1
+  CHECK(direct("i", 16, 3, {32, 32, 3}));
+  CHECK_FALSE(direct("j", 16, 7, {32, 32, 3}));  // 21 values a kernel row: im2col
+  CHECK_FALSE(direct("k", 32, 5, {28, 28, 1}, Algorithm::kIm2col));
+  CHECK_FALSE(direct("l", 32, 3, {14, 14, 16}));  // Winograd's
 }
 
 TEST_CASE("Conv2D on two threads computes what it does on one") {
@@ -275,6 +287,7 @@ TEST_CASE("Conv2D on two threads computes what it does on one") {
   };
   const std::vector<Case> cases = {
       {{7, 28, 28, 1}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu)},
+      {{7, 28, 28, 1}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kAuto)},
       {{5, 14, 14, 32}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu)},
       {{5, 14, 14, 32}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
       {{1, 9, 9, 16}, options(8, 3, 3, 2, Padding::kValid)},
@@ -496,6 +509,88 @@ TEST_CASE("Conv2D with dilation on two threads computes what it does on one") {
   for (std::int64_t i = 0; i < dx1.size(); ++i)
     REQUIRE(dx2[i] == doctest::Approx(dx1[i]).epsilon(1e-5));
   for (std::size_t i = 0; i < g1.size(); ++i) REQUIRE(g2[i] == doctest::Approx(g1[i]).epsilon(1e-4));
+}
+
+TEST_CASE("Conv2D's direct kernels match a direct convolution and im2col's gradients") {
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  // Filter counts that are multiples of 16 take the direct kernels at either vector width (8 or
+  // 16 floats), in every grouping of filter vectors (1 to 4, and 4 + 1, 4 + 2); 24, 40 and 56
+  // only with 8-float vectors (im2col otherwise). Output widths leave pixels after the groups,
+  // patches of 1 to 27 taps leave taps after the groups of the filter gradient.
+  auto thin = [](std::int64_t filters, std::int64_t kh, std::int64_t kw, std::int64_t stride,
+                 Padding padding, Activation activation = Activation::kNone) {
+    return options(filters, kh, kw, stride, padding, activation, Algorithm::kAuto);
+  };
+  const std::vector<Case> cases = {
+      {{3, 28, 28, 1}, thin(32, 5, 5, 1, Padding::kSame, Activation::kRelu)},  // the tutorial CNN's conv1
+      {{2, 13, 11, 1}, thin(16, 3, 3, 1, Padding::kSame, Activation::kRelu)},
+      {{2, 9, 10, 3}, thin(48, 3, 3, 2, Padding::kValid)},
+      {{2, 9, 10, 3}, thin(64, 3, 3, 2, Padding::kSame)},
+      {{1, 8, 7, 2}, thin(80, 2, 3, 1, Padding::kSame)},  // uneven padding
+      {{2, 6, 7, 1}, thin(96, 1, 1, 2, Padding::kValid)},  // one tap
+      {{1, 7, 9, 1}, thin(24, 3, 3, 1, Padding::kSame)},
+      {{1, 7, 9, 1}, thin(40, 5, 5, 1, Padding::kSame)},
+      {{1, 7, 9, 2}, thin(56, 3, 3, 1, Padding::kValid)},
+      {{2, 11, 11, 1}, dilated(16, 3, 1, Padding::kSame, 2, 3)},
+      {{2, 11, 12, 3}, dilated(32, 3, 2, Padding::kValid, 2, 2)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.input));
+    CAPTURE(c.o.filters);
+    CAPTURE(c.o.kernel_h);
+    Graph graph;
+    Conv2D direct("conv", c.o);
+    Conv2D::Options plain_options = c.o;
+    plain_options.algorithm = Algorithm::kIm2col;
+    Conv2D plain("conv", plain_options);
+    const Shape example = {c.input[1], c.input[2], c.input[3]};
+    direct.build(graph, example);
+    plain.build(graph, example);
+    if (c.o.filters % 16 == 0) REQUIRE(direct.uses_direct());
+    REQUIRE_FALSE(plain.uses_direct());
+    graph.initialize(3);
+    for (float& b : graph.values(*graph.find("conv/bias"))) b = 0.1f;
+    const Tensor x = random_tensor(c.input, 5);
+    Tensor y, y_plain;
+    direct.forward(x, y, {});
+    const Tensor expected = reference_dilated_conv(x, graph.values(*graph.find("conv/kernel")),
+                                                   graph.values(*graph.find("conv/bias")), c.o);
+    REQUIRE(y.shape() == expected.shape());
+    for (std::int64_t i = 0; i < y.size(); ++i) {
+      INFO("output ", i);
+      REQUIRE(y[i] == doctest::Approx(expected[i]).epsilon(1e-4));
+    }
+    plain.forward(x, y_plain, {});
+    const Tensor dy = random_tensor(y.shape(), 6);
+    // As a first layer (no input gradient: the direct filter gradient), then with one.
+    for (const bool input_grad : {false, true}) {
+      CAPTURE(input_grad);
+      Tensor dx, dx_plain;
+      std::vector<float> g(static_cast<std::size_t>(graph.num_parameters()), 7.0f);
+      std::vector<float> g_plain(g.size());
+      direct.backward(x, y, dy, input_grad ? &dx : nullptr, g);
+      plain.backward(x, y_plain, dy, input_grad ? &dx_plain : nullptr, g_plain);
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        INFO("gradient ", i);
+        REQUIRE(g[i] == doctest::Approx(g_plain[i]).epsilon(1e-4).scale(1.0));
+      }
+      for (std::int64_t i = 0; i < dx_plain.size(); ++i) REQUIRE(dx[i] == doctest::Approx(dx_plain[i]));
+      if (input_grad) continue;
+      // Two threads, each summing the filter gradient of its share of the images.
+      std::vector<float> g_two(g.size(), 9.0f);
+      set_intra_op_threads(2);
+      Tensor y_two;
+      direct.forward(x, y_two, {});
+      direct.backward(x, y_two, dy, nullptr, g_two);
+      set_intra_op_threads(1);
+      for (std::int64_t i = 0; i < y.size(); ++i) REQUIRE(y_two[i] == doctest::Approx(y[i]));
+      for (std::size_t i = 0; i < g.size(); ++i)
+        REQUIRE(g_two[i] == doctest::Approx(g[i]).epsilon(1e-4).scale(1.0));
+    }
+  }
 }
 
 TEST_CASE("Conv2D with dilation never takes Winograd; dilation below 1 is refused") {
