@@ -40,7 +40,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     : graph_(graph),
       options_(options),
       optimizer_(std::move(optimizer)),
-      batches_(std::move(data), batch_options(options)) {
+      batches_(data::BatchIterator(std::move(data), batch_options(options))) {
   if (server) {
     target_ = server->target();
     worker_index_ = server->replica_index();

@@ -16,6 +16,7 @@
 #include "cohort/core/dist/replication.h"
 #include "cohort/core/io/safetensors.h"
 #include "cohort/core/nn/data/batch_iterator.h"
+#include "cohort/core/nn/data/prefetcher.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/model.h"
@@ -104,7 +105,6 @@ class Trainer {
   Graph& graph() { return graph_; }
   Model& model() { return towers_.front().model; }
   Optimizer& optimizer() { return *optimizer_; }
-  data::BatchIterator& batches() { return batches_; }
   Mode mode() const { return options_.replication.mode; }
   /// The server target of this replica's task ("" in local mode without a server).
   const std::string& target() const { return target_; }
@@ -164,7 +164,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<CrossReplicaSum> cross_replica_;
-  data::BatchIterator batches_;
+  data::BatchPrefetcher batches_;  // the next batch fills while a step computes
   data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;

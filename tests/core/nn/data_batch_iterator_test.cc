@@ -1,4 +1,4 @@
-// BatchIterator: epochs, shuffling, remainders, resuming, buffer reuse.
+// BatchIterator: epochs, shuffling, remainders, resuming, buffer reuse; BatchPrefetcher.
 
 #include <doctest/doctest.h>
 
@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "cohort/core/nn/data/batch_iterator.h"
+#include "cohort/core/nn/data/prefetcher.h"
 
 using cohort::Shape;
 using cohort::Tensor;
 using cohort::data::BatchIterator;
 using cohort::data::BatchOptions;
+using cohort::data::BatchPrefetcher;
 using cohort::data::Dataset;
 
 namespace {
@@ -222,4 +224,34 @@ TEST_CASE("options that cannot work are refused") {
                        "drop_remainder, so a repeating next() could never return",
                        cohort::InvalidArgument);
   CHECK_NOTHROW(BatchIterator(numbered(3), {.batch_size = 4, .drop_remainder = false}));
+}
+
+TEST_CASE("BatchPrefetcher: the iterator's batches in its order, seek included") {
+  for (const bool repeat : {true, false}) {
+    CAPTURE(repeat);
+    const BatchOptions options{.batch_size = 7, .seed = 4, .drop_remainder = false, .repeat = repeat};
+    BatchIterator direct(numbered(30), options);
+    BatchPrefetcher ahead(BatchIterator(numbered(30), options));
+    CHECK(ahead.batches_per_epoch() == direct.batches_per_epoch());
+    cohort::data::Batch batch;
+    Tensor x;
+    std::vector<std::int32_t> y;
+    // Three epochs and a half, the short last batches and (without repeat) the false at each
+    // epoch's end included.
+    for (int k = 0; k < 18; ++k) {
+      CAPTURE(k);
+      const bool expected = direct.next(x, y);
+      REQUIRE(ahead.next(batch) == expected);
+      if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
+    }
+    // A seek drops the batch filled ahead: the next one is the seek's.
+    direct.seek(1, 14);
+    ahead.seek(1, 14);
+    for (int k = 0; k < 4; ++k) {
+      const bool expected = direct.next(x, y);
+      REQUIRE(ahead.next(batch) == expected);
+      if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
+    }
+    CHECK_THROWS_AS(ahead.seek(0, 31), cohort::InvalidArgument);
+  }
 }
