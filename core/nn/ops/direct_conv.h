@@ -18,7 +18,8 @@ namespace cohort::direct_conv {
 
 /// Whether the kernels serve `g` with `filters` filters: a patch of at most 32 values whose
 /// kernel rows are narrow (kernel_w * in_c < 16, the layers im2col lays out as patch columns),
-/// and a filter count that is a multiple of the vector width (8, or 16 with AVX-512).
+/// and a filter count that is a multiple of the vector width (8, or 16 with AVX-512); and
+/// kernels compiled with AVX (x86-64-v3 and up), whose vectors each fit one register.
 bool suitable(const im2col::Geometry& g, std::int64_t filters);
 
 /// Floats of one padded image: forward() needs one as scratch, add_kernel_grad() one per image.
