@@ -37,8 +37,10 @@ constexpr std::int64_t kOneDnnMinInner = 32;
 // but one; with other strides, and with its AVX-512 and SSE4.1 kernels, the speed holds
 // (docs/BENCHMARKS.md). OpenBLAS, which packs B, takes those products.
 bool onednn_slow_stride(bool transpose_b, std::int64_t ldb) {
-  static const bool avx2 = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2 ||
-                           dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2_vnni;
+  static const bool avx2 = [] {
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni;
+  }();
   return avx2 && !transpose_b && ldb % 512 == 0;
 }
 

@@ -42,6 +42,22 @@ Conv2D::Options options(std::int64_t filters, std::int64_t kh, std::int64_t kw, 
   return o;
 }
 
+// A layer of options `o` and its im2col twin, built on `graph` for batches of shape `input` (the
+// twin reuses the layer's variables): what the faster algorithms are checked against.
+struct Im2colTwins {
+  Conv2D layer, plain;
+  Im2colTwins(Graph& graph, const Conv2D::Options& o, const Shape& input)
+      : layer("conv", o), plain("conv", with_im2col(o)) {
+    const Shape example = {input[1], input[2], input[3]};
+    layer.build(graph, example);
+    plain.build(graph, example);
+  }
+  static Conv2D::Options with_im2col(Conv2D::Options o) {
+    o.algorithm = Algorithm::kIm2col;
+    return o;
+  }
+};
+
 // Direct convolution in double, TensorFlow's definition: out[n, oh, ow, f] = bias[f] +
 // sum over (i, j, c) of in[n, oh * s + i - pad_h, ow * s + j - pad_w, c] * k[i, j, c, f].
 Tensor reference_conv(const Tensor& in, std::span<const float> kernel, std::span<const float> bias,
@@ -212,13 +228,9 @@ TEST_CASE("Conv2D by Winograd matches direct convolution, im2col and finite diff
     CAPTURE(c.o.kernel_h);
     check_against_reference(c.input, c.o);
     Graph graph;
-    Conv2D winograd("conv", c.o);
-    Conv2D::Options plain_options = c.o;
-    plain_options.algorithm = Algorithm::kIm2col;
-    Conv2D plain("conv", plain_options);
-    const Shape example = {c.input[1], c.input[2], c.input[3]};
-    winograd.build(graph, example);
-    plain.build(graph, example);
+    Im2colTwins layers(graph, c.o, c.input);
+    Conv2D& winograd = layers.layer;
+    Conv2D& plain = layers.plain;
     REQUIRE(winograd.uses_winograd());
     REQUIRE_FALSE(plain.uses_winograd());
     graph.initialize(5);
@@ -551,13 +563,9 @@ TEST_CASE("Conv2D's direct kernels match a direct convolution and im2col's gradi
     CAPTURE(c.o.filters);
     CAPTURE(c.o.kernel_h);
     Graph graph;
-    Conv2D direct("conv", c.o);
-    Conv2D::Options plain_options = c.o;
-    plain_options.algorithm = Algorithm::kIm2col;
-    Conv2D plain("conv", plain_options);
-    const Shape example = {c.input[1], c.input[2], c.input[3]};
-    direct.build(graph, example);
-    plain.build(graph, example);
+    Im2colTwins layers(graph, c.o, c.input);
+    Conv2D& direct = layers.layer;
+    Conv2D& plain = layers.plain;
     if (c.o.filters % 16 == 0) REQUIRE(direct.uses_direct() == direct_kernels());
     REQUIRE_FALSE(plain.uses_direct());
     graph.initialize(3);
