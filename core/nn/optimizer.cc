@@ -47,8 +47,8 @@ class Sgd final : public Optimizer {
   explicit Sgd(const OptimizerOptions& options) : Optimizer(options) {}
 
  protected:
-  void update(std::span<const float> g, float scale, double lr, std::span<float> out,
-              bool accumulate) override {
+  void update(std::int64_t, std::span<const float> g, float scale, double lr,
+              std::span<float> out, bool accumulate) override {
     const float step = -static_cast<float>(lr) * scale;
     const std::size_t n = g.size();
     float* __restrict o = out.data();
@@ -73,13 +73,12 @@ class Momentum final : public Optimizer {
 
  protected:
   // TensorFlow: accum = m * accum + g; var -= lr * accum (Nesterov: var -= lr * (g + m * accum)).
-  void update(std::span<const float> g, float scale, double lr, std::span<float> out,
-              bool accumulate) override {
-    prepare(g.size());
+  void update(std::int64_t first, std::span<const float> g, float scale, double lr,
+              std::span<float> out, bool accumulate) override {
     const float m = static_cast<float>(options().momentum);
     const float rate = static_cast<float>(lr);
     const bool nesterov = options().nesterov;
-    float* __restrict a = accum_.data();
+    float* __restrict a = accum_.data() + first;
     float* __restrict o = out.data();
     const float* __restrict gp = g.data();
     for (std::size_t i = 0; i < g.size(); ++i) {
@@ -108,17 +107,16 @@ class Adam final : public Optimizer {
   // TensorFlow: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); var -= lr_t * m / (sqrt(v) + eps).
   // t counts this optimizer's own updates (iterations()), so bias correction is right for an
   // async worker whose global step jumps by other workers' pushes.
-  void update(std::span<const float> g, float scale, double lr, std::span<float> out,
-              bool accumulate) override {
-    prepare(g.size());
+  void update(std::int64_t first, std::span<const float> g, float scale, double lr,
+              std::span<float> out, bool accumulate) override {
     const auto t = static_cast<double>(iterations());
     const double b1 = options().beta1, b2 = options().beta2;
     const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) /
                                           (1.0 - std::pow(b1, t)));
     const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
     const float eps = static_cast<float>(options().epsilon);
-    float* __restrict m = m_.data();
-    float* __restrict v = v_.data();
+    float* __restrict m = m_.data() + first;
+    float* __restrict v = v_.data() + first;
     float* __restrict o = out.data();
     const float* __restrict gp = g.data();
     for (std::size_t i = 0; i < g.size(); ++i) {
@@ -183,18 +181,28 @@ void Optimizer::run(std::span<const float> grads, std::int64_t step, std::span<f
   if (out.size() != grads.size())
     throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
                           std::to_string(out.size()) + " parameters");
+  ++iterations_;
+  prepare(grads.size());
+  run_range(0, grads, learning_rate(step), /*clip=*/true, out, accumulate, values);
+}
+
+void Optimizer::run_range(std::int64_t first, std::span<const float> grads, double lr, bool clip,
+                          std::span<float> out, bool accumulate,
+                          std::span<const float> values) {
   const float wd = static_cast<float>(options_.weight_decay);
   if (wd > 0 && values.size() != grads.size())
     throw InvalidArgument("optimizer: weight decay needs the parameters beside the gradients");
+  // Each decayed range's overlap with [first, last), as indices into this range's spans.
+  const auto last = first + static_cast<std::int64_t>(grads.size());
   const auto each_range = [&](auto&& f) {
     if (decay_all_) {
       f(std::int64_t{0}, static_cast<std::int64_t>(grads.size()));
       return;
     }
-    for (const auto& [begin, end] : decay_ranges_) f(begin, end);
+    for (const auto& [begin, end] : decay_ranges_)
+      if (std::max(begin, first) < std::min(end, last))
+        f(std::max(begin, first) - first, std::min(end, last) - first);
   };
-  ++iterations_;
-  const double lr = learning_rate(step);
   if (wd > 0 && !decoupled()) {
     // L2 regularisation: the gradient of wd/2 |w|^2 joins the loss's before clipping.
     decayed_.assign(grads.begin(), grads.end());
@@ -212,7 +220,7 @@ void Optimizer::run(std::span<const float> grads, std::int64_t step, std::span<f
     });
   };
   if (wd > 0 && decoupled() && accumulate) decay();
-  update(grads, clip_scale(grads), lr, out, accumulate);
+  update(first, grads, clip ? clip_scale(grads) : 1.0f, lr, out, accumulate);
   if (wd > 0 && decoupled() && !accumulate) decay();
 }
 
@@ -223,6 +231,29 @@ void Optimizer::apply(std::span<float> values, std::span<const float> grads, std
 void Optimizer::compute_delta(std::span<const float> grads, std::int64_t step,
                               std::span<float> delta, std::span<const float> values) {
   run(grads, step, delta, /*accumulate=*/false, values);
+}
+
+void Optimizer::begin_delta(std::int64_t step, std::size_t parameters) {
+  if (options_.clip_norm > 0)
+    throw InvalidArgument("optimizer: a delta in pieces cannot be clipped (clipping needs the "
+                          "norm of the whole gradient before any piece)");
+  ++iterations_;
+  prepare(parameters);
+  piece_lr_ = learning_rate(step);
+  piece_parameters_ = static_cast<std::int64_t>(parameters);
+}
+
+void Optimizer::delta_piece(std::int64_t first, std::span<const float> grads,
+                            std::span<float> delta, std::span<const float> values) {
+  if (delta.size() != grads.size())
+    throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for a " +
+                          std::to_string(delta.size()) + "-value piece");
+  const auto last = first + static_cast<std::int64_t>(grads.size());
+  if (first < 0 || last > piece_parameters_)
+    throw InvalidArgument("optimizer: piece [" + std::to_string(first) + ", " +
+                          std::to_string(last) + ") outside the " +
+                          std::to_string(piece_parameters_) + " parameters of begin_delta()");
+  run_range(first, grads, piece_lr_, /*clip=*/false, delta, /*accumulate=*/false, values);
 }
 
 }  // namespace cohort

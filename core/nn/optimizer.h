@@ -73,6 +73,15 @@ class Optimizer {
   void compute_delta(std::span<const float> grads, std::int64_t step, std::span<float> delta,
                      std::span<const float> values = {});
 
+  /// The same delta in pieces, for pushes that leave while the backward pass still runs:
+  /// begin_delta() once per step, then delta_piece() for disjoint ranges [first, first +
+  /// grads.size()) that together cover the parameters, in any order. The pieces equal the
+  /// matching ranges of compute_delta()'s delta bit for bit, and the state advances as it would.
+  /// Clipping needs the norm of every gradient before any piece: InvalidArgument when set.
+  void begin_delta(std::int64_t step, std::size_t parameters);
+  void delta_piece(std::int64_t first, std::span<const float> grads, std::span<float> delta,
+                   std::span<const float> values = {});
+
   /// The ranges [begin, end) of the parameters that weight decay applies to; all of them until
   /// this is called.
   void set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges);
@@ -91,15 +100,20 @@ class Optimizer {
 
  protected:
   explicit Optimizer(OptimizerOptions options) : options_(std::move(options)) {}
-  /// Writes (accumulate=false) or adds (accumulate=true) the update for `grads`, scaled by
-  /// `grad_scale` (from clipping), into `out`.
-  virtual void update(std::span<const float> grads, float grad_scale, double learning_rate,
-                      std::span<float> out, bool accumulate) = 0;
+  /// Writes (accumulate=false) or adds (accumulate=true) the update for `grads`, the parameters
+  /// from `first` on, scaled by `grad_scale` (from clipping), into `out`. The state is prepared.
+  virtual void update(std::int64_t first, std::span<const float> grads, float grad_scale,
+                      double learning_rate, std::span<float> out, bool accumulate) = 0;
 
  private:
   float clip_scale(std::span<const float> grads);
   void run(std::span<const float> grads, std::int64_t step, std::span<float> out, bool accumulate,
            std::span<const float> values);
+  // The update of parameters [first, first + grads.size()) at learning rate lr (`clip`: by the
+  // global norm of these gradients), once iterations_ has counted the step and the state is
+  // prepared.
+  void run_range(std::int64_t first, std::span<const float> grads, double lr, bool clip,
+                 std::span<float> out, bool accumulate, std::span<const float> values);
   bool decoupled() const { return options_.name == "adamw"; }
 
   OptimizerOptions options_;
@@ -108,6 +122,8 @@ class Optimizer {
   std::vector<float> decayed_;  // gradients with the L2 term added
   double last_norm_ = 0.0;
   std::int64_t iterations_ = 0;
+  double piece_lr_ = 0.0;  // begin_delta()'s learning rate and parameters, for its pieces
+  std::int64_t piece_parameters_ = 0;
 };
 
 }  // namespace cohort
