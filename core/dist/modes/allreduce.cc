@@ -3,19 +3,19 @@
 // identical without any ps. With --compression=bf16 the pieces travel as bfloat16, with error
 // feedback (fusion.h); every replica still gets the same sum, so they stay identical.
 //
-// With --bucket_bytes the gradients leave during the backward pass, as PyTorch DDP and Horovod
-// send them: the buffer is cut into buckets from its end (the last layers' variables, whose
-// gradients backward finishes first), and each bucket's non-blocking MPI_Iallreduce starts as
-// soon as the backward pass reports it final (GradientListener). Every replica runs the same
-// layers in the same order, so all start the same buckets in the same order. The backward pass
-// tests the open requests between layers, which is what moves them on (Open MPI progresses
-// non-blocking collectives inside MPI calls only); after_step() waits for the rest.
+// With --bucket_bytes the gradients leave during the backward pass (core/dist/buckets.h): each
+// bucket's non-blocking MPI_Iallreduce starts as soon as the backward pass reports it final.
+// Every replica runs the same layers in the same order, so all start the same buckets in the
+// same order. The backward pass tests the open requests between layers, which is what moves
+// them on (Open MPI progresses non-blocking collectives inside MPI calls only); after_step()
+// waits for the rest.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "cohort/core/base/bfloat16.h"
+#include "cohort/core/dist/buckets.h"
 #include "cohort/core/dist/fusion.h"
 #include "cohort/core/dist/modes/modes.h"
 
@@ -66,8 +66,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
                        (bf16() ? "bfloat16" : "float32") + ": " + std::to_string(bytes_sent_) +
                        " bytes";
     if (bucket_bytes_ > 0)
-      text += ", " + std::to_string(buckets_during_backward_) + " of " +
-              std::to_string(buckets_) + " buckets sent during the backward pass";
+      text += ", " + std::to_string(during_backward_) + " of " + std::to_string(sent_) +
+              " buckets sent during the backward pass";
     return text;
   }
   void finish() override {}
@@ -81,24 +81,12 @@ class AllreduceReplication final : public Replication, private GradientListener 
   static constexpr int kChief = 0;  // replica 0, rank 0 of the replicas' communicator
 
   bool bf16() const { return compression_ == Compression::kBf16; }
-  // Bucket k holds [begin(k), end(k)): bucket 0 the buffer's last elements.
-  std::int64_t bucket_elements() const {
-    const auto element = static_cast<std::int64_t>(bf16() ? sizeof(std::uint16_t) : sizeof(float));
-    return std::max<std::int64_t>(1, bucket_bytes_ / element);
-  }
-  std::int64_t size() const { return static_cast<std::int64_t>(grads_.size()); }
-  std::int64_t end(std::size_t k) const {
-    return size() - static_cast<std::int64_t>(k) * bucket_elements();
-  }
-  std::int64_t begin(std::size_t k) const {
-    return std::max<std::int64_t>(0, end(k) - bucket_elements());
-  }
 
   void open_buckets(std::span<float> grads) {
     grads_ = grads;
-    const auto count = static_cast<std::size_t>((size() + bucket_elements() - 1) / bucket_elements());
-    requests_.resize(count);
-    started_ = 0;
+    const auto element = static_cast<std::int64_t>(bf16() ? sizeof(std::uint16_t) : sizeof(float));
+    buckets_ = Buckets(static_cast<std::int64_t>(grads.size()), bucket_bytes_ / element);
+    requests_.resize(buckets_.count());
     open_ = true;
     if (bf16()) {
       if (residual_.size() != grads.size()) residual_.assign(grads.size(), 0.0f);
@@ -109,15 +97,15 @@ class AllreduceReplication final : public Replication, private GradientListener 
   // GradientListener, during the backward pass: start every bucket now final, and move the open
   // ones on.
   void ready(std::int64_t from) override {
-    for (; started_ < requests_.size() && begin(started_) >= from; ++buckets_during_backward_)
-      start(started_++);
-    for (std::size_t k = 0; k < started_; ++k) requests_[k].test();
+    const auto started = buckets_.start_final(from, [&](std::size_t k) { start(k); });
+    during_backward_ += static_cast<std::int64_t>(started);
+    for (std::size_t k = 0; k < buckets_.started(); ++k) requests_[k].test();
   }
 
   void start(std::size_t k) {
-    ++buckets_;
-    const auto first = static_cast<std::size_t>(begin(k));
-    const auto n = static_cast<std::size_t>(end(k)) - first;
+    ++sent_;
+    const auto first = static_cast<std::size_t>(buckets_.begin(k));
+    const auto n = static_cast<std::size_t>(buckets_.size(k));
     if (bf16()) {
       const std::span<std::uint16_t> wire(wire_.data() + first, n);
       round_with_feedback(grads_.subspan(first, n), std::span<float>(residual_).subspan(first, n),
@@ -131,12 +119,12 @@ class AllreduceReplication final : public Replication, private GradientListener 
   }
 
   void finish_buckets() {
-    while (started_ < requests_.size()) start(started_++);
+    buckets_.start_rest([&](std::size_t k) { start(k); });
     for (std::size_t k = 0; k < requests_.size(); ++k) {
       requests_[k].wait();
       if (bf16()) {
-        const auto first = static_cast<std::size_t>(begin(k));
-        const auto n = static_cast<std::size_t>(end(k)) - first;
+        const auto first = static_cast<std::size_t>(buckets_.begin(k));
+        const auto n = static_cast<std::size_t>(buckets_.size(k));
         bf16::to_float(std::span<const std::uint16_t>(wire_.data() + first, n),
                        grads_.subspan(first, n));
       }
@@ -153,12 +141,12 @@ class AllreduceReplication final : public Replication, private GradientListener 
   std::vector<std::uint16_t> wire_;   // bf16: the pieces as they travel
   std::int64_t bytes_sent_ = 0;
   std::int64_t step_ = 0;
-  // --bucket_bytes: this step's buffer, one request per bucket, how many have started.
+  // --bucket_bytes: this step's buffer, its buckets, one request per bucket.
   std::span<float> grads_;
+  Buckets buckets_;
   std::vector<mpi::Request> requests_;
-  std::size_t started_ = 0;
   bool open_ = false;
-  std::int64_t buckets_ = 0, buckets_during_backward_ = 0;  // for stats()
+  std::int64_t sent_ = 0, during_backward_ = 0;  // buckets, for stats()
 };
 
 }  // namespace
