@@ -356,6 +356,16 @@ class Window {
     COHORT_MPI_CALL(MPI_Win_flush(target, win_));
   }
   /// Blocking. Completes every transfer in the current epochs.
+  /// Never blocks. Moves this rank's transfers in flight on where the window is served: MPI
+  /// progresses their messages only inside MPI calls, so an origin that computes between
+  /// transfers calls this now and then. Free on one-sided windows.
+  void progress() {
+    if (!served_ || pending_.empty()) return;
+    int done = 0;
+    COHORT_MPI_CALL(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done,
+                                MPI_STATUSES_IGNORE));
+    if (done) pending_.clear(), headers_.clear();
+  }
   void flush_all() {
     if (served_) return complete();
     COHORT_MPI_CALL(MPI_Win_flush_all(win_));

@@ -81,6 +81,7 @@ ParameterStore::ParameterStore(Server& server, const Graph& graph, Options optio
       accumulators_(options.gradient_accumulators),
       num_workers_(server.num_replicas()),
       memory_(host(server, layout_, accumulators_)),
+      epochs_(layout_.ps_sizes.size()),
       control_rank_(memory_.ps_ranks.front()) {}
 
 void ParameterStore::check_open() const {
@@ -93,7 +94,8 @@ void ParameterStore::check_size(std::size_t n) const {
                           std::to_string(num_parameters_) + " parameters");
 }
 
-void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> parts) {
+void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> parts,
+                              bool started) {
   check_open();
   const std::int64_t last = first + static_cast<std::int64_t>(parts.begin()->values.size());
   if (first < 0 || last > num_parameters_)
@@ -101,17 +103,17 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
                           std::to_string(last) + ") outside the " + std::to_string(num_parameters_) +
                           " parameters");
   // One lock epoch per ps task: every (clipped) segment of that task, part after part.
-  std::size_t i = 0;
-  while (i < layout_.segments.size()) {
+  for (std::size_t i = 0; i < layout_.segments.size();) {
     const int ps = layout_.segments[i].ps;
     const int rank = ps_rank(ps);
     std::size_t end_of_task = i;
     while (end_of_task < layout_.segments.size() && layout_.segments[end_of_task].ps == ps)
       ++end_of_task;
-    mpi::Window<float>::LockGuard lock;
+    auto& lock = epochs_[static_cast<std::size_t>(ps)];
     for (const Part& part : parts) {
       const std::int64_t base = part.region * layout_.ps_sizes[static_cast<std::size_t>(ps)];
-      if (lock.locked()) memory_.values.order(rank);  // this part after the previous one
+      // After the transfers already in this epoch (an earlier part's, or started ones).
+      if (lock.locked()) memory_.values.order(rank);
       for (std::size_t j = i; j < end_of_task; ++j) {
         const auto& s = layout_.segments[j];
         const std::int64_t begin = std::max(first, s.offset);
@@ -129,9 +131,22 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
         }
       }
     }
-    lock.unlock();
     i = end_of_task;
   }
+  if (!started) complete();
+}
+
+void ParameterStore::complete() {
+  for (auto& lock : epochs_) lock.unlock();
+}
+
+void ParameterStore::start_push(std::int64_t first, std::span<const float> delta) {
+  transfer(first, {{Move::kAdd, 0, writable(delta)}}, /*started=*/true);
+}
+
+void ParameterStore::start_accumulate(std::int64_t first, std::span<const float> grads) {
+  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
+  transfer(first, {{Move::kAdd, 1, writable(grads)}}, /*started=*/true);
 }
 
 void ParameterStore::pull(std::span<float> values) { transfer(values, {Move::kGet, 0, values}); }
@@ -150,11 +165,17 @@ void ParameterStore::push(std::span<const float> delta) {
 
 std::int64_t ParameterStore::push_then_pull(std::span<const float> delta, std::span<float> values,
                                             ControlSlot count) {
+  check_size(delta.size());
+  start_push(0, delta);
+  return pull_counting(values, count);
+}
+
+std::int64_t ParameterStore::pull_counting(std::span<float> values, ControlSlot count) {
   check_size(values.size());
   std::int64_t before = 0;
   auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
   memory_.counters.fetch_and_op(1, before, control_rank_, slot_offset(count, 0), mpi::Op::kSum);
-  transfer(0, {{Move::kAdd, 0, writable(delta)}, {Move::kGet, 0, values}});
+  transfer(0, {{Move::kGet, 0, values}});
   lock.unlock();
   return before + 1;
 }

@@ -87,6 +87,22 @@ class ParameterStore {
   /// served, the three are in flight together and cost one round trip.
   std::int64_t push_then_pull(std::span<const float> delta, std::span<float> values,
                               ControlSlot count);
+
+  /// Transfers started now and completed later, for gradients sent while the backward pass
+  /// still runs: parameters[first, first + delta.size()) += delta (start_push), or the same
+  /// into the gradient accumulators (start_accumulate, sync mode). The lock epochs they open
+  /// stay open; the transfers are applied at the ps tasks by complete() or by the next blocking
+  /// transfer of values (which comes after them), and `delta` must not change until then.
+  void start_push(std::int64_t first, std::span<const float> delta);
+  void start_accumulate(std::int64_t first, std::span<const float> grads);
+  /// Never blocks: moves the started transfers on where the memory is served (see
+  /// mpi::Window::progress). Free where it is one-sided.
+  void progress() { memory_.values.progress(); }
+  /// Blocking until every started transfer has been applied.
+  void complete();
+  /// values := the parameters, after the pushes this task has started (in their epochs), while
+  /// 1 is added to `count`; returns count's new value. push_then_pull() is start_push() and this.
+  std::int64_t pull_counting(std::span<float> values, ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
@@ -138,8 +154,9 @@ class ParameterStore {
     std::span<float> values;
   };
   // The parts, in order, over the flat range [first, first + size) (every part's size), in one
-  // lock epoch per ps task the range touches.
-  void transfer(std::int64_t first, std::initializer_list<Part> parts);
+  // lock epoch per ps task the range touches, after the started transfers (in the epochs they
+  // left open). `started`: the epochs stay open (complete() ends them), else every epoch ends.
+  void transfer(std::int64_t first, std::initializer_list<Part> parts, bool started = false);
   // The same over all the parameters (one part).
   void transfer(std::span<const float> all, const Part& part) {
     check_size(all.size());
@@ -159,6 +176,7 @@ class ParameterStore {
   bool accumulators_ = false;
   int num_workers_ = 0;
   HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
+  std::vector<mpi::Window<float>::LockGuard> epochs_;  // per ps task, left open by start_*()
   int control_rank_ = 0;  // window rank of ps 0, which holds the control slots
   bool closed_ = false;
 };
