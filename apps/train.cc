@@ -103,8 +103,8 @@ COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the s
 COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
     Range{1, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_int(bucket_bytes, 0,
-                  "allreduce mode: send the gradients during the backward pass, in buckets of this "
-                  "many bytes (0: after it, in --fusion_bytes pieces)",
+                  "send the gradients during the backward pass, in buckets of this many bytes "
+                  "(0: after it; allreduce mode then sends --fusion_bytes pieces)",
                   Range{0, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_string(compression, "none",
                      "allreduce mode: gradients on the wire as none (float32) or bf16 (bfloat16, "
@@ -269,10 +269,9 @@ int Main(int, char**) {
     throw cohort::InvalidArgument("--compression=" + FLAGS_compression +
                                   ": allreduce mode only (the " + FLAGS_mode +
                                   " mode pushes float32 into the ps windows)");
-  if (FLAGS_bucket_bytes > 0 && mode != cohort::Mode::kAllreduce)
+  if (FLAGS_bucket_bytes > 0 && mode == cohort::Mode::kLocal)
     throw cohort::InvalidArgument("--bucket_bytes=" + std::to_string(FLAGS_bucket_bytes) +
-                                  ": allreduce mode only (the " + FLAGS_mode +
-                                  " mode sends the gradients after the backward pass)");
+                                  ": the local mode sends no gradients");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));

@@ -45,9 +45,11 @@ struct ReplicationOptions {
   std::int64_t staleness = 0;
   /// Allreduce: gradients are reduced in pieces of at most this many bytes (on the wire).
   std::int64_t fusion_bytes = 4 << 20;
-  /// Allreduce: > 0 sends the gradients during the backward pass, in buckets of this many bytes
-  /// on the wire (from the last layer's down) as each becomes final; 0 sends them after it, in
-  /// fusion_bytes pieces.
+  /// > 0 sends the gradients during the backward pass, in buckets of this many bytes on the
+  /// wire (from the last layer's down, buckets.h) as each becomes final: non-blocking allreduces,
+  /// or pushes to the ps tasks (async and ssp push each piece's delta, sync adds each piece to
+  /// the accumulators; the sync chief keeps its own). 0 sends them after it (allreduce: in
+  /// fusion_bytes pieces). Async and ssp refuse it with clipping.
   std::int64_t bucket_bytes = 0;
   /// Allreduce: the gradients' type on the wire. The ps modes take kNone only (their pushes are
   /// MPI_Accumulate into float32 windows).

@@ -1,30 +1,26 @@
 // --mode=async: nothing waits. A replica computes on the parameters it pulled, its own optimizer
 // turns the gradients into a delta, and MPI_Accumulate adds it at the ps without the ps's help;
-// the same lock epoch pulls the parameters for the next step.
+// the same lock epoch pulls the parameters for the next step. With --bucket_bytes the delta
+// leaves in pieces while the backward pass still runs (the optimizer's state is per element, so a
+// piece's delta is the whole delta's range), and the pull follows the last piece.
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
 
 namespace cohort::modes {
 namespace {
 
-class AsyncReplication final : public PsReplication {
+class AsyncReplication final : public DeltaPushReplication {
  public:
-  AsyncReplication(Server& server, Graph& graph, Optimizer& optimizer,
-                   const ReplicationOptions& options)
-      : PsReplication(server, graph, optimizer, options, /*accumulators=*/false) {}
+  using DeltaPushReplication::DeltaPushReplication;
   // The parameters were pulled with the last push (or by start()).
-  void before_step(std::span<float>) override {}
+  void before_step(std::span<float> values) override { set_values(values); }
   std::int64_t batches_at(std::int64_t step) const override { return step / replicas_; }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
-    delta_.resize(grads.size());
-    optimizer_.compute_delta(grads, step_, delta_, values);
+    push_delta(grads, values);
     // The next step's parameters (this push included), and the push counted as a global step.
-    step_ = store_.push_then_pull(delta_, values, ControlSlot::kGlobalStep);
+    step_ = store_.pull_counting(values, ControlSlot::kGlobalStep);
     return {step_, true, stopped()};
   }
-
- private:
-  std::vector<float> delta_;
 };
 
 }  // namespace

@@ -94,6 +94,48 @@ std::vector<double> PsReplication::exchange_step_times(double mine) {
   return times;
 }
 
+GradientListener* PsReplication::gradient_listener(std::span<float> grads) {
+  if (!in_pieces()) return nullptr;
+  open_pieces(grads);
+  return this;
+}
+
+void PsReplication::open_pieces(std::span<float> grads) {
+  grads_ = grads;
+  buckets_ = Buckets(static_cast<std::int64_t>(grads.size()),
+                     options_.bucket_bytes / static_cast<std::int64_t>(sizeof(float)));
+  open_ = true;
+  begin_pieces(grads.size());
+}
+
+void PsReplication::send(std::size_t bucket) {
+  ++pieces_;
+  send_piece(buckets_.begin(bucket),
+             grads_.subspan(static_cast<std::size_t>(buckets_.begin(bucket)),
+                            static_cast<std::size_t>(buckets_.size(bucket))));
+}
+
+void PsReplication::ready(std::int64_t from) {
+  during_backward_ +=
+      static_cast<std::int64_t>(buckets_.start_final(from, [&](std::size_t k) { send(k); }));
+  store_.progress();
+}
+
+void PsReplication::send_rest(std::span<float> grads) {
+  // Without a listener this step (a GPU tower), every piece starts here.
+  if (!open_ || grads.data() != grads_.data() || grads.size() != grads_.size()) open_pieces(grads);
+  buckets_.start_rest([&](std::size_t k) { send(k); });
+  open_ = false;
+}
+
+std::string PsReplication::stats() const {
+  std::string text = mode_stats();
+  if (pieces_ > 0)
+    text += std::string(text.empty() ? "" : ", ") + std::to_string(during_backward_) + " of " +
+            std::to_string(pieces_) + " gradient pieces sent during the backward pass";
+  return text;
+}
+
 void PsReplication::finish() {
   if (finished_) return;
   finished_ = true;
@@ -102,6 +144,37 @@ void PsReplication::finish() {
   store_.fetch_add(ControlSlot::kRetired, 1);
   if (server_.is_chief()) store_.write(ControlSlot::kStopped, 1);
   store_.close();
+}
+
+DeltaPushReplication::DeltaPushReplication(Server& server, Graph& graph, Optimizer& optimizer,
+                                           const ReplicationOptions& options)
+    : PsReplication(server, graph, optimizer, options, /*accumulators=*/false) {
+  if (in_pieces() && optimizer.options().clip_norm > 0)
+    throw InvalidArgument("--bucket_bytes=" + std::to_string(options.bucket_bytes) + " with " +
+                          "--clip_norm: the " + to_string(options.mode) + " mode's pushes of a "
+                          "clipped update cannot leave before the whole gradient's norm is known");
+}
+
+void DeltaPushReplication::push_delta(std::span<float> grads, std::span<float> values) {
+  values_ = values;
+  if (in_pieces()) return send_rest(grads);
+  delta_.resize(grads.size());
+  optimizer_.compute_delta(grads, step_, delta_, values);
+  store_.start_push(0, delta_);
+}
+
+void DeltaPushReplication::begin_pieces(std::size_t parameters) {
+  delta_.resize(parameters);
+  optimizer_.begin_delta(step_, parameters);
+}
+
+void DeltaPushReplication::send_piece(std::int64_t first, std::span<const float> grads) {
+  const auto range = [&](auto all) {
+    return all.subspan(static_cast<std::size_t>(first), grads.size());
+  };
+  optimizer_.delta_piece(first, grads, range(std::span<float>(delta_)),
+                         values_.empty() ? values_ : range(values_));
+  store_.start_push(first, range(std::span<const float>(delta_)));
 }
 
 }  // namespace cohort::modes

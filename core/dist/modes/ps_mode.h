@@ -1,19 +1,21 @@
 #pragma once
 // What the modes with parameters on ps tasks (async, ssp, sync) share: the store, start-up (the
-// chief initialises it, the others wait until it is ready), step times, and leaving.
+// chief initialises it, the others wait until it is ready), step times, leaving, and sending the
+// gradients in pieces during the backward pass (--bucket_bytes).
 
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
 
+#include "cohort/core/dist/buckets.h"
 #include "cohort/core/dist/parameter_store.h"
 #include "cohort/core/dist/replication.h"
 #include "cohort/core/dist/server.h"
 
 namespace cohort::modes {
 
-class PsReplication : public Replication {
+class PsReplication : public Replication, private GradientListener {
  public:
   PsReplication(Server& server, Graph& graph, Optimizer& optimizer,
                 const ReplicationOptions& options, bool accumulators);
@@ -26,6 +28,9 @@ class PsReplication : public Replication {
   void fetch_parameters(std::span<float> values) override { store_.pull(values); }
   std::vector<double> exchange_step_times(double mine) override;
   void finish() override;
+  /// With --bucket_bytes: this step's pieces start as the backward pass finishes them.
+  GradientListener* gradient_listener(std::span<float> grads) override;
+  std::string stats() const override;
 
  protected:
   static constexpr int kStepShift = 24;
@@ -44,6 +49,21 @@ class PsReplication : public Replication {
   void timed_wait(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                   const std::function<std::string()>& what);
 
+  /// --bucket_bytes > 0: the gradients leave in pieces (buckets.h), each through send_piece().
+  bool in_pieces() const { return options_.bucket_bytes > 0; }
+  /// A step's pieces of `parameters` values are about to start (before the first send_piece()).
+  virtual void begin_pieces(std::size_t parameters) { static_cast<void>(parameters); }
+  /// Starts sending the final gradients grads[first, first + size) (the transfer may complete
+  /// later: ParameterStore::start_push); pieces come from the buffer's end down, each once.
+  virtual void send_piece(std::int64_t first, std::span<const float> grads) {
+    static_cast<void>(first), static_cast<void>(grads);
+  }
+  /// In after_step(): sends the pieces the backward pass has not (all of them where it had no
+  /// listener, e.g. a GPU tower).
+  void send_rest(std::span<float> grads);
+  /// What this mode's own stats() says; stats() adds the pieces to it.
+  virtual std::string mode_stats() const { return ""; }
+
   Server& server_;
   Optimizer& optimizer_;
   ReplicationOptions options_;
@@ -54,8 +74,43 @@ class PsReplication : public Replication {
   bool finished_ = false;
 
  private:
+  // GradientListener, during the backward pass.
+  void ready(std::int64_t from) override;
+  void open_pieces(std::span<float> grads);
+  void send(std::size_t bucket);
+
   std::optional<std::chrono::steady_clock::time_point> last_wait_end_;
   std::chrono::duration<double> pace_{0};
+  // --bucket_bytes: this step's buffer and its buckets; pieces sent, and during backward.
+  std::span<float> grads_;
+  Buckets buckets_;
+  bool open_ = false;
+  std::int64_t pieces_ = 0, during_backward_ = 0;
+};
+
+/// The modes whose replicas push their optimizer's delta (async, ssp): each replica keeps its own
+/// optimizer state, which is per element, so with --bucket_bytes a piece's delta is the whole
+/// delta's range (Optimizer::delta_piece) and leaves as soon as its gradients are final.
+class DeltaPushReplication : public PsReplication {
+ public:
+  /// Throws InvalidArgument for --bucket_bytes with gradient clipping (whose norm needs the whole
+  /// gradient before any piece could leave).
+  DeltaPushReplication(Server& server, Graph& graph, Optimizer& optimizer,
+                       const ReplicationOptions& options);
+
+ protected:
+  /// The parameters the step's gradients are taken at (weight decay needs them); set by
+  /// before_step(). Then, in after_step(), push_delta() starts the delta's transfer (or its last
+  /// pieces); it completes with the store's next blocking transfer or complete().
+  void set_values(std::span<float> values) { values_ = values; }
+  void push_delta(std::span<float> grads, std::span<float> values);
+
+ private:
+  void begin_pieces(std::size_t parameters) override;
+  void send_piece(std::int64_t first, std::span<const float> grads) override;
+
+  std::vector<float> delta_;
+  std::span<float> values_;
 };
 
 }  // namespace cohort::modes

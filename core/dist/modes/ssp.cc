@@ -9,11 +9,9 @@
 namespace cohort::modes {
 namespace {
 
-class SspReplication final : public PsReplication {
+class SspReplication final : public DeltaPushReplication {
  public:
-  SspReplication(Server& server, Graph& graph, Optimizer& optimizer,
-                 const ReplicationOptions& options)
-      : PsReplication(server, graph, optimizer, options, /*accumulators=*/false) {}
+  using DeltaPushReplication::DeltaPushReplication;
 
   void before_step(std::span<float> values) override {
     last_wait_ = 0;
@@ -27,18 +25,18 @@ class SspReplication final : public PsReplication {
     timed_wait(ready, options_.wait_timeout, [&] { return laggards(bound); });
     max_gap_ = std::max(max_gap_, clock_ - slowest);
     store_.pull(values);
+    set_values(values);
   }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
-    delta_.resize(grads.size());
-    optimizer_.compute_delta(grads, step_, delta_, values);
-    store_.push(delta_);  // complete at the ps before the clock says so
+    push_delta(grads, values);
+    store_.complete();  // at the ps before the clock says so
     store_.write(ControlSlot::kWorkerBase, ++clock_, replica_);
     step_ = store_.fetch_add(ControlSlot::kGlobalStep, 1) + 1;
     return {step_, true, stopped()};
   }
   std::int64_t max_observed_staleness() const override { return max_gap_; }
   std::int64_t batches_at(std::int64_t step) const override { return step / replicas_; }
-  std::string stats() const override {
+  std::string mode_stats() const override {
     return "largest clock gap seen " + std::to_string(max_gap_) + " (bound " +
            std::to_string(options_.staleness) + ")";
   }
@@ -54,7 +52,6 @@ class SspReplication final : public PsReplication {
     return names + " to reach clock " + std::to_string(bound);
   }
 
-  std::vector<float> delta_;
   std::int64_t clock_ = 0;
   std::int64_t max_gap_ = 0;
 };

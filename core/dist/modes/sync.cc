@@ -6,8 +6,11 @@
 // with its optimizer, writes the parameters back and publishes step s+1; the others wait for that
 // and pull. Gradients that arrive after k others, or for an old step, are dropped and counted
 // (backup workers: k below the number of replicas). The control traffic is batched so that a
-// step costs each replica few round trips to ps 0 (see ParameterStore::update).
+// step costs each replica few round trips to ps 0 (see ParameterStore::update). With
+// --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of its
+// gradient, and adds each piece as it becomes final; the report still follows the last.
 #include <algorithm>
+#include <optional>
 
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
@@ -27,16 +30,29 @@ class SyncReplication final : public PsReplication {
   }
 
   void before_step(std::span<float>) override { last_wait_ = 0; }
+  // The chief adds its own gradient where it applies the step; it sends nothing.
+  cohort::GradientListener* gradient_listener(std::span<float> grads) override {
+    return server_.is_chief() ? nullptr : PsReplication::gradient_listener(grads);
+  }
 
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     const std::int64_t s = step_;
-    const bool claimed = claim(s);
+    if (in_pieces() && !server_.is_chief()) {
+      send_rest(grads);  // the first piece claims the slot
+    } else {
+      claimed_.reset();
+    }
+    if (!claimed_) claimed_ = claim(s);
+    const bool claimed = *claimed_;
     if (!claimed) {
       ++dropped_;
       store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
     } else if (!server_.is_chief()) {
-      // The chief adds its own gradient where it applies the step; the others send theirs.
-      store_.accumulate_gradients(grads);
+      if (in_pieces()) {
+        store_.complete();
+      } else {
+        store_.accumulate_gradients(grads);
+      }
       // The worker slot is for the stall inspector.
       store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
                      {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_}});
@@ -62,12 +78,18 @@ class SyncReplication final : public PsReplication {
   std::int64_t dropped_gradients() const override { return dropped_; }
   // Every replica computes one gradient per global step (dropped ones included).
   std::int64_t batches_at(std::int64_t step) const override { return step; }
-  std::string stats() const override {
+  std::string mode_stats() const override {
     return "dropped " + std::to_string(dropped_) + " stale or surplus gradients";
   }
 
  private:
   static std::size_t slot(ControlSlot c) { return static_cast<std::size_t>(c); }
+
+  void begin_pieces(std::size_t) override { claimed_.reset(); }
+  void send_piece(std::int64_t first, std::span<const float> grads) override {
+    if (!claimed_) claimed_ = claim(step_);
+    if (*claimed_) store_.start_accumulate(first, grads);
+  }
   // Slots kGlobalStep..kStopped, in one round trip.
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
 
@@ -134,6 +156,7 @@ class SyncReplication final : public PsReplication {
   }
 
   std::int64_t k_;
+  std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
   std::int64_t dropped_ = 0;
   std::vector<float> sums_;
   std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kStopped) + 1);

@@ -261,6 +261,66 @@ COHORT_MPI_TEST_CASE("allreduce mode with buckets sent during backward: 3 worker
               reference(data, 3));
 }
 
+// The ps modes with gradients sent during the backward pass, in 4 KB pieces (13 a step): the
+// sync mode's pieces add up at the ps to the whole gradient, and a lone async or ssp worker's
+// pieces of its delta are the whole delta, so the parameters equal those of the whole-buffer
+// path bit for bit; every piece leaves during the backward pass.
+void check_pieces_equal_whole(const mpi::Comm& comm, Mode mode, std::uint64_t seed) {
+  const auto data = data::synthetic(kSteps * 2 * kBatch, seed);
+  const auto whole = train_replicated(comm, mode, 1, data);
+  std::string stats;
+  const auto pieces = train_replicated(comm, mode, 1, data, small_mlp, false, Compression::kNone,
+                                       nullptr, 4096, &stats);
+  if (whole.empty()) return;  // the ps
+  CHECK(pieces == whole);
+  // The sync chief (rank 1, after the ps) keeps its own gradient: it sends no piece.
+  const bool sends = !(mode == Mode::kSync && comm.rank() == 1);
+  const auto all_in_backward = stats.find("78 of 78 gradient pieces sent during the backward pass");
+  CHECK((all_in_backward != std::string::npos) == sends);
+  MESSAGE(std::string(to_string(mode)) << ", rank " << comm.rank() << ": " << stats);
+}
+
+COHORT_MPI_TEST_CASE("sync mode: gradient pieces added during backward equal the whole after it", 3) {
+  check_pieces_equal_whole(comm, Mode::kSync, 21);
+}
+
+COHORT_MPI_TEST_CASE("async mode: delta pieces pushed during backward equal the whole after it", 2) {
+  check_pieces_equal_whole(comm, Mode::kAsync, 22);
+}
+
+COHORT_MPI_TEST_CASE("ssp mode: delta pieces pushed during backward equal the whole after it", 2) {
+  check_pieces_equal_whole(comm, Mode::kSsp, 23);
+}
+
+COHORT_MPI_TEST_CASE("sync mode in pieces: 3 workers and 2 ps tasks equal one process at 3B", 5) {
+  const auto data = data::synthetic(kSteps * 3 * kBatch, 24);
+  const auto values = train_replicated(comm, Mode::kSync, 2, data, small_mlp, false,
+                                       Compression::kNone, nullptr, 4096);
+  if (!values.empty()) check_equal(values, reference(data, 3));
+}
+
+COHORT_MPI_TEST_CASE("pieces of async pushes are refused with clipping", 2) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    server.join(60s);
+    return;
+  }
+  Graph graph(setter(1));
+  small_mlp(graph, false);
+  OptimizerOptions clipped = momentum();
+  clipped.clip_norm = 1.0;
+  auto optimizer = Optimizer::create(clipped);
+  ReplicationOptions options;
+  options.mode = Mode::kAsync;
+  options.bucket_bytes = 4096;
+  CHECK_THROWS_WITH_AS(Replication::create(&server, graph, *optimizer, options),
+                       "--bucket_bytes=4096 with --clip_norm: the async mode's pushes of a clipped "
+                       "update cannot leave before the whole gradient's norm is known",
+                       InvalidArgument);
+  server.done();
+}
+
 COHORT_MPI_TEST_CASE("compression is refused outside allreduce mode", 1) {
   Graph graph;
   Model model = small_mlp(graph, false);
@@ -302,7 +362,7 @@ COHORT_MPI_TEST_CASE("without synchronisation, batch norm on W workers differs f
   CHECK(std::sqrt(diff2 / norm2) > 1e-4);
 }
 
-COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly", 5) {
+COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly, whole and in pieces", 5) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
   Server server(cluster);
   if (server.job_name() == "ps") {
@@ -325,11 +385,22 @@ COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly", 5) {
   }
   while (store.read(ControlSlot::kReady) != 1) std::this_thread::sleep_for(1ms);
   // Integer-valued deltas: float sums of them are exact, whatever the order.
-  std::vector<float> delta(n);
+  std::vector<float> delta(n), pulled(n);
   for (int p = 1; p <= kPushes; ++p) {
     for (std::size_t i = 0; i < n; ++i) delta[i] = static_cast<float>((me + 1) * p + int(i % 3));
-    store.push(delta);
-    store.fetch_add(ControlSlot::kGlobalStep, 1);
+    if (p % 2 == 0) {
+      store.push(delta);
+      store.fetch_add(ControlSlot::kGlobalStep, 1);
+    } else {
+      // As --bucket_bytes sends them: pieces from the end down, across both variables, each
+      // started and left open, then the pull that completes them.
+      const std::span<const float> all(delta);
+      store.start_push(13, all.subspan(13));
+      store.progress();
+      store.start_push(4, all.subspan(4, 9));
+      store.start_push(0, all.subspan(0, 4));
+      store.pull_counting(pulled, ControlSlot::kGlobalStep);
+    }
   }
   store.fetch_add(ControlSlot::kRetired, 1);
   const int workers = cluster.num_tasks("worker");
