@@ -265,10 +265,9 @@ int Main(int, char**) {
   // Flags every rank checks alike, before any rank waits for another.
   const cohort::Mode mode = cohort::parse_mode(FLAGS_mode);
   const cohort::Compression compression = cohort::parse_compression(FLAGS_compression);
-  if (compression != cohort::Compression::kNone && mode != cohort::Mode::kAllreduce)
+  if (compression != cohort::Compression::kNone && mode == cohort::Mode::kLocal)
     throw cohort::InvalidArgument("--compression=" + FLAGS_compression +
-                                  ": allreduce mode only (the " + FLAGS_mode +
-                                  " mode pushes float32 into the ps windows)");
+                                  ": the local mode sends no gradients");
   if (FLAGS_bucket_bytes > 0 && mode == cohort::Mode::kLocal)
     throw cohort::InvalidArgument("--bucket_bytes=" + std::to_string(FLAGS_bucket_bytes) +
                                   ": the local mode sends no gradients");

@@ -14,9 +14,11 @@
 #include <exception>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/datatype.h"
 #include "cohort/mpi/environment.h"
@@ -263,6 +265,22 @@ class Window {
                                      datatype<T>(), to_mpi(op), win_));
     });
   }
+  /// Non-blocking. Adds `src`, bfloat16 bit patterns (core/base/bfloat16.h), to target's float
+  /// elements from `offset`: half the bytes of accumulate() on the wire, applied whole and in
+  /// order like it. Served windows only, where the target converts as it adds (MPI_Accumulate
+  /// has no such operation): Error on a one-sided window.
+  void accumulate_bf16(std::span<const std::uint16_t> src, int target, std::size_t offset)
+    requires std::is_same_v<T, float>
+  {
+    check_range(src.size(), target, offset, "accumulate_bf16");
+    if (!served_)
+      throw Error("Window::accumulate_bf16: this window is one-sided (" + transport_ +
+                  "), where MPI_Accumulate adds float32 only");
+    detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      request(target, header(kAccumulateBf16Request, offset + first, n), src.data() + first,
+              nullptr, MPI_UINT16_T);
+    });
+  }
   /// Blocking until the value is back (flushes `target`). Atomically combines `operand` into one
   /// element and returns the element's previous value. Op::kNoOp reads, Op::kReplace swaps.
   T fetch_and_op(T operand, int target, std::size_t offset, Op op = Op::kSum) {
@@ -418,6 +436,7 @@ class Window {
     kFetchAndOpRequest,
     kCompareAndSwapRequest,
     kFetchAndFillRequest,
+    kAccumulateBf16Request,
   };
   static std::int64_t op_code(Op op) { return static_cast<std::int64_t>(op); }
   static Header header(std::int64_t kind, std::size_t offset, std::size_t count, std::int64_t op = 0,
@@ -446,9 +465,11 @@ class Window {
     return old;
   }
 
-  // Origin side: sends one request; `payload` (count elements) follows it, `reply` (count
-  // elements, or nothing for an acknowledgement) is received into. Completes at complete().
-  void request(int target, const Header& h, const T* payload, T* reply) {
+  // Origin side: sends one request; `payload` (count elements, T's unless `payload_type` says
+  // otherwise) follows it, `reply` (count elements, or nothing for an acknowledgement) is
+  // received into. Completes at complete().
+  void request(int target, const Header& h, const void* payload, T* reply,
+               MPI_Datatype payload_type = datatype<T>()) {
     const int n = static_cast<int>(h[2]);
     headers_.push_back(h);
     pending_.emplace_back();
@@ -456,7 +477,7 @@ class Window {
                               comm_.get(), &pending_.back()));
     if (payload != nullptr) {
       pending_.emplace_back();
-      COHORT_MPI_CALL(MPI_Isend(payload, n, datatype<T>(), target, kPayloadTag, comm_.get(),
+      COHORT_MPI_CALL(MPI_Isend(payload, n, payload_type, target, kPayloadTag, comm_.get(),
                                 &pending_.back()));
     }
     pending_.emplace_back();
@@ -521,6 +542,16 @@ class Window {
         }
         COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
         return;
+      case kAccumulateBf16Request:
+        if constexpr (std::is_same_v<T, float>) {
+          wire_.resize(n);
+          COHORT_MPI_CALL(MPI_Recv(wire_.data(), count, MPI_UINT16_T, origin, kPayloadTag,
+                                   comm_.get(), MPI_STATUS_IGNORE));
+          for (std::size_t i = 0; i < n; ++i) at[i] += bf16::to_float(wire_[i]);
+          COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
+          return;
+        }
+        break;
       case kFetchAndFillRequest:
         COHORT_MPI_CALL(MPI_Send(at, count, datatype<T>(), origin, kReplyTag, comm_.get()));
         std::fill_n(at, n, value_of(h[4]));
@@ -538,9 +569,10 @@ class Window {
         return;
       }
       default:
-        throw Error("Window::serve: rank " + std::to_string(origin) + " sent request kind " +
-                    std::to_string(h[0]));
+        break;
     }
+    throw Error("Window::serve: rank " + std::to_string(origin) + " sent request kind " +
+                std::to_string(h[0]));
   }
 
   // MPI's displacement of `target`'s element `offset` (its elements start `shift` in).
@@ -553,6 +585,7 @@ class Window {
     std::swap(transport_, other.transport_);
     std::swap(plain_, other.plain_);
     std::swap(scratch_, other.scratch_);
+    std::swap(wire_, other.wire_);
     std::swap(fill_, other.fill_);
     std::swap(old_fills_, other.old_fills_);
     std::swap(operands_, other.operands_);
@@ -606,6 +639,7 @@ class Window {
   bool served_ = false;
   std::vector<T> plain_;                // served: this rank's elements
   std::vector<T> scratch_;              // served: an accumulate's incoming elements
+  std::vector<std::uint16_t> wire_;     // served: an accumulate_bf16's incoming elements
   std::vector<T> fill_;                 // one-sided: fetch_and_fill's value, repeated
   std::vector<std::vector<T>> old_fills_;  // one-sided: earlier ones, until their epochs end
   std::deque<T> operands_;              // one-sided: non-blocking fetch_and_op's operands

@@ -97,7 +97,7 @@ void ParameterStore::check_size(std::size_t n) const {
 void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> parts,
                               bool started) {
   check_open();
-  const std::int64_t last = first + static_cast<std::int64_t>(parts.begin()->values.size());
+  const std::int64_t last = first + static_cast<std::int64_t>(parts.begin()->size());
   if (first < 0 || last > num_parameters_)
     throw InvalidArgument("parameter store: range [" + std::to_string(first) + ", " +
                           std::to_string(last) + ") outside the " + std::to_string(num_parameters_) +
@@ -120,14 +120,20 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
         const std::int64_t end = std::min(last, s.offset + s.length);
         if (begin >= end) continue;
         if (!lock.locked()) lock = memory_.values.lock(rank, mpi::LockType::kShared);
-        const auto span = part.values.subspan(static_cast<std::size_t>(begin - first),
-                                              static_cast<std::size_t>(end - begin));
+        const auto from = static_cast<std::size_t>(begin - first);
+        const auto n = static_cast<std::size_t>(end - begin);
         const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
+        if (part.move == Move::kAddBf16) {
+          memory_.values.accumulate_bf16(part.wire.subspan(from, n), rank, at);
+          continue;
+        }
+        const auto span = part.values.subspan(from, n);
         switch (part.move) {
           case Move::kGet: memory_.values.get(span, rank, at); break;
           case Move::kTake: memory_.values.fetch_and_fill(span, 0.0f, rank, at); break;
           case Move::kPut: memory_.values.put(span, rank, at); break;
           case Move::kAdd: memory_.values.accumulate(span, rank, at); break;
+          case Move::kAddBf16: break;
         }
       }
     }
@@ -147,6 +153,16 @@ void ParameterStore::start_push(std::int64_t first, std::span<const float> delta
 void ParameterStore::start_accumulate(std::int64_t first, std::span<const float> grads) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
   transfer(first, {{Move::kAdd, 1, writable(grads)}}, /*started=*/true);
+}
+
+void ParameterStore::start_push_bf16(std::int64_t first, std::span<const std::uint16_t> delta) {
+  transfer(first, {{Move::kAddBf16, 0, {}, delta}}, /*started=*/true);
+}
+
+void ParameterStore::start_accumulate_bf16(std::int64_t first,
+                                           std::span<const std::uint16_t> grads) {
+  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
+  transfer(first, {{Move::kAddBf16, 1, {}, grads}}, /*started=*/true);
 }
 
 void ParameterStore::pull(std::span<float> values) { transfer(values, {Move::kGet, 0, values}); }
@@ -182,11 +198,6 @@ std::int64_t ParameterStore::pull_counting(std::span<float> values, ControlSlot 
 
 void ParameterStore::assign(std::span<const float> values) {
   transfer(values, {Move::kPut, 0, writable(values)});
-}
-
-void ParameterStore::accumulate_gradients(std::span<const float> grads) {
-  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(grads, {Move::kAdd, 1, writable(grads)});
 }
 
 void ParameterStore::take_gradients(std::span<float> sums) {

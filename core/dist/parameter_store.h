@@ -95,6 +95,13 @@ class ParameterStore {
   /// transfer of values (which comes after them), and `delta` must not change until then.
   void start_push(std::int64_t first, std::span<const float> delta);
   void start_accumulate(std::int64_t first, std::span<const float> grads);
+  /// The same with bfloat16 on the wire (bit patterns: half the bytes; --compression=bf16),
+  /// where the memory is served and the ps converts as it adds. Error where it is one-sided
+  /// (MPI_Accumulate adds float32 only).
+  void start_push_bf16(std::int64_t first, std::span<const std::uint16_t> delta);
+  void start_accumulate_bf16(std::int64_t first, std::span<const std::uint16_t> grads);
+  /// Whether the memory is served by messages (see mpi::Window), as over TCP alone.
+  bool served() const { return memory_.values.served(); }
   /// Never blocks: moves the started transfers on where the memory is served (see
   /// mpi::Window::progress). Free where it is one-sided.
   void progress() { memory_.values.progress(); }
@@ -106,8 +113,6 @@ class ParameterStore {
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
-  /// Sync mode: gradient accumulators += grads.
-  void accumulate_gradients(std::span<const float> grads);
   /// Sync mode: sums := the accumulators, which are zeroed in the same transfer (atomically per
   /// element against concurrent accumulate_gradients).
   void take_gradients(std::span<float> sums);
@@ -146,12 +151,14 @@ class ParameterStore {
 
  private:
   // One transfer between `values` and region `region` (0 parameters, 1 accumulators): kGet
-  // reads, kTake reads and zeroes, kPut writes, kAdd accumulates.
-  enum class Move { kGet, kTake, kPut, kAdd };
+  // reads, kTake reads and zeroes, kPut writes, kAdd accumulates; kAddBf16 accumulates `wire`.
+  enum class Move { kGet, kTake, kPut, kAdd, kAddBf16 };
   struct Part {
     Move move;
     std::int64_t region;
     std::span<float> values;
+    std::span<const std::uint16_t> wire = {};
+    std::size_t size() const { return move == Move::kAddBf16 ? wire.size() : values.size(); }
   };
   // The parts, in order, over the flat range [first, first + size) (every part's size), in one
   // lock epoch per ps task the range touches, after the started transfers (in the epochs they

@@ -44,10 +44,6 @@ std::unique_ptr<Replication> Replication::create(Server* server, Graph& graph,
   if (!server->is_computing())
     throw InvalidArgument(mode + " mode runs on worker and chief tasks, not " +
                           server->task().to_string());
-  if (options.compression != Compression::kNone && options.mode != Mode::kAllreduce)
-    throw InvalidArgument("compression " + std::string(to_string(options.compression)) +
-                          ": allreduce mode only; the " + mode +
-                          " mode pushes float32 with MPI_Accumulate");
   switch (options.mode) {
     case Mode::kAllreduce: return modes::allreduce(*server, optimizer, options);
     case Mode::kAsync: return modes::async(*server, graph, optimizer, options);

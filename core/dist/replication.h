@@ -31,7 +31,7 @@ const char* to_string(Mode mode);
 /// How gradients travel between the workers.
 enum class Compression {
   kNone,  ///< float32
-  kBf16,  ///< bfloat16, half the bytes, with error feedback (allreduce mode)
+  kBf16,  ///< bfloat16, half the bytes, with error feedback
 };
 /// "none" or "bf16"; anything else is an InvalidArgument.
 Compression parse_compression(const std::string& name);
@@ -51,8 +51,10 @@ struct ReplicationOptions {
   /// the accumulators; the sync chief keeps its own). 0 sends them after it (allreduce: in
   /// fusion_bytes pieces). Async and ssp refuse it with clipping.
   std::int64_t bucket_bytes = 0;
-  /// Allreduce: the gradients' type on the wire. The ps modes take kNone only (their pushes are
-  /// MPI_Accumulate into float32 windows).
+  /// The gradients' type on the wire. The ps modes take kBf16 only where the parameters are
+  /// served by messages (the ps converts as it adds; MPI_Accumulate adds float32 only), and
+  /// send the sync mode's gradients, or async/ssp's deltas, as bfloat16 with error feedback;
+  /// the parameters come back as float32.
   Compression compression = Compression::kNone;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
   std::chrono::milliseconds wait_timeout{0};
@@ -108,9 +110,9 @@ class Replication {
   virtual std::int64_t max_observed_staleness() const { return 0; }
   /// Sync: gradients this worker's pushes had dropped as stale or surplus.
   virtual std::int64_t dropped_gradients() const { return 0; }
-  /// Allreduce: the gradient bytes this worker has handed to MPI so far (what one rank puts on
-  /// the wire for its part of each reduction, before the reduction's own traffic); 0 in the
-  /// modes that do not count them.
+  /// The gradient bytes this worker has handed to MPI so far: allreduce, what one rank puts on
+  /// the wire for its part of each reduction (before the reduction's own traffic); the ps
+  /// modes, its pushes (the sync chief sends none); 0 in local mode.
   virtual std::int64_t gradient_bytes_sent() const { return 0; }
 
   /// The current parameters (from the ps tasks in modes that keep them there). For checkpoints.

@@ -6,6 +6,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
+#include "cohort/core/dist/fusion.h"
 
 namespace cohort::modes {
 
@@ -16,7 +17,14 @@ PsReplication::PsReplication(Server& server, Graph& graph, Optimizer& optimizer,
       options_(options),
       store_(server, graph, ParameterStore::Options{accumulators}),
       replica_(server.replica_index()),
-      replicas_(server.num_replicas()) {}
+      replicas_(server.num_replicas()) {
+  if (options.compression == Compression::kBf16 && !store_.served())
+    throw InvalidArgument(
+        std::string("compression bf16: the ") + to_string(options.mode) + " mode's ps converts "
+        "bfloat16 as it adds, which needs parameters served by messages (as over TCP alone, or "
+        "with COHORT_ONE_SIDED=0); here they are " + server.memory_transport() +
+        ", where MPI_Accumulate adds float32 only");
+}
 
 PsReplication::~PsReplication() {
   // While an error unwinds, leaving would wait on other tasks; app::Run ends the job instead.
@@ -94,6 +102,26 @@ std::vector<double> PsReplication::exchange_step_times(double mine) {
   return times;
 }
 
+void PsReplication::start_send(std::int64_t first, std::span<const float> values,
+                               bool accumulators) {
+  if (options_.compression == Compression::kNone) {
+    bytes_sent_ += static_cast<std::int64_t>(values.size_bytes());
+    if (accumulators) return store_.start_accumulate(first, values);
+    return store_.start_push(first, values);
+  }
+  if (residual_.empty()) {
+    residual_.assign(static_cast<std::size_t>(store_.num_parameters()), 0.0f);
+    wire_.resize(residual_.size());
+  }
+  const auto range = [&](auto& all) {
+    return std::span(all).subspan(static_cast<std::size_t>(first), values.size());
+  };
+  round_with_feedback(values, range(residual_), range(wire_));
+  bytes_sent_ += static_cast<std::int64_t>(range(wire_).size_bytes());
+  if (accumulators) return store_.start_accumulate_bf16(first, range(wire_));
+  store_.start_push_bf16(first, range(wire_));
+}
+
 GradientListener* PsReplication::gradient_listener(std::span<float> grads) {
   if (!in_pieces()) return nullptr;
   open_pieces(grads);
@@ -130,6 +158,10 @@ void PsReplication::send_rest(std::span<float> grads) {
 
 std::string PsReplication::stats() const {
   std::string text = mode_stats();
+  if (bytes_sent_ > 0)
+    text += std::string(text.empty() ? "" : ", ") + "gradients on the wire as " +
+            (options_.compression == Compression::kBf16 ? "bfloat16" : "float32") + ": " +
+            std::to_string(bytes_sent_) + " bytes";
   if (pieces_ > 0)
     text += std::string(text.empty() ? "" : ", ") + std::to_string(during_backward_) + " of " +
             std::to_string(pieces_) + " gradient pieces sent during the backward pass";
@@ -160,7 +192,7 @@ void DeltaPushReplication::push_delta(std::span<float> grads, std::span<float> v
   if (in_pieces()) return send_rest(grads);
   delta_.resize(grads.size());
   optimizer_.compute_delta(grads, step_, delta_, values);
-  store_.start_push(0, delta_);
+  start_send(0, delta_, /*accumulators=*/false);
 }
 
 void DeltaPushReplication::begin_pieces(std::size_t parameters) {
@@ -174,7 +206,7 @@ void DeltaPushReplication::send_piece(std::int64_t first, std::span<const float>
   };
   optimizer_.delta_piece(first, grads, range(std::span<float>(delta_)),
                          values_.empty() ? values_ : range(values_));
-  store_.start_push(first, range(std::span<const float>(delta_)));
+  start_send(first, range(std::span<const float>(delta_)), /*accumulators=*/false);
 }
 
 }  // namespace cohort::modes

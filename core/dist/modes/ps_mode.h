@@ -28,6 +28,7 @@ class PsReplication : public Replication, private GradientListener {
   void fetch_parameters(std::span<float> values) override { store_.pull(values); }
   std::vector<double> exchange_step_times(double mine) override;
   void finish() override;
+  std::int64_t gradient_bytes_sent() const override { return bytes_sent_; }
   /// With --bucket_bytes: this step's pieces start as the backward pass finishes them.
   GradientListener* gradient_listener(std::span<float> grads) override;
   std::string stats() const override;
@@ -48,6 +49,12 @@ class PsReplication : public Replication, private GradientListener {
   /// must not keep a stopping task past the scheduler's grace period.
   void timed_wait(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                   const std::function<std::string()>& what);
+
+  /// Starts adding `values` (gradients or a delta) to the parameters (`accumulators`: to sync
+  /// mode's gradient accumulators) from `first` on: as float32, or with --compression=bf16
+  /// rounded to bfloat16 with error feedback (what the rounding loses is added to the next
+  /// send of the same elements). Completes like ParameterStore::start_push.
+  void start_send(std::int64_t first, std::span<const float> values, bool accumulators);
 
   /// --bucket_bytes > 0: the gradients leave in pieces (buckets.h), each through send_piece().
   bool in_pieces() const { return options_.bucket_bytes > 0; }
@@ -86,6 +93,10 @@ class PsReplication : public Replication, private GradientListener {
   Buckets buckets_;
   bool open_ = false;
   std::int64_t pieces_ = 0, during_backward_ = 0;
+  // --compression=bf16: what the rounding has not sent yet, and the values as they travel.
+  std::vector<float> residual_;
+  std::vector<std::uint16_t> wire_;
+  std::int64_t bytes_sent_ = 0;
 };
 
 /// The modes whose replicas push their optimizer's delta (async, ssp): each replica keeps its own

@@ -48,11 +48,8 @@ class SyncReplication final : public PsReplication {
       ++dropped_;
       store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
     } else if (!server_.is_chief()) {
-      if (in_pieces()) {
-        store_.complete();
-      } else {
-        store_.accumulate_gradients(grads);
-      }
+      if (!in_pieces()) start_send(0, grads, /*accumulators=*/true);
+      store_.complete();
       // The worker slot is for the stall inspector.
       store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
                      {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_}});
@@ -88,7 +85,7 @@ class SyncReplication final : public PsReplication {
   void begin_pieces(std::size_t) override { claimed_.reset(); }
   void send_piece(std::int64_t first, std::span<const float> grads) override {
     if (!claimed_) claimed_ = claim(step_);
-    if (*claimed_) store_.start_accumulate(first, grads);
+    if (*claimed_) start_send(first, grads, /*accumulators=*/true);
   }
   // Slots kGlobalStep..kStopped, in one round trip.
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
