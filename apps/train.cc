@@ -107,8 +107,8 @@ COHORT_DEFINE_int(bucket_bytes, 0,
                   "(0: after it; allreduce mode then sends --fusion_bytes pieces)",
                   Range{0, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_string(compression, "none",
-                     "allreduce mode: gradients on the wire as none (float32) or bf16 (bfloat16, "
-                     "half the bytes, with error feedback)",
+                     "gradients on the wire as none (float32) or bf16 (bfloat16, half the bytes, "
+                     "with error feedback; the ps modes where their memory is served by messages)",
                      kSameOnAllRanks);
 COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks after this long (0: never)",
     Range{0, 1e7});
