@@ -106,6 +106,10 @@ COHORT_DEFINE_int(bucket_bytes, 0,
                   "send the gradients during the backward pass, in buckets of this many bytes "
                   "(0: after it; allreduce mode then sends --fusion_bytes pieces)",
                   Range{0, 1e12}, kSameOnAllRanks);
+COHORT_DEFINE_bool(prefetch, false,
+                   "async mode: pull the next step's parameters during the step, ahead of this "
+                   "worker's own update, which it adds itself",
+                   kSameOnAllRanks);
 COHORT_DEFINE_string(compression, "none",
                      "gradients on the wire as none (float32) or bf16 (bfloat16, half the bytes, "
                      "with error feedback; the ps modes where their memory is served by messages)",
@@ -268,6 +272,9 @@ int Main(int, char**) {
   if (compression != cohort::Compression::kNone && mode == cohort::Mode::kLocal)
     throw cohort::InvalidArgument("--compression=" + FLAGS_compression +
                                   ": the local mode sends no gradients");
+  if (FLAGS_prefetch && mode != cohort::Mode::kAsync)
+    throw cohort::InvalidArgument("--prefetch: async mode only (the " + FLAGS_mode +
+                                  " mode's parameters must follow its wait)");
   if (FLAGS_bucket_bytes > 0 && mode == cohort::Mode::kLocal)
     throw cohort::InvalidArgument("--bucket_bytes=" + std::to_string(FLAGS_bucket_bytes) +
                                   ": the local mode sends no gradients");
@@ -338,6 +345,7 @@ int Main(int, char**) {
   options.replication.fusion_bytes = FLAGS_fusion_bytes;
   options.replication.compression = compression;
   options.replication.bucket_bytes = FLAGS_bucket_bytes;
+  options.replication.prefetch = FLAGS_prefetch;
   options.replication.wait_timeout = timeout;
   options.model_name = FLAGS_model;
   options.image = image_options();

@@ -155,6 +155,11 @@ void ParameterStore::start_accumulate(std::int64_t first, std::span<const float>
   transfer(first, {{Move::kAdd, 1, writable(grads)}}, /*started=*/true);
 }
 
+void ParameterStore::start_pull(std::span<float> values) {
+  check_size(values.size());
+  transfer(0, {{Move::kGet, 0, values}}, /*started=*/true);
+}
+
 void ParameterStore::start_push_bf16(std::int64_t first, std::span<const std::uint16_t> delta) {
   transfer(first, {{Move::kAddBf16, 0, {}, delta}}, /*started=*/true);
 }
@@ -187,11 +192,15 @@ std::int64_t ParameterStore::push_then_pull(std::span<const float> delta, std::s
 }
 
 std::int64_t ParameterStore::pull_counting(std::span<float> values, ControlSlot count) {
-  check_size(values.size());
+  if (!values.empty()) check_size(values.size());
   std::int64_t before = 0;
   auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
   memory_.counters.fetch_and_op(1, before, control_rank_, slot_offset(count, 0), mpi::Op::kSum);
-  transfer(0, {{Move::kGet, 0, values}});
+  if (values.empty()) {
+    complete();
+  } else {
+    transfer(0, {{Move::kGet, 0, values}});
+  }
   lock.unlock();
   return before + 1;
 }

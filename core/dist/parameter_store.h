@@ -107,8 +107,13 @@ class ParameterStore {
   void progress() { memory_.values.progress(); }
   /// Blocking until every started transfer has been applied.
   void complete();
+  /// values := the parameters, started now like start_push (and, like it, completed later).
+  /// A transfer started after it in the same epoch comes after it: it does not see a push
+  /// started later.
+  void start_pull(std::span<float> values);
   /// values := the parameters, after the pushes this task has started (in their epochs), while
   /// 1 is added to `count`; returns count's new value. push_then_pull() is start_push() and this.
+  /// Empty `values`: no pull, the started transfers complete.
   std::int64_t pull_counting(std::span<float> values, ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);

@@ -44,6 +44,9 @@ std::unique_ptr<Replication> Replication::create(Server* server, Graph& graph,
   if (!server->is_computing())
     throw InvalidArgument(mode + " mode runs on worker and chief tasks, not " +
                           server->task().to_string());
+  if (options.prefetch && options.mode != Mode::kAsync)
+    throw InvalidArgument("prefetch: async mode only (the " + mode +
+                          " mode's parameters must follow its wait)");
   switch (options.mode) {
     case Mode::kAllreduce: return modes::allreduce(*server, optimizer, options);
     case Mode::kAsync: return modes::async(*server, graph, optimizer, options);

@@ -2,7 +2,10 @@
 // turns the gradients into a delta, and MPI_Accumulate adds it at the ps without the ps's help;
 // the same lock epoch pulls the parameters for the next step. With --bucket_bytes the delta
 // leaves in pieces while the backward pass still runs (the optimizer's state is per element, so a
-// piece's delta is the whole delta's range), and the pull follows the last piece.
+// piece's delta is the whole delta's range), and the pull follows the last piece. With
+// --prefetch the pull starts before the step's forward and backward pass instead, ahead of this
+// worker's own pushes, so the worker adds its own delta to what arrives: the result misses only
+// the other workers' pushes that reached the ps during the step, which the next pull brings.
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
 
@@ -17,10 +20,28 @@ class AsyncReplication final : public DeltaPushReplication {
   std::int64_t batches_at(std::int64_t step) const override { return step / replicas_; }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
     push_delta(grads, values);
-    // The next step's parameters (this push included), and the push counted as a global step.
-    step_ = store_.pull_counting(values, ControlSlot::kGlobalStep);
+    if (!prefetched_) {
+      // The next step's parameters (this push included), and the push counted as a global step.
+      step_ = store_.pull_counting(values, ControlSlot::kGlobalStep);
+      return {step_, true, stopped()};
+    }
+    step_ = store_.pull_counting({}, ControlSlot::kGlobalStep);  // the prefetch has arrived
+    prefetched_ = false;
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = next_[i] + delta_[i];
     return {step_, true, stopped()};
   }
+
+ private:
+  bool begin_backward() override {
+    if (!options_.prefetch || values_.empty()) return false;
+    next_.resize(values_.size());
+    store_.start_pull(next_);
+    prefetched_ = true;
+    return true;
+  }
+
+  std::vector<float> next_;  // --prefetch: the next step's parameters, less this worker's update
+  bool prefetched_ = false;
 };
 
 }  // namespace

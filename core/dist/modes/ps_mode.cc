@@ -123,9 +123,9 @@ void PsReplication::start_send(std::int64_t first, std::span<const float> values
 }
 
 GradientListener* PsReplication::gradient_listener(std::span<float> grads) {
-  if (!in_pieces()) return nullptr;
-  open_pieces(grads);
-  return this;
+  const bool started = begin_backward();
+  if (in_pieces()) open_pieces(grads);
+  return in_pieces() || started ? this : nullptr;
 }
 
 void PsReplication::open_pieces(std::span<float> grads) {
@@ -144,8 +144,9 @@ void PsReplication::send(std::size_t bucket) {
 }
 
 void PsReplication::ready(std::int64_t from) {
-  during_backward_ +=
-      static_cast<std::int64_t>(buckets_.start_final(from, [&](std::size_t k) { send(k); }));
+  if (open_)
+    during_backward_ +=
+        static_cast<std::int64_t>(buckets_.start_final(from, [&](std::size_t k) { send(k); }));
   store_.progress();
 }
 

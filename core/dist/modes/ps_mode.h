@@ -58,6 +58,9 @@ class PsReplication : public Replication, private GradientListener {
 
   /// --bucket_bytes > 0: the gradients leave in pieces (buckets.h), each through send_piece().
   bool in_pieces() const { return options_.bucket_bytes > 0; }
+  /// The backward pass is about to start: a mode that starts transfers then (a prefetch) says so
+  /// by returning true, and the pass then moves them on between layers.
+  virtual bool begin_backward() { return false; }
   /// A step's pieces of `parameters` values are about to start (before the first send_piece()).
   virtual void begin_pieces(std::size_t parameters) { static_cast<void>(parameters); }
   /// Starts sending the final gradients grads[first, first + size) (the transfer may complete
@@ -116,12 +119,12 @@ class DeltaPushReplication : public PsReplication {
   void set_values(std::span<float> values) { values_ = values; }
   void push_delta(std::span<float> grads, std::span<float> values);
 
+  std::vector<float> delta_;  // this step's update (push_delta)
+  std::span<float> values_;
+
  private:
   void begin_pieces(std::size_t parameters) override;
   void send_piece(std::int64_t first, std::span<const float> grads) override;
-
-  std::vector<float> delta_;
-  std::span<float> values_;
 };
 
 }  // namespace cohort::modes

@@ -107,7 +107,7 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
                                     Compression compression = Compression::kNone,
                                     std::int64_t* gradient_bytes = nullptr,
                                     std::int64_t bucket_bytes = 0,
-                                    std::string* stats = nullptr) {
+                                    std::string* stats = nullptr, bool prefetch = false) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, ps_tasks);
   Server server(cluster);
   if (server.job_name() == "ps") {
@@ -124,6 +124,7 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
   options.mode = mode;
   options.compression = compression;
   options.bucket_bytes = bucket_bytes;
+  options.prefetch = prefetch;
   options.wait_timeout = 60s;
   auto replication = Replication::create(&server, graph, *optimizer, options);
   replication->start(graph.values(), 0);
@@ -291,6 +292,27 @@ COHORT_MPI_TEST_CASE("async mode: delta pieces pushed during backward equal the 
 
 COHORT_MPI_TEST_CASE("ssp mode: delta pieces pushed during backward equal the whole after it", 2) {
   check_pieces_equal_whole(comm, Mode::kSsp, 23);
+}
+
+// A lone async worker that prefetches its next parameters and adds its own delta to them
+// computes what the ps computes: the parameters equal those of the plain path bit for bit,
+// with the delta whole or in pieces, on 1 and on 2 ps tasks.
+COHORT_MPI_TEST_CASE("async mode with prefetch: a lone worker's parameters equal the plain path's", 3) {
+  const auto data = data::synthetic(kSteps * 2 * kBatch, 29);
+  for (int ps_tasks : {1, 2}) {
+    if (comm.size() < ps_tasks + 1) continue;
+    const mpi::Comm sub = comm.split(comm.rank() < ps_tasks + 1 ? 0 : MPI_UNDEFINED, comm.rank());
+    if (sub.is_null()) continue;
+    const auto plain = train_replicated(sub, Mode::kAsync, ps_tasks, data);
+    const auto prefetched = train_replicated(sub, Mode::kAsync, ps_tasks, data, small_mlp, false,
+                                             Compression::kNone, nullptr, 0, nullptr, true);
+    const auto in_pieces = train_replicated(sub, Mode::kAsync, ps_tasks, data, small_mlp, false,
+                                            Compression::kNone, nullptr, 4096, nullptr, true);
+    if (plain.empty()) continue;  // a ps
+    CAPTURE(ps_tasks);
+    CHECK(prefetched == plain);
+    CHECK(in_pieces == plain);
+  }
 }
 
 COHORT_MPI_TEST_CASE("sync mode in pieces: 3 workers and 2 ps tasks equal one process at 3B", 5) {
