@@ -374,6 +374,10 @@ class Window {
     COHORT_MPI_CALL(MPI_Win_flush(target, win_));
   }
   /// Blocking. Completes every transfer in the current epochs.
+  void flush_all() {
+    if (served_) return complete();
+    COHORT_MPI_CALL(MPI_Win_flush_all(win_));
+  }
   /// Never blocks. Moves this rank's transfers in flight on where the window is served: MPI
   /// progresses their messages only inside MPI calls, so an origin that computes between
   /// transfers calls this now and then. Free on one-sided windows.
@@ -383,10 +387,6 @@ class Window {
     COHORT_MPI_CALL(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done,
                                 MPI_STATUSES_IGNORE));
     if (done) pending_.clear(), headers_.clear();
-  }
-  void flush_all() {
-    if (served_) return complete();
-    COHORT_MPI_CALL(MPI_Win_flush_all(win_));
   }
   /// Synchronises this rank's view of its local memory with the window (MPI_Win_sync); call it
   /// inside an epoch on this rank before reading local() that others have written.

@@ -82,6 +82,7 @@ ParameterStore::ParameterStore(Server& server, const Graph& graph, Options optio
       num_workers_(server.num_replicas()),
       memory_(host(server, layout_, accumulators_)),
       epochs_(layout_.ps_sizes.size()),
+      only_adds_(layout_.ps_sizes.size(), 1),
       control_rank_(memory_.ps_ranks.front()) {}
 
 void ParameterStore::check_open() const {
@@ -110,10 +111,16 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
     while (end_of_task < layout_.segments.size() && layout_.segments[end_of_task].ps == ps)
       ++end_of_task;
     auto& lock = epochs_[static_cast<std::size_t>(ps)];
+    char& only_adds = only_adds_[static_cast<std::size_t>(ps)];
     for (const Part& part : parts) {
       const std::int64_t base = part.region * layout_.ps_sizes[static_cast<std::size_t>(ps)];
-      // After the transfers already in this epoch (an earlier part's, or started ones).
-      if (lock.locked()) memory_.values.order(rank);
+      // After the transfers already in this epoch (an earlier part's, or started ones), unless
+      // adds follow adds: sums need no order, and pieces pushed during the backward pass must
+      // not wait for each other.
+      const bool add = part.move == Move::kAdd || part.move == Move::kAddBf16;
+      if (lock.locked() && !(add && only_adds)) memory_.values.order(rank);
+      if (!lock.locked()) only_adds = 1;
+      only_adds = only_adds && add;
       for (std::size_t j = i; j < end_of_task; ++j) {
         const auto& s = layout_.segments[j];
         const std::int64_t begin = std::max(first, s.offset);
@@ -133,7 +140,7 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
           case Move::kTake: memory_.values.fetch_and_fill(span, 0.0f, rank, at); break;
           case Move::kPut: memory_.values.put(span, rank, at); break;
           case Move::kAdd: memory_.values.accumulate(span, rank, at); break;
-          case Move::kAddBf16: break;
+          case Move::kAddBf16: break;  // above
         }
       }
     }
@@ -182,13 +189,6 @@ void ParameterStore::push(std::int64_t first, std::span<const float> delta) {
 
 void ParameterStore::push(std::span<const float> delta) {
   transfer(delta, {Move::kAdd, 0, writable(delta)});
-}
-
-std::int64_t ParameterStore::push_then_pull(std::span<const float> delta, std::span<float> values,
-                                            ControlSlot count) {
-  check_size(delta.size());
-  start_push(0, delta);
-  return pull_counting(values, count);
 }
 
 std::int64_t ParameterStore::pull_counting(std::span<float> values, ControlSlot count) {

@@ -82,12 +82,6 @@ class ParameterStore {
   /// (Variable::offset, Variable::size).
   void pull(std::int64_t first, std::span<float> values);
   void push(std::int64_t first, std::span<const float> delta);
-  /// parameters += delta, then values := the parameters (which include it), in one lock epoch
-  /// per ps task, while 1 is added to `count`; returns count's new value. Where the memory is
-  /// served, the three are in flight together and cost one round trip.
-  std::int64_t push_then_pull(std::span<const float> delta, std::span<float> values,
-                              ControlSlot count);
-
   /// Transfers started now and completed later, for gradients sent while the backward pass
   /// still runs: parameters[first, first + delta.size()) += delta (start_push), or the same
   /// into the gradient accumulators (start_accumulate, sync mode). The lock epochs they open
@@ -112,14 +106,16 @@ class ParameterStore {
   /// started later.
   void start_pull(std::span<float> values);
   /// values := the parameters, after the pushes this task has started (in their epochs), while
-  /// 1 is added to `count`; returns count's new value. push_then_pull() is start_push() and this.
-  /// Empty `values`: no pull, the started transfers complete.
+  /// 1 is added to `count`; returns count's new value. After start_push(delta) this is an async
+  /// step in one lock epoch per ps task: where the memory is served, push, pull and count are in
+  /// flight together and cost one round trip. Empty `values`: no pull, the started transfers
+  /// complete.
   std::int64_t pull_counting(std::span<float> values, ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
   /// Sync mode: sums := the accumulators, which are zeroed in the same transfer (atomically per
-  /// element against concurrent accumulate_gradients).
+  /// element against concurrent start_accumulate).
   void take_gradients(std::span<float> sums);
 
   /// One change to a control slot: `value` replaces it (mpi::Op::kReplace) or is added to it
@@ -189,6 +185,9 @@ class ParameterStore {
   int num_workers_ = 0;
   HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
   std::vector<mpi::Window<float>::LockGuard> epochs_;  // per ps task, left open by start_*()
+  // Per ps task: whether its open epoch holds adds alone, which need no order among themselves
+  // (element-wise atomic sums).
+  std::vector<char> only_adds_;
   int control_rank_ = 0;  // window rank of ps 0, which holds the control slots
   bool closed_ = false;
 };

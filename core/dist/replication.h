@@ -56,9 +56,10 @@ struct ReplicationOptions {
   /// send the sync mode's gradients, or async/ssp's deltas, as bfloat16 with error feedback;
   /// the parameters come back as float32.
   Compression compression = Compression::kNone;
-  /// Async: the next step's parameters are pulled while the backward pass runs, before this
-  /// worker's own update leaves; the worker adds that update itself. They miss only the other
-  /// workers' pushes that arrive during the pass (which the next pull brings).
+  /// Async: the next step's parameters are pulled during the step (the pull starts before its
+  /// forward pass, ahead of this worker's own update), and the worker adds its update itself
+  /// (as the ps adds it: rounded, with compression). They miss only the other workers' pushes
+  /// that arrive during the step, which the next pull brings.
   bool prefetch = false;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
   std::chrono::milliseconds wait_timeout{0};

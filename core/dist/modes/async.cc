@@ -15,7 +15,7 @@ namespace {
 class AsyncReplication final : public DeltaPushReplication {
  public:
   using DeltaPushReplication::DeltaPushReplication;
-  // The parameters were pulled with the last push (or by start()).
+  // The parameters came with the last push (or from start()).
   void before_step(std::span<float> values) override { set_values(values); }
   std::int64_t batches_at(std::int64_t step) const override { return step / replicas_; }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
@@ -27,12 +27,18 @@ class AsyncReplication final : public DeltaPushReplication {
     }
     step_ = store_.pull_counting({}, ControlSlot::kGlobalStep);  // the prefetch has arrived
     prefetched_ = false;
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = next_[i] + delta_[i];
+    ++prefetches_;
+    add_sent(next_, delta_, values);
     return {step_, true, stopped()};
+  }
+  std::string mode_stats() const override {
+    return prefetches_ > 0 ? "next parameters prefetched in " + std::to_string(prefetches_) +
+                                 " steps"
+                           : "";
   }
 
  private:
-  bool begin_backward() override {
+  bool begin_pass() override {
     if (!options_.prefetch || values_.empty()) return false;
     next_.resize(values_.size());
     store_.start_pull(next_);
@@ -42,6 +48,7 @@ class AsyncReplication final : public DeltaPushReplication {
 
   std::vector<float> next_;  // --prefetch: the next step's parameters, less this worker's update
   bool prefetched_ = false;
+  std::int64_t prefetches_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
@@ -122,38 +123,47 @@ void PsReplication::start_send(std::int64_t first, std::span<const float> values
   store_.start_push_bf16(first, range(wire_));
 }
 
+void PsReplication::add_sent(std::span<const float> base, std::span<const float> values,
+                             std::span<float> out) const {
+  if (options_.compression == Compression::kBf16) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = base[i] + bf16::to_float(wire_[i]);
+  } else {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = base[i] + values[i];
+  }
+}
+
 GradientListener* PsReplication::gradient_listener(std::span<float> grads) {
-  const bool started = begin_backward();
+  const bool started = begin_pass();
   if (in_pieces()) open_pieces(grads);
   return in_pieces() || started ? this : nullptr;
 }
 
 void PsReplication::open_pieces(std::span<float> grads) {
   grads_ = grads;
-  buckets_ = Buckets(static_cast<std::int64_t>(grads.size()),
-                     options_.bucket_bytes / static_cast<std::int64_t>(sizeof(float)));
+  const std::int64_t element =
+      options_.compression == Compression::kBf16 ? sizeof(std::uint16_t) : sizeof(float);
+  buckets_ = Buckets(static_cast<std::int64_t>(grads.size()), options_.bucket_bytes / element);
   open_ = true;
   begin_pieces(grads.size());
 }
 
-void PsReplication::send(std::size_t bucket) {
-  ++pieces_;
-  send_piece(buckets_.begin(bucket),
-             grads_.subspan(static_cast<std::size_t>(buckets_.begin(bucket)),
-                            static_cast<std::size_t>(buckets_.size(bucket))));
+void PsReplication::send(std::size_t bucket, bool during_backward) {
+  const auto first = static_cast<std::size_t>(buckets_.begin(bucket));
+  const bool sent = send_piece(buckets_.begin(bucket),
+                               grads_.subspan(first, static_cast<std::size_t>(buckets_.size(bucket))));
+  pieces_ += sent ? 1 : 0;
+  during_backward_ += sent && during_backward ? 1 : 0;
 }
 
 void PsReplication::ready(std::int64_t from) {
-  if (open_)
-    during_backward_ +=
-        static_cast<std::int64_t>(buckets_.start_final(from, [&](std::size_t k) { send(k); }));
+  if (open_) buckets_.start_final(from, [&](std::size_t k) { send(k, true); });
   store_.progress();
 }
 
 void PsReplication::send_rest(std::span<float> grads) {
   // Without a listener this step (a GPU tower), every piece starts here.
   if (!open_ || grads.data() != grads_.data() || grads.size() != grads_.size()) open_pieces(grads);
-  buckets_.start_rest([&](std::size_t k) { send(k); });
+  buckets_.start_rest([&](std::size_t k) { send(k, false); });
   open_ = false;
 }
 
@@ -201,13 +211,14 @@ void DeltaPushReplication::begin_pieces(std::size_t parameters) {
   optimizer_.begin_delta(step_, parameters);
 }
 
-void DeltaPushReplication::send_piece(std::int64_t first, std::span<const float> grads) {
+bool DeltaPushReplication::send_piece(std::int64_t first, std::span<const float> grads) {
   const auto range = [&](auto all) {
     return all.subspan(static_cast<std::size_t>(first), grads.size());
   };
   optimizer_.delta_piece(first, grads, range(std::span<float>(delta_)),
                          values_.empty() ? values_ : range(values_));
   start_send(first, range(std::span<const float>(delta_)), /*accumulators=*/false);
+  return true;
 }
 
 }  // namespace cohort::modes

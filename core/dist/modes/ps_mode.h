@@ -55,19 +55,23 @@ class PsReplication : public Replication, private GradientListener {
   /// rounded to bfloat16 with error feedback (what the rounding loses is added to the next
   /// send of the same elements). Completes like ParameterStore::start_push.
   void start_send(std::int64_t first, std::span<const float> values, bool accumulators);
+  /// out := base + what start_send() sent of `values` (from element 0) as the ps adds it: the
+  /// values themselves, or with --compression=bf16 their bfloat16 rounding.
+  void add_sent(std::span<const float> base, std::span<const float> values,
+                std::span<float> out) const;
 
   /// --bucket_bytes > 0: the gradients leave in pieces (buckets.h), each through send_piece().
   bool in_pieces() const { return options_.bucket_bytes > 0; }
-  /// The backward pass is about to start: a mode that starts transfers then (a prefetch) says so
-  /// by returning true, and the pass then moves them on between layers.
-  virtual bool begin_backward() { return false; }
+  /// The step's forward and backward pass is about to start (its listener is asked for): a mode
+  /// that starts transfers then (a prefetch) says so by returning true, and the backward pass
+  /// then moves them on between layers.
+  virtual bool begin_pass() { return false; }
   /// A step's pieces of `parameters` values are about to start (before the first send_piece()).
   virtual void begin_pieces(std::size_t parameters) { static_cast<void>(parameters); }
   /// Starts sending the final gradients grads[first, first + size) (the transfer may complete
-  /// later: ParameterStore::start_push); pieces come from the buffer's end down, each once.
-  virtual void send_piece(std::int64_t first, std::span<const float> grads) {
-    static_cast<void>(first), static_cast<void>(grads);
-  }
+  /// later: ParameterStore::start_push), or returns false when this step sends nothing (a sync
+  /// gradient without a slot); pieces come from the buffer's end down, each once.
+  virtual bool send_piece(std::int64_t first, std::span<const float> grads) = 0;
   /// In after_step(): sends the pieces the backward pass has not (all of them where it had no
   /// listener, e.g. a GPU tower).
   void send_rest(std::span<float> grads);
@@ -87,7 +91,7 @@ class PsReplication : public Replication, private GradientListener {
   // GradientListener, during the backward pass.
   void ready(std::int64_t from) override;
   void open_pieces(std::span<float> grads);
-  void send(std::size_t bucket);
+  void send(std::size_t bucket, bool during_backward);
 
   std::optional<std::chrono::steady_clock::time_point> last_wait_end_;
   std::chrono::duration<double> pace_{0};
@@ -124,7 +128,7 @@ class DeltaPushReplication : public PsReplication {
 
  private:
   void begin_pieces(std::size_t parameters) override;
-  void send_piece(std::int64_t first, std::span<const float> grads) override;
+  bool send_piece(std::int64_t first, std::span<const float> grads) override;
 };
 
 }  // namespace cohort::modes

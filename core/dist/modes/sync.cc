@@ -83,9 +83,10 @@ class SyncReplication final : public PsReplication {
   static std::size_t slot(ControlSlot c) { return static_cast<std::size_t>(c); }
 
   void begin_pieces(std::size_t) override { claimed_.reset(); }
-  void send_piece(std::int64_t first, std::span<const float> grads) override {
+  bool send_piece(std::int64_t first, std::span<const float> grads) override {
     if (!claimed_) claimed_ = claim(step_);
     if (*claimed_) start_send(first, grads, /*accumulators=*/true);
+    return *claimed_;
   }
   // Slots kGlobalStep..kStopped, in one round trip.
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }

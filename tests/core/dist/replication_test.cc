@@ -303,15 +303,19 @@ COHORT_MPI_TEST_CASE("async mode with prefetch: a lone worker's parameters equal
     if (comm.size() < ps_tasks + 1) continue;
     const mpi::Comm sub = comm.split(comm.rank() < ps_tasks + 1 ? 0 : MPI_UNDEFINED, comm.rank());
     if (sub.is_null()) continue;
+    std::string stats, stats_in_pieces;
     const auto plain = train_replicated(sub, Mode::kAsync, ps_tasks, data);
     const auto prefetched = train_replicated(sub, Mode::kAsync, ps_tasks, data, small_mlp, false,
-                                             Compression::kNone, nullptr, 0, nullptr, true);
+                                             Compression::kNone, nullptr, 0, &stats, true);
     const auto in_pieces = train_replicated(sub, Mode::kAsync, ps_tasks, data, small_mlp, false,
-                                            Compression::kNone, nullptr, 4096, nullptr, true);
+                                            Compression::kNone, nullptr, 4096, &stats_in_pieces,
+                                            true);
     if (plain.empty()) continue;  // a ps
     CAPTURE(ps_tasks);
     CHECK(prefetched == plain);
     CHECK(in_pieces == plain);
+    CHECK(stats.find("next parameters prefetched in 6 steps") != std::string::npos);
+    CHECK(stats_in_pieces.find("next parameters prefetched in 6 steps") != std::string::npos);
   }
 }
 
@@ -413,9 +417,10 @@ COHORT_MPI_TEST_CASE("sync mode with bf16 on served windows: half the bytes, nea
   check_bf16_pushes(comm, Mode::kSync, 4096, 26);
 }
 
-COHORT_MPI_TEST_CASE("async mode with bf16 on served windows: half the bytes, near float32", 2) {
+COHORT_MPI_TEST_CASE("async and ssp with bf16 on served windows: half the bytes, near float32", 2) {
   check_bf16_pushes(comm, Mode::kAsync, 0, 27);
   check_bf16_pushes(comm, Mode::kAsync, 4096, 28);
+  check_bf16_pushes(comm, Mode::kSsp, 4096, 30);
 }
 
 COHORT_MPI_TEST_CASE("synchronised batch norm: 2 workers in allreduce mode equal one process at 2B", 2) {
