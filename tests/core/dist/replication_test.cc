@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -385,14 +386,19 @@ COHORT_MPI_TEST_CASE("compression in the ps modes is refused where the windows a
 // few percent of their update away from float32's, as in allreduce mode.
 void check_bf16_pushes(const mpi::Comm& comm, Mode mode, std::int64_t bucket_bytes,
                        std::uint64_t seed) {
-  setenv("COHORT_ONE_SIDED", "0", 1);
+  // Unset again however this returns, so that no later test takes the served path unasked.
+  struct ServedWindows {
+    ServedWindows() { setenv("COHORT_ONE_SIDED", "0", 1); }
+    ~ServedWindows() { unsetenv("COHORT_ONE_SIDED"); }
+  };
+  std::optional<ServedWindows> served(std::in_place);
   const auto data = data::synthetic(kSteps * 2 * kBatch, seed);
   std::int64_t float_bytes = 0, bf16_bytes = 0;
   const auto exact = train_replicated(comm, mode, 1, data, small_mlp, false, Compression::kNone,
                                       &float_bytes, bucket_bytes);
   const auto values = train_replicated(comm, mode, 1, data, small_mlp, false, Compression::kBf16,
                                        &bf16_bytes, bucket_bytes);
-  unsetenv("COHORT_ONE_SIDED");
+  served.reset();
   if (values.empty()) return;  // the ps
   const auto parameters = static_cast<std::int64_t>(values.size());
   const bool sync_chief = mode == Mode::kSync && comm.rank() == 1;  // keeps its own gradient
