@@ -356,6 +356,24 @@ class Window {
     });
   }
 
+  /// Non-blocking (`dst` is valid after flush/unlock). Takes target's float elements from
+  /// `offset` as bfloat16 (bit patterns, half the bytes of fetch_and_fill on the wire) and
+  /// leaves in their place what the rounding lost, so that nothing is lost, only delayed (error
+  /// feedback, at the target). Atomic per request like fetch_and_fill. Served windows only (the
+  /// target rounds): Error on a one-sided window.
+  void take_bf16(std::span<std::uint16_t> dst, int target, std::size_t offset)
+    requires std::is_same_v<T, float>
+  {
+    check_range(dst.size(), target, offset, "take_bf16");
+    if (!served_)
+      throw Error("Window::take_bf16: this window is one-sided (" + transport_ +
+                  "), where MPI has no bfloat16 operation");
+    detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
+      request(target, header(kTakeBf16Request, offset + first, n), nullptr, dst.data() + first,
+              MPI_UINT16_T, MPI_UINT16_T);
+    });
+  }
+
   /// Orders this epoch's transfers to `target`: those made after this call take effect there
   /// after those made before it. MPI orders accumulates only to the same elements, so on
   /// one-sided windows this completes the earlier ones (MPI_Win_flush, a round trip); a served
@@ -437,6 +455,7 @@ class Window {
     kCompareAndSwapRequest,
     kFetchAndFillRequest,
     kAccumulateBf16Request,
+    kTakeBf16Request,
   };
   static std::int64_t op_code(Op op) { return static_cast<std::int64_t>(op); }
   static Header header(std::int64_t kind, std::size_t offset, std::size_t count, std::int64_t op = 0,
@@ -466,10 +485,10 @@ class Window {
   }
 
   // Origin side: sends one request; `payload` (count elements, T's unless `payload_type` says
-  // otherwise) follows it, `reply` (count elements, or nothing for an acknowledgement) is
-  // received into. Completes at complete().
-  void request(int target, const Header& h, const void* payload, T* reply,
-               MPI_Datatype payload_type = datatype<T>()) {
+  // otherwise) follows it, `reply` (count elements of T's or `reply_type`, or nothing for an
+  // acknowledgement) is received into. Completes at complete().
+  void request(int target, const Header& h, const void* payload, void* reply,
+               MPI_Datatype payload_type = datatype<T>(), MPI_Datatype reply_type = datatype<T>()) {
     const int n = static_cast<int>(h[2]);
     headers_.push_back(h);
     pending_.emplace_back();
@@ -481,7 +500,7 @@ class Window {
                                 &pending_.back()));
     }
     pending_.emplace_back();
-    COHORT_MPI_CALL(MPI_Irecv(reply, reply != nullptr ? n : 0, datatype<T>(), target, kReplyTag,
+    COHORT_MPI_CALL(MPI_Irecv(reply, reply != nullptr ? n : 0, reply_type, target, kReplyTag,
                               comm_.get(), &pending_.back()));
   }
   // One-sided fetch_and_fill: a buffer of `n` copies of `value` for MPI to read from. A buffer
@@ -549,6 +568,18 @@ class Window {
                                    comm_.get(), MPI_STATUS_IGNORE));
           for (std::size_t i = 0; i < n; ++i) at[i] += bf16::to_float(wire_[i]);
           COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
+          return;
+        }
+        break;
+      case kTakeBf16Request:
+        if constexpr (std::is_same_v<T, float>) {
+          wire_.resize(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            wire_[i] = bf16::from_float(at[i]);
+            at[i] -= bf16::to_float(wire_[i]);
+          }
+          COHORT_MPI_CALL(MPI_Send(wire_.data(), count, MPI_UINT16_T, origin, kReplyTag,
+                                   comm_.get()));
           return;
         }
         break;

@@ -134,13 +134,18 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
           memory_.values.accumulate_bf16(part.wire.subspan(from, n), rank, at);
           continue;
         }
+        if (part.move == Move::kTakeBf16) {
+          memory_.values.take_bf16(part.wire.subspan(from, n), rank, at);
+          continue;
+        }
         const auto span = part.values.subspan(from, n);
         switch (part.move) {
           case Move::kGet: memory_.values.get(span, rank, at); break;
           case Move::kTake: memory_.values.fetch_and_fill(span, 0.0f, rank, at); break;
           case Move::kPut: memory_.values.put(span, rank, at); break;
           case Move::kAdd: memory_.values.accumulate(span, rank, at); break;
-          case Move::kAddBf16: break;  // above
+          case Move::kAddBf16:
+          case Move::kTakeBf16: break;  // above
         }
       }
     }
@@ -168,13 +173,13 @@ void ParameterStore::start_pull(std::span<float> values) {
 }
 
 void ParameterStore::start_push_bf16(std::int64_t first, std::span<const std::uint16_t> delta) {
-  transfer(first, {{Move::kAddBf16, 0, {}, delta}}, /*started=*/true);
+  transfer(first, {{Move::kAddBf16, 0, {}, writable(delta)}}, /*started=*/true);
 }
 
 void ParameterStore::start_accumulate_bf16(std::int64_t first,
                                            std::span<const std::uint16_t> grads) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(first, {{Move::kAddBf16, 1, {}, grads}}, /*started=*/true);
+  transfer(first, {{Move::kAddBf16, 1, {}, writable(grads)}}, /*started=*/true);
 }
 
 void ParameterStore::pull(std::span<float> values) { transfer(values, {Move::kGet, 0, values}); }
@@ -212,6 +217,12 @@ void ParameterStore::assign(std::span<const float> values) {
 void ParameterStore::take_gradients(std::span<float> sums) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
   transfer(sums, {Move::kTake, 1, sums});
+}
+
+void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {
+  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
+  check_size(sums.size());
+  transfer(0, {{Move::kTakeBf16, 1, {}, sums}});
 }
 
 std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {

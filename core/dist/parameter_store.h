@@ -117,6 +117,10 @@ class ParameterStore {
   /// Sync mode: sums := the accumulators, which are zeroed in the same transfer (atomically per
   /// element against concurrent start_accumulate).
   void take_gradients(std::span<float> sums);
+  /// The same with bfloat16 on the wire (bit patterns, half the bytes), where the memory is
+  /// served: the accumulators keep what the rounding lost, which joins the next step's sum.
+  /// Error where the memory is one-sided.
+  void take_gradients_bf16(std::span<std::uint16_t> sums);
 
   /// One change to a control slot: `value` replaces it (mpi::Op::kReplace) or is added to it
   /// (mpi::Op::kSum). `worker` picks the slot in the worker block, as in read().
@@ -152,14 +156,16 @@ class ParameterStore {
 
  private:
   // One transfer between `values` and region `region` (0 parameters, 1 accumulators): kGet
-  // reads, kTake reads and zeroes, kPut writes, kAdd accumulates; kAddBf16 accumulates `wire`.
-  enum class Move { kGet, kTake, kPut, kAdd, kAddBf16 };
+  // reads, kTake reads and zeroes, kPut writes, kAdd accumulates; kAddBf16 accumulates `wire`,
+  // kTakeBf16 takes into `wire` (Window::take_bf16).
+  enum class Move { kGet, kTake, kPut, kAdd, kAddBf16, kTakeBf16 };
   struct Part {
     Move move;
     std::int64_t region;
     std::span<float> values;
-    std::span<const std::uint16_t> wire = {};
-    std::size_t size() const { return move == Move::kAddBf16 ? wire.size() : values.size(); }
+    std::span<std::uint16_t> wire = {};
+    bool bf16() const { return move == Move::kAddBf16 || move == Move::kTakeBf16; }
+    std::size_t size() const { return bf16() ? wire.size() : values.size(); }
   };
   // The parts, in order, over the flat range [first, first + size) (every part's size), in one
   // lock epoch per ps task the range touches, after the started transfers (in the epochs they
@@ -171,8 +177,9 @@ class ParameterStore {
     transfer(0, {part});
   }
   // MPI only reads what is written or added; Part's span is non-const for the other moves.
-  static std::span<float> writable(std::span<const float> s) {
-    return {const_cast<float*>(s.data()), s.size()};
+  template <typename T>
+  static std::span<T> writable(std::span<const T> s) {
+    return {const_cast<T*>(s.data()), s.size()};
   }
   void check_size(std::size_t n) const;
   int ps_rank(int ps) const { return memory_.ps_ranks[static_cast<std::size_t>(ps)]; }

@@ -53,8 +53,8 @@ struct ReplicationOptions {
   std::int64_t bucket_bytes = 0;
   /// The gradients' type on the wire. The ps modes take kBf16 only where the parameters are
   /// served by messages (the ps converts as it adds; MPI_Accumulate adds float32 only), and
-  /// send the sync mode's gradients, or async/ssp's deltas, as bfloat16 with error feedback;
-  /// the parameters come back as float32.
+  /// send the sync mode's gradients (and the chief takes their sum), or async/ssp's deltas, as
+  /// bfloat16 with error feedback; the parameters travel as float32.
   Compression compression = Compression::kNone;
   /// Async: the next step's parameters are pulled during the step (the pull starts before its
   /// forward pass, ahead of this worker's own update), and the worker adds its update itself

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/core/base/bfloat16.h"
 #include "support/mpi_test.h"
 
 using cohort::InvalidArgument;
@@ -415,6 +416,51 @@ TEST_CASE("fetch_and_fill takes a sum and resets it without losing a concurrent 
   on_every_size([](const Comm& comm) { take_and_reset_under_accumulates(comm, false); });
   on_every_size([](const Comm& comm) {
     if (comm.size() >= 2) take_and_reset_under_accumulates(comm, true);
+  });
+}
+
+// bfloat16 on the wire, where the target converts: an add of bfloat16 values, and a take that
+// hands out the bfloat16 nearest each element and leaves what that lost, so that what was taken
+// plus what is left is exactly what was there. One-sided windows refuse both.
+TEST_CASE("served float windows add and take bfloat16, losing nothing; one-sided ones refuse") {
+  on_every_size([](const Comm& comm) {
+    if (comm.size() < 2) return;
+    for (const bool served : {false, true}) {
+      if (served) setenv("COHORT_ONE_SIDED", "0", 1);
+      Window<float> win(comm, comm.rank() == 0 ? 64 : 0);
+      unsetenv("COHORT_ONE_SIDED");
+      const std::vector<std::uint16_t> twos(64, cohort::bf16::from_float(2.0f));
+      std::vector<std::uint16_t> taken(64);
+      if (comm.rank() == 1) {
+        auto lock = win.lock(0);
+        if (!served) {
+          CHECK_THROWS_AS(win.accumulate_bf16(std::span<const std::uint16_t>(twos), 0, 0), cohort::Error);
+          CHECK_THROWS_AS(win.take_bf16(std::span<std::uint16_t>(taken), 0, 0), cohort::Error);
+        } else {
+          // 1 + 2^-10 + i * 2^-14; plus 2, between the bfloat16 neighbours 3 and 3 + 2^-6.
+          std::vector<float> start(64);
+          for (std::size_t i = 0; i < 64; ++i)
+            start[i] = 1.0f + 0x1p-10f + static_cast<float>(i) * 0x1p-14f;
+          win.put(std::span<const float>(start), 0, 0);
+          win.accumulate_bf16(std::span<const std::uint16_t>(twos), 0, 0);
+          win.take_bf16(std::span<std::uint16_t>(taken), 0, 0);
+          std::vector<float> left(64);
+          win.get(std::span<float>(left), 0, 0);
+          lock.unlock();
+          for (std::size_t i = 0; i < 64; ++i) {
+            CAPTURE(i);
+            CHECK(cohort::bf16::to_float(taken[i]) + left[i] == start[i] + 2.0f);
+            CHECK(left[i] != 0.0f);  // the rounding did lose something, kept at the target
+          }
+        }
+      }
+      MPI_Request barrier;
+      MPI_Ibarrier(comm.get(), &barrier);
+      for (int finished = 0; !finished;) {
+        if (served && comm.rank() == 0) win.serve();
+        MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
+      }
+    }
   });
 }
 

@@ -8,10 +8,13 @@
 // (backup workers: k below the number of replicas). The control traffic is batched so that a
 // step costs each replica few round trips to ps 0 (see ParameterStore::update). With
 // --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of its
-// gradient, and adds each piece as it becomes final; the report still follows the last.
+// gradient, and adds each piece as it becomes final; the report still follows the last. With
+// --compression=bf16 the gradients travel to the ps, and their sum to the chief, as bfloat16
+// with error feedback (the sum's at the ps); the parameters stay float32.
 #include <algorithm>
 #include <optional>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
 
@@ -121,7 +124,14 @@ class SyncReplication final : public PsReplication {
       timed_wait([&] { return read_counters(), completed() >= claims; }, options_.wait_timeout,
                  [&] { return missing(s, own); });
     sums_.resize(values.size());
-    store_.take_gradients(sums_);  // and the accumulators are zero again
+    if (options_.compression == Compression::kBf16) {
+      // As bfloat16; what the rounding loses stays in the accumulators for the next step.
+      taken_.resize(values.size());
+      store_.take_gradients_bf16(taken_);
+      bf16::to_float(taken_, sums_);
+    } else {
+      store_.take_gradients(sums_);  // and the accumulators are zero again
+    }
     // The average, the chief's own gradient added in the same pass.
     const float scale = 1.0f / static_cast<float>(claims);
     if (own) {
@@ -157,6 +167,7 @@ class SyncReplication final : public PsReplication {
   std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
   std::int64_t dropped_ = 0;
   std::vector<float> sums_;
+  std::vector<std::uint16_t> taken_;  // --compression=bf16: the sum as it travels
   std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kStopped) + 1);
 };
 
