@@ -5,6 +5,7 @@ ps modes (sync, async; P ps tasks) and of ring allreduce, for N worker nodes at 
     scripts/scaling_model.py                       # the tables of docs/SCALING.md
     scripts/scaling_model.py --check               # the one-node check against measurements
     scripts/scaling_model.py --model cnn --compute_ms 60 --gbps 100 --workers 4,16,64
+    scripts/scaling_model.py --model cnn --gbps 25 --compression bf16   # --compression=bf16
 
 Inputs (measured on one node; see docs/SCALING.md): per-worker compute time of one step at batch
 64 (forward, backward, update), the model's parameter bytes, and the rate at which one ps task
@@ -22,46 +23,54 @@ MODELS = {  # name: (parameters, compute ms per step)
 }
 BATCH = 64
 ALPHA = 20e-6  # seconds per message: TCP over Ethernet, both ends' software included
+# --compression=bf16: the conversions (rounding with error feedback, and back) cost about this
+# much per parameter and step (docs/BENCHMARKS.md), added to the compute.
+BF16_SECONDS_PER_VALUE = 0.56e-9
 
 
-def allreduce_time(s, w, b, alpha):
-    """Ring allreduce of s bytes over w workers: 2(w-1) steps of s/w bytes each."""
+def allreduce_time(s, w, b, alpha, g=1.0):
+    """Ring allreduce of s bytes over w workers: 2(w-1) steps of s/w bytes each (g s with
+    compression: g = 0.5 for bfloat16)."""
     if w == 1:
         return 0.0
-    return 2 * (w - 1) * (alpha + s / (w * b))
+    return 2 * (w - 1) * (alpha + g * s / (w * b))
 
 
-def sync_time(s, w, p, b, alpha, serve):
-    """Sync mode: every worker but the chief pushes its gradients (s bytes, split over the p ps
-    tasks); the chief takes the sum (read and cleared in one transfer), adds its own gradient and
-    writes the parameters (2 s through its link); every worker but the chief pulls s. A ps link
-    carries (w-1)/p of the pushes and pulls; a ps task that serves by messages moves at most
-    `serve` bytes/s."""
+def sync_time(s, w, p, b, alpha, serve, g=1.0):
+    """Sync mode: every worker but the chief pushes its gradients (g s bytes, split over the p
+    ps tasks); the chief takes the sum (g s, read and cleared in one transfer), adds its own
+    gradient and writes the parameters (s, float32 always); every worker but the chief pulls s.
+    A ps link carries (w-1)/p of the pushes and pulls; a ps task that serves by messages moves
+    at most `serve` bytes/s."""
     ps_rate = min(b, serve)
     others = w - 1
-    push = max(s / b, others * s / (p * ps_rate)) if others else 0.0
-    chief = 2 * max(s / b, s / (p * ps_rate))
+    push = max(g * s / b, others * g * s / (p * ps_rate)) if others else 0.0
+    chief = (1 + g) * max(s / b, s / (p * ps_rate))
     pull = max(s / b, others * s / (p * ps_rate)) if others else 0.0
     return push + chief + pull + 6 * alpha
 
 
-def async_rate(s, w, p, b, alpha, serve, compute):
-    """Async mode: steps per second. Each worker pushes s and pulls s per step, no barrier; the
-    p ps tasks together take at most p * rate / s pushes (and pulls) per second."""
+def async_rate(s, w, p, b, alpha, serve, compute, g=1.0):
+    """Async mode: steps per second. Each worker pushes g s and pulls s per step, no barrier;
+    the p ps tasks together send at most p * rate / s pulls per second (the pushes, g <= 1,
+    come in on the other direction of the same full-duplex links)."""
     ps_rate = min(b, serve)
-    per_worker = 1.0 / (compute + 2 * s / b + 2 * alpha)
+    per_worker = 1.0 / (compute + (1 + g) * s / b + 2 * alpha)
     return min(w * per_worker, p * ps_rate / s)
 
 
-def predict(model, w, p, gbps, serve, alpha, compute_ms=None):
+def predict(model, w, p, gbps, serve, alpha, compute_ms=None, compression="none"):
     params, ms = MODELS[model]
     compute = (compute_ms if compute_ms is not None else ms) / 1e3
+    one = BATCH / compute
+    g = 0.5 if compression == "bf16" else 1.0
+    if compression == "bf16":
+        compute += params * BF16_SECONDS_PER_VALUE
     s = 4.0 * params
     b = gbps * 1e9 / 8
-    one = BATCH / compute
-    ar = w * BATCH / (compute + allreduce_time(s, w, b, alpha))
-    sy = w * BATCH / (compute + sync_time(s, w, p, b, alpha, serve))
-    asy = BATCH * async_rate(s, w, p, b, alpha, serve, compute)
+    ar = w * BATCH / (compute + allreduce_time(s, w, b, alpha, g))
+    sy = w * BATCH / (compute + sync_time(s, w, p, b, alpha, serve, g))
+    asy = BATCH * async_rate(s, w, p, b, alpha, serve, compute, g)
     return one, ar, sy, asy
 
 
@@ -70,10 +79,15 @@ def tables(args):
         params, ms = MODELS[model]
         print(f"\n{model}: {params:,} parameters ({4 * params / 1e6:.2f} MB), "
               f"{args.compute_ms or ms} ms of compute per step at batch {BATCH}; "
-              f"speed-up over one worker, ps tasks {args.ps}")
+              f"speed-up over one worker, ps tasks {args.ps}"
+              + (", gradients as bfloat16" if args.compression == "bf16" else ""))
         for gbps in [float(g) for g in args.gbps.split(",")]:
             for serve_name, serve in (("one-sided", float("inf")), ("served", args.serve_gbs * 1e9)):
-                if serve_name == "served" and not args.served:
+                # bfloat16 in the ps modes needs memory served by messages; allreduce takes it
+                # anywhere.
+                if serve_name == "served" and not (args.served or args.compression == "bf16"):
+                    continue
+                if serve_name == "one-sided" and args.compression == "bf16":
                     continue
                 print(f"\n{gbps:g} Gb/s, ps memory {serve_name}\n")
                 header = "| workers | allreduce |" + "".join(
@@ -82,10 +96,12 @@ def tables(args):
                 print("|---:|---:|" + "---:|---:|" * len(args.ps))
                 for w in [int(x) for x in args.workers.split(",")]:
                     row = f"| {w} |"
-                    one, ar, _, _ = predict(model, w, 1, gbps, serve, args.alpha, args.compute_ms)
+                    one, ar, _, _ = predict(model, w, 1, gbps, serve, args.alpha, args.compute_ms,
+                                            args.compression)
                     row += f" {ar / one:.1f}x |"
                     for p in args.ps:
-                        _, _, sy, asy = predict(model, w, p, gbps, serve, args.alpha, args.compute_ms)
+                        _, _, sy, asy = predict(model, w, p, gbps, serve, args.alpha,
+                                                args.compute_ms, args.compression)
                         row += f" {sy / one:.1f}x | {asy / one:.1f}x |"
                     print(row)
 
@@ -147,6 +163,8 @@ def main():
                         help="GB/s one ps task serves by messages (TCP; measured: pushes 1.0-1.2)")
     parser.add_argument("--served", action="store_true",
                         help="also the tables for ps memory served by messages (TCP)")
+    parser.add_argument("--compression", default="none", choices=["none", "bf16"],
+                        help="gradients on the wire (bf16: the ps tables are for served memory)")
     parser.add_argument("--check", action="store_true", help="the one-node check")
     args = parser.parse_args()
     if args.check:
