@@ -273,9 +273,7 @@ class Window {
     requires std::is_same_v<T, float>
   {
     check_range(src.size(), target, offset, "accumulate_bf16");
-    if (!served_)
-      throw Error("Window::accumulate_bf16: this window is one-sided (" + transport_ +
-                  "), where MPI_Accumulate adds float32 only");
+    check_served("accumulate_bf16", "MPI_Accumulate adds float32 only");
     detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
       request(target, header(kAccumulateBf16Request, offset + first, n), src.data() + first,
               nullptr, MPI_UINT16_T);
@@ -365,9 +363,7 @@ class Window {
     requires std::is_same_v<T, float>
   {
     check_range(dst.size(), target, offset, "take_bf16");
-    if (!served_)
-      throw Error("Window::take_bf16: this window is one-sided (" + transport_ +
-                  "), where MPI has no bfloat16 operation");
+    check_served("take_bf16", "MPI has no bfloat16 operation");
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
       request(target, header(kTakeBf16Request, offset + first, n), nullptr, dst.data() + first,
               MPI_UINT16_T, MPI_UINT16_T);
@@ -647,6 +643,12 @@ class Window {
       throw InvalidArgument(std::string("Window::") + what + ": target rank " +
                             std::to_string(target) + " is not in a window of " +
                             std::to_string(counts_.size()) + " ranks");
+  }
+  // The bfloat16 transfers need a target that converts: a served window.
+  void check_served(const char* what, const char* why) const {
+    if (!served_)
+      throw Error(std::string("Window::") + what + ": this window is one-sided (" + transport_ +
+                  "), where " + why);
   }
   void check_range(std::size_t n, int target, std::size_t offset, const char* what) const {
     check_target(target, what);

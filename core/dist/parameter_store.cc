@@ -130,22 +130,15 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
         const auto from = static_cast<std::size_t>(begin - first);
         const auto n = static_cast<std::size_t>(end - begin);
         const auto at = static_cast<std::size_t>(base + s.ps_offset + (begin - s.offset));
-        if (part.move == Move::kAddBf16) {
-          memory_.values.accumulate_bf16(part.wire.subspan(from, n), rank, at);
-          continue;
-        }
-        if (part.move == Move::kTakeBf16) {
-          memory_.values.take_bf16(part.wire.subspan(from, n), rank, at);
-          continue;
-        }
-        const auto span = part.values.subspan(from, n);
+        const auto values = [&] { return part.values.subspan(from, n); };
+        const auto wire = [&] { return part.wire.subspan(from, n); };
         switch (part.move) {
-          case Move::kGet: memory_.values.get(span, rank, at); break;
-          case Move::kTake: memory_.values.fetch_and_fill(span, 0.0f, rank, at); break;
-          case Move::kPut: memory_.values.put(span, rank, at); break;
-          case Move::kAdd: memory_.values.accumulate(span, rank, at); break;
-          case Move::kAddBf16:
-          case Move::kTakeBf16: break;  // above
+          case Move::kGet: memory_.values.get(values(), rank, at); break;
+          case Move::kTake: memory_.values.fetch_and_fill(values(), 0.0f, rank, at); break;
+          case Move::kPut: memory_.values.put(values(), rank, at); break;
+          case Move::kAdd: memory_.values.accumulate(values(), rank, at); break;
+          case Move::kAddBf16: memory_.values.accumulate_bf16(wire(), rank, at); break;
+          case Move::kTakeBf16: memory_.values.take_bf16(wire(), rank, at); break;
         }
       }
     }

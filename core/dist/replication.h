@@ -36,6 +36,10 @@ enum class Compression {
 /// "none" or "bf16"; anything else is an InvalidArgument.
 Compression parse_compression(const std::string& name);
 const char* to_string(Compression compression);
+/// Bytes one value takes on the wire: 4 for float32, 2 for bfloat16.
+inline std::int64_t wire_bytes(Compression compression) {
+  return compression == Compression::kBf16 ? 2 : 4;
+}
 
 struct ReplicationOptions {
   Mode mode = Mode::kLocal;

@@ -84,8 +84,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
 
   void open_buckets(std::span<float> grads) {
     grads_ = grads;
-    const auto element = static_cast<std::int64_t>(bf16() ? sizeof(std::uint16_t) : sizeof(float));
-    buckets_ = Buckets(static_cast<std::int64_t>(grads.size()), bucket_bytes_ / element);
+    buckets_ = Buckets(static_cast<std::int64_t>(grads.size()),
+                       bucket_bytes_ / wire_bytes(compression_));
     requests_.resize(buckets_.count());
     open_ = true;
     if (bf16()) {

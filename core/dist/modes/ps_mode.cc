@@ -140,9 +140,8 @@ GradientListener* PsReplication::gradient_listener(std::span<float> grads) {
 
 void PsReplication::open_pieces(std::span<float> grads) {
   grads_ = grads;
-  const std::int64_t element =
-      options_.compression == Compression::kBf16 ? sizeof(std::uint16_t) : sizeof(float);
-  buckets_ = Buckets(static_cast<std::int64_t>(grads.size()), options_.bucket_bytes / element);
+  buckets_ = Buckets(static_cast<std::int64_t>(grads.size()),
+                     options_.bucket_bytes / wire_bytes(options_.compression));
   open_ = true;
   begin_pieces(grads.size());
 }

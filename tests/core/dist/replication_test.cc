@@ -34,6 +34,13 @@ ReplicaDeviceSetter setter(int ps_tasks) {
   return ReplicaDeviceSetter(o);
 }
 
+// A ps task serves the workers until they are done, and returns true; a worker returns false.
+bool served_as_ps(Server& server) {
+  if (server.job_name() != "ps") return false;
+  server.join(60s);
+  return true;
+}
+
 OptimizerOptions momentum() {
   OptimizerOptions o;
   o.name = "momentum";
@@ -111,10 +118,7 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
                                     std::string* stats = nullptr, bool prefetch = false) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, ps_tasks);
   Server server(cluster);
-  if (server.job_name() == "ps") {
-    server.join(60s);
-    return {};
-  }
+  if (served_as_ps(server)) return {};
   const int workers = cluster.num_tasks("worker");
   const int me = server.task_index();
   Graph graph(setter(ps_tasks));
@@ -330,10 +334,7 @@ COHORT_MPI_TEST_CASE("sync mode in pieces: 3 workers and 2 ps tasks equal one pr
 COHORT_MPI_TEST_CASE("pieces of async pushes are refused with clipping", 2) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
   Server server(cluster);
-  if (server.job_name() == "ps") {
-    server.join(60s);
-    return;
-  }
+  if (served_as_ps(server)) return;
   Graph graph(setter(1));
   small_mlp(graph, false);
   OptimizerOptions clipped = momentum();
@@ -354,10 +355,7 @@ COHORT_MPI_TEST_CASE("pieces of async pushes are refused with clipping", 2) {
 COHORT_MPI_TEST_CASE("compression in the ps modes is refused where the windows are one-sided", 2) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
   Server server(cluster);
-  if (server.job_name() == "ps") {
-    server.join(60s);
-    return;
-  }
+  if (served_as_ps(server)) return;
   Graph graph(setter(1));
   small_mlp(graph, false);
   auto optimizer = Optimizer::create(momentum());
@@ -457,10 +455,7 @@ COHORT_MPI_TEST_CASE("without synchronisation, batch norm on W workers differs f
 COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly, whole and in pieces", 5) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
   Server server(cluster);
-  if (server.job_name() == "ps") {
-    server.join(60s);
-    return;
-  }
+  if (served_as_ps(server)) return;
   Graph graph(setter(1));
   graph.get_variable("a", {3, 5}, Initializer::zeros());
   graph.get_variable("b", {7}, Initializer::zeros());
@@ -516,10 +511,7 @@ void train_with_a_slow_worker(const mpi::Comm& comm, ReplicationOptions options,
                               std::chrono::milliseconds pause, Done done, Check check) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
   Server server(cluster);
-  if (server.job_name() == "ps") {
-    server.join(60s);
-    return;
-  }
+  if (served_as_ps(server)) return;
   const auto data = data::synthetic(256, 15);
   Graph graph(setter(1));
   Model model = mlp(graph, {8});
