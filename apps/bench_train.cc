@@ -3,10 +3,12 @@
 // scripts/bench_compare.sh runs it beside PyTorch, in the same run.
 // images/s is wall clock (the median of --windows timed windows after a warm-up); img/CPU-s
 // divides by the CPU time the process used instead, which stays meaningful on a shared machine
-// (with several threads it counts all of them, spinning included). Convolution FLOPs are those
-// of direct convolution, whichever algorithm runs. With --device=gpu the steps run on a GPU as a
-// GPU tower runs them in train: parameters copied in, gradients copied out, the update on the
-// host.
+// (with several threads it counts all of them, spinning included). "products only" (one thread)
+// is the images/s of a step made of nothing but the matrix products one step made, replayed: how
+// close the rest of the step lets the model come to its products' own speed. Convolution FLOPs
+// are those of direct convolution, whichever algorithm runs. With --device=gpu the steps run on
+// a GPU as a GPU tower runs them in train: parameters copied in, gradients copied out, the update
+// on the host.
 //
 //   build/bin/bench_train --models=mlp,cnn,small_cnn --threads=1,2 --batch_size=64 --seconds=10
 //   build/bin/bench_train --device=gpu --models=mlp,cnn --batch_size=256
@@ -100,7 +102,49 @@ struct Result {
   double images_per_second = 0.0;      // wall clock
   double images_per_cpu_second = 0.0;  // this process's CPU time, all threads
   double flops_per_image = 0.0;
+  double products_alone = 0.0;         // images/s of a step made of its matrix products only
 };
+
+// Median images/s of `window`-second windows of `step`, each a step of `batch_size` images.
+template <typename Step>
+double time_windows(Step&& step, std::int64_t batch_size, double window) {
+  std::vector<double> rates;
+  for (int w = 0; w < FLAGS_windows; ++w) {
+    std::int64_t steps = 0;
+    const auto start = Clock::now();
+    do step(), ++steps;
+    while (seconds_since(start) < window);
+    rates.push_back(static_cast<double>(steps * batch_size) / seconds_since(start));
+  }
+  return median(rates);
+}
+
+// Images/s if a step were nothing but its matrix products: the calls one step made, replayed in
+// order on one thread, through the same library choice. Every call reads and writes the same
+// three buffers, which favours the cache over the step's own, so this bounds what a faster
+// rest of the step could reach, given these products.
+double time_products_alone(const std::vector<cohort::ops_detail::GemmCall>& calls,
+                           std::int64_t batch_size, double window) {
+  std::int64_t a_size = 0, b_size = 0, c_size = 0;
+  for (const auto& call : calls) {
+    a_size = std::max(a_size, (call.transpose_a ? call.k : call.m) * call.lda);
+    b_size = std::max(b_size, (call.transpose_b ? call.n : call.k) * call.ldb);
+    c_size = std::max(c_size, call.m * call.ldc);
+  }
+  cohort::Tensor a({a_size}), b({b_size}), c({c_size});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (float& x : a.span()) x = value(rng);
+  for (float& x : b.span()) x = value(rng);
+  const auto replay = [&] {
+    for (const auto& call : calls)
+      cohort::ops_detail::gemm(call.transpose_a, call.transpose_b, call.m, call.n, call.k, 1.0f,
+                               a.data(), call.lda, b.data(), call.ldb, call.beta, c.data(),
+                               call.ldc);
+  };
+  for (const auto start = Clock::now(); seconds_since(start) < std::max(0.2, window);) replay();
+  return time_windows(replay, batch_size, window);
+}
 
 Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   cohort::Graph graph;
@@ -140,18 +184,22 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
 
   const double window = FLAGS_seconds / static_cast<double>(FLAGS_windows);
   for (auto start = Clock::now(); seconds_since(start) < std::max(0.5, window);) run_step();
-  std::vector<double> rates, cpu_rates;
-  for (int w = 0; w < FLAGS_windows; ++w) {
-    const std::int64_t first = step;
-    const auto start = Clock::now();
-    const double cpu_start = cpu_seconds();
-    do run_step();
-    while (seconds_since(start) < window);
-    const auto images = static_cast<double>((step - first) * batch_size);
-    rates.push_back(images / seconds_since(start));
-    cpu_rates.push_back(images / (cpu_seconds() - cpu_start));
+  Result result;
+  result.flops_per_image = model.flops_per_example();
+  const std::int64_t first = step;
+  const double cpu_start = cpu_seconds();
+  result.images_per_second = time_windows(run_step, batch_size, window);
+  result.images_per_cpu_second =
+      static_cast<double>((step - first) * batch_size) / (cpu_seconds() - cpu_start);
+  // On one thread the step's products run one after the other, as a replay runs them.
+  if (gpu < 0 && cohort::intra_op_threads() == 1) {
+    std::vector<cohort::ops_detail::GemmCall> calls;
+    cohort::ops_detail::record_gemm_calls(&calls);
+    run_step();
+    cohort::ops_detail::record_gemm_calls(nullptr);
+    result.products_alone = time_products_alone(calls, batch_size, window);
   }
-  return {median(rates), median(cpu_rates), model.flops_per_example()};
+  return result;
 }
 
 int Main(int, char**) {
@@ -171,8 +219,8 @@ int Main(int, char**) {
   std::printf("# CPU kernels %s\n", cohort::kernel_level_summary().c_str());
   std::printf("# load average %.2f at start (other processes share the cores when it is above 0)\n",
               load_average());
-  std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s\n", "model", "threads", "batch", "images/s",
-              "MFLOP/image", "GFLOP/s", "of GEMM", "img/CPU-s");
+  std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s %14s\n", "model", "threads", "batch",
+              "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "img/CPU-s", "products only");
   // On a GPU the host's GEMM ceiling does not apply. "of GEMM" is per thread: GFLOP/s over
   // threads times the one-core ceiling.
   const double ceiling = gpu < 0 ? gemm_ceiling() : 0.0;
@@ -188,9 +236,12 @@ int Main(int, char**) {
       char of_gemm[32] = "-";
       if (gpu < 0)
         std::snprintf(of_gemm, sizeof of_gemm, "%.0f%%", 100.0 * gflops / (threads * ceiling));
-      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %8s %12.0f\n", name.c_str(), threads,
+      char products[32] = "-";
+      if (r.products_alone > 0.0)
+        std::snprintf(products, sizeof products, "%.0f", r.products_alone);
+      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %8s %12.0f %14s\n", name.c_str(), threads,
                   static_cast<long long>(FLAGS_batch_size), r.images_per_second,
-                  r.flops_per_image / 1e6, gflops, of_gemm, r.images_per_cpu_second);
+                  r.flops_per_image / 1e6, gflops, of_gemm, r.images_per_cpu_second, products);
       std::fflush(stdout);
     }
   }

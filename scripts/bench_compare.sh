@@ -3,7 +3,9 @@
 # built-in models (forward, backward, SGD update; batch 64 by default), the two programs
 # alternating for several rounds so that both meet the same machine; medians per model.
 # PyTorch runs both in its default layout (NCHW) and channels-last (NHWC, Cohort's layout); the
-# ratio is against the faster of the two.
+# ratio is against the faster of the two. The last column is the ratio Cohort would reach if its
+# step were nothing but its own matrix products (bench_train's "products only", one thread): where
+# the ratio comes near it, the libraries' products, not the rest of the step, set the limit.
 #
 #   scripts/bench_compare.sh [--models resnet,cnn] [--threads 1] [--rounds 5] [--seconds 4]
 #                            [--level x86-64-v3] [--bench_train build/bin/bench_train]
@@ -59,7 +61,8 @@ for ((r = 1; r <= rounds; r++)); do
   "$bench_train" --models="$models" --threads="$threads" --batch_size="$batch" \
       --seconds="$seconds" --windows=3 2>/dev/null |
     awk '/^# CPU kernels/ {sub(/^# /, ""); print "kernels", $0}
-         !/^#/ && NR > 1 && $1 != "model" {print "cohort", $1, $4}' >> "$out"
+         !/^#/ && NR > 1 && $1 != "model" {print "cohort", $1, $4
+                                           if ($9 != "-") print "products", $1, $9}' >> "$out"
   for layout in "" --channels_last; do
     /usr/bin/python3 scripts/bench_pytorch.py --models "$models" --threads "$threads" \
         --batch_size "$batch" --seconds "$seconds" $layout 2>/dev/null |
@@ -80,14 +83,16 @@ for k in sorted(kernels):
     print(f"# Cohort: {k}")
 print(f"threads {sys.argv[2]}, batch {sys.argv[3]}, {sys.argv[4]} alternating rounds: "
       "images/s, median (lowest - highest round)")
-print("| model | Cohort | PyTorch NCHW | PyTorch channels-last | Cohort / best PyTorch |")
-print("|---|---:|---:|---:|---:|")
+print("| model | Cohort | PyTorch NCHW | PyTorch channels-last | Cohort / best PyTorch "
+      "| products only / best PyTorch |")
+print("|---|---:|---:|---:|---:|---:|")
 def cell(v):
     return f"{statistics.median(v):,.0f} ({min(v):,.0f} - {max(v):,.0f})" if v else "-"
 for model, r in rows.items():
     med = {k: statistics.median(v) for k, v in r.items()}
     best = max(med.get("pytorch", 0), med.get("pytorch_cl", 0))
     ratio = f"{med['cohort'] / best:.2f}x" if best and "cohort" in med else "-"
+    bound = f"{med['products'] / best:.2f}x" if best and "products" in med else "-"
     print(f"| {model} | {cell(r.get('cohort'))} | {cell(r.get('pytorch'))} | "
-          f"{cell(r.get('pytorch_cl'))} | {ratio} |")
+          f"{cell(r.get('pytorch_cl'))} | {ratio} | {bound} |")
 PY

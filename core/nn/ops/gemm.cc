@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -86,12 +87,21 @@ const char* onednn_isa() {
 }
 #endif
 
+std::atomic<std::vector<GemmCall>*> recorded_calls{nullptr};
+std::mutex recording;
+
 }  // namespace
+
+void record_gemm_calls(std::vector<GemmCall>* calls) { recorded_calls.store(calls); }
 
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
           float beta, float* c, std::int64_t ldc) {
   set_up_once();
+  if (std::vector<GemmCall>* calls = recorded_calls.load(std::memory_order_acquire)) {
+    const std::lock_guard<std::mutex> lock(recording);
+    calls->push_back({transpose_a, transpose_b, m, n, k, lda, ldb, ldc, beta});
+  }
 #ifdef COHORT_HAVE_ONEDNN
   // oneDNN refuses only arguments OpenBLAS would refuse too; OpenBLAS then says what is wrong.
   if (through_onednn(transpose_b, m, n, k, ldb) &&

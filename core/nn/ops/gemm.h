@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cohort::ops_detail {
 
@@ -24,6 +25,17 @@ inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_
   gemm(transpose_a, transpose_b, m, n, k, 1.0f, a, transpose_a ? m : k, b, transpose_b ? k : n,
        beta, c, n);
 }
+
+/// A call of gemm() as recorded: its shape, its operands' layout and beta (not the data).
+struct GemmCall {
+  bool transpose_a = false, transpose_b = false;
+  std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  float beta = 0.0f;
+};
+
+/// While `calls` is set, every gemm() call, on any thread, is appended to it; nullptr stops.
+/// bench_train records one training step so as to time its products alone.
+void record_gemm_calls(std::vector<GemmCall>* calls);
 
 /// The libraries the products run through, for run headers and benchmark tables:
 /// "OpenBLAS Cooperlake, oneDNN 2.6.3 AVX512_CORE_BF16 from 1M multiply-adds".

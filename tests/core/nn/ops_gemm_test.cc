@@ -119,3 +119,20 @@ TEST_CASE("matrix products stay on the calling thread and leave its thread count
 #pragma omp parallel num_threads(2)
   check_products(3 + static_cast<std::uint32_t>(omp_get_thread_num()));
 }
+
+TEST_CASE("a recorder sees every product's shape, layout and beta until it is unset") {
+  std::vector<cohort::ops_detail::GemmCall> calls;
+  std::vector<float> a(6 * 8, 1.0f), b(8 * 5, 1.0f), c(6 * 7, 0.0f);
+  cohort::ops_detail::record_gemm_calls(&calls);
+  gemm(false, true, 6, 5, 8, 1.0f, a.data(), 8, b.data(), 8, 0.0f, c.data(), 7);
+  gemm(true, false, 8, 5, 6, 1.0f, a.data(), 8, b.data(), 5, 1.0f, c.data(), 5);
+  cohort::ops_detail::record_gemm_calls(nullptr);
+  CHECK(c[0] == 14.0f);  // recorded calls are carried out too: 8 (first) + 6 (second)
+  gemm(false, false, 6, 5, 8, a.data(), b.data(), 0.0f, c.data());
+  REQUIRE(calls.size() == 2);
+  CHECK((!calls[0].transpose_a && calls[0].transpose_b));
+  CHECK((calls[0].m == 6 && calls[0].n == 5 && calls[0].k == 8));
+  CHECK((calls[0].lda == 8 && calls[0].ldb == 8 && calls[0].ldc == 7 && calls[0].beta == 0.0f));
+  CHECK((calls[1].transpose_a && !calls[1].transpose_b));
+  CHECK((calls[1].m == 8 && calls[1].k == 6 && calls[1].ldc == 5 && calls[1].beta == 1.0f));
+}
