@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -105,46 +106,50 @@ struct Result {
   double products_alone = 0.0;         // images/s of a step made of its matrix products only
 };
 
-// Median images/s of `window`-second windows of `step`, each a step of `batch_size` images.
+// Runs `step` for `window` seconds; returns how many times.
 template <typename Step>
-double time_windows(Step&& step, std::int64_t batch_size, double window) {
-  std::vector<double> rates;
-  for (int w = 0; w < FLAGS_windows; ++w) {
-    std::int64_t steps = 0;
-    const auto start = Clock::now();
-    do step(), ++steps;
-    while (seconds_since(start) < window);
-    rates.push_back(static_cast<double>(steps * batch_size) / seconds_since(start));
-  }
-  return median(rates);
+std::int64_t run_for(Step&& step, double window) {
+  std::int64_t times = 0;
+  const auto start = Clock::now();
+  do step(), ++times;
+  while (seconds_since(start) < window);
+  return times;
 }
 
-// Images/s if a step were nothing but its matrix products: the calls one step made, replayed in
-// order on one thread, through the same library choice. Every call reads and writes the same
-// three buffers, which favours the cache over the step's own, so this bounds what a faster
-// rest of the step could reach, given these products.
-double time_products_alone(const std::vector<cohort::ops_detail::GemmCall>& calls,
-                           std::int64_t batch_size, double window) {
-  std::int64_t a_size = 0, b_size = 0, c_size = 0;
-  for (const auto& call : calls) {
-    a_size = std::max(a_size, (call.transpose_a ? call.k : call.m) * call.lda);
-    b_size = std::max(b_size, (call.transpose_b ? call.n : call.k) * call.ldb);
-    c_size = std::max(c_size, call.m * call.ldc);
+// A step made of nothing but its matrix products: the calls one step made, replayed in order on
+// one thread, through the same library choice. Every call reads and writes the same three
+// buffers, which favours the cache over the step's own, so its speed bounds what a faster rest
+// of the step could reach, given these products.
+class ProductsAlone {
+ public:
+  explicit ProductsAlone(std::vector<cohort::ops_detail::GemmCall> calls)
+      : calls_(std::move(calls)) {
+    std::int64_t a_size = 1, b_size = 1, c_size = 1;
+    for (const auto& call : calls_) {
+      a_size = std::max(a_size, (call.transpose_a ? call.k : call.m) * call.lda);
+      b_size = std::max(b_size, (call.transpose_b ? call.n : call.k) * call.ldb);
+      c_size = std::max(c_size, call.m * call.ldc);
+    }
+    a_ = cohort::Tensor({a_size});
+    b_ = cohort::Tensor({b_size});
+    c_ = cohort::Tensor({c_size});
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (float& x : a_.span()) x = value(rng);
+    for (float& x : b_.span()) x = value(rng);
   }
-  cohort::Tensor a({a_size}), b({b_size}), c({c_size});
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  for (float& x : a.span()) x = value(rng);
-  for (float& x : b.span()) x = value(rng);
-  const auto replay = [&] {
-    for (const auto& call : calls)
+
+  void operator()() {
+    for (const auto& call : calls_)
       cohort::ops_detail::gemm(call.transpose_a, call.transpose_b, call.m, call.n, call.k, 1.0f,
-                               a.data(), call.lda, b.data(), call.ldb, call.beta, c.data(),
+                               a_.data(), call.lda, b_.data(), call.ldb, call.beta, c_.data(),
                                call.ldc);
-  };
-  for (const auto start = Clock::now(); seconds_since(start) < std::max(0.2, window);) replay();
-  return time_windows(replay, batch_size, window);
-}
+  }
+
+ private:
+  std::vector<cohort::ops_detail::GemmCall> calls_;
+  cohort::Tensor a_, b_, c_;
+};
 
 Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   cohort::Graph graph;
@@ -183,23 +188,35 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   };
 
   const double window = FLAGS_seconds / static_cast<double>(FLAGS_windows);
-  for (auto start = Clock::now(); seconds_since(start) < std::max(0.5, window);) run_step();
-  Result result;
-  result.flops_per_image = model.flops_per_example();
-  const std::int64_t first = step;
-  const double cpu_start = cpu_seconds();
-  result.images_per_second = time_windows(run_step, batch_size, window);
-  result.images_per_cpu_second =
-      static_cast<double>((step - first) * batch_size) / (cpu_seconds() - cpu_start);
-  // On one thread the step's products run one after the other, as a replay runs them.
+  run_for(run_step, std::max(0.5, window));
+  // On one thread the step's products run one after the other, as the replay runs them. Its
+  // windows alternate with the step's, so that both meet the same machine.
+  std::optional<ProductsAlone> products;
   if (gpu < 0 && cohort::intra_op_threads() == 1) {
     std::vector<cohort::ops_detail::GemmCall> calls;
     cohort::ops_detail::record_gemm_calls(&calls);
     run_step();
     cohort::ops_detail::record_gemm_calls(nullptr);
-    result.products_alone = time_products_alone(calls, batch_size, window);
+    products.emplace(std::move(calls));
+    run_for(*products, std::min(0.2, window));
   }
-  return result;
+  std::vector<double> rates, cpu_rates, product_rates;
+  const auto images_in = [&](std::int64_t steps) {
+    return static_cast<double>(steps * batch_size);
+  };
+  for (int w = 0; w < FLAGS_windows; ++w) {
+    const auto start = Clock::now();
+    const double cpu_start = cpu_seconds();
+    const std::int64_t steps = run_for(run_step, window);
+    rates.push_back(images_in(steps) / seconds_since(start));
+    cpu_rates.push_back(images_in(steps) / (cpu_seconds() - cpu_start));
+    if (!products) continue;
+    const auto replay_start = Clock::now();
+    const std::int64_t replays = run_for(*products, window);
+    product_rates.push_back(images_in(replays) / seconds_since(replay_start));
+  }
+  return {median(rates), median(cpu_rates), model.flops_per_example(),
+          products ? median(product_rates) : 0.0};
 }
 
 int Main(int, char**) {

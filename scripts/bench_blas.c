@@ -2,8 +2,9 @@
  *
  * Built once per library by scripts/bench_blas.sh (-DUSE_DNNL for oneDNN's dnnl_sgemm, the
  * CBLAS interface otherwise: OpenBLAS, BLIS). For each size it prints the best of several timed
- * products, in GFLOP/s: C = A B, row-major, beta 0, square sizes and the tall-thin shapes that
- * the convolutions make (many rows, 16 to 128 columns).
+ * products, in GFLOP/s: C = op(A) B, row-major, beta 0, square sizes, the tall-thin shapes that
+ * the convolutions make (many rows, 16 to 128 columns) and the mlp's two large products (its first
+ * layer's forward and, with A transposed, its kernel gradient).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,9 @@
 #ifdef USE_DNNL
 #include <dnnl.h>
 static const char* library(void) { return "oneDNN"; }
-static void sgemm(long m, long n, long k, const float* a, const float* b, float* c) {
-  if (dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n) != dnnl_success) {
+static void sgemm(int ta, long m, long n, long k, const float* a, const float* b, float* c) {
+  if (dnnl_sgemm(ta ? 'T' : 'N', 'N', m, n, k, 1.0f, a, ta ? m : k, b, n, 0.0f, c, n) !=
+      dnnl_success) {
     fprintf(stderr, "bench_blas: dnnl_sgemm failed\n");
     exit(1);
   }
@@ -31,9 +33,9 @@ static const char* library(void) {
   return name;
 }
 #endif
-static void sgemm(long m, long n, long k, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k,
-              b, (int)n, 0.0f, c, (int)n);
+static void sgemm(int ta, long m, long n, long k, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
+              1.0f, a, (int)(ta ? m : k), b, (int)n, 0.0f, c, (int)n);
 }
 #endif
 
@@ -54,19 +56,19 @@ static float* filled(long count) {
 }
 
 /* Best GFLOP/s of `rounds` rounds, each as many products as fill about 0.1 s. */
-static double best_gflops(long m, long n, long k, int rounds) {
+static double best_gflops(int ta, long m, long n, long k, int rounds) {
   float *a = filled(m * k), *b = filled(k * n), *c = filled(m * n);
   const double flops = 2.0 * (double)m * (double)n * (double)k;
-  sgemm(m, n, k, a, b, c); /* warm-up: packing buffers, page faults */
+  sgemm(ta, m, n, k, a, b, c); /* warm-up: packing buffers, page faults */
   long reps = 1;
   double t = now();
-  sgemm(m, n, k, a, b, c);
+  sgemm(ta, m, n, k, a, b, c);
   t = now() - t;
   if (t < 0.1) reps = (long)(0.1 / (t > 1e-7 ? t : 1e-7)) + 1;
   double best = 0.0;
   for (int r = 0; r < rounds; ++r) {
     const double start = now();
-    for (long i = 0; i < reps; ++i) sgemm(m, n, k, a, b, c);
+    for (long i = 0; i < reps; ++i) sgemm(ta, m, n, k, a, b, c);
     const double g = flops * (double)reps / (now() - start) * 1e-9;
     if (g > best) best = g;
   }
@@ -77,13 +79,15 @@ static double best_gflops(long m, long n, long k, int rounds) {
 }
 
 int main(void) {
-  static const long shapes[][3] = {
-      {1024, 1024, 1024}, {256, 256, 256}, {3136, 32, 144}, {3136, 64, 576}, {1024, 32, 16},
-      {1024, 64, 64},     {64, 128, 1568},
+  /* m, n, k, A transposed */
+  static const long shapes[][4] = {
+      {1024, 1024, 1024, 0}, {256, 256, 256, 0}, {3136, 32, 144, 0}, {3136, 64, 576, 0},
+      {1024, 32, 16, 0},     {1024, 64, 64, 0},  {64, 128, 1568, 0}, {64, 256, 784, 0},
+      {784, 256, 64, 1},
   };
   printf("%s", library());
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
-    printf("\t%.1f", best_gflops(shapes[s][0], shapes[s][1], shapes[s][2], 7));
+    printf("\t%.1f", best_gflops((int)shapes[s][3], shapes[s][0], shapes[s][1], shapes[s][2], 7));
   printf("\n");
   return 0;
 }

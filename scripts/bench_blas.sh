@@ -59,8 +59,9 @@ for line in open(sys.argv[1]):
     key = (level, name)
     rows.setdefault(key, []).append([float(x) for x in g])
 print(f"one thread, GFLOP/s, median of {sys.argv[2]} alternating rounds (best of 7 timings each)")
-print("| level | library | 1024^3 | 256^3 | 3136x32x144 | 3136x64x576 | 1024x32x16 | 1024x64x64 | 64x128x1568 |")
-print("|---|---|" + "---:|" * 7)
+print("| level | library | 1024^3 | 256^3 | 3136x32x144 | 3136x64x576 | 1024x32x16 | 1024x64x64 "
+      "| 64x128x1568 | 64x256x784 | 784x256x64 (A^T) |")
+print("|---|---|" + "---:|" * 9)
 for (level, name), runs in rows.items():
     cells = [statistics.median(col) for col in zip(*runs)]
     print(f"| {level} | {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
