@@ -181,6 +181,21 @@ void check_equal(const std::vector<float>& got, const std::vector<float>& want,
   CHECK(worst < element_bar);
 }
 
+// |values - exact| over |exact - initial|, the small mlp trained from seed 7: how far a rounded
+// path (bfloat16 on the wire) left the parameters from the exact one, against how far training
+// moved them.
+double difference_of_update(const std::vector<float>& values, const std::vector<float>& exact) {
+  Graph initial;
+  small_mlp(initial, false);
+  initial.initialize(7);
+  double diff2 = 0, update2 = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    diff2 += (double(values[i]) - exact[i]) * (double(values[i]) - exact[i]);
+    update2 += (double(exact[i]) - initial.values()[i]) * (double(exact[i]) - initial.values()[i]);
+  }
+  return std::sqrt(diff2 / update2);
+}
+
 }  // namespace
 
 COHORT_MPI_TEST_CASE("sync mode with 2 workers equals one process at batch 2B", 3) {
@@ -223,15 +238,7 @@ COHORT_MPI_TEST_CASE("allreduce mode with bf16 compression: half the bytes, repl
   std::vector<float> chiefs = values;
   comm.bcast(std::span<float>(chiefs), 0);
   CHECK(values == chiefs);
-  Graph initial;
-  small_mlp(initial, false);
-  initial.initialize(7);
-  double diff2 = 0, update2 = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    diff2 += (double(values[i]) - exact[i]) * (double(values[i]) - exact[i]);
-    update2 += (double(exact[i]) - initial.values()[i]) * (double(exact[i]) - initial.values()[i]);
-  }
-  const double relative = std::sqrt(diff2 / update2);
+  const double relative = difference_of_update(values, exact);
   MESSAGE("bf16 against float32: difference " << relative << " of the update");
   CHECK(relative > 0);     // the gradients did travel rounded
   CHECK(relative < 0.06);  // and error feedback kept the parameters on course
@@ -402,16 +409,9 @@ void check_bf16_pushes(const mpi::Comm& comm, Mode mode, std::int64_t bucket_byt
   const bool sync_chief = mode == Mode::kSync && comm.rank() == 1;  // keeps its own gradient
   CHECK(float_bytes == (sync_chief ? 0 : kSteps * parameters * 4));
   CHECK(bf16_bytes == float_bytes / 2);
-  Graph initial;
-  small_mlp(initial, false);
-  initial.initialize(7);
-  double diff2 = 0, update2 = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    diff2 += (double(values[i]) - exact[i]) * (double(values[i]) - exact[i]);
-    update2 += (double(exact[i]) - initial.values()[i]) * (double(exact[i]) - initial.values()[i]);
-  }
-  const double relative = std::sqrt(diff2 / update2);
-  MESSAGE(std::string(to_string(mode)) << " bf16 against float32: difference " << relative << " of the update");
+  const double relative = difference_of_update(values, exact);
+  MESSAGE(std::string(to_string(mode)) << " bf16 against float32: difference " << relative
+                                       << " of the update");
   CHECK(relative > 0);     // the values did travel rounded
   CHECK(relative < 0.06);  // and error feedback kept the parameters on course
 }
