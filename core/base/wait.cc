@@ -8,15 +8,25 @@
 namespace cohort {
 
 void wait_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
-                const std::function<std::string()>& what) {
+                const std::function<std::string()>& what, std::chrono::microseconds spin) {
   using namespace std::chrono;
   const auto start = steady_clock::now();
   microseconds pause(5);
   constexpr microseconds kLongest(1000);
+  // A yield that returns on an idle core takes about a microsecond; one this late ran another
+  // process in between.
+  constexpr microseconds kLateYield(50);
+  bool spinning = spin.count() > 0;
   while (!ready()) {
-    if (timeout.count() > 0 && steady_clock::now() - start >= timeout)
+    const auto now = steady_clock::now();
+    if (timeout.count() > 0 && now - start >= timeout)
       throw Error("timed out after " + std::to_string(duration<double>(timeout).count()) +
                   " s waiting for " + what());
+    if (spinning && now - start < spin) {
+      std::this_thread::yield();
+      spinning = steady_clock::now() - now < kLateYield;
+      continue;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(kLongest, pause * 5 / 4 + microseconds(1));
   }

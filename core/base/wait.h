@@ -12,7 +12,14 @@ namespace cohort {
 /// to no CPU. `timeout` zero waits forever; on expiry throws Error("timed out after N s waiting
 /// for " + what()), where `what` names the tasks still awaited (the stall inspector).
 /// Blocking; calls `ready` from the calling thread only.
+///
+/// With `spin`, it first polls without sleeping for up to that long, yielding the core between
+/// polls: a short sleep lasts tens of microseconds more than asked (the kernel's timer slack),
+/// while a rank with a core to itself then sees a lock-step peer's answer at once. A yield that
+/// comes back late means another process wanted the core (more ranks than cores): the spin
+/// ends there and the sleeps begin.
 void wait_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
-                const std::function<std::string()>& what);
+                const std::function<std::string()>& what,
+                std::chrono::microseconds spin = std::chrono::microseconds(0));
 
 }  // namespace cohort

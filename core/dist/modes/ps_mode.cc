@@ -1,5 +1,7 @@
 #include "cohort/core/dist/modes/ps_mode.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -8,8 +10,31 @@
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
 #include "cohort/core/dist/fusion.h"
+#include "cohort/core/nn/threads.h"
 
 namespace cohort::modes {
+namespace {
+
+// Whether the workers on this task's node, with their intra-op threads, have a CPU each among
+// those this process may run on. With more ranks than cores, a waiting rank must give its core
+// to the others.
+bool cores_to_spare(const Server& server) {
+#ifdef __linux__
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return false;
+  const ClusterSpec& cluster = server.cluster();
+  const std::string& node = cluster.node_of(server.replica_rank(server.replica_index()));
+  int workers = 0;
+  for (int r = 0; r < server.num_replicas(); ++r)
+    workers += cluster.node_of(server.replica_rank(r)) == node ? 1 : 0;
+  return workers * intra_op_threads() <= CPU_COUNT(&cpus);
+#else
+  static_cast<void>(server);
+  return false;
+#endif
+}
+
+}  // namespace
 
 PsReplication::PsReplication(Server& server, Graph& graph, Optimizer& optimizer,
                              const ReplicationOptions& options, bool accumulators)
@@ -19,6 +44,10 @@ PsReplication::PsReplication(Server& server, Graph& graph, Optimizer& optimizer,
       store_(server, graph, ParameterStore::Options{accumulators}),
       replica_(server.replica_index()),
       replicas_(server.num_replicas()) {
+  // A sync step's waits on shared memory last a few hundred microseconds (the mlp's); polling
+  // up to a millisecond without sleeping made 2 workers' mlp steps about 15% faster, where each
+  // worker had a core, and 8% slower with 7 workers on 2 cores (docs/BENCHMARKS.md).
+  if (!store_.served() && cores_to_spare(server)) spin_ = std::chrono::milliseconds(1);
   if (options.compression == Compression::kBf16 && !store_.served())
     throw InvalidArgument(
         std::string("compression bf16: the ") + to_string(options.mode) + " mode's ps converts "
@@ -69,7 +98,7 @@ void PsReplication::timed_wait(const std::function<bool()>& ready,
                                   " s for " + what());
         return false;
       },
-      timeout, what);
+      timeout, what, spin_);
   const auto end = steady_clock::now();
   last_wait_ += duration<double>(end - begin).count();
   // The pace of the cluster: time from one completed wait to the next, smoothed.

@@ -95,6 +95,10 @@ class PsReplication : public Replication, private GradientListener {
 
   std::optional<std::chrono::steady_clock::time_point> last_wait_end_;
   std::chrono::duration<double> pace_{0};
+  // How long a wait polls without sleeping (see wait_until): where the windows are one-sided a
+  // poll is a read of ps memory that costs the ps nothing; where they are served, each poll is
+  // a request the ps must answer, and waits sleep from the start.
+  std::chrono::microseconds spin_{0};
   // --bucket_bytes: this step's buffer and its buckets; pieces sent, and during backward.
   std::span<float> grads_;
   Buckets buckets_;
