@@ -12,7 +12,8 @@
 //               many calls), run after the store is gone; bench_rma_raw runs it on its own.
 // Then the ps task leaves and the workers compare the allreduce mode's fused in-place reduction
 // with one raw in-place MPI_Allreduce, and fused against one call per tensor for 100 tensors of
-// 64 to 1K floats. Times are medians of --reps repetitions after a warm-up; worker 0 prints the tables.
+// 64 to 1K floats. Times are medians of --reps repetitions after a warm-up; worker 0 prints the
+// tables.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

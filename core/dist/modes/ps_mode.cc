@@ -21,7 +21,7 @@ namespace {
 bool cores_to_spare(const Server& server) {
 #ifdef __linux__
   cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return false;
+  if (!server.is_computing() || sched_getaffinity(0, sizeof cpus, &cpus) != 0) return false;
   const ClusterSpec& cluster = server.cluster();
   const std::string& node = cluster.node_of(server.replica_rank(server.replica_index()));
   int workers = 0;
