@@ -161,12 +161,12 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
                         "' (known: sgd, momentum, adam, adamw)");
 }
 
-float Optimizer::clip_scale(std::span<const float> grads) {
+float Optimizer::clip_scale(std::span<const float> grads, float grad_scale) {
   // The norm costs a pass over the gradients: only pay for it when clipping.
   if (options_.clip_norm <= 0) return 1.0f;
   double sum = 0.0;
   for (float g : grads) sum += static_cast<double>(g) * g;
-  last_norm_ = std::sqrt(sum);
+  last_norm_ = std::sqrt(sum) * std::abs(static_cast<double>(grad_scale));
   if (!std::isfinite(last_norm_) || last_norm_ <= options_.clip_norm) return 1.0f;
   return static_cast<float>(options_.clip_norm / last_norm_);
 }
@@ -176,18 +176,18 @@ void Optimizer::set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_
   decay_all_ = false;
 }
 
-void Optimizer::run(std::span<const float> grads, std::int64_t step, std::span<float> out,
-                    bool accumulate, std::span<const float> values) {
+void Optimizer::run(std::span<const float> grads, float grad_scale, std::int64_t step,
+                    std::span<float> out, bool accumulate, std::span<const float> values) {
   if (out.size() != grads.size())
     throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
                           std::to_string(out.size()) + " parameters");
   ++iterations_;
   prepare(grads.size());
-  run_range(0, grads, learning_rate(step), /*clip=*/true, out, accumulate, values);
+  run_range(0, grads, grad_scale, learning_rate(step), /*clip=*/true, out, accumulate, values);
 }
 
-void Optimizer::run_range(std::int64_t first, std::span<const float> grads, double lr, bool clip,
-                          std::span<float> out, bool accumulate,
+void Optimizer::run_range(std::int64_t first, std::span<const float> grads, float grad_scale,
+                          double lr, bool clip, std::span<float> out, bool accumulate,
                           std::span<const float> values) {
   const float wd = static_cast<float>(options_.weight_decay);
   if (wd > 0 && values.size() != grads.size())
@@ -205,11 +205,13 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, doub
   };
   if (wd > 0 && !decoupled()) {
     // L2 regularisation: the gradient of wd/2 |w|^2 joins the loss's before clipping.
-    decayed_.assign(grads.begin(), grads.end());
+    decayed_.resize(grads.size());
+    for (std::size_t i = 0; i < grads.size(); ++i) decayed_[i] = grad_scale * grads[i];
     each_range([&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) decayed_[i] += wd * values[i];
     });
     grads = decayed_;
+    grad_scale = 1.0f;
   }
   // AdamW: the decay acts on the parameters directly, scaled by the learning rate, from their
   // values before this step (applied first in place; added after a delta is written).
@@ -220,17 +222,19 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, doub
     });
   };
   if (wd > 0 && decoupled() && accumulate) decay();
-  update(first, grads, clip ? clip_scale(grads) : 1.0f, lr, out, accumulate);
+  update(first, grads, grad_scale * (clip ? clip_scale(grads, grad_scale) : 1.0f), lr, out,
+         accumulate);
   if (wd > 0 && decoupled() && !accumulate) decay();
 }
 
-void Optimizer::apply(std::span<float> values, std::span<const float> grads, std::int64_t step) {
-  run(grads, step, values, /*accumulate=*/true, values);
+void Optimizer::apply(std::span<float> values, std::span<const float> grads, std::int64_t step,
+                      float grad_scale) {
+  run(grads, grad_scale, step, values, /*accumulate=*/true, values);
 }
 
 void Optimizer::compute_delta(std::span<const float> grads, std::int64_t step,
                               std::span<float> delta, std::span<const float> values) {
-  run(grads, step, delta, /*accumulate=*/false, values);
+  run(grads, 1.0f, step, delta, /*accumulate=*/false, values);
 }
 
 void Optimizer::begin_delta(std::int64_t step, std::size_t parameters) {
@@ -253,7 +257,7 @@ void Optimizer::delta_piece(std::int64_t first, std::span<const float> grads,
     throw InvalidArgument("optimizer: piece [" + std::to_string(first) + ", " +
                           std::to_string(last) + ") outside the " +
                           std::to_string(piece_parameters_) + " parameters of begin_delta()");
-  run_range(first, grads, piece_lr_, /*clip=*/false, delta, /*accumulate=*/false, values);
+  run_range(first, grads, 1.0f, piece_lr_, /*clip=*/false, delta, /*accumulate=*/false, values);
 }
 
 }  // namespace cohort

@@ -63,8 +63,12 @@ class Optimizer {
   const OptimizerOptions& options() const { return options_; }
   double learning_rate(std::int64_t step) const { return options_.learning_rate.at(step); }
 
-  /// values += update(grads): the in-place update at global step `step`.
-  void apply(std::span<float> values, std::span<const float> grads, std::int64_t step);
+  /// values += update(grad_scale * grads): the in-place update at global step `step`. The scale
+  /// (a sum's 1/N, for the mean of N replicas' gradients) joins the optimizer's own pass over the
+  /// gradients instead of costing one of its own; clipping and weight decay see the scaled
+  /// gradients.
+  void apply(std::span<float> values, std::span<const float> grads, std::int64_t step,
+             float grad_scale = 1.0f);
 
   /// delta = update(grads), without touching values: what apply() would add. The optimizer's
   /// state advances exactly as apply() would advance it. Async workers push this delta. With
@@ -106,14 +110,16 @@ class Optimizer {
                       double learning_rate, std::span<float> out, bool accumulate) = 0;
 
  private:
-  float clip_scale(std::span<const float> grads);
-  void run(std::span<const float> grads, std::int64_t step, std::span<float> out, bool accumulate,
-           std::span<const float> values);
-  // The update of parameters [first, first + grads.size()) at learning rate lr (`clip`: by the
-  // global norm of these gradients), once iterations_ has counted the step and the state is
-  // prepared.
-  void run_range(std::int64_t first, std::span<const float> grads, double lr, bool clip,
-                 std::span<float> out, bool accumulate, std::span<const float> values);
+  // The factor clipping multiplies grad_scale * grads by.
+  float clip_scale(std::span<const float> grads, float grad_scale);
+  void run(std::span<const float> grads, float grad_scale, std::int64_t step, std::span<float> out,
+           bool accumulate, std::span<const float> values);
+  // The update of parameters [first, first + grads.size()) for grad_scale * grads at learning
+  // rate lr (`clip`: by the global norm of these gradients), once iterations_ has counted the
+  // step and the state is prepared.
+  void run_range(std::int64_t first, std::span<const float> grads, float grad_scale, double lr,
+                 bool clip, std::span<float> out, bool accumulate,
+                 std::span<const float> values);
   bool decoupled() const { return options_.name == "adamw"; }
 
   OptimizerOptions options_;

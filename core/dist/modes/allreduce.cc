@@ -54,9 +54,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
       allreduce_fused(comm_, grads, fusion_bytes_);
       bytes_sent_ += static_cast<std::int64_t>(grads.size_bytes());
     }
-    const float scale = 1.0f / static_cast<float>(comm_.size());
-    for (float& g : grads) g *= scale;
-    optimizer_.apply(values, grads, step_);
+    // The mean of the replicas' gradients: the optimizer scales the sum as it reads it.
+    optimizer_.apply(values, grads, step_, 1.0f / static_cast<float>(comm_.size()));
     return {++step_, true, false};
   }
   std::int64_t global_step() const override { return step_; }

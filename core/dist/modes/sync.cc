@@ -132,14 +132,10 @@ class SyncReplication final : public PsReplication {
     } else {
       store_.take_gradients(sums_);  // and the accumulators are zero again
     }
-    // The average, the chief's own gradient added in the same pass.
-    const float scale = 1.0f / static_cast<float>(claims);
-    if (own) {
-      for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] = (sums_[i] + mine[i]) * scale;
-    } else {
-      for (float& g : sums_) g *= scale;
-    }
-    optimizer_.apply(values, sums_, s);
+    // The chief's own gradient joins the sum; the optimizer averages as it reads it.
+    if (own)
+      for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] += mine[i];
+    optimizer_.apply(values, sums_, s, 1.0f / static_cast<float>(claims));
     store_.assign(values);
     // In this order: step s+1 is open for claims before it is published (a replica that sees
     // the new global step must find its claim slot ready, or its gradient would be dropped as

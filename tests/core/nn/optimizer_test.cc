@@ -163,6 +163,33 @@ TEST_CASE("clipping by global norm scales every gradient by clip / norm") {
   CHECK(v[0] == doctest::Approx(-0.9));
 }
 
+TEST_CASE("apply's gradient scale equals scaling the gradients first, with clipping and decay") {
+  // A sum of 4 replicas' gradients scaled by 1/4: every optimizer, plain, clipped (the clip sees
+  // the mean's norm) and with each kind of weight decay, over three steps of state.
+  const std::vector<float> sum{2.0f, -6.0f, 0.4f, 10.0f};
+  std::vector<float> mean;
+  for (float g : sum) mean.push_back(g * 0.25f);
+  for (const char* name : {"sgd", "momentum", "adam", "adamw"}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      CAPTURE(name);
+      CAPTURE(variant);
+      auto o = options(name, 0.1);
+      o.momentum = 0.9;
+      if (variant == 1) o.clip_norm = 1.0;     // the mean's norm is about 3: clipped
+      if (variant == 2) o.weight_decay = 0.01;  // L2, or decoupled for adamw
+      auto scaled = Optimizer::create(o);
+      auto reference = Optimizer::create(o);
+      std::vector<float> a{1.0f, 2.0f, -3.0f, 0.5f}, b = a;
+      for (std::int64_t step = 0; step < 3; ++step) {
+        scaled->apply(a, sum, step, 0.25f);
+        reference->apply(b, mean, step);
+        for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-6));
+      }
+      CHECK(scaled->last_gradient_norm() == doctest::Approx(reference->last_gradient_norm()));
+    }
+  }
+}
+
 TEST_CASE("bad optimizer options are refused by name") {
   CHECK_THROWS_WITH_AS(Optimizer::create(options("rmsprop", 0.1)),
                        "unknown optimizer 'rmsprop' (known: sgd, momentum, adam, adamw)", cohort::InvalidArgument);
