@@ -1,0 +1,53 @@
+#pragma once
+// Sums over the replicas through the memory each node's ranks share.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "cohort/mpi/comm.h"
+#include "cohort/mpi/shared_memory.h"
+
+namespace cohort {
+
+/// The sum over every rank of a communicator of one float buffer per rank, identical on every
+/// rank: allreduce mode's sum of the gradients. The ranks of a node share their buffers and one
+/// result buffer. Each rank sums its slice of the buffers over the node's ranks into the result;
+/// with several nodes it then sums that slice across them, with the rank that holds the same
+/// slice on every other node (in-place MPI_Allreduce); every rank then reads the whole result.
+/// Against one in-place MPI_Allreduce of the buffers, no rank copies its buffer to another rank
+/// or the sum back into its own: on one node only the summing pass touches the data (docs/
+/// BENCHMARKS.md). Summation order: the node's ranks in order, then MPI's across the nodes.
+///
+/// Not copyable or movable; collective construction and destruction over the communicator.
+class NodeSum {
+ public:
+  /// Collective over `ranks`. Null on every rank where it cannot serve: the nodes hold different
+  /// numbers of ranks (the slices would not match), every node holds one rank (nothing to
+  /// share), or MPI makes no shared-memory window (Open MPI without its osc sm component).
+  /// `nodes` splits `ranks` by node: Comm::split_shared() when absent (a test may group the
+  /// ranks of one machine as if they were nodes).
+  static std::unique_ptr<NodeSum> make(const mpi::Comm& ranks, std::size_t count,
+                                       const mpi::Comm* nodes = nullptr);
+  NodeSum(const NodeSum&) = delete;
+  NodeSum& operator=(const NodeSum&) = delete;
+
+  /// This rank's buffer: what it puts here before sum() is its part of the sum.
+  std::span<float> input() { return memory_.local().first(count_); }
+  /// Collective over the ranks, blocking: the sum of every rank's input(). The result stays as it
+  /// is until this rank calls sum() again; input() may be rewritten as soon as sum() returns.
+  /// Pieces of at most `fusion_bytes` cross the nodes.
+  std::span<const float> sum(std::int64_t fusion_bytes);
+
+ private:
+  NodeSum(mpi::Comm node, mpi::Comm across, std::size_t count);
+
+  mpi::Comm node_;    // this node's ranks
+  mpi::Comm across_;  // the ranks with this node rank, one per node
+  std::size_t count_;
+  // Each rank's input; on the node's rank 0, after its input (from the next line on), the result.
+  mpi::SharedMemory<float> memory_;
+};
+
+}  // namespace cohort
