@@ -102,6 +102,11 @@ COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the s
     Range{0, 1e9}, kSameOnAllRanks);
 COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
     Range{1, 1e12}, kSameOnAllRanks);
+COHORT_DEFINE_bool(shared_memory_sums, true,
+                   "allreduce mode (float32, no buckets): the workers of a node sum their "
+                   "gradients in the memory they share, MPI_Allreduce across nodes; false: "
+                   "MPI_Allreduce alone",
+                   kSameOnAllRanks);
 COHORT_DEFINE_int(bucket_bytes, 0,
                   "send the gradients during the backward pass, in buckets of this many bytes "
                   "(0: after it; allreduce mode then sends --fusion_bytes pieces)",
@@ -345,6 +350,7 @@ int Main(int, char**) {
   options.replication.fusion_bytes = FLAGS_fusion_bytes;
   options.replication.compression = compression;
   options.replication.bucket_bytes = FLAGS_bucket_bytes;
+  options.replication.shared_memory_sums = FLAGS_shared_memory_sums;
   options.replication.prefetch = FLAGS_prefetch;
   options.replication.wait_timeout = timeout;
   options.model_name = FLAGS_model;

@@ -48,7 +48,7 @@ std::unique_ptr<Replication> Replication::create(Server* server, Graph& graph,
     throw InvalidArgument("prefetch: async mode only (the " + mode +
                           " mode's parameters must follow its wait)");
   switch (options.mode) {
-    case Mode::kAllreduce: return modes::allreduce(*server, optimizer, options);
+    case Mode::kAllreduce: return modes::allreduce(*server, graph, optimizer, options);
     case Mode::kAsync: return modes::async(*server, graph, optimizer, options);
     case Mode::kSsp: return modes::ssp(*server, graph, optimizer, options);
     case Mode::kSync: return modes::sync(*server, graph, optimizer, options);

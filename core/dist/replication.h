@@ -65,6 +65,10 @@ struct ReplicationOptions {
   /// (as the ps adds it: rounded, with compression). They miss only the other workers' pushes
   /// that arrive during the step, which the next pull brings.
   bool prefetch = false;
+  /// Allreduce mode, float32 without buckets: the ranks of a node sum their gradients in the
+  /// memory they share, and MPI_Allreduce sums across the nodes (NodeSum), where every node
+  /// holds as many workers. False: MPI_Allreduce alone.
+  bool shared_memory_sums = true;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
   std::chrono::milliseconds wait_timeout{0};
 };
@@ -104,6 +108,9 @@ class Replication {
   /// for OpContext::gradients_ready that sends each part of the gradients as it becomes final,
   /// or null when the mode takes them whole in after_step().
   virtual GradientListener* gradient_listener(std::span<float>) { return nullptr; }
+  /// Where the mode would have the gradients computed (allreduce mode: memory the other ranks of
+  /// the node read them from), or empty. after_step() takes them anywhere; here they need no copy.
+  virtual std::span<float> gradient_memory() { return {}; }
   virtual StepOutcome after_step(std::span<float> grads, std::span<float> values) = 0;
   /// The global step as this worker last saw it.
   virtual std::int64_t global_step() const = 0;
@@ -120,7 +127,8 @@ class Replication {
   /// Sync: gradients this worker's pushes had dropped as stale or surplus.
   virtual std::int64_t dropped_gradients() const { return 0; }
   /// The gradient bytes this worker has handed to MPI so far: allreduce, what one rank puts on
-  /// the wire for its part of each reduction (before the reduction's own traffic); the ps
+  /// the wire for its part of each reduction (before the reduction's own traffic; summed in a
+  /// node's shared memory, its whole gradient all the same); the ps
   /// modes, its pushes (the sync chief sends none); 0 in local mode.
   virtual std::int64_t gradient_bytes_sent() const { return 0; }
 

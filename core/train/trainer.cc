@@ -53,13 +53,11 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (!options_.gpus.empty() && options_.gpus.size() != static_cast<std::size_t>(options_.towers))
     throw InvalidArgument(std::to_string(options_.gpus.size()) + " GPUs given for " +
                           std::to_string(options_.towers) + " towers");
-  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}});
+  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
   const data::Dataset& shard = batches_.dataset();
   check_dataset(towers_.front().model, shard);
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
-  for (Tower& tower : towers_)
-    tower.grads.assign(static_cast<std::size_t>(graph_.num_parameters()), 0.0f);
   optimizer_->set_decay_ranges(graph_.decay_ranges());
   if (options_.sync_batch_norm && server) {
     const ReplicationOptions& r = options_.replication;
@@ -77,6 +75,18 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     if (num_workers_ > 1) cross_replica_ = std::make_unique<ReplicaSum>(server->replicas());
   }
   replication_ = Replication::create(server, graph_, *optimizer_, options_.replication);
+  // Tower 0's gradients (the towers' average) go where the mode reads them without a copy.
+  const auto parameters = static_cast<std::size_t>(graph_.num_parameters());
+  const std::span<float> memory = replication_->gradient_memory();
+  for (std::size_t t = 0; t < towers_.size(); ++t) {
+    Tower& tower = towers_[t];
+    if (t == 0 && memory.size() == parameters) {
+      tower.grads = memory;
+    } else {
+      tower.own_grads.assign(parameters, 0.0f);
+      tower.grads = tower.own_grads;
+    }
+  }
   for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });
 }
 
@@ -202,12 +212,12 @@ StepValues Trainer::step() {
     tower_error_ = nullptr;
     if (error) std::rethrow_exception(error);
     // Average the towers' gradients, weighting each by its share of the batch.
-    std::vector<float>& total = towers_.front().grads;
+    const std::span<float> total = towers_.front().grads;
     const float w0 = static_cast<float>(towers_.front().batch.size()) / static_cast<float>(n);
     for (float& g : total) g *= w0;
     for (std::size_t t = 1; t < towers_.size(); ++t) {
       const float w = static_cast<float>(towers_[t].batch.size()) / static_cast<float>(n);
-      const std::vector<float>& grads = towers_[t].grads;
+      const std::span<const float> grads = towers_[t].grads;
       for (std::size_t i = 0; i < total.size(); ++i) total[i] += w * grads[i];
     }
   }

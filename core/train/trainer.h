@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,7 +151,8 @@ class Trainer {
   struct Tower {
     Model model;
     data::Batch batch;
-    std::vector<float> grads;
+    std::vector<float> own_grads;
+    std::span<float> grads;  // own_grads, or the replication's gradient memory (tower 0)
     StepMetrics metrics;
   };
   void run_tower(std::size_t index);

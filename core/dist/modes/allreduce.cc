@@ -3,6 +3,9 @@
 // identical without any ps. With --compression=bf16 the pieces travel as bfloat16, with error
 // feedback (fusion.h); every replica still gets the same sum, so they stay identical.
 //
+// On float32 gradients without buckets, the ranks of a node sum them in the memory they share
+// and MPI_Allreduce sums across the nodes (node_sum.h); the trainer computes them in that memory.
+//
 // With --bucket_bytes the gradients leave during the backward pass (core/dist/buckets.h): each
 // bucket's non-blocking MPI_Iallreduce starts as soon as the backward pass reports it final.
 // Every replica runs the same layers in the same order, so all start the same buckets in the
@@ -11,6 +14,7 @@
 // waits for the rest.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,31 +22,46 @@
 #include "cohort/core/dist/buckets.h"
 #include "cohort/core/dist/fusion.h"
 #include "cohort/core/dist/modes/modes.h"
+#include "cohort/core/dist/node_sum.h"
 
 namespace cohort::modes {
 namespace {
 
 class AllreduceReplication final : public Replication, private GradientListener {
  public:
-  AllreduceReplication(Server& server, Optimizer& optimizer, const ReplicationOptions& options)
+  // Collective over the replicas (NodeSum::make).
+  AllreduceReplication(Server& server, std::int64_t parameters, Optimizer& optimizer,
+                       const ReplicationOptions& options)
       : comm_(server.replicas()),
         optimizer_(optimizer),
         fusion_bytes_(options.fusion_bytes),
         bucket_bytes_(options.bucket_bytes),
-        compression_(options.compression) {}
+        compression_(options.compression) {
+    if (options.shared_memory_sums && bucket_bytes_ <= 0 && !bf16())
+      node_sum_ = NodeSum::make(comm_, static_cast<std::size_t>(parameters));
+  }
   void start(std::span<float> values, std::int64_t initial_step,
              std::optional<std::chrono::milliseconds>) override {
     comm_.bcast(values, kChief);  // everyone starts from the chief's parameters
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
   }
   void before_step(std::span<float>) override {}
+  std::span<float> gradient_memory() override {
+    return node_sum_ ? node_sum_->input() : std::span<float>();
+  }
   GradientListener* gradient_listener(std::span<float> grads) override {
     if (bucket_bytes_ <= 0) return nullptr;
     open_buckets(grads);
     return this;
   }
   StepOutcome after_step(std::span<float> grads, std::span<float> values) override {
-    if (bucket_bytes_ > 0) {
+    std::span<const float> sum = grads;
+    if (node_sum_) {
+      const std::span<float> input = node_sum_->input();
+      if (grads.data() != input.data()) std::copy(grads.begin(), grads.end(), input.begin());
+      sum = node_sum_->sum(fusion_bytes_);
+      bytes_sent_ += static_cast<std::int64_t>(grads.size_bytes());
+    } else if (bucket_bytes_ > 0) {
       // Without a listener this step (a GPU tower), every bucket starts here.
       if (!open_ || grads.data() != grads_.data() || grads.size() != grads_.size())
         open_buckets(grads);
@@ -55,7 +74,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
       bytes_sent_ += static_cast<std::int64_t>(grads.size_bytes());
     }
     // The mean of the replicas' gradients: the optimizer scales the sum as it reads it.
-    optimizer_.apply(values, grads, step_, 1.0f / static_cast<float>(comm_.size()));
+    optimizer_.apply(values, sum, step_, 1.0f / static_cast<float>(comm_.size()));
     return {++step_, true, false};
   }
   std::int64_t global_step() const override { return step_; }
@@ -64,6 +83,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
     std::string text = std::string("gradients on the wire as ") +
                        (bf16() ? "bfloat16" : "float32") + ": " + std::to_string(bytes_sent_) +
                        " bytes";
+    if (node_sum_) text += ", summed in each node's shared memory";
     if (bucket_bytes_ > 0)
       text += ", " + std::to_string(during_backward_) + " of " + std::to_string(sent_) +
               " buckets sent during the backward pass";
@@ -136,6 +156,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
   std::int64_t fusion_bytes_;
   std::int64_t bucket_bytes_;
   Compression compression_;
+  std::unique_ptr<NodeSum> node_sum_;  // null: MPI_Allreduce alone
   std::vector<float> residual_;       // bf16: what the rounding has not sent yet
   std::vector<std::uint16_t> wire_;   // bf16: the pieces as they travel
   std::int64_t bytes_sent_ = 0;
@@ -150,9 +171,10 @@ class AllreduceReplication final : public Replication, private GradientListener 
 
 }  // namespace
 
-std::unique_ptr<Replication> allreduce(Server& server, Optimizer& optimizer,
+std::unique_ptr<Replication> allreduce(Server& server, const Graph& graph, Optimizer& optimizer,
                                        const ReplicationOptions& options) {
-  return std::make_unique<AllreduceReplication>(server, optimizer, options);
+  return std::make_unique<AllreduceReplication>(server, graph.num_parameters(), optimizer,
+                                                options);
 }
 
 }  // namespace cohort::modes

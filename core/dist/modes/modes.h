@@ -10,8 +10,9 @@ namespace cohort::modes {
 
 /// One process: the optimizer updates the parameters in place (local.cc).
 std::unique_ptr<Replication> local(Optimizer& optimizer);
-/// Horovod's scheme: fused in-place MPI_Allreduce of the gradients, no ps (allreduce.cc).
-std::unique_ptr<Replication> allreduce(Server& server, Optimizer& optimizer,
+/// Horovod's scheme: the gradients summed over the workers (in a node's shared memory, and
+/// fused in-place MPI_Allreduce), no ps (allreduce.cc). Collective over the workers.
+std::unique_ptr<Replication> allreduce(Server& server, const Graph& graph, Optimizer& optimizer,
                                        const ReplicationOptions& options);
 /// Parameters on the ps tasks, pushed with MPI_Accumulate without waiting (async.cc).
 std::unique_ptr<Replication> async(Server& server, Graph& graph, Optimizer& optimizer,

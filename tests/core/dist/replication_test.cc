@@ -14,6 +14,7 @@
 
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/cross_replica_sum.h"
+#include "cohort/core/dist/node_sum.h"
 #include "cohort/core/dist/parameter_store.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/nn/data/dataset.h"
@@ -115,7 +116,9 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
                                     Compression compression = Compression::kNone,
                                     std::int64_t* gradient_bytes = nullptr,
                                     std::int64_t bucket_bytes = 0,
-                                    std::string* stats = nullptr, bool prefetch = false) {
+                                    std::string* stats = nullptr, bool prefetch = false,
+                                    bool shared_memory_sums = true,
+                                    bool use_gradient_memory = true) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, ps_tasks);
   Server server(cluster);
   if (served_as_ps(server)) return {};
@@ -130,13 +133,18 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
   options.compression = compression;
   options.bucket_bytes = bucket_bytes;
   options.prefetch = prefetch;
+  options.shared_memory_sums = shared_memory_sums;
   options.wait_timeout = 60s;
   auto replication = Replication::create(&server, graph, *optimizer, options);
   replication->start(graph.values(), 0);
   ReplicaSum replicas(server.replicas());
   OpContext context;
   context.cross_replica = sync_batch_norm ? &replicas : nullptr;
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  // As the trainer does: the gradients go where the mode offers (allreduce mode's shared memory).
+  std::vector<float> own(static_cast<std::size_t>(graph.num_parameters()));
+  std::span<float> grads = own;
+  if (use_gradient_memory && replication->gradient_memory().size() == own.size())
+    grads = replication->gradient_memory();
   Tensor images;
   std::vector<std::int32_t> labels;
   for (int step = 0; step < kSteps; ++step) {
@@ -218,6 +226,41 @@ COHORT_MPI_TEST_CASE("allreduce mode with 2 workers equals one process at batch 
 COHORT_MPI_TEST_CASE("allreduce mode with 3 workers equals one process at batch 3B", 3) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 14);
   check_equal(train_replicated(comm, Mode::kAllreduce, 0, data), reference(data, 3));
+}
+
+// Allreduce mode sums the gradients of a node's workers in the memory they share (NodeSum), where
+// the trainer computes them, or copies them there; MPI_Allreduce alone is the other path. On 2
+// workers a sum has one order, so the parameters are equal bit for bit; on 3 the order differs
+// from MPI's, within the equivalence bar; every replica reads the one sum, so they stay identical.
+void check_shared_memory_sums(const mpi::Comm& comm, std::uint64_t seed) {
+  const auto data = data::synthetic(kSteps * comm.size() * kBatch, seed);
+  std::string mpi_stats, shared_stats;
+  const auto mpi = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
+                                    Compression::kNone, nullptr, 0, &mpi_stats, false, false);
+  const auto shared = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
+                                       Compression::kNone, nullptr, 0, &shared_stats);
+  const auto copied = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
+                                       Compression::kNone, nullptr, 0, nullptr, false, true, false);
+  // Over TCP alone (Open MPI's shared-memory window component left out) the mode falls back.
+  const bool node_sums = NodeSum::make(comm, 1) != nullptr;
+  CHECK((shared_stats.find("summed in each node's shared memory") != std::string::npos) == node_sums);
+  CHECK(mpi_stats.find("shared memory") == std::string::npos);
+  CHECK(copied == shared);
+  if (comm.size() == 2)
+    CHECK(shared == mpi);
+  else
+    check_equal(shared, mpi);
+  std::vector<float> chiefs = shared;
+  comm.bcast(std::span<float>(chiefs), 0);
+  CHECK(shared == chiefs);
+}
+
+COHORT_MPI_TEST_CASE("allreduce mode: sums in shared memory equal MPI_Allreduce's, 2 workers", 2) {
+  check_shared_memory_sums(comm, 21);
+}
+
+COHORT_MPI_TEST_CASE("allreduce mode: sums in shared memory equal MPI_Allreduce's, 3 workers", 3) {
+  check_shared_memory_sums(comm, 22);
 }
 
 // bfloat16 on the wire: each gradient is rounded to 8 significant bits, and error feedback
