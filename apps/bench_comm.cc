@@ -10,9 +10,9 @@
 //               store's) at the same offsets, into the same buffer;
 //   plain loop  rma_raw_loop.c, MPI alone in C (lock, one call, unlock, median of 5 blocks of
 //               many calls), run after the store is gone; bench_rma_raw runs it on its own.
-// Then the ps task leaves and the workers compare the allreduce mode's fused in-place reduction
-// with one raw in-place MPI_Allreduce, and fused against one call per tensor for 100 tensors of
-// 64 to 1K floats. Times are medians of --reps repetitions after a warm-up; worker 0 prints the
+// Then the ps task leaves and the workers compare the allreduce mode's fused in-place reduction,
+// and its sum in a node's shared memory, with one raw in-place MPI_Allreduce, and fused against
+// one call per tensor for 100 tensors of 64 to 1K floats. Times are medians of --reps repetitions after a warm-up; worker 0 prints the
 // tables.
 #include <algorithm>
 #include <chrono>
@@ -23,6 +23,7 @@
 #include "cohort/core/base/flags.h"
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/fusion.h"
+#include "cohort/core/dist/node_sum.h"
 #include "cohort/core/dist/parameter_store.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/train/app.h"
@@ -56,6 +57,26 @@ std::pair<double, double> compare(A&& a, B&& b, std::int64_t calls = 1) {
     for (std::int64_t c = 0; c < calls; ++c) run();
     return std::chrono::duration<double>(Clock::now() - begin).count() / static_cast<double>(calls);
   };
+  for (std::int64_t i = 0; i < FLAGS_reps; ++i) {
+    ta.push_back(time(a));
+    tb.push_back(time(b));
+  }
+  return {median(ta), median(tb)};
+}
+
+// The same, one call per sample, each after an untimed `prepare` on every rank (then a barrier).
+template <typename P, typename A, typename B>
+std::pair<double, double> compare_prepared(const cohort::mpi::Comm& comm, P&& prepare, A&& a, B&& b) {
+  std::vector<double> ta, tb;
+  const auto time = [&](auto& run) {
+    prepare();
+    comm.barrier();
+    const auto begin = Clock::now();
+    run();
+    return std::chrono::duration<double>(Clock::now() - begin).count();
+  };
+  time(a);  // warm-up
+  time(b);
   for (std::int64_t i = 0; i < FLAGS_reps; ++i) {
     ta.push_back(time(a));
     tb.push_back(time(b));
@@ -165,6 +186,23 @@ void allreduce_benchmarks(const cohort::mpi::Comm& comm) {
     const auto [fused, raw] = compare([&] { cohort::allreduce_fused(comm, data, FLAGS_fusion_bytes); },
                                       [&] { comm.allreduce(std::span<float>(data)); });
     if (print) print_row("allreduce", n, fused, raw);
+  }
+  // The mode's default where the workers of every node are as many: their sum in the node's
+  // shared memory (NodeSum), its result read in place, against the same raw MPI_Allreduce. As in
+  // a training step, each rank writes its gradients (untimed) before every sum, so they come
+  // from the writer's cache, not from an earlier sum's.
+  for (const std::int64_t n : kSizes) {
+    const auto sum = cohort::NodeSum::make(comm, static_cast<std::size_t>(n));
+    if (!sum) break;  // a worker per node: nothing shared
+    std::vector<float> data(static_cast<std::size_t>(n));
+    const auto [shared, raw] = compare_prepared(
+        comm,
+        [&] {
+          std::fill(sum->input().begin(), sum->input().end(), 1.0f);
+          std::fill(data.begin(), data.end(), 1.0f);
+        },
+        [&] { sum->sum(FLAGS_fusion_bytes); }, [&] { comm.allreduce(std::span<float>(data)); });
+    if (print) print_row("node sum", n, shared, raw);
   }
   // --compression=bf16: the same sums as bfloat16 with error feedback, conversions included,
   // against the float32 MPI_Allreduce they replace (GB/s counts float32's bytes).
