@@ -91,7 +91,7 @@ class Replication {
  public:
   /// Makes the replication for `options.mode` on a computing task (one file per mode in
   /// core/dist/modes/). Modes with a ps make the parameter store (a collective over the computing
-  /// and ps tasks). Throws InvalidArgument when the cluster does not fit the mode (no ps for
+  /// and ps tasks); allreduce mode its shared memory (a collective over the computing tasks). Throws InvalidArgument when the cluster does not fit the mode (no ps for
   /// async/sync/ssp) or `server` is not a computing task.
   static std::unique_ptr<Replication> create(Server* server, Graph& graph, Optimizer& optimizer,
                                              const ReplicationOptions& options);
