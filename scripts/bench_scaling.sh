@@ -5,7 +5,8 @@
 #
 # Each run: one ps task (idle in allreduce mode) plus W workers, batch 64 per worker, a fixed
 # number of global steps; images/s is train_images_per_sec from --metrics_json (whole cluster,
-# steady state after start-up). Prints a markdown table.
+# steady state after start-up). Then, where /usr/bin/python3 has torch, PyTorch DDP (gloo) on the
+# same models and steps (scripts/bench_ddp.py). Prints a markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 train=${1:-build/bin/train}
@@ -32,4 +33,14 @@ for model in mlp cnn; do
     echo "| $model | $mode | $one | $two | $(/usr/bin/python3 -c "print(f'{$two/$one:.2f}x')") | $(ps_cpu) |"
   done
 done
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  for model in mlp cnn; do
+    steps=4000; [ "$model" = cnn ] && steps=60
+    one=$(scripts/bench_ddp.py --model "$model" --workers 1 --steps "$steps")
+    two=$(scripts/bench_ddp.py --model "$model" --workers 2 --steps "$steps")
+    echo "| $model | PyTorch DDP (gloo) | $one | $two | $(/usr/bin/python3 -c "print(f'{$two/$one:.2f}x')") | - |"
+  done
+else
+  echo "# PyTorch DDP not measured: /usr/bin/python3 cannot import torch (Debian: python3-torch)"
+fi
 rm -rf "$out"
