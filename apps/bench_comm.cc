@@ -32,7 +32,7 @@
 
 COHORT_DEFINE_int(reps, 30, "timed repetitions per measurement (the median is reported)",
                   cohort::flags::Range{1, 1e6});
-COHORT_DEFINE_int(fusion_bytes, 4 << 20, "fusion buffer for the allreduce measurements",
+COHORT_DEFINE_int(fusion_bytes, 64 << 20, "fusion buffer for the allreduce measurements",
                   cohort::flags::Range{1, 1e12});
 
 namespace {

@@ -100,7 +100,7 @@ COHORT_DEFINE_int(replicas_to_aggregate, 0, "sync mode: gradients per step (0: a
     Range{0, 1 << 24}, kSameOnAllRanks);
 COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the slowest",
     Range{0, 1e9}, kSameOnAllRanks);
-COHORT_DEFINE_int(fusion_bytes, 4 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
+COHORT_DEFINE_int(fusion_bytes, 64 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
     Range{1, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_bool(shared_memory_sums, true,
                    "allreduce mode (float32, no buckets): the workers of a node sum their "

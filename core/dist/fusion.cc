@@ -59,7 +59,10 @@ std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
 
 void allreduce_fused(const mpi::Comm& comm, std::span<const std::span<float>> tensors,
                      std::int64_t fusion_bytes, std::vector<float>& buffer) {
-  const std::size_t capacity = elements_per_piece(fusion_bytes);
+  std::size_t total = 0;
+  for (const std::span<float>& t : tensors) total += t.size();
+  // No larger than the tensors need: the default fusion buffer is large (64 MiB).
+  const std::size_t capacity = std::min(elements_per_piece(fusion_bytes), std::max<std::size_t>(total, 1));
   if (buffer.size() < capacity) buffer.resize(capacity);
   std::size_t begin = 0;
   while (begin < tensors.size()) {

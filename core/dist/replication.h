@@ -48,7 +48,7 @@ struct ReplicationOptions {
   /// SSP: how many steps a worker may run ahead of the slowest one.
   std::int64_t staleness = 0;
   /// Allreduce: gradients are reduced in pieces of at most this many bytes (on the wire).
-  std::int64_t fusion_bytes = 4 << 20;
+  std::int64_t fusion_bytes = 64 << 20;
   /// > 0 sends the gradients during the backward pass, in buckets of this many bytes on the
   /// wire (from the last layer's down, buckets.h) as each becomes final: non-blocking allreduces,
   /// or pushes to the ps tasks (async and ssp push each piece's delta, sync adds each piece to
