@@ -12,8 +12,8 @@
 //               many calls), run after the store is gone; bench_rma_raw runs it on its own.
 // Then the ps task leaves and the workers compare the allreduce mode's fused in-place reduction,
 // and its sum in a node's shared memory, with one raw in-place MPI_Allreduce, and fused against
-// one call per tensor for 100 tensors of 64 to 1K floats. Times are medians of --reps repetitions after a warm-up; worker 0 prints the
-// tables.
+// one call per tensor for 100 tensors of 64 to 1K floats. Times are medians of --reps
+// repetitions after a warm-up; worker 0 prints the tables.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,7 +66,8 @@ std::pair<double, double> compare(A&& a, B&& b, std::int64_t calls = 1) {
 
 // The same, one call per sample, each after an untimed `prepare` on every rank (then a barrier).
 template <typename P, typename A, typename B>
-std::pair<double, double> compare_prepared(const cohort::mpi::Comm& comm, P&& prepare, A&& a, B&& b) {
+std::pair<double, double> compare_prepared(const cohort::mpi::Comm& comm, P&& prepare, A&& a,
+                                           B&& b) {
   std::vector<double> ta, tb;
   const auto time = [&](auto& run) {
     prepare();

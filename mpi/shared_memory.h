@@ -60,8 +60,8 @@ class SharedMemory {
       if (address % sizeof(T) != 0)
         throw Error("SharedMemory: MPI returned memory not aligned for its elements");
       const std::size_t shift = (kAlignment - address % kAlignment) % kAlignment / sizeof(T);
-      parts_[static_cast<std::size_t>(r)] = {static_cast<T*>(at) + shift,
-                                             static_cast<std::size_t>(bytes) / sizeof(T) - per_line};
+      const std::size_t usable = static_cast<std::size_t>(bytes) / sizeof(T) - per_line;
+      parts_[static_cast<std::size_t>(r)] = {static_cast<T*>(at) + shift, usable};
     }
     // One passive epoch for the memory's life: MPI_Win_sync needs one to order loads and stores.
     COHORT_MPI_CALL(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));

@@ -62,7 +62,8 @@ void allreduce_fused(const mpi::Comm& comm, std::span<const std::span<float>> te
   std::size_t total = 0;
   for (const std::span<float>& t : tensors) total += t.size();
   // No larger than the tensors need: the default fusion buffer is large (64 MiB).
-  const std::size_t capacity = std::min(elements_per_piece(fusion_bytes), std::max<std::size_t>(total, 1));
+  const std::size_t capacity =
+      std::min(elements_per_piece(fusion_bytes), std::max<std::size_t>(total, 1));
   if (buffer.size() < capacity) buffer.resize(capacity);
   std::size_t begin = 0;
   while (begin < tensors.size()) {

@@ -64,7 +64,8 @@ std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) {
       for (std::size_t i = begin; i < end; ++i) out[i] += c[i];
     }
   }
-  if (across_.size() > 1) allreduce_fused(across_, result.subspan(first, last - first), fusion_bytes);
+  if (across_.size() > 1)
+    allreduce_fused(across_, result.subspan(first, last - first), fusion_bytes);
   // Every slice is summed: the whole result may be read.
   memory_.barrier();
   return result;

@@ -91,8 +91,9 @@ class Replication {
  public:
   /// Makes the replication for `options.mode` on a computing task (one file per mode in
   /// core/dist/modes/). Modes with a ps make the parameter store (a collective over the computing
-  /// and ps tasks); allreduce mode its shared memory (a collective over the computing tasks). Throws InvalidArgument when the cluster does not fit the mode (no ps for
-  /// async/sync/ssp) or `server` is not a computing task.
+  /// and ps tasks); allreduce mode its shared memory (a collective over the computing tasks).
+  /// Throws InvalidArgument when the cluster does not fit the mode (no ps for async/sync/ssp) or
+  /// `server` is not a computing task.
   static std::unique_ptr<Replication> create(Server* server, Graph& graph, Optimizer& optimizer,
                                              const ReplicationOptions& options);
   virtual ~Replication() = default;

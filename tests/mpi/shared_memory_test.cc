@@ -15,7 +15,9 @@ TEST_CASE("every rank reads what every rank wrote to its part, after a barrier")
   on_every_size([](const Comm& comm) {
     const Comm node = comm.split_shared();
     // Counts that differ between ranks, none a whole number of lines, one empty.
-    const auto count = [](int rank) { return static_cast<std::size_t>(rank == 1 ? 0 : 1000 + 7 * rank); };
+    const auto count = [](int rank) {
+      return static_cast<std::size_t>(rank == 1 ? 0 : 1000 + 7 * rank);
+    };
     SharedMemory<std::int64_t> memory(node, count(node.rank()));
     REQUIRE(memory.local().size() == count(node.rank()));
     for (std::int64_t value : memory.local()) CHECK(value == 0);  // zeroed
@@ -26,7 +28,8 @@ TEST_CASE("every rank reads what every rank wrote to its part, after a barrier")
       for (int r = 0; r < node.size(); ++r) {
         const auto part = memory.of(r);
         CHECK(part.size() >= count(r));
-        CHECK(reinterpret_cast<std::uintptr_t>(part.data()) % SharedMemory<std::int64_t>::kAlignment == 0);
+        const auto address = reinterpret_cast<std::uintptr_t>(part.data());
+        CHECK(address % SharedMemory<std::int64_t>::kAlignment == 0);
         bool same = true;
         for (std::size_t i = 0; i < count(r); ++i)
           same = same && part[i] == 1000000 * round + 1000 * r + static_cast<std::int64_t>(i);

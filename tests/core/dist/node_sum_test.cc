@@ -53,7 +53,7 @@ COHORT_MPI_TEST_CASE("node sums: two nodes of two ranks, summed across with MPI"
   check_sums(comm, *sum);
 }
 
-COHORT_MPI_TEST_CASE("node sums: none where nodes hold different numbers of ranks, or one each", 4) {
+COHORT_MPI_TEST_CASE("node sums: none for nodes of different sizes, or of one rank each", 4) {
   const Comm uneven = comm.split(comm.rank() == 3 ? 1 : 0, comm.rank());  // 3 + 1
   CHECK(NodeSum::make(comm, kCount, &uneven) == nullptr);
   const Comm alone = comm.split(comm.rank(), 0);  // a rank per node

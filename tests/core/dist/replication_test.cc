@@ -243,7 +243,8 @@ void check_shared_memory_sums(const mpi::Comm& comm, std::uint64_t seed) {
                                        Compression::kNone, nullptr, 0, nullptr, false, true, false);
   // Over TCP alone (Open MPI's shared-memory window component left out) the mode falls back.
   const bool node_sums = NodeSum::make(comm, 1) != nullptr;
-  CHECK((shared_stats.find("summed in each node's shared memory") != std::string::npos) == node_sums);
+  const bool said = shared_stats.find("summed in each node's shared memory") != std::string::npos;
+  CHECK(said == node_sums);
   CHECK(mpi_stats.find("shared memory") == std::string::npos);
   CHECK(copied == shared);
   if (comm.size() == 2)
