@@ -43,15 +43,8 @@ def worker(rank, args, port):
     torch.manual_seed(rank)
     model = nn.parallel.DistributedDataParallel(bench_pytorch.models()[args.model])
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    x = torch.rand(BATCH, 1, 28, 28)
-    y = torch.randint(0, 10, (BATCH,))
-
-    def step():
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
-
+    step = bench_pytorch.training_step(model, opt, torch.rand(BATCH, 1, 28, 28),
+                                       torch.randint(0, 10, (BATCH,)))
     for _ in range(5):
         step()
     dist.barrier()

@@ -65,6 +65,18 @@ def models():
     return {"mlp": mlp, "cnn": cnn, "small_cnn": small, "resnet": resnet()}
 
 
+def training_step(model, opt, x, y):
+    """A step as bench_train times it: forward, cross-entropy, backward, the optimizer's update."""
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
@@ -95,14 +107,7 @@ def main():
         if name not in args.models.split(","):
             continue
         model.to(device, memory_format=layout)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        loss_fn = nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()
-
+        step = training_step(model, torch.optim.SGD(model.parameters(), lr=0.01), x, y)
         for _ in range(5):
             step()
         sync()
