@@ -45,30 +45,36 @@ double median(std::vector<double> times) {
   return times[times.size() / 2];
 }
 
-// Medians of `a` and `b` per call, timed alternately so that both see the same machine and
-// caches, each sample a run of `calls` calls (so that a short call is not timed alone).
+// Medians of --reps samples of `a` and `b` (each a function returning seconds), taken
+// alternately so that both see the same machine and caches.
+template <typename A, typename B>
+std::pair<double, double> alternate(A&& a, B&& b) {
+  std::vector<double> ta, tb;
+  for (std::int64_t i = 0; i < FLAGS_reps; ++i) {
+    ta.push_back(a());
+    tb.push_back(b());
+  }
+  return {median(ta), median(tb)};
+}
+
+// Medians of `a` and `b` per call, each sample a run of `calls` calls (so that a short call is
+// not timed alone).
 template <typename A, typename B>
 std::pair<double, double> compare(A&& a, B&& b, std::int64_t calls = 1) {
   a();  // warm-up
   b();
-  std::vector<double> ta, tb;
   const auto time = [calls](auto& run) {
     const auto begin = Clock::now();
     for (std::int64_t c = 0; c < calls; ++c) run();
     return std::chrono::duration<double>(Clock::now() - begin).count() / static_cast<double>(calls);
   };
-  for (std::int64_t i = 0; i < FLAGS_reps; ++i) {
-    ta.push_back(time(a));
-    tb.push_back(time(b));
-  }
-  return {median(ta), median(tb)};
+  return alternate([&] { return time(a); }, [&] { return time(b); });
 }
 
 // The same, one call per sample, each after an untimed `prepare` on every rank (then a barrier).
 template <typename P, typename A, typename B>
 std::pair<double, double> compare_prepared(const cohort::mpi::Comm& comm, P&& prepare, A&& a,
                                            B&& b) {
-  std::vector<double> ta, tb;
   const auto time = [&](auto& run) {
     prepare();
     comm.barrier();
@@ -78,11 +84,7 @@ std::pair<double, double> compare_prepared(const cohort::mpi::Comm& comm, P&& pr
   };
   time(a);  // warm-up
   time(b);
-  for (std::int64_t i = 0; i < FLAGS_reps; ++i) {
-    ta.push_back(time(a));
-    tb.push_back(time(b));
-  }
-  return {median(ta), median(tb)};
+  return alternate([&] { return time(a); }, [&] { return time(b); });
 }
 
 // Calls per sample for transfers of n floats: about 8 MB a sample.

@@ -1,7 +1,6 @@
 #include "cohort/core/dist/node_sum.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "cohort/core/dist/fusion.h"
 #include "cohort/mpi/error.h"
@@ -30,7 +29,7 @@ std::unique_ptr<NodeSum> NodeSum::make(const mpi::Comm& ranks, std::size_t count
   std::unique_ptr<NodeSum> sum;
   int made = 1;
   try {
-    sum.reset(new NodeSum(std::move(node), std::move(across), count));
+    sum.reset(new NodeSum(node, std::move(across), count));
   } catch (const mpi::MpiError&) {
     made = 0;
   }
@@ -38,29 +37,27 @@ std::unique_ptr<NodeSum> NodeSum::make(const mpi::Comm& ranks, std::size_t count
   return sum;
 }
 
-NodeSum::NodeSum(mpi::Comm node, mpi::Comm across, std::size_t count)
-    : node_(std::move(node)),
-      across_(std::move(across)),
+NodeSum::NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count)
+    : across_(std::move(across)),
       count_(count),
-      memory_(node_, node_.rank() == 0 ? result_offset(count) + count : count) {}
+      memory_(node, node.rank() == 0 ? result_offset(count) + count : count) {}
 
 std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) {
-  const auto ranks = static_cast<std::size_t>(node_.size());
-  const auto me = static_cast<std::size_t>(node_.rank());
+  const int ranks = memory_.comm().size();
+  const auto me = static_cast<std::size_t>(memory_.comm().rank());
+  const auto n = static_cast<std::size_t>(ranks);
   const std::span<float> result = memory_.of(0).subspan(result_offset(count_), count_);
   // Every input is complete, and every rank is done reading the last result.
   memory_.barrier();
-  const std::size_t first = count_ * me / ranks, last = count_ * (me + 1) / ranks;
-  std::vector<const float*> in(ranks);
-  for (std::size_t r = 0; r < ranks; ++r) in[r] = memory_.of(static_cast<int>(r)).data();
+  const std::size_t first = count_ * me / n, last = count_ * (me + 1) / n;
   float* out = result.data();
   for (std::size_t begin = first; begin < last; begin += kBlock) {
     const std::size_t end = std::min(last, begin + kBlock);
-    const float* a = in[0];
-    const float* b = in[1];
+    const float* a = memory_.of(0).data();
+    const float* b = memory_.of(1).data();
     for (std::size_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
-    for (std::size_t r = 2; r < ranks; ++r) {
-      const float* c = in[r];
+    for (int r = 2; r < ranks; ++r) {
+      const float* c = memory_.of(r).data();
       for (std::size_t i = begin; i < end; ++i) out[i] += c[i];
     }
   }

@@ -41,12 +41,12 @@ class NodeSum {
   std::span<const float> sum(std::int64_t fusion_bytes);
 
  private:
-  NodeSum(mpi::Comm node, mpi::Comm across, std::size_t count);
+  NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count);
 
-  mpi::Comm node_;    // this node's ranks
   mpi::Comm across_;  // the ranks with this node rank, one per node
   std::size_t count_;
-  // Each rank's input; on the node's rank 0, after its input (from the next line on), the result.
+  // Over this node's ranks: each rank's input; on the node's rank 0, after its input (from the
+  // next line on), the result.
   mpi::SharedMemory<float> memory_;
 };
 
