@@ -15,6 +15,10 @@ endif()
 # one-sided components Debian's openmpi-mca-params.conf leaves, less the shared-memory one that
 # two nodes cannot use. Open MPI then has no one-sided transport (MPI_Win_allocate fails).
 set(COHORT_TCP_ONLY_ENV OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo "OMPI_MCA_osc=^sm,ucx,pt2pt")
+# The same with Open MPI's osc pt2pt let in, as an Open MPI built without Debian's exclusion of it
+# gives on an Ethernet cluster: MPI_Win_allocate succeeds, but a transfer moves only when its
+# target calls MPI.
+set(COHORT_TCP_PT2PT_ENV OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo "OMPI_MCA_osc=^sm,ucx")
 
 # The command prefix that runs `np` ranks.
 function(cohort_mpiexec out np)

@@ -39,6 +39,16 @@ void for_each_chunk(std::size_t total, std::size_t max_chunk, F&& fn) {
     fn(first, std::min(max_chunk, total - first));
 }
 
+/// Collective over `comm` (two ranks or more), on a window just made: whether a passive-target
+/// transfer completes while its target makes no MPI call. True of shared memory and RDMA; false
+/// where the transport moves transfers as messages that the target's own MPI calls must answer
+/// (Open MPI's osc pt2pt, for one). Rank 1 puts a byte at displacement `probe_disp` of rank 0,
+/// memory no element uses, whose own address of it is `probe_byte`; rank 0 watches that byte,
+/// without calling MPI, for up to a second. The same answer on every rank; asked once per set of
+/// processes, since MPI chooses a window's transport by the processes it joins.
+bool transfers_need_no_target(MPI_Win win, const Comm& comm, MPI_Aint probe_disp,
+                              const volatile unsigned char* probe_byte);
+
 }  // namespace detail
 
 /// A window over memory the window owns (MPI_Win_allocate: on shared memory, accumulate runs ~8x
@@ -66,8 +76,10 @@ void for_each_chunk(std::size_t total, std::size_t max_chunk, F&& fn) {
 /// Transfers longer than INT_MAX elements are split into several MPI calls.
 ///
 /// Where MPI offers no one-sided transport (Open MPI over TCP alone: its only one-sided component
-/// for that needs network atomics, and MPI_Win_allocate fails), or where COHORT_ONE_SIDED=0 is
-/// set, the window is *served*: each rank keeps its elements in plain memory, and the transfers
+/// for that needs network atomics, and MPI_Win_allocate fails), where the window MPI made moves a
+/// transfer only when the target calls MPI (Open MPI's osc pt2pt: found at creation by a put that
+/// must land while the target makes no MPI call; COHORT_ONE_SIDED=1 skips that test), or where
+/// COHORT_ONE_SIDED=0 is set, the window is *served*: each rank keeps its elements in plain memory, and the transfers
 /// become request messages that the target answers from serve() (a ps task calls it from
 /// Server::join()). The interface and the completion rules stay the same; each operation is
 /// applied whole and atomically at the target, in the order one origin issued them. An exclusive
@@ -137,7 +149,9 @@ class Window {
       throw InvalidArgument("Window: " + std::to_string(local_count) + " elements overflow");
     void* base = nullptr;
     int one_sided = 0;
-    if (const char* env = std::getenv("COHORT_ONE_SIDED"); env != nullptr && std::string(env) == "0") {
+    const char* env = std::getenv("COHORT_ONE_SIDED");
+    const std::string forced = env != nullptr ? env : "";
+    if (forced == "0") {
       transport_ = "served by messages (COHORT_ONE_SIDED=0)";
     } else {
       try {
@@ -155,32 +169,19 @@ class Window {
     // Every rank must take the same path: if any could not make the window, none uses it.
     int everywhere = 0;
     COHORT_MPI_CALL(MPI_Allreduce(&one_sided, &everywhere, 1, MPI_INT, MPI_LAND, comm_.get()));
-    if (everywhere == 0) {
-      if (one_sided) {
-        MPI_Win_free(&win_);
-        transport_ = "served by messages (another rank has no one-sided transport)";
-      }
-      win_ = MPI_WIN_NULL;
-      served_ = true;
-      plain_.resize(padded);
-      base = plain_.data();
+    if (everywhere == 0)
+      base = use_plain_memory(padded, one_sided ? "another rank has no one-sided transport" : "");
+    place(base, local_count);
+    // A window MPI made may still move a transfer only when its target calls MPI (Open MPI's osc
+    // pt2pt over TCP, for one): a ps that computes or sleeps would stall every worker. Such a
+    // window is served instead, where the ps answers as requests arrive. COHORT_ONE_SIDED=1
+    // keeps the window without asking.
+    if (!served_ && comm_.size() > 1 && forced != "1" &&
+        !detail::transfers_need_no_target(win_, comm_, disp(0, counts_[0]),
+                                          reinterpret_cast<unsigned char*>(base_ + count_))) {
+      base = use_plain_memory(padded, "MPI's window moves a transfer only when its target calls MPI");
+      place(base, local_count);
     }
-    // The elements start kAlignment-aligned. Besides vector loads at the target, this keeps
-    // copies fast: Open MPI 4.1 on one node (osc rdma over the shared-memory transport) moved a
-    // 100,000-float get 13x slower when the destination's address was 4 to 12 bytes past the
-    // source's, modulo 4 KB (memcpy's 4K aliasing), and its windows start 8 bytes into a page.
-    const auto address = reinterpret_cast<std::uintptr_t>(base);
-    if (address % sizeof(T) != 0)
-      throw Error("Window: MPI returned memory not aligned for its elements");
-    const std::size_t shift = (kAlignment - address % kAlignment) % kAlignment / sizeof(T);
-    base_ = static_cast<T*>(base) + shift;
-    count_ = local_count;
-    std::fill_n(base_, count_, T{});
-    // The gather doubles as the barrier that keeps anyone from touching memory still being zeroed.
-    const std::vector<std::uint64_t> counts = comm_.allgather(static_cast<std::uint64_t>(count_));
-    counts_.assign(counts.begin(), counts.end());
-    const std::vector<std::uint64_t> shifts = comm_.allgather(static_cast<std::uint64_t>(shift));
-    shifts_.assign(shifts.begin(), shifts.end());
   }
 
   Window(Window&& other) noexcept { swap(other); }
@@ -600,6 +601,37 @@ class Window {
     }
     throw Error("Window::serve: rank " + std::to_string(origin) + " sent request kind " +
                 std::to_string(h[0]));
+  }
+
+  // Makes this a served window over plain memory of `padded` elements, freeing the MPI window
+  // if there is one (collective then); `reason`, if given, goes into transport().
+  void* use_plain_memory(std::size_t padded, const std::string& reason) {
+    if (win_ != MPI_WIN_NULL) COHORT_MPI_CALL(MPI_Win_free(&win_));
+    if (!reason.empty()) transport_ = "served by messages (" + reason + ")";
+    served_ = true;
+    plain_.assign(padded, T{});
+    return plain_.data();
+  }
+  // Collective. Starts the elements kAlignment-aligned in the memory at `base` (room for that,
+  // and at least one element more, is there), zeroes them and the element after them (a
+  // transport probe's target), and learns every rank's count and shift. Besides vector loads at
+  // the target, the alignment keeps copies fast: Open MPI 4.1 on one node (osc rdma over the
+  // shared-memory transport) moved a 100,000-float get 13x slower when the destination's address
+  // was 4 to 12 bytes past the source's, modulo 4 KB (memcpy's 4K aliasing), and its windows
+  // start 8 bytes into a page.
+  void place(void* base, std::size_t local_count) {
+    const auto address = reinterpret_cast<std::uintptr_t>(base);
+    if (address % sizeof(T) != 0)
+      throw Error("Window: MPI returned memory not aligned for its elements");
+    const std::size_t shift = (kAlignment - address % kAlignment) % kAlignment / sizeof(T);
+    base_ = static_cast<T*>(base) + shift;
+    count_ = local_count;
+    std::fill_n(base_, count_ + 1, T{});
+    // The gather doubles as the barrier that keeps anyone from touching memory still being zeroed.
+    const std::vector<std::uint64_t> counts = comm_.allgather(static_cast<std::uint64_t>(count_));
+    counts_.assign(counts.begin(), counts.end());
+    const std::vector<std::uint64_t> shifts = comm_.allgather(static_cast<std::uint64_t>(shift));
+    shifts_.assign(shifts.begin(), shifts.end());
   }
 
   // MPI's displacement of `target`'s element `offset` (its elements start `shift` in).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <chrono>
@@ -499,5 +500,56 @@ TEST_CASE("order(): a value written before its flag is there for whoever sees th
         MPI_Test(&barrier, &finished, MPI_STATUS_IGNORE);
       }
     }
+  });
+}
+
+namespace {
+
+// Collective. Rank 1 puts a value into rank 0's first element while rank 0 makes no MPI call for
+// up to `patience`, watching its memory; true on every rank if the value landed meanwhile. Where
+// the transport needs the target's MPI calls, the put completes only in the broadcast after.
+bool lands_while_target_is_out_of_mpi(Window<std::int64_t>& win, const Comm& comm,
+                                      std::chrono::milliseconds patience) {
+  comm.barrier();
+  int landed = 0;
+  if (comm.rank() == 1) {
+    const std::int64_t value = 42;
+    auto lock = win.lock(0);
+    win.put(std::span<const std::int64_t>(&value, 1), 0, 0);
+  } else if (comm.rank() == 0) {
+    const volatile std::int64_t* cell = win.local().data();
+    const auto start = std::chrono::steady_clock::now();
+    while (!(landed = *cell == 42) && std::chrono::steady_clock::now() - start < patience)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  MPI_Bcast(&landed, 1, MPI_INT, 0, comm.get());
+  return landed != 0;
+}
+
+}  // namespace
+
+// Run by default on shared memory (one-sided: osc rdma), and over TCP with Open MPI's osc pt2pt
+// (tests/mpi/CMakeLists.txt), where a transfer moves only when its target calls MPI.
+TEST_CASE("a window stays one-sided only where a transfer lands while its target is out of MPI") {
+  on_every_size([](const Comm& comm) {
+    if (comm.size() < 2) return;
+    Window<std::int64_t> chosen(comm, 1);
+    setenv("COHORT_ONE_SIDED", "1", 1);  // the window MPI makes, kept without asking
+    Window<std::int64_t> made(comm, 1);
+    unsetenv("COHORT_ONE_SIDED");
+    if (comm.rank() == 0)
+      std::printf("window over %d ranks: %s\n", comm.size(), chosen.transport().c_str());
+    if (made.served()) {  // MPI made no window at all
+      CHECK(chosen.served());
+      return;
+    }
+    // Patience to spare where the window was judged one-sided (a put lands in microseconds).
+    const auto patience = std::chrono::milliseconds(chosen.served() ? 2000 : 10000);
+    const bool lands = lands_while_target_is_out_of_mpi(made, comm, patience);
+    CHECK(chosen.served() == !lands);
+    if (chosen.served())
+      CHECK(chosen.transport() ==
+            "served by messages (MPI's window moves a transfer only when its target calls MPI)");
+    comm.barrier();
   });
 }
