@@ -79,9 +79,9 @@ bool transfers_need_no_target(MPI_Win win, const Comm& comm, MPI_Aint probe_disp
 /// for that needs network atomics, and MPI_Win_allocate fails), where the window MPI made moves a
 /// transfer only when the target calls MPI (Open MPI's osc pt2pt: found at creation by a put that
 /// must land while the target makes no MPI call; COHORT_ONE_SIDED=1 skips that test), or where
-/// COHORT_ONE_SIDED=0 is set, the window is *served*: each rank keeps its elements in plain memory, and the transfers
-/// become request messages that the target answers from serve() (a ps task calls it from
-/// Server::join()). The interface and the completion rules stay the same; each operation is
+/// COHORT_ONE_SIDED=0 is set, the window is *served*: each rank keeps its elements in plain
+/// memory, and the transfers become request messages that the target answers from serve() (a ps
+/// task calls it from Server::join()). The interface and the completion rules stay the same; each operation is
 /// applied whole and atomically at the target, in the order one origin issued them. An exclusive
 /// lock excludes nothing there: use compare_and_swap() for a read-modify-write. served() and
 /// transport() say which path a window took.
@@ -157,14 +157,15 @@ class Window {
       try {
         COHORT_MPI_CALL(MPI_Win_allocate(static_cast<MPI_Aint>(bytes), static_cast<int>(sizeof(T)),
                                          MPI_INFO_NULL, comm_.get(), &base, &win_));
-        COHORT_MPI_CALL(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
         one_sided = 1;
       } catch (const MpiError& e) {
+        win_ = MPI_WIN_NULL;  // MPI leaves it undefined on failure
         char text[MPI_MAX_ERROR_STRING] = "";
         int length = 0;
         MPI_Error_string(e.code(), text, &length);
         transport_ = std::string("served by messages (MPI_Win_allocate refused a window: ") + text + ")";
       }
+      if (one_sided) COHORT_MPI_CALL(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
     }
     // Every rank must take the same path: if any could not make the window, none uses it.
     int everywhere = 0;
