@@ -21,13 +21,14 @@ cd "$(dirname "$0")/.."
 rounds=1 models=mlp,cnn modes=sync,allreduce,async,ssp train=build/bin/train
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rounds) rounds=$2; shift 2 ;;
-    --models) models=$2; shift 2 ;;
-    --modes) modes=$2; shift 2 ;;
+    --rounds) rounds=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
+    --models) models=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
+    --modes) modes=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
     -*) echo "bench_scaling.sh: unknown option $1" >&2; exit 2 ;;
     *) train=$1; shift ;;
   esac
 done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench_scaling.sh: --rounds needs a positive whole number, got '$rounds'" >&2; exit 2; }
 . scripts/mpi_env.sh
 out=$(mktemp -d)
 rate() {  # model mode workers steps
