@@ -5,6 +5,7 @@
 
 #include "cohort/core/base/bfloat16.h"
 #include "cohort/core/base/error.h"
+#include "cohort/core/dist/node_sum.h"
 
 namespace cohort {
 namespace {
@@ -57,30 +58,76 @@ std::int64_t allreduce_fused_bf16(const mpi::Comm& comm, std::span<float> data,
   return bytes;
 }
 
-void allreduce_fused(const mpi::Comm& comm, std::span<const std::span<float>> tensors,
-                     std::int64_t fusion_bytes, std::vector<float>& buffer) {
+TensorFusion::TensorFusion(const mpi::Comm& comm, std::int64_t fusion_bytes, bool shared_memory)
+    : comm_(comm.dup()), fusion_bytes_(fusion_bytes), try_shared_(shared_memory) {
+  elements_per_piece(fusion_bytes_);  // refuses a buffer that holds no value
+}
+
+TensorFusion::~TensorFusion() = default;
+
+void TensorFusion::allreduce(std::span<const std::span<float>> tensors) {
   std::size_t total = 0;
   for (const std::span<float>& t : tensors) total += t.size();
   // No larger than the tensors need: the default fusion buffer is large (64 MiB).
   const std::size_t capacity =
-      std::min(elements_per_piece(fusion_bytes), std::max<std::size_t>(total, 1));
-  if (buffer.size() < capacity) buffer.resize(capacity);
+      std::min(elements_per_piece(fusion_bytes_), std::max<std::size_t>(total, 1));
+  // Every rank passes the same sizes, so every rank (re)makes the shared buffer alike; where
+  // NodeSum cannot serve, every rank keeps to MPI from then on.
+  if (try_shared_ && (!shared_ || shared_->input().size() < capacity)) {
+    shared_.reset();
+    shared_ = NodeSum::make(comm_, capacity);
+    try_shared_ = shared_ != nullptr;
+  }
+  if (shared_) return allreduce_shared(tensors);
+  if (buffer_.size() < capacity) buffer_.resize(capacity);
+  allreduce_with_mpi(tensors);
+}
+
+void TensorFusion::allreduce_shared(std::span<const std::span<float>> tensors) {
+  const std::span<float> input = shared_->input();
+  std::size_t tensor = 0, offset = 0;  // where packing goes on
+  while (tensor < tensors.size()) {
+    // Pack from (tensor, offset) until the buffer is full or the tensors end.
+    const std::size_t first_tensor = tensor, first_offset = offset;
+    std::size_t used = 0;
+    while (tensor < tensors.size() && used < input.size()) {
+      const std::size_t n = std::min(input.size() - used, tensors[tensor].size() - offset);
+      std::memcpy(input.data() + used, tensors[tensor].data() + offset, n * sizeof(float));
+      used += n;
+      offset += n;
+      if (offset == tensors[tensor].size()) ++tensor, offset = 0;
+    }
+    const std::span<const float> sum = shared_->sum(fusion_bytes_, used);
+    // Unpack the same stretch.
+    std::size_t t = first_tensor, o = first_offset;
+    for (std::size_t done = 0; done < used;) {
+      const std::size_t n = std::min(used - done, tensors[t].size() - o);
+      std::memcpy(tensors[t].data() + o, sum.data() + done, n * sizeof(float));
+      done += n;
+      o += n;
+      if (o == tensors[t].size()) ++t, o = 0;
+    }
+  }
+}
+
+void TensorFusion::allreduce_with_mpi(std::span<const std::span<float>> tensors) {
+  const std::size_t capacity = buffer_.size();
   std::size_t begin = 0;
   while (begin < tensors.size()) {
     if (tensors[begin].size() >= capacity) {  // too big to pack: no copy at all
-      allreduce_fused(comm, tensors[begin], fusion_bytes);
+      allreduce_fused(comm_, tensors[begin], fusion_bytes_);
       ++begin;
       continue;
     }
     std::size_t end = begin, used = 0;
     for (; end < tensors.size() && used + tensors[end].size() <= capacity; ++end) {
-      std::memcpy(buffer.data() + used, tensors[end].data(), tensors[end].size_bytes());
+      std::memcpy(buffer_.data() + used, tensors[end].data(), tensors[end].size_bytes());
       used += tensors[end].size();
     }
-    comm.allreduce(std::span<float>(buffer.data(), used));
+    comm_.allreduce(std::span<float>(buffer_.data(), used));
     used = 0;
     for (std::size_t i = begin; i < end; ++i) {
-      std::memcpy(tensors[i].data(), buffer.data() + used, tensors[i].size_bytes());
+      std::memcpy(tensors[i].data(), buffer_.data() + used, tensors[i].size_bytes());
       used += tensors[i].size();
     }
     begin = end;

@@ -2,6 +2,7 @@
 // Tensor fusion for allreduce: many small tensors travel in a few large MPI_Allreduce calls.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -9,13 +10,41 @@
 
 namespace cohort {
 
-/// Sums `tensors` element-wise over `comm`, in place. Consecutive tensors are packed into a
-/// fusion buffer of at most `fusion_bytes` and reduced with one in-place MPI_Allreduce per
-/// buffer; a tensor larger than the buffer is reduced in place, in pieces, without copies.
-/// Collective and blocking: every rank passes tensors of the same sizes in the same order.
-/// `buffer` is scratch space the caller keeps between calls (so steady state allocates nothing).
-void allreduce_fused(const mpi::Comm& comm, std::span<const std::span<float>> tensors,
-                     std::int64_t fusion_bytes, std::vector<float>& buffer);
+class NodeSum;
+
+/// Tensor fusion (Horovod's): sums lists of tensors element-wise over a communicator, in place,
+/// packing consecutive tensors into a fusion buffer of at most `fusion_bytes` and summing the
+/// buffer at once. Where the ranks of every node can share memory (NodeSum; on by default), the
+/// buffer is that memory: each rank sums its slice of the node's buffers there, and across nodes
+/// in-place MPI_Allreduce; a tensor that does not fit is cut over several buffers. Elsewhere the
+/// buffer is this rank's and goes through in-place MPI_Allreduce, and a tensor larger than it is
+/// reduced where it lies. The buffers are kept between calls, no larger than the tensors need.
+///
+///   cohort::TensorFusion fusion(comm, 64 << 20);   // collective
+///   fusion.allreduce(tensors);                     // collective: same sizes, same order
+class TensorFusion {
+ public:
+  /// Collective over `comm` (a duplicate is kept). `shared_memory` false keeps to MPI_Allreduce.
+  TensorFusion(const mpi::Comm& comm, std::int64_t fusion_bytes, bool shared_memory = true);
+  ~TensorFusion();
+  TensorFusion(const TensorFusion&) = delete;
+  TensorFusion& operator=(const TensorFusion&) = delete;
+
+  /// Collective and blocking: every tensor := its sum over the ranks.
+  void allreduce(std::span<const std::span<float>> tensors);
+  /// Whether the last allreduce() summed in the nodes' shared memory.
+  bool in_shared_memory() const { return shared_ != nullptr; }
+
+ private:
+  void allreduce_shared(std::span<const std::span<float>> tensors);
+  void allreduce_with_mpi(std::span<const std::span<float>> tensors);
+
+  mpi::Comm comm_;
+  std::int64_t fusion_bytes_;
+  bool try_shared_;
+  std::unique_ptr<NodeSum> shared_;  // made, or made larger, when the tensors first need it
+  std::vector<float> buffer_;        // without shared memory
+};
 
 /// The same for one contiguous buffer (a graph's flat gradients): in-place reductions of at
 /// most `fusion_bytes` each. Collective and blocking.

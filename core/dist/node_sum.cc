@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cohort/core/base/error.h"
 #include "cohort/core/dist/fusion.h"
 #include "cohort/mpi/error.h"
 
@@ -42,14 +43,19 @@ NodeSum::NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count)
       count_(count),
       memory_(node, node.rank() == 0 ? result_offset(count) + count : count) {}
 
-std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) {
+std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) { return sum(fusion_bytes, count_); }
+
+std::span<const float> NodeSum::sum(std::int64_t fusion_bytes, std::size_t count) {
+  if (count > count_)
+    throw InvalidArgument("NodeSum::sum: " + std::to_string(count) + " values of a buffer of " +
+                          std::to_string(count_));
   const int ranks = memory_.comm().size();
   const auto me = static_cast<std::size_t>(memory_.comm().rank());
   const auto n = static_cast<std::size_t>(ranks);
-  const std::span<float> result = memory_.of(0).subspan(result_offset(count_), count_);
+  const std::span<float> result = memory_.of(0).subspan(result_offset(count_), count);
   // Every input is complete, and every rank is done reading the last result.
   memory_.barrier();
-  const std::size_t first = count_ * me / n, last = count_ * (me + 1) / n;
+  const std::size_t first = count * me / n, last = count * (me + 1) / n;
   float* out = result.data();
   for (std::size_t begin = first; begin < last; begin += kBlock) {
     const std::size_t end = std::min(last, begin + kBlock);

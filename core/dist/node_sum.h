@@ -39,6 +39,8 @@ class NodeSum {
   /// is until this rank calls sum() again; input() may be rewritten as soon as sum() returns.
   /// Pieces of at most `fusion_bytes` cross the nodes.
   std::span<const float> sum(std::int64_t fusion_bytes);
+  /// The same for the first `count` values of every input (at most input().size()) alone.
+  std::span<const float> sum(std::int64_t fusion_bytes, std::size_t count);
 
  private:
   NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count);
