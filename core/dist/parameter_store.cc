@@ -209,7 +209,14 @@ void ParameterStore::assign(std::span<const float> values) {
 
 void ParameterStore::take_gradients(std::span<float> sums) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(sums, {Move::kTake, 1, sums});
+  transfer(sums, {served() ? Move::kTake : Move::kGet, 1, sums});
+}
+
+void ParameterStore::clear_gradients() {
+  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
+  if (served()) return;
+  zeros_.resize(static_cast<std::size_t>(num_parameters_));
+  transfer(zeros_, {Move::kPut, 1, zeros_});
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {

@@ -114,9 +114,15 @@ class ParameterStore {
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
 
-  /// Sync mode: sums := the accumulators, which are zeroed in the same transfer (atomically per
-  /// element against concurrent start_accumulate).
+  /// Sync mode: sums := the accumulators, once no more gradients can arrive for the step.
+  /// Where the memory is served they are zeroed in the same request. Where it is one-sided this
+  /// only reads them (an atomic take-and-reset, MPI_Get_accumulate with MPI_REPLACE, costs about
+  /// three plain reads there), and clear_gradients() zeroes them, off the other workers' path,
+  /// before the next step's gradients may be sent.
   void take_gradients(std::span<float> sums);
+  /// Zeroes the accumulators after take_gradients where the memory is one-sided; nothing to do
+  /// where it is served.
+  void clear_gradients();
   /// The same with bfloat16 on the wire (bit patterns, half the bytes), where the memory is
   /// served: the accumulators keep what the rounding lost, which joins the next step's sum.
   /// Error where the memory is one-sided.
@@ -191,6 +197,7 @@ class ParameterStore {
   bool accumulators_ = false;
   int num_workers_ = 0;
   HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
+  std::vector<float> zeros_;  // clear_gradients' source
   std::vector<mpi::Window<float>::LockGuard> epochs_;  // per ps task, left open by start_*()
   // Per ps task: whether its open epoch holds adds alone, which need no order among themselves
   // (element-wise atomic sums).

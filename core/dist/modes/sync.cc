@@ -1,10 +1,11 @@
 // --mode=sync: barrier-based synchronous SGD. For step s, replicas claim one of k slots in the
 // sync word on ps 0 (a compare-and-swap that names the step, so a late gradient can never count
 // for a later step), add their gradient into the accumulators on the ps tasks and report
-// completion. The chief waits for the k claims, takes the sum (zeroing the accumulators in the
-// same transfer), adds its own gradient, which never leaves it, averages, applies the update once
-// with its optimizer, writes the parameters back and publishes step s+1; the others wait for that
-// and pull. Gradients that arrive after k others, or for an old step, are dropped and counted
+// completion. The chief waits for the k claims, takes the sum, adds its own gradient, which never
+// leaves it, averages, applies the update once with its optimizer, writes the parameters back and
+// publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
+// (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
+// claims. Gradients that arrive after k others, or for an old step, are dropped and counted
 // (backup workers: k below the number of replicas). The control traffic is batched so that a
 // step costs each replica few round trips to ps 0 (see ParameterStore::update). With
 // --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of its
@@ -95,12 +96,20 @@ class SyncReplication final : public PsReplication {
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
 
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
-  // guesses that no slot is taken yet, which saves reading the word first.
+  // guesses that no slot is taken yet, which saves reading the word first. A word of an earlier
+  // step means the chief has published step s but not yet opened it (it is zeroing the
+  // accumulators): wait for that; a later step's means this gradient is stale.
   bool claim(std::int64_t s) {
     std::int64_t word = s << kStepShift;
     for (;;) {
       const std::int64_t seen = store_.compare_and_swap(ControlSlot::kSyncWord, word, word + 1);
       if (seen == word) return true;
+      if ((seen >> kStepShift) < s) {
+        timed_wait([&] { return (store_.read(ControlSlot::kSyncWord) >> kStepShift) >= s; },
+                   options_.wait_timeout,
+                   [&] { return chief_name() + " to open step " + std::to_string(s); });
+        continue;
+      }
       if ((seen >> kStepShift) != s || (seen & kCountMask) >= k_) return false;
       word = seen;
     }
@@ -130,20 +139,30 @@ class SyncReplication final : public PsReplication {
       store_.take_gradients_bf16(taken_);
       bf16::to_float(taken_, sums_);
     } else {
-      store_.take_gradients(sums_);  // and the accumulators are zero again
+      store_.take_gradients(sums_);  // served: and the accumulators are zero again
     }
     // The chief's own gradient joins the sum; the optimizer averages as it reads it.
     if (own)
       for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] += mine[i];
     optimizer_.apply(values, sums_, s, 1.0f / static_cast<float>(claims));
     store_.assign(values);
-    // In this order: step s+1 is open for claims before it is published (a replica that sees
-    // the new global step must find its claim slot ready, or its gradient would be dropped as
-    // stale), and the count is reset before the step opens.
-    store_.update({{ControlSlot::kCompleted, 0},
-                   {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
-                   {ControlSlot::kSyncWord, (s + 1) << kStepShift},
-                   {ControlSlot::kGlobalStep, s + 1}});
+    // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
+    // the accumulators, and the step opens as it is published. One-sided, the step is published
+    // first, so that the others pull while the chief zeroes the accumulators, and opens for
+    // claims after that (a replica that claims sooner waits for it: see claim()).
+    const std::int64_t next = (s + 1) << kStepShift;
+    if (store_.served()) {
+      store_.update({{ControlSlot::kCompleted, 0},
+                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
+                     {ControlSlot::kSyncWord, next},
+                     {ControlSlot::kGlobalStep, s + 1}});
+    } else {
+      store_.update({{ControlSlot::kCompleted, 0},
+                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
+                     {ControlSlot::kGlobalStep, s + 1}});
+      store_.clear_gradients();
+      store_.update({{ControlSlot::kSyncWord, next}});
+    }
     step_ = s + 1;
   }
 
