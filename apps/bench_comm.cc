@@ -232,14 +232,13 @@ void allreduce_benchmarks(const cohort::mpi::Comm& comm) {
     std::vector<std::span<float>> spans(tensors.begin(), tensors.end());
     const std::span<const std::span<float>> list(spans);
     shared.allreduce(list);  // makes its shared buffer, where it can, before the timing
-    const auto [fused, separate] = compare([&] { with_mpi.allreduce(list); }, [&] {
+    const auto one_call_each = [&] {
       for (auto& t : tensors) comm.allreduce(std::span<float>(t));
-    });
+    };
+    const auto [fused, separate] = compare([&] { with_mpi.allreduce(list); }, one_call_each);
     double in_shared = 0, separate_again = 0;
     if (shared.in_shared_memory())
-      std::tie(in_shared, separate_again) = compare([&] { shared.allreduce(list); }, [&] {
-        for (auto& t : tensors) comm.allreduce(std::span<float>(t));
-      });
+      std::tie(in_shared, separate_again) = compare([&] { shared.allreduce(list); }, one_call_each);
     if (!print) continue;
     char shared_ms[32] = "-", shared_gain[32] = "-";
     if (in_shared > 0) {

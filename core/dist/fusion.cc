@@ -78,35 +78,45 @@ void TensorFusion::allreduce(std::span<const std::span<float>> tensors) {
     shared_ = NodeSum::make(comm_, capacity);
     try_shared_ = shared_ != nullptr;
   }
-  if (shared_) return allreduce_shared(tensors);
+  if (shared_) return allreduce_shared(tensors, total);
   if (buffer_.size() < capacity) buffer_.resize(capacity);
   allreduce_with_mpi(tensors);
 }
 
-void TensorFusion::allreduce_shared(std::span<const std::span<float>> tensors) {
-  const std::span<float> input = shared_->input();
+namespace {
+
+// Calls fn(element, at, n) over the next `count` elements of the tensors from element `offset`
+// of tensor `tensor` on, a stretch of one tensor at a time (`at` counts from 0), and moves
+// (tensor, offset) past them.
+template <typename F>
+void walk(std::span<const std::span<float>> tensors, std::size_t& tensor, std::size_t& offset,
+          std::size_t count, F&& fn) {
+  for (std::size_t at = 0; at < count;) {
+    const std::span<float> t = tensors[tensor];
+    const std::size_t n = std::min(count - at, t.size() - offset);
+    fn(t.data() + offset, at, n);
+    at += n;
+    offset += n;
+    if (offset == t.size()) ++tensor, offset = 0;
+  }
+}
+
+}  // namespace
+
+void TensorFusion::allreduce_shared(std::span<const std::span<float>> tensors, std::size_t total) {
+  float* input = shared_->input().data();
   std::size_t tensor = 0, offset = 0;  // where packing goes on
-  while (tensor < tensors.size()) {
-    // Pack from (tensor, offset) until the buffer is full or the tensors end.
-    const std::size_t first_tensor = tensor, first_offset = offset;
-    std::size_t used = 0;
-    while (tensor < tensors.size() && used < input.size()) {
-      const std::size_t n = std::min(input.size() - used, tensors[tensor].size() - offset);
-      std::memcpy(input.data() + used, tensors[tensor].data() + offset, n * sizeof(float));
-      used += n;
-      offset += n;
-      if (offset == tensors[tensor].size()) ++tensor, offset = 0;
-    }
-    const std::span<const float> sum = shared_->sum(fusion_bytes_, used);
-    // Unpack the same stretch.
-    std::size_t t = first_tensor, o = first_offset;
-    for (std::size_t done = 0; done < used;) {
-      const std::size_t n = std::min(used - done, tensors[t].size() - o);
-      std::memcpy(tensors[t].data() + o, sum.data() + done, n * sizeof(float));
-      done += n;
-      o += n;
-      if (o == tensors[t].size()) ++t, o = 0;
-    }
+  for (std::size_t left = total; left > 0;) {
+    const std::size_t used = std::min(left, shared_->input().size());
+    std::size_t t = tensor, o = offset;  // where this buffer's stretch begins
+    walk(tensors, tensor, offset, used, [&](float* x, std::size_t at, std::size_t n) {
+      std::memcpy(input + at, x, n * sizeof(float));
+    });
+    const float* sum = shared_->sum(fusion_bytes_, used).data();
+    walk(tensors, t, o, used, [&](float* x, std::size_t at, std::size_t n) {
+      std::memcpy(x, sum + at, n * sizeof(float));
+    });
+    left -= used;
   }
 }
 

@@ -36,7 +36,7 @@ class TensorFusion {
   bool in_shared_memory() const { return shared_ != nullptr; }
 
  private:
-  void allreduce_shared(std::span<const std::span<float>> tensors);
+  void allreduce_shared(std::span<const std::span<float>> tensors, std::size_t total);
   void allreduce_with_mpi(std::span<const std::span<float>> tensors);
 
   mpi::Comm comm_;
