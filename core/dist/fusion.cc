@@ -105,15 +105,24 @@ void walk(std::span<const std::span<float>> tensors, std::size_t& tensor, std::s
 
 void TensorFusion::allreduce_shared(std::span<const std::span<float>> tensors, std::size_t total) {
   float* input = shared_->input().data();
-  std::size_t tensor = 0, offset = 0;  // where packing goes on
+  std::size_t tensor = 0, offset = 0;  // where the next buffer's stretch begins
   for (std::size_t left = total; left > 0;) {
     const std::size_t used = std::min(left, shared_->input().size());
-    std::size_t t = tensor, o = offset;  // where this buffer's stretch begins
-    walk(tensors, tensor, offset, used, [&](float* x, std::size_t at, std::size_t n) {
+    pieces_.clear();
+    walk(tensors, tensor, offset, used,
+         [&](float* x, std::size_t, std::size_t n) { pieces_.emplace_back(x, n); });
+    // This rank's slice goes from its tensors into the sum and back without the shared buffer:
+    // only the other ranks' slices are copied in and out.
+    const auto [first, last] = shared_->slice(used);
+    const auto outside = [&](auto&& copy) {
+      for_each_within(pieces_, 0, first, copy);
+      for_each_within(pieces_, last, used, copy);
+    };
+    outside([&](float* x, std::size_t at, std::size_t n) {
       std::memcpy(input + at, x, n * sizeof(float));
     });
-    const float* sum = shared_->sum(fusion_bytes_, used).data();
-    walk(tensors, t, o, used, [&](float* x, std::size_t at, std::size_t n) {
+    const float* sum = shared_->sum(fusion_bytes_, pieces_).data();
+    outside([&](float* x, std::size_t at, std::size_t n) {
       std::memcpy(x, sum + at, n * sizeof(float));
     });
     left -= used;

@@ -15,8 +15,9 @@ class NodeSum;
 /// Tensor fusion (Horovod's): sums lists of tensors element-wise over a communicator, in place,
 /// packing consecutive tensors into a fusion buffer of at most `fusion_bytes` and summing the
 /// buffer at once. Where the ranks of every node can share memory (NodeSum; on by default), the
-/// buffer is that memory: each rank sums its slice of the node's buffers there, and across nodes
-/// in-place MPI_Allreduce; a tensor that does not fit is cut over several buffers. Elsewhere the
+/// buffer is that memory: each rank sums its slice of the node's buffers there (reading and
+/// writing its own part of that slice in its tensors), and across nodes in-place
+/// MPI_Allreduce; a tensor that does not fit is cut over several buffers. Elsewhere the
 /// buffer is this rank's and goes through in-place MPI_Allreduce, and a tensor larger than it is
 /// reduced where it lies. The buffers are kept between calls, no larger than the tensors need.
 ///
@@ -44,6 +45,7 @@ class TensorFusion {
   bool try_shared_;
   std::unique_ptr<NodeSum> shared_;  // made, or made larger, when the tensors first need it
   std::vector<float> buffer_;        // without shared memory
+  std::vector<std::span<float>> pieces_;  // the stretches of the tensors in one shared buffer
 };
 
 /// The same for one contiguous buffer (a graph's flat gradients): in-place reductions of at

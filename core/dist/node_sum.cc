@@ -1,6 +1,7 @@
 #include "cohort/core/dist/node_sum.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/dist/fusion.h"
@@ -46,32 +47,68 @@ NodeSum::NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count)
 std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) { return sum(fusion_bytes, count_); }
 
 std::span<const float> NodeSum::sum(std::int64_t fusion_bytes, std::size_t count) {
+  return sum(fusion_bytes, count, {});
+}
+
+std::span<const float> NodeSum::sum(std::int64_t fusion_bytes,
+                                    std::span<const std::span<float>> values) {
+  std::size_t count = 0;
+  for (const std::span<float>& v : values) count += v.size();
+  return sum(fusion_bytes, count, values);
+}
+
+std::pair<std::size_t, std::size_t> NodeSum::slice(std::size_t count) const {
+  const auto me = static_cast<std::size_t>(memory_.comm().rank());
+  const auto n = static_cast<std::size_t>(memory_.comm().size());
+  return {count * me / n, count * (me + 1) / n};
+}
+
+std::span<const float> NodeSum::sum(std::int64_t fusion_bytes, std::size_t count,
+                                    std::span<const std::span<float>> values) {
   if (count > count_)
     throw InvalidArgument("NodeSum::sum: " + std::to_string(count) + " values of a buffer of " +
                           std::to_string(count_));
-  const int ranks = memory_.comm().size();
-  const auto me = static_cast<std::size_t>(memory_.comm().rank());
-  const auto n = static_cast<std::size_t>(ranks);
   const std::span<float> result = memory_.of(0).subspan(result_offset(count_), count);
+  const auto [first, last] = slice(count);
+  const bool across = across_.size() > 1;
   // Every input is complete, and every rank is done reading the last result.
   memory_.barrier();
-  const std::size_t first = count * me / n, last = count * (me + 1) / n;
-  float* out = result.data();
-  for (std::size_t begin = first; begin < last; begin += kBlock) {
-    const std::size_t end = std::min(last, begin + kBlock);
-    const float* a = memory_.of(0).data();
-    const float* b = memory_.of(1).data();
-    for (std::size_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
-    for (int r = 2; r < ranks; ++r) {
-      const float* c = memory_.of(r).data();
-      for (std::size_t i = begin; i < end; ++i) out[i] += c[i];
-    }
+  if (values.empty()) {
+    add(first, last, result.data(), nullptr, false);
+  } else {
+    for_each_within(values, first, last, [&](float* own, std::size_t at, std::size_t n) {
+      add(at, at + n, result.data(), own, !across);
+    });
   }
-  if (across_.size() > 1)
+  if (across) {
     allreduce_fused(across_, result.subspan(first, last - first), fusion_bytes);
+    for_each_within(values, first, last, [&](float* own, std::size_t at, std::size_t n) {
+      std::memcpy(own, result.data() + at, n * sizeof(float));
+    });
+  }
   // Every slice is summed: the whole result may be read.
   memory_.barrier();
   return result;
+}
+
+void NodeSum::add(std::size_t begin, std::size_t end, float* out, float* own, bool write_back) {
+  const int ranks = memory_.comm().size(), me = memory_.comm().rank();
+  for (std::size_t block = begin; block < end; block += kBlock) {
+    const std::size_t n = std::min(end, block + kBlock) - block;
+    // Rank r's values from `block` on.
+    const auto of = [&](int r) -> const float* {
+      return r == me && own != nullptr ? own + (block - begin) : memory_.of(r).data() + block;
+    };
+    float* o = out + block;
+    const float* a = of(0);
+    const float* b = of(1);
+    for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+    for (int r = 2; r < ranks; ++r) {
+      const float* c = of(r);
+      for (std::size_t i = 0; i < n; ++i) o[i] += c[i];
+    }
+    if (write_back) std::memcpy(own + (block - begin), o, n * sizeof(float));
+  }
 }
 
 }  // namespace cohort

@@ -1,10 +1,12 @@
 #pragma once
 // Sums over the replicas through the memory each node's ranks share.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/shared_memory.h"
@@ -41,9 +43,23 @@ class NodeSum {
   std::span<const float> sum(std::int64_t fusion_bytes);
   /// The same for the first `count` values of every input (at most input().size()) alone.
   std::span<const float> sum(std::int64_t fusion_bytes, std::size_t count);
+  /// The same, where this rank's own values lie in `values` (spans that follow one another: a
+  /// list of tensors, at most input().size() values in all): within its slice(count) they are
+  /// read from there, not from input() (no other rank reads that part of input()), and the sum
+  /// of the slice is written back there. So a caller that copies its tensors into input() and
+  /// the sum out of the result copies only the values outside its slice.
+  std::span<const float> sum(std::int64_t fusion_bytes, std::span<const std::span<float>> values);
+  /// The values [first, second) of the first `count` that this rank adds up over the node.
+  std::pair<std::size_t, std::size_t> slice(std::size_t count) const;
 
  private:
   NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count);
+  std::span<const float> sum(std::int64_t fusion_bytes, std::size_t count,
+                             std::span<const std::span<float>> values);
+  // out[i] := the sum over the node's ranks of their values i, for i in [begin, end); this
+  // rank's values are read from `own` (its value `begin` first) where it is not null, and the
+  // sums then written back there too when `write_back`.
+  void add(std::size_t begin, std::size_t end, float* out, float* own, bool write_back);
 
   mpi::Comm across_;  // the ranks with this node rank, one per node
   std::size_t count_;
@@ -51,5 +67,20 @@ class NodeSum {
   // next line on), the result.
   mpi::SharedMemory<float> memory_;
 };
+
+/// Calls fn(x, at, n) for each stretch of the values [begin, end) of `pieces` (spans that follow
+/// one another; value 0 starts the first): x points at those n values, the first of them value
+/// `at`.
+template <typename F>
+void for_each_within(std::span<const std::span<float>> pieces, std::size_t begin, std::size_t end,
+                     F&& fn) {
+  std::size_t at = 0;
+  for (const std::span<float>& piece : pieces) {
+    if (at >= end) break;
+    const std::size_t b = std::max(begin, at), e = std::min(end, at + piece.size());
+    if (b < e) fn(piece.data() + (b - at), b, e - b);
+    at += piece.size();
+  }
+}
 
 }  // namespace cohort

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <limits>
+#include <span>
 #include <vector>
 
 #include "support/mpi_test.h"
@@ -20,7 +22,15 @@ float input(int rank, int round, std::size_t i) {
   return static_cast<float>((static_cast<int>(i % 97) + 3 * rank + 11 * round) % 50 - 25);
 }
 
-// Sums over `comm` through `sum` for 3 rounds, checking each result on every rank.
+// The value every rank should find at i after round k.
+float expected(const Comm& comm, int round, std::size_t i) {
+  float want = 0;
+  for (int r = 0; r < comm.size(); ++r) want += input(r, round, i);
+  return want;
+}
+
+// Sums over `comm` through `sum` for 3 rounds, checking each result on every rank: the ranks'
+// values in input(), then in this rank's own pieces (a list of tensors) within its slice.
 void check_sums(const Comm& comm, NodeSum& sum) {
   for (int round = 0; round < 3; ++round) {
     const auto in = sum.input();
@@ -29,12 +39,37 @@ void check_sums(const Comm& comm, NodeSum& sum) {
     const auto result = sum.sum(4096);  // pieces of 1024 floats across "nodes"
     REQUIRE(result.size() == kCount);
     std::size_t wrong = 0;
-    for (std::size_t i = 0; i < kCount; ++i) {
-      float want = 0;
-      for (int r = 0; r < comm.size(); ++r) want += input(r, round, i);
-      wrong += result[i] != want;
-    }
+    for (std::size_t i = 0; i < kCount; ++i) wrong += result[i] != expected(comm, round, i);
     CHECK(wrong == 0);
+  }
+  // Pieces that cut the slices anywhere, an empty one among them; input() holds NaN within
+  // this rank's slice, so a sum that read it there would show.
+  std::vector<std::vector<float>> tensors;
+  for (const std::size_t n : {std::size_t{700}, std::size_t{0}, std::size_t{4100}, kCount - 4800})
+    tensors.emplace_back(n);
+  const std::vector<std::span<float>> pieces(tensors.begin(), tensors.end());
+  const auto [first, last] = sum.slice(kCount);
+  for (int round = 3; round < 6; ++round) {
+    std::size_t at = 0;
+    for (auto& t : tensors)
+      for (float& x : t) x = input(comm.rank(), round, at++);
+    const auto in = sum.input();
+    for (std::size_t i = 0; i < kCount; ++i)
+      in[i] = i >= first && i < last ? std::numeric_limits<float>::quiet_NaN()
+                                     : input(comm.rank(), round, i);
+    const auto result = sum.sum(4096, pieces);
+    REQUIRE(result.size() == kCount);
+    std::size_t wrong = 0, wrong_own = 0;
+    at = 0;
+    for (const auto& t : tensors)
+      for (const float x : t) {
+        const float want = expected(comm, round, at);
+        wrong += result[at] != want;
+        wrong_own += at >= first && at < last && x != want;
+        ++at;
+      }
+    CHECK(wrong == 0);
+    CHECK(wrong_own == 0);
   }
 }
 
