@@ -212,11 +212,9 @@ void ParameterStore::take_gradients(std::span<float> sums) {
   transfer(sums, {served() ? Move::kTake : Move::kGet, 1, sums});
 }
 
-void ParameterStore::clear_gradients() {
+void ParameterStore::start_write_gradients(std::int64_t first, std::span<const float> grads) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  if (served()) return;
-  zeros_.resize(static_cast<std::size_t>(num_parameters_));
-  transfer(zeros_, {Move::kPut, 1, zeros_});
+  transfer(first, {{Move::kPut, 1, writable(grads)}}, /*started=*/true);
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {

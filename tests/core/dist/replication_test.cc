@@ -90,8 +90,10 @@ std::vector<float> parameters_and_state(const Graph& graph) {
   return all;
 }
 
-// One process at batch W*B over the same examples: the reference the modes must match.
-std::vector<float> reference(const data::Dataset& data, int workers, Builder build = small_mlp) {
+// One process at batch W*B over the same examples, `steps` steps: the reference the modes must
+// match.
+std::vector<float> reference(const data::Dataset& data, int workers, Builder build = small_mlp,
+                             int steps = kSteps) {
   Graph graph;
   Model model = build(graph, false);
   graph.initialize(7);
@@ -99,7 +101,7 @@ std::vector<float> reference(const data::Dataset& data, int workers, Builder bui
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
   Tensor images;
   std::vector<std::int32_t> labels;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < steps; ++step) {
     slice(data, step * workers * kBatch, workers * kBatch, images, labels);
     model.train_step(images, labels, grads, {});
     optimizer->apply(graph.values(), grads, step);
@@ -607,6 +609,49 @@ COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the chief slow: it applies the o
   // The chief adds its own gradient only when it claimed a slot; here the two others take both
   // slots first, so the chief applies their sum alone and counts its own as dropped.
   backup_workers_with_a_slow_one(comm, /*slow=*/0, "slow chief");
+}
+
+// Sync mode, k=1 of 2 workers that compute the same batch, the chief and the other slow by turns:
+// each step applies one gradient, the chief's own (when it claims first) or the other's, so the
+// parameters equal one process's at batch B. On the chief's turns the accumulators still hold
+// the other's gradient of the step before, which must not join the sum.
+COHORT_MPI_TEST_CASE("backup workers: k=1 of 2 by turns equals one process at batch B", 3) {
+  constexpr int kTurns = 8;
+  const auto data = data::synthetic(kTurns * kBatch, 11);
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+  Server server(cluster);
+  if (served_as_ps(server)) return;
+  Graph graph(setter(1));
+  Model model = small_mlp(graph, false);
+  graph.initialize(7);
+  auto optimizer = Optimizer::create(momentum());
+  ReplicationOptions options;
+  options.mode = Mode::kSync;
+  options.replicas_to_aggregate = 1;
+  options.wait_timeout = 60s;
+  auto replication = Replication::create(&server, graph, *optimizer, options);
+  replication->start(graph.values(), 0);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  // Turns by global step: the chief's the even ones, the other's the odd ones. The other may
+  // skip steps (the chief applies its own without waiting); the chief computes every one.
+  for (std::int64_t step = 0; step < kTurns;) {
+    replication->before_step(graph.values());
+    slice(data, step * kBatch, kBatch, images, labels);
+    model.train_step(images, labels, grads, {});
+    // The other's turn. A worker that slept starts its next step that much later (it learns of
+    // the chief's update only after the sleep); the chief waits for nobody, so it sleeps twice
+    // as long to lose.
+    if (step % 2 != server.task_index())
+      std::this_thread::sleep_for(server.is_chief() ? 100ms : 50ms);
+    step = replication->after_step(grads, graph.values()).global_step;
+  }
+  const std::vector<float> values = parameters_and_state(graph);
+  if (server.is_chief()) CHECK(replication->dropped_gradients() == kTurns / 2);
+  replication->finish();
+  server.done();
+  check_equal(values, reference(data, 1, small_mlp, kTurns));
 }
 
 COHORT_MPI_TEST_CASE("ssp: no worker runs more than `staleness` steps ahead of the slowest", 4) {
