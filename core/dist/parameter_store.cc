@@ -212,9 +212,11 @@ void ParameterStore::take_gradients(std::span<float> sums) {
   transfer(sums, {served() ? Move::kTake : Move::kGet, 1, sums});
 }
 
-void ParameterStore::start_write_gradients(std::int64_t first, std::span<const float> grads) {
+void ParameterStore::clear_gradients() {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(first, {{Move::kPut, 1, writable(grads)}}, /*started=*/true);
+  if (served()) return;
+  zeros_.resize(static_cast<std::size_t>(num_parameters_));
+  transfer(zeros_, {Move::kPut, 1, zeros_});
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {

@@ -48,7 +48,6 @@ enum class ControlSlot : int {
   kDropped = 4,     ///< sync mode: stale or surplus gradients dropped
   kRetired = 5,     ///< workers that have left training
   kStopped = 6,     ///< 1 once the chief has stopped training
-  kSenders = 7,     ///< sync mode, one-sided memory: gradients sent for the current step
   kWorkerBase = 8,  ///< two blocks of one slot per worker from here (see read_worker_slots)
 };
 
@@ -118,15 +117,12 @@ class ParameterStore {
   /// Sync mode: sums := the accumulators, once no more gradients can arrive for the step.
   /// Where the memory is served they are zeroed in the same request. Where it is one-sided this
   /// only reads them (an atomic take-and-reset, MPI_Get_accumulate with MPI_REPLACE, costs about
-  /// three plain reads there, and zeroing them after is a write of their whole size, across the
-  /// network from the chief): the next step's first gradient replaces them instead
-  /// (start_write_gradients).
+  /// three plain reads there), and clear_gradients() zeroes them, off the other workers' path,
+  /// before the next step's gradients may be sent.
   void take_gradients(std::span<float> sums);
-  /// Sync mode, where the memory is one-sided: accumulators[first, first + grads.size()) :=
-  /// grads, started like start_accumulate. For a step's first gradient; the others must be
-  /// added only once it is complete (MPI leaves a put and an accumulate to the same place at the
-  /// same time undefined).
-  void start_write_gradients(std::int64_t first, std::span<const float> grads);
+  /// Zeroes the accumulators after take_gradients where the memory is one-sided; nothing to do
+  /// where it is served.
+  void clear_gradients();
   /// The same with bfloat16 on the wire (bit patterns, half the bytes), where the memory is
   /// served: the accumulators keep what the rounding lost, which joins the next step's sum.
   /// Error where the memory is one-sided.
@@ -201,6 +197,7 @@ class ParameterStore {
   bool accumulators_ = false;
   int num_workers_ = 0;
   HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
+  std::vector<float> zeros_;  // clear_gradients' source
   std::vector<mpi::Window<float>::LockGuard> epochs_;  // per ps task, left open by start_*()
   // Per ps task: whether its open epoch holds adds alone, which need no order among themselves
   // (element-wise atomic sums).

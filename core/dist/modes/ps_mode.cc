@@ -132,16 +132,13 @@ std::vector<double> PsReplication::exchange_step_times(double mine) {
   return times;
 }
 
-void PsReplication::start_send(std::int64_t first, std::span<const float> values, SendTo to) {
+void PsReplication::start_send(std::int64_t first, std::span<const float> values,
+                               bool accumulators) {
   if (options_.compression == Compression::kNone) {
     bytes_sent_ += static_cast<std::int64_t>(values.size_bytes());
-    switch (to) {
-      case SendTo::kParameters: return store_.start_push(first, values);
-      case SendTo::kAccumulators: return store_.start_accumulate(first, values);
-      case SendTo::kAccumulatorsReplacing: return store_.start_write_gradients(first, values);
-    }
+    if (accumulators) return store_.start_accumulate(first, values);
+    return store_.start_push(first, values);
   }
-  // bfloat16 needs served memory, whose take resets the accumulators: never written over.
   if (residual_.empty()) {
     residual_.assign(static_cast<std::size_t>(store_.num_parameters()), 0.0f);
     wire_.resize(residual_.size());
@@ -151,7 +148,7 @@ void PsReplication::start_send(std::int64_t first, std::span<const float> values
   };
   round_with_feedback(values, range(residual_), range(wire_));
   bytes_sent_ += static_cast<std::int64_t>(range(wire_).size_bytes());
-  if (to != SendTo::kParameters) return store_.start_accumulate_bf16(first, range(wire_));
+  if (accumulators) return store_.start_accumulate_bf16(first, range(wire_));
   store_.start_push_bf16(first, range(wire_));
 }
 
@@ -234,7 +231,7 @@ void DeltaPushReplication::push_delta(std::span<float> grads, std::span<float> v
   if (in_pieces()) return send_rest(grads);
   delta_.resize(grads.size());
   optimizer_.compute_delta(grads, step_, delta_, values);
-  start_send(0, delta_, SendTo::kParameters);
+  start_send(0, delta_, /*accumulators=*/false);
 }
 
 void DeltaPushReplication::begin_pieces(std::size_t parameters) {
@@ -248,7 +245,7 @@ bool DeltaPushReplication::send_piece(std::int64_t first, std::span<const float>
   };
   optimizer_.delta_piece(first, grads, range(std::span<float>(delta_)),
                          values_.empty() ? values_ : range(values_));
-  start_send(first, range(std::span<const float>(delta_)), SendTo::kParameters);
+  start_send(first, range(std::span<const float>(delta_)), /*accumulators=*/false);
   return true;
 }
 

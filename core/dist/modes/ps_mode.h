@@ -50,14 +50,11 @@ class PsReplication : public Replication, private GradientListener {
   void timed_wait(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                   const std::function<std::string()>& what);
 
-  /// Where start_send() sends: added to the parameters (a delta), added to sync mode's gradient
-  /// accumulators, or written over them (a step's first gradient, one-sided memory).
-  enum class SendTo { kParameters, kAccumulators, kAccumulatorsReplacing };
-  /// Starts sending `values` (gradients or a delta) to `to` from element `first` on: as float32,
-  /// or with --compression=bf16 rounded to bfloat16 with error feedback (what the rounding loses
-  /// is added to the next send of the same elements). Completes like
-  /// ParameterStore::start_push.
-  void start_send(std::int64_t first, std::span<const float> values, SendTo to);
+  /// Starts adding `values` (gradients or a delta) to the parameters (`accumulators`: to sync
+  /// mode's gradient accumulators) from `first` on: as float32, or with --compression=bf16
+  /// rounded to bfloat16 with error feedback (what the rounding loses is added to the next
+  /// send of the same elements). Completes like ParameterStore::start_push.
+  void start_send(std::int64_t first, std::span<const float> values, bool accumulators);
   /// out := base + what start_send() sent of `values` (from element 0) as the ps adds it: the
   /// values themselves, or with --compression=bf16 their bfloat16 rounding.
   void add_sent(std::span<const float> base, std::span<const float> values,

@@ -3,15 +3,13 @@
 // for a later step), add their gradient into the accumulators on the ps tasks and report
 // completion. The chief waits for the k claims, takes the sum, adds its own gradient, which never
 // leaves it, averages, applies the update once with its optimizer, writes the parameters back and
-// publishes step s+1; the others wait for that and pull. No transfer of their own zeroes the
-// accumulators: served, the take zeroes them at the ps; one-sided, the step's first gradient is
-// written over them and the others are added once it is complete (when no other replica sent
-// one, the chief takes nothing). Gradients that arrive after k others, or for an old step, are
-// dropped and counted (backup workers: k below the number of replicas). The control traffic is
-// batched so that a step costs each replica few round trips to ps 0 (see
-// ParameterStore::update). With --bucket_bytes a replica claims its slot when the backward pass
-// finishes the first piece of its gradient, and sends each piece as it becomes final; the report
-// still follows the last. With
+// publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
+// (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
+// claims. Gradients that arrive after k others, or for an old step, are dropped and counted
+// (backup workers: k below the number of replicas). The control traffic is batched so that a
+// step costs each replica few round trips to ps 0 (see ParameterStore::update). With
+// --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of its
+// gradient, and adds each piece as it becomes final; the report still follows the last. With
 // --compression=bf16 the gradients travel to the ps, and their sum to the chief, as bfloat16
 // with error feedback (the sum's at the ps); the parameters stay float32.
 #include <algorithm>
@@ -48,13 +46,13 @@ class SyncReplication final : public PsReplication {
     } else {
       claimed_.reset();
     }
-    if (!claimed_) claimed_ = server_.is_chief() ? claim(s) : claim_to_send(s);
+    if (!claimed_) claimed_ = claim(s);
     const bool claimed = *claimed_;
     if (!claimed) {
       ++dropped_;
       store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
     } else if (!server_.is_chief()) {
-      if (!in_pieces()) start_send(0, grads, to_);
+      if (!in_pieces()) start_send(0, grads, /*accumulators=*/true);
       store_.complete();
       // The worker slot is for the stall inspector.
       store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
@@ -90,8 +88,8 @@ class SyncReplication final : public PsReplication {
 
   void begin_pieces(std::size_t) override { claimed_.reset(); }
   bool send_piece(std::int64_t first, std::span<const float> grads) override {
-    if (!claimed_) claimed_ = claim_to_send(step_);
-    if (*claimed_) start_send(first, grads, to_);
+    if (!claimed_) claimed_ = claim(step_);
+    if (*claimed_) start_send(first, grads, /*accumulators=*/true);
     return *claimed_;
   }
   // Slots kGlobalStep..kStopped, in one round trip.
@@ -99,8 +97,8 @@ class SyncReplication final : public PsReplication {
 
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
   // guesses that no slot is taken yet, which saves reading the word first. A word of an earlier
-  // step means the chief has not opened step s yet: wait for that; a later step's means this
-  // gradient is stale.
+  // step means the chief has published step s but not yet opened it (it is zeroing the
+  // accumulators): wait for that; a later step's means this gradient is stale.
   bool claim(std::int64_t s) {
     std::int64_t word = s << kStepShift;
     for (;;) {
@@ -115,23 +113,6 @@ class SyncReplication final : public PsReplication {
       if ((seen >> kStepShift) != s || (seen & kCountMask) >= k_) return false;
       word = seen;
     }
-  }
-
-  // claim() for a replica that sends its gradient, which also decides where it goes (to_).
-  // Served, every gradient is added. One-sided, the step's first is written over the
-  // accumulators (what they hold is an earlier step's sum), and the others wait until it is
-  // complete (reported) before they are added to it.
-  bool claim_to_send(std::int64_t s) {
-    if (!claim(s)) return false;
-    to_ = SendTo::kAccumulators;
-    if (store_.served()) return true;
-    if (store_.fetch_add(ControlSlot::kSenders, 1) == 0) {
-      to_ = SendTo::kAccumulatorsReplacing;
-    } else {
-      timed_wait([&] { return store_.read(ControlSlot::kCompleted) > 0; }, options_.wait_timeout,
-                 [&] { return "the first gradient of step " + std::to_string(s) + " at the ps"; });
-    }
-    return true;
   }
 
   // The chief: waits for the claimed gradients, averages them with its own (`mine`, empty when
@@ -157,9 +138,6 @@ class SyncReplication final : public PsReplication {
       taken_.resize(values.size());
       store_.take_gradients_bf16(taken_);
       bf16::to_float(taken_, sums_);
-    } else if (claims == own) {
-      // No other replica sent a gradient: the accumulators hold nothing of this step.
-      std::fill(sums_.begin(), sums_.end(), 0.0f);
     } else {
       store_.take_gradients(sums_);  // served: and the accumulators are zero again
     }
@@ -168,13 +146,23 @@ class SyncReplication final : public PsReplication {
       for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] += mine[i];
     optimizer_.apply(values, sums_, s, 1.0f / static_cast<float>(claims));
     store_.assign(values);
-    // The counts are reset before step s+1 opens for claims, and it opens before it is
-    // published.
-    store_.update({{ControlSlot::kCompleted, 0},
-                   {ControlSlot::kSenders, 0},
-                   {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
-                   {ControlSlot::kSyncWord, (s + 1) << kStepShift},
-                   {ControlSlot::kGlobalStep, s + 1}});
+    // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
+    // the accumulators, and the step opens as it is published. One-sided, the step is published
+    // first, so that the others pull while the chief zeroes the accumulators, and opens for
+    // claims after that (a replica that claims sooner waits for it: see claim()).
+    const std::int64_t next = (s + 1) << kStepShift;
+    if (store_.served()) {
+      store_.update({{ControlSlot::kCompleted, 0},
+                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
+                     {ControlSlot::kSyncWord, next},
+                     {ControlSlot::kGlobalStep, s + 1}});
+    } else {
+      store_.update({{ControlSlot::kCompleted, 0},
+                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
+                     {ControlSlot::kGlobalStep, s + 1}});
+      store_.clear_gradients();
+      store_.update({{ControlSlot::kSyncWord, next}});
+    }
     step_ = s + 1;
   }
 
@@ -192,7 +180,6 @@ class SyncReplication final : public PsReplication {
 
   std::int64_t k_;
   std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
-  SendTo to_ = SendTo::kAccumulators;  // where a claimed gradient goes (claim_to_send)
   std::int64_t dropped_ = 0;
   std::vector<float> sums_;
   std::vector<std::uint16_t> taken_;  // --compression=bf16: the sum as it travels

@@ -613,8 +613,8 @@ COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the chief slow: it applies the o
 
 // Sync mode, k=1 of 2 workers that compute the same batch, the chief and the other slow by turns:
 // each step applies one gradient, the chief's own (when it claims first) or the other's, so the
-// parameters equal one process's at batch B. On the chief's turns the accumulators still hold
-// the other's gradient of the step before, which must not join the sum.
+// parameters equal one process's at batch B. On the chief's turns nothing of the other's
+// gradient of the step before may join the sum.
 COHORT_MPI_TEST_CASE("backup workers: k=1 of 2 by turns equals one process at batch B", 3) {
   constexpr int kTurns = 8;
   const auto data = data::synthetic(kTurns * kBatch, 11);
