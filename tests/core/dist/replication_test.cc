@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -109,6 +110,16 @@ std::vector<float> reference(const data::Dataset& data, int workers, Builder bui
   return parameters_and_state(graph);
 }
 
+// The replication `options` ask for on `server`, started from the chief's initial values, its
+// waits bounded.
+std::unique_ptr<Replication> start_replication(Server& server, Graph& graph, Optimizer& optimizer,
+                                               ReplicationOptions options) {
+  options.wait_timeout = 60s;
+  auto replication = Replication::create(&server, graph, optimizer, options);
+  replication->start(graph.values(), 0);
+  return replication;
+}
+
 // Trains kSteps steps in `mode` with worker w taking the w-th slice of each W*B batch; returns
 // the final parameters and state on every worker. `sync_batch_norm`: the model's batch norm
 // reduces its statistics over the workers.
@@ -136,9 +147,7 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
   options.bucket_bytes = bucket_bytes;
   options.prefetch = prefetch;
   options.shared_memory_sums = shared_memory_sums;
-  options.wait_timeout = 60s;
-  auto replication = Replication::create(&server, graph, *optimizer, options);
-  replication->start(graph.values(), 0);
+  auto replication = start_replication(server, graph, *optimizer, options);
   ReplicaSum replicas(server.replicas());
   OpContext context;
   context.cross_replica = sync_batch_norm ? &replicas : nullptr;
@@ -563,9 +572,7 @@ void train_with_a_slow_worker(const mpi::Comm& comm, ReplicationOptions options,
   Model model = mlp(graph, {8});
   graph.initialize(3);
   auto optimizer = Optimizer::create(momentum());
-  options.wait_timeout = 60s;
-  auto replication = Replication::create(&server, graph, *optimizer, options);
-  replication->start(graph.values(), 0);
+  auto replication = start_replication(server, graph, *optimizer, options);
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
   Tensor images;
   std::vector<std::int32_t> labels;
@@ -628,9 +635,7 @@ COHORT_MPI_TEST_CASE("backup workers: k=1 of 2 by turns equals one process at ba
   ReplicationOptions options;
   options.mode = Mode::kSync;
   options.replicas_to_aggregate = 1;
-  options.wait_timeout = 60s;
-  auto replication = Replication::create(&server, graph, *optimizer, options);
-  replication->start(graph.values(), 0);
+  auto replication = start_replication(server, graph, *optimizer, options);
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
   Tensor images;
   std::vector<std::int32_t> labels;
