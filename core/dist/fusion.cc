@@ -83,34 +83,14 @@ void TensorFusion::allreduce(std::span<const std::span<float>> tensors) {
   allreduce_with_mpi(tensors);
 }
 
-namespace {
-
-// Calls fn(element, at, n) over the next `count` elements of the tensors from element `offset`
-// of tensor `tensor` on, a stretch of one tensor at a time (`at` counts from 0), and moves
-// (tensor, offset) past them.
-template <typename F>
-void walk(std::span<const std::span<float>> tensors, std::size_t& tensor, std::size_t& offset,
-          std::size_t count, F&& fn) {
-  for (std::size_t at = 0; at < count;) {
-    const std::span<float> t = tensors[tensor];
-    const std::size_t n = std::min(count - at, t.size() - offset);
-    fn(t.data() + offset, at, n);
-    at += n;
-    offset += n;
-    if (offset == t.size()) ++tensor, offset = 0;
-  }
-}
-
-}  // namespace
-
 void TensorFusion::allreduce_shared(std::span<const std::span<float>> tensors, std::size_t total) {
   float* input = shared_->input().data();
-  std::size_t tensor = 0, offset = 0;  // where the next buffer's stretch begins
-  for (std::size_t left = total; left > 0;) {
-    const std::size_t used = std::min(left, shared_->input().size());
+  for (std::size_t start = 0; start < total;) {
+    const std::size_t used = std::min(total - start, shared_->input().size());
+    // The stretches of the tensors this buffer holds.
     pieces_.clear();
-    walk(tensors, tensor, offset, used,
-         [&](float* x, std::size_t, std::size_t n) { pieces_.emplace_back(x, n); });
+    for_each_within(tensors, start, start + used,
+                    [&](float* x, std::size_t, std::size_t n) { pieces_.emplace_back(x, n); });
     // This rank's slice goes from its tensors into the sum and back without the shared buffer:
     // only the other ranks' slices are copied in and out.
     const auto [first, last] = shared_->slice(used);
@@ -125,7 +105,7 @@ void TensorFusion::allreduce_shared(std::span<const std::span<float>> tensors, s
     outside([&](float* x, std::size_t at, std::size_t n) {
       std::memcpy(x, sum + at, n * sizeof(float));
     });
-    left -= used;
+    start += used;
   }
 }
 
