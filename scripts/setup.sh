@@ -20,6 +20,7 @@ packages=(
   libzip-dev                        # NumPy .npz archives
   libopenblas-dev                   # the convolutions' and dense layers' matrix products
   libdnnl-dev                       # oneDNN: the large ones
+  ocl-icd-opencl-dev                # required by oneDNN's CMake package (its GPU runtime)
   dataset-fashion-mnist             # the default training data
 )
 if ((with_tests)); then
