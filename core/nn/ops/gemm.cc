@@ -32,17 +32,23 @@ void set_up_once() {
 constexpr std::int64_t kOneDnnMinMultiplyAdds = std::int64_t{1} << 20;
 constexpr std::int64_t kOneDnnMinInner = 32;
 
-// oneDNN 2.6's AVX2 kernels read an untransposed B where it lies, and when its rows are a multiple
-// of 2 KB apart (512 floats: a layer of 512, 1024 or 2048 units) they ran at half speed, 46-52
-// GFLOP/s against OpenBLAS's 97 on 64 x 1024 x 3136 (the cnn's fc1 forward), at every alignment
-// but one; with other strides, and with its AVX-512 and SSE4.1 kernels, the speed holds
-// (docs/BENCHMARKS.md). OpenBLAS, which packs B, takes those products.
+// oneDNN 2.6's AVX2 kernels read an untransposed B where it lies, and on an AMD Zen 4, when its
+// rows were a multiple of 2 KB apart (512 floats: a layer of 512, 1024 or 2048 units), they ran at
+// half speed, 46-52 GFLOP/s against OpenBLAS's 97 on 64 x 1024 x 3136 (the cnn's fc1 forward), at
+// every alignment but one; with other strides, and with its AVX-512 and SSE4.1 kernels, the speed
+// held. On an Intel Xeon (Sapphire Rapids class) the same products kept their speed at every
+// alignment, and the cnn's fc1 kernel gradient ran 15% faster than OpenBLAS's (docs/BENCHMARKS.md).
+// On AMD CPUs OpenBLAS, which packs B, takes those products.
 bool onednn_slow_stride(bool transpose_b, std::int64_t ldb) {
-  static const bool avx2 = [] {
+  static const bool trap = [] {
+#if defined(__x86_64__)
     const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    return isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni;
+    return (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni) && __builtin_cpu_is("amd");
+#else
+    return false;
+#endif
   }();
-  return avx2 && !transpose_b && ldb % 512 == 0;
+  return trap && !transpose_b && ldb % 512 == 0;
 }
 
 bool through_onednn(bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
