@@ -5,7 +5,8 @@
 // leaves it, averages, applies the update once with its optimizer, writes the parameters back and
 // publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
 // (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
-// claims. Gradients that arrive after k others, or for an old step, are dropped and counted
+// claims. A step whose only gradient is the chief's (one worker; backup workers' steps that it
+// alone won) takes and zeroes nothing. Gradients that arrive after k others, or for an old step, are dropped and counted
 // (backup workers: k below the number of replicas). The control traffic is batched so that a
 // step costs each replica few round trips to ps 0 (see ParameterStore::update). With
 // --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of its
@@ -132,19 +133,26 @@ class SyncReplication final : public PsReplication {
     if (completed() < claims)
       timed_wait([&] { return read_counters(), completed() >= claims; }, options_.wait_timeout,
                  [&] { return missing(s, own); });
-    sums_.resize(values.size());
-    if (options_.compression == Compression::kBf16) {
-      // As bfloat16; what the rounding loses stays in the accumulators for the next step.
-      taken_.resize(values.size());
-      store_.take_gradients_bf16(taken_);
-      bf16::to_float(taken_, sums_);
-    } else {
-      store_.take_gradients(sums_);  // served: and the accumulators are zero again
+    // Where the chief's own gradient is the step's only one (one worker, or backup workers'
+    // steps that it alone won), the float32 accumulators hold zeros: nothing to take or clear.
+    const bool alone = claims == 1 && own == 1 && options_.compression != Compression::kBf16;
+    std::span<const float> sum = mine;
+    if (!alone) {
+      sums_.resize(values.size());
+      if (options_.compression == Compression::kBf16) {
+        // As bfloat16; what the rounding loses stays in the accumulators for the next step.
+        taken_.resize(values.size());
+        store_.take_gradients_bf16(taken_);
+        bf16::to_float(taken_, sums_);
+      } else {
+        store_.take_gradients(sums_);  // served: and the accumulators are zero again
+      }
+      // The chief's own gradient joins the sum; the optimizer averages as it reads it.
+      if (own)
+        for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] += mine[i];
+      sum = sums_;
     }
-    // The chief's own gradient joins the sum; the optimizer averages as it reads it.
-    if (own)
-      for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] += mine[i];
-    optimizer_.apply(values, sums_, s, 1.0f / static_cast<float>(claims));
+    optimizer_.apply(values, sum, s, 1.0f / static_cast<float>(claims));
     store_.assign(values);
     // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
     // the accumulators, and the step opens as it is published. One-sided, the step is published
@@ -160,7 +168,7 @@ class SyncReplication final : public PsReplication {
       store_.update({{ControlSlot::kCompleted, 0},
                      {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
                      {ControlSlot::kGlobalStep, s + 1}});
-      store_.clear_gradients();
+      if (!alone) store_.clear_gradients();
       store_.update({{ControlSlot::kSyncWord, next}});
     }
     step_ = s + 1;
