@@ -244,7 +244,9 @@ TEST_CASE("BatchPrefetcher: the iterator's batches in its order, seek included")
       REQUIRE(ahead.next(batch) == expected);
       if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
     }
-    // A seek drops the batch filled ahead: the next one is the seek's.
+    // Small batches: 8 filled ahead, so the 18 went round the ring twice.
+    CHECK(ahead.depth() == 8);
+    // A seek drops the batches filled ahead: the next one is the seek's.
     direct.seek(1, 14);
     ahead.seek(1, 14);
     for (int k = 0; k < 4; ++k) {
