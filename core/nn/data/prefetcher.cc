@@ -41,7 +41,7 @@ bool BatchPrefetcher::next(Batch& batch) {
   std::unique_lock lock(mutex_);
   if (!thread_.joinable()) start();
   filled_.wait(lock, [&] { return ready_ > 0 || error_ != nullptr; });
-  if (ready_ == 0) {  // the batch after: the loader goes on with the one after that
+  if (ready_ == 0) {  // filling this batch threw: rethrown here; the loader goes on with the next
     std::exception_ptr error = std::exchange(error_, nullptr);
     const bool wake = sleeping_;
     lock.unlock();
@@ -70,7 +70,9 @@ void BatchPrefetcher::seek(std::int64_t epoch, std::int64_t position) {
   ready_ = 0;  // and whatever filling threw: those batches are not wanted
   error_ = nullptr;
   paused_ = false;
-  iterator_.seek(epoch, position);  // may throw: the ring stays empty, the loader paused
+  // May throw (a position past the epoch): the iterator is then where it was, and the loader
+  // refills from there.
+  iterator_.seek(epoch, position);
   lock.unlock();
   wake_.notify_one();
 }
