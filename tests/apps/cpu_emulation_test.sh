@@ -32,15 +32,16 @@ for prefix in train t10k; do
     first_records "$source_dir/$prefix-images-idx3-ubyte.gz" 16 $((256 * 784)); } \
     > "$data/$prefix-images-idx3-ubyte"
   { printf '\0\0\10\1\0\0\1\0'
-    first_records "$source_dir/$prefix-labels-idx1-ubyte.gz" 8 256; } > "$data/$prefix-labels-idx1-ubyte"
+    first_records "$source_dir/$prefix-labels-idx1-ubyte.gz" 8 256; } \
+    > "$data/$prefix-labels-idx1-ubyte"
 done
 steps=20
 for cpu in Haswell:x86-64-v3 Nehalem:x86-64-v2; do
   model=${cpu%%:*} level=${cpu##*:}
   echo "== emulated $model, expecting kernels $level"
   # qemu warns about CPU features its emulation leaves out (virtualisation-only ones).
-  out=$("$qemu" -cpu "$model" "$train" --data_dir="$data" --mode=local --model=mlp --hidden=32 --train_steps=$steps \
-          --lr_schedule=constant --log_every_steps=0 --print_cluster=false 2>&1 |
+  out=$("$qemu" -cpu "$model" "$train" --data_dir="$data" --mode=local --model=mlp --hidden=32 \
+          --train_steps=$steps --lr_schedule=constant --log_every_steps=0 --print_cluster=false 2>&1 |
         grep -v "TCG doesn't support requested feature") || { echo "$out"; echo "error: train failed on $model" >&2; exit 1; }
   echo "$out"
   grep -q "^CPU kernels $level " <<<"$out" || { echo "error: $model did not run the $level kernels" >&2; exit 1; }
@@ -49,8 +50,8 @@ done
 # The convolution kernels of the AVX2 level too (direct first layer, Winograd second): a few
 # steps of small_cnn on the emulated Haswell.
 echo "== emulated Haswell, small_cnn"
-out=$("$qemu" -cpu Haswell "$train" --data_dir="$data" --mode=local --model=small_cnn --batch_size=16 --train_steps=3 \
-        --lr_schedule=constant --log_every_steps=0 --print_cluster=false 2>&1 |
+out=$("$qemu" -cpu Haswell "$train" --data_dir="$data" --mode=local --model=small_cnn --batch_size=16 \
+        --train_steps=3 --lr_schedule=constant --log_every_steps=0 --print_cluster=false 2>&1 |
       grep -v "TCG doesn't support requested feature") || { echo "$out"; echo "error: small_cnn failed on Haswell" >&2; exit 1; }
 echo "$out"
 grep -q "^final: global step 3, test accuracy" <<<"$out" || { echo "error: no final line for small_cnn on Haswell" >&2; exit 1; }

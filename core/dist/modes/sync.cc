@@ -6,13 +6,14 @@
 // publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
 // (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
 // claims. A step whose only gradient is the chief's (one worker; backup workers' steps that it
-// alone won) takes and zeroes nothing. Gradients that arrive after k others, or for an old step, are dropped and counted
-// (backup workers: k below the number of replicas). The control traffic is batched so that a
-// step costs each replica few round trips to ps 0 (see ParameterStore::update). With
-// --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of its
-// gradient, and adds each piece as it becomes final; the report still follows the last. With
-// --compression=bf16 the gradients travel to the ps, and their sum to the chief, as bfloat16
-// with error feedback (the sum's at the ps); the parameters stay float32.
+// alone won) takes and zeroes nothing. Gradients that arrive after k others, or for an old step,
+// are dropped and counted (backup workers: k below the number of replicas). The control traffic
+// is batched so that a step costs each replica few round trips to ps 0 (see
+// ParameterStore::update). With --bucket_bytes a replica claims its slot when the backward pass
+// finishes the first piece of its gradient, and adds each piece as it becomes final; the report
+// still follows the last. With --compression=bf16 the gradients travel to the ps, and their sum
+// to the chief, as bfloat16 with error feedback (the sum's at the ps); the parameters stay
+// float32.
 #include <algorithm>
 #include <optional>
 

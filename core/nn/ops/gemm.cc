@@ -36,8 +36,9 @@ constexpr std::int64_t kOneDnnMinInner = 32;
 // rows were a multiple of 2 KB apart (512 floats: a layer of 512, 1024 or 2048 units), they ran at
 // half speed, 46-52 GFLOP/s against OpenBLAS's 97 on 64 x 1024 x 3136 (the cnn's fc1 forward), at
 // every alignment but one; with other strides, and with its AVX-512 and SSE4.1 kernels, the speed
-// held. On an Intel Xeon (Sapphire Rapids class) the same products kept their speed at every
-// alignment, and the cnn's fc1 kernel gradient ran 15% faster than OpenBLAS's (docs/BENCHMARKS.md).
+// held. On an Intel Xeon with AMX (Sapphire Rapids or later) the same products kept their speed at
+// the alignments tried, and the cnn's fc1 kernel gradient ran 15% faster than OpenBLAS's
+// (docs/BENCHMARKS.md).
 // On AMD CPUs OpenBLAS, which packs B, takes those products.
 bool onednn_slow_stride(bool transpose_b, std::int64_t ldb) {
   static const bool trap = [] {
