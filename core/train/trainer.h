@@ -166,7 +166,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<CrossReplicaSum> cross_replica_;
-  data::BatchPrefetcher batches_;  // the next batch fills while a step computes
+  data::BatchPrefetcher batches_;  // the next batches fill while a step computes
   data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
