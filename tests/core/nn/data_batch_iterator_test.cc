@@ -226,6 +226,31 @@ TEST_CASE("options that cannot work are refused") {
   CHECK_NOTHROW(BatchIterator(numbered(3), {.batch_size = 4, .drop_remainder = false}));
 }
 
+TEST_CASE("BatchPrefetcher: large batches are filled fewer ahead, in order") {
+  // Examples of 2M floats (8 MB), batches of 3: 24 MB a batch, so 2 of them fit in 64 MB.
+  constexpr std::int64_t kFloats = std::int64_t{1} << 21, kExamples = 5;
+  auto storage = std::make_shared<cohort::data::Storage>();
+  storage->features.resize({kExamples, kFloats});
+  for (std::int64_t i = 0; i < kExamples; ++i) {
+    std::fill_n(storage->features.data() + kFloats * i, kFloats, static_cast<float>(i));
+    storage->labels.push_back(static_cast<std::int32_t>(i));
+  }
+  storage->name = "large";
+  const BatchOptions options{.batch_size = 3, .seed = 1, .drop_remainder = false};
+  BatchIterator direct(Dataset(storage), options);
+  BatchPrefetcher ahead(BatchIterator(Dataset(storage), options));
+  cohort::data::Batch batch;
+  Tensor x;
+  std::vector<std::int32_t> y;
+  for (int k = 0; k < 7; ++k) {
+    CAPTURE(k);
+    REQUIRE(ahead.next(batch) == direct.next(x, y));
+    CHECK(batch.labels == y);
+    CHECK(batch.features.data()[batch.features.size() - 1] == static_cast<float>(y.back()));
+  }
+  CHECK(ahead.depth() == 2);
+}
+
 TEST_CASE("BatchPrefetcher: the iterator's batches in its order, seek included") {
   for (const bool repeat : {true, false}) {
     CAPTURE(repeat);
