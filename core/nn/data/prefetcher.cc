@@ -9,9 +9,13 @@ namespace {
 constexpr std::size_t kRingBytes = std::size_t{64} << 20;
 constexpr std::size_t kMinDepth = 2, kMaxDepth = 8;
 
-std::size_t bytes(const Batch& batch) {
-  return static_cast<std::size_t>(batch.features.size() + batch.targets.size()) * sizeof(float) +
-         batch.labels.size() * sizeof(std::int32_t);
+// A full batch's bytes: features and a label or float targets per example.
+std::size_t batch_bytes(const BatchIterator& iterator) {
+  const Dataset& data = iterator.dataset();
+  const std::size_t per_example =
+      static_cast<std::size_t>(data.example_size() + data.target_size()) * sizeof(float) +
+      (data.has_labels() ? sizeof(std::int32_t) : 0);
+  return static_cast<std::size_t>(iterator.options().batch_size) * per_example;
 }
 
 }  // namespace
@@ -25,13 +29,12 @@ BatchPrefetcher::~BatchPrefetcher() {
   if (thread_.joinable()) thread_.join();
 }
 
-// The first batch is filled by the caller; its size sets the depth.
+// The first batch is filled by the caller.
 void BatchPrefetcher::start() {
   Slot first;
   first.returned = iterator_.next(first.batch);
-  const std::size_t depth =
-      std::clamp(kRingBytes / std::max<std::size_t>(bytes(first.batch), 1), kMinDepth, kMaxDepth);
-  ring_.resize(depth);
+  ring_.resize(std::clamp(kRingBytes / std::max<std::size_t>(batch_bytes(iterator_), 1),
+                          kMinDepth, kMaxDepth));
   ring_[0] = std::move(first);
   ready_ = 1;
   thread_ = std::thread([this] { run(); });
@@ -59,22 +62,22 @@ bool BatchPrefetcher::next(Batch& batch) {
   return returned;
 }
 
-void BatchPrefetcher::stop_filling(std::unique_lock<std::mutex>& lock) {
-  paused_ = true;
-  filled_.wait(lock, [&] { return !filling_; });
-}
-
 void BatchPrefetcher::seek(std::int64_t epoch, std::int64_t position) {
   std::unique_lock lock(mutex_);
-  stop_filling(lock);
-  ready_ = 0;  // and whatever filling threw: those batches are not wanted
-  error_ = nullptr;
+  paused_ = true;  // the loader finishes the batch it is filling, if any, and starts no other
+  filled_.wait(lock, [&] { return !filling_; });
+  std::exception_ptr bad_position;
+  try {
+    iterator_.seek(epoch, position);  // checks before it changes anything
+    ready_ = 0;  // and whatever filling threw: those batches are not wanted
+    error_ = nullptr;
+  } catch (...) {
+    bad_position = std::current_exception();  // the batches filled ahead stay
+  }
   paused_ = false;
-  // May throw (a position past the epoch): the iterator is then where it was, and the loader
-  // refills from there.
-  iterator_.seek(epoch, position);
   lock.unlock();
   wake_.notify_one();
+  if (bad_position) std::rethrow_exception(bad_position);
 }
 
 void BatchPrefetcher::run() {
@@ -95,10 +98,6 @@ void BatchPrefetcher::run() {
     }
     lock.lock();
     filling_ = false;
-    if (paused_) {  // seek(): the batch is not wanted
-      filled_.notify_one();
-      continue;
-    }
     if (error) {
       error_ = error;
     } else {

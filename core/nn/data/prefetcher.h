@@ -15,9 +15,9 @@ namespace cohort::data {
 
 /// Owns a BatchIterator and keeps up to depth() batches filled ahead in the background. The
 /// batches, and their order, are the iterator's. The loader thread starts with the first next(),
-/// fills until depth() batches wait, and sleeps until half of them are taken: waking a thread
-/// costs the waker a system call (and, in a virtual machine, an interrupt between CPUs), which
-/// one wake-up every step made 5% of a small model's step. Not thread-safe; one consumer.
+/// fills until depth() batches wait, and sleeps until at most half of them are left: waking a
+/// thread costs the waker a system call (and, in a virtual machine, an interrupt between CPUs),
+/// which one wake-up every step made 5% of a small model's step. Not thread-safe; one consumer.
 class BatchPrefetcher {
  public:
   explicit BatchPrefetcher(BatchIterator iterator) : iterator_(std::move(iterator)) {}
@@ -29,12 +29,14 @@ class BatchPrefetcher {
   /// what the iterator's next() returned for it. An exception thrown while filling a batch is
   /// thrown here, by the call that would have returned it.
   bool next(Batch& batch);
-  /// BatchIterator::seek(), dropping the batches filled ahead.
+  /// BatchIterator::seek(), dropping the batches filled ahead. A position it refuses throws and
+  /// changes nothing.
   void seek(std::int64_t epoch, std::int64_t position);
 
   std::int64_t batches_per_epoch() const { return iterator_.batches_per_epoch(); }
   const Dataset& dataset() const { return iterator_.dataset(); }
-  /// Batches filled ahead at most: as many as fit in 64 MB, from 2 to 8 (set by the first batch).
+  /// Batches filled ahead at most: as many full batches as fit in 64 MB, from 2 to 8 (set by the
+  /// first next()).
   std::size_t depth() const { return ring_.size(); }
 
  private:
@@ -44,9 +46,6 @@ class BatchPrefetcher {
   };
   void run();
   void start();
-  // With `lock` held: waits until the loader is not filling (so the ring and the iterator are
-  // the caller's until it is woken again).
-  void stop_filling(std::unique_lock<std::mutex>& lock);
 
   BatchIterator iterator_;
   std::vector<Slot> ring_;     // ready_ filled batches from head_ on; the rest free

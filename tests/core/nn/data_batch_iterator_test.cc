@@ -279,6 +279,13 @@ TEST_CASE("BatchPrefetcher: the iterator's batches in its order, seek included")
       REQUIRE(ahead.next(batch) == expected);
       if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
     }
+    // A position the iterator refuses changes nothing: the batches go on where they were.
     CHECK_THROWS_AS(ahead.seek(0, 31), cohort::InvalidArgument);
+    CHECK_THROWS_AS(direct.seek(0, 31), cohort::InvalidArgument);
+    for (int k = 0; k < 3; ++k) {
+      const bool expected = direct.next(x, y);
+      REQUIRE(ahead.next(batch) == expected);
+      if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
+    }
   }
 }
