@@ -52,7 +52,6 @@ class BatchPrefetcher {
   std::size_t head_ = 0;
   std::size_t ready_ = 0;
   bool filling_ = false;       // the loader is filling ring_[(head_ + ready_) % depth()]
-  bool sleeping_ = false;      // the loader waits on wake_
   bool paused_ = false;        // seek(): the loader must not start another batch
   bool quit_ = false;
   std::exception_ptr error_;   // thrown filling the batch after the ready ones
