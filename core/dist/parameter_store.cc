@@ -207,22 +207,37 @@ void ParameterStore::assign(std::span<const float> values) {
   transfer(values, {Move::kPut, 0, writable(values)});
 }
 
-void ParameterStore::take_gradients(std::span<float> sums) {
-  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  transfer(sums, {served() ? Move::kTake : Move::kGet, 1, sums});
+void ParameterStore::assign(std::int64_t first, std::span<const float> values) {
+  transfer(first, {{Move::kPut, 0, writable(values)}});
 }
 
-void ParameterStore::clear_gradients() {
+void ParameterStore::take_gradients(std::span<float> sums) {
+  check_size(sums.size());
+  take_gradients(0, sums);
+}
+
+void ParameterStore::take_gradients(std::int64_t first, std::span<float> sums) {
+  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
+  transfer(first, {{served() ? Move::kTake : Move::kGet, 1, sums}});
+}
+
+void ParameterStore::clear_gradients() { clear_gradients(0, num_parameters_); }
+
+void ParameterStore::clear_gradients(std::int64_t first, std::int64_t n) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
   if (served()) return;
-  zeros_.resize(static_cast<std::size_t>(num_parameters_));
-  transfer(zeros_, {Move::kPut, 1, zeros_});
+  zeros_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
+  transfer(first, {{Move::kPut, 1, zeros_}});
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {
-  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
   check_size(sums.size());
-  transfer(0, {{Move::kTakeBf16, 1, {}, sums}});
+  take_gradients_bf16(0, sums);
+}
+
+void ParameterStore::take_gradients_bf16(std::int64_t first, std::span<std::uint16_t> sums) {
+  if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
+  transfer(first, {{Move::kTakeBf16, 1, {}, sums}});
 }
 
 std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {

@@ -48,6 +48,7 @@ enum class ControlSlot : int {
   kDropped = 4,     ///< sync mode: stale or surplus gradients dropped
   kRetired = 5,     ///< workers that have left training
   kStopped = 6,     ///< 1 once the chief has stopped training
+  kApplied = 7,     ///< sync mode: (step << 24) | pieces of that step's update written
   kWorkerBase = 8,  ///< two blocks of one slot per worker from here (see read_worker_slots)
 };
 
@@ -113,6 +114,8 @@ class ParameterStore {
   std::int64_t pull_counting(std::span<float> values, ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
+  /// The same for the flat range [first, first + values.size()) alone.
+  void assign(std::int64_t first, std::span<const float> values);
 
   /// Sync mode: sums := the accumulators, once no more gradients can arrive for the step.
   /// Where the memory is served they are zeroed in the same request. Where it is one-sided this
@@ -123,10 +126,14 @@ class ParameterStore {
   /// Zeroes the accumulators after take_gradients where the memory is one-sided; nothing to do
   /// where it is served.
   void clear_gradients();
+  /// Both for the flat range [first, first + sums.size()) alone (and [first, first + n)).
+  void take_gradients(std::int64_t first, std::span<float> sums);
+  void clear_gradients(std::int64_t first, std::int64_t n);
   /// The same with bfloat16 on the wire (bit patterns, half the bytes), where the memory is
   /// served: the accumulators keep what the rounding lost, which joins the next step's sum.
   /// Error where the memory is one-sided.
   void take_gradients_bf16(std::span<std::uint16_t> sums);
+  void take_gradients_bf16(std::int64_t first, std::span<std::uint16_t> sums);
 
   /// One change to a control slot: `value` replaces it (mpi::Op::kReplace) or is added to it
   /// (mpi::Op::kSum). `worker` picks the slot in the worker block, as in read().

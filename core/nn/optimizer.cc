@@ -237,9 +237,9 @@ void Optimizer::compute_delta(std::span<const float> grads, std::int64_t step,
   run(grads, 1.0f, step, delta, /*accumulate=*/false, values);
 }
 
-void Optimizer::begin_delta(std::int64_t step, std::size_t parameters) {
+void Optimizer::begin_pieces(std::int64_t step, std::size_t parameters) {
   if (options_.clip_norm > 0)
-    throw InvalidArgument("optimizer: a delta in pieces cannot be clipped (clipping needs the "
+    throw InvalidArgument("optimizer: an update in pieces cannot be clipped (clipping needs the "
                           "norm of the whole gradient before any piece)");
   ++iterations_;
   prepare(parameters);
@@ -247,17 +247,28 @@ void Optimizer::begin_delta(std::int64_t step, std::size_t parameters) {
   piece_parameters_ = static_cast<std::int64_t>(parameters);
 }
 
-void Optimizer::delta_piece(std::int64_t first, std::span<const float> grads,
-                            std::span<float> delta, std::span<const float> values) {
-  if (delta.size() != grads.size())
-    throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for a " +
-                          std::to_string(delta.size()) + "-value piece");
-  const auto last = first + static_cast<std::int64_t>(grads.size());
+void Optimizer::check_piece(std::int64_t first, std::size_t gradients, std::size_t out) const {
+  if (out != gradients)
+    throw InvalidArgument("optimizer: " + std::to_string(gradients) + " gradients for a " +
+                          std::to_string(out) + "-value piece");
+  const auto last = first + static_cast<std::int64_t>(gradients);
   if (first < 0 || last > piece_parameters_)
     throw InvalidArgument("optimizer: piece [" + std::to_string(first) + ", " +
                           std::to_string(last) + ") outside the " +
-                          std::to_string(piece_parameters_) + " parameters of begin_delta()");
+                          std::to_string(piece_parameters_) + " parameters of begin_pieces()");
+}
+
+void Optimizer::delta_piece(std::int64_t first, std::span<const float> grads,
+                            std::span<float> delta, std::span<const float> values) {
+  check_piece(first, grads.size(), delta.size());
   run_range(first, grads, 1.0f, piece_lr_, /*clip=*/false, delta, /*accumulate=*/false, values);
+}
+
+void Optimizer::apply_piece(std::int64_t first, std::span<float> values,
+                            std::span<const float> grads, float grad_scale) {
+  check_piece(first, grads.size(), values.size());
+  run_range(first, grads, grad_scale, piece_lr_, /*clip=*/false, values, /*accumulate=*/true,
+            values);
 }
 
 }  // namespace cohort

@@ -77,14 +77,18 @@ class Optimizer {
   void compute_delta(std::span<const float> grads, std::int64_t step, std::span<float> delta,
                      std::span<const float> values = {});
 
-  /// The same delta in pieces, for pushes that leave while the backward pass still runs:
-  /// begin_delta() once per step, then delta_piece() for disjoint ranges [first, first +
-  /// grads.size()) that together cover the parameters, in any order. The pieces equal the
-  /// matching ranges of compute_delta()'s delta bit for bit, and the state advances as it would.
-  /// Clipping needs the norm of every gradient before any piece: InvalidArgument when set.
-  void begin_delta(std::int64_t step, std::size_t parameters);
+  /// The same update in pieces, for pushes that leave while the backward pass still runs and
+  /// for a sync step applied while the other replicas pull: begin_pieces() once per step, then
+  /// delta_piece() (compute_delta's delta) or apply_piece() (apply's in-place update) for
+  /// disjoint ranges [first, first + grads.size()) that together cover the parameters, in any
+  /// order. The pieces equal the matching ranges of the whole update bit for bit, and the state
+  /// advances as it would. Clipping needs the norm of every gradient before any piece:
+  /// InvalidArgument when set.
+  void begin_pieces(std::int64_t step, std::size_t parameters);
   void delta_piece(std::int64_t first, std::span<const float> grads, std::span<float> delta,
                    std::span<const float> values = {});
+  void apply_piece(std::int64_t first, std::span<float> values, std::span<const float> grads,
+                   float grad_scale = 1.0f);
 
   /// The ranges [begin, end) of the parameters that weight decay applies to; all of them until
   /// this is called.
@@ -120,6 +124,9 @@ class Optimizer {
   void run_range(std::int64_t first, std::span<const float> grads, float grad_scale, double lr,
                  bool clip, std::span<float> out, bool accumulate,
                  std::span<const float> values);
+  // InvalidArgument unless a piece of `gradients` values for an output of `out` lies within
+  // begin_pieces()'s parameters from `first`.
+  void check_piece(std::int64_t first, std::size_t gradients, std::size_t out) const;
   bool decoupled() const { return options_.name == "adamw"; }
 
   OptimizerOptions options_;
@@ -128,7 +135,7 @@ class Optimizer {
   std::vector<float> decayed_;  // gradients with the L2 term added
   double last_norm_ = 0.0;
   std::int64_t iterations_ = 0;
-  double piece_lr_ = 0.0;  // begin_delta()'s learning rate and parameters, for its pieces
+  double piece_lr_ = 0.0;  // begin_pieces()'s learning rate and parameters, for its pieces
   std::int64_t piece_parameters_ = 0;
 };
 

@@ -236,7 +236,7 @@ void DeltaPushReplication::push_delta(std::span<float> grads, std::span<float> v
 
 void DeltaPushReplication::begin_pieces(std::size_t parameters) {
   delta_.resize(parameters);
-  optimizer_.begin_delta(step_, parameters);
+  optimizer_.begin_pieces(step_, parameters);
 }
 
 bool DeltaPushReplication::send_piece(std::int64_t first, std::span<const float> grads) {

@@ -5,10 +5,12 @@
 // leaves it, averages, applies the update once with its optimizer, writes the parameters back and
 // publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
 // (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
-// claims. A step whose only gradient is the chief's (one worker; backup workers' steps that it
-// alone won) takes and zeroes nothing. Gradients that arrive after k others, or for an old step,
-// are dropped and counted (backup workers: k below the number of replicas). The control traffic
-// is batched so that a step costs each replica few round trips to ps 0 (see
+// claims. Where the memory is one-sided, the chief takes, applies and writes in pieces of 256 KB
+// that stay in its cache, and publishes each as it is written: the others pull it while the
+// chief makes the next. A step whose only gradient is the chief's (one worker; backup workers'
+// steps that it alone won) takes and zeroes nothing. Gradients that arrive after k others, or for
+// an old step, are dropped and counted (backup workers: k below the number of replicas). The
+// control traffic is batched so that a step costs each replica few round trips to ps 0 (see
 // ParameterStore::update). With --bucket_bytes a replica claims its slot when the backward pass
 // finishes the first piece of its gradient, and adds each piece as it becomes final; the report
 // still follows the last. With --compression=bf16 the gradients travel to the ps, and their sum
@@ -26,6 +28,10 @@ namespace {
 
 class SyncReplication final : public PsReplication {
  public:
+  // The update's pieces, in parameters: 256 KB, which stay in a core's cache between the take,
+  // the optimizer and the write.
+  static constexpr std::size_t kPiece = 64 * 1024;
+
   SyncReplication(Server& server, Graph& graph, Optimizer& optimizer,
                   const ReplicationOptions& options)
       : PsReplication(server, graph, optimizer, options, /*accumulators=*/true),
@@ -63,16 +69,31 @@ class SyncReplication final : public PsReplication {
     if (server_.is_chief()) {
       apply(s, claimed ? grads : std::span<const float>(), values);
     } else {
+      // The chief writes the update in pieces; each is pulled as soon as it is written.
       std::int64_t global = 0;
+      std::size_t pulled = 0;
       timed_wait(
           [&] {
             read_counters();
             global = counters_[slot(ControlSlot::kGlobalStep)];
-            return global > s || counters_[slot(ControlSlot::kStopped)] != 0;
+            if (global > s || counters_[slot(ControlSlot::kStopped)] != 0) return true;
+            const std::int64_t word = counters_[slot(ControlSlot::kApplied)];
+            const std::size_t written =
+                (word >> kStepShift) == s
+                    ? std::min(values.size(), static_cast<std::size_t>(word & kCountMask) * kPiece)
+                    : 0;
+            if (written > pulled) {
+              store_.pull(static_cast<std::int64_t>(pulled),
+                          values.subspan(pulled, written - pulled));
+              pulled = written;
+            }
+            return false;
           },
           options_.wait_timeout,
           [&] { return chief_name() + " to apply step " + std::to_string(s); });
-      store_.pull(values);
+      // A later step than s (this replica fell behind) or a stop: all of it, as it is now.
+      if (global != s + 1) pulled = 0;
+      store_.pull(static_cast<std::int64_t>(pulled), values.subspan(pulled));
       step_ = std::max(s + 1, global);
     }
     return {step_, claimed, counters_[slot(ControlSlot::kStopped)] != 0};
@@ -94,7 +115,7 @@ class SyncReplication final : public PsReplication {
     if (*claimed_) start_send(first, grads, /*accumulators=*/true);
     return *claimed_;
   }
-  // Slots kGlobalStep..kStopped, in one round trip.
+  // Slots kGlobalStep..kApplied, in one round trip.
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
 
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
@@ -137,24 +158,48 @@ class SyncReplication final : public PsReplication {
     // Where the chief's own gradient is the step's only one (one worker, or backup workers'
     // steps that it alone won), the float32 accumulators hold zeros: nothing to take or clear.
     const bool alone = claims == 1 && own == 1 && options_.compression != Compression::kBf16;
-    std::span<const float> sum = mine;
-    if (!alone) {
-      sums_.resize(values.size());
-      if (options_.compression == Compression::kBf16) {
-        // As bfloat16; what the rounding loses stays in the accumulators for the next step.
-        taken_.resize(values.size());
-        store_.take_gradients_bf16(taken_);
-        bf16::to_float(taken_, sums_);
-      } else {
-        store_.take_gradients(sums_);  // served: and the accumulators are zero again
+    // Where the memory is one-sided, in pieces that stay in the cache from the take to the
+    // write, each published as it is written for the others to pull while the next is made.
+    // Whole where clipping needs every gradient's norm first, and where the memory is served:
+    // there each piece would cost the ps a request more.
+    const std::size_t n = values.size();
+    const bool bf16 = options_.compression == Compression::kBf16;
+    const bool pieces = optimizer_.options().clip_norm <= 0 && !store_.served();
+    const std::size_t piece = pieces ? kPiece : std::max<std::size_t>(n, 1);
+    const float scale = 1.0f / static_cast<float>(claims);
+    if (!alone) sums_.resize(n);
+    if (!alone && bf16) taken_.resize(n);
+    if (pieces) optimizer_.begin_pieces(s, n);
+    for (std::size_t first = 0; first < n; first += piece) {
+      const std::size_t size = std::min(piece, n - first);
+      const auto at = static_cast<std::int64_t>(first);
+      std::span<const float> sum = mine.empty() ? mine : mine.subspan(first, size);
+      if (!alone) {
+        const std::span<float> out = std::span(sums_).subspan(first, size);
+        if (bf16) {
+          // As bfloat16; what the rounding loses stays in the accumulators for the next step.
+          const auto wire = std::span(taken_).subspan(first, size);
+          store_.take_gradients_bf16(at, wire);
+          bf16::to_float(wire, out);
+        } else {
+          store_.take_gradients(at, out);  // served: and the accumulators are zero again
+        }
+        // The chief's own gradient joins the sum; the optimizer averages as it reads it.
+        if (own)
+          for (std::size_t i = 0; i < size; ++i) out[i] += mine[first + i];
+        sum = out;
       }
-      // The chief's own gradient joins the sum; the optimizer averages as it reads it.
-      if (own)
-        for (std::size_t i = 0; i < sums_.size(); ++i) sums_[i] += mine[i];
-      sum = sums_;
+      const auto part = values.subspan(first, size);
+      if (pieces) {
+        optimizer_.apply_piece(at, part, sum, scale);
+      } else {
+        optimizer_.apply(values, sum, s, scale);
+      }
+      store_.assign(at, part);
+      if (first + size < n)
+        store_.update({{ControlSlot::kApplied,
+                        (s << kStepShift) | static_cast<std::int64_t>((first + size) / piece)}});
     }
-    optimizer_.apply(values, sum, s, 1.0f / static_cast<float>(claims));
-    store_.assign(values);
     // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
     // the accumulators, and the step opens as it is published. One-sided, the step is published
     // first, so that the others pull while the chief zeroes the accumulators, and opens for
@@ -192,7 +237,7 @@ class SyncReplication final : public PsReplication {
   std::int64_t dropped_ = 0;
   std::vector<float> sums_;
   std::vector<std::uint16_t> taken_;  // --compression=bf16: the sum as it travels
-  std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kStopped) + 1);
+  std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kApplied) + 1);
 };
 
 }  // namespace

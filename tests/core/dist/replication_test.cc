@@ -68,6 +68,8 @@ void slice(const data::Dataset& data, std::int64_t first, std::int64_t count, Te
 using Builder = Model (*)(Graph& graph, bool sync);
 
 Model small_mlp(Graph& graph, bool) { return mlp(graph, {16}); }
+// 159,210 parameters: a sync step's update is written and pulled in three pieces.
+Model wide_mlp(Graph& graph, bool) { return mlp(graph, {200}); }
 
 // Batch norm on images (NHWC) and on feature rows. The ReLU before each norm keeps the biases
 // before it meaningful: a norm right after a bias cancels it, leaving a parameter whose gradient
@@ -227,6 +229,14 @@ COHORT_MPI_TEST_CASE("sync mode with 3 workers and 2 ps tasks equals one process
   const auto data = data::synthetic(kSteps * 3 * kBatch, 12);
   const auto values = train_replicated(comm, Mode::kSync, 2, data);
   if (!values.empty()) check_equal(values, reference(data, 3));
+}
+
+// The chief writes the update in pieces that the others pull as they come; the last covers
+// variables on both ps tasks.
+COHORT_MPI_TEST_CASE("sync mode with the update in pieces: 3 workers, 2 ps tasks equal 3B", 5) {
+  const auto data = data::synthetic(kSteps * 3 * kBatch, 13);
+  const auto values = train_replicated(comm, Mode::kSync, 2, data, wide_mlp);
+  if (!values.empty()) check_equal(values, reference(data, 3, wide_mlp));
 }
 
 COHORT_MPI_TEST_CASE("allreduce mode with 2 workers equals one process at batch 2B", 2) {

@@ -83,10 +83,11 @@ TEST_CASE("compute_delta equals what apply would add, for every optimizer") {
   }
 }
 
-// Async pushes leave during the backward pass in pieces; each must be the matching range of the
-// whole delta, bit for bit, with the state (momentum, Adam moments and step count) advancing as
-// one compute_delta would advance it, and the decayed ranges cut where the pieces cut them.
-TEST_CASE("a delta in pieces equals the whole delta bit for bit, for every optimizer") {
+// Async pushes leave during the backward pass in pieces, and a sync step's update is applied
+// in pieces; each must be the matching range of the whole, bit for bit, with the state
+// (momentum, Adam moments and step count) advancing as one whole update would advance it, and
+// the decayed ranges cut where the pieces cut them.
+TEST_CASE("an update in pieces equals the whole update bit for bit, for every optimizer") {
   for (const char* name : {"sgd", "momentum", "nesterov", "adam", "adamw", "l2"}) {
     CAPTURE(name);
     const std::string n = name;
@@ -95,38 +96,51 @@ TEST_CASE("a delta in pieces equals the whole delta bit for bit, for every optim
     if (n == "adamw" || n == "l2") o.weight_decay = 0.1;
     auto whole = Optimizer::create(o);
     auto pieces = Optimizer::create(o);
-    for (auto* opt : {whole.get(), pieces.get()}) opt->set_decay_ranges({{2, 9}, {12, 17}});
+    auto whole_apply = Optimizer::create(o);
+    auto pieces_apply = Optimizer::create(o);
+    for (auto* opt : {whole.get(), pieces.get(), whole_apply.get(), pieces_apply.get()})
+      opt->set_decay_ranges({{2, 9}, {12, 17}});
     constexpr std::size_t kSize = 17;
     std::vector<float> values(kSize), grads(kSize), want(kSize), got(kSize);
+    std::vector<float> applied_whole(kSize), applied_pieces(kSize);
+    for (std::size_t i = 0; i < kSize; ++i)
+      applied_whole[i] = applied_pieces[i] = 0.2f - 0.05f * static_cast<float>(i);
     for (int step = 0; step < 4; ++step) {
       for (std::size_t i = 0; i < kSize; ++i) {
         values[i] = 0.1f * static_cast<float>(i) - 0.7f;
         grads[i] = 0.03f * static_cast<float>((i * 7 + step * 3) % 11) - 0.15f;
       }
       whole->compute_delta(grads, step, want, values);
+      whole_apply->apply(applied_whole, grads, step, 0.5f);
       // From the end down, as backward finishes them, in uneven pieces that cut both ranges.
-      pieces->begin_delta(step, kSize);
+      pieces->begin_pieces(step, kSize);
+      pieces_apply->begin_pieces(step, kSize);
       std::size_t end = kSize;
       for (std::size_t size : {3u, 5u, 1u, 6u, 2u}) {
         const std::size_t first = end - size;
         const auto part = [&](std::vector<float>& v) {
           return std::span<float>(v).subspan(first, size);
         };
-        pieces->delta_piece(static_cast<std::int64_t>(first), part(grads), part(got), part(values));
+        const auto at = static_cast<std::int64_t>(first);
+        pieces->delta_piece(at, part(grads), part(got), part(values));
+        pieces_apply->apply_piece(at, part(applied_pieces), part(grads), 0.5f);
         end = first;
       }
       REQUIRE(end == 0);
       CHECK(got == want);
+      CHECK(applied_pieces == applied_whole);
     }
     CHECK(pieces->iterations() == whole->iterations());
+    CHECK(pieces_apply->iterations() == whole_apply->iterations());
     std::vector<float> g(2), d(2);
     CHECK_THROWS_AS(pieces->delta_piece(16, g, d, g), cohort::InvalidArgument);
+    CHECK_THROWS_AS(pieces_apply->apply_piece(16, d, g), cohort::InvalidArgument);
   }
   auto o = options("sgd", 0.1);
   o.clip_norm = 1.0;
-  CHECK_THROWS_WITH_AS(Optimizer::create(o)->begin_delta(0, 4),
-                       "optimizer: a delta in pieces cannot be clipped (clipping needs the norm "
-                       "of the whole gradient before any piece)",
+  CHECK_THROWS_WITH_AS(Optimizer::create(o)->begin_pieces(0, 4),
+                       "optimizer: an update in pieces cannot be clipped (clipping needs the "
+                       "norm of the whole gradient before any piece)",
                        cohort::InvalidArgument);
 }
 
