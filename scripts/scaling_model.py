@@ -26,6 +26,8 @@ ALPHA = 20e-6  # seconds per message: TCP over Ethernet, both ends' software inc
 # --compression=bf16: the conversions (rounding with error feedback, and back) cost about this
 # much per parameter and step (docs/BENCHMARKS.md), added to the compute.
 BF16_SECONDS_PER_VALUE = 0.56e-9
+# Sync mode on one-sided memory: the chief's update goes in pieces of this many bytes.
+PIECE_BYTES = 256 * 1024
 
 
 def allreduce_time(s, w, b, alpha, g=1.0):
@@ -41,13 +43,20 @@ def sync_time(s, w, p, b, alpha, serve, g=1.0):
     ps tasks); the chief takes the sum (g s, read and cleared in one transfer), adds its own
     gradient and writes the parameters (s, float32 always); every worker but the chief pulls s.
     A ps link carries (w-1)/p of the pushes and pulls; a ps task that serves by messages moves
-    at most `serve` bytes/s."""
+    at most `serve` bytes/s. Where the ps memory is one-sided, the chief takes, updates and
+    writes in pieces of PIECE_BYTES (three round trips each), and the others pull each piece as
+    it is written: the pulls overlap the chief's work, which then lasts as long as the busier of
+    the chief's path and the ps links' sending (the take and the pulls)."""
     ps_rate = min(b, serve)
     others = w - 1
     push = max(g * s / b, others * g * s / (p * ps_rate)) if others else 0.0
     chief = (1 + g) * max(s / b, s / (p * ps_rate))
     pull = max(s / b, others * s / (p * ps_rate)) if others else 0.0
-    return push + chief + pull + 6 * alpha
+    if serve != float("inf"):
+        return push + chief + pull + 6 * alpha
+    pieces = -(-s // PIECE_BYTES)
+    chief += 3 * pieces * alpha
+    return push + max(chief, (g + others) * s / (p * ps_rate)) + 3 * alpha
 
 
 def async_rate(s, w, p, b, alpha, serve, compute, g=1.0):
