@@ -5,9 +5,9 @@
 // leaves it, averages, applies the update once with its optimizer, writes the parameters back and
 // publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
 // (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
-// claims. Where the memory is one-sided, the chief takes, applies and writes in pieces of 256 KB
-// that stay in its cache, and publishes each as it is written: the others pull it while the
-// chief makes the next. A step whose only gradient is the chief's (one worker; backup workers'
+// claims. Where the memory is one-sided and each worker has a core, the chief takes, applies and
+// writes in pieces of 256 KB that stay in its cache, and publishes each as it is written: the
+// others pull it while the chief makes the next. A step whose only gradient is the chief's (one worker; backup workers'
 // steps that it alone won) takes and zeroes nothing. Gradients that arrive after k others, or for
 // an old step, are dropped and counted (backup workers: k below the number of replicas). The
 // control traffic is batched so that a step costs each replica few round trips to ps 0 (see
@@ -103,7 +103,11 @@ class SyncReplication final : public PsReplication {
   // Every replica computes one gradient per global step (dropped ones included).
   std::int64_t batches_at(std::int64_t step) const override { return step; }
   std::string mode_stats() const override {
-    return "dropped " + std::to_string(dropped_) + " stale or surplus gradients";
+    std::string text = "dropped " + std::to_string(dropped_) + " stale or surplus gradients";
+    if (updates_in_pieces_ > 0)
+      text += ", " + std::to_string(updates_in_pieces_) + " updates written in " +
+              std::to_string(kPiece * sizeof(float) / 1024) + " KB pieces";
+    return text;
   }
 
  private:
@@ -158,18 +162,20 @@ class SyncReplication final : public PsReplication {
     // Where the chief's own gradient is the step's only one (one worker, or backup workers'
     // steps that it alone won), the float32 accumulators hold zeros: nothing to take or clear.
     const bool alone = claims == 1 && own == 1 && options_.compression != Compression::kBf16;
-    // Where the memory is one-sided, in pieces that stay in the cache from the take to the
-    // write, each published as it is written for the others to pull while the next is made.
-    // Whole where clipping needs every gradient's norm first, and where the memory is served:
-    // there each piece would cost the ps a request more.
+    // Where the memory is one-sided and each worker has a core, in pieces that stay in the
+    // cache from the take to the write, each published as it is written for the others to
+    // pull while the next is made. Whole where clipping needs every gradient's norm first,
+    // where the memory is served (each piece would cost the ps a request more), and where the
+    // workers share cores (a worker that pulls takes the core the chief works on).
     const std::size_t n = values.size();
     const bool bf16 = options_.compression == Compression::kBf16;
-    const bool pieces = optimizer_.options().clip_norm <= 0 && !store_.served();
+    const bool pieces = optimizer_.options().clip_norm <= 0 && waits_spin();
     const std::size_t piece = pieces ? kPiece : std::max<std::size_t>(n, 1);
     const float scale = 1.0f / static_cast<float>(claims);
     if (!alone) sums_.resize(n);
     if (!alone && bf16) taken_.resize(n);
     if (pieces) optimizer_.begin_pieces(s, n);
+    updates_in_pieces_ += pieces ? 1 : 0;
     for (std::size_t first = 0; first < n; first += piece) {
       const std::size_t size = std::min(piece, n - first);
       const auto at = static_cast<std::int64_t>(first);
@@ -235,6 +241,7 @@ class SyncReplication final : public PsReplication {
   std::int64_t k_;
   std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
   std::int64_t dropped_ = 0;
+  std::int64_t updates_in_pieces_ = 0;
   std::vector<float> sums_;
   std::vector<std::uint16_t> taken_;  // --compression=bf16: the sum as it travels
   std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kApplied) + 1);
