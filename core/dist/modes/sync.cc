@@ -1,21 +1,20 @@
-// --mode=sync: barrier-based synchronous SGD. For step s, replicas claim one of k slots in the
-// sync word on ps 0 (a compare-and-swap that names the step, so a late gradient can never count
-// for a later step), add their gradient into the accumulators on the ps tasks and report
-// completion. The chief waits for the k claims, takes the sum, adds its own gradient, which never
-// leaves it, averages, applies the update once with its optimizer, writes the parameters back and
-// publishes step s+1; the others wait for that and pull, while the chief zeroes the accumulators
-// (where the memory is one-sided; served, the take zeroes them) and then opens step s+1 for
-// claims. Where the memory is one-sided and each worker has a core, the chief takes, applies and
-// writes in pieces of 256 KB that stay in its cache, and publishes each as it is written: the
-// others pull it while the chief makes the next. A step whose only gradient is the chief's (one worker; backup workers'
+// --mode=sync: barrier-based synchronous SGD. For step s, replicas claim one of k slots in the sync
+// word on ps 0 (a compare-and-swap that names the step, so a late gradient can never count for a
+// later step), add their gradient into the accumulators on the ps tasks and report completion. The
+// chief waits for the k claims, takes the sum, adds its own gradient, which never leaves it,
+// averages, applies the update once with its optimizer, writes the parameters back and publishes
+// step s+1; the others wait for that and pull, while the chief zeroes the accumulators (where the
+// memory is one-sided; served, the take zeroes them) and then opens step s+1 for claims. Where the
+// memory is one-sided and each worker has a core, the chief takes, applies and writes in pieces of
+// 256 KB that stay in its cache, and publishes each as it is written: the others pull it while the
+// chief makes the next. A step whose only gradient is the chief's (one worker; backup workers'
 // steps that it alone won) takes and zeroes nothing. Gradients that arrive after k others, or for
 // an old step, are dropped and counted (backup workers: k below the number of replicas). The
 // control traffic is batched so that a step costs each replica few round trips to ps 0 (see
 // ParameterStore::update). With --bucket_bytes a replica claims its slot when the backward pass
 // finishes the first piece of its gradient, and adds each piece as it becomes final; the report
-// still follows the last. With --compression=bf16 the gradients travel to the ps, and their sum
-// to the chief, as bfloat16 with error feedback (the sum's at the ps); the parameters stay
-// float32.
+// still follows the last. With --compression=bf16 the gradients travel to the ps, and their sum to
+// the chief, as bfloat16 with error feedback (the sum's at the ps); the parameters stay float32.
 #include <algorithm>
 #include <optional>
 
