@@ -144,6 +144,11 @@ class SyncReplication final : public PsReplication {
   // The chief: waits for the claimed gradients, averages them with its own (`mine`, empty when
   // it did not claim a slot), applies the update and publishes step s+1.
   void apply(std::int64_t s, std::span<const float> mine, std::span<float> values) {
+    if (static_cast<std::int64_t>(values.size()) != store_.num_parameters() ||
+        (!mine.empty() && mine.size() != values.size()))
+      throw InvalidArgument("sync mode: " + std::to_string(mine.size()) + " gradients and " +
+                            std::to_string(values.size()) + " values for " +
+                            std::to_string(store_.num_parameters()) + " parameters");
     const std::int64_t own = mine.empty() ? 0 : 1;
     const auto completed = [&] { return counters_[slot(ControlSlot::kCompleted)] + own; };
     const auto ready = [&] {
@@ -174,8 +179,10 @@ class SyncReplication final : public PsReplication {
     if (!alone) sums_.resize(n);
     if (!alone && bf16) taken_.resize(n);
     if (pieces) optimizer_.begin_pieces(s, n);
-    updates_in_pieces_ += pieces ? 1 : 0;
-    for (std::size_t first = 0; first < n; first += piece) {
+    updates_in_pieces_ += pieces && n > piece ? 1 : 0;
+    // At least once: the optimizer counts the step even with nothing to update.
+    std::size_t first = 0;
+    do {
       const std::size_t size = std::min(piece, n - first);
       const auto at = static_cast<std::int64_t>(first);
       std::span<const float> sum = mine.empty() ? mine : mine.subspan(first, size);
@@ -201,10 +208,11 @@ class SyncReplication final : public PsReplication {
         optimizer_.apply(values, sum, s, scale);
       }
       store_.assign(at, part);
-      if (first + size < n)
+      first += size;
+      if (first < n)
         store_.update({{ControlSlot::kApplied,
-                        (s << kStepShift) | static_cast<std::int64_t>((first + size) / piece)}});
-    }
+                        (s << kStepShift) | static_cast<std::int64_t>(first / piece)}});
+    } while (first < n);
     // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
     // the accumulators, and the step opens as it is published. One-sided, the step is published
     // first, so that the others pull while the chief zeroes the accumulators, and opens for

@@ -94,6 +94,10 @@ TEST_CASE("an update in pieces equals the whole update bit for bit, for every op
     auto o = options(n == "nesterov" ? "momentum" : n == "l2" ? "sgd" : name, 0.05);
     o.nesterov = n == "nesterov";
     if (n == "adamw" || n == "l2") o.weight_decay = 0.1;
+    // A rate that changes every step: the pieces must take the step's.
+    o.learning_rate.kind = LearningRateSchedule::Kind::kExponential;
+    o.learning_rate.decay_rate = 0.5;
+    o.learning_rate.decay_steps = 1;
     auto whole = Optimizer::create(o);
     auto pieces = Optimizer::create(o);
     auto whole_apply = Optimizer::create(o);
@@ -135,6 +139,8 @@ TEST_CASE("an update in pieces equals the whole update bit for bit, for every op
     std::vector<float> g(2), d(2);
     CHECK_THROWS_AS(pieces->delta_piece(16, g, d, g), cohort::InvalidArgument);
     CHECK_THROWS_AS(pieces_apply->apply_piece(16, d, g), cohort::InvalidArgument);
+    std::vector<float> three(3);
+    CHECK_THROWS_AS(pieces_apply->apply_piece(0, three, g), cohort::InvalidArgument);
   }
   auto o = options("sgd", 0.1);
   o.clip_norm = 1.0;
