@@ -245,6 +245,21 @@ class Window {
                               datatype<T>(), win_));
     });
   }
+  /// Non-blocking (completes at flush/unlock). Sets `count` of target's elements from `offset`
+  /// to `value`: puts from one buffer of 64 KB of copies, which stays in the cache, instead of
+  /// reading `count` source elements.
+  void fill(std::size_t count, T value, int target, std::size_t offset) {
+    check_range(count, target, offset, "fill");
+    const std::size_t chunk = std::min({count, max_chunk_, kFillBytes / sizeof(T)});
+    fill_buffer(chunk, value);
+    detail::for_each_chunk(count, chunk, [&](std::size_t first, std::size_t n) {
+      if (served_) return request(target, header(kAccumulateRequest, offset + first, n, op_code(Op::kReplace)),
+                                  fill_.data(), nullptr);
+      COHORT_MPI_CALL(MPI_Put(fill_.data(), static_cast<int>(n), datatype<T>(), target,
+                              disp(target, offset + first), static_cast<int>(n), datatype<T>(),
+                              win_));
+    });
+  }
   /// Non-blocking (`dst` is valid after flush/unlock). Reads target's elements from `offset`.
   void get(std::span<T> dst, int target, std::size_t offset) {
     check_range(dst.size(), target, offset, "get");
@@ -501,8 +516,9 @@ class Window {
     COHORT_MPI_CALL(MPI_Irecv(reply, reply != nullptr ? n : 0, reply_type, target, kReplyTag,
                               comm_.get(), &pending_.back()));
   }
-  // One-sided fetch_and_fill: a buffer of `n` copies of `value` for MPI to read from. A buffer
-  // an earlier call may still be reading is kept until the epoch's transfers complete.
+  // fill() and one-sided fetch_and_fill: a buffer of `n` copies of `value` for MPI to read
+  // from. A buffer an earlier call may still be reading is kept until the epoch's transfers
+  // complete.
   void fill_buffer(std::size_t n, T value) {
     if (fill_.size() >= n && (n == 0 || fill_.front() == value)) return;
     if (!fill_.empty()) old_fills_.push_back(std::move(fill_));
@@ -706,7 +722,8 @@ class Window {
   std::vector<T> plain_;                // served: this rank's elements
   std::vector<T> scratch_;              // served: an accumulate's incoming elements
   std::vector<std::uint16_t> wire_;     // served: an accumulate_bf16's incoming elements
-  std::vector<T> fill_;                 // one-sided: fetch_and_fill's value, repeated
+  static constexpr std::size_t kFillBytes = 64 * 1024;  // fill()'s buffer at most
+  std::vector<T> fill_;                 // fill()'s and one-sided fetch_and_fill's value, repeated
   std::vector<std::vector<T>> old_fills_;  // one-sided: earlier ones, until their epochs end
   std::deque<T> operands_;              // one-sided: non-blocking fetch_and_op's operands
   int epochs_ = 0;                      // epochs open (locks not yet released)

@@ -139,6 +139,7 @@ void ParameterStore::transfer(std::int64_t first, std::initializer_list<Part> pa
           case Move::kAdd: memory_.values.accumulate(values(), rank, at); break;
           case Move::kAddBf16: memory_.values.accumulate_bf16(wire(), rank, at); break;
           case Move::kTakeBf16: memory_.values.take_bf16(wire(), rank, at); break;
+          case Move::kZero: memory_.values.fill(n, 0.0f, rank, at); break;
         }
       }
     }
@@ -226,8 +227,7 @@ void ParameterStore::clear_gradients() { clear_gradients(0, num_parameters_); }
 void ParameterStore::clear_gradients(std::int64_t first, std::int64_t n) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
   if (served()) return;
-  zeros_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
-  transfer(first, {{Move::kPut, 1, zeros_}});
+  transfer(first, {{Move::kZero, 1, {}, {}, static_cast<std::size_t>(std::max<std::int64_t>(n, 0))}});
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {

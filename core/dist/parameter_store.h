@@ -170,15 +170,18 @@ class ParameterStore {
  private:
   // One transfer between `values` and region `region` (0 parameters, 1 accumulators): kGet
   // reads, kTake reads and zeroes, kPut writes, kAdd accumulates; kAddBf16 accumulates `wire`,
-  // kTakeBf16 takes into `wire` (Window::take_bf16).
-  enum class Move { kGet, kTake, kPut, kAdd, kAddBf16, kTakeBf16 };
+  // kTakeBf16 takes into `wire` (Window::take_bf16); kZero zeroes `zeros` elements.
+  enum class Move { kGet, kTake, kPut, kAdd, kAddBf16, kTakeBf16, kZero };
   struct Part {
     Move move;
     std::int64_t region;
     std::span<float> values;
     std::span<std::uint16_t> wire = {};
+    std::size_t zeros = 0;
     bool bf16() const { return move == Move::kAddBf16 || move == Move::kTakeBf16; }
-    std::size_t size() const { return bf16() ? wire.size() : values.size(); }
+    std::size_t size() const {
+      return move == Move::kZero ? zeros : bf16() ? wire.size() : values.size();
+    }
   };
   // The parts, in order, over the flat range [first, first + size) (every part's size), in one
   // lock epoch per ps task the range touches, after the started transfers (in the epochs they
@@ -204,7 +207,6 @@ class ParameterStore {
   bool accumulators_ = false;
   int num_workers_ = 0;
   HostedMemory memory_;  // values: [parameters | gradient accumulators] on each ps task
-  std::vector<float> zeros_;  // clear_gradients' source
   std::vector<mpi::Window<float>::LockGuard> epochs_;  // per ps task, left open by start_*()
   // Per ps task: whether its open epoch holds adds alone, which need no order among themselves
   // (element-wise atomic sums).

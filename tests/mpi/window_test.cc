@@ -227,9 +227,17 @@ TEST_CASE("long transfers are split into chunks and still land whole") {
       std::vector<double> back(kCount), atomic(kCount);
       win.get(std::span<double>(back), 0, 0);
       win.get_atomic(std::span<double>(atomic), 0, 0);
-      lock.unlock();
+      win.flush(0);
       CHECK(back == ramp);
       CHECK(atomic == ramp);
+      // A fill of 500 elements from one buffer of 7 (the chunk), landing between the ramp's.
+      win.fill(500, 2.5, 0, 100);
+      win.flush(0);
+      win.get(std::span<double>(back), 0, 0);
+      lock.unlock();
+      CHECK(back[99] == ramp[99]);
+      CHECK(std::count(back.begin() + 100, back.begin() + 600, 2.5) == 500);
+      CHECK(back[600] == ramp[600]);
     }
     comm.barrier();
   });
@@ -305,7 +313,7 @@ TEST_CASE("a served window (no one-sided transport) sums, moves and swaps as a o
     // What a machine without a one-sided transport gets; set alike on every rank.
     setenv("COHORT_ONE_SIDED", "0", 1);
     Window<std::int64_t> counters(comm, comm.rank() == 0 ? 4 : 0);
-    Window<float> values(comm, comm.rank() == 0 ? 10 : 0);
+    Window<float> values(comm, comm.rank() == 0 ? 14 : 0);
     unsetenv("COHORT_ONE_SIDED");
     CHECK(values.served());
     CHECK(values.transport() == "served by messages (COHORT_ONE_SIDED=0)");
@@ -319,9 +327,13 @@ TEST_CASE("a served window (no one-sided transport) sums, moves and swaps as a o
         if (values.serve() + counters.serve() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       // Elements 0..4: origin r put r at r - 1. Elements 5..9: every origin added its rank.
+      // Elements 10..13: origin 1 filled them with 7.5.
       const float total = static_cast<float>(origins * (origins + 1) / 2);
-      for (int i = 0; i < 10; ++i) {
-        const float expected = i >= 5 ? total : i < origins ? static_cast<float>(i + 1) : 0.0f;
+      for (int i = 0; i < 14; ++i) {
+        const float expected = i >= 10 ? 7.5f
+                               : i >= 5 ? total
+                               : i < origins ? static_cast<float>(i + 1)
+                                             : 0.0f;
         CHECK(values.local()[static_cast<std::size_t>(i)] == expected);
       }
       CHECK(counters.local()[0] == origins);
@@ -336,6 +348,7 @@ TEST_CASE("a served window (no one-sided transport) sums, moves and swaps as a o
         auto lock = values.lock(0);
         values.accumulate(std::span<const float>(mine), 0, 5);
         values.put(std::span<const float>(mine.data(), 1), 0, at);
+        if (me == 1) values.fill(4, 7.5f, 0, 10);  // two requests
       }
       std::vector<float> back(1);
       {
