@@ -42,22 +42,41 @@ LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& n
 
 namespace {
 
+// The gradient an update reads at element i: g[i], or g[i] + plus[i] for two gradients summed
+// as they are read. The optimizers' loops are written once over either.
+struct Gradient {
+  const float* __restrict g;
+  float operator()(std::size_t i) const { return g[i]; }
+};
+struct SummedGradient {
+  const float* __restrict g;
+  const float* __restrict plus;
+  float operator()(std::size_t i) const { return g[i] + plus[i]; }
+};
+
+template <typename Loop>
+void with_gradient(std::span<const float> g, std::span<const float> plus, Loop&& loop) {
+  if (plus.empty()) return loop(Gradient{g.data()});
+  loop(SummedGradient{g.data(), plus.data()});
+}
+
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(const OptimizerOptions& options) : Optimizer(options) {}
 
  protected:
-  void update(std::int64_t, std::span<const float> g, float scale, double lr,
-              std::span<float> out, bool accumulate) override {
+  void update(std::int64_t, std::span<const float> g, std::span<const float> plus, float scale,
+              double lr, std::span<float> out, bool accumulate) override {
     const float step = -static_cast<float>(lr) * scale;
     const std::size_t n = g.size();
     float* __restrict o = out.data();
-    const float* __restrict gp = g.data();
-    if (accumulate) {
-      for (std::size_t i = 0; i < n; ++i) o[i] += step * gp[i];
-    } else {
-      for (std::size_t i = 0; i < n; ++i) o[i] = step * gp[i];
-    }
+    with_gradient(g, plus, [&](auto grad) {
+      if (accumulate) {
+        for (std::size_t i = 0; i < n; ++i) o[i] += step * grad(i);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) o[i] = step * grad(i);
+      }
+    });
   }
 };
 
@@ -73,20 +92,22 @@ class Momentum final : public Optimizer {
 
  protected:
   // TensorFlow: accum = m * accum + g; var -= lr * accum (Nesterov: var -= lr * (g + m * accum)).
-  void update(std::int64_t first, std::span<const float> g, float scale, double lr,
-              std::span<float> out, bool accumulate) override {
+  void update(std::int64_t first, std::span<const float> g, std::span<const float> plus,
+              float scale, double lr, std::span<float> out, bool accumulate) override {
     const float m = static_cast<float>(options().momentum);
     const float rate = static_cast<float>(lr);
     const bool nesterov = options().nesterov;
     float* __restrict a = accum_.data() + first;
     float* __restrict o = out.data();
-    const float* __restrict gp = g.data();
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      const float gi = gp[i] * scale;
-      a[i] = m * a[i] + gi;
-      const float d = -rate * (nesterov ? gi + m * a[i] : a[i]);
-      o[i] = accumulate ? o[i] + d : d;
-    }
+    const std::size_t n = g.size();
+    with_gradient(g, plus, [&](auto grad) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float gi = grad(i) * scale;
+        a[i] = m * a[i] + gi;
+        const float d = -rate * (nesterov ? gi + m * a[i] : a[i]);
+        o[i] = accumulate ? o[i] + d : d;
+      }
+    });
   }
 
  private:
@@ -107,8 +128,8 @@ class Adam final : public Optimizer {
   // TensorFlow: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); var -= lr_t * m / (sqrt(v) + eps).
   // t counts this optimizer's own updates (iterations()), so bias correction is right for an
   // async worker whose global step jumps by other workers' pushes.
-  void update(std::int64_t first, std::span<const float> g, float scale, double lr,
-              std::span<float> out, bool accumulate) override {
+  void update(std::int64_t first, std::span<const float> g, std::span<const float> plus,
+              float scale, double lr, std::span<float> out, bool accumulate) override {
     const auto t = static_cast<double>(iterations());
     const double b1 = options().beta1, b2 = options().beta2;
     const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) /
@@ -118,14 +139,16 @@ class Adam final : public Optimizer {
     float* __restrict m = m_.data() + first;
     float* __restrict v = v_.data() + first;
     float* __restrict o = out.data();
-    const float* __restrict gp = g.data();
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      const float gi = gp[i] * scale;
-      m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
-      v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
-      const float d = -lr_t * m[i] / (std::sqrt(v[i]) + eps);
-      o[i] = accumulate ? o[i] + d : d;
-    }
+    const std::size_t n = g.size();
+    with_gradient(g, plus, [&](auto grad) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float gi = grad(i) * scale;
+        m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
+        v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
+        const float d = -lr_t * m[i] / (std::sqrt(v[i]) + eps);
+        o[i] = accumulate ? o[i] + d : d;
+      }
+    });
   }
 
  private:
@@ -137,12 +160,14 @@ class Adam final : public Optimizer {
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
   const auto bad = [](const std::string& what) { return InvalidArgument("optimizer: " + what); };
   if (options.learning_rate.base <= 0 || !std::isfinite(options.learning_rate.base))
-    throw bad("learning rate must be a positive number, got " + std::to_string(options.learning_rate.base));
+    throw bad("learning rate must be a positive number, got " +
+              std::to_string(options.learning_rate.base));
   if (options.learning_rate.warmup_steps < 0)
     throw bad("learning-rate warmup steps must be >= 0, got " +
               std::to_string(options.learning_rate.warmup_steps));
   if (options.learning_rate.decay_steps <= 0)
-    throw bad("learning-rate decay steps must be > 0, got " + std::to_string(options.learning_rate.decay_steps));
+    throw bad("learning-rate decay steps must be > 0, got " +
+              std::to_string(options.learning_rate.decay_steps));
   if (options.clip_norm < 0) throw bad("clip norm must be >= 0");
   if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
     throw bad("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
@@ -188,7 +213,7 @@ void Optimizer::run(std::span<const float> grads, float grad_scale, std::int64_t
 
 void Optimizer::run_range(std::int64_t first, std::span<const float> grads, float grad_scale,
                           double lr, bool clip, std::span<float> out, bool accumulate,
-                          std::span<const float> values) {
+                          std::span<const float> values, std::span<const float> plus) {
   const float wd = static_cast<float>(options_.weight_decay);
   if (wd > 0 && values.size() != grads.size())
     throw InvalidArgument("optimizer: weight decay needs the parameters beside the gradients");
@@ -206,11 +231,13 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, floa
   if (wd > 0 && !decoupled()) {
     // L2 regularisation: the gradient of wd/2 |w|^2 joins the loss's before clipping.
     decayed_.resize(grads.size());
-    for (std::size_t i = 0; i < grads.size(); ++i) decayed_[i] = grad_scale * grads[i];
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      decayed_[i] = grad_scale * (plus.empty() ? grads[i] : grads[i] + plus[i]);
     each_range([&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) decayed_[i] += wd * values[i];
     });
     grads = decayed_;
+    plus = {};
     grad_scale = 1.0f;
   }
   // AdamW: the decay acts on the parameters directly, scaled by the learning rate, from their
@@ -222,7 +249,7 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, floa
     });
   };
   if (wd > 0 && decoupled() && accumulate) decay();
-  update(first, grads, grad_scale * (clip ? clip_scale(grads, grad_scale) : 1.0f), lr, out,
+  update(first, grads, plus, grad_scale * (clip ? clip_scale(grads, grad_scale) : 1.0f), lr, out,
          accumulate);
   if (wd > 0 && decoupled() && !accumulate) decay();
 }
@@ -265,10 +292,14 @@ void Optimizer::delta_piece(std::int64_t first, std::span<const float> grads,
 }
 
 void Optimizer::apply_piece(std::int64_t first, std::span<float> values,
-                            std::span<const float> grads, float grad_scale) {
+                            std::span<const float> grads, float grad_scale,
+                            std::span<const float> plus) {
   check_piece(first, grads.size(), values.size());
+  if (!plus.empty() && plus.size() != grads.size())
+    throw InvalidArgument("optimizer: " + std::to_string(plus.size()) + " gradients to add to " +
+                          std::to_string(grads.size()));
   run_range(first, grads, grad_scale, piece_lr_, /*clip=*/false, values, /*accumulate=*/true,
-            values);
+            values, plus);
 }
 
 }  // namespace cohort

@@ -87,8 +87,10 @@ class Optimizer {
   void begin_pieces(std::int64_t step, std::size_t parameters);
   void delta_piece(std::int64_t first, std::span<const float> grads, std::span<float> delta,
                    std::span<const float> values = {});
+  /// `plus` (empty, or as long as `grads`) is a second gradient added to `grads` as they are
+  /// read: the update is for grad_scale * (grads + plus), without a pass of its own for the sum.
   void apply_piece(std::int64_t first, std::span<float> values, std::span<const float> grads,
-                   float grad_scale = 1.0f);
+                   float grad_scale = 1.0f, std::span<const float> plus = {});
 
   /// The ranges [begin, end) of the parameters that weight decay applies to; all of them until
   /// this is called.
@@ -108,22 +110,24 @@ class Optimizer {
 
  protected:
   explicit Optimizer(OptimizerOptions options) : options_(std::move(options)) {}
-  /// Writes (accumulate=false) or adds (accumulate=true) the update for `grads`, the parameters
-  /// from `first` on, scaled by `grad_scale` (from clipping), into `out`. The state is prepared.
-  virtual void update(std::int64_t first, std::span<const float> grads, float grad_scale,
-                      double learning_rate, std::span<float> out, bool accumulate) = 0;
+  /// Writes (accumulate=false) or adds (accumulate=true) the update for grad_scale * (grads +
+  /// plus), the parameters from `first` on, into `out`; `plus` is empty or as long as `grads`.
+  /// The state is prepared.
+  virtual void update(std::int64_t first, std::span<const float> grads,
+                      std::span<const float> plus, float grad_scale, double learning_rate,
+                      std::span<float> out, bool accumulate) = 0;
 
  private:
   // The factor clipping multiplies grad_scale * grads by.
   float clip_scale(std::span<const float> grads, float grad_scale);
   void run(std::span<const float> grads, float grad_scale, std::int64_t step, std::span<float> out,
            bool accumulate, std::span<const float> values);
-  // The update of parameters [first, first + grads.size()) for grad_scale * grads at learning
-  // rate lr (`clip`: by the global norm of these gradients), once iterations_ has counted the
-  // step and the state is prepared.
+  // The update of parameters [first, first + grads.size()) for grad_scale * (grads + plus) at
+  // learning rate lr (`clip`: by the global norm of these gradients, without `plus`), once
+  // iterations_ has counted the step and the state is prepared.
   void run_range(std::int64_t first, std::span<const float> grads, float grad_scale, double lr,
                  bool clip, std::span<float> out, bool accumulate,
-                 std::span<const float> values);
+                 std::span<const float> values, std::span<const float> plus = {});
   // InvalidArgument unless a piece of `gradients` values for an output of `out` lies within
   // begin_pieces()'s parameters from `first`.
   void check_piece(std::int64_t first, std::size_t gradients, std::size_t out) const;

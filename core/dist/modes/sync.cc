@@ -186,6 +186,7 @@ class SyncReplication final : public PsReplication {
       const std::size_t size = std::min(piece, n - first);
       const auto at = static_cast<std::int64_t>(first);
       std::span<const float> sum = mine.empty() ? mine : mine.subspan(first, size);
+      std::span<const float> plus;  // a gradient the optimizer adds to `sum` as it reads it
       if (!alone) {
         const std::span<float> out = std::span(sums_).subspan(first, size);
         if (bf16) {
@@ -196,14 +197,16 @@ class SyncReplication final : public PsReplication {
         } else {
           store_.take_gradients(at, out);  // served: and the accumulators are zero again
         }
-        // The chief's own gradient joins the sum; the optimizer averages as it reads it.
-        if (own)
+        // The chief's own gradient joins the sum: as the optimizer reads it in pieces, else
+        // first (clipping takes the norm of the whole sum). The optimizer averages.
+        if (own && pieces) plus = sum;
+        if (own && !pieces)
           for (std::size_t i = 0; i < size; ++i) out[i] += mine[first + i];
         sum = out;
       }
       const auto part = values.subspan(first, size);
       if (pieces) {
-        optimizer_.apply_piece(at, part, sum, scale);
+        optimizer_.apply_piece(at, part, sum, scale, plus);
       } else {
         optimizer_.apply(values, sum, s, scale);
       }

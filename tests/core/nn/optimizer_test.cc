@@ -102,23 +102,33 @@ TEST_CASE("an update in pieces equals the whole update bit for bit, for every op
     auto pieces = Optimizer::create(o);
     auto whole_apply = Optimizer::create(o);
     auto pieces_apply = Optimizer::create(o);
-    for (auto* opt : {whole.get(), pieces.get(), whole_apply.get(), pieces_apply.get()})
+    auto whole_sum = Optimizer::create(o);
+    auto pieces_plus = Optimizer::create(o);
+    for (auto* opt : {whole.get(), pieces.get(), whole_apply.get(), pieces_apply.get(),
+                      whole_sum.get(), pieces_plus.get()})
       opt->set_decay_ranges({{2, 9}, {12, 17}});
     constexpr std::size_t kSize = 17;
     std::vector<float> values(kSize), grads(kSize), want(kSize), got(kSize);
     std::vector<float> applied_whole(kSize), applied_pieces(kSize);
+    // A second gradient added as the pieces read it, against the whole update of the sum.
+    std::vector<float> plus(kSize), sum(kSize), summed_whole(kSize), summed_pieces(kSize);
     for (std::size_t i = 0; i < kSize; ++i)
-      applied_whole[i] = applied_pieces[i] = 0.2f - 0.05f * static_cast<float>(i);
+      applied_whole[i] = applied_pieces[i] = summed_whole[i] = summed_pieces[i] =
+          0.2f - 0.05f * static_cast<float>(i);
     for (int step = 0; step < 4; ++step) {
       for (std::size_t i = 0; i < kSize; ++i) {
         values[i] = 0.1f * static_cast<float>(i) - 0.7f;
         grads[i] = 0.03f * static_cast<float>((i * 7 + step * 3) % 11) - 0.15f;
+        plus[i] = 0.017f * static_cast<float>((i * 5 + step) % 7) - 0.05f;
+        sum[i] = grads[i] + plus[i];
       }
       whole->compute_delta(grads, step, want, values);
       whole_apply->apply(applied_whole, grads, step, 0.5f);
+      whole_sum->apply(summed_whole, sum, step, 0.5f);
       // From the end down, as backward finishes them, in uneven pieces that cut both ranges.
       pieces->begin_pieces(step, kSize);
       pieces_apply->begin_pieces(step, kSize);
+      pieces_plus->begin_pieces(step, kSize);
       std::size_t end = kSize;
       for (std::size_t size : {3u, 5u, 1u, 6u, 2u}) {
         const std::size_t first = end - size;
@@ -128,11 +138,13 @@ TEST_CASE("an update in pieces equals the whole update bit for bit, for every op
         const auto at = static_cast<std::int64_t>(first);
         pieces->delta_piece(at, part(grads), part(got), part(values));
         pieces_apply->apply_piece(at, part(applied_pieces), part(grads), 0.5f);
+        pieces_plus->apply_piece(at, part(summed_pieces), part(grads), 0.5f, part(plus));
         end = first;
       }
       REQUIRE(end == 0);
       CHECK(got == want);
       CHECK(applied_pieces == applied_whole);
+      CHECK(summed_pieces == summed_whole);
     }
     CHECK(pieces->iterations() == whole->iterations());
     CHECK(pieces_apply->iterations() == whole_apply->iterations());
@@ -141,6 +153,7 @@ TEST_CASE("an update in pieces equals the whole update bit for bit, for every op
     CHECK_THROWS_AS(pieces_apply->apply_piece(16, d, g), cohort::InvalidArgument);
     std::vector<float> three(3);
     CHECK_THROWS_AS(pieces_apply->apply_piece(0, three, g), cohort::InvalidArgument);
+    CHECK_THROWS_AS(pieces_plus->apply_piece(0, d, g, 1.0f, three), cohort::InvalidArgument);
   }
   auto o = options("sgd", 0.1);
   o.clip_norm = 1.0;
