@@ -176,7 +176,7 @@ class SyncReplication final : public PsReplication {
     const bool pieces = optimizer_.options().clip_norm <= 0 && waits_spin();
     const std::size_t piece = pieces ? kPiece : std::max<std::size_t>(n, 1);
     const float scale = 1.0f / static_cast<float>(claims);
-    if (!alone) sums_.resize(n);
+    if (!alone) sums_.resize(pieces ? std::min(piece, n) : n);  // in pieces, one reused
     if (!alone && bf16) taken_.resize(n);
     if (pieces) optimizer_.begin_pieces(s, n);
     updates_in_pieces_ += pieces && n > piece ? 1 : 0;
@@ -188,7 +188,7 @@ class SyncReplication final : public PsReplication {
       std::span<const float> sum = mine.empty() ? mine : mine.subspan(first, size);
       std::span<const float> plus;  // a gradient the optimizer adds to `sum` as it reads it
       if (!alone) {
-        const std::span<float> out = std::span(sums_).subspan(first, size);
+        const std::span<float> out = std::span(sums_).subspan(pieces ? 0 : first, size);
         if (bf16) {
           // As bfloat16; what the rounding loses stays in the accumulators for the next step.
           const auto wire = std::span(taken_).subspan(first, size);
