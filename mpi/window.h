@@ -530,6 +530,7 @@ class Window {
                                 MPI_STATUSES_IGNORE));
     pending_.clear();
     headers_.clear();
+    old_fills_.clear();
   }
   void end_epoch(int target) {
     --epochs_;
@@ -724,7 +725,7 @@ class Window {
   std::vector<std::uint16_t> wire_;     // served: an accumulate_bf16's incoming elements
   static constexpr std::size_t kFillBytes = 64 * 1024;  // fill()'s buffer at most
   std::vector<T> fill_;                 // fill()'s and one-sided fetch_and_fill's value, repeated
-  std::vector<std::vector<T>> old_fills_;  // one-sided: earlier ones, until their epochs end
+  std::vector<std::vector<T>> old_fills_;  // earlier ones, until their transfers complete
   std::deque<T> operands_;              // one-sided: non-blocking fetch_and_op's operands
   int epochs_ = 0;                      // epochs open (locks not yet released)
   std::deque<Header> headers_;          // served: requests in flight (stable addresses)

@@ -222,12 +222,10 @@ void ParameterStore::take_gradients(std::int64_t first, std::span<float> sums) {
   transfer(first, {{served() ? Move::kTake : Move::kGet, 1, sums}});
 }
 
-void ParameterStore::clear_gradients() { clear_gradients(0, num_parameters_); }
-
-void ParameterStore::clear_gradients(std::int64_t first, std::int64_t n) {
+void ParameterStore::clear_gradients() {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
   if (served()) return;
-  transfer(first, {{Move::kZero, 1, {}, {}, static_cast<std::size_t>(std::max<std::int64_t>(n, 0))}});
+  transfer(0, {{Move::kZero, 1, {}, {}, static_cast<std::size_t>(num_parameters_)}});
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {

@@ -126,9 +126,8 @@ class ParameterStore {
   /// Zeroes the accumulators after take_gradients where the memory is one-sided; nothing to do
   /// where it is served.
   void clear_gradients();
-  /// Both for the flat range [first, first + sums.size()) alone (and [first, first + n)).
+  /// take_gradients for the flat range [first, first + sums.size()) alone.
   void take_gradients(std::int64_t first, std::span<float> sums);
-  void clear_gradients(std::int64_t first, std::int64_t n);
   /// The same with bfloat16 on the wire (bit patterns, half the bytes), where the memory is
   /// served: the accumulators keep what the rounding lost, which joins the next step's sum.
   /// Error where the memory is one-sided.
