@@ -16,14 +16,14 @@ StoreLayout layout_for(const Server& server, const Graph& graph) {
 }
 
 // Each ps task's share of the parameters (twice that with accumulators); ps 0 also holds the
-// control slots, two blocks of one per replica.
+// control slots, three blocks of one per replica.
 HostedMemory host(Server& server, const StoreLayout& layout, bool accumulators) {
   std::vector<std::int64_t> values = layout.ps_sizes;
   if (accumulators)
     for (std::int64_t& v : values) v *= 2;
   std::vector<std::int64_t> counters(values.size(), 0);
   counters.front() =
-      static_cast<std::int64_t>(ControlSlot::kWorkerBase) + 2 * server.num_replicas();
+      static_cast<std::int64_t>(ControlSlot::kWorkerBase) + 3 * server.num_replicas();
   return server.host(values, counters);
 }
 
@@ -242,7 +242,7 @@ std::size_t ParameterStore::slot_offset(ControlSlot slot, int worker) const {
   check_open();
   std::size_t offset = static_cast<std::size_t>(slot);
   if (slot == ControlSlot::kWorkerBase) {
-    if (worker < 0 || worker >= 2 * num_workers_)
+    if (worker < 0 || worker >= 3 * num_workers_)
       throw InvalidArgument("parameter store: no worker " + std::to_string(worker));
     offset += static_cast<std::size_t>(worker);
   }
@@ -298,7 +298,7 @@ std::int64_t ParameterStore::compare_and_swap(ControlSlot slot, std::int64_t exp
 
 std::vector<std::int64_t> ParameterStore::read_worker_slots(int block) {
   check_open();
-  if (block < 0 || block > 1)
+  if (block < 0 || block > 2)
     throw InvalidArgument("parameter store: no slot block " + std::to_string(block));
   std::vector<std::int64_t> slots(static_cast<std::size_t>(num_workers_));
   read(ControlSlot::kWorkerBase, slots, block * num_workers_);

@@ -49,7 +49,7 @@ enum class ControlSlot : int {
   kRetired = 5,     ///< workers that have left training
   kStopped = 6,     ///< 1 once the chief has stopped training
   kApplied = 7,     ///< sync mode: (step << 24) | pieces of that step's update written
-  kWorkerBase = 8,  ///< two blocks of one slot per worker from here (see read_worker_slots)
+  kWorkerBase = 8,  ///< three blocks of one slot per worker from here (see read_worker_slots)
 };
 
 /// The parameters as the computing tasks see them, laid out in the memory the ps tasks host.
@@ -158,8 +158,9 @@ class ParameterStore {
   std::int64_t fetch_add(ControlSlot slot, std::int64_t value, int worker = 0);
   /// Replaces the slot with `desired` if it holds `expected`; returns what it held.
   std::int64_t compare_and_swap(ControlSlot slot, std::int64_t expected, std::int64_t desired);
-  /// Every worker's slot of block `block` (0: clocks and sync progress, 1: step times), in worker
-  /// order. Slot (block b, worker w) is ControlSlot::kWorkerBase with worker = b * workers + w.
+  /// Every worker's slot of block `block` (0: clocks and sync progress, 1: step times, 2: sync
+  /// mode's gradient pieces added), in worker order. Slot (block b, worker w) is
+  /// ControlSlot::kWorkerBase with worker = b * workers + w.
   std::vector<std::int64_t> read_worker_slots(int block = 0);
 
   /// Ends this task's use of the store: later transfers throw Error. Not collective; the memory

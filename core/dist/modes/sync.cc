@@ -5,16 +5,18 @@
 // averages, applies the update once with its optimizer, writes the parameters back and publishes
 // step s+1; the others wait for that and pull, while the chief zeroes the accumulators (where the
 // memory is one-sided; served, the take zeroes them) and then opens step s+1 for claims. Where the
-// memory is one-sided and each worker has a core, the chief takes, applies and writes in pieces of
-// 256 KB that stay in its cache, and publishes each as it is written: the others pull it while the
-// chief makes the next. A step whose only gradient is the chief's (one worker; backup workers'
-// steps that it alone won) takes and zeroes nothing. Gradients that arrive after k others, or for
-// an old step, are dropped and counted (backup workers: k below the number of replicas). The
-// control traffic is batched so that a step costs each replica few round trips to ps 0 (see
-// ParameterStore::update). With --bucket_bytes a replica claims its slot when the backward pass
-// finishes the first piece of its gradient, and adds each piece as it becomes final; the report
-// still follows the last. With --compression=bf16 the gradients travel to the ps, and their sum to
-// the chief, as bfloat16 with error feedback (the sum's at the ps); the parameters stay float32.
+// memory is one-sided and each worker has a core, all of this goes in pieces of 256 KB: the
+// workers add their gradients piece by piece, saying how far they are; the chief takes each piece
+// once every claimed gradient holds it, then applies and writes it while it stays in its cache,
+// and publishes it for the others to pull while it makes the next. A step whose only gradient is
+// the chief's (one worker; backup workers' steps that it alone won) takes and zeroes nothing.
+// Gradients that arrive after k others, or for an old step, are dropped and counted (backup
+// workers: k below the number of replicas). The control traffic is batched so that a step costs
+// each replica few round trips to ps 0 (see ParameterStore::update). With --bucket_bytes a replica
+// claims its slot when the backward pass finishes the first piece of its gradient, and adds each
+// piece as it becomes final; the report still follows the last. With --compression=bf16 the
+// gradients travel to the ps, and their sum to the chief, as bfloat16 with error feedback (the
+// sum's at the ps); the parameters stay float32.
 #include <algorithm>
 #include <optional>
 
@@ -38,6 +40,10 @@ class SyncReplication final : public PsReplication {
     if (k_ > replicas_)
       throw InvalidArgument("--replicas_to_aggregate=" + std::to_string(k_) + " exceeds the " +
                             std::to_string(replicas_) + " workers");
+    // The chief in pieces also reads the third block: the pieces the others have added.
+    const bool all = server.is_chief() && in_cache_pieces();
+    counters_.resize(all ? slot(ControlSlot::kWorkerBase) + 3 * static_cast<std::size_t>(replicas_)
+                         : slot(ControlSlot::kApplied) + 1);
   }
 
   void before_step(std::span<float>) override { last_wait_ = 0; }
@@ -59,7 +65,7 @@ class SyncReplication final : public PsReplication {
       ++dropped_;
       store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
     } else if (!server_.is_chief()) {
-      if (!in_pieces()) start_send(0, grads, /*accumulators=*/true);
+      if (!in_pieces()) send_gradient(s, grads);
       store_.complete();
       // The worker slot is for the stall inspector.
       store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
@@ -103,9 +109,12 @@ class SyncReplication final : public PsReplication {
   std::int64_t batches_at(std::int64_t step) const override { return step; }
   std::string mode_stats() const override {
     std::string text = "dropped " + std::to_string(dropped_) + " stale or surplus gradients";
+    const std::string pieces =
+        " in " + std::to_string(kPiece * sizeof(float) / 1024) + " KB pieces";
     if (updates_in_pieces_ > 0)
-      text += ", " + std::to_string(updates_in_pieces_) + " updates written in " +
-              std::to_string(kPiece * sizeof(float) / 1024) + " KB pieces";
+      text += ", " + std::to_string(updates_in_pieces_) + " updates written" + pieces;
+    if (gradients_in_pieces_ > 0)
+      text += ", " + std::to_string(gradients_in_pieces_) + " gradients added" + pieces;
     return text;
   }
 
@@ -118,8 +127,49 @@ class SyncReplication final : public PsReplication {
     if (*claimed_) start_send(first, grads, /*accumulators=*/true);
     return *claimed_;
   }
-  // Slots kGlobalStep..kApplied, in one round trip.
+  // Slots kGlobalStep..kApplied (the chief in pieces: every slot), in one round trip.
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
+
+  // Where the memory is one-sided and each worker has a core, the chief makes the update in
+  // pieces of kPiece that stay in its cache from the take to the write, each published as it is
+  // written for the others to pull while the next is made, and the workers add their gradients
+  // in the same pieces. Whole where clipping needs every gradient's norm first, where the memory
+  // is served (each piece would cost the ps a request more), and where the workers share cores
+  // (a worker that pulls takes the core the chief works on).
+  bool in_cache_pieces() const { return optimizer_.options().clip_norm <= 0 && waits_spin(); }
+
+  // A worker's gradient after its backward pass: whole, or in the chief's pieces, each followed
+  // by the count added so far (the third block of worker slots), so that the chief takes a piece
+  // as soon as every claimed gradient holds it, while the rest still arrives.
+  void send_gradient(std::int64_t s, std::span<const float> grads) {
+    if (!in_cache_pieces()) return start_send(0, grads, /*accumulators=*/true);
+    std::int64_t count = 0;
+    gradients_in_pieces_ += grads.size() > kPiece ? 1 : 0;
+    for (std::size_t first = 0; first < grads.size(); first += kPiece) {
+      start_send(static_cast<std::int64_t>(first),
+                 grads.subspan(first, std::min(kPiece, grads.size() - first)),
+                 /*accumulators=*/true);
+      store_.complete();
+      store_.update({{ControlSlot::kWorkerBase, (s << kStepShift) | ++count, mpi::Op::kReplace,
+                      2 * replicas_ + replica_}});
+    }
+  }
+
+  // The chief, after read_counters(): how many leading parameters every one of the `others`
+  // gradients claimed for step s holds, from the counts they sent with their pieces; 0 until
+  // each has sent one (one that sends whole counts only once kCompleted does).
+  std::size_t arrived(std::int64_t s, std::int64_t others, std::size_t n) const {
+    std::int64_t senders = 0, pieces = kCountMask;
+    const auto base = slot(ControlSlot::kWorkerBase) + 2 * static_cast<std::size_t>(replicas_);
+    for (std::size_t w = 0; w < static_cast<std::size_t>(replicas_); ++w) {
+      const std::int64_t word = counters_[base + w];
+      if ((word >> kStepShift) != s) continue;
+      ++senders;
+      pieces = std::min(pieces, word & kCountMask);
+    }
+    if (senders < others) return 0;
+    return std::min(n, static_cast<std::size_t>(pieces) * kPiece);
+  }
 
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
   // guesses that no slot is taken yet, which saves reading the word first. A word of an earlier
@@ -151,29 +201,33 @@ class SyncReplication final : public PsReplication {
                             std::to_string(store_.num_parameters()) + " parameters");
     const std::int64_t own = mine.empty() ? 0 : 1;
     const auto completed = [&] { return counters_[slot(ControlSlot::kCompleted)] + own; };
+    // In pieces, the claims suffice: each piece is taken once every claimed gradient holds it.
+    const bool pieces = in_cache_pieces();
     const auto ready = [&] {
       read_counters();
       const std::int64_t active = replicas_ - counters_[slot(ControlSlot::kRetired)];
-      return completed() >= std::min<std::int64_t>(k_, std::max<std::int64_t>(active, 1));
+      const std::int64_t needed = std::min<std::int64_t>(k_, std::max<std::int64_t>(active, 1));
+      const std::int64_t word = counters_[slot(ControlSlot::kSyncWord)];
+      return completed() >= needed ||
+             (pieces && (word >> kStepShift) == s && (word & kCountMask) >= needed);
     };
     timed_wait(ready, options_.wait_timeout, [&] { return missing(s, own); });
     // Close step s to further claims; a claim made just before must still arrive in full.
     const std::int64_t claims =
         store_.exchange(ControlSlot::kSyncWord, (s << kStepShift) | k_) & kCountMask;
-    if (completed() < claims)
-      timed_wait([&] { return read_counters(), completed() >= claims; }, options_.wait_timeout,
-                 [&] { return missing(s, own); });
+    // The parameters whose sums are complete: all of them, or in pieces, those arrived so far.
+    std::size_t complete = 0;
+    const auto holds = [&](std::size_t end) {
+      if (complete >= end) return true;
+      read_counters();
+      complete = completed() >= claims ? values.size() : arrived(s, claims - own, values.size());
+      return complete >= end;
+    };
     // Where the chief's own gradient is the step's only one (one worker, or backup workers'
     // steps that it alone won), the float32 accumulators hold zeros: nothing to take or clear.
     const bool alone = claims == 1 && own == 1 && options_.compression != Compression::kBf16;
-    // Where the memory is one-sided and each worker has a core, in pieces that stay in the
-    // cache from the take to the write, each published as it is written for the others to
-    // pull while the next is made. Whole where clipping needs every gradient's norm first,
-    // where the memory is served (each piece would cost the ps a request more), and where the
-    // workers share cores (a worker that pulls takes the core the chief works on).
     const std::size_t n = values.size();
     const bool bf16 = options_.compression == Compression::kBf16;
-    const bool pieces = optimizer_.options().clip_norm <= 0 && waits_spin();
     const std::size_t piece = pieces ? kPiece : std::max<std::size_t>(n, 1);
     const float scale = 1.0f / static_cast<float>(claims);
     if (!alone) sums_.resize(pieces ? std::min(piece, n) : n);  // in pieces, one reused
@@ -188,6 +242,9 @@ class SyncReplication final : public PsReplication {
       std::span<const float> sum = mine.empty() ? mine : mine.subspan(first, size);
       std::span<const float> plus;  // a gradient the optimizer adds to `sum` as it reads it
       if (!alone) {
+        if (!holds(first + size))
+          timed_wait([&] { return holds(first + size); }, options_.wait_timeout,
+                     [&] { return missing(s, own); });
         const std::span<float> out = std::span(sums_).subspan(pieces ? 0 : first, size);
         if (bf16) {
           // As bfloat16; what the rounding loses stays in the accumulators for the next step.
@@ -252,9 +309,11 @@ class SyncReplication final : public PsReplication {
   std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
   std::int64_t dropped_ = 0;
   std::int64_t updates_in_pieces_ = 0;
+  std::int64_t gradients_in_pieces_ = 0;
   std::vector<float> sums_;
   std::vector<std::uint16_t> taken_;  // --compression=bf16: the sum as it travels
-  std::vector<std::int64_t> counters_ = std::vector<std::int64_t>(slot(ControlSlot::kApplied) + 1);
+  // The slots read_counters() reads.
+  std::vector<std::int64_t> counters_;
 };
 
 }  // namespace

@@ -123,41 +123,48 @@ std::unique_ptr<Replication> start_replication(Server& server, Graph& graph, Opt
   return replication;
 }
 
+// How train_replicated() trains, beyond the mode: the model, the options, and what it reports.
+struct Run {
+  Builder build = small_mlp;
+  bool sync_batch_norm = false;  // the model's batch norm reduces its statistics over the workers
+  Compression compression = Compression::kNone;
+  std::int64_t bucket_bytes = 0;
+  bool prefetch = false;
+  bool shared_memory_sums = true;
+  bool use_gradient_memory = true;  // the gradients go where the mode offers, as in the trainer
+  // The last worker finishes each backward pass this much later than the others.
+  std::chrono::microseconds last_worker_late{0};
+  std::int64_t* gradient_bytes = nullptr;
+  std::string* stats = nullptr;  // the mode's figures and the memory's transport
+};
+
 // Trains kSteps steps in `mode` with worker w taking the w-th slice of each W*B batch; returns
-// the final parameters and state on every worker. `sync_batch_norm`: the model's batch norm
-// reduces its statistics over the workers.
+// the final parameters and state on every worker.
 std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tasks,
-                                    const data::Dataset& data, Builder build = small_mlp,
-                                    bool sync_batch_norm = false,
-                                    Compression compression = Compression::kNone,
-                                    std::int64_t* gradient_bytes = nullptr,
-                                    std::int64_t bucket_bytes = 0,
-                                    std::string* stats = nullptr, bool prefetch = false,
-                                    bool shared_memory_sums = true,
-                                    bool use_gradient_memory = true) {
+                                    const data::Dataset& data, const Run& run = {}) {
   const ClusterSpec cluster = ClusterSpec::from_counts(comm, ps_tasks);
   Server server(cluster);
   if (served_as_ps(server)) return {};
   const int workers = cluster.num_tasks("worker");
   const int me = server.task_index();
   Graph graph(setter(ps_tasks));
-  Model model = build(graph, sync_batch_norm);
+  Model model = run.build(graph, run.sync_batch_norm);
   graph.initialize(7);
   auto optimizer = Optimizer::create(momentum());
   ReplicationOptions options;
   options.mode = mode;
-  options.compression = compression;
-  options.bucket_bytes = bucket_bytes;
-  options.prefetch = prefetch;
-  options.shared_memory_sums = shared_memory_sums;
+  options.compression = run.compression;
+  options.bucket_bytes = run.bucket_bytes;
+  options.prefetch = run.prefetch;
+  options.shared_memory_sums = run.shared_memory_sums;
   auto replication = start_replication(server, graph, *optimizer, options);
   ReplicaSum replicas(server.replicas());
   OpContext context;
-  context.cross_replica = sync_batch_norm ? &replicas : nullptr;
+  context.cross_replica = run.sync_batch_norm ? &replicas : nullptr;
   // As the trainer does: the gradients go where the mode offers (allreduce mode's shared memory).
   std::vector<float> own(static_cast<std::size_t>(graph.num_parameters()));
   std::span<float> grads = own;
-  if (use_gradient_memory && replication->gradient_memory().size() == own.size())
+  if (run.use_gradient_memory && replication->gradient_memory().size() == own.size())
     grads = replication->gradient_memory();
   Tensor images;
   std::vector<std::int32_t> labels;
@@ -166,14 +173,16 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
     slice(data, (step * workers + me) * kBatch, kBatch, images, labels);
     context.gradients_ready = replication->gradient_listener(grads);
     model.train_step(images, labels, grads, context);
+    if (me == workers - 1) std::this_thread::sleep_for(run.last_worker_late);
     const StepOutcome outcome = replication->after_step(grads, graph.values());
     CHECK(outcome.global_step == step + 1);
     CHECK(outcome.applied);
   }
   std::vector<float> values = parameters_and_state(graph);
-  if (gradient_bytes != nullptr) *gradient_bytes = replication->gradient_bytes_sent();
+  if (run.gradient_bytes != nullptr) *run.gradient_bytes = replication->gradient_bytes_sent();
   // The mode's figures, then the memory's transport ("one-sided (MPI_Win_allocate)", ...).
-  if (stats != nullptr) *stats = replication->stats() + "; memory " + server.memory_transport();
+  if (run.stats != nullptr)
+    *run.stats = replication->stats() + "; memory " + server.memory_transport();
   replication->finish();
   server.done();
   return values;
@@ -234,29 +243,41 @@ COHORT_MPI_TEST_CASE("sync mode with 3 workers and 2 ps tasks equals one process
 }
 
 // Where the memory is one-sided and each worker has a core (one thread each, two CPUs, as on the
-// CI machine), the chief writes the update in three pieces that the other pulls as they come;
-// the last covers variables on both ps tasks. Served, the update is written whole.
+// CI machine), the other worker adds its gradient in three pieces that the chief takes as they
+// come, and the chief writes the update in three pieces that the other pulls as they come; the
+// last covers variables on both ps tasks. Served, both are sent whole. With the other worker
+// late, the chief waits for its pieces as they arrive; with --bucket_bytes the other claims its
+// slot early in its backward pass, and the chief waits for the whole gradient.
 COHORT_MPI_TEST_CASE("sync mode with the update in pieces: 2 workers, 2 ps tasks equal 2B", 4) {
   const int threads = intra_op_threads();
   set_intra_op_threads(1);
   const auto data = data::synthetic(kSteps * 2 * kBatch, 13);
   std::string stats;
-  const auto values = train_replicated(comm, Mode::kSync, 2, data, wide_mlp, false,
-                                       Compression::kNone, nullptr, 0, &stats);
+  const auto values =
+      train_replicated(comm, Mode::kSync, 2, data, {.build = wide_mlp, .stats = &stats});
+  const auto late = train_replicated(
+      comm, Mode::kSync, 2, data,
+      {.build = wide_mlp, .last_worker_late = std::chrono::microseconds(300)});
+  const auto buckets =
+      train_replicated(comm, Mode::kSync, 2, data, {.build = wide_mlp, .bucket_bytes = 16384});
   set_intra_op_threads(threads);
   if (values.empty()) return;  // a ps
   check_equal(values, reference(data, 2, wide_mlp));
+  check_equal(late, values);
+  check_equal(buckets, values);
   MESSAGE("rank " << comm.rank() << ": " << stats);
   const bool chief = comm.rank() == 2;
   const bool one_sided = stats.find("memory one-sided") != std::string::npos;
-  const bool in_pieces =
-      stats.find(std::to_string(kSteps) + " updates written in 256 KB pieces") != std::string::npos;
-  if (chief && one_sided && std::thread::hardware_concurrency() < 2) {
-    MESSAGE("pieces not checked: fewer than 2 CPUs, where the workers share one and the chief "
-            "writes the update whole");
+  const auto said = [&](const std::string& what) {
+    return stats.find(std::to_string(kSteps) + " " + what + " in 256 KB pieces") !=
+           std::string::npos;
+  };
+  if (one_sided && std::thread::hardware_concurrency() < 2) {
+    MESSAGE("pieces not checked: fewer than 2 CPUs, where the workers share one and send whole");
     return;
   }
-  CHECK(in_pieces == (chief && one_sided));
+  CHECK(said("updates written") == (chief && one_sided));
+  CHECK(said("gradients added") == (!chief && one_sided));
 }
 
 COHORT_MPI_TEST_CASE("allreduce mode with 2 workers equals one process at batch 2B", 2) {
@@ -276,12 +297,10 @@ COHORT_MPI_TEST_CASE("allreduce mode with 3 workers equals one process at batch 
 void check_shared_memory_sums(const mpi::Comm& comm, std::uint64_t seed) {
   const auto data = data::synthetic(kSteps * comm.size() * kBatch, seed);
   std::string mpi_stats, shared_stats;
-  const auto mpi = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                    Compression::kNone, nullptr, 0, &mpi_stats, false, false);
-  const auto shared = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                       Compression::kNone, nullptr, 0, &shared_stats);
-  const auto copied = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                       Compression::kNone, nullptr, 0, nullptr, false, true, false);
+  const auto mpi = train_replicated(comm, Mode::kAllreduce, 0, data,
+                                    {.shared_memory_sums = false, .stats = &mpi_stats});
+  const auto shared = train_replicated(comm, Mode::kAllreduce, 0, data, {.stats = &shared_stats});
+  const auto copied = train_replicated(comm, Mode::kAllreduce, 0, data, {.use_gradient_memory = false});
   // Over TCP alone (Open MPI's shared-memory window component left out) the mode falls back.
   const bool node_sums = NodeSum::make(comm, 1) != nullptr;
   const bool said = shared_stats.find("summed in each node's shared memory") != std::string::npos;
@@ -313,10 +332,9 @@ COHORT_MPI_TEST_CASE("allreduce mode: sums in shared memory equal MPI_Allreduce'
 COHORT_MPI_TEST_CASE("allreduce mode with bf16 compression: half the bytes, replicas identical", 3) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 15);
   std::int64_t float_bytes = 0, bf16_bytes = 0;
-  const auto exact = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                      Compression::kNone, &float_bytes);
-  const auto values = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                       Compression::kBf16, &bf16_bytes);
+  const auto exact = train_replicated(comm, Mode::kAllreduce, 0, data, {.gradient_bytes = &float_bytes});
+  const auto values = train_replicated(comm, Mode::kAllreduce, 0, data,
+                                       {.compression = Compression::kBf16, .gradient_bytes = &bf16_bytes});
   const auto parameters = static_cast<std::int64_t>(values.size());
   CHECK(float_bytes == kSteps * parameters * 4);
   CHECK(bf16_bytes == kSteps * parameters * 2);
@@ -336,27 +354,28 @@ COHORT_MPI_TEST_CASE("allreduce mode with bf16 compression: half the bytes, repl
 COHORT_MPI_TEST_CASE("allreduce mode: buckets sent during backward equal the whole buffer after it", 2) {
   const auto data = data::synthetic(kSteps * 2 * kBatch, 18);
   std::int64_t whole_bytes = 0, bucket_bytes = 0;
-  const auto whole = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                      Compression::kNone, &whole_bytes);
+  const auto whole = train_replicated(comm, Mode::kAllreduce, 0, data, {.gradient_bytes = &whole_bytes});
   std::string stats;
-  const auto buckets = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                        Compression::kNone, &bucket_bytes, 4096, &stats);
+  const auto buckets = train_replicated(
+      comm, Mode::kAllreduce, 0, data,
+      {.bucket_bytes = 4096, .gradient_bytes = &bucket_bytes, .stats = &stats});
   CHECK(buckets == whole);
   CHECK(bucket_bytes == whole_bytes);
   // 13 buckets a step, 6 steps, every one started by the backward pass, none left to after it.
   CHECK(stats.find("78 of 78 buckets sent during the backward pass") != std::string::npos);
-  const auto whole_bf16 = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                           Compression::kBf16, &whole_bytes);
-  const auto buckets_bf16 = train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                                             Compression::kBf16, &bucket_bytes, 4096);
+  const auto whole_bf16 = train_replicated(
+      comm, Mode::kAllreduce, 0, data,
+      {.compression = Compression::kBf16, .gradient_bytes = &whole_bytes});
+  const auto buckets_bf16 = train_replicated(
+      comm, Mode::kAllreduce, 0, data,
+      {.compression = Compression::kBf16, .bucket_bytes = 4096, .gradient_bytes = &bucket_bytes});
   CHECK(buckets_bf16 == whole_bf16);
   CHECK(bucket_bytes == whole_bytes);
 }
 
 COHORT_MPI_TEST_CASE("allreduce mode with buckets sent during backward: 3 workers equal one process at 3B", 3) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 19);
-  check_equal(train_replicated(comm, Mode::kAllreduce, 0, data, small_mlp, false,
-                               Compression::kNone, nullptr, 4096),
+  check_equal(train_replicated(comm, Mode::kAllreduce, 0, data, {.bucket_bytes = 4096}),
               reference(data, 3));
 }
 
@@ -368,8 +387,7 @@ void check_pieces_equal_whole(const mpi::Comm& comm, Mode mode, std::uint64_t se
   const auto data = data::synthetic(kSteps * 2 * kBatch, seed);
   const auto whole = train_replicated(comm, mode, 1, data);
   std::string stats;
-  const auto pieces = train_replicated(comm, mode, 1, data, small_mlp, false, Compression::kNone,
-                                       nullptr, 4096, &stats);
+  const auto pieces = train_replicated(comm, mode, 1, data, {.bucket_bytes = 4096, .stats = &stats});
   if (whole.empty()) return;  // the ps
   CHECK(pieces == whole);
   // The sync chief (rank 1, after the ps) keeps its own gradient: it sends no piece.
@@ -402,11 +420,11 @@ COHORT_MPI_TEST_CASE("async mode with prefetch: a lone worker's parameters equal
     if (sub.is_null()) continue;
     std::string stats, stats_in_pieces;
     const auto plain = train_replicated(sub, Mode::kAsync, ps_tasks, data);
-    const auto prefetched = train_replicated(sub, Mode::kAsync, ps_tasks, data, small_mlp, false,
-                                             Compression::kNone, nullptr, 0, &stats, true);
-    const auto in_pieces = train_replicated(sub, Mode::kAsync, ps_tasks, data, small_mlp, false,
-                                            Compression::kNone, nullptr, 4096, &stats_in_pieces,
-                                            true);
+    const auto prefetched = train_replicated(sub, Mode::kAsync, ps_tasks, data,
+                                             {.prefetch = true, .stats = &stats});
+    const auto in_pieces = train_replicated(
+        sub, Mode::kAsync, ps_tasks, data,
+        {.bucket_bytes = 4096, .prefetch = true, .stats = &stats_in_pieces});
     if (plain.empty()) continue;  // a ps
     CAPTURE(ps_tasks);
     CHECK(prefetched == plain);
@@ -418,8 +436,7 @@ COHORT_MPI_TEST_CASE("async mode with prefetch: a lone worker's parameters equal
 
 COHORT_MPI_TEST_CASE("sync mode in pieces: 3 workers and 2 ps tasks equal one process at 3B", 5) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 24);
-  const auto values = train_replicated(comm, Mode::kSync, 2, data, small_mlp, false,
-                                       Compression::kNone, nullptr, 4096);
+  const auto values = train_replicated(comm, Mode::kSync, 2, data, {.bucket_bytes = 4096});
   if (!values.empty()) check_equal(values, reference(data, 3));
 }
 
@@ -484,10 +501,12 @@ void check_bf16_pushes(const mpi::Comm& comm, Mode mode, std::int64_t bucket_byt
   std::optional<ServedWindows> served(std::in_place);
   const auto data = data::synthetic(kSteps * 2 * kBatch, seed);
   std::int64_t float_bytes = 0, bf16_bytes = 0;
-  const auto exact = train_replicated(comm, mode, 1, data, small_mlp, false, Compression::kNone,
-                                      &float_bytes, bucket_bytes);
-  const auto values = train_replicated(comm, mode, 1, data, small_mlp, false, Compression::kBf16,
-                                       &bf16_bytes, bucket_bytes);
+  const auto exact = train_replicated(comm, mode, 1, data,
+                                      {.bucket_bytes = bucket_bytes, .gradient_bytes = &float_bytes});
+  const auto values = train_replicated(comm, mode, 1, data,
+                                       {.compression = Compression::kBf16,
+                                        .bucket_bytes = bucket_bytes,
+                                        .gradient_bytes = &bf16_bytes});
   served.reset();
   if (values.empty()) return;  // the ps
   const auto parameters = static_cast<std::int64_t>(values.size());
@@ -514,20 +533,22 @@ COHORT_MPI_TEST_CASE("async and ssp with bf16 on served windows: half the bytes,
 
 COHORT_MPI_TEST_CASE("synchronised batch norm: 2 workers in allreduce mode equal one process at 2B", 2) {
   const auto data = data::synthetic(kSteps * 2 * kBatch, 16);
-  check_equal(train_replicated(comm, Mode::kAllreduce, 0, data, batch_norm_net, true),
+  check_equal(train_replicated(comm, Mode::kAllreduce, 0, data,
+                               {.build = batch_norm_net, .sync_batch_norm = true}),
               reference(data, 2, batch_norm_net), 1e-3);
 }
 
 COHORT_MPI_TEST_CASE("synchronised batch norm: 3 workers in sync mode equal one process at 3B", 4) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 17);
-  const auto values = train_replicated(comm, Mode::kSync, 1, data, batch_norm_net, true);
+  const auto values = train_replicated(comm, Mode::kSync, 1, data,
+                                       {.build = batch_norm_net, .sync_batch_norm = true});
   if (!values.empty()) check_equal(values, reference(data, 3, batch_norm_net), 1e-3);
 }
 
 COHORT_MPI_TEST_CASE("without synchronisation, batch norm on W workers differs from W*B", 2) {
   // The control: the equivalence above is the synchronisation's doing.
   const auto data = data::synthetic(kSteps * 2 * kBatch, 18);
-  const auto values = train_replicated(comm, Mode::kAllreduce, 0, data, batch_norm_net, false);
+  const auto values = train_replicated(comm, Mode::kAllreduce, 0, data, {.build = batch_norm_net});
   const auto want = reference(data, 2, batch_norm_net);
   double diff2 = 0, norm2 = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
