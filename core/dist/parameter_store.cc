@@ -223,9 +223,13 @@ void ParameterStore::take_gradients(std::int64_t first, std::span<float> sums) {
 }
 
 void ParameterStore::clear_gradients() {
+  clear_gradients(0, static_cast<std::size_t>(num_parameters_));
+}
+
+void ParameterStore::clear_gradients(std::int64_t first, std::size_t count) {
   if (!accumulators_) throw Error("parameter store: made without gradient accumulators");
-  if (served()) return;
-  transfer(0, {{Move::kZero, 1, {}, {}, static_cast<std::size_t>(num_parameters_)}});
+  if (served() || count == 0) return;
+  transfer(first, {{Move::kZero, 1, {}, {}, count}});
 }
 
 void ParameterStore::take_gradients_bf16(std::span<std::uint16_t> sums) {

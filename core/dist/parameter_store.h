@@ -49,7 +49,8 @@ enum class ControlSlot : int {
   kRetired = 5,     ///< workers that have left training
   kStopped = 6,     ///< 1 once the chief has stopped training
   kApplied = 7,     ///< sync mode: (step << 24) | pieces of that step's update written
-  kWorkerBase = 8,  ///< three blocks of one slot per worker from here (see read_worker_slots)
+  kClearer = 8,     ///< sync mode: (step << 24) | 1 + the worker that zeroes its accumulators
+  kWorkerBase = 9,  ///< three blocks of one slot per worker from here (see read_worker_slots)
 };
 
 /// The parameters as the computing tasks see them, laid out in the memory the ps tasks host.
@@ -126,6 +127,8 @@ class ParameterStore {
   /// Zeroes the accumulators after take_gradients where the memory is one-sided; nothing to do
   /// where it is served.
   void clear_gradients();
+  /// The same for the flat range [first, first + count) alone.
+  void clear_gradients(std::int64_t first, std::size_t count);
   /// take_gradients for the flat range [first, first + sums.size()) alone.
   void take_gradients(std::int64_t first, std::span<float> sums);
   /// The same with bfloat16 on the wire (bit patterns, half the bytes), where the memory is

@@ -47,7 +47,8 @@ PsReplication::PsReplication(Server& server, Graph& graph, Optimizer& optimizer,
   // A sync step's waits on shared memory last a few hundred microseconds (the mlp's); polling
   // up to a millisecond without sleeping made 2 workers' mlp steps about 15% faster, where each
   // worker had a core, and 8% slower with 7 workers on 2 cores (docs/BENCHMARKS.md).
-  if (!store_.served() && cores_to_spare(server)) spin_ = std::chrono::milliseconds(1);
+  if (!store_.served() && options.spin_waits.value_or(cores_to_spare(server)))
+    spin_ = std::chrono::milliseconds(1);
   if (options.compression == Compression::kBf16 && !store_.served())
     throw InvalidArgument(
         std::string("compression bf16: the ") + to_string(options.mode) + " mode's ps converts "

@@ -5,16 +5,17 @@
 // averages, applies the update once with its optimizer, writes the parameters back and publishes
 // step s+1; the others wait for that and pull, while the chief zeroes the accumulators (where the
 // memory is one-sided; served, the take zeroes them) and then opens step s+1 for claims. Where the
-// memory is one-sided and each worker has a core, all of this goes in pieces of 256 KB: the
-// workers add their gradients piece by piece, saying how far they are; the chief takes each piece
-// once every claimed gradient holds it, then applies and writes it while it stays in its cache,
-// and publishes it for the others to pull while it makes the next. A step whose only gradient is
-// the chief's (one worker; backup workers' steps that it alone won) takes and zeroes nothing.
-// Gradients that arrive after k others, or for an old step, are dropped and counted (backup
-// workers: k below the number of replicas). The control traffic is batched so that a step costs
-// each replica few round trips to ps 0 (see ParameterStore::update). With --bucket_bytes a replica
-// claims its slot when the backward pass finishes the first piece of its gradient, and adds each
-// piece as it becomes final; the report still follows the last. With --compression=bf16 the
+// memory is one-sided and each worker has a core, all of this goes in pieces of 256 KB: the workers
+// add their gradients piece by piece, saying how far they are; the chief takes each piece once
+// every claimed gradient holds it, then applies and writes it while it stays in its cache, and
+// publishes it for the others to pull while it makes the next; one of them, named by the chief,
+// zeroes each piece of the accumulators after pulling it, and opens step s+1. A step whose only
+// gradient is the chief's (one worker; backup workers' steps that it alone won) takes and zeroes
+// nothing. Gradients that arrive after k others, or for an old step, are dropped and counted
+// (backup workers: k below the number of replicas). The control traffic is batched so that a step
+// costs each replica few round trips to ps 0 (see ParameterStore::update). With --bucket_bytes a
+// replica claims its slot when the backward pass finishes the first piece of its gradient, and adds
+// each piece as it becomes final; the report still follows the last. With --compression=bf16 the
 // gradients travel to the ps, and their sum to the chief, as bfloat16 with error feedback (the
 // sum's at the ps); the parameters stay float32.
 #include <algorithm>
@@ -43,7 +44,7 @@ class SyncReplication final : public PsReplication {
     // The chief in pieces also reads the third block: the pieces the others have added.
     const bool all = server.is_chief() && in_cache_pieces();
     counters_.resize(all ? slot(ControlSlot::kWorkerBase) + 3 * static_cast<std::size_t>(replicas_)
-                         : slot(ControlSlot::kApplied) + 1);
+                         : slot(ControlSlot::kClearer) + 1);
   }
 
   void before_step(std::span<float>) override { last_wait_ = 0; }
@@ -65,18 +66,31 @@ class SyncReplication final : public PsReplication {
       ++dropped_;
       store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
     } else if (!server_.is_chief()) {
-      if (!in_pieces()) send_gradient(s, grads);
+      const std::int64_t pieces = in_pieces() ? 0 : send_gradient(s, grads);
       store_.complete();
-      // The worker slot is for the stall inspector.
-      store_.update({{ControlSlot::kCompleted, 1, mpi::Op::kSum},
-                     {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_}});
+      // The worker slot is for the stall inspector. In pieces, the last one's count follows the
+      // completion: the chief may take the last piece on the count alone, and then resets the
+      // completions, which must already hold this one.
+      const ParameterStore::SlotUpdate completed{ControlSlot::kCompleted, 1, mpi::Op::kSum};
+      const ParameterStore::SlotUpdate delivered{ControlSlot::kWorkerBase, s + 1,
+                                                 mpi::Op::kReplace, replica_};
+      if (pieces == 0) {
+        store_.update({completed, delivered});
+      } else {
+        store_.update({completed, delivered, pieces_added(s, pieces)});
+      }
     }
     if (server_.is_chief()) {
       apply(s, claimed ? grads : std::span<const float>(), values);
     } else {
-      // The chief writes the update in pieces; each is pulled as soon as it is written.
+      // The chief writes the update in pieces; each is pulled as soon as it is written, and
+      // where the chief has named this worker to clear the sums, their same piece then zeroed.
       std::int64_t global = 0;
-      std::size_t pulled = 0;
+      std::size_t pulled = 0, cleared = 0;
+      const auto clear_to = [&](std::size_t end) {
+        store_.clear_gradients(static_cast<std::int64_t>(cleared), end - cleared);
+        cleared = end;
+      };
       timed_wait(
           [&] {
             read_counters();
@@ -91,6 +105,7 @@ class SyncReplication final : public PsReplication {
               store_.pull(static_cast<std::int64_t>(pulled),
                           values.subspan(pulled, written - pulled));
               pulled = written;
+              if (clears(s)) clear_to(pulled);
             }
             return false;
           },
@@ -99,6 +114,12 @@ class SyncReplication final : public PsReplication {
       // A later step than s (this replica fell behind) or a stop: all of it, as it is now.
       if (global != s + 1) pulled = 0;
       store_.pull(static_cast<std::int64_t>(pulled), values.subspan(pulled));
+      // The sums cleared, step s+1 opens for claims.
+      if (global == s + 1 && clears(s)) {
+        clear_to(values.size());
+        store_.update({{ControlSlot::kSyncWord, (s + 1) << kStepShift}});
+        ++sums_cleared_;
+      }
       step_ = std::max(s + 1, global);
     }
     return {step_, claimed, counters_[slot(ControlSlot::kStopped)] != 0};
@@ -115,6 +136,8 @@ class SyncReplication final : public PsReplication {
       text += ", " + std::to_string(updates_in_pieces_) + " updates written" + pieces;
     if (gradients_in_pieces_ > 0)
       text += ", " + std::to_string(gradients_in_pieces_) + " gradients added" + pieces;
+    if (sums_cleared_ > 0)
+      text += ", cleared the sums of " + std::to_string(sums_cleared_) + " steps";
     return text;
   }
 
@@ -127,7 +150,7 @@ class SyncReplication final : public PsReplication {
     if (*claimed_) start_send(first, grads, /*accumulators=*/true);
     return *claimed_;
   }
-  // Slots kGlobalStep..kApplied (the chief in pieces: every slot), in one round trip.
+  // Slots kGlobalStep..kClearer (the chief in pieces: every slot), in one round trip.
   void read_counters() { store_.read(ControlSlot::kGlobalStep, counters_); }
 
   // Where the memory is one-sided and each worker has a core, the chief makes the update in
@@ -138,37 +161,58 @@ class SyncReplication final : public PsReplication {
   // (a worker that pulls takes the core the chief works on).
   bool in_cache_pieces() const { return optimizer_.options().clip_norm <= 0 && waits_spin(); }
 
-  // A worker's gradient after its backward pass: whole, or in the chief's pieces, each followed
-  // by the count added so far (the third block of worker slots), so that the chief takes a piece
-  // as soon as every claimed gradient holds it, while the rest still arrives.
-  void send_gradient(std::int64_t s, std::span<const float> grads) {
-    if (!in_cache_pieces()) return start_send(0, grads, /*accumulators=*/true);
+  // A worker's gradient after its backward pass: whole, or in the chief's pieces, each but the
+  // last followed by the count added so far (the third block of worker slots), so that the chief
+  // takes a piece as soon as every claimed gradient holds it, while the rest still arrives.
+  // Returns the count of pieces, 0 when sent whole; the last's count is the caller's to send.
+  std::int64_t send_gradient(std::int64_t s, std::span<const float> grads) {
+    if (!in_cache_pieces()) {
+      start_send(0, grads, /*accumulators=*/true);
+      return 0;
+    }
     std::int64_t count = 0;
     gradients_in_pieces_ += grads.size() > kPiece ? 1 : 0;
     for (std::size_t first = 0; first < grads.size(); first += kPiece) {
+      if (count > 0) {
+        store_.complete();
+        store_.update({pieces_added(s, count)});
+      }
       start_send(static_cast<std::int64_t>(first),
                  grads.subspan(first, std::min(kPiece, grads.size() - first)),
                  /*accumulators=*/true);
-      store_.complete();
-      store_.update({{ControlSlot::kWorkerBase, (s << kStepShift) | ++count, mpi::Op::kReplace,
-                      2 * replicas_ + replica_}});
+      ++count;
     }
+    return count;
+  }
+  // This worker's slot in the third block: `count` pieces of its step-s gradient added.
+  ParameterStore::SlotUpdate pieces_added(std::int64_t s, std::int64_t count) const {
+    return {ControlSlot::kWorkerBase, (s << kStepShift) | count, mpi::Op::kReplace,
+            2 * replicas_ + replica_};
   }
 
   // The chief, after read_counters(): how many leading parameters every one of the `others`
   // gradients claimed for step s holds, from the counts they sent with their pieces; 0 until
-  // each has sent one (one that sends whole counts only once kCompleted does).
-  std::size_t arrived(std::int64_t s, std::int64_t others, std::size_t n) const {
+  // each has sent one (one that sends whole counts only once kCompleted does). `first`: the
+  // first of them, -1 if there is none.
+  std::size_t arrived(std::int64_t s, std::int64_t others, std::size_t n,
+                      int* first = nullptr) const {
     std::int64_t senders = 0, pieces = kCountMask;
     const auto base = slot(ControlSlot::kWorkerBase) + 2 * static_cast<std::size_t>(replicas_);
-    for (std::size_t w = 0; w < static_cast<std::size_t>(replicas_); ++w) {
-      const std::int64_t word = counters_[base + w];
-      if ((word >> kStepShift) != s) continue;
+    if (first != nullptr) *first = -1;
+    for (int w = 0; w < replicas_; ++w) {
+      const std::int64_t word = counters_[base + static_cast<std::size_t>(w)];
+      if ((word >> kStepShift) != s || (word & kCountMask) == 0) continue;  // 0: never sent
+      if (first != nullptr && *first < 0) *first = w;
       ++senders;
       pieces = std::min(pieces, word & kCountMask);
     }
     if (senders < others) return 0;
     return std::min(n, static_cast<std::size_t>(pieces) * kPiece);
+  }
+
+  // Whether the chief has named this worker to zero the accumulators after step s.
+  bool clears(std::int64_t s) const {
+    return counters_[slot(ControlSlot::kClearer)] == ((s << kStepShift) | (replica_ + 1));
   }
 
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
@@ -183,7 +227,10 @@ class SyncReplication final : public PsReplication {
       if ((seen >> kStepShift) < s) {
         timed_wait([&] { return (store_.read(ControlSlot::kSyncWord) >> kStepShift) >= s; },
                    options_.wait_timeout,
-                   [&] { return chief_name() + " to open step " + std::to_string(s); });
+                   [&] {
+                     return chief_name() + " (or the worker it named to clear the sums) to open "
+                            "step " + std::to_string(s);
+                   });
         continue;
       }
       if ((seen >> kStepShift) != s || (seen & kCountMask) >= k_) return false;
@@ -233,6 +280,7 @@ class SyncReplication final : public PsReplication {
     if (!alone) sums_.resize(pieces ? std::min(piece, n) : n);  // in pieces, one reused
     if (!alone && bf16) taken_.resize(n);
     if (pieces) optimizer_.begin_pieces(s, n);
+    int clearer = -1;  // the worker that zeroes the accumulators, -1 the chief
     updates_in_pieces_ += pieces && n > piece ? 1 : 0;
     // At least once: the optimizer counts the step even with nothing to update.
     std::size_t first = 0;
@@ -261,6 +309,16 @@ class SyncReplication final : public PsReplication {
           for (std::size_t i = 0; i < size; ++i) out[i] += mine[first + i];
         sum = out;
       }
+      // In pieces, one of the others, which pulls each piece while the chief makes the next,
+      // zeroes the accumulators behind it: the first that sent its gradient in pieces (where
+      // all did). Named before the first piece is published.
+      if (first == 0 && pieces && !alone) {
+        int sender = -1;
+        if (arrived(s, claims - own, n, &sender) > 0 && sender >= 0) {
+          clearer = sender;
+          store_.update({{ControlSlot::kClearer, (s << kStepShift) | (clearer + 1)}});
+        }
+      }
       const auto part = values.subspan(first, size);
       if (pieces) {
         optimizer_.apply_piece(at, part, sum, scale, plus);
@@ -275,8 +333,9 @@ class SyncReplication final : public PsReplication {
     } while (first < n);
     // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
     // the accumulators, and the step opens as it is published. One-sided, the step is published
-    // first, so that the others pull while the chief zeroes the accumulators, and opens for
-    // claims after that (a replica that claims sooner waits for it: see claim()).
+    // first, so that the others pull while the accumulators are zeroed, and opens for claims
+    // after that (a replica that claims sooner waits for it: see claim()): by the chief, or by
+    // the worker it named, which has zeroed them piece by piece behind its pulls.
     const std::int64_t next = (s + 1) << kStepShift;
     if (store_.served()) {
       store_.update({{ControlSlot::kCompleted, 0},
@@ -287,8 +346,10 @@ class SyncReplication final : public PsReplication {
       store_.update({{ControlSlot::kCompleted, 0},
                      {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
                      {ControlSlot::kGlobalStep, s + 1}});
-      if (!alone) store_.clear_gradients();
-      store_.update({{ControlSlot::kSyncWord, next}});
+      if (clearer < 0) {
+        if (!alone) store_.clear_gradients();
+        store_.update({{ControlSlot::kSyncWord, next}});
+      }
     }
     step_ = s + 1;
   }
@@ -310,6 +371,7 @@ class SyncReplication final : public PsReplication {
   std::int64_t dropped_ = 0;
   std::int64_t updates_in_pieces_ = 0;
   std::int64_t gradients_in_pieces_ = 0;
+  std::int64_t sums_cleared_ = 0;
   std::vector<float> sums_;
   std::vector<std::uint16_t> taken_;  // --compression=bf16: the sum as it travels
   // The slots read_counters() reads.

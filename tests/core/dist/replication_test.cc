@@ -132,6 +132,7 @@ struct Run {
   bool prefetch = false;
   bool shared_memory_sums = true;
   bool use_gradient_memory = true;  // the gradients go where the mode offers, as in the trainer
+  std::optional<bool> spin_waits = std::nullopt;  // unset: where each worker has a CPU
   // The last worker finishes each backward pass this much later than the others.
   std::chrono::microseconds last_worker_late{0};
   std::int64_t* gradient_bytes = nullptr;
@@ -157,6 +158,7 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
   options.bucket_bytes = run.bucket_bytes;
   options.prefetch = run.prefetch;
   options.shared_memory_sums = run.shared_memory_sums;
+  options.spin_waits = run.spin_waits;
   auto replication = start_replication(server, graph, *optimizer, options);
   ReplicaSum replicas(server.replicas());
   OpContext context;
@@ -245,7 +247,8 @@ COHORT_MPI_TEST_CASE("sync mode with 3 workers and 2 ps tasks equals one process
 // Where the memory is one-sided and each worker has a core (one thread each, two CPUs, as on the
 // CI machine), the other worker adds its gradient in three pieces that the chief takes as they
 // come, and the chief writes the update in three pieces that the other pulls as they come; the
-// last covers variables on both ps tasks. Served, both are sent whole. With the other worker
+// last covers variables on both ps tasks; the other zeroes the sums behind its pulls. Served,
+// both are sent whole, and the take zeroes the sums. With the other worker
 // late, the chief waits for its pieces as they arrive; with --bucket_bytes the other claims its
 // slot early in its backward pass, and the chief waits for the whole gradient.
 COHORT_MPI_TEST_CASE("sync mode with the update in pieces: 2 workers, 2 ps tasks equal 2B", 4) {
@@ -278,6 +281,25 @@ COHORT_MPI_TEST_CASE("sync mode with the update in pieces: 2 workers, 2 ps tasks
   }
   CHECK(said("updates written") == (chief && one_sided));
   CHECK(said("gradients added") == (!chief && one_sided));
+  const bool cleared =
+      stats.find("cleared the sums of " + std::to_string(kSteps) + " steps") != std::string::npos;
+  CHECK(cleared == (!chief && one_sided));
+}
+
+// Three workers in pieces (forced on: two CPUs are fewer than they would take): the chief names
+// the first of the others to clear the sums, and takes a piece once both others hold it.
+COHORT_MPI_TEST_CASE("sync mode in pieces, 3 workers: equal to 3B, one clears the sums", 5) {
+  const auto data = data::synthetic(kSteps * 3 * kBatch, 25);
+  std::string stats;
+  const auto values = train_replicated(comm, Mode::kSync, 2, data,
+                                       {.build = wide_mlp, .spin_waits = true, .stats = &stats});
+  if (values.empty()) return;  // a ps
+  check_equal(values, reference(data, 3, wide_mlp));
+  MESSAGE("rank " << comm.rank() << ": " << stats);
+  if (stats.find("memory one-sided") == std::string::npos) return;  // served: whole
+  const auto said = [&](const std::string& what) { return stats.find(what) != std::string::npos; };
+  CHECK(said(std::to_string(kSteps) + " gradients added in 256 KB pieces") == (comm.rank() > 2));
+  CHECK(said("cleared the sums of " + std::to_string(kSteps) + " steps") == (comm.rank() == 3));
 }
 
 COHORT_MPI_TEST_CASE("allreduce mode with 2 workers equals one process at batch 2B", 2) {
