@@ -44,7 +44,8 @@ class PsReplication : public Replication, private GradientListener {
   std::string replica_name(int replica) const;
   bool stopped() { return store_.read(ControlSlot::kStopped) != 0; }
   /// Whether waits poll without sleeping: the memory is one-sided and each worker on this node
-  /// has a core of its own, so one replica's work can overlap another's wait.
+  /// has a core of its own, so one replica's work can overlap another's wait (or
+  /// ReplicationOptions::spin_waits says so).
   bool waits_spin() const { return spin_.count() > 0; }
   /// wait_until(), with the time spent added to last_wait_. After a stop signal (SIGTERM,
   /// SIGUSR1) it waits at most twice the recent time between waits (at least 0.5 s) more, then

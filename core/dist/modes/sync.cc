@@ -8,17 +8,19 @@
 // memory is one-sided and each worker has a core, all of this goes in pieces of 256 KB: the workers
 // add their gradients piece by piece, saying how far they are; the chief takes each piece once
 // every claimed gradient holds it, then applies and writes it while it stays in its cache, and
-// publishes it for the others to pull while it makes the next; one of them, named by the chief,
-// zeroes each piece of the accumulators after pulling it, and opens step s+1. A step whose only
-// gradient is the chief's (one worker; backup workers' steps that it alone won) takes and zeroes
-// nothing. Gradients that arrive after k others, or for an old step, are dropped and counted
-// (backup workers: k below the number of replicas). The control traffic is batched so that a step
-// costs each replica few round trips to ps 0 (see ParameterStore::update). With --bucket_bytes a
-// replica claims its slot when the backward pass finishes the first piece of its gradient, and adds
-// each piece as it becomes final; the report still follows the last. With --compression=bf16 the
-// gradients travel to the ps, and their sum to the chief, as bfloat16 with error feedback (the
-// sum's at the ps); the parameters stay float32.
+// publishes it for the others to pull while it makes the next; one of them, named by the chief
+// where all sent in pieces, zeroes each piece of the accumulators after pulling it, and opens step
+// s+1. A step whose only gradient is the chief's (one worker; backup workers' steps that it alone
+// won) takes and zeroes nothing. Gradients that arrive after k others, or for an old step, are
+// dropped and counted (backup workers: k below the number of replicas). The control traffic is
+// batched so that a step costs each replica few round trips to ps 0 (see ParameterStore::update).
+// With --bucket_bytes a replica claims its slot when the backward pass finishes the first piece of
+// its gradient, and adds each piece as it becomes final; the report still follows the last. With
+// --compression=bf16 the gradients travel to the ps, and their sum to the chief, as bfloat16 with
+// error feedback (the sum's at the ps); the parameters stay float32.
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <optional>
 
 #include "cohort/core/base/bfloat16.h"
@@ -66,7 +68,7 @@ class SyncReplication final : public PsReplication {
       ++dropped_;
       store_.update({{ControlSlot::kDropped, 1, mpi::Op::kSum}});
     } else if (!server_.is_chief()) {
-      const std::int64_t pieces = in_pieces() ? 0 : send_gradient(s, grads);
+      const std::int64_t sent_pieces = in_pieces() ? 0 : send_gradient(s, grads);
       store_.complete();
       // The worker slot is for the stall inspector. In pieces, the last one's count follows the
       // completion: the chief may take the last piece on the count alone, and then resets the
@@ -74,10 +76,10 @@ class SyncReplication final : public PsReplication {
       const ParameterStore::SlotUpdate completed{ControlSlot::kCompleted, 1, mpi::Op::kSum};
       const ParameterStore::SlotUpdate delivered{ControlSlot::kWorkerBase, s + 1,
                                                  mpi::Op::kReplace, replica_};
-      if (pieces == 0) {
+      if (sent_pieces == 0) {
         store_.update({completed, delivered});
       } else {
-        store_.update({completed, delivered, pieces_added(s, pieces)});
+        store_.update({completed, delivered, pieces_added(s, sent_pieces)});
       }
     }
     if (server_.is_chief()) {
@@ -111,11 +113,17 @@ class SyncReplication final : public PsReplication {
           },
           options_.wait_timeout,
           [&] { return chief_name() + " to apply step " + std::to_string(s); });
+      const bool stopped = counters_[slot(ControlSlot::kStopped)] != 0;
       // A later step than s (this replica fell behind) or a stop: all of it, as it is now.
       if (global != s + 1) pulled = 0;
       store_.pull(static_cast<std::int64_t>(pulled), values.subspan(pulled));
-      // The sums cleared, step s+1 opens for claims.
-      if (global == s + 1 && clears(s)) {
+      // The named worker, once the chief has published step s or stopped (either way it has
+      // taken every piece), zeroes the rest of the sums and opens step s+1 for claims. It cannot
+      // have fallen behind: step s+1 is published only after it opens. The read that ended the
+      // wait is atomic slot by slot, not as a whole, so the name is read again if it did not
+      // show it.
+      if (in_cache_pieces() && (global == s + 1 || stopped) &&
+          (clears(s) || store_.read(ControlSlot::kClearer) == clearer_word(s, replica_))) {
         clear_to(values.size());
         store_.update({{ControlSlot::kSyncWord, (s + 1) << kStepShift}});
         ++sums_cleared_;
@@ -142,7 +150,7 @@ class SyncReplication final : public PsReplication {
   }
 
  private:
-  static std::size_t slot(ControlSlot c) { return static_cast<std::size_t>(c); }
+  static constexpr std::size_t slot(ControlSlot c) { return static_cast<std::size_t>(c); }
 
   void begin_pieces(std::size_t) override { claimed_.reset(); }
   bool send_piece(std::int64_t first, std::span<const float> grads) override {
@@ -158,7 +166,9 @@ class SyncReplication final : public PsReplication {
   // written for the others to pull while the next is made, and the workers add their gradients
   // in the same pieces. Whole where clipping needs every gradient's norm first, where the memory
   // is served (each piece would cost the ps a request more), and where the workers share cores
-  // (a worker that pulls takes the core the chief works on).
+  // (a worker that pulls takes the core the chief works on). Each process decides from its own
+  // node's CPUs (or ReplicationOptions::spin_waits), so they may differ: a worker that sends
+  // whole is waited for whole, and the chief then zeroes the sums itself.
   bool in_cache_pieces() const { return optimizer_.options().clip_norm <= 0 && waits_spin(); }
 
   // A worker's gradient after its backward pass: whole, or in the chief's pieces, each but the
@@ -192,8 +202,8 @@ class SyncReplication final : public PsReplication {
 
   // The chief, after read_counters(): how many leading parameters every one of the `others`
   // gradients claimed for step s holds, from the counts they sent with their pieces; 0 until
-  // each has sent one (one that sends whole counts only once kCompleted does). `first`: the
-  // first of them, -1 if there is none.
+  // each has sent one (a worker that sends whole, or during its backward pass, sends none: the
+  // chief waits for its completion). `first`: the lowest-numbered of them, -1 if none.
   std::size_t arrived(std::int64_t s, std::int64_t others, std::size_t n,
                       int* first = nullptr) const {
     std::int64_t senders = 0, pieces = kCountMask;
@@ -210,27 +220,39 @@ class SyncReplication final : public PsReplication {
     return std::min(n, static_cast<std::size_t>(pieces) * kPiece);
   }
 
-  // Whether the chief has named this worker to zero the accumulators after step s.
+  // kClearer's value that names `replica` for step s, and whether the last read_counters() saw
+  // this worker named for step s.
+  static std::int64_t clearer_word(std::int64_t s, int replica) {
+    return (s << kStepShift) | (replica + 1);
+  }
   bool clears(std::int64_t s) const {
-    return counters_[slot(ControlSlot::kClearer)] == ((s << kStepShift) | (replica_ + 1));
+    return counters_[slot(ControlSlot::kClearer)] == clearer_word(s, replica_);
   }
 
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
   // guesses that no slot is taken yet, which saves reading the word first. A word of an earlier
-  // step means the chief has published step s but not yet opened it (it is zeroing the
-  // accumulators): wait for that; a later step's means this gradient is stale.
+  // step means step s is published but not yet open (the chief, or the worker it named, is
+  // zeroing the accumulators): wait for that, unless the chief stops; a later step's means this
+  // gradient is stale.
   bool claim(std::int64_t s) {
     std::int64_t word = s << kStepShift;
     for (;;) {
       const std::int64_t seen = store_.compare_and_swap(ControlSlot::kSyncWord, word, word + 1);
       if (seen == word) return true;
       if ((seen >> kStepShift) < s) {
-        timed_wait([&] { return (store_.read(ControlSlot::kSyncWord) >> kStepShift) >= s; },
-                   options_.wait_timeout,
-                   [&] {
-                     return chief_name() + " (or the worker it named to clear the sums) to open "
-                            "step " + std::to_string(s);
-                   });
+        // Slots kSyncWord..kStopped: a stop ends the wait, and the claim fails.
+        std::int64_t slots[slot(ControlSlot::kStopped) - slot(ControlSlot::kSyncWord) + 1];
+        timed_wait(
+            [&] {
+              store_.read(ControlSlot::kSyncWord, slots);
+              return (slots[0] >> kStepShift) >= s || slots[std::size(slots) - 1] != 0;
+            },
+            options_.wait_timeout,
+            [&] {
+              return chief_name() + " (or the worker it named to clear the sums) to open step " +
+                     std::to_string(s);
+            });
+        if (slots[std::size(slots) - 1] != 0) return false;
         continue;
       }
       if ((seen >> kStepShift) != s || (seen & kCountMask) >= k_) return false;
@@ -262,6 +284,8 @@ class SyncReplication final : public PsReplication {
     // Close step s to further claims; a claim made just before must still arrive in full.
     const std::int64_t claims =
         store_.exchange(ControlSlot::kSyncWord, (s << kStepShift) | k_) & kCountMask;
+    // The pieces' waits share one --wait_timeout from here.
+    const auto closed = std::chrono::steady_clock::now();
     // The parameters whose sums are complete: all of them, or in pieces, those arrived so far.
     std::size_t complete = 0;
     const auto holds = [&](std::size_t end) {
@@ -291,7 +315,7 @@ class SyncReplication final : public PsReplication {
       std::span<const float> plus;  // a gradient the optimizer adds to `sum` as it reads it
       if (!alone) {
         if (!holds(first + size))
-          timed_wait([&] { return holds(first + size); }, options_.wait_timeout,
+          timed_wait([&] { return holds(first + size); }, left_since(closed),
                      [&] { return missing(s, own); });
         const std::span<float> out = std::span(sums_).subspan(pieces ? 0 : first, size);
         if (bf16) {
@@ -310,13 +334,14 @@ class SyncReplication final : public PsReplication {
         sum = out;
       }
       // In pieces, one of the others, which pulls each piece while the chief makes the next,
-      // zeroes the accumulators behind it: the first that sent its gradient in pieces (where
-      // all did). Named before the first piece is published.
+      // zeroes the accumulators behind it: the lowest-numbered of those that sent their
+      // gradients in pieces, where all did (else the chief zeroes them, as when whole). Named
+      // before the first piece is published.
       if (first == 0 && pieces && !alone) {
         int sender = -1;
         if (arrived(s, claims - own, n, &sender) > 0 && sender >= 0) {
           clearer = sender;
-          store_.update({{ControlSlot::kClearer, (s << kStepShift) | (clearer + 1)}});
+          store_.update({{ControlSlot::kClearer, clearer_word(s, clearer)}});
         }
       }
       const auto part = values.subspan(first, size);
@@ -352,6 +377,14 @@ class SyncReplication final : public PsReplication {
       }
     }
     step_ = s + 1;
+  }
+
+  // What is left of --wait_timeout (0: none) since `since`; at least a millisecond.
+  std::chrono::milliseconds left_since(std::chrono::steady_clock::time_point since) const {
+    using namespace std::chrono;
+    if (options_.wait_timeout.count() == 0) return options_.wait_timeout;
+    const auto spent = duration_cast<milliseconds>(steady_clock::now() - since);
+    return std::max(milliseconds(1), options_.wait_timeout - spent);
   }
 
   // Names the replicas that have not delivered a gradient for step s.
