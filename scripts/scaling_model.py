@@ -43,10 +43,14 @@ def sync_time(s, w, p, b, alpha, serve, g=1.0):
     ps tasks); the chief takes the sum (g s, read and cleared in one transfer), adds its own
     gradient and writes the parameters (s, float32 always); every worker but the chief pulls s.
     A ps link carries (w-1)/p of the pushes and pulls; a ps task that serves by messages moves
-    at most `serve` bytes/s. Where the ps memory is one-sided, the chief takes, updates and
-    writes in pieces of PIECE_BYTES (three round trips each), and the others pull each piece as
-    it is written: the pulls overlap the chief's work, which then lasts as long as the busier of
-    the chief's path and the ps links' sending (the take and the pulls)."""
+    at most `serve` bytes/s, and there these follow one another. Where the ps memory is
+    one-sided, everything goes in pieces of PIECE_BYTES: the others push piece by piece (two
+    round trips each: the piece and its count), the chief takes each piece as soon as all hold
+    it, updates and writes it (three round trips each), the others pull each piece as it is
+    written, and one of them zeroes the sums' piece after its pull (s more bytes into the ps
+    tasks, s more through its link). The stages overlap: a step lasts as long as the slowest of
+    the pushes, the chief's path, the clearing worker's and the ps links in either direction
+    (in: pushes, the write, the zeroes; out: the take, the pulls), plus one piece's way through."""
     ps_rate = min(b, serve)
     others = w - 1
     push = max(g * s / b, others * g * s / (p * ps_rate)) if others else 0.0
@@ -54,9 +58,14 @@ def sync_time(s, w, p, b, alpha, serve, g=1.0):
     pull = max(s / b, others * s / (p * ps_rate)) if others else 0.0
     if serve != float("inf"):
         return push + chief + pull + 6 * alpha
+    if not others:
+        return chief + 3 * alpha
     pieces = -(-s // PIECE_BYTES)
+    push += 2 * pieces * alpha
     chief += 3 * pieces * alpha
-    return push + max(chief, (g + others) * s / (p * ps_rate)) + 3 * alpha
+    clearer = 2 * s / b + 2 * pieces * alpha
+    links = max(others * g + 2, g + others) * s / (p * ps_rate)
+    return max(push, chief, clearer, links) + 2 * PIECE_BYTES / b + 3 * alpha
 
 
 def async_rate(s, w, p, b, alpha, serve, compute, g=1.0):
