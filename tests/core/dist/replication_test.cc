@@ -322,7 +322,8 @@ void check_shared_memory_sums(const mpi::Comm& comm, std::uint64_t seed) {
   const auto mpi = train_replicated(comm, Mode::kAllreduce, 0, data,
                                     {.shared_memory_sums = false, .stats = &mpi_stats});
   const auto shared = train_replicated(comm, Mode::kAllreduce, 0, data, {.stats = &shared_stats});
-  const auto copied = train_replicated(comm, Mode::kAllreduce, 0, data, {.use_gradient_memory = false});
+  const auto copied =
+      train_replicated(comm, Mode::kAllreduce, 0, data, {.use_gradient_memory = false});
   // Over TCP alone (Open MPI's shared-memory window component left out) the mode falls back.
   const bool node_sums = NodeSum::make(comm, 1) != nullptr;
   const bool said = shared_stats.find("summed in each node's shared memory") != std::string::npos;
@@ -354,9 +355,11 @@ COHORT_MPI_TEST_CASE("allreduce mode: sums in shared memory equal MPI_Allreduce'
 COHORT_MPI_TEST_CASE("allreduce mode with bf16 compression: half the bytes, replicas identical", 3) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 15);
   std::int64_t float_bytes = 0, bf16_bytes = 0;
-  const auto exact = train_replicated(comm, Mode::kAllreduce, 0, data, {.gradient_bytes = &float_bytes});
-  const auto values = train_replicated(comm, Mode::kAllreduce, 0, data,
-                                       {.compression = Compression::kBf16, .gradient_bytes = &bf16_bytes});
+  const auto exact =
+      train_replicated(comm, Mode::kAllreduce, 0, data, {.gradient_bytes = &float_bytes});
+  const auto values = train_replicated(
+      comm, Mode::kAllreduce, 0, data,
+      {.compression = Compression::kBf16, .gradient_bytes = &bf16_bytes});
   const auto parameters = static_cast<std::int64_t>(values.size());
   CHECK(float_bytes == kSteps * parameters * 4);
   CHECK(bf16_bytes == kSteps * parameters * 2);
@@ -376,7 +379,8 @@ COHORT_MPI_TEST_CASE("allreduce mode with bf16 compression: half the bytes, repl
 COHORT_MPI_TEST_CASE("allreduce mode: buckets sent during backward equal the whole buffer after it", 2) {
   const auto data = data::synthetic(kSteps * 2 * kBatch, 18);
   std::int64_t whole_bytes = 0, bucket_bytes = 0;
-  const auto whole = train_replicated(comm, Mode::kAllreduce, 0, data, {.gradient_bytes = &whole_bytes});
+  const auto whole =
+      train_replicated(comm, Mode::kAllreduce, 0, data, {.gradient_bytes = &whole_bytes});
   std::string stats;
   const auto buckets = train_replicated(
       comm, Mode::kAllreduce, 0, data,
@@ -409,7 +413,8 @@ void check_pieces_equal_whole(const mpi::Comm& comm, Mode mode, std::uint64_t se
   const auto data = data::synthetic(kSteps * 2 * kBatch, seed);
   const auto whole = train_replicated(comm, mode, 1, data);
   std::string stats;
-  const auto pieces = train_replicated(comm, mode, 1, data, {.bucket_bytes = 4096, .stats = &stats});
+  const auto pieces =
+      train_replicated(comm, mode, 1, data, {.bucket_bytes = 4096, .stats = &stats});
   if (whole.empty()) return;  // the ps
   CHECK(pieces == whole);
   // The sync chief (rank 1, after the ps) keeps its own gradient: it sends no piece.
@@ -523,8 +528,8 @@ void check_bf16_pushes(const mpi::Comm& comm, Mode mode, std::int64_t bucket_byt
   std::optional<ServedWindows> served(std::in_place);
   const auto data = data::synthetic(kSteps * 2 * kBatch, seed);
   std::int64_t float_bytes = 0, bf16_bytes = 0;
-  const auto exact = train_replicated(comm, mode, 1, data,
-                                      {.bucket_bytes = bucket_bytes, .gradient_bytes = &float_bytes});
+  const auto exact = train_replicated(
+      comm, mode, 1, data, {.bucket_bytes = bucket_bytes, .gradient_bytes = &float_bytes});
   const auto values = train_replicated(comm, mode, 1, data,
                                        {.compression = Compression::kBf16,
                                         .bucket_bytes = bucket_bytes,
