@@ -112,7 +112,7 @@ void PsReplication::start(std::span<float> values, std::int64_t initial_step,
   if (server_.is_chief()) {
     store_.assign(values);
     store_.write(ControlSlot::kGlobalStep, initial_step);
-    store_.write(ControlSlot::kSyncWord, initial_step << kStepShift);
+    store_.write(ControlSlot::kSyncWord, step_word(initial_step, 0));
     store_.write(ControlSlot::kReady, 1);
   } else {
     timed_wait([&] { return store_.read(ControlSlot::kReady) == 1; },

@@ -36,6 +36,14 @@ class PsReplication : public Replication, private GradientListener {
  protected:
   static constexpr int kStepShift = 24;
   static constexpr std::int64_t kCountMask = (std::int64_t{1} << kStepShift) - 1;
+  /// A control word that counts something for one step: (step << kStepShift) | count.
+  static constexpr std::int64_t step_word(std::int64_t step, std::int64_t count) {
+    return (step << kStepShift) | count;
+  }
+  /// What such a word counts for `step`: 0 when it is another step's.
+  static constexpr std::int64_t count_for(std::int64_t word, std::int64_t step) {
+    return (word >> kStepShift) == step ? word & kCountMask : 0;
+  }
   static constexpr std::int64_t kRetiredClock = std::int64_t{1} << 60;
 
   /// "the chief (worker:0, rank 1)".

@@ -98,11 +98,10 @@ class SyncReplication final : public PsReplication {
             read_counters();
             global = counters_[slot(ControlSlot::kGlobalStep)];
             if (global > s || counters_[slot(ControlSlot::kStopped)] != 0) return true;
-            const std::int64_t word = counters_[slot(ControlSlot::kApplied)];
-            const std::size_t written =
-                (word >> kStepShift) == s
-                    ? std::min(values.size(), static_cast<std::size_t>(word & kCountMask) * kPiece)
-                    : 0;
+            const auto written = std::min(
+                values.size(),
+                static_cast<std::size_t>(count_for(counters_[slot(ControlSlot::kApplied)], s)) *
+                    kPiece);
             if (written > pulled) {
               store_.pull(static_cast<std::int64_t>(pulled),
                           values.subspan(pulled, written - pulled));
@@ -125,7 +124,7 @@ class SyncReplication final : public PsReplication {
       if (in_cache_pieces() && (global == s + 1 || stopped) &&
           (clears(s) || store_.read(ControlSlot::kClearer) == clearer_word(s, replica_))) {
         clear_to(values.size());
-        store_.update({{ControlSlot::kSyncWord, (s + 1) << kStepShift}});
+        store_.update({{ControlSlot::kSyncWord, step_word(s + 1, 0)}});
         ++sums_cleared_;
       }
       step_ = std::max(s + 1, global);
@@ -196,7 +195,7 @@ class SyncReplication final : public PsReplication {
   }
   // This worker's slot in the third block: `count` pieces of its step-s gradient added.
   ParameterStore::SlotUpdate pieces_added(std::int64_t s, std::int64_t count) const {
-    return {ControlSlot::kWorkerBase, (s << kStepShift) | count, mpi::Op::kReplace,
+    return {ControlSlot::kWorkerBase, step_word(s, count), mpi::Op::kReplace,
             2 * replicas_ + replica_};
   }
 
@@ -210,11 +209,11 @@ class SyncReplication final : public PsReplication {
     const auto base = slot(ControlSlot::kWorkerBase) + 2 * static_cast<std::size_t>(replicas_);
     if (first != nullptr) *first = -1;
     for (int w = 0; w < replicas_; ++w) {
-      const std::int64_t word = counters_[base + static_cast<std::size_t>(w)];
-      if ((word >> kStepShift) != s || (word & kCountMask) == 0) continue;  // 0: never sent
+      const std::int64_t count = count_for(counters_[base + static_cast<std::size_t>(w)], s);
+      if (count == 0) continue;  // another step's, or never sent (the slots start at 0)
       if (first != nullptr && *first < 0) *first = w;
       ++senders;
-      pieces = std::min(pieces, word & kCountMask);
+      pieces = std::min(pieces, count);
     }
     if (senders < others) return 0;
     return std::min(n, static_cast<std::size_t>(pieces) * kPiece);
@@ -223,7 +222,7 @@ class SyncReplication final : public PsReplication {
   // kClearer's value that names `replica` for step s, and whether the last read_counters() saw
   // this worker named for step s.
   static std::int64_t clearer_word(std::int64_t s, int replica) {
-    return (s << kStepShift) | (replica + 1);
+    return step_word(s, replica + 1);
   }
   bool clears(std::int64_t s) const {
     return counters_[slot(ControlSlot::kClearer)] == clearer_word(s, replica_);
@@ -235,7 +234,7 @@ class SyncReplication final : public PsReplication {
   // zeroing the accumulators): wait for that, unless the chief stops; a later step's means this
   // gradient is stale.
   bool claim(std::int64_t s) {
-    std::int64_t word = s << kStepShift;
+    std::int64_t word = step_word(s, 0);
     for (;;) {
       const std::int64_t seen = store_.compare_and_swap(ControlSlot::kSyncWord, word, word + 1);
       if (seen == word) return true;
@@ -276,14 +275,13 @@ class SyncReplication final : public PsReplication {
       read_counters();
       const std::int64_t active = replicas_ - counters_[slot(ControlSlot::kRetired)];
       const std::int64_t needed = std::min<std::int64_t>(k_, std::max<std::int64_t>(active, 1));
-      const std::int64_t word = counters_[slot(ControlSlot::kSyncWord)];
       return completed() >= needed ||
-             (pieces && (word >> kStepShift) == s && (word & kCountMask) >= needed);
+             (pieces && count_for(counters_[slot(ControlSlot::kSyncWord)], s) >= needed);
     };
     timed_wait(ready, options_.wait_timeout, [&] { return missing(s, own); });
     // Close step s to further claims; a claim made just before must still arrive in full.
     const std::int64_t claims =
-        store_.exchange(ControlSlot::kSyncWord, (s << kStepShift) | k_) & kCountMask;
+        store_.exchange(ControlSlot::kSyncWord, step_word(s, k_)) & kCountMask;
     // The pieces' waits share one --wait_timeout from here.
     const auto closed = std::chrono::steady_clock::now();
     // The parameters whose sums are complete: all of them, or in pieces, those arrived so far.
@@ -353,15 +351,15 @@ class SyncReplication final : public PsReplication {
       store_.assign(at, part);
       first += size;
       if (first < n)
-        store_.update({{ControlSlot::kApplied,
-                        (s << kStepShift) | static_cast<std::int64_t>(first / piece)}});
+        store_.update(
+            {{ControlSlot::kApplied, step_word(s, static_cast<std::int64_t>(first / piece))}});
     } while (first < n);
     // The count is reset before step s+1 opens for claims. Served, one request takes and zeroes
     // the accumulators, and the step opens as it is published. One-sided, the step is published
     // first, so that the others pull while the accumulators are zeroed, and opens for claims
     // after that (a replica that claims sooner waits for it: see claim()): by the chief, or by
     // the worker it named, which has zeroed them piece by piece behind its pulls.
-    const std::int64_t next = (s + 1) << kStepShift;
+    const std::int64_t next = step_word(s + 1, 0);
     if (store_.served()) {
       store_.update({{ControlSlot::kCompleted, 0},
                      {ControlSlot::kWorkerBase, s + 1, mpi::Op::kReplace, replica_},
