@@ -19,6 +19,20 @@ set(COHORT_TCP_ONLY_ENV OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo "OM
 # gives on an Ethernet cluster: MPI_Win_allocate succeeds, but a transfer moves only when its
 # target calls MPI.
 set(COHORT_TCP_PT2PT_ENV OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo "OMPI_MCA_osc=^sm,ucx")
+# Open MPI's UCX components, the stack InfiniBand clusters run, here over UCX's TCP transport.
+# Debian's Open MPI leaves osc ucx out, and opens pml ucx on Mellanox devices only, unless told.
+set(COHORT_UCX_TCP_ENV OMPI_MCA_pml=ucx OMPI_MCA_osc=ucx OMPI_MCA_pml_ucx_tls=any
+    OMPI_MCA_pml_ucx_devices=any UCX_TLS=tcp,self UCX_NET_DEVICES=lo)
+# Whether this MPI is an Open MPI with both UCX components.
+set(COHORT_MPI_HAS_UCX OFF)
+get_filename_component(cohort_mpi_bin "${MPIEXEC_EXECUTABLE}" DIRECTORY)
+find_program(COHORT_OMPI_INFO ompi_info HINTS ${cohort_mpi_bin})
+if(COHORT_OMPI_INFO)
+  execute_process(COMMAND ${COHORT_OMPI_INFO} OUTPUT_VARIABLE cohort_ompi_info ERROR_QUIET)
+  if(cohort_ompi_info MATCHES "MCA pml: ucx" AND cohort_ompi_info MATCHES "MCA osc: ucx")
+    set(COHORT_MPI_HAS_UCX ON)
+  endif()
+endif()
 
 # The command prefix that runs `np` ranks.
 function(cohort_mpiexec out np)
