@@ -5,13 +5,15 @@
 //   mpirun -np 3 build/bin/example_residual_npy --mode=allreduce $data
 //
 // x_*.npy hold images [n, rows, cols, channels] (or [n, rows, cols]) of any float or integer
-// dtype, y_*.npy the class of each as integers. Without file flags the program writes a part of
+// dtype, y_*.npy the class of each as integers. The test files are optional: without them the
+// program trains and does not evaluate. Without file flags the program writes a part of
 // Fashion-MNIST to .npy files first (in --export_dir) and trains on those, so it runs as it is.
 #include <cohort/cohort.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +23,8 @@ COHORT_DEFINE_string(test_features, "", "test images, .npy");
 COHORT_DEFINE_string(test_labels, "", "test labels, .npy of integers");
 COHORT_DEFINE_string(export_dir, "/tmp/cohort_residual_npy",
                      "without file flags: where Fashion-MNIST is written as .npy first");
-COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync and async need --ps_tasks)");
+COHORT_DEFINE_string(mode, "allreduce",
+                     "sync | async | ssp | allreduce (sync and async need --ps_tasks)");
 COHORT_DEFINE_int(train_steps, 200, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_float(learning_rate, 0.05, "learning rate (momentum 0.9, cosine decay)",
                     cohort::flags::Range{0, 10});
@@ -95,6 +98,16 @@ std::pair<std::string, std::string> export_npy(cohort::data::Split split, std::i
   return {features, labels};
 }
 
+// --NAME_features and --NAME_labels: both or neither.
+void pair_of_flags(const std::string& name, const std::string& features,
+                   const std::string& labels) {
+  if (features.empty() != labels.empty())
+    throw cohort::InvalidArgument("--" + name + (features.empty() ? "_labels" : "_features") +
+                                  " without --" + name +
+                                  (features.empty() ? "_features" : "_labels") +
+                                  ": give both files or neither");
+}
+
 int Main(int, char**) {
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
@@ -104,6 +117,11 @@ int Main(int, char**) {
   }
   std::string train_x = FLAGS_train_features, train_y = FLAGS_train_labels;
   std::string test_x = FLAGS_test_features, test_y = FLAGS_test_labels;
+  pair_of_flags("train", train_x, train_y);
+  pair_of_flags("test", test_x, test_y);
+  if (train_x.empty() && !test_x.empty())
+    throw cohort::InvalidArgument(
+        "--test_features without --train_features: give the training files too");
   if (train_x.empty()) {
     // Each replica writes its own copy (the directory may not be shared between nodes).
     const std::string dir = FLAGS_export_dir + "/replica" + std::to_string(server.replica_index());
@@ -112,7 +130,9 @@ int Main(int, char**) {
     std::tie(test_x, test_y) = export_npy(cohort::data::Split::kTest, 2000, dir + "/test");
   }
   const auto train = images(cohort::data::dataset_from_npy(train_x, train_y, 10));
-  const auto test = images(cohort::data::dataset_from_npy(test_x, test_y, 10));
+  const auto test = test_x.empty()
+                        ? std::optional<cohort::data::Dataset>()
+                        : images(cohort::data::dataset_from_npy(test_x, test_y, 10));
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
       cluster.num_tasks("ps"), server.worker_device()))};
@@ -137,11 +157,15 @@ int Main(int, char**) {
   while (!session->should_stop()) session->run();
   session->close();
   if (server.is_chief()) {
-    trainer.fetch_parameters();
-    const auto m = trainer.evaluate(test);
-    std::printf("residual_npy: %d workers, %lld parameters, global step %lld, test accuracy %.4f\n",
+    std::printf("residual_npy: %d workers, %lld parameters, global step %lld",
                 server.num_replicas(), static_cast<long long>(graph.num_parameters()),
-                static_cast<long long>(trainer.global_step()), m.accuracy);
+                static_cast<long long>(trainer.global_step()));
+    if (test) {
+      trainer.fetch_parameters();
+      std::printf(", test accuracy %.4f\n", trainer.evaluate(*test).accuracy);
+    } else {
+      std::printf(", not evaluated (no --test_features and --test_labels)\n");
+    }
   }
   server.done();
   return 0;

@@ -33,6 +33,8 @@ std::string quoted_bytes(std::string_view bytes, std::size_t limit) {
 // Checks that `path` names a regular file that exists, else throws the DataError saying why.
 // `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what) {
+  if (path.empty())
+    throw DataError(std::string("an empty file name where ") + what + " was expected");
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) fail(path, "no such file");

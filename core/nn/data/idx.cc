@@ -36,6 +36,7 @@ std::string hex(std::uint32_t value) {
 class IdxFile {
  public:
   IdxFile(const std::string& path, std::uint32_t magic, const char* what) : path_(path) {
+    if (path.empty()) throw DataError("an empty file name where an IDX file was expected");
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status)) fail("no such file");

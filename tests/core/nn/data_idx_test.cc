@@ -225,6 +225,7 @@ TEST_CASE("bad files: each a DataError naming the file and the fault") {
     CHECK(contains(e, missing + ": no such file"));
     CHECK(contains(load_error(good_images, dir / "nope-labels"), dir / "nope-labels"));
     CHECK(contains(load_error(dir.path.string(), good_labels), "is a directory"));
+    CHECK(load_error("", good_labels) == "an empty file name where an IDX file was expected");
   }
   SUBCASE("wrong magic: labels given as images, and a non-IDX file") {
     std::string e = load_error(good_labels, good_labels);

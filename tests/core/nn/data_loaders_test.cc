@@ -222,6 +222,7 @@ TEST_CASE("bad .npy files: a DataError naming the file and the fault") {
   const std::string floats = raw<float>({1, 2, 3, 4, 5, 6});
 
   CHECK(npy_error(dir / "missing.npy") == dir / "missing.npy" + ": no such file");
+  CHECK(npy_error("") == "an empty file name where a .npy file was expected");
   CHECK_THROWS_WITH_AS(cohort::data::load_npy(dir.str()), doctest::Contains("is a directory"),
                        DataError);
   CHECK_THROWS_WITH_AS(cohort::data::load_npy(dir / "missing.npy"),
