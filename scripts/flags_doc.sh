@@ -14,8 +14,9 @@ Syntax, later sources winning:
 
 - the default, then the environment variable `COHORT_<NAME>` (e.g. `COHORT_BATCH_SIZE=128`);
 - the command line, left to right: `--name=value` or `--name value`; booleans as `--name`,
-  `--noname` or `--name=false`; `--flagfile=FILE` reads `--name=value` lines (`#` comments)
-  where it stands (a regular file of at most 1 MiB);
+  `--noname` or `--name=false`; `--flagfile=FILE` reads `--name=value` lines where it stands
+  (a regular file of at most 1 MiB; a line that starts with `#` is a comment, and a `#` after a
+  value is part of the value);
 - `--help` prints every flag with its type, default, range and doc, grouped by defining file
   (paths relative to the program's source tree; rank 0).
 
