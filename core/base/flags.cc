@@ -148,9 +148,14 @@ void check_range(const Flag& flag) {
 
 std::vector<std::string> split_list(const std::string& name, const std::string& text) {
   std::vector<std::string> items;
+  if (text.empty()) return items;
+  const auto empty_item = [&] {
+    return FlagError("invalid value '" + text + "' for --" + name + ": an empty item");
+  };
+  if (text.back() == ',') throw empty_item();  // getline yields no empty last item
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) continue;
+    if (item.empty()) throw empty_item();
     if (items.size() == kMaxListItems)
       throw FlagError("invalid value for --" + name + ": more than " +
                       std::to_string(kMaxListItems) + " items");
@@ -282,8 +287,11 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   std::vector<std::string> tokens =
       expand_flagfiles(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()));
   // A bare boolean flag never takes the next argument as its value (gflags' rule); Boost would.
+  // A flag without a name ("--=5"), which Boost passes on as an argument, is refused.
   for (std::string& token : tokens) {
     if (token == "--") break;
+    if (token.rfind("--=", 0) == 0)
+      throw FlagError("a flag without a name: '" + token + "' (flags are --name=value)");
     if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) continue;
     if (const Flag* flag = find(token.substr(2)); flag && flag->type == Type::kBool) token += "=true";
   }
@@ -317,8 +325,14 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
           continue;
         }
       }
-      if (token.rfind("--", 0) != 0 && token.rfind("-", 0) == 0 && name.size() == 1)
-        name = token.substr(1);
+      if (token.rfind("--", 0) != 0 && token.rfind("-", 0) == 0) {
+        // One dash: Boost reads -batch_size=32 as the short option -b; name what was typed.
+        name = token.substr(1, token.find('=') - 1);
+        std::string message = "unknown flag " + token.substr(0, token.find('='));
+        if (find(name)) message += " (flags take two dashes: --" + name + ")";
+        else if (const auto guess = suggest(name)) message += " (did you mean --" + *guess + "?)";
+        throw FlagError(message);
+      }
       std::string message = "unknown flag --" + name;
       if (const auto guess = suggest(name)) message += " (did you mean --" + *guess + "?)";
       throw FlagError(message);

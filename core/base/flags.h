@@ -68,8 +68,8 @@ std::string value_text(const Flag& flag);
 inline constexpr std::size_t kMaxFlagfileBytes = 1 << 20;
 inline constexpr std::size_t kMaxListItems = 64;
 
-/// The items of a comma-separated list flag (--`name`), empty ones skipped; throws FlagError
-/// beyond kMaxListItems.
+/// The items of a comma-separated list flag (--`name`), none for an empty text; throws FlagError
+/// for an empty item ("256,,128", "256,") and beyond kMaxListItems.
 std::vector<std::string> split_list(const std::string& name, const std::string& text);
 /// The same list as positive integers, each at most `max`, at least one; throws FlagError naming
 /// --`name` and the bad item.

@@ -89,6 +89,12 @@ TEST_CASE("unknown flags are refused with a suggestion") {
   CHECK(f.error({"--zzzzzzzzzzzz"}) == "unknown flag --zzzzzzzzzzzz");
   // Prefixes are not guessed: --batch is not --batch_size.
   CHECK(f.error({"--batch=3"}).rfind("unknown flag --batch", 0) == 0);
+  // One dash: named as typed, not as Boost's short option (-b).
+  CHECK(f.error({"-batch_size=32"}) ==
+        "unknown flag -batch_size (flags take two dashes: --batch_size)");
+  CHECK(f.error({"-lerning_rate"}) ==
+        "unknown flag -lerning_rate (did you mean --learning_rate?)");
+  CHECK(f.error({"--=5"}) == "a flag without a name: '--=5' (flags are --name=value)");
 }
 
 TEST_CASE("bad values name the flag, the value and the expected type") {
@@ -186,6 +192,8 @@ TEST_CASE("list flags: positive whole numbers, bounded in value and count") {
   CHECK(error("1001").find("item '1001'") != std::string::npos);
   CHECK(error("12abc").find("item '12abc'") != std::string::npos);
   CHECK(error("").find("no items") != std::string::npos);
+  for (const std::string text : {"256,,128", "256,128,", ",256"})
+    CHECK(error(text) == "invalid value '" + text + "' for --hidden: an empty item");
   std::string many = "1";
   for (int i = 0; i < 64; ++i) many += ",1";
   CHECK(error(many).find("more than 64 items") != std::string::npos);
