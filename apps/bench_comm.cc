@@ -250,7 +250,8 @@ void allreduce_benchmarks(const cohort::mpi::Comm& comm) {
   }
 }
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   if (cluster.num_tasks("ps") != 1 || cluster.num_tasks("worker") < 1)
     throw cohort::InvalidArgument("bench_comm needs one ps task and workers: mpirun -np 2 bench_comm --ps_tasks=1");

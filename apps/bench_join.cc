@@ -20,7 +20,8 @@ COHORT_DEFINE_float(wait_secs, 5.0, "how long the workers keep the ps tasks wait
 
 namespace {
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   if (!cluster.has_job("ps"))
     throw cohort::InvalidArgument("bench_join measures ps tasks: pass --ps_tasks=1 or more");

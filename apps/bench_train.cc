@@ -219,7 +219,8 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
           products ? median(product_rates) : 0.0};
 }
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   std::vector<int> thread_counts;
   for (std::int64_t t : cohort::flags::parse_size_list("threads", FLAGS_threads, 1024))
     thread_counts.push_back(static_cast<int>(t));

@@ -6,12 +6,17 @@
 //
 // Every rank runs this program; the cluster spec decides which are ps tasks and which workers.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -260,7 +265,9 @@ class FaultInjectionHook : public cohort::SessionRunHook {
   void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
     if (v.get("global_step") < static_cast<double>(step_)) return;
     if (kind_ == "raise") throw cohort::Error("injected failure at global step " + std::to_string(step_));
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // "stall"
+    // "stall": answers nothing more, but a stop signal still ends it (the session then stops).
+    while (cohort::stop_signal_received() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 
  private:
@@ -268,7 +275,24 @@ class FaultInjectionHook : public cohort::SessionRunHook {
   std::int64_t step_;
 };
 
-int Main(int, char**) {
+// --metrics_json is written at the end: a file that cannot be is said at the start.
+void check_writable(const std::string& path) {
+  const std::filesystem::path file(path);
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code ec;
+  std::string fault;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    fault = "no directory " + dir.string();
+  } else if (std::filesystem::is_directory(file, ec)) {
+    fault = "is a directory";
+  } else if (::access(dir.c_str(), W_OK) != 0) {
+    fault = "cannot write in " + dir.string() + ": " + std::strerror(errno);
+  }
+  if (!fault.empty()) throw cohort::InvalidArgument("--metrics_json=" + path + ": " + fault);
+}
+
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   // From the start: Slurm's warning signal may come while the data is still loading.
   cohort::install_stop_signal_handlers();
   // Flags every rank checks alike, before any rank waits for another.
@@ -283,6 +307,13 @@ int Main(int, char**) {
   if (FLAGS_bucket_bytes > 0 && mode == cohort::Mode::kLocal)
     throw cohort::InvalidArgument("--bucket_bytes=" + std::to_string(FLAGS_bucket_bytes) +
                                   ": the local mode sends no gradients");
+  if (FLAGS_replicas_to_aggregate > 0 && mode != cohort::Mode::kSync)
+    throw cohort::InvalidArgument("--replicas_to_aggregate=" +
+                                  std::to_string(FLAGS_replicas_to_aggregate) +
+                                  ": sync mode only (the " + FLAGS_mode + " mode aggregates none)");
+  if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault != "raise" && FLAGS_inject_fault != "stall")
+    throw cohort::InvalidArgument("--inject_fault=" + FLAGS_inject_fault +
+                                  ": expected raise or stall");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
@@ -315,6 +346,10 @@ int Main(int, char**) {
   if (mode == cohort::Mode::kLocal && workers > 1)
     throw cohort::InvalidArgument("--mode=local trains in one process; this job has " +
                                   std::to_string(workers) + " workers");
+  if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault_task >= workers)
+    throw cohort::InvalidArgument("--inject_fault_task=" + std::to_string(FLAGS_inject_fault_task) +
+                                  ": this job has " + std::to_string(workers) + " workers");
+  if (server.is_chief() && !FLAGS_metrics_json.empty()) check_writable(FLAGS_metrics_json);
   cohort::set_intra_op_threads(static_cast<int>(FLAGS_threads));
 
   const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
@@ -402,6 +437,8 @@ int Main(int, char**) {
   session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));
   session_options.config.log_device_placement = log_placement;
   session_options.hooks.push_back(cohort::StopAtStepHook::last(target));
+  // A diverged run (a NaN loss, on any worker) stops with an error rather than train on.
+  session_options.hooks.push_back(std::make_shared<cohort::NanTensorHook>());
   if (!FLAGS_profile_file.empty())
     session_options.hooks.push_back(std::make_shared<cohort::ProfilerHook>(
         cohort::ProfilerHookOptions{.every_n_steps = 1, .output_file = FLAGS_profile_file}));

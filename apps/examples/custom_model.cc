@@ -55,7 +55,8 @@ class LossTrendHook : public cohort::SessionRunHook {
   double recent_[kWindow] = {};
 };
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   if (!server.is_computing()) {  // a ps task serves the variables until the workers are done
@@ -80,7 +81,8 @@ int Main(int, char**) {
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
-      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps), std::make_shared<LossTrendHook>()}});
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+                std::make_shared<cohort::NanTensorHook>(), std::make_shared<LossTrendHook>()}});
   while (!session->should_stop()) session->run();
 
   if (server.is_chief()) {

@@ -64,7 +64,8 @@ class WorkerReportHook : public cohort::SessionRunHook {
   double last_loss_ = 0;
 };
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   // Step 2, the cluster (tf.train.ClusterSpec): every rank builds the same one from the flags.
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   // Step 3, this task's server (tf.train.Server): its job and task come from its rank.
@@ -107,6 +108,7 @@ int Main(int, char**) {
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+                std::make_shared<cohort::NanTensorHook>(),  // a diverged run stops, exit 1
                 std::make_shared<WorkerReportHook>()},
       .chief_only_hooks = {std::make_shared<cohort::LoggingTensorHook>(
           cohort::LoggingTensorHookOptions{.tensors = {"global_step", "loss", "accuracy"},

@@ -108,7 +108,8 @@ void pair_of_flags(const std::string& name, const std::string& features,
                                   ": give both files or neither");
 }
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   if (!server.is_computing()) {
@@ -153,7 +154,8 @@ int Main(int, char**) {
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
-      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps)}});
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+                std::make_shared<cohort::NanTensorHook>()}});
   while (!session->should_stop()) session->run();
   session->close();
   if (server.is_chief()) {

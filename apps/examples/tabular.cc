@@ -79,7 +79,8 @@ cohort::Model mlp(cohort::Graph& graph, const cohort::Shape& input,
   return model;
 }
 
-int Main(int, char**) {
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   if (!server.is_computing()) {
@@ -111,7 +112,8 @@ int Main(int, char**) {
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
-      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps)}});
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+                std::make_shared<cohort::NanTensorHook>()}});
   while (!session->should_stop()) session->run();
   session->close();
   if (server.is_chief()) {

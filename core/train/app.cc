@@ -68,6 +68,12 @@ std::string settings_mismatch(const mpi::Comm& world) {
 
 }  // namespace
 
+void refuse_arguments(int argc, char** argv) {
+  if (argc > 1)
+    throw InvalidArgument("unexpected argument '" + std::string(argv[1]) +
+                          "': this program takes flags only (--name=value)");
+}
+
 int Run(MainFunction main, int argc, char** argv) {
   mpi::Environment environment(argc, argv);
   const mpi::Comm world = mpi::Comm::world();
@@ -99,18 +105,22 @@ int Run(MainFunction main, int argc, char** argv) {
 
   int status = 1;
   std::chrono::milliseconds grace(500);
+  std::string what;
   try {
     return main(static_cast<int>(parsed.rest.size()), rest_argv.data());
   } catch (const StopSignalled& e) {
-    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
+    what = e.what();
     status = 128 + e.signal();
     grace = std::chrono::milliseconds::zero();
   } catch (const InvalidArgument& e) {
-    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
+    what = e.what();
     status = 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
+    what = e.what();
   }
+  // What the program printed comes first, also where stdout is a buffered file.
+  std::fflush(stdout);
+  std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), what.c_str());
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting
   // for this rank. A moment's grace first lets the peers that fail the same way (a bad input

@@ -23,4 +23,9 @@ using MainFunction = int (*)(int argc, char** argv);
 /// - otherwise `main`'s return value.
 int Run(MainFunction main, int argc, char** argv);
 
+/// For a `main` that takes no arguments besides its flags (absl's "too many command-line
+/// arguments"): throws InvalidArgument naming the first, such as a flag typed without its dashes
+/// (`batch_size=32`). `argv[0]` is the program.
+void refuse_arguments(int argc, char** argv);
+
 }  // namespace cohort::app
