@@ -10,8 +10,10 @@
 //   ├── data::DataError         an unusable data file       (core/nn/data/dataset.h)
 //   └── CheckpointError         an unusable checkpoint file (core/io/safetensors.h)
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace cohort {
 
@@ -38,5 +40,10 @@ class InvalidArgument : public Error {
  public:
   using Error::Error;
 };
+
+/// Text from outside (a file, a flag) for an error message: in single quotes, at most `limit`
+/// bytes of it (then "..."), and every ASCII control byte (a newline, a NUL, a terminal escape)
+/// written as \xNN, so that the message stays one readable line; UTF-8 text is kept.
+std::string quote(std::string_view text, std::size_t limit = 200);
 
 }  // namespace cohort

@@ -91,7 +91,7 @@ std::vector<std::string> read_flagfile(const std::string& path) {
     std::string token = line.substr(first, last - first + 1);
     if (token.rfind("--", 0) != 0)
       throw FlagError("--flagfile=" + path + " line " + std::to_string(number) +
-                      ": expected --name=value, got '" + token + "'");
+                      ": expected --name=value, got " + quote(token));
     tokens.push_back(std::move(token));
   }
   return tokens;

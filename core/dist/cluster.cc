@@ -32,11 +32,6 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-std::string quote(const std::string& text) {
-  constexpr std::size_t kMax = 200;
-  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
-}
-
 // Collective. Local problems (a bad flag on one rank) become the same exception on every rank:
 // the first rank with a problem tells the others what it is.
 void throw_if_any(const mpi::Comm& world, const std::string& local_error) {
@@ -165,8 +160,15 @@ ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options)
     if (options.ps_tasks != 0 && mode != Mode::kCounts)
       throw InvalidArgument("--ps_tasks=" + std::to_string(options.ps_tasks) + " conflicts with " +
                             mode_flag(mode) + "; give one way to build the cluster");
-    if (mode == Mode::kExplicit)
-      jobs = parse_cluster_spec_json(spec_text(options.cluster_spec), world.size());
+    if (mode == Mode::kExplicit) {
+      const std::string text = spec_text(options.cluster_spec);
+      try {
+        jobs = parse_cluster_spec_json(text, world.size());
+      } catch (const InvalidArgument& e) {
+        if (text == options.cluster_spec) throw;
+        throw InvalidArgument("--cluster_spec=" + options.cluster_spec + ": " + e.what());
+      }
+    }
   } catch (const InvalidArgument& e) {
     error = e.what();
   }

@@ -27,11 +27,6 @@ void warn(const std::string& message) {
   std::fprintf(stderr, "[%s] warning: %s\n", process_label().c_str(), message.c_str());
 }
 
-std::string quote(const std::string& text) {
-  constexpr std::size_t kMax = 200;
-  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
-}
-
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_max)

@@ -38,11 +38,6 @@ constexpr std::size_t kHexDigits = 8;
 // The metadata fields that hold counts; all of them are checked wherever a file is read.
 constexpr std::array<const char*, 2> kCountFields = {"global_step", "optimizer_iterations"};
 
-std::string quote(const std::string& text) {
-  constexpr std::size_t kMax = 200;
-  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
-}
-
 std::string hex8(std::uint32_t value) {
   char text[9];
   std::snprintf(text, sizeof text, "%08x", value);

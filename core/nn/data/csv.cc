@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -87,7 +88,10 @@ class CsvReader {
       if (!resolved) {
         first_line = line_number;
         columns_ = static_cast<int>(fields.size());
-        if (options_.header) names_.assign(fields.begin(), fields.end());
+        if (options_.header) {
+          names_.assign(fields.begin(), fields.end());
+          check_unique_names();
+        }
         resolve();
         features_.reserve(lines * feature_columns_.size());
         targets_.reserve(lines * target_columns_.size());
@@ -123,7 +127,7 @@ class CsvReader {
   // "column 3 ('price')", or "column 3" without a header.
   std::string column_name(int c) const {
     std::string out = "column " + std::to_string(c);
-    if (!names_.empty()) out += " ('" + names_[static_cast<std::size_t>(c)] + "')";
+    if (!names_.empty()) out += " (" + quote(names_[static_cast<std::size_t>(c)]) + ")";
     return out;
   }
 
@@ -138,13 +142,13 @@ class CsvReader {
     const std::errc error = parse_number(field, value);
     if (error == std::errc()) return value;
     if (error == std::errc::invalid_argument)
-      field_error(line, c, "'" + std::string(field) + "' is not a number");
+      field_error(line, c, quote(field) + " is not a number");
     // from_chars<float> may call a value below float's smallest normal out of range; it is not.
     double wide = 0;
     if (parse_number(field, wide) == std::errc() &&
         std::fabs(wide) <= std::numeric_limits<float>::max())
       return static_cast<float>(wide);
-    field_error(line, c, "'" + std::string(field) + "' is out of range for float32");
+    field_error(line, c, quote(field) + " is out of range for float32");
   }
 
   std::int32_t label(const std::vector<std::string_view>& fields, std::int64_t line) const {
@@ -152,10 +156,10 @@ class CsvReader {
     const std::string_view field = fields[static_cast<std::size_t>(c)];
     double value = 0;
     if (parse_number(field, value) != std::errc())
-      field_error(line, c, "label '" + std::string(field) + "' is not an integer");
+      field_error(line, c, "label " + quote(field) + " is not an integer");
     // "3.0" is a label too: pandas writes an integer column that way once it held a NaN.
     if (!std::isfinite(value) || value != std::floor(value))
-      field_error(line, c, "label '" + std::string(field) + "' is not an integer");
+      field_error(line, c, "label " + quote(field) + " is not an integer");
     if (value < 0) field_error(line, c, "label " + std::string(field) + " is negative");
     const int num_classes = options_.num_classes;
     const double limit = num_classes > 0 ? num_classes : std::numeric_limits<std::int32_t>::max();
@@ -173,9 +177,20 @@ class CsvReader {
     std::string out;
     for (std::size_t i = 0; i < names_.size(); ++i) {
       if (i == 32) return out + ", ... (" + std::to_string(names_.size()) + " in all)";
-      out += (i == 0 ? "'" : ", '") + names_[i] + "'";
+      out += (i == 0 ? "" : ", ") + quote(names_[i]);
     }
     return out;
+  }
+
+  // A header that names a column twice would make its name pick one of them unseen.
+  void check_unique_names() const {
+    std::map<std::string_view, std::size_t> first;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      const auto [at, fresh] = first.emplace(names_[i], i);
+      if (!fresh)
+        fail(path_, "the header names column " + std::to_string(at->second) + " and column " +
+                        std::to_string(i) + " both " + quote(names_[i]));
+    }
   }
 
   int find(const std::string& column) const {
@@ -186,7 +201,7 @@ class CsvReader {
     if (error == std::errc() && end == column.data() + column.size() && index >= 0 &&
         index < columns_)
       return index;
-    throw InvalidArgument(path_ + ": no column '" + column + "' (columns: " + present() + ")");
+    throw InvalidArgument(path_ + ": no column " + quote(column) + " (columns: " + present() + ")");
   }
 
   void resolve() {

@@ -613,6 +613,13 @@ TEST_CASE("CSV errors name the file, the line and the column") {
         path + ": no data rows, only a header");
   CHECK(csv_error(dir, "label\n1\n", {.label_column = "label"}) ==
         path + ": no feature columns: all 1 columns are the label or targets");
+  // Control bytes (a terminal escape, a NUL) are escaped; a name given twice is refused.
+  CHECK(csv_error(dir, "a,y\n\033[31m,1\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 0 ('a'): '\\x1b[31m' is not a number");
+  CHECK(csv_error(dir, std::string("a,y\n1\0,1\n", 9), {.target_columns = {"y"}}) ==
+        path + ": line 2, column 0 ('a'): '1\\x00' is not a number");
+  CHECK(csv_error(dir, "a,cls,cls\n1,2,3\n", {.label_column = "cls"}) ==
+        path + ": the header names column 1 and column 2 both 'cls'");
   CHECK(data_error([&] { cohort::data::load_csv(dir / "none.csv", {.label_column = "a"}); }) ==
         dir / "none.csv" + ": no such file");
 
