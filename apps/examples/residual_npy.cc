@@ -69,9 +69,16 @@ cohort::Model residual_network(cohort::Graph& graph, const cohort::Shape& exampl
   return model;
 }
 
-// [n, rows, cols] images become [n, rows, cols, 1].
-cohort::data::Dataset images(cohort::data::Dataset data) {
-  if (data.example_shape().size() != 2) return data;
+// Images from --`flag`=`path`: [n, rows, cols, channels], or [n, rows, cols], which become
+// [n, rows, cols, 1].
+cohort::data::Dataset images(cohort::data::Dataset data, const std::string& flag,
+                             const std::string& path) {
+  const std::size_t rank = data.example_shape().size();
+  if (rank != 2 && rank != 3)
+    throw cohort::InvalidArgument("--" + flag + "=" + path + ": examples of shape " +
+                                  cohort::to_string(data.example_shape()) +
+                                  ", expected images [rows, cols] or [rows, cols, channels]");
+  if (rank != 2) return data;
   auto storage = std::make_shared<cohort::data::Storage>(*data.storage());
   cohort::Shape shape = storage->features.shape();
   shape.push_back(1);
@@ -130,10 +137,11 @@ int Main(int argc, char** argv) {
     std::tie(train_x, train_y) = export_npy(cohort::data::Split::kTrain, 12000, dir + "/train");
     std::tie(test_x, test_y) = export_npy(cohort::data::Split::kTest, 2000, dir + "/test");
   }
-  const auto train = images(cohort::data::dataset_from_npy(train_x, train_y, 10));
-  const auto test = test_x.empty()
-                        ? std::optional<cohort::data::Dataset>()
-                        : images(cohort::data::dataset_from_npy(test_x, test_y, 10));
+  const auto train =
+      images(cohort::data::dataset_from_npy(train_x, train_y, 10), "train_features", train_x);
+  const auto test = test_x.empty() ? std::optional<cohort::data::Dataset>()
+                                   : images(cohort::data::dataset_from_npy(test_x, test_y, 10),
+                                            "test_features", test_x);
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
       cluster.num_tasks("ps"), server.worker_device()))};

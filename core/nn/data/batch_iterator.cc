@@ -41,12 +41,15 @@ BatchIterator::BatchIterator(Dataset dataset, const BatchOptions& options)
   if (options_.batch_size < 1)
     throw InvalidArgument("BatchIterator: batch_size " + std::to_string(options_.batch_size) +
                           " (need >= 1)");
+  // A repeating next() could never return.
   if (options_.repeat && batches_per_epoch() == 0)
-    throw InvalidArgument("BatchIterator: " + dataset_.name() + " view of " +
-                          std::to_string(dataset_.size()) + " examples gives no batch of " +
-                          std::to_string(options_.batch_size) +
-                          (options_.drop_remainder ? " with drop_remainder" : "") +
-                          ", so a repeating next() could never return");
+    throw InvalidArgument(
+        dataset_.size() == 0
+            ? "no examples of " + dataset_.name() +
+                  " to train on here: use fewer workers or more data"
+            : "batch size " + std::to_string(options_.batch_size) + " is larger than the " +
+                  std::to_string(dataset_.size()) + " examples of " + dataset_.name() +
+                  " to train on here: lower it, or use fewer workers or more data");
   check_image_options(options_.image, dataset_);
   randomize_ = options_.image.randomizes();
   batch_shape_ = dataset_.example_shape();

@@ -219,9 +219,13 @@ TEST_CASE("shards of one dataset iterate disjoint examples") {
 
 TEST_CASE("options that cannot work are refused") {
   CHECK_THROWS_AS(BatchIterator(numbered(10), {.batch_size = 0}), cohort::InvalidArgument);
+  // A repeating next() could never return: said in the terms of the one who trains.
   CHECK_THROWS_WITH_AS(BatchIterator(numbered(3), {.batch_size = 4}),
-                       "BatchIterator: numbered view of 3 examples gives no batch of 4 with "
-                       "drop_remainder, so a repeating next() could never return",
+                       "batch size 4 is larger than the 3 examples of numbered to train on here: "
+                       "lower it, or use fewer workers or more data",
+                       cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(BatchIterator(numbered(0), {.batch_size = 4, .drop_remainder = false}),
+                       "no examples of numbered to train on here: use fewer workers or more data",
                        cohort::InvalidArgument);
   CHECK_NOTHROW(BatchIterator(numbered(3), {.batch_size = 4, .drop_remainder = false}));
 }
