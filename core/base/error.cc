@@ -21,12 +21,18 @@ void set_process_label(std::string new_label) {
   label = std::move(new_label);
 }
 
-std::string quote(std::string_view text, std::size_t limit) {
+namespace {
+
+// `text` between `mark`s: at most `limit` bytes of it (then "..."), with \xNN for every ASCII
+// control byte and, where `binary`, for every byte outside printable ASCII, the mark and '\'.
+std::string escaped(std::string_view text, std::size_t limit, char mark, bool binary) {
   static const char kHex[] = "0123456789abcdef";
-  std::string out = "'";
+  std::string out(1, mark);
   for (const char ch : text.substr(0, limit)) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c != 0x7f) {  // UTF-8 text stays as it is
+    const bool plain = binary ? c >= 0x20 && c < 0x7f && ch != mark && ch != '\\'
+                              : c >= 0x20 && c != 0x7f;  // UTF-8 text stays as it is
+    if (plain) {
       out.push_back(ch);
     } else {
       out += "\\x";
@@ -35,7 +41,17 @@ std::string quote(std::string_view text, std::size_t limit) {
     }
   }
   if (text.size() > limit) out += "...";
-  return out + "'";
+  return out + mark;
+}
+
+}  // namespace
+
+std::string quote(std::string_view text, std::size_t limit) {
+  return escaped(text, limit, '\'', /*binary=*/false);
+}
+
+std::string quote_bytes(std::string_view bytes, std::size_t limit) {
+  return escaped(bytes, limit, '"', /*binary=*/true);
 }
 
 }  // namespace cohort

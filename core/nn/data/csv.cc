@@ -18,7 +18,6 @@ namespace cohort::data {
 namespace {
 
 using detail::fail;
-using detail::quoted_bytes;
 using detail::read_whole_file;
 
 std::string_view trim(std::string_view s) {
@@ -65,7 +64,7 @@ class CsvReader {
       throw InvalidArgument(path_ + ": num_classes " + std::to_string(options_.num_classes));
     if (options_.delimiter == '\n' || options_.delimiter == '\r' || options_.delimiter == '"')
       throw InvalidArgument(path_ + ": bad delimiter " +
-                            quoted_bytes(std::string_view(&options_.delimiter, 1)));
+                            quote_bytes(std::string_view(&options_.delimiter, 1)));
 
     std::string text = read_whole_file(path_, "a CSV file");
     std::string_view rest = text;

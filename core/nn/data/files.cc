@@ -12,24 +12,6 @@ namespace cohort::data::detail {
   throw DataError(where + ": " + fault);
 }
 
-// `bytes` as a quoted C-like literal, for messages about binary content.
-std::string quoted_bytes(std::string_view bytes, std::size_t limit) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (std::size_t i = 0; i < std::min(bytes.size(), limit); ++i) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  if (bytes.size() > limit) out += "...";
-  return out + "\"";
-}
-
 // Checks that `path` names a regular file that exists, else throws the DataError saying why.
 // `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what) {

@@ -14,9 +14,6 @@ namespace cohort::data::detail {
 /// Throws DataError("<where>: <fault>").
 [[noreturn]] void fail(const std::string& where, const std::string& fault);
 
-/// `bytes` as a quoted C-like literal, for messages about binary content.
-std::string quoted_bytes(std::string_view bytes, std::size_t limit = 16);
-
 /// The size of the regular file `path`; a DataError saying why when it is missing, a directory
 /// or unreadable. `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what);

@@ -34,7 +34,6 @@ constexpr std::string_view kNpyMagic("\x93NUMPY", 6);
 using detail::fail;
 using detail::file_size;
 using detail::open_file;
-using detail::quoted_bytes;
 using detail::read_exactly;
 using detail::read_whole_file;
 
@@ -119,7 +118,7 @@ class HeaderParser {
     std::string header(text_);
     while (!header.empty() && (header.back() == ' ' || header.back() == '\n')) header.pop_back();
     fail(where_, "bad header: " + fault + " (at offset " + std::to_string(pos_) + " of " +
-                     quoted_bytes(header, 200) + ")");
+                     quote_bytes(header, 200) + ")");
   }
 
   void skip_space() {
@@ -186,7 +185,7 @@ class HeaderParser {
         v.kind = Value::kBool;
         v.flag = word == "True";
       } else if (word != "None") {
-        bad("unexpected " + quoted_bytes(text_.substr(pos_, 1)));
+        bad("unexpected " + quote_bytes(text_.substr(pos_, 1)));
       }
       pos_ = end;
     }
@@ -254,8 +253,8 @@ struct Preamble {
 Preamble parse_preamble(std::string_view head, std::uint64_t total, const std::string& where) {
   const std::string_view magic = head.substr(0, std::min<std::size_t>(head.size(), 6));
   if (magic != kNpyMagic.substr(0, magic.size()) || total == 0)
-    fail(where, "not a .npy file: found " + quoted_bytes(head.substr(0, 8)) + ", expected " +
-                    quoted_bytes(kNpyMagic) +
+    fail(where, "not a .npy file: found " + quote_bytes(head.substr(0, 8)) + ", expected " +
+                    quote_bytes(kNpyMagic) +
                     (head.substr(0, 2) == "PK" ? " (a zip archive: an .npz? use load_npz)" : ""));
   Preamble p;
   if (head.size() >= 8) {
