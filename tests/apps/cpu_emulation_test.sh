@@ -7,14 +7,8 @@
 # is a failure instead.
 set -euo pipefail
 train=$1
-if ! qemu=$(command -v qemu-x86_64); then
-  if [[ ${COHORT_REQUIRE_TESTS:-0} == 1 ]]; then
-    echo "error: qemu-x86_64 not found (Debian: qemu-user), and COHORT_REQUIRE_TESTS=1 asks for this test" >&2
-    exit 1
-  fi
-  echo "SKIP: qemu-x86_64 not found (install qemu-user to run this test)"
-  exit 77
-fi
+. "$(dirname "$0")/../support/skip.sh"
+qemu=$(command -v qemu-x86_64) || skip "qemu-x86_64 not found" "install qemu-user to run this test"
 # The first 256 images of each Fashion-MNIST file: emulated AVX2 runs hundreds of times slower than
 # the CPU, and on some hosts the whole test set alone took minutes.
 data=$(mktemp -d)

@@ -21,14 +21,9 @@ for candidate in "unshare --uts" "unshare --user --map-root-user --uts"; do
     break
   fi
 done
-if [[ -z $namespace ]]; then
-  if [[ ${COHORT_REQUIRE_TESTS:-0} == 1 ]]; then
-    echo "error: unshare cannot make a UTS namespace here, and COHORT_REQUIRE_TESTS=1 asks for this test" >&2
-    exit 1
-  fi
-  echo "SKIP: unshare cannot make a UTS namespace here (needs root or user namespaces)"
-  exit 77
-fi
+. "$(dirname "$0")/../support/skip.sh"
+[[ -n $namespace ]] ||
+  skip "unshare cannot make a UTS namespace here" "it needs root or user namespaces"
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

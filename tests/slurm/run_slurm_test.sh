@@ -25,11 +25,7 @@ src=$(cd "$1" && pwd)
 train=$(realpath "$2")
 guide=$3  # the installed guide example, built by the install test
 
-skip() {
-  echo "SKIP: $*"
-  if [[ ${COHORT_REQUIRE_TESTS:-0} == 1 ]]; then exit 1; fi
-  exit 77
-}
+. "$(dirname "$0")/../support/skip.sh"
 [[ $(id -u) == 0 ]] || skip "the Slurm test starts slurmctld, slurmd and munged and needs root"
 for exe in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged mungekey sbatch scontrol sinfo \
            squeue scancel srun runuser; do

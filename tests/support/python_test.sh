@@ -6,12 +6,7 @@
 set -euo pipefail
 module=$1
 shift
-if ! /usr/bin/python3 -c "import $module" 2>/dev/null; then
-  if [[ ${COHORT_REQUIRE_TESTS:-0} == 1 ]]; then
-    echo "error: /usr/bin/python3 cannot import $module (python3-$module), and COHORT_REQUIRE_TESTS=1 asks for this test" >&2
-    exit 1
-  fi
-  echo "SKIP: /usr/bin/python3 cannot import $module (install python3-$module to run this test)"
-  exit 77
-fi
+. "$(dirname "$0")/skip.sh"
+/usr/bin/python3 -c "import $module" 2>/dev/null ||
+  skip "/usr/bin/python3 cannot import $module" "install python3-$module to run this test"
 exec /usr/bin/python3 "$@"
