@@ -463,9 +463,8 @@ int Main(int argc, char** argv) {
   const std::int64_t gradient_bytes = trainer.gradient_bytes_sent();
   const std::int64_t final_step = trainer.global_step();
 
-  // The final parameters, then the final checkpoint (in close()) before anything slow: after a
-  // signal, Slurm's kill follows within seconds.
-  if (chief) trainer.fetch_parameters();
+  // The final checkpoint and the final parameters (close()) before anything slow: after a signal,
+  // Slurm's kill follows within seconds.
   session->close();
   server.done();
 

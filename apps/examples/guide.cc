@@ -120,10 +120,9 @@ int Main(int argc, char** argv) {
     std::printf("stopped by signal %d at global step %lld\n", signal,
                 static_cast<long long>(trainer.global_step()));
 
-  // Step 8, the end: the chief fetches the final parameters, close() runs the hooks' end() (the
-  // final checkpoint among them), done() lets the ps tasks return from join(), and the chief
+  // Step 8, the end: close() runs the hooks' end() (the final checkpoint among them) and leaves
+  // the final parameters in the graph, done() lets the ps tasks return from join(), and the chief
   // evaluates on the test set.
-  if (server.is_chief()) trainer.fetch_parameters();
   session->close();
   server.done();
   if (server.is_chief()) {

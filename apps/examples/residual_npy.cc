@@ -165,13 +165,12 @@ int Main(int argc, char** argv) {
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
                 std::make_shared<cohort::NanTensorHook>()}});
   while (!session->should_stop()) session->run();
-  session->close();
+  session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
     std::printf("residual_npy: %d workers, %lld parameters, global step %lld",
                 server.num_replicas(), static_cast<long long>(graph.num_parameters()),
                 static_cast<long long>(trainer.global_step()));
     if (test) {
-      trainer.fetch_parameters();
       std::printf(", test accuracy %.4f\n", trainer.evaluate(*test).accuracy);
     } else {
       std::printf(", not evaluated (no --test_features and --test_labels)\n");

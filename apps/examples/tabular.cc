@@ -115,9 +115,8 @@ int Main(int argc, char** argv) {
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
                 std::make_shared<cohort::NanTensorHook>()}});
   while (!session->should_stop()) session->run();
-  session->close();
+  session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
-    trainer.fetch_parameters();
     const cohort::StepMetrics m = trainer.evaluate(test);
     const auto& names = trainer.model().metric_names();
     std::printf("tabular: %d workers, %lld examples, global step %lld, test loss %.5f",

@@ -192,7 +192,8 @@ void MonitoredSession::close() {
   closed_ = true;
   if (!error_)
     for (auto& hook : all_hooks()) hook->end(*this);
-  trainer_.finish();
+  // After an error the store may be unusable: the parameters stay as they are.
+  trainer_.finish(/*fetch=*/!error_);
 }
 
 }  // namespace cohort

@@ -151,8 +151,9 @@ class MonitoredSession {
   /// One training step with the hooks around it. Returns the values of `fetches` (same names
   /// as SessionRunArgs). Blocking; collective in the modes whose steps are.
   SessionRunValues run(const std::vector<std::string>& fetches = {});
-  /// Ends the session: end() on the hooks (unless an error happened), then leaves training.
-  /// Called by the destructor if needed.
+  /// Ends the session: end() on the hooks (unless an error happened), then leaves training with
+  /// the final parameters in the graph (Trainer::finish), ready to evaluate or save. Called by
+  /// the destructor if needed.
   void close();
   /// Stops before the first step: for a hook's after_create_session() (StopAtStepHook calls it
   /// when the restored step is already its last, so a finished run restarted trains no further).

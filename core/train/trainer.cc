@@ -245,7 +245,12 @@ StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size
   return evaluate_dataset(towers_.front().model, data, batch_size, options_.image);
 }
 
-void Trainer::finish() { replication_->finish(); }
+void Trainer::finish(bool fetch) {
+  if (left_) return;
+  if (fetch) fetch_parameters();
+  replication_->finish();
+  left_ = true;
+}
 
 Checkpoint Trainer::checkpoint() {
   fetch_parameters();

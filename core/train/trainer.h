@@ -100,8 +100,10 @@ class Trainer {
   /// Loss and metrics of the current parameters over `data`, in order (tower 0, no dropout, batch
   /// norm on its moving statistics, the options' image normalisation).
   StepMetrics evaluate(const data::Dataset& data, std::int64_t batch_size = 1000);
-  /// Leaves training (collective with the ps tasks for modes with a store).
-  void finish();
+  /// Leaves training (collective with the ps tasks for modes with a store). With `fetch` the
+  /// graph first takes the final parameters (fetch_parameters()), and keeps them: evaluate() and
+  /// checkpoint() then use them. Once finished, fetch_parameters() does nothing.
+  void finish(bool fetch = true);
 
   Graph& graph() { return graph_; }
   Model& model() { return towers_.front().model; }
@@ -132,8 +134,10 @@ class Trainer {
   /// Seconds the last step spent waiting for other tasks.
   double last_wait_seconds() const { return replication_->last_wait_seconds(); }
   /// Makes the graph hold the current parameters (from the ps tasks in the modes that keep them
-  /// there); not collective.
-  void fetch_parameters() { replication_->fetch_parameters(graph_.values()); }
+  /// there); not collective. After finish(), nothing: the graph holds the final ones.
+  void fetch_parameters() {
+    if (!left_) replication_->fetch_parameters(graph_.values());
+  }
   /// The current parameters and optimizer state as a checkpoint at the global step, with the
   /// model, mode and optimizer in its metadata (fetch_parameters() first).
   Checkpoint checkpoint();
@@ -170,6 +174,7 @@ class Trainer {
   data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
+  bool left_ = false;  // finish() done
 
   // Towers beyond the first run on their own threads, released once per step.
   std::vector<std::thread> threads_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training on the user's own data (apps/examples/tabular.cc) with 3 workers in allreduce mode:
 # - a regression from a CSV file: the test mean squared error must fall below 0.05 (the targets
-#   vary by about 0.6 around their mean; the noise added is 0.01);
+#   vary by about 0.6 around their mean; the noise added is 0.01), and the same in sync mode with
+#   1 ps task and 2 workers;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
 # - bad input: a truncated .npy file, data that does not fit the model's input, and a loss that
@@ -42,7 +43,7 @@ with open("ml_train_x.npy", "rb") as f:
     open("truncated_x.npy", "wb").write(f.read(100))
 PY
 
-run() {  # run NAME ARGS...: 3 workers; output in NAME.log; returns the job's status
+run() {  # run NAME ARGS...: 3 ranks; output in NAME.log; returns the job's status
   local name=$1
   shift
   local start=$SECONDS status=0
@@ -63,6 +64,14 @@ run regression --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 
 mse=$(metric reg.json mse)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
   || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
+
+# The same in sync mode, 1 ps task and 2 workers: the parameters come from the ps at the end.
+run regression_sync --mode=sync --ps_tasks=1 --train=reg_train.csv --test=reg_test.csv \
+  --target_columns=y1,y2 --loss=mean_squared_error --hidden=64,64 --train_steps=800 \
+  --metrics_json=reg_sync.json || { echo "the sync-mode regression job failed"; exit 1; }
+mse=$(metric reg_sync.json mse)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
+  || { echo "sync-mode regression: test MSE $mse, expected below 0.05"; exit 1; }
 
 run multilabel --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
   --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics_json=ml.json \
