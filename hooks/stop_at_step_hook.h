@@ -11,8 +11,9 @@ namespace cohort {
 
 /// Requests a stop once the fetched "global_step" (the step after this run) reaches the last
 /// step: either given (`last`) or counted from the global step the session started at (`num`,
-/// e.g. a restored checkpoint's step plus `num_steps`). As in TensorFlow, at least one step
-/// runs even when the session starts at or past the last step.
+/// e.g. a restored checkpoint's step plus `num_steps`). A session that starts at or past the
+/// last step stops before its first step (TensorFlow's runs one): a finished run restarted from
+/// its checkpoint trains no further.
 ///
 ///     session_options.hooks.push_back(cohort::StopAtStepHook::last(2000));
 ///

@@ -22,12 +22,15 @@ void SummarySaverHook::after_create_session(MonitoredSession& session) {
   // Opened here rather than in begin(): only now is it known whether this is the chief. A second
   // session with the same hook keeps the writer (and its event file).
   if (session.is_chief() && !writer_) writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
+  metrics_ = session.trainer().model().metric_names();
 }
 
 SessionRunArgs SummarySaverHook::before_run(RunContext&) {
   if (!writer_) return {};
   // Scalars cost nothing to fetch, so every step fetches them and after_run decides.
-  return {{"global_step", "loss", "accuracy", "learning_rate", "examples"}};
+  SessionRunArgs args{{"global_step", "loss", "learning_rate", "examples"}};
+  args.fetches.insert(args.fetches.end(), metrics_.begin(), metrics_.end());
+  return args;
 }
 
 void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& values) {
@@ -35,9 +38,9 @@ void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& va
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
   if (!timer_.should_trigger_for_step(step)) return;
   const auto elapsed = timer_.update_last_triggered_step(step);
-  std::vector<std::pair<std::string, double>> scalars{{"loss", values.get("loss")},
-                                                      {"accuracy", values.get("accuracy")},
-                                                      {"learning_rate", values.get("learning_rate")}};
+  std::vector<std::pair<std::string, double>> scalars{{"loss", values.get("loss")}};
+  for (const std::string& metric : metrics_) scalars.emplace_back(metric, values.get(metric));
+  scalars.emplace_back("learning_rate", values.get("learning_rate"));
   if (elapsed && elapsed->seconds > 0) {
     const double examples = static_cast<double>(context.session().trainer().examples_per_global_step());
     scalars.emplace_back("images/sec", static_cast<double>(elapsed->steps) * examples / elapsed->seconds);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cohort/core/train/session.h"
 #include "cohort/hooks/second_or_step_timer.h"
@@ -20,8 +21,8 @@ struct SummarySaverHookOptions {
   std::string output_dir{};
 };
 
-/// Writes the scalars "loss", "accuracy", "learning_rate" of the current step and
-/// "images/sec" to a SummaryWriter in `output_dir`: at the first step, then every `every_steps`
+/// Writes the scalars "loss", each of the model's metrics ("accuracy" for a classifier, "mse",
+/// ...), "learning_rate" of the current step and "images/sec" to a SummaryWriter in `output_dir`: at the first step, then every `every_steps`
 /// global steps or `every_secs` seconds. "images/sec" is the whole job's rate since the
 /// previous write, from the global-step delta times the examples behind one global step
 /// (this worker's batch, times the workers a step aggregates in sync and allreduce modes), so it
@@ -52,6 +53,7 @@ class SummarySaverHook : public SessionRunHook {
   SummarySaverHookOptions options_;
   SecondOrStepTimer timer_;
   std::unique_ptr<SummaryWriter> writer_;
+  std::vector<std::string> metrics_;  // the model's metric names
   std::int64_t writes_ = 0;
 };
 

@@ -11,7 +11,7 @@ StoreLayout layout_for(const Server& server, const Graph& graph) {
   const int ps_tasks = server.cluster().num_tasks("ps");
   if (ps_tasks == 0)
     throw InvalidArgument("this mode keeps parameters on ps tasks, and the cluster has none: "
-                          "pass --ps_tasks=N (or use --mode=allreduce)");
+                          "pass --ps_tasks=N (or choose the allreduce mode)");
   return StoreLayout::from_graph(graph, ps_tasks);
 }
 

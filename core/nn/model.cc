@@ -51,19 +51,37 @@ void Model::set_output(Node output) { layers_.set_output(output); }
 Model& Model::set_loss(std::unique_ptr<Loss> loss) {
   if (!loss) throw InvalidArgument("Model::set_loss: null loss");
   loss_ = std::move(loss);
-  metrics_.clear();
-  metric_names_.clear();
-  metric_values_.clear();
-  for (auto& metric : default_metrics(*loss_)) add_metric(std::move(metric));
+  for (std::size_t i = metrics_.size(); i-- > 0;) {
+    if (!loss_metric_[i]) continue;
+    metrics_.erase(metrics_.begin() + static_cast<std::ptrdiff_t>(i));
+    metric_names_.erase(metric_names_.begin() + static_cast<std::ptrdiff_t>(i));
+    metric_values_.erase(metric_values_.begin() + static_cast<std::ptrdiff_t>(i));
+    loss_metric_.erase(loss_metric_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  for (auto& metric : default_metrics(*loss_))
+    if (std::find(metric_names_.begin(), metric_names_.end(), metric->name()) ==
+        metric_names_.end())
+      add_metric(std::move(metric), /*from_loss=*/true);
   return *this;
 }
 
 Model& Model::add_metric(std::unique_ptr<Metric> metric) {
+  return add_metric(std::move(metric), /*from_loss=*/false);
+}
+
+Model& Model::add_metric(std::unique_ptr<Metric> metric, bool from_loss) {
   if (!metric) throw InvalidArgument("Model::add_metric: null metric");
   const std::string name = metric->name();
-  if (std::find(metric_names_.begin(), metric_names_.end(), name) != metric_names_.end())
-    throw InvalidArgument("Model::add_metric: the model already has a metric named \"" + name +
-                          "\"");
+  if (const auto same = std::find(metric_names_.begin(), metric_names_.end(), name);
+      same != metric_names_.end()) {
+    const auto i = static_cast<std::size_t>(same - metric_names_.begin());
+    if (!loss_metric_[i])
+      throw InvalidArgument("Model::add_metric: the model already has a metric named \"" + name +
+                            "\"");
+    metrics_[i] = std::move(metric);  // the caller's own takes the default's place
+    loss_metric_[i] = from_loss;
+    return *this;
+  }
   if (name == "loss" || name == "logits")
     throw InvalidArgument("Model::add_metric: \"" + name + "\" is a reserved name");
   if (metrics_.size() >= static_cast<std::size_t>(StepMetrics::kMaxMetrics))
@@ -72,6 +90,7 @@ Model& Model::add_metric(std::unique_ptr<Metric> metric) {
   metrics_.push_back(std::move(metric));
   metric_names_.push_back(name);
   metric_values_.emplace_back(Shape{});
+  loss_metric_.push_back(from_loss);
   return *this;
 }
 
@@ -86,7 +105,11 @@ void Model::check_ready() const {
   if (declared_classes_ > 0 && layers_.shape(layers_.output()) != Shape{declared_classes_})
     throw InvalidArgument("Model: the last layer outputs " +
                           to_string(layers_.shape(layers_.output())) + " per example, expected [" +
-                          std::to_string(declared_classes_) + "] logits");
+                          std::to_string(declared_classes_) +
+                          "] logits: Model(graph, example_shape, num_classes) declares " +
+                          std::to_string(declared_classes_) +
+                          " classes (10 unless given); give what the last layer outputs, such as "
+                          "1 for one regression target");
 }
 
 void Model::check_data(const Shape& example, const TargetSpec& targets) const {

@@ -87,10 +87,12 @@ class Model {
   /// The sequential form: applies `layer` to the current output.
   Model& add(std::unique_ptr<Layer> layer);
   void set_output(Node output);
-  /// The loss on the output, replacing the default (softmax cross-entropy), and its default
-  /// metrics (see default_metrics()).
+  /// The loss on the output, replacing the default (softmax cross-entropy), and the previous
+  /// loss's default metrics by its own (see default_metrics()); metrics added with add_metric()
+  /// stay, before or after.
   Model& set_loss(std::unique_ptr<Loss> loss);
-  /// Adds a metric (at most StepMetrics::kMaxMetrics; a name used twice is InvalidArgument).
+  /// Adds a metric (at most StepMetrics::kMaxMetrics). One of the loss's default metrics of the
+  /// same name gives way to it; a name added twice is InvalidArgument.
   Model& add_metric(std::unique_ptr<Metric> metric);
 
   /// Throws InvalidArgument, one line naming the data and the model, unless examples of
@@ -157,6 +159,7 @@ class Model {
   StepMetrics run(std::span<const Tensor* const> inputs, const Targets& targets,
                   std::span<float> grads, const OpContext& context);
   // train_step() and evaluate() on the GPU (`grads` empty: no backward pass).
+  Model& add_metric(std::unique_ptr<Metric> metric, bool from_loss);
   StepMetrics gpu_step(const Tensor& images, std::span<const std::int32_t> labels,
                        std::span<float> grads, const OpContext& context);
 
@@ -165,6 +168,7 @@ class Model {
   std::unique_ptr<Loss> loss_;
   std::vector<std::unique_ptr<Metric>> metrics_;
   std::vector<std::string> metric_names_;
+  std::vector<bool> loss_metric_;  // per metric: one of the loss's defaults (set_loss replaces it)
   Tensor grad_output_;
   Tensor loss_value_;
   std::vector<Tensor> metric_values_;

@@ -12,7 +12,8 @@ namespace cohort {
 namespace {
 
 // The one table of what run() can fetch: each name with how its value is read off a step. The
-// model's metrics ("accuracy", "top5_accuracy", "mse", ...) are fetchable by name beside them.
+// model's metrics ("accuracy", "top5_accuracy", "mse", ...) are fetchable by name beside them;
+// a metric the model lacks is not (it would read 0).
 struct Fetchable {
   const char* name;
   double (*value)(const StepValues& step);
@@ -20,7 +21,6 @@ struct Fetchable {
 
 const Fetchable kFetchables[] = {
     {"loss", [](const StepValues& v) { return static_cast<double>(v.loss); }},
-    {"accuracy", [](const StepValues& v) { return static_cast<double>(v.accuracy); }},
     {"global_step", [](const StepValues& v) { return static_cast<double>(v.global_step); }},
     {"learning_rate", [](const StepValues& v) { return v.learning_rate; }},
     {"examples", [](const StepValues& v) { return static_cast<double>(v.examples); }},
@@ -37,8 +37,7 @@ double fetch(const std::string& name, const StepValues& step,
     if (metrics[i] == name) return step.metrics[i];
   std::string known;
   for (const Fetchable& f : kFetchables) known += (known.empty() ? "" : ", ") + std::string(f.name);
-  for (const std::string& m : metrics)
-    if (m != "accuracy") known += ", " + m;
+  for (const std::string& m : metrics) known += ", " + m;
   throw InvalidArgument("cannot fetch '" + name + "' (known: " + known + ")");
 }
 

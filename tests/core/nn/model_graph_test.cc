@@ -267,7 +267,28 @@ TEST_CASE("data that does not fit the model is refused in one line") {
   model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
   CHECK(model.metric_names() == std::vector<std::string>{"mse"});
   CHECK_NOTHROW(model.check_data({28, 28, 1}, TargetSpec::values({10})));
+  // A metric of the caller's own takes the place of the loss's default of its name, once.
+  model.add_metric(std::make_unique<MeanSquaredError>());
+  CHECK(model.metric_names() == std::vector<std::string>{"mse"});
   CHECK_THROWS_AS(model.add_metric(std::make_unique<MeanSquaredError>()), InvalidArgument);
+}
+
+TEST_CASE("metrics added by the caller outlive set_loss, before it or after") {
+  Graph graph;
+  Model model = mlp(graph, {8});
+  CHECK(model.metric_names() == std::vector<std::string>{"accuracy"});
+  model.add_metric(std::make_unique<TopKAccuracy>(5));
+  model.set_loss(std::make_unique<SoftmaxCrossEntropyLoss>());
+  CHECK(model.metric_names() == std::vector<std::string>{"top5_accuracy", "accuracy"});
+  // The caller's accuracy, added before a loss whose defaults include one, is kept: no clash.
+  Graph other;
+  Model own = mlp(other, {8});
+  own.add_metric(std::make_unique<Accuracy>());
+  CHECK_NOTHROW(own.set_loss(std::make_unique<SoftmaxCrossEntropyLoss>()));
+  CHECK(own.metric_names() == std::vector<std::string>{"accuracy"});
+  // A regression loss drops the classifier's default accuracy, not the caller's top-5.
+  model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK(model.metric_names() == std::vector<std::string>{"top5_accuracy", "mse"});
 }
 
 TEST_CASE("a regression model trains: its mean squared error falls") {
