@@ -1,0 +1,136 @@
+// The custom layer and loss of docs/MODELS.md ("A layer and a loss of your own"), kept here in
+// the same words so that the page's code compiles, checks its gradients and trains.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <doctest/doctest.h>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/gradient_check.h"
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/loss.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace {
+
+// ---- as on the page ----
+// y = x * scale: one learned scale per feature of [N, features] inputs.
+class Scale : public cohort::Layer {
+ public:
+  explicit Scale(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+
+  cohort::Shape build(cohort::Graph& graph, const cohort::Shape& input) override {
+    graph_ = &graph;
+    features_ = cohort::num_elements(input);
+    // Keep the offset, not the Variable&: the reference lasts only until the next variable.
+    scale_ = graph.get_variable(name_ + "/scale", {features_}, cohort::Initializer::constant(1))
+                 .offset;
+    return input;
+  }
+
+  void forward(const cohort::Tensor& x, cohort::Tensor& y, const cohort::OpContext&) override {
+    // Read the parameters at every step: the optimizer (or the ps) replaces them.
+    const float* scale = graph_->values().data() + scale_;
+    y.resize(x.shape());  // the layer sizes its output
+    for (std::int64_t i = 0; i < x.size(); ++i) y.data()[i] = x.data()[i] * scale[i % features_];
+  }
+
+  void backward(const cohort::Tensor& x, const cohort::Tensor&, const cohort::Tensor& dy,
+                cohort::Tensor* dx, std::span<float> grads) override {
+    // `grads` is the whole model's flat gradient: overwrite this layer's slice, at its offset.
+    float* dscale = grads.data() + scale_;
+    std::fill(dscale, dscale + features_, 0.0f);
+    for (std::int64_t i = 0; i < x.size(); ++i) dscale[i % features_] += dy.data()[i] * x.data()[i];
+    if (dx == nullptr) return;  // the first layer's input needs no gradient
+    const float* scale = graph_->values().data() + scale_;
+    dx->resize(x.shape());
+    for (std::int64_t i = 0; i < x.size(); ++i) dx->data()[i] = dy.data()[i] * scale[i % features_];
+  }
+
+ private:
+  std::string name_;
+  cohort::Graph* graph_ = nullptr;
+  std::int64_t features_ = 0, scale_ = 0;
+};
+
+// Log-cosh, a regression loss that is squared error near the target and absolute error far
+// from it: log(cosh(prediction - target)) averaged over every entry.
+class LogCosh : public cohort::Loss {
+ public:
+  std::string name() const override { return "log_cosh"; }
+
+  void check(const cohort::Shape& prediction, const cohort::TargetSpec& targets) const override {
+    if (targets.labels || targets.shape != prediction)
+      throw cohort::InvalidArgument("loss log_cosh: predictions " + cohort::to_string(prediction) +
+                                    " per example need float targets of that shape");
+  }
+
+  float forward(const cohort::Tensor& predictions, const cohort::Targets& targets) override {
+    const float* y = targets.values->data();
+    const std::int64_t n = predictions.size();
+    grad_.resize(predictions.shape());
+    double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = predictions.data()[i] - y[i];
+      sum += std::log(std::cosh(d));
+      // The mean's 1/n is part of the gradient.
+      grad_.data()[i] = static_cast<float>(std::tanh(d) / static_cast<double>(n));
+    }
+    return static_cast<float>(sum / static_cast<double>(n));
+  }
+
+  void backward(cohort::Tensor& grad) override { grad = grad_; }  // dLoss/dPrediction
+
+ private:
+  cohort::Tensor grad_;
+};
+// ---- end of the page's code ----
+
+}  // namespace
+
+TEST_CASE("the page's Scale layer passes the gradient checker") {
+  cohort::Graph graph;
+  Scale layer("scale");
+  CHECK(layer.build(graph, {6}) == cohort::Shape{6});
+  graph.initialize(1);
+  auto scale = graph.values();
+  for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = 0.5f + 0.25f * static_cast<float>(i);
+  cohort::Tensor x = cohort::random_tensor({4, 6}, /*seed=*/2);
+  const cohort::GradientCheckResult result = cohort::check_layer_gradients(layer, graph, x);
+  INFO(result.report);
+  CHECK(result.ok());
+}
+
+TEST_CASE("a model with the page's layer and loss checks its gradients and its data") {
+  cohort::Graph graph;
+  cohort::Model model(graph, {6}, /*num_classes=*/2);
+  model.add(cohort::dense("hidden", 16))
+      .add(std::make_unique<Scale>("scale"))
+      .add(cohort::dense("out", 2));
+  model.set_loss(std::make_unique<LogCosh>());
+  graph.initialize(3);
+  // Targets: a fixed linear function of the features.
+  const cohort::Tensor x = cohort::random_tensor({32, 6}, /*seed=*/4);
+  cohort::Tensor y({32, 2});
+  for (std::int64_t n = 0; n < 32; ++n)
+    for (std::int64_t j = 0; j < 2; ++j) {
+      float v = 0;
+      for (std::int64_t i = 0; i < 6; ++i) v += x.data()[n * 6 + i] * static_cast<float>(i - j);
+      y.data()[n * 2 + j] = 0.1f * v;
+    }
+  const cohort::Targets targets{.labels = {}, .values = &y};
+  CHECK_NOTHROW(model.check_data({6}, cohort::TargetSpec{.labels = false, .shape = {2}}));
+  CHECK_THROWS_WITH_AS(model.check_data({6}, cohort::TargetSpec::classes(2)),
+                       doctest::Contains("loss log_cosh: predictions [2] per example"),
+                       cohort::InvalidArgument);
+  const cohort::GradientCheckResult result = cohort::check_model_gradients(model, x, targets);
+  INFO(result.report);
+  CHECK(result.ok());
+}
