@@ -118,6 +118,12 @@ class Model {
   StepMetrics evaluate(const Tensor& features, const Targets& targets);
   StepMetrics evaluate(const Tensor& images, std::span<const std::int32_t> labels);
 
+  /// The model's output for new data (`features` [N, example...], as the model's input takes
+  /// them): a classifier's logits, a regression's predictions; training = false, as evaluate().
+  /// Host only (InvalidArgument on a GPU). The tensor is the model's, valid until its next step.
+  const Tensor& predict(std::span<const Tensor* const> inputs);
+  const Tensor& predict(const Tensor& features);
+
   /// A value of the last step: "loss" and each metric's name (1-element tensors), "logits" (the
   /// output), or a layer's or input's name for its output (on the host only: nullptr on a GPU).
   /// nullptr for an unknown name.

@@ -2,6 +2,7 @@
 // layers, layer state, dead branches, and the refusal of data that does not fit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -271,6 +272,22 @@ TEST_CASE("data that does not fit the model is refused in one line") {
   model.add_metric(std::make_unique<MeanSquaredError>());
   CHECK(model.metric_names() == std::vector<std::string>{"mse"});
   CHECK_THROWS_AS(model.add_metric(std::make_unique<MeanSquaredError>()), InvalidArgument);
+}
+
+TEST_CASE("predict gives the output evaluate computes, without targets") {
+  Graph graph;
+  Model model = mlp(graph, {8});
+  graph.initialize(5);
+  const Tensor x = random_tensor({4, 28, 28, 1}, /*seed=*/6);
+  const std::vector<std::int32_t> labels = {0, 1, 2, 3};
+  model.evaluate(x, labels);
+  const Tensor logits = *model.fetch("logits");
+  const Tensor& predicted = model.predict(x);
+  CHECK(predicted.shape() == Shape{4, 10});
+  CHECK(std::equal(predicted.span().begin(), predicted.span().end(), logits.span().begin()));
+  CHECK_THROWS_WITH_AS(model.predict(random_tensor({4, 784}, 7)),
+                       "Model::predict: input 0 is [4, 784], the model takes [N] + [28, 28, 1]",
+                       InvalidArgument);
 }
 
 TEST_CASE("metrics added by the caller outlive set_loss, before it or after") {
