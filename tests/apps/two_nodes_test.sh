@@ -66,7 +66,7 @@ expect sync '^worker +2 +3 +cohort-node-b$'
 expect sync 'parameters on the ps tasks: served by messages'
 expect sync "$accuracy"
 
-run async --ps_tasks=2 --mode=async
+run async --ps_tasks=2 --mode=async --lr_schedule=cosine  # async: judged decayed, as elsewhere
 expect async '^ps +0 +0 +cohort-node-a$'
 expect async '^ps +1 +2 +cohort-node-b$'
 expect async "$accuracy"
