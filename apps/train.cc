@@ -287,6 +287,8 @@ void check_writable(const std::string& path) {
     fault = "is a directory";
   } else if (::access(dir.c_str(), W_OK) != 0) {
     fault = "cannot write in " + dir.string() + ": " + std::strerror(errno);
+  } else if (std::filesystem::exists(file, ec) && ::access(path.c_str(), W_OK) != 0) {
+    fault = std::string("cannot write the file: ") + std::strerror(errno);
   }
   if (!fault.empty()) throw cohort::InvalidArgument("--metrics_json=" + path + ": " + fault);
 }

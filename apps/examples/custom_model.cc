@@ -84,14 +84,14 @@ int Main(int argc, char** argv) {
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
                 std::make_shared<cohort::NanTensorHook>(), std::make_shared<LossTrendHook>()}});
   while (!session->should_stop()) session->run();
+  session->close();  // the hooks' end(); the graph then holds the final parameters
+  server.done();     // lets the ps tasks return from join()
 
   if (server.is_chief()) {
     const auto test = trainer.evaluate(cohort::data::fashion_mnist(cohort::data::Split::kTest));
     std::printf("custom_model: %d workers, global step %lld, test accuracy %.4f\n", workers,
                 static_cast<long long>(trainer.global_step()), test.accuracy);
   }
-  session->close();  // the hooks' end()
-  server.done();     // lets the ps tasks return from join()
   return 0;
 }
 

@@ -291,7 +291,7 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   for (std::string& token : tokens) {
     if (token == "--") break;
     if (token.rfind("--=", 0) == 0)
-      throw FlagError("a flag without a name: '" + token + "' (flags are --name=value)");
+      throw FlagError("a flag without a name: " + quote(token) + " (flags are --name=value)");
     if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) continue;
     if (const Flag* flag = find(token.substr(2)); flag && flag->type == Type::kBool) token += "=true";
   }

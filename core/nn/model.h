@@ -159,13 +159,14 @@ class Model {
   int num_classes() const;
 
  private:
+  // `from_loss`: one of the loss's default metrics, which set_loss replaces.
+  Model& add_metric(std::unique_ptr<Metric> metric, bool from_loss);
   void check_ready() const;
   void check_targets(const Targets& targets, std::int64_t batch) const;
   StepMetrics measure(const Tensor& output, const Targets& targets);
   StepMetrics run(std::span<const Tensor* const> inputs, const Targets& targets,
                   std::span<float> grads, const OpContext& context);
   // train_step() and evaluate() on the GPU (`grads` empty: no backward pass).
-  Model& add_metric(std::unique_ptr<Metric> metric, bool from_loss);
   StepMetrics gpu_step(const Tensor& images, std::span<const std::int32_t> labels,
                        std::span<float> grads, const OpContext& context);
 

@@ -70,8 +70,8 @@ std::string settings_mismatch(const mpi::Comm& world) {
 
 void refuse_arguments(int argc, char** argv) {
   if (argc > 1)
-    throw InvalidArgument("unexpected argument '" + std::string(argv[1]) +
-                          "': this program takes flags only (--name=value)");
+    throw InvalidArgument("unexpected argument " + quote(argv[1]) +
+                          ": this program takes flags only (--name=value)");
 }
 
 int Run(MainFunction main, int argc, char** argv) {

@@ -21,10 +21,10 @@ namespace cohort {
 class MonitoredSession;
 class CheckpointManager;
 
-/// What a hook asks the next step to fetch, by name. Scalars of every step: "loss", "accuracy",
+/// What a hook asks the next step to fetch, by name. Scalars of every step: "loss",
 /// "global_step", "learning_rate", "examples" (this worker's batch), "step_seconds",
 /// "gradient_applied" (0 when sync mode dropped this worker's gradient), and each of the model's
-/// metrics by its name ("top5_accuracy", "mse", ...).
+/// metrics by its name ("accuracy" for a classifier, "top5_accuracy", "mse", ...).
 struct SessionRunArgs {
   std::vector<std::string> fetches;
 };

@@ -9,7 +9,8 @@
 #   2. async mode, 2 ps tasks: one on each node;
 #   3. allreduce mode, 4 workers: summed in each node's shared memory and across the nodes.
 # Usage: two_nodes_test.sh MPIEXEC TRAIN
-# Without UTS namespaces (unshare) it prints "SKIP: ..." and exits 77; with
+# Without UTS namespaces (unshare: root, or user namespaces) or with an MPI other than Open MPI 4
+# (whose remote shell is set by OMPI_MCA_plm_rsh_agent) it prints "SKIP: ..." and exits 77; with
 # COHORT_REQUIRE_TESTS=1 (CI) that is a failure instead.
 set -euo pipefail
 mpiexec=$1 train=$2
@@ -24,6 +25,8 @@ done
 . "$(dirname "$0")/../support/skip.sh"
 [[ -n $namespace ]] ||
   skip "unshare cannot make a UTS namespace here" "it needs root or user namespaces"
+"$mpiexec" --version 2>&1 | grep -qE '\(Open(RTE| MPI)\) 4\.' ||
+  skip "$mpiexec is not Open MPI 4's, whose remote shell this test replaces"
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -47,7 +50,7 @@ run() {
   shift
   echo "== $name: $*"
   if ! OMPI_MCA_plm_rsh_agent="$dir/rsh" OMPI_MCA_btl_tcp_if_include=lo \
-       timeout 120 "$mpiexec" --host cohort-node-a:2,cohort-node-b:2 -np 4 \
+       timeout 90 "$mpiexec" --host cohort-node-a:2,cohort-node-b:2 -np 4 \
        "$train" --model=mlp --train_steps=300 --lr_scaling=none --lr_schedule=constant \
                 --log_every_steps=0 "$@" > "$dir/$name.log" 2>&1; then
     cat "$dir/$name.log"

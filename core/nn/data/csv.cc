@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -87,10 +86,7 @@ class CsvReader {
       if (!resolved) {
         first_line = line_number;
         columns_ = static_cast<int>(fields.size());
-        if (options_.header) {
-          names_.assign(fields.begin(), fields.end());
-          check_unique_names();
-        }
+        if (options_.header) names_.assign(fields.begin(), fields.end());
         resolve();
         features_.reserve(lines * feature_columns_.size());
         targets_.reserve(lines * target_columns_.size());
@@ -181,20 +177,17 @@ class CsvReader {
     return out;
   }
 
-  // A header that names a column twice would make its name pick one of them unseen.
-  void check_unique_names() const {
-    std::map<std::string_view, std::size_t> first;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      const auto [at, fresh] = first.emplace(names_[i], i);
-      if (!fresh)
-        fail(path_, "the header names column " + std::to_string(at->second) + " and column " +
-                        std::to_string(i) + " both " + quote(names_[i]));
-    }
-  }
-
   int find(const std::string& column) const {
     const auto named = std::find(names_.begin(), names_.end(), column);
-    if (named != names_.end()) return static_cast<int>(named - names_.begin());
+    if (named != names_.end()) {
+      // A name the header gives twice would pick one of its columns unseen.
+      const auto again = std::find(named + 1, names_.end(), column);
+      if (again != names_.end())
+        fail(path_, "the header names column " + std::to_string(named - names_.begin()) +
+                        " and column " + std::to_string(again - names_.begin()) + " both " +
+                        quote(column));
+      return static_cast<int>(named - names_.begin());
+    }
     int index = -1;
     const auto [end, error] = std::from_chars(column.data(), column.data() + column.size(), index);
     if (error == std::errc() && end == column.data() + column.size() && index >= 0 &&

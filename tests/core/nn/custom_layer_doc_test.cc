@@ -1,11 +1,12 @@
 // The custom layer and loss of docs/MODELS.md ("A layer and a loss of your own"), kept here in
-// the same words so that the page's code compiles, checks its gradients and trains.
+// the same words so that the page's code compiles and checks its gradients.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -110,11 +111,15 @@ TEST_CASE("the page's Scale layer passes the gradient checker") {
 
 TEST_CASE("a model with the page's layer and loss checks its gradients and its data") {
   cohort::Graph graph;
-  cohort::Model model(graph, {6}, /*num_classes=*/2);
+  // ---- as on the page ----
+  cohort::Model model(graph, {6}, /*num_classes=*/2);   // 2 outputs: the targets' shape
   model.add(cohort::dense("hidden", 16))
       .add(std::make_unique<Scale>("scale"))
       .add(cohort::dense("out", 2));
   model.set_loss(std::make_unique<LogCosh>());
+  model.add_metric(std::make_unique<cohort::MeanSquaredError>());   // fetched as "mse"
+  // ---- end of the page's code ----
+  CHECK(model.metric_names() == std::vector<std::string>{"mse"});
   graph.initialize(3);
   // Targets: a fixed linear function of the features.
   const cohort::Tensor x = cohort::random_tensor({32, 6}, /*seed=*/4);

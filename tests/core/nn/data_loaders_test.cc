@@ -620,6 +620,8 @@ TEST_CASE("CSV errors name the file, the line and the column") {
         path + ": line 2, column 0 ('a'): '1\\x00' is not a number");
   CHECK(csv_error(dir, "a,cls,cls\n1,2,3\n", {.label_column = "cls"}) ==
         path + ": the header names column 1 and column 2 both 'cls'");
+  // A name given twice but never used is no harm.
+  CHECK(csv(dir, "a,a,cls\n1,2,3\n", {.label_column = "cls"}).size() == 1);
   CHECK(data_error([&] { cohort::data::load_csv(dir / "none.csv", {.label_column = "a"}); }) ==
         dir / "none.csv" + ": no such file");
 
