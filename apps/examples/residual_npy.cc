@@ -108,11 +108,11 @@ std::pair<std::string, std::string> export_npy(cohort::data::Split split, std::i
 // --NAME_features and --NAME_labels: both or neither.
 void pair_of_flags(const std::string& name, const std::string& features,
                    const std::string& labels) {
-  if (features.empty() != labels.empty())
-    throw cohort::InvalidArgument("--" + name + (features.empty() ? "_labels" : "_features") +
-                                  " without --" + name +
-                                  (features.empty() ? "_features" : "_labels") +
-                                  ": give both files or neither");
+  if (features.empty() == labels.empty()) return;
+  const std::string given = features.empty() ? "_labels" : "_features";
+  const std::string missing = features.empty() ? "_features" : "_labels";
+  throw cohort::InvalidArgument("--" + name + given + " without --" + name + missing +
+                                ": give both files or neither");
 }
 
 int Main(int argc, char** argv) {

@@ -50,17 +50,17 @@ void Model::set_output(Node output) { layers_.set_output(output); }
 
 Model& Model::set_loss(std::unique_ptr<Loss> loss) {
   if (!loss) throw InvalidArgument("Model::set_loss: null loss");
-  // Room first, so that a refusal changes nothing: the caller's own metrics stay, and each
-  // default whose name they do not take comes in.
-  const auto callers = [&](const std::string& name) {
-    const auto at = std::find(metric_names_.begin(), metric_names_.end(), name);
+  // The caller's own metrics stay, and each default whose name they do not take comes in; the
+  // room is checked first, so that a refusal changes nothing.
+  auto defaults = default_metrics(*loss);
+  std::erase_if(defaults, [&](const std::unique_ptr<Metric>& metric) {
+    const auto at = std::find(metric_names_.begin(), metric_names_.end(), metric->name());
     return at != metric_names_.end() &&
            !loss_metric_[static_cast<std::size_t>(at - metric_names_.begin())];
-  };
-  auto defaults = default_metrics(*loss);
-  std::size_t after = 0;
-  for (std::size_t i = 0; i < metrics_.size(); ++i) after += loss_metric_[i] ? 0 : 1;
-  for (const auto& metric : defaults) after += callers(metric->name()) ? 0 : 1;
+  });
+  const auto after = static_cast<std::size_t>(
+                         std::count(loss_metric_.begin(), loss_metric_.end(), false)) +
+                     defaults.size();
   if (after > static_cast<std::size_t>(StepMetrics::kMaxMetrics))
     throw InvalidArgument("Model::set_loss: with its default metrics the model would have " +
                           std::to_string(after) + ", more than " +
@@ -73,10 +73,7 @@ Model& Model::set_loss(std::unique_ptr<Loss> loss) {
     metric_values_.erase(metric_values_.begin() + static_cast<std::ptrdiff_t>(i));
     loss_metric_.erase(loss_metric_.begin() + static_cast<std::ptrdiff_t>(i));
   }
-  for (auto& metric : defaults)
-    if (std::find(metric_names_.begin(), metric_names_.end(), metric->name()) ==
-        metric_names_.end())
-      add_metric(std::move(metric), /*from_loss=*/true);
+  for (auto& metric : defaults) add_metric(std::move(metric), /*from_loss=*/true);
   return *this;
 }
 
