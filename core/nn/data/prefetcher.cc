@@ -1,6 +1,7 @@
 #include "cohort/core/nn/data/prefetcher.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace cohort::data {
@@ -8,6 +9,9 @@ namespace {
 
 constexpr std::size_t kRingBytes = std::size_t{64} << 20;
 constexpr std::size_t kMinDepth = 2, kMaxDepth = 8;
+// How long the loader sleeps between looks: from the consumer's pace, within these bounds. At
+// the longest, a consumer back from a pause (an evaluation, a checkpoint) waits once at most.
+constexpr std::chrono::microseconds kMinNap{20}, kMaxNap{5000};
 
 // A full batch's bytes: features and a label or float targets per example.
 std::size_t batch_bytes(const BatchIterator& iterator) {
@@ -43,7 +47,10 @@ void BatchPrefetcher::start() {
 bool BatchPrefetcher::next(Batch& batch) {
   std::unique_lock lock(mutex_);
   if (!thread_.joinable()) start();
-  filled_.wait(lock, [&] { return ready_ > 0 || error_ != nullptr; });
+  if (ready_ == 0 && error_ == nullptr) {  // ahead of the loader: wake it rather than wait its nap
+    wake_.notify_one();
+    filled_.wait(lock, [&] { return ready_ > 0 || error_ != nullptr; });
+  }
   if (ready_ == 0) {  // filling this batch threw: rethrown here; the loader goes on with the next
     std::exception_ptr error = std::exchange(error_, nullptr);
     lock.unlock();
@@ -52,14 +59,10 @@ bool BatchPrefetcher::next(Batch& batch) {
   }
   Slot& slot = ring_[head_];
   std::swap(batch, slot.batch);
-  const bool returned = slot.returned;
   head_ = (head_ + 1) % depth();
   --ready_;
-  // A notification nobody waits for costs no system call: only a sleeping loader's does.
-  const bool wake = ready_ <= depth() / 2 && error_ == nullptr;
-  lock.unlock();
-  if (wake) wake_.notify_one();
-  return returned;
+  ++taken_;
+  return slot.returned;
 }
 
 void BatchPrefetcher::seek(std::int64_t epoch, std::int64_t position) {
@@ -81,27 +84,43 @@ void BatchPrefetcher::seek(std::int64_t epoch, std::int64_t position) {
 }
 
 void BatchPrefetcher::run() {
+  using Clock = std::chrono::steady_clock;
+  std::chrono::microseconds nap = kMinNap;
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return quit_ || (!paused_ && !error_ && ready_ < depth()); });
     if (quit_) return;
-    Slot& slot = ring_[(head_ + ready_) % depth()];
-    filling_ = true;
-    lock.unlock();
-    std::exception_ptr error;
-    try {
-      slot.returned = iterator_.next(slot.batch);
-    } catch (...) {
-      error = std::current_exception();
+    if (!paused_ && !error_ && ready_ < depth()) {
+      Slot& slot = ring_[(head_ + ready_) % depth()];
+      filling_ = true;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        slot.returned = iterator_.next(slot.batch);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      filling_ = false;
+      if (error) {
+        error_ = error;
+      } else {
+        ++ready_;
+      }
+      filled_.notify_one();  // a system call only when next() waits
+      continue;
     }
-    lock.lock();
-    filling_ = false;
-    if (error) {
-      error_ = error;
+    // Full, paused or failed: sleep until about half the ring is used, or until woken.
+    const auto since = Clock::now();
+    const std::int64_t taken = taken_;
+    wake_.wait_for(lock, nap);  // woken early by next(), seek() or the destructor
+    const std::int64_t used = taken_ - taken;
+    if (used > 0) {
+      const auto per_batch = std::chrono::duration_cast<std::chrono::microseconds>(
+          (Clock::now() - since) / used);
+      nap = std::clamp(per_batch * static_cast<std::int64_t>(depth() / 2), kMinNap, kMaxNap);
     } else {
-      ++ready_;
+      nap = std::min(nap * 2, kMaxNap);
     }
-    filled_.notify_one();
   }
 }
 

@@ -14,10 +14,12 @@
 namespace cohort::data {
 
 /// Owns a BatchIterator and keeps up to depth() batches filled ahead in the background. The
-/// batches, and their order, are the iterator's. The loader thread starts with the first next(),
-/// fills until depth() batches wait, and sleeps until at most half of them are left: waking a
-/// thread costs the waker a system call (and, in a virtual machine, an interrupt between CPUs),
-/// which one wake-up every step made 5% of a small model's step. Not thread-safe; one consumer.
+/// batches, and their order, are the iterator's. The loader thread starts with the first next()
+/// and fills until depth() batches wait. Then it sleeps on a timer of its own, for about the time
+/// the consumer takes to use half of them (measured as it goes), and tops them up when it wakes.
+/// The consumer wakes it only when it finds no batch ready: waking a thread costs the waker a
+/// system call (and, in a virtual machine, an interrupt between CPUs), and one every few steps
+/// was 2% of a small model's step. Not thread-safe; one consumer.
 class BatchPrefetcher {
  public:
   explicit BatchPrefetcher(BatchIterator iterator) : iterator_(std::move(iterator)) {}
@@ -51,6 +53,7 @@ class BatchPrefetcher {
   std::vector<Slot> ring_;     // ready_ filled batches from head_ on; the rest free
   std::size_t head_ = 0;
   std::size_t ready_ = 0;
+  std::int64_t taken_ = 0;     // batches next() has returned
   bool filling_ = false;       // the loader is filling ring_[(head_ + ready_) % depth()]
   bool paused_ = false;        // seek(): the loader must not start another batch
   bool quit_ = false;
