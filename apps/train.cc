@@ -354,8 +354,13 @@ int Main(int argc, char** argv) {
   if (server.is_chief() && !FLAGS_metrics_json.empty()) check_writable(FLAGS_metrics_json);
   cohort::set_intra_op_threads(static_cast<int>(FLAGS_threads));
 
-  const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
-  const auto shard = train_data.shard(server.replica_index(), workers);
+  // Every worker reads the training set and keeps its shard alone: 1/workers of the examples.
+  std::int64_t train_examples = 0;
+  const auto shard = [&] {
+    const auto all = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
+    train_examples = all.size();
+    return all.shard(server.replica_index(), workers);
+  }();
 
   // Collective over the replicas (their node-local ranks share out the GPUs).
   const std::vector<int> gpus = cohort::worker_gpus(cohort::parse_compute_device(FLAGS_device),
@@ -398,9 +403,9 @@ int Main(int argc, char** argv) {
   const std::int64_t per_step = options.examples_per_global_step(workers);
   const std::int64_t target =
       FLAGS_train_steps > 0 ? FLAGS_train_steps
-                            : (FLAGS_epochs * train_data.size() + per_step - 1) / per_step;
+                            : (FLAGS_epochs * train_examples + per_step - 1) / per_step;
   const cohort::OptimizerOptions optimizer = optimizer_options(
-      target, per_step / FLAGS_batch_size, (train_data.size() + per_step - 1) / per_step);
+      target, per_step / FLAGS_batch_size, (train_examples + per_step - 1) / per_step);
   cohort::Trainer trainer(
       &server, graph, [&](cohort::Graph& g) { return model_from_flags(g, hidden); }, shard,
       cohort::Optimizer::create(optimizer), options);

@@ -65,7 +65,6 @@ int Main(int argc, char** argv) {
   }
 
   const int workers = server.num_replicas();  // the workers (and a chief job's task, if any)
-  const auto train_data = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
   cohort::Graph graph{cohort::ReplicaDeviceSetter(
       cohort::replica_device_setter_options_from_flags(cluster.num_tasks("ps"), server.worker_device()))};
 
@@ -75,7 +74,8 @@ int Main(int argc, char** argv) {
   sgd.name = "sgd";
   sgd.learning_rate.base = FLAGS_learning_rate;
   cohort::Trainer trainer(&server, graph, small_mlp,
-                          train_data.shard(server.replica_index(), workers),
+                          cohort::data::fashion_mnist(cohort::data::Split::kTrain)
+                              .shard(server.replica_index(), workers),
                           cohort::Optimizer::create(sgd), options);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/data/batch_iterator.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "cohort/core/nn/data/random.h"
@@ -79,8 +80,8 @@ std::int64_t BatchIterator::batches_per_epoch() const {
 void BatchIterator::start_epoch(std::int64_t epoch) {
   epoch_ = epoch;
   position_ = 0;
-  const auto indices = dataset_.indices();
-  order_.assign(indices.begin(), indices.end());
+  order_.resize(static_cast<std::size_t>(dataset_.size()));
+  std::iota(order_.begin(), order_.end(), std::int64_t{0});
   if (!options_.shuffle) return;
   // Fisher-Yates with our own bounded draw (random.h): std::shuffle's order differs between
   // standard libraries, and a resumed job must see the same order whatever it was built with.

@@ -1,7 +1,7 @@
 #include "cohort/core/nn/data/dataset.h"
 
 #include <algorithm>
-#include <numeric>
+#include <stdexcept>
 #include <utility>
 
 namespace cohort::data {
@@ -55,15 +55,7 @@ Dataset::Dataset() : Dataset(empty_storage()) {}
 
 Dataset::Dataset(std::shared_ptr<const Storage> storage) : storage_(std::move(storage)) {
   if (!storage_) throw InvalidArgument("Dataset: null storage");
-  const std::int64_t n = check(*storage_);
-  indices_.resize(static_cast<std::size_t>(n));
-  std::iota(indices_.begin(), indices_.end(), std::int64_t{0});
-  example_size_ = n > 0 ? storage_->features.size() / n : num_elements(example_shape());
-  target_size_ = has_labels() ? 0 : storage_->targets.size() / std::max<std::int64_t>(n, 1);
-}
-
-Dataset::Dataset(std::shared_ptr<const Storage> storage, std::vector<std::int64_t> indices)
-    : storage_(std::move(storage)), indices_(std::move(indices)) {
+  size_ = check(*storage_);
   example_size_ = num_elements(example_shape());
   target_size_ = has_labels() ? 0 : num_elements(target_shape());
 }
@@ -102,32 +94,56 @@ TargetSpec Dataset::target_spec() const {
   return has_labels() ? TargetSpec::classes(num_classes()) : TargetSpec::values(target_shape());
 }
 
+void Dataset::check_index(std::int64_t i) const {
+  if (i < 0 || i >= size_)
+    throw std::out_of_range("Dataset " + name() + ": example " + std::to_string(i) + " of " +
+                            std::to_string(size_));
+}
+
 std::span<const float> Dataset::example(std::int64_t i) const {
-  const std::int64_t at = indices_.at(static_cast<std::size_t>(i));
-  return {storage_->features.data() + at * example_size_, static_cast<std::size_t>(example_size_)};
+  check_index(i);
+  return {storage_->features.data() + i * example_size_, static_cast<std::size_t>(example_size_)};
 }
 
 std::int32_t Dataset::label(std::int64_t i) const {
   if (!has_labels()) throw InvalidArgument("Dataset " + name() + " has float targets, not labels");
-  return storage_->labels[static_cast<std::size_t>(indices_.at(static_cast<std::size_t>(i)))];
+  check_index(i);
+  return storage_->labels[static_cast<std::size_t>(i)];
 }
 
 std::span<const float> Dataset::target(std::int64_t i) const {
   if (has_labels()) throw InvalidArgument("Dataset " + name() + " has labels, not float targets");
-  const std::int64_t at = indices_.at(static_cast<std::size_t>(i));
-  return {storage_->targets.data() + at * target_size_, static_cast<std::size_t>(target_size_)};
+  check_index(i);
+  return {storage_->targets.data() + i * target_size_, static_cast<std::size_t>(target_size_)};
 }
 
 Dataset Dataset::shard(int index, int count) const {
   if (count < 1 || index < 0 || index >= count)
     throw InvalidArgument("Dataset::shard: index " + std::to_string(index) + " of count " +
                           std::to_string(count) + " (need 0 <= index < count)");
-  std::vector<std::int64_t> mine;
-  mine.reserve(indices_.size() / static_cast<std::size_t>(count) + 1);
-  for (std::size_t i = static_cast<std::size_t>(index); i < indices_.size();
-       i += static_cast<std::size_t>(count))
-    mine.push_back(indices_[i]);
-  return Dataset(storage_, std::move(mine));
+  if (count == 1) return *this;
+  // Examples index, index + count, ...: their rows, copied into storage of the shard's own.
+  const std::int64_t n = size_ > index ? (size_ - index + count - 1) / count : 0;
+  const auto rows = [&](const Tensor& all, std::int64_t row_size) {
+    Shape shape = all.shape();
+    shape[0] = n;
+    Tensor out(shape);
+    for (std::int64_t i = 0; i < n; ++i)
+      std::copy_n(all.data() + (index + i * count) * row_size, row_size, out.data() + i * row_size);
+    return out;
+  };
+  auto storage = std::make_shared<Storage>();
+  storage->features = rows(storage_->features, example_size_);
+  if (has_labels()) {
+    storage->labels.reserve(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      storage->labels.push_back(storage_->labels[static_cast<std::size_t>(index + i * count)]);
+  } else {
+    storage->targets = rows(storage_->targets, target_size_);
+  }
+  storage->num_classes = storage_->num_classes;
+  storage->name = storage_->name;
+  return Dataset(std::move(storage));
 }
 
 }  // namespace cohort::data

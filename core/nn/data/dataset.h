@@ -1,10 +1,10 @@
 #pragma once
 // Datasets of N-dimensional float examples with class labels or float targets: Fashion-MNIST /
 // MNIST IDX files, NumPy .npy/.npz and CSV files (loaders.h), the user's own arrays, a synthetic
-// stand-in for tests; sharded over workers without copying the examples.
+// stand-in for tests; sharded over workers, each keeping a copy of its part.
 //
-//   auto train = cohort::data::fashion_mnist(cohort::data::Split::kTrain);   // --data_dir
-//   auto mine  = train.shard(server.replica_index(), server.num_replicas());
+//   auto mine = cohort::data::fashion_mnist(cohort::data::Split::kTrain)     // --data_dir
+//                   .shard(server.replica_index(), server.num_replicas());    // the rest dropped
 //   cohort::data::BatchIterator batches(mine, {.batch_size = 64, .seed = 1});   // batch_iterator.h
 //
 //   auto mine = cohort::data::Dataset::from_arrays(features, labels, /*num_classes=*/3);
@@ -32,7 +32,7 @@ class DataError : public Error {
 };
 
 /// The loaded examples, immutable once built and shared (std::shared_ptr<const Storage>) by every
-/// Dataset that views them, so a process holds the examples once however it shards them.
+/// copy of a Dataset that views them.
 struct Storage {
   Tensor features;                    ///< [n, ...]: images are [n, rows, cols, channels] (NHWC)
   std::vector<std::int32_t> labels;   ///< n class labels in [0, num_classes), or none
@@ -41,10 +41,10 @@ struct Storage {
   std::string name;                   ///< where the examples came from, for messages
 };
 
-/// A view of some examples of a Storage, in a fixed order given by an index list.
+/// The examples of a Storage, in storage order.
 ///
-/// Copying a Dataset copies the index list (8 bytes per example), never the pixels. Const methods
-/// are safe to call from several threads.
+/// Copying a Dataset shares the storage; it never copies the examples. Const methods are safe to
+/// call from several threads.
 class Dataset {
  public:
   /// An empty dataset (28x28x1 images, 10 classes), a placeholder to assign a real one to.
@@ -61,7 +61,7 @@ class Dataset {
                              std::string name = "arrays");
   static Dataset from_arrays(Tensor features, Tensor targets, std::string name = "arrays");
 
-  std::int64_t size() const { return static_cast<std::int64_t>(indices_.size()); }
+  std::int64_t size() const { return size_; }
   /// One example's shape: {28, 28, 1} for (Fashion-)MNIST, {d} for feature vectors.
   Shape example_shape() const;
   /// Floats per example.
@@ -88,19 +88,20 @@ class Dataset {
   /// Worker `index` of `count` gets examples index, index + count, index + 2 * count, ... of this
   /// dataset: the shards are disjoint, cover the dataset, and their sizes differ by at most one.
   /// Striding (not blocks) keeps every shard's class mix close to the whole even when the file is
-  /// sorted by class. Shares the storage. Throws InvalidArgument unless 0 <= index < count.
+  /// sorted by class. A shard holds a copy of its own examples (with count 1, the dataset itself),
+  /// so a worker that drops the whole dataset keeps 1/count of it in memory, not all of it.
+  /// Throws InvalidArgument unless 0 <= index < count.
   Dataset shard(int index, int count) const;
 
-  /// The shared storage (the same pointer for a dataset and all its shards) and the positions of
-  /// this dataset's examples in it.
+  /// The storage the examples are in, shared by copies of this dataset: example i is its i-th.
   const std::shared_ptr<const Storage>& storage() const { return storage_; }
-  std::span<const std::int64_t> indices() const { return indices_; }
 
  private:
-  Dataset(std::shared_ptr<const Storage> storage, std::vector<std::int64_t> indices);
+  // Throws std::out_of_range unless 0 <= i < size().
+  void check_index(std::int64_t i) const;
 
   std::shared_ptr<const Storage> storage_;
-  std::vector<std::int64_t> indices_;
+  std::int64_t size_ = 0;
   std::int64_t example_size_ = 0;
   std::int64_t target_size_ = 0;
 };

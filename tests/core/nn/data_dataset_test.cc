@@ -1,22 +1,26 @@
-// Dataset views, sharding and the synthetic dataset.
+// Datasets, sharding and the synthetic dataset.
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "cohort/core/nn/data/dataset.h"
 
 using cohort::Shape;
+using cohort::Tensor;
 using cohort::data::Dataset;
 using cohort::data::Storage;
 
 namespace {
 
-std::vector<std::int64_t> indices_of(const Dataset& d) {
-  return {d.indices().begin(), d.indices().end()};
+// Example i of a and example j of b are the same example: pixels and label.
+bool same_example(const Dataset& a, std::int64_t i, const Dataset& b, std::int64_t j) {
+  const auto x = a.image(i), y = b.image(j);
+  return std::equal(x.begin(), x.end(), y.begin(), y.end()) && a.label(i) == b.label(j);
 }
 
 bool same_pixels(const Dataset& a, const Dataset& b) {
@@ -90,35 +94,44 @@ TEST_CASE("synthetic: a set from another seed is classified by the class means o
   CHECK(right > 900);
 }
 
-TEST_CASE("shard: disjoint, covering, balanced, sharing the storage") {
+TEST_CASE("shard: disjoint, covering, balanced, each a copy of its own examples") {
   const Dataset whole = cohort::data::synthetic(103, 3);
+  // Every synthetic example differs from the others, so content identifies it.
+  for (std::int64_t i = 1; i < whole.size(); ++i) REQUIRE_FALSE(same_example(whole, i, whole, i - 1));
   for (int count = 1; count <= 5; ++count) {
     CAPTURE(count);
-    std::vector<int> seen(103);
-    std::int64_t smallest = whole.size(), largest = 0;
+    std::int64_t total = 0, smallest = whole.size(), largest = 0;
     for (int index = 0; index < count; ++index) {
       const Dataset part = whole.shard(index, count);
-      CHECK(part.storage() == whole.storage());  // the same pixels, not a copy
-      CHECK(part.storage().get() == whole.storage().get());
+      // A copy (the whole dataset can be dropped), except the one shard of one.
+      CHECK((part.storage() == whole.storage()) == (count == 1));
+      CHECK(part.name() == whole.name());
+      CHECK(part.num_classes() == whole.num_classes());
       smallest = std::min(smallest, part.size());
       largest = std::max(largest, part.size());
-      for (std::int64_t i = 0; i < part.size(); ++i) {
-        const std::int64_t at = part.indices()[static_cast<std::size_t>(i)];
-        ++seen[static_cast<std::size_t>(at)];
-        CHECK(part.label(i) == whole.label(at));
-        // The image view points into the shared buffer.
-        CHECK(part.image(i).data() == whole.storage()->features.data() + at * 784);
-      }
+      total += part.size();
+      for (std::int64_t i = 0; i < part.size(); ++i)
+        CHECK(same_example(part, i, whole, index + i * count));
     }
-    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    CHECK(total == whole.size());
     CHECK(largest - smallest <= 1);
   }
   // Shards of shards stay within their parent.
   const Dataset half = whole.shard(1, 2);
   const Dataset quarter = half.shard(0, 2);
-  for (std::int64_t at : indices_of(quarter))
-    CHECK(std::find(half.indices().begin(), half.indices().end(), at) != half.indices().end());
+  for (std::int64_t i = 0; i < quarter.size(); ++i) CHECK(same_example(quarter, i, half, 2 * i));
   CHECK(quarter.size() + half.shard(1, 2).size() == half.size());
+  // Float targets are copied with their examples.
+  Tensor x({5, 2}), y({5, 3});
+  for (std::int64_t i = 0; i < 10; ++i) x[i] = static_cast<float>(i);
+  for (std::int64_t i = 0; i < 15; ++i) y[i] = static_cast<float>(100 + i);
+  const Dataset table = Dataset::from_arrays(x, y, "table");
+  const Dataset odd = table.shard(1, 2);
+  REQUIRE(odd.size() == 2);
+  CHECK(odd.example(1)[0] == 6.0f);
+  CHECK(odd.target(1)[2] == 111.0f);
+  CHECK(odd.target_shape() == Shape{3});
+  CHECK_THROWS_AS(odd.example(2), std::out_of_range);
   // More workers than examples: some shards are empty, none fails.
   const Dataset tiny = cohort::data::synthetic(2, 3);
   CHECK(tiny.shard(4, 5).size() == 0);
