@@ -137,8 +137,10 @@ int Main(int argc, char** argv) {
     std::tie(train_x, train_y) = export_npy(cohort::data::Split::kTrain, 12000, dir + "/train");
     std::tie(test_x, test_y) = export_npy(cohort::data::Split::kTest, 2000, dir + "/test");
   }
+  // This worker's shard alone is kept: the rest of the file is dropped once read.
   const auto train =
-      images(cohort::data::dataset_from_npy(train_x, train_y, 10), "train_features", train_x);
+      images(cohort::data::dataset_from_npy(train_x, train_y, 10), "train_features", train_x)
+          .shard(server.replica_index(), server.num_replicas());
   const auto test = test_x.empty() ? std::optional<cohort::data::Dataset>()
                                    : images(cohort::data::dataset_from_npy(test_x, test_y, 10),
                                             "test_features", test_x);
@@ -156,8 +158,7 @@ int Main(int argc, char** argv) {
   const cohort::Shape example = train.example_shape();
   cohort::Trainer trainer(
       &server, graph, [&](cohort::Graph& g) { return residual_network(g, example, 10); },
-      train.shard(server.replica_index(), server.num_replicas()),
-      cohort::Optimizer::create(momentum), options);
+      train, cohort::Optimizer::create(momentum), options);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),

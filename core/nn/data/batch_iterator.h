@@ -65,7 +65,7 @@ struct Batch {
 /// options: seek() to a saved pair and the batches that follow are the ones the saved iterator
 /// would have produced.
 ///
-/// Holds a Dataset (shared examples, its own index list) and the current epoch's order. Not
+/// Holds a Dataset (its examples shared, not copied) and the current epoch's order. Not
 /// thread-safe; one iterator per consumer.
 class BatchIterator {
  public:
@@ -117,7 +117,7 @@ class BatchIterator {
   bool randomize_ = false;
   std::int64_t epoch_ = 0;
   std::int64_t position_ = 0;
-  std::vector<std::int64_t> order_;  // storage indices of this epoch, in delivery order
+  std::vector<std::int64_t> order_;  // the dataset's example indices, in this epoch's order
   Shape batch_shape_;                // [b, example...], kept so next() allocates nothing
   Shape target_shape_;               // [b, target...]
 };

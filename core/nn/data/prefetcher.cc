@@ -62,6 +62,7 @@ bool BatchPrefetcher::next(Batch& batch) {
   head_ = (head_ + 1) % depth();
   --ready_;
   ++taken_;
+  if (asleep_) wake_.notify_one();  // a loader that waits for a batch to be taken
   return slot.returned;
 }
 
@@ -86,6 +87,7 @@ void BatchPrefetcher::seek(std::int64_t epoch, std::int64_t position) {
 void BatchPrefetcher::run() {
   using Clock = std::chrono::steady_clock;
   std::chrono::microseconds nap = kMinNap;
+  bool deep = false;  // the next sleep is untimed
   std::unique_lock lock(mutex_);
   for (;;) {
     if (quit_) return;
@@ -109,11 +111,21 @@ void BatchPrefetcher::run() {
       filled_.notify_one();  // a system call only when next() waits
       continue;
     }
-    // Full, paused or failed: sleep until about half the ring is used, or until woken.
+    // Full, paused or failed: sleep until about half the ring is used, or until woken (by
+    // next(), seek() or the destructor). After the longest nap with no batch taken (a consumer
+    // that evaluates, waits for other tasks, or takes longer than that a step), sleep until the
+    // next batch is taken.
     const auto since = Clock::now();
     const std::int64_t taken = taken_;
-    wake_.wait_for(lock, nap);  // woken early by next(), seek() or the destructor
+    if (deep) {
+      asleep_ = true;
+      wake_.wait(lock);
+      asleep_ = false;
+    } else {
+      wake_.wait_for(lock, nap);
+    }
     const std::int64_t used = taken_ - taken;
+    deep = used == 0 && nap == kMaxNap;
     if (used > 0) {
       const auto per_batch = std::chrono::duration_cast<std::chrono::microseconds>(
           (Clock::now() - since) / used);

@@ -17,9 +17,10 @@ namespace cohort::data {
 /// batches, and their order, are the iterator's. The loader thread starts with the first next()
 /// and fills until depth() batches wait. Then it sleeps on a timer of its own, for about the time
 /// the consumer takes to use half of them (measured as it goes), and tops them up when it wakes.
-/// The consumer wakes it only when it finds no batch ready: waking a thread costs the waker a
+/// A fast consumer wakes it only when it finds no batch ready: waking a thread costs the waker a
 /// system call (and, in a virtual machine, an interrupt between CPUs), and one every few steps
-/// was 2% of a small model's step. Not thread-safe; one consumer.
+/// was 2% of a small model's step. A slow or idle one (no batch taken in the longest nap, 5 ms)
+/// lets it sleep until the next batch is taken. Not thread-safe; one consumer.
 class BatchPrefetcher {
  public:
   explicit BatchPrefetcher(BatchIterator iterator) : iterator_(std::move(iterator)) {}
@@ -54,6 +55,7 @@ class BatchPrefetcher {
   std::size_t head_ = 0;
   std::size_t ready_ = 0;
   std::int64_t taken_ = 0;     // batches next() has returned
+  bool asleep_ = false;        // the loader sleeps until next() takes a batch
   bool filling_ = false;       // the loader is filling ring_[(head_ + ready_) % depth()]
   bool paused_ = false;        // seek(): the loader must not start another batch
   bool quit_ = false;

@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "cohort/core/nn/data/batch_iterator.h"
@@ -291,5 +293,23 @@ TEST_CASE("BatchPrefetcher: the iterator's batches in its order, seek included")
       REQUIRE(ahead.next(batch) == expected);
       if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
     }
+  }
+}
+
+TEST_CASE("BatchPrefetcher: a consumer that pauses, fast and slow in turn, gets every batch in order") {
+  // Pauses longer than the loader's longest nap (5 ms) send it to sleep until a batch is taken;
+  // a fast run after them drains the ring and wakes it. Either way no batch is lost or repeated.
+  const BatchOptions options{.batch_size = 5, .seed = 9, .drop_remainder = false};
+  BatchIterator direct(numbered(40), options);
+  BatchPrefetcher ahead(BatchIterator(numbered(40), options));
+  cohort::data::Batch batch;
+  Tensor x;
+  std::vector<std::int32_t> y;
+  for (int k = 0; k < 40; ++k) {
+    CAPTURE(k);
+    if (k % 10 < 3) std::this_thread::sleep_for(std::chrono::milliseconds(12));
+    const bool expected = direct.next(x, y);
+    REQUIRE(ahead.next(batch) == expected);
+    if (expected) CHECK(ids(batch.features, batch.labels) == ids(x, y));
   }
 }
