@@ -57,4 +57,16 @@ std::unique_ptr<Replication> Replication::create(Server* server, Graph& graph,
   return modes::local(optimizer);
 }
 
+namespace modes {
+
+void share_optimizer_state(const mpi::Comm& replicas, Optimizer& optimizer, std::size_t parameters) {
+  constexpr int kChief = 0;
+  optimizer.prepare(parameters);
+  for (const auto& [name, slot] : optimizer.slots()) replicas.bcast(slot, kChief);
+  std::int64_t iterations = optimizer.iterations();
+  replicas.bcast(std::span<std::int64_t>(&iterations, 1), kChief);
+  optimizer.set_iterations(iterations);
+}
+
+}  // namespace modes
 }  // namespace cohort

@@ -42,7 +42,10 @@ class AllreduceReplication final : public Replication, private GradientListener 
   }
   void start(std::span<float> values, std::int64_t initial_step,
              std::optional<std::chrono::milliseconds>) override {
-    comm_.bcast(values, kChief);  // everyone starts from the chief's parameters
+    // Everyone starts from the chief's parameters and optimizer state (restored there alone),
+    // and so applies the same updates.
+    comm_.bcast(values, kChief);
+    share_optimizer_state(comm_, optimizer_, values.size());
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
   }
   void before_step(std::span<float>) override {}

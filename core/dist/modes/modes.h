@@ -1,12 +1,19 @@
 #pragma once
 // The training modes behind Replication::create(), one file each (internal to core/dist).
 
+#include <cstddef>
 #include <memory>
 
 #include "cohort/core/dist/replication.h"
 #include "cohort/core/dist/server.h"
 
 namespace cohort::modes {
+
+/// The chief's optimizer state (its slots and update count) on every replica: a restore fills
+/// the chief's alone. Modes whose replicas each apply updates call it from start(), so that a
+/// resumed job carries on from the checkpoint's state everywhere. Collective over `replicas`,
+/// whose rank 0 is the chief.
+void share_optimizer_state(const mpi::Comm& replicas, Optimizer& optimizer, std::size_t parameters);
 
 /// One process: the optimizer updates the parameters in place (local.cc).
 std::unique_ptr<Replication> local(Optimizer& optimizer);

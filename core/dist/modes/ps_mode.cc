@@ -10,6 +10,7 @@
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
 #include "cohort/core/dist/fusion.h"
+#include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort::modes {
@@ -225,6 +226,12 @@ DeltaPushReplication::DeltaPushReplication(Server& server, Graph& graph, Optimiz
     throw InvalidArgument("--bucket_bytes=" + std::to_string(options.bucket_bytes) + " with " +
                           "--clip_norm: the " + to_string(options.mode) + " mode's pushes of a "
                           "clipped update cannot leave before the whole gradient's norm is known");
+}
+
+void DeltaPushReplication::start(std::span<float> values, std::int64_t initial_step,
+                                 std::optional<std::chrono::milliseconds> ready_timeout) {
+  PsReplication::start(values, initial_step, ready_timeout);
+  share_optimizer_state(server_.replicas(), optimizer_, values.size());
 }
 
 void DeltaPushReplication::push_delta(std::span<float> grads, std::span<float> values) {

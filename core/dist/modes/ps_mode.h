@@ -131,6 +131,10 @@ class DeltaPushReplication : public PsReplication {
   /// gradient before any piece could leave).
   DeltaPushReplication(Server& server, Graph& graph, Optimizer& optimizer,
                        const ReplicationOptions& options);
+  /// PsReplication::start, then every replica takes the chief's optimizer state: a checkpoint
+  /// holds the chief's, the one state a resumed job has for all of them.
+  void start(std::span<float> values, std::int64_t initial_step,
+             std::optional<std::chrono::milliseconds> ready_timeout) override;
 
  protected:
   /// The parameters the step's gradients are taken at (weight decay needs them); set by
