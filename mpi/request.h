@@ -44,6 +44,10 @@ class Request {
   /// cancelled, or its status if it had completed first (then the data arrived as usual). The
   /// request is null afterwards; a null request returns nothing.
   std::optional<MPI_Status> cancel();
+  /// Forgets the operation without completing it: for a rank that leaves after an error while
+  /// its peers may never take part (the job then ends with it, see app::Run). The request is
+  /// null afterwards, and its destructor waits for nothing.
+  void abandon() noexcept { handle_ = MPI_REQUEST_NULL; }
 
  private:
   MPI_Request handle_ = MPI_REQUEST_NULL;

@@ -85,6 +85,11 @@ class SharedMemory {
     MPI_Win_free(&win_);
   }
 
+  /// Leaves the memory to the job's end: the destructor then frees nothing and so takes no
+  /// collective step, for a rank that leaves after an error while its peers may wait in another
+  /// collective (the job then ends with it, see app::Run). Not usable afterwards.
+  void abandon() noexcept { win_ = MPI_WIN_NULL; }
+
   const Comm& comm() const { return comm_; }
   /// Collective. What any rank wrote before it, every rank reads after it (MPI's unified memory
   /// model: a memory barrier, the ranks' barrier, a memory barrier).

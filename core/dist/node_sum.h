@@ -51,6 +51,8 @@ class NodeSum {
   std::span<const float> sum(std::int64_t fusion_bytes, std::span<const std::span<float>> values);
   /// The values [first, second) of the first `count` that this rank adds up over the node.
   std::pair<std::size_t, std::size_t> slice(std::size_t count) const;
+  /// After an error: the destruction takes no collective step (mpi::SharedMemory::abandon).
+  void abandon() noexcept { memory_.abandon(); }
 
  private:
   NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count);

@@ -124,6 +124,11 @@ class Replication {
   /// Leaves training: others no longer wait for this worker. The chief also tells the others to
   /// stop. Then closes the store (collective with the ps tasks). Called by the destructor too.
   virtual void finish() = 0;
+  /// Leaves training after an error, where peers may be waiting in a collective this worker
+  /// will not join: finish() where that takes no collective step (the ps modes); otherwise
+  /// (allreduce) nothing collective now or at destruction, the job ending with this process
+  /// (app::Run aborts it when the program fails).
+  virtual void abandon() { finish(); }
   /// Mode-specific counters for the log, e.g. "dropped 3 stale gradients".
   virtual std::string stats() const { return ""; }
   /// SSP: the largest gap seen between this worker's clock and the slowest worker's when it

@@ -107,7 +107,10 @@ int Run(MainFunction main, int argc, char** argv) {
   std::chrono::milliseconds grace(500);
   std::string what;
   try {
-    return main(static_cast<int>(parsed.rest.size()), rest_argv.data());
+    status = main(static_cast<int>(parsed.rest.size()), rest_argv.data());
+    if (status == 0 || world.size() == 1) return status;
+    // A program that failed and said so itself: its peers may wait for it in a collective.
+    what = "the program returned " + std::to_string(status) + ": ending the job";
   } catch (const StopSignalled& e) {
     what = e.what();
     status = 128 + e.signal();

@@ -20,6 +20,9 @@ using MainFunction = int (*)(int argc, char** argv);
 ///   returns 2;
 /// - an exception escaping `main` on any rank: that rank prints `[worker:1 rank 3] error: ...`
 ///   and calls MPI_Abort, which ends every rank of the job (status 1; 2 for InvalidArgument);
+/// - a non-zero return from `main` in a job of several processes (a program that caught its
+///   error and said so): `[worker:1 rank 3] error: the program returned 1: ending the job`, and
+///   MPI_Abort with that status, since its peers may be waiting for it in a collective;
 /// - otherwise `main`'s return value.
 int Run(MainFunction main, int argc, char** argv);
 

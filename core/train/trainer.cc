@@ -247,8 +247,12 @@ StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size
 
 void Trainer::finish(bool fetch) {
   if (left_) return;
-  if (fetch) fetch_parameters();
-  replication_->finish();
+  if (fetch) {
+    fetch_parameters();
+    replication_->finish();
+  } else {
+    replication_->abandon();
+  }
   left_ = true;
 }
 

@@ -102,7 +102,8 @@ class Trainer {
   StepMetrics evaluate(const data::Dataset& data, std::int64_t batch_size = 1000);
   /// Leaves training (collective with the ps tasks for modes with a store). With `fetch` the
   /// graph first takes the final parameters (fetch_parameters()), and keeps them: evaluate() and
-  /// checkpoint() then use them. Once finished, fetch_parameters() does nothing.
+  /// checkpoint() then use them. Without (after an error) it takes no collective step that
+  /// peers may never join (Replication::abandon). Once finished, fetch_parameters() does nothing.
   void finish(bool fetch = true);
 
   Graph& graph() { return graph_; }

@@ -93,6 +93,11 @@ class AllreduceReplication final : public Replication, private GradientListener 
     return text;
   }
   void finish() override {}
+  void abandon() override {
+    if (node_sum_) node_sum_->abandon();
+    for (mpi::Request& request : requests_) request.abandon();
+    open_ = false;
+  }
   void fetch_parameters(std::span<float>) override {}  // every replica holds them
   std::vector<double> exchange_step_times(double mine) override { return comm_.allgather(mine); }
   bool agree_to_stop(bool mine) override {

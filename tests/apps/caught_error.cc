@@ -1,0 +1,60 @@
+// A user's program that catches a hook's error on one worker, closes its session and returns 1,
+// as a program that reports its own failures would. Its peers may be waiting for it in a
+// collective (allreduce mode's agreement to stop): the job must still end within seconds, with
+// the program's status, not hang.
+#include <cstdio>
+#include <memory>
+
+#include "cohort/cohort.h"
+
+COHORT_DEFINE_string(mode, "allreduce", "training mode");
+COHORT_DEFINE_int(fail_at, 3, "the step at which worker 1's hook throws");
+
+namespace {
+
+class FailingHook final : public cohort::SessionRunHook {
+ public:
+  void after_run(cohort::RunContext&, const cohort::SessionRunValues&) override {
+    if (++steps_ == FLAGS_fail_at) throw cohort::Error("the hook failed at its step " + std::to_string(steps_));
+  }
+
+ private:
+  int steps_ = 0;
+};
+
+int Main(int, char**) {
+  const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
+  cohort::Server server(cluster);
+  if (!server.is_computing()) {
+    server.join();
+    return 0;
+  }
+  cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
+      cluster.num_tasks("ps"), server.worker_device()))};
+  cohort::TrainerOptions options;
+  options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  cohort::OptimizerOptions sgd;
+  sgd.name = "sgd";
+  cohort::Trainer trainer(
+      &server, graph, [](cohort::Graph& g) { return cohort::build_model("mlp", g); },
+      cohort::data::synthetic(512, 3).shard(server.replica_index(), server.num_replicas()),
+      cohort::Optimizer::create(sgd), options);
+  cohort::SessionOptions session_options{.master = server.target(), .is_chief = server.is_chief()};
+  session_options.hooks.push_back(cohort::StopAtStepHook::last(1000));
+  if (server.replica_index() == 1) session_options.hooks.push_back(std::make_shared<FailingHook>());
+  auto session = cohort::MonitoredTrainingSession(trainer, session_options);
+  try {
+    while (!session->should_stop()) session->run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "caught: %s\n", e.what());
+    session->close();
+    return 1;
+  }
+  session->close();
+  server.done();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }
