@@ -164,7 +164,8 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
       step_seconds_count_ = 0;
     }
 
-    bool stop = context.stop_requested() || step.stop;
+    // A stop asked of the step's context, or of the session itself during the step.
+    bool stop = stop_ || context.stop_requested() || step.stop;
     if (options_.stop_on_signals && stop_signal_received() != 0) {
       if (!stop)
         std::fprintf(stderr, "[%s] signal %d: stopping after global step %lld\n",

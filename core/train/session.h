@@ -153,11 +153,13 @@ class MonitoredSession {
   SessionRunValues run(const std::vector<std::string>& fetches = {});
   /// Ends the session: end() on the hooks (unless an error happened), then leaves training with
   /// the final parameters in the graph (Trainer::finish), ready to evaluate or save. Called by
-  /// the destructor if needed.
+  /// the destructor if needed, which can only print an error that end() throws: call close()
+  /// to have it thrown to you (and the job fail).
   void close();
-  /// Stops before the first step: for a hook's after_create_session() (StopAtStepHook calls it
-  /// when the restored step is already its last, so a finished run restarted trains no further).
-  /// The workers agree on it when the session is made, as on a stop after a step.
+  /// Stops training: from a hook's after_create_session() before the first step (StopAtStepHook
+  /// calls it when the restored step is already its last, so a finished run restarted trains no
+  /// further), or during a step (as RunContext::request_stop) after it. The workers agree on it
+  /// as on any stop.
   void request_stop() { stop_ = true; }
 
   bool is_chief() const { return options_.is_chief; }

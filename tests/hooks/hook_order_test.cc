@@ -24,6 +24,22 @@ class StopAfter : public SessionRunHook {
   int runs_ = 0;
 };
 
+// Asks the session itself to stop, during its n-th step: what a ported TensorFlow hook does with
+// run_context.session's request_stop.
+class SessionStopAfter : public SessionRunHook {
+ public:
+  explicit SessionStopAfter(int n) : n_(n) {}
+  void after_create_session(MonitoredSession& session) override { session_ = &session; }
+  void after_run(RunContext&, const SessionRunValues&) override {
+    if (++runs_ >= n_) session_->request_stop();
+  }
+
+ private:
+  int n_;
+  int runs_ = 0;
+  MonitoredSession* session_ = nullptr;
+};
+
 class ThrowAt : public SessionRunHook {
  public:
   explicit ThrowAt(int n) : n_(n) {}
@@ -91,6 +107,18 @@ TEST_CASE("an unknown fetch is an InvalidArgument naming it") {
   options.stop_on_signals = false;
   MonitoredSession session(t.trainer, options);
   CHECK_THROWS_AS(session.run({"no_such_value"}), InvalidArgument);
+}
+
+TEST_CASE("the session's own request_stop during a step ends training after that step") {
+  LocalTraining t;
+  MonitoredSessionOptions options;
+  options.hooks = {std::make_shared<SessionStopAfter>(4)};
+  options.stop_on_signals = false;
+  MonitoredSession session(t.trainer, options);
+  int runs = 0;
+  while (!session.should_stop() && runs < 100) session.run(), ++runs;
+  CHECK(runs == 4);
+  CHECK(session.global_step() == 4);
 }
 
 }  // namespace cohort

@@ -82,6 +82,7 @@ class SyncReplication final : public PsReplication {
         store_.update({completed, delivered, pieces_added(s, sent_pieces)});
       }
     }
+    bool applied = claimed;
     if (server_.is_chief()) {
       apply(s, claimed ? grads : std::span<const float>(), values);
     } else {
@@ -127,9 +128,13 @@ class SyncReplication final : public PsReplication {
         store_.update({{ControlSlot::kSyncWord, step_word(s + 1, 0)}});
         ++sums_cleared_;
       }
-      step_ = std::max(s + 1, global);
+      // A chief that stopped before applying step s leaves the global step at s, and this
+      // gradient unapplied.
+      const bool applied_s = global > s;
+      applied = claimed && applied_s;
+      step_ = applied_s ? std::max(s + 1, global) : s;
     }
-    return {step_, claimed, counters_[slot(ControlSlot::kStopped)] != 0};
+    return {step_, applied, counters_[slot(ControlSlot::kStopped)] != 0};
   }
 
   std::int64_t dropped_gradients() const override { return dropped_; }

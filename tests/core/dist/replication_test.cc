@@ -238,6 +238,44 @@ COHORT_MPI_TEST_CASE("sync mode with 2 workers equals one process at batch 2B", 
   if (!values.empty()) check_equal(values, reference(data, 2));
 }
 
+COHORT_MPI_TEST_CASE("sync mode: a step the chief stopped before applying is not counted", 3) {
+  // The chief trains 2 steps and stops; the other worker's third gradient finds the chief
+  // stopped: its step ends at global step 2, unapplied, with the stop.
+  const auto data = data::synthetic(3 * 2 * kBatch, 15);
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
+  Server server(cluster);
+  if (served_as_ps(server)) return;
+  Graph graph(setter(1));
+  Model model = small_mlp(graph, false);
+  graph.initialize(7);
+  auto optimizer = Optimizer::create(momentum());
+  ReplicationOptions options;
+  options.mode = Mode::kSync;
+  auto replication = start_replication(server, graph, *optimizer, options);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor images;
+  std::vector<std::int32_t> labels;
+  const int me = server.task_index();
+  const int steps = server.is_chief() ? 2 : 3;
+  StepOutcome outcome;
+  for (int step = 0; step < steps; ++step) {
+    replication->before_step(graph.values());
+    slice(data, (step * 2 + me) * kBatch, kBatch, images, labels);
+    model.train_step(images, labels, grads, {});
+    outcome = replication->after_step(grads, graph.values());
+  }
+  if (server.is_chief()) {
+    CHECK(outcome.global_step == 2);
+  } else {
+    CHECK(outcome.global_step == 2);
+    CHECK_FALSE(outcome.applied);
+    CHECK(outcome.stop);
+    CHECK(replication->global_step() == 2);
+  }
+  replication->finish();
+  server.done();
+}
+
 COHORT_MPI_TEST_CASE("sync mode with 3 workers and 2 ps tasks equals one process at batch 3B", 5) {
   const auto data = data::synthetic(kSteps * 3 * kBatch, 12);
   const auto values = train_replicated(comm, Mode::kSync, 2, data);
