@@ -135,11 +135,12 @@ COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoin
     kSameOnAllRanks);
 COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)",
     Range{0, 1e15});
-COHORT_DEFINE_int(save_checkpoint_secs, 600, "chief: checkpoint every N seconds (0: not by time)",
+COHORT_DEFINE_int(save_checkpoint_secs, 600,
+    "chief: checkpoint every N seconds (0: not by time; with --save_checkpoint_steps=0 too, never)",
     Range{0, 1e9});
 COHORT_DEFINE_int(save_summaries_steps, 100, "chief: write summaries every N global steps",
     Range{0, 1e15});
-COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir",
+COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir (0: all)",
     Range{0, 1e6});
 COHORT_DEFINE_string(profile_file, "", "write a Chrome-trace profile of the steps to this file (per worker)");
 COHORT_DEFINE_string(inject_fault, "", "testing: make --inject_fault_task fail at --inject_fault_step: raise or stall");

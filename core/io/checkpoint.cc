@@ -1,8 +1,14 @@
 #include "cohort/core/io/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -19,6 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kIndexName = "checkpoint";
+const std::string kLockName = "checkpoint.lock";
 const std::string kPrefix = "model.ckpt-";
 const std::string kSuffix = ".safetensors";
 const std::string kTempMarker = ".tmp-";  // write_file_atomically names its files <path>.tmp-...
@@ -41,6 +48,24 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
                                 ec.message());
   if (!fs::is_directory(directory_, ec))
     throw CheckpointError(directory_ + ": not a directory, cannot hold checkpoints");
+}
+
+void CheckpointManager::lock_for_writing() {
+  if (writer_lock_) return;
+  const std::string path = path_of(kLockName);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError(directory_ + ": cannot write checkpoints there: " + path + ": " +
+                          std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(fd);
+    throw CheckpointError(directory_ + ": another job is writing checkpoints there (it holds " +
+                          path + "); give each job a checkpoint directory of its own");
+  }
+  writer_lock_ = std::shared_ptr<const int>(new int(fd), [](const int* open) {
+    ::close(*open);
+    delete open;
+  });
 }
 
 std::string CheckpointManager::file_name(std::int64_t step) {

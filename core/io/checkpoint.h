@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,10 +34,10 @@ namespace cohort {
 /// Saves, indexes, prunes and restores the checkpoints of one directory.
 ///
 /// Not collective (call it on the chief only) and not thread-safe. One manager, in one process,
-/// should write a directory at a time: temporary files left by a crash are removed by the next
-/// save(), which would also remove another writer's files in flight. Any number of processes may
-/// read the directory while it is written; they see the files before or after a save, never a
-/// partial one.
+/// may write a directory at a time (lock_for_writing() makes sure of it): temporary files left by
+/// a crash are removed by the next save(), which would also remove another writer's files in
+/// flight. Any number of processes may read the directory while it is written; they see the
+/// files before or after a save, never a partial one.
 class CheckpointManager {
  public:
   /// Manages `directory`, creating it (and its parents) if needed; throws CheckpointError when
@@ -62,6 +63,14 @@ class CheckpointManager {
   /// files are never read. Returns std::nullopt when the directory holds no checkpoint file;
   /// throws CheckpointError listing every file tried and its fault when none is usable.
   std::optional<Checkpoint> restore_latest();
+  /// Makes this manager the directory's one writer, before anything is restored or trained:
+  /// creates (or opens) directory/checkpoint.lock, which also shows that files can be created
+  /// there, and takes an exclusive lock on it (flock) held until the manager is destroyed; the
+  /// system drops it when the process dies. Throws CheckpointError naming the directory when no
+  /// file can be made there (a read-only file system), or when another process holds the lock
+  /// (another job writing the same directory). Where the file system has no locks, the first
+  /// check is all there is.
+  void lock_for_writing();
 
   /// The index's latest checkpoint (directory/name), std::nullopt when there is no index yet.
   /// Throws CheckpointError when the index cannot be read or is malformed. Does not check the
@@ -92,6 +101,7 @@ class CheckpointManager {
   };
 
   std::string path_of(const std::string& name) const;
+  std::shared_ptr<const int> writer_lock_;  // lock_for_writing()'s open file, closed at the end
   std::string index_path() const;
   // nullopt when there is no index file; throws CheckpointError when it is unusable.
   std::optional<Index> read_index() const;

@@ -109,9 +109,17 @@ void MonitoredSession::create() {
   bool restored = false;
   if (options_.is_chief && !options_.checkpoint_dir.empty()) {
     checkpoints_ = std::make_unique<CheckpointManager>(options_.checkpoint_dir, options_.keep_checkpoint_max);
+    checkpoints_->lock_for_writing();
     if (auto checkpoint = checkpoints_->restore_latest()) {
-      trainer_.restore(*checkpoint);
       step = checkpoint->global_step();
+      const std::string from = options_.checkpoint_dir + ", global step " + std::to_string(step);
+      try {
+        trainer_.restore(*checkpoint);
+      } catch (const CheckpointError& e) {
+        throw CheckpointError(from + ": " + e.what());
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(from + ": " + e.what());
+      }
       restored = true;
       restored_step_ = step;
       std::printf("restored from %s at global step %lld\n", options_.checkpoint_dir.c_str(),

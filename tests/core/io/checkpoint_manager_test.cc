@@ -108,6 +108,29 @@ TEST_CASE("bad arguments") {
                        doctest::Contains("cannot create the checkpoint directory"), CheckpointError);
 }
 
+TEST_CASE("one writer per directory: a second is refused while the first holds its lock") {
+  TempDir dir("ckpt_manager_lock");
+  {
+    CheckpointManager first(dir.str());
+    first.lock_for_writing();
+    first.lock_for_writing();  // again: nothing changes
+    CheckpointManager second(dir.str());
+    CHECK_THROWS_WITH_AS(second.lock_for_writing(),
+                         doctest::Contains("another job is writing checkpoints there"),
+                         CheckpointError);
+    // Readers need no lock: the second still restores what the first saved.
+    first.save(10, at_step(10));
+    REQUIRE(second.restore_latest().has_value());
+    CHECK(second.restore_latest()->global_step() == 10);
+  }
+  // The first gone, its lock is free; the lock file is not a checkpoint and survives saves.
+  CheckpointManager third(dir.str());
+  third.lock_for_writing();
+  third.save(20, at_step(20));
+  CHECK(fs::exists(dir / "checkpoint.lock"));
+  CHECK(third.all_paths().size() == 2);
+}
+
 TEST_CASE("save writes the file and the index; restore_latest reads the newest") {
   TempDir dir("ckpt_manager_save");
   CheckpointManager manager(dir.str());
