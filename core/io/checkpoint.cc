@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -50,17 +52,27 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
     throw CheckpointError(directory_ + ": not a directory, cannot hold checkpoints");
 }
 
-void CheckpointManager::lock_for_writing() {
+void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
   if (writer_lock_) return;
   const std::string path = path_of(kLockName);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     throw CheckpointError(directory_ + ": cannot write checkpoints there: " + path + ": " +
                           std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-    ::close(fd);
-    throw CheckpointError(directory_ + ": another job is writing checkpoints there (it holds " +
-                          path + "); give each job a checkpoint directory of its own");
+  // The processes of a job killed a moment ago may take a few seconds to go (and drop the
+  // lock): a job restarted at once waits for them, a while.
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  bool told = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      throw CheckpointError(directory_ + ": another job is writing checkpoints there (it has held " +
+                            path + " for " + std::to_string(patience.count()) +
+                            " s); give each job a checkpoint directory of its own");
+    }
+    if (!told) warn("waiting for " + path + ", held by another process (a job still writing here?)");
+    told = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   writer_lock_ = std::shared_ptr<const int>(new int(fd), [](const int* open) {
     ::close(*open);

@@ -20,6 +20,7 @@
 // Files written before the header checksum (format version "1") still restore; their header is
 // trusted, as it was then.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,9 +69,10 @@ class CheckpointManager {
   /// there, and takes an exclusive lock on it (flock) held until the manager is destroyed; the
   /// system drops it when the process dies. Throws CheckpointError naming the directory when no
   /// file can be made there (a read-only file system), or when another process holds the lock
-  /// (another job writing the same directory). Where the file system has no locks, the first
-  /// check is all there is.
-  void lock_for_writing();
+  /// (another job writing the same directory) for `patience`: it waits that long, with one
+  /// warning, for the processes of a job killed a moment before to go. Where the file system has
+  /// no locks, the first check is all there is.
+  void lock_for_writing(std::chrono::seconds patience = std::chrono::seconds(20));
 
   /// The index's latest checkpoint (directory/name), std::nullopt when there is no index yet.
   /// Throws CheckpointError when the index cannot be read or is malformed. Does not check the

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,9 @@
 
 namespace cohort::app {
 namespace {
+
+std::mutex failure_mutex;
+std::string failure;  // fail_at_exit()'s first `what`
 
 // Collective: every rank says whether its command line parsed. A rank that failed prints its own
 // message (unless a lower rank printed the same one: every rank of an SPMD launch fails alike),
@@ -68,6 +72,11 @@ std::string settings_mismatch(const mpi::Comm& world) {
 
 }  // namespace
 
+void fail_at_exit(const std::string& what) {
+  std::lock_guard lock(failure_mutex);
+  if (failure.empty()) failure = what.empty() ? "failed" : what;
+}
+
 void refuse_arguments(int argc, char** argv) {
   if (argc > 1)
     throw InvalidArgument("unexpected argument " + quote(argv[1]) +
@@ -108,9 +117,18 @@ int Run(MainFunction main, int argc, char** argv) {
   std::string what;
   try {
     status = main(static_cast<int>(parsed.rest.size()), rest_argv.data());
-    if (status == 0 || world.size() == 1) return status;
-    // A program that failed and said so itself: its peers may wait for it in a collective.
-    what = "the program returned " + std::to_string(status) + ": ending the job";
+    {
+      std::lock_guard lock(failure_mutex);
+      what = failure;
+    }
+    if (what.empty()) {
+      // A program that failed and said so itself: alone, its status is all; with peers, they
+      // may wait for it in a collective.
+      if (status == 0 || world.size() == 1) return status;
+      what = "the program returned " + std::to_string(status) + ": ending the job";
+    } else if (status == 0) {
+      status = 1;
+    }
   } catch (const StopSignalled& e) {
     what = e.what();
     status = 128 + e.signal();

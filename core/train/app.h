@@ -4,6 +4,8 @@
 //   int Main(int argc, char** argv) { ... }
 //   int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }
 
+#include <string>
+
 namespace cohort::app {
 
 using MainFunction = int (*)(int argc, char** argv);
@@ -23,8 +25,14 @@ using MainFunction = int (*)(int argc, char** argv);
 /// - a non-zero return from `main` in a job of several processes (a program that caught its
 ///   error and said so): `[worker:1 rank 3] error: the program returned 1: ending the job`, and
 ///   MPI_Abort with that status, since its peers may be waiting for it in a collective;
+/// - `main` returning 0 after fail_at_exit(): as a return of 1;
 /// - otherwise `main`'s return value.
 int Run(MainFunction main, int argc, char** argv);
+
+/// For an error that cannot be thrown where it happens (a destructor's, such as a session closed
+/// by its destructor whose hook failed in end()): Run ends the program as if `main` had returned
+/// 1, naming `what`, even if it returns 0. Thread-safe; the first call's `what` is kept.
+void fail_at_exit(const std::string& what);
 
 /// For a `main` that takes no arguments besides its flags (absl's "too many command-line
 /// arguments"): throws InvalidArgument naming the first, such as a flag typed without its dashes

@@ -7,6 +7,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/signals.h"
 #include "cohort/core/io/checkpoint.h"
+#include "cohort/core/train/app.h"
 
 namespace cohort {
 namespace {
@@ -88,7 +89,9 @@ MonitoredSession::~MonitoredSession() {
   try {
     close();
   } catch (const std::exception& e) {
+    // Nothing can be thrown from here: the program fails when it ends (under app::Run).
     std::fprintf(stderr, "[%s] error while closing the session: %s\n", process_label().c_str(), e.what());
+    app::fail_at_exit(std::string("closing the session: ") + e.what());
   }
 }
 

@@ -1,21 +1,28 @@
-// A user's program that catches a hook's error on one worker, closes its session and returns 1,
-// as a program that reports its own failures would. Its peers may be waiting for it in a
-// collective (allreduce mode's agreement to stop): the job must still end within seconds, with
-// the program's status, not hang.
+// A user's program whose hook fails on one worker. --fail_in=after_run: it catches the error,
+// closes its session and returns 1, as a program that reports its own failures would; its peers
+// may be waiting for it in a collective (allreduce mode's agreement to stop), and the job must
+// still end within seconds with the program's status, not hang. --fail_in=end: the hook throws
+// in end(), from the session's destructor (the program never calls close()), which cannot throw:
+// the program returns 0 and must still fail.
 #include <cstdio>
 #include <memory>
 
 #include "cohort/cohort.h"
 
 COHORT_DEFINE_string(mode, "allreduce", "training mode");
-COHORT_DEFINE_int(fail_at, 3, "the step at which worker 1's hook throws");
+COHORT_DEFINE_string(fail_in, "after_run", "where worker 1's hook throws: after_run or end");
+COHORT_DEFINE_int(fail_at, 3, "after_run: the step at which it throws");
 
 namespace {
 
 class FailingHook final : public cohort::SessionRunHook {
  public:
   void after_run(cohort::RunContext&, const cohort::SessionRunValues&) override {
-    if (++steps_ == FLAGS_fail_at) throw cohort::Error("the hook failed at its step " + std::to_string(steps_));
+    if (++steps_ == FLAGS_fail_at && FLAGS_fail_in == "after_run")
+      throw cohort::Error("the hook failed at its step " + std::to_string(steps_));
+  }
+  void end(cohort::MonitoredSession&) override {
+    if (FLAGS_fail_in == "end") throw cohort::Error("the hook failed in end()");
   }
 
  private:
@@ -40,9 +47,13 @@ int Main(int, char**) {
       cohort::data::synthetic(512, 3).shard(server.replica_index(), server.num_replicas()),
       cohort::Optimizer::create(sgd), options);
   cohort::SessionOptions session_options{.master = server.target(), .is_chief = server.is_chief()};
-  session_options.hooks.push_back(cohort::StopAtStepHook::last(1000));
+  session_options.hooks.push_back(cohort::StopAtStepHook::last(FLAGS_fail_in == "end" ? 10 : 1000));
   if (server.replica_index() == 1) session_options.hooks.push_back(std::make_shared<FailingHook>());
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
+  if (FLAGS_fail_in == "end") {
+    while (!session->should_stop()) session->run();
+    return 0;  // the session closes as it is destroyed
+  }
   try {
     while (!session->should_stop()) session->run();
   } catch (const std::exception& e) {

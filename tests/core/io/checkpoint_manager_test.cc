@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -115,7 +116,7 @@ TEST_CASE("one writer per directory: a second is refused while the first holds i
     first.lock_for_writing();
     first.lock_for_writing();  // again: nothing changes
     CheckpointManager second(dir.str());
-    CHECK_THROWS_WITH_AS(second.lock_for_writing(),
+    CHECK_THROWS_WITH_AS(second.lock_for_writing(std::chrono::seconds(1)),
                          doctest::Contains("another job is writing checkpoints there"),
                          CheckpointError);
     // Readers need no lock: the second still restores what the first saved.
