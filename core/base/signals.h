@@ -23,8 +23,8 @@ class StopSignalled : public Error {
 ///   then gives up with an error: a stalled peer must not outlast the scheduler's grace period;
 /// - a ps (or evaluator) in Server::join() keeps serving until the computing tasks are done;
 /// so that every rank exits 0. A second signal ends the process at once (status 128 + signal).
-/// Idempotent; process-wide by nature (signal dispositions are), which is why this is the one
-/// piece of global state besides the flags.
+/// Idempotent; process-wide by nature (signal dispositions are), which is why this is global
+/// state, as the flags are (and app::fail_at_exit's note, for the same kind of reason).
 void install_stop_signal_handlers();
 
 /// The signal number that asked to stop, or 0.
