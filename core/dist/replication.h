@@ -80,7 +80,8 @@ struct ReplicationOptions {
 /// What one step did.
 struct StepOutcome {
   std::int64_t global_step = 0;  ///< the global step after this step
-  bool applied = true;           ///< false: sync mode dropped this worker's gradient as stale/surplus
+  bool applied = true;           ///< false: sync mode dropped this worker's gradient as stale or
+                                 ///< surplus, or the chief stopped before applying the step
   bool stop = false;             ///< the chief has stopped training; leave the loop
 };
 
@@ -126,8 +127,8 @@ class Replication {
   virtual void finish() = 0;
   /// Leaves training after an error, where peers may be waiting in a collective this worker
   /// will not join: finish() where that takes no collective step (the ps modes); otherwise
-  /// (allreduce) nothing collective now or at destruction, the job ending with this process
-  /// (app::Run aborts it when the program fails).
+  /// (allreduce) nothing collective at destruction unless a new start() comes first, the job
+  /// ending with this process (app::Run aborts it when the program fails).
   virtual void abandon() { finish(); }
   /// Mode-specific counters for the log, e.g. "dropped 3 stale gradients".
   virtual std::string stats() const { return ""; }

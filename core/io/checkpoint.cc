@@ -55,6 +55,8 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
 void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
   if (writer_lock_) return;
   const std::string path = path_of(kLockName);
+  if (::access(directory_.c_str(), W_OK) != 0)
+    throw CheckpointError(directory_ + ": cannot write checkpoints there: " + std::strerror(errno));
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     throw CheckpointError(directory_ + ": cannot write checkpoints there: " + path + ": " +

@@ -73,6 +73,9 @@ class CheckpointManager {
   /// warning, for the processes of a job killed a moment before to go. Where the file system has
   /// no locks, the first check is all there is.
   void lock_for_writing(std::chrono::seconds patience = std::chrono::seconds(20));
+  /// Releases lock_for_writing()'s lock (a session does as it closes, so that the next one may
+  /// take the directory).
+  void unlock() { writer_lock_.reset(); }
 
   /// The index's latest checkpoint (directory/name), std::nullopt when there is no index yet.
   /// Throws CheckpointError when the index cannot be read or is malformed. Does not check the

@@ -18,6 +18,7 @@ namespace {
 
 std::mutex failure_mutex;
 std::string failure;  // fail_at_exit()'s first `what`
+int failure_status = 1;
 
 // Collective: every rank says whether its command line parsed. A rank that failed prints its own
 // message (unless a lower rank printed the same one: every rank of an SPMD launch fails alike),
@@ -72,9 +73,11 @@ std::string settings_mismatch(const mpi::Comm& world) {
 
 }  // namespace
 
-void fail_at_exit(const std::string& what) {
+void fail_at_exit(const std::string& what, int status) {
   std::lock_guard lock(failure_mutex);
-  if (failure.empty()) failure = what.empty() ? "failed" : what;
+  if (!failure.empty()) return;
+  failure = what.empty() ? "failed" : what;
+  failure_status = status != 0 ? status : 1;
 }
 
 void refuse_arguments(int argc, char** argv) {
@@ -117,9 +120,11 @@ int Run(MainFunction main, int argc, char** argv) {
   std::string what;
   try {
     status = main(static_cast<int>(parsed.rest.size()), rest_argv.data());
+    int noted_status = 1;
     {
       std::lock_guard lock(failure_mutex);
       what = failure;
+      noted_status = failure_status;
     }
     if (what.empty()) {
       // A program that failed and said so itself: alone, its status is all; with peers, they
@@ -127,7 +132,7 @@ int Run(MainFunction main, int argc, char** argv) {
       if (status == 0 || world.size() == 1) return status;
       what = "the program returned " + std::to_string(status) + ": ending the job";
     } else if (status == 0) {
-      status = 1;
+      status = noted_status;
     }
   } catch (const StopSignalled& e) {
     what = e.what();

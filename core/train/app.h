@@ -25,14 +25,15 @@ using MainFunction = int (*)(int argc, char** argv);
 /// - a non-zero return from `main` in a job of several processes (a program that caught its
 ///   error and said so): `[worker:1 rank 3] error: the program returned 1: ending the job`, and
 ///   MPI_Abort with that status, since its peers may be waiting for it in a collective;
-/// - `main` returning 0 after fail_at_exit(): as a return of 1;
+/// - `main` returning 0 after fail_at_exit(what, status): `what` printed, and that status;
 /// - otherwise `main`'s return value.
 int Run(MainFunction main, int argc, char** argv);
 
 /// For an error that cannot be thrown where it happens (a destructor's, such as a session closed
-/// by its destructor whose hook failed in end()): Run ends the program as if `main` had returned
-/// 1, naming `what`, even if it returns 0. Thread-safe; the first call's `what` is kept.
-void fail_at_exit(const std::string& what);
+/// by its destructor whose hook failed in end()): Run ends the program with `status` (1, or
+/// 128 + signal for a stop signal's error), naming `what`, even if `main` returns 0.
+/// Thread-safe; the first call's is kept.
+void fail_at_exit(const std::string& what, int status = 1);
 
 /// For a `main` that takes no arguments besides its flags (absl's "too many command-line
 /// arguments"): throws InvalidArgument naming the first, such as a flag typed without its dashes

@@ -91,7 +91,9 @@ MonitoredSession::~MonitoredSession() {
   } catch (const std::exception& e) {
     // Nothing can be thrown from here: the program fails when it ends (under app::Run).
     std::fprintf(stderr, "[%s] error while closing the session: %s\n", process_label().c_str(), e.what());
-    app::fail_at_exit(std::string("closing the session: ") + e.what());
+    const auto* signalled = dynamic_cast<const StopSignalled*>(&e);
+    app::fail_at_exit(std::string("closing the session: ") + e.what(),
+                      signalled != nullptr ? 128 + signalled->signal() : 1);
   }
 }
 
@@ -205,6 +207,7 @@ void MonitoredSession::close() {
     for (auto& hook : all_hooks()) hook->end(*this);
   // After an error the store may be unusable: the parameters stay as they are.
   trainer_.finish(/*fetch=*/!error_);
+  if (checkpoints_) checkpoints_->unlock();
 }
 
 }  // namespace cohort

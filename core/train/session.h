@@ -152,9 +152,10 @@ class MonitoredSession {
   /// as SessionRunArgs). Blocking; collective in the modes whose steps are.
   SessionRunValues run(const std::vector<std::string>& fetches = {});
   /// Ends the session: end() on the hooks (unless an error happened), then leaves training with
-  /// the final parameters in the graph (Trainer::finish), ready to evaluate or save. Called by
-  /// the destructor if needed, which can only print an error that end() throws: call close()
-  /// to have it thrown to you (and the job fail).
+  /// the final parameters in the graph (Trainer::finish), ready to evaluate or save; releases the
+  /// checkpoint directory's lock. Called by the destructor if needed, which cannot throw an
+  /// error that end() throws: it prints it, and app::Run then fails the program
+  /// (app::fail_at_exit). Call close() to have it thrown to you.
   void close();
   /// Stops training: from a hook's after_create_session() before the first step (StopAtStepHook
   /// calls it when the restored step is already its last, so a finished run restarted trains no

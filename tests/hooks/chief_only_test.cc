@@ -104,4 +104,22 @@ COHORT_MPI_TEST_CASE("MonitoredTrainingSession: the chief checkpoints and writes
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
 }
 
+COHORT_MPI_TEST_CASE("after an error every worker hit alike, a new session on the same trainer trains on", 2) {
+  Worker w(comm);
+  MonitoredSessionOptions options;
+  options.master = w.server.target();
+  options.is_chief = w.server.is_chief();
+  options.stop_on_signals = false;
+  {
+    options.hooks = {StopAtStepHook::last(3)};
+    MonitoredSession session(w.trainer, options);
+    CHECK_THROWS_AS(session.run({"no_such_value"}), InvalidArgument);
+    session.close();  // after the error: no collective step, none needed by the next session
+  }
+  options.hooks = {StopAtStepHook::last(3)};
+  MonitoredSession session(w.trainer, options);
+  CHECK(test::train(session) == 3);
+  session.close();
+}
+
 }  // namespace cohort

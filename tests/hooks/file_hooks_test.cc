@@ -2,6 +2,7 @@
 // with real files in a temporary directory.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "cohort/hooks/monitored_training_session.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "cohort/hooks/summary_saver_hook.h"
+#include "cohort/core/io/checkpoint.h"
 #include "hooks/hook_test_support.h"
 
 namespace cohort {
@@ -106,6 +108,23 @@ TEST_CASE("CheckpointSaverHook saves at the start, every N global steps and at t
   session.close();
   CHECK(second->before == std::vector<std::int64_t>{9});  // 10 was never reached; the end save
   CHECK(second->ends == std::vector<std::int64_t>{9});
+}
+
+TEST_CASE("a session holds its checkpoint directory from start to close(), not to its destruction") {
+  test::TempDir dir("ckpt_lock");
+  LocalTraining t;
+  auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 5});
+  MonitoredSession first(t.trainer, session_options(dir.str(), {saver, StopAtStepHook::last(2)}));
+  // While the first session is open, nobody else may write there.
+  CheckpointManager other(dir.str());
+  CHECK_THROWS_WITH_AS(other.lock_for_writing(std::chrono::seconds(0)),
+                       doctest::Contains("another job is writing checkpoints there"), CheckpointError);
+  test::train(first);
+  first.close();
+  // Closed (though not yet destroyed), it has let go: a next session takes the directory.
+  LocalTraining u;
+  MonitoredSession second(u.trainer, session_options(dir.str(), {StopAtStepHook::last(3)}));
+  CHECK(second.restored_step() == 2);
 }
 
 TEST_CASE("CheckpointSaverHook: a listener's after_save can stop training; every_secs; bad options") {

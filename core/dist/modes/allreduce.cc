@@ -46,6 +46,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
     // and so applies the same updates.
     comm_.bcast(values, kChief);
     share_optimizer_state(comm_, optimizer_, values.size());
+    abandoned_ = false;
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
   }
   void before_step(std::span<float>) override {}
@@ -92,12 +93,16 @@ class AllreduceReplication final : public Replication, private GradientListener 
               " buckets sent during the backward pass";
     return text;
   }
-  void finish() override {}
-  void abandon() override {
+  ~AllreduceReplication() override {
+    // Left after an error: the peers may never join the window's free or the open requests.
+    if (!abandoned_) return;
     if (node_sum_) node_sum_->abandon();
     for (mpi::Request& request : requests_) request.abandon();
-    open_ = false;
   }
+  void finish() override {}
+  // Nothing collective from here on unless a new start() (collective: every replica is back)
+  // takes training up again, as a program that caught an error every rank hit alike may.
+  void abandon() override { abandoned_ = true; }
   void fetch_parameters(std::span<float>) override {}  // every replica holds them
   std::vector<double> exchange_step_times(double mine) override { return comm_.allgather(mine); }
   bool agree_to_stop(bool mine) override {
@@ -175,6 +180,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
   std::vector<mpi::Request> requests_;
   bool open_ = false;
   std::int64_t sent_ = 0, during_backward_ = 0;  // buckets, for stats()
+  bool abandoned_ = false;                        // abandon() since the last start()
 };
 
 }  // namespace
