@@ -26,7 +26,8 @@ struct SummarySaverHookOptions {
 /// `output_dir`: at the first step, then every `every_steps` global steps or `every_secs`
 /// seconds. "images/sec" is the whole job's rate since the previous write, from the global-step
 /// delta times the examples behind one global step (this worker's batch, times the workers a
-/// step aggregates in sync and allreduce modes), so it is missing from the first write. The writer is flushed after each write and at end().
+/// step aggregates in sync and allreduce modes), so it is missing from the first write. The
+/// writer is flushed after each write and at end().
 ///
 ///     session_options.chief_only_hooks.push_back(std::make_shared<cohort::SummarySaverHook>(
 ///         cohort::SummarySaverHookOptions{.every_steps = 100, .output_dir = "logs"}));

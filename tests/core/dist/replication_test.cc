@@ -1,5 +1,5 @@
-// The training modes under real mpiexec: sync and allreduce against one process, async
-// exactness, backup workers, and the SSP bound.
+// The training modes under real mpiexec against one process: sync, allreduce (in shared
+// memory, in buckets, in bfloat16), pieces, prefetch and synchronised batch norm.
 #include "cohort/core/dist/replication.h"
 
 #include <doctest/doctest.h>
@@ -21,107 +21,13 @@
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/models.h"
 #include "cohort/core/nn/threads.h"
+#include "core/dist/replication_test_support.h"
 #include "support/mpi_test.h"
 
 namespace cohort {
 namespace {
 
-using namespace std::chrono_literals;
-
-constexpr std::int64_t kBatch = 8;
-constexpr int kSteps = 6;
-
-ReplicaDeviceSetter setter(int ps_tasks) {
-  ReplicaDeviceSetterOptions o;
-  o.ps_tasks = ps_tasks;
-  return ReplicaDeviceSetter(o);
-}
-
-// A ps task serves the workers until they are done, and returns true; a worker returns false.
-bool served_as_ps(Server& server) {
-  if (server.job_name() != "ps") return false;
-  server.join(60s);
-  return true;
-}
-
-OptimizerOptions momentum() {
-  OptimizerOptions o;
-  o.name = "momentum";
-  o.learning_rate.base = 0.1;
-  return o;
-}
-
-// Copies examples [first, first + count) of `data` into a batch.
-void slice(const data::Dataset& data, std::int64_t first, std::int64_t count, Tensor& images,
-           std::vector<std::int32_t>& labels) {
-  Shape shape{count};
-  for (auto d : data.image_shape()) shape.push_back(d);
-  images.resize(shape);
-  labels.resize(static_cast<std::size_t>(count));
-  for (std::int64_t i = 0; i < count; ++i) {
-    const auto image = data.image(first + i);
-    std::memcpy(images.data() + i * data.image_size(), image.data(), image.size_bytes());
-    labels[static_cast<std::size_t>(i)] = data.label(first + i);
-  }
-}
-
-// The models the equivalence tests train; `sync` makes batch norm synchronised.
-using Builder = Model (*)(Graph& graph, bool sync);
-
-Model small_mlp(Graph& graph, bool) { return mlp(graph, {16}); }
-// 159,010 parameters: a sync step's update is written and pulled in three pieces.
-Model wide_mlp(Graph& graph, bool) { return mlp(graph, {200}); }
-
-// Batch norm on images (NHWC) and on feature rows. The ReLU before each norm keeps the biases
-// before it meaningful: a norm right after a bias cancels it, leaving a parameter whose gradient
-// is rounding noise, which no two summation orders agree on.
-Model batch_norm_net(Graph& graph, bool sync) {
-  Model model(graph);
-  Node x = model.input({28, 28, 1});
-  x = model.apply(conv2d("conv", 4, 3, Activation::kRelu, 2), x);
-  x = model.apply(batch_norm("bn1", sync), x);
-  x = model.apply(global_avg_pool2d("pool"), x);
-  x = model.apply(dense("hidden", 16, Activation::kRelu), x);
-  x = model.apply(batch_norm("bn2", sync), x);
-  model.apply(dense("logits", 10), x);
-  return model;
-}
-
-// The parameters, then the layer state (batch norm's moving statistics).
-std::vector<float> parameters_and_state(const Graph& graph) {
-  std::vector<float> all(graph.values().begin(), graph.values().end());
-  all.insert(all.end(), graph.state().begin(), graph.state().end());
-  return all;
-}
-
-// One process at batch W*B over the same examples, `steps` steps: the reference the modes must
-// match.
-std::vector<float> reference(const data::Dataset& data, int workers, Builder build = small_mlp,
-                             int steps = kSteps) {
-  Graph graph;
-  Model model = build(graph, false);
-  graph.initialize(7);
-  auto optimizer = Optimizer::create(momentum());
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  for (int step = 0; step < steps; ++step) {
-    slice(data, step * workers * kBatch, workers * kBatch, images, labels);
-    model.train_step(images, labels, grads, {});
-    optimizer->apply(graph.values(), grads, step);
-  }
-  return parameters_and_state(graph);
-}
-
-// The replication `options` ask for on `server`, started from the chief's initial values, its
-// waits bounded.
-std::unique_ptr<Replication> start_replication(Server& server, Graph& graph, Optimizer& optimizer,
-                                               ReplicationOptions options) {
-  options.wait_timeout = 60s;
-  auto replication = Replication::create(&server, graph, optimizer, options);
-  replication->start(graph.values(), 0);
-  return replication;
-}
+using namespace replication_test;
 
 // How train_replicated() trains, beyond the mode: the model, the options, and what it reports.
 struct Run {
@@ -190,31 +96,6 @@ std::vector<float> train_replicated(const mpi::Comm& comm, Mode mode, int ps_tas
   return values;
 }
 
-// "Equal to 1e-5 relative": the difference of the parameter vectors is below 1e-5 of the
-// reference's norm. Element by element (relative, with values below 1e-3 compared absolutely at
-// that scale) the sums of gradients taken in another order stay within `element_bar`: 1e-4, and
-// 1e-3 with batch norm, whose statistics and backward sums are also reduced in another order
-// and whose per-channel gradients are small differences of large sums.
-void check_equal(const std::vector<float>& got, const std::vector<float>& want,
-                 double element_bar = 1e-4) {
-  REQUIRE(got.size() == want.size());
-  double diff2 = 0, norm2 = 0, worst = 0;
-  std::size_t worst_at = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = double(got[i]) - want[i];
-    diff2 += d * d;
-    norm2 += double(want[i]) * want[i];
-    const double error = std::abs(d) / std::max(1e-3, std::abs(double(want[i])));
-    if (error > worst) worst = error, worst_at = i;
-  }
-  const double relative = std::sqrt(diff2 / norm2);
-  MESSAGE("relative difference " << relative << ", largest element-wise " << worst << " at "
-                                 << worst_at << " of " << got.size() << " (" << got[worst_at]
-                                 << " for " << want[worst_at] << ")");
-  CHECK(relative < 1e-5);
-  CHECK(worst < element_bar);
-}
-
 // |values - exact| over |exact - initial|, the small mlp trained from seed 7: how far a rounded
 // path (bfloat16 on the wire) left the parameters from the exact one, against how far training
 // moved them.
@@ -236,44 +117,6 @@ COHORT_MPI_TEST_CASE("sync mode with 2 workers equals one process at batch 2B", 
   const auto data = data::synthetic(kSteps * 2 * kBatch, 11);
   const auto values = train_replicated(comm, Mode::kSync, 1, data);
   if (!values.empty()) check_equal(values, reference(data, 2));
-}
-
-COHORT_MPI_TEST_CASE("sync mode: a step the chief stopped before applying is not counted", 3) {
-  // The chief trains 2 steps and stops; the other worker's third gradient finds the chief
-  // stopped: its step ends at global step 2, unapplied, with the stop.
-  const auto data = data::synthetic(3 * 2 * kBatch, 15);
-  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
-  Server server(cluster);
-  if (served_as_ps(server)) return;
-  Graph graph(setter(1));
-  Model model = small_mlp(graph, false);
-  graph.initialize(7);
-  auto optimizer = Optimizer::create(momentum());
-  ReplicationOptions options;
-  options.mode = Mode::kSync;
-  auto replication = start_replication(server, graph, *optimizer, options);
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  const int me = server.task_index();
-  const int steps = server.is_chief() ? 2 : 3;
-  StepOutcome outcome;
-  for (int step = 0; step < steps; ++step) {
-    replication->before_step(graph.values());
-    slice(data, (step * 2 + me) * kBatch, kBatch, images, labels);
-    model.train_step(images, labels, grads, {});
-    outcome = replication->after_step(grads, graph.values());
-  }
-  if (server.is_chief()) {
-    CHECK(outcome.global_step == 2);
-  } else {
-    CHECK(outcome.global_step == 2);
-    CHECK_FALSE(outcome.applied);
-    CHECK(outcome.stop);
-    CHECK(replication->global_step() == 2);
-  }
-  replication->finish();
-  server.done();
 }
 
 COHORT_MPI_TEST_CASE("sync mode with 3 workers and 2 ps tasks equals one process at batch 3B", 5) {
@@ -621,191 +464,6 @@ COHORT_MPI_TEST_CASE("without synchronisation, batch norm on W workers differs f
     norm2 += double(want[i]) * want[i];
   }
   CHECK(std::sqrt(diff2 / norm2) > 1e-4);
-}
-
-COHORT_MPI_TEST_CASE("async pushes from 4 workers add up exactly, whole and in pieces", 5) {
-  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
-  Server server(cluster);
-  if (served_as_ps(server)) return;
-  Graph graph(setter(1));
-  graph.get_variable("a", {3, 5}, Initializer::zeros());
-  graph.get_variable("b", {7}, Initializer::zeros());
-  const auto n = static_cast<std::size_t>(graph.num_parameters());
-  ParameterStore store(server, graph, {});
-  if (server.is_chief()) MESSAGE("parameters: " << server.memory_transport());
-  const int me = server.task_index();
-  constexpr int kPushes = 50;
-  std::vector<float> initial(n);
-  for (std::size_t i = 0; i < n; ++i) initial[i] = static_cast<float>(i);
-  if (server.is_chief()) {
-    store.assign(initial);
-    store.write(ControlSlot::kReady, 1);
-  }
-  while (store.read(ControlSlot::kReady) != 1) std::this_thread::sleep_for(1ms);
-  // Integer-valued deltas: float sums of them are exact, whatever the order.
-  std::vector<float> delta(n), pulled(n);
-  for (int p = 1; p <= kPushes; ++p) {
-    for (std::size_t i = 0; i < n; ++i) delta[i] = static_cast<float>((me + 1) * p + int(i % 3));
-    if (p % 2 == 0) {
-      store.push(delta);
-      store.fetch_add(ControlSlot::kGlobalStep, 1);
-    } else {
-      // As --bucket_bytes sends them: pieces from the end down, across both variables, each
-      // started and left open, then the pull that completes them.
-      const std::span<const float> all(delta);
-      store.start_push(13, all.subspan(13));
-      store.progress();
-      store.start_push(4, all.subspan(4, 9));
-      store.start_push(0, all.subspan(0, 4));
-      store.pull_counting(pulled, ControlSlot::kGlobalStep);
-    }
-  }
-  store.fetch_add(ControlSlot::kRetired, 1);
-  const int workers = cluster.num_tasks("worker");
-  while (store.read(ControlSlot::kRetired) < workers) std::this_thread::sleep_for(1ms);
-  std::vector<float> final_values(n);
-  store.pull(final_values);
-  const double pushes_sum = kPushes * (kPushes + 1) / 2.0;
-  double worker_sum = 0;
-  for (int w = 1; w <= workers; ++w) worker_sum += w;
-  for (std::size_t i = 0; i < n; ++i)  // exact: integer-valued sums below 2^24
-    CHECK(double(final_values[i]) ==
-          initial[i] + worker_sum * pushes_sum + double(workers * kPushes * int(i % 3)));
-  CHECK(store.read(ControlSlot::kGlobalStep) == workers * kPushes);
-  store.close();
-}
-
-// Three workers and a ps train a small mlp in `options.mode`; worker `slow` sleeps `pause` per
-// step. `done(steps)` says when to stop; `check(replication, slow)` runs on every worker after.
-template <typename Done, typename Check>
-void train_with_a_slow_worker(const mpi::Comm& comm, ReplicationOptions options, int slow,
-                              std::chrono::milliseconds pause, Done done, Check check) {
-  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
-  Server server(cluster);
-  if (served_as_ps(server)) return;
-  const auto data = data::synthetic(256, 15);
-  Graph graph(setter(1));
-  Model model = mlp(graph, {8});
-  graph.initialize(3);
-  auto optimizer = Optimizer::create(momentum());
-  auto replication = start_replication(server, graph, *optimizer, options);
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  const bool is_slow = server.task_index() == slow;
-  std::int64_t last = 0, steps = 0;
-  while (!done(*replication, steps)) {
-    replication->before_step(graph.values());
-    slice(data, (steps++ % 16) * 16, 16, images, labels);
-    model.train_step(images, labels, grads, {});
-    if (is_slow) std::this_thread::sleep_for(pause);
-    const StepOutcome outcome = replication->after_step(grads, graph.values());
-    CHECK(outcome.global_step > last);  // steps always advance
-    last = outcome.global_step;
-  }
-  check(*replication, is_slow, steps);
-  replication->finish();
-  server.done();
-}
-
-// Sync mode, k=2 of 3 workers, worker `slow` 30 ms behind: 20 steps are applied all the same, and
-// the slow one's gradients are dropped.
-void backup_workers_with_a_slow_one(const mpi::Comm& comm, int slow, const char* who) {
-  ReplicationOptions options;
-  options.mode = Mode::kSync;
-  options.replicas_to_aggregate = 2;
-  train_with_a_slow_worker(
-      comm, options, slow, 30ms, [](Replication& r, std::int64_t) { return r.global_step() >= 20; },
-      [who](Replication& r, bool is_slow, std::int64_t steps) {
-        CHECK(r.global_step() >= 20);
-        if (!is_slow) return;
-        CHECK(r.dropped_gradients() > 0);
-        MESSAGE(who << ": " << r.dropped_gradients() << " of " << steps << " gradients dropped");
-      });
-}
-
-COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, a slow worker's gradients are dropped", 4) {
-  backup_workers_with_a_slow_one(comm, /*slow=*/2, "slow worker");
-}
-
-COHORT_MPI_TEST_CASE("backup workers: k=2 of 3, the chief slow: it applies the others' sum", 4) {
-  // The chief adds its own gradient only when it claimed a slot; here the two others take both
-  // slots first, so the chief applies their sum alone and counts its own as dropped.
-  backup_workers_with_a_slow_one(comm, /*slow=*/0, "slow chief");
-}
-
-// Sync mode, k=1 of 2 workers that compute the same batch, the chief and the other slow by turns:
-// each step applies one gradient, the chief's own (when it claims first) or the other's, so the
-// parameters equal one process's at batch B. On the chief's turns nothing of the other's
-// gradient of the step before may join the sum. With the wide model in pieces, on the other's
-// turns the chief, without a gradient of its own, names the other to clear the sums.
-void backup_by_turns(const mpi::Comm& comm, Builder build) {
-  constexpr int kTurns = 8;
-  const auto data = data::synthetic(kTurns * kBatch, 11);
-  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);
-  Server server(cluster);
-  if (served_as_ps(server)) return;
-  Graph graph(setter(1));
-  Model model = build(graph, false);
-  graph.initialize(7);
-  auto optimizer = Optimizer::create(momentum());
-  ReplicationOptions options;
-  options.mode = Mode::kSync;
-  options.replicas_to_aggregate = 1;
-  auto replication = start_replication(server, graph, *optimizer, options);
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  Tensor images;
-  std::vector<std::int32_t> labels;
-  // Turns by global step: the chief's the even ones, the other's the odd ones. The other may
-  // skip steps (the chief applies its own without waiting); the chief computes every one.
-  for (std::int64_t step = 0; step < kTurns;) {
-    replication->before_step(graph.values());
-    slice(data, step * kBatch, kBatch, images, labels);
-    model.train_step(images, labels, grads, {});
-    // The other's turn. A worker that slept starts its next step that much later (it learns of
-    // the chief's update only after the sleep); the chief waits for nobody, so it sleeps twice
-    // as long to lose.
-    if (step % 2 != server.task_index())
-      std::this_thread::sleep_for(server.is_chief() ? 100ms : 50ms);
-    step = replication->after_step(grads, graph.values()).global_step;
-  }
-  const std::vector<float> values = parameters_and_state(graph);
-  if (server.is_chief()) CHECK(replication->dropped_gradients() == kTurns / 2);
-  const std::string stats = replication->stats() + "; memory " + server.memory_transport();
-  replication->finish();
-  server.done();
-  check_equal(values, reference(data, 1, build, kTurns));
-  MESSAGE("worker " << server.task_index() << ": " << stats);
-  // A gradient of one piece sends its count with its completion, and the chief, which may see
-  // the completion first, then clears the sums itself: who clears is checked for more pieces.
-  if (graph.num_parameters() <= 64 * 1024) return;
-  const bool cleared = stats.find("cleared the sums of " + std::to_string(kTurns / 2) +
-                                  " steps") != std::string::npos;
-  const bool pieces = stats.find("memory one-sided") != std::string::npos &&
-                      std::thread::hardware_concurrency() >= 2;
-  CHECK(cleared == (pieces && !server.is_chief()));
-}
-
-COHORT_MPI_TEST_CASE("backup workers: k=1 of 2 by turns equals one process at batch B", 3) {
-  backup_by_turns(comm, small_mlp);
-}
-
-COHORT_MPI_TEST_CASE("backup workers in pieces: k=1 of 2 by turns equals one process at B", 3) {
-  backup_by_turns(comm, wide_mlp);
-}
-
-COHORT_MPI_TEST_CASE("ssp: no worker runs more than `staleness` steps ahead of the slowest", 4) {
-  ReplicationOptions options;
-  options.mode = Mode::kSsp;
-  options.staleness = 2;
-  train_with_a_slow_worker(
-      comm, options, /*slow=*/1, 60ms, [](Replication&, std::int64_t steps) { return steps >= 10; },
-      [](Replication& r, bool slow, std::int64_t) {
-        // Without the bound the fast workers would end 9 steps ahead of the slow one.
-        MESSAGE("largest gap " << r.max_observed_staleness() << std::string(slow ? " (slow worker)" : ""));
-        CHECK(r.max_observed_staleness() <= 2);
-        if (!slow) CHECK(r.max_observed_staleness() >= 1);
-      });
 }
 
 }  // namespace cohort
