@@ -57,6 +57,12 @@ void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
   const std::string path = path_of(kLockName);
   if (::access(directory_.c_str(), W_OK) != 0)
     throw CheckpointError(directory_ + ": cannot write checkpoints there: " + std::strerror(errno));
+  // Found now, not at the first save after the whole run.
+  std::error_code ec;
+  const fs::file_status index = fs::status(index_path(), ec);
+  if (fs::exists(index) && !fs::is_regular_file(index))
+    throw CheckpointError(directory_ + ": cannot write checkpoints there: " + index_path() +
+                          ", where the index goes, is not a regular file");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     throw CheckpointError(directory_ + ": cannot write checkpoints there: " + path + ": " +
@@ -112,7 +118,10 @@ std::string CheckpointManager::index_path() const { return path_of(kIndexName); 
 std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
   const std::string path = index_path();
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) return std::nullopt;
+  if (!fs::is_regular_file(status))
+    throw CheckpointError(path + ": the checkpoint index is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(path + ": cannot open the checkpoint index");
   std::ostringstream text;

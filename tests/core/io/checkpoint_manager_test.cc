@@ -132,6 +132,18 @@ TEST_CASE("one writer per directory: a second is refused while the first holds i
   CHECK(third.all_paths().size() == 2);
 }
 
+TEST_CASE("a directory where the index goes is refused when the writer starts, not at its first save") {
+  TempDir dir("ckpt_manager_index_dir");
+  fs::create_directories(dir / "checkpoint");
+  CheckpointManager manager(dir.str());
+  CHECK_THROWS_WITH_AS(manager.lock_for_writing(),
+                       doctest::Contains("checkpoint, where the index goes, is not a regular file"),
+                       CheckpointError);
+  CHECK_THROWS_WITH_AS(manager.latest_path(),
+                       doctest::Contains("the checkpoint index is not a regular file"),
+                       CheckpointError);
+}
+
 TEST_CASE("save writes the file and the index; restore_latest reads the newest") {
   TempDir dir("ckpt_manager_save");
   CheckpointManager manager(dir.str());
