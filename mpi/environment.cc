@@ -8,6 +8,14 @@
 #include "cohort/mpi/error.h"
 
 namespace cohort::mpi {
+namespace {
+
+std::string& left_behind_note() {
+  static std::string note;
+  return note;
+}
+
+}  // namespace
 
 Environment::Environment(int& argc, char**& argv) {
   if (active()) return;  // someone else (a test harness) owns the library
@@ -34,6 +42,12 @@ bool Environment::active() {
   MPI_Finalized(&finalized);
   return initialized && !finalized;
 }
+
+void Environment::note_left_behind(const std::string& what) {
+  if (left_behind_note().empty()) left_behind_note() = what;
+}
+
+std::string Environment::left_behind() { return left_behind_note(); }
 
 void Environment::abort(int code) {
   if (active()) MPI_Abort(MPI_COMM_WORLD, code);

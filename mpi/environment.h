@@ -1,6 +1,8 @@
 #pragma once
 // RAII for the MPI library's lifetime.
 
+#include <string>
+
 namespace cohort::mpi {
 
 /// Initialises MPI on construction and finalises it on destruction. One per process, made by
@@ -21,6 +23,13 @@ class Environment {
   static bool active();
   /// Ends every rank of the job at once with `code`. Never returns. Use only from app::Run.
   [[noreturn]] static void abort(int code);
+
+  /// Notes that this process left behind, after an error, something its peers can only free
+  /// together with it (a window, a collective in flight): a clean exit would leave them waiting
+  /// in that free for good, so the job must end by abort(). `what` names it.
+  static void note_left_behind(const std::string& what);
+  /// The first note_left_behind(), or "".
+  static std::string left_behind();
 
  private:
   bool owns_ = false;

@@ -204,6 +204,10 @@ class Window {
     MPI_Win_free(&win_);
   }
 
+  /// After an error on this rank alone: the destruction takes no collective step, the window
+  /// left for MPI_Finalize or MPI_Abort to reclaim (as while an exception unwinds).
+  void abandon() noexcept { win_ = MPI_WIN_NULL; }
+
   bool is_null() const { return win_ == MPI_WIN_NULL && !served_; }
   /// The MPI window; MPI_WIN_NULL when served().
   MPI_Win get() const { return win_; }

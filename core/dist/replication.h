@@ -126,9 +126,9 @@ class Replication {
   /// stop. Then closes the store (collective with the ps tasks). Called by the destructor too.
   virtual void finish() = 0;
   /// Leaves training after an error, where peers may be waiting in a collective this worker
-  /// will not join: finish() where that takes no collective step (the ps modes); otherwise
-  /// (allreduce) nothing collective at destruction unless a new start() comes first, the job
-  /// ending with this process (app::Run aborts it when the program fails).
+  /// will not join: the ps modes finish() and leave the hosted memory (Server::abandon);
+  /// allreduce takes nothing collective at destruction unless a new start() comes first. What
+  /// is left behind ends the job with this process (app::Run aborts it, even on a return of 0).
   virtual void abandon() { finish(); }
   /// Mode-specific counters for the log, e.g. "dropped 3 stale gradients".
   virtual std::string stats() const { return ""; }

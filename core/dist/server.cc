@@ -9,6 +9,7 @@
 
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/wait.h"
+#include "cohort/mpi/environment.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
@@ -158,6 +159,17 @@ std::string Server::memory_transport() const { return transport_; }
 // Collective over the training tasks, once each is done with the memory.
 void Server::free_hosted() {
   if (hosted_.empty()) return;
+  if (abandoned_) {
+    // The others may train on for hours, and would then wait in the free for this task.
+    mpi::Environment::note_left_behind(task_.to_string() + "'s parameter memory, left after an "
+                                       "error in its session");
+    for (auto& hosted : hosted_) {
+      hosted->values.abandon();
+      hosted->counters.abandon();
+    }
+    hosted_.clear();
+    return;
+  }
   // Tasks arrive here at their own times; a sleeping barrier keeps early ones off the CPU before
   // the windows are freed (MPI_Win_free is collective and would spin).
   mpi::Request barrier = training_.ibarrier();

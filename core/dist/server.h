@@ -126,6 +126,12 @@ class Server {
   /// InvalidArgument on other tasks.
   void done();
 
+  /// For computing tasks, after an error in this task's session (a replication's abandon()):
+  /// done() then tells the ps tasks but leaves the hosted memory to the job's end instead of
+  /// freeing it with the other training tasks, which may train on for hours; the job must then
+  /// end with this task's failure (app::Run aborts it: mpi::Environment::left_behind()).
+  void abandon() { abandoned_ = true; }
+
   /// The computing tasks whose done() this server has received (in join()), in rank order.
   std::vector<TaskId> tasks_done() const;
 
@@ -151,6 +157,7 @@ class Server {
   std::size_t remaining_ = 0;        // computing tasks not done, as seen here
   std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
+  bool abandoned_ = false;  // abandon(): the hosted memory is left, not freed
   std::string transport_;  // how the hosted memory is reached (memory_transport())
   bool one_sided_ = false;
   int exceptions_at_start_ = 0;

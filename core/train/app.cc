@@ -126,7 +126,12 @@ int Run(MainFunction main, int argc, char** argv) {
       what = failure;
       noted_status = failure_status;
     }
-    if (what.empty()) {
+    const std::string left = mpi::Environment::left_behind();
+    if (what.empty() && status == 0 && !left.empty() && world.size() > 1) {
+      // Its peers would wait for this rank in the free of what it left, for good.
+      what = "the program returned 0, but " + left + ": ending the job";
+      status = 1;
+    } else if (what.empty()) {
       // A program that failed and said so itself: alone, its status is all; with peers, they
       // may wait for it in a collective.
       if (status == 0 || world.size() == 1) return status;

@@ -26,6 +26,8 @@ using MainFunction = int (*)(int argc, char** argv);
 ///   error and said so): `[worker:1 rank 3] error: the program returned 1: ending the job`, and
 ///   MPI_Abort with that status, since its peers may be waiting for it in a collective;
 /// - `main` returning 0 after fail_at_exit(what, status): `what` printed, and that status;
+/// - `main` returning 0 in a job of several processes after a session's error left memory its
+///   peers must free with it (mpi::Environment::left_behind()): named, and MPI_Abort with 1;
 /// - otherwise `main`'s return value.
 int Run(MainFunction main, int argc, char** argv);
 

@@ -1,7 +1,8 @@
 // A user's program whose hook fails on one worker. --fail_in=after_run: it catches the error,
-// closes its session and returns 1, as a program that reports its own failures would; its peers
-// may be waiting for it in a collective (allreduce mode's agreement to stop), and the job must
-// still end within seconds with the program's status, not hang. --fail_in=end: the hook throws
+// closes its session and returns --status (1), as a program that reports its own failures would;
+// its peers may be waiting for it in a collective (allreduce mode's agreement to stop) or train
+// on for --steps (the ps modes, whose memory it shares), and the job must still end within
+// seconds with the program's status (1 where it returned 0), not hang. --fail_in=end: the hook throws
 // in end(), from the session's destructor (the program never calls close()), which cannot throw:
 // the program returns 0 and must still fail.
 #include <cstdio>
@@ -12,6 +13,8 @@
 COHORT_DEFINE_string(mode, "allreduce", "training mode");
 COHORT_DEFINE_string(fail_in, "after_run", "where worker 1's hook throws: after_run or end");
 COHORT_DEFINE_int(fail_at, 3, "after_run: the step at which it throws");
+COHORT_DEFINE_int(steps, 1000, "after_run: the steps the others train for");
+COHORT_DEFINE_int(status, 1, "after_run: what the failed worker's program returns");
 
 namespace {
 
@@ -47,7 +50,7 @@ int Main(int, char**) {
       cohort::data::synthetic(512, 3).shard(server.replica_index(), server.num_replicas()),
       cohort::Optimizer::create(sgd), options);
   cohort::SessionOptions session_options{.master = server.target(), .is_chief = server.is_chief()};
-  session_options.hooks.push_back(cohort::StopAtStepHook::last(FLAGS_fail_in == "end" ? 10 : 1000));
+  session_options.hooks.push_back(cohort::StopAtStepHook::last(FLAGS_fail_in == "end" ? 10 : FLAGS_steps));
   if (server.replica_index() == 1) session_options.hooks.push_back(std::make_shared<FailingHook>());
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
   if (FLAGS_fail_in == "end") {
@@ -59,7 +62,7 @@ int Main(int, char**) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "caught: %s\n", e.what());
     session->close();
-    return 1;
+    return FLAGS_status;
   }
   session->close();
   server.done();

@@ -23,6 +23,7 @@
 #include "cohort/core/dist/fusion.h"
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/node_sum.h"
+#include "cohort/mpi/environment.h"
 
 namespace cohort::modes {
 namespace {
@@ -96,6 +97,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
   ~AllreduceReplication() override {
     // Left after an error: the peers may never join the window's free or the open requests.
     if (!abandoned_) return;
+    mpi::Environment::note_left_behind("allreduce mode's shared buffers and collectives, left "
+                                       "after an error in the session");
     if (node_sum_) node_sum_->abandon();
     for (mpi::Request& request : requests_) request.abandon();
   }

@@ -219,6 +219,11 @@ void PsReplication::finish() {
   store_.close();
 }
 
+void PsReplication::abandon() {
+  finish();
+  server_.abandon();
+}
+
 DeltaPushReplication::DeltaPushReplication(Server& server, Graph& graph, Optimizer& optimizer,
                                            const ReplicationOptions& options)
     : PsReplication(server, graph, optimizer, options, /*accumulators=*/false) {

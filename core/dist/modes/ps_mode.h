@@ -28,6 +28,8 @@ class PsReplication : public Replication, private GradientListener {
   void fetch_parameters(std::span<float> values) override { store_.pull(values); }
   std::vector<double> exchange_step_times(double mine) override;
   void finish() override;
+  /// finish(), and the server leaves the hosted memory at done() (Server::abandon).
+  void abandon() override;
   std::int64_t gradient_bytes_sent() const override { return bytes_sent_; }
   /// With --bucket_bytes: this step's pieces start as the backward pass finishes them.
   GradientListener* gradient_listener(std::span<float> grads) override;
