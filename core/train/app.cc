@@ -87,11 +87,12 @@ void refuse_arguments(int argc, char** argv) {
 }
 
 int Run(MainFunction main, int argc, char** argv) {
+  // Every role, a ps in join() as much as a worker in its session, outlives the scheduler's
+  // warning signal: what each does about it is its own business (core/base/signals.h). From
+  // the first moment: MPI's start-up alone takes a noticeable part of a second.
+  install_stop_signal_handlers();
   mpi::Environment environment(argc, argv);
   const mpi::Comm world = mpi::Comm::world();
-  // Every role, a ps in join() as much as a worker in its session, outlives the scheduler's
-  // warning signal: what each does about it is its own business (core/base/signals.h).
-  install_stop_signal_handlers();
 
   flags::Registry::Parsed parsed;
   std::string error;
