@@ -223,18 +223,7 @@ const Tensor& Model::predict(std::span<const Tensor* const> inputs) {
     throw InvalidArgument("Model::predict: the model is on GPU " + std::to_string(gpu_device_) +
                           "; predict runs on the host");
   check_ready();
-  if (inputs.size() != static_cast<std::size_t>(layers_.num_inputs()))
-    throw InvalidArgument("Model::predict: " + std::to_string(inputs.size()) +
-                          " inputs for a model of " + std::to_string(layers_.num_inputs()));
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const Shape& shape = inputs[i]->shape();
-    const Shape example(shape.begin() + (shape.empty() ? 0 : 1), shape.end());
-    if (shape.empty() || example != layers_.input_shape(i))
-      throw InvalidArgument("Model::predict: input " + std::to_string(i) + " is " +
-                            to_string(shape) + ", the model takes [N] + " +
-                            to_string(layers_.input_shape(i)));
-  }
-  OpContext context;
+  OpContext context;  // the inputs' count and shapes are checked by the forward pass
   context.training = false;
   context.update_state = false;
   return layers_.forward(inputs, context);

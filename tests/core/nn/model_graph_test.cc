@@ -286,7 +286,8 @@ TEST_CASE("predict gives the output evaluate computes, without targets") {
   CHECK(predicted.shape() == Shape{4, 10});
   CHECK(std::equal(predicted.span().begin(), predicted.span().end(), logits.span().begin()));
   CHECK_THROWS_WITH_AS(model.predict(random_tensor({4, 784}, 7)),
-                       "Model::predict: input 0 is [4, 784], the model takes [N] + [28, 28, 1]",
+                       "Model: input \"input\" is given [4, 784], not a batch of examples of shape "
+                       "[28, 28, 1]",
                        InvalidArgument);
 }
 
