@@ -31,7 +31,6 @@ install(EXPORT CohortTargets
   FILE CohortTargets.cmake
   DESTINATION "${COHORT_INSTALL_CMAKEDIR}")
 
-get_filename_component(COHORT_LIBZIP_LIBRARY_DIR "${LIBZIP_LIBRARY}" DIRECTORY)
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/CohortConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/cmake/CohortConfig.cmake"
@@ -49,7 +48,8 @@ install(FILES
 # pkg-config: the prefix relative to the .pc file's own directory (${pcfiledir}).
 file(RELATIVE_PATH COHORT_PC_TO_PREFIX "/prefix/${COHORT_INSTALL_PKGCONFIGDIR}" "/prefix")
 string(REGEX REPLACE "/$" "" COHORT_PC_TO_PREFIX "${COHORT_PC_TO_PREFIX}")
-set(COHORT_PC_REQUIRES "eigen3 >= 3.4, nlohmann_json, zlib, libzip, openblas")
+# What the headers include; the libraries' own dependencies are found at run time.
+set(COHORT_PC_REQUIRES "eigen3 >= 3.4")
 # The public compile definitions of cohort::nn (see core/nn/CMakeLists.txt) and OpenMP. The
 # shared libraries, each before the ones it uses, found at run time where they were installed.
 set(COHORT_PC_CFLAGS "-DEIGEN_MAX_ALIGN_BYTES=64 -fopenmp")
@@ -67,15 +67,19 @@ install(FILES "${PROJECT_BINARY_DIR}/cmake/cohort.pc" DESTINATION "${COHORT_INST
 
 # The modulefile names the prefix as given at install time (cmake --install --prefix P), not at
 # configure time: configure now with the prefix left as a placeholder, fill it in when installing.
+# Written straight into the destination (DESTDIR included), so that installing needs no write
+# access to the build tree.
 set(COHORT_PREFIX "@COHORT_PREFIX@")
+file(RELATIVE_PATH COHORT_MODULEDIR_TO_PREFIX "/prefix/${COHORT_INSTALL_MODULEDIR}" "/prefix")
 configure_file("${PROJECT_SOURCE_DIR}/slurm/cohort.modulefile.in"
   "${PROJECT_BINARY_DIR}/cmake/modulefile.in" @ONLY)
-set(cohort_modulefile "${PROJECT_BINARY_DIR}/cmake/modulefile/${PROJECT_VERSION}")
 install(CODE "
   file(READ \"${PROJECT_BINARY_DIR}/cmake/modulefile.in\" text)
   string(REPLACE \"@COHORT_PREFIX@\" \"\${CMAKE_INSTALL_PREFIX}\" text \"\${text}\")
-  file(WRITE \"${cohort_modulefile}\" \"\${text}\")")
-install(FILES "${cohort_modulefile}" DESTINATION "${COHORT_INSTALL_MODULEDIR}")
+  set(modulefile \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${COHORT_INSTALL_MODULEDIR}/${PROJECT_VERSION}\")
+  message(STATUS \"Installing: \${modulefile}\")
+  file(WRITE \"\${modulefile}\" \"\${text}\")
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${modulefile}\")")
 
 # The umbrella header <cohort/cohort.h>, the batch scripts, the manual.
 install(FILES "${PROJECT_SOURCE_DIR}/cohort.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/cohort")

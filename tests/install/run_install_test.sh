@@ -136,6 +136,8 @@ $setup
 echo \"cohort-train: \$(command -v cohort-train)\"
 [ \"\$(command -v cohort-train)\" = $prefix/bin/cohort-train ]
 [ \"\$COHORT_SLURM_DIR\" = $prefix/share/cohort/slurm ] || [ -z \"$module_init\" ]
+# Other Cohort builds must keep loading their own libraries: the module sets no library path.
+[ -z \"\${LD_LIBRARY_PATH:-}\" ] || { echo \"the module set LD_LIBRARY_PATH=\$LD_LIBRARY_PATH\"; exit 1; }
 cohort-train --help | grep -- '--checkpoint_dir' > /dev/null
 cmake -S $examples -B $work/examples > $work/examples-configure.log ||
   { cat $work/examples-configure.log; exit 1; }
@@ -177,6 +179,26 @@ grep -qxF "restored from $work/ckpt at global step 300" "$resumed" ||
 grep -qE '^guide: 2 workers, 1 ps, mode sync, global step 350, ' "$resumed" ||
   fail "the second run did not train on to global step 350"
 log "guide on 3 ranks: loss $first -> $last, test accuracy $accuracy, checkpoint at 300 restored"
+if [[ -n $module_init ]]; then
+  # A tree moved with its modulefile in it: the module finds it from the file's place, and a
+  # modulefile whose tree is gone refuses to load.
+  moved=$work/moved-module
+  rm -rf "$moved" && cp -a "$prefix" "$moved" && mv "$prefix" "$prefix.away"
+  load_moved() {
+    env -i HOME="$HOME" PATH=/usr/bin:/bin bash --noprofile --norc -c "source $module_init
+module use $1
+module load cohort 2>&1 && echo \"root=\$COHORT_ROOT train=\$(command -v cohort-train)\""
+  }
+  found=$(load_moved "$moved/share/modulefiles") || true
+  gone=$(load_moved "$work/modulefiles") || true
+  mv "$prefix.away" "$prefix"
+  rm -rf "$moved"
+  [[ $found == *"root=$moved train=$moved/bin/cohort-train"* ]] ||
+    fail "the moved tree's module did not find the tree: $found"
+  [[ $gone == *"was installed to $prefix, which is gone"* && $gone != *"root="* ]] ||
+    fail "a modulefile whose tree is gone loaded anyway: $gone"
+  log "moved tree: its module finds it; a copy naming the old place refuses to load"
+fi
 if [[ -z $module_init ]]; then
   skip "no module system found (lmod or environment-modules); everything but it passed" \
     "install lmod (or environment-modules) to test it"
