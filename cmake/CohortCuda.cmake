@@ -29,8 +29,8 @@ if(NOT cohort_cuda_mode STREQUAL "OFF")
       endif()
     endif()
     # One shared CUDA runtime per process, the one cuBLAS and cuDNN users load. Set for every
-    # target, not just gpu/: executables linking the static cohort_gpu get the runtime from their
-    # own property, which otherwise defaults to the static one (-lcudart_static).
+    # target, not just gpu/: executables linking cohort_gpu get the runtime from their own
+    # property, which otherwise defaults to the static one (-lcudart_static).
     if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
       set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     endif()
