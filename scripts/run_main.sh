@@ -3,6 +3,6 @@
 # seed's layout — one parameter-server task and seven workers, synchronous SGD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --target train
 . scripts/mpi_env.sh
 exec mpirun -np 8 build/bin/train --ps_tasks=1 --mode=sync "$@"

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Cohort needs (only those missing) and builds it into build/.
 # Works as root, or through sudo otherwise.
-# Usage: scripts/setup.sh [--tests] [extra cmake args]
-#   --tests  also installs what the test suite uses (Python readers and plots, Slurm, modules)
+# Usage: scripts/setup.sh [--tests] [--target NAME] [extra cmake args]
+#   --tests        also installs what the test suite uses (Python readers and plots, Slurm, modules)
+#   --target NAME  builds that target (and what it needs) only, e.g. train
 set -euo pipefail
 cd "$(dirname "$0")/.."
 with_tests=0
-if [ "${1:-}" = "--tests" ]; then
-  with_tests=1
-  shift
-fi
+target=()
+while (($#)); do
+  case $1 in
+    --tests) with_tests=1; shift ;;
+    --target) target=(--target "$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config
@@ -45,4 +50,4 @@ fi
 
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
-cmake --build build -j "$jobs"
+cmake --build build -j "$jobs" "${target[@]}"
