@@ -86,7 +86,10 @@ class CsvReader {
       if (!resolved) {
         first_line = line_number;
         columns_ = static_cast<int>(fields.size());
-        if (options_.header) names_.assign(fields.begin(), fields.end());
+        if (options_.header) {
+          names_.assign(fields.begin(), fields.end());
+          check_header(line_number);
+        }
         resolve();
         features_.reserve(lines * feature_columns_.size());
         targets_.reserve(lines * target_columns_.size());
@@ -118,6 +121,14 @@ class CsvReader {
     return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
   }
 
+  // The feature columns read() used, by name (by index without a header).
+  std::vector<std::string> feature_names() const {
+    std::vector<std::string> out;
+    for (int c : feature_columns_)
+      out.push_back(names_.empty() ? std::to_string(c) : names_[static_cast<std::size_t>(c)]);
+    return out;
+  }
+
  private:
   // "column 3 ('price')", or "column 3" without a header.
   std::string column_name(int c) const {
@@ -135,7 +146,11 @@ class CsvReader {
     if (field.empty()) field_error(line, c, "empty field, expected a number");
     float value = 0;
     const std::errc error = parse_number(field, value);
-    if (error == std::errc()) return value;
+    if (error == std::errc()) {
+      if (!std::isfinite(value))
+        field_error(line, c, quote(field) + " is not a finite number (a missing value?)");
+      return value;
+    }
     if (error == std::errc::invalid_argument)
       field_error(line, c, quote(field) + " is not a number");
     // from_chars<float> may call a value below float's smallest normal out of range; it is not.
@@ -177,24 +192,51 @@ class CsvReader {
     return out;
   }
 
-  int find(const std::string& column) const {
-    const auto named = std::find(names_.begin(), names_.end(), column);
-    if (named != names_.end()) {
-      // A name the header gives twice would pick one of its columns unseen.
-      const auto again = std::find(named + 1, names_.end(), column);
-      if (again != names_.end())
-        fail(path_, "the header names column " + std::to_string(named - names_.begin()) +
-                        " and column " + std::to_string(again - names_.begin()) + " both " +
-                        quote(column));
-      return static_cast<int>(named - names_.begin());
+  // A first row of numbers only is data read as a header (a file without one), unless they are
+  // the columns' own indices, as pandas names unnamed columns.
+  void check_header(std::int64_t line) const {
+    bool indices = true;
+    for (std::size_t c = 0; c < names_.size(); ++c) {
+      double value = 0;
+      if (names_[c].empty() || parse_number(std::string_view(names_[c]), value) != std::errc())
+        return;
+      indices = indices && names_[c] == std::to_string(c);
     }
+    if (!indices)
+      fail(path_, "line " + std::to_string(line) + ", the header, holds numbers only: it is data; "
+                  "a file without a header is read with header = false");
+  }
+
+  // The column's index as `column` spells it, or -1.
+  int index_of(const std::string& column) const {
     int index = -1;
     const auto [end, error] = std::from_chars(column.data(), column.data() + column.size(), index);
     if (error == std::errc() && end == column.data() + column.size() && index >= 0 &&
         index < columns_)
       return index;
+    return -1;
+  }
+
+  int find(const std::string& column) const {
+    const int index = index_of(column);
+    const auto named = std::find(names_.begin(), names_.end(), column);
+    if (named != names_.end()) {
+      const int at = static_cast<int>(named - names_.begin());
+      // A name the header gives twice would pick one of its columns unseen.
+      const auto again = std::find(named + 1, names_.end(), column);
+      if (again != names_.end())
+        fail(path_, "the header names column " + std::to_string(at) + " and column " +
+                        std::to_string(again - names_.begin()) + " both " + quote(column));
+      if (index >= 0 && index != at)
+        throw InvalidArgument(path_ + ": column " + quote(column) + " is ambiguous: the header " +
+                              "names column " + std::to_string(at) + " so, and it is also the " +
+                              "index of " + column_name(index));
+      return at;
+    }
+    if (index >= 0) return index;
     throw InvalidArgument(path_ + ": no column " + quote(column) + " (columns: " + present() + ")");
   }
+
 
   void resolve() {
     std::set<int> used;
@@ -227,8 +269,12 @@ class CsvReader {
 
 }  // namespace
 
-Dataset load_csv(const std::string& path, const CsvOptions& options) {
-  return CsvReader(path, options).read();
+Dataset load_csv(const std::string& path, const CsvOptions& options,
+                 std::vector<std::string>* feature_columns) {
+  CsvReader reader(path, options);
+  Dataset data = reader.read();
+  if (feature_columns) *feature_columns = reader.feature_names();
+  return data;
 }
 
 }  // namespace cohort::data

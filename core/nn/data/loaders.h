@@ -70,7 +70,16 @@ struct CsvOptions {
 /// or [n, targets] float targets. Blank lines are skipped; every row must have as many fields
 /// as the first. Spaces around a field and a pair of double quotes around it are dropped (a
 /// quoted field may not hold the delimiter). Columns that are not used are not parsed, so they
-/// may hold text. Unknown columns, or neither a label nor target columns: InvalidArgument.
-Dataset load_csv(const std::string& path, const CsvOptions& options);
+/// may hold text. Every value must be a finite number (`nan`, a missing value's usual mark, is
+/// refused). Unknown columns, or neither a label nor target columns: InvalidArgument. A column
+/// is named by the header or by its 0-based index; a name that is another column's index is
+/// refused as ambiguous, and so is a header of numbers only, which is data (a header of the
+/// indices themselves, "0,1,2", as pandas writes for unnamed columns, is a header).
+///
+/// `feature_columns`, if given, receives the feature columns used, in order, by name (by index
+/// without a header): given as CsvOptions::feature_columns for another file of the same table
+/// (a test set), its columns are matched by name, in whatever order that file has them.
+Dataset load_csv(const std::string& path, const CsvOptions& options,
+                 std::vector<std::string>* feature_columns = nullptr);
 
 }  // namespace cohort::data

@@ -423,6 +423,12 @@ class NpzArchive {
     if (have < size)
       fail(where, "truncated: " + std::to_string(have) + " of " + std::to_string(size) +
                       " bytes");
+    // libzip compares the member's CRC-32 when a read finds its end: one more read, which must
+    // find nothing, so that a damaged archive is refused (as NumPy refuses it), not trained on.
+    char past_end = 0;
+    const zip_int64_t more = zip_fread(file.get(), &past_end, 1);
+    if (more < 0) fail(where, std::string("damaged: ") + zip_file_strerror(file.get()));
+    if (more > 0) fail(where, "more data than its stated " + std::to_string(size) + " bytes");
     return parse_npy(bytes, where);
   }
 
@@ -444,6 +450,20 @@ struct Names {
   std::string name;      // the Dataset's name (its sources, for later messages)
 };
 
+// Every value a finite float32: NaN (a missing value's usual mark) or an infinity (or a float64
+// beyond float32's range) would only come out later as a NaN loss that names no file.
+void check_finite(const Tensor& values, const std::string& where, const std::string& what) {
+  const std::span<const float> v = values.span();
+  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  if (bad == v.end()) return;
+  const auto i = static_cast<std::int64_t>(bad - v.begin());
+  const std::int64_t per_example = values.rank() > 0 && values.dim(0) > 0 ? values.size() / values.dim(0) : 1;
+  fail(where, (what.empty() ? "" : what + ": ") + "the value at flat index " + std::to_string(i) + " (example " +
+                  std::to_string(i / per_example) + ") is " +
+                  (std::isnan(*bad) ? std::string("NaN (a missing value?)")
+                                    : std::string("infinite, or beyond float32's range")));
+}
+
 // A copy of `t` as [n, 1] (t is [n]): Tensor::resize leaves contents unspecified.
 Tensor as_column(const Tensor& t) { return Tensor({t.dim(0), 1}, t.span()); }
 
@@ -458,10 +478,12 @@ Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, in
                             names.targets + " " + to_string(targets.values.shape()) +
                             " differ in their first dimension: " + std::to_string(n) + " vs " +
                             std::to_string(targets.values.dim(0)) + " examples");
+  check_finite(features.values, names.dataset, names.features);
   Tensor x = features.values.rank() == 1 ? as_column(features.values) : std::move(features.values);
   const Tensor& t = targets.values;
   const bool label_shape = t.rank() == 1 || (t.rank() == 2 && t.dim(1) == 1);
   if (!targets.integral || !label_shape) {
+    check_finite(t, names.labels, "");
     Tensor y = t.rank() == 1 ? as_column(t) : std::move(targets.values);
     return Dataset::from_arrays(std::move(x), std::move(y), names.name);
   }

@@ -362,6 +362,22 @@ TEST_CASE("bad .npz archives: a DataError naming the archive and the member") {
   zip[40] = static_cast<char>(zip[40] ^ 0x55);
   spit(path, zip);
   CHECK(npz_error().starts_with(path + ": member x.npy: "));
+
+  // A flipped byte in a member's data, stored or deflated: the CRC-32 refuses it, as NumPy does.
+  for (const zip_int32_t method : {ZIP_CM_STORE, ZIP_CM_DEFLATE}) {
+    CAPTURE(method);
+    std::vector<float> values(1024);
+    // Values that deflate hardly at all, so that the flipped byte is in the member's data.
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sin(static_cast<float>(i));
+    const Members members = {{"x.npy", npy(dict("<f4", "(1024,)"), raw(values))}};
+    write_zip(path, members, method);
+    std::string damaged = slurp(path);
+    const std::size_t at = damaged.find("x.npy") + 1000;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x01);
+    spit(path, damaged);
+    CHECK(npz_error().starts_with(path + ": member x.npy: "));
+  }
+  write_zip(path, with_text, ZIP_CM_STORE);  // an undamaged archive still loads
 }
 
 // ---- numpy itself ----------------------------------------------------------------------------
@@ -494,6 +510,24 @@ TEST_CASE("dataset_from_arrays: labels from integers, float targets from floats"
   CHECK(data_error([&] {
           cohort::data::dataset_from_arrays(x, array({4}, {0, 1, 5, 0}, "<i4"), "mine", 5);
         }) == "mine: targets: label 5 at index 2 is outside [0, 5)");
+}
+
+TEST_CASE("NaN, infinities and float64 beyond float32 are refused, naming the file and the example") {
+  TempDir dir("data_loaders_test");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  spit(dir / "y.npy", npy(dict("<i4", "(3,)"), raw<std::int32_t>({0, 1, 2})));
+  spit(dir / "x.npy", npy(dict("<f4", "(3, 2)"), raw<float>({1, 2, 3, 4, nan, 6})));
+  CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy"); }) ==
+        dir / "x.npy" + ": features: the value at flat index 4 (example 2) is NaN (a missing value?)");
+  spit(dir / "x.npy", npy(dict("<f8", "(3,)"), raw<double>({1, 1e300, 3})));
+  CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy"); }) ==
+        dir / "x.npy" + ": features: the value at flat index 1 (example 1) is infinite, or beyond "
+                        "float32's range");
+  spit(dir / "x.npy", npy(dict("<f4", "(3,)"), raw<float>({1, 2, 3})));
+  spit(dir / "t.npy", npy(dict("<f4", "(3,)"), raw<float>({1, -std::numeric_limits<float>::infinity(), 3})));
+  CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "t.npy"); }) ==
+        dir / "t.npy" + ": the value at flat index 1 (example 1) is infinite, or beyond float32's range");
+  CHECK(cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy").size() == 3);
 }
 
 TEST_CASE("dataset_from_npy names the files in its errors") {
@@ -645,6 +679,50 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   CHECK(invalid({}) == path + ": load_csv needs a label_column or target_columns");
   CHECK(invalid({.label_column = "label", .target_columns = {"a"}}) ==
         path + ": load_csv takes a label_column or target_columns, not both");
+}
+
+TEST_CASE("CSV: missing values, a header that is data, and a column spec that is ambiguous") {
+  TempDir dir("data_loaders_test");
+  const std::string path = dir / "t.csv";
+  CHECK(csv_error(dir, "a,y\n1,2\nnan,3\n", {.target_columns = {"y"}}) ==
+        path + ": line 3, column 0 ('a'): 'nan' is not a finite number (a missing value?)");
+  CHECK(csv_error(dir, "a,y\n1,-inf\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 1 ('y'): '-inf' is not a finite number (a missing value?)");
+  // A file without a header, read as if it had one: its first row would be lost, and a column
+  // given by index could name another column.
+  CHECK(csv_error(dir, "4,3,5,0\n1,2,3,1\n", {.label_column = "3"}) ==
+        path + ": line 1, the header, holds numbers only: it is data; a file without a header is "
+               "read with header = false");
+  // Columns named by their own indices (pandas' unnamed columns) are a header.
+  const Dataset pandas = csv(dir, "0,1,2\n1.5,2.5,1\n", {.label_column = "2"});
+  CHECK(pandas.size() == 1);
+  CHECK(example(pandas, 0) == std::vector<float>{1.5f, 2.5f});
+  spit(path, "a,2,b,c\n1,2,3,0\n");
+  try {
+    cohort::data::load_csv(path, {.label_column = "2"});
+    FAIL("an ambiguous column was taken");
+  } catch (const cohort::InvalidArgument& e) {
+    CHECK(std::string(e.what()) == path + ": column '2' is ambiguous: the header names column 1 "
+                                          "so, and it is also the index of column 2 ('b')");
+  }
+}
+
+TEST_CASE("CSV: a second file of the same table, its columns in another order, matched by name") {
+  TempDir dir("data_loaders_test");
+  std::vector<std::string> features;
+  spit(dir / "train.csv", "a,b,label,c\n1,2,0,3\n");
+  const Dataset train = cohort::data::load_csv(dir / "train.csv", {.label_column = "label"}, &features);
+  CHECK(features == std::vector<std::string>{"a", "b", "c"});
+  spit(dir / "test.csv", "label,c,a,b\n1,30,10,20\n");
+  const Dataset test = cohort::data::load_csv(
+      dir / "test.csv", {.label_column = "label", .feature_columns = features}, &features);
+  CHECK(example(train, 0) == std::vector<float>{1, 2, 3});
+  CHECK(example(test, 0) == std::vector<float>{10, 20, 30});
+  CHECK(features == std::vector<std::string>{"a", "b", "c"});
+  // Without a header, by index.
+  spit(dir / "plain.csv", "7,8,1\n");
+  cohort::data::load_csv(dir / "plain.csv", {.header = false, .label_column = "1"}, &features);
+  CHECK(features == std::vector<std::string>{"0", "2"});
 }
 
 // ---- scale ---------------------------------------------------------------------------------
