@@ -5,8 +5,9 @@
 //   mpirun -np 3 build/bin/example_residual_npy --mode=allreduce $data
 //
 // x_*.npy hold images [n, rows, cols, channels] (or [n, rows, cols]) of any float or integer
-// dtype, y_*.npy the class of each as integers. The test files are optional: without them the
-// program trains and does not evaluate. Without file flags the program writes a part of
+// dtype, y_*.npy the class of each as integers (--num_classes of them, or the largest label
+// + 1). The test files are optional: without them the program trains and does not evaluate;
+// with them, they are checked against the model before training. Without file flags the program writes a part of
 // Fashion-MNIST to .npy files first (in --export_dir) and trains on those, so it runs as it is.
 #include <cohort/cohort.h>
 
@@ -29,6 +30,9 @@ COHORT_DEFINE_int(train_steps, 200, "global steps to train", cohort::flags::Rang
 COHORT_DEFINE_float(learning_rate, 0.05, "learning rate (momentum 0.9, cosine decay)",
                     cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(filters, 16, "filters of the residual blocks", cohort::flags::Range{1, 4096});
+COHORT_DEFINE_int(batch_size, 64, "examples per worker step", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_int(num_classes, 0, "classes of the labels (0: the largest training label + 1)",
+                  cohort::flags::Range{0, 1 << 24});
 
 namespace {
 
@@ -139,15 +143,19 @@ int Main(int argc, char** argv) {
   }
   // This worker's shard alone is kept: the rest of the file is dropped once read.
   const auto train =
-      images(cohort::data::dataset_from_npy(train_x, train_y, 10), "train_features", train_x)
+      images(cohort::data::dataset_from_npy(train_x, train_y, FLAGS_num_classes), "train_features",
+             train_x)
           .shard(server.replica_index(), server.num_replicas());
-  const auto test = test_x.empty() ? std::optional<cohort::data::Dataset>()
-                                   : images(cohort::data::dataset_from_npy(test_x, test_y, 10),
-                                            "test_features", test_x);
+  const int classes = train.num_classes();
+  const auto test = test_x.empty()
+                        ? std::optional<cohort::data::Dataset>()
+                        : images(cohort::data::dataset_from_npy(test_x, test_y, FLAGS_num_classes),
+                                 "test_features", test_x);
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
       cluster.num_tasks("ps"), server.worker_device()))};
   cohort::TrainerOptions options;
+  options.batch_size = FLAGS_batch_size;
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   cohort::OptimizerOptions momentum;
   momentum.name = "momentum";
@@ -157,8 +165,9 @@ int Main(int argc, char** argv) {
   momentum.learning_rate.decay_rate = 0.01;
   const cohort::Shape example = train.example_shape();
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return residual_network(g, example, 10); },
+      &server, graph, [&](cohort::Graph& g) { return residual_network(g, example, classes); },
       train, cohort::Optimizer::create(momentum), options);
+  if (test) cohort::check_dataset(trainer.model(), *test);  // now, not after the whole run
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),

@@ -9,9 +9,10 @@
 //       --loss=sigmoid_cross_entropy                                           (one line)
 //
 // --train and --test name a .csv file, a pair "features.npy,targets.npy", or a .npz archive
-// holding arrays "x" and "y". The model's input takes the data's example shape unless
-// --input_shape says otherwise. The chief prints the test loss and metrics, and writes them to
-// --metrics_json.
+// holding arrays "x" and "y". A test CSV's columns are matched to the training file's by name.
+// The model's input takes the data's example shape (--input_shape, if given, must agree). Both
+// sets are checked against the model before training. The chief prints the test loss and
+// metrics, and writes them to --metrics_json.
 #include <cohort/cohort.h>
 
 #include <cstdint>
@@ -23,12 +24,14 @@
 
 COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
 COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data)");
-COHORT_DEFINE_string(label_column, "", "CSV: the column of integer class labels");
+COHORT_DEFINE_string(label_column, "", "CSV: the column of integer class labels (a name, or a 0-based index)");
 COHORT_DEFINE_string(target_columns, "", "CSV: comma-separated columns of float targets");
+COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
+COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy",
                      "softmax_cross_entropy, sigmoid_cross_entropy or mean_squared_error");
 COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");
-COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4 (empty: the data's)");
+COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
 COHORT_DEFINE_string(optimizer, "adam", "sgd, momentum, adam or adamw");
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
@@ -43,13 +46,21 @@ bool ends_with(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The dataset named by a --train or --test value.
-cohort::data::Dataset load(const std::string& what, const std::string& spec) {
+// The dataset named by a --train or --test value. A CSV file's feature columns: given (a test
+// file read with the training file's, matched by name), else every other column, and returned.
+cohort::data::Dataset load(const std::string& what, const std::string& spec,
+                           std::vector<std::string>& csv_features) {
   if (ends_with(spec, ".csv")) {
+    if (FLAGS_csv_delimiter.size() != 1)
+      throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter +
+                                    ": expected one character");
     cohort::data::CsvOptions csv;
+    csv.delimiter = FLAGS_csv_delimiter[0];
+    csv.header = FLAGS_csv_header;
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
-    return cohort::data::load_csv(spec, csv);
+    csv.feature_columns = csv_features;
+    return cohort::data::load_csv(spec, csv, &csv_features);
   }
   if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec);
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
@@ -88,8 +99,10 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
-  const cohort::data::Dataset train = load("train", FLAGS_train);
-  const cohort::data::Dataset test = FLAGS_test.empty() ? train : load("test", FLAGS_test);
+  std::vector<std::string> csv_features;
+  const cohort::data::Dataset train = load("train", FLAGS_train, csv_features);
+  const cohort::data::Dataset test =
+      FLAGS_test.empty() ? train : load("test", FLAGS_test, csv_features);
   const cohort::Shape input = FLAGS_input_shape.empty()
                                   ? train.example_shape()
                                   : cohort::flags::parse_size_list("input_shape", FLAGS_input_shape,
@@ -108,6 +121,8 @@ int Main(int argc, char** argv) {
       &server, graph, [&](cohort::Graph& g) { return mlp(g, input, targets); },
       train.shard(server.replica_index(), server.num_replicas()),
       cohort::Optimizer::create(optimizer), options);
+  // Found now, not after the whole run.
+  cohort::check_dataset(trainer.model(), test);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),

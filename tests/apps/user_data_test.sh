@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Training on the user's own data (apps/examples/tabular.cc) with 3 workers in allreduce mode:
 # - a regression from a CSV file: the test mean squared error must fall below 0.05 (the targets
-#   vary by about 0.6 around their mean; the noise added is 0.01), and the same in sync mode with
-#   1 ps task and 2 workers;
+#   vary by about 0.6 around their mean; the noise added is 0.01), with the test file's columns
+#   in another order (matched by name), and the same in sync mode with 1 ps task and 2 workers;
+# - a CSV file without a header (--csv_header=false): every row is an example;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
-# - bad input: a truncated .npy file, data that does not fit the model's input, and a loss that
-#   does not fit the labels each end the job within seconds, with a one-line error naming the
-#   file on every worker.
+# - bad input: a truncated .npy file, data that does not fit the model's input, a loss that does
+#   not fit the labels, a missing value in a CSV file, a test CSV without a training column and
+#   a test set that does not fit the model (found before training, not after it) each end the
+#   job within seconds, with a one-line error naming the file on every worker.
 #
 #   user_data_test.sh TABULAR MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -28,7 +30,16 @@ def regression(n):
 
 header = ",".join([f"f{i}" for i in range(6)] + ["y1", "y2"])
 np.savetxt("reg_train.csv", regression(4000), delimiter=",", header=header, comments="", fmt="%.6f")
-np.savetxt("reg_test.csv", regression(1000), delimiter=",", header=header, comments="", fmt="%.6f")
+# The test file's columns in another order: the program matches them by name.
+order = [7, 3, 0, 5, 1, 6, 4, 2]
+test = regression(1000)[:, order]
+np.savetxt("reg_test.csv", test, delimiter=",", header=",".join(header.split(",")[i] for i in order),
+           comments="", fmt="%.6f")
+np.savetxt("reg_test_no_f5.csv", np.delete(test, 3, axis=1), delimiter=",",
+           header=",".join(header.split(",")[i] for i in order if i != 5), comments="", fmt="%.6f")
+np.savetxt("reg_no_header.csv", regression(500), delimiter=",", fmt="%.6f")
+with open("reg_nan.csv", "w") as f:
+    f.write(header + "\n0.1,0.2,0.3,0.4,0.5,0.6,1,2\nnan,0.2,0.3,0.4,0.5,0.6,1,2\n")
 
 w = rng.normal(size=(16, 5))
 def multilabel(n):
@@ -39,6 +50,8 @@ for split, n in (("train", 4000), ("test", 1000)):
     x, y = multilabel(n)
     np.save(f"ml_{split}_x.npy", x)
     np.save(f"ml_{split}_y.npy", y)
+np.save("ml_test_x33.npy", rng.normal(size=(100, 3, 3)).astype(np.float32))
+np.save("ml_test_y33.npy", np.zeros((100, 5), np.float32))
 with open("ml_train_x.npy", "rb") as f:
     open("truncated_x.npy", "wb").write(f.read(100))
 PY
@@ -80,6 +93,11 @@ accuracy=$(metric ml.json binary_accuracy)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $accuracy >= 0.93 else 1)" \
   || { echo "multi-label: test binary accuracy $accuracy, expected at least 0.93"; exit 1; }
 
+run no_header --train=reg_no_header.csv --csv_header=false --target_columns=6,7 \
+  --loss=mean_squared_error --train_steps=20 || { echo "the job without a CSV header failed"; exit 1; }
+grep -q "^tabular: 3 workers, 500 examples, " no_header.log \
+  || { echo "no_header: not all 500 rows were read as examples"; exit 1; }
+
 # expect_failure NAME REGEX ARGS...: the job fails, quickly, every worker saying REGEX in one line.
 expect_failure() {
   local name=$1 regex=$2
@@ -98,4 +116,11 @@ expect_failure input_shape "reg_train\.csv: the data's examples are \[6\], the m
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --input_shape=7
 expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels" \
   --train=ml_train_x.npy,ml_train_y.npy --loss=softmax_cross_entropy
+expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is not a finite number \(a missing value\?\)" \
+  --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error
+expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
+  --train=reg_train.csv --test=reg_test_no_f5.csv --target_columns=y1,y2 --loss=mean_squared_error
+expect_failure test_shape "ml_test_x33\.npy, ml_test_y33\.npy: the data's examples are \[3, 3\], the model's input takes \[4, 4\]" \
+  --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x33.npy,ml_test_y33.npy \
+  --loss=sigmoid_cross_entropy --train_steps=100000000
 echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy"
