@@ -1,6 +1,8 @@
 #include "cohort/core/train/evaluator.h"
 
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "cohort/core/io/checkpoint.h"
@@ -22,17 +24,36 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
   SummaryWriter summaries(options.output_dir.empty() ? options.checkpoint_dir + "/eval"
                                                      : options.output_dir);
   const std::string me = server.task().to_string();
+  auto warn = [](const std::string& message) {
+    std::fprintf(stderr, "[%s] warning: %s\n", process_label().c_str(), message.c_str());
+  };
   std::vector<Evaluation> done;
   std::string last;
+  std::string fault;  // the unreadable index or checkpoint of the last poll, if any
+  int tries_after_training = 0;
   for (;;) {
     // Asked before the index is read: once every replica is done, the chief's final checkpoint
     // is in the index.
     const bool finished = server.training_done();
-    const std::optional<std::string> latest = checkpoints.latest_path();
-    if (latest && *latest != last) {
-      const Checkpoint checkpoint = read_checkpoint(*latest);
-      restore_variables(checkpoint, model.graph());
-      Evaluation evaluation{*latest, checkpoint.global_step(),
+    std::optional<Checkpoint> checkpoint;
+    std::string path;
+    try {
+      if (const std::optional<std::string> latest = checkpoints.latest_path();
+          latest && *latest != last) {
+        checkpoint = read_checkpoint(*latest);
+        path = *latest;
+      }
+      fault.clear();
+    } catch (const CheckpointError& e) {
+      // A file pruned by the chief (keep_checkpoint_max) just after this read the index, or an
+      // index someone damaged, which the chief rewrites at its next save: training goes on, so
+      // the evaluator looks again at its next poll rather than end the job.
+      if (e.what() != fault) warn(std::string(e.what()) + "; looking again in a moment");
+      fault = e.what();
+    }
+    if (checkpoint) {
+      restore_variables(*checkpoint, model.graph());  // one that does not fit the model throws
+      Evaluation evaluation{path, checkpoint->global_step(),
                             evaluate_dataset(model, data, options.batch_size, options.image)};
       summaries.add_scalars({{"eval/loss", evaluation.metrics.loss},
                              {"eval/accuracy", evaluation.metrics.accuracy}},
@@ -43,11 +64,14 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
                   evaluation.metrics.accuracy, evaluation.metrics.loss);
       std::fflush(stdout);
       done.push_back(std::move(evaluation));
-      last = *latest;
+      last = path;
     }
-    if (finished) break;
+    if (finished && (fault.empty() || ++tries_after_training > 3)) break;
     std::this_thread::sleep_for(options.poll);
   }
+  if (done.empty())
+    warn(me + ": no checkpoint appeared in " + options.checkpoint_dir +
+         " while the cluster trained: does the chief save checkpoints there?");
   server.join();  // every done() has arrived: returns at once
   return done;
 }

@@ -44,9 +44,10 @@ struct Evaluation {
 /// at the latest checkpoint in options.checkpoint_dir every options.poll; each new one is loaded
 /// into `model`'s variables (the model must be built as the trainer's is), evaluated on `data`,
 /// printed as one line and written to the summaries. The chief's final checkpoint, written before
-/// it says done, is evaluated last. Returns the evaluations in order. Throws InvalidArgument
-/// without a checkpoint_dir or on a computing task, CheckpointError when a checkpoint does not
-/// fit the model.
+/// it says done, is evaluated last. An index or checkpoint that cannot be read (a file the chief
+/// has just pruned) is a warning, and looked at again at the next poll. Returns the evaluations
+/// in order. Throws InvalidArgument without a checkpoint_dir or on a computing task,
+/// CheckpointError when a checkpoint does not fit the model.
 std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::Dataset& data,
                                       const EvaluatorOptions& options);
 

@@ -2,7 +2,10 @@
 # An evaluator task beside a ps and two workers (MPMD launch): it follows the chief's
 # checkpoints, evaluates each one it sees on the test set, writes its own summaries under
 # checkpoint_dir/eval, and exits once training has ended, after evaluating the final checkpoint:
-# its last evaluation must equal the chief's final one.
+# its last evaluation must equal the chief's final one. Then the same job resumes in a copy of
+# that directory whose index names a checkpoint that is gone: the chief falls back to the one
+# before, and the evaluator, which reads the index too, warns and looks again until the chief's
+# next save, rather than end the job.
 #
 #   evaluator_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -26,4 +29,19 @@ csv=$work/ckpt/eval/metrics.csv
 grep -qE '^400,[0-9.]+,eval/accuracy,' "$csv" || { echo "no eval/accuracy at step 400 in $csv"; exit 1; }
 ls "$work"/ckpt/eval/events.out.tfevents.* > /dev/null || { echo "no event file in ckpt/eval"; exit 1; }
 grep -q "ps:0 served for" "$work/run.log" || { echo "the ps did not return from join()"; exit 1; }
-echo "evaluator test passed: $(grep -c '^evaluator:0 evaluated' "$work/run.log") evaluations, the last equal to the chief's ($last)"
+evaluations=$(grep -c '^evaluator:0 evaluated' "$work/run.log")
+
+cp -r "$work/ckpt" "$work/ckpt2"
+rm "$work/ckpt2/model.ckpt-400.safetensors"
+args=(--mode=sync --train_steps=500 --save_checkpoint_steps=100 --log_every_steps=0
+      --print_cluster=false --checkpoint_dir="$work/ckpt2")
+"$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
+  : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
+  : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$work/resumed.log" 2>&1 \
+  || { cat "$work/resumed.log"; echo "the resumed job failed"; exit 1; }
+cat "$work/resumed.log"
+grep -q "^\[evaluator:0 rank 3\] warning: .*model\.ckpt-400\.safetensors.*; looking again in a moment$" "$work/resumed.log" \
+  || { echo "the evaluator did not warn of the missing checkpoint"; exit 1; }
+grep -q "^evaluator:0 evaluated global step 500: " "$work/resumed.log" \
+  || { echo "the evaluator did not go on to evaluate the final checkpoint (step 500)"; exit 1; }
+echo "evaluator test passed: $evaluations evaluations, the last equal to the chief's ($last); a missing checkpoint skipped"
