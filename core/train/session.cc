@@ -159,12 +159,15 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
     const double step_seconds = step.update_end - step.pull_begin;
 
     const double origin = std::chrono::duration<double>(start_.time_since_epoch()).count();
-    const double wait = trainer_.last_wait_seconds();
     trace_.global_step = step.global_step;
-    trace_.phases = {{"pull", step.pull_begin - origin, step.pull_end - origin},
-                     {"forward_backward", step.pull_end - origin, step.compute_end - origin},
-                     {"push", step.compute_end - origin, step.update_end - wait - origin},
-                     {"wait", step.update_end - wait - origin, step.update_end - origin}};
+    trace_.phases.clear();
+    const double pulled = step.pull_begin + step.pull_wait - origin;
+    if (step.pull_wait > 0) trace_.phases.push_back({"wait", step.pull_begin - origin, pulled});
+    const double pushed = step.update_end - step.update_wait - origin;
+    trace_.phases.push_back({"pull", pulled, step.pull_end - origin});
+    trace_.phases.push_back({"forward_backward", step.pull_end - origin, step.compute_end - origin});
+    trace_.phases.push_back({"push", step.compute_end - origin, pushed});
+    trace_.phases.push_back({"wait", pushed, step.update_end - origin});
 
     for (std::size_t i = 0; i < hooks.size(); ++i) hooks[i]->after_run(context, select(asked[i].fetches, step, metrics));
 
@@ -203,11 +206,21 @@ std::string MonitoredSession::save_checkpoint() {
 void MonitoredSession::close() {
   if (closed_) return;
   closed_ = true;
+  // Every hook's end() runs, also after another's failed (a trace that cannot be written must
+  // not cost the checkpoint saver's final save); the first error is thrown once all have run.
+  std::exception_ptr failure;
   if (!error_)
-    for (auto& hook : all_hooks()) hook->end(*this);
+    for (auto& hook : all_hooks()) {
+      try {
+        hook->end(*this);
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
   // After an error the store may be unusable: the parameters stay as they are.
   trainer_.finish(/*fetch=*/!error_);
   if (checkpoints_) checkpoints_->unlock();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace cohort

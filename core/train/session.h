@@ -151,11 +151,12 @@ class MonitoredSession {
   /// One training step with the hooks around it. Returns the values of `fetches` (same names
   /// as SessionRunArgs). Blocking; collective in the modes whose steps are.
   SessionRunValues run(const std::vector<std::string>& fetches = {});
-  /// Ends the session: end() on the hooks (unless an error happened), then leaves training with
-  /// the final parameters in the graph (Trainer::finish), ready to evaluate or save; releases the
-  /// checkpoint directory's lock. Called by the destructor if needed, which cannot throw an
-  /// error that end() throws: it prints it, and app::Run then fails the program
-  /// (app::fail_at_exit). Call close() to have it thrown to you.
+  /// Ends the session: end() on the hooks (unless an error happened; every hook's, even after one
+  /// threw), then leaves training with the final parameters in the graph (Trainer::finish), ready
+  /// to evaluate or save; releases the checkpoint directory's lock; then throws the first error
+  /// an end() threw. Called by the destructor if needed, which cannot throw that error: it
+  /// prints it, and app::Run then fails the program (app::fail_at_exit). Call close() to have it
+  /// thrown to you.
   void close();
   /// Stops training: from a hook's after_create_session() before the first step (StopAtStepHook
   /// calls it when the restored step is already its last, so a finished run restarted trains no

@@ -52,6 +52,15 @@ class ThrowAt : public SessionRunHook {
   int runs_ = 0;
 };
 
+class ThrowInEnd : public SessionRunHook {
+ public:
+  explicit ThrowInEnd(std::string what) : what_(std::move(what)) {}
+  void end(MonitoredSession&) override { throw Error(what_); }
+
+ private:
+  std::string what_;
+};
+
 }  // namespace
 
 TEST_CASE("hooks see begin, after_create_session, (before_run, after_run) x N, end, with the fetches they asked for") {
@@ -99,6 +108,23 @@ TEST_CASE("an exception from a hook leaves run(), stops the session, and skips e
   session.close();
   CHECK(recorder->events == std::vector<std::string>{"begin", "after_create_session", "before_run", "after_run",
                                                      "before_run", "after_run"});
+}
+
+TEST_CASE("close() runs every hook's end() though one threw, leaves training, then throws the first error") {
+  LocalTraining t;
+  auto before = std::make_shared<RecordingHook>();
+  auto after = std::make_shared<RecordingHook>();
+  auto chief_only = std::make_shared<RecordingHook>();
+  MonitoredSessionOptions options;
+  options.hooks = {before, std::make_shared<ThrowInEnd>("first end() failed"), after,
+                   std::make_shared<ThrowInEnd>("second end() failed")};
+  options.chief_only_hooks = {chief_only};
+  options.stop_on_signals = false;
+  MonitoredSession session(t.trainer, options);
+  session.run();
+  CHECK_THROWS_WITH_AS(session.close(), "first end() failed", Error);
+  for (const auto& hook : {before, after, chief_only}) CHECK(hook->events.back() == "end");
+  session.close();  // closed: nothing again
 }
 
 TEST_CASE("an unknown fetch is an InvalidArgument naming it") {
