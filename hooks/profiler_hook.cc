@@ -31,6 +31,14 @@ ProfilerHook::ProfilerHook(ProfilerHookOptions options)
     throw InvalidArgument("ProfilerHook: max_steps must be >= 1, got " + std::to_string(options_.max_steps));
 }
 
+ProfilerHook::~ProfilerHook() {
+  if (recorded_ == written_) return;
+  try {
+    write();
+  } catch (...) {  // destructors do not throw; the file was writable at the start
+  }
+}
+
 void ProfilerHook::begin() {
   timer_.reset();
   first_run_ = true;
@@ -39,6 +47,7 @@ void ProfilerHook::begin() {
 void ProfilerHook::after_create_session(MonitoredSession& session) {
   worker_ = session.worker_index();
   path_ = worker_path(options_.output_file, worker_);
+  write();  // an empty trace: a file that cannot be written is said now, not after the run
   last_write_ = std::chrono::steady_clock::now();
 }
 
@@ -63,8 +72,9 @@ void ProfilerHook::after_run(RunContext& context, const SessionRunValues& values
 
 void ProfilerHook::end(MonitoredSession&) { write(); }
 
-void ProfilerHook::write() const {
+void ProfilerHook::write() {
   if (path_.empty()) return;  // no session yet
+  written_ = recorded_;
   using nlohmann::json;
   // One track per phase kind, in a fixed order so that every file reads the same.
   std::map<std::string, int> tids{{"pull", 1}, {"forward_backward", 2}, {"push", 3}, {"wait", 4}};

@@ -22,7 +22,8 @@ struct ProfilerHookOptions {
 };
 
 /// Records when the phases of a step ran (MonitoredSession::last_trace(): "pull",
-/// "forward_backward", "push", "wait") and writes them as a Chrome trace-event JSON file that
+/// "forward_backward", "push", "wait"; a second "wait" before the pull where the step began by
+/// waiting, as ssp mode's staleness bound makes it) and writes them as a Chrome trace-event JSON file that
 /// Perfetto (ui.perfetto.dev) and chrome://tracing load:
 ///
 ///     {"displayTimeUnit": "ms", "traceEvents": [
@@ -36,9 +37,11 @@ struct ProfilerHookOptions {
 /// skips it), then a step is recorded every `every_n_steps` global steps.
 ///
 /// Every worker that has the hook writes its own file (put it in `hooks` to profile all
-/// workers, in `chief_only_hooks` for the chief alone). The file is rewritten at end() and at
-/// most every 30 seconds while training, through a temporary file and a rename, so it is always
-/// complete JSON.
+/// workers, in `chief_only_hooks` for the chief alone). The file is written when the session is
+/// created (an empty trace: a file that cannot be written is found then, not after the run),
+/// rewritten at end() and at most every 30 seconds while training, and by the destructor where
+/// an error skipped end() (the failed runs are the ones worth profiling), each time through a
+/// temporary file and a rename, so it is always complete JSON.
 ///
 ///     session_options.hooks.push_back(std::make_shared<cohort::ProfilerHook>(
 ///         cohort::ProfilerHookOptions{.every_n_steps = 50, .output_file = "logs/trace.json"}));
@@ -48,6 +51,9 @@ struct ProfilerHookOptions {
 class ProfilerHook : public SessionRunHook {
  public:
   explicit ProfilerHook(ProfilerHookOptions options);
+  ~ProfilerHook() override;
+  ProfilerHook(const ProfilerHook&) = delete;
+  ProfilerHook& operator=(const ProfilerHook&) = delete;
 
   void begin() override;
   void after_create_session(MonitoredSession& session) override;
@@ -60,7 +66,7 @@ class ProfilerHook : public SessionRunHook {
   /// Steps recorded so far (including those dropped beyond max_steps).
   std::int64_t recorded_steps() const { return recorded_; }
   /// Writes the trace file now.
-  void write() const;
+  void write();
 
  private:
   ProfilerHookOptions options_;
@@ -70,6 +76,7 @@ class ProfilerHook : public SessionRunHook {
   bool first_run_ = true;
   std::deque<StepTrace> traces_;
   std::int64_t recorded_ = 0;
+  std::int64_t written_ = 0;  // recorded_ at the last write()
   std::chrono::steady_clock::time_point last_write_{};
 };
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/nn/graph.h"
@@ -154,8 +155,8 @@ class Replication {
   virtual bool agree_to_stop(bool mine) { return mine; }
   /// Batches this worker has consumed when the global step is `step` (to resume the data order).
   virtual std::int64_t batches_at(std::int64_t step) const { return step; }
-  /// Seconds the last step spent waiting for other tasks (the staleness bound, the chief).
-  double last_wait_seconds() const { return last_wait_; }
+  /// Seconds spent waiting for other tasks (the staleness bound, the chief) since the last call.
+  double take_wait_seconds() { return std::exchange(last_wait_, 0.0); }
 
  protected:
   double last_wait_ = 0;

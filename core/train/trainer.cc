@@ -167,9 +167,11 @@ StepValues Trainer::step() {
   const auto towers = static_cast<std::int64_t>(towers_.size());
 
   StepValues values;
+  replication_->take_wait_seconds();  // waits outside the steps (start()'s) are not this one's
   values.pull_begin = seconds_now();
   replication_->before_step(graph_.values());
   values.pull_end = seconds_now();
+  values.pull_wait = replication_->take_wait_seconds();
   step_seed_ = mix(options_.seed, static_cast<std::uint64_t>(replication_->global_step()));
 
   if (towers == 1) {
@@ -238,6 +240,7 @@ StepValues Trainer::step() {
   values.stop = outcome.stop;
   values.examples = n;
   values.update_end = seconds_now();
+  values.update_wait = replication_->take_wait_seconds();
   return values;
 }
 

@@ -62,8 +62,11 @@ struct StepValues {
   bool applied = true;        ///< false: sync mode dropped this gradient as stale or surplus
   bool stop = false;          ///< the chief has stopped training
   /// When the phases ran (steady-clock seconds): before_step began, parameters were current,
-  /// gradients were ready, the update was done; and how much of it was spent waiting for others.
+  /// gradients were ready, the update was done.
   double pull_begin = 0, pull_end = 0, compute_end = 0, update_end = 0;
+  /// Seconds spent waiting for other tasks: as the pull began (ssp's staleness bound), and as
+  /// the update ended (sync mode's barrier).
+  double pull_wait = 0, update_wait = 0;
 };
 
 /// Runs training steps on one replica (a worker, or the chief): splits each batch over the towers
@@ -132,8 +135,6 @@ class Trainer {
   std::vector<double> exchange_step_times(double mine) {
     return replication_->exchange_step_times(mine);
   }
-  /// Seconds the last step spent waiting for other tasks.
-  double last_wait_seconds() const { return replication_->last_wait_seconds(); }
   /// Makes the graph hold the current parameters (from the ps tasks in the modes that keep them
   /// there); not collective. After finish(), nothing: the graph holds the final ones.
   void fetch_parameters() {

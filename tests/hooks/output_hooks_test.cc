@@ -134,4 +134,44 @@ TEST_CASE("ProfilerHook writes a Chrome trace with one complete event per phase 
   CHECK(metadata == 5);  // process_name and four thread_name
 }
 
+TEST_CASE("ProfilerHook: a trace that cannot be written is found as the session is created") {
+  LocalTraining t;
+  test::TempDir dir("profiler_unwritable");
+  std::ofstream(dir.str() + "/file") << "a file, not a directory\n";
+  auto hook = std::make_shared<ProfilerHook>(
+      ProfilerHookOptions{.every_n_steps = 1, .output_file = dir.str() + "/file/trace.json"});
+  const std::string said = "ProfilerHook: cannot write " + dir.str() + "/file/trace.worker0.json.tmp";
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, with_hooks({hook, StopAtStepHook::last(3)})),
+                       doctest::Contains(said.c_str()), Error);
+}
+
+TEST_CASE("ProfilerHook: a run that fails leaves its trace, written as the hook is destroyed") {
+  LocalTraining t;
+  test::TempDir dir("profiler_failed_run");
+  auto hook = std::make_shared<ProfilerHook>(
+      ProfilerHookOptions{.every_n_steps = 1, .output_file = dir.str() + "/trace.json"});
+  const std::string path = dir.str() + "/trace.worker0.json";
+  struct FailAtFifth : SessionRunHook {
+    int runs = 0;
+    void after_run(RunContext&, const SessionRunValues&) override {
+      if (++runs == 5) throw Error("failed on purpose");
+    }
+  };
+  {
+    MonitoredSession session(t.trainer, with_hooks({hook, std::make_shared<FailAtFifth>(),
+                                                    StopAtStepHook::last(100)}));
+    for (int i = 0; i < 4; ++i) session.run();
+    CHECK_THROWS_AS(session.run(), Error);  // the error skips end(): no trace written there
+  }
+  CHECK(hook->recorded_steps() == 4);  // the first run is skipped
+  hook.reset();
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::set<std::int64_t> steps;
+  for (const auto& event : trace["traceEvents"])
+    if (event["ph"] == "X") steps.insert(event["args"]["global_step"].get<std::int64_t>());
+  CHECK(steps == std::set<std::int64_t>{2, 3, 4, 5});
+}
+
 }  // namespace cohort

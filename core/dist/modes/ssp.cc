@@ -14,7 +14,6 @@ class SspReplication final : public DeltaPushReplication {
   using DeltaPushReplication::DeltaPushReplication;
 
   void before_step(std::span<float> values) override {
-    last_wait_ = 0;
     const std::int64_t bound = clock_ - options_.staleness;
     std::int64_t slowest = 0;
     const auto ready = [&] {

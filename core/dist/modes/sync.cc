@@ -49,7 +49,7 @@ class SyncReplication final : public PsReplication {
                          : slot(ControlSlot::kClearer) + 1);
   }
 
-  void before_step(std::span<float>) override { last_wait_ = 0; }
+  void before_step(std::span<float>) override {}
   // The chief adds its own gradient where it applies the step; it sends nothing.
   cohort::GradientListener* gradient_listener(std::span<float> grads) override {
     return server_.is_chief() ? nullptr : PsReplication::gradient_listener(grads);
