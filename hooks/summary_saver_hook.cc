@@ -19,6 +19,7 @@ std::string SummarySaverHook::event_file() const { return writer_ ? writer_->eve
 
 void SummarySaverHook::after_create_session(MonitoredSession& session) {
   timer_.reset();
+  started_ = false;
   // Opened here rather than in begin(): only now is it known whether this is the chief. A second
   // session with the same hook keeps the writer (and its event file).
   if (session.is_chief() && !writer_) writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
@@ -36,6 +37,12 @@ SessionRunArgs SummarySaverHook::before_run(RunContext&) {
 void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& values) {
   if (!writer_) return;
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
+  if (!started_) {
+    // The points an earlier run wrote from here on (it died after its last checkpoint) are
+    // dropped by TensorBoard; this session's replace them.
+    writer_->add_session_start(step);
+    started_ = true;
+  }
   if (!timer_.should_trigger_for_step(step)) return;
   const auto elapsed = timer_.update_last_triggered_step(step);
   std::vector<std::pair<std::string, double>> scalars{{"loss", values.get("loss")}};

@@ -27,7 +27,9 @@ struct SummarySaverHookOptions {
 /// seconds. "images/sec" is the whole job's rate since the previous write, from the global-step
 /// delta times the examples behind one global step (this worker's batch, times the workers a
 /// step aggregates in sync and allreduce modes), so it is missing from the first write. The
-/// writer is flushed after each write and at end().
+/// writer is flushed after each write and at end(). At a session's first step the hook also
+/// writes a session start (SummaryWriter::add_session_start), as TensorFlow's does, so that
+/// TensorBoard drops what a run restarted from an earlier checkpoint overwrites.
 ///
 ///     session_options.chief_only_hooks.push_back(std::make_shared<cohort::SummarySaverHook>(
 ///         cohort::SummarySaverHookOptions{.every_steps = 100, .output_dir = "logs"}));
@@ -56,6 +58,7 @@ class SummarySaverHook : public SessionRunHook {
   std::unique_ptr<SummaryWriter> writer_;
   std::vector<std::string> metrics_;  // the model's metric names
   std::int64_t writes_ = 0;
+  bool started_ = false;  // the session start is written (at its first step)
 };
 
 }  // namespace cohort

@@ -5,7 +5,9 @@ Usage: scripts/plot_metrics.py LOGDIR [-o OUT.png]
 
 Reads LOGDIR/metrics.csv (columns step,wall_time,tag,value, as written by cohort::SummaryWriter)
 and draws two panels against the step: every tag whose name contains "loss", and every tag whose
-name contains "acc" (accuracy). When a restarted run wrote a step again, the later row wins.
+name contains "acc" (accuracy). A run restarted from a checkpoint goes back in steps: from that
+step on, only its rows count (as TensorBoard drops the earlier run's points after a session
+start), so a run that died after its last checkpoint leaves nothing past it.
 Writes LOGDIR/metrics.png unless -o says otherwise. Needs matplotlib (Debian: python3-matplotlib);
 uses the Agg backend, so no display is needed.
 """
@@ -26,8 +28,10 @@ PANELS = (("loss", "loss"), ("accuracy", "acc"))
 
 
 def read_metrics(path):
-    """Returns {tag: [(step, value), ...]} sorted by step, the last row of a step winning."""
+    """Returns {tag: [(step, value), ...]} sorted by step: per tag, a row whose step is not past
+    the one before it starts over from there (a restarted run), dropping the rows at or past it."""
     series = {}
+    last = {}
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         missing = {"step", "tag", "value"} - set(reader.fieldnames or ())
@@ -38,7 +42,13 @@ def read_metrics(path):
                 step, value = int(row["step"]), float(row["value"])
             except (TypeError, ValueError):
                 sys.exit(f"plot_metrics: {path}:{line}: bad step or value: {row}")
-            series.setdefault(row["tag"], {})[step] = value
+            tag = row["tag"]
+            points = series.setdefault(tag, {})
+            if tag in last and step <= last[tag]:
+                for old in [s for s in points if s >= step]:
+                    del points[old]
+            points[step] = value
+            last[tag] = step
     return {tag: sorted(points.items()) for tag, points in series.items()}
 
 

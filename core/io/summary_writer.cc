@@ -32,7 +32,8 @@ namespace {
 
 // Protobuf wire format, only what tensorflow/core/util/event.proto and summary.proto need for
 // scalars. Field numbers: Event{wall_time=1 double, step=2 int64, file_version=3 string,
-// summary=5 Summary}; Summary{value=1 repeated Value}; Value{tag=1 string, simple_value=2 float}.
+// summary=5 Summary, session_log=7 SessionLog}; Summary{value=1 repeated Value}; Value{tag=1
+// string, simple_value=2 float}; SessionLog{status=1 enum, START = 1}.
 enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
 void put_varint(std::string& out, std::uint64_t v) {
@@ -73,6 +74,24 @@ std::string version_event(double wall_time) {
   return event;
 }
 
+// As protobuf does: a zero step (the default) is left out, a negative one is sign-extended to
+// ten bytes. The bytes then match libprotobuf's own encoding of the same message.
+void put_step(std::string& event, std::int64_t step) {
+  if (step == 0) return;
+  put_key(event, 2, kVarint);
+  put_varint(event, static_cast<std::uint64_t>(step));
+}
+
+std::string session_start_event(double wall_time, std::int64_t step) {
+  std::string event = wall_time_field(wall_time);
+  put_step(event, step);
+  std::string session_log;
+  put_key(session_log, 1, kVarint);
+  put_varint(session_log, 1);  // SessionLog.START
+  put_bytes(event, 7, session_log);
+  return event;
+}
+
 std::string scalar_event(const std::vector<std::pair<std::string, double>>& values,
                          double wall_time, std::int64_t step) {
   std::string summary;
@@ -84,12 +103,7 @@ std::string scalar_event(const std::vector<std::pair<std::string, double>>& valu
     put_bytes(summary, 1, entry);
   }
   std::string event = wall_time_field(wall_time);
-  // As protobuf does: a zero step (the default) is left out, a negative one is sign-extended to
-  // ten bytes. The bytes then match libprotobuf's own encoding of the same message.
-  if (step != 0) {
-    put_key(event, 2, kVarint);
-    put_varint(event, static_cast<std::uint64_t>(step));
-  }
+  put_step(event, step);
   put_bytes(event, 5, summary);
   return event;
 }
@@ -192,6 +206,11 @@ void SummaryWriter::add_scalars(const std::vector<std::pair<std::string, double>
   for (const auto& [tag, value] : values)
     rows += std::to_string(step) + "," + time_text + "," + csv_field(tag) + "," + shortest(value) + "\n";
   write_all(csv_.get(), csv_file_, rows);
+}
+
+void SummaryWriter::add_session_start(std::int64_t step) {
+  if (!events_) throw Error("SummaryWriter used after it was moved from");
+  write_record(session_start_event(now_seconds(), step));
 }
 
 void SummaryWriter::flush() {

@@ -21,10 +21,14 @@ namespace cohort {
 /// Writes scalar summaries for TensorBoard and a CSV of the same values into `logdir`:
 ///  - `events.out.tfevents.<unix seconds>.<hostname>`: a new file per writer (a suffix `.1`, `.2`,
 ///    ... keeps two writers started in the same second apart). Its first record is the Event with
-///    file_version "brain.Event:2"; TensorBoard merges all event files of a directory, so a
-///    restarted job simply adds one.
+///    file_version "brain.Event:2"; TensorBoard merges all event files of a directory. A job
+///    restarted from a checkpoint adds one, which starts with add_session_start(): TensorBoard
+///    then drops the points the earlier run wrote from that step on (the run that died after its
+///    last checkpoint), as it does for TensorFlow's.
 ///  - `metrics.csv`: one row per value, columns `step,wall_time,tag,value`. The file is appended
 ///    to, so a restarted job continues it; the header is written only when the file is created.
+///    A reader keeps, per tag, only the latest run's rows from where the steps go back
+///    (scripts/plot_metrics.py does).
 ///
 /// Each add_scalar() / add_scalars() call becomes one Event (one Summary holding its values) and
 /// as many CSV rows. Writes are buffered; flush() hands them to the OS, the destructor flushes too.
@@ -46,6 +50,11 @@ class SummaryWriter {
   /// Records several values at one step, as one Event. Same checks as add_scalar(); nothing is
   /// written when a tag is invalid.
   void add_scalars(const std::vector<std::pair<std::string, double>>& values, std::int64_t step);
+
+  /// Records that a session starts at `step` (an Event with SessionLog START, as TensorFlow's
+  /// summary hook writes at its first step): TensorBoard forgets every point at `step` or later
+  /// from the files before it. Not in the CSV.
+  void add_session_start(std::int64_t step);
 
   /// Hands buffered records to the OS (fflush; no fsync). Throws Error naming the file on failure.
   void flush();

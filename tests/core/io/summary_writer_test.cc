@@ -19,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,7 @@ struct Event {
   std::string file_version;
   bool has_summary = false;
   std::vector<Value> values;
+  int session_status = 0;  // SessionLog.status: START = 1
 };
 
 struct DecodeError : std::runtime_error {
@@ -156,6 +158,16 @@ Event decode_event(const std::string& bytes) {
           const std::uint64_t summary_key = summary.varint();
           if (summary_key != (1 << 3 | 2)) throw DecodeError{"unexpected Summary field"};
           event.values.push_back(decode_value(summary.length_delimited()));
+        }
+        break;
+      }
+      case 7: {
+        expect_type(key, 2);
+        Fields log(in.length_delimited());
+        while (!log.done()) {
+          const std::uint64_t log_key = log.varint();
+          if (log_key != (1 << 3 | 0)) throw DecodeError{"unexpected SessionLog field"};
+          event.session_status = static_cast<int>(log.varint());
         }
         break;
       }
@@ -326,6 +338,7 @@ TEST_CASE("the destructor flushes, and a restart adds an event file and appends 
   {
     SummaryWriter writer(dir.path.string());  // within the same second, most likely
     second = writer.event_file();
+    writer.add_session_start(2);
     writer.add_scalar("loss", 0.5, 2);
     // A moved writer keeps writing to the same files; the moved-from one is inert.
     SummaryWriter moved = std::move(writer);
@@ -341,11 +354,16 @@ TEST_CASE("the destructor flushes, and a restart adds an event file and appends 
   REQUIRE(a.size() == 2);
   CHECK(a[1].step == 1);
   const auto b = decode(second);
-  REQUIRE(b.size() == 3);
+  REQUIRE(b.size() == 4);
   CHECK(b[0].file_version == "brain.Event:2");
+  // The session start, as TensorFlow's summary hook writes it: step, SessionLog START, no summary.
   CHECK(b[1].step == 2);
-  CHECK(b[2].step == 3);
-  CHECK(b[2].values.at(0).simple_value == 0.25f);
+  CHECK(b[1].session_status == 1);
+  CHECK_FALSE(b[1].has_summary);
+  CHECK(b[2].step == 2);
+  CHECK(b[2].session_status == 0);
+  CHECK(b[3].step == 3);
+  CHECK(b[3].values.at(0).simple_value == 0.25f);
 
   const auto lines = lines_of(read_file(dir / "metrics.csv"));
   REQUIRE(lines.size() == 4);  // one header, three rows
@@ -386,16 +404,19 @@ TEST_CASE("a logdir that cannot be created is reported by path") {
 }
 
 // Writes a run shaped like training (loss falling, accuracy rising, an eval accuracy every 50
-// steps) for the plotting script's test, into $COHORT_SUMMARY_PLOT_LOGDIR when set.
+// steps) for the plotting script's test, into $COHORT_SUMMARY_PLOT_LOGDIR when set: a first run
+// to step 280 (every 5 steps) that died after its checkpoint at 200, and the run restarted from
+// there to 300 (every 10). What counts: 0-195 of the first (40 points) and the second's 11.
 TEST_CASE("a training-shaped run for the plotting script") {
   cohort::test::TempDir dir("summary_writer_test");
   const char* env = std::getenv("COHORT_SUMMARY_PLOT_LOGDIR");
   const std::string logdir = env != nullptr && *env != '\0' ? std::string(env) : dir / "plot";
   std::error_code ec;
   fs::remove_all(logdir, ec);
-  {
+  for (const auto& [first, last, every] : {std::tuple{0, 280, 5}, std::tuple{200, 300, 10}}) {
     SummaryWriter writer(logdir);
-    for (int step = 0; step <= 300; step += 5) {
+    writer.add_session_start(first);
+    for (int step = first; step <= last; step += every) {
       const double t = step / 100.0;
       const double wiggle = 0.03 * std::sin(step * 0.7);
       writer.add_scalars({{"loss", 2.3 * std::exp(-t) + 0.3 + wiggle},
@@ -405,10 +426,10 @@ TEST_CASE("a training-shaped run for the plotting script") {
     }
   }
   const auto lines = lines_of(read_file(logdir + "/metrics.csv"));
-  CHECK(lines.size() == 1 + 61 * 2 + 7);
+  CHECK(lines.size() == 1 + (57 + 11) * 2 + (6 + 3));
   std::size_t scalars = 0;
   for (const fs::directory_entry& entry : fs::directory_iterator(logdir))
     if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
       for (const Event& e : decode(entry.path().string())) scalars += e.values.size();
-  CHECK(scalars == 61 * 2 + 7);
+  CHECK(scalars == (57 + 11) * 2 + (6 + 3));
 }
