@@ -207,7 +207,9 @@ std::string duration(double seconds) {
 }
 
 
-// Progress lines on the chief: step, loss, accuracy, images/s over the cluster, time to go.
+// Progress lines on the chief at every multiple of --log_every_steps (after the session's first
+// step, which gives the rate its start): step, loss, accuracy, images/s over the cluster, time
+// to go.
 class ProgressHook : public cohort::SessionRunHook {
  public:
   ProgressHook(std::int64_t every, std::int64_t target, std::int64_t per_step)
@@ -217,7 +219,7 @@ class ProgressHook : public cohort::SessionRunHook {
   }
   void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
     const auto step = static_cast<std::int64_t>(v.get("global_step"));
-    if (last_step_ < 0) last_step_ = step, last_time_ = Clock::now(), next_ = step + every_;
+    if (last_step_ < 0) last_step_ = step, last_time_ = Clock::now(), next_ = (step / every_ + 1) * every_;
     if (step < next_) return;
     const auto now = Clock::now();
     const double rate = static_cast<double>((step - last_step_) * per_step_) /
@@ -227,7 +229,7 @@ class ProgressHook : public cohort::SessionRunHook {
                 static_cast<long long>(step), static_cast<long long>(target_), v.get("loss"),
                 v.get("accuracy"), v.get("learning_rate"), rate, duration(eta).c_str());
     std::fflush(stdout);
-    last_step_ = step, last_time_ = now, next_ = step + every_;
+    last_step_ = step, last_time_ = now, next_ = (step / every_ + 1) * every_;
   }
 
  private:
@@ -236,7 +238,7 @@ class ProgressHook : public cohort::SessionRunHook {
   Clock::time_point last_time_;
 };
 
-// Test-set evaluation on the chief every N global steps.
+// Test-set evaluation on the chief at every multiple of N global steps.
 class EvaluationHook : public cohort::SessionRunHook {
  public:
   EvaluationHook(cohort::Trainer& trainer, const cohort::data::Dataset& test, std::int64_t every)
@@ -244,12 +246,12 @@ class EvaluationHook : public cohort::SessionRunHook {
   cohort::SessionRunArgs before_run(cohort::RunContext&) override { return {{"global_step"}}; }
   void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
     const auto step = static_cast<std::int64_t>(v.get("global_step"));
-    if (next_ < 0) next_ = step + every_;
+    if (next_ < 0) next_ = (step / every_ + (step % every_ == 0 ? 0 : 1)) * every_;
     if (step < next_) return;
     const auto m = trainer_.evaluate(test_);
     std::printf("step %lld  test accuracy %.4f  test loss %.4f\n", static_cast<long long>(step),
                 m.accuracy, m.loss);
-    next_ = step + every_;
+    next_ = (step / every_ + 1) * every_;
   }
 
  private:
@@ -483,7 +485,9 @@ int Main(int argc, char** argv) {
                 duration(seconds).c_str(), stats.empty() ? "" : ", ", stats.c_str());
     if (!FLAGS_metrics_json.empty()) {
       const nlohmann::json metrics = {
-          {"global_step", final_step}, {"test_accuracy", m.accuracy},
+          {"global_step", final_step}, {"train_steps", target},
+          // A run that ended before train_steps: the signal that stopped it (0: none).
+          {"stop_signal", cohort::stop_signal_received()}, {"test_accuracy", m.accuracy},
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
           {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", cluster.num_tasks("ps")},
