@@ -155,6 +155,11 @@ SummaryWriter::SummaryWriter(const std::string& logdir) : logdir_(logdir) {
   fs::create_directories(logdir, ec);
   if (ec) throw Error("cannot create summary logdir " + logdir + ": " + ec.message());
 
+  // The CSV first: a directory where it cannot be opened is left without an empty event file.
+  csv_file_ = (fs::path(logdir) / "metrics.csv").string();
+  csv_.reset(std::fopen(csv_file_.c_str(), "ab"));
+  if (!csv_) throw Error("summaries: cannot open " + csv_file_ + ": " + std::strerror(errno));
+
   // "x" (exclusive create) rather than a separate existence check, so two writers racing for
   // the same name cannot both get it.
   const double start = now_seconds();
@@ -168,9 +173,6 @@ SummaryWriter::SummaryWriter(const std::string& logdir) : logdir_(logdir) {
       throw Error("cannot create event file " + event_file_ + ": " + std::strerror(errno));
   }
 
-  csv_file_ = (fs::path(logdir) / "metrics.csv").string();
-  csv_.reset(std::fopen(csv_file_.c_str(), "ab"));
-  if (!csv_) throw Error("cannot open " + csv_file_ + ": " + std::strerror(errno));
   // Append mode puts the position at the end, so an empty position means a new (or empty) file.
   if (std::ftell(csv_.get()) == 0) write_all(csv_.get(), csv_file_, "step,wall_time,tag,value\n");
 
