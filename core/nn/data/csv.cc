@@ -66,6 +66,8 @@ class CsvReader {
                             quote_bytes(std::string_view(&options_.delimiter, 1)));
 
     std::string text = read_whole_file(path_, "a CSV file");
+    if (text.find('\r') != std::string::npos && text.find('\n') == std::string::npos)
+      fail(path_, "its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
     std::string_view rest = text;
     if (rest.starts_with("\xef\xbb\xbf")) rest.remove_prefix(3);  // a UTF-8 byte order mark
     // An upper bound on the rows, so the arrays never reallocate.

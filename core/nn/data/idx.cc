@@ -114,7 +114,9 @@ class IdxFile {
       const int got = gzread(file_.get(), out + total, want);
       if (got < 0) {
         int code = 0;
-        const char* message = gzerror(file_.get(), &code);
+        std::string message = gzerror(file_.get(), &code);
+        // zlib puts the path before its message; ours is at the line's start already.
+        if (message.starts_with(path_ + ": ")) message.erase(0, path_.size() + 2);
         fail(std::string(gzip_ ? "corrupt gzip data: " : "read error: ") +
              (code == Z_ERRNO ? std::strerror(errno) : message));
       }

@@ -362,8 +362,10 @@ class NpzArchive {
         std::ifstream in(path, std::ios::binary);
         char head[6] = {};
         in.read(head, sizeof head);
-        message = std::string_view(head, sizeof head) == kNpyMagic
-                      ? "a .npy file, not an .npz archive (use load_npy)"
+        const std::string_view start(head, sizeof head);
+        message = start == kNpyMagic ? "a .npy file, not an .npz archive (use load_npy)"
+                  : start.starts_with("PK\x03\x04")
+                      ? "a damaged or truncated zip archive (its directory at the end is missing)"
                       : "not a zip archive (an .npz file is one)";
       }
       fail(path, code == ZIP_ER_NOZIP ? message : "cannot open as a zip archive: " + message);

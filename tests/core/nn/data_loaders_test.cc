@@ -377,7 +377,12 @@ TEST_CASE("bad .npz archives: a DataError naming the archive and the member") {
     spit(path, damaged);
     CHECK(npz_error().starts_with(path + ": member x.npy: "));
   }
-  write_zip(path, with_text, ZIP_CM_STORE);  // an undamaged archive still loads
+  // Cut short, as an interrupted copy leaves it: a zip archive still, but damaged.
+  const Members whole = {{"x.npy", good}};
+  write_zip(path, whole, ZIP_CM_STORE);
+  const std::string zip_bytes = slurp(path);
+  spit(path, zip_bytes.substr(0, zip_bytes.size() / 2));
+  CHECK(npz_error() == path + ": a damaged or truncated zip archive (its directory at the end is missing)");
 }
 
 // ---- numpy itself ----------------------------------------------------------------------------
@@ -688,6 +693,8 @@ TEST_CASE("CSV: missing values, a header that is data, and a column spec that is
         path + ": line 3, column 0 ('a'): 'nan' is not a finite number (a missing value?)");
   CHECK(csv_error(dir, "a,y\n1,-inf\n", {.target_columns = {"y"}}) ==
         path + ": line 2, column 1 ('y'): '-inf' is not a finite number (a missing value?)");
+  CHECK(csv_error(dir, "a,y\r1,2\r3,4\r", {.target_columns = {"y"}}) ==
+        path + ": its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
   // A file without a header, read as if it had one: its first row would be lost, and a column
   // given by index could name another column.
   CHECK(csv_error(dir, "4,3,5,0\n1,2,3,1\n", {.label_column = "3"}) ==
