@@ -26,7 +26,7 @@ std::int64_t classes_of(const Shape& prediction) {
 
 void check_labels(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
   if (!targets.labels)
-    mismatch(what, prediction, targets, "it needs class labels");
+    mismatch(what, prediction, targets, "it needs class labels (integers: floats are targets)");
   const std::int64_t classes = classes_of(prediction);
   if (classes < 1) mismatch(what, prediction, targets, "it needs a vector of logits per example");
   if (targets.num_classes > classes)

@@ -103,7 +103,8 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK_NOTHROW(ce.check({10}, TargetSpec::classes(10)));
   CHECK_THROWS_WITH_AS(ce.check({10}, TargetSpec::values({10})),
                        "loss softmax_cross_entropy does not fit the data: predictions [10] per "
-                       "example, float targets [10]; it needs class labels",
+                       "example, float targets [10]; it needs class labels (integers: floats are "
+                       "targets)",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::classes(10)),
                        "loss softmax_cross_entropy does not fit the data: predictions [5] per "
