@@ -11,13 +11,20 @@
 set -euo pipefail
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
-args=(--mode=sync --train_steps=400 --save_checkpoint_steps=100 --log_every_steps=0
-      --print_cluster=false --checkpoint_dir="$work/ckpt")
-"$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
-  : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
-  : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$work/run.log" 2>&1 \
-  || { cat "$work/run.log"; echo "the job failed"; exit 1; }
-cat "$work/run.log"
+
+# job STEPS CHECKPOINT_DIR LOG: 1 ps, 2 workers and an evaluator, sync mode, a checkpoint every
+# 100 steps.
+job() {
+  local args=(--mode=sync --train_steps="$1" --save_checkpoint_steps=100 --log_every_steps=0
+              --print_cluster=false --checkpoint_dir="$2")
+  "$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
+    : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
+    : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$3" 2>&1 \
+    || { cat "$3"; echo "the job failed"; exit 1; }
+  cat "$3"
+}
+
+job 400 "$work/ckpt" "$work/run.log"
 final=$(sed -nE 's/^final: global step 400, test accuracy ([0-9.]+), test loss ([0-9.]+),.*/\1 \2/p' "$work/run.log")
 [ -n "$final" ] || { echo "the chief did not finish 400 steps"; exit 1; }
 last=$(sed -nE 's/^evaluator:0 evaluated global step 400: test accuracy ([0-9.]+), test loss ([0-9.]+)$/\1 \2/p' "$work/run.log")
@@ -33,13 +40,7 @@ evaluations=$(grep -c '^evaluator:0 evaluated' "$work/run.log")
 
 cp -r "$work/ckpt" "$work/ckpt2"
 rm "$work/ckpt2/model.ckpt-400.safetensors"
-args=(--mode=sync --train_steps=500 --save_checkpoint_steps=100 --log_every_steps=0
-      --print_cluster=false --checkpoint_dir="$work/ckpt2")
-"$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
-  : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
-  : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$work/resumed.log" 2>&1 \
-  || { cat "$work/resumed.log"; echo "the resumed job failed"; exit 1; }
-cat "$work/resumed.log"
+job 500 "$work/ckpt2" "$work/resumed.log"
 grep -q "^\[evaluator:0 rank 3\] warning: .*model\.ckpt-400\.safetensors.*; looking again in a moment$" "$work/resumed.log" \
   || { echo "the evaluator did not warn of the missing checkpoint"; exit 1; }
 grep -q "^evaluator:0 evaluated global step 500: " "$work/resumed.log" \
