@@ -357,13 +357,11 @@ int Main(int argc, char** argv) {
   if (server.is_chief() && !FLAGS_metrics_json.empty()) check_writable(FLAGS_metrics_json);
   cohort::set_intra_op_threads(static_cast<int>(FLAGS_threads));
 
-  // Every worker reads the training set and keeps its shard alone: 1/workers of the examples.
-  std::int64_t train_examples = 0;
-  const auto shard = [&] {
-    const auto all = cohort::data::fashion_mnist(cohort::data::Split::kTrain);
-    train_examples = all.size();
-    return all.shard(server.replica_index(), workers);
-  }();
+  // Every worker reads its shard of the training set alone: 1/workers of the examples.
+  const auto shard =
+      cohort::data::fashion_mnist(cohort::data::Split::kTrain, {server.replica_index(), workers});
+  std::int64_t train_examples = shard.size();
+  server.replicas().allreduce(std::span(&train_examples, 1));
 
   // Collective over the replicas (their node-local ranks share out the GPUs).
   const std::vector<int> gpus = cohort::worker_gpus(cohort::parse_compute_device(FLAGS_device),

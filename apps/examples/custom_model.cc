@@ -74,8 +74,8 @@ int Main(int argc, char** argv) {
   sgd.name = "sgd";
   sgd.learning_rate.base = FLAGS_learning_rate;
   cohort::Trainer trainer(&server, graph, small_mlp,
-                          cohort::data::fashion_mnist(cohort::data::Split::kTrain)
-                              .shard(server.replica_index(), workers),
+                          cohort::data::fashion_mnist(cohort::data::Split::kTrain,
+                                                      {server.replica_index(), workers}),
                           cohort::Optimizer::create(sgd), options);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {

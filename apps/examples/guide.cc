@@ -90,8 +90,8 @@ int Main(int argc, char** argv) {
 
   // Step 6, the trainer: this worker's shard of the data, the model, the optimizer, and how the
   // workers' updates meet (with ps tasks: sync or async SGD; without: allreduce).
-  const auto train = cohort::data::fashion_mnist(cohort::data::Split::kTrain)
-                         .shard(server.replica_index(), server.num_replicas());
+  const auto train = cohort::data::fashion_mnist(
+      cohort::data::Split::kTrain, {server.replica_index(), server.num_replicas()});
   cohort::TrainerOptions options;
   options.replication.mode = ps_tasks == 0          ? cohort::Mode::kAllreduce
                              : FLAGS_sync_replicas ? cohort::Mode::kSync

@@ -106,11 +106,21 @@ class Dataset {
   std::int64_t target_size_ = 0;
 };
 
-/// What load_idx expects of the files.
+/// A worker's share of a dataset: the examples index, index + count, index + 2 count, ... (what
+/// Dataset::shard(index, count) keeps).
+struct ShardSpec {
+  int index = 0;
+  int count = 1;
+};
+
+/// What load_idx expects of the files, and which examples it keeps.
 struct IdxOptions {
   std::int64_t rows = 28;
   std::int64_t cols = 28;
   int num_classes = 10;
+  /// Only these examples are converted and kept: a worker reading its shard never holds the
+  /// whole set as floats, only its bytes while they are read.
+  ShardSpec shard{};
 };
 
 /// Reads an IDX image file (magic 0x00000803: n, rows, cols, then uint8 pixels) and an IDX label
@@ -118,18 +128,20 @@ struct IdxOptions {
 /// one is told by the gzip magic bytes, not the file name. Blocking; thread-safe.
 /// Throws DataError naming the file for: a missing or unreadable file, a wrong magic (found vs
 /// expected), a truncated or overlong file (bytes expected vs present), images not rows x cols,
-/// a label count different from the image count, a label >= num_classes (with its index).
+/// a label count different from the image count, a label >= num_classes (with its index); every
+/// example is checked, also where options.shard keeps a part of them.
 Dataset load_idx(const std::string& images_path, const std::string& labels_path,
                  const IdxOptions& options = {});
 
 enum class Split { kTrain, kTest };
 
 /// Fashion-MNIST (or MNIST, same layout) from `dir`: train-{images-idx3,labels-idx1}-ubyte or
-/// t10k-..., each as NAME.gz or NAME (the first that exists). Throws DataError when neither does.
-Dataset fashion_mnist(const std::string& dir, Split split);
+/// t10k-..., each as NAME.gz or NAME (the first that exists); `shard` of it alone (IdxOptions).
+/// Throws DataError when neither file exists.
+Dataset fashion_mnist(const std::string& dir, Split split, ShardSpec shard = {});
 /// The same from the directory given by the `data_dir` flag (default
 /// /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist package).
-Dataset fashion_mnist(Split split);
+Dataset fashion_mnist(Split split, ShardSpec shard = {});
 
 /// Shape and difficulty of synthetic().
 struct SyntheticOptions {

@@ -163,6 +163,10 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
     throw InvalidArgument("load_idx: bad options: rows " + std::to_string(options.rows) +
                           ", cols " + std::to_string(options.cols) + ", num_classes " +
                           std::to_string(options.num_classes));
+  const auto [index, every] = options.shard;
+  if (every < 1 || index < 0 || index >= every)
+    throw InvalidArgument("load_idx: shard " + std::to_string(index) + " of " +
+                          std::to_string(every) + " (need 0 <= index < count)");
   auto storage = std::make_shared<Storage>();
   storage->num_classes = options.num_classes;
   storage->name = images_path;
@@ -172,13 +176,15 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   IdxFile labels(labels_path, kLabelsMagic, "labels");
   const std::int64_t n = labels.dim(0);
   const std::vector<std::uint8_t> label_bytes = labels.read_payload(n, count_of(n, "labels"));
-  storage->labels.resize(static_cast<std::size_t>(n));
+  // The shard's examples: index, index + every, ...
+  const std::int64_t kept = n > index ? (n - index + every - 1) / every : 0;
+  storage->labels.reserve(static_cast<std::size_t>(kept));
   for (std::int64_t i = 0; i < n; ++i) {
     const int label = label_bytes[static_cast<std::size_t>(i)];
     if (label >= options.num_classes)
       labels.fail("label " + std::to_string(label) + " at index " + std::to_string(i) +
                   " is out of range [0, " + std::to_string(options.num_classes) + ")");
-    storage->labels[static_cast<std::size_t>(i)] = label;
+    if (i % every == index) storage->labels.push_back(label);
   }
 
   IdxFile images(images_path, kImagesMagic, "images");
@@ -196,20 +202,26 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   // A table gives exactly byte / 255.0f, the value TensorFlow's and PyTorch's loaders produce.
   std::array<float, 256> scale;
   for (int v = 0; v < 256; ++v) scale[static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
-  storage->features.resize({count, rows, cols, 1});
+  storage->features.resize({kept, rows, cols, 1});
   float* out = storage->features.data();
-  for (std::size_t i = 0; i < pixels.size(); ++i) out[i] = scale[pixels[i]];
+  const std::int64_t pixels_per_image = rows * cols;
+  for (std::int64_t k = 0; k < kept; ++k) {
+    const std::uint8_t* in = pixels.data() + (index + k * every) * pixels_per_image;
+    for (std::int64_t p = 0; p < pixels_per_image; ++p) *out++ = scale[in[p]];
+  }
 
   return Dataset(std::move(storage));
 }
 
-Dataset fashion_mnist(const std::string& dir, Split split) {
+Dataset fashion_mnist(const std::string& dir, Split split, ShardSpec shard) {
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   const std::string images = find_file(dir, prefix + "-images-idx3-ubyte");
   const std::string labels = find_file(dir, prefix + "-labels-idx1-ubyte");
-  return load_idx(images, labels);
+  return load_idx(images, labels, {.shard = shard});
 }
 
-Dataset fashion_mnist(Split split) { return fashion_mnist(FLAGS_data_dir, split); }
+Dataset fashion_mnist(Split split, ShardSpec shard) {
+  return fashion_mnist(FLAGS_data_dir, split, shard);
+}
 
 }  // namespace cohort::data

@@ -124,6 +124,32 @@ bool have_fashion_mnist() {
 
 }  // namespace
 
+TEST_CASE("a shard read from the files is the shard of the whole; every label is still checked") {
+  cohort::test::TempDir dir("data_idx_test");
+  write_gzip(dir / "i", idx_images(7));
+  write_raw(dir / "l", idx_labels({0, 1, 2, 3, 4, 5, 6}));
+  const Dataset whole = cohort::data::load_idx(dir / "i", dir / "l");
+  for (const auto& [index, count] : {std::pair{0, 3}, std::pair{2, 3}, std::pair{6, 7}, std::pair{0, 1}}) {
+    CAPTURE(index);
+    CAPTURE(count);
+    const Dataset read = cohort::data::load_idx(dir / "i", dir / "l", {.shard = {index, count}});
+    const Dataset cut = whole.shard(index, count);
+    REQUIRE(read.size() == cut.size());
+    CHECK(read.image_shape() == cut.image_shape());
+    for (std::int64_t k = 0; k < read.size(); ++k) {
+      CHECK(read.label(k) == cut.label(k));
+      const auto a = read.image(k), b = cut.image(k);
+      CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+    }
+  }
+  CHECK(cohort::data::load_idx(dir / "i", dir / "l", {.shard = {1, 3}}).size() == 2);  // 1 and 4
+  // A bad label outside the shard is found all the same: every worker sees the file is bad.
+  write_raw(dir / "bad", idx_labels({0, 1, 2, 3, 4, 5, 10}));
+  CHECK_THROWS_AS(cohort::data::load_idx(dir / "i", dir / "bad", {.shard = {1, 2}}), DataError);
+  CHECK_THROWS_AS(cohort::data::load_idx(dir / "i", dir / "l", {.shard = {3, 3}}),
+                  cohort::InvalidArgument);
+}
+
 TEST_CASE("fashion-mnist train set: counts, shape, labels, pixels, known statistics") {
   if (!have_fashion_mnist()) return;
   const long rss_before = status_kib("VmRSS");
