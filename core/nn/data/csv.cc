@@ -239,7 +239,6 @@ class CsvReader {
     throw InvalidArgument(path_ + ": no column " + quote(column) + " (columns: " + present() + ")");
   }
 
-
   void resolve() {
     std::set<int> used;
     if (!options_.label_column.empty()) used.insert(label_column_ = find(options_.label_column));
