@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <boost/program_options.hpp>
@@ -38,9 +39,9 @@ std::string to_text(const T& value) {
   if constexpr (std::is_same_v<T, std::string>) return value;
   else if constexpr (std::is_same_v<T, bool>) return value ? "true" : "false";
   else {
-    std::ostringstream out;
-    out << value;
-    return out.str();
+    // Shortest exact form: "0.1000004" stays itself (a stream's six digits would make it 0.1).
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
   }
 }
 
@@ -135,11 +136,14 @@ std::string number_text(double v) {
   return std::string(text, end);
 }
 
-void check_range(const Flag& flag) {
+// `from_environment`: the value came from COHORT_<NAME>, which the message then names.
+void check_range(const Flag& flag, bool from_environment) {
   if (!flag.range || (flag.type != Type::kInt && flag.type != Type::kFloat)) return;
   const double v = numeric_value(flag);
   if (!(v >= flag.range->min && v <= flag.range->max))  // NaN fails both
-    throw FlagError("--" + flag.name + "=" + value_text(flag) +
+    throw FlagError((from_environment ? env_name(flag.name) + "=" + value_text(flag) +
+                                            " (the environment's --" + flag.name + ")"
+                                      : "--" + flag.name + "=" + value_text(flag)) +
                     ": out of range, expected " + number_text(flag.range->min) + " to " +
                     number_text(flag.range->max));
 }
@@ -271,11 +275,20 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   Parsed parsed;
   parsed.rest.push_back(args.empty() ? std::string("program") : args[0]);
 
-  // Environment fallbacks come first so that the command line overrides them.
+  // Environment fallbacks come first so that the command line overrides them; a bad one counts
+  // only where the command line does not (the batch scripts export COHORT_* to every rank).
+  std::map<std::string, std::string> environment_errors;  // by flag
+  std::set<std::string> from_environment, from_command_line;
   for (const Flag& flag : flags_) {
     const std::string var = env_name(flag.name);
     const char* text = getenv ? getenv(var.c_str()) : std::getenv(var.c_str());
-    if (text) set(flag.name, text, "environment variable " + var);
+    if (!text) continue;
+    try {
+      set(flag.name, text, "environment variable " + var);
+      from_environment.insert(flag.name);
+    } catch (const FlagError& e) {
+      environment_errors.emplace(flag.name, e.what());
+    }
   }
 
   po::options_description description;
@@ -286,14 +299,46 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
 
   std::vector<std::string> tokens =
       expand_flagfiles(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()));
-  // A bare boolean flag never takes the next argument as its value (gflags' rule); Boost would.
-  // A flag without a name ("--=5"), which Boost passes on as an argument, is refused.
-  for (std::string& token : tokens) {
-    if (token == "--") break;
+  // Before Boost sees them:
+  // - a bare boolean flag never takes the next argument as its value (gflags' rule); Boost would;
+  // - nor does any other flag take a next argument that is itself a flag (--checkpoint_dir
+  //   --train_steps=20 would name a directory "--train_steps=20");
+  // - "--name=" sets an empty string, as in absl (Boost refuses it);
+  // - a flag without a name ("--=5"), which Boost passes on as an argument, is refused.
+  std::vector<std::string> given = std::move(tokens);
+  tokens.clear();
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    std::string& token = given[i];
+    if (token == "--") {
+      tokens.insert(tokens.end(), given.begin() + static_cast<std::ptrdiff_t>(i), given.end());
+      break;
+    }
     if (token.rfind("--=", 0) == 0)
       throw FlagError("a flag without a name: " + quote(token) + " (flags are --name=value)");
-    if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) continue;
-    if (const Flag* flag = find(token.substr(2)); flag && flag->type == Type::kBool) token += "=true";
+    if (token.rfind("--", 0) != 0) {
+      tokens.push_back(std::move(token));
+      continue;
+    }
+    const std::size_t equals = token.find('=');
+    const Flag* flag = find(token.substr(2, equals == std::string::npos ? std::string::npos : equals - 2));
+    if (equals == token.size() - 1) {  // "--name="
+      token.pop_back();
+      if (flag && flag->type == Type::kBool)
+        throw FlagError(token + "= has no value (a bool flag: --" + flag->name + ", --no" +
+                        flag->name + " or " + token + "=true|false)");
+      tokens.push_back(std::move(token));
+      if (flag) tokens.emplace_back();  // the empty value
+      continue;
+    }
+    if (equals == std::string::npos && flag) {
+      if (flag->type == Type::kBool) {
+        token += "=true";
+      } else if (i + 1 < given.size() && given[i + 1].rfind("--", 0) == 0) {
+        throw FlagError(token + " has no value: the next argument, " + quote(given[i + 1]) +
+                        ", is a flag (write " + token + "=VALUE)");
+      }
+    }
+    tokens.push_back(std::move(token));
   }
   po::parsed_options options(&description);
   try {
@@ -322,6 +367,7 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
         const Flag* negated = find(name.substr(2));
         if (negated && negated->type == Type::kBool && option.value.empty()) {
           *static_cast<bool*>(negated->value) = false;
+          from_command_line.insert(negated->name);
           continue;
         }
       }
@@ -339,8 +385,12 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
     }
     const std::string text = option.value.empty() ? std::string() : option.value.front();
     set(option.string_key, text, "--" + option.string_key);
+    from_command_line.insert(option.string_key);
   }
-  for (const Flag& flag : flags_) check_range(flag);
+  for (const auto& [name, error] : environment_errors)
+    if (!from_command_line.contains(name)) throw FlagError(error);
+  for (const Flag& flag : flags_)
+    check_range(flag, from_environment.contains(flag.name) && !from_command_line.contains(flag.name));
   return parsed;
 }
 

@@ -127,6 +127,24 @@ TEST_CASE("environment fallback COHORT_<NAME>, overridden by the command line") 
   f.env["COHORT_LEARNING_RATE"] = "abc";
   CHECK(f.error({}) == "invalid value 'abc' for environment variable COHORT_LEARNING_RATE: "
                        "expected a float (a number such as 0.05 or 1e-3)");
+  // ... unless the command line sets the flag: then the environment's value plays no part.
+  f.parse({"--learning_rate=0.5"});
+  CHECK(f.learning_rate == 0.5);
+}
+
+TEST_CASE("a flag's value is never the next flag; --name= is the empty string") {
+  Fixture f;
+  CHECK(f.error({"--data_dir", "--batch_size=20"}) ==
+        "--data_dir has no value: the next argument, '--batch_size=20', is a flag (write "
+        "--data_dir=VALUE)");
+  CHECK(f.error({"--batch_size", "--shuffle"}).find("--batch_size has no value") == 0);
+  f.parse({"--data_dir="});
+  CHECK(f.data_dir.empty());
+  f.parse({"--data_dir=/x", "--batch_size", "-3"});  // a negative number is a value, not a flag
+  CHECK(f.batch_size == -3);
+  CHECK(f.error({"--batch_size="}) == "invalid value '' for --batch_size: expected an int (64-bit integer)");
+  CHECK(f.error({"--shuffle="}) == "--shuffle= has no value (a bool flag: --shuffle, --noshuffle or --shuffle=true|false)");
+  CHECK(f.error({"--data_dri="}) == "unknown flag --data_dri (did you mean --data_dir?)");
 }
 
 TEST_CASE("--flagfile reads --name=value lines with comments, in command-line order") {
@@ -172,7 +190,13 @@ TEST_CASE("a numeric flag outside its range is refused, from any source") {
   CHECK(f.error({"--batch_size=1", "--learning_rate=1e300"}).find("out of range, expected 0 to 10") !=
         std::string::npos);
   f.env["COHORT_BATCH_SIZE"] = "100000";
-  CHECK(f.error({}) == "--batch_size=100000: out of range, expected 1 to 4096");
+  CHECK(f.error({}) == "COHORT_BATCH_SIZE=100000 (the environment's --batch_size): out of range, "
+                       "expected 1 to 4096");
+  f.parse({"--batch_size=8", "--learning_rate=1"});  // the command line wins over a bad environment value
+  CHECK(f.batch_size == 8);
+  // Floats are shown exactly: 1.0000001 is not "1".
+  CHECK(f.error({"--batch_size=1", "--learning_rate=10.0000001"}) ==
+        "--learning_rate=10.0000001: out of range, expected 0 to 10");
 }
 
 TEST_CASE("list flags: positive whole numbers, bounded in value and count") {
