@@ -1,6 +1,7 @@
 #include "cohort/core/train/app.h"
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -103,8 +104,12 @@ int Run(MainFunction main, int argc, char** argv) {
     error = e.what();
   }
   if (!parsed_everywhere(world, error)) return 2;
-  if (parsed.help) {
-    if (world.rank() == 0) std::fputs(flags::Registry::global().help(parsed.rest.front()).c_str(), stdout);
+  // Decided together: --help on one side of an MPMD launch alone must not leave the others
+  // waiting in the collectives below. The lowest rank that asked prints its program's flags.
+  const int asked = world.allreduce(parsed.help ? world.rank() : INT_MAX, mpi::Op::kMin);
+  if (asked != INT_MAX) {
+    if (world.rank() == asked)
+      std::fputs(flags::Registry::global().help(parsed.rest.front()).c_str(), stdout);
     return 0;
   }
   if (const std::string mismatch = settings_mismatch(world); !mismatch.empty()) {
