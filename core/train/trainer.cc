@@ -270,7 +270,17 @@ Checkpoint Trainer::checkpoint() {
 }
 
 void Trainer::restore(const Checkpoint& checkpoint) {
-  restore_checkpoint(checkpoint, graph_, *optimizer_);
+  try {
+    restore_checkpoint(checkpoint, graph_, *optimizer_);
+  } catch (const CheckpointError& e) {
+    // Another model's checkpoint: said first, before the variables that differ.
+    const auto written = checkpoint.metadata.find("model");
+    if (written != checkpoint.metadata.end() && !options_.model_name.empty() &&
+        written->second != options_.model_name)
+      throw CheckpointError("it was written by model '" + written->second + "', and this one is '" +
+                            options_.model_name + "': " + e.what());
+    throw;
+  }
 }
 
 std::int64_t TrainerOptions::examples_per_global_step(int workers) const {

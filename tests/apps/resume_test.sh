@@ -27,4 +27,13 @@ for optimizer in momentum adam; do
     "$work/$optimizer-resumed/model.ckpt-300.safetensors" \
     "$work/$optimizer-straight/model.ckpt-300.safetensors"
 done
+
+echo "== another model's checkpoint: refused, naming both models first"
+if "$mpiexec" "$np_flag" 2 --oversubscribe "$train" "${args[@]}" --model=small_cnn \
+     --checkpoint_dir="$work/momentum-straight" --train_steps=400 --optimizer=momentum \
+     > "$work/other-model.log" 2>&1; then
+  cat "$work/other-model.log"; echo "a checkpoint of another model was taken"; exit 1
+fi
+grep -q "error: .*global step 300: it was written by model 'mlp', and this one is 'small_cnn': checkpoint does not fit the model: " \
+  "$work/other-model.log" || { cat "$work/other-model.log"; echo "the models were not named"; exit 1; }
 echo "resume test passed"
