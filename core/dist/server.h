@@ -132,6 +132,11 @@ class Server {
   /// end with this task's failure (app::Run aborts it: mpi::Environment::left_behind()).
   void abandon() { abandoned_ = true; }
 
+  /// For computing tasks: how long done() may wait for the other training tasks to free the
+  /// hosted memory with it before the process ends the job (StallWatch; a Trainer sets its
+  /// own). Zero (the default): for good.
+  void set_stall_timeout(std::chrono::milliseconds timeout) { stall_timeout_ = timeout; }
+
   /// The computing tasks whose done() this server has received (in join()), in rank order.
   std::vector<TaskId> tasks_done() const;
 
@@ -158,6 +163,7 @@ class Server {
   std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
   bool abandoned_ = false;  // abandon(): the hosted memory is left, not freed
+  std::chrono::milliseconds stall_timeout_{0};
   std::string transport_;  // how the hosted memory is reached (memory_transport())
   bool one_sided_ = false;
   int exceptions_at_start_ = 0;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/base/stall_watch.h"
 #include "cohort/core/dist/cross_replica_sum.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/io/saver.h"
@@ -13,6 +14,12 @@
 
 namespace cohort {
 namespace {
+
+// A polled wait's `timeout`, and a little more: the stall watch's deadline behind it.
+std::chrono::milliseconds stall_timeout_for(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return timeout;
+  return std::max(timeout * 3 / 2, timeout + std::chrono::milliseconds(5000));
+}
 
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   // splitmix64 over the pair: dropout masks differ by step, worker and tower.
@@ -45,6 +52,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     target_ = server->target();
     worker_index_ = server->replica_index();
     num_workers_ = server->num_replicas();
+    if (options_.replication.mode != Mode::kLocal)
+      stall_timeout_ = stall_timeout_for(options_.replication.wait_timeout);
+    server->set_stall_timeout(stall_timeout_);
   }
   if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
   if (options_.batch_size < options_.towers)
@@ -102,7 +112,12 @@ Trainer::~Trainer() {
 void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
   if (!restored) graph_.initialize(options_.seed);
-  replication_->start(graph_.values(), initial_step, max_wait);
+  {
+    const StallWatch watch(stall_timeout_.count() > 0 && max_wait ? stall_timeout_for(*max_wait)
+                                                                  : stall_timeout_,
+                           "the start of training, with the other tasks");
+    replication_->start(graph_.values(), initial_step, max_wait);
+  }
   if (const std::int64_t step = replication_->global_step(); step > 0) {
     const std::int64_t consumed = replication_->batches_at(step);
     const std::int64_t per_epoch = batches_.batches_per_epoch();
@@ -161,7 +176,23 @@ void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
 
 }  // namespace
 
+bool Trainer::agree_to_stop(bool mine) {
+  const StallWatch watch(stall_timeout_, "the agreement to stop, with the other workers",
+                         replication_->global_step());
+  return replication_->agree_to_stop(mine);
+}
+
+std::vector<double> Trainer::exchange_step_times(double mine) {
+  const StallWatch watch(stall_timeout_, "the exchange of step times, with the other workers",
+                         replication_->global_step());
+  return replication_->exchange_step_times(mine);
+}
+
 StepValues Trainer::step() {
+  // The step's exchanges with the other tasks: a collective or a transfer inside MPI whose peer
+  // stalled would block for good.
+  const StallWatch watch(stall_timeout_, "a training step's exchange with the other tasks",
+                         replication_->global_step());
   batches_.next(batch_);
   const std::int64_t n = batch_.size();
   const auto towers = static_cast<std::int64_t>(towers_.size());
