@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cohort/core/base/stall_watch.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort::mpi {
@@ -33,7 +34,12 @@ Environment::Environment(int& argc, char**& argv) {
 }
 
 Environment::~Environment() {
-  if (owns_ && active()) MPI_Finalize();
+  if (!owns_ || !active()) return;
+  // MPI_Finalize waits for every process of the job: one that stalled (an evaluator, say) would
+  // hold the others here for good once training is over.
+  const StallWatch watch(StallWatch::longest_timeout(),
+                         "MPI_Finalize, which waits for every process of the job");
+  MPI_Finalize();
 }
 
 bool Environment::active() {

@@ -19,6 +19,7 @@ std::atomic<std::int64_t> deadline{0};
 std::atomic<std::int64_t> timeout_ms{0};
 std::atomic<const char*> phase{nullptr};
 std::atomic<std::int64_t> phase_step{-1};
+std::atomic<std::int64_t> longest_ms{0};
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -52,6 +53,7 @@ StallWatch::StallWatch(std::chrono::milliseconds timeout, const char* what, std:
   static std::once_flag started;
   std::call_once(started, [] { std::thread(watch_forever).detach(); });
   armed_ = true;
+  if (timeout.count() > longest_ms.load()) longest_ms.store(timeout.count());
   previous_timeout_ = timeout_ms.load();
   previous_what_ = phase.load();
   previous_step_ = phase_step.load();
@@ -60,6 +62,10 @@ StallWatch::StallWatch(std::chrono::milliseconds timeout, const char* what, std:
   phase.store(what);
   phase_step.store(step);
   deadline.store(now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count());
+}
+
+std::chrono::milliseconds StallWatch::longest_timeout() {
+  return std::chrono::milliseconds(longest_ms.load());
 }
 
 StallWatch::~StallWatch() {

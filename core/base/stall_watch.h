@@ -28,6 +28,10 @@ class StallWatch {
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 
+  /// The longest timeout armed so far in this process (zero if none): the job's patience, for
+  /// the last wait of all (MPI_Finalize, which waits for every process of the job).
+  static std::chrono::milliseconds longest_timeout();
+
  private:
   std::int64_t previous_deadline_ = 0;
   std::int64_t previous_timeout_ = 0;
