@@ -293,6 +293,9 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
 
   po::options_description description;
   description.add_options()("help,h", "print the flags and exit");
+  // absl's spellings of the same (every flag is listed either way).
+  description.add_options()("helpfull", "print the flags and exit");
+  description.add_options()("helpshort", "print the flags and exit");
   for (const Flag& flag : flags_) {
     description.add_options()(flag.name.c_str(), po::value<std::string>(), flag.doc.c_str());
   }
@@ -356,7 +359,8 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
       for (const auto& v : option.value) parsed.rest.push_back(v);
       continue;
     }
-    if (option.string_key == "help") {
+    if (option.string_key == "help" || option.string_key == "helpfull" ||
+        option.string_key == "helpshort") {
       parsed.help = true;
       continue;
     }

@@ -147,6 +147,15 @@ TEST_CASE("a flag's value is never the next flag; --name= is the empty string") 
   CHECK(f.error({"--data_dri="}) == "unknown flag --data_dri (did you mean --data_dir?)");
 }
 
+TEST_CASE("--help, -h and absl's --helpfull and --helpshort all ask for the help") {
+  Fixture f;
+  for (const char* spelling : {"--help", "-h", "--helpfull", "--helpshort"}) {
+    CAPTURE(spelling);
+    CHECK(f.parse({spelling}).help);
+  }
+  CHECK_FALSE(f.parse({}).help);
+}
+
 TEST_CASE("--flagfile reads --name=value lines with comments, in command-line order") {
   Fixture f;
   const std::string path = "flags_test_flagfile.txt";
