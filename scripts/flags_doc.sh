@@ -12,13 +12,18 @@ uses it after `COHORT_DECLARE_int(batch_size)`.
 
 Syntax, later sources winning:
 
-- the default, then the environment variable `COHORT_<NAME>` (e.g. `COHORT_BATCH_SIZE=128`);
-- the command line, left to right: `--name=value` or `--name value`; booleans as `--name`,
-  `--noname` or `--name=false`; `--flagfile=FILE` reads `--name=value` lines where it stands
-  (a regular file of at most 1 MiB; a line that starts with `#` is a comment, and a `#` after a
-  value is part of the value);
-- `--help` prints every flag with its type, default, range and doc, grouped by defining file
-  (paths relative to the program's source tree; rank 0).
+- the default, then the environment variable `COHORT_<NAME>` (e.g. `COHORT_BATCH_SIZE=128`); a
+  bad value there counts only where the command line does not set the flag, and its errors name
+  the variable (`COHORT_BATCH_SIZE=0 (the environment's --batch_size): out of range, ...`);
+- the command line, left to right: `--name=value` or `--name value` (never a next argument that
+  is itself a flag: `--checkpoint_dir --train_steps=20` is refused as having no value);
+  `--name=` is the empty string; booleans as `--name`, `--noname` or `--name=false`;
+  `--flagfile=FILE` reads `--name=value` lines where it stands (a regular file of at most 1 MiB;
+  a line that starts with `#` is a comment, and a `#` after a value is part of the value);
+- `--help` (or `-h`, `--helpfull`, `--helpshort`) prints every flag with its type, default,
+  range and doc, grouped by defining file (paths relative to the program's source tree), on the
+  lowest rank given it; every rank then exits 0, also when only one side of an MPMD launch was
+  given it.
 
 After its description a flag may carry properties:
 

@@ -19,7 +19,7 @@ std::atomic<std::int64_t> deadline{0};
 std::atomic<std::int64_t> timeout_ms{0};
 std::atomic<const char*> phase{nullptr};
 std::atomic<std::int64_t> phase_step{-1};
-std::atomic<std::int64_t> longest_ms{0};
+std::atomic<std::int64_t> finish_ms{0};
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -53,7 +53,6 @@ StallWatch::StallWatch(std::chrono::milliseconds timeout, const char* what, std:
   static std::once_flag started;
   std::call_once(started, [] { std::thread(watch_forever).detach(); });
   armed_ = true;
-  if (timeout.count() > longest_ms.load()) longest_ms.store(timeout.count());
   previous_timeout_ = timeout_ms.load();
   previous_what_ = phase.load();
   previous_step_ = phase_step.load();
@@ -64,8 +63,12 @@ StallWatch::StallWatch(std::chrono::milliseconds timeout, const char* what, std:
   deadline.store(now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count());
 }
 
-std::chrono::milliseconds StallWatch::longest_timeout() {
-  return std::chrono::milliseconds(longest_ms.load());
+void StallWatch::set_finish_timeout(std::chrono::milliseconds timeout) {
+  finish_ms.store(timeout.count());
+}
+
+std::chrono::milliseconds StallWatch::finish_timeout() {
+  return std::chrono::milliseconds(finish_ms.load());
 }
 
 StallWatch::~StallWatch() {

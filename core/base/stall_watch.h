@@ -28,9 +28,12 @@ class StallWatch {
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 
-  /// The longest timeout armed so far in this process (zero if none): the job's patience, for
-  /// the last wait of all (MPI_Finalize, which waits for every process of the job).
-  static std::chrono::milliseconds longest_timeout();
+  /// How long a process that has finished training waits for the others to finish too (their
+  /// part of the parameter memory's free, MPI_Finalize, which waits for every process of the
+  /// job) before it gives up on them: long, since a chief may still evaluate or export while
+  /// the others wait. Process-wide; zero (the default) is for good. A Trainer sets it.
+  static void set_finish_timeout(std::chrono::milliseconds timeout);
+  static std::chrono::milliseconds finish_timeout();
 
  private:
   std::int64_t previous_deadline_ = 0;

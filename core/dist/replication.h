@@ -72,6 +72,9 @@ struct ReplicationOptions {
   bool shared_memory_sums = true;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
   std::chrono::milliseconds wait_timeout{0};
+  /// A task that has finished training waits this long for the others to finish too (0: for
+  /// good): StallWatch::finish_timeout(), which the Trainer sets.
+  std::chrono::milliseconds finish_timeout{0};
   /// The ps modes, where the memory is one-sided: whether a wait polls for up to a millisecond
   /// before it sleeps (and a sync step goes in pieces). Unset: where every worker on the node
   /// has a CPU for each of its threads. Where the memory is served, waits sleep.

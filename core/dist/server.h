@@ -122,7 +122,8 @@ class Server {
 
   /// For computing tasks (worker, chief). Tells every ps and evaluator task that this task is
   /// finished; then, if memory is hosted, frees it together with the other training tasks
-  /// (blocking until they are all done too). Calling it again does nothing. Throws
+  /// (blocking until they are all done too, at most StallWatch::finish_timeout(), then ending
+  /// the job). Calling it again does nothing. Throws
   /// InvalidArgument on other tasks.
   void done();
 
@@ -131,11 +132,6 @@ class Server {
   /// freeing it with the other training tasks, which may train on for hours; the job must then
   /// end with this task's failure (app::Run aborts it: mpi::Environment::left_behind()).
   void abandon() { abandoned_ = true; }
-
-  /// For computing tasks: how long done() may wait for the other training tasks to free the
-  /// hosted memory with it before the process ends the job (StallWatch; a Trainer sets its
-  /// own). Zero (the default): for good.
-  void set_stall_timeout(std::chrono::milliseconds timeout) { stall_timeout_ = timeout; }
 
   /// The computing tasks whose done() this server has received (in join()), in rank order.
   std::vector<TaskId> tasks_done() const;
@@ -163,7 +159,6 @@ class Server {
   std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
   bool abandoned_ = false;  // abandon(): the hosted memory is left, not freed
-  std::chrono::milliseconds stall_timeout_{0};
   std::string transport_;  // how the hosted memory is reached (memory_transport())
   bool one_sided_ = false;
   int exceptions_at_start_ = 0;

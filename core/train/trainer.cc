@@ -52,9 +52,10 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     target_ = server->target();
     worker_index_ = server->replica_index();
     num_workers_ = server->num_replicas();
-    if (options_.replication.mode != Mode::kLocal)
+    if (options_.replication.mode != Mode::kLocal) {
       stall_timeout_ = stall_timeout_for(options_.replication.wait_timeout);
-    server->set_stall_timeout(stall_timeout_);
+      StallWatch::set_finish_timeout(options_.replication.finish_timeout);
+    }
   }
   if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
   if (options_.batch_size < options_.towers)
