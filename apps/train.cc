@@ -126,9 +126,10 @@ COHORT_DEFINE_string(compression, "none",
                      kSameOnAllRanks);
 COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks after this long (0: never)",
     Range{0, 1e7});
-COHORT_DEFINE_float(finish_timeout_secs, 1800,
-                    "a task that has finished training waits this long for the others to finish "
-                    "too, then ends the job (0: for good)",
+COHORT_DEFINE_float(stall_timeout_secs, 1800,
+                    "a wait inside MPI that no poll can time out (allreduce mode's collectives, "
+                    "a stalled ps's transfers, the end of training) ends the job after this long "
+                    "(0: never)",
                     Range{0, 1e7});
 COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps (0: at the end only)",
     Range{0, 1e15});
@@ -400,8 +401,8 @@ int Main(int argc, char** argv) {
   options.replication.shared_memory_sums = FLAGS_shared_memory_sums;
   options.replication.prefetch = FLAGS_prefetch;
   options.replication.wait_timeout = timeout;
-  options.replication.finish_timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_finish_timeout_secs * 1000));
+  options.replication.stall_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_stall_timeout_secs * 1000));
   options.model_name = FLAGS_model;
   options.image = image_options();
   options.sync_batch_norm = FLAGS_sync_batch_norm;

@@ -37,8 +37,7 @@ Environment::~Environment() {
   if (!owns_ || !active()) return;
   // MPI_Finalize waits for every process of the job: one that stalled (an evaluator, say) would
   // hold the others here for good once training is over.
-  const StallWatch watch(StallWatch::finish_timeout(),
-                         "MPI_Finalize, which waits for every process of the job");
+  const StallWatch watch("MPI_Finalize, which waits for every process of the job");
   MPI_Finalize();
 }
 

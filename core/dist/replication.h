@@ -72,9 +72,11 @@ struct ReplicationOptions {
   bool shared_memory_sums = true;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
   std::chrono::milliseconds wait_timeout{0};
-  /// A task that has finished training waits this long for the others to finish too (0: for
-  /// good): StallWatch::finish_timeout(), which the Trainer sets.
-  std::chrono::milliseconds finish_timeout{0};
+  /// A wait inside MPI (a collective, a transfer to a stalled ps, the end of training, where no
+  /// poll can time out) ends the job after this long (0: never): StallWatch::timeout(), which
+  /// the Trainer sets. Long: a chief may keep the others waiting a while (restoring,
+  /// evaluating, saving).
+  std::chrono::milliseconds stall_timeout{0};
   /// The ps modes, where the memory is one-sided: whether a wait polls for up to a millisecond
   /// before it sleeps (and a sync step goes in pieces). Unset: where every worker on the node
   /// has a CPU for each of its threads. Where the memory is served, waits sleep.

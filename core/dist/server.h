@@ -122,8 +122,8 @@ class Server {
 
   /// For computing tasks (worker, chief). Tells every ps and evaluator task that this task is
   /// finished; then, if memory is hosted, frees it together with the other training tasks
-  /// (blocking until they are all done too, at most StallWatch::finish_timeout(), then ending
-  /// the job). Calling it again does nothing. Throws
+  /// (blocking until they are all done too, at most StallWatch::timeout(), then ending the
+  /// job). Calling it again does nothing. Throws
   /// InvalidArgument on other tasks.
   void done();
 

@@ -15,12 +15,6 @@
 namespace cohort {
 namespace {
 
-// A polled wait's `timeout`, and a little more: the stall watch's deadline behind it.
-std::chrono::milliseconds stall_timeout_for(std::chrono::milliseconds timeout) {
-  if (timeout.count() <= 0) return timeout;
-  return std::max(timeout * 3 / 2, timeout + std::chrono::milliseconds(5000));
-}
-
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   // splitmix64 over the pair: dropout masks differ by step, worker and tower.
   std::uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
@@ -52,10 +46,8 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     target_ = server->target();
     worker_index_ = server->replica_index();
     num_workers_ = server->num_replicas();
-    if (options_.replication.mode != Mode::kLocal) {
-      stall_timeout_ = stall_timeout_for(options_.replication.wait_timeout);
-      StallWatch::set_finish_timeout(options_.replication.finish_timeout);
-    }
+    if (options_.replication.mode != Mode::kLocal)
+      StallWatch::set_timeout(options_.replication.stall_timeout);
   }
   if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
   if (options_.batch_size < options_.towers)
@@ -114,9 +106,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
   if (!restored) graph_.initialize(options_.seed);
   {
-    const StallWatch watch(stall_timeout_.count() > 0 && max_wait ? stall_timeout_for(*max_wait)
-                                                                  : stall_timeout_,
-                           "the start of training, with the other tasks");
+    const StallWatch watch("the start of training, with the other tasks");
     replication_->start(graph_.values(), initial_step, max_wait);
   }
   if (const std::int64_t step = replication_->global_step(); step > 0) {
@@ -178,22 +168,18 @@ void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
 }  // namespace
 
 bool Trainer::agree_to_stop(bool mine) {
-  const StallWatch watch(stall_timeout_, "the agreement to stop, with the other workers",
+  const StallWatch watch("the agreement to stop, with the other workers",
                          replication_->global_step());
   return replication_->agree_to_stop(mine);
 }
 
 std::vector<double> Trainer::exchange_step_times(double mine) {
-  const StallWatch watch(stall_timeout_, "the exchange of step times, with the other workers",
+  const StallWatch watch("the exchange of step times, with the other workers",
                          replication_->global_step());
   return replication_->exchange_step_times(mine);
 }
 
 StepValues Trainer::step() {
-  // The step's exchanges with the other tasks: a collective or a transfer inside MPI whose peer
-  // stalled would block for good.
-  const StallWatch watch(stall_timeout_, "a training step's exchange with the other tasks",
-                         replication_->global_step());
   batches_.next(batch_);
   const std::int64_t n = batch_.size();
   const auto towers = static_cast<std::int64_t>(towers_.size());
@@ -201,7 +187,12 @@ StepValues Trainer::step() {
   StepValues values;
   replication_->take_wait_seconds();  // waits outside the steps (start()'s) are not this one's
   values.pull_begin = seconds_now();
-  replication_->before_step(graph_.values());
+  {
+    // The step's exchanges with the other tasks (not its computation): a collective or a
+    // transfer inside MPI whose peer stalled would block for good.
+    const StallWatch watch("the step's parameters from the other tasks", replication_->global_step());
+    replication_->before_step(graph_.values());
+  }
   values.pull_end = seconds_now();
   values.pull_wait = replication_->take_wait_seconds();
   step_seed_ = mix(options_.seed, static_cast<std::uint64_t>(replication_->global_step()));
@@ -266,7 +257,10 @@ StepValues Trainer::step() {
     for (std::size_t i = 0; i < values.metrics.size(); ++i)
       values.metrics[i] += w * tower.metrics.metrics[i];
   }
-  const StepOutcome outcome = replication_->after_step(towers_.front().grads, graph_.values());
+  const StepOutcome outcome = [&] {
+    const StallWatch watch("the step's update with the other tasks", replication_->global_step());
+    return replication_->after_step(towers_.front().grads, graph_.values());
+  }();
   values.global_step = outcome.global_step;
   values.applied = outcome.applied;
   values.stop = outcome.stop;

@@ -133,11 +133,6 @@ class Trainer {
   /// replica order), this one's alone elsewhere. Collective in allreduce mode: call it at the
   /// same step everywhere.
   std::vector<double> exchange_step_times(double mine);
-  /// How long start(), step(), agree_to_stop() and exchange_step_times() may block before the
-  /// process ends the job (StallWatch: a peer stalled inside an MPI call, where no wait can time
-  /// out): 1.5 x --wait_timeout_secs, at least 5 s more, so that a polled wait's own timeout,
-  /// which names the tasks it waited for, comes first. Zero (never) without peers or timeout.
-  std::chrono::milliseconds stall_timeout() const { return stall_timeout_; }
   /// Makes the graph hold the current parameters (from the ps tasks in the modes that keep them
   /// there); not collective. After finish(), nothing: the graph holds the final ones.
   void fetch_parameters() {
@@ -169,7 +164,6 @@ class Trainer {
 
   Graph& graph_;
   TrainerOptions options_;
-  std::chrono::milliseconds stall_timeout_{0};
   std::string target_;
   int worker_index_ = 0;
   int num_workers_ = 1;

@@ -7,7 +7,7 @@
 # before, and the evaluator, which reads the index too, warns and looks again until the chief's
 # next save, rather than end the job. Last, an evaluator that stalls (SIGSTOP) does not keep the
 # job alive for good once training is over: the others give up in MPI_Finalize after
-# --finish_timeout_secs.
+# --stall_timeout_secs.
 #
 #   evaluator_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -50,7 +50,7 @@ grep -q "^evaluator:0 evaluated global step 500: " "$work/resumed.log" \
   || { echo "the evaluator did not go on to evaluate the final checkpoint (step 500)"; exit 1; }
 
 args=(--mode=sync --train_steps=300 --log_every_steps=0 --print_cluster=false
-      --wait_timeout_secs=2 --finish_timeout_secs=3 --checkpoint_dir="$work/ckpt3")
+      --wait_timeout_secs=2 --stall_timeout_secs=3 --checkpoint_dir="$work/ckpt3")
 "$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
   : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
   : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$work/stalled.log" 2>&1 &

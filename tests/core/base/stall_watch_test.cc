@@ -1,9 +1,11 @@
-// StallWatch: a phase that outlasts its deadline ends the process with one line; one that ends
-// in time, or a watch of timeout zero, does nothing. Each case runs in a child process.
+// StallWatch: a wait that outlasts the stall timeout ends the process with one line; one that
+// ends in time, or any while the timeout is zero, does nothing; time stopped does not count.
+// Each case runs in a child process.
 #include "cohort/core/base/stall_watch.h"
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,8 +27,10 @@ struct Outcome {
   std::string stderr_text;
 };
 
-// Runs `body` in a child process whose stderr goes to a file; the child exits 0 after it.
-Outcome in_child(const std::function<void()>& body) {
+// Runs `body` in a child process whose stderr goes to a file; the child exits 0 after it. With
+// `continue_after`, the child is sent SIGCONT that long after it stops itself.
+Outcome in_child(const std::function<void()>& body,
+                 std::chrono::milliseconds continue_after = std::chrono::milliseconds(0)) {
   char path[] = "/tmp/stall_watch_test_XXXXXX";
   const int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);
@@ -38,6 +42,11 @@ Outcome in_child(const std::function<void()>& body) {
     std::_Exit(0);
   }
   int wstatus = 0;
+  if (continue_after.count() > 0) {
+    ::waitpid(pid, &wstatus, WUNTRACED);  // stopped
+    std::this_thread::sleep_for(continue_after);
+    ::kill(pid, SIGCONT);
+  }
   ::waitpid(pid, &wstatus, 0);
   ::close(fd);
   std::ifstream in(path);
@@ -49,30 +58,34 @@ Outcome in_child(const std::function<void()>& body) {
 
 }  // namespace
 
-TEST_CASE("a phase that outlasts its deadline ends the process, naming the phase and the step") {
+TEST_CASE("a wait that outlasts the stall timeout ends the process, naming the wait and the step") {
   const Outcome o = in_child([] {
     cohort::set_process_label("worker:1 rank 2");
-    const cohort::StallWatch watch(300ms, "the allreduce", 41);
+    cohort::StallWatch::set_timeout(1s);
+    const cohort::StallWatch watch("the allreduce", 41);
     std::this_thread::sleep_for(5s);
   });
   CHECK(o.status == 1);
   CHECK(o.stderr_text ==
-        "[worker:1 rank 2] error: no progress for 0 s in the allreduce (global step 41): a peer "
+        "[worker:1 rank 2] error: no progress for 1 s in the allreduce (global step 41): a peer "
         "has stalled or been lost; ending the job\n");
 }
 
-TEST_CASE("a phase that ends in time, a watch of timeout zero, and nested watches do nothing") {
+TEST_CASE("waits that end in time, a timeout of zero, and nested watches do nothing") {
   const Outcome o = in_child([] {
+    const cohort::StallWatch unarmed("never: no timeout yet");
+    cohort::StallWatch::set_timeout(400ms);
     for (int i = 0; i < 3; ++i) {
-      const cohort::StallWatch outer(400ms, "outer");
+      const cohort::StallWatch outer("outer");
       {
-        const cohort::StallWatch inner(300ms, "inner");  // replaces the outer deadline
+        const cohort::StallWatch inner("inner");
         std::this_thread::sleep_for(100ms);
       }
-      const cohort::StallWatch never(0ms, "never");
       std::this_thread::sleep_for(100ms);
     }
-    std::this_thread::sleep_for(700ms);  // nothing armed: nothing fires
+    cohort::StallWatch::set_timeout(0ms);
+    const cohort::StallWatch never("never");
+    std::this_thread::sleep_for(700ms);
   });
   CHECK(o.status == 0);
   CHECK(o.stderr_text.empty());
@@ -80,10 +93,23 @@ TEST_CASE("a phase that ends in time, a watch of timeout zero, and nested watche
 
 TEST_CASE("the outer deadline holds again once an inner watch is gone") {
   const Outcome o = in_child([] {
-    const cohort::StallWatch outer(600ms, "the outer phase");
-    { const cohort::StallWatch inner(10s, "the inner phase"); }
+    cohort::StallWatch::set_timeout(600ms);
+    const cohort::StallWatch outer("the outer wait");
+    { const cohort::StallWatch inner("the inner wait"); }
     std::this_thread::sleep_for(5s);
   });
   CHECK(o.status == 1);
-  CHECK(o.stderr_text.find("in the outer phase: a peer") != std::string::npos);
+  CHECK(o.stderr_text.find("in the outer wait: a peer") != std::string::npos);
+}
+
+TEST_CASE("time spent stopped (a suspended job) does not count") {
+  const Outcome o = in_child([] {
+    cohort::StallWatch::set_timeout(1500ms);
+    const cohort::StallWatch watch("a wait that is suspended");
+    std::this_thread::sleep_for(300ms);
+    ::kill(::getpid(), SIGSTOP);  // the parent continues it 3 s later
+    std::this_thread::sleep_for(600ms);
+  }, /*continue_after=*/3s);
+  CHECK(o.status == 0);
+  CHECK(o.stderr_text.empty());
 }
