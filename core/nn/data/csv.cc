@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -10,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/files.h"
 #include "cohort/core/nn/data/loaders.h"
 
@@ -194,8 +196,9 @@ class CsvReader {
     return out;
   }
 
-  // A first row of numbers only is data read as a header (a file without one), unless they are
-  // the columns' own indices, as pandas names unnamed columns.
+  // A first row of numbers only may be data read as a header (a file without one), its row lost:
+  // said on stderr, unless they are the columns' own indices, as pandas names unnamed columns.
+  // (Numbers can be names too: wavelengths, years.)
   void check_header(std::int64_t line) const {
     bool indices = true;
     for (std::size_t c = 0; c < names_.size(); ++c) {
@@ -205,8 +208,10 @@ class CsvReader {
       indices = indices && names_[c] == std::to_string(c);
     }
     if (!indices)
-      fail(path_, "line " + std::to_string(line) + ", the header, holds numbers only: it is data; "
-                  "a file without a header is read with header = false");
+      std::fprintf(stderr,
+                   "[%s] warning: %s: line %lld, read as the header, holds numbers only; if the "
+                   "file has no header, read it with header = false, or its first row is lost\n",
+                   process_label().c_str(), path_.c_str(), static_cast<long long>(line));
   }
 
   // The column's index as `column` spells it, or -1.

@@ -73,8 +73,9 @@ struct CsvOptions {
 /// may hold text. Every value must be a finite number (`nan`, a missing value's usual mark, is
 /// refused). Unknown columns, or neither a label nor target columns: InvalidArgument. A column
 /// is named by the header or by its 0-based index; a name that is another column's index is
-/// refused as ambiguous, and so is a header of numbers only, which is data (a header of the
-/// indices themselves, "0,1,2", as pandas writes for unnamed columns, is a header).
+/// refused as ambiguous. A header of numbers only is warned of on stderr (it may be a first row
+/// of data, lost), unless it is the indices themselves, "0,1,2", as pandas writes for unnamed
+/// columns.
 ///
 /// `feature_columns`, if given, receives the feature columns used, in order, by name (by index
 /// without a header): given as CsvOptions::feature_columns for another file of the same table

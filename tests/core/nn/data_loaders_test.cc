@@ -686,7 +686,7 @@ TEST_CASE("CSV errors name the file, the line and the column") {
         path + ": load_csv takes a label_column or target_columns, not both");
 }
 
-TEST_CASE("CSV: missing values, a header that is data, and a column spec that is ambiguous") {
+TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguous") {
   TempDir dir("data_loaders_test");
   const std::string path = dir / "t.csv";
   CHECK(csv_error(dir, "a,y\n1,2\nnan,3\n", {.target_columns = {"y"}}) ==
@@ -695,11 +695,19 @@ TEST_CASE("CSV: missing values, a header that is data, and a column spec that is
         path + ": line 2, column 1 ('y'): '-inf' is not a finite number (a missing value?)");
   CHECK(csv_error(dir, "a,y\r1,2\r3,4\r", {.target_columns = {"y"}}) ==
         path + ": its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
-  // A file without a header, read as if it had one: its first row would be lost, and a column
-  // given by index could name another column.
-  CHECK(csv_error(dir, "4,3,5,0\n1,2,3,1\n", {.label_column = "3"}) ==
-        path + ": line 1, the header, holds numbers only: it is data; a file without a header is "
-               "read with header = false");
+  // A file without a header, read as if it had one: a column given by index names another one
+  // there (and a warning says the header holds numbers only). Numbers may be names, though.
+  spit(path, "4,3,5,0\n1,2,3,1\n");
+  try {
+    cohort::data::load_csv(path, {.label_column = "3"});
+    FAIL("a column spec that is both a name and an index was taken");
+  } catch (const cohort::InvalidArgument& e) {
+    CHECK(std::string(e.what()) == path + ": column '3' is ambiguous: the header names column 1 "
+                                          "so, and it is also the index of column 3 ('0')");
+  }
+  const Dataset spectra = csv(dir, "400,410,420,label\n0.1,0.2,0.3,1\n", {.label_column = "label"});
+  CHECK(spectra.size() == 1);
+  CHECK(example(spectra, 0) == std::vector<float>{0.1f, 0.2f, 0.3f});
   // Columns named by their own indices (pandas' unnamed columns) are a header.
   const Dataset pandas = csv(dir, "0,1,2\n1.5,2.5,1\n", {.label_column = "2"});
   CHECK(pandas.size() == 1);
