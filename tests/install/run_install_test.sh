@@ -189,8 +189,9 @@ if [[ -n $module_init ]]; then
 module use $1
 module load cohort 2>&1 && echo \"root=\$COHORT_ROOT train=\$(command -v cohort-train)\""
   }
-  found=$(load_moved "$moved/share/modulefiles") || true
-  gone=$(load_moved "$work/modulefiles") || true
+  # Lmod folds its messages to the terminal's width: compared with the lines joined.
+  found=$(load_moved "$moved/share/modulefiles" | tr -s ' \n' '  ') || true
+  gone=$(load_moved "$work/modulefiles" | tr -s ' \n' '  ') || true
   mv "$prefix.away" "$prefix"
   rm -rf "$moved"
   [[ $found == *"root=$moved train=$moved/bin/cohort-train"* ]] ||
