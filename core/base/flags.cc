@@ -130,12 +130,6 @@ double numeric_value(const Flag& flag) {
   return *static_cast<const double*>(flag.value);
 }
 
-std::string number_text(double v) {
-  char text[32];
-  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
-  return std::string(text, end);
-}
-
 // `from_environment`: the value came from COHORT_<NAME>, which the message then names.
 void check_range(const Flag& flag, bool from_environment) {
   if (!flag.range || (flag.type != Type::kInt && flag.type != Type::kFloat)) return;
@@ -144,8 +138,8 @@ void check_range(const Flag& flag, bool from_environment) {
     throw FlagError((from_environment ? env_name(flag.name) + "=" + value_text(flag) +
                                             " (the environment's --" + flag.name + ")"
                                       : "--" + flag.name + "=" + value_text(flag)) +
-                    ": out of range, expected " + number_text(flag.range->min) + " to " +
-                    number_text(flag.range->max));
+                    ": out of range, expected " + to_text(flag.range->min) + " to " +
+                    to_text(flag.range->max));
 }
 
 }  // namespace
@@ -412,7 +406,7 @@ std::string Registry::help(const std::string& program) const {
       if (flag->type == Type::kString) out << '"' << flag->default_text << '"';
       else out << flag->default_text;
       if (flag->range)
-        out << ", " << number_text(flag->range->min) << " to " << number_text(flag->range->max);
+        out << ", " << to_text(flag->range->min) << " to " << to_text(flag->range->max);
       if (flag->same_on_all_ranks) out << ", same on all ranks";
       out << ")\n      " << flag->doc << "\n";
     }

@@ -15,14 +15,17 @@ set -euo pipefail
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 
-# job STEPS CHECKPOINT_DIR LOG: 1 ps, 2 workers and an evaluator, sync mode, a checkpoint every
-# 100 steps.
-job() {
-  local args=(--mode=sync --train_steps="$1" --save_checkpoint_steps=100 --log_every_steps=0
-              --print_cluster=false --checkpoint_dir="$2")
+# launch FLAGS...: 1 ps, 2 workers and an evaluator (MPMD), sync mode, each given FLAGS.
+launch() {
+  local args=(--mode=sync --log_every_steps=0 --print_cluster=false "$@")
   "$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
     : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
-    : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$3" 2>&1 \
+    : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}"
+}
+
+# job STEPS CHECKPOINT_DIR LOG: launch, a checkpoint every 100 steps; must succeed.
+job() {
+  launch --train_steps="$1" --save_checkpoint_steps=100 --checkpoint_dir="$2" > "$3" 2>&1 \
     || { cat "$3"; echo "the job failed"; exit 1; }
   cat "$3"
 }
@@ -49,11 +52,8 @@ grep -q "^\[evaluator:0 rank 3\] warning: .*model\.ckpt-400\.safetensors.*; look
 grep -q "^evaluator:0 evaluated global step 500: " "$work/resumed.log" \
   || { echo "the evaluator did not go on to evaluate the final checkpoint (step 500)"; exit 1; }
 
-args=(--mode=sync --train_steps=300 --log_every_steps=0 --print_cluster=false
-      --wait_timeout_secs=2 --stall_timeout_secs=3 --checkpoint_dir="$work/ckpt3")
-"$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
-  : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
-  : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}" > "$work/stalled.log" 2>&1 &
+launch --train_steps=300 --wait_timeout_secs=2 --stall_timeout_secs=3 \
+  --checkpoint_dir="$work/ckpt3" > "$work/stalled.log" 2>&1 &
 job=$!
 wait_for_line "$work/stalled.log" "^training mlp" "$job"
 evaluator=$(rank_pids "$train" 3)

@@ -71,6 +71,16 @@ std::string data_error(const std::function<void()>& f) {
   return "(no error)";
 }
 
+// The InvalidArgument message `f` throws (the caller's mistakes), or "(no InvalidArgument)".
+std::string invalid_argument(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const cohort::InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no InvalidArgument)";
+}
+
 std::string npy_error(const std::string& path) {
   return data_error([&] { cohort::data::load_npy(path); });
 }
@@ -667,12 +677,7 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   // The caller's mistakes are InvalidArgument.
   spit(path, "a,b,label\n1,2,0\n");
   const auto invalid = [&](const CsvOptions& options) {
-    try {
-      cohort::data::load_csv(path, options);
-    } catch (const cohort::InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no InvalidArgument)");
+    return invalid_argument([&] { cohort::data::load_csv(path, options); });
   };
   CHECK(invalid({.label_column = "class"}) ==
         path + ": no column 'class' (columns: 'a', 'b', 'label')");
@@ -698,13 +703,9 @@ TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguou
   // A file without a header, read as if it had one: a column given by index names another one
   // there (and a warning says the header holds numbers only). Numbers may be names, though.
   spit(path, "4,3,5,0\n1,2,3,1\n");
-  try {
-    cohort::data::load_csv(path, {.label_column = "3"});
-    FAIL("a column spec that is both a name and an index was taken");
-  } catch (const cohort::InvalidArgument& e) {
-    CHECK(std::string(e.what()) == path + ": column '3' is ambiguous: the header names column 1 "
-                                          "so, and it is also the index of column 3 ('0')");
-  }
+  CHECK(invalid_argument([&] { cohort::data::load_csv(path, {.label_column = "3"}); }) ==
+        path + ": column '3' is ambiguous: the header names column 1 so, and it is also the "
+               "index of column 3 ('0')");
   const Dataset spectra = csv(dir, "400,410,420,label\n0.1,0.2,0.3,1\n", {.label_column = "label"});
   CHECK(spectra.size() == 1);
   CHECK(example(spectra, 0) == std::vector<float>{0.1f, 0.2f, 0.3f});
@@ -713,13 +714,9 @@ TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguou
   CHECK(pandas.size() == 1);
   CHECK(example(pandas, 0) == std::vector<float>{1.5f, 2.5f});
   spit(path, "a,2,b,c\n1,2,3,0\n");
-  try {
-    cohort::data::load_csv(path, {.label_column = "2"});
-    FAIL("an ambiguous column was taken");
-  } catch (const cohort::InvalidArgument& e) {
-    CHECK(std::string(e.what()) == path + ": column '2' is ambiguous: the header names column 1 "
-                                          "so, and it is also the index of column 2 ('b')");
-  }
+  CHECK(invalid_argument([&] { cohort::data::load_csv(path, {.label_column = "2"}); }) ==
+        path + ": column '2' is ambiguous: the header names column 1 so, and it is also the "
+               "index of column 2 ('b')");
 }
 
 TEST_CASE("CSV: a second file of the same table, its columns in another order, matched by name") {
