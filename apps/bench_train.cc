@@ -160,6 +160,9 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   options.name = "sgd";
   options.learning_rate.base = 0.01;
   auto optimizer = cohort::Optimizer::create(options);
+  // The update as train's local mode makes it: in the products that compute the gradients
+  // where the layers can (cohort::InPlaceUpdate), the optimizer's own pass for the rest.
+  const auto in_place = cohort::InPlaceUpdate::create(*optimizer);
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
 
   // A few distinct preloaded batches, so no step reads exactly the previous one's data.
@@ -182,8 +185,13 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
     const int i = static_cast<int>(step % kBatches);
     cohort::OpContext context;
     context.seed = static_cast<std::uint64_t>(step);
+    context.update_in_place = in_place.get();
+    if (in_place) in_place->begin(step, grads.size());
     model.train_step(images[i], labels[i], grads, context);
-    optimizer->apply(graph.values(), grads, step);
+    if (in_place)
+      in_place->finish(graph.values(), grads);
+    else
+      optimizer->apply(graph.values(), grads, step);
     ++step;
   };
 

@@ -120,6 +120,10 @@ class Replication {
   /// for OpContext::gradients_ready that sends each part of the gradients as it becomes final,
   /// or null when the mode takes them whole in after_step().
   virtual GradientListener* gradient_listener(std::span<float>) { return nullptr; }
+  /// For OpContext::update_in_place: the update the layers may make in the backward pass, where
+  /// the mode applies the gradients itself and nothing else reads them (local mode with SGD), or
+  /// null. after_step() finishes it. Only for a step made by one tower.
+  virtual InPlaceUpdate* update_in_place() { return nullptr; }
   /// Where the mode would have the gradients computed (allreduce mode: memory the other ranks of
   /// the node read them from), or empty. after_step() takes them anywhere; here they need no copy.
   virtual std::span<float> gradient_memory() { return {}; }

@@ -19,6 +19,8 @@ namespace cohort {
 /// BatchNormalization): one pass over the output instead of two.
 enum class Activation { kNone, kRelu };
 
+class InPlaceUpdate;  // nn/optimizer.h
+
 /// Sums small vectors over every replica of a training job (collective: each replica calls it
 /// with the same sizes in the same order). What synchronised batch normalisation reduces its
 /// statistics with; the trainer provides it (over MPI) in the modes where every replica computes
@@ -44,7 +46,8 @@ class GradientListener {
   virtual void ready(std::int64_t begin) = 0;
 };
 
-/// What a forward pass needs to know beyond its input.
+/// What a forward pass needs to know beyond its input (and what a layer keeps of it for the
+/// backward pass that follows: the update in place).
 struct OpContext {
   bool training = true;     ///< dropout is active, batch norm uses batch statistics
   std::uint64_t seed = 0;   ///< per-step seed (dropout masks are a function of seed and layer)
@@ -58,6 +61,11 @@ struct OpContext {
   /// Told as the backward pass of a training step finishes each part of the gradients (CPU
   /// models; a GPU model's pass tells nothing). Null: nobody listens.
   GradientListener* gradients_ready = nullptr;
+  /// Plain SGD made inside the products that compute the parameters' gradients
+  /// (nn/optimizer.h), for the backward pass that follows this forward pass: a layer that can
+  /// (Dense) keeps the pointer, updates a parameter in its backward pass where rate() allows,
+  /// and leaves that parameter's gradient unwritten. Null: the layers write every gradient.
+  InPlaceUpdate* update_in_place = nullptr;
 };
 
 class GpuTensor;   // core/ops/gpu_layer.h (CUDA builds only)
@@ -106,7 +114,8 @@ class Layer {
 
   /// Given `grad_output` = dLoss/dOutput for the last forward(), overwrites this layer's slices
   /// of `grads` (the graph's flat layout) with dLoss/dVariable, and writes dLoss/dInput into
-  /// `grad_input` unless it is null (the first layer skips that work).
+  /// `grad_input` unless it is null (the first layer skips that work). A layer that updated a
+  /// variable in place (the forward context's update_in_place) leaves that slice alone.
   virtual void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                         Tensor* grad_input, std::span<float> grads) = 0;
 

@@ -302,4 +302,55 @@ void Optimizer::apply_piece(std::int64_t first, std::span<float> values,
             values, plus);
 }
 
+std::unique_ptr<InPlaceUpdate> InPlaceUpdate::create(Optimizer& optimizer) {
+  if (optimizer.options().name != "sgd" || optimizer.options().clip_norm > 0) return nullptr;
+  return std::unique_ptr<InPlaceUpdate>(new InPlaceUpdate(optimizer));
+}
+
+void InPlaceUpdate::begin(std::int64_t step, std::size_t parameters) {
+  optimizer_.begin_pieces(step, parameters);
+  applied_.clear();
+  begun_ = true;
+}
+
+std::optional<float> InPlaceUpdate::rate(std::int64_t begin, std::int64_t end) const {
+  if (!begun_ || begin < 0 || end > optimizer_.piece_parameters_ || begin >= end)
+    return std::nullopt;
+  for (const auto& [b, e] : applied_)
+    if (std::max(b, begin) < std::min(e, end)) return std::nullopt;
+  if (optimizer_.options().weight_decay > 0) {
+    if (optimizer_.decay_all_) return std::nullopt;
+    for (const auto& [b, e] : optimizer_.decay_ranges_)
+      if (std::max(b, begin) < std::min(e, end)) return std::nullopt;
+  }
+  return -static_cast<float>(optimizer_.piece_lr_);  // Sgd::update's step
+}
+
+void InPlaceUpdate::applied(std::int64_t begin, std::int64_t end) {
+  if (!rate(begin, end))
+    throw InvalidArgument("InPlaceUpdate: parameters [" + std::to_string(begin) + ", " +
+                          std::to_string(end) + ") cannot have been updated in place");
+  applied_.emplace_back(begin, end);
+}
+
+void InPlaceUpdate::finish(std::span<float> values, std::span<const float> grads) {
+  if (!begun_) throw InvalidArgument("InPlaceUpdate: finish() without begin()");
+  if (grads.size() != values.size())
+    throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
+                          std::to_string(values.size()) + " parameters");
+  std::sort(applied_.begin(), applied_.end());
+  std::int64_t next = 0;
+  const auto apply_up_to = [&](std::int64_t end) {
+    if (end > next)
+      optimizer_.apply_piece(next, values.subspan(next, end - next), grads.subspan(next, end - next));
+  };
+  for (const auto& [begin, end] : applied_) {
+    apply_up_to(begin);
+    next = std::max(next, end);
+  }
+  apply_up_to(static_cast<std::int64_t>(values.size()));
+  applied_.clear();
+  begun_ = false;
+}
+
 }  // namespace cohort

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -133,6 +134,7 @@ class Optimizer {
   void check_piece(std::int64_t first, std::size_t gradients, std::size_t out) const;
   bool decoupled() const { return options_.name == "adamw"; }
 
+  friend class InPlaceUpdate;
   OptimizerOptions options_;
   std::vector<std::pair<std::int64_t, std::int64_t>> decay_ranges_;
   bool decay_all_ = true;
@@ -141,6 +143,48 @@ class Optimizer {
   std::int64_t iterations_ = 0;
   double piece_lr_ = 0.0;  // begin_pieces()'s learning rate and parameters, for its pieces
   std::int64_t piece_parameters_ = 0;
+};
+
+/// Plain SGD made by the layers inside the products that compute its gradients. A Dense kernel's
+/// gradient x^T dz is a matrix product written to the gradient buffer, which the optimizer then
+/// reads back beside the kernel in a pass of its own: for SGD, kernel := kernel + rate * x^T dz
+/// is the same product added onto the kernel, and neither the pass nor the buffer is needed.
+/// One step: begin(), the backward pass with this object in OpContext::update_in_place (each
+/// layer that can updates a parameter and says so), then finish(), which applies the optimizer
+/// to every other parameter as apply() would. The result is apply()'s up to rounding.
+///
+/// Only where nothing else reads the step's gradients: one process training alone with one
+/// tower (the trainer's local mode). A layer computes whatever needs a parameter's old value
+/// (its input gradient) before it updates the parameter. A step that throws part way leaves the
+/// parameters updated so far updated.
+class InPlaceUpdate {
+ public:
+  /// Null unless `optimizer` is SGD without clipping (clipping needs the whole gradient's norm
+  /// before any update; the other optimizers' updates are not linear in the gradient).
+  static std::unique_ptr<InPlaceUpdate> create(Optimizer& optimizer);
+
+  /// Starts the update at global step `step` of a graph of `parameters` trainable values.
+  void begin(std::int64_t step, std::size_t parameters);
+
+  /// The factor r of parameters [begin, end)'s update w := w + r * g from their gradient g, or
+  /// none: outside a step (no begin()), part of the range was updated already, or weight decay
+  /// applies to it (decay stays in the optimizer's pass, where it is rounded with the gradient,
+  /// not as a factor on w rounded once for the whole range).
+  std::optional<float> rate(std::int64_t begin, std::int64_t end) const;
+  /// Parameters [begin, end) were updated in place; their gradients are not read. Only for a
+  /// range rate() gave a factor for.
+  void applied(std::int64_t begin, std::int64_t end);
+
+  /// Applies the optimizer to the parameters not updated in place, from `grads`, and ends the
+  /// step.
+  void finish(std::span<float> values, std::span<const float> grads);
+
+ private:
+  explicit InPlaceUpdate(Optimizer& optimizer) : optimizer_(optimizer) {}
+
+  Optimizer& optimizer_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> applied_;  // this step's, in any order
+  bool begun_ = false;
 };
 
 }  // namespace cohort

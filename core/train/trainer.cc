@@ -203,6 +203,7 @@ StepValues Trainer::step() {
     context.seed = step_seed_;
     context.cross_replica = cross_replica_.get();
     context.gradients_ready = replication_->gradient_listener(tower.grads);
+    context.update_in_place = replication_->update_in_place();
     tower.metrics = tower.model.train_step(batch_.features, batch_.view(), tower.grads, context);
   } else {
     // Split the batch as evenly as possible; each tower copies its slice (a small cost next to

@@ -84,7 +84,7 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
   graph_ = &graph;
   kernel_offset_ =
       graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, options_.filters},
-                         options_.kernel_initializer)
+                         options_.kernel_initializer, VariableOptions{.decay = true})
           .offset;
   bias_offset_ = graph.get_variable(name_ + "/bias", {options_.filters}, Initializer::zeros()).offset;
   return {g.out_h, g.out_w, options_.filters};

@@ -6,6 +6,7 @@
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/optimizer.h"
 #include "cohort/core/nn/tensor_eigen.h"
 #include "cohort/core/nn/threads.h"
 
@@ -52,12 +53,15 @@ Shape Dense::build(Graph& graph, const Shape& input) {
   if (input.empty() || in_ < 1)
     throw InvalidArgument("Dense \"" + name_ + "\": bad input shape " + to_string(input));
   graph_ = &graph;
-  kernel_offset_ = graph.get_variable(name_ + "/kernel", {in_, units_}, kernel_initializer_).offset;
+  kernel_offset_ = graph.get_variable(name_ + "/kernel", {in_, units_}, kernel_initializer_,
+                                      VariableOptions{.decay = true})
+                       .offset;
   bias_offset_ = graph.get_variable(name_ + "/bias", {units_}, Initializer::zeros()).offset;
   return {units_};
 }
 
-void Dense::forward(const Tensor& input, Tensor& output, const OpContext&) {
+void Dense::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  update_in_place_ = context.update_in_place;
   const std::int64_t n = input.dim(0);
   const float* kernel = graph_->values().data() + kernel_offset_;
   const float* bias = graph_->values().data() + bias_offset_;
@@ -84,20 +88,28 @@ void Dense::backward(const Tensor& input, const Tensor& output, const Tensor& gr
                                  relu, grads.data() + bias_offset_, false);
   const float* x = input.data();
   const float* dz = (relu ? grad_pre_ : grad_output).data();
-  float* grad_kernel = grads.data() + kernel_offset_;
-  // Threads take ranges of kernel rows (of the input dimension), for the kernel gradient
-  // (x^T dz) and the input gradient (dz kernel^T) alike.
+  float* kernel = graph_->values().data() + kernel_offset_;
+  // Threads take ranges of kernel rows (of the input dimension), for the input gradient
+  // (dz kernel^T) and the kernel gradient (x^T dz) alike. The input gradient comes first: it
+  // needs the kernel the forward pass used, which an update in place then changes.
+  if (grad_input != nullptr) {
+    grad_input->resize(input.shape());
+    in_ranges(in_, [&](std::int64_t c0, std::int64_t cols) {
+      gemm(false, true, n, cols, units_, 1.0f, dz, units_, kernel + c0 * units_, units_, 0.0f,
+           grad_input->data() + c0, in_);
+    });
+  }
+  // In place: kernel := kernel + rate * x^T dz, the same product added onto the kernel.
+  const std::int64_t kernel_end = kernel_offset_ + in_ * units_;
+  const auto rate = update_in_place_ != nullptr
+                        ? update_in_place_->rate(kernel_offset_, kernel_end)
+                        : std::nullopt;
+  float* target = rate ? kernel : grads.data() + kernel_offset_;
   in_ranges(in_, [&](std::int64_t r0, std::int64_t rows) {
-    gemm(true, false, rows, units_, n, 1.0f, x + r0, in_, dz, units_, 0.0f,
-         grad_kernel + r0 * units_, units_);
+    gemm(true, false, rows, units_, n, rate.value_or(1.0f), x + r0, in_, dz, units_,
+         rate ? 1.0f : 0.0f, target + r0 * units_, units_);
   });
-  if (grad_input == nullptr) return;
-  const float* kernel = graph_->values().data() + kernel_offset_;
-  grad_input->resize(input.shape());
-  in_ranges(in_, [&](std::int64_t c0, std::int64_t cols) {
-    gemm(false, true, n, cols, units_, 1.0f, dz, units_, kernel + c0 * units_, units_, 0.0f,
-         grad_input->data() + c0, in_);
-  });
+  if (rate) update_in_place_->applied(kernel_offset_, kernel_end);
 }
 
 double Dense::flops_per_example() const {

@@ -84,6 +84,7 @@ class Dense : public Layer {
   std::int64_t kernel_offset_ = 0;
   std::int64_t bias_offset_ = 0;
   Tensor grad_pre_;  // dLoss/d(pre-activation) when an activation is fused
+  InPlaceUpdate* update_in_place_ = nullptr;  // the last forward pass's, for its backward pass
 };
 
 /// 2-D convolution over NHWC images with an HWIO filter "<name>/kernel" [kh, kw, in, filters]

@@ -286,3 +286,50 @@ TEST_CASE("cosine schedule with warmup: linear rise, half a cosine down to the f
   CHECK(s.at(500) == doctest::Approx(0.1));
   CHECK_THROWS_AS(LearningRateSchedule::parse_kind("linear"), cohort::InvalidArgument);
 }
+
+TEST_CASE("an update in place: SGD alone, apply()'s rate, the rest by finish()") {
+  CHECK(cohort::InPlaceUpdate::create(*Optimizer::create(options("momentum", 0.1))) == nullptr);
+  CHECK(cohort::InPlaceUpdate::create(*Optimizer::create(options("adam", 0.1))) == nullptr);
+  auto clipped = options("sgd", 0.1);
+  clipped.clip_norm = 1.0;
+  CHECK(cohort::InPlaceUpdate::create(*Optimizer::create(clipped)) == nullptr);
+
+  auto o = options("sgd", 0.5);
+  o.learning_rate.warmup_steps = 4;  // the rate depends on the step: 0.5 * (step + 1) / 4
+  o.weight_decay = 0.1;
+  auto sgd = Optimizer::create(o);
+  sgd->set_decay_ranges({{2, 5}});
+  auto in_place = cohort::InPlaceUpdate::create(*sgd);
+  REQUIRE(in_place != nullptr);
+  CHECK_FALSE(in_place->rate(5, 8).has_value());  // outside a step
+  std::vector<float> values_in_place(8);
+  CHECK_THROWS_WITH_AS(in_place->finish(values_in_place, values_in_place),
+                       "InPlaceUpdate: finish() without begin()", cohort::InvalidArgument);
+  in_place->begin(1, 8);
+  const auto rate = in_place->rate(5, 8);
+  REQUIRE(rate.has_value());
+  CHECK(*rate == doctest::Approx(-0.25));
+  CHECK_FALSE(in_place->rate(1, 3).has_value());  // weight decay applies to part of it
+  CHECK_FALSE(in_place->rate(6, 9).has_value());  // beyond the parameters
+  CHECK_THROWS_AS(in_place->applied(2, 5), cohort::InvalidArgument);  // decayed: not in place
+
+  // One range updated as a layer would; finish() updates the others, once.
+  std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> expected = values;
+  const std::vector<float> grads{1, -1, 2, -2, 3, -3, 4, -4};
+  auto reference = Optimizer::create(o);
+  reference->set_decay_ranges({{2, 5}});
+  reference->apply(expected, grads, 1);
+  for (int i = 5; i < 8; ++i) values[i] += *rate * grads[i];
+  in_place->applied(5, 8);
+  CHECK_FALSE(in_place->rate(4, 6).has_value());  // updated already
+  std::vector<float> poisoned = grads;
+  for (int i : {5, 6, 7}) poisoned[i] = std::nanf("");  // never read
+  in_place->finish(values, poisoned);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    CAPTURE(i);
+    CHECK(values[i] == doctest::Approx(expected[i]));
+  }
+  CHECK(sgd->iterations() == reference->iterations());
+  CHECK_FALSE(in_place->rate(5, 8).has_value());  // the step is over
+}
