@@ -67,9 +67,13 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// Where each token read from a flag file came from ("--flagfile=F line N"), for the messages
+// about it; a token given twice keeps its first place.
+using Origins = std::map<std::string, std::string>;
+
 // Reads a flag file: one --name=value per line, blank lines and # comments ignored. Only a
 // regular file of at most kMaxFlagfileBytes.
-std::vector<std::string> read_flagfile(const std::string& path) {
+std::vector<std::string> read_flagfile(const std::string& path, Origins* origins) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
   if (error || !std::filesystem::exists(status))
@@ -93,13 +97,15 @@ std::vector<std::string> read_flagfile(const std::string& path) {
     if (token.rfind("--", 0) != 0)
       throw FlagError("--flagfile=" + path + " line " + std::to_string(number) +
                       ": expected --name=value, got " + quote(token));
+    if (origins) origins->emplace(token, "--flagfile=" + path + " line " + std::to_string(number));
     tokens.push_back(std::move(token));
   }
   return tokens;
 }
 
 // Replaces every --flagfile=F (or --flagfile F) by the tokens of F, recursively.
-std::vector<std::string> expand_flagfiles(const std::vector<std::string>& args, int depth = 0) {
+std::vector<std::string> expand_flagfiles(const std::vector<std::string>& args, Origins* origins,
+                                          int depth = 0) {
   if (depth > 8) throw FlagError("--flagfile: files include each other more than 8 deep");
   std::vector<std::string> out;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -113,7 +119,8 @@ std::vector<std::string> expand_flagfiles(const std::vector<std::string>& args, 
       out.push_back(args[i]);
       continue;
     }
-    for (auto& token : expand_flagfiles(read_flagfile(path), depth + 1)) out.push_back(std::move(token));
+    for (auto& token : expand_flagfiles(read_flagfile(path, origins), origins, depth + 1))
+      out.push_back(std::move(token));
   }
   return out;
 }
@@ -294,48 +301,70 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
     description.add_options()(flag.name.c_str(), po::value<std::string>(), flag.doc.c_str());
   }
 
-  std::vector<std::string> tokens =
-      expand_flagfiles(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()));
+  Origins origins;
+  std::vector<std::string> tokens = expand_flagfiles(
+      std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()), &origins);
+  // A message about a token from a flag file names the file and line.
+  const auto from = [&](const std::string& token, const FlagError& error) {
+    const auto found = origins.find(token);
+    return found == origins.end() ? error
+                                  : FlagError(std::string(error.what()) + " (" + found->second + ")");
+  };
   // Before Boost sees them:
   // - a bare boolean flag never takes the next argument as its value (gflags' rule); Boost would;
   // - nor does any other flag take a next argument that is itself a flag (--checkpoint_dir
   //   --train_steps=20 would name a directory "--train_steps=20");
   // - "--name=" sets an empty string, as in absl (Boost refuses it);
   // - a flag without a name ("--=5"), which Boost passes on as an argument, is refused.
+  const auto keep_origin = [&](const std::string& original, const std::string& token) {
+    if (const auto found = origins.find(original); found != origins.end() && token != original)
+      origins.emplace(token, found->second);
+  };
   std::vector<std::string> given = std::move(tokens);
   tokens.clear();
   for (std::size_t i = 0; i < given.size(); ++i) {
-    std::string& token = given[i];
-    if (token == "--") {
-      tokens.insert(tokens.end(), given.begin() + static_cast<std::ptrdiff_t>(i), given.end());
-      break;
-    }
-    if (token.rfind("--=", 0) == 0)
-      throw FlagError("a flag without a name: " + quote(token) + " (flags are --name=value)");
-    if (token.rfind("--", 0) != 0) {
-      tokens.push_back(std::move(token));
-      continue;
-    }
-    const std::size_t equals = token.find('=');
-    const Flag* flag = find(token.substr(2, equals == std::string::npos ? std::string::npos : equals - 2));
-    if (equals == token.size() - 1) {  // "--name="
-      token.pop_back();
-      if (flag && flag->type == Type::kBool)
-        throw FlagError(token + "= has no value (a bool flag: --" + flag->name + ", --no" +
-                        flag->name + " or " + token + "=true|false)");
-      tokens.push_back(std::move(token));
-      if (flag) tokens.emplace_back();  // the empty value
-      continue;
-    }
-    if (equals == std::string::npos && flag) {
-      if (flag->type == Type::kBool) {
-        token += "=true";
-      } else if (i + 1 < given.size() && given[i + 1].rfind("--", 0) == 0) {
-        throw FlagError(token + " has no value: the next argument, " + quote(given[i + 1]) +
-                        ", is a flag (write " + token + "=VALUE)");
+    const std::string original = given[i];
+    try {
+      std::string& token = given[i];
+      if (token == "--") {
+        tokens.insert(tokens.end(), given.begin() + static_cast<std::ptrdiff_t>(i), given.end());
+        break;
       }
+      if (token.rfind("--=", 0) == 0)
+        throw FlagError("a flag without a name: " + quote(token) + " (flags are --name=value)");
+      if (token.rfind("--", 0) != 0) {
+        tokens.push_back(std::move(token));
+        continue;
+      }
+      const std::size_t equals = token.find('=');
+      const Flag* flag = find(token.substr(2, equals == std::string::npos ? std::string::npos : equals - 2));
+      if (equals == token.size() - 1) {  // "--name="
+        token.pop_back();
+        if (flag && flag->type == Type::kBool)
+          throw FlagError(token + "= has no value (a bool flag: --" + flag->name + ", --no" +
+                          flag->name + " or " + token + "=true|false)");
+        const Flag* negated = token.rfind("--no", 0) == 0 ? find(token.substr(4)) : nullptr;
+        if (!flag && negated && negated->type == Type::kBool)
+          throw FlagError(token + "= has an empty value: " + token + " takes none (write " + token +
+                          " or --" + negated->name + "=true|false)");
+        keep_origin(original, token);
+        tokens.push_back(std::move(token));
+        if (flag) tokens.emplace_back();  // the empty value
+        continue;
+      }
+      if (equals == std::string::npos && flag) {
+        if (flag->type == Type::kBool) {
+          token += "=true";
+        } else if (i + 1 < given.size() && given[i + 1].rfind("--", 0) == 0) {
+          throw FlagError(token + " has no value: the next argument, " + quote(given[i + 1]) +
+                          ", is a flag (write " + token + "=VALUE)");
+        }
+      }
+      keep_origin(original, token);
+      tokens.push_back(std::move(token));
+    } catch (const FlagError& e) {
+      throw from(original, e);
     }
-    tokens.push_back(std::move(token));
   }
   po::parsed_options options(&description);
   try {
@@ -348,6 +377,7 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
     throw FlagError(e.what());
   }
 
+  std::map<std::string, std::string> last_token;  // the token that set each flag, by name
   for (const po::option& option : options.options) {
     if (option.position_key >= 0 || option.string_key.empty()) {
       for (const auto& v : option.value) parsed.rest.push_back(v);
@@ -375,20 +405,34 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
         std::string message = "unknown flag " + token.substr(0, token.find('='));
         if (find(name)) message += " (flags take two dashes: --" + name + ")";
         else if (const auto guess = suggest(name)) message += " (did you mean --" + *guess + "?)";
-        throw FlagError(message);
+        throw from(token, FlagError(message));
       }
       std::string message = "unknown flag --" + name;
       if (const auto guess = suggest(name)) message += " (did you mean --" + *guess + "?)";
-      throw FlagError(message);
+      throw from(token, FlagError(message));
     }
     const std::string text = option.value.empty() ? std::string() : option.value.front();
-    set(option.string_key, text, "--" + option.string_key);
+    const std::string token =
+        option.original_tokens.empty() ? std::string() : option.original_tokens.front();
+    try {
+      set(option.string_key, text, "--" + option.string_key);
+    } catch (const FlagError& e) {
+      throw from(token, e);
+    }
     from_command_line.insert(option.string_key);
+    last_token[option.string_key] = token;
   }
   for (const auto& [name, error] : environment_errors)
     if (!from_command_line.contains(name)) throw FlagError(error);
-  for (const Flag& flag : flags_)
-    check_range(flag, from_environment.contains(flag.name) && !from_command_line.contains(flag.name));
+  for (const Flag& flag : flags_) {
+    const bool command_line = from_command_line.contains(flag.name);
+    try {
+      check_range(flag, from_environment.contains(flag.name) && !command_line);
+    } catch (const FlagError& e) {
+      if (!command_line) throw;
+      throw from(last_token[flag.name], e);
+    }
+  }
   return parsed;
 }
 

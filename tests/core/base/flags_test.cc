@@ -145,6 +145,7 @@ TEST_CASE("a flag's value is never the next flag; --name= is the empty string") 
   CHECK(f.error({"--batch_size="}) == "invalid value '' for --batch_size: expected an int (64-bit integer)");
   CHECK(f.error({"--shuffle="}) == "--shuffle= has no value (a bool flag: --shuffle, --noshuffle or --shuffle=true|false)");
   CHECK(f.error({"--data_dri="}) == "unknown flag --data_dri (did you mean --data_dir?)");
+  CHECK(f.error({"--noshuffle="}) == "--noshuffle= has an empty value: --noshuffle takes none (write --noshuffle or --shuffle=true|false)");
 }
 
 TEST_CASE("--help, -h and absl's --helpfull and --helpshort all ask for the help") {
@@ -170,6 +171,40 @@ TEST_CASE("--flagfile reads --name=value lines with comments, in command-line or
   f.parse({"--learning_rate=0.25", "--flagfile", path});
   CHECK(f.learning_rate == doctest::Approx(0.5));
   CHECK(f.error({"--flagfile=does_not_exist.txt"}) == "--flagfile=does_not_exist.txt: no such file");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a bad line of a flag file is named by file and line") {
+  Fixture f;
+  const std::string path = "flags_test_bad_flagfile.txt";
+  {
+    std::ofstream out(path);
+    out << "# settings\n--batch_size=256\n--learning_rate=fast\n";
+  }
+  const std::string where = " (--flagfile=" + path + " line ";
+  CHECK(f.error({"--flagfile=" + path}) ==
+        "invalid value 'fast' for --learning_rate: expected a float (a number such as 0.05 or "
+        "1e-3)" + where + "3)");
+  {
+    std::ofstream out(path);
+    out << "--lerning_rate=1\n";
+  }
+  CHECK(f.error({"--flagfile=" + path}) ==
+        "unknown flag --lerning_rate (did you mean --learning_rate?)" + where + "1)");
+  {
+    std::ofstream out(path);
+    out << "\n--shuffle=\n";
+  }
+  CHECK(f.error({"--flagfile=" + path}).ends_with(where + "2)"));
+  const_cast<Flag*>(f.registry.find("batch_size"))->range = cohort::flags::Range{1, 4096};
+  {
+    std::ofstream out(path);
+    out << "--batch_size=0\n";
+  }
+  CHECK(f.error({"--flagfile=" + path}) ==
+        "--batch_size=0: out of range, expected 1 to 4096" + where + "1)");
+  // The same value typed on the command line is not the file's.
+  CHECK(f.error({"--batch_size=0"}) == "--batch_size=0: out of range, expected 1 to 4096");
   std::remove(path.c_str());
 }
 
