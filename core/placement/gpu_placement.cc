@@ -38,6 +38,9 @@ DeviceSpec parse_compute_device(std::string_view text) {
   if (!spec.device_type)
     throw InvalidArgument("device \"" + std::string(text) +
                           "\" names no device type: use cpu, gpu, /gpu:N or /cpu:0");
+  if (*spec.device_type == "CPU" && spec.device_index.value_or(0) != 0)
+    throw InvalidArgument("device \"" + std::string(text) +
+                          "\": a process has one CPU device, /cpu:0 (--threads sets its cores)");
   return spec;
 }
 

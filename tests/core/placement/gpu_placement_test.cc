@@ -28,6 +28,11 @@ TEST_CASE("parse_compute_device: cpu, gpu and device specs") {
                        InvalidArgument);
   CHECK_THROWS_AS(parse_compute_device("tpu"), InvalidArgument);
   CHECK_THROWS_AS(parse_compute_device("/gpu:x"), InvalidArgument);
+  CHECK(parse_compute_device("/cpu:0").device_type == "CPU");
+  CHECK_THROWS_WITH_AS(parse_compute_device("/cpu:3"),
+                       "device \"/cpu:3\": a process has one CPU device, /cpu:0 (--threads sets "
+                       "its cores)",
+                       InvalidArgument);
 }
 
 TEST_CASE("assign_gpus: CPU specs compute on the host") {
