@@ -1,11 +1,22 @@
 #include "cohort/core/base/wait.h"
 
 #include <algorithm>
+#include <sstream>
 #include <thread>
 
 #include "cohort/core/base/error.h"
 
 namespace cohort {
+namespace {
+
+// "3", "2.5", "0.03": a timeout in seconds as it was most likely given.
+std::string seconds_text(std::chrono::milliseconds timeout) {
+  std::ostringstream text;
+  text << std::chrono::duration<double>(timeout).count();
+  return text.str();
+}
+
+}  // namespace
 
 void wait_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout,
                 const std::function<std::string()>& what, std::chrono::microseconds spin) {
@@ -20,8 +31,7 @@ void wait_until(const std::function<bool()>& ready, std::chrono::milliseconds ti
   while (!ready()) {
     const auto now = steady_clock::now();
     if (timeout.count() > 0 && now - start >= timeout)
-      throw Error("timed out after " + std::to_string(duration<double>(timeout).count()) +
-                  " s waiting for " + what());
+      throw Error("timed out after " + seconds_text(timeout) + " s waiting for " + what());
     if (spinning && now - start < spin) {
       std::this_thread::yield();
       spinning = steady_clock::now() - now < kLateYield;

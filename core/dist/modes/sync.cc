@@ -233,6 +233,19 @@ class SyncReplication final : public PsReplication {
     return counters_[slot(ControlSlot::kClearer)] == clearer_word(s, replica_);
   }
 
+  // Who opens step s, for a message about waiting for it: the chief, or the worker it named to
+  // clear step s-1's sums (the chief waits for that one alone).
+  std::string opener(std::int64_t s) {
+    const std::string step = "to open step " + std::to_string(s);
+    if (!server_.is_chief())
+      return chief_name() + " (or the worker it named to clear the sums) " + step;
+    const std::int64_t named = store_.read(ControlSlot::kClearer);
+    const std::int64_t replica = (named & kCountMask) - 1;
+    const bool known = (named >> kStepShift) == s - 1 && replica >= 0;
+    return (known ? replica_name(static_cast<int>(replica)) : std::string("the worker")) +
+           ", named to clear the sums of step " + std::to_string(s - 1) + ", " + step;
+  }
+
   // Takes one of step s's k slots: a compare-and-swap that names the step. The first try
   // guesses that no slot is taken yet, which saves reading the word first. A word of an earlier
   // step means step s is published but not yet open (the chief, or the worker it named, is
@@ -252,10 +265,7 @@ class SyncReplication final : public PsReplication {
               return (slots[0] >> kStepShift) >= s || slots[std::size(slots) - 1] != 0;
             },
             options_.wait_timeout,
-            [&] {
-              return chief_name() + " (or the worker it named to clear the sums) to open step " +
-                     std::to_string(s);
-            });
+            [&] { return opener(s); });
         if (slots[std::size(slots) - 1] != 0) return false;
         continue;
       }
