@@ -73,6 +73,10 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
     warn(me + ": no checkpoint appeared in " + options.checkpoint_dir +
          " while the cluster trained: does the chief save checkpoints there?");
   server.join();  // every done() has arrived: returns at once
+  // The final checkpoint is in the index once training has ended; one that stayed unreadable
+  // through the tries after it was not evaluated, and the job must not end as if it had been.
+  if (!fault.empty())
+    throw CheckpointError(me + ": the final checkpoint could not be evaluated: " + fault);
   return done;
 }
 

@@ -7,7 +7,7 @@
 # before, and the evaluator, which reads the index too, warns and looks again until the chief's
 # next save, rather than end the job. Last, an evaluator that stalls (SIGSTOP) does not keep the
 # job alive for good once training is over: the others give up in MPI_Finalize after
-# --stall_timeout_secs.
+# --stall_timeout_secs. And a final checkpoint the evaluator cannot read fails the job.
 #
 #   evaluator_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -67,4 +67,23 @@ cat "$work/stalled.log"
 grep -qE "^final: global step 300, " "$work/stalled.log" || { echo "training did not finish"; exit 1; }
 grep -qE "error: no progress for 3 s in MPI_Finalize, which waits for every process of the job" \
   "$work/stalled.log" || { echo "nobody gave up on the stalled evaluator"; exit 1; }
-echo "evaluator test passed: $evaluations evaluations, the last equal to the chief's ($last); a missing checkpoint skipped; a stalled evaluator given up on"
+# The final checkpoint damaged before the evaluator (stopped meanwhile) reads it: it warns,
+# tries a few times, then fails the job, naming the file, rather than end as if it had evaluated.
+launch --train_steps=300 --save_checkpoint_steps=100 --stall_timeout_secs=120 \
+  --checkpoint_dir="$work/ckpt4" > "$work/damaged.log" 2>&1 &
+job=$!
+wait_for_line "$work/damaged.log" "^training mlp" "$job"
+evaluator=$(rank_pids "$train" 3)
+[ -n "$evaluator" ] || { echo "could not find the evaluator's process"; exit 1; }
+kill -STOP "$evaluator"
+wait_for_line "$work/damaged.log" "^final: global step 300, " "$job"
+: > "$work/ckpt4/model.ckpt-300.safetensors"
+kill -CONT "$evaluator"
+status=0
+wait "$job" || status=$?
+cat "$work/damaged.log"
+[ "$status" -ne 0 ] || { echo "the job whose final checkpoint was damaged exited 0"; exit 1; }
+grep -qE "^\[evaluator:0 rank 3\] error: evaluator:0: the final checkpoint could not be evaluated: .*model\.ckpt-300\.safetensors" \
+  "$work/damaged.log" || { echo "the evaluator did not name the damaged final checkpoint"; exit 1; }
+
+echo "evaluator test passed: $evaluations evaluations, the last equal to the chief's ($last); a missing checkpoint skipped; a stalled evaluator given up on; a damaged final checkpoint failed the job"
