@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -62,13 +63,17 @@ std::string settings_mismatch(const mpi::Comm& world) {
     }
     return pairs;
   };
-  const auto first = settings(all.front());
-  for (std::size_t r = 1; r < all.size(); ++r)
-    for (const auto& [name, value] : settings(all[r]))
-      for (const auto& [name0, value0] : first)
-        if (name == name0 && value != value0)
-          return "--" + name + " differs between ranks: rank 0 has '" + value0 + "', rank " +
-                 std::to_string(r) + " has '" + value + "'";
+  // Each flag against the first rank that has it: in an MPMD launch another program (without
+  // the flag) may be rank 0.
+  std::map<std::string, std::pair<std::string, std::size_t>> first;  // value, rank
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (const auto& [name, value] : settings(all[r])) {
+      const auto [seen, added] = first.try_emplace(name, value, r);
+      if (!added && seen->second.first != value)
+        return "--" + name + " differs between ranks: rank " + std::to_string(seen->second.second) +
+               " has '" + seen->second.first + "', rank " + std::to_string(r) + " has '" + value +
+               "'";
+    }
   return {};
 }
 
