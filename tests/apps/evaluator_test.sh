@@ -52,13 +52,21 @@ grep -q "^\[evaluator:0 rank 3\] warning: .*model\.ckpt-400\.safetensors.*; look
 grep -q "^evaluator:0 evaluated global step 500: " "$work/resumed.log" \
   || { echo "the evaluator did not go on to evaluate the final checkpoint (step 500)"; exit 1; }
 
-launch --train_steps=300 --wait_timeout_secs=2 --stall_timeout_secs=3 \
-  --checkpoint_dir="$work/ckpt3" > "$work/stalled.log" 2>&1 &
-job=$!
-wait_for_line "$work/stalled.log" "^training mlp" "$job"
-evaluator=$(rank_pids "$train" 3)
-[ -n "$evaluator" ] || { echo "could not find the evaluator's process"; exit 1; }
-kill -STOP "$evaluator"
+# launch_and_stop_evaluator LOG FLAGS...: launch in the background (pid in $job) and stop the
+# evaluator (SIGSTOP; pid in $evaluator) once training has begun.
+launch_and_stop_evaluator() {
+  local log=$1
+  shift
+  launch "$@" > "$log" 2>&1 &
+  job=$!
+  wait_for_line "$log" "^training mlp" "$job"
+  evaluator=$(rank_pids "$train" 3)
+  [ -n "$evaluator" ] || { echo "could not find the evaluator's process"; exit 1; }
+  kill -STOP "$evaluator"
+}
+
+launch_and_stop_evaluator "$work/stalled.log" --train_steps=300 --wait_timeout_secs=2 \
+  --stall_timeout_secs=3 --checkpoint_dir="$work/ckpt3"
 status=0
 wait "$job" || status=$?
 kill -KILL "$evaluator" 2>/dev/null || true
@@ -69,13 +77,8 @@ grep -qE "error: no progress for 3 s in MPI_Finalize, which waits for every proc
   "$work/stalled.log" || { echo "nobody gave up on the stalled evaluator"; exit 1; }
 # The final checkpoint damaged before the evaluator (stopped meanwhile) reads it: it warns,
 # tries a few times, then fails the job, naming the file, rather than end as if it had evaluated.
-launch --train_steps=300 --save_checkpoint_steps=100 --stall_timeout_secs=120 \
-  --checkpoint_dir="$work/ckpt4" > "$work/damaged.log" 2>&1 &
-job=$!
-wait_for_line "$work/damaged.log" "^training mlp" "$job"
-evaluator=$(rank_pids "$train" 3)
-[ -n "$evaluator" ] || { echo "could not find the evaluator's process"; exit 1; }
-kill -STOP "$evaluator"
+launch_and_stop_evaluator "$work/damaged.log" --train_steps=300 --save_checkpoint_steps=100 \
+  --stall_timeout_secs=120 --checkpoint_dir="$work/ckpt4"
 wait_for_line "$work/damaged.log" "^final: global step 300, " "$job"
 : > "$work/ckpt4/model.ckpt-300.safetensors"
 kill -CONT "$evaluator"
