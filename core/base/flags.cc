@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <boost/program_options.hpp>
 
@@ -137,6 +138,12 @@ double numeric_value(const Flag& flag) {
   return *static_cast<const double*>(flag.value);
 }
 
+// `text` without one leading + (from_chars reads a - but not a +); "+-5" keeps its +.
+std::string_view unsigned_plus(std::string_view text) {
+  if (text.size() > 1 && text[0] == '+' && text[1] != '-' && text[1] != '+') text.remove_prefix(1);
+  return text;
+}
+
 // `from_environment`: the value came from COHORT_<NAME>, which the message then names.
 void check_range(const Flag& flag, bool from_environment) {
   if (!flag.range || (flag.type != Type::kInt && flag.type != Type::kFloat)) return;
@@ -252,17 +259,28 @@ void Registry::set(const std::string& name, const std::string& text, const std::
       return;
     }
     case Type::kInt: {
-      std::int64_t v = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      // As gflags and absl read them: a leading + and hexadecimal 0x... are numbers too.
+      std::string_view digits = unsigned_plus(text);
+      const bool negative = digits.starts_with('-');
+      if (negative) digits.remove_prefix(1);
+      const bool hex = digits.starts_with("0x") || digits.starts_with("0X");
+      if (hex) digits.remove_prefix(2);
+      std::uint64_t magnitude = 0;
+      const auto [end, ec] =
+          std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, hex ? 16 : 10);
+      const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+          magnitude > limit)
         throw bad("an int (64-bit integer)");
-      *static_cast<std::int64_t*>(flag->value) = v;
+      *static_cast<std::int64_t*>(flag->value) =
+          negative ? static_cast<std::int64_t>(0 - magnitude) : static_cast<std::int64_t>(magnitude);
       return;
     }
     case Type::kFloat: {
       double v = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      const std::string_view number = unsigned_plus(text);
+      const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+      if (number.empty() || ec != std::errc() || end != number.data() + number.size())
         throw bad("a float (a number such as 0.05 or 1e-3)");
       *static_cast<double*>(flag->value) = v;
       return;
@@ -304,7 +322,9 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   Origins origins;
   std::vector<std::string> tokens = expand_flagfiles(
       std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()), &origins);
-  // A message about a token from a flag file names the file and line.
+  // A message about a token from a flag file names the file and line (unless the same token was
+  // also typed on the command line: then it has no one place).
+  for (const std::string& arg : args) origins.erase(arg);
   const auto from = [&](const std::string& token, const FlagError& error) {
     const auto found = origins.find(token);
     return found == origins.end() ? error
@@ -358,6 +378,8 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
         } else if (i + 1 < given.size() && given[i + 1].rfind("--", 0) == 0) {
           throw FlagError(token + " has no value: the next argument, " + quote(given[i + 1]) +
                           ", is a flag (write " + token + "=VALUE)");
+        } else if (i + 1 == given.size()) {
+          throw FlagError(token + " has no value (write " + token + "=VALUE)");
         }
       }
       keep_origin(original, token);

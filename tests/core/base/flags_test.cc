@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 
 using cohort::flags::Flag;
@@ -97,6 +98,27 @@ TEST_CASE("unknown flags are refused with a suggestion") {
   CHECK(f.error({"--=5"}) == "a flag without a name: '--=5' (flags are --name=value)");
 }
 
+TEST_CASE("numbers as gflags and absl read them: a leading +, hexadecimal ints") {
+  Fixture f;
+  f.parse({"--batch_size=+32", "--learning_rate=+0.5"});
+  CHECK(f.batch_size == 32);
+  CHECK(f.learning_rate == 0.5);
+  f.parse({"--batch_size=0x10"});
+  CHECK(f.batch_size == 16);
+  f.parse({"--batch_size=-0X1f"});
+  CHECK(f.batch_size == -31);
+  f.parse({"--batch_size=-9223372036854775808"});
+  CHECK(f.batch_size == std::numeric_limits<std::int64_t>::min());
+  f.parse({"--batch_size=9223372036854775807"});
+  CHECK(f.batch_size == std::numeric_limits<std::int64_t>::max());
+  for (const char* bad : {"9223372036854775808", "-9223372036854775809", "0x", "++3", "+-3", "+",
+                          "0x-1", "1e3", " 5"}) {
+    CAPTURE(bad);
+    CHECK(f.error({std::string("--batch_size=") + bad}).find("expected an int") != std::string::npos);
+  }
+  CHECK(f.error({"--learning_rate=++1"}).find("expected a float") != std::string::npos);
+}
+
 TEST_CASE("bad values name the flag, the value and the expected type") {
   Fixture f;
   CHECK(f.error({"--batch_size=12x"}) ==
@@ -138,6 +160,7 @@ TEST_CASE("a flag's value is never the next flag; --name= is the empty string") 
         "--data_dir has no value: the next argument, '--batch_size=20', is a flag (write "
         "--data_dir=VALUE)");
   CHECK(f.error({"--batch_size", "--shuffle"}).find("--batch_size has no value") == 0);
+  CHECK(f.error({"--batch_size"}) == "--batch_size has no value (write --batch_size=VALUE)");
   f.parse({"--data_dir="});
   CHECK(f.data_dir.empty());
   f.parse({"--data_dir=/x", "--batch_size", "-3"});  // a negative number is a value, not a flag
@@ -203,8 +226,16 @@ TEST_CASE("a bad line of a flag file is named by file and line") {
   }
   CHECK(f.error({"--flagfile=" + path}) ==
         "--batch_size=0: out of range, expected 1 to 4096" + where + "1)");
-  // The same value typed on the command line is not the file's.
+  // The same value typed on the command line is not the file's, nor is one both typed and read.
   CHECK(f.error({"--batch_size=0"}) == "--batch_size=0: out of range, expected 1 to 4096");
+  CHECK(f.error({"--batch_size=0", "--flagfile=" + path}) ==
+        "--batch_size=0: out of range, expected 1 to 4096");
+  {
+    std::ofstream out(path);
+    out << "--batch_size=8\n--data_dir\n";
+  }
+  CHECK(f.error({"--flagfile=" + path}) ==
+        "--data_dir has no value (write --data_dir=VALUE) (" + where.substr(2) + "2)");
   std::remove(path.c_str());
 }
 
