@@ -1,6 +1,7 @@
 #include "cohort/core/base/wait.h"
 
 #include <algorithm>
+#include <iomanip>
 #include <sstream>
 #include <thread>
 
@@ -12,7 +13,7 @@ namespace {
 // "3", "2.5", "0.03": a timeout in seconds as it was most likely given.
 std::string seconds_text(std::chrono::milliseconds timeout) {
   std::ostringstream text;
-  text << std::chrono::duration<double>(timeout).count();
+  text << std::setprecision(12) << std::chrono::duration<double>(timeout).count();
   return text.str();
 }
 

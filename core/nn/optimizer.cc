@@ -335,9 +335,11 @@ void InPlaceUpdate::applied(std::int64_t begin, std::int64_t end) {
 
 void InPlaceUpdate::finish(std::span<float> values, std::span<const float> grads) {
   if (!begun_) throw InvalidArgument("InPlaceUpdate: finish() without begin()");
-  if (grads.size() != values.size())
-    throw InvalidArgument("optimizer: " + std::to_string(grads.size()) + " gradients for " +
-                          std::to_string(values.size()) + " parameters");
+  if (grads.size() != values.size() ||
+      static_cast<std::int64_t>(values.size()) != optimizer_.piece_parameters_)
+    throw InvalidArgument("InPlaceUpdate: " + std::to_string(grads.size()) + " gradients for " +
+                          std::to_string(values.size()) + " parameters, begun for " +
+                          std::to_string(optimizer_.piece_parameters_));
   std::sort(applied_.begin(), applied_.end());
   std::int64_t next = 0;
   const auto apply_up_to = [&](std::int64_t end) {

@@ -69,7 +69,7 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
     if (finished && (fault.empty() || ++tries_after_training > 3)) break;
     std::this_thread::sleep_for(options.poll);
   }
-  if (done.empty())
+  if (done.empty() && fault.empty())
     warn(me + ": no checkpoint appeared in " + options.checkpoint_dir +
          " while the cluster trained: does the chief save checkpoints there?");
   server.join();  // every done() has arrived: returns at once

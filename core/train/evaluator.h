@@ -47,7 +47,8 @@ struct Evaluation {
 /// it says done, is evaluated last. An index or checkpoint that cannot be read (a file the chief
 /// has just pruned) is a warning, and looked at again at the next poll. Returns the evaluations
 /// in order. Throws InvalidArgument without a checkpoint_dir or on a computing task,
-/// CheckpointError when a checkpoint does not fit the model.
+/// CheckpointError when a checkpoint does not fit the model, or when the final one is still
+/// unreadable a few polls after training ended.
 std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::Dataset& data,
                                       const EvaluatorOptions& options);
 

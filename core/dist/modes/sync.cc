@@ -239,7 +239,12 @@ class SyncReplication final : public PsReplication {
     const std::string step = "to open step " + std::to_string(s);
     if (!server_.is_chief())
       return chief_name() + " (or the worker it named to clear the sums) " + step;
-    const std::int64_t named = store_.read(ControlSlot::kClearer);
+    std::int64_t named = 0;
+    try {
+      named = store_.read(ControlSlot::kClearer);
+    } catch (const Error&) {
+      // The message stays about the wait, even where the ps no longer answers.
+    }
     const std::int64_t replica = (named & kCountMask) - 1;
     const bool known = (named >> kStepShift) == s - 1 && replica >= 0;
     return (known ? replica_name(static_cast<int>(replica)) : std::string("the worker")) +
