@@ -16,6 +16,7 @@
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+include("${CMAKE_CURRENT_LIST_DIR}/CohortInstallDirs.cmake")
 # Installed programs and libraries find Cohort's libraries beside them (relative to their own
 # place, so the tree may be moved) and the others (CUDA, OpenBLAS) where they were linked from.
 file(RELATIVE_PATH cohort_bin_to_lib "/prefix/${CMAKE_INSTALL_BINDIR}" "/prefix/${CMAKE_INSTALL_LIBDIR}")
