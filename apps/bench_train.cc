@@ -161,8 +161,10 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   options.learning_rate.base = 0.01;
   auto optimizer = cohort::Optimizer::create(options);
   // The update as train's local mode makes it: in the products that compute the gradients
-  // where the layers can (cohort::InPlaceUpdate), the optimizer's own pass for the rest.
+  // where the layers can (cohort::InPlaceUpdate), the optimizer's own pass for the rest. Plain
+  // SGD without clipping always allows it.
   const auto in_place = cohort::InPlaceUpdate::create(*optimizer);
+  if (!in_place) throw cohort::Error("bench_train: SGD made no in-place update");
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
 
   // A few distinct preloaded batches, so no step reads exactly the previous one's data.
@@ -186,12 +188,9 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
     cohort::OpContext context;
     context.seed = static_cast<std::uint64_t>(step);
     context.update_in_place = in_place.get();
-    if (in_place) in_place->begin(step, grads.size());
+    in_place->begin(step, grads.size());
     model.train_step(images[i], labels[i], grads, context);
-    if (in_place)
-      in_place->finish(graph.values(), grads);
-    else
-      optimizer->apply(graph.values(), grads, step);
+    in_place->finish(graph.values(), grads);
     ++step;
   };
 
