@@ -21,6 +21,11 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kLevels = {"x86-64-v2", "x86-64-v3", "x86-64-v4"};
 constexpr const char* kVariable = "COHORT_CPU_LEVEL";
+// Set in the environment of a process restarted by choose_kernels_at_load(), so that it restarts
+// once at most.
+constexpr const char* kRestarted = "COHORT_CPU_KERNELS_CHOSEN";
+// Set, to OpenBLAS's own choice, when Cohort set OPENBLAS_CORETYPE because OpenBLAS fell back.
+constexpr const char* kOpenBlasFellBackTo = "COHORT_OPENBLAS_FELL_BACK_TO";
 
 // COHORT_CPU_LEVEL's value; nullptr when unset or empty.
 const char* wanted_level() {
@@ -43,32 +48,60 @@ const char* level_features(std::string_view level) {
   return "no vector extensions assumed";
 }
 
-#if defined(__linux__) && defined(__x86_64__) && defined(COHORT_KERNEL_DISPATCH)
-// Runs as the library loads (glibc passes main's arguments to .init_array functions). When
-// COHORT_CPU_LEVEL asks for a level below the copy loaded, restarts the program once with the
-// loader's view of the CPU masked down to that level; anything it cannot fix is left to
-// check_cpu_level(), which reports it as an error once main() runs.
-void apply_cap_at_load(int /*argc*/, char** argv, char** /*envp*/) {
-  const char* wanted = wanted_level();
-  if (wanted == nullptr || std::getenv("COHORT_CPU_LEVEL_APPLIED") != nullptr) return;
-  const int want = level_index(wanted);
+#if defined(__linux__) && defined(__x86_64__)
+// Runs as the library loads, after OpenBLAS has chosen its kernels (glibc runs a library's
+// initialisers after those of the libraries it needs, and passes main's arguments to them).
+// Restarts the program once, with the environment set so that the restarted process loads the
+// right kernels, when:
+// - COHORT_CPU_LEVEL asks for a level below the copy loaded: the loader's view of the CPU is
+//   masked down to that level (anything this cannot fix is left to check_cpu_level(), which
+//   reports it as an error once main() runs);
+// - OpenBLAS did not recognise the CPU and fell back to its oldest kernels
+//   (openblas_core_for_cpu()), and OPENBLAS_CORETYPE does not already say which to use.
+void choose_kernels_at_load(int /*argc*/, char** argv, char** /*envp*/) {
+  if (std::getenv(kRestarted) != nullptr) return;
+  bool restart = false;
+#if defined(COHORT_KERNEL_DISPATCH)
+  const int want = wanted_level() != nullptr ? level_index(wanted_level()) : -1;
   const int have = level_index(kernel_level());
-  if (want < 0 || have < 0 || want >= have) return;
-  std::string tunables;
-  if (const char* old = std::getenv("GLIBC_TUNABLES")) tunables = std::string(old) + ":";
-  tunables += want == 0 ? "glibc.cpu.hwcaps=-AVX2,-AVX512F" : "glibc.cpu.hwcaps=-AVX512F";
-  setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
-  setenv("OPENBLAS_CORETYPE", want == 0 ? "Nehalem" : "Haswell", 0);
-  setenv("ONEDNN_MAX_CPU_ISA", want == 0 ? "SSE41" : "AVX2", 0);
-  setenv("COHORT_CPU_LEVEL_APPLIED", "1", 1);
+  if (want >= 0 && have >= 0 && want < have) {
+    std::string tunables;
+    if (const char* old = std::getenv("GLIBC_TUNABLES")) tunables = std::string(old) + ":";
+    tunables += want == 0 ? "glibc.cpu.hwcaps=-AVX2,-AVX512F" : "glibc.cpu.hwcaps=-AVX512F";
+    setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+    setenv("OPENBLAS_CORETYPE", want == 0 ? "Nehalem" : "Haswell", 0);
+    setenv("ONEDNN_MAX_CPU_ISA", want == 0 ? "SSE41" : "AVX2", 0);
+    restart = true;
+  }
+#endif
+  if (!restart && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    const char* chosen = ops_detail::openblas_core();
+    if (const char* core = openblas_core_for_cpu(chosen, cpu_level())) {
+      setenv("OPENBLAS_CORETYPE", core, 1);
+      setenv(kOpenBlasFellBackTo, chosen, 1);
+      restart = true;
+    }
+  }
+  if (!restart) return;
+  setenv(kRestarted, "1", 1);
   execv("/proc/self/exe", argv);
-  // Not restarted: check_cpu_level() says the cap did not apply.
+  // Not restarted: check_cpu_level() says if the cap did not apply; OpenBLAS keeps its choice.
 }
-__attribute__((used, section(".init_array"))) void (*const apply_cap)(int, char**, char**) =
-    &apply_cap_at_load;
+__attribute__((used, section(".init_array"))) void (*const choose_kernels)(int, char**, char**) =
+    &choose_kernels_at_load;
 #endif
 
 }  // namespace
+
+const char* openblas_core_for_cpu(std::string_view openblas_core, std::string_view level) {
+  // OpenBLAS's fallback for an x86-64 CPU whose model number it does not know (0.3.21 takes
+  // Intel's fifth-generation Xeons for one) is its SSE3 kernels, "Prescott".
+  if (openblas_core != "Prescott") return nullptr;
+  if (level == "x86-64-v4") return "SkylakeX";
+  if (level == "x86-64-v3") return "Haswell";
+  if (level == "x86-64-v2") return "Nehalem";
+  return nullptr;
+}
 
 const char* kernel_level() {
 #if defined(__x86_64__)
@@ -105,8 +138,12 @@ const char* cpu_level() {
 std::string kernel_level_summary() {
   std::string line = std::string(kernel_level()) + " (" + level_features(kernel_level()) + ")";
   if (const char* cap = wanted_level()) line += ", capped by " + std::string(kVariable) + "=" + cap;
-  return line + "; CPU " + cpu_level() + "; built " + COHORT_KERNEL_BUILT + "; GEMM " +
-         ops_detail::gemm_libraries();
+  line += std::string("; CPU ") + cpu_level() + "; built " + COHORT_KERNEL_BUILT + "; GEMM " +
+          ops_detail::gemm_libraries();
+  if (const char* fell_back = std::getenv(kOpenBlasFellBackTo))
+    line += std::string(" (OPENBLAS_CORETYPE set by Cohort: OpenBLAS did not know this CPU and "
+                        "chose ") + fell_back + ")";
+  return line;
 }
 
 void check_cpu_level() {

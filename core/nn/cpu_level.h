@@ -14,6 +14,7 @@
 // copy, and accepts only its own level.
 
 #include <string>
+#include <string_view>
 
 namespace cohort {
 
@@ -27,6 +28,14 @@ const char* cpu_level();
 /// One line for run headers and benchmark tables: "x86-64-v3 (AVX2+FMA); CPU x86-64-v3; built
 /// x86-64-v2 x86-64-v3 x86-64-v4; GEMM OpenBLAS Haswell, oneDNN 2.6.3 AVX2 from 1M multiply-adds".
 std::string kernel_level_summary();
+
+/// The OpenBLAS kernels ("SkylakeX", "Haswell", "Nehalem") to use instead of `openblas_core`,
+/// OpenBLAS's own choice, on a CPU of `level`; nullptr when its choice stands. OpenBLAS picks its
+/// kernels from the CPU's model number, and falls back to its SSE3 kernels ("Prescott") on a CPU
+/// newer than itself. When it has, and OPENBLAS_CORETYPE is unset, the program restarts itself
+/// once as the library loads with OPENBLAS_CORETYPE set to this, and kernel_level_summary() says
+/// so.
+const char* openblas_core_for_cpu(std::string_view openblas_core, std::string_view level);
 
 /// Checks COHORT_CPU_LEVEL against what runs: throws InvalidArgument naming the variable when its
 /// value is not a level, is above what the CPU supports, or could not be applied (the kernels in

@@ -132,9 +132,11 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
               static_cast<blasint>(ldc));
 }
 
+const char* openblas_core() { return openblas_get_corename(); }
+
 std::string gemm_libraries() {
   set_up_once();
-  std::string line = std::string("OpenBLAS ") + openblas_get_corename();
+  std::string line = std::string("OpenBLAS ") + openblas_core();
 #ifdef COHORT_HAVE_ONEDNN
   const dnnl_version_t* v = dnnl_version();
   line += ", oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +

@@ -41,4 +41,7 @@ void record_gemm_calls(std::vector<GemmCall>* calls);
 /// "OpenBLAS Cooperlake, oneDNN 2.6.3 AVX512_CORE_BF16 from 1M multiply-adds".
 std::string gemm_libraries();
 
+/// The name of the kernels OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
+const char* openblas_core();
+
 }  // namespace cohort::ops_detail

@@ -10,6 +10,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/cpu_level.h"
+#include "cohort/core/nn/ops/gemm.h"
 
 using namespace cohort;
 
@@ -65,4 +66,19 @@ TEST_CASE("COHORT_CPU_LEVEL: a bad value, or a level above the CPU's, is a clear
                           std::string(cpu_level())).c_str(),
                          InvalidArgument);
   }
+}
+
+TEST_CASE("OpenBLAS's fallback to its SSE3 kernels gives way to the kernels of the CPU's level") {
+  CHECK(std::string(openblas_core_for_cpu("Prescott", "x86-64-v4")) == "SkylakeX");
+  CHECK(std::string(openblas_core_for_cpu("Prescott", "x86-64-v3")) == "Haswell");
+  CHECK(std::string(openblas_core_for_cpu("Prescott", "x86-64-v2")) == "Nehalem");
+  CHECK(openblas_core_for_cpu("Prescott", "x86-64") == nullptr);
+  CHECK(openblas_core_for_cpu("Haswell", "x86-64-v4") == nullptr);  // a choice that stands
+  CHECK(openblas_core_for_cpu("Zen", "x86-64-v3") == nullptr);
+  // In this process: unless the user chose the kernels, OpenBLAS's are not its fallback (it fell
+  // back on a CPU newer than itself, and the process restarted with the right ones).
+  const char* user_choice = std::getenv("OPENBLAS_CORETYPE");
+  MESSAGE("kernels: " << kernel_level_summary());
+  if (user_choice == nullptr || std::getenv("COHORT_OPENBLAS_FELL_BACK_TO") != nullptr)
+    CHECK(openblas_core_for_cpu(ops_detail::openblas_core(), cpu_level()) == nullptr);
 }
