@@ -166,6 +166,12 @@ Result time_model(const std::string& name, std::int64_t batch_size, int gpu) {
   const auto in_place = cohort::InPlaceUpdate::create(*optimizer);
   if (!in_place) throw cohort::Error("bench_train: SGD made no in-place update");
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  // As train's Trainer does for its GPU towers: the copies' host memory page-locked.
+  std::shared_ptr<const void> pins[2];
+  if (gpu >= 0) {
+    pins[0] = cohort::Model::pin_for_gpu(graph.values());
+    pins[1] = cohort::Model::pin_for_gpu(grads);
+  }
 
   // A few distinct preloaded batches, so no step reads exactly the previous one's data.
   constexpr int kBatches = 8;

@@ -19,6 +19,8 @@ void Model::set_gpu(int device, bool) {
                           ": this Cohort was built without CUDA (COHORT_WITH_CUDA=OFF)");
 }
 
+std::shared_ptr<const void> Model::pin_for_gpu(std::span<const float>) { return nullptr; }
+
 StepMetrics Model::gpu_step(const Tensor&, std::span<const std::int32_t>, std::span<float>,
                             const OpContext&) {
   throw std::logic_error("Model::gpu_step in a build without CUDA");

@@ -90,6 +90,10 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
       tower.grads = tower.own_grads;
     }
   }
+  if (!options_.gpus.empty()) {
+    gpu_pins_.push_back(Model::pin_for_gpu(graph_.values()));
+    for (const Tower& tower : towers_) gpu_pins_.push_back(Model::pin_for_gpu(tower.grads));
+  }
   for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });
 }
 

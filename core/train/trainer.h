@@ -184,6 +184,10 @@ class Trainer {
   int running_ = 0;
   bool quit_ = false;
   std::exception_ptr tower_error_;
+
+  // GPU towers: the graph's values and the towers' gradients page-locked for their copies
+  // (Model::pin_for_gpu). Last, so released before the memory they lock is freed.
+  std::vector<std::shared_ptr<const void>> gpu_pins_;
 };
 
 }  // namespace cohort

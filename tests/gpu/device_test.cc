@@ -11,6 +11,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/gpu/buffer.h"
@@ -18,6 +19,7 @@
 #include "cohort/gpu/error.h"
 #include "cohort/gpu/handles.h"
 #include "cohort/gpu/kernels.h"
+#include "cohort/gpu/pinned.h"
 #include "cohort/gpu/stream.h"
 #include "support/gpu_test.h"
 
@@ -102,6 +104,43 @@ TEST_CASE("async copies on a stream") {
   buffer.copy_to_host_async(back, stream);
   stream.synchronize();
   CHECK(std::all_of(back.begin(), back.end(), [](float v) { return v == 0.0f; }));
+}
+
+TEST_CASE("HostRegistration page-locks a range until its last registration goes") {
+  if (cohort::test::no_device()) return;
+  const std::vector<float> host = random_floats(kN, 3);
+  std::vector<float> back(kN, 0.0f);
+  const std::size_t bytes = kN * sizeof(float);
+  CHECK_FALSE(gpu::is_registered_host_memory(host.data()));
+  {
+    const gpu::HostRegistration first(host.data(), bytes);
+    REQUIRE(first.registered());
+    CHECK(gpu::is_registered_host_memory(host.data()));
+    {
+      const gpu::HostRegistration again(host.data(), bytes);  // counted, not registered twice
+      CHECK(again.registered());
+      const gpu::HostRegistration other_range(host.data(), bytes / 2);
+      CHECK_FALSE(other_range.registered());
+    }
+    CHECK(gpu::is_registered_host_memory(host.data()));  // `first` still holds it
+    gpu::HostRegistration moved_to;
+    {
+      gpu::HostRegistration target(back.data(), bytes);
+      REQUIRE(target.registered());
+      moved_to = std::move(target);
+    }
+    CHECK(gpu::is_registered_host_memory(back.data()));  // the move carried the registration
+    gpu::Stream stream;
+    gpu::DeviceBuffer<float> buffer(kN);
+    buffer.copy_from_host_async(host, stream);
+    buffer.copy_to_host_async(back, stream);
+    stream.synchronize();
+    CHECK(back == host);
+  }
+  CHECK_FALSE(gpu::is_registered_host_memory(host.data()));
+  CHECK_FALSE(gpu::is_registered_host_memory(back.data()));
+  CHECK_FALSE(gpu::HostRegistration(nullptr, 16).registered());
+  CHECK_FALSE(gpu::HostRegistration(host.data(), 0).registered());
 }
 
 TEST_CASE("fill, axpy and scale match the CPU") {

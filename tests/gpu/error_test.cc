@@ -9,9 +9,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "cohort/gpu/device.h"
 #include "cohort/gpu/libraries.h"
+#include "cohort/gpu/pinned.h"
 
 using cohort::gpu::CudaError;
 using cohort::gpu::Library;
@@ -93,6 +95,14 @@ TEST_CASE("device_count is 0, not an error, without a device") {
   CHECK_NOTHROW(count = cohort::gpu::device_count());
   CHECK(count >= 0);
   if (count == 0) CHECK(cohort::gpu::describe_devices() == "no CUDA device");
+}
+
+TEST_CASE("HostRegistration without a device leaves the memory as it was, quietly") {
+  if (cohort::gpu::device_count() > 0) return;  // tests/gpu/device_test.cc covers a device
+  std::vector<float> host(1 << 16, 1.0f);
+  const cohort::gpu::HostRegistration registration(host.data(), host.size() * sizeof(float));
+  CHECK_FALSE(registration.registered());
+  CHECK_FALSE(cohort::gpu::is_registered_host_memory(host.data()));
 }
 
 TEST_CASE("COHORT_CUBLAS_CALL and COHORT_CUDNN_CALL use their library's names") {

@@ -22,6 +22,7 @@
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/gpu/device.h"
+#include "cohort/gpu/pinned.h"
 #include "support/gpu_test.h"
 
 using cohort::Graph;
@@ -157,13 +158,17 @@ TEST_CASE("two GPU towers in the Trainer match two host towers") {
     options.towers = 2;
     options.seed = 3;
     if (on_gpu) options.gpus = {0, 0};  // both on device 0: any GPU machine can run this
-    cohort::Trainer trainer(
+    auto trainer = std::make_unique<cohort::Trainer>(
         nullptr, graph, [](Graph& g) { return cohort::build_model("small_cnn", g); },
         cohort::data::synthetic(640, 9), sgd(0.05), options);
-    trainer.start();
+    trainer->start();
     const std::vector<float> initial(graph.values().begin(), graph.values().end());
-    for (int step = 0; step < 10; ++step) trainer.step();
+    for (int step = 0; step < 10; ++step) trainer->step();
     updates.push_back(minus(graph.values(), initial));
+    // GPU towers copy from the graph's values page-locked, for as long as the Trainer lives.
+    CHECK(cohort::gpu::is_registered_host_memory(graph.values().data()) == on_gpu);
+    trainer.reset();
+    CHECK_FALSE(cohort::gpu::is_registered_host_memory(graph.values().data()));
     if (!on_gpu) cohort::build_model("small_cnn", layout);  // the same variables, for their names
   }
   const double error = check_per_variable(layout, updates[1], updates[0]);
