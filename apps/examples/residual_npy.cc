@@ -141,11 +141,11 @@ int Main(int argc, char** argv) {
     std::tie(train_x, train_y) = export_npy(cohort::data::Split::kTrain, 12000, dir + "/train");
     std::tie(test_x, test_y) = export_npy(cohort::data::Split::kTest, 2000, dir + "/test");
   }
-  // This worker's shard alone is kept: the rest of the file is dropped once read.
-  const auto train =
-      images(cohort::data::dataset_from_npy(train_x, train_y, FLAGS_num_classes), "train_features",
-             train_x)
-          .shard(server.replica_index(), server.num_replicas());
+  // This worker's shard alone is read from the features file (every label is checked).
+  const auto train = images(
+      cohort::data::dataset_from_npy(train_x, train_y, FLAGS_num_classes,
+                                     {server.replica_index(), server.num_replicas()}),
+      "train_features", train_x);
   const int classes = train.num_classes();
   const auto test = test_x.empty()
                         ? std::optional<cohort::data::Dataset>()

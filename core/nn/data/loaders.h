@@ -27,8 +27,10 @@ struct NpyArray {
 };
 
 /// Reads a .npy file (format versions 1, 2 and 3): little-endian (or byte-sized) bool, int8-64,
-/// uint8-64, float32 and float64 arrays, C order. A 0-d array is read as shape [1].
-NpyArray load_npy(const std::string& path);
+/// uint8-64, float32 and float64 arrays, C order. A 0-d array is read as shape [1]. With a
+/// `shard`, only its rows (entries of the first dimension) are read and kept: index,
+/// index + count, ... (InvalidArgument unless 0 <= index < count).
+NpyArray load_npy(const std::string& path, ShardSpec shard = {});
 /// Reads every array of a .npz archive (stored or deflated, as numpy.savez and savez_compressed
 /// write them), by name without the ".npy" suffix.
 std::map<std::string, NpyArray> load_npz(const std::string& path);
@@ -41,14 +43,20 @@ void save_npy(const std::string& path, std::span<const std::int32_t> labels);
 /// A dataset of the features in one array and the labels or targets in another. An integral
 /// array of n values ([n] or [n, 1]) gives class labels (num_classes 0: the largest label + 1);
 /// anything else float targets [n, ...]. The first dimensions must agree.
+///
+/// The loaders below take a `shard` (a worker's share, what Dataset::shard(index, count) keeps):
+/// only its examples are converted and kept, so eight workers on a node hold the features once
+/// between them, not eight times. Every label is still read and checked, and num_classes 0
+/// counts them all, so that every shard agrees.
 Dataset dataset_from_arrays(NpyArray features, NpyArray targets, const std::string& name,
                             int num_classes = 0);
 /// The same from two .npy files.
 Dataset dataset_from_npy(const std::string& features_path, const std::string& targets_path,
-                         int num_classes = 0);
+                         int num_classes = 0, ShardSpec shard = {});
 /// The same from two arrays of one .npz archive.
 Dataset dataset_from_npz(const std::string& path, const std::string& features_key = "x",
-                         const std::string& targets_key = "y", int num_classes = 0);
+                         const std::string& targets_key = "y", int num_classes = 0,
+                         ShardSpec shard = {});
 
 /// How to read a CSV file of numbers. (The `{}` initializers keep GCC's -Wextra quiet about
 /// designated initializers that leave members out, as in the example above.)

@@ -314,23 +314,54 @@ void convert(const NpyHeader& h, const char* in, std::int64_t n, float* out) {
   }
 }
 
-NpyArray empty_array(const NpyHeader& header) {
+// The rows (entries of the first dimension) a shard keeps: index, index + count, ...
+struct ShardRows {
+  std::int64_t total = 1;     // in the file; a 0-d array is one row
+  std::int64_t kept = 1;
+  std::int64_t elements = 1;  // per row
+};
+
+ShardRows shard_rows(const NpyHeader& header, ShardSpec shard) {
+  ShardRows rows;
+  rows.total = header.shape.empty() ? 1 : header.shape[0];
+  rows.elements = rows.total == 0 ? 0 : header.count / rows.total;
+  rows.kept = rows.total > shard.index ? (rows.total - shard.index + shard.count - 1) / shard.count : 0;
+  return rows;
+}
+
+void check_shard(ShardSpec shard, const std::string& where) {
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+    throw InvalidArgument(where + ": shard " + std::to_string(shard.index) + " of " +
+                          std::to_string(shard.count) + " (need 0 <= index < count)");
+}
+
+// The array of a shard's rows, unfilled.
+NpyArray empty_array(const NpyHeader& header, const ShardRows& rows) {
   NpyArray array;
   array.dtype = header.descr;
   array.integral = header.kind != 'f';
-  array.values.resize(header.shape.empty() ? Shape{1} : header.shape);
+  Shape shape = header.shape.empty() ? Shape{1} : header.shape;
+  shape[0] = rows.kept;
+  array.values.resize(shape);
   return array;
 }
 
-// An .npy file's bytes already in memory (an .npz member).
-NpyArray parse_npy(std::string_view bytes, const std::string& where) {
+// An .npy file's bytes already in memory (an .npz member); only the shard's rows are converted.
+// `file_shape`, if given, receives the array's shape in the file ([1] for a 0-d array).
+NpyArray parse_npy(std::string_view bytes, const std::string& where, ShardSpec shard = {},
+                   Shape* file_shape = nullptr) {
   const Preamble p = parse_preamble(bytes.substr(0, 12), bytes.size(), where);
   const NpyHeader header =
       HeaderParser(bytes.substr(p.size, p.header_size), where).parse();
   const std::uint64_t offset = p.size + p.header_size;
   check_data_size(header, bytes.size() - offset, where);
-  NpyArray array = empty_array(header);
-  convert(header, bytes.data() + offset, header.count, array.values.data());
+  if (file_shape != nullptr) *file_shape = header.shape.empty() ? Shape{1} : header.shape;
+  const ShardRows rows = shard_rows(header, shard);
+  NpyArray array = empty_array(header, rows);
+  const std::int64_t row_bytes = rows.elements * header.item_size;
+  for (std::int64_t i = 0; i < rows.kept; ++i)
+    convert(header, bytes.data() + offset + (shard.index + i * shard.count) * row_bytes,
+            rows.elements, array.values.data() + i * rows.elements);
   return array;
 }
 
@@ -397,7 +428,7 @@ class NpzArchive {
     return out.empty() ? "none" : out;
   }
 
-  NpyArray read(const std::string& key) const {
+  NpyArray read(const std::string& key, ShardSpec shard = {}, Shape* file_shape = nullptr) const {
     const zip_uint64_t index = members_.at(key);
     const std::string where = path_ + ": member " + key + ".npy";
     zip_stat_t stat;
@@ -431,7 +462,7 @@ class NpzArchive {
     const zip_int64_t more = zip_fread(file.get(), &past_end, 1);
     if (more < 0) fail(where, std::string("damaged: ") + zip_file_strerror(file.get()));
     if (more > 0) fail(where, "more data than its stated " + std::to_string(size) + " bytes");
-    return parse_npy(bytes, where);
+    return parse_npy(bytes, where, shard, file_shape);
   }
 
  private:
@@ -469,26 +500,30 @@ void check_finite(const Tensor& values, const std::string& where, const std::str
 // A copy of `t` as [n, 1] (t is [n]): Tensor::resize leaves contents unspecified.
 Tensor as_column(const Tensor& t) { return Tensor({t.dim(0), 1}, t.span()); }
 
-Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, int num_classes) {
-  if (num_classes < 0)
-    throw InvalidArgument(names.dataset + ": num_classes " + std::to_string(num_classes));
-  if (features.values.rank() == 0) fail(names.dataset, names.features + " are empty");
-  if (targets.values.rank() == 0) fail(names.dataset, names.targets + " are empty");
-  const std::int64_t n = features.values.dim(0);
-  if (targets.values.dim(0) != n)
-    fail(names.dataset, names.features + " " + to_string(features.values.shape()) + " and " +
-                            names.targets + " " + to_string(targets.values.shape()) +
-                            " differ in their first dimension: " + std::to_string(n) + " vs " +
-                            std::to_string(targets.values.dim(0)) + " examples");
-  check_finite(features.values, names.dataset, names.features);
-  Tensor x = features.values.rank() == 1 ? as_column(features.values) : std::move(features.values);
+// Fails unless features of `features_shape` and targets of `targets_shape` hold as many
+// examples.
+void check_same_count(const Shape& features_shape, const Shape& targets_shape, const Names& names) {
+  if (features_shape.empty()) fail(names.dataset, names.features + " are empty");
+  if (targets_shape.empty()) fail(names.dataset, names.targets + " are empty");
+  if (targets_shape[0] != features_shape[0])
+    fail(names.dataset, names.features + " " + to_string(features_shape) + " and " + names.targets +
+                            " " + to_string(targets_shape) + " differ in their first dimension: " +
+                            std::to_string(features_shape[0]) + " vs " +
+                            std::to_string(targets_shape[0]) + " examples");
+}
+
+// An integral array of n values ([n] or [n, 1]) is class labels; anything else, float targets.
+bool are_labels(const NpyArray& targets) {
   const Tensor& t = targets.values;
-  const bool label_shape = t.rank() == 1 || (t.rank() == 2 && t.dim(1) == 1);
-  if (!targets.integral || !label_shape) {
-    check_finite(t, names.labels, "");
-    Tensor y = t.rank() == 1 ? as_column(t) : std::move(targets.values);
-    return Dataset::from_arrays(std::move(x), std::move(y), names.name);
-  }
+  return targets.integral && (t.rank() == 1 || (t.rank() == 2 && t.dim(1) == 1));
+}
+
+// The class labels of `targets` (are_labels), each checked; `num_classes` 0 becomes the largest
+// label + 1 (2 for booleans).
+std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& names,
+                                         int& num_classes) {
+  const Tensor& t = targets.values;
+  const std::int64_t n = t.dim(0);
   // Labels above 2^24 would not have come through float32 exactly.
   const std::int64_t limit = num_classes > 0 ? num_classes : std::int64_t{1} << 24;
   std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
@@ -508,28 +543,91 @@ Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, in
     largest = std::max(largest, labels[static_cast<std::size_t>(i)]);
   }
   if (num_classes == 0) num_classes = targets.dtype.ends_with("b1") ? 2 : std::max(1, largest + 1);
+  return labels;
+}
+
+Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, int num_classes) {
+  if (num_classes < 0)
+    throw InvalidArgument(names.dataset + ": num_classes " + std::to_string(num_classes));
+  check_same_count(features.values.shape(), targets.values.shape(), names);
+  check_finite(features.values, names.dataset, names.features);
+  Tensor x = features.values.rank() == 1 ? as_column(features.values) : std::move(features.values);
+  if (!are_labels(targets)) {
+    const Tensor& t = targets.values;
+    check_finite(t, names.labels, "");
+    Tensor y = t.rank() == 1 ? as_column(t) : std::move(targets.values);
+    return Dataset::from_arrays(std::move(x), std::move(y), names.name);
+  }
+  std::vector<std::int32_t> labels = checked_labels(targets, names, num_classes);
   return Dataset::from_arrays(std::move(x), std::move(labels), num_classes, names.name);
 }
 
-}  // namespace
+// A shard's dataset: `features` are the shard's rows of an array of `features_shape`, `targets`
+// the whole array. Every target is checked, and num_classes counts them all, so that every
+// worker's shard agrees with the others'; then the shard's rows of them are kept.
+Dataset make_shard(NpyArray features, const Shape& features_shape, NpyArray targets,
+                   const Names& names, int num_classes, ShardSpec shard) {
+  if (num_classes < 0)
+    throw InvalidArgument(names.dataset + ": num_classes " + std::to_string(num_classes));
+  check_same_count(features_shape, targets.values.shape(), names);
+  if (are_labels(targets)) checked_labels(targets, names, num_classes);
+  else check_finite(targets.values, names.labels, "");
+  const std::int64_t row = targets.values.size() / std::max<std::int64_t>(1, targets.values.dim(0));
+  Shape shape = targets.values.shape();
+  shape[0] = features.values.dim(0);
+  NpyArray mine{Tensor(shape), targets.dtype, targets.integral};
+  for (std::int64_t i = 0; i < shape[0]; ++i)
+    std::copy_n(targets.values.data() + (shard.index + i * shard.count) * row, row,
+                mine.values.data() + i * row);
+  return make_dataset(std::move(features), std::move(mine), names, num_classes);
+}
 
-NpyArray load_npy(const std::string& path) {
+// A .npy file opened and its header read: the stream stands at the first byte of the data.
+struct OpenNpy {
+  std::ifstream in;
+  NpyHeader header;
+  std::uint64_t data_offset = 0;
+};
+
+OpenNpy open_npy(const std::string& path) {
   const std::uint64_t total = file_size(path, "a .npy file");
-  std::ifstream in = open_file(path);
+  OpenNpy f{open_file(path), {}, 0};
   std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(total, 12)), '\0');
-  read_exactly(in, head.data(), head.size(), path);
+  read_exactly(f.in, head.data(), head.size(), path);
   const Preamble p = parse_preamble(head, total, path);
   std::string text(static_cast<std::size_t>(p.header_size), '\0');
-  in.seekg(static_cast<std::streamoff>(p.size));
-  read_exactly(in, text.data(), text.size(), path);
-  const NpyHeader header = HeaderParser(text, path).parse();
-  check_data_size(header, total - p.size - p.header_size, path);
+  f.in.seekg(static_cast<std::streamoff>(p.size));
+  read_exactly(f.in, text.data(), text.size(), path);
+  f.header = HeaderParser(text, path).parse();
+  f.data_offset = p.size + p.header_size;
+  check_data_size(f.header, total - f.data_offset, path);
+  return f;
+}
 
-  NpyArray array = empty_array(header);
+// load_npy, and the array's shape in the file ([1] for a 0-d array) into `file_shape`.
+NpyArray read_npy(const std::string& path, ShardSpec shard, Shape& file_shape) {
+  check_shard(shard, path);
+  OpenNpy f = open_npy(path);
+  const NpyHeader& header = f.header;
+  file_shape = header.shape.empty() ? Shape{1} : header.shape;
+  const ShardRows rows = shard_rows(header, shard);
+  NpyArray array = empty_array(header, rows);
   float* out = array.values.data();
+  if (shard.count > 1) {
+    // The shard's rows alone, each read where it lies: the rest of the file is never held.
+    const std::int64_t row_bytes = rows.elements * header.item_size;
+    std::vector<char> row(static_cast<std::size_t>(row_bytes));
+    for (std::int64_t i = 0; i < rows.kept; ++i) {
+      f.in.seekg(static_cast<std::streamoff>(
+          f.data_offset + static_cast<std::uint64_t>((shard.index + i * shard.count) * row_bytes)));
+      read_exactly(f.in, row.data(), static_cast<std::uint64_t>(row_bytes), path);
+      convert(header, row.data(), rows.elements, out + i * rows.elements);
+    }
+    return array;
+  }
   if (header.kind == 'f' && header.item_size == 4) {
     // The common case (float32 images) goes straight from the file into the tensor.
-    read_exactly(in, reinterpret_cast<char*>(out), header.data_bytes, path);
+    read_exactly(f.in, reinterpret_cast<char*>(out), header.data_bytes, path);
     return array;
   }
   // Others are converted a block at a time, so a float64 file never needs twice its size.
@@ -538,11 +636,18 @@ NpyArray load_npy(const std::string& path) {
       std::min<std::int64_t>(header.count, kBlock) * header.item_size));
   for (std::int64_t done = 0; done < header.count;) {
     const std::int64_t n = std::min(kBlock, header.count - done);
-    read_exactly(in, block.data(), static_cast<std::uint64_t>(n * header.item_size), path);
+    read_exactly(f.in, block.data(), static_cast<std::uint64_t>(n * header.item_size), path);
     convert(header, block.data(), n, out + done);
     done += n;
   }
   return array;
+}
+
+}  // namespace
+
+NpyArray load_npy(const std::string& path, ShardSpec shard) {
+  Shape file_shape;
+  return read_npy(path, shard, file_shape);
 }
 
 std::map<std::string, NpyArray> load_npz(const std::string& path) {
@@ -607,26 +712,34 @@ Dataset dataset_from_arrays(NpyArray features, NpyArray targets, const std::stri
 }
 
 Dataset dataset_from_npy(const std::string& features_path, const std::string& targets_path,
-                         int num_classes) {
-  return make_dataset(load_npy(features_path), load_npy(targets_path),
-                      {features_path, "features", "targets " + targets_path, targets_path,
-                       features_path + ", " + targets_path},
-                      num_classes);
+                         int num_classes, ShardSpec shard) {
+  const Names names{features_path, "features", "targets " + targets_path, targets_path,
+                    features_path + ", " + targets_path};
+  if (shard.count == 1 && shard.index == 0)
+    return make_dataset(load_npy(features_path), load_npy(targets_path), names, num_classes);
+  Shape features_shape;
+  NpyArray features = read_npy(features_path, shard, features_shape);
+  return make_shard(std::move(features), features_shape, load_npy(targets_path), names,
+                    num_classes, shard);
 }
 
 Dataset dataset_from_npz(const std::string& path, const std::string& features_key,
-                         const std::string& targets_key, int num_classes) {
+                         const std::string& targets_key, int num_classes, ShardSpec shard) {
+  check_shard(shard, path);
   const NpzArchive archive(path);
   for (const std::string& key : {features_key, targets_key})
     if (!archive.members().contains(key))
       fail(path, "no array '" + key + "' (keys present: " + archive.keys() + ")");
-  // Only the two arrays asked for are inflated.
-  NpyArray features = archive.read(features_key);
-  NpyArray targets = targets_key == features_key ? features : archive.read(targets_key);
-  return make_dataset(std::move(features), std::move(targets),
-                      {path, "features '" + features_key + "'", "targets '" + targets_key + "'",
-                       path + ": targets '" + targets_key + "'", path},
-                      num_classes);
+  // Only the two arrays asked for are inflated, and of the features only the shard's rows are
+  // converted.
+  const Names names{path, "features '" + features_key + "'", "targets '" + targets_key + "'",
+                    path + ": targets '" + targets_key + "'", path};
+  Shape features_shape;
+  NpyArray features = archive.read(features_key, shard, &features_shape);
+  NpyArray targets = archive.read(targets_key);
+  if (shard.count == 1) return make_dataset(std::move(features), std::move(targets), names, num_classes);
+  return make_shard(std::move(features), features_shape, std::move(targets), names, num_classes,
+                    shard);
 }
 
 }  // namespace cohort::data

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <zip.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -558,6 +559,87 @@ TEST_CASE("dataset_from_npy names the files in its errors") {
         dir / "y.npy" + ": label 4 at index 2 is outside [0, 3)");
   CHECK(cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy").num_classes() == 5);
   CHECK(npy_error(dir / "nope.npy") == dir / "nope.npy" + ": no such file");
+}
+
+namespace {
+
+// Whether `a` holds exactly `b`'s examples, targets and classes.
+void check_same_dataset(const Dataset& a, const Dataset& b) {
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.example_size() == b.example_size());
+  REQUIRE(a.has_labels() == b.has_labels());
+  if (a.has_labels()) CHECK(a.num_classes() == b.num_classes());
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    const auto x = a.example(i), y = b.example(i);
+    CHECK(std::equal(x.begin(), x.end(), y.begin(), y.end()));
+    if (a.has_labels()) {
+      CHECK(a.label(i) == b.label(i));
+    } else {
+      const auto s = a.target(i), t = b.target(i);
+      CHECK(std::equal(s.begin(), s.end(), t.begin(), t.end()));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a shard of a .npy or .npz dataset, read alone, is the dataset's shard") {
+  TempDir dir("data_loaders_test");
+  constexpr int kRows = 11;
+  std::vector<std::uint8_t> pixels(kRows * 2 * 3);
+  std::vector<double> wide(kRows * 2);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 7 % 251);
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = 0.25 * static_cast<double>(i) - 3.0;
+  // The largest label (6) is in row 9 only: every shard must still count 7 classes.
+  const std::vector<std::int64_t> labels = {0, 1, 2, 0, 1, 2, 0, 1, 2, 6, 0};
+  std::vector<float> targets(kRows * 2);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<float>(i) / 3.0f;
+  spit(dir / "x.npy", npy(dict("|u1", "(11, 2, 3)"), raw(pixels)));
+  spit(dir / "w.npy", npy(dict("<f8", "(11, 2)"), raw(wide)));
+  spit(dir / "y.npy", npy(dict("<i8", "(11,)"), raw(labels)));
+  spit(dir / "t.npy", npy(dict("<f4", "(11, 2)"), raw(targets)));
+  write_zip(dir / "d.npz",
+            {{"x.npy", slurp(dir / "x.npy")}, {"y.npy", slurp(dir / "y.npy")},
+             {"t.npy", slurp(dir / "t.npy")}},
+            ZIP_CM_DEFLATE);
+
+  for (const int count : {1, 2, 3, 4, 12}) {
+    for (int index = 0; index < count; ++index) {
+      CAPTURE(count);
+      CAPTURE(index);
+      const cohort::data::ShardSpec shard{index, count};
+      const auto whole = cohort::data::load_npy(dir / "x.npy");
+      const auto part = cohort::data::load_npy(dir / "x.npy", shard);
+      const std::int64_t kept = index < kRows ? (kRows - index + count - 1) / count : 0;
+      CHECK(part.values.shape() == Shape{kept, 2, 3});
+      CHECK(part.dtype == "|u1");
+      for (std::int64_t r = 0; r < kept; ++r)
+        for (std::int64_t j = 0; j < 6; ++j)
+          CHECK(part.values[r * 6 + j] == whole.values[(index + r * count) * 6 + j]);
+
+      check_same_dataset(cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy", 0, shard),
+                         cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy").shard(index, count));
+      check_same_dataset(cohort::data::dataset_from_npy(dir / "w.npy", dir / "t.npy", 0, shard),
+                         cohort::data::dataset_from_npy(dir / "w.npy", dir / "t.npy").shard(index, count));
+      check_same_dataset(cohort::data::dataset_from_npz(dir / "d.npz", "x", "y", 0, shard),
+                         cohort::data::dataset_from_npz(dir / "d.npz").shard(index, count));
+      check_same_dataset(cohort::data::dataset_from_npz(dir / "d.npz", "x", "t", 0, shard),
+                         cohort::data::dataset_from_npz(dir / "d.npz", "x", "t").shard(index, count));
+    }
+  }
+  // Every label is checked, also those of other shards; counts are compared in the files.
+  spit(dir / "bad.npy", npy(dict("<i8", "(11,)"), raw<std::int64_t>({0, 1, 2, 0, 1, 2, 0, 1, 2, 9, 0})));
+  CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "bad.npy", 7, {0, 2}); }) ==
+        dir / "bad.npy" + ": label 9 at index 9 is outside [0, 7)");
+  spit(dir / "short.npy", npy(dict("<i8", "(10,)"), raw<std::int64_t>(std::vector<std::int64_t>(10, 1))));
+  CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "short.npy", 0, {1, 3}); }) ==
+        dir / "x.npy" + ": features [11, 2, 3] and targets " + dir / "short.npy" +
+            " [10] differ in their first dimension: 11 vs 10 examples");
+  CHECK(invalid_argument([&] { cohort::data::load_npy(dir / "x.npy", {2, 2}); }) ==
+        dir / "x.npy" + ": shard 2 of 2 (need 0 <= index < count)");
+  CHECK(invalid_argument([&] { cohort::data::dataset_from_npz(dir / "d.npz", "x", "y", 0, {0, 0}); }) ==
+        dir / "d.npz" + ": shard 0 of 0 (need 0 <= index < count)");
 }
 
 // ---- CSV -----------------------------------------------------------------------------------
