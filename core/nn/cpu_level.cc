@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <string>
@@ -57,12 +58,19 @@ const char* level_features(std::string_view level) {
 //   masked down to that level (anything this cannot fix is left to check_cpu_level(), which
 //   reports it as an error once main() runs);
 // - OpenBLAS did not recognise the CPU and fell back to its oldest kernels
-//   (openblas_core_for_cpu()), and OPENBLAS_CORETYPE does not already say which to use.
+//   (openblas_core_for_cpu()), OPENBLAS_CORETYPE does not already say which to use, and this
+//   OpenBLAS reads it (a DYNAMIC_ARCH build, as Debian's).
 void choose_kernels_at_load(int /*argc*/, char** argv, char** /*envp*/) {
   if (std::getenv(kRestarted) != nullptr) return;
+  // A program started through the loader (ld.so ./program) cannot restart itself.
+  char exe[4096];
+  const ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (length <= 0 || std::string_view(exe, static_cast<std::size_t>(length)).find("/ld-") !=
+                         std::string_view::npos)
+    return;
+  const int want = wanted_level() != nullptr ? level_index(wanted_level()) : -1;
   bool restart = false;
 #if defined(COHORT_KERNEL_DISPATCH)
-  const int want = wanted_level() != nullptr ? level_index(wanted_level()) : -1;
   const int have = level_index(kernel_level());
   if (want >= 0 && have >= 0 && want < have) {
     std::string tunables;
@@ -74,18 +82,29 @@ void choose_kernels_at_load(int /*argc*/, char** argv, char** /*envp*/) {
     restart = true;
   }
 #endif
-  if (!restart && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+  bool chose_openblas = false;
+  if (!restart && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
+      ops_detail::openblas_follows_coretype()) {
+    // The kernels of the CPU's level, or of the level COHORT_CPU_LEVEL caps it at.
+    const int level = want >= 0 ? std::min(want, level_index(cpu_level())) : level_index(cpu_level());
     const char* chosen = ops_detail::openblas_core();
-    if (const char* core = openblas_core_for_cpu(chosen, cpu_level())) {
+    if (const char* core = openblas_core_for_cpu(
+            chosen, level >= 0 ? kLevels[static_cast<std::size_t>(level)] : cpu_level())) {
       setenv("OPENBLAS_CORETYPE", core, 1);
       setenv(kOpenBlasFellBackTo, chosen, 1);
-      restart = true;
+      restart = chose_openblas = true;
     }
   }
   if (!restart) return;
   setenv(kRestarted, "1", 1);
   execv("/proc/self/exe", argv);
-  // Not restarted: check_cpu_level() says if the cap did not apply; OpenBLAS keeps its choice.
+  // Not restarted: check_cpu_level() says if the cap did not apply; OpenBLAS keeps its choice,
+  // and nothing says otherwise.
+  unsetenv(kRestarted);
+  if (chose_openblas) {
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(kOpenBlasFellBackTo);
+  }
 }
 __attribute__((used, section(".init_array"))) void (*const choose_kernels)(int, char**, char**) =
     &choose_kernels_at_load;
@@ -140,9 +159,15 @@ std::string kernel_level_summary() {
   if (const char* cap = wanted_level()) line += ", capped by " + std::string(kVariable) + "=" + cap;
   line += std::string("; CPU ") + cpu_level() + "; built " + COHORT_KERNEL_BUILT + "; GEMM " +
           ops_detail::gemm_libraries();
-  if (const char* fell_back = std::getenv(kOpenBlasFellBackTo))
-    line += std::string(" (OPENBLAS_CORETYPE set by Cohort: OpenBLAS did not know this CPU and "
-                        "chose ") + fell_back + ")";
+  if (const char* fell_back = std::getenv(kOpenBlasFellBackTo)) {
+    const std::string chosen = ops_detail::openblas_core();
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    line += chosen != fell_back
+                ? std::string(" (OPENBLAS_CORETYPE set by Cohort: OpenBLAS did not know this CPU "
+                              "and chose ") + fell_back + ")"
+                : std::string(" (OpenBLAS did not know this CPU and ignored OPENBLAS_CORETYPE=") +
+                      (coretype != nullptr ? coretype : "") + ": a build for one CPU type?)";
+  }
   return line;
 }
 

@@ -30,10 +30,11 @@ const char* cpu_level();
 std::string kernel_level_summary();
 
 /// The OpenBLAS kernels ("SkylakeX", "Haswell", "Nehalem") to use instead of `openblas_core`,
-/// OpenBLAS's own choice, on a CPU of `level`; nullptr when its choice stands. OpenBLAS picks its
-/// kernels from the CPU's model number, and falls back to its SSE3 kernels ("Prescott") on a CPU
-/// newer than itself. When it has, and OPENBLAS_CORETYPE is unset, the program restarts itself
-/// once as the library loads with OPENBLAS_CORETYPE set to this, and kernel_level_summary() says
+/// OpenBLAS's own choice, on a CPU of `level`; nullptr when its choice stands. OpenBLAS built with
+/// DYNAMIC_ARCH (Debian's) picks its kernels from the CPU's model number, and falls back to its
+/// SSE3 kernels ("Prescott") on a CPU newer than itself. When it has, and OPENBLAS_CORETYPE is
+/// unset, the program restarts itself once as the library loads with OPENBLAS_CORETYPE set to
+/// this (for the level COHORT_CPU_LEVEL caps the CPU at, if set), and kernel_level_summary() says
 /// so.
 const char* openblas_core_for_cpu(std::string_view openblas_core, std::string_view level);
 

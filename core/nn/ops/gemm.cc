@@ -134,6 +134,11 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
 
 const char* openblas_core() { return openblas_get_corename(); }
 
+bool openblas_follows_coretype() {
+  const char* config = openblas_get_config();
+  return config != nullptr && std::strstr(config, "DYNAMIC_ARCH") != nullptr;
+}
+
 std::string gemm_libraries() {
   set_up_once();
   std::string line = std::string("OpenBLAS ") + openblas_core();

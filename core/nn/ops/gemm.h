@@ -44,4 +44,8 @@ std::string gemm_libraries();
 /// The name of the kernels OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
 const char* openblas_core();
 
+/// Whether OpenBLAS chooses its kernels at run time, and so reads OPENBLAS_CORETYPE (a
+/// DYNAMIC_ARCH build, as Debian's).
+bool openblas_follows_coretype();
+
 }  // namespace cohort::ops_detail
