@@ -14,14 +14,15 @@ struct Registered {
   int count = 0;
 };
 
-// The ranges registered through HostRegistration, by first byte.
+// The ranges registered through HostRegistration, by first byte. Never destroyed, so that a
+// registration released after main() returns finds them.
 std::mutex& registry_mutex() {
-  static std::mutex mutex;
-  return mutex;
+  static auto* mutex = new std::mutex;
+  return *mutex;
 }
 std::map<const void*, Registered>& registry() {
-  static std::map<const void*, Registered> ranges;
-  return ranges;
+  static auto* ranges = new std::map<const void*, Registered>;
+  return *ranges;
 }
 
 }  // namespace
@@ -36,11 +37,17 @@ HostRegistration::HostRegistration(const void* data, std::size_t bytes) {
     data_ = data;
     return;
   }
-  if (cudaHostRegister(const_cast<void*>(data), bytes, cudaHostRegisterPortable) != cudaSuccess) {
-    cudaGetLastError();  // refused: the memory stays pageable
+  try {
+    ranges.emplace(data, Registered{bytes, 0});  // first, so that nothing can throw after
+  } catch (...) {
     return;
   }
-  ranges.emplace(data, Registered{bytes, 1});
+  if (cudaHostRegister(const_cast<void*>(data), bytes, cudaHostRegisterPortable) != cudaSuccess) {
+    cudaGetLastError();  // refused: the memory stays pageable
+    ranges.erase(data);
+    return;
+  }
+  ranges.at(data).count = 1;
   data_ = data;
 }
 

@@ -3,7 +3,7 @@
 // update them; each step copies them to the device (one copy per tower), runs the layers' GPU
 // paths there, and copies the gradients back, so towers average and modes exchange gradients on
 // the host exactly as they do for CPU towers. The Trainer page-locks the host side of those copies
-// (pin_for_gpu), which makes them about four times faster.
+// (pin_for_gpu); in a separate CUDA program on an H200 such copies took a quarter of the time.
 
 #include <cuda_runtime_api.h>
 
@@ -87,9 +87,12 @@ void Model::set_gpu(int device, bool allow_tf32) {
 }
 
 std::shared_ptr<const void> Model::pin_for_gpu(std::span<const float> memory) {
-  auto pin = std::make_shared<gpu::HostRegistration>(memory.data(), memory.size_bytes());
-  if (!pin->registered()) return nullptr;
-  return pin;
+  try {
+    auto pin = std::make_shared<gpu::HostRegistration>(memory.data(), memory.size_bytes());
+    if (pin->registered()) return pin;
+  } catch (...) {  // no memory for the handle: the copies stay pageable
+  }
+  return nullptr;
 }
 
 StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> labels,

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -106,36 +108,57 @@ TEST_CASE("async copies on a stream") {
   CHECK(std::all_of(back.begin(), back.end(), [](float v) { return v == 0.0f; }));
 }
 
+// `n` floats on pages of their own, so that two registrations never share a page.
+class OwnPages {
+ public:
+  explicit OwnPages(std::size_t n) : size_(n) {
+    const std::size_t bytes = (n * sizeof(float) + kPage - 1) / kPage * kPage;
+    data_ = static_cast<float*>(std::aligned_alloc(kPage, bytes));
+    REQUIRE(data_ != nullptr);
+  }
+  OwnPages(const OwnPages&) = delete;
+  OwnPages& operator=(const OwnPages&) = delete;
+  ~OwnPages() { std::free(data_); }
+  std::span<float> span() { return {data_, size_}; }
+
+ private:
+  static constexpr std::size_t kPage = 4096;
+  std::size_t size_;
+  float* data_ = nullptr;
+};
+
 TEST_CASE("HostRegistration page-locks a range until its last registration goes") {
   if (cohort::test::no_device()) return;
-  const std::vector<float> host = random_floats(kN, 3);
-  std::vector<float> back(kN, 0.0f);
-  const std::size_t bytes = kN * sizeof(float);
+  OwnPages host_pages(kN), back_pages(kN);
+  const std::span<float> host = host_pages.span(), back = back_pages.span();
+  const std::vector<float> values = random_floats(kN, 3);
+  std::copy(values.begin(), values.end(), host.begin());
+  std::fill(back.begin(), back.end(), 0.0f);
   CHECK_FALSE(gpu::is_registered_host_memory(host.data()));
   {
-    const gpu::HostRegistration first(host.data(), bytes);
+    const gpu::HostRegistration first(host.data(), host.size_bytes());
     REQUIRE(first.registered());
     CHECK(gpu::is_registered_host_memory(host.data()));
     {
-      const gpu::HostRegistration again(host.data(), bytes);  // counted, not registered twice
+      const gpu::HostRegistration again(host.data(), host.size_bytes());  // counted, not twice
       CHECK(again.registered());
-      const gpu::HostRegistration other_range(host.data(), bytes / 2);
+      const gpu::HostRegistration other_range(host.data(), host.size_bytes() / 2);
       CHECK_FALSE(other_range.registered());
     }
     CHECK(gpu::is_registered_host_memory(host.data()));  // `first` still holds it
     gpu::HostRegistration moved_to;
     {
-      gpu::HostRegistration target(back.data(), bytes);
+      gpu::HostRegistration target(back.data(), back.size_bytes());
       REQUIRE(target.registered());
       moved_to = std::move(target);
     }
     CHECK(gpu::is_registered_host_memory(back.data()));  // the move carried the registration
     gpu::Stream stream;
     gpu::DeviceBuffer<float> buffer(kN);
-    buffer.copy_from_host_async(host, stream);
+    buffer.copy_from_host_async(std::span<const float>(host), stream);
     buffer.copy_to_host_async(back, stream);
     stream.synchronize();
-    CHECK(back == host);
+    CHECK(std::equal(back.begin(), back.end(), values.begin(), values.end()));
   }
   CHECK_FALSE(gpu::is_registered_host_memory(host.data()));
   CHECK_FALSE(gpu::is_registered_host_memory(back.data()));
