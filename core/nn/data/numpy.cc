@@ -331,7 +331,7 @@ ShardRows shard_rows(const NpyHeader& header, ShardSpec shard) {
 
 void check_shard(ShardSpec shard, const std::string& where) {
   if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
-    throw InvalidArgument(where + ": shard " + std::to_string(shard.index) + " of " +
+    throw InvalidArgument(where + ": shard index " + std::to_string(shard.index) + " of count " +
                           std::to_string(shard.count) + " (need 0 <= index < count)");
 }
 
@@ -614,14 +614,25 @@ NpyArray read_npy(const std::string& path, ShardSpec shard, Shape& file_shape) {
   NpyArray array = empty_array(header, rows);
   float* out = array.values.data();
   if (shard.count > 1) {
-    // The shard's rows alone, each read where it lies: the rest of the file is never held.
+    // The shard's rows alone are converted and kept. The file is read in windows of whole
+    // strides (`count` rows, one of them the shard's) of about a megabyte, or, where one stride
+    // is larger, one row at a time where it lies.
     const std::int64_t row_bytes = rows.elements * header.item_size;
-    std::vector<char> row(static_cast<std::size_t>(row_bytes));
-    for (std::int64_t i = 0; i < rows.kept; ++i) {
-      f.in.seekg(static_cast<std::streamoff>(
-          f.data_offset + static_cast<std::uint64_t>((shard.index + i * shard.count) * row_bytes)));
-      read_exactly(f.in, row.data(), static_cast<std::uint64_t>(row_bytes), path);
-      convert(header, row.data(), rows.elements, out + i * rows.elements);
+    const std::int64_t stride_bytes = row_bytes * shard.count;
+    const std::int64_t strides =
+        std::max<std::int64_t>(1, (std::int64_t{1} << 20) / std::max<std::int64_t>(1, stride_bytes));
+    const bool windows = strides > 1;
+    std::vector<char> buffer(static_cast<std::size_t>(windows ? strides * stride_bytes : row_bytes));
+    for (std::int64_t i = 0; i < rows.kept;) {
+      const std::int64_t first_row = shard.index + i * shard.count;
+      const std::int64_t take = windows ? std::min(strides, rows.kept - i) : 1;
+      // The window ends at the last kept row's end, which the file holds.
+      const std::int64_t bytes = ((take - 1) * shard.count + 1) * row_bytes;
+      f.in.seekg(static_cast<std::streamoff>(f.data_offset +
+                                             static_cast<std::uint64_t>(first_row * row_bytes)));
+      read_exactly(f.in, buffer.data(), static_cast<std::uint64_t>(bytes), path);
+      for (std::int64_t j = 0; j < take; ++j, ++i)
+        convert(header, buffer.data() + j * stride_bytes, rows.elements, out + i * rows.elements);
     }
     return array;
   }

@@ -599,6 +599,7 @@ TEST_CASE("a shard of a .npy or .npz dataset, read alone, is the dataset's shard
   spit(dir / "w.npy", npy(dict("<f8", "(11, 2)"), raw(wide)));
   spit(dir / "y.npy", npy(dict("<i8", "(11,)"), raw(labels)));
   spit(dir / "t.npy", npy(dict("<f4", "(11, 2)"), raw(targets)));
+  spit(dir / "f.npy", npy(dict("<f4", "(11, 2)"), raw(targets)));  // float32 features too
   write_zip(dir / "d.npz",
             {{"x.npy", slurp(dir / "x.npy")}, {"y.npy", slurp(dir / "y.npy")},
              {"t.npy", slurp(dir / "t.npy")}},
@@ -622,6 +623,8 @@ TEST_CASE("a shard of a .npy or .npz dataset, read alone, is the dataset's shard
                          cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy").shard(index, count));
       check_same_dataset(cohort::data::dataset_from_npy(dir / "w.npy", dir / "t.npy", 0, shard),
                          cohort::data::dataset_from_npy(dir / "w.npy", dir / "t.npy").shard(index, count));
+      check_same_dataset(cohort::data::dataset_from_npy(dir / "f.npy", dir / "y.npy", 0, shard),
+                         cohort::data::dataset_from_npy(dir / "f.npy", dir / "y.npy").shard(index, count));
       check_same_dataset(cohort::data::dataset_from_npz(dir / "d.npz", "x", "y", 0, shard),
                          cohort::data::dataset_from_npz(dir / "d.npz").shard(index, count));
       check_same_dataset(cohort::data::dataset_from_npz(dir / "d.npz", "x", "t", 0, shard),
@@ -637,9 +640,26 @@ TEST_CASE("a shard of a .npy or .npz dataset, read alone, is the dataset's shard
         dir / "x.npy" + ": features [11, 2, 3] and targets " + dir / "short.npy" +
             " [10] differ in their first dimension: 11 vs 10 examples");
   CHECK(invalid_argument([&] { cohort::data::load_npy(dir / "x.npy", {2, 2}); }) ==
-        dir / "x.npy" + ": shard 2 of 2 (need 0 <= index < count)");
+        dir / "x.npy" + ": shard index 2 of count 2 (need 0 <= index < count)");
+  CHECK(invalid_argument([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy", 0, {-1, 2}); }) ==
+        dir / "x.npy" + ": shard index -1 of count 2 (need 0 <= index < count)");
   CHECK(invalid_argument([&] { cohort::data::dataset_from_npz(dir / "d.npz", "x", "y", 0, {0, 0}); }) ==
-        dir / "d.npz" + ": shard 0 of 0 (need 0 <= index < count)");
+        dir / "d.npz" + ": shard index 0 of count 0 (need 0 <= index < count)");
+  // A 0-d array is one row; rows of nothing, and no rows, shard too.
+  spit(dir / "scalar.npy", npy(dict("<f4", "()"), raw<float>({2.5f})));
+  CHECK(cohort::data::load_npy(dir / "scalar.npy", {0, 2}).values.shape() == Shape{1});
+  CHECK(cohort::data::load_npy(dir / "scalar.npy", {1, 2}).values.shape() == Shape{0});
+  spit(dir / "narrow.npy", npy(dict("<f4", "(5, 0)"), ""));
+  CHECK(cohort::data::load_npy(dir / "narrow.npy", {1, 2}).values.shape() == Shape{2, 0});
+  spit(dir / "none.npy", npy(dict("<f4", "(0, 3)"), ""));
+  CHECK(cohort::data::load_npy(dir / "none.npy", {0, 3}).values.shape() == Shape{0, 3});
+  // Rows larger than a window of about a megabyte are read one at a time.
+  std::vector<float> big(3 * 300000);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 1000);
+  spit(dir / "big.npy", npy(dict("<f4", "(3, 300000)"), raw(big)));
+  const auto middle = cohort::data::load_npy(dir / "big.npy", {1, 2});
+  REQUIRE(middle.values.shape() == Shape{1, 300000});
+  CHECK(std::equal(middle.values.span().begin(), middle.values.span().end(), big.begin() + 300000));
 }
 
 // ---- CSV -----------------------------------------------------------------------------------
