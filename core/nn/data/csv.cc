@@ -63,6 +63,10 @@ class CsvReader {
       throw InvalidArgument(path_ + ": load_csv takes a label_column or target_columns, not both");
     if (options_.num_classes < 0)
       throw InvalidArgument(path_ + ": num_classes " + std::to_string(options_.num_classes));
+    const ShardSpec shard = options_.shard;
+    if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+      throw InvalidArgument(path_ + ": shard index " + std::to_string(shard.index) + " of count " +
+                            std::to_string(shard.count) + " (need 0 <= index < count)");
     if (options_.delimiter == '\n' || options_.delimiter == '\r' || options_.delimiter == '"')
       throw InvalidArgument(path_ + ": bad delimiter " +
                             quote_bytes(std::string_view(&options_.delimiter, 1)));
@@ -72,13 +76,17 @@ class CsvReader {
       fail(path_, "its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
     std::string_view rest = text;
     if (rest.starts_with("\xef\xbb\xbf")) rest.remove_prefix(3);  // a UTF-8 byte order mark
-    // An upper bound on the rows, so the arrays never reallocate.
-    const auto lines = static_cast<std::size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1;
+    // An upper bound on the rows kept, so the arrays never reallocate.
+    const auto lines =
+        (static_cast<std::size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1) /
+            static_cast<std::size_t>(shard.count) + 1;
 
     std::vector<std::string_view> fields;
     std::int64_t line_number = 0;
     std::int64_t first_line = 0;  // the line that set the field count
-    std::int64_t rows = 0;
+    std::int64_t rows = 0;     // data rows in the file
+    std::int64_t kept = 0;     // of them, the shard's
+    std::int32_t largest = 0;  // label, of every row
     bool resolved = false;
     while (!rest.empty()) {
       const std::size_t end = rest.find('\n');
@@ -106,22 +114,31 @@ class CsvReader {
                         std::to_string(fields.size()) + " fields, expected " +
                         std::to_string(columns_) + " (as line " + std::to_string(first_line) +
                         ")");
+      // Every row is checked, so that every shard of a bad file fails alike, and every label
+      // counts towards num_classes; the shard's rows alone are kept.
+      if (rows++ % shard.count != shard.index) {
+        for (int c : feature_columns_) number(fields, c, line_number);
+        for (int c : target_columns_) number(fields, c, line_number);
+        if (label_column_ >= 0) largest = std::max(largest, label(fields, line_number));
+        continue;
+      }
       for (int c : feature_columns_) features_.push_back(number(fields, c, line_number));
       for (int c : target_columns_) targets_.push_back(number(fields, c, line_number));
-      if (label_column_ >= 0) labels_.push_back(label(fields, line_number));
-      ++rows;
+      if (label_column_ >= 0)
+        largest = std::max(largest, labels_.emplace_back(label(fields, line_number)));
+      ++kept;
     }
     if (!resolved) fail(path_, "empty file: no rows");
     if (rows == 0) fail(path_, "no data rows, only a header");
 
     const auto nf = static_cast<std::int64_t>(feature_columns_.size());
-    Tensor x({rows, nf}, features_);
+    Tensor x({kept, nf}, features_);
     if (label_column_ < 0) {
       const auto nt = static_cast<std::int64_t>(target_columns_.size());
-      return Dataset::from_arrays(std::move(x), Tensor({rows, nt}, targets_), path_);
+      return Dataset::from_arrays(std::move(x), Tensor({kept, nt}, targets_), path_);
     }
     int num_classes = options_.num_classes;
-    if (num_classes == 0) num_classes = *std::max_element(labels_.begin(), labels_.end()) + 1;
+    if (num_classes == 0) num_classes = largest + 1;
     return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
   }
 

@@ -73,6 +73,9 @@ struct CsvOptions {
   std::vector<std::string> feature_columns{};
   /// With label_column: the number of classes; 0: the largest label + 1.
   int num_classes = 0;
+  /// A worker's share of the rows (what Dataset::shard keeps): only they are kept, though every
+  /// row is read and checked, and num_classes 0 counts every label, so that every shard agrees.
+  ShardSpec shard{};
 };
 
 /// Reads a CSV file of numeric fields into a dataset of [n, features] examples with class labels

@@ -821,6 +821,37 @@ TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguou
                "index of column 2 ('b')");
 }
 
+TEST_CASE("CSV: a shard, read alone, is the table's shard; every row is still checked") {
+  TempDir dir("data_loaders_test");
+  std::string text = "a,b,label,price\n";
+  for (int r = 0; r < 10; ++r)  // the largest label (5) in row 7 only
+    text += std::to_string(r) + "," + std::to_string(r * r) + "," +
+            (r == 7 ? "5" : std::to_string(r % 3)) + "," + std::to_string(r) + ".5\n";
+  CsvOptions labels;
+  labels.label_column = "label";
+  labels.feature_columns = {"a", "b"};
+  CsvOptions prices;
+  prices.target_columns = {"price"};
+  for (const int count : {1, 2, 3, 4, 11}) {
+    for (int index = 0; index < count; ++index) {
+      CAPTURE(count);
+      CAPTURE(index);
+      for (CsvOptions options : {labels, prices}) {
+        const Dataset whole = csv(dir, text, options);
+        options.shard = {index, count};
+        check_same_dataset(csv(dir, text, options), whole.shard(index, count));
+      }
+    }
+  }
+  CsvOptions bad = labels;
+  bad.shard = {0, 2};
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,x,1\n", bad) ==
+        dir / "t.csv" + ": line 3, column 1 ('b'): 'x' is not a number");
+  bad.shard = {2, 2};
+  CHECK(invalid_argument([&] { csv(dir, text, bad); }) ==
+        dir / "t.csv" + ": shard index 2 of count 2 (need 0 <= index < count)");
+}
+
 TEST_CASE("CSV: a second file of the same table, its columns in another order, matched by name") {
   TempDir dir("data_loaders_test");
   std::vector<std::string> features;
