@@ -18,6 +18,7 @@
 namespace cohort::data {
 namespace {
 
+using detail::check_shard;
 using detail::fail;
 using detail::read_whole_file;
 
@@ -64,9 +65,7 @@ class CsvReader {
     if (options_.num_classes < 0)
       throw InvalidArgument(path_ + ": num_classes " + std::to_string(options_.num_classes));
     const ShardSpec shard = options_.shard;
-    if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
-      throw InvalidArgument(path_ + ": shard index " + std::to_string(shard.index) + " of count " +
-                            std::to_string(shard.count) + " (need 0 <= index < count)");
+    check_shard(shard, path_);
     if (options_.delimiter == '\n' || options_.delimiter == '\r' || options_.delimiter == '"')
       throw InvalidArgument(path_ + ": bad delimiter " +
                             quote_bytes(std::string_view(&options_.delimiter, 1)));
@@ -77,7 +76,7 @@ class CsvReader {
     std::string_view rest = text;
     if (rest.starts_with("\xef\xbb\xbf")) rest.remove_prefix(3);  // a UTF-8 byte order mark
     // An upper bound on the rows kept, so the arrays never reallocate.
-    const auto lines =
+    const auto max_kept =
         (static_cast<std::size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1) /
             static_cast<std::size_t>(shard.count) + 1;
 
@@ -103,9 +102,9 @@ class CsvReader {
           check_header(line_number);
         }
         resolve();
-        features_.reserve(lines * feature_columns_.size());
-        targets_.reserve(lines * target_columns_.size());
-        if (label_column_ >= 0) labels_.reserve(lines);
+        features_.reserve(max_kept * feature_columns_.size());
+        targets_.reserve(max_kept * target_columns_.size());
+        if (label_column_ >= 0) labels_.reserve(max_kept);
         resolved = true;
         if (options_.header) continue;
       }

@@ -6,10 +6,18 @@
 #include <filesystem>
 #include <system_error>
 
+#include "cohort/core/base/error.h"
+
 namespace cohort::data::detail {
 
 [[noreturn]] void fail(const std::string& where, const std::string& fault) {
   throw DataError(where + ": " + fault);
+}
+
+void check_shard(ShardSpec shard, const std::string& where) {
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+    throw InvalidArgument(where + ": shard index " + std::to_string(shard.index) + " of count " +
+                          std::to_string(shard.count) + " (need 0 <= index < count)");
 }
 
 // Checks that `path` names a regular file that exists, else throws the DataError saying why.

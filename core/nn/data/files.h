@@ -14,6 +14,9 @@ namespace cohort::data::detail {
 /// Throws DataError("<where>: <fault>").
 [[noreturn]] void fail(const std::string& where, const std::string& fault);
 
+/// Throws InvalidArgument("<where>: shard index I of count C (...)") unless 0 <= index < count.
+void check_shard(ShardSpec shard, const std::string& where);
+
 /// The size of the regular file `path`; a DataError saying why when it is missing, a directory
 /// or unreadable. `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what);

@@ -44,11 +44,12 @@ void save_npy(const std::string& path, std::span<const std::int32_t> labels);
 /// array of n values ([n] or [n, 1]) gives class labels (num_classes 0: the largest label + 1);
 /// anything else float targets [n, ...]. The first dimensions must agree.
 ///
-/// The loaders below take a `shard` (a worker's share, what Dataset::shard(index, count) keeps):
-/// only its examples are converted and kept, so once loaded eight workers on a node hold the
-/// features once between them, not eight times (while loading, an .npz member is inflated whole
-/// in each, and a .npy file is read through a window of about a megabyte). Every label is still
-/// read and checked, and num_classes 0 counts them all, so that every shard agrees.
+/// The NumPy loaders below (and load_csv, through CsvOptions::shard) take a `shard` (a worker's
+/// share, what Dataset::shard(index, count) keeps): only its examples are converted and kept, so
+/// once loaded eight workers on a node hold the features once between them, not eight times
+/// (while loading, an .npz member is inflated whole in each, a .npy file is read through a window
+/// of about a megabyte, and a CSV file's text is read whole). Every label is still read and
+/// checked, and num_classes 0 counts them all, so that every shard agrees.
 Dataset dataset_from_arrays(NpyArray features, NpyArray targets, const std::string& name,
                             int num_classes = 0);
 /// The same from two .npy files.

@@ -33,6 +33,7 @@ constexpr std::string_view kNpyMagic("\x93NUMPY", 6);
 
 using detail::fail;
 using detail::file_size;
+using detail::check_shard;
 using detail::open_file;
 using detail::read_exactly;
 using detail::read_whole_file;
@@ -327,12 +328,6 @@ ShardRows shard_rows(const NpyHeader& header, ShardSpec shard) {
   rows.elements = rows.total == 0 ? 0 : header.count / rows.total;
   rows.kept = rows.total > shard.index ? (rows.total - shard.index + shard.count - 1) / shard.count : 0;
   return rows;
-}
-
-void check_shard(ShardSpec shard, const std::string& where) {
-  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
-    throw InvalidArgument(where + ": shard index " + std::to_string(shard.index) + " of count " +
-                          std::to_string(shard.count) + " (need 0 <= index < count)");
 }
 
 // The array of a shard's rows, unfilled.

@@ -823,32 +823,51 @@ TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguou
 
 TEST_CASE("CSV: a shard, read alone, is the table's shard; every row is still checked") {
   TempDir dir("data_loaders_test");
-  std::string text = "a,b,label,price\n";
-  for (int r = 0; r < 10; ++r)  // the largest label (5) in row 7 only
-    text += std::to_string(r) + "," + std::to_string(r * r) + "," +
+  std::string rows;
+  for (int r = 0; r < 10; ++r) {  // the largest label (5) in row 7 only; blank lines between
+    rows += std::to_string(r) + "," + std::to_string(r * r) + "," +
             (r == 7 ? "5" : std::to_string(r % 3)) + "," + std::to_string(r) + ".5\n";
+    if (r == 2) rows += "\n";
+    if (r == 5) rows += " \r\n";
+  }
   CsvOptions labels;
   labels.label_column = "label";
   labels.feature_columns = {"a", "b"};
   CsvOptions prices;
   prices.target_columns = {"price"};
-  for (const int count : {1, 2, 3, 4, 11}) {
-    for (int index = 0; index < count; ++index) {
-      CAPTURE(count);
-      CAPTURE(index);
-      for (CsvOptions options : {labels, prices}) {
-        const Dataset whole = csv(dir, text, options);
+  CsvOptions no_header;
+  no_header.header = false;
+  no_header.label_column = "2";
+  no_header.feature_columns = {"0", "1"};
+  for (CsvOptions options : {labels, prices, no_header}) {
+    const std::string text = options.header ? "a,b,label,price\n" + rows : rows;
+    const Dataset whole = csv(dir, text, options);
+    REQUIRE(whole.size() == 10);
+    for (const int count : {1, 2, 3, 4, 11}) {
+      for (int index = 0; index < count; ++index) {
+        CAPTURE(count);
+        CAPTURE(index);
         options.shard = {index, count};
         check_same_dataset(csv(dir, text, options), whole.shard(index, count));
       }
     }
   }
+  // Rows outside the shard are checked: a feature, a label, a target.
   CsvOptions bad = labels;
   bad.shard = {0, 2};
   CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,x,1\n", bad) ==
         dir / "t.csv" + ": line 3, column 1 ('b'): 'x' is not a number");
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,4,-1\n", bad) ==
+        dir / "t.csv" + ": line 3, column 2 ('label'): label -1 is negative");
+  bad.num_classes = 2;
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,4,2\n", bad) ==
+        dir / "t.csv" + ": line 3, column 2 ('label'): label 2 is outside [0, 2)");
+  CsvOptions bad_target = prices;
+  bad_target.shard = {0, 2};
+  CHECK(csv_error(dir, "a,price\n1,2\n3,x\n", bad_target) ==
+        dir / "t.csv" + ": line 3, column 1 ('price'): 'x' is not a number");
   bad.shard = {2, 2};
-  CHECK(invalid_argument([&] { csv(dir, text, bad); }) ==
+  CHECK(invalid_argument([&] { csv(dir, rows, bad); }) ==
         dir / "t.csv" + ": shard index 2 of count 2 (need 0 <= index < count)");
 }
 
