@@ -1,0 +1,248 @@
+// CSV loading: files written in a temp dir, every kind of bad file, and shards.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/data/loaders.h"
+#include "loader_checks.h"
+#include "support/temp_dir.h"
+
+using cohort::Shape;
+using cohort::data::CsvOptions;
+using cohort::data::Dataset;
+using cohort::test::check_same_dataset;
+using cohort::test::data_error;
+using cohort::test::invalid_argument;
+using cohort::test::spit;
+using cohort::test::TempDir;
+
+namespace {
+
+Dataset csv(const TempDir& dir, const std::string& text, const CsvOptions& options) {
+  spit(dir / "t.csv", text);
+  return cohort::data::load_csv(dir / "t.csv", options);
+}
+
+std::string csv_error(const TempDir& dir, const std::string& text, const CsvOptions& options) {
+  return data_error([&] { csv(dir, text, options); });
+}
+
+std::vector<float> example(const Dataset& d, std::int64_t i) {
+  const auto e = d.example(i);
+  return {e.begin(), e.end()};
+}
+
+}  // namespace
+
+TEST_CASE("CSV: a header and a label column by name") {
+  TempDir dir("data_loaders_test");
+  const Dataset d = csv(dir, "a, label ,b\n1.5,2,-3\n\n4e1,0,+6\n", {.label_column = "label"});
+  CHECK(d.size() == 2);
+  CHECK(d.example_shape() == Shape{2});
+  REQUIRE(d.has_labels());
+  CHECK(d.num_classes() == 3);
+  CHECK(d.label(0) == 2);
+  CHECK(d.label(1) == 0);
+  CHECK(example(d, 0) == std::vector<float>{1.5f, -3});
+  CHECK(example(d, 1) == std::vector<float>{40, 6});
+  CHECK(d.name() == dir / "t.csv");
+  // An index as text works with a header too; num_classes as given.
+  const Dataset by_index = csv(dir, "a,label,b\n1,2,3\n", {.label_column = "1", .num_classes = 4});
+  CHECK(by_index.num_classes() == 4);
+  CHECK(example(by_index, 0) == std::vector<float>{1, 3});
+}
+
+TEST_CASE("CSV: no header, columns by index; targets; chosen features; delimiters; CRLF") {
+  TempDir dir("data_loaders_test");
+  const Dataset plain = csv(dir, "0,1,2\n1,3,4\n2,5,6\n", {.header = false, .label_column = "0"});
+  CHECK(plain.size() == 3);
+  CHECK(plain.label(2) == 2);
+  CHECK(example(plain, 1) == std::vector<float>{3, 4});
+
+  const Dataset targets =
+      csv(dir, "x1,x2,y1,y2\n1,2,0.5,-1\n3,4,1.5,-2\n", {.target_columns = {"y2", "y1"}});
+  REQUIRE_FALSE(targets.has_labels());
+  CHECK(targets.target_shape() == Shape{2});
+  CHECK(targets.target(1)[0] == -2.0f);
+  CHECK(targets.target(1)[1] == 1.5f);
+  CHECK(example(targets, 1) == std::vector<float>{3, 4});
+
+  // Chosen features skip the others, even text ones; in the order given.
+  const Dataset chosen = csv(dir, "id,a,b,c,label\nfoo,1,2,3,1\nbar,4,5,6,0\n",
+                             {.label_column = "label", .feature_columns = {"c", "a"}});
+  CHECK(example(chosen, 1) == std::vector<float>{6, 4});
+
+  const Dataset semicolon = csv(dir, "a;b;y\r\n1;2;3\r\n\r\n  \r\n4 ; 5;6\r\n",
+                                {.delimiter = ';', .target_columns = {"y"}});
+  CHECK(semicolon.size() == 2);
+  CHECK(example(semicolon, 1) == std::vector<float>{4, 5});
+  CHECK(semicolon.target(1)[0] == 6.0f);
+
+  const Dataset tabs = csv(dir, "\xef\xbb\xbf\"a\"\t\"y\"\n1\t2\n", {.delimiter = '\t',
+                                                                      .target_columns = {"y"}});
+  CHECK(tabs.target(0)[0] == 2.0f);
+  // No final newline; a subnormal float; a label written as 2.0.
+  const Dataset last = csv(dir, "a,l\n1e-40,2.0", {.label_column = "l"});
+  CHECK(last.label(0) == 2);
+  CHECK(example(last, 0)[0] == 1e-40f);
+}
+
+TEST_CASE("CSV errors name the file, the line and the column") {
+  TempDir dir("data_loaders_test");
+  const std::string path = dir / "t.csv";
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,x7,1\n", {.label_column = "label"}) ==
+        path + ": line 3, column 1 ('b'): 'x7' is not a number");
+  CHECK(csv_error(dir, "1,2,0\n3,,1\n", {.header = false, .label_column = "2"}) ==
+        path + ": line 2, column 1: empty field, expected a number");
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n\n3,1\n", {.label_column = "label"}) ==
+        path + ": line 4 has 2 fields, expected 3 (as line 1)");
+  CHECK(csv_error(dir, "a,b,label\n1,2,0.5\n", {.label_column = "label"}) ==
+        path + ": line 2, column 2 ('label'): label '0.5' is not an integer");
+  CHECK(csv_error(dir, "a,b,label\n1,2,-1\n", {.label_column = "label"}) ==
+        path + ": line 2, column 2 ('label'): label -1 is negative");
+  CHECK(csv_error(dir, "a,label\n1,3\n", {.label_column = "label", .num_classes = 3}) ==
+        path + ": line 2, column 1 ('label'): label 3 is outside [0, 3)");
+  CHECK(csv_error(dir, "a,y\n1,1e39\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 1 ('y'): '1e39' is out of range for float32");
+  CHECK(csv_error(dir, "a,y\n+-1,1\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 0 ('a'): '+-1' is not a number");
+  CHECK(csv_error(dir, "a,y\n1,2 3\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 1 ('y'): '2 3' is not a number");
+  CHECK(csv_error(dir, "a,y\n1,1e39x\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 1 ('y'): '1e39x' is not a number");
+  CHECK(csv_error(dir, "", {.label_column = "0"}) == path + ": empty file: no rows");
+  CHECK(csv_error(dir, "\n  \n", {.label_column = "0"}) == path + ": empty file: no rows");
+  CHECK(csv_error(dir, "a,label\n\n", {.label_column = "label"}) ==
+        path + ": no data rows, only a header");
+  CHECK(csv_error(dir, "label\n1\n", {.label_column = "label"}) ==
+        path + ": no feature columns: all 1 columns are the label or targets");
+  // Control bytes (a terminal escape, a NUL) are escaped; a name given twice is refused.
+  CHECK(csv_error(dir, "a,y\n\033[31m,1\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 0 ('a'): '\\x1b[31m' is not a number");
+  CHECK(csv_error(dir, std::string("a,y\n1\0,1\n", 9), {.target_columns = {"y"}}) ==
+        path + ": line 2, column 0 ('a'): '1\\x00' is not a number");
+  CHECK(csv_error(dir, "a,cls,cls\n1,2,3\n", {.label_column = "cls"}) ==
+        path + ": the header names column 1 and column 2 both 'cls'");
+  // A name given twice but never used is no harm.
+  CHECK(csv(dir, "a,a,cls\n1,2,3\n", {.label_column = "cls"}).size() == 1);
+  CHECK(data_error([&] { cohort::data::load_csv(dir / "none.csv", {.label_column = "a"}); }) ==
+        dir / "none.csv" + ": no such file");
+
+  // The caller's mistakes are InvalidArgument.
+  spit(path, "a,b,label\n1,2,0\n");
+  const auto invalid = [&](const CsvOptions& options) {
+    return invalid_argument([&] { cohort::data::load_csv(path, options); });
+  };
+  CHECK(invalid({.label_column = "class"}) ==
+        path + ": no column 'class' (columns: 'a', 'b', 'label')");
+  CHECK(invalid({.label_column = "3"}) == path + ": no column '3' (columns: 'a', 'b', 'label')");
+  CHECK(invalid({.header = false, .label_column = "label"}) ==
+        path + ": no column 'label' (columns: 0 to 2 (no header))");
+  CHECK(invalid({.label_column = "label", .feature_columns = {"a", "z"}}) ==
+        path + ": no column 'z' (columns: 'a', 'b', 'label')");
+  CHECK(invalid({}) == path + ": load_csv needs a label_column or target_columns");
+  CHECK(invalid({.label_column = "label", .target_columns = {"a"}}) ==
+        path + ": load_csv takes a label_column or target_columns, not both");
+}
+
+TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguous") {
+  TempDir dir("data_loaders_test");
+  const std::string path = dir / "t.csv";
+  CHECK(csv_error(dir, "a,y\n1,2\nnan,3\n", {.target_columns = {"y"}}) ==
+        path + ": line 3, column 0 ('a'): 'nan' is not a finite number (a missing value?)");
+  CHECK(csv_error(dir, "a,y\n1,-inf\n", {.target_columns = {"y"}}) ==
+        path + ": line 2, column 1 ('y'): '-inf' is not a finite number (a missing value?)");
+  CHECK(csv_error(dir, "a,y\r1,2\r3,4\r", {.target_columns = {"y"}}) ==
+        path + ": its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
+  // A file without a header, read as if it had one: a column given by index names another one
+  // there (and a warning says the header holds numbers only). Numbers may be names, though.
+  spit(path, "4,3,5,0\n1,2,3,1\n");
+  CHECK(invalid_argument([&] { cohort::data::load_csv(path, {.label_column = "3"}); }) ==
+        path + ": column '3' is ambiguous: the header names column 1 so, and it is also the "
+               "index of column 3 ('0')");
+  const Dataset spectra = csv(dir, "400,410,420,label\n0.1,0.2,0.3,1\n", {.label_column = "label"});
+  CHECK(spectra.size() == 1);
+  CHECK(example(spectra, 0) == std::vector<float>{0.1f, 0.2f, 0.3f});
+  // Columns named by their own indices (pandas' unnamed columns) are a header.
+  const Dataset pandas = csv(dir, "0,1,2\n1.5,2.5,1\n", {.label_column = "2"});
+  CHECK(pandas.size() == 1);
+  CHECK(example(pandas, 0) == std::vector<float>{1.5f, 2.5f});
+  spit(path, "a,2,b,c\n1,2,3,0\n");
+  CHECK(invalid_argument([&] { cohort::data::load_csv(path, {.label_column = "2"}); }) ==
+        path + ": column '2' is ambiguous: the header names column 1 so, and it is also the "
+               "index of column 2 ('b')");
+}
+
+TEST_CASE("CSV: a shard, read alone, is the table's shard; every row is still checked") {
+  TempDir dir("data_loaders_test");
+  std::string rows;
+  for (int r = 0; r < 10; ++r) {  // the largest label (5) in row 7 only; blank lines between
+    rows += std::to_string(r) + "," + std::to_string(r * r) + "," +
+            (r == 7 ? "5" : std::to_string(r % 3)) + "," + std::to_string(r) + ".5\n";
+    if (r == 2) rows += "\n";
+    if (r == 5) rows += " \r\n";
+  }
+  CsvOptions labels;
+  labels.label_column = "label";
+  labels.feature_columns = {"a", "b"};
+  CsvOptions prices;
+  prices.target_columns = {"price"};
+  CsvOptions no_header;
+  no_header.header = false;
+  no_header.label_column = "2";
+  no_header.feature_columns = {"0", "1"};
+  for (CsvOptions options : {labels, prices, no_header}) {
+    const std::string text = options.header ? "a,b,label,price\n" + rows : rows;
+    const Dataset whole = csv(dir, text, options);
+    REQUIRE(whole.size() == 10);
+    for (const int count : {1, 2, 3, 4, 11}) {
+      for (int index = 0; index < count; ++index) {
+        CAPTURE(count);
+        CAPTURE(index);
+        options.shard = {index, count};
+        check_same_dataset(csv(dir, text, options), whole.shard(index, count));
+      }
+    }
+  }
+  // Rows outside the shard are checked: a feature, a label, a target.
+  CsvOptions bad = labels;
+  bad.shard = {0, 2};
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,x,1\n", bad) ==
+        dir / "t.csv" + ": line 3, column 1 ('b'): 'x' is not a number");
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,4,-1\n", bad) ==
+        dir / "t.csv" + ": line 3, column 2 ('label'): label -1 is negative");
+  bad.num_classes = 2;
+  CHECK(csv_error(dir, "a,b,label\n1,2,0\n3,4,2\n", bad) ==
+        dir / "t.csv" + ": line 3, column 2 ('label'): label 2 is outside [0, 2)");
+  CsvOptions bad_target = prices;
+  bad_target.shard = {0, 2};
+  CHECK(csv_error(dir, "a,price\n1,2\n3,x\n", bad_target) ==
+        dir / "t.csv" + ": line 3, column 1 ('price'): 'x' is not a number");
+  bad.shard = {2, 2};
+  CHECK(invalid_argument([&] { csv(dir, rows, bad); }) ==
+        dir / "t.csv" + ": shard index 2 of count 2 (need 0 <= index < count)");
+}
+
+TEST_CASE("CSV: a second file of the same table, its columns in another order, matched by name") {
+  TempDir dir("data_loaders_test");
+  std::vector<std::string> features;
+  spit(dir / "train.csv", "a,b,label,c\n1,2,0,3\n");
+  const Dataset train = cohort::data::load_csv(dir / "train.csv", {.label_column = "label"}, &features);
+  CHECK(features == std::vector<std::string>{"a", "b", "c"});
+  spit(dir / "test.csv", "label,c,a,b\n1,30,10,20\n");
+  const Dataset test = cohort::data::load_csv(
+      dir / "test.csv", {.label_column = "label", .feature_columns = features}, &features);
+  CHECK(example(train, 0) == std::vector<float>{1, 2, 3});
+  CHECK(example(test, 0) == std::vector<float>{10, 20, 30});
+  CHECK(features == std::vector<std::string>{"a", "b", "c"});
+  // Without a header, by index.
+  spit(dir / "plain.csv", "7,8,1\n");
+  cohort::data::load_csv(dir / "plain.csv", {.header = false, .label_column = "1"}, &features);
+  CHECK(features == std::vector<std::string>{"0", "2"});
+}
+
+// ---- scale ---------------------------------------------------------------------------------
+
