@@ -86,10 +86,10 @@ void choose_kernels_at_load(int /*argc*/, char** argv, char** /*envp*/) {
   if (!restart && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
       ops_detail::openblas_follows_coretype()) {
     // The kernels of the CPU's level, or of the level COHORT_CPU_LEVEL caps it at.
-    const int level = want >= 0 ? std::min(want, level_index(cpu_level())) : level_index(cpu_level());
+    std::string_view level = cpu_level();
+    if (want >= 0 && want < level_index(level)) level = kLevels[static_cast<std::size_t>(want)];
     const char* chosen = ops_detail::openblas_core();
-    if (const char* core = openblas_core_for_cpu(
-            chosen, level >= 0 ? kLevels[static_cast<std::size_t>(level)] : cpu_level())) {
+    if (const char* core = openblas_core_for_cpu(chosen, level)) {
       setenv("OPENBLAS_CORETYPE", core, 1);
       setenv(kOpenBlasFellBackTo, chosen, 1);
       restart = chose_openblas = true;

@@ -313,16 +313,25 @@ void InPlaceUpdate::begin(std::int64_t step, std::size_t parameters) {
   begun_ = true;
 }
 
+namespace {
+
+// Whether [begin, end) meets any of `ranges`.
+bool overlaps(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, std::int64_t begin,
+              std::int64_t end) {
+  return std::any_of(ranges.begin(), ranges.end(), [&](const auto& range) {
+    return std::max(range.first, begin) < std::min(range.second, end);
+  });
+}
+
+}  // namespace
+
 std::optional<float> InPlaceUpdate::rate(std::int64_t begin, std::int64_t end) const {
-  if (!begun_ || begin < 0 || end > optimizer_.piece_parameters_ || begin >= end)
+  if (!begun_ || begin < 0 || end > optimizer_.piece_parameters_ || begin >= end ||
+      overlaps(applied_, begin, end))
     return std::nullopt;
-  for (const auto& [b, e] : applied_)
-    if (std::max(b, begin) < std::min(e, end)) return std::nullopt;
-  if (optimizer_.options().weight_decay > 0) {
-    if (optimizer_.decay_all_) return std::nullopt;
-    for (const auto& [b, e] : optimizer_.decay_ranges_)
-      if (std::max(b, begin) < std::min(e, end)) return std::nullopt;
-  }
+  if (optimizer_.options().weight_decay > 0 &&
+      (optimizer_.decay_all_ || overlaps(optimizer_.decay_ranges_, begin, end)))
+    return std::nullopt;
   return -static_cast<float>(optimizer_.piece_lr_);  // Sgd::update's step
 }
 
