@@ -12,7 +12,10 @@
 #   4. runs slurm/gpu.sbatch on four fake GPUs (GRES backed by links to /dev/null): every rank
 #      gets its own CUDA_VISIBLE_DEVICES;
 #   5. cancels a training job with scancel: the ranks checkpoint on SIGTERM, the job is not
-#      requeued.
+#      requeued;
+#   6. sends the walltime warning while the ranks are still starting (no handler yet, so SIGUSR1
+#      ends them: the launcher exits 138): the job requeues itself anyway and the second run
+#      trains to the end.
 # Then it cancels what is left and stops the daemons by their pids.
 #
 # Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM GUIDE_PROGRAM
@@ -314,4 +317,37 @@ saved=$(ls checkpoints/"$job" | sed -nE 's/^model\.ckpt-([0-9]+)\.safetensors$/\
 [[ -n $saved ]] && ((saved >= 100)) || fail "job $job: no checkpoint written on SIGTERM"
 grep -q "requeueing" "$out" && fail "job $job was requeued after scancel"
 log "scancel: the ranks stopped on SIGTERM, checkpoint at step $saved, not requeued"
+
+# ---- 6. The warning before the ranks can take it: in its first run each rank is a process
+# still starting up, without a handler for SIGUSR1, whose default action ends it. The launcher
+# then exits 128 + 10; the job requeues itself all the same, and the second run, train itself,
+# finishes.
+mkdir -p "$work/job6" && cd "$work/job6"
+cat >"$work/job6/starting.sh" <<SH
+#!/bin/bash
+if [[ \${SLURM_RESTART_COUNT:-0} == 0 ]]; then
+  echo "rank \${SLURM_PROCID} starting"
+  exec sleep 300
+fi
+exec "$train" "\$@"
+SH
+chmod +x "$work/job6/starting.sh"
+job=$(COHORT_PROGRAM=$work/job6/starting.sh COHORT_TRAIN_STEPS=60 sbatch --parsable \
+        "$src/slurm/single_node.sbatch")
+out=$work/job6/cohort-$job.out
+until (($(grep -c '^rank [0-7] starting$' "$out" 2>/dev/null || true) == 8)); do
+  ((SECONDS < deadline)) || fail "job $job: its 8 ranks did not start"
+  sleep 0.25
+done
+scancel --signal=USR1 --batch "$job"
+while [[ -n $(squeue -h -j "$job" -o %i 2>/dev/null) ]]; do
+  ((SECONDS < deadline)) || fail "job $job did not end after its requeue"
+  sleep 0.5
+done
+cat "$out"
+grep -q "^cohort: the walltime warning ended the ranks before they checkpointed; requeueing job $job$" "$out" ||
+  fail "job $job: the launcher's exit on SIGUSR1 did not requeue the job"
+grep -q "^cohort: job $job, run 2," "$out" || fail "job $job did not run a second time"
+check_finished 60
+log "the warning during start-up: the ranks ended on SIGUSR1, the job requeued, run 2 trained 60 steps"
 log "PASS"
