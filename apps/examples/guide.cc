@@ -12,7 +12,7 @@
 // script's COHORT_TRAIN_STEPS, COHORT_CHECKPOINT_DIR and COHORT_PS_TASKS (it has no --model or
 // --mode, so it ignores COHORT_MODEL and COHORT_MODE):
 //
-//   COHORT_PROGRAM=$PWD/build/guide COHORT_MODE=sync
+//   COHORT_PROGRAM=$PWD/build/bin/example_guide COHORT_MODE=sync
 //       sbatch $COHORT_SLURM_DIR/single_node.sbatch --sync_replicas          (one line)
 #include <cohort/cohort.h>
 
