@@ -9,7 +9,9 @@
 namespace cohort {
 
 StepCounterHook::StepCounterHook(StepCounterHookOptions options)
-    : options_(options), timer_(options.every_n_steps, options.every_n_secs, "StepCounterHook") {}
+    : options_(options),
+      timer_(options.every_n_steps == 0 && options.every_n_secs == 0 ? 100 : options.every_n_steps,
+             options.every_n_secs, "StepCounterHook") {}
 
 void StepCounterHook::begin() {
   timer_.reset();

@@ -12,9 +12,9 @@
 namespace cohort {
 
 struct StepCounterHookOptions {
-  /// Report every this many global steps, or every this many seconds: exactly one positive
-  /// (set every_n_steps = 0 to use every_n_secs).
-  std::int64_t every_n_steps = 100;
+  /// Report every this many global steps, or every this many seconds: one of them positive
+  /// (`{.every_n_secs = 10}`), or neither for every 100 steps; both positive is refused.
+  std::int64_t every_n_steps = 0;
   double every_n_secs = 0;
   /// Where lines go; null: std::cout. Not owned: must outlive the hook.
   std::ostream* out = nullptr;

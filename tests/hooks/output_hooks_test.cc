@@ -89,7 +89,11 @@ TEST_CASE("StepCounterHook prints global steps and images per second every N glo
   CHECK(*hook->steps_per_sec() > 0);
   // Local mode: one batch per global step.
   CHECK(*hook->images_per_sec() == doctest::Approx(*hook->steps_per_sec() * test::kBatch));
-  CHECK_THROWS_AS(StepCounterHook({.every_n_steps = 0}), InvalidArgument);
+  // One cadence, or none for every 100 steps; two, or a negative one, are refused.
+  CHECK_NOTHROW(StepCounterHook({.every_n_secs = 10}));
+  CHECK_NOTHROW(StepCounterHook(StepCounterHookOptions{}));
+  CHECK_THROWS_AS(StepCounterHook({.every_n_steps = 2, .every_n_secs = 10}), InvalidArgument);
+  CHECK_THROWS_AS(StepCounterHook({.every_n_steps = -1}), InvalidArgument);
 }
 
 TEST_CASE("ProfilerHook writes a Chrome trace with one complete event per phase of the recorded steps") {
