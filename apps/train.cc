@@ -59,7 +59,7 @@ COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adamw",
     kSameOnAllRanks);
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate of one worker's batch (see --lr_scaling)",
     Range{0, 1e6}, kSameOnAllRanks);
-COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer",
+COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer (below 1)",
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum", kSameOnAllRanks);
 COHORT_DEFINE_string(lr_scaling, "linear",
@@ -70,11 +70,11 @@ COHORT_DEFINE_string(lr_schedule, "cosine", "learning-rate schedule: constant, s
     kSameOnAllRanks);
 COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential: decay factor; cosine: the final fraction of the rate",
     Range{0, 1}, kSameOnAllRanks);
-COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine: its length (0: the run's global steps)",
+COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine: its length (0: the run's global steps after the warm-up)",
     Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(lr_warmup_steps, -1,
-                  "global steps over which the rate rises linearly to its peak (-1: one epoch when "
-                  "--lr_scaling raises the rate, else none)", Range{-1, 1e15}, kSameOnAllRanks);
+                  "global steps over which the rate rises linearly to its peak (-1: one epoch, at "
+                  "most half the run, when --lr_scaling raises the rate, else none)", Range{-1, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2 (sgd, momentum, adam) or decoupled (adamw)",
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_float(label_smoothing, 0.0, "softmax cross-entropy label smoothing",
@@ -324,8 +324,26 @@ int Main(int argc, char** argv) {
   if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault != "raise" && FLAGS_inject_fault != "stall")
     throw cohort::InvalidArgument("--inject_fault=" + FLAGS_inject_fault +
                                   ": expected raise or stall");
+  if (FLAGS_nesterov && FLAGS_optimizer != "momentum")
+    throw cohort::InvalidArgument("--nesterov: the momentum optimizer only (this run's is --optimizer=" +
+                                  FLAGS_optimizer + ")");
+  // The optimizer and the model as the flags set them, made once here so that a typo in a name or
+  // a value out of range fails at once, before the cluster forms and the data loads.
+  cohort::Optimizer::create(optimizer_options(1, 1, 1));
+  const auto hidden = cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
+  {
+    cohort::Graph probe;
+    model_from_flags(probe, hidden);
+  }
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
+  const int ps_tasks = cluster.num_tasks("ps");
   cohort::Server server(cluster);
+  // Allowed (benchmarks keep the same processes across modes), but rarely what a user meant.
+  if (ps_tasks > 0 && mode == cohort::Mode::kAllreduce && server.is_chief())
+    std::fprintf(stderr,
+                 "warning: --mode=allreduce with %d ps task%s: they hold no parameters and only "
+                 "wait (the ps modes are sync, async and ssp)\n",
+                 ps_tasks, ps_tasks == 1 ? "" : "s");
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
   if (server.job_name() == "ps") {
     // A ps serves the parameter store until every worker is done; it reports what that cost it.
@@ -338,7 +356,6 @@ int Main(int argc, char** argv) {
                 server.task().to_string().c_str(), wall, cpu, 100.0 * cpu / std::max(wall, 1e-9));
     return 0;
   }
-  const auto hidden = cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
   if (server.job_name() == "evaluator") {
     // Follows the chief's checkpoints and evaluates each on the test set as it appears.
     cohort::Graph graph;
@@ -381,7 +398,7 @@ int Main(int argc, char** argv) {
     std::printf("%s: %d tower%s on GPU %s\n", server.task().to_string().c_str(),
                 static_cast<int>(gpus.size()), gpus.size() == 1 ? "" : "s", list.c_str());
   }
-  auto placement = cohort::replica_device_setter_options_from_flags(cluster.num_tasks("ps"),
+  auto placement = cohort::replica_device_setter_options_from_flags(ps_tasks,
                                                                     compute.to_string());
   const bool log_placement = placement.log_device_placement;
   placement.log_device_placement = false;  // the session prints the whole table instead
@@ -421,9 +438,13 @@ int Main(int argc, char** argv) {
   const bool chief = server.is_chief();
   const auto test_data = chief ? cohort::data::fashion_mnist(cohort::data::Split::kTest)
                                : cohort::data::Dataset();
+  char smoothing[48] = "";
+  if (FLAGS_label_smoothing != 0.0)
+    std::snprintf(smoothing, sizeof smoothing, ", label smoothing %g", FLAGS_label_smoothing);
   if (chief)
-    std::printf("training %s (%lld parameters), mode %s, %d worker%s, batch %lld per worker, %lld global steps\n",
+    std::printf("training %s (%lld parameters%s), mode %s, %d worker%s, batch %lld per worker, %lld global steps\n",
                 FLAGS_model.c_str(), static_cast<long long>(graph.num_parameters()),
+                smoothing,
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
                 static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
   if (chief) std::printf("CPU kernels %s\n", cohort::kernel_level_summary().c_str());
@@ -432,7 +453,8 @@ int Main(int argc, char** argv) {
   if (chief && compression != cohort::Compression::kNone)
     std::printf("gradients on the wire as %s, with error feedback\n", cohort::to_string(compression));
   if (chief)
-    std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n", FLAGS_optimizer.c_str(),
+    std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n",
+                cohort::describe(optimizer).c_str(),
                 optimizer.learning_rate.base,
                 optimizer.learning_rate.base == FLAGS_learning_rate
                     ? "as given"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "cohort/core/base/error.h"
 
@@ -41,6 +42,13 @@ LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& n
 }
 
 namespace {
+
+// %g keeps 0.9 as "0.9" and 5e-4 as "0.0005", where std::to_string prints six decimals.
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return std::string(text);
+}
 
 // The gradient an update reads at element i: g[i], or g[i] + plus[i] for two gradients summed
 // as they are read. The optimizers' loops are written once over either.
@@ -157,24 +165,38 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
+std::string describe(const OptimizerOptions& options) {
+  std::string text = options.name;
+  if (options.name == "momentum")
+    text += " " + number(options.momentum) + (options.nesterov ? " (Nesterov)" : "");
+  if (options.name == "adam" || options.name == "adamw")
+    text += " (beta1 " + number(options.beta1) + ", beta2 " + number(options.beta2) +
+            ", epsilon " + number(options.epsilon) + ")";
+  if (options.weight_decay > 0)
+    text += (options.name == "adamw" ? ", decoupled weight decay " : ", weight decay ") +
+            number(options.weight_decay);
+  if (options.clip_norm > 0) text += ", gradients clipped to norm " + number(options.clip_norm);
+  return text;
+}
+
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
   const auto bad = [](const std::string& what) { return InvalidArgument("optimizer: " + what); };
   if (options.learning_rate.base <= 0 || !std::isfinite(options.learning_rate.base))
     throw bad("learning rate must be a positive number, got " +
-              std::to_string(options.learning_rate.base));
+              number(options.learning_rate.base));
   if (options.learning_rate.warmup_steps < 0)
     throw bad("learning-rate warmup steps must be >= 0, got " +
               std::to_string(options.learning_rate.warmup_steps));
   if (options.learning_rate.decay_steps <= 0)
     throw bad("learning-rate decay steps must be > 0, got " +
               std::to_string(options.learning_rate.decay_steps));
-  if (options.clip_norm < 0) throw bad("clip norm must be >= 0");
+  if (options.clip_norm < 0) throw bad("clip norm must be >= 0, got " + number(options.clip_norm));
   if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
-    throw bad("weight decay must be >= 0, got " + std::to_string(options.weight_decay));
+    throw bad("weight decay must be >= 0, got " + number(options.weight_decay));
   if (options.name == "sgd") return std::make_unique<Sgd>(options);
   if (options.name == "momentum") {
     if (options.momentum < 0 || options.momentum >= 1)
-      throw bad("momentum must be in [0, 1), got " + std::to_string(options.momentum));
+      throw bad("momentum must be in [0, 1), got " + number(options.momentum));
     return std::make_unique<Momentum>(options);
   }
   if (options.name == "adam" || options.name == "adamw") {

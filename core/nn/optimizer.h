@@ -48,6 +48,11 @@ struct OptimizerOptions {
   double weight_decay = 0.0;
 };
 
+/// The optimizer and its settings in words, for run headers: "momentum 0.9 (Nesterov), weight
+/// decay 0.0005", "adam (beta1 0.9, beta2 0.999, epsilon 1e-08), gradients clipped to norm 5".
+/// The learning rate and its schedule are not part of it.
+std::string describe(const OptimizerOptions& options);
+
 /// Turns gradients into parameter updates. Optimizer state (momentum, Adam moments) is local to
 /// the object: in async training every worker keeps its own, which is why any optimizer works
 /// there. Formulas follow TensorFlow's (tf.train.MomentumOptimizer, AdamOptimizer); "adamw" is

@@ -333,3 +333,21 @@ TEST_CASE("an update in place: SGD alone, apply()'s rate, the rest by finish()")
   CHECK(sgd->iterations() == reference->iterations());
   CHECK_FALSE(in_place->rate(5, 8).has_value());  // the step is over
 }
+
+TEST_CASE("describe names the optimizer and every setting that changes its update") {
+  CHECK(cohort::describe(options("sgd", 0.1)) == "sgd");
+  OptimizerOptions o = options("momentum", 0.1);
+  o.nesterov = true;
+  o.weight_decay = 5e-4;
+  CHECK(cohort::describe(o) == "momentum 0.9 (Nesterov), weight decay 0.0005");
+  o.nesterov = false;
+  o.momentum = 0.95;
+  o.weight_decay = 0;
+  o.clip_norm = 5;
+  CHECK(cohort::describe(o) == "momentum 0.95, gradients clipped to norm 5");
+  o = options("adamw", 0.001);
+  o.weight_decay = 0.01;
+  CHECK(cohort::describe(o) == "adamw (beta1 0.9, beta2 0.999, epsilon 1e-08), decoupled weight decay 0.01");
+  o.name = "adam";
+  CHECK(cohort::describe(o) == "adam (beta1 0.9, beta2 0.999, epsilon 1e-08), weight decay 0.01");
+}
