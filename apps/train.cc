@@ -517,8 +517,10 @@ int Main(int argc, char** argv) {
           {"stop_signal", cohort::stop_signal_received()}, {"test_accuracy", m.accuracy},
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
           {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
-          {"workers", workers}, {"ps_tasks", cluster.num_tasks("ps")},
+          {"workers", workers}, {"ps_tasks", ps_tasks},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
+          {"optimizer", cohort::describe(optimizer)}, {"learning_rate", optimizer.learning_rate.base},
+          {"lr_schedule", FLAGS_lr_schedule}, {"label_smoothing", FLAGS_label_smoothing},
           {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
           {"gradient_bytes_sent", gradient_bytes}};
       std::ofstream out(FLAGS_metrics_json);

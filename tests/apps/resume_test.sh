@@ -18,7 +18,8 @@ run() {  # DIR STEPS [flags...]
 for optimizer in momentum adam; do
   rate=$([[ $optimizer == adam ]] && echo 0.001 || echo 0.01)
   echo "== $optimizer: 300 steps straight, and 150 + 150"
-  run "$work/$optimizer-straight" 300 --optimizer=$optimizer --learning_rate=$rate
+  run "$work/$optimizer-straight" 300 --optimizer=$optimizer --learning_rate=$rate \
+    --metrics_json="$work/$optimizer-straight.json"
   run "$work/$optimizer-resumed" 150 --optimizer=$optimizer --learning_rate=$rate
   run "$work/$optimizer-resumed" 300 --optimizer=$optimizer --learning_rate=$rate
   grep -q "restored from .* at global step 150$" "$work/$optimizer-resumed.log" \
@@ -27,6 +28,20 @@ for optimizer in momentum adam; do
     "$work/$optimizer-resumed/model.ckpt-300.safetensors" \
     "$work/$optimizer-straight/model.ckpt-300.safetensors"
 done
+
+echo "== the chief's metrics file says what ran and how it ended"
+/usr/bin/python3 - "$work/adam-straight.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+expected = {"global_step": 300, "train_steps": 300, "mode": "allreduce", "model": "mlp",
+            "workers": 2, "ps_tasks": 0, "batch_size": 64, "stop_signal": 0,
+            "optimizer": "adam (beta1 0.9, beta2 0.999, epsilon 1e-08)",
+            # --learning_rate=0.001 times the 2 batches a step averages (--lr_scaling=linear)
+            "learning_rate": 0.002, "lr_schedule": "constant", "label_smoothing": 0.0}
+wrong = {k: (m.get(k), v) for k, v in expected.items() if m.get(k) != v}
+if wrong or not 0.5 < m["test_accuracy"] <= 1 or not m["train_images_per_sec"] > 0:
+    sys.exit(f"metrics file: {m}\nwrong (found, expected): {wrong}")
+PY
 
 echo "== another model's checkpoint: refused, naming both models first"
 if "$mpiexec" "$np_flag" 2 --oversubscribe "$train" "${args[@]}" --model=small_cnn \
