@@ -8,9 +8,9 @@
 //   mpirun -np 3 build/bin/example_guide --ps_tasks=1 --sync_replicas        # sync SGD
 //   mpirun -np 4 build/bin/example_guide                                     # no ps: allreduce
 //
-// Run by a Cohort batch script it takes --train_steps, --checkpoint_dir and --ps_tasks from the
-// script's COHORT_TRAIN_STEPS, COHORT_CHECKPOINT_DIR and COHORT_PS_TASKS (it has no --model or
-// --mode, so it ignores COHORT_MODEL and COHORT_MODE):
+// Run by a Cohort batch script it takes --train_steps, --checkpoint_dir and --ps_tasks from
+// COHORT_TRAIN_STEPS, COHORT_CHECKPOINT_DIR and COHORT_PS_TASKS where the job's environment has
+// them (it has no --model or --mode, so it ignores COHORT_MODEL and COHORT_MODE):
 //
 //   COHORT_PROGRAM=$PWD/build/bin/example_guide COHORT_MODE=sync
 //       sbatch $COHORT_SLURM_DIR/single_node.sbatch --sync_replicas          (one line)
