@@ -324,9 +324,13 @@ int Main(int argc, char** argv) {
   if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault != "raise" && FLAGS_inject_fault != "stall")
     throw cohort::InvalidArgument("--inject_fault=" + FLAGS_inject_fault +
                                   ": expected raise or stall");
-  if (FLAGS_nesterov && FLAGS_optimizer != "momentum")
-    throw cohort::InvalidArgument("--nesterov: the momentum optimizer only (this run's is --optimizer=" +
-                                  FLAGS_optimizer + ")");
+  // Momentum settings another optimizer would ignore: a user of torch.optim.SGD(momentum=0.9)
+  // writing --optimizer=sgd --momentum=0.9 means --optimizer=momentum.
+  for (const char* flag : {"momentum", "nesterov"})
+    if (cohort::flags::Registry::global().given(flag) && FLAGS_optimizer != "momentum")
+      throw cohort::InvalidArgument(std::string("--") + flag +
+                                    ": the momentum optimizer only (this run's is --optimizer=" +
+                                    FLAGS_optimizer + "; --optimizer=momentum is SGD with momentum)");
   // The optimizer and the model as the flags set them, made once here so that a typo in a name or
   // a value out of range fails at once, before the cluster forms and the data loads.
   cohort::Optimizer::create(optimizer_options(1, 1, 1));

@@ -455,6 +455,8 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
       throw from(last_token[flag.name], e);
     }
   }
+  given_ = std::move(from_command_line);
+  given_.insert(from_environment.begin(), from_environment.end());
   return parsed;
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,11 @@ class Registry {
   Parsed parse(const std::vector<std::string>& args,
                const std::function<const char*(const char*)>& getenv = {});
 
+  /// Whether the last parse() took the flag's value from the command line or the environment,
+  /// rather than leaving its default (gflags' !is_default): a program may refuse a flag its other
+  /// settings ignore.
+  bool given(const std::string& name) const { return given_.contains(name); }
+
   /// --help text: every flag with its type, default and doc, grouped by defining file.
   std::string help(const std::string& program) const;
 
@@ -111,6 +117,7 @@ class Registry {
 
   std::vector<Flag> flags_;
   std::vector<std::string> duplicates_;
+  std::set<std::string> given_;
 };
 
 inline void apply(Flag& flag, Range range) { flag.range = range; }

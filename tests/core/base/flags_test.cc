@@ -83,6 +83,20 @@ TEST_CASE("the last value given wins") {
   CHECK(f.batch_size == 2);
 }
 
+TEST_CASE("given() tells the flags the command line or the environment set from those left at their defaults") {
+  Fixture f;
+  f.env["COHORT_SHUFFLE"] = "false";
+  f.parse({"--batch_size=64", "x"});
+  CHECK(f.registry.given("batch_size"));   // given, even at its default value
+  CHECK(f.registry.given("shuffle"));      // from the environment
+  CHECK_FALSE(f.registry.given("data_dir"));
+  CHECK_FALSE(f.registry.given("learning_rate"));
+  f.env.clear();
+  f.parse({"--data_dir=/other"});
+  CHECK(f.registry.given("data_dir"));     // each parse starts afresh
+  CHECK_FALSE(f.registry.given("batch_size"));
+}
+
 TEST_CASE("unknown flags are refused with a suggestion") {
   Fixture f;
   CHECK(f.error({"--lerning_rate=0.1"}) ==
