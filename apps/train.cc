@@ -343,11 +343,12 @@ int Main(int argc, char** argv) {
   const int ps_tasks = cluster.num_tasks("ps");
   cohort::Server server(cluster);
   // Allowed (benchmarks keep the same processes across modes), but rarely what a user meant.
-  if (ps_tasks > 0 && mode == cohort::Mode::kAllreduce && server.is_chief())
+  if (ps_tasks > 0 && (mode == cohort::Mode::kAllreduce || mode == cohort::Mode::kLocal) &&
+      server.is_chief())
     std::fprintf(stderr,
-                 "warning: --mode=allreduce with %d ps task%s: they hold no parameters and only "
-                 "wait (the ps modes are sync, async and ssp)\n",
-                 ps_tasks, ps_tasks == 1 ? "" : "s");
+                 "warning: --mode=%s with %d ps task%s: they hold no parameters and only wait "
+                 "(the ps modes are sync, async and ssp)\n",
+                 FLAGS_mode.c_str(), ps_tasks, ps_tasks == 1 ? "" : "s");
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
   if (server.job_name() == "ps") {
     // A ps serves the parameter store until every worker is done; it reports what that cost it.
