@@ -87,7 +87,7 @@ COHORT_DEFINE_bool(horizontal_flip, false, "training augmentation: random left-r
     kSameOnAllRanks);
 COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)",
     Range{0, 1e30}, kSameOnAllRanks);
-COHORT_DEFINE_int(epochs, 12, "epochs over the training set, counted globally (ignored with --train_steps)",
+COHORT_DEFINE_int(epochs, 12, "epochs over the training set, counted globally (not with --train_steps)",
     Range{1, 1e6}, kSameOnAllRanks);
 COHORT_DEFINE_int(train_steps, 0, "global steps to train (0: use --epochs)",
     Range{0, 1e15}, kSameOnAllRanks);
@@ -331,6 +331,10 @@ int Main(int argc, char** argv) {
       throw cohort::InvalidArgument(std::string("--") + flag +
                                     ": the momentum optimizer only (this run's is --optimizer=" +
                                     FLAGS_optimizer + "; --optimizer=momentum is SGD with momentum)");
+  if (cohort::flags::Registry::global().given("epochs") && FLAGS_train_steps > 0)
+    throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
+                                  std::to_string(FLAGS_train_steps) +
+                                  ": give one (a step count would win, and the epochs be ignored)");
   // The optimizer and the model as the flags set them, made once here so that a typo in a name or
   // a value out of range fails at once, before the cluster forms and the data loads.
   cohort::Optimizer::create(optimizer_options(1, 1, 1));
