@@ -49,7 +49,9 @@ void CheckpointSaverHook::after_run(RunContext& context, const SessionRunValues&
 
 void CheckpointSaverHook::end(MonitoredSession& session) {
   if (!active_) return;
-  const std::int64_t step = session.global_step();
+  // A fresh read, as TensorFlow reads the global step variable: in the async modes the other
+  // workers' last pushes may have moved it since the chief's last step.
+  const std::int64_t step = session.read_global_step();
   if (timer_.last_triggered_step() != step) {
     save(session, step);
     timer_.update_last_triggered_step(step);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <utility>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/signals.h"
@@ -200,7 +202,9 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
 std::string MonitoredSession::save_checkpoint() {
   if (!options_.is_chief) throw Error("save_checkpoint: only the chief writes checkpoints");
   if (!checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
-  return checkpoints_->save(trainer_.global_step(), trainer_.checkpoint());
+  Checkpoint checkpoint = trainer_.checkpoint();
+  const std::int64_t step = std::stoll(checkpoint.metadata.at("global_step"));
+  return checkpoints_->save(step, std::move(checkpoint));
 }
 
 void MonitoredSession::close() {

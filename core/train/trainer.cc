@@ -293,7 +293,9 @@ void Trainer::finish(bool fetch) {
 Checkpoint Trainer::checkpoint() {
   fetch_parameters();
   Checkpoint checkpoint = make_checkpoint(graph_, *optimizer_);
-  checkpoint.metadata["global_step"] = std::to_string(global_step());
+  // The store's count, read after the parameters: in the async modes other replicas' pushes,
+  // which the parameters hold, have moved it past this replica's last step.
+  checkpoint.metadata["global_step"] = std::to_string(read_global_step());
   checkpoint.metadata["model"] = options_.model_name;
   checkpoint.metadata["mode"] = to_string(options_.replication.mode);
   checkpoint.metadata["optimizer"] = optimizer_->options().name;

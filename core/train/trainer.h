@@ -117,8 +117,8 @@ class Trainer {
   const std::string& target() const { return target_; }
   std::int64_t global_step() const { return replication_->global_step(); }
   /// A fresh read of the global step (from the store in the ps modes, where other replicas move
-  /// it); not collective.
-  std::int64_t read_global_step() { return replication_->read_global_step(); }
+  /// it); not collective. Once finished, the last step seen.
+  std::int64_t read_global_step() { return left_ ? global_step() : replication_->read_global_step(); }
   /// This replica's index and the number of replicas (0 and 1 without a cluster).
   int worker_index() const { return worker_index_; }
   int num_workers() const { return num_workers_; }

@@ -7,6 +7,8 @@
 
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
+#include "cohort/core/io/checkpoint.h"
+#include "cohort/core/placement/replica_device_setter.h"
 #include "cohort/hooks/monitored_training_session.h"
 #include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
@@ -120,6 +122,49 @@ COHORT_MPI_TEST_CASE("after an error every worker hit alike, a new session on th
   MonitoredSession session(w.trainer, options);
   CHECK(test::train(session) == 3);
   session.close();
+}
+
+COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the store's count of every worker's pushes", 3) {
+  const std::string dir = shared_dir(comm, "async_final");
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
+  comm.barrier();
+  {
+    const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);  // rank 0 the ps, 2 workers
+    Server server(cluster);
+    if (server.job_name() == "ps") {
+      server.join(std::chrono::seconds(60));
+    } else {
+      ReplicaDeviceSetterOptions placement;
+      placement.ps_tasks = 1;
+      Graph graph{ReplicaDeviceSetter(placement)};
+      Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                      data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(),
+                      test::trainer_options(Mode::kAsync));
+      // Both workers run 7 steps; then the other worker runs 3 more, which the chief's last
+      // step cannot have counted, before the chief closes: the store counts 17 pushes.
+      const bool chief = server.is_chief();
+      auto session = MonitoredTrainingSession(
+          trainer, {.master = server.target(), .is_chief = chief, .checkpoint_dir = dir,
+                    .save_checkpoint_steps = 1000, .log_step_count_steps = 0, .stop_on_signals = false});
+      for (int i = 0; i < 7; ++i) session->run();
+      server.replicas().barrier();
+      if (!chief)
+        for (int i = 0; i < 3; ++i) session->run();
+      server.replicas().barrier();  // the other worker's pushes are all in
+      std::int64_t pushes = chief ? 7 : 10;
+      server.replicas().allreduce(std::span(&pushes, 1));
+      session->close();
+      if (chief) {
+        CHECK(pushes == 17);
+        CHECK(std::filesystem::exists(dir + "/model.ckpt-17.safetensors"));
+        const auto latest = CheckpointManager(dir).restore_latest();
+        REQUIRE(latest);
+        CHECK(latest->metadata.at("global_step") == "17");
+      }
+    }
+  }
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace cohort
