@@ -19,17 +19,23 @@ void check_not_negative(const char* name, std::int64_t value) {
 std::unique_ptr<MonitoredSession> MonitoredTrainingSession(Trainer& trainer, SessionOptions options) {
   check_not_negative("save_checkpoint_secs", options.save_checkpoint_secs);
   check_not_negative("save_checkpoint_steps", options.save_checkpoint_steps);
-  check_not_negative("save_summaries_steps", options.save_summaries_steps);
+  check_not_negative("save_summaries_steps", options.save_summaries_steps.value_or(0));
   check_not_negative("save_summaries_secs", options.save_summaries_secs);
+  if (options.save_summaries_steps.value_or(0) > 0 && options.save_summaries_secs > 0)
+    throw InvalidArgument("MonitoredTrainingSession: save_summaries_steps = " +
+                          std::to_string(*options.save_summaries_steps) + " and save_summaries_secs = " +
+                          std::to_string(options.save_summaries_secs) + ": give one");
   check_not_negative("log_step_count_steps", options.log_step_count_steps);
   if (options.is_chief && !options.checkpoint_dir.empty()) {
     HookList& chief = options.chief_only_hooks;
     if (options.log_step_count_steps > 0)
       chief.push_back(std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = options.log_step_count_steps}));
-    if (options.save_summaries_steps > 0 || options.save_summaries_secs > 0) {
+    const std::int64_t summary_steps =
+        options.save_summaries_steps.value_or(options.save_summaries_secs > 0 ? 0 : 100);
+    if (summary_steps > 0 || options.save_summaries_secs > 0) {
       SummarySaverHookOptions summaries{.output_dir = options.checkpoint_dir};
-      if (options.save_summaries_steps > 0)
-        summaries.every_steps = options.save_summaries_steps;
+      if (summary_steps > 0)
+        summaries.every_steps = summary_steps;
       else
         summaries.every_secs = static_cast<double>(options.save_summaries_secs);
       chief.push_back(std::make_shared<SummarySaverHook>(std::move(summaries)));

@@ -55,8 +55,9 @@ SessionRunArgs ProfilerHook::before_run(RunContext&) { return {{"global_step"}};
 
 void ProfilerHook::after_run(RunContext& context, const SessionRunValues& values) {
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
-  if (first_run_) {
+  if (first_run_) {  // warm-up: not recorded, but the count starts there, as in TensorFlow
     first_run_ = false;
+    timer_.update_last_triggered_step(step);
     return;
   }
   if (!timer_.should_trigger_for_step(step)) return;

@@ -33,8 +33,8 @@ struct ProfilerHookOptions {
 /// pid is the worker index, tid one track per phase kind (pull 1, forward_backward 2, push 3,
 /// wait 4; others from 5), with process_name / thread_name metadata events; ts and dur are
 /// microseconds since this worker's session started (so files of different workers are not
-/// aligned to a common clock). The first run is skipped (it includes warm-up, as TensorFlow
-/// skips it), then a step is recorded every `every_n_steps` global steps.
+/// aligned to a common clock). The first run is not recorded (it includes warm-up) but starts
+/// the count, as in TensorFlow: a step is recorded every `every_n_steps` global steps after it.
 ///
 /// Every worker that has the hook writes its own file (put it in `hooks` to profile all
 /// workers, in `chief_only_hooks` for the chief alone). The file is written when the session is

@@ -47,6 +47,7 @@ class SummarySaverHook : public SessionRunHook {
   void after_run(RunContext& context, const SessionRunValues& values) override;
   void end(MonitoredSession& session) override;
 
+  const SummarySaverHookOptions& options() const { return options_; }
   /// How many times it has written (each write is one event with every scalar).
   std::int64_t writes() const { return writes_; }
   /// The event file, once the writer exists (chief, after after_create_session).

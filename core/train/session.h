@@ -112,8 +112,11 @@ struct SessionOptions {
   /// > 0 (it takes precedence), else every save_checkpoint_secs seconds when that is > 0, else
   /// no periodic checkpoints (the session still restores from checkpoint_dir).
   std::int64_t save_checkpoint_secs = 600, save_checkpoint_steps = 0;
-  /// [default hooks] Summary cadence, the same rule: steps when > 0, else seconds when > 0.
-  std::int64_t save_summaries_steps = 100, save_summaries_secs = 0;
+  /// [default hooks] Summary cadence, TensorFlow's rule: every save_summaries_steps global steps
+  /// when that is given (0: no summaries), else every save_summaries_secs seconds when that is
+  /// > 0, else every 100 steps. Both positive is refused.
+  std::optional<std::int64_t> save_summaries_steps{};
+  std::int64_t save_summaries_secs = 0;
   /// [default hooks] StepCounterHook every this many global steps; 0: none.
   std::int64_t log_step_count_steps = 100;
   /// The other replicas wait at most this long for the chief to initialise or restore the
@@ -135,9 +138,10 @@ using MonitoredTrainingSessionOptions = SessionOptions;
 ///
 /// Construction is collective over the workers (and ps tasks, through the trainer's store): it
 /// calls begin() on the hooks, initialises or (chief, with a checkpoint) restores the parameters,
-/// then after_create_session(). Errors follow TensorFlow's MonitoredSession: an exception from a
-/// step or a hook propagates out of run(), should_stop() is true from then on, and end() is not
-/// called on the hooks; close() after a clean stop calls end() on every hook. Not thread-safe.
+/// then after_create_session(). Errors follow TensorFlow's MonitoredSession used in a `with`
+/// block: an exception from a step or a hook propagates out of run(), should_stop() is true from
+/// then on, and end() is not called on the hooks, not by close() either (docs/HOOKS.md); close()
+/// after a clean stop calls end() on every hook. Not thread-safe.
 class MonitoredSession {
  public:
   MonitoredSession(Trainer& trainer, SessionOptions options);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cohort/hooks/checkpoint_saver_hook.h"
@@ -216,6 +217,34 @@ TEST_CASE("MonitoredTrainingSession adds the checkpoint, summary and step-counte
   CHECK(test::train(*bare) == 2);
 
   CHECK_THROWS_AS(MonitoredTrainingSession(plain.trainer, {.save_checkpoint_secs = -1}), InvalidArgument);
+}
+
+TEST_CASE("MonitoredTrainingSession's summary cadence follows TensorFlow's: steps if given, else seconds, else 100 steps") {
+  // The options of the SummarySaverHook the factory adds, or none.
+  const auto summaries = [](SessionOptions options) -> std::optional<SummarySaverHookOptions> {
+    test::TempDir dir("mts_summaries");
+    LocalTraining t;
+    options.checkpoint_dir = dir.str();
+    options.stop_on_signals = false;
+    auto session = MonitoredTrainingSession(t.trainer, std::move(options));
+    std::optional<SummarySaverHookOptions> found;
+    for (const auto& hook : session->options().chief_only_hooks)
+      if (const auto saver = std::dynamic_pointer_cast<SummarySaverHook>(hook)) found = saver->options();
+    session->close();
+    return found;
+  };
+  const auto by_default = summaries({});
+  REQUIRE(by_default);
+  CHECK(by_default->every_steps == 100);
+  const auto by_seconds = summaries({.save_summaries_secs = 30});
+  REQUIRE(by_seconds);
+  CHECK(by_seconds->every_steps == 0);
+  CHECK(by_seconds->every_secs == 30);
+  const auto by_steps = summaries({.save_summaries_steps = 7});
+  REQUIRE(by_steps);
+  CHECK(by_steps->every_steps == 7);
+  CHECK_FALSE(summaries({.save_summaries_steps = 0}));
+  CHECK_THROWS_AS(summaries({.save_summaries_steps = 7, .save_summaries_secs = 30}), InvalidArgument);
 }
 
 }  // namespace cohort

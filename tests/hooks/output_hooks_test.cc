@@ -106,7 +106,7 @@ TEST_CASE("ProfilerHook writes a Chrome trace with one complete event per phase 
     CHECK(hook->path() == dir.str() + "/sub/trace.worker0.json");
     test::train(session);
   }
-  // The first run is skipped; then global steps 2, 4, 6.
+  // The first run (global step 1) is not recorded but starts the count: then steps 3, 5, 7.
   CHECK(hook->recorded_steps() == 3);
   std::ifstream in(hook->path());
   REQUIRE(in.good());
@@ -132,7 +132,7 @@ TEST_CASE("ProfilerHook writes a Chrome trace with one complete event per phase 
     if (tids.count(name)) CHECK(tids[name] == tid);  // one track per phase kind
     tids[name] = tid;
   }
-  CHECK(steps == std::set<std::int64_t>{2, 4, 6});
+  CHECK(steps == std::set<std::int64_t>{3, 5, 7});
   for (const char* phase : {"pull", "forward_backward", "push", "wait"}) CHECK(names.count(phase) == 3);
   CHECK(tids.size() == 4);
   CHECK(metadata == 5);  // process_name and four thread_name
