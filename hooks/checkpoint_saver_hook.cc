@@ -1,8 +1,10 @@
 #include "cohort/hooks/checkpoint_saver_hook.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/io/checkpoint.h"
 
 namespace cohort {
 
@@ -25,9 +27,9 @@ void CheckpointSaverHook::after_create_session(MonitoredSession& session) {
     throw InvalidArgument("CheckpointSaverHook: the session has no checkpoint_dir to save into");
   for (const auto& listener : options_.listeners) listener->begin();
   const std::int64_t step = session.global_step();
+  timer_.update_last_triggered_step(step);
   // A restored checkpoint already holds this step; saving it again would only rewrite it.
   if (!session.restored_step()) stop_pending_ = save(session, step);
-  timer_.update_last_triggered_step(step);
 }
 
 SessionRunArgs CheckpointSaverHook::before_run(RunContext&) {
@@ -52,16 +54,16 @@ void CheckpointSaverHook::end(MonitoredSession& session) {
   // A fresh read, as TensorFlow reads the global step variable: in the async modes the other
   // workers' last pushes may have moved it since the chief's last step.
   const std::int64_t step = session.read_global_step();
-  if (timer_.last_triggered_step() != step) {
-    save(session, step);
-    timer_.update_last_triggered_step(step);
-  }
+  if (timer_.last_triggered_step() != step) save(session, step);
   for (const auto& listener : options_.listeners) listener->end(session, step);
 }
 
 bool CheckpointSaverHook::save(MonitoredSession& session, std::int64_t step) {
   for (const auto& listener : options_.listeners) listener->before_save(session, step);
   last_path_ = session.save_checkpoint();
+  // The step the file holds: in the async modes the store's count, past the chief's own.
+  step = CheckpointManager::step_of(std::filesystem::path(last_path_).filename().string()).value_or(step);
+  timer_.update_last_triggered_step(step);
   ++saves_;
   bool stop = false;
   for (const auto& listener : options_.listeners) stop = listener->after_save(session, step, last_path_) || stop;

@@ -291,11 +291,13 @@ void Trainer::finish(bool fetch) {
 }
 
 Checkpoint Trainer::checkpoint() {
+  // The store's count: in the async modes other replicas' pushes have moved it past this
+  // replica's last step. Read before the parameters, which then hold at least those pushes (a
+  // push landing in between is kept, and a restart repeats its step rather than skip one).
+  const std::int64_t step = read_global_step();
   fetch_parameters();
   Checkpoint checkpoint = make_checkpoint(graph_, *optimizer_);
-  // The store's count, read after the parameters: in the async modes other replicas' pushes,
-  // which the parameters hold, have moved it past this replica's last step.
-  checkpoint.metadata["global_step"] = std::to_string(read_global_step());
+  checkpoint.metadata["global_step"] = std::to_string(step);
   checkpoint.metadata["model"] = options_.model_name;
   checkpoint.metadata["mode"] = to_string(options_.replication.mode);
   checkpoint.metadata["optimizer"] = optimizer_->options().name;
