@@ -326,12 +326,13 @@ int Main(int argc, char** argv) {
                                   ": expected raise or stall");
   // Momentum settings another optimizer would ignore: a user of torch.optim.SGD(momentum=0.9)
   // writing --optimizer=sgd --momentum=0.9 means --optimizer=momentum.
+  const cohort::flags::Registry& flags = cohort::flags::Registry::global();
   for (const char* flag : {"momentum", "nesterov"})
-    if (cohort::flags::Registry::global().given(flag) && FLAGS_optimizer != "momentum")
+    if (flags.given(flag) && FLAGS_optimizer != "momentum")
       throw cohort::InvalidArgument(std::string("--") + flag +
                                     ": the momentum optimizer only (this run's is --optimizer=" +
                                     FLAGS_optimizer + "; --optimizer=momentum is SGD with momentum)");
-  if (cohort::flags::Registry::global().given("epochs") && FLAGS_train_steps > 0)
+  if (flags.given("epochs") && FLAGS_train_steps > 0)
     throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
                                   std::to_string(FLAGS_train_steps) +
                                   ": give one (a step count would win, and the epochs be ignored)");

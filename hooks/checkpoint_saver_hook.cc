@@ -27,9 +27,11 @@ void CheckpointSaverHook::after_create_session(MonitoredSession& session) {
     throw InvalidArgument("CheckpointSaverHook: the session has no checkpoint_dir to save into");
   for (const auto& listener : options_.listeners) listener->begin();
   const std::int64_t step = session.global_step();
-  timer_.update_last_triggered_step(step);
   // A restored checkpoint already holds this step; saving it again would only rewrite it.
-  if (!session.restored_step()) stop_pending_ = save(session, step);
+  if (session.restored_step())
+    timer_.update_last_triggered_step(step);
+  else
+    stop_pending_ = save(session, step);
 }
 
 SessionRunArgs CheckpointSaverHook::before_run(RunContext&) {
@@ -45,7 +47,6 @@ void CheckpointSaverHook::after_run(RunContext& context, const SessionRunValues&
   }
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
   if (!timer_.should_trigger_for_step(step)) return;
-  timer_.update_last_triggered_step(step);
   if (save(context.session(), step)) context.request_stop();
 }
 
@@ -61,7 +62,8 @@ void CheckpointSaverHook::end(MonitoredSession& session) {
 bool CheckpointSaverHook::save(MonitoredSession& session, std::int64_t step) {
   for (const auto& listener : options_.listeners) listener->before_save(session, step);
   last_path_ = session.save_checkpoint();
-  // The step the file holds: in the async modes the store's count, past the chief's own.
+  // The step the file holds (in the async modes the store's count, past the chief's own) is the
+  // one the listeners hear and the timer counts from.
   step = CheckpointManager::step_of(std::filesystem::path(last_path_).filename().string()).value_or(step);
   timer_.update_last_triggered_step(step);
   ++saves_;

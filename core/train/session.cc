@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
-#include <string>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -203,7 +202,7 @@ std::string MonitoredSession::save_checkpoint() {
   if (!options_.is_chief) throw Error("save_checkpoint: only the chief writes checkpoints");
   if (!checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
   Checkpoint checkpoint = trainer_.checkpoint();
-  const std::int64_t step = std::stoll(checkpoint.metadata.at("global_step"));
+  const std::int64_t step = checkpoint.global_step();
   return checkpoints_->save(step, std::move(checkpoint));
 }
 
