@@ -193,6 +193,8 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
   if (options.clip_norm < 0) throw bad("clip norm must be >= 0, got " + number(options.clip_norm));
   if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
     throw bad("weight decay must be >= 0, got " + number(options.weight_decay));
+  if (options.nesterov && (options.name == "sgd" || options.name == "adam" || options.name == "adamw"))
+    throw bad("Nesterov momentum needs the momentum optimizer, not " + options.name);
   if (options.name == "sgd") return std::make_unique<Sgd>(options);
   if (options.name == "momentum") {
     if (options.momentum < 0 || options.momentum >= 1)

@@ -37,7 +37,7 @@ struct OptimizerOptions {
   std::string name = "sgd";  ///< "sgd", "momentum" or "adam"
   LearningRateSchedule learning_rate;
   double momentum = 0.9;     ///< momentum
-  bool nesterov = false;     ///< momentum
+  bool nesterov = false;     ///< momentum (another optimizer refuses it)
   double beta1 = 0.9;        ///< adam
   double beta2 = 0.999;      ///< adam
   double epsilon = 1e-8;     ///< adam

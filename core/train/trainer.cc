@@ -108,11 +108,15 @@ Trainer::~Trainer() {
 
 void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
+  if (started_ && !left_)
+    throw InvalidArgument("Trainer::start: this trainer is training already (finish() it first)");
   if (!restored) graph_.initialize(options_.seed);
   {
     const StallWatch watch("the start of training, with the other tasks");
     replication_->start(graph_.values(), initial_step, max_wait);
   }
+  started_ = true;
+  left_ = false;
   if (const std::int64_t step = replication_->global_step(); step > 0) {
     const std::int64_t consumed = replication_->batches_at(step);
     const std::int64_t per_epoch = batches_.batches_per_epoch();
@@ -184,6 +188,10 @@ std::vector<double> Trainer::exchange_step_times(double mine) {
 }
 
 StepValues Trainer::step() {
+  if (!started_ || left_)
+    throw InvalidArgument(std::string("Trainer::step: this trainer ") +
+                          (left_ ? "has finished (its session closed)"
+                                 : "has not started (a MonitoredSession starts it)"));
   batches_.next(batch_);
   const std::int64_t n = batch_.size();
   const auto towers = static_cast<std::int64_t>(towers_.size());

@@ -95,10 +95,13 @@ class Trainer {
   /// `initial_step`; the others wait at most `max_wait` for the chief (default: the mode's
   /// wait_timeout). A replica resuming at a step past 0 moves its data to where an uninterrupted
   /// run would be (exactly so in sync and allreduce modes, where each replica consumes one batch
-  /// per global step).
+  /// per global step). Again after finish() in local and allreduce modes (a new session on the
+  /// same trainer, every replica alike); not in the ps modes, whose finish() left the store for
+  /// good: an InvalidArgument there, and while it is training.
   void start(std::int64_t initial_step = 0, bool restored = false,
              std::optional<std::chrono::milliseconds> max_wait = std::nullopt);
-  /// One step: forward, backward, update.
+  /// One step: forward, backward, update. Between start() and finish() (an InvalidArgument
+  /// otherwise).
   StepValues step();
   /// Loss and metrics of the current parameters over `data`, in order (tower 0, no dropout, batch
   /// norm on its moving statistics, the options' image normalisation).
@@ -174,7 +177,8 @@ class Trainer {
   data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
-  bool left_ = false;  // finish() done
+  bool started_ = false;  // start() done
+  bool left_ = false;     // finish() done
 
   // Towers beyond the first run on their own threads, released once per step.
   std::vector<std::thread> threads_;

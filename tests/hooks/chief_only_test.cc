@@ -154,6 +154,10 @@ COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the s
       std::int64_t pushes = chief ? 7 : 10;
       server.replicas().allreduce(std::span(&pushes, 1));
       session->close();
+      // The store is closed to this worker: another session on the trainer is refused at once.
+      CHECK_THROWS_WITH_AS(
+          MonitoredSession(trainer, {.master = server.target(), .is_chief = chief, .stop_on_signals = false}),
+          doctest::Contains("async mode: this worker has left the ps tasks' store"), InvalidArgument);
       if (chief) {
         CHECK(pushes == 17);
         CHECK(std::filesystem::exists(dir + "/model.ckpt-17.safetensors"));

@@ -127,6 +127,22 @@ TEST_CASE("close() runs every hook's end() though one threw, leaves training, th
   session.close();  // closed: nothing again
 }
 
+TEST_CASE("a trainer steps between start() and finish(); a new session may start it again") {
+  LocalTraining t;
+  CHECK_THROWS_WITH_AS(t.trainer.step(), doctest::Contains("has not started"), InvalidArgument);
+  MonitoredSessionOptions options;
+  options.stop_on_signals = false;
+  {
+    MonitoredSession session(t.trainer, options);
+    CHECK_THROWS_WITH_AS(t.trainer.start(), doctest::Contains("is training already"), InvalidArgument);
+    session.run();
+    session.close();
+  }
+  CHECK_THROWS_WITH_AS(t.trainer.step(), doctest::Contains("has finished"), InvalidArgument);
+  MonitoredSession again(t.trainer, options);  // local mode: starts again, from the seed
+  CHECK(again.run({"global_step"}).get("global_step") == 1);
+}
+
 TEST_CASE("an unknown fetch is an InvalidArgument naming it") {
   LocalTraining t;
   MonitoredSessionOptions options;

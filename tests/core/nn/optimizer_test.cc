@@ -230,6 +230,13 @@ TEST_CASE("bad optimizer options are refused by name") {
   auto o = options("momentum", 0.1);
   o.momentum = 1.5;
   CHECK_THROWS_AS(Optimizer::create(o), cohort::InvalidArgument);
+  for (const char* name : {"sgd", "adam", "adamw"}) {
+    auto nesterov = options(name, 0.1);
+    nesterov.nesterov = true;
+    CHECK_THROWS_WITH_AS(Optimizer::create(nesterov),
+                         ("optimizer: Nesterov momentum needs the momentum optimizer, not " + std::string(name)).c_str(),
+                         cohort::InvalidArgument);
+  }
 }
 
 TEST_CASE("weight decay: L2 adds wd * w to the gradient, on the decayed ranges only") {
