@@ -14,7 +14,10 @@ CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverHookOptions options)
     if (!listener) throw InvalidArgument("CheckpointSaverHook: a listener is null");
 }
 
+CheckpointSaverHook::~CheckpointSaverHook() = default;
+
 void CheckpointSaverHook::begin() {
+  own_.reset();
   timer_.reset();
   active_ = false;
   stop_pending_ = false;
@@ -23,8 +26,15 @@ void CheckpointSaverHook::begin() {
 void CheckpointSaverHook::after_create_session(MonitoredSession& session) {
   active_ = session.is_chief();
   if (!active_) return;
-  if (session.options().checkpoint_dir.empty())
-    throw InvalidArgument("CheckpointSaverHook: the session has no checkpoint_dir to save into");
+  const std::string& session_dir = session.options().checkpoint_dir;
+  const std::string& dir = options_.checkpoint_dir;
+  if (dir.empty() && session_dir.empty())
+    throw InvalidArgument("CheckpointSaverHook: neither the hook nor the session has a checkpoint_dir to save into");
+  std::error_code ignored;
+  if (!dir.empty() && !(!session_dir.empty() && std::filesystem::equivalent(dir, session_dir, ignored))) {
+    own_ = std::make_unique<CheckpointManager>(dir, session.options().keep_checkpoint_max);
+    own_->lock_for_writing();
+  }
   for (const auto& listener : options_.listeners) listener->begin();
   const std::int64_t step = session.global_step();
   // A restored checkpoint already holds this step; saving it again would only rewrite it.
@@ -57,11 +67,18 @@ void CheckpointSaverHook::end(MonitoredSession& session) {
   const std::int64_t step = session.read_global_step();
   if (timer_.last_triggered_step() != step) save(session, step);
   for (const auto& listener : options_.listeners) listener->end(session, step);
+  own_.reset();
 }
 
 bool CheckpointSaverHook::save(MonitoredSession& session, std::int64_t step) {
   for (const auto& listener : options_.listeners) listener->before_save(session, step);
-  last_path_ = session.save_checkpoint();
+  if (own_) {
+    Checkpoint checkpoint = session.trainer().checkpoint();
+    const std::int64_t at = checkpoint.global_step();
+    last_path_ = own_->save(at, std::move(checkpoint));
+  } else {
+    last_path_ = session.save_checkpoint();
+  }
   // The step the file holds (in the async modes the store's count, past the chief's own) is the
   // one the listeners hear and the timer counts from.
   step = CheckpointManager::step_of(std::filesystem::path(last_path_).filename().string()).value_or(step);

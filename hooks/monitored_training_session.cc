@@ -26,21 +26,22 @@ std::unique_ptr<MonitoredSession> MonitoredTrainingSession(Trainer& trainer, Ses
                           std::to_string(*options.save_summaries_steps) + " and save_summaries_secs = " +
                           std::to_string(options.save_summaries_secs) + ": give one");
   check_not_negative("log_step_count_steps", options.log_step_count_steps);
-  if (options.is_chief && !options.checkpoint_dir.empty()) {
+  if (options.is_chief) {
     HookList& chief = options.chief_only_hooks;
-    if (options.log_step_count_steps > 0)
+    const std::string& summary_dir = options.summary_dir.empty() ? options.checkpoint_dir : options.summary_dir;
+    if (!summary_dir.empty() && options.log_step_count_steps > 0)
       chief.push_back(std::make_shared<StepCounterHook>(StepCounterHookOptions{.every_n_steps = options.log_step_count_steps}));
     const std::int64_t summary_steps =
         options.save_summaries_steps.value_or(options.save_summaries_secs > 0 ? 0 : 100);
-    if (summary_steps > 0 || options.save_summaries_secs > 0) {
-      SummarySaverHookOptions summaries{.output_dir = options.checkpoint_dir};
+    if (!summary_dir.empty() && (summary_steps > 0 || options.save_summaries_secs > 0)) {
+      SummarySaverHookOptions summaries{.output_dir = summary_dir};
       if (summary_steps > 0)
         summaries.every_steps = summary_steps;
       else
         summaries.every_secs = static_cast<double>(options.save_summaries_secs);
       chief.push_back(std::make_shared<SummarySaverHook>(std::move(summaries)));
     }
-    if (options.save_checkpoint_steps > 0 || options.save_checkpoint_secs > 0) {
+    if (!options.checkpoint_dir.empty() && (options.save_checkpoint_steps > 0 || options.save_checkpoint_secs > 0)) {
       CheckpointSaverHookOptions checkpoints;
       if (options.save_checkpoint_steps > 0)
         checkpoints.every_steps = options.save_checkpoint_steps;

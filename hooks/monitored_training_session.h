@@ -9,10 +9,10 @@
 namespace cohort {
 
 /// Creates a MonitoredSession from `options`, adding TensorFlow's default hooks for the cadences
-/// SessionOptions marks [default hooks]: on the chief with a checkpoint_dir, after
-/// `chief_only_hooks` come a StepCounterHook (log_step_count_steps > 0), a SummarySaverHook
-/// writing into checkpoint_dir and a CheckpointSaverHook, each when its cadence is set; other
-/// replicas run only `hooks`. The user's `hooks` run before the chief-only ones at every step.
+/// SessionOptions marks [default hooks]: on the chief, after `chief_only_hooks` come a
+/// StepCounterHook (log_step_count_steps > 0) and a SummarySaverHook writing into summary_dir
+/// (or checkpoint_dir) when either directory is set, and a CheckpointSaverHook when
+/// checkpoint_dir is, each when its cadence is set; other replicas run only `hooks`. The user's `hooks` run before the chief-only ones at every step.
 ///
 ///     auto session = cohort::MonitoredTrainingSession(trainer, {
 ///         .master = server.target(), .is_chief = server.is_chief(),

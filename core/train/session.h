@@ -122,6 +122,9 @@ struct SessionOptions {
   /// The other replicas wait at most this long for the chief to initialise or restore the
   /// parameters (0: wait forever).
   std::chrono::seconds max_wait_secs{600};
+  /// [default hooks] Where the summary and step-counter hooks go; empty: checkpoint_dir. Either
+  /// directory brings them (TensorFlow's rule), checkpoint_dir alone the checkpoint saver.
+  std::string summary_dir{};
   SessionConfig config{};
   /// How many checkpoints the chief keeps in checkpoint_dir (0: all).
   int keep_checkpoint_max = 5;
@@ -185,7 +188,8 @@ class MonitoredSession {
   double now() const;
 
   /// Chief only: writes a checkpoint of the current parameters, optimizer state and data
-  /// position to checkpoint_dir (model.ckpt-<step>.safetensors). Returns its path.
+  /// position to checkpoint_dir (model.ckpt-<step>.safetensors). Returns its path. (A
+  /// CheckpointSaverHook with a directory of its own saves Trainer::checkpoint() there.)
   std::string save_checkpoint();
   /// Every worker's mean step time (seconds) as last shared (every step_time_every_steps local
   /// steps), in worker order; on the chief only (this worker's alone elsewhere). Not collective:

@@ -10,6 +10,7 @@
 
 #include "cohort/hooks/checkpoint_saver_hook.h"
 #include "cohort/hooks/monitored_training_session.h"
+#include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "cohort/hooks/summary_saver_hook.h"
 #include "cohort/core/io/checkpoint.h"
@@ -144,10 +145,64 @@ TEST_CASE("CheckpointSaverHook: a listener's after_save can stop training; every
   CHECK_THROWS_AS(CheckpointSaverHook({.every_steps = 1, .listeners = {nullptr}}), InvalidArgument);
 }
 
-TEST_CASE("CheckpointSaverHook without a checkpoint_dir is an InvalidArgument") {
+TEST_CASE("CheckpointSaverHook without a checkpoint_dir, its own or the session's, is an InvalidArgument") {
   LocalTraining t;
   auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 3});
-  CHECK_THROWS_AS(MonitoredSession(t.trainer, session_options("", {saver})), InvalidArgument);
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, session_options("", {saver})),
+                       doctest::Contains("neither the hook nor the session has a checkpoint_dir"), InvalidArgument);
+}
+
+TEST_CASE("CheckpointSaverHook with a directory of its own saves there, locks it, and keeps the session's count") {
+  test::TempDir own("ckpt_own");
+  const std::string dir = own / "nested";  // made by the hook
+  auto saver = std::make_shared<CheckpointSaverHook>(
+      CheckpointSaverHookOptions{.checkpoint_dir = dir, .every_steps = 2});
+  {
+    // TensorFlow's common form: the saver hook names the directory, the session none.
+    LocalTraining t;
+    MonitoredSessionOptions options = session_options("", {saver, StopAtStepHook::last(7)});
+    options.keep_checkpoint_max = 2;
+    MonitoredSession session(t.trainer, options);
+    CheckpointManager other(dir);
+    CHECK_THROWS_WITH_AS(other.lock_for_writing(std::chrono::seconds(0)),
+                         doctest::Contains("another job is writing checkpoints there"), CheckpointError);
+    test::train(session);
+    session.close();
+    CHECK(saver->last_path() == dir + "/model.ckpt-7.safetensors");
+    CHECK(saver->saves() == 5);  // 0, 2, 4, 6, 7
+    CHECK_FALSE(std::filesystem::exists(dir + "/model.ckpt-4.safetensors"));  // two kept
+    CHECK(std::filesystem::exists(dir + "/model.ckpt-6.safetensors"));
+    CheckpointManager after(dir);
+    after.lock_for_writing(std::chrono::seconds(0));  // released at end()
+  }
+  {
+    // The session restores from its own checkpoint_dir only; the hook saves into the other.
+    test::TempDir session_dir("ckpt_session");
+    LocalTraining t;
+    MonitoredSession session(t.trainer, session_options(session_dir.str(), {saver, StopAtStepHook::last(3)}));
+    CHECK_FALSE(session.restored_step());
+    test::train(session);
+    session.close();
+    for (const auto& entry : std::filesystem::directory_iterator(session_dir.path))
+      CHECK(entry.path().extension() != ".safetensors");
+    CHECK(CheckpointManager(dir).restore_latest()->global_step() == 3);
+  }
+  {
+    // The same directory as the session's (another spelling of it): saved once, by the session.
+    LocalTraining t;
+    MonitoredSession session(t.trainer, session_options(dir, {saver, StopAtStepHook::last(5)}));
+    CHECK(session.restored_step() == 3);
+    test::train(session);
+    session.close();
+    CHECK(saver->last_path() == dir + "/model.ckpt-5.safetensors");
+  }
+  LocalTraining t;
+  auto same = std::make_shared<CheckpointSaverHook>(
+      CheckpointSaverHookOptions{.checkpoint_dir = dir + "/.", .every_steps = 2});
+  MonitoredSession session(t.trainer, session_options(dir, {same, StopAtStepHook::last(6)}));
+  test::train(session);
+  session.close();
+  CHECK(same->last_path() == dir + "/model.ckpt-6.safetensors");
 }
 
 TEST_CASE("SummarySaverHook writes at the first step and every N global steps") {
@@ -219,6 +274,40 @@ TEST_CASE("MonitoredTrainingSession adds the checkpoint, summary and step-counte
   CHECK(test::train(*bare) == 2);
 
   CHECK_THROWS_AS(MonitoredTrainingSession(plain.trainer, {.save_checkpoint_secs = -1}), InvalidArgument);
+}
+
+TEST_CASE("MonitoredTrainingSession's summary_dir takes the summaries; alone, it brings no checkpoints") {
+  test::TempDir checkpoints("mts_ckpt"), summaries("mts_summary");
+  {
+    LocalTraining t;
+    auto session = MonitoredTrainingSession(
+        t.trainer, {.checkpoint_dir = checkpoints.str(), .hooks = {StopAtStepHook::last(3)}, .save_checkpoint_steps = 2,
+                    .save_summaries_steps = 2, .summary_dir = summaries.str(), .stop_on_signals = false});
+    test::train(*session);
+    session->close();
+  }
+  CHECK(std::filesystem::exists(checkpoints / "model.ckpt-3.safetensors"));
+  CHECK_FALSE(std::filesystem::exists(checkpoints / "metrics.csv"));
+  CHECK(steps_of(read_csv(summaries / "metrics.csv"), "loss") == std::vector<std::int64_t>{1, 3});
+
+  // TensorFlow's rule: either directory brings the summary and step-counter hooks.
+  test::TempDir only("mts_summary_only");
+  LocalTraining t;
+  auto session = MonitoredTrainingSession(
+      t.trainer, {.hooks = {StopAtStepHook::last(3)}, .save_checkpoint_steps = 2, .save_summaries_steps = 2,
+                  .log_step_count_steps = 2, .summary_dir = only.str(), .stop_on_signals = false});
+  int counters = 0, savers = 0;
+  for (const auto& hook : session->options().chief_only_hooks) {
+    counters += std::dynamic_pointer_cast<StepCounterHook>(hook) != nullptr;
+    savers += std::dynamic_pointer_cast<CheckpointSaverHook>(hook) != nullptr;
+  }
+  CHECK(counters == 1);
+  CHECK(savers == 0);
+  test::train(*session);
+  session->close();
+  CHECK(steps_of(read_csv(only / "metrics.csv"), "loss") == std::vector<std::int64_t>{1, 3});
+  for (const auto& entry : std::filesystem::directory_iterator(only.path))
+    CHECK(entry.path().extension() != ".safetensors");
 }
 
 TEST_CASE("MonitoredTrainingSession's summary cadence follows TensorFlow's: steps if given, else seconds, else 100 steps") {
