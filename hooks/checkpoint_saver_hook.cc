@@ -66,7 +66,8 @@ void CheckpointSaverHook::end(MonitoredSession& session) {
   // workers' last pushes may have moved it since the chief's last step.
   const std::int64_t step = session.read_global_step();
   if (timer_.last_triggered_step() != step) save(session, step);
-  for (const auto& listener : options_.listeners) listener->end(session, step);
+  // The step of the last file (a save reads the step again: later pushes may have moved it).
+  for (const auto& listener : options_.listeners) listener->end(session, timer_.last_triggered_step().value_or(step));
   own_.reset();
 }
 

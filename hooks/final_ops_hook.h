@@ -18,13 +18,14 @@ namespace cohort {
 ///
 /// Unlike TensorFlow, which runs the fetches once more in end(), a Cohort session cannot run a
 /// step after training: the hook fetches them at every step (scalars, so this is free) and
-/// final_values() are those of the last step. Empty before the first step. Not thread-safe
-/// (used by the session).
+/// final_values() are those of the last step. Empty before the first step of a session. Not
+/// thread-safe (used by the session).
 class FinalOpsHook : public SessionRunHook {
  public:
   /// Throws InvalidArgument when `final_fetches` is empty.
   explicit FinalOpsHook(std::vector<std::string> final_fetches);
 
+  void begin() override { values_.clear(); }
   SessionRunArgs before_run(RunContext& context) override;
   void after_run(RunContext& context, const SessionRunValues& values) override;
 

@@ -15,10 +15,12 @@ namespace cohort {
 ///     if (!server.is_chief())
 ///       session_options.hooks.push_back(std::make_shared<cohort::GlobalStepWaiterHook>(100 * task));
 ///
-/// Only async and ssp modes wait: in local, sync and allreduce modes the global step cannot
-/// advance while this worker holds back (it would wait for itself), so there the hook returns
-/// at once. Throws Error when the step has not arrived within `timeout` (zero: wait forever).
-/// Blocking; not collective; not thread-safe (used by the session).
+/// Only async mode waits: in local, sync and allreduce modes the global step cannot advance
+/// while this worker holds back (it would wait for itself), nor in ssp mode further than the
+/// staleness bound lets the others run ahead of it, so there the hook returns at once. The wait
+/// also ends when the chief stops training or a stop signal arrives (the first step then stops
+/// the session). Throws Error when the step has not arrived within `timeout` (zero: wait
+/// forever). Blocking; not collective; not thread-safe (used by the session).
 class GlobalStepWaiterHook : public SessionRunHook {
  public:
   explicit GlobalStepWaiterHook(std::int64_t wait_until_step,

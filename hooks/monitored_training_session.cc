@@ -21,7 +21,7 @@ std::unique_ptr<MonitoredSession> MonitoredTrainingSession(Trainer& trainer, Ses
   check_not_negative("save_checkpoint_steps", options.save_checkpoint_steps);
   check_not_negative("save_summaries_steps", options.save_summaries_steps.value_or(0));
   check_not_negative("save_summaries_secs", options.save_summaries_secs);
-  if (options.save_summaries_steps.value_or(0) > 0 && options.save_summaries_secs > 0)
+  if (options.save_summaries_steps && options.save_summaries_secs > 0)  // TensorFlow's ValueError
     throw InvalidArgument("MonitoredTrainingSession: save_summaries_steps = " +
                           std::to_string(*options.save_summaries_steps) + " and save_summaries_secs = " +
                           std::to_string(options.save_summaries_secs) + ": give one");

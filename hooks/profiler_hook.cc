@@ -40,8 +40,11 @@ ProfilerHook::~ProfilerHook() {
 }
 
 void ProfilerHook::begin() {
+  // A new session: its own trace (the file is rewritten from its start).
   timer_.reset();
   first_run_ = true;
+  traces_.clear();
+  recorded_ = written_ = 0;
 }
 
 void ProfilerHook::after_create_session(MonitoredSession& session) {

@@ -132,6 +132,9 @@ class Replication {
   virtual std::int64_t global_step() const = 0;
   /// A fresh read of the global step; not collective.
   virtual std::int64_t read_global_step() { return global_step(); }
+  /// A fresh read of whether the chief has stopped training (the ps modes; elsewhere a stop is
+  /// agreed at a step); not collective.
+  virtual bool read_stopped() { return false; }
   /// Leaves training: others no longer wait for this worker. The chief also tells the others to
   /// stop. Then closes the store (collective with the ps tasks). Called by the destructor too.
   virtual void finish() = 0;

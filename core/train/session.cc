@@ -62,6 +62,13 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
                           (trainer.target().empty() ? std::string(" (local mode has none)")
                                                     : " '" + trainer.target() + "'") +
                           "; a Cohort session runs on its own task's server");
+  // Who restores, writes files and runs the chief-only hooks must be the replica whose
+  // parameters the others start from (worker 0, Server::is_chief()).
+  if (o.is_chief != (trainer.worker_index() == 0))
+    throw InvalidArgument(std::string("MonitoredSession: is_chief = ") + (o.is_chief ? "true" : "false") +
+                          ", but this replica is worker " + std::to_string(trainer.worker_index()) +
+                          " of " + std::to_string(trainer.num_workers()) +
+                          ", and the chief is worker 0: pass .is_chief = server.is_chief()");
   if (o.max_wait_secs.count() < 0)
     throw InvalidArgument("MonitoredSession: max_wait_secs must be >= 0");
   if (o.step_time_every_steps < 0)
@@ -134,10 +141,18 @@ void MonitoredSession::create() {
     }
   }
   trainer_.start(step, restored, options_.max_wait_secs);
-  if (options_.is_chief && options_.config.log_device_placement)
-    std::printf("%s", trainer_.graph().device_setter().table().c_str());
-  for (auto& hook : all_hooks()) hook->after_create_session(*this);
-  stop_ = trainer_.agree_to_stop(stop_);
+  try {
+    if (options_.is_chief && options_.config.log_device_placement)
+      std::printf("%s", trainer_.graph().device_setter().table().c_str());
+    for (auto& hook : all_hooks()) hook->after_create_session(*this);
+    stop_ = trainer_.agree_to_stop(stop_);
+  } catch (...) {
+    // No session to close: leave training as after a failed step, so that no peer waits on
+    // this replica (and a program that goes on may start the trainer again).
+    trainer_.finish(/*fetch=*/false);
+    if (checkpoints_) checkpoints_->unlock();
+    throw;
+  }
 }
 
 bool MonitoredSession::should_stop() const { return stop_ || error_ || closed_; }

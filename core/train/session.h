@@ -114,7 +114,7 @@ struct SessionOptions {
   std::int64_t save_checkpoint_secs = 600, save_checkpoint_steps = 0;
   /// [default hooks] Summary cadence, TensorFlow's rule: every save_summaries_steps global steps
   /// when that is given (0: no summaries), else every save_summaries_secs seconds when that is
-  /// > 0, else every 100 steps. Both positive is refused.
+  /// > 0, else every 100 steps. Steps given with seconds > 0 is refused, as TensorFlow does.
   std::optional<std::int64_t> save_summaries_steps{};
   std::int64_t save_summaries_secs = 0;
   /// [default hooks] StepCounterHook every this many global steps; 0: none.
@@ -181,7 +181,8 @@ class MonitoredSession {
   int num_workers() const { return trainer_.num_workers(); }
   Trainer& trainer() { return trainer_; }
   const SessionOptions& options() const { return options_; }
-  /// The step restored from a checkpoint at start, if any.
+  /// The chief: the step of the checkpoint it restored at start, if any. Other workers restore
+  /// nothing (std::nullopt); they start at global_step().
   std::optional<std::int64_t> restored_step() const { return restored_step_; }
   const StepTrace& last_trace() const { return trace_; }
   /// Seconds since the session started (the clock of StepTrace).

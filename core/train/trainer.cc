@@ -110,14 +110,21 @@ void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
   if (started_ && !left_)
     throw InvalidArgument("Trainer::start: this trainer is training already (finish() it first)");
-  if (!restored) graph_.initialize(options_.seed);
+  if (!restored) {
+    // From the initialisers, as TensorFlow's init op: the variables and the optimizer's slots
+    // (which a session before this one on the same trainer has moved).
+    graph_.initialize(options_.seed);
+    for (auto& [name, slot] : optimizer_->slots()) std::fill(slot.begin(), slot.end(), 0.0f);
+    optimizer_->set_iterations(0);
+  }
   {
     const StallWatch watch("the start of training, with the other tasks");
     replication_->start(graph_.values(), initial_step, max_wait);
   }
+  const bool again = started_;
   started_ = true;
   left_ = false;
-  if (const std::int64_t step = replication_->global_step(); step > 0) {
+  if (const std::int64_t step = replication_->global_step(); step > 0 || again) {
     const std::int64_t consumed = replication_->batches_at(step);
     const std::int64_t per_epoch = batches_.batches_per_epoch();
     batches_.seek(consumed / per_epoch, (consumed % per_epoch) * options_.batch_size);

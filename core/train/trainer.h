@@ -122,6 +122,9 @@ class Trainer {
   /// A fresh read of the global step (from the store in the ps modes, where other replicas move
   /// it); not collective. Once finished, the last step seen.
   std::int64_t read_global_step() { return left_ ? global_step() : replication_->read_global_step(); }
+  /// A fresh read of whether the chief has stopped training, in the ps modes (where the other
+  /// replicas hear it through the store); false elsewhere, and once finished.
+  bool read_stopped() { return !left_ && replication_->read_stopped(); }
   /// This replica's index and the number of replicas (0 and 1 without a cluster).
   int worker_index() const { return worker_index_; }
   int num_workers() const { return num_workers_; }

@@ -1,5 +1,6 @@
 // Two workers in allreduce mode: chief-only hooks run on the chief alone, hooks on both, and the
-// MonitoredTrainingSession factory gives the default hooks to the chief only.
+// MonitoredTrainingSession factory gives the default hooks to the chief only. With a ps in async
+// mode: the chief's final checkpoint, and GlobalStepWaiterHook's wait.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "cohort/core/dist/server.h"
 #include "cohort/core/io/checkpoint.h"
 #include "cohort/core/placement/replica_device_setter.h"
+#include "cohort/hooks/global_step_waiter_hook.h"
 #include "cohort/hooks/monitored_training_session.h"
 #include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
@@ -169,6 +171,59 @@ COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the s
   }
   comm.barrier();
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Async mode, 1 ps + 2 workers: the chief trains `chief_steps` steps, the other worker waits for
+// global step `wait_for` (GlobalStepWaiterHook) and then trains until the chief stops. Returns
+// the other worker's first global step (-1 on the chief and the ps).
+std::int64_t wait_in_async_mode(const mpi::Comm& comm, std::int64_t chief_steps, std::int64_t wait_for) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);  // rank 0 the ps, 2 workers
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    server.join(std::chrono::seconds(60));
+    return -1;
+  }
+  const bool chief = server.is_chief();
+  ReplicaDeviceSetterOptions placement;
+  placement.ps_tasks = 1;
+  Graph graph{ReplicaDeviceSetter(placement)};
+  Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                  data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(),
+                  test::trainer_options(Mode::kAsync));
+  MonitoredSessionOptions options;
+  options.master = server.target();
+  options.is_chief = chief;
+  options.stop_on_signals = false;
+  if (chief)
+    options.hooks = {StopAtStepHook::last(chief_steps)};
+  else
+    options.hooks = {std::make_shared<GlobalStepWaiterHook>(wait_for, std::chrono::seconds(30),
+                                                            std::chrono::milliseconds(5))};
+  MonitoredSession session(trainer, options);
+  std::int64_t first = -1;
+  while (!session.should_stop()) {
+    const auto step = static_cast<std::int64_t>(session.run({"global_step"}).get("global_step"));
+    if (first < 0) first = step;
+  }
+  session.close();
+  return chief ? -1 : first;
+}
+
+}  // namespace
+
+COHORT_MPI_TEST_CASE("async mode: GlobalStepWaiterHook holds a worker back until the global step comes", 3) {
+  // The other worker's first step comes after the chief's tenth.
+  const std::int64_t first = wait_in_async_mode(comm, 40, 10);
+  if (comm.rank() == 2) CHECK(first > 10);
+}
+
+COHORT_MPI_TEST_CASE("async mode: GlobalStepWaiterHook stops waiting when the chief stops training", 3) {
+  // A step the run never reaches: the wait ends with the chief's stop, long before its timeout.
+  const auto began = std::chrono::steady_clock::now();
+  wait_in_async_mode(comm, 5, 1000000);
+  CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(20));
 }
 
 }  // namespace cohort

@@ -336,6 +336,7 @@ TEST_CASE("MonitoredTrainingSession's summary cadence follows TensorFlow's: step
   CHECK(by_steps->every_steps == 7);
   CHECK_FALSE(summaries({.save_summaries_steps = 0}));
   CHECK_THROWS_AS(summaries({.save_summaries_steps = 7, .save_summaries_secs = 30}), InvalidArgument);
+  CHECK_THROWS_AS(summaries({.save_summaries_steps = 0, .save_summaries_secs = 30}), InvalidArgument);
 }
 
 }  // namespace cohort

@@ -143,6 +143,47 @@ TEST_CASE("a trainer steps between start() and finish(); a new session may start
   CHECK(again.run({"global_step"}).get("global_step") == 1);
 }
 
+TEST_CASE("a second session without a checkpoint starts afresh: variables, optimizer slots and data") {
+  Graph graph;
+  OptimizerOptions momentum;
+  momentum.name = "momentum";
+  momentum.learning_rate.base = 0.05;
+  Trainer trainer(nullptr, graph, [](Graph& g) { return mlp(g, {8}); }, data::synthetic(40, 5),
+                  Optimizer::create(momentum), test::trainer_options());  // 5 batches an epoch
+  const auto losses = [&] {
+    MonitoredSession session(trainer, test::with_hooks({}));
+    std::vector<double> seen;
+    for (int i = 0; i < 7; ++i) seen.push_back(session.run({"loss"}).get("loss"));
+    session.close();
+    return seen;
+  };
+  const std::vector<double> first = losses();
+  CHECK(losses() == first);
+}
+
+TEST_CASE("is_chief must name the chief: worker 0") {
+  LocalTraining t;
+  MonitoredSessionOptions options;
+  options.is_chief = false;
+  options.stop_on_signals = false;
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       "MonitoredSession: is_chief = false, but this replica is worker 0 of 1, and the chief "
+                       "is worker 0: pass .is_chief = server.is_chief()",
+                       InvalidArgument);
+}
+
+TEST_CASE("a hook failing as the session is created leaves training: the trainer may start again") {
+  struct FailingHook : SessionRunHook {
+    void after_create_session(MonitoredSession&) override { throw Error("cannot open the trace file"); }
+  };
+  LocalTraining t;
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, test::with_hooks({std::make_shared<FailingHook>()})),
+                       "cannot open the trace file", Error);
+  CHECK_THROWS_WITH_AS(t.trainer.step(), doctest::Contains("has finished"), InvalidArgument);
+  MonitoredSession session(t.trainer, test::with_hooks({}));
+  CHECK(session.run({"global_step"}).get("global_step") == 1);
+}
+
 TEST_CASE("an unknown fetch is an InvalidArgument naming it") {
   LocalTraining t;
   MonitoredSessionOptions options;
