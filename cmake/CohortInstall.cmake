@@ -22,6 +22,13 @@ include("${CMAKE_CURRENT_LIST_DIR}/CohortInstallDirs.cmake")
 file(RELATIVE_PATH cohort_bin_to_lib "/prefix/${CMAKE_INSTALL_BINDIR}" "/prefix/${CMAKE_INSTALL_LIBDIR}")
 set(CMAKE_INSTALL_RPATH "$ORIGIN/${cohort_bin_to_lib};$ORIGIN")
 set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
+# The build tree has the same layout (bin/, lib/ and tests/ side by side), so its programs and
+# libraries get this RUNPATH when they are linked and keep it when installed. (CMake's own build
+# RUNPATH, absolute and padded with empty entries to make room for this one at install, would have
+# the loader search the working directory for every library, libc's included.)
+if(cohort_bin_to_lib STREQUAL "../lib")
+  set(CMAKE_BUILD_WITH_INSTALL_RPATH ON)
+endif()
 
 set(COHORT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Cohort")
 set(COHORT_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

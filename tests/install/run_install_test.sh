@@ -74,6 +74,21 @@ for copy in "$build"/lib/glibc-hwcaps/*/libcohort_nn.so; do
 done
 log "layout: headers, libraries, CMake package, pkg-config file, modulefile, scripts, examples, docs"
 
+# Every program and library, built and installed, finds libraries through RUNPATH entries that
+# name directories: an empty one would have the loader search the working directory (for libc
+# too), and an installed one must not name the build tree.
+checked=0
+while IFS= read -r -d '' elf; do
+  runpath=$({ readelf -d "$elf" 2>/dev/null || true; } | sed -n 's/.*(RUNPATH).*\[\(.*\)\]$/\1/p')
+  [[ -n $runpath ]] || continue
+  [[ ":$runpath:" != *::* ]] || fail "$elf: its RUNPATH '$runpath' has an empty entry (the working directory)"
+  [[ $elf != "$prefix"/* || $runpath != *"$build"* ]] || fail "$elf: its RUNPATH '$runpath' names the build tree"
+  checked=$((checked + 1))
+done < <(find "$build/bin" "$build/lib" "$build/tests" "$prefix/bin" "$prefix/lib" -maxdepth 3 -type f \
+              \( -name '*.so' -o -perm -u+x \) -print0)
+((checked >= 20)) || fail "only $checked programs and libraries with a RUNPATH found"
+log "RUNPATHs of $checked programs and libraries: no empty entry, none into the build tree when installed"
+
 # The tree finds its own libraries wherever it is moved, with no LD_LIBRARY_PATH, and the loader
 # picks the kernels the CPU supports from it.
 moved=$work/moved
