@@ -500,6 +500,9 @@ int Main(int argc, char** argv) {
 
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
   const std::int64_t first_step = trainer.global_step();
+  if (chief && first_step >= target)
+    std::printf("restored at global step %lld, at or past the last step, %lld: nothing left to train\n",
+                static_cast<long long>(first_step), static_cast<long long>(target));
   const auto start = Clock::now();
   while (!session->should_stop()) session->run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();

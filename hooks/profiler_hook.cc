@@ -27,6 +27,11 @@ std::string worker_path(const std::string& file, int worker) {
 ProfilerHook::ProfilerHook(ProfilerHookOptions options)
     : options_(std::move(options)), timer_(options_.every_n_steps, 0, "ProfilerHook") {
   if (options_.output_file.empty()) throw InvalidArgument("ProfilerHook: output_file is empty");
+  std::error_code ec;
+  if (!std::filesystem::path(options_.output_file).has_filename() ||
+      std::filesystem::is_directory(options_.output_file, ec))
+    throw InvalidArgument("ProfilerHook: output_file '" + options_.output_file +
+                          "' is a directory; name a file in it (each worker writes <stem>.worker<N><ext>)");
   if (options_.max_steps < 1)
     throw InvalidArgument("ProfilerHook: max_steps must be >= 1, got " + std::to_string(options_.max_steps));
 }

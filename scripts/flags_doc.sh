@@ -15,6 +15,7 @@ Syntax, later sources winning:
 - the default, then the environment variable `COHORT_<NAME>` (e.g. `COHORT_BATCH_SIZE=128`); a
   bad value there counts only where the command line does not set the flag, and its errors name
   the variable (`COHORT_BATCH_SIZE=0 (the environment's --batch_size): out of range, ...`);
+- `COHORT_FLAGFILE=FILE`: FILE read as `--flagfile=FILE` before the command line;
 - the command line, left to right: `--name=value` or `--name value` (never a next argument that
   is itself a flag: `--checkpoint_dir --train_steps=20` is refused as having no value);
   `--name=` is the empty string; booleans as `--name`, `--noname` or `--name=false`;

@@ -73,13 +73,17 @@ cohort::Model residual_network(cohort::Graph& graph, const cohort::Shape& exampl
   return model;
 }
 
-// Images from --`flag`=`path`: [n, rows, cols, channels], or [n, rows, cols], which become
-// [n, rows, cols, 1].
-cohort::data::Dataset images(cohort::data::Dataset data, const std::string& flag,
-                             const std::string& path) {
+// The `split` ("train", "test") of --<split>_features=`x`, --<split>_labels=`y`:
+// images [n, rows, cols, channels], or [n, rows, cols], which become [n, rows, cols, 1], with
+// class labels.
+cohort::data::Dataset images(cohort::data::Dataset data, const std::string& split,
+                             const std::string& x, const std::string& y) {
+  if (!data.has_labels())
+    throw cohort::InvalidArgument("--" + split + "_labels=" + y +
+                                  ": float values, where this classifier needs integer class labels");
   const std::size_t rank = data.example_shape().size();
   if (rank != 2 && rank != 3)
-    throw cohort::InvalidArgument("--" + flag + "=" + path + ": examples of shape " +
+    throw cohort::InvalidArgument("--" + split + "_features=" + x + ": examples of shape " +
                                   cohort::to_string(data.example_shape()) +
                                   ", expected images [rows, cols] or [rows, cols, channels]");
   if (rank != 2) return data;
@@ -145,12 +149,12 @@ int Main(int argc, char** argv) {
   const auto train = images(
       cohort::data::dataset_from_npy(train_x, train_y, FLAGS_num_classes,
                                      {server.replica_index(), server.num_replicas()}),
-      "train_features", train_x);
+      "train", train_x, train_y);
   const int classes = train.num_classes();
   const auto test = test_x.empty()
                         ? std::optional<cohort::data::Dataset>()
                         : images(cohort::data::dataset_from_npy(test_x, test_y, FLAGS_num_classes),
-                                 "test_features", test_x);
+                                 "test", test_x, test_y);
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
       cluster.num_tasks("ps"), server.worker_device()))};

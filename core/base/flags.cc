@@ -320,8 +320,18 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   }
 
   Origins origins;
-  std::vector<std::string> tokens = expand_flagfiles(
-      std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()), &origins);
+  // COHORT_FLAGFILE=F, as --flagfile=F before the command line's flags (which override it).
+  std::vector<std::string> tokens;
+  if (const char* file = getenv ? getenv("COHORT_FLAGFILE") : std::getenv("COHORT_FLAGFILE")) {
+    try {
+      tokens = expand_flagfiles({std::string("--flagfile=") + file}, &origins);
+    } catch (const FlagError& e) {
+      throw FlagError(std::string("environment variable COHORT_FLAGFILE: ") + e.what());
+    }
+  }
+  for (std::string& token : expand_flagfiles(
+           std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()), &origins))
+    tokens.push_back(std::move(token));
   // A message about a token from a flag file names the file and line (unless the same token was
   // also typed on the command line: then it has no one place).
   for (const std::string& arg : args) origins.erase(arg);
@@ -465,7 +475,8 @@ std::string Registry::help(const std::string& program) const {
   for (const Flag& flag : flags_) by_file[flag.file].push_back(&flag);
   std::ostringstream out;
   out << "Usage: " << program << " [--flag=value ...] [--flagfile=FILE]\n"
-      << "Every flag can also be set by the environment variable COHORT_<NAME>.\n";
+      << "Every flag can also be set by the environment variable COHORT_<NAME>, and\n"
+      << "COHORT_FLAGFILE=FILE reads FILE before the command line (which overrides both).\n";
   for (auto& [file, list] : by_file) {
     std::sort(list.begin(), list.end(), [](const Flag* a, const Flag* b) { return a->name < b->name; });
     out << "\nFlags from " << file << ":\n";

@@ -104,7 +104,7 @@ struct SessionOptions {
   std::string master{};
   bool is_chief = true;
   /// The chief restores the latest checkpoint here at start (when there is one); the checkpoint
-  /// and summary hooks write here. Empty: no restore.
+  /// hooks write here, and the summary hooks unless summary_dir is set. Empty: no restore.
   std::string checkpoint_dir{};
   HookList hooks{};             ///< run on every replica
   HookList chief_only_hooks{};  ///< run on the chief only (TensorFlow's rule)

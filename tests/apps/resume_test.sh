@@ -29,6 +29,11 @@ for optimizer in momentum adam; do
     "$work/$optimizer-straight/model.ckpt-300.safetensors"
 done
 
+echo "== a finished run started again trains nothing, and says so"
+run "$work/momentum-straight" 200 --optimizer=momentum --learning_rate=0.01
+grep -q "^restored at global step 300, at or past the last step, 200: nothing left to train$" \
+  "$work/momentum-straight.log" || { cat "$work/momentum-straight.log"; echo "no word of it"; exit 1; }
+
 echo "== the chief's metrics file says what ran and how it ended"
 /usr/bin/python3 - "$work/adam-straight.json" <<'PY'
 import json, sys

@@ -149,6 +149,15 @@ TEST_CASE("ProfilerHook: a trace that cannot be written is found as the session 
                        doctest::Contains(said.c_str()), Error);
 }
 
+TEST_CASE("ProfilerHook: a directory for output_file is refused, naming it") {
+  test::TempDir dir("profiler_directory");
+  for (const std::string& given : {dir.str(), dir.str() + "/"})
+    CHECK_THROWS_WITH_AS(ProfilerHook(ProfilerHookOptions{.output_file = given}),
+                         ("ProfilerHook: output_file '" + given + "' is a directory; name a file in it "
+                          "(each worker writes <stem>.worker<N><ext>)").c_str(),
+                         InvalidArgument);
+}
+
 TEST_CASE("ProfilerHook: a run that fails leaves its trace, written as the hook is destroyed") {
   LocalTraining t;
   test::TempDir dir("profiler_failed_run");

@@ -20,10 +20,12 @@
 // error feedback (the sum's at the ps); the parameters stay float32.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <iterator>
 #include <optional>
 
 #include "cohort/core/base/bfloat16.h"
+#include "cohort/core/base/error.h"
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/modes/ps_mode.h"
 
@@ -142,6 +144,9 @@ class SyncReplication final : public PsReplication {
   std::int64_t batches_at(std::int64_t step) const override { return step; }
   std::string mode_stats() const override {
     std::string text = "dropped " + std::to_string(dropped_) + " stale or surplus gradients";
+    if (left_seen_ > 0)
+      text += ", " + std::to_string(left_seen_) + " of " + std::to_string(replicas_) +
+              " workers left before the end";
     const std::string pieces =
         " in " + std::to_string(kPiece * sizeof(float) / 1024) + " KB pieces";
     if (updates_in_pieces_ > 0)
@@ -299,6 +304,15 @@ class SyncReplication final : public PsReplication {
              (pieces && count_for(counters_[slot(ControlSlot::kSyncWord)], s) >= needed);
     };
     timed_wait(ready, options_.wait_timeout, [&] { return missing(s, own); });
+    if (const std::int64_t left = counters_[slot(ControlSlot::kRetired)]; left > left_seen_) {
+      // A worker that leaves early (a signal of its own, its hook's stop) is not waited for.
+      left_seen_ = left;
+      const std::int64_t now = std::min<std::int64_t>(k_, std::max<std::int64_t>(replicas_ - left, 1));
+      std::fprintf(stderr, "[%s] warning: %lld of %d workers have left training by global step %lld; "
+                   "a step now averages %lld gradient%s\n", process_label().c_str(),
+                   static_cast<long long>(left), replicas_, static_cast<long long>(s),
+                   static_cast<long long>(now), now == 1 ? "" : "s");
+    }
     // Close step s to further claims; a claim made just before must still arrive in full.
     const std::int64_t claims =
         store_.exchange(ControlSlot::kSyncWord, step_word(s, k_)) & kCountMask;
@@ -420,6 +434,7 @@ class SyncReplication final : public PsReplication {
   std::int64_t k_;
   std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
   std::int64_t dropped_ = 0;
+  std::int64_t left_seen_ = 0;  // the chief: workers seen retired while training
   std::int64_t updates_in_pieces_ = 0;
   std::int64_t gradients_in_pieces_ = 0;
   std::int64_t sums_cleared_ = 0;

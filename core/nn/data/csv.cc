@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <set>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -26,18 +28,51 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
     s.remove_suffix(1);
-  // Some writers quote every field; the quotes are not part of the number or the name.
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
   return s;
 }
 
-void split(std::string_view line, char delimiter, std::vector<std::string_view>& fields) {
+// Splits a line into its fields, as RFC 4180 (and pandas) write them: a field in double quotes
+// may hold the delimiter, and "" in it stands for one quote (those fields are unescaped into
+// `unescaped`, which the views then point into); blanks around a field, and inside its quotes,
+// are dropped. Returns what is wrong with the line's quotes, or nullptr.
+const char* split(std::string_view line, char delimiter, std::vector<std::string_view>& fields,
+                  std::deque<std::string>& unescaped) {
   fields.clear();
-  for (std::size_t start = 0;;) {
-    const std::size_t end = line.find(delimiter, start);
-    fields.push_back(trim(line.substr(start, end == std::string_view::npos ? end : end - start)));
-    if (end == std::string_view::npos) return;
-    start = end + 1;
+  unescaped.clear();
+  // A blank that is not the delimiter (which may be a tab or a space).
+  const auto blank = [&](char c) { return c != delimiter && (c == ' ' || c == '\t' || c == '\r'); };
+  std::size_t i = 0;
+  for (;;) {
+    while (i < line.size() && blank(line[i]) && line[i] != '\r') ++i;
+    if (i == line.size() || line[i] != '"') {
+      const std::size_t end = line.find(delimiter, i);
+      fields.push_back(trim(line.substr(i, end == std::string_view::npos ? end : end - i)));
+      if (end == std::string_view::npos) return nullptr;
+      i = end + 1;
+      continue;
+    }
+    std::size_t close = i + 1;
+    bool escaped = false;
+    for (;; close += 2) {
+      close = line.find('"', close);
+      if (close == std::string_view::npos)
+        return "a quoted field does not end on its line (fields holding line breaks are not read)";
+      if (close + 1 == line.size() || line[close + 1] != '"') break;
+      escaped = true;
+    }
+    std::string_view inside = line.substr(i + 1, close - i - 1);
+    if (escaped) {
+      std::string& text = unescaped.emplace_back();
+      for (std::size_t k = 0; k < inside.size(); ++k)
+        if (text.push_back(inside[k]); inside[k] == '"') ++k;  // "" is one quote
+      inside = text;
+    }
+    fields.push_back(trim(inside));
+    i = close + 1;
+    while (i < line.size() && blank(line[i])) ++i;
+    if (i == line.size()) return nullptr;
+    if (line[i] != delimiter) return "text after a field's closing quote";
+    ++i;
   }
 }
 
@@ -81,6 +116,7 @@ class CsvReader {
             static_cast<std::size_t>(shard.count) + 1;
 
     std::vector<std::string_view> fields;
+    std::deque<std::string> unescaped;  // fields that held "" (the views point into it)
     std::int64_t line_number = 0;
     std::int64_t first_line = 0;  // the line that set the field count
     std::int64_t rows = 0;     // data rows in the file
@@ -93,7 +129,8 @@ class CsvReader {
       rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
       ++line_number;
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      split(line, options_.delimiter, fields);
+      if (const char* wrong = split(line, options_.delimiter, fields, unescaped))
+        fail(path_, "line " + std::to_string(line_number) + ": " + wrong);
       if (!resolved) {
         first_line = line_number;
         columns_ = static_cast<int>(fields.size());

@@ -151,6 +151,20 @@ TEST_CASE("a flag defined twice is an error naming both places") {
   CHECK(f.error({}) == "flag --batch_size is defined twice: at a.cc:2 and at c.cc:9");
 }
 
+TEST_CASE("COHORT_FLAGFILE is read before the command line, which overrides it") {
+  Fixture f;
+  const std::string path = "flags_test_env_flagfile.txt";
+  std::ofstream(path) << "--batch_size=16\n--learning_rate=0.5\n";
+  f.env["COHORT_FLAGFILE"] = path;
+  f.env["COHORT_BATCH_SIZE"] = "32";
+  f.parse({"--learning_rate=0.25"});
+  CHECK(f.batch_size == 16);
+  CHECK(f.learning_rate == doctest::Approx(0.25));
+  f.env["COHORT_FLAGFILE"] = "does_not_exist.txt";
+  CHECK(f.error({}) == "environment variable COHORT_FLAGFILE: --flagfile=does_not_exist.txt: no such file");
+  std::remove(path.c_str());
+}
+
 TEST_CASE("environment fallback COHORT_<NAME>, overridden by the command line") {
   Fixture f;
   f.env["COHORT_BATCH_SIZE"] = "32";

@@ -90,6 +90,28 @@ TEST_CASE("CSV: no header, columns by index; targets; chosen features; delimiter
   CHECK(example(last, 0)[0] == 1e-40f);
 }
 
+TEST_CASE("CSV: quoted fields as RFC 4180 and pandas write them") {
+  TempDir dir("data_csv_quotes");
+  // A delimiter inside quotes is data; "" is one quote; blanks inside the quotes are dropped.
+  spit(dir / "q.csv", "\"height, cm\",\"the \"\"x\"\" col\",label\r\n\" 1.5\",\"-2\",\"1\"\r\n3,\"4\" ,0\n");
+  const Dataset quoted = cohort::data::load_csv(dir / "q.csv", {.label_column = "label"});
+  REQUIRE(quoted.size() == 2);
+  CHECK(example(quoted, 0) == std::vector<float>{1.5f, -2});
+  CHECK(example(quoted, 1) == std::vector<float>{3, 4});
+  CHECK(quoted.label(0) == 1);
+  std::vector<std::string> used;
+  cohort::data::load_csv(dir / "q.csv", {.label_column = "label", .feature_columns = {"the \"x\" col"}}, &used);
+  CHECK(used == std::vector<std::string>{"the \"x\" col"});
+  // A tab-delimited file keeps its empty fields (a missing value is still refused, by column).
+  CHECK(csv_error(dir, "a\tb\ty\n1\t\t2\n", {.delimiter = '\t', .target_columns = {"y"}})
+            .find("line 2, column 1 ('b'): empty field") != std::string::npos);
+
+  CHECK(csv_error(dir, "a,y\n\"1,2\n", {.target_columns = {"y"}}) ==
+        (dir / "t.csv") + ": line 2: a quoted field does not end on its line (fields holding line breaks are not read)");
+  CHECK(csv_error(dir, "a,y\n\"1\"x,2\n", {.target_columns = {"y"}}) ==
+        (dir / "t.csv") + ": line 2: text after a field's closing quote");
+}
+
 TEST_CASE("CSV errors name the file, the line and the column") {
   TempDir dir("data_loaders_test");
   const std::string path = dir / "t.csv";

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SIGTERM to one worker alone in sync mode (1 ps + 2 workers): that worker stops after its step
+# and leaves; the chief trains on with the other gradients, warns once, and the final line counts
+# the worker that left. The job ends 0 with every step trained.
+#
+#   signal_one_worker_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
+set -euo pipefail
+. "$(dirname "$0")/job_control.sh"
+train=$1 mpiexec=$2 np_flag=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+"$mpiexec" "$np_flag" 3 --oversubscribe "$train" --ps_tasks=1 --mode=sync --model=mlp \
+  --train_steps=3000 --log_every_steps=100 --print_cluster=false > "$work/log" 2>&1 &
+job=$!
+wait_for_line "$work/log" "^step [0-9]+/" "$job"
+worker=$(rank_pids "$train" 2)
+[ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
+kill -TERM "$worker"
+status=0
+timeout 120 tail --pid="$job" -f /dev/null || { echo "the job did not end"; kill -9 "$job"; }
+wait "$job" || status=$?
+cat "$work/log"
+((status == 0)) || { echo "FAIL: the job exited with status $status"; exit 1; }
+grep -qE "^\[worker:1 rank 2\] signal 15: stopping after global step [0-9]+$" "$work/log" \
+  || { echo "FAIL: the worker did not say it stopped"; exit 1; }
+[ "$(grep -cE "^\[worker:0 rank 1\] warning: 1 of 2 workers have left training by global step [0-9]+; a step now averages 1 gradient$" "$work/log")" = 1 ] \
+  || { echo "FAIL: the chief did not warn once that a worker left"; exit 1; }
+grep -qE "^final: global step 3000, .*, 1 of 2 workers left before the end" "$work/log" \
+  || { echo "FAIL: the final line does not count the worker that left"; exit 1; }
+echo "one-worker signal test passed"
