@@ -143,12 +143,17 @@ float TopKAccuracy::compute(const Tensor& predictions, const Targets& targets) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float* row = predictions.data() + i * classes;
     const std::int32_t label = targets.labels[static_cast<std::size_t>(i)];
-    // The label is in the top k when fewer than k logits beat it (ties go to the lower index,
-    // as with accuracy's first maximum).
+    // TensorFlow's in_top_k: the label is in the top k when fewer than k logits are greater
+    // than its own (classes tied with it at the boundary are all in), and never when any logit
+    // is not finite (a diverged model scores no hit).
+    const float own = row[label];
     std::int64_t better = 0;
-    for (std::int64_t c = 0; c < classes; ++c)
-      better += row[c] > row[label] || (row[c] == row[label] && c < label) ? 1 : 0;
-    hits += better < k_ ? 1 : 0;
+    bool finite = true;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      better += row[c] > own ? 1 : 0;
+      finite = finite && std::isfinite(row[c]);
+    }
+    hits += finite && better < k_ ? 1 : 0;
   }
   return static_cast<float>(hits) / static_cast<float>(n);
 }

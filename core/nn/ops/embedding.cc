@@ -18,6 +18,11 @@ Embedding::Embedding(std::string name, std::int64_t vocabulary, std::int64_t dim
   if (vocabulary < 1 || dim < 1)
     throw InvalidArgument("Embedding \"" + name_ + "\": vocabulary " + std::to_string(vocabulary) +
                           ", dim " + std::to_string(dim) + ": each must be >= 1");
+  // Ids arrive as floats, which hold every integer only up to 2^24: past it, two ids would
+  // share a row.
+  if (vocabulary > (std::int64_t{1} << 24))
+    throw InvalidArgument("Embedding \"" + name_ + "\": vocabulary " + std::to_string(vocabulary) +
+                          ", more than the 16777216 ids a float32 input tells apart");
 }
 
 Shape Embedding::build(Graph& graph, const Shape& input) {

@@ -188,13 +188,22 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
   if (context.training) {
     // Sum and sum of squares per channel, each thread over its rows into its own partials: in
     // float over blocks of a few rows (vector speed, a few roundings), then in double, as the
-    // variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas.
+    // variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas. Of x
+    // less a pivot near the mean (the batch's first example; 0 where the replicas' sums must
+    // add up), so that a channel whose mean dwarfs its spread (raw years, prices) keeps the
+    // spread's digits.
+    const bool shared = options_.synchronized && context.cross_replica != nullptr;
+    if (shared || rows == 0)
+      pivot_.assign(static_cast<std::size_t>(c), 0.0f);
+    else
+      pivot_.assign(input.data(), input.data() + c);
+    const float* pivot = pivot_.data();
     partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
     in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
       double* s = partials_.data() + t * 2 * c;
       accumulate_blocks(begin, end, c, s, [&](std::int64_t r, std::int64_t k, auto& b, auto& b2) {
         using V = std::remove_reference_t<decltype(b)>;
-        const V x = load<V>(input.data() + r * c + k);
+        const V x = load<V>(input.data() + r * c + k) - load<V>(pivot + k);
         b += x;
         b2 += x * x;
       });
@@ -211,9 +220,10 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     const double bessel = count > 1 ? count / (count - 1) : 1.0;
     const double momentum = options_.momentum;
     for (std::int64_t k = 0; k < c; ++k) {
-      const double m = count > 0 ? sums_[k] / count : 0.0;
+      const double d = count > 0 ? sums_[k] / count : 0.0;  // the mean less the pivot
+      const double m = pivot[k] + d;
       // Rounding can take E[x^2] - E[x]^2 a little below 0 for a constant channel.
-      const double var = count > 0 ? std::max(0.0, sums_[c + k] / count - m * m) : 0.0;
+      const double var = count > 0 ? std::max(0.0, sums_[c + k] / count - d * d) : 0.0;
       mean[k] = static_cast<float>(m);
       inv_std[k] = static_cast<float>(1.0 / std::sqrt(var + options_.epsilon));
       if (context.update_state && count > 0) {
@@ -230,14 +240,12 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     }
   }
 
-  // y = x_hat * gamma + beta = x * scale + shift, then the fused activation. x_hat is not kept:
-  // backward recomputes it from the input, which costs less than writing and reading it back.
+  // y = x_hat * gamma + beta = (x - mean) * scale + beta, then the fused activation: x - mean
+  // first, as backward takes it, so that a mean far larger than the spread costs no digits.
+  // x_hat is not kept: backward recomputes it from the input, which costs less than writing and
+  // reading it back.
   float* scale = coefficients_.data();
-  float* shift = scale + c;
-  for (std::int64_t k = 0; k < c; ++k) {
-    scale[k] = gamma[k] * inv_std[k];
-    shift[k] = beta[k] - mean[k] * scale[k];
-  }
+  for (std::int64_t k = 0; k < c; ++k) scale[k] = gamma[k] * inv_std[k];
   output.resize(input.shape());
   with_relu(options_.activation == Activation::kRelu, [&](auto fused) {
     in_row_ranges(rows, threads, [&](int, std::int64_t begin, std::int64_t end) {
@@ -245,7 +253,7 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
         const float* __restrict x = input.data() + r * c;
         float* __restrict y = output.data() + r * c;
         for (std::int64_t k = 0; k < c; ++k) {
-          const float v = x[k] * scale[k] + shift[k];
+          const float v = (x[k] - mean[k]) * scale[k] + beta[k];
           y[k] = fused ? std::max(0.0f, v) : v;
         }
       }

@@ -62,7 +62,8 @@ class BatchNormalization : public Layer {
   std::vector<float> mean_;          // per channel, the mean forward normalised with
   std::vector<double> sums_;         // reduction scratch: [2 * C sums, count], what replicas sum
   std::vector<double> partials_;     // per intra-op thread, [2 * C] partial sums each
-  std::vector<float> coefficients_;  // per channel: forward's scale and shift, or the input
+  std::vector<float> pivot_;         // per channel: what forward's sums subtract first
+  std::vector<float> coefficients_;  // per channel: forward's scale, or the input
                                      // gradient's 3 coefficients
 };
 

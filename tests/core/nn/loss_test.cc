@@ -89,6 +89,13 @@ TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   CHECK(TopKAccuracy(2).compute(x, t) == doctest::Approx(2.0 / 3));  // 0.3 is 2nd, 0.7 is 3rd
   CHECK(TopKAccuracy(3).compute(x, t) == doctest::Approx(1.0));
   CHECK(TopKAccuracy(2).name() == "top2_accuracy");
+  // As TensorFlow's in_top_k: classes tied at the boundary are all in the top k; a row with a
+  // logit that is not finite is never a hit.
+  Tensor ties({2, 3}, std::vector<float>{1, 1, 1,  //
+                                         std::nanf(""), 0, 1});
+  const std::vector<std::int32_t> last = {2, 2};
+  CHECK(TopKAccuracy(1).compute(ties, Targets{last, nullptr}) == doctest::Approx(0.5));
+  CHECK(TopKAccuracy(3).compute(ties, Targets{last, nullptr}) == doctest::Approx(0.5));
   Tensor logits({1, 4}, std::vector<float>{2, -1, 0.5f, -3});
   Tensor targets({1, 4}, std::vector<float>{1, 1, 0, 0});
   CHECK(BinaryAccuracy().compute(logits, Targets{{}, &targets}) == doctest::Approx(0.5));

@@ -124,4 +124,8 @@ TEST_CASE("Embedding rejects ids that are not integers in range, naming the laye
   }
   CHECK_THROWS_AS(Embedding("e", 0, 4), InvalidArgument);
   CHECK_THROWS_AS(Embedding("e", 4, 0), InvalidArgument);
+  CHECK_NOTHROW(Embedding("e", 1 << 24, 1));
+  CHECK_THROWS_WITH_AS(Embedding("e", (1 << 24) + 1, 1),
+                       "Embedding \"e\": vocabulary 16777217, more than the 16777216 ids a float32 input tells apart",
+                       InvalidArgument);
 }

@@ -244,6 +244,30 @@ TEST_CASE("BatchNormalization in training normalises with the batch statistics")
   }
 }
 
+TEST_CASE("BatchNormalization keeps the spread of a channel whose mean dwarfs it") {
+  // Raw values such as years or prices: mean 2000, spread 0.5 (as float32 holds them).
+  const std::int64_t n = 4096, c = 3;
+  Tensor x({n, c});
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < c; ++k)
+      x[i * c + k] = 2000.0f + static_cast<float>(k) + 0.5f * std::sin(0.37f * static_cast<float>(i * (k + 1)));
+  Graph graph;
+  BatchNormalization layer("bn", bn_options(0.9f, 1e-6f));
+  layer.build(graph, {c});
+  graph.initialize(1);
+  Tensor y;
+  layer.forward(x, y, {});
+  const Moments m = moments(x, c);  // in double, two passes
+  // The mean itself is a float: x - mean carries up to half a unit in its last place (6e-5 at
+  // 2000), about 1e-4 of the spread; the statistics must add no more than that.
+  double worst = 0;
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    const std::int64_t k = i % c;
+    worst = std::max(worst, std::abs(y[i] - (x[i] - m.mean[k]) / std::sqrt(m.variance[k] + 1e-6)));
+  }
+  CHECK(worst < 1e-3);
+}
+
 TEST_CASE("BatchNormalization moves its statistics toward the batch's only with update_state") {
   const Shape example{2, 2, 3};
   const std::int64_t n = 5, c = 3;
