@@ -139,6 +139,9 @@ COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this J
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints (and summaries) here (empty: none)",
     kSameOnAllRanks);
 COHORT_DEFINE_string(summary_dir, "", "chief: write summaries here (empty: --checkpoint_dir)");
+COHORT_DEFINE_string(warm_start_from, "",
+    "chief: without a checkpoint in --checkpoint_dir, start from this checkpoint's variables (a file, or a directory's latest) at step 0, the optimizer afresh",
+    kSameOnAllRanks);
 COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)",
     Range{0, 1e15});
 COHORT_DEFINE_int(save_checkpoint_secs, 600,
@@ -481,6 +484,7 @@ int Main(int argc, char** argv) {
   session_options.save_checkpoint_secs = FLAGS_save_checkpoint_secs;
   session_options.save_summaries_steps = FLAGS_save_summaries_steps;
   session_options.summary_dir = FLAGS_summary_dir;
+  session_options.warm_start_from = FLAGS_warm_start_from;
   session_options.log_step_count_steps = 0;  // the progress hook below says it
   session_options.keep_checkpoint_max = static_cast<int>(FLAGS_keep_checkpoint_max);
   session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));

@@ -93,20 +93,22 @@ MPI_Op bf16_sum() {
 }  // namespace
 
 void Comm::allreduce_bf16(std::span<std::uint16_t> data) const {
-  COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
-                                MPI_UINT16_T, bf16_sum(), handle_));
+  in_pieces(data, [&](std::span<std::uint16_t> piece) {
+    COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, piece.data(), static_cast<int>(piece.size()),
+                                  MPI_UINT16_T, bf16_sum(), handle_));
+  });
 }
 
 Request Comm::iallreduce(std::span<float> data) const {
   MPI_Request request = MPI_REQUEST_NULL;
-  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
+  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count_of(data.size(), "iallreduce"),
                                  MPI_FLOAT, MPI_SUM, handle_, &request));
   return Request(request);
 }
 
 Request Comm::iallreduce_bf16(std::span<std::uint16_t> data) const {
   MPI_Request request = MPI_REQUEST_NULL;
-  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
+  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count_of(data.size(), "iallreduce"),
                                  MPI_UINT16_T, bf16_sum(), handle_, &request));
   return Request(request);
 }

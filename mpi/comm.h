@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -63,8 +64,10 @@ class Comm {
   /// Collective, blocking. In place: every rank's `data` becomes the reduction of all of them.
   template <typename T>
   void allreduce(std::span<T> data, Op op = Op::kSum) const {
-    COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
-                                  datatype<T>(), to_mpi(op), handle_));
+    in_pieces(data, [&](std::span<T> piece) {
+      COHORT_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, piece.data(), static_cast<int>(piece.size()),
+                                    datatype<T>(), to_mpi(op), handle_));
+    });
   }
   /// Collective, non-blocking: allreduce() (a sum) that completes with the returned request;
   /// `data` must stay untouched until then. Progresses as the request is tested or waited for.
@@ -85,8 +88,10 @@ class Comm {
   /// Collective, blocking. `data` on `root` is copied to every rank's `data` (same size everywhere).
   template <typename T>
   void bcast(std::span<T> data, int root) const {
-    COHORT_MPI_CALL(MPI_Bcast(data.data(), static_cast<int>(data.size()), datatype<T>(), root,
-                              handle_));
+    in_pieces(data, [&](std::span<T> piece) {
+      COHORT_MPI_CALL(MPI_Bcast(piece.data(), static_cast<int>(piece.size()), datatype<T>(), root,
+                                handle_));
+    });
   }
 
   /// Collective, blocking. Every rank contributes `mine` (same size everywhere); the result holds
@@ -94,9 +99,9 @@ class Comm {
   template <typename T>
   std::vector<T> allgather(std::span<const T> mine) const {
     std::vector<T> all(mine.size() * static_cast<std::size_t>(size()));
-    COHORT_MPI_CALL(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), datatype<T>(),
-                                  all.data(), static_cast<int>(mine.size()), datatype<T>(),
-                                  handle_));
+    const int count = count_of(mine.size(), "allgather");
+    COHORT_MPI_CALL(MPI_Allgather(mine.data(), count, datatype<T>(), all.data(), count,
+                                  datatype<T>(), handle_));
     return all;
   }
   /// Collective, blocking. One value per rank, in rank order.
@@ -166,6 +171,14 @@ class Comm {
   /// received, if there is one.
   std::optional<MPI_Status> iprobe(int source, int tag) const;
 
+  /// Calls f on consecutive pieces of `data` of at most INT_MAX elements (MPI counts are ints),
+  /// for the element-wise collectives; not at all for empty data (the same on every rank).
+  template <typename T, typename F>
+  static void in_pieces(std::span<T> data, F&& f) {
+    constexpr auto kMax = static_cast<std::size_t>(INT_MAX);
+    for (std::size_t first = 0; first < data.size(); first += kMax)
+      f(data.subspan(first, std::min(kMax, data.size() - first)));
+  }
   /// `n` as an MPI count; throws InvalidArgument naming `what` when it exceeds INT_MAX.
   static int count_of(std::size_t n, const char* what) {
     if (n > static_cast<std::size_t>(INT_MAX))

@@ -1,6 +1,7 @@
 #include "cohort/core/placement/gpu_placement.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <string>
 
@@ -30,8 +31,11 @@ int visible_gpus() {
 
 DeviceSpec parse_compute_device(std::string_view text) {
   DeviceSpec spec;
-  if (text == "cpu" || text == "gpu") {
-    spec.device_type = text == "cpu" ? "CPU" : "GPU";
+  // "cpu" or "gpu", in any case (as device specs take their types).
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "cpu" || lower == "gpu") {
+    spec.device_type = lower == "cpu" ? "CPU" : "GPU";
     return spec;
   }
   spec = DeviceSpec::parse(text);

@@ -19,9 +19,9 @@ bool built_with_cuda();
 /// or a device.
 int visible_gpus();
 
-/// Where computation runs, from "cpu", "gpu" (any GPU: "/device:GPU:*") or a device spec with a
-/// device type ("/gpu:1", "/job:worker/device:CPU:0"). Throws InvalidArgument quoting `text` for
-/// a bad spec or one without a device type.
+/// Where computation runs, from "cpu", "gpu" (any GPU: "/device:GPU:*"; either in any case) or
+/// a device spec with a device type ("/gpu:1", "/job:worker/device:CPU:0"). Throws
+/// InvalidArgument quoting `text` for a bad spec or one without a device type.
 DeviceSpec parse_compute_device(std::string_view text);
 
 /// The GPU of each of a worker's `towers` towers, for the device spec `device`:

@@ -3,11 +3,14 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/signals.h"
 #include "cohort/core/io/checkpoint.h"
+#include "cohort/core/io/safetensors.h"
 #include "cohort/core/train/app.h"
 
 namespace cohort {
@@ -139,6 +142,28 @@ void MonitoredSession::create() {
                   static_cast<long long>(step));
       std::fflush(stdout);
     }
+  }
+  if (options_.is_chief && !restored && !options_.warm_start_from.empty()) {
+    const std::string& from = options_.warm_start_from;
+    std::error_code ec;
+    std::optional<Checkpoint> checkpoint;
+    if (std::filesystem::is_directory(from, ec))
+      checkpoint = CheckpointManager(from).restore_latest();
+    else if (std::filesystem::exists(from, ec))
+      checkpoint = read_checkpoint(from);
+    if (!checkpoint)
+      throw CheckpointError("warm_start_from " + from +
+                            (std::filesystem::exists(from, ec) ? ": no checkpoint in the directory"
+                                                                : ": no such file or directory"));
+    try {
+      trainer_.warm_start(*checkpoint);
+    } catch (const CheckpointError& e) {
+      throw CheckpointError("warm_start_from " + from + ": " + e.what());
+    }
+    restored = true;  // the graph holds the values: not to be initialised
+    std::printf("warm start from %s (its global step %lld); training starts at global step 0\n",
+                from.c_str(), static_cast<long long>(checkpoint->global_step()));
+    std::fflush(stdout);
   }
   trainer_.start(step, restored, options_.max_wait_secs);
   try {

@@ -133,6 +133,12 @@ struct SessionOptions {
   bool stop_on_signals = true;
   /// Every this many local steps the replicas share their mean step time (worker_step_times()).
   std::int64_t step_time_every_steps = 100;
+  /// A checkpoint file, or a directory whose latest checkpoint is taken, that the chief loads
+  /// the variables from when checkpoint_dir holds no checkpoint (TensorFlow's Scaffold init_fn,
+  /// or an Estimator's warm start): training starts there at global step 0, the optimizer and
+  /// the data afresh. A checkpoint in checkpoint_dir wins, so a restarted job resumes. Its
+  /// variables must be the model's (a CheckpointError names those that differ).
+  std::string warm_start_from{};
 };
 using MonitoredSessionOptions = SessionOptions;
 using MonitoredTrainingSessionOptions = SessionOptions;

@@ -319,18 +319,35 @@ Checkpoint Trainer::checkpoint() {
   return checkpoint;
 }
 
-void Trainer::restore(const Checkpoint& checkpoint) {
+namespace {
+
+// Runs `load`; a CheckpointError it throws for another model's checkpoint says so first, before
+// the variables that differ.
+template <typename Load>
+void load_naming_the_model(const Checkpoint& checkpoint, const std::string& model, Load&& load) {
   try {
-    restore_checkpoint(checkpoint, graph_, *optimizer_);
+    load();
   } catch (const CheckpointError& e) {
-    // Another model's checkpoint: said first, before the variables that differ.
     const auto written = checkpoint.metadata.find("model");
-    if (written != checkpoint.metadata.end() && !options_.model_name.empty() &&
-        written->second != options_.model_name)
+    if (written != checkpoint.metadata.end() && !model.empty() && written->second != model)
       throw CheckpointError("it was written by model '" + written->second + "', and this one is '" +
-                            options_.model_name + "': " + e.what());
+                            model + "': " + e.what());
     throw;
   }
+}
+
+}  // namespace
+
+void Trainer::restore(const Checkpoint& checkpoint) {
+  load_naming_the_model(checkpoint, options_.model_name,
+                        [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
+}
+
+void Trainer::warm_start(const Checkpoint& checkpoint) {
+  load_naming_the_model(checkpoint, options_.model_name, [&] { restore_variables(checkpoint, graph_); });
+  optimizer_->prepare(static_cast<std::size_t>(graph_.num_parameters()));
+  for (auto& [name, slot] : optimizer_->slots()) std::fill(slot.begin(), slot.end(), 0.0f);
+  optimizer_->set_iterations(0);
 }
 
 std::int64_t TrainerOptions::examples_per_global_step(int workers) const {

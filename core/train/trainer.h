@@ -150,6 +150,10 @@ class Trainer {
   /// Loads a checkpoint's variables and optimizer state into the graph and optimizer (before
   /// start(..., restored = true)). Throws CheckpointError when it does not fit the model.
   void restore(const Checkpoint& checkpoint);
+  /// Loads a checkpoint's variables (and layer state) alone, as a starting point: the optimizer
+  /// starts afresh (before start(0, restored = true)). Throws CheckpointError when it does not
+  /// fit the model.
+  void warm_start(const Checkpoint& checkpoint);
   /// The mode's counters for the log, e.g. "dropped 3 stale or surplus gradients".
   std::string stats() const { return replication_->stats(); }
   /// Allreduce: gradient bytes this worker has handed to MPI (Replication::gradient_bytes_sent).

@@ -34,6 +34,13 @@ run "$work/momentum-straight" 200 --optimizer=momentum --learning_rate=0.01
 grep -q "^restored at global step 300, at or past the last step, 200: nothing left to train$" \
   "$work/momentum-straight.log" || { cat "$work/momentum-straight.log"; echo "no word of it"; exit 1; }
 
+echo "== a warm start from that run: its variables, from global step 0, with another optimizer"
+run "$work/warm" 50 --optimizer=adam --learning_rate=0.001 --warm_start_from="$work/momentum-straight"
+grep -q "^warm start from $work/momentum-straight (its global step 300); training starts at global step 0$" \
+  "$work/warm.log" || { cat "$work/warm.log"; echo "no warm start"; exit 1; }
+grep -qE "^final: global step 50, test accuracy 0\.(8[0-9]|9[0-9])" "$work/warm.log" \
+  || { cat "$work/warm.log"; echo "the warm start did not train on from the run's accuracy"; exit 1; }
+
 echo "== the chief's metrics file says what ran and how it ended"
 /usr/bin/python3 - "$work/adam-straight.json" <<'PY'
 import json, sys

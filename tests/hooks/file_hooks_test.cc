@@ -276,6 +276,53 @@ TEST_CASE("MonitoredTrainingSession adds the checkpoint, summary and step-counte
   CHECK_THROWS_AS(MonitoredTrainingSession(plain.trainer, {.save_checkpoint_secs = -1}), InvalidArgument);
 }
 
+TEST_CASE("warm_start_from: the chief starts from another run's variables at step 0, unless checkpoint_dir has one") {
+  test::TempDir first("warm_first"), second("warm_second");
+  std::vector<float> trained;
+  {
+    LocalTraining t;
+    MonitoredSession session(t.trainer, session_options(first.str(), {StopAtStepHook::last(6)}));
+    test::train(session);
+    session.close();
+    CheckpointManager(first.str()).save(6, t.trainer.checkpoint());
+    trained.assign(t.graph.values().begin(), t.graph.values().end());
+  }
+  for (const std::string& from : {first.str(), first / "model.ckpt-6.safetensors"}) {
+    CAPTURE(from);
+    LocalTraining t;
+    MonitoredSessionOptions options = session_options(second.str(), {StopAtStepHook::last(2)});
+    options.warm_start_from = from;
+    MonitoredSession session(t.trainer, options);
+    CHECK_FALSE(session.restored_step());
+    CHECK(session.global_step() == 0);
+    CHECK(std::vector<float>(t.graph.values().begin(), t.graph.values().end()) == trained);
+    CHECK(session.run({"global_step"}).get("global_step") == 1);
+    session.close();
+  }
+  {
+    // A checkpoint of its own wins: a restarted job resumes rather than starting over.
+    LocalTraining t;
+    MonitoredSessionOptions options = session_options(second.str(), {StopAtStepHook::last(3)});
+    CheckpointManager(second.str()).save(2, t.trainer.checkpoint());
+    options.warm_start_from = first.str();
+    MonitoredSession session(t.trainer, options);
+    CHECK(session.restored_step() == 2);
+  }
+  LocalTraining t;
+  MonitoredSessionOptions options = session_options("", {});
+  options.warm_start_from = first / "nothing_here";
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       ("warm_start_from " + (first / "nothing_here") + ": no such file or directory").c_str(),
+                       CheckpointError);
+  Graph graph;
+  Trainer other(nullptr, graph, [](Graph& g) { return mlp(g, {16}); }, data::synthetic(128, 5), test::sgd(),
+                test::trainer_options());
+  options.warm_start_from = first.str();
+  CHECK_THROWS_WITH_AS(MonitoredSession(other, options),
+                       doctest::Contains(("warm_start_from " + first.str() + ": checkpoint does not fit the model").c_str()),
+                       CheckpointError);
+}
+
 TEST_CASE("MonitoredTrainingSession's summary_dir takes the summaries; alone, it brings no checkpoints") {
   test::TempDir checkpoints("mts_ckpt"), summaries("mts_summary");
   {

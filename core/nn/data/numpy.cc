@@ -84,9 +84,11 @@ class HeaderParser {
     for (const Value& d : shape->items) {
       if (d.kind != Value::kInt || d.number < 0) bad("'shape' holds a value that is not a size");
       header.shape.push_back(d.number);
-      if (d.number != 0 && header.count > std::numeric_limits<std::int64_t>::max() / 16 / d.number)
+    }
+    for (const std::int64_t d : header.shape) {
+      if (d != 0 && header.count > std::numeric_limits<std::int64_t>::max() / 16 / d)
         fail(where_, "shape " + to_string(header.shape) + " is too large");
-      header.count *= d.number;
+      header.count *= d;
     }
     if (descr->kind == Value::kSequence)
       fail(where_, "unsupported dtype: a structured (record) array, descr " + descr->source);

@@ -264,6 +264,9 @@ TEST_CASE("bad .npy files: a DataError naming the file and the fault") {
   // A header whose shape overflows must not allocate anything.
   CHECK(error_for(npy(dict("<f4", "(4294967296, 4294967296)"), "")).find("is too large") !=
         std::string::npos);
+  // The message shows the file's whole shape, not the dimensions read before the overflow.
+  CHECK(error_for(npy(dict("<f4", "(4294967296, 4294967296, 4294967296, 1)"), ""))
+            .find("shape [4294967296, 4294967296, 4294967296, 1] is too large") != std::string::npos);
 }
 
 // ---- .npz ----------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ using cohort::parse_compute_device;
 
 TEST_CASE("parse_compute_device: cpu, gpu and device specs") {
   CHECK(parse_compute_device("cpu").device_type == "CPU");
+  CHECK(parse_compute_device("CPU").device_type == "CPU");
+  CHECK(parse_compute_device("Gpu").device_type == "GPU");
   CHECK_FALSE(parse_compute_device("cpu").device_index);
   CHECK(parse_compute_device("gpu").device_type == "GPU");
   CHECK_FALSE(parse_compute_device("gpu").device_index);
