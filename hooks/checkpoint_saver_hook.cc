@@ -14,10 +14,7 @@ CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverHookOptions options)
     if (!listener) throw InvalidArgument("CheckpointSaverHook: a listener is null");
 }
 
-CheckpointSaverHook::~CheckpointSaverHook() = default;
-
 void CheckpointSaverHook::begin() {
-  own_.reset();
   timer_.reset();
   active_ = false;
   stop_pending_ = false;
@@ -31,14 +28,13 @@ void CheckpointSaverHook::after_create_session(MonitoredSession& session) {
   if (dir.empty() && session_dir.empty())
     throw InvalidArgument("CheckpointSaverHook: neither the hook nor the session has a checkpoint_dir to save into");
   std::error_code ignored;
-  if (!dir.empty() && !(!session_dir.empty() && std::filesystem::equivalent(dir, session_dir, ignored))) {
-    own_ = std::make_unique<CheckpointManager>(dir, session.options().keep_checkpoint_max);
-    own_->lock_for_writing();
-  }
+  const bool into_session_dir =
+      dir.empty() || (!session_dir.empty() && std::filesystem::equivalent(dir, session_dir, ignored));
   for (const auto& listener : options_.listeners) listener->begin();
   const std::int64_t step = session.global_step();
-  // A restored checkpoint already holds this step; saving it again would only rewrite it.
-  if (session.restored_step())
+  // A checkpoint restored from the directory already holds this step; saving it again would only
+  // rewrite it. Another directory gets it (and is locked for the session by that first save).
+  if (session.restored_step() && into_session_dir)
     timer_.update_last_triggered_step(step);
   else
     stop_pending_ = save(session, step);
@@ -68,18 +64,11 @@ void CheckpointSaverHook::end(MonitoredSession& session) {
   if (timer_.last_triggered_step() != step) save(session, step);
   // The step of the last file (a save reads the step again: later pushes may have moved it).
   for (const auto& listener : options_.listeners) listener->end(session, timer_.last_triggered_step().value_or(step));
-  own_.reset();
 }
 
 bool CheckpointSaverHook::save(MonitoredSession& session, std::int64_t step) {
   for (const auto& listener : options_.listeners) listener->before_save(session, step);
-  if (own_) {
-    Checkpoint checkpoint = session.trainer().checkpoint();
-    const std::int64_t at = checkpoint.global_step();
-    last_path_ = own_->save(at, std::move(checkpoint));
-  } else {
-    last_path_ = session.save_checkpoint();
-  }
+  last_path_ = session.save_checkpoint(options_.checkpoint_dir);
   // The step the file holds (in the async modes the store's count, past the chief's own) is the
   // one the listeners hear and the timer counts from.
   step = CheckpointManager::step_of(std::filesystem::path(last_path_).filename().string()).value_or(step);

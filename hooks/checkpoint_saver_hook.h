@@ -12,8 +12,6 @@
 
 namespace cohort {
 
-class CheckpointManager;
-
 /// Called around each checkpoint the CheckpointSaverHook writes (TensorFlow's
 /// CheckpointSaverListener), e.g. to evaluate or export after a save. Override what you need.
 /// Called on the chief's main thread only.
@@ -35,9 +33,9 @@ class CheckpointSaverListener {
 
 struct CheckpointSaverHookOptions {
   /// Where to save (TensorFlow's first argument); empty: the session's checkpoint_dir. A
-  /// directory of its own is locked for the session as the session's is (CheckpointManager::
-  /// lock_for_writing) and keeps the session's keep_checkpoint_max; the session still restores
-  /// from its checkpoint_dir alone.
+  /// directory of its own is locked for the session as the session's is, and keeps the
+  /// session's keep_checkpoint_max (MonitoredSession::save_checkpoint); the session still
+  /// restores from its checkpoint_dir alone.
   std::string checkpoint_dir{};
   /// Save every this many global steps, or every this many seconds: exactly one positive.
   std::int64_t every_steps = 0;
@@ -45,11 +43,11 @@ struct CheckpointSaverHookOptions {
   std::vector<std::shared_ptr<CheckpointSaverListener>> listeners{};
 };
 
-/// Writes checkpoints into its checkpoint_dir, or through MonitoredSession::save_checkpoint()
-/// into the session's: when the session starts without a restored checkpoint (the step-0
-/// checkpoint TensorFlow writes), every `every_steps` global steps or `every_secs` seconds
-/// after that, and at end() unless the last save was at the final step. A session that restored
-/// a checkpoint does not save it again at start.
+/// Writes checkpoints through MonitoredSession::save_checkpoint() into its checkpoint_dir, or
+/// the session's: when the session starts (the step-0 checkpoint TensorFlow writes), every
+/// `every_steps` global steps or `every_secs` seconds after that, and at end() unless the last
+/// save was at the final step. A session that restored a checkpoint from the same directory does
+/// not save it again at start.
 ///
 ///     auto saver = std::make_shared<cohort::CheckpointSaverHook>(
 ///         cohort::CheckpointSaverHookOptions{.every_steps = 1000});
@@ -62,7 +60,6 @@ class CheckpointSaverHook : public SessionRunHook {
  public:
   /// Throws InvalidArgument unless exactly one of every_steps and every_secs is positive.
   explicit CheckpointSaverHook(CheckpointSaverHookOptions options);
-  ~CheckpointSaverHook() override;
 
   void begin() override;
   void after_create_session(MonitoredSession& session) override;
@@ -79,7 +76,6 @@ class CheckpointSaverHook : public SessionRunHook {
   bool save(MonitoredSession& session, std::int64_t step);
 
   CheckpointSaverHookOptions options_;
-  std::unique_ptr<CheckpointManager> own_;  // a checkpoint_dir other than the session's
   SecondOrStepTimer timer_;
   bool active_ = false;
   bool stop_pending_ = false;

@@ -23,6 +23,9 @@ SessionRunArgs GlobalStepWaiterHook::before_run(RunContext& context) {
   started_ = true;
   MonitoredSession& session = context.session();
   const Mode mode = session.trainer().mode();
+  if (mode == Mode::kSsp)
+    std::fprintf(stderr, "[%s] GlobalStepWaiterHook: no wait in ssp mode (the staleness bound would "
+                 "hold the other workers back while this one waits)\n", process_label().c_str());
   if (mode != Mode::kAsync) return {};
   if (session.read_global_step() >= wait_until_step_) return {};
   std::printf("[%s] waiting for global step %lld before starting training\n", process_label().c_str(),
@@ -35,8 +38,10 @@ SessionRunArgs GlobalStepWaiterHook::before_run(RunContext& context) {
     const std::int64_t step = session.read_global_step();
     if (step >= wait_until_step_) return {};
     // Training ended before the step came (the chief stopped; the first step hears it), or a
-    // stop signal arrived (the session stops after the step).
-    if (session.trainer().read_stopped() || stop_signal_received() != 0) return {};
+    // stop signal arrived that the session stops for (after the step).
+    if (session.trainer().read_stopped() ||
+        (session.options().stop_on_signals && stop_signal_received() != 0))
+      return {};
     if (timeout_.count() > 0 && std::chrono::steady_clock::now() >= deadline)
       throw Error("GlobalStepWaiterHook: timed out after " + std::to_string(timeout_.count() / 1000.0) +
                   " s waiting for global step " + std::to_string(wait_until_step_) + " (now " +

@@ -45,7 +45,14 @@ ProfilerHook::~ProfilerHook() {
 }
 
 void ProfilerHook::begin() {
-  // A new session: its own trace (the file is rewritten from its start).
+  // A new session: its own trace (the file is rewritten from its start), once the last one's
+  // steps are written (a failed session's end() never ran).
+  if (recorded_ != written_ && !path_.empty()) {
+    try {
+      write();
+    } catch (...) {  // its file was writable when it began; this session finds out for itself
+    }
+  }
   timer_.reset();
   first_run_ = true;
   traces_.clear();

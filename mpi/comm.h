@@ -18,6 +18,18 @@
 
 namespace cohort::mpi {
 
+namespace detail {
+
+/// Calls fn(first, count) over [0, total) in pieces of at most `max_chunk` elements, so that no
+/// single MPI call is given a count above what an int holds.
+template <typename F>
+void for_each_chunk(std::size_t total, std::size_t max_chunk, F&& fn) {
+  for (std::size_t first = 0; first < total; first += max_chunk)
+    fn(first, std::min(max_chunk, total - first));
+}
+
+}  // namespace detail
+
 /// Owns an MPI communicator (or borrows WORLD/SELF, which are never freed).
 ///
 /// Move-only: a move leaves the source null. Copying a communicator would be a hidden collective
@@ -175,9 +187,8 @@ class Comm {
   /// for the element-wise collectives; not at all for empty data (the same on every rank).
   template <typename T, typename F>
   static void in_pieces(std::span<T> data, F&& f) {
-    constexpr auto kMax = static_cast<std::size_t>(INT_MAX);
-    for (std::size_t first = 0; first < data.size(); first += kMax)
-      f(data.subspan(first, std::min(kMax, data.size() - first)));
+    detail::for_each_chunk(data.size(), static_cast<std::size_t>(INT_MAX),
+                           [&](std::size_t first, std::size_t n) { f(data.subspan(first, n)); });
   }
   /// `n` as an MPI count; throws InvalidArgument naming `what` when it exceeds INT_MAX.
   static int count_of(std::size_t n, const char* what) {

@@ -31,14 +31,6 @@ enum class LockType { kShared, kExclusive };
 
 namespace detail {
 
-/// Calls fn(first, count) over [0, total) in pieces of at most `max_chunk` elements, so that no
-/// single MPI call is given a count above what an int holds.
-template <typename F>
-void for_each_chunk(std::size_t total, std::size_t max_chunk, F&& fn) {
-  for (std::size_t first = 0; first < total; first += max_chunk)
-    fn(first, std::min(max_chunk, total - first));
-}
-
 /// Collective over `comm` (two ranks or more), on a window just made: whether a passive-target
 /// transfer completes while its target makes no MPI call. True of shared memory and RDMA; false
 /// where the transport moves transfers as messages that the target's own MPI calls must answer

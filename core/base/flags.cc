@@ -322,7 +322,8 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   Origins origins;
   // COHORT_FLAGFILE=F, as --flagfile=F before the command line's flags (which override it).
   std::vector<std::string> tokens;
-  if (const char* file = getenv ? getenv("COHORT_FLAGFILE") : std::getenv("COHORT_FLAGFILE")) {
+  if (const char* file = getenv ? getenv("COHORT_FLAGFILE") : std::getenv("COHORT_FLAGFILE");
+      file != nullptr && *file != '\0') {
     try {
       tokens = expand_flagfiles({std::string("--flagfile=") + file}, &origins);
     } catch (const FlagError& e) {

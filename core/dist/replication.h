@@ -135,6 +135,8 @@ class Replication {
   /// A fresh read of whether the chief has stopped training (the ps modes; elsewhere a stop is
   /// agreed at a step); not collective.
   virtual bool read_stopped() { return false; }
+  /// Whether start() may be called (again): not in the ps modes once finish() has left the store.
+  virtual bool can_start() const { return true; }
   /// Leaves training: others no longer wait for this worker. The chief also tells the others to
   /// stop. Then closes the store (collective with the ps tasks). Called by the destructor too.
   virtual void finish() = 0;

@@ -78,8 +78,7 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
   restore_variables(checkpoint, graph);
   optimizer.prepare(static_cast<std::size_t>(graph.num_parameters()));
   if (options.reset_optimizer) {
-    for (auto& [name, slot] : optimizer.slots()) std::fill(slot.begin(), slot.end(), 0.0f);
-    optimizer.set_iterations(0);
+    optimizer.reset();
     const std::string dropped = writer != checkpoint.metadata.end()
                                     ? "optimizer '" + writer->second + "' state"
                                     : "optimizer state";

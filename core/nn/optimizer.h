@@ -2,6 +2,7 @@
 // Optimizers over a graph's flat parameter buffer: SGD, Momentum (and Nesterov), Adam, with
 // learning-rate schedules on the global step and gradient clipping by global norm.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -113,6 +114,11 @@ class Optimizer {
   /// Updates made so far (Adam's bias correction counts them); restored with the slots.
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
+  /// Starts afresh: zero slots (those that exist), iteration count 0.
+  void reset() {
+    for (auto& [name, slot] : slots()) std::fill(slot.begin(), slot.end(), 0.0f);
+    iterations_ = 0;
+  }
 
  protected:
   explicit Optimizer(OptimizerOptions options) : options_(std::move(options)) {}

@@ -59,6 +59,7 @@ SessionRunValues select(const std::vector<std::string>& names, const StepValues&
 }
 
 void check_options(const SessionOptions& o, const Trainer& trainer) {
+  trainer.check_can_start();
   if (!o.master.empty() && o.master != trainer.target())
     throw InvalidArgument("MonitoredSession: master '" + o.master +
                           "' is not this task's server" +
@@ -145,17 +146,16 @@ void MonitoredSession::create() {
   }
   if (options_.is_chief && !restored && !options_.warm_start_from.empty()) {
     const std::string& from = options_.warm_start_from;
-    std::error_code ec;
     std::optional<Checkpoint> checkpoint;
-    if (std::filesystem::is_directory(from, ec))
-      checkpoint = CheckpointManager(from).restore_latest();
-    else if (std::filesystem::exists(from, ec))
-      checkpoint = read_checkpoint(from);
-    if (!checkpoint)
-      throw CheckpointError("warm_start_from " + from +
-                            (std::filesystem::exists(from, ec) ? ": no checkpoint in the directory"
-                                                                : ": no such file or directory"));
     try {
+      std::error_code ec;
+      if (std::filesystem::is_directory(from, ec))
+        checkpoint = CheckpointManager(from).restore_latest();
+      else if (std::filesystem::exists(from, ec))
+        checkpoint = read_checkpoint(from);
+      if (!checkpoint)
+        throw CheckpointError(std::filesystem::exists(from, ec) ? "no checkpoint in the directory"
+                                                                : "no such file or directory");
       trainer_.warm_start(*checkpoint);
     } catch (const CheckpointError& e) {
       throw CheckpointError("warm_start_from " + from + ": " + e.what());
@@ -175,7 +175,7 @@ void MonitoredSession::create() {
     // No session to close: leave training as after a failed step, so that no peer waits on
     // this replica (and a program that goes on may start the trainer again).
     trainer_.finish(/*fetch=*/false);
-    if (checkpoints_) checkpoints_->unlock();
+    release_checkpoint_dirs();
     throw;
   }
 }
@@ -238,12 +238,31 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
   }
 }
 
-std::string MonitoredSession::save_checkpoint() {
+std::string MonitoredSession::save_checkpoint(const std::string& dir) {
   if (!options_.is_chief) throw Error("save_checkpoint: only the chief writes checkpoints");
-  if (!checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
+  if (dir.empty() && !checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
+  CheckpointManager& manager = checkpoint_manager(dir);
   Checkpoint checkpoint = trainer_.checkpoint();
   const std::int64_t step = checkpoint.global_step();
-  return checkpoints_->save(step, std::move(checkpoint));
+  return manager.save(step, std::move(checkpoint));
+}
+
+CheckpointManager& MonitoredSession::checkpoint_manager(const std::string& dir) {
+  std::error_code ec;
+  const auto same = [&](const std::string& a, const std::string& b) {
+    return a == b || std::filesystem::equivalent(a, b, ec);
+  };
+  if (checkpoints_ && (dir.empty() || same(dir, options_.checkpoint_dir))) return *checkpoints_;
+  for (const auto& other : other_checkpoints_)
+    if (same(dir, other->directory())) return *other;
+  auto manager = std::make_unique<CheckpointManager>(dir, options_.keep_checkpoint_max);
+  manager->lock_for_writing();
+  return *other_checkpoints_.emplace_back(std::move(manager));
+}
+
+void MonitoredSession::release_checkpoint_dirs() {
+  if (checkpoints_) checkpoints_->unlock();
+  other_checkpoints_.clear();
 }
 
 void MonitoredSession::close() {
@@ -262,7 +281,7 @@ void MonitoredSession::close() {
     }
   // After an error the store may be unusable: the parameters stay as they are.
   trainer_.finish(/*fetch=*/!error_);
-  if (checkpoints_) checkpoints_->unlock();
+  release_checkpoint_dirs();
   if (failure) std::rethrow_exception(failure);
 }
 

@@ -195,9 +195,11 @@ class MonitoredSession {
   double now() const;
 
   /// Chief only: writes a checkpoint of the current parameters, optimizer state and data
-  /// position to checkpoint_dir (model.ckpt-<step>.safetensors). Returns its path. (A
-  /// CheckpointSaverHook with a directory of its own saves Trainer::checkpoint() there.)
-  std::string save_checkpoint();
+  /// position to `dir` (model.ckpt-<step>.safetensors; empty: checkpoint_dir). Returns its path.
+  /// A directory other than checkpoint_dir is locked for writing (CheckpointManager::
+  /// lock_for_writing) at its first save and keeps keep_checkpoint_max checkpoints; the session
+  /// releases every lock as it closes, also after an error.
+  std::string save_checkpoint(const std::string& dir = "");
   /// Every worker's mean step time (seconds) as last shared (every step_time_every_steps local
   /// steps), in worker order; on the chief only (this worker's alone elsewhere). Not collective:
   /// the session gathers at a fixed cadence on every worker.
@@ -210,6 +212,10 @@ class MonitoredSession {
   Trainer& trainer_;
   SessionOptions options_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  std::vector<std::unique_ptr<CheckpointManager>> other_checkpoints_;  // save_checkpoint(dir)'s
+  // The manager of `dir` (checkpoints_ for checkpoint_dir's), made and locked on first use.
+  CheckpointManager& checkpoint_manager(const std::string& dir);
+  void release_checkpoint_dirs();
   std::optional<std::int64_t> restored_step_;
   std::chrono::steady_clock::time_point start_;
   StepTrace trace_;

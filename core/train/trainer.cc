@@ -108,14 +108,12 @@ Trainer::~Trainer() {
 
 void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
-  if (started_ && !left_)
-    throw InvalidArgument("Trainer::start: this trainer is training already (finish() it first)");
+  check_can_start();
   if (!restored) {
     // From the initialisers, as TensorFlow's init op: the variables and the optimizer's slots
     // (which a session before this one on the same trainer has moved).
     graph_.initialize(options_.seed);
-    for (auto& [name, slot] : optimizer_->slots()) std::fill(slot.begin(), slot.end(), 0.0f);
-    optimizer_->set_iterations(0);
+    optimizer_->reset();
   }
   {
     const StallWatch watch("the start of training, with the other tasks");
@@ -129,6 +127,16 @@ void Trainer::start(std::int64_t initial_step, bool restored,
     const std::int64_t per_epoch = batches_.batches_per_epoch();
     batches_.seek(consumed / per_epoch, (consumed % per_epoch) * options_.batch_size);
   }
+}
+
+void Trainer::check_can_start() const {
+  if (started_ && !left_)
+    throw InvalidArgument("Trainer::start: this trainer is training already (finish() it first)");
+  if (!replication_->can_start())
+    throw InvalidArgument(std::string(to_string(options_.replication.mode)) +
+                          " mode: this worker has left the ps tasks' store (its session closed, or "
+                          "the trainer finished), and the ps tasks stop serving once every worker "
+                          "has; a trainer in a ps mode trains in one session");
 }
 
 namespace {
@@ -345,9 +353,7 @@ void Trainer::restore(const Checkpoint& checkpoint) {
 
 void Trainer::warm_start(const Checkpoint& checkpoint) {
   load_naming_the_model(checkpoint, options_.model_name, [&] { restore_variables(checkpoint, graph_); });
-  optimizer_->prepare(static_cast<std::size_t>(graph_.num_parameters()));
-  for (auto& [name, slot] : optimizer_->slots()) std::fill(slot.begin(), slot.end(), 0.0f);
-  optimizer_->set_iterations(0);
+  optimizer_->reset();
 }
 
 std::int64_t TrainerOptions::examples_per_global_step(int workers) const {

@@ -100,6 +100,9 @@ class Trainer {
   /// good: an InvalidArgument there, and while it is training.
   void start(std::int64_t initial_step = 0, bool restored = false,
              std::optional<std::chrono::milliseconds> max_wait = std::nullopt);
+  /// The InvalidArgument start() would throw before doing anything, if any (a session checks
+  /// first, before its hooks begin and the chief restores).
+  void check_can_start() const;
   /// One step: forward, backward, update. Between start() and finish() (an InvalidArgument
   /// otherwise).
   StepValues step();

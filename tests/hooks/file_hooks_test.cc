@@ -196,13 +196,40 @@ TEST_CASE("CheckpointSaverHook with a directory of its own saves there, locks it
     session.close();
     CHECK(saver->last_path() == dir + "/model.ckpt-5.safetensors");
   }
+  {
+    LocalTraining t;
+    auto same = std::make_shared<CheckpointSaverHook>(
+        CheckpointSaverHookOptions{.checkpoint_dir = dir + "/.", .every_steps = 2});
+    MonitoredSession session(t.trainer, session_options(dir, {same, StopAtStepHook::last(6)}));
+    test::train(session);
+    session.close();
+    CHECK(same->last_path() == dir + "/model.ckpt-6.safetensors");
+  }
+  // Restored from the session's directory, a hook saving elsewhere writes that step there at
+  // once (a run already at its last step trains no further, and the copy still exists).
+  test::TempDir elsewhere("ckpt_elsewhere");
+  auto copy = std::make_shared<CheckpointSaverHook>(
+      CheckpointSaverHookOptions{.checkpoint_dir = elsewhere.str(), .every_steps = 100});
+  {
+    LocalTraining t;
+    MonitoredSession session(t.trainer, session_options(dir, {copy, StopAtStepHook::last(6)}));
+    CHECK(session.restored_step() == 6);
+    session.close();
+    CHECK(copy->last_path() == elsewhere.str() + "/model.ckpt-6.safetensors");
+  }
+  // After a failed step (end() is not called), closing the session still lets the directory go.
+  struct FailAtSecond : SessionRunHook {
+    int runs = 0;
+    void after_run(RunContext&, const SessionRunValues&) override {
+      if (++runs == 2) throw Error("failed on purpose");
+    }
+  };
   LocalTraining t;
-  auto same = std::make_shared<CheckpointSaverHook>(
-      CheckpointSaverHookOptions{.checkpoint_dir = dir + "/.", .every_steps = 2});
-  MonitoredSession session(t.trainer, session_options(dir, {same, StopAtStepHook::last(6)}));
-  test::train(session);
+  MonitoredSession session(t.trainer, session_options("", {copy, std::make_shared<FailAtSecond>()}));
+  session.run();
+  CHECK_THROWS_AS(session.run(), Error);
   session.close();
-  CHECK(same->last_path() == dir + "/model.ckpt-6.safetensors");
+  CheckpointManager(elsewhere.str()).lock_for_writing(std::chrono::seconds(0));
 }
 
 TEST_CASE("SummarySaverHook writes at the first step and every N global steps") {

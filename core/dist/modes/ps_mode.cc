@@ -110,11 +110,6 @@ void PsReplication::timed_wait(const std::function<bool()>& ready,
 
 void PsReplication::start(std::span<float> values, std::int64_t initial_step,
                           std::optional<std::chrono::milliseconds> ready_timeout) {
-  if (finished_)
-    throw InvalidArgument(std::string(to_string(options_.mode)) + " mode: this worker has left the ps tasks' "
-                          "store (its session closed, or the trainer finished), and the ps tasks "
-                          "stop serving once every worker has; a trainer in a ps mode trains in "
-                          "one session");
   if (server_.is_chief()) {
     store_.assign(values);
     store_.write(ControlSlot::kGlobalStep, initial_step);

@@ -26,6 +26,7 @@ class PsReplication : public Replication, private GradientListener {
   std::int64_t global_step() const override { return step_; }
   std::int64_t read_global_step() override { return store_.read(ControlSlot::kGlobalStep); }
   bool read_stopped() override { return stopped(); }
+  bool can_start() const override { return !finished_; }
   void fetch_parameters(std::span<float> values) override { store_.pull(values); }
   std::vector<double> exchange_step_times(double mine) override;
   void finish() override;

@@ -81,9 +81,11 @@ struct CsvOptions {
 
 /// Reads a CSV file of numeric fields into a dataset of [n, features] examples with class labels
 /// or [n, targets] float targets. Blank lines are skipped; every row must have as many fields
-/// as the first. Spaces around a field and a pair of double quotes around it are dropped (a
-/// quoted field may not hold the delimiter). Columns that are not used are not parsed, so they
-/// may hold text. Every value must be a finite number (`nan`, a missing value's usual mark, is
+/// as the first. Fields may be quoted as RFC 4180 (and pandas) write them: a quoted field may
+/// hold the delimiter, and "" in it stands for one quote; spaces around a field, and inside its
+/// quotes, are dropped; a quote left open or text after a closing quote, in any column, is a
+/// DataError naming the line. Columns that are not used are not parsed as numbers, so they may
+/// hold text. Every value must be a finite number (`nan`, a missing value's usual mark, is
 /// refused). Unknown columns, or neither a label nor target columns: InvalidArgument. A column
 /// is named by the header or by its 0-based index; a name that is another column's index is
 /// refused as ambiguous. A header of numbers only is warned of on stderr (it may be a first row

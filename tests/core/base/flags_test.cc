@@ -160,6 +160,9 @@ TEST_CASE("COHORT_FLAGFILE is read before the command line, which overrides it")
   f.parse({"--learning_rate=0.25"});
   CHECK(f.batch_size == 16);
   CHECK(f.learning_rate == doctest::Approx(0.25));
+  f.env["COHORT_FLAGFILE"] = "";  // set but empty: as unset
+  f.parse({});
+  CHECK(f.batch_size == 32);
   f.env["COHORT_FLAGFILE"] = "does_not_exist.txt";
   CHECK(f.error({}) == "environment variable COHORT_FLAGFILE: --flagfile=does_not_exist.txt: no such file");
   std::remove(path.c_str());
