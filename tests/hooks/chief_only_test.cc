@@ -36,6 +36,22 @@ struct Worker {
   Trainer trainer;
 };
 
+// A worker of 1 ps + 2 workers in async mode, its variables on the ps.
+ReplicaDeviceSetterOptions on_one_ps() {
+  ReplicaDeviceSetterOptions placement;
+  placement.ps_tasks = 1;
+  return placement;
+}
+struct AsyncWorker {
+  explicit AsyncWorker(Server& server)
+      : graph{ReplicaDeviceSetter(on_one_ps())},
+        trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(),
+                test::trainer_options(Mode::kAsync)) {}
+  Graph graph;
+  Trainer trainer;
+};
+
 // A directory name every rank agrees on.
 std::string shared_dir(const mpi::Comm& comm, const std::string& tag) {
   std::int64_t id = comm.rank() == 0 ? static_cast<std::int64_t>(::getpid()) : 0;
@@ -136,12 +152,8 @@ COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the s
     if (server.job_name() == "ps") {
       server.join(std::chrono::seconds(60));
     } else {
-      ReplicaDeviceSetterOptions placement;
-      placement.ps_tasks = 1;
-      Graph graph{ReplicaDeviceSetter(placement)};
-      Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
-                      data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(),
-                      test::trainer_options(Mode::kAsync));
+      AsyncWorker w(server);
+      Trainer& trainer = w.trainer;
       // Both workers run 7 steps; then the other worker runs 3 more, which the chief's last
       // step cannot have counted, before the chief closes: the store counts 17 pushes.
       const bool chief = server.is_chief();
@@ -186,12 +198,8 @@ std::int64_t wait_in_async_mode(const mpi::Comm& comm, std::int64_t chief_steps,
     return -1;
   }
   const bool chief = server.is_chief();
-  ReplicaDeviceSetterOptions placement;
-  placement.ps_tasks = 1;
-  Graph graph{ReplicaDeviceSetter(placement)};
-  Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
-                  data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(),
-                  test::trainer_options(Mode::kAsync));
+  AsyncWorker w(server);
+  Trainer& trainer = w.trainer;
   MonitoredSessionOptions options;
   options.master = server.target();
   options.is_chief = chief;
