@@ -81,8 +81,12 @@ DeviceSpec DeviceSpec::parse(std::string_view text) {
     const std::size_t colon = component.find(':');
     const std::string_view field = component.substr(0, colon);
     if (colon == std::string_view::npos) {
-      if (field == "job" || field == "replica" || field == "task" || field == "device" ||
-          iequals(field, "cpu") || iequals(field, "gpu"))
+      if (iequals(field, "cpu") || iequals(field, "gpu")) {  // a type alone, as TensorFlow reads it
+        once(seen_device, "device");
+        spec.device_type = upper(field);
+        continue;
+      }
+      if (field == "job" || field == "replica" || field == "task" || field == "device")
         fail(text, "field \"" + std::string(field) + "\" has no value");
       fail(text, "unknown field \"" + std::string(field) + "\"");
     }

@@ -17,7 +17,7 @@ namespace cohort {
 ///   /job:NAME          NAME starts with a letter, then letters, digits, '_'
 ///   /replica:N  /task:N          N a non-negative decimal integer, or * (unset)
 ///   /device:TYPE:N  /device:TYPE:*  /device:TYPE  /device:*:N
-///   /cpu:N  /gpu:N  /cpu:*  /gpu:*       short forms of /device:CPU:N and /device:GPU:N
+///   /cpu:N  /gpu:N  /cpu:*  /gpu:*  /cpu  /gpu   short forms of /device:CPU:N, /device:GPU:N
 ///
 /// TYPE is CPU or GPU in any case and is stored upper-case.
 ///

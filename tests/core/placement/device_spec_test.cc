@@ -38,6 +38,10 @@ TEST_CASE("short device forms and case are normalised to /device:TYPE:N") {
   CHECK(DeviceSpec::parse("/GPU:1") == DeviceSpec::parse("/device:GPU:1"));
   CHECK(DeviceSpec::parse("/device:gpu:1") == DeviceSpec::parse("/gpu:1"));
   CHECK(DeviceSpec::parse("/device:GPU:1").device_type == "GPU");
+  // A type without an index, as TensorFlow reads "/cpu" and "/GPU".
+  CHECK(DeviceSpec::parse("/job:ps/cpu").to_string() == "/job:ps/device:CPU:*");
+  CHECK_FALSE(DeviceSpec::parse("/GPU").device_index);
+  CHECK(error_of("/cpu/gpu:0") == "bad device spec \"/cpu/gpu:0\": duplicate field \"device\"");
   CHECK(DeviceSpec::parse("/device:GPU:1").device_index == 1);
 }
 
