@@ -167,6 +167,7 @@ Shape BatchNormalization::build(Graph& graph, const Shape& input) {
           .offset;
   inv_std_.assign(static_cast<std::size_t>(channels_), 0.0f);
   mean_.assign(static_cast<std::size_t>(channels_), 0.0f);
+  shared_pivot_.assign(static_cast<std::size_t>(channels_), 0.0f);
   coefficients_.assign(static_cast<std::size_t>(3 * channels_), 0.0f);
   sums_.assign(static_cast<std::size_t>(2 * channels_ + 1), 0.0);
   return input;
@@ -189,11 +190,13 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     // Sum and sum of squares per channel, each thread over its rows into its own partials: in
     // float over blocks of a few rows (vector speed, a few roundings), then in double, as the
     // variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas. Of x
-    // less a pivot near the mean (the batch's first example; 0 where the replicas' sums must
-    // add up), so that a channel whose mean dwarfs its spread (raw years, prices) keeps the
-    // spread's digits.
+    // less a pivot near the mean, so that a channel whose mean dwarfs its spread (raw years,
+    // prices) keeps the spread's digits: the batch's first example; where the replicas' sums
+    // must add up, one every replica holds alike, the last synchronised step's mean (0 at first).
     const bool shared = options_.synchronized && context.cross_replica != nullptr;
-    if (shared || rows == 0)
+    if (shared)
+      pivot_ = shared_pivot_;
+    else if (rows == 0)
       pivot_.assign(static_cast<std::size_t>(c), 0.0f);
     else
       pivot_.assign(input.data(), input.data() + c);
@@ -225,6 +228,7 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
       // Rounding can take E[x^2] - E[x]^2 a little below 0 for a constant channel.
       const double var = count > 0 ? std::max(0.0, sums_[c + k] / count - d * d) : 0.0;
       mean[k] = static_cast<float>(m);
+      if (shared && count > 0) shared_pivot_[k] = mean[k];
       inv_std[k] = static_cast<float>(1.0 / std::sqrt(var + options_.epsilon));
       if (context.update_state && count > 0) {
         moving_mean[k] = static_cast<float>(momentum * moving_mean[k] + (1 - momentum) * m);

@@ -63,6 +63,8 @@ class BatchNormalization : public Layer {
   std::vector<double> sums_;         // reduction scratch: [2 * C sums, count], what replicas sum
   std::vector<double> partials_;     // per intra-op thread, [2 * C] partial sums each
   std::vector<float> pivot_;         // per channel: what forward's sums subtract first
+  std::vector<float> shared_pivot_;  // per channel: the last synchronised batch mean, alike on
+                                     // every replica (the pivot of the next synchronised step)
   std::vector<float> coefficients_;  // per channel: forward's scale, or the input
                                      // gradient's 3 coefficients
 };
