@@ -19,8 +19,9 @@ namespace cohort {
 /// while this worker holds back (it would wait for itself), nor in ssp mode further than the
 /// staleness bound lets the others run ahead of it, so there the hook returns at once (in ssp
 /// mode saying so on stderr). The wait also ends when the chief stops training or a stop signal
-/// arrives that the session stops for (the first step then stops the session). Throws Error when the step has not arrived within `timeout` (zero: wait
-/// forever). Blocking; not collective; not thread-safe (used by the session).
+/// arrives that the session stops for (the first step then stops the session). Throws Error when
+/// the step has not arrived within `timeout` (zero: wait forever). Blocking; not collective; not
+/// thread-safe (used by the session).
 class GlobalStepWaiterHook : public SessionRunHook {
  public:
   explicit GlobalStepWaiterHook(std::int64_t wait_until_step,

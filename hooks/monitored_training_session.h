@@ -12,7 +12,8 @@ namespace cohort {
 /// SessionOptions marks [default hooks]: on the chief, after `chief_only_hooks` come a
 /// StepCounterHook (log_step_count_steps > 0) and a SummarySaverHook writing into summary_dir
 /// (or checkpoint_dir) when either directory is set, and a CheckpointSaverHook when
-/// checkpoint_dir is, each when its cadence is set; other replicas run only `hooks`. The user's `hooks` run before the chief-only ones at every step.
+/// checkpoint_dir is, each when its cadence is set; other replicas run only `hooks`. The user's
+/// `hooks` run before the chief-only ones at every step.
 ///
 ///     auto session = cohort::MonitoredTrainingSession(trainer, {
 ///         .master = server.target(), .is_chief = server.is_chief(),

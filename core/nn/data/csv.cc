@@ -43,7 +43,7 @@ const char* split(std::string_view line, char delimiter, std::vector<std::string
   const auto blank = [&](char c) { return c != delimiter && (c == ' ' || c == '\t' || c == '\r'); };
   std::size_t i = 0;
   for (;;) {
-    while (i < line.size() && blank(line[i]) && line[i] != '\r') ++i;
+    while (i < line.size() && blank(line[i])) ++i;
     if (i == line.size() || line[i] != '"') {
       const std::size_t end = line.find(delimiter, i);
       fields.push_back(trim(line.substr(i, end == std::string_view::npos ? end : end - i)));

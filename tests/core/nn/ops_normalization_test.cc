@@ -70,6 +70,16 @@ Moments moments(const Tensor& x, std::int64_t c) {
   return m;
 }
 
+// [n, c] raw values such as years or prices: channel k around 2000 + k, spread 0.5 (as float32
+// holds them).
+Tensor mean_dwarfs_spread(std::int64_t n, std::int64_t c) {
+  Tensor x({n, c});
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < c; ++k)
+      x[i * c + k] = 2000.0f + static_cast<float>(k) + 0.5f * std::sin(0.37f * static_cast<float>(i * (k + 1)));
+  return x;
+}
+
 // Expects y = gamma * (x - mean) / sqrt(variance + eps) + beta per channel of the last axis.
 void expect_normalized(const Tensor& x, const Tensor& y, const std::vector<double>& mean,
                        const std::vector<double>& variance, const std::vector<float>& gamma,
@@ -245,12 +255,8 @@ TEST_CASE("BatchNormalization in training normalises with the batch statistics")
 }
 
 TEST_CASE("BatchNormalization keeps the spread of a channel whose mean dwarfs it") {
-  // Raw values such as years or prices: mean 2000, spread 0.5 (as float32 holds them).
   const std::int64_t n = 4096, c = 3;
-  Tensor x({n, c});
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t k = 0; k < c; ++k)
-      x[i * c + k] = 2000.0f + static_cast<float>(k) + 0.5f * std::sin(0.37f * static_cast<float>(i * (k + 1)));
+  const Tensor x = mean_dwarfs_spread(n, c);
   Graph graph;
   BatchNormalization layer("bn", bn_options(0.9f, 1e-6f));
   layer.build(graph, {c});
@@ -510,10 +516,7 @@ TEST_CASE("Synchronised BatchNormalization on two replicas computes what one pro
 
 TEST_CASE("Synchronised BatchNormalization keeps the spread from its second step, the pivot shared") {
   const std::int64_t half = 2048, c = 3;
-  Tensor x({2 * half, c});
-  for (std::int64_t i = 0; i < x.dim(0); ++i)
-    for (std::int64_t k = 0; k < c; ++k)
-      x[i * c + k] = 2000.0f + static_cast<float>(k) + 0.5f * std::sin(0.37f * static_cast<float>(i * (k + 1)));
+  const Tensor x = mean_dwarfs_spread(2 * half, c);
   const Moments m = moments(x, c);
   TwoReplicas group;
   Graph graphs[2];
