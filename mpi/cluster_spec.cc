@@ -91,9 +91,10 @@ ClusterSpec::JobList validate(const ClusterSpec::JobList& given, int world_size)
   const auto find = [&](const std::string& name) {
     return std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == name; });
   };
-  if (find("worker") == jobs.end())
+  // The replicas are the chief's task and the workers: either job alone trains, as in TensorFlow.
+  if (find("worker") == jobs.end() && find("chief") == jobs.end())
     throw InvalidArgument("cluster spec has no worker job (jobs: " + join_names(names) +
-                          "); at least one worker task is needed");
+                          "); at least one worker or chief task is needed");
   if (const auto chief = find("chief"); chief != jobs.end() && chief->second.size() > 1)
     throw InvalidArgument("cluster spec has " + std::to_string(chief->second.size()) +
                           " chief tasks; at most one is allowed");

@@ -23,10 +23,10 @@ struct TaskId {
 /// communicator ("the world"; usually MPI_COMM_WORLD, any communicator works).
 ///
 /// Job names: "chief" (at most one task; when present it is the chief instead of worker 0),
-/// "ps" (parameter servers), "worker" (required, at least one task) and "evaluator". Any other
-/// name is refused, so that a typo fails at start-up instead of making an idle job. The jobs are
-/// kept in that fixed order, whatever order they were given in, so that every way of building a
-/// spec gives the same spec; jobs with no tasks are left out.
+/// "ps" (parameter servers), "worker" (at least one task, unless a chief task trains alone) and
+/// "evaluator". Any other name is refused, so that a typo fails at start-up instead of making an
+/// idle job. The jobs are kept in that fixed order, whatever order they were given in, so that
+/// every way of building a spec gives the same spec; jobs with no tasks are left out.
 ///
 /// The three builders are collective over `world` and agree across ranks before validating:
 /// every rank ends with the same spec, or every rank throws the same InvalidArgument (never a

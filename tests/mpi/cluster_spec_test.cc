@@ -33,7 +33,7 @@ void check_consistent(const ClusterSpec& spec, const Comm& comm) {
     }
   }
   CHECK(total == comm.size());
-  CHECK(spec.has_job("worker"));
+  CHECK((spec.has_job("worker") || spec.has_job("chief")));
   CHECK(spec.task_of(spec.my_rank()) == spec.my_task());
   CHECK(spec.job_comm().size() == spec.num_tasks(spec.my_task().job));
   CHECK(spec.job_comm().rank() == spec.my_task().index);
@@ -153,6 +153,20 @@ TEST_CASE("from_ranks: any order of ranks, jobs kept in canonical order") {
   });
 }
 
+TEST_CASE("from_ranks: a chief task may train without a worker job, as in TensorFlow") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    std::vector<int> ps;
+    for (int r = 1; r < n; ++r) ps.push_back(r);
+    ClusterSpec spec = ClusterSpec::from_ranks(comm, {{"ps", ps}, {"chief", {0}}});
+    check_consistent(spec, comm);
+    CHECK(spec.job_names() == (n > 1 ? std::vector<std::string>{"chief", "ps"}
+                                     : std::vector<std::string>{"chief"}));
+    CHECK(spec.num_tasks("worker") == 0);
+    CHECK(spec.task_of(0) == TaskId{"chief", 0});
+  });
+}
+
 TEST_CASE("from_ranks errors are the same clear message on every rank") {
   on_every_size([](const Comm& comm) {
     const int n = comm.size();
@@ -217,7 +231,7 @@ TEST_CASE("from_ranks errors are the same clear message on every rank") {
                 comm,
                 {{"chief", {0, 1}}, {"worker", std::vector<int>(all.begin() + 2, all.end())}});
           },
-          n > 2 ? "2 chief tasks; at most one" : "no worker job");
+          "2 chief tasks; at most one");
       // Rank 1 was handed another spec: every rank learns it.
       const ClusterSpec::JobList mine = comm.rank() == 1
                                             ? ClusterSpec::JobList{{"worker", all}, {"ps", {}}}
