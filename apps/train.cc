@@ -142,6 +142,9 @@ COHORT_DEFINE_string(summary_dir, "", "chief: write summaries here (empty: --che
 COHORT_DEFINE_string(warm_start_from, "",
     "chief: without a checkpoint in --checkpoint_dir, start from this checkpoint's variables (a file, or a directory's latest) at step 0, the optimizer afresh",
     kSameOnAllRanks);
+COHORT_DEFINE_string(warm_start_vars, "",
+    "with --warm_start_from: a regular expression choosing the variables to load, matched from the start of the name (empty: all); the others start from their initialisers",
+    kSameOnAllRanks);
 COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)",
     Range{0, 1e15});
 COHORT_DEFINE_int(save_checkpoint_secs, 600,
@@ -485,6 +488,7 @@ int Main(int argc, char** argv) {
   session_options.save_summaries_steps = FLAGS_save_summaries_steps;
   session_options.summary_dir = FLAGS_summary_dir;
   session_options.warm_start_from = FLAGS_warm_start_from;
+  session_options.warm_start_vars = FLAGS_warm_start_vars;
   session_options.log_step_count_steps = 0;  // the progress hook below says it
   session_options.keep_checkpoint_max = static_cast<int>(FLAGS_keep_checkpoint_max);
   session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));

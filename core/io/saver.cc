@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <regex>
 #include <set>
 
 #include "cohort/core/base/error.h"
@@ -37,31 +39,82 @@ Checkpoint make_checkpoint(const Graph& graph, Optimizer& optimizer) {
   return checkpoint;
 }
 
-void restore_variables(const Checkpoint& checkpoint, Graph& graph) {
-  std::string problems;
-  const auto problem = [&](const std::string& text) {
-    problems += (problems.empty() ? "" : "; ") + text;
-  };
+namespace {
+
+// Appends "; "-separated problems, for one error that names them all.
+struct Problems {
+  std::string text;
+  void add(const std::string& problem) { text += (text.empty() ? "" : "; ") + problem; }
+};
+
+// Copies each selected variable of the graph from the checkpoint, adding a problem for each that
+// is missing there or has another shape. Returns the names of the variables selected.
+std::set<std::string> load_selected(const Checkpoint& checkpoint, Graph& graph,
+                                    const std::function<bool(const std::string&)>& selected,
+                                    Problems& problems) {
   std::set<std::string> used;
   for (const Variable& v : graph.variables()) {
+    if (!selected(v.name)) continue;
+    used.insert(v.name);
     const CheckpointTensor* t = checkpoint.find(v.name);
     if (!t) {
-      problem(v.name + " " + to_string(v.shape) + " is missing from the checkpoint");
+      problems.add(v.name + " " + to_string(v.shape) + " is missing from the checkpoint");
       continue;
     }
-    used.insert(v.name);
     if (t->shape != v.shape) {
-      problem(v.name + " is " + to_string(t->shape) + " in the checkpoint but " + to_string(v.shape) +
-              " in the model");
+      problems.add(v.name + " is " + to_string(t->shape) + " in the checkpoint but " +
+                   to_string(v.shape) + " in the model");
       continue;
     }
     std::copy(t->values.begin(), t->values.end(), graph.values(v).begin());
   }
+  return used;
+}
+
+std::regex variable_pattern(const std::string& vars) {
+  try {
+    return std::regex(vars, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw InvalidArgument("variables to warm-start '" + vars + "': not a regular expression (" +
+                          e.what() + ")");
+  }
+}
+
+}  // namespace
+
+void restore_variables(const Checkpoint& checkpoint, Graph& graph) {
+  Problems problems;
+  const std::set<std::string> used =
+      load_selected(checkpoint, graph, [](const std::string&) { return true; }, problems);
   for (const CheckpointTensor& t : checkpoint.tensors)
     if (!used.count(t.name) && t.name.rfind(kSlotPrefix, 0) != 0)
-      problem(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
-  if (!problems.empty())
-    throw CheckpointError("checkpoint does not fit the model: " + problems);
+      problems.add(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
+  if (!problems.text.empty())
+    throw CheckpointError("checkpoint does not fit the model: " + problems.text);
+}
+
+void check_variable_pattern(const std::string& vars) { variable_pattern(vars); }
+
+std::size_t restore_variables_matching(const Checkpoint& checkpoint, Graph& graph,
+                                       const std::string& vars) {
+  const std::regex pattern = variable_pattern(vars);
+  Problems problems;
+  const std::set<std::string> used = load_selected(
+      checkpoint, graph,
+      [&](const std::string& name) {
+        return std::regex_search(name, pattern, std::regex_constants::match_continuous);
+      },
+      problems);
+  if (used.empty()) {
+    std::string names;
+    for (const Variable& v : graph.variables()) names += (names.empty() ? "" : ", ") + v.name;
+    throw CheckpointError("variables to warm-start '" + vars +
+                          "' match no variable of the model (its variables: " + names + ")");
+  }
+  if (!problems.text.empty())
+    throw CheckpointError("checkpoint does not fit the variables to warm-start '" + vars +
+                          "': " + problems.text);
+  return used.size();
 }
 
 void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer,

@@ -42,4 +42,21 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
 /// Throws CheckpointError as restore_checkpoint() does.
 void restore_variables(const Checkpoint& checkpoint, Graph& graph);
 
+/// A warm start of some variables (TensorFlow's WarmStartSettings.vars_to_warm_start): loads
+/// each variable whose name `vars` matches and leaves the others as they are, so that a model
+/// fine-tuned with a new head takes the rest from the checkpoint (initialise the graph first).
+/// `vars` is an ECMAScript regular expression matched from the start of the name, as
+/// TensorFlow's is (so "dense_1" selects "dense_1/kernel" and "dense_10/bias"; end it with `/`
+/// or `$` to be exact). Checkpoint tensors of variables not selected are ignored. Returns how
+/// many variables were loaded. Throws InvalidArgument when `vars` is not a regular expression
+/// (check_variable_pattern()), CheckpointError when it selects no variable of the graph (the
+/// message lists the graph's), or listing every selected variable that is missing from the
+/// checkpoint or has another shape there. Not thread-safe; blocking (copies the values).
+std::size_t restore_variables_matching(const Checkpoint& checkpoint, Graph& graph,
+                                       const std::string& vars);
+
+/// Throws InvalidArgument naming `vars` and the fault unless it is a regular expression
+/// restore_variables_matching() accepts.
+void check_variable_pattern(const std::string& vars);
+
 }  // namespace cohort

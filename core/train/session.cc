@@ -11,6 +11,7 @@
 #include "cohort/core/base/signals.h"
 #include "cohort/core/io/checkpoint.h"
 #include "cohort/core/io/safetensors.h"
+#include "cohort/core/io/saver.h"
 #include "cohort/core/train/app.h"
 
 namespace cohort {
@@ -77,6 +78,12 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
     throw InvalidArgument("MonitoredSession: max_wait_secs must be >= 0");
   if (o.step_time_every_steps < 0)
     throw InvalidArgument("MonitoredSession: step_time_every_steps must be >= 0");
+  if (!o.warm_start_vars.empty()) {
+    if (o.warm_start_from.empty())
+      throw InvalidArgument("MonitoredSession: warm_start_vars '" + o.warm_start_vars +
+                            "' without warm_start_from: name the checkpoint to load them from");
+    check_variable_pattern(o.warm_start_vars);
+  }
 }
 
 }  // namespace
@@ -147,6 +154,7 @@ void MonitoredSession::create() {
   if (options_.is_chief && !restored && !options_.warm_start_from.empty()) {
     const std::string& from = options_.warm_start_from;
     std::optional<Checkpoint> checkpoint;
+    std::size_t loaded = 0;
     try {
       std::error_code ec;
       if (std::filesystem::is_directory(from, ec))
@@ -156,13 +164,16 @@ void MonitoredSession::create() {
       if (!checkpoint)
         throw CheckpointError(std::filesystem::exists(from, ec) ? "no checkpoint in the directory"
                                                                 : "no such file or directory");
-      trainer_.warm_start(*checkpoint);
+      loaded = trainer_.warm_start(*checkpoint, options_.warm_start_vars);
     } catch (const CheckpointError& e) {
       throw CheckpointError("warm_start_from " + from + ": " + e.what());
     }
     restored = true;  // the graph holds the values: not to be initialised
-    std::printf("warm start from %s (its global step %lld); training starts at global step 0\n",
-                from.c_str(), static_cast<long long>(checkpoint->global_step()));
+    const std::size_t all = trainer_.graph().variables().size();
+    const std::string which = loaded == all ? "" : ", " + std::to_string(loaded) + " of " +
+                                                        std::to_string(all) + " variables";
+    std::printf("warm start from %s (its global step %lld%s); training starts at global step 0\n",
+                from.c_str(), static_cast<long long>(checkpoint->global_step()), which.c_str());
     std::fflush(stdout);
   }
   trainer_.start(step, restored, options_.max_wait_secs);

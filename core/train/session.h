@@ -139,6 +139,11 @@ struct SessionOptions {
   /// the data afresh. A checkpoint in checkpoint_dir wins, so a restarted job resumes. Its
   /// variables must be the model's (a CheckpointError names those that differ).
   std::string warm_start_from{};
+  /// With warm_start_from: a regular expression choosing the variables to load, matched from
+  /// the start of each name (TensorFlow's vars_to_warm_start; see restore_variables_matching());
+  /// the others start from their initialisers, and the checkpoint's other tensors are ignored.
+  /// Empty: every variable, and the checkpoint must hold exactly the model's.
+  std::string warm_start_vars{};
 };
 using MonitoredSessionOptions = SessionOptions;
 using MonitoredTrainingSessionOptions = SessionOptions;

@@ -351,9 +351,17 @@ void Trainer::restore(const Checkpoint& checkpoint) {
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
 }
 
-void Trainer::warm_start(const Checkpoint& checkpoint) {
-  load_naming_the_model(checkpoint, options_.model_name, [&] { restore_variables(checkpoint, graph_); });
+std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string& vars) {
+  std::size_t loaded = graph_.variables().size();
+  if (vars.empty()) {
+    load_naming_the_model(checkpoint, options_.model_name, [&] { restore_variables(checkpoint, graph_); });
+  } else {
+    graph_.initialize(options_.seed);  // the variables not selected start as without a warm start
+    load_naming_the_model(checkpoint, options_.model_name,
+                          [&] { loaded = restore_variables_matching(checkpoint, graph_, vars); });
+  }
   optimizer_->reset();
+  return loaded;
 }
 
 std::int64_t TrainerOptions::examples_per_global_step(int workers) const {

@@ -154,9 +154,11 @@ class Trainer {
   /// start(..., restored = true)). Throws CheckpointError when it does not fit the model.
   void restore(const Checkpoint& checkpoint);
   /// Loads a checkpoint's variables (and layer state) alone, as a starting point: the optimizer
-  /// starts afresh (before start(0, restored = true)). Throws CheckpointError when it does not
-  /// fit the model.
-  void warm_start(const Checkpoint& checkpoint);
+  /// starts afresh (before start(0, restored = true)). With `vars` (a regular expression, see
+  /// restore_variables_matching()) only the variables it selects; the others start from their
+  /// initialisers. Returns how many variables were loaded. Throws CheckpointError when the
+  /// checkpoint does not fit the model (the selected variables), InvalidArgument for a bad `vars`.
+  std::size_t warm_start(const Checkpoint& checkpoint, const std::string& vars = "");
   /// The mode's counters for the log, e.g. "dropped 3 stale or surplus gradients".
   std::string stats() const { return replication_->stats(); }
   /// Allreduce: gradient bytes this worker has handed to MPI (Replication::gradient_bytes_sent).

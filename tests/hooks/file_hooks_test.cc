@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -348,6 +349,76 @@ TEST_CASE("warm_start_from: the chief starts from another run's variables at ste
   CHECK_THROWS_WITH_AS(MonitoredSession(other, options),
                        doctest::Contains(("warm_start_from " + first.str() + ": checkpoint does not fit the model").c_str()),
                        CheckpointError);
+}
+
+TEST_CASE("warm_start_vars: a fine-tuned model takes the variables chosen, the others start from their initialisers") {
+  test::TempDir first("warm_vars_first");
+  std::map<std::string, std::vector<float>> trained;
+  {
+    LocalTraining t;  // mlp with hidden1 of 8 units
+    MonitoredSession session(t.trainer, session_options(first.str(), {StopAtStepHook::last(6)}));
+    test::train(session);
+    session.close();
+    CheckpointManager(first.str()).save(6, t.trainer.checkpoint());
+    for (const Variable& v : t.graph.variables())
+      trained[v.name].assign(t.graph.values(v).begin(), t.graph.values(v).end());
+  }
+  // Another layer and a new head: hidden1 fits the checkpoint, hidden2 is new, logits changed.
+  const auto make = [](Graph& graph) {
+    return Trainer(nullptr, graph, [](Graph& g) { return mlp(g, {8, 4}); }, data::synthetic(128, 5), test::sgd(),
+                   test::trainer_options());
+  };
+  const auto values_of = [](const Graph& graph) {
+    std::map<std::string, std::vector<float>> values;
+    for (const Variable& v : graph.variables()) values[v.name].assign(graph.values(v).begin(), graph.values(v).end());
+    return values;
+  };
+  Graph fresh;
+  Trainer fresh_trainer = make(fresh);
+  fresh.initialize(test::trainer_options().seed);
+  const auto initial = values_of(fresh);
+
+  MonitoredSessionOptions options = session_options("", {StopAtStepHook::last(2)});
+  options.warm_start_from = first.str();
+  options.warm_start_vars = "hidden1/";
+  Graph graph;
+  Trainer trainer = make(graph);
+  {
+    MonitoredSession session(trainer, options);
+    CHECK(session.global_step() == 0);
+    const auto now = values_of(graph);
+    CHECK(now.at("hidden1/kernel") == trained.at("hidden1/kernel"));
+    CHECK(now.at("hidden1/bias") == trained.at("hidden1/bias"));
+    for (const char* name : {"hidden2/kernel", "hidden2/bias", "logits/kernel", "logits/bias"}) {
+      CAPTURE(name);
+      CHECK(now.at(name) == initial.at(name));
+    }
+    CHECK(test::train(session) == 2);
+    session.close();
+  }
+  // Matched from the start of the name: "hidden" takes hidden2 too, which the checkpoint lacks.
+  options.warm_start_vars = "hidden";
+  CHECK_THROWS_WITH_AS(MonitoredSession(trainer, options),
+                       ("warm_start_from " + first.str() +
+                        ": checkpoint does not fit the variables to warm-start 'hidden': hidden2/kernel [8, 4] is "
+                        "missing from the checkpoint; hidden2/bias [4] is missing from the checkpoint")
+                           .c_str(),
+                       CheckpointError);
+  options.warm_start_vars = "idden1";
+  CHECK_THROWS_WITH_AS(MonitoredSession(trainer, options),
+                       doctest::Contains("variables to warm-start 'idden1' match no variable of the model (its "
+                                         "variables: hidden1/kernel, hidden1/bias, hidden2/kernel"),
+                       CheckpointError);
+  options.warm_start_vars = "hidden1/(";
+  CHECK_THROWS_WITH_AS(MonitoredSession(trainer, options),
+                       doctest::Contains("variables to warm-start 'hidden1/(': not a regular expression"),
+                       InvalidArgument);
+  options.warm_start_vars = "hidden1/";
+  options.warm_start_from = "";
+  CHECK_THROWS_WITH_AS(MonitoredSession(trainer, options),
+                       "MonitoredSession: warm_start_vars 'hidden1/' without warm_start_from: name the checkpoint "
+                       "to load them from",
+                       InvalidArgument);
 }
 
 TEST_CASE("MonitoredTrainingSession's summary_dir takes the summaries; alone, it brings no checkpoints") {
