@@ -514,10 +514,11 @@ int Main(int argc, char** argv) {
   const auto start = Clock::now();
   while (!session->should_stop()) session->run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::int64_t steps = trainer.global_step() - first_step;
   if (const int signal = cohort::stop_signal_received(); signal != 0 && chief)
     std::printf("stopped by signal %d at global step %lld\n", signal, static_cast<long long>(trainer.global_step()));
-  const double images_per_sec = static_cast<double>(steps * per_step) / seconds;
+  // The examples that reached the parameters (a sync worker that left early adds none after it).
+  const std::int64_t examples = trainer.examples_trained();
+  const double images_per_sec = static_cast<double>(examples) / seconds;
   const std::string stats = trainer.stats();
   const std::int64_t dropped = trainer.dropped_gradients();
   const std::int64_t gradient_bytes = trainer.gradient_bytes_sent();
@@ -539,6 +540,7 @@ int Main(int argc, char** argv) {
           // A run that ended before train_steps: the signal that stopped it (0: none).
           {"stop_signal", cohort::stop_signal_received()}, {"test_accuracy", m.accuracy},
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
+          {"train_examples", examples},
           {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", ps_tasks},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},

@@ -152,6 +152,10 @@ class Replication {
   virtual std::int64_t max_observed_staleness() const { return 0; }
   /// Sync: gradients this worker's pushes had dropped as stale or surplus.
   virtual std::int64_t dropped_gradients() const { return 0; }
+  /// Where this task applies the updates of the whole cluster (the sync chief): the gradients
+  /// its updates have averaged so far (fewer per step once a worker has left, or with backup
+  /// workers' k). std::nullopt elsewhere: a global step is examples_per_global_step()'s worth.
+  virtual std::optional<std::int64_t> gradients_applied() const { return std::nullopt; }
   /// The gradient bytes this worker has handed to MPI so far: allreduce, what one rank puts on
   /// the wire for its part of each reduction (before the reduction's own traffic; summed in a
   /// node's shared memory, its whole gradient all the same); the ps

@@ -121,6 +121,8 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   }
   const bool again = started_;
   started_ = true;
+  start_step_ = replication_->global_step();
+  applied_at_start_ = replication_->gradients_applied().value_or(0);
   left_ = false;
   if (const std::int64_t step = replication_->global_step(); step > 0 || again) {
     const std::int64_t consumed = replication_->batches_at(step);
@@ -381,6 +383,12 @@ std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
 
 std::int64_t Trainer::examples_per_global_step() const {
   return options_.examples_per_global_step(num_workers_);
+}
+
+std::int64_t Trainer::examples_trained() const {
+  if (const auto applied = replication_->gradients_applied())
+    return (*applied - applied_at_start_) * options_.batch_size;
+  return (global_step() - start_step_) * examples_per_global_step();
 }
 
 }  // namespace cohort

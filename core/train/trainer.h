@@ -134,6 +134,11 @@ class Trainer {
   /// Examples one global step consumes over the whole cluster: a replica's batch in the
   /// async modes, k (or all replicas') batches in sync, every replica's in allreduce.
   std::int64_t examples_per_global_step() const;
+  /// Examples whose gradients went into the updates since start(), as far as this replica
+  /// knows: where it applies every update (the sync chief), the gradients they averaged times the
+  /// batch, which leaves out the workers that left; elsewhere the global steps since start()
+  /// times examples_per_global_step(). The numerator of a run's images/s.
+  std::int64_t examples_trained() const;
 
   /// Whether to stop after this step, given this replica's wish: agreed across the replicas in
   /// allreduce mode (collective, every step); the ps modes hear the chief's stop through the store.
@@ -190,6 +195,8 @@ class Trainer {
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
   bool started_ = false;  // start() done
+  std::int64_t start_step_ = 0;          // the global step at start()
+  std::int64_t applied_at_start_ = 0;    // replication_->gradients_applied() then
   bool left_ = false;     // finish() done
 
   // Towers beyond the first run on their own threads, released once per step.

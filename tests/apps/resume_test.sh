@@ -58,7 +58,8 @@ expected = {"global_step": 300, "train_steps": 300, "mode": "allreduce", "model"
             "workers": 2, "ps_tasks": 0, "batch_size": 64, "stop_signal": 0,
             "optimizer": "adam (beta1 0.9, beta2 0.999, epsilon 1e-08)",
             # --learning_rate=0.001 times the 2 batches a step averages (--lr_scaling=linear)
-            "learning_rate": 0.002, "lr_schedule": "constant", "label_smoothing": 0.0}
+            "learning_rate": 0.002, "lr_schedule": "constant", "label_smoothing": 0.0,
+            "train_examples": 300 * 2 * 64}
 wrong = {k: (m.get(k), v) for k, v in expected.items() if m.get(k) != v}
 if wrong or not 0.5 < m["test_accuracy"] <= 1 or not m["train_images_per_sec"] > 0:
     sys.exit(f"metrics file: {m}\nwrong (found, expected): {wrong}")

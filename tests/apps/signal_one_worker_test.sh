@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SIGTERM to one worker alone in sync mode (1 ps + 2 workers): that worker stops after its step
 # and leaves; the chief trains on with the other gradients, warns once, and the final line counts
-# the worker that left. The job ends 0 with every step trained.
+# the worker that left, and its images/s only the gradients applied. The job ends 0 with every
+# step trained.
 #
 #   signal_one_worker_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -9,7 +10,8 @@ set -euo pipefail
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 "$mpiexec" "$np_flag" 3 --oversubscribe "$train" --ps_tasks=1 --mode=sync --model=mlp \
-  --train_steps=10000 --log_every_steps=100 --print_cluster=false > "$work/log" 2>&1 &
+  --train_steps=10000 --log_every_steps=100 --print_cluster=false --metrics_json="$work/metrics.json" \
+  > "$work/log" 2>&1 &
 job=$!
 # The signal at about step 100 of 10000 (seconds before the end on any machine).
 wait_for_line "$work/log" "^step [0-9]+/" "$job"
@@ -27,4 +29,14 @@ grep -qE "^\[worker:1 rank 2\] signal 15: stopping after global step [0-9]+$" "$
   || { echo "FAIL: the chief did not warn once that a worker left"; exit 1; }
 grep -qE "^final: global step 10000, .*, 1 of 2 workers left before the end" "$work/log" \
   || { echo "FAIL: the final line does not count the worker that left"; exit 1; }
+# The run's examples count the worker's gradients up to its last step, and none after: each
+# update averaged 2 gradients until about the step it left at, then 1.
+left=$(sed -nE 's/^\[worker:1 rank 2\] signal 15: stopping after global step ([0-9]+)$/\1/p' "$work/log")
+/usr/bin/python3 - "$work/metrics.json" "$left" <<'PY' || exit 1
+import json, sys
+examples, left = json.load(open(sys.argv[1]))["train_examples"], int(sys.argv[2])
+low, high = (10000 + left - 2) * 64, (10000 + left + 2) * 64
+if not low <= examples <= high:
+    sys.exit(f"FAIL: train_examples {examples}, not in [{low}, {high}] for a worker that left at step {left}")
+PY
 echo "one-worker signal test passed"

@@ -140,6 +140,10 @@ class SyncReplication final : public PsReplication {
   }
 
   std::int64_t dropped_gradients() const override { return dropped_; }
+  std::optional<std::int64_t> gradients_applied() const override {
+    if (!server_.is_chief()) return std::nullopt;
+    return gradients_applied_;
+  }
   // Every replica computes one gradient per global step (dropped ones included).
   std::int64_t batches_at(std::int64_t step) const override { return step; }
   std::string mode_stats() const override {
@@ -408,6 +412,7 @@ class SyncReplication final : public PsReplication {
         store_.update({{ControlSlot::kSyncWord, next}});
       }
     }
+    gradients_applied_ += claims;
     step_ = s + 1;
   }
 
@@ -434,6 +439,7 @@ class SyncReplication final : public PsReplication {
   std::int64_t k_;
   std::optional<bool> claimed_;  // whether this step's gradient holds one of the k slots
   std::int64_t dropped_ = 0;
+  std::int64_t gradients_applied_ = 0;  // the chief: gradients its updates averaged
   std::int64_t left_seen_ = 0;  // the chief: workers seen retired while training
   std::int64_t updates_in_pieces_ = 0;
   std::int64_t gradients_in_pieces_ = 0;
