@@ -1,6 +1,7 @@
 #include "cohort/mpi/window.h"
 
 #include <chrono>
+#include <climits>
 #include <map>
 #include <thread>
 #include <utility>
@@ -24,6 +25,15 @@ std::vector<int> world_ranks(const Comm& comm) {
   return out;
 }
 
+// The rank that probes the transport to rank 0: the lowest rank on another node where there is
+// one (the network's transport is the one that may need its target's help), else rank 1.
+int probe_origin(const Comm& comm) {
+  const Comm node = comm.split_shared();
+  const int leader = node.allreduce(comm.rank(), Op::kMin);  // rank 0 leads its own node
+  const int elsewhere = comm.allreduce(leader != 0 ? comm.rank() : INT_MAX, Op::kMin);
+  return elsewhere != INT_MAX ? elsewhere : 1;
+}
+
 }  // namespace
 
 bool transfers_need_no_target(MPI_Win win, const Comm& comm, MPI_Aint probe_disp,
@@ -35,10 +45,11 @@ bool transfers_need_no_target(MPI_Win win, const Comm& comm, MPI_Aint probe_disp
   const std::vector<int> key = world_ranks(comm);
   if (const auto it = known.find(key); it != known.end()) return it->second;
 
-  constexpr int kTarget = 0, kOrigin = 1;
+  constexpr int kTarget = 0;
   constexpr auto kPatience = std::chrono::seconds(1);
+  const int origin = probe_origin(comm);
   int landed = 0;
-  if (comm.rank() == kOrigin) {
+  if (comm.rank() == origin) {
     const unsigned char one = 1;
     COHORT_MPI_CALL(MPI_Win_lock(MPI_LOCK_SHARED, kTarget, 0, win));
     COHORT_MPI_CALL(MPI_Put(&one, 1, MPI_BYTE, kTarget, probe_disp, 1, MPI_BYTE, win));

@@ -34,9 +34,11 @@ namespace detail {
 /// Collective over `comm` (two ranks or more), on a window just made: whether a passive-target
 /// transfer completes while its target makes no MPI call. True of shared memory and RDMA; false
 /// where the transport moves transfers as messages that the target's own MPI calls must answer
-/// (Open MPI's osc pt2pt, for one). Rank 1 puts a byte at displacement `probe_disp` of rank 0,
+/// (Open MPI's osc pt2pt, for one). One rank puts a byte at displacement `probe_disp` of rank 0,
 /// memory no element uses, whose own address of it is `probe_byte`; rank 0 watches that byte,
-/// without calling MPI, for up to a second. The same answer on every rank; asked once per set of
+/// without calling MPI, for up to a second. The rank that puts is on another node than rank 0
+/// where the processes span nodes (the transport between nodes is the one that may need the
+/// target), else rank 1. The same answer on every rank; asked once per set of
 /// processes, since MPI chooses a window's transport by the processes it joins.
 bool transfers_need_no_target(MPI_Win win, const Comm& comm, MPI_Aint probe_disp,
                               const volatile unsigned char* probe_byte);
