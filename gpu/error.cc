@@ -44,9 +44,10 @@ std::string describe(Library library, int code, const std::string& call, const c
   if (cudaGetDevice(&device) == cudaSuccess) where = "device " + std::to_string(device) + ", ";
   // The runtime remembers a failed call as the thread's "last error" until cudaGetLastError reads
   // it. This error is being reported now, so clear it: otherwise the next
-  // COHORT_CUDA_CHECK_LAUNCH() would blame an innocent kernel launch for it. (Sticky errors, such
-  // as a fault inside a kernel or a missing driver, stay whatever is done here.)
-  if (library == Library::kRuntime) cudaGetLastError();
+  // COHORT_CUDA_CHECK_LAUNCH() would blame an innocent kernel launch for it. That holds for a
+  // cuBLAS or cuDNN failure too, which an allocation or launch inside the library may have caused.
+  // (Sticky errors, such as a fault inside a kernel or a missing driver, stay whatever is done.)
+  cudaGetLastError();
   return call + " failed: " + describe_code(library, code) + " [" + where + file + ":" +
          std::to_string(line) + "]";
 }
@@ -93,6 +94,15 @@ void check_launch(const char* file, int line) {
       throw CudaError(Library::kRuntime, static_cast<int>(run),
                       "kernel execution (cudaDeviceSynchronize, COHORT_CUDA_SYNC)", file, line);
   }
+}
+
+void check_library_work(const char* call, const char* file, int line) {
+  if (!sync_debug()) return;
+  const cudaError_t run = cudaDeviceSynchronize();
+  if (run != cudaSuccess)
+    throw CudaError(Library::kRuntime, static_cast<int>(run),
+                    std::string(call) + " (its work on the device; cudaDeviceSynchronize, COHORT_CUDA_SYNC)",
+                    file, line);
 }
 
 }  // namespace detail

@@ -30,8 +30,9 @@ class CudaError : public Error {
   int code_;
 };
 
-/// Whether COHORT_CUDA_CHECK_LAUNCH() also waits for the kernel to finish (cudaDeviceSynchronize),
-/// so that a fault inside a kernel is reported at its launch rather than at some later call.
+/// Whether COHORT_CUDA_CHECK_LAUNCH(), COHORT_CUBLAS_CALL and COHORT_CUDNN_CALL also wait for the
+/// device (cudaDeviceSynchronize), so that a fault inside a kernel, Cohort's or a library's, is
+/// reported at the call that queued it rather than at some later one.
 /// Off by default; the first call reads the environment variable COHORT_CUDA_SYNC (on when set to
 /// anything but "" or "0"). This flag is the library's only process-wide state. Thread-safe.
 bool sync_debug();
@@ -45,6 +46,9 @@ namespace detail {
 /// The body of COHORT_CUDA_CHECK_LAUNCH(): throws CudaError for a launch error (and, in sync
 /// debug mode, for an error while the kernel ran). Blocking only in sync debug mode.
 void check_launch(const char* file, int line);
+/// After a cuBLAS or cuDNN call that succeeded: in sync debug mode, waits for the device and
+/// throws CudaError naming `call` for a fault in the work it queued. Nothing otherwise.
+void check_library_work(const char* call, const char* file, int line);
 }  // namespace detail
 
 }  // namespace cohort::gpu
@@ -60,7 +64,8 @@ void check_launch(const char* file, int line);
   } while (0)
 
 /// Calls a cuBLAS function and throws cohort::gpu::CudaError unless it returns
-/// CUBLAS_STATUS_SUCCESS. The caller includes <cublas_v2.h>.
+/// CUBLAS_STATUS_SUCCESS (in sync debug mode, also for a fault in the work it queued). The caller
+/// includes <cublas_v2.h>.
 #define COHORT_CUBLAS_CALL(call)                                                          \
   do {                                                                                    \
     const cublasStatus_t cohort_cublas_rc_ = (call);                                      \
@@ -68,10 +73,12 @@ void check_launch(const char* file, int line);
       throw ::cohort::gpu::CudaError(::cohort::gpu::Library::kCublas,                     \
                                      static_cast<int>(cohort_cublas_rc_), #call, __FILE__, \
                                      __LINE__);                                           \
+    ::cohort::gpu::detail::check_library_work(#call, __FILE__, __LINE__);                 \
   } while (0)
 
 /// Calls a cuDNN function and throws cohort::gpu::CudaError unless it returns
-/// CUDNN_STATUS_SUCCESS. The caller includes <cudnn.h>.
+/// CUDNN_STATUS_SUCCESS (in sync debug mode, also for a fault in the work it queued). The caller
+/// includes <cudnn.h>.
 #define COHORT_CUDNN_CALL(call)                                                          \
   do {                                                                                   \
     const cudnnStatus_t cohort_cudnn_rc_ = (call);                                       \
@@ -79,6 +86,7 @@ void check_launch(const char* file, int line);
       throw ::cohort::gpu::CudaError(::cohort::gpu::Library::kCudnn,                     \
                                      static_cast<int>(cohort_cudnn_rc_), #call, __FILE__, \
                                      __LINE__);                                          \
+    ::cohort::gpu::detail::check_library_work(#call, __FILE__, __LINE__);                \
   } while (0)
 
 /// Put right after every kernel launch (`kernel<<<grid, block, 0, stream>>>(...)`): throws

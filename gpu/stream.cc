@@ -22,6 +22,11 @@ Stream::Stream() {
 
 void Stream::synchronize() const { COHORT_CUDA_CALL(cudaStreamSynchronize(get())); }
 
+void Stream::synchronize_quietly() const noexcept {
+  cudaStreamSynchronize(get());
+  cudaGetLastError();
+}
+
 void Stream::wait(const Event& event) const {
   COHORT_CUDA_CALL(cudaStreamWaitEvent(get(), event.get(), 0));
 }

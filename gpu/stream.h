@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <exception>
+
 #include "cohort/gpu/handle.h"
 
 namespace cohort::gpu {
@@ -26,6 +28,9 @@ class Stream {
 
   /// Blocks until everything queued so far has finished. Throws CudaError for a fault in that work.
   void synchronize() const;
+  /// The same, ignoring any error (and clearing the thread's last one): for leaving a scope by an
+  /// exception while copies into host memory may still be in flight.
+  void synchronize_quietly() const noexcept;
   /// Non-blocking: whether everything queued so far has finished.
   bool query() const;
   /// Non-blocking: work queued on this stream after this call waits until `event` completes (an
@@ -34,6 +39,22 @@ class Stream {
 
  private:
   Handle<cudaStream_t> handle_;
+};
+
+/// Waits for `stream` when the scope it guards is left by an exception (errors ignored), so
+/// that no copy queued there lands in host memory after the scope has let it go.
+class SyncOnUnwind {
+ public:
+  explicit SyncOnUnwind(const Stream& stream) : stream_(stream) {}
+  SyncOnUnwind(const SyncOnUnwind&) = delete;
+  SyncOnUnwind& operator=(const SyncOnUnwind&) = delete;
+  ~SyncOnUnwind() {
+    if (std::uncaught_exceptions() > exceptions_) stream_.synchronize_quietly();
+  }
+
+ private:
+  const Stream& stream_;
+  int exceptions_ = std::uncaught_exceptions();
 };
 
 /// Owns a CUDA event: a marker in a stream, for timing and for ordering work across streams.

@@ -117,6 +117,10 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
       throw InvalidArgument("Model: label " + std::to_string(label) + " is outside [0, " +
                             std::to_string(classes_count) + ")");
 
+  // Until the stream is synchronised below, copies into host memory may be in flight (into
+  // page-locked memory they are truly asynchronous; `loss` lives in this frame): leaving early by
+  // an exception waits for them first.
+  const gpu::SyncOnUnwind in_flight(stream);
   // Another tower may have added variables since set_gpu().
   const auto parameters = static_cast<std::size_t>(graph().num_parameters());
   if (g.context.values.size() != parameters) {
