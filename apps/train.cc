@@ -26,6 +26,7 @@
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"
+#include "cohort/core/io/saver.h"
 #include "cohort/core/nn/cpu_level.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/models.h"
@@ -343,6 +344,16 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
                                   std::to_string(FLAGS_train_steps) +
                                   ": give one (a step count would win, and the epochs be ignored)");
+  if (!FLAGS_warm_start_vars.empty()) {
+    if (FLAGS_warm_start_from.empty())
+      throw cohort::InvalidArgument("--warm_start_vars=" + FLAGS_warm_start_vars +
+                                    ": without --warm_start_from, there is no checkpoint to load them from");
+    try {
+      cohort::check_variable_pattern(FLAGS_warm_start_vars);
+    } catch (const cohort::InvalidArgument& e) {
+      throw cohort::InvalidArgument(std::string("--warm_start_vars: ") + e.what());
+    }
+  }
   // The optimizer and the model as the flags set them, made once here so that a typo in a name or
   // a value out of range fails at once, before the cluster forms and the data loads.
   cohort::Optimizer::create(optimizer_options(1, 1, 1));
