@@ -181,7 +181,7 @@ void MonitoredSession::create() {
     if (options_.is_chief && options_.config.log_device_placement)
       std::printf("%s", trainer_.graph().device_setter().table().c_str());
     for (auto& hook : all_hooks()) hook->after_create_session(*this);
-    stop_ = trainer_.agree_to_stop(stop_);
+    stop_ = trainer_.agree_to_stop(stop_ || trainer_.end_of_input());
   } catch (...) {
     // No session to close: leave training as after a failed step, so that no peer waits on
     // this replica (and a program that goes on may start the trainer again).
@@ -233,7 +233,9 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
     }
 
     // A stop asked of the step's context, or of the session itself during the step.
-    bool stop = stop_ || context.stop_requested() || step.stop;
+    // The end of this replica's input (TrainerOptions::epochs) too, as TensorFlow's session takes
+    // a dataset's OutOfRangeError.
+    bool stop = stop_ || context.stop_requested() || step.stop || trainer_.end_of_input();
     if (options_.stop_on_signals && stop_signal_received() != 0) {
       if (!stop)
         std::fprintf(stderr, "[%s] signal %d: stopping after global step %lld\n",

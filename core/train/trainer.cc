@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -91,8 +92,17 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     }
   }
   if (!options_.gpus.empty()) {
-    gpu_pins_.push_back(Model::pin_for_gpu(graph_.values()));
-    for (const Tower& tower : towers_) gpu_pins_.push_back(Model::pin_for_gpu(tower.grads));
+    std::size_t refused = 0;
+    const auto pin = [&](std::span<const float> memory) {
+      gpu_pins_.push_back(Model::pin_for_gpu(memory));
+      if (!gpu_pins_.back()) refused += memory.size_bytes();
+    };
+    pin(graph_.values());
+    for (const Tower& tower : towers_) pin(tower.grads);
+    if (refused > 0)
+      std::fprintf(stderr, "[%s] note: the driver would not page-lock %zu KB of the parameters and "
+                   "gradients the GPU towers copy; those copies go through pageable memory (slower)\n",
+                   process_label().c_str(), refused / 1024);
   }
   for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });
 }
@@ -124,6 +134,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   start_step_ = replication_->global_step();
   applied_at_start_ = replication_->gradients_applied().value_or(0);
   left_ = false;
+  batches_taken_ = replication_->batches_at(replication_->global_step());
   if (const std::int64_t step = replication_->global_step(); step > 0 || again) {
     const std::int64_t consumed = replication_->batches_at(step);
     const std::int64_t per_epoch = batches_.batches_per_epoch();
@@ -209,7 +220,12 @@ StepValues Trainer::step() {
     throw InvalidArgument(std::string("Trainer::step: this trainer ") +
                           (left_ ? "has finished (its session closed)"
                                  : "has not started (a MonitoredSession starts it)"));
+  if (end_of_input())
+    throw InvalidArgument("Trainer::step: the input has ended (" + std::to_string(options_.epochs) +
+                          " epochs of " + std::to_string(batches_.batches_per_epoch()) +
+                          " batches; a session stops there)");
   batches_.next(batch_);
+  ++batches_taken_;
   const std::int64_t n = batch_.size();
   const auto towers = static_cast<std::int64_t>(towers_.size());
 
@@ -383,6 +399,10 @@ std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
 
 std::int64_t Trainer::examples_per_global_step() const {
   return options_.examples_per_global_step(num_workers_);
+}
+
+bool Trainer::end_of_input() const {
+  return options_.epochs > 0 && batches_taken_ >= options_.epochs * batches_.batches_per_epoch();
 }
 
 std::int64_t Trainer::examples_trained() const {

@@ -43,6 +43,10 @@ struct TrainerOptions {
   std::vector<int> gpus;
   bool allow_tf32 = false;       ///< GPU towers may use TF32 tensor cores
   std::uint64_t seed = 1;        ///< initialisation, shuffling and dropout derive from it
+  /// Passes over this replica's data, after which its input has ended (end_of_input()) and a
+  /// session stops, as TensorFlow's does at a finite dataset's OutOfRangeError; 0: the data
+  /// repeats, reshuffled every epoch, until a hook stops training.
+  std::int64_t epochs = 0;
   std::string model_name;        ///< recorded in checkpoints
 
   /// Examples one global step consumes over `workers` replicas: a replica's batch in the async
@@ -140,6 +144,12 @@ class Trainer {
   /// times examples_per_global_step(). The numerator of a run's images/s.
   std::int64_t examples_trained() const;
 
+  /// True once this replica has trained on options.epochs passes over its data (never with
+  /// epochs = 0). The position counts from the global step a session starts at, as the data's
+  /// resumed order does: exact in local, allreduce and sync modes, the replica's share of the
+  /// global step in the async modes.
+  bool end_of_input() const;
+
   /// Whether to stop after this step, given this replica's wish: agreed across the replicas in
   /// allreduce mode (collective, every step); the ps modes hear the chief's stop through the store.
   bool agree_to_stop(bool mine);
@@ -196,6 +206,7 @@ class Trainer {
   std::uint64_t step_seed_ = 0;
   bool started_ = false;  // start() done
   std::int64_t start_step_ = 0;          // the global step at start()
+  std::int64_t batches_taken_ = 0;       // this replica's batches since global step 0
   std::int64_t applied_at_start_ = 0;    // replication_->gradients_applied() then
   bool left_ = false;     // finish() done
 

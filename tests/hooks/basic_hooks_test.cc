@@ -8,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "cohort/core/io/checkpoint.h"
 #include "cohort/hooks/early_stopping_hook.h"
 #include "cohort/hooks/final_ops_hook.h"
 #include "cohort/hooks/global_step_waiter_hook.h"
@@ -85,6 +86,41 @@ TEST_CASE("StopAtStepHook at a step already reached stops before any step") {
   CHECK(session.should_stop());
   CHECK(test::train(session) == 0);
   CHECK(t.trainer.global_step() == 0);
+}
+
+TEST_CASE("TrainerOptions::epochs: the session stops at the end of the input, as at TensorFlow's OutOfRangeError") {
+  // 128 examples in batches of 8: 16 a pass.
+  Graph graph;
+  TrainerOptions options = test::trainer_options();
+  options.epochs = 2;
+  Trainer trainer(nullptr, graph, [](Graph& g) { return mlp(g, {8}); }, data::synthetic(128, 5), test::sgd(),
+                  options);
+  {
+    MonitoredSession session(trainer, with_hooks({}));
+    CHECK_FALSE(trainer.end_of_input());
+    CHECK(test::train(session) == 32);
+    CHECK(session.should_stop());
+    CHECK(trainer.end_of_input());
+    CHECK(session.global_step() == 32);
+    CHECK_THROWS_WITH_AS(trainer.step(), "Trainer::step: the input has ended (2 epochs of 16 batches; a session stops there)",
+                         InvalidArgument);
+    session.close();
+  }
+  {
+    // A hook's stop that comes first wins; a new session starts the data again.
+    MonitoredSession session(trainer, with_hooks({StopAtStepHook::last(5)}));
+    CHECK(test::train(session) == 5);
+    CHECK_FALSE(trainer.end_of_input());
+    session.close();
+  }
+  // Resumed past the end (a restored step): nothing to train.
+  test::TempDir dir("epochs_resumed");
+  CheckpointManager(dir.str()).save(32, trainer.checkpoint());
+  MonitoredSessionOptions resumed = with_hooks({});
+  resumed.checkpoint_dir = dir.str();
+  MonitoredSession session(trainer, resumed);
+  CHECK(session.should_stop());
+  CHECK(session.global_step() == 32);
 }
 
 TEST_CASE("NanTensorHook raises NanLossError with the global step") {

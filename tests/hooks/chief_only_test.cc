@@ -142,6 +142,36 @@ COHORT_MPI_TEST_CASE("after an error every worker hit alike, a new session on th
   session.close();
 }
 
+COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the end of each replica's input", 3) {
+  // 128 examples over 2 workers in batches of 8: 8 batches a pass of a worker's shard.
+  for (Mode mode : {Mode::kAllreduce, Mode::kSync, Mode::kAsync}) {
+    CAPTURE(to_string(mode));
+    const bool ps = mode != Mode::kAllreduce;
+    // Allreduce: the two workers alone (ranks 1 and 2).
+    const mpi::Comm workers = comm.split(ps || comm.rank() > 0 ? 0 : MPI_UNDEFINED, comm.rank());
+    if (workers.is_null()) continue;
+    const ClusterSpec cluster = ClusterSpec::from_counts(workers, ps ? 1 : 0);
+    Server server(cluster);
+    if (server.job_name() == "ps") {
+      server.join(std::chrono::seconds(60));
+      continue;
+    }
+    TrainerOptions options = test::trainer_options(mode);
+    options.epochs = 2;
+    Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
+    Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                    data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(), options);
+    MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
+                                       .stop_on_signals = false});
+    CHECK(test::train(session) == 16);
+    CHECK(trainer.end_of_input());
+    session.close();
+    // Sync and allreduce: a global step is every worker's batch (async: each push, some of the
+    // other worker's after the chief's last look).
+    if (server.is_chief() && mode != Mode::kAsync) CHECK(trainer.global_step() == 16);
+  }
+}
+
 COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the store's count of every worker's pushes", 3) {
   const std::string dir = shared_dir(comm, "async_final");
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
