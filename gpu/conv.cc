@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -133,8 +134,10 @@ cudnnStatus_t workspace_of(Pass pass, const Descriptors& d, int algo, std::size_
 // taken: a result reported with the default math type is run with FMA math forced on the
 // descriptor, which on Ampere and later keeps TF32 out. "Works" means the math type can be set
 // and the pass's workspace query (made with that math type) succeeds; the choice records the
-// bytes. Throws CudaError (not supported) naming the pass and geometry when nothing works.
-ConvAlgorithm choose(Pass pass, const Descriptors& d, bool allow_tf32, const ConvGeometry& g) {
+// bytes. Algorithms in `refused` (cuDNN refused them when run) are passed over. Throws CudaError
+// (not supported) naming the pass and geometry when nothing works.
+ConvAlgorithm choose(Pass pass, const Descriptors& d, bool allow_tf32, const ConvGeometry& g,
+                     const std::vector<int>& refused = {}) {
   COHORT_CUDNN_CALL(
       cudnnSetConvolutionMathType(d.conv, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   const std::vector<Candidate> results = heuristics(pass, d);
@@ -143,6 +146,7 @@ ConvAlgorithm choose(Pass pass, const Descriptors& d, bool allow_tf32, const Con
     const bool default_math = round % 2 == 1;
     for (const Candidate& r : results) {
       if (r.status != CUDNN_STATUS_SUCCESS) continue;
+      if (std::find(refused.begin(), refused.end(), r.algo) != refused.end()) continue;
       if (deterministic_only && r.determinism != CUDNN_DETERMINISTIC) continue;
       cudnnMathType_t math = r.math;
       if (!allow_tf32) {
@@ -164,7 +168,7 @@ ConvAlgorithm choose(Pass pass, const Descriptors& d, bool allow_tf32, const Con
 }  // namespace
 
 ConvPlan::ConvPlan(const CudnnHandle& cudnn, const ConvGeometry& geometry, bool allow_tf32)
-    : geometry_(geometry) {
+    : geometry_(geometry), allow_tf32_(allow_tf32) {
   validate(geometry);
   const ConvGeometry& g = geometry_;
   const int sym_h = std::min(g.pad_top, g.pad_bottom), sym_w = std::min(g.pad_left, g.pad_right);
@@ -234,22 +238,70 @@ void* ConvPlan::prepare(const ConvAlgorithm& pass) {
   return workspace(pass.workspace);
 }
 
+ConvAlgorithm& ConvPlan::chosen(int pass) {
+  switch (static_cast<Pass>(pass)) {
+    case Pass::kForward: return fwd_;
+    case Pass::kBackwardData: return bwd_data_;
+    case Pass::kBackwardFilter: break;
+  }
+  return bwd_filter_;
+}
+
+bool ConvPlan::fall_back(const CudnnHandle& cudnn, int pass) {
+  ConvAlgorithm& current = chosen(pass);
+  std::vector<int>& refused = refused_[pass];
+  refused.push_back(current.algo);
+  const Descriptors d{cudnn.get(), x_desc_.get(), y_desc_.get(), w_desc_.get(), conv_desc_.get()};
+  ConvAlgorithm next;
+  try {
+    next = choose(static_cast<Pass>(pass), d, allow_tf32_, geometry_, refused);
+  } catch (const CudaError&) {
+    return false;  // none left: the caller reports the refusal
+  }
+  std::fprintf(stderr, "note: cuDNN refused %s algorithm %d for %s when run; using algorithm %d\n",
+               pass_name(static_cast<Pass>(pass)), current.algo, describe(geometry_).c_str(), next.algo);
+  current = next;
+  return true;
+}
+
+template <typename Call>
+void ConvPlan::run(const CudnnHandle& cudnn, int pass, const char* what, Call call) {
+  for (;;) {
+    const ConvAlgorithm& algorithm = chosen(pass);
+    void* workspace = prepare(algorithm);
+    const cudnnStatus_t status = call(algorithm, workspace);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      detail::check_library_work(what, __FILE__, __LINE__);
+      return;
+    }
+    if (status != CUDNN_STATUS_NOT_SUPPORTED || !fall_back(cudnn, pass))
+      throw CudaError(Library::kCudnn, static_cast<int>(status),
+                      std::string(what) + " (" + pass_name(static_cast<Pass>(pass)) + " algorithm " +
+                          std::to_string(algorithm.algo) + ", " + describe(geometry_) + ")",
+                      __FILE__, __LINE__);
+  }
+}
+
 void conv2d_forward(const CudnnHandle& cudnn, ConvPlan& plan, const float* x, const float* w,
                     const float* bias, float* y) {
   require_device_pointer(x, "conv2d_forward", "x");
   require_device_pointer(w, "conv2d_forward", "w");
   require_device_pointer(y, "conv2d_forward", "y");
-  void* workspace = plan.prepare(plan.fwd_);
+  plan.check();
   const ConvGeometry& g = plan.geometry_;
   const cudaStream_t stream = cudnn.stream();
   detail::transpose_filter(stream, true, g.kernel_h, g.kernel_w, g.channels, g.filters, w,
                            plan.filter_.data());
   const float* input = plan.padded_input(x, stream);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnConvolutionForward(
-      cudnn.get(), &one, plan.x_desc_.get(), input, plan.w_desc_.get(), plan.filter_.data(),
-      plan.conv_desc_.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd_.algo), workspace,
-      plan.fwd_.workspace, &zero, plan.y_desc_.get(), y));
+  plan.run(cudnn, static_cast<int>(Pass::kForward), "cudnnConvolutionForward",
+           [&](const ConvAlgorithm& a, void* workspace) {
+             return cudnnConvolutionForward(
+                 cudnn.get(), &one, plan.x_desc_.get(), input, plan.w_desc_.get(),
+                 plan.filter_.data(), plan.conv_desc_.get(),
+                 static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), workspace, a.workspace, &zero,
+                 plan.y_desc_.get(), y);
+           });
   if (bias != nullptr)
     detail::bias_add(stream, static_cast<std::size_t>(g.batch) * g.out_height() * g.out_width(),
                      static_cast<std::size_t>(g.filters), bias, y);
@@ -260,17 +312,20 @@ void conv2d_backward_data(const CudnnHandle& cudnn, ConvPlan& plan, const float*
   require_device_pointer(dy, "conv2d_backward_data", "dy");
   require_device_pointer(w, "conv2d_backward_data", "w");
   require_device_pointer(dx, "conv2d_backward_data", "dx");
-  void* workspace = plan.prepare(plan.bwd_data_);
+  plan.check();
   const ConvGeometry& g = plan.geometry_;
   const cudaStream_t stream = cudnn.stream();
   detail::transpose_filter(stream, true, g.kernel_h, g.kernel_w, g.channels, g.filters, w,
                            plan.filter_.data());
   float* grad = plan.uneven() ? plan.padded_.data() : dx;
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnConvolutionBackwardData(
-      cudnn.get(), &one, plan.w_desc_.get(), plan.filter_.data(), plan.y_desc_.get(), dy,
-      plan.conv_desc_.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data_.algo),
-      workspace, plan.bwd_data_.workspace, &zero, plan.x_desc_.get(), grad));
+  plan.run(cudnn, static_cast<int>(Pass::kBackwardData), "cudnnConvolutionBackwardData",
+           [&](const ConvAlgorithm& a, void* workspace) {
+             return cudnnConvolutionBackwardData(
+                 cudnn.get(), &one, plan.w_desc_.get(), plan.filter_.data(), plan.y_desc_.get(),
+                 dy, plan.conv_desc_.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
+                 workspace, a.workspace, &zero, plan.x_desc_.get(), grad);
+           });
   // The explicit padding's gradient is dropped: it belongs to no input element.
   if (plan.uneven())
     detail::crop_nhwc(stream, g.batch, g.height, g.width, g.channels, plan.extra_top_,
@@ -282,15 +337,18 @@ void conv2d_backward_filter(const CudnnHandle& cudnn, ConvPlan& plan, const floa
   require_device_pointer(x, "conv2d_backward_filter", "x");
   require_device_pointer(dy, "conv2d_backward_filter", "dy");
   require_device_pointer(dw, "conv2d_backward_filter", "dw");
-  void* workspace = plan.prepare(plan.bwd_filter_);
+  plan.check();
   const ConvGeometry& g = plan.geometry_;
   const cudaStream_t stream = cudnn.stream();
   const float* input = plan.padded_input(x, stream);
   const float one = 1.0f, zero = 0.0f;
-  COHORT_CUDNN_CALL(cudnnConvolutionBackwardFilter(
-      cudnn.get(), &one, plan.x_desc_.get(), input, plan.y_desc_.get(), dy, plan.conv_desc_.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter_.algo), workspace,
-      plan.bwd_filter_.workspace, &zero, plan.w_desc_.get(), plan.filter_.data()));
+  plan.run(cudnn, static_cast<int>(Pass::kBackwardFilter), "cudnnConvolutionBackwardFilter",
+           [&](const ConvAlgorithm& a, void* workspace) {
+             return cudnnConvolutionBackwardFilter(
+                 cudnn.get(), &one, plan.x_desc_.get(), input, plan.y_desc_.get(), dy,
+                 plan.conv_desc_.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
+                 workspace, a.workspace, &zero, plan.w_desc_.get(), plan.filter_.data());
+           });
   detail::transpose_filter(stream, false, g.kernel_h, g.kernel_w, g.channels, g.filters,
                            plan.filter_.data(), dw);
   if (db != nullptr)

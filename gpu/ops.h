@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "cohort/gpu/buffer.h"
 #include "cohort/gpu/handle.h"
@@ -83,7 +84,9 @@ struct ConvAlgorithm {
 /// What cuDNN needs for one convolution geometry: tensor, filter and convolution descriptors, the
 /// algorithms cuDNN's heuristics chose for the three passes (cudnnGet*Algorithm_v7: the first
 /// result whose workspace query succeeds, deterministic ones preferred, and without TF32 only
-/// plain FP32 math), and the scratch memory: one workspace for the three passes (sized when the
+/// plain FP32 math; where cuDNN refuses the chosen one when it runs, CUDNN_STATUS_NOT_SUPPORTED,
+/// the next such result, with a note on stderr), and the scratch memory: one workspace for the
+/// three passes (sized when the
 /// plan is made), the filter in cuDNN's layout for NHWC (OHWI, converted
 /// from and to HWIO on every call; filters are small), and, when padding is uneven (cuDNN pads
 /// both sides alike), an explicitly padded copy of the input and of its gradient.
@@ -119,6 +122,14 @@ class ConvPlan {
                                      float*, float*);
   void check() const;
   void* prepare(const ConvAlgorithm& pass);
+  // Runs one pass (0 forward, 1 backward data, 2 backward filter): `call(algorithm, workspace)`
+  // returns cuDNN's status. An algorithm cuDNN refuses when run is replaced by the next that the
+  // heuristic and the workspace query accept, and the call repeats. Throws CudaError naming
+  // `what` for any other failure, or when no algorithm is left.
+  template <typename Call>
+  void run(const CudnnHandle& cudnn, int pass, const char* what, Call call);
+  bool fall_back(const CudnnHandle& cudnn, int pass);
+  ConvAlgorithm& chosen(int pass);
   void* workspace(std::size_t bytes);
   // The input as cuDNN sees it: `x` itself, or its padded copy.
   const float* padded_input(const float* x, cudaStream_t stream);
@@ -131,6 +142,8 @@ class ConvPlan {
   Handle<cudnnFilterDescriptor_t> w_desc_;
   Handle<cudnnConvolutionDescriptor_t> conv_desc_;
   ConvAlgorithm fwd_, bwd_data_, bwd_filter_;
+  bool allow_tf32_ = false;
+  std::vector<int> refused_[3];  // per pass, the algorithms cuDNN refused when run
   DeviceBuffer<char> workspace_;
   DeviceBuffer<float> filter_;   // OHWI
   DeviceBuffer<float> padded_;   // padded input or input gradient
