@@ -274,6 +274,7 @@ void ConvPlan::run(const CudnnHandle& cudnn, int pass, const char* what, Call ca
       detail::check_library_work(what, __FILE__, __LINE__);
       return;
     }
+    cudaGetLastError();  // whatever the refused call left is reported here, not at a later launch
     if (status != CUDNN_STATUS_NOT_SUPPORTED || !fall_back(cudnn, pass))
       throw CudaError(Library::kCudnn, static_cast<int>(status),
                       std::string(what) + " (" + pass_name(static_cast<Pass>(pass)) + " algorithm " +

@@ -93,8 +93,8 @@ ClusterSpec::JobList validate(const ClusterSpec::JobList& given, int world_size)
   };
   // The replicas are the chief's task and the workers: either job alone trains, as in TensorFlow.
   if (find("worker") == jobs.end() && find("chief") == jobs.end())
-    throw InvalidArgument("cluster spec has no worker job (jobs: " + join_names(names) +
-                          "); at least one worker or chief task is needed");
+    throw InvalidArgument("cluster spec has no worker or chief job (jobs: " + join_names(names) +
+                          "); at least one task must train");
   if (const auto chief = find("chief"); chief != jobs.end() && chief->second.size() > 1)
     throw InvalidArgument("cluster spec has " + std::to_string(chief->second.size()) +
                           " chief tasks; at most one is allowed");

@@ -120,6 +120,7 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
   // Until the stream is synchronised below, copies into host memory may be in flight (into
   // page-locked memory they are truly asynchronous; `loss` lives in this frame): leaving early by
   // an exception waits for them first.
+  float loss = 0;
   const gpu::SyncOnUnwind in_flight(stream);
   // Another tower may have added variables since set_gpu().
   const auto parameters = static_cast<std::size_t>(graph().num_parameters());
@@ -169,7 +170,6 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
   host_logits.resize(logits.shape());
   copy_async(host_logits.data(), logits.data(), static_cast<std::size_t>(logits.size()) * sizeof(float),
              cudaMemcpyDeviceToHost, stream);
-  float loss = 0;
   copy_async(&loss, g.loss.data(), sizeof loss, cudaMemcpyDeviceToHost, stream);
   stream.synchronize();
 

@@ -163,8 +163,8 @@ class MonitoredSession {
   MonitoredSession(const MonitoredSession&) = delete;
   MonitoredSession& operator=(const MonitoredSession&) = delete;
 
-  /// True after a hook requested a stop, the chief stopped training, a signal arrived, or an
-  /// error escaped run().
+  /// True after a hook requested a stop, this replica's input ended (TrainerOptions::epochs),
+  /// the chief stopped training, a signal arrived, or an error escaped run().
   bool should_stop() const;
   /// One training step with the hooks around it. Returns the values of `fetches` (same names
   /// as SessionRunArgs). Blocking; collective in the modes whose steps are.

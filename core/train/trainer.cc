@@ -100,8 +100,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     pin(graph_.values());
     for (const Tower& tower : towers_) pin(tower.grads);
     if (refused > 0)
-      std::fprintf(stderr, "[%s] note: the driver would not page-lock %zu KB of the parameters and "
-                   "gradients the GPU towers copy; those copies go through pageable memory (slower)\n",
+      std::fprintf(stderr, "[%s] note: could not page-lock %zu KB of the parameters and gradients the "
+                   "GPU towers copy (the driver refused, or another range holds those pages); "
+                   "copies of memory that is not page-locked are slower\n",
                    process_label().c_str(), refused / 1024);
   }
   for (std::size_t t = 1; t < towers_.size(); ++t) threads_.emplace_back([this, t] { tower_thread(t); });

@@ -146,8 +146,8 @@ class Trainer {
 
   /// True once this replica has trained on options.epochs passes over its data (never with
   /// epochs = 0). The position counts from the global step a session starts at, as the data's
-  /// resumed order does: exact in local, allreduce and sync modes, the replica's share of the
-  /// global step in the async modes.
+  /// resumed order does: exact in local and allreduce modes and in sync mode without backup
+  /// workers, the replica's share of the global step otherwise.
   bool end_of_input() const;
 
   /// Whether to stop after this step, given this replica's wish: agreed across the replicas in

@@ -134,16 +134,21 @@ TEST_CASE("COHORT_CUBLAS_CALL and COHORT_CUDNN_CALL use their library's names") 
 
 TEST_CASE("in sync debug mode a library call that succeeded waits for its work, and names itself for a fault") {
   cohort::gpu::set_sync_debug(true);
-  const std::string message = message_of([] { COHORT_CUDNN_CALL(cudnn_returns(CUDNN_STATUS_SUCCESS)); });
+  const std::string cudnn = message_of([] { COHORT_CUDNN_CALL(cudnn_returns(CUDNN_STATUS_SUCCESS)); });
+  const std::string cublas = message_of([] { COHORT_CUBLAS_CALL(cublas_returns(CUBLAS_STATUS_SUCCESS)); });
   cohort::gpu::set_sync_debug(false);
   if (cohort::gpu::device_count() > 0) {
-    CHECK(message == "(no error)");
+    CHECK(cudnn == "(no error)");
+    CHECK(cublas == "(no error)");
   } else {
     // No device: the wait itself fails, and the error names the library call, not a later one.
-    CHECK(contains(message, "cudnn_returns(CUDNN_STATUS_SUCCESS) (its work on the device; cudaDeviceSynchronize, "
-                            "COHORT_CUDA_SYNC) failed: "));
-    CHECK(contains(message, "error_test.cc:"));
+    CHECK(contains(cudnn, "cudnn_returns(CUDNN_STATUS_SUCCESS) (its work on the device; cudaDeviceSynchronize, "
+                          "COHORT_CUDA_SYNC) failed: "));
+    CHECK(contains(cublas, "cublas_returns(CUBLAS_STATUS_SUCCESS) (its work on the device; cudaDeviceSynchronize, "
+                           "COHORT_CUDA_SYNC) failed: "));
+    CHECK(contains(cudnn, "error_test.cc:"));
   }
+  // Outside sync debug mode nothing waits.
   CHECK(message_of([] { COHORT_CUBLAS_CALL(cublas_returns(CUBLAS_STATUS_SUCCESS)); }) == "(no error)");
 }
 

@@ -163,8 +163,17 @@ COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the en
                     data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(), options);
     MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
                                        .stop_on_signals = false});
-    CHECK(test::train(session) == 16);
-    CHECK(trainer.end_of_input());
+    // Async: the chief's end, as any stop of the chief, ends training for the other worker too,
+    // which may then have trained fewer of its own batches.
+    const int runs = test::train(session);
+    if (mode == Mode::kAsync && !server.is_chief()) {
+      CHECK(runs >= 1);
+      CHECK(runs <= 16);
+      CHECK(trainer.end_of_input() == (runs == 16));
+    } else {
+      CHECK(runs == 16);
+      CHECK(trainer.end_of_input());
+    }
     session.close();
     // Sync and allreduce: a global step is every worker's batch (async: each push, some of the
     // other worker's after the chief's last look).

@@ -121,7 +121,7 @@ TEST_CASE("from_job_names: MPMD, task index in rank order within each job") {
         "rank 0 has no job name");
     check_fails_everywhere(
         comm, [&] { ClusterSpec::from_job_names(comm, "ps"); },
-        "cluster spec has no worker job (jobs: ps)");
+        "cluster spec has no worker or chief job (jobs: ps)");
   });
 }
 
@@ -199,7 +199,7 @@ TEST_CASE("from_ranks errors are the same clear message on every rank") {
         [&] {
           ClusterSpec::from_ranks(comm, {{"ps", all}});
         },
-        "cluster spec has no worker job (jobs: ps)");
+        "cluster spec has no worker or chief job (jobs: ps)");
     check_fails_everywhere(
         comm,
         [&] {
