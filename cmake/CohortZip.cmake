@@ -1,6 +1,6 @@
 # libzip, for NumPy .npz archives. Found by its header and library rather than its CMake package,
 # whose Debian build names command-line tools (zipcmp, ...) that live in other packages. Defines
-# LibZip::zip; cmake/CohortConfig.cmake.in defines it again for programs using the install.
+# LibZip::zip, linked privately: programs using the install need not find it.
 find_path(LIBZIP_INCLUDE_DIR zip.h)
 find_library(LIBZIP_LIBRARY zip)
 if(NOT LIBZIP_INCLUDE_DIR OR NOT LIBZIP_LIBRARY)

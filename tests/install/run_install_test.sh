@@ -41,6 +41,13 @@ prefix=$work/cohort
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" ||
   { cat "$work/install.log"; fail "cmake --install failed"; }
 log "installed into $prefix"
+# The manifest, which packagers and uninstalls read, names every file as installed.
+manifest=$build/install_manifest.txt
+[[ -s $manifest ]] || fail "no install manifest at $manifest"
+while IFS= read -r f; do
+  [[ -e $f || -L $f ]] || fail "the install manifest names $f, which is not there"
+done < "$manifest"
+grep -qx "$prefix/bin/cohort-train" "$manifest" || fail "the install manifest does not name bin/cohort-train"
 
 # The layout.
 for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
@@ -159,6 +166,11 @@ cmake -S $examples -B $work/examples > $work/examples-configure.log ||
 cmake --build $work/examples -j 2 > $work/examples-build.log || { cat $work/examples-build.log; exit 1; }
 (cd $work/examples && ls guide custom_model residual_npy tabular > /dev/null)
 echo 'built the installed examples against the module'
+# Where the CUDA toolkit is not to be found (a login node without a CUDA module), programs that do
+# not link Cohort::gpu, as these, still configure.
+cmake -S $examples -B $work/examples-no-cuda -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=TRUE \
+    > $work/examples-no-cuda.log || { cat $work/examples-no-cuda.log; exit 1; }
+echo 'configured the installed examples without a CUDA toolkit'
 # --help names a user's flags by their path in the user's source tree, not an absolute one.
 $work/examples/guide --help | grep -qxF 'Flags from guide.cc:' ||
   { echo 'guide --help does not list its flags under guide.cc'; $work/examples/guide --help | grep '^Flags from'; exit 1; }

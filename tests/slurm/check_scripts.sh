@@ -19,7 +19,8 @@ for name in single_node multi_node gpu; do
   done
   grep -qxF "$marker" "$script" || fail "$name.sbatch lacks the shared-body marker"
   body=$(sed -n "\\|^$marker\$|,\$p" "$script")
-  grep -q 'srun --mpi=pmix' <<<"$body" || fail "$name.sbatch does not launch with srun --mpi=pmix"
+  grep -q 'srun_mpi=${COHORT_SRUN_MPI:-pmix}' <<<"$body" || fail "$name.sbatch does not default to srun --mpi=pmix"
+  grep -q 'srun ${srun_mpi_flag:+"$srun_mpi_flag"} "$program"' <<<"$body" || fail "$name.sbatch does not launch with srun"
   if [[ -z $reference ]]; then
     reference=$body
   elif [[ $body != "$reference" ]]; then
