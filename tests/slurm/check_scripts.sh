@@ -20,7 +20,7 @@ for name in single_node multi_node gpu; do
   grep -qxF "$marker" "$script" || fail "$name.sbatch lacks the shared-body marker"
   body=$(sed -n "\\|^$marker\$|,\$p" "$script")
   grep -q 'srun_mpi=${COHORT_SRUN_MPI:-pmix}' <<<"$body" || fail "$name.sbatch does not default to srun --mpi=pmix"
-  grep -q 'srun ${srun_mpi_flag:+"$srun_mpi_flag"} "$program"' <<<"$body" || fail "$name.sbatch does not launch with srun"
+  grep -q 'srun --kill-on-bad-exit=1 ${srun_mpi_flag:+"$srun_mpi_flag"} "$program"' <<<"$body" || fail "$name.sbatch does not launch with srun"
   if [[ -z $reference ]]; then
     reference=$body
   elif [[ $body != "$reference" ]]; then
