@@ -168,6 +168,7 @@ Shape BatchNormalization::build(Graph& graph, const Shape& input) {
   inv_std_.assign(static_cast<std::size_t>(channels_), 0.0f);
   mean_.assign(static_cast<std::size_t>(channels_), 0.0f);
   shared_pivot_.assign(static_cast<std::size_t>(channels_), 0.0f);
+  shared_pivot_set_ = false;
   coefficients_.assign(static_cast<std::size_t>(3 * channels_), 0.0f);
   sums_.assign(static_cast<std::size_t>(2 * channels_ + 1), 0.0);
   return input;
@@ -192,8 +193,21 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     // variance is taken as E[x^2] - E[x]^2, which is what can be summed over replicas. Of x
     // less a pivot near the mean, so that a channel whose mean dwarfs its spread (raw years,
     // prices) keeps the spread's digits: the batch's first example; where the replicas' sums
-    // must add up, one every replica holds alike, the last synchronised step's mean (0 at first).
+    // must add up, one every replica holds alike, the last synchronised step's mean (at the
+    // first, the batch's mean from one more reduction, of the plain sums).
     const bool shared = options_.synchronized && context.cross_replica != nullptr;
+    if (shared && !shared_pivot_set_) {
+      std::vector<double> plain(static_cast<std::size_t>(c + 1), 0.0);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t k = 0; k < c; ++k) plain[static_cast<std::size_t>(k)] += input.data()[r * c + k];
+      plain[static_cast<std::size_t>(c)] = static_cast<double>(rows);
+      context.cross_replica->sum(std::span<double>(plain));
+      const double all = plain[static_cast<std::size_t>(c)];
+      for (std::int64_t k = 0; k < c; ++k)
+        shared_pivot_[static_cast<std::size_t>(k)] =
+            all > 0 ? static_cast<float>(plain[static_cast<std::size_t>(k)] / all) : 0.0f;
+      shared_pivot_set_ = true;
+    }
     if (shared)
       pivot_ = shared_pivot_;
     else if (rows == 0)
@@ -228,7 +242,7 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
       // Rounding can take E[x^2] - E[x]^2 a little below 0 for a constant channel.
       const double var = count > 0 ? std::max(0.0, sums_[c + k] / count - d * d) : 0.0;
       mean[k] = static_cast<float>(m);
-      if (shared && count > 0) shared_pivot_[k] = mean[k];
+      if (shared && count > 0) shared_pivot_[k] = mean[k];  // the pivot of the next step
       inv_std[k] = static_cast<float>(1.0 / std::sqrt(var + options_.epsilon));
       if (context.update_state && count > 0) {
         moving_mean[k] = static_cast<float>(momentum * moving_mean[k] + (1 - momentum) * m);

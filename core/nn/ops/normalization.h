@@ -65,6 +65,7 @@ class BatchNormalization : public Layer {
   std::vector<float> pivot_;         // per channel: what forward's sums subtract first
   std::vector<float> shared_pivot_;  // per channel: the last synchronised batch mean, alike on
                                      // every replica (the pivot of the next synchronised step)
+  bool shared_pivot_set_ = false;    // a synchronised step has set shared_pivot_
   std::vector<float> coefficients_;  // per channel: forward's scale, or the input
                                      // gradient's 3 coefficients
 };
