@@ -78,6 +78,17 @@ install(FILES "${PROJECT_BINARY_DIR}/cmake/cohort.pc" DESTINATION "${COHORT_INST
 # Written straight into the destination (DESTDIR included), so that installing needs no write
 # access to the build tree.
 set(COHORT_PREFIX "@COHORT_PREFIX@")
+# The modules a site's users must load first (the MPI, and CUDA, Cohort was built with), as
+# `prereq` lines: -DCOHORT_MODULE_PREREQS="openmpi/4.1;cuda/12.4". The MPI the build used is named
+# in the file either way.
+set(COHORT_MODULE_PREREQS "" CACHE STRING
+    "modules the installed modulefile requires loaded first (a ;-list, e.g. openmpi/4.1), as prereq lines")
+set(COHORT_MODULE_PREREQ_LINES "")
+foreach(module IN LISTS COHORT_MODULE_PREREQS)
+  string(APPEND COHORT_MODULE_PREREQ_LINES "prereq ${module}\n")
+endforeach()
+list(JOIN MPI_CXX_INCLUDE_DIRS " " cohort_mpi_includes)
+set(COHORT_BUILT_WITH_MPI "MPI ${MPI_CXX_VERSION} from ${MPI_CXX_COMPILER} (headers ${cohort_mpi_includes})")
 file(RELATIVE_PATH COHORT_MODULEDIR_TO_PREFIX "/prefix/${COHORT_INSTALL_MODULEDIR}" "/prefix")
 configure_file("${PROJECT_SOURCE_DIR}/slurm/cohort.modulefile.in"
   "${PROJECT_BINARY_DIR}/cmake/modulefile.in" @ONLY)
