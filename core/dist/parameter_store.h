@@ -109,9 +109,10 @@ class ParameterStore {
   void start_pull(std::span<float> values);
   /// values := the parameters, after the pushes this task has started (in their epochs), while
   /// 1 is added to `count`; returns count's new value. After start_push(delta) this is an async
-  /// step in one lock epoch per ps task: where the memory is served, push, pull and count are in
-  /// flight together and cost one round trip. Empty `values`: no pull, the started transfers
-  /// complete.
+  /// step in one lock epoch per ps task. Where the memory is one-sided the pushes complete at the
+  /// ps before the count moves (a count of N: N updates are in); where it is served, push, pull
+  /// and count are in flight together and cost one round trip, so the count may be read a moment
+  /// before the update it counts lands. Empty `values`: no pull, the started transfers complete.
   std::int64_t pull_counting(std::span<float> values, ControlSlot count);
   /// parameters := values (initialisation, restore, a sync step's update).
   void assign(std::span<const float> values);
