@@ -192,28 +192,23 @@ void ParameterStore::push(std::span<const float> delta) {
 
 std::int64_t ParameterStore::pull_counting(std::span<float> values, ControlSlot count) {
   if (!values.empty()) check_size(values.size());
-  std::int64_t before = 0;
-  if (!served()) {
-    // One-sided: the pushes (and the pull) complete at the ps before the count moves, so that a
-    // count of N means N updates are in the parameters (a checkpoint named by it holds them).
-    // The count's atomic costs microseconds where the memory is truly one-sided.
+  // Completes the started pushes, with the pull if there is one.
+  const auto finish_values = [&] {
     if (values.empty()) {
       complete();
     } else {
       transfer(0, {{Move::kGet, 0, values}});
     }
-    auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
-    memory_.counters.fetch_and_op(1, before, control_rank_, slot_offset(count, 0), mpi::Op::kSum);
-    lock.unlock();
-    return before + 1;
-  }
+  };
+  // One-sided: the pushes (and the pull) complete at the ps before the count moves, so that a
+  // count of N means N updates are in the parameters (a checkpoint named by it holds them); the
+  // count's atomic costs microseconds there. Served: all in flight together, one round trip.
+  const bool in_order = !served();
+  if (in_order) finish_values();
+  std::int64_t before = 0;
   auto lock = memory_.counters.lock(control_rank_, mpi::LockType::kShared);
   memory_.counters.fetch_and_op(1, before, control_rank_, slot_offset(count, 0), mpi::Op::kSum);
-  if (values.empty()) {
-    complete();
-  } else {
-    transfer(0, {{Move::kGet, 0, values}});
-  }
+  if (!in_order) finish_values();
   lock.unlock();
   return before + 1;
 }

@@ -132,14 +132,13 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   }
   const bool again = started_;
   started_ = true;
+  left_ = false;
   start_step_ = replication_->global_step();
   applied_at_start_ = replication_->gradients_applied().value_or(0);
-  left_ = false;
-  batches_taken_ = replication_->batches_at(replication_->global_step());
-  if (const std::int64_t step = replication_->global_step(); step > 0 || again) {
-    const std::int64_t consumed = replication_->batches_at(step);
+  batches_taken_ = replication_->batches_at(start_step_);
+  if (start_step_ > 0 || again) {
     const std::int64_t per_epoch = batches_.batches_per_epoch();
-    batches_.seek(consumed / per_epoch, (consumed % per_epoch) * options_.batch_size);
+    batches_.seek(batches_taken_ / per_epoch, (batches_taken_ % per_epoch) * options_.batch_size);
   }
 }
 

@@ -204,11 +204,11 @@ class Trainer {
   data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
-  bool started_ = false;  // start() done
-  std::int64_t start_step_ = 0;          // the global step at start()
-  std::int64_t batches_taken_ = 0;       // this replica's batches since global step 0
-  std::int64_t applied_at_start_ = 0;    // replication_->gradients_applied() then
-  bool left_ = false;     // finish() done
+  bool started_ = false;                // start() done
+  bool left_ = false;                   // finish() done
+  std::int64_t start_step_ = 0;         // the global step at start()
+  std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
+  std::int64_t applied_at_start_ = 0;   // replication_->gradients_applied() at start()
 
   // Towers beyond the first run on their own threads, released once per step.
   std::vector<std::thread> threads_;
