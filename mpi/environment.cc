@@ -2,8 +2,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "cohort/core/base/stall_watch.h"
 #include "cohort/mpi/error.h"
@@ -20,6 +22,10 @@ std::string& left_behind_note() {
 
 Environment::Environment(int& argc, char**& argv) {
   if (active()) return;  // someone else (a test harness) owns the library
+  // Before MPI_Init, which takes no handle: a program run with another MPI's library (another
+  // MPI module loaded, LD_LIBRARY_PATH) crashes at its first call that passes one.
+  if (const std::string mismatch = library_mismatch(built_with(), loaded()); !mismatch.empty())
+    throw Error(mismatch);
   int provided = 0;
   COHORT_MPI_CALL(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
   owns_ = true;
@@ -53,6 +59,41 @@ void Environment::note_left_behind(const std::string& what) {
 }
 
 std::string Environment::left_behind() { return left_behind_note(); }
+
+std::string Environment::built_with() {
+#if defined(OPEN_MPI)
+  return "Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + "." + std::to_string(OMPI_MINOR_VERSION) +
+         "." + std::to_string(OMPI_RELEASE_VERSION);
+#elif defined(MPICH_VERSION)
+  return std::string("MPICH ") + MPICH_VERSION;
+#else
+  return "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
+#endif
+}
+
+std::string Environment::loaded() {
+  // Sized for any implementation: the buffer's bound is the loaded library's, which may be
+  // larger than this mpi.h's MPI_MAX_LIBRARY_VERSION_STRING (MPICH's is 8192).
+  std::vector<char> text(1 << 16);
+  int length = 0;
+  if (MPI_Get_library_version(text.data(), &length) != MPI_SUCCESS) return "";
+  std::string out(text.data(), static_cast<std::size_t>(std::max(0, std::min<int>(length, text.size()))));
+  // One line: the first, without the package details some implementations add after a comma.
+  out = out.substr(0, out.find_first_of("\n\r"));
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+  return out;
+}
+
+std::string Environment::library_mismatch(const std::string& built, const std::string& loaded) {
+  const auto open_mpi = [](const std::string& text) { return text.rfind("Open MPI", 0) == 0; };
+  const auto mpich = [](const std::string& text) { return text.rfind("MPICH", 0) == 0; };
+  // Only the two families whose handles are known to differ; an unknown side passes.
+  if (loaded.empty() || !(open_mpi(built) || mpich(built)) || open_mpi(built) == open_mpi(loaded))
+    return "";
+  return "Cohort was built with " + built + ", but the MPI library loaded is '" + loaded +
+         "': load the MPI Cohort was built with (module help cohort names it), or rebuild "
+         "Cohort with this one";
+}
 
 void Environment::abort(int code) {
   if (active()) MPI_Abort(MPI_COMM_WORLD, code);

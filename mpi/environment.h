@@ -31,6 +31,17 @@ class Environment {
   /// The first note_left_behind(), or "".
   static std::string left_behind();
 
+  /// The MPI whose mpi.h this library was compiled with: "Open MPI 4.1.4", "MPICH 4.0.2" (MPICH
+  /// and the implementations that keep its ABI: Intel MPI, MVAPICH, Cray MPICH), or "MPI 3.1".
+  static std::string built_with();
+  /// What MPI_Get_library_version says of the MPI library loaded now (callable before init).
+  static std::string loaded();
+  /// Why a program of this library cannot run on the MPI library `loaded` (what
+  /// MPI_Get_library_version says) when it was compiled with `built` (as built_with() says), or
+  /// "" when it can: their handles differ between Open MPI and the MPICH family, so the first
+  /// call would crash. The construction refuses such a library before MPI_Init, naming both.
+  static std::string library_mismatch(const std::string& built, const std::string& loaded);
+
  private:
   bool owns_ = false;
 };

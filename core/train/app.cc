@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,7 +98,13 @@ int Run(MainFunction main, int argc, char** argv) {
   // warning signal: what each does about it is its own business (core/base/signals.h). From
   // the first moment: MPI's start-up alone takes a noticeable part of a second.
   install_stop_signal_handlers();
-  mpi::Environment environment(argc, argv);
+  std::optional<mpi::Environment> environment;
+  try {
+    environment.emplace(argc, argv);
+  } catch (const Error& e) {  // no MPI to end the job with: each process says it and exits
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
   const mpi::Comm world = mpi::Comm::world();
 
   flags::Registry::Parsed parsed;

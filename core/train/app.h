@@ -13,6 +13,8 @@ using MainFunction = int (*)(int argc, char** argv);
 /// Initialises MPI, installs the stop-signal handlers (core/base/signals.h) in every process
 /// whatever its role, parses the flags (core/base/flags.h), calls `main` with the arguments that
 /// are not flags, and finalises MPI. Collective over MPI_COMM_WORLD. Returns the exit status:
+/// - an MPI library of another family than Cohort was built with (mpi::Environment), or an
+///   MPI that fails to start: each process prints `error: ...` and returns 1;
 /// - `--help` on any rank: the lowest rank given it prints its program's flags, every rank
 ///   returns 0 without calling `main`;
 /// - a bad command line on any rank (one side of an MPMD launch included): each rank that failed

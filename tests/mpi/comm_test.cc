@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "cohort/core/base/bfloat16.h"
+#include "cohort/mpi/environment.h"
 #include "cohort/mpi/request.h"
 #include "support/mpi_test.h"
 
 using cohort::InvalidArgument;
 using cohort::mpi::Comm;
+using cohort::mpi::Environment;
 using cohort::test::on_every_size;
 using cohort::mpi::Op;
 using cohort::mpi::Request;
@@ -30,6 +32,36 @@ TEST_CASE("world and self communicators") {
   CHECK(world.rank() < world.size());
   CHECK(Comm::self().size() == 1);
   CHECK(Comm::self().rank() == 0);
+}
+
+TEST_CASE("the MPI library loaded is of the family this library was built with") {
+  const std::string built = Environment::built_with(), loaded = Environment::loaded();
+  INFO("built with " << built << ", loaded " << loaded);
+  CHECK(!loaded.empty());
+  CHECK(loaded.find('\n') == std::string::npos);
+  CHECK(Environment::library_mismatch(built, loaded).empty());
+#if defined(OPEN_MPI)
+  CHECK(built.rfind("Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + ".", 0) == 0);
+  CHECK(loaded.rfind("Open MPI v" + std::to_string(OMPI_MAJOR_VERSION) + ".", 0) == 0);
+#endif
+}
+
+TEST_CASE("a program refuses an MPI library of another family, naming both") {
+  const std::string open_mpi = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4";
+  const std::string mpich = "MPICH Version:\t4.0.2";
+  const std::string intel = "Intel(R) MPI Library 2021.6 for Linux* OS";
+  const std::string refused = Environment::library_mismatch("Open MPI 4.1.4", mpich);
+  CHECK(refused.find("built with Open MPI 4.1.4") != std::string::npos);
+  CHECK(refused.find("'MPICH Version:\t4.0.2'") != std::string::npos);
+  CHECK(!Environment::library_mismatch("Open MPI 4.1.4", intel).empty());
+  CHECK(!Environment::library_mismatch("MPICH 4.0.2", open_mpi).empty());
+  // Another release of the same family, and the MPICH ABI's other members, pass.
+  CHECK(Environment::library_mismatch("Open MPI 4.1.4", "Open MPI v4.1.6").empty());
+  CHECK(Environment::library_mismatch("MPICH 4.0.2", intel).empty());
+  CHECK(Environment::library_mismatch("MPICH 4.0.2", mpich).empty());
+  // What cannot be told apart passes: an unknown build, or a library that said nothing.
+  CHECK(Environment::library_mismatch("MPI 3.1", mpich).empty());
+  CHECK(Environment::library_mismatch("Open MPI 4.1.4", "").empty());
 }
 
 TEST_CASE("dup, split and split_shared keep ranks consistent") {
