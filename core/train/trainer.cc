@@ -24,10 +24,18 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   return z ^ (z >> 31);
 }
 
-data::BatchOptions batch_options(const TrainerOptions& options) {
+// The seed of one worker's shuffles, augmentation and dropout: worker 0 keeps the given seed (so
+// one worker draws as local mode does), every other its own, so that the workers' batches, which
+// take the same positions of their strided shards, do not hold neighbouring rows of the file in
+// the same order, cropped and masked alike.
+std::uint64_t worker_seed(std::uint64_t seed, int worker) {
+  return worker == 0 ? seed : mix(seed, 0x5eed0000ull + static_cast<std::uint64_t>(worker));
+}
+
+data::BatchOptions batch_options(const TrainerOptions& options, int worker) {
   data::BatchOptions b;
   b.batch_size = options.batch_size;
-  b.seed = options.seed;
+  b.seed = worker_seed(options.seed, worker);
   b.shuffle = true;
   b.drop_remainder = true;
   b.repeat = true;
@@ -41,11 +49,11 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                  std::unique_ptr<Optimizer> optimizer, TrainerOptions options)
     : graph_(graph),
       options_(options),
+      worker_index_(server ? server->replica_index() : 0),
       optimizer_(std::move(optimizer)),
-      batches_(data::BatchIterator(std::move(data), batch_options(options))) {
+      batches_(data::BatchIterator(std::move(data), batch_options(options, worker_index_))) {
   if (server) {
     target_ = server->target();
-    worker_index_ = server->replica_index();
     num_workers_ = server->num_replicas();
     if (options_.replication.mode != Mode::kLocal)
       StallWatch::set_timeout(options_.replication.stall_timeout);
@@ -240,7 +248,8 @@ StepValues Trainer::step() {
   }
   values.pull_end = seconds_now();
   values.pull_wait = replication_->take_wait_seconds();
-  step_seed_ = mix(options_.seed, static_cast<std::uint64_t>(replication_->global_step()));
+  step_seed_ = mix(worker_seed(options_.seed, worker_index_),
+                   static_cast<std::uint64_t>(replication_->global_step()));
 
   if (towers == 1) {
     Tower& tower = towers_.front();

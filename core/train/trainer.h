@@ -42,7 +42,9 @@ struct TrainerOptions {
   /// host. Parameters stay on the host either way (Model::set_gpu says what is copied).
   std::vector<int> gpus;
   bool allow_tf32 = false;       ///< GPU towers may use TF32 tensor cores
-  std::uint64_t seed = 1;        ///< initialisation, shuffling and dropout derive from it
+  /// Initialisation, shuffling, augmentation and dropout derive from it; each worker but worker
+  /// 0 (which draws as local mode does) shuffles, augments and drops out from a seed of its own.
+  std::uint64_t seed = 1;
   /// Passes over this replica's data, after which its input has ended (end_of_input()) and a
   /// session stops, as TensorFlow's does at a finite dataset's OutOfRangeError; 0: the data
   /// repeats, reshuffled every epoch, until a hook stops training.

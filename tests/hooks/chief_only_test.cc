@@ -181,6 +181,34 @@ COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the en
   }
 }
 
+COHORT_MPI_TEST_CASE("each worker draws its batches from a seed of its own; worker 0 draws as local mode", 2) {
+  // Both workers hold the same data: with one seed they would take the same batches.
+  const data::Dataset data = data::synthetic(128, 5);
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 0);
+  Server server(cluster);
+  Graph graph;
+  Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); }, data, test::sgd(),
+                  test::trainer_options(Mode::kAllreduce));
+  trainer.start();
+  std::vector<float> losses;
+  for (int step = 0; step < 3; ++step) losses.push_back(trainer.step().loss);
+  trainer.finish();
+  // Every step starts from the same parameters on both workers: different losses mean
+  // different batches.
+  const std::vector<float> all = comm.allgather(std::span<const float>(losses));
+  for (std::size_t step = 0; step < losses.size(); ++step) {
+    CAPTURE(step);
+    CHECK(all[step] != all[losses.size() + step]);
+  }
+  if (comm.rank() != 0) return;
+  // Local mode at the same seed: worker 0's first batch (the parameters part after it, as the
+  // update averages both workers' gradients).
+  test::LocalTraining local;
+  local.trainer.start();
+  CHECK(local.trainer.step().loss == losses.front());
+  local.trainer.finish();
+}
+
 COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the store's count of every worker's pushes", 3) {
   const std::string dir = shared_dir(comm, "async_final");
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
