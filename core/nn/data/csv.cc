@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
-#include <set>
+#include <map>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -298,14 +298,20 @@ class CsvReader {
   }
 
   void resolve() {
-    std::set<int> used;
-    if (!options_.label_column.empty()) used.insert(label_column_ = find(options_.label_column));
-    for (const std::string& column : options_.target_columns) {
-      target_columns_.push_back(find(column));
-      used.insert(target_columns_.back());
-    }
+    // Each column has one role: a label among the features would be learned from itself.
+    std::map<int, std::string> used;  // column -> its role
+    const auto take = [&](const std::string& column, const std::string& role) {
+      const int index = find(column);
+      if (const auto [at, fresh] = used.emplace(index, role); !fresh)
+        throw InvalidArgument(path_ + ": column " + quote(column) + " is given as " + at->second +
+                              " and as " + role);
+      return index;
+    };
+    if (!options_.label_column.empty()) label_column_ = take(options_.label_column, "the label");
+    for (const std::string& column : options_.target_columns)
+      target_columns_.push_back(take(column, "a target"));
     for (const std::string& column : options_.feature_columns)
-      feature_columns_.push_back(find(column));
+      feature_columns_.push_back(take(column, "a feature"));
     if (options_.feature_columns.empty())
       for (int c = 0; c < columns_; ++c)
         if (!used.contains(c)) feature_columns_.push_back(c);

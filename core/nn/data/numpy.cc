@@ -481,15 +481,19 @@ struct Names {
 };
 
 // Every value a finite float32: NaN (a missing value's usual mark) or an infinity (or a float64
-// beyond float32's range) would only come out later as a NaN loss that names no file.
-void check_finite(const Tensor& values, const std::string& where, const std::string& what) {
+// beyond float32's range) would only come out later as a NaN loss that names no file. `values`
+// are the rows `shard` keeps of the file's; the message names the file's example and index.
+void check_finite(const Tensor& values, const std::string& where, const std::string& what,
+                  ShardSpec shard = {}) {
   const std::span<const float> v = values.span();
   const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
   if (bad == v.end()) return;
-  const auto i = static_cast<std::int64_t>(bad - v.begin());
+  const auto at = static_cast<std::int64_t>(bad - v.begin());
   const std::int64_t per_example = values.rank() > 0 && values.dim(0) > 0 ? values.size() / values.dim(0) : 1;
+  const std::int64_t example = shard.index + at / per_example * shard.count;
+  const std::int64_t i = example * per_example + at % per_example;
   fail(where, (what.empty() ? "" : what + ": ") + "the value at flat index " + std::to_string(i) + " (example " +
-                  std::to_string(i / per_example) + ") is " +
+                  std::to_string(example) + ") is " +
                   (std::isnan(*bad) ? std::string("NaN (a missing value?)")
                                     : std::string("infinite, or beyond float32's range")));
 }
@@ -543,11 +547,13 @@ std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& n
   return labels;
 }
 
-Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, int num_classes) {
+// `features` and `targets` are the rows `shard` keeps of the files' (for the messages).
+Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, int num_classes,
+                     ShardSpec shard = {}) {
   if (num_classes < 0)
     throw InvalidArgument(names.dataset + ": num_classes " + std::to_string(num_classes));
   check_same_count(features.values.shape(), targets.values.shape(), names);
-  check_finite(features.values, names.dataset, names.features);
+  check_finite(features.values, names.dataset, names.features, shard);
   Tensor x = features.values.rank() == 1 ? as_column(features.values) : std::move(features.values);
   if (!are_labels(targets)) {
     const Tensor& t = targets.values;
@@ -576,7 +582,7 @@ Dataset make_shard(NpyArray features, const Shape& features_shape, NpyArray targ
   for (std::int64_t i = 0; i < shape[0]; ++i)
     std::copy_n(targets.values.data() + (shard.index + i * shard.count) * row, row,
                 mine.values.data() + i * row);
-  return make_dataset(std::move(features), std::move(mine), names, num_classes);
+  return make_dataset(std::move(features), std::move(mine), names, num_classes, shard);
 }
 
 // A .npy file opened and its header read: the stream stands at the first byte of the data.

@@ -168,6 +168,16 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   CHECK(invalid({}) == path + ": load_csv needs a label_column or target_columns");
   CHECK(invalid({.label_column = "label", .target_columns = {"a"}}) ==
         path + ": load_csv takes a label_column or target_columns, not both");
+  // A column has one role: the label among the features would be learned from itself.
+  CHECK(invalid({.label_column = "label", .feature_columns = {"a", "label"}}) ==
+        path + ": column 'label' is given as the label and as a feature");
+  CHECK(invalid({.label_column = "2", .feature_columns = {"label"}}) ==
+        path + ": column 'label' is given as the label and as a feature");
+  CHECK(invalid({.target_columns = {"b", "label"}, .feature_columns = {"a", "b"}}) ==
+        path + ": column 'b' is given as a target and as a feature");
+  CHECK(invalid({.target_columns = {"b", "b"}}) == path + ": column 'b' is given as a target and as a target");
+  CHECK(invalid({.label_column = "label", .feature_columns = {"a", "a"}}) ==
+        path + ": column 'a' is given as a feature and as a feature");
 }
 
 TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguous") {

@@ -532,6 +532,12 @@ TEST_CASE("NaN, infinities and float64 beyond float32 are refused, naming the fi
   CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x.npy", dir / "t.npy"); }) ==
         dir / "t.npy" + ": the value at flat index 1 (example 1) is infinite, or beyond float32's range");
   CHECK(cohort::data::dataset_from_npy(dir / "x.npy", dir / "y.npy").size() == 3);
+  // In a shard, the file's example and index: worker 1 of 2 holds examples 1, 3 and 5.
+  spit(dir / "y6.npy", npy(dict("<i4", "(6,)"), raw<std::int32_t>({0, 1, 2, 0, 1, 2})));
+  spit(dir / "x6.npy", npy(dict("<f4", "(6, 2)"), raw<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, nan})));
+  CHECK(data_error([&] { cohort::data::dataset_from_npy(dir / "x6.npy", dir / "y6.npy", 0, {1, 2}); }) ==
+        dir / "x6.npy" + ": features: the value at flat index 11 (example 5) is NaN (a missing value?)");
+  CHECK(cohort::data::dataset_from_npy(dir / "x6.npy", dir / "y6.npy", 0, {0, 2}).size() == 3);
 }
 
 TEST_CASE("dataset_from_npy names the files in its errors") {
