@@ -59,8 +59,9 @@ launch_and_stop_evaluator() {
   shift
   launch "$@" > "$log" 2>&1 &
   job=$!
+  end_job_at_exit "$job" "$train"
   wait_for_line "$log" "^training mlp" "$job"
-  evaluator=$(rank_pids "$train" 3)
+  evaluator=$(rank_pids "$job" "$train" 3)
   [ -n "$evaluator" ] || { echo "could not find the evaluator's process"; exit 1; }
   kill -STOP "$evaluator"
 }

@@ -13,9 +13,10 @@ rm -rf "$work" && mkdir -p "$work"
   --train_steps=10000 --log_every_steps=100 --print_cluster=false --metrics_json="$work/metrics.json" \
   > "$work/log" 2>&1 &
 job=$!
+end_job_at_exit "$job" "$train"
 # The signal at about step 100 of 10000 (seconds before the end on any machine).
 wait_for_line "$work/log" "^step [0-9]+/" "$job"
-worker=$(rank_pids "$train" 2)
+worker=$(rank_pids "$job" "$train" 2)
 [ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
 kill -TERM "$worker" || { echo "worker 1 was gone before the signal"; cat "$work/log"; exit 1; }
 status=0

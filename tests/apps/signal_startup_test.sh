@@ -12,6 +12,7 @@ rm -rf "$work" && mkdir -p "$work"
 "$mpiexec" "$np_flag" 2 --oversubscribe "$train" --mode=allreduce --train_steps=100000 \
   --print_cluster=false > "$work/job.log" 2>&1 &
 job=$!
+end_job_at_exit "$job" "$train"
 # A rank's SIGTERM handler shows as bit 15 of SigCgt in /proc/PID/status.
 handles_sigterm() {
   local mask
@@ -20,7 +21,7 @@ handles_sigterm() {
 }
 signalled=()
 for _ in $(seq 1 1000); do
-  for pid in $(rank_pids "$train"); do
+  for pid in $(rank_pids "$job" "$train"); do
     [[ " ${signalled[*]} " == *" $pid "* ]] && continue
     if handles_sigterm "$pid"; then kill -TERM "$pid" && signalled+=("$pid"); fi
   done

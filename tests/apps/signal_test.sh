@@ -12,9 +12,10 @@ args=(--ps_tasks=1 --mode=sync --model=small_cnn --train_steps=400 --save_checkp
 
 "$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" > "$work/first.log" 2>&1 &
 job=$!
+end_job_at_exit "$job" "$train"
 wait_for_line "$work/first.log" "^step ([5-9][0-9]|[1-9][0-9][0-9])/" "$job"
 # The chief is worker 0: rank 1 (rank 0 is the ps).
-chief=$(rank_pids "$train" 1)
+chief=$(rank_pids "$job" "$train" 1)
 [ -n "$chief" ] || { echo "could not find the chief's process"; exit 1; }
 kill -TERM "$chief"
 status=0

@@ -14,8 +14,9 @@ args=(--ps_tasks=1 --sync_replicas --checkpoint_dir="$work/ckpt")
 COHORT_TRAIN_STEPS=20000 "$mpiexec" "$np_flag" 3 --oversubscribe "$program" "${args[@]}" \
   > "$work/first.log" 2>&1 &
 job=$!
+end_job_at_exit "$job" "$program"
 wait_for_line "$work/first.log" "^global_step = [1-9][0-9]{2}," "$job" 1200
-mapfile -t ranks < <(rank_pids "$program")
+mapfile -t ranks < <(rank_pids "$job" "$program")
 [ "${#ranks[@]}" -eq 3 ] || { echo "found ${#ranks[@]} ranks, expected 3"; cat "$work/first.log"; exit 1; }
 kill -USR1 "${ranks[@]}"
 status=0

@@ -13,18 +13,21 @@ rm -rf "$work" && mkdir -p "$work"
   --train_steps=100000 --inject_fault=stall --inject_fault_task=0 --inject_fault_step=20 \
   --log_every_steps=10 --print_cluster=false > "$work/log" 2>&1 &
 job=$!
+end_job_at_exit "$job" "$train"
 wait_for_line "$work/log" "^step (1[0-9]|20)/" "$job"
 sleep 1  # step 20 is reached within milliseconds: the worker is now waiting
-worker=$(rank_pids "$train" 2)
+worker=$(rank_pids "$job" "$train" 2)
 [ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
 sent=$(date +%s%3N)
 kill -TERM "$worker"
 # Gone: no process, or a zombie its launcher has not reaped yet (it may be busy ending the others).
 alive() { local state; state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ "$state" != Z ]; }
-while alive "$worker"; do sleep 0.02; done
+for _ in $(seq 1 1500); do alive "$worker" || break; sleep 0.02; done
 gone=$(date +%s%3N)
+alive "$worker" && { echo "FAIL: worker 1 still runs 30 s after SIGTERM"; cat "$work/log"; exit 1; }
+timeout 20 tail --pid="$job" -f /dev/null ||
+  { echo "FAIL: the job did not end within 20 s after the worker left"; cat "$work/log"; exit 1; }
 status=0
-timeout 20 tail --pid="$job" -f /dev/null || { echo "the job did not end after the worker left"; kill -9 "$job"; }
 wait "$job" || status=$?
 cat "$work/log"
 took=$((gone - sent))

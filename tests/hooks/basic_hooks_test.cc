@@ -175,12 +175,11 @@ TEST_CASE("FinalOpsHook keeps the values of the last step") {
 
 TEST_CASE("GlobalStepWaiterHook does not wait where the global step cannot move without this worker") {
   LocalTraining t;
+  // Were it to wait for step 1000, which cannot come, the step would throw at the timeout.
   auto hook = std::make_shared<GlobalStepWaiterHook>(1000, std::chrono::milliseconds(200));
   MonitoredSession session(t.trainer, with_hooks({hook}));
-  const auto start = std::chrono::steady_clock::now();
-  session.run();
+  CHECK_NOTHROW(session.run());
   CHECK(hook->started());
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(150));
 }
 
 TEST_CASE("EarlyStoppingHook stops after `patience` checks without improvement") {

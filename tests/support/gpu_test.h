@@ -3,10 +3,9 @@
 // program (linked with gpu_test_main.cc) then exits with kSkipped, which ctest reports as a skip
 // rather than a pass (unless a check failed, which fails the test as usual).
 
-namespace cohort::test {
+#include "support/skip.h"
 
-/// ctest's SKIP_RETURN_CODE for the GPU tests.
-constexpr int kSkipped = 77;
+namespace cohort::test {
 
 /// True when this process sees no CUDA device; the calling case is then marked skipped
 /// ("skipped: no CUDA device") and should return. A device that is there but unusable (a driver

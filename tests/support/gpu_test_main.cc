@@ -1,17 +1,14 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "cohort/gpu/device.h"
 #include "support/gpu_test.h"
+#include "support/skip.h"
 
 namespace cohort::test {
-namespace {
-std::atomic<bool> skipped{false};
-}  // namespace
 
 bool no_device() {
   if (gpu::device_count() > 0) return false;
@@ -22,8 +19,7 @@ bool no_device() {
   if (const char* required = std::getenv("COHORT_REQUIRE_GPU");
       required != nullptr && std::string(required) == "1")
     FAIL("no CUDA device, and COHORT_REQUIRE_GPU=1 asks for one");
-  MESSAGE("skipped: no CUDA device");
-  skipped = true;
+  skip_allowed("no CUDA device");
   return true;
 }
 
@@ -33,5 +29,5 @@ int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   const int failed = context.run();
   if (failed != 0 || context.shouldExit()) return failed;
-  return cohort::test::skipped ? cohort::test::kSkipped : 0;
+  return cohort::test::exit_status(0);
 }

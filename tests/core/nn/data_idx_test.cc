@@ -15,6 +15,7 @@
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/nn/data/dataset.h"
+#include "support/skip.h"
 #include "support/temp_dir.h"
 
 namespace cohort::data {
@@ -118,7 +119,7 @@ long status_kib(const std::string& key) {
 
 bool have_fashion_mnist() {
   if (fs::exists(FLAGS_data_dir)) return true;
-  MESSAGE("skipped: no Fashion-MNIST in " << FLAGS_data_dir << " (Debian: dataset-fashion-mnist)");
+  cohort::test::skip("no Fashion-MNIST in " + FLAGS_data_dir + " (Debian: dataset-fashion-mnist)");
   return false;
 }
 
