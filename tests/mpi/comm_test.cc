@@ -125,6 +125,33 @@ TEST_CASE("allreduce_bf16: bfloat16 sums, the same on every rank") {
   });
 }
 
+TEST_CASE("iallreduce and iallreduce_bf16: several in flight, each summed when completed") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size(), me = comm.rank();
+    std::vector<float> a(1000), b(3);
+    std::vector<std::uint16_t> c(300);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) + static_cast<float>(me);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(me * me) - static_cast<float>(i);
+    for (std::size_t i = 0; i < c.size(); ++i)
+      c[i] = cohort::bf16::from_float(static_cast<float>(i % 5) + 0.5f * static_cast<float>(me));
+    Request first = comm.iallreduce(std::span<float>(a));
+    Request second = comm.iallreduce_bf16(std::span<std::uint16_t>(c));
+    Request third = comm.iallreduce(std::span<float>(b));
+    // Completed out of order, the last by polling.
+    second.wait();
+    first.wait();
+    while (!third.test()) {
+    }
+    CHECK(!first.active());
+    const float ranks = static_cast<float>(n * (n - 1) / 2), squares = static_cast<float>((n - 1) * n * (2 * n - 1) / 6);
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == static_cast<float>(n) * static_cast<float>(i) + ranks);
+    for (std::size_t i = 0; i < b.size(); ++i) CHECK(b[i] == squares - static_cast<float>(n) * static_cast<float>(i));
+    // Small integers and halves: every partial sum is a bfloat16, so the sum is exact.
+    for (std::size_t i = 0; i < c.size(); ++i)
+      CHECK(cohort::bf16::to_float(c[i]) == static_cast<float>(n) * static_cast<float>(i % 5) + 0.5f * ranks);
+  });
+}
+
 TEST_CASE("collectives: allreduce, bcast, allgather, allgatherv, strings") {
   on_every_size([](const Comm& comm) {
     const int n = comm.size(), me = comm.rank();

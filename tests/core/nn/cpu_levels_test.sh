@@ -9,7 +9,9 @@ supported=$("$loader" --help | sed -nE 's/^ +(x86-64-v[0-9]) \(supported, search
 [[ -n $supported ]] || { echo "error: $loader names no supported x86-64 level" >&2; exit 1; }
 best=$(head -n 1 <<<"$supported")
 below=$(tail -n +2 <<<"$supported" | sort)
-echo "CPU: best level $best; forcing: ${below:-nothing (no lower level)}"
+. "$(dirname "$0")/../../support/skip.sh"
+[[ -n $below ]] || skip "this CPU's best level, $best, is the lowest one Cohort builds kernels for"
+echo "CPU: best level $best; forcing: $below"
 for level in $below; do
   for program in "$@"; do
     echo "== $level: $(basename "$program")"
