@@ -273,6 +273,12 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
       }
       for (const auto& fault : faults) warn(fault + "; restoring " + path + " instead");
       return checkpoint;
+    } catch (const CheckpointReadError& e) {
+      // Not known to be damaged: an older checkpoint would silently undo the steps since.
+      throw CheckpointReadError(std::string(e.what()) +
+                                "; not restoring an older checkpoint instead, which would lose "
+                                "the steps since: mend the file system's fault and start again, "
+                                "or move the file away to restore the one before it");
     } catch (const CheckpointError& e) {
       faults.push_back(e.what());
     }

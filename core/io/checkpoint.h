@@ -62,7 +62,10 @@ class CheckpointManager {
   /// first, then to any other model.ckpt-<step>.safetensors file in the directory, highest step
   /// first (a missing or corrupt index is warned about and skipped the same way). Temporary
   /// files are never read. Returns std::nullopt when the directory holds no checkpoint file;
-  /// throws CheckpointError listing every file tried and its fault when none is usable.
+  /// throws CheckpointError listing every file tried and its fault when none is usable, and
+  /// CheckpointReadError, falling back to nothing, when a file that is there cannot be read (an
+  /// I/O or permission error: no reason to think it damaged, and an older checkpoint would
+  /// silently lose the steps since).
   std::optional<Checkpoint> restore_latest();
   /// Makes this manager the directory's one writer, before anything is restored or trained:
   /// creates (or opens) directory/checkpoint.lock, which also shows that files can be created

@@ -34,6 +34,13 @@ CheckpointError io_error(const std::string& path, const std::string& what, int e
   return CheckpointError(path + ": " + what + ": " + std::strerror(err));
 }
 
+// A file there that could not be read; one that is not there (any more) is only missing.
+[[noreturn]] void throw_read_error(const std::string& path, const std::string& what, int err) {
+  const std::string text = path + ": " + what + ": " + std::strerror(err);
+  if (err == ENOENT) throw CheckpointError(text);
+  throw CheckpointReadError(text);
+}
+
 void write_all(int fd, std::span<const std::byte> bytes, const std::string& path,
                const std::string& temp) {
   while (!bytes.empty()) {
@@ -107,13 +114,13 @@ ReadFile::ReadFile(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     const int err = errno;
-    throw io_error(path_, "cannot open", err);
+    throw_read_error(path_, "cannot open", err);
   }
   struct ::stat status {};
   if (::fstat(fd_, &status) != 0) {
     const int err = errno;
     ::close(fd_);
-    throw io_error(path_, "cannot stat", err);
+    throw_read_error(path_, "cannot stat", err);
   }
   if (!S_ISREG(status.st_mode)) {
     ::close(fd_);
@@ -137,7 +144,7 @@ void ReadFile::read(void* buffer, std::uint64_t size, std::uint64_t offset,
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      throw io_error(path_, "cannot read " + what, err);
+      throw_read_error(path_, "cannot read " + what, err);
     }
     // Callers check sizes against size(), so only a file shrinking under us ends early.
     if (n == 0) throw CheckpointError(path_ + ": truncated while reading " + what);

@@ -19,6 +19,14 @@ class CheckpointError : public Error {
   using Error::Error;
 };
 
+/// A checkpoint file that exists but could not be read (an I/O or permission failure, not a
+/// fault in what it holds): on a parallel file system as often a passing fault (EIO, ESTALE) as
+/// a damaged disk, so restore_latest() does not fall back to an older checkpoint over it.
+class CheckpointReadError : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
 /// Called with the temporary file's path after it is written and fsynced, before it is renamed
 /// over the target. A test hook: an exception thrown from it propagates and leaves the temporary
 /// file behind, as a crash at that point would.

@@ -15,7 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "cohort/core/io/checkpoint.h"
+#include "support/skip.h"
 #include "support/stderr_capture.h"
 #include "support/temp_dir.h"
 
@@ -261,6 +266,45 @@ TEST_CASE("restore_latest falls back past a damaged latest checkpoint, with a wa
     CHECK(save_err.lines().size() == 1);
     CHECK(manager.all_paths().size() == 4);
   }
+}
+
+TEST_CASE("a checkpoint that is there but cannot be read stops the restore: no older one instead") {
+  TempDir dir("ckpt_manager_unreadable");
+  CheckpointManager manager(dir.str());
+  for (int step = 1; step <= 2; ++step) manager.save(step, at_step(step));
+  const std::string latest = dir / "model.ckpt-2.safetensors";
+  fs::permissions(latest, fs::perms::none);
+  fs::permissions(dir.str(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                 fs::perms::others_read | fs::perms::others_exec);
+  // Root reads any file: the restore runs in a child in a user namespace of its own, which holds
+  // no capability over the files of this process's (unmapped) user, so the kernel refuses it.
+  const std::string out = dir / "child.txt";
+  const ::pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (::geteuid() == 0 && ::unshare(CLONE_NEWUSER) != 0) ::_exit(77);
+    int code = 1;
+    try {
+      CheckpointManager(dir.str()).restore_latest();
+    } catch (const cohort::CheckpointReadError& e) {
+      std::ofstream(out) << e.what();
+      code = 0;
+    } catch (...) {
+      code = 2;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) return cohort::test::skip("no user namespace for a process that is not root");
+  CHECK(WEXITSTATUS(status) == 0);  // 1: restored something; 2: another error
+  const std::string message = slurp(out);
+  INFO(message);
+  CHECK(message.find(latest + ": cannot open: Permission denied; not restoring an older checkpoint") == 0);
+  // Readable again, it is restored as usual.
+  fs::permissions(latest, fs::perms::owner_read | fs::perms::owner_write);
+  check_is_step(manager.restore_latest(), 2);
 }
 
 TEST_CASE("no usable checkpoint: an error listing every file and its fault") {
