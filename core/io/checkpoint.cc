@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/io/file.h"
 
 namespace cohort {
 namespace {
@@ -45,9 +46,10 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
     throw InvalidArgument("CheckpointManager " + directory_ + ": keep_checkpoint_max " +
                           std::to_string(keep_checkpoint_max) + " is negative (0 keeps all)");
   std::error_code ec;
-  fs::create_directories(directory_, ec);
+  const bool made = fs::create_directories(directory_, ec);
   if (ec) throw CheckpointError(directory_ + ": cannot create the checkpoint directory: " +
                                 ec.message());
+  if (made) sync_directory_entry(directory_);
   if (!fs::is_directory(directory_, ec))
     throw CheckpointError(directory_ + ": not a directory, cannot hold checkpoints");
 }
@@ -71,7 +73,13 @@ void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
   // lock): a job restarted at once waits for them, a while.
   const auto deadline = std::chrono::steady_clock::now() + patience;
   bool told = false;
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+  int unlockable = 0;  // errno where the file system takes no lock (NFS without lockd, Lustre's noflock)
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      unlockable = errno;
+      break;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       ::close(fd);
       throw CheckpointError(directory_ + ": another job is writing checkpoints there (it has held " +
@@ -86,6 +94,14 @@ void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
     ::close(*open);
     delete open;
   });
+  if (unlockable != 0) {
+    warn(path + ": cannot lock it (" + std::strerror(unlockable) +
+         "): nothing keeps a second job from writing checkpoints here at the same time");
+    return;
+  }
+  // Held: the temporary files here are a crash's leftovers (as large as a checkpoint each), not
+  // a running writer's; gone now rather than at the first save, which a restore puts off.
+  remove_temp_files();
 }
 
 std::string CheckpointManager::file_name(std::int64_t step) {

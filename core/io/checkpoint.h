@@ -73,8 +73,10 @@ class CheckpointManager {
   /// system drops it when the process dies. Throws CheckpointError naming the directory when no
   /// file can be made there (a read-only file system), or when another process holds the lock
   /// (another job writing the same directory) for `patience`: it waits that long, with one
-  /// warning, for the processes of a job killed a moment before to go. Where the file system has
-  /// no locks, the first check is all there is.
+  /// warning, for the processes of a job killed a moment before to go. Once it holds the lock it
+  /// removes the temporary files a crash left. Where the file system takes no lock (flock fails
+  /// otherwise: NFS without lockd, Lustre mounted noflock) it says so in a warning, and the
+  /// first check is all there is.
   void lock_for_writing(std::chrono::seconds patience = std::chrono::seconds(20));
   /// Releases lock_for_writing()'s lock (a session does as it closes, so that the next one may
   /// take the directory).

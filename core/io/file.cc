@@ -71,6 +71,11 @@ void fsync_directory(const std::filesystem::path& dir, const std::string& path) 
 
 }  // namespace
 
+void sync_directory_entry(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::absolute(path).lexically_normal().parent_path();
+  fsync_directory(parent.empty() ? std::filesystem::path(".") : parent, path);
+}
+
 void write_file_atomically(const std::string& path,
                            std::span<const std::span<const std::byte>> pieces,
                            const BeforeRename& before_rename) {

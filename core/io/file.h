@@ -41,6 +41,10 @@ void write_file_atomically(const std::string& path,
                            std::span<const std::span<const std::byte>> pieces,
                            const BeforeRename& before_rename = nullptr);
 
+/// Makes `path`'s entry in its directory durable: fsyncs the directory that holds it (a new
+/// directory's entry is lost with a power cut until then). Throws CheckpointError naming `path`.
+void sync_directory_entry(const std::string& path);
+
 /// A file open for reading at any offset. Move-only; closes on destruction. Not thread-safe.
 class ReadFile {
  public:

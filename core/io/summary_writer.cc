@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <span>
 #include <system_error>
 
@@ -174,7 +175,16 @@ SummaryWriter::SummaryWriter(const std::string& logdir) : logdir_(logdir) {
   }
 
   // Append mode puts the position at the end, so an empty position means a new (or empty) file.
-  if (std::ftell(csv_.get()) == 0) write_all(csv_.get(), csv_file_, "step,wall_time,tag,value\n");
+  // A file that does not end a line was cut off mid-row by a run that died (a full disk, a
+  // kill): its part row keeps a line of its own rather than run into the first new one.
+  if (const long size = std::ftell(csv_.get()); size == 0) {
+    write_all(csv_.get(), csv_file_, "step,wall_time,tag,value\n");
+  } else if (size > 0) {
+    std::ifstream existing(csv_file_, std::ios::binary);
+    char last = '\n';
+    if (existing.seekg(size - 1) && existing.get(last) && last != '\n')
+      write_all(csv_.get(), csv_file_, "\n");
+  }
 
   write_record(version_event(start));
   flush();

@@ -355,6 +355,15 @@ TEST_CASE("a crash between writing and renaming the checkpoint leaves the previo
   CHECK(manager.all_paths() == std::vector<std::string>{dir / "model.ckpt-1.safetensors",
                                                         dir / "model.ckpt-3.safetensors"});
   check_is_step(manager.restore_latest(), 3);
+
+  // Another crash; the next job's writer removes the leftover as soon as it holds the lock
+  // (a restored session's first save may be far off).
+  manager.set_before_rename([](const std::string&) { throw std::runtime_error("simulated crash"); });
+  CHECK_THROWS(manager.save(4, at_step(4)));
+  CHECK(temp_files_in(dir.path).size() == 1);
+  CheckpointManager next(dir.str());
+  next.lock_for_writing();
+  CHECK(temp_files_in(dir.path).empty());
 }
 
 TEST_CASE("a crash before the index is renamed: the old index holds; the orphan is adopted") {

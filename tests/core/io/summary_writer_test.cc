@@ -374,6 +374,17 @@ TEST_CASE("the destructor flushes, and a restart adds an event file and appends 
   CHECK(lines[3].substr(lines[3].size() - 10) == ",loss,0.25");
 }
 
+TEST_CASE("a CSV cut off mid-row by a run that died keeps the part row on a line of its own") {
+  cohort::test::TempDir dir("summary_writer_test");
+  write_file(dir / "metrics.csv", "step,wall_time,tag,value\n1,1700000000.5,loss,2.5\n2,17000");
+  { SummaryWriter(dir.path.string()).add_scalar("loss", 0.5, 3); }
+  const auto lines = lines_of(read_file(dir / "metrics.csv"));
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[2] == "2,17000");
+  CHECK(lines[3].rfind("3,", 0) == 0);
+  CHECK(lines[3].substr(lines[3].size() - 9) == ",loss,0.5");
+}
+
 TEST_CASE("tags that need it are quoted in the CSV; bad input is refused") {
   cohort::test::TempDir dir("summary_writer_test");
   SummaryWriter writer(dir.path.string());
