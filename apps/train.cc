@@ -155,6 +155,9 @@ COHORT_DEFINE_int(save_summaries_steps, 100, "chief: write summaries every N glo
     Range{0, 1e15});
 COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir (0: all)",
     Range{0, 1e6});
+COHORT_DEFINE_float(keep_checkpoint_every_n_hours, 0,
+    "chief: of the checkpoints --keep_checkpoint_max would delete, keep one every this many hours for good (0: none)",
+    Range{0, 1e6});
 COHORT_DEFINE_string(profile_file, "", "write a Chrome-trace profile of the steps to this file (per worker)");
 COHORT_DEFINE_string(inject_fault, "", "testing: make --inject_fault_task fail at --inject_fault_step: raise or stall");
 COHORT_DEFINE_int(inject_fault_task, 1, "testing: the worker that fails",
@@ -502,6 +505,7 @@ int Main(int argc, char** argv) {
   session_options.warm_start_vars = FLAGS_warm_start_vars;
   session_options.log_step_count_steps = 0;  // the progress hook below says it
   session_options.keep_checkpoint_max = static_cast<int>(FLAGS_keep_checkpoint_max);
+  session_options.keep_checkpoint_every_n_hours = FLAGS_keep_checkpoint_every_n_hours;
   session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));
   session_options.config.log_device_placement = log_placement;
   session_options.hooks.push_back(cohort::StopAtStepHook::last(target));

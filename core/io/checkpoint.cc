@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -39,12 +40,18 @@ void warn(const std::string& message) {
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_max)
+CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_max,
+                                     double keep_checkpoint_every_n_hours)
     : directory_(std::move(directory)), keep_checkpoint_max_(keep_checkpoint_max) {
   if (directory_.empty()) throw InvalidArgument("CheckpointManager: the directory name is empty");
   if (keep_checkpoint_max < 0)
     throw InvalidArgument("CheckpointManager " + directory_ + ": keep_checkpoint_max " +
                           std::to_string(keep_checkpoint_max) + " is negative (0 keeps all)");
+  if (!(keep_checkpoint_every_n_hours >= 0 && keep_checkpoint_every_n_hours <= 1e6))
+    throw InvalidArgument("CheckpointManager " + directory_ + ": keep_checkpoint_every_n_hours " +
+                          std::to_string(keep_checkpoint_every_n_hours) + " is not in [0, 1e6] (0: off)");
+  keep_every_ = std::chrono::seconds(std::llround(keep_checkpoint_every_n_hours * 3600));
+  next_kept_ = fs::file_time_type::clock::now() + keep_every_;
   std::error_code ec;
   const bool made = fs::create_directories(directory_, ec);
   if (ec) throw CheckpointError(directory_ + ": cannot create the checkpoint directory: " +
@@ -171,11 +178,20 @@ std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
     index.all.push_back(name.get<std::string>());
     check(index.all.back());
   }
+  if (const auto kept = json.find("kept"); kept != json.end()) {
+    if (!kept->is_array()) throw fail("checkpoint index \"kept\" is not a list: " + kept->dump());
+    for (const auto& name : *kept) {
+      if (!name.is_string()) throw fail("checkpoint index \"kept\" holds " + name.dump());
+      index.kept.push_back(name.get<std::string>());
+      check(index.kept.back());
+    }
+  }
   return index;
 }
 
 void CheckpointManager::write_index(const Index& index) {
-  const nlohmann::ordered_json json{{"latest", index.latest}, {"all", index.all}};
+  nlohmann::ordered_json json{{"latest", index.latest}, {"all", index.all}};
+  if (!index.kept.empty()) json["kept"] = index.kept;
   const std::string text = json.dump(2) + "\n";
   const std::span<const std::byte> piece = std::as_bytes(std::span(text));
   write_file_atomically(index_path(), std::span(&piece, 1), before_rename_);
@@ -219,32 +235,47 @@ std::string CheckpointManager::save(std::int64_t step, Checkpoint checkpoint) {
   const std::string path = path_of(name);
   write_checkpoint(path, checkpoint, before_rename_);
 
-  std::vector<std::string> previous;
+  Index previous;
   try {
-    if (auto index = read_index()) previous = std::move(index->all);
+    if (auto index = read_index()) previous = std::move(*index);
   } catch (const CheckpointError& e) {
     warn(std::string(e.what()) + "; rewriting it from the checkpoint files in the directory");
   }
   // The files still there, oldest first; then files the index does not name, which a crash
   // between writing a checkpoint and the index leaves: they were written after the index's
-  // latest, so they count as newer than it and older than this save.
-  std::vector<std::string> all;
+  // latest, so they count as newer than it and older than this save. The ones kept for good
+  // stay apart.
+  Index next{name, {}, {}};
   std::set<std::string> named{name};
-  for (const auto& n : previous) {
+  const auto there = [&](const std::string& n) {
     std::error_code ec;
-    if (fs::exists(path_of(n), ec) && named.insert(n).second) all.push_back(n);
-  }
+    return fs::exists(path_of(n), ec);
+  };
+  for (const auto& n : previous.kept)
+    if (there(n) && named.insert(n).second) next.kept.push_back(n);
+  for (const auto& n : previous.all)
+    if (there(n) && named.insert(n).second) next.all.push_back(n);
   for (const auto& n : files_on_disk())
-    if (named.insert(n).second) all.push_back(n);
-  all.push_back(name);
+    if (named.insert(n).second) next.all.push_back(n);
+  next.all.push_back(name);
 
   std::vector<std::string> doomed;
   const auto keep = static_cast<std::size_t>(keep_checkpoint_max_);
-  if (keep > 0 && all.size() > keep) {
-    doomed.assign(all.begin(), all.end() - static_cast<std::ptrdiff_t>(keep));
-    all.erase(all.begin(), all.end() - static_cast<std::ptrdiff_t>(keep));
+  if (keep > 0 && next.all.size() > keep) {
+    const auto first_kept = next.all.end() - static_cast<std::ptrdiff_t>(keep);
+    for (auto it = next.all.begin(); it != first_kept; ++it) {
+      std::error_code ec;
+      const auto written = fs::last_write_time(path_of(*it), ec);
+      if (keep_every_.count() > 0 && !ec && written >= next_kept_) {
+        next.kept.push_back(*it);
+        next_kept_ = written + keep_every_;
+      } else {
+        doomed.push_back(*it);
+      }
+    }
+    next.all.erase(next.all.begin(), first_kept);
   }
-  write_index({name, all});
+  write_index(next);
   for (const auto& n : doomed) {
     std::error_code ec;
     fs::remove(path_of(n), ec);
@@ -264,6 +295,7 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
     if (auto index = read_index()) {
       add(index->latest);
       for (auto it = index->all.rbegin(); it != index->all.rend(); ++it) add(*it);
+      for (auto it = index->kept.rbegin(); it != index->kept.rend(); ++it) add(*it);
     }
   } catch (const CheckpointError& e) {
     faults.push_back(e.what());
@@ -312,6 +344,13 @@ std::optional<std::string> CheckpointManager::latest_path() const {
   const auto index = read_index();
   if (!index) return std::nullopt;
   return path_of(index->latest);
+}
+
+std::vector<std::string> CheckpointManager::kept_paths() const {
+  std::vector<std::string> paths;
+  if (const auto index = read_index())
+    for (const auto& name : index->kept) paths.push_back(path_of(name));
+  return paths;
 }
 
 std::vector<std::string> CheckpointManager::all_paths() const {

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,8 +44,14 @@ class CheckpointManager {
  public:
   /// Manages `directory`, creating it (and its parents) if needed; throws CheckpointError when
   /// that fails. keep_checkpoint_max: how many checkpoints save() keeps (0 keeps all; negative
-  /// throws InvalidArgument).
-  explicit CheckpointManager(std::string directory, int keep_checkpoint_max = 5);
+  /// throws InvalidArgument). keep_checkpoint_every_n_hours (TensorFlow's Saver option; 0: off):
+  /// of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
+  /// good instead — the first written at least that long after this manager was made, then each
+  /// written at least that long after the last one kept (by the files' modification times). The
+  /// index lists them under "kept": they are never deleted, and a restore falls back to them only
+  /// after the others.
+  explicit CheckpointManager(std::string directory, int keep_checkpoint_max = 5,
+                             double keep_checkpoint_every_n_hours = 0);
 
   /// Writes model.ckpt-<step>.safetensors with metadata global_step = `step` (overriding any
   /// given), then the index naming it latest, then deletes the oldest checkpoints beyond
@@ -90,6 +97,9 @@ class CheckpointManager {
   /// latest_path().
   std::vector<std::string> all_paths() const;
 
+  /// The checkpoints keep_checkpoint_every_n_hours kept for good, oldest first.
+  std::vector<std::string> kept_paths() const;
+
   const std::string& directory() const { return directory_; }
   int keep_checkpoint_max() const { return keep_checkpoint_max_; }
 
@@ -108,6 +118,7 @@ class CheckpointManager {
   struct Index {
     std::string latest;
     std::vector<std::string> all;
+    std::vector<std::string> kept;  // kept for good (keep_checkpoint_every_n_hours)
   };
 
   std::string path_of(const std::string& name) const;
@@ -122,6 +133,9 @@ class CheckpointManager {
 
   std::string directory_;
   int keep_checkpoint_max_;
+  std::chrono::seconds keep_every_{0};
+  // A checkpoint save() would delete is kept if written at or after this.
+  std::filesystem::file_time_type next_kept_{};
   BeforeRename before_rename_;
 };
 

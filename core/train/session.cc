@@ -132,7 +132,8 @@ void MonitoredSession::create() {
   std::int64_t step = 0;
   bool restored = false;
   if (options_.is_chief && !options_.checkpoint_dir.empty()) {
-    checkpoints_ = std::make_unique<CheckpointManager>(options_.checkpoint_dir, options_.keep_checkpoint_max);
+    checkpoints_ = std::make_unique<CheckpointManager>(options_.checkpoint_dir, options_.keep_checkpoint_max,
+                                                       options_.keep_checkpoint_every_n_hours);
     checkpoints_->lock_for_writing();
     if (auto checkpoint = checkpoints_->restore_latest()) {
       step = checkpoint->global_step();
@@ -268,7 +269,8 @@ CheckpointManager& MonitoredSession::checkpoint_manager(const std::string& dir) 
   if (checkpoints_ && (dir.empty() || same(dir, options_.checkpoint_dir))) return *checkpoints_;
   for (const auto& other : other_checkpoints_)
     if (same(dir, other->directory())) return *other;
-  auto manager = std::make_unique<CheckpointManager>(dir, options_.keep_checkpoint_max);
+  auto manager = std::make_unique<CheckpointManager>(dir, options_.keep_checkpoint_max,
+                                                     options_.keep_checkpoint_every_n_hours);
   manager->lock_for_writing();
   return *other_checkpoints_.emplace_back(std::move(manager));
 }

@@ -128,6 +128,9 @@ struct SessionOptions {
   SessionConfig config{};
   /// How many checkpoints the chief keeps in checkpoint_dir (0: all).
   int keep_checkpoint_max = 5;
+  /// Of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
+  /// good (TensorFlow's keep_checkpoint_every_n_hours; 0: off; see CheckpointManager).
+  double keep_checkpoint_every_n_hours = 0;
   /// Stop cleanly at the end of the step on SIGTERM or SIGUSR1 (a second signal ends the
   /// process at once).
   bool stop_on_signals = true;

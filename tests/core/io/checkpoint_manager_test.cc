@@ -196,6 +196,47 @@ TEST_CASE("keep_checkpoint_max prunes the oldest") {
   CHECK(keep_all.all_paths().size() == 7);
 }
 
+TEST_CASE("keep_checkpoint_every_n_hours keeps one of the pruned checkpoints every n hours, for good") {
+  TempDir dir("ckpt_manager_every_n_hours");
+  using std::chrono::hours, std::chrono::minutes;
+  const auto now = fs::file_time_type::clock::now();
+  // The files' times tell when they were written: set them as hours passing would.
+  const auto written = [&](int step, fs::file_time_type when) {
+    fs::last_write_time(dir / ("model.ckpt-" + std::to_string(step) + ".safetensors"), when);
+  };
+  CheckpointManager manager(dir.str(), 2, /*keep_checkpoint_every_n_hours=*/1.0);
+  manager.save(1, at_step(1));
+  written(1, now + minutes(30));  // within the first hour: pruned as usual
+  manager.save(2, at_step(2));
+  written(2, now + minutes(70));  // an hour after the manager began: kept
+  manager.save(3, at_step(3));
+  written(3, now + minutes(100));  // 30 minutes after the one kept: pruned
+  manager.save(4, at_step(4));
+  written(4, now + minutes(131));  // over an hour after the one kept: kept
+  manager.save(5, at_step(5));
+  manager.save(6, at_step(6));
+  CHECK(files_in(dir.path) == std::vector<std::string>{"checkpoint", "model.ckpt-2.safetensors",
+                                                       "model.ckpt-4.safetensors", "model.ckpt-5.safetensors",
+                                                       "model.ckpt-6.safetensors"});
+  CHECK(manager.all_paths() == std::vector<std::string>{dir / "model.ckpt-5.safetensors",
+                                                        dir / "model.ckpt-6.safetensors"});
+  CHECK(manager.kept_paths() == std::vector<std::string>{dir / "model.ckpt-2.safetensors",
+                                                         dir / "model.ckpt-4.safetensors"});
+  // A manager of a later run keeps them too: they are not taken back among the ones it prunes.
+  CheckpointManager later(dir.str(), 2);
+  later.save(7, at_step(7));
+  later.save(8, at_step(8));
+  CHECK(later.kept_paths().size() == 2);
+  CHECK(later.all_paths() == std::vector<std::string>{dir / "model.ckpt-7.safetensors",
+                                                      dir / "model.ckpt-8.safetensors"});
+  CHECK(fs::exists(dir / "model.ckpt-2.safetensors"));
+  // A restore falls back to them after the index's other checkpoints.
+  for (int step : {7, 8}) flip_last_byte(dir / ("model.ckpt-" + std::to_string(step) + ".safetensors"));
+  StderrCapture err(dir / "stderr.txt");
+  check_is_step(later.restore_latest(), 4);
+  CHECK_THROWS_AS(CheckpointManager(dir.str(), 2, -1.0), cohort::InvalidArgument);
+}
+
 TEST_CASE("restore_latest falls back past a damaged latest checkpoint, with a warning") {
   TempDir dir("ckpt_manager_fallback");
   CheckpointManager manager(dir.str());
