@@ -50,7 +50,9 @@ void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& va
   scalars.emplace_back("learning_rate", values.get("learning_rate"));
   if (elapsed && elapsed->seconds > 0) {
     const double examples = static_cast<double>(context.session().trainer().examples_per_global_step());
-    scalars.emplace_back("images/sec", static_cast<double>(elapsed->steps) * examples / elapsed->seconds);
+    const double steps_per_sec = static_cast<double>(elapsed->steps) / elapsed->seconds;
+    scalars.emplace_back("global_step/sec", steps_per_sec);  // TensorFlow's StepCounterHook's tag
+    scalars.emplace_back("images/sec", steps_per_sec * examples);
   }
   writer_->add_scalars(scalars, step);
   writer_->flush();

@@ -22,11 +22,12 @@ struct SummarySaverHookOptions {
 };
 
 /// Writes the scalars "loss", each of the model's metrics ("accuracy" for a classifier, "mse",
-/// ...), "learning_rate" of the current step and "images/sec" to a SummaryWriter in
-/// `output_dir`: at the first step, then every `every_steps` global steps or `every_secs`
-/// seconds. "images/sec" is the whole job's rate since the previous write, from the global-step
-/// delta times the examples behind one global step (this worker's batch, times the workers a
-/// step aggregates in sync and allreduce modes), so it is missing from the first write. The
+/// ...), "learning_rate" of the current step, "global_step/sec" and "images/sec" to a
+/// SummaryWriter in `output_dir`: at the first step, then every `every_steps` global steps or
+/// `every_secs` seconds. The rates are the whole job's since the previous write: the global-step
+/// delta over the time (the chart TensorFlow's StepCounterHook writes), and that times the
+/// examples behind one global step (this worker's batch, times the workers a step aggregates in
+/// sync and allreduce modes); both are missing from the first write. The
 /// writer is flushed after each write and at end(). At a session's first step the hook also
 /// writes a session start (SummaryWriter::add_session_start), as TensorFlow's does, so that
 /// TensorBoard drops what a run restarted from an earlier checkpoint overwrites.

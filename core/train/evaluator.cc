@@ -55,6 +55,10 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
       restore_variables(*checkpoint, model.graph());  // one that does not fit the model throws
       Evaluation evaluation{path, checkpoint->global_step(),
                             evaluate_dataset(model, data, options.batch_size, options.image)};
+      // As a training session's summaries do: an evaluator started again (after a restart of
+      // the job) evaluates the latest checkpoint again, and TensorBoard drops the earlier run's
+      // points from that step on rather than show two.
+      if (done.empty()) summaries.add_session_start(evaluation.global_step);
       summaries.add_scalars({{"eval/loss", evaluation.metrics.loss},
                              {"eval/accuracy", evaluation.metrics.accuracy}},
                             evaluation.global_step);

@@ -41,6 +41,10 @@ grep -qE "^evaluator:0: [1-9][0-9]* checkpoints? evaluated$" "$work/run.log" \
 csv=$work/ckpt/eval/metrics.csv
 grep -qE '^400,[0-9.]+,eval/accuracy,' "$csv" || { echo "no eval/accuracy at step 400 in $csv"; exit 1; }
 ls "$work"/ckpt/eval/events.out.tfevents.* > /dev/null || { echo "no event file in ckpt/eval"; exit 1; }
+# A session start (Event field 7, SessionLog{status: START}): an evaluator started again after a
+# restart evaluates the latest checkpoint again, and TensorBoard then drops the earlier point.
+python3 -c 'import glob, sys; sys.exit(0 if any(b"\x3a\x02\x08\x01" in open(f, "rb").read() for f in glob.glob(sys.argv[1] + "/events.out.tfevents.*")) else 1)' \
+  "$work/ckpt/eval" || { echo "no session start in the evaluator's event file"; exit 1; }
 grep -q "ps:0 served for" "$work/run.log" || { echo "the ps did not return from join()"; exit 1; }
 evaluations=$(grep -c '^evaluator:0 evaluated' "$work/run.log")
 

@@ -248,10 +248,18 @@ TEST_CASE("SummarySaverHook writes at the first step and every N global steps") 
   CHECK(steps_of(rows, "accuracy") == std::vector<std::int64_t>{1, 6, 11});
   CHECK(steps_of(rows, "learning_rate") == std::vector<std::int64_t>{1, 6, 11});
   CHECK(steps_of(rows, "images/sec") == std::vector<std::int64_t>{6, 11});
+  CHECK(steps_of(rows, "global_step/sec") == std::vector<std::int64_t>{6, 11});
+  std::map<std::int64_t, double> steps_per_sec;
   for (const Row& row : rows) {
     if (row.tag == "learning_rate") CHECK(row.value == doctest::Approx(0.05));
-    if (row.tag == "images/sec") CHECK(row.value > 0);
+    if (row.tag == "global_step/sec") steps_per_sec[row.step] = row.value;
   }
+  // Local mode: a global step is one batch of test::kBatch examples.
+  for (const Row& row : rows)
+    if (row.tag == "images/sec") {
+      CHECK(row.value > 0);
+      CHECK(row.value == doctest::Approx(steps_per_sec.at(row.step) * test::kBatch));
+    }
   CHECK_THROWS_AS(SummarySaverHook({.every_steps = 5}), InvalidArgument);  // no output_dir
   CHECK_THROWS_AS(SummarySaverHook({.output_dir = dir.str()}), InvalidArgument);  // no cadence
 }
