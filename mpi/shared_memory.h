@@ -50,6 +50,8 @@ class SharedMemory {
                                                &base, &win_);
     MPI_Info_free(&info);
     COHORT_MPI_CALL(status);
+    // A window's error handler is MPI_ERRORS_ARE_FATAL whatever its communicator's.
+    COHORT_MPI_CALL(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN));
     parts_.resize(static_cast<std::size_t>(comm_.size()));
     for (int r = 0; r < comm_.size(); ++r) {
       MPI_Aint bytes = 0;

@@ -35,7 +35,7 @@ namespace cohort {
 /// Not thread-safe: use one writer from one thread (the chief's session) or lock around it.
 /// Move-only; a moved-from writer may only be destroyed or assigned to.
 ///
-///     cohort::SummaryWriter summaries(FLAGS_log_dir);
+///     cohort::SummaryWriter summaries("logs");
 ///     summaries.add_scalars({{"loss", loss}, {"accuracy", accuracy}}, step);
 class SummaryWriter {
  public:

@@ -68,13 +68,13 @@ struct OpContext {
   InPlaceUpdate* update_in_place = nullptr;
 };
 
-class GpuTensor;   // core/ops/gpu_layer.h (CUDA builds only)
+class GpuTensor;   // core/nn/ops/gpu_layer.h (CUDA builds only)
 struct GpuContext;
 
 /// The GPU path of one layer, for one tower on one device: the same contract as Layer::forward()
 /// and Layer::backward(), on device memory and the tower's stream. `context` holds the device copy
 /// of the graph's parameters, and `grads` is the device copy of the flat gradient buffer (graph
-/// layout). Defined, like GpuTensor and GpuContext, in core/ops/gpu_layer.h.
+/// layout). Defined, like GpuTensor and GpuContext, in core/nn/ops/gpu_layer.h.
 class GpuLayer {
  public:
   virtual ~GpuLayer() = default;
