@@ -1,5 +1,8 @@
 #include "cohort/core/nn/evaluation.h"
 
+#include <string>
+#include <string_view>
+
 #include "cohort/core/base/error.h"
 
 namespace cohort {
@@ -35,7 +38,16 @@ void check_dataset(const Model& model, const data::Dataset& data) {
   try {
     model.check_data(data.example_shape(), data.target_spec());
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(data.name() + ": " + e.what());
+    std::string where;
+    // Too many classes for the logits: name where the largest label is, a value to look for.
+    if (data.has_labels() && std::string_view(e.what()).find(" classes but ") != std::string_view::npos)
+      for (std::int64_t i = 0; i < data.size(); ++i)
+        if (data.label(i) == data.num_classes() - 1) {
+          where = " (the largest label, " + std::to_string(data.label(i)) + ", first at example " +
+                  std::to_string(i) + ")";
+          break;
+        }
+    throw InvalidArgument(data.name() + ": " + e.what() + where);
   }
 }
 

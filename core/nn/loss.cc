@@ -26,7 +26,9 @@ std::int64_t classes_of(const Shape& prediction) {
 
 void check_labels(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
   if (!targets.labels)
-    mismatch(what, prediction, targets, "it needs class labels (integers: floats are targets)");
+    mismatch(what, prediction, targets,
+             "it needs class labels (integers: floats are targets; save the labels as integers, "
+             "as numpy's y.astype(np.int32) gives)");
   const std::int64_t classes = classes_of(prediction);
   if (classes < 1) mismatch(what, prediction, targets, "it needs a vector of logits per example");
   if (targets.num_classes > classes)

@@ -114,7 +114,7 @@ expect_failure truncated "truncated_x\.npy: .*" \
   --train=truncated_x.npy,ml_train_y.npy --loss=sigmoid_cross_entropy
 expect_failure input_shape "reg_train\.csv: the data's examples are \[6\], the model's input takes \[7\]" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --input_shape=7
-expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels \(integers: floats are targets\)" \
+expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels \(integers: floats are targets; save the labels as integers, as numpy's y\.astype\(np\.int32\) gives\)" \
   --train=ml_train_x.npy,ml_train_y.npy --loss=softmax_cross_entropy
 expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is not a finite number \(a missing value\?\)" \
   --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error

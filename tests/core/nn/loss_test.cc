@@ -111,7 +111,7 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK_THROWS_WITH_AS(ce.check({10}, TargetSpec::values({10})),
                        "loss softmax_cross_entropy does not fit the data: predictions [10] per "
                        "example, float targets [10]; it needs class labels (integers: floats are "
-                       "targets)",
+                       "targets; save the labels as integers, as numpy's y.astype(np.int32) gives)",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::classes(10)),
                        "loss softmax_cross_entropy does not fit the data: predictions [5] per "

@@ -9,6 +9,8 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/composite.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/evaluation.h"
 #include "cohort/core/nn/model.h"
 #include "cohort/core/nn/models.h"
 #include "cohort/core/nn/optimizer.h"
@@ -264,6 +266,14 @@ TEST_CASE("data that does not fit the model is refused in one line") {
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(model.check_data({28, 28, 1}, TargetSpec::values({10})),
                        doctest::Contains("loss softmax_cross_entropy does not fit the data"),
+                       InvalidArgument);
+  // More classes than logits: the message says where the largest label is.
+  const data::Dataset twelve = data::Dataset::from_arrays(Tensor({4, 28, 28, 1}), {0, 11, 3, 11}, 12, "mine");
+  CHECK_THROWS_WITH_AS(check_dataset(model, twelve),
+                       doctest::Contains("mine: loss softmax_cross_entropy does not fit the data: "
+                                         "predictions [10] per example, class labels in [0, 12); "
+                                         "there are 12 classes but 10 logits (the largest label, "
+                                         "11, first at example 1)"),
                        InvalidArgument);
   model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
   CHECK(model.metric_names() == std::vector<std::string>{"mse"});
