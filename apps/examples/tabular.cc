@@ -10,15 +10,17 @@
 //
 // --train and --test name a .csv file, a pair "features.npy,targets.npy", or a .npz archive
 // holding arrays "x" and "y". A test CSV's columns are matched to the training file's by name.
-// The model's input takes the data's example shape (--input_shape, if given, must agree). Both
-// sets are checked against the model before training. The chief prints the test loss and
-// metrics, and writes them to --metrics_json.
+// Each worker reads only its shard of the training data, and the chief alone the test data
+// (without --test: the training data, whole). The model's input takes the data's example shape
+// (--input_shape, if given, must agree). Both sets are checked against the model before
+// training. The chief prints the test loss and metrics, and writes them to --metrics_json.
 #include <cohort/cohort.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,10 +48,11 @@ bool ends_with(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The dataset named by a --train or --test value. A CSV file's feature columns: given (a test
-// file read with the training file's, matched by name), else every other column, and returned.
+// The dataset named by a --train or --test value, or `shard`'s part of it (the other rows' values
+// are never held). A CSV file's feature columns: given (a test file read with the training
+// file's, matched by name), else every other column, and returned.
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
-                           std::vector<std::string>& csv_features) {
+                           std::vector<std::string>& csv_features, cohort::data::ShardSpec shard = {}) {
   if (ends_with(spec, ".csv")) {
     if (FLAGS_csv_delimiter.size() != 1)
       throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter +
@@ -60,14 +63,15 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
     csv.feature_columns = csv_features;
+    csv.shard = shard;
     return cohort::data::load_csv(spec, csv, &csv_features);
   }
-  if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec);
+  if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec, "x", "y", 0, shard);
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   if (files.size() != 2)
     throw cohort::InvalidArgument("--" + what + "=" + spec +
                                   ": expected FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
-  return cohort::data::dataset_from_npy(files[0], files[1]);
+  return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
 }
 
 // Hidden ReLU layers, then one output per class or per target value.
@@ -99,10 +103,16 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  // Each worker reads its shard of the training data; the chief alone, which evaluates, the
+  // test data (without --test: the whole training file).
   std::vector<std::string> csv_features;
-  const cohort::data::Dataset train = load("train", FLAGS_train, csv_features);
-  const cohort::data::Dataset test =
-      FLAGS_test.empty() ? train : load("test", FLAGS_test, csv_features);
+  const cohort::data::Dataset train =
+      load("train", FLAGS_train, csv_features, {server.replica_index(), server.num_replicas()});
+  const std::int64_t examples = server.replicas().allreduce(train.size());
+  std::optional<cohort::data::Dataset> test;
+  if (server.is_chief())
+    test = FLAGS_test.empty() ? load("train", FLAGS_train, csv_features)
+                              : load("test", FLAGS_test, csv_features);
   const cohort::Shape input = FLAGS_input_shape.empty()
                                   ? train.example_shape()
                                   : cohort::flags::parse_size_list("input_shape", FLAGS_input_shape,
@@ -118,11 +128,10 @@ int Main(int argc, char** argv) {
   optimizer.name = FLAGS_optimizer;
   optimizer.learning_rate.base = FLAGS_learning_rate;
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return mlp(g, input, targets); },
-      train.shard(server.replica_index(), server.num_replicas()),
+      &server, graph, [&](cohort::Graph& g) { return mlp(g, input, targets); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
-  cohort::check_dataset(trainer.model(), test);
+  if (test) cohort::check_dataset(trainer.model(), *test);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
@@ -132,10 +141,10 @@ int Main(int argc, char** argv) {
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
-    const cohort::StepMetrics m = trainer.evaluate(test);
+    const cohort::StepMetrics m = trainer.evaluate(*test);
     const auto& names = trainer.model().metric_names();
     std::printf("tabular: %d workers, %lld examples, global step %lld, test loss %.5f",
-                server.num_replicas(), static_cast<long long>(train.size()),
+                server.num_replicas(), static_cast<long long>(examples),
                 static_cast<long long>(trainer.global_step()), m.loss);
     std::string json = "{\"loss\": " + std::to_string(m.loss);
     for (std::size_t i = 0; i < names.size(); ++i) {
