@@ -37,8 +37,25 @@ std::int64_t now_ns() {
   std::_Exit(1);
 }
 
+// A wait that has lasted this long is named on stderr (then every warn_every), so that a job
+// held up by a stalled peer does not sit in silence until the timeout, which must be long.
+std::atomic<std::int64_t> warn_after_ns{60'000'000'000};
+std::atomic<std::int64_t> warn_every_ns{300'000'000'000};
+
+void warn(const char* what, std::int64_t step, std::int64_t waited_ns, std::int64_t left_ns) {
+  const std::string where = step >= 0 ? " (global step " + std::to_string(step) + ")" : "";
+  std::fprintf(stderr,
+               "[%s] warning: no progress for %lld s in %s%s: a peer may have stalled; the job "
+               "ends in %lld s unless it moves (the stall timeout)\n",
+               process_label().c_str(), static_cast<long long>(waited_ns / 1'000'000'000),
+               what != nullptr ? what : "a wait for the other tasks", where.c_str(),
+               static_cast<long long>(left_ns / 1'000'000'000));
+  std::fflush(stderr);
+}
+
 void watch_forever() {
   std::int64_t last = now_ns();
+  std::int64_t warned_due = 0, next_warning = 0;  // the wait warned about, and when next
   for (;;) {
     std::this_thread::sleep_for(kTick);
     const std::int64_t now = now_ns();
@@ -47,13 +64,27 @@ void watch_forever() {
     const std::int64_t gap = now - last - std::chrono::nanoseconds(kTick).count();
     last = now;
     std::int64_t due = deadline.load();
-    if (due != 0 && gap > std::chrono::nanoseconds(std::chrono::seconds(2)).count())
-      deadline.compare_exchange_strong(due, due + gap);
+    if (due != 0 && gap > std::chrono::nanoseconds(std::chrono::seconds(2)).count()) {
+      if (deadline.compare_exchange_strong(due, due + gap) && warned_due == due) {
+        warned_due = due + gap;
+        next_warning += gap;
+      }
+    }
     due = deadline.load();
-    if (due == 0 || now <= due) continue;
+    if (due == 0) continue;
     const char* what = phase.load();
     const std::int64_t step = phase_step.load();
-    if (deadline.load() == due) fire(what, step, timeout_ms.load());  // still the same wait
+    if (deadline.load() != due) continue;  // another wait began meanwhile
+    if (now > due) fire(what, step, timeout_ms.load());
+    const std::int64_t began = due - timeout_ms.load() * 1'000'000;
+    if (warned_due != due) {
+      warned_due = due;
+      next_warning = began + warn_after_ns.load();
+    }
+    if (now >= next_warning && due - now > warn_every_ns.load() / 10) {
+      warn(what, step, now - began, due - now);
+      next_warning += warn_every_ns.load();
+    }
   }
 }
 
@@ -62,6 +93,21 @@ void watch_forever() {
 void StallWatch::set_timeout(std::chrono::milliseconds timeout) { timeout_ms.store(timeout.count()); }
 
 std::chrono::milliseconds StallWatch::timeout() { return std::chrono::milliseconds(timeout_ms.load()); }
+
+std::chrono::milliseconds StallWatch::first_warning() {
+  return std::chrono::milliseconds(warn_after_ns.load() / 1'000'000);
+}
+
+std::chrono::milliseconds StallWatch::warning_every() {
+  return std::chrono::milliseconds(warn_every_ns.load() / 1'000'000);
+}
+
+void StallWatch::set_warnings(std::chrono::milliseconds first, std::chrono::milliseconds every) {
+  if (first.count() <= 0 || every.count() <= 0)
+    throw InvalidArgument("StallWatch::set_warnings: the intervals must be positive");
+  warn_after_ns.store(first.count() * 1'000'000);
+  warn_every_ns.store(every.count() * 1'000'000);
+}
 
 StallWatch::StallWatch(const char* what, std::int64_t step) {
   const std::int64_t timeout = timeout_ms.load();

@@ -17,7 +17,11 @@ namespace cohort {
 /// While alive, arms this process's stall deadline, StallWatch::timeout() from now: unless
 /// destroyed by then, a background thread prints one line, "[worker:0 rank 1] error: no progress
 /// for 1800 s in WHAT (global step N): a peer has stalled or been lost; ending the job", and ends
-/// the process with status 1 (std::_Exit: no MPI call, no destructors). Nothing is armed while
+/// the process with status 1 (std::_Exit: no MPI call, no destructors). Before that, a wait that
+/// has lasted a minute is named in a warning, "no progress for 60 s in WHAT ...: a peer may have
+/// stalled; the job ends in N s unless it moves", then every five minutes (none in the last
+/// tenth of that interval before the deadline), so that a long timeout is not spent in silence
+/// (set_warnings() changes the two intervals). Nothing is armed while
 /// the timeout is zero (the default). Time the process spends stopped (a suspended job, SIGSTOP)
 /// does not count. A watch inside another replaces its deadline until destroyed; the outer one's
 /// deadline then holds again, as it was. For the thread that makes the MPI calls; arming costs a
@@ -35,6 +39,12 @@ class StallWatch {
   /// chief restoring, evaluating or saving between steps). Zero: for good.
   static void set_timeout(std::chrono::milliseconds timeout);
   static std::chrono::milliseconds timeout();
+  /// When an armed wait is first named in a warning (60 s), and how often again (300 s). Both
+  /// positive; an InvalidArgument otherwise.
+  static void set_warnings(std::chrono::milliseconds first, std::chrono::milliseconds every);
+  /// The two intervals (wait_until() warns on the same ones).
+  static std::chrono::milliseconds first_warning();
+  static std::chrono::milliseconds warning_every();
 
  private:
   std::int64_t previous_deadline_ = 0;

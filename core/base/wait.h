@@ -10,7 +10,9 @@ namespace cohort {
 /// Polls `ready` until it returns true. Starts with short sleeps (tens of microseconds) so a
 /// lock-step exchange stays fast, and backs off to about a millisecond so a long wait costs next
 /// to no CPU. `timeout` zero waits forever; on expiry throws Error("timed out after N s waiting
-/// for " + what()), where `what` names the tasks still awaited (the stall inspector).
+/// for " + what()), where `what` names the tasks still awaited (the stall inspector). A wait
+/// with a timeout that lasts StallWatch::first_warning() (a minute) says so on stderr, naming
+/// what() and the time left, and again every StallWatch::warning_every().
 /// Blocking; calls `ready` from the calling thread only.
 ///
 /// With `spin`, it first polls without sleeping for up to that long, yielding the core between

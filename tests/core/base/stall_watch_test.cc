@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 
@@ -69,6 +70,45 @@ TEST_CASE("a wait that outlasts the stall timeout ends the process, naming the w
   CHECK(o.stderr_text ==
         "[worker:1 rank 2] error: no progress for 1 s in the allreduce (global step 41): a peer "
         "has stalled or been lost; ending the job\n");
+}
+
+TEST_CASE("a long wait is named in a warning, again at each interval, before the timeout ends it") {
+  const Outcome o = in_child([] {
+    cohort::set_process_label("worker:0 rank 1");
+    cohort::StallWatch::set_timeout(5000ms);
+    cohort::StallWatch::set_warnings(1000ms, 2000ms);
+    const cohort::StallWatch watch("the allreduce", 7);
+    std::this_thread::sleep_for(8s);
+  });
+  CHECK(o.status == 1);
+  // At 1 s and 3 s (the watching thread looks five times a second: a slow machine may say a
+  // second more, or less left); the deadline at 5 s.
+  std::vector<std::string> lines;
+  std::istringstream text(o.stderr_text);
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 3);
+  const std::string warning = "[worker:0 rank 1] warning: no progress for ";
+  const std::string named = " s in the allreduce (global step 7): a peer may have stalled; the job ends in ";
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAPTURE(lines[i]);
+    CHECK(lines[i].rfind(warning, 0) == 0);
+    CHECK(lines[i].find(named) != std::string::npos);
+    CHECK(lines[i].ends_with(" s unless it moves (the stall timeout)"));
+  }
+  CHECK(lines[0].rfind(warning + "1" + named, 0) == 0);
+  CHECK(lines[2] ==
+        "[worker:0 rank 1] error: no progress for 5 s in the allreduce (global step 7): a peer "
+        "has stalled or been lost; ending the job");
+  // A wait that ends before the first warning says nothing.
+  const Outcome quiet = in_child([] {
+    cohort::StallWatch::set_timeout(10s);
+    cohort::StallWatch::set_warnings(1000ms, 1000ms);
+    { const cohort::StallWatch watch("the allreduce", 7); std::this_thread::sleep_for(500ms); }
+    std::this_thread::sleep_for(1500ms);
+  });
+  CHECK(quiet.status == 0);
+  CHECK(quiet.stderr_text.empty());
+  CHECK_THROWS_AS(cohort::StallWatch::set_warnings(0ms, 1s), cohort::InvalidArgument);
 }
 
 TEST_CASE("waits that end in time, a timeout of zero, and nested watches do nothing") {

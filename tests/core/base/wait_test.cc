@@ -4,10 +4,16 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/base/stall_watch.h"
+#include "support/stderr_capture.h"
 
 namespace cohort {
 namespace {
@@ -38,6 +44,28 @@ TEST_CASE("wait_until's deadline holds while it spins, and its error names what 
   CHECK(std::chrono::steady_clock::now() - start < 20s);  // not the minute of spin
   CHECK(message.find("timed out after 0.03 s waiting") != std::string::npos);
   CHECK(message.find("waiting for worker:1 (rank 2)") != std::string::npos);
+}
+
+TEST_CASE("a long wait_until says on stderr what it waits for, and when it will give up") {
+  StallWatch::set_warnings(100ms, 200ms);
+  std::vector<std::string> lines;
+  {
+    test::StderrCapture err((std::filesystem::temp_directory_path() /
+                             ("wait_test_" + std::to_string(::getpid()) + ".txt")).string());
+    CHECK_THROWS_AS(wait_until([] { return false; }, 450ms,
+                               [] { return std::string("worker:1 (rank 2)"); }),
+                    Error);
+    lines = err.lines();
+  }
+  StallWatch::set_warnings(60s, 300s);
+  // At 0.1 s and 0.3 s (a busy machine may be late: one at least, two at most).
+  REQUIRE(lines.size() >= 1);
+  CHECK(lines.size() <= 2);
+  for (const std::string& line : lines) {
+    CAPTURE(line);
+    CHECK(line.find("warning: waiting 0 s so far for worker:1 (rank 2); gives up in 0 s (the wait "
+                    "timeout)") != std::string::npos);
+  }
 }
 
 }  // namespace
