@@ -8,6 +8,7 @@
 //   mpirun -np 4 build/bin/example_tabular --train=x.npy,y.npy --test=xt.npy,yt.npy
 //       --loss=sigmoid_cross_entropy                                           (one line)
 //
+// --standardize scales each feature by the training data's mean and standard deviation.
 // --train and --test name a .csv file, a pair "features.npy,targets.npy", or a .npz archive
 // holding arrays "x" and "y". A test CSV's columns are matched to the training file's by name.
 // Each worker reads only its shard of the training data, and the chief alone the test data
@@ -21,6 +22,7 @@
 #include <exception>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,9 @@ COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
+COHORT_DEFINE_bool(standardize, false,
+                   "scale each feature to mean 0 and standard deviation 1, by the training data's "
+                   "(all workers' shards), in training and evaluation");
 
 namespace {
 
@@ -123,6 +128,15 @@ int Main(int argc, char** argv) {
       cluster.num_tasks("ps"), server.worker_device()))};
   cohort::TrainerOptions options;
   options.batch_size = FLAGS_batch_size;
+  if (FLAGS_standardize) {
+    // The whole training set's statistics, from every worker's shard.
+    cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
+    const cohort::mpi::Comm& workers = server.replicas();
+    sums.count = workers.allreduce(sums.count);
+    workers.allreduce(std::span<double>(sums.sum));
+    workers.allreduce(std::span<double>(sums.sum_squares));
+    sums.moments(options.image.mean, options.image.std);
+  }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   cohort::OptimizerOptions optimizer;
   optimizer.name = FLAGS_optimizer;

@@ -3,6 +3,7 @@
 # - a regression from a CSV file: the test mean squared error must fall below 0.05 (the targets
 #   vary by about 0.6 around their mean; the noise added is 0.01), with the test file's columns
 #   in another order (matched by name), and the same in sync mode with 1 ps task and 2 workers;
+# - features on scales far apart: with --standardize the same bar, without it twice the error;
 # - a CSV file without a header (--csv_header=false): every row is an example;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
@@ -38,6 +39,16 @@ np.savetxt("reg_test.csv", test, delimiter=",", header=",".join(header.split(","
 np.savetxt("reg_test_no_f5.csv", np.delete(test, 3, axis=1), delimiter=",",
            header=",".join(header.split(",")[i] for i in order if i != 5), comments="", fmt="%.6f")
 np.savetxt("reg_no_header.csv", regression(500), delimiter=",", fmt="%.6f")
+# Features on scales far apart (a year-like 2000 +- 1000, a ratio +- 0.001): --standardize's case.
+def scaled(data):
+    data = data.copy()
+    data[:, 0] = 2000 + 1000 * data[:, 0]
+    data[:, 1] = 0.001 * data[:, 1]
+    return data
+np.savetxt("reg_scaled_train.csv", scaled(regression(4000)), delimiter=",", header=header,
+           comments="", fmt="%.6f")
+np.savetxt("reg_scaled_test.csv", scaled(regression(1000)), delimiter=",", header=header,
+           comments="", fmt="%.6f")
 with open("reg_nan.csv", "w") as f:
     f.write(header + "\n0.1,0.2,0.3,0.4,0.5,0.6,1,2\nnan,0.2,0.3,0.4,0.5,0.6,1,2\n")
 
@@ -85,6 +96,20 @@ run regression_sync --mode=sync --ps_tasks=1 --train=reg_train.csv --test=reg_te
 mse=$(metric reg_sync.json mse)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
   || { echo "sync-mode regression: test MSE $mse, expected below 0.05"; exit 1; }
+
+# Features on scales far apart: standardised by the training data's statistics (all shards'),
+# the model learns them as it learns the plain ones; as they are, it does not.
+run standardized --train=reg_scaled_train.csv --test=reg_scaled_test.csv --target_columns=y1,y2 \
+  --loss=mean_squared_error --hidden=64,64 --train_steps=1500 --standardize \
+  --metrics_json=reg_std.json || { echo "the standardised regression job failed"; exit 1; }
+mse_std=$(metric reg_std.json mse)
+run unstandardized --train=reg_scaled_train.csv --test=reg_scaled_test.csv --target_columns=y1,y2 \
+  --loss=mean_squared_error --hidden=64,64 --train_steps=1500 \
+  --metrics_json=reg_raw.json || { echo "the unstandardised regression job failed"; exit 1; }
+mse_raw=$(metric reg_raw.json mse)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $mse_std < 0.05 and $mse_raw > 2 * $mse_std else 1)" \
+  || { echo "scaled features: test MSE $mse_std standardised, $mse_raw not; expected < 0.05 and" \
+              "at least twice that"; exit 1; }
 
 run multilabel --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
   --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics_json=ml.json \

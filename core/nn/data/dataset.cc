@@ -1,6 +1,7 @@
 #include "cohort/core/nn/data/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -144,6 +145,37 @@ Dataset Dataset::shard(int index, int count) const {
   storage->num_classes = storage_->num_classes;
   storage->name = storage_->name;
   return Dataset(std::move(storage));
+}
+
+FeatureSums feature_sums(const Dataset& data) {
+  const Shape shape = data.example_shape();
+  const auto features = static_cast<std::size_t>(shape.empty() ? 1 : shape.back());
+  FeatureSums sums{data.size(), std::vector<double>(features), std::vector<double>(features)};
+  for (std::int64_t i = 0; i < data.size(); ++i) {
+    const std::span<const float> x = data.example(i);
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      const double v = x[j];
+      sums.sum[j % features] += v;
+      sums.sum_squares[j % features] += v * v;
+    }
+  }
+  // Each feature appears once per position in front of the last axis.
+  sums.count *= data.example_size() / static_cast<std::int64_t>(features);
+  return sums;
+}
+
+void FeatureSums::moments(std::vector<float>& mean, std::vector<float>& std) const {
+  if (count <= 0) throw InvalidArgument("feature moments of no examples");
+  mean.resize(sum.size());
+  std.resize(sum.size());
+  const auto n = static_cast<double>(count);
+  for (std::size_t j = 0; j < sum.size(); ++j) {
+    const double m = sum[j] / n;
+    const double variance = std::max(0.0, sum_squares[j] / n - m * m);
+    mean[j] = static_cast<float>(m);
+    // Relative to the mean's size: a spread that is rounding error is no spread.
+    std[j] = variance > 1e-12 * std::max(1.0, m * m) ? static_cast<float>(std::sqrt(variance)) : 1.0f;
+  }
 }
 
 }  // namespace cohort::data

@@ -106,6 +106,21 @@ class Dataset {
   std::int64_t target_size_ = 0;
 };
 
+/// What standardising a dataset's features takes: per feature (the last axis of the example
+/// shape, the channels of ImageOptions), the sum and the sum of squares over the examples, and
+/// their count. Those of several shards add up to the whole set's (an allreduce of the three).
+struct FeatureSums {
+  std::int64_t count = 0;
+  std::vector<double> sum{}, sum_squares{};
+
+  /// The per-feature mean and standard deviation for ImageOptions::mean and std (a constant
+  /// feature's deviation is 1, so it only loses its mean). Throws InvalidArgument when count is
+  /// not positive.
+  void moments(std::vector<float>& mean, std::vector<float>& std) const;
+};
+/// Sums over every example of `data`.
+FeatureSums feature_sums(const Dataset& data);
+
 /// A worker's share of a dataset: the examples index, index + count, index + 2 count, ... (what
 /// Dataset::shard(index, count) keeps).
 struct ShardSpec {

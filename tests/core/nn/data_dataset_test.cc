@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -13,7 +14,9 @@
 using cohort::Shape;
 using cohort::Tensor;
 using cohort::data::Dataset;
+using cohort::data::FeatureSums;
 using cohort::data::Storage;
+using cohort::data::feature_sums;
 
 namespace {
 
@@ -142,6 +145,43 @@ TEST_CASE("shard: disjoint, covering, balanced, each a copy of its own examples"
   CHECK_THROWS_AS(whole.shard(0, 0), cohort::InvalidArgument);
   CHECK_THROWS_WITH_AS(whole.shard(3, 2), "Dataset::shard: index 3 of count 2 (need 0 <= index < count)",
                        cohort::InvalidArgument);
+}
+
+TEST_CASE("feature_sums: per feature (the last axis), shards add up to the whole, moments") {
+  // 4 examples of shape [2, 3]: feature j of example i, row r is 10 * j + i + r.
+  Tensor x({4, 2, 3});
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t r = 0; r < 2; ++r)
+      for (std::int64_t j = 0; j < 3; ++j) x[(i * 2 + r) * 3 + j] = static_cast<float>(10 * j + i + r);
+  const Dataset data = Dataset::from_arrays(x, {0, 1, 0, 1}, 2);
+  const FeatureSums whole = feature_sums(data);
+  CHECK(whole.count == 8);  // 4 examples, 2 rows each
+  // Feature 0 takes i + r: 0,1, 1,2, 2,3, 3,4.
+  CHECK(whole.sum[0] == 16);
+  CHECK(whole.sum_squares[0] == 0 + 1 + 1 + 4 + 4 + 9 + 9 + 16);
+  // Two shards add up to the whole.
+  FeatureSums parts = feature_sums(data.shard(0, 2));
+  const FeatureSums other = feature_sums(data.shard(1, 2));
+  parts.count += other.count;
+  for (std::size_t j = 0; j < 3; ++j) {
+    parts.sum[j] += other.sum[j];
+    parts.sum_squares[j] += other.sum_squares[j];
+    CHECK(parts.sum[j] == whole.sum[j]);
+    CHECK(parts.sum_squares[j] == whole.sum_squares[j]);
+  }
+  CHECK(parts.count == whole.count);
+  std::vector<float> mean, std;
+  whole.moments(mean, std);
+  REQUIRE(mean.size() == 3);
+  CHECK(mean[0] == doctest::Approx(2.0));
+  CHECK(std[0] == doctest::Approx(std::sqrt(1.5)));  // squared deviations 4,1,1,0,0,1,1,4 over 8
+  CHECK(mean[1] == doctest::Approx(12.0));
+  // A constant feature keeps a deviation of 1.
+  const FeatureSums constant{4, {20.0}, {100.0}};
+  constant.moments(mean, std);
+  CHECK(mean == std::vector<float>{5.0f});
+  CHECK(std == std::vector<float>{1.0f});
+  CHECK_THROWS_AS(FeatureSums{}.moments(mean, std), cohort::InvalidArgument);
 }
 
 TEST_CASE("a default Dataset is empty and usable") {
