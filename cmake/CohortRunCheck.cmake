@@ -6,6 +6,11 @@ if(EXPECT_FAIL)
   if(status EQUAL 0)
     message(FATAL_ERROR "expected a non-zero exit status, got 0")
   endif()
+  # A failure, not a crash: without an EXIT_CODE, a status a program chose (1 to 125), not death
+  # by a signal (128 and up, or the text CMake gives for it) after the message was printed.
+  if("${EXIT_CODE}" STREQUAL "" AND NOT (status MATCHES "^[0-9]+$" AND status LESS 126))
+    message(FATAL_ERROR "expected the program to fail with a status of its own, got ${status}")
+  endif()
 elseif(NOT status EQUAL 0)
   message(FATAL_ERROR "expected exit status 0, got ${status}")
 endif()
