@@ -14,6 +14,8 @@
 #include <span>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
 #include "cohort/core/base/error.h"
 #include "cohort/core/io/crc32c.h"
 
@@ -205,8 +207,17 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, std::int64_
 void SummaryWriter::add_scalars(const std::vector<std::pair<std::string, double>>& values,
                                 std::int64_t step) {
   if (!events_) throw Error("SummaryWriter used after it was moved from");
-  for (const auto& [tag, value] : values)
+  for (const auto& [tag, value] : values) {
     if (tag.empty()) throw InvalidArgument("summary tag is empty (step " + std::to_string(step) + ")");
+    // A tag is a protobuf string, which TensorBoard's reader refuses unless it is UTF-8.
+    try {
+      (void)nlohmann::json(tag).dump();
+    } catch (const nlohmann::json::type_error&) {
+      throw InvalidArgument("summary tag " + nlohmann::json(tag).dump(-1, ' ', true,
+                                                                      nlohmann::json::error_handler_t::replace) +
+                            " is not valid UTF-8 (step " + std::to_string(step) + ")");
+    }
+  }
   if (values.empty()) return;
 
   const double wall_time = now_seconds();

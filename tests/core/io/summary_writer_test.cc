@@ -391,16 +391,21 @@ TEST_CASE("tags that need it are quoted in the CSV; bad input is refused") {
   writer.add_scalar("eval, \"top-1\"", 0.5, 1);
   CHECK_THROWS_AS(writer.add_scalar("", 1.0, 2), cohort::InvalidArgument);
   CHECK_THROWS_AS(writer.add_scalars({{"loss", 1.0}, {"", 2.0}}, 3), cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(writer.add_scalar("loss\xff", 1.0, 3),
+                       "summary tag \"loss\\ufffd\" is not valid UTF-8 (step 3)",
+                       cohort::InvalidArgument);
+  writer.add_scalar("\xce\xbb", 0.25, 4);  // a UTF-8 lambda is fine
   writer.add_scalar("nan", std::nan(""), 4);
   writer.flush();
   const auto lines = lines_of(read_file(writer.csv_file()));
-  REQUIRE(lines.size() == 3);  // the refused calls wrote nothing
+  REQUIRE(lines.size() == 4);  // the refused calls wrote nothing
   CHECK(lines[1].substr(lines[1].find(",\"")) == ",\"eval, \"\"top-1\"\"\",0.5");
-  CHECK(lines[2].substr(lines[2].size() - 8) == ",nan,nan");
+  CHECK(lines[3].substr(lines[3].size() - 8) == ",nan,nan");
   const auto events = decode(writer.event_file());
-  REQUIRE(events.size() == 3);
+  REQUIRE(events.size() == 4);
   CHECK(events[1].values.at(0).tag == "eval, \"top-1\"");
-  CHECK(std::isnan(events[2].values.at(0).simple_value));
+  CHECK(events[2].values.at(0).tag == "\xce\xbb");
+  CHECK(std::isnan(events[3].values.at(0).simple_value));
 }
 
 TEST_CASE("a logdir that cannot be created is reported by path") {
