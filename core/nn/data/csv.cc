@@ -175,6 +175,14 @@ class CsvReader {
     }
     int num_classes = options_.num_classes;
     if (num_classes == 0) num_classes = largest + 1;
+    // More classes than rows, by far: most likely a column of values to predict (a price, an
+    // id) taken for labels, which would make a model with that many outputs.
+    if (options_.num_classes == 0 && num_classes > 1000 && num_classes > rows)
+      std::fprintf(stderr,
+                   "[%s] warning: %s: label column %s counts %d classes (its largest label + 1) "
+                   "for %lld rows: values to predict are target_columns, not a label\n",
+                   process_label().c_str(), path_.c_str(), quote(options_.label_column).c_str(),
+                   num_classes, static_cast<long long>(rows));
     return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
   }
 

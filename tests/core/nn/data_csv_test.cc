@@ -8,6 +8,7 @@
 
 #include "cohort/core/nn/data/loaders.h"
 #include "loader_checks.h"
+#include "support/stderr_capture.h"
 #include "support/temp_dir.h"
 
 using cohort::Shape;
@@ -53,6 +54,23 @@ TEST_CASE("CSV: a header and a label column by name") {
   const Dataset by_index = csv(dir, "a,label,b\n1,2,3\n", {.label_column = "1", .num_classes = 4});
   CHECK(by_index.num_classes() == 4);
   CHECK(example(by_index, 0) == std::vector<float>{1, 3});
+}
+
+TEST_CASE("CSV: a label column that counts far more classes than rows is warned of") {
+  TempDir dir("data_loaders_test");
+  std::vector<std::string> lines;
+  {
+    cohort::test::StderrCapture err(dir / "stderr.txt");
+    const Dataset prices = csv(dir, "a,price\n1,250000\n2,180500\n", {.label_column = "price"});
+    CHECK(prices.num_classes() == 250001);
+    const Dataset classes = csv(dir, "a,class\n1,2\n2,1500\n", {.label_column = "class", .num_classes = 2000});
+    CHECK(classes.num_classes() == 2000);  // given: no warning
+    lines = err.lines();
+  }
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("warning: " + dir / "t.csv" + ": label column 'price' counts 250001 classes "
+                      "(its largest label + 1) for 2 rows: values to predict are target_columns, "
+                      "not a label") != std::string::npos);
 }
 
 TEST_CASE("CSV: no header, columns by index; targets; chosen features; delimiters; CRLF") {
