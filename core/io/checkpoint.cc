@@ -34,6 +34,19 @@ const std::string kPrefix = "model.ckpt-";
 const std::string kSuffix = ".safetensors";
 const std::string kTempMarker = ".tmp-";  // write_file_atomically names its files <path>.tmp-...
 
+// A file time as the system clock's seconds since 1970, and back: the index's times outlive the
+// process, whose file clock may count from elsewhere.
+double seconds_of(fs::file_time_type time) {
+  return std::chrono::duration<double>(
+             fs::file_time_type::clock::to_sys(time).time_since_epoch())
+      .count();
+}
+fs::file_time_type file_time_of(double seconds) {
+  const std::chrono::sys_time<std::chrono::nanoseconds> sys(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));
+  return fs::file_time_type::clock::from_sys(sys);
+}
+
 void warn(const std::string& message) {
   std::fprintf(stderr, "[%s] warning: %s\n", process_label().c_str(), message.c_str());
 }
@@ -51,7 +64,10 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
     throw InvalidArgument("CheckpointManager " + directory_ + ": keep_checkpoint_every_n_hours " +
                           std::to_string(keep_checkpoint_every_n_hours) + " is not in [0, 1e6] (0: off)");
   keep_every_ = std::chrono::seconds(std::llround(keep_checkpoint_every_n_hours * 3600));
-  next_kept_ = fs::file_time_type::clock::now() + keep_every_;
+  if (keep_checkpoint_every_n_hours > 0 && keep_every_.count() == 0)
+    throw InvalidArgument("CheckpointManager " + directory_ + ": keep_checkpoint_every_n_hours " +
+                          std::to_string(keep_checkpoint_every_n_hours) + " is under a second");
+  first_kept_ = fs::file_time_type::clock::now() + keep_every_;
   std::error_code ec;
   const bool made = fs::create_directories(directory_, ec);
   if (ec) throw CheckpointError(directory_ + ": cannot create the checkpoint directory: " +
@@ -142,6 +158,8 @@ std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
   const std::string path = index_path();
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw CheckpointReadError(path + ": cannot stat the checkpoint index: " + ec.message());
   if (!fs::exists(status)) return std::nullopt;
   if (!fs::is_regular_file(status))
     throw CheckpointError(path + ": the checkpoint index is not a regular file");
@@ -178,6 +196,10 @@ std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
     index.all.push_back(name.get<std::string>());
     check(index.all.back());
   }
+  if (const auto next = json.find("next_kept"); next != json.end()) {
+    if (!next->is_number()) throw fail("checkpoint index \"next_kept\" is not a time: " + next->dump());
+    index.next_kept = next->get<double>();
+  }
   if (const auto kept = json.find("kept"); kept != json.end()) {
     if (!kept->is_array()) throw fail("checkpoint index \"kept\" is not a list: " + kept->dump());
     for (const auto& name : *kept) {
@@ -192,6 +214,7 @@ std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
 void CheckpointManager::write_index(const Index& index) {
   nlohmann::ordered_json json{{"latest", index.latest}, {"all", index.all}};
   if (!index.kept.empty()) json["kept"] = index.kept;
+  if (index.next_kept) json["next_kept"] = *index.next_kept;
   const std::string text = json.dump(2) + "\n";
   const std::span<const std::byte> piece = std::as_bytes(std::span(text));
   write_file_atomically(index_path(), std::span(&piece, 1), before_rename_);
@@ -236,20 +259,23 @@ std::string CheckpointManager::save(std::int64_t step, Checkpoint checkpoint) {
   write_checkpoint(path, checkpoint, before_rename_);
 
   Index previous;
+  bool index_read = true;
   try {
     if (auto index = read_index()) previous = std::move(*index);
   } catch (const CheckpointError& e) {
-    warn(std::string(e.what()) + "; rewriting it from the checkpoint files in the directory");
+    // Which files it kept for good is not known now: none is deleted in this save.
+    warn(std::string(e.what()) + "; rewriting it from the checkpoint files in the directory, "
+                                 "and deleting none of them this time");
+    index_read = false;
   }
-  // The files still there, oldest first; then files the index does not name, which a crash
-  // between writing a checkpoint and the index leaves: they were written after the index's
-  // latest, so they count as newer than it and older than this save. The ones kept for good
-  // stay apart.
-  Index next{name, {}, {}};
+  // The files still there, oldest (lowest step) first, the ones the index does not name among
+  // them (a crash between writing a checkpoint and the index, or between the index and the
+  // deletion of old ones, leaves such files); then this save. The ones kept for good stay apart.
+  Index next{name, {}, {}, {}};
   std::set<std::string> named{name};
   const auto there = [&](const std::string& n) {
     std::error_code ec;
-    return fs::exists(path_of(n), ec);
+    return fs::exists(path_of(n), ec) || ec;  // a file that cannot be looked at is not gone
   };
   for (const auto& n : previous.kept)
     if (there(n) && named.insert(n).second) next.kept.push_back(n);
@@ -257,24 +283,32 @@ std::string CheckpointManager::save(std::int64_t step, Checkpoint checkpoint) {
     if (there(n) && named.insert(n).second) next.all.push_back(n);
   for (const auto& n : files_on_disk())
     if (named.insert(n).second) next.all.push_back(n);
+  std::stable_sort(next.all.begin(), next.all.end(),
+                   [](const std::string& a, const std::string& b) { return *step_of(a) < *step_of(b); });
   next.all.push_back(name);
 
+  // When the next checkpoint to keep for good may be written: as the index says (a restarted
+  // job goes on counting from the last one kept), else n hours after this manager began.
+  fs::file_time_type next_kept = first_kept_;
+  if (previous.next_kept)
+    next_kept = file_time_of(*previous.next_kept);
   std::vector<std::string> doomed;
   const auto keep = static_cast<std::size_t>(keep_checkpoint_max_);
-  if (keep > 0 && next.all.size() > keep) {
+  if (index_read && keep > 0 && next.all.size() > keep) {
     const auto first_kept = next.all.end() - static_cast<std::ptrdiff_t>(keep);
     for (auto it = next.all.begin(); it != first_kept; ++it) {
       std::error_code ec;
       const auto written = fs::last_write_time(path_of(*it), ec);
-      if (keep_every_.count() > 0 && !ec && written >= next_kept_) {
+      if (keep_every_.count() > 0 && !ec && written >= next_kept) {
         next.kept.push_back(*it);
-        next_kept_ = written + keep_every_;
+        next_kept = written + keep_every_;
       } else {
         doomed.push_back(*it);
       }
     }
     next.all.erase(next.all.begin(), first_kept);
   }
+  next.next_kept = keep_every_.count() > 0 ? std::optional<double>(seconds_of(next_kept)) : previous.next_kept;
   write_index(next);
   for (const auto& n : doomed) {
     std::error_code ec;
@@ -295,7 +329,6 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
     if (auto index = read_index()) {
       add(index->latest);
       for (auto it = index->all.rbegin(); it != index->all.rend(); ++it) add(*it);
-      for (auto it = index->kept.rbegin(); it != index->kept.rend(); ++it) add(*it);
     }
   } catch (const CheckpointError& e) {
     faults.push_back(e.what());
@@ -307,7 +340,12 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
   for (const auto& name : candidates) {
     const std::string path = path_of(name);
     std::error_code ec;
-    if (!fs::exists(path, ec)) {
+    const bool exists = fs::exists(path, ec);
+    if (ec)
+      throw CheckpointReadError(path + ": cannot look at it: " + ec.message() +
+                                "; not restoring an older checkpoint instead, which would lose the "
+                                "steps since");
+    if (!exists) {
       faults.push_back(path + ": missing (named in the checkpoint index)");
       continue;
     }

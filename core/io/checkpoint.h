@@ -46,10 +46,12 @@ class CheckpointManager {
   /// that fails. keep_checkpoint_max: how many checkpoints save() keeps (0 keeps all; negative
   /// throws InvalidArgument). keep_checkpoint_every_n_hours (TensorFlow's Saver option; 0: off):
   /// of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
-  /// good instead — the first written at least that long after this manager was made, then each
-  /// written at least that long after the last one kept (by the files' modification times). The
-  /// index lists them under "kept": they are never deleted, and a restore falls back to them only
-  /// after the others.
+  /// good instead — the first written at least that long after the directory's first manager
+  /// with this option was made, then each written at least that long after the last one kept (by
+  /// the files' modification times; the index records when the next may come, so a restarted
+  /// job counts on). The index lists them under "kept": they are never deleted (a save that
+  /// cannot read the index deletes nothing), and a restore takes them in step order with the
+  /// files the index does not name. Under a second (but above 0) is refused.
   explicit CheckpointManager(std::string directory, int keep_checkpoint_max = 5,
                              double keep_checkpoint_every_n_hours = 0);
 
@@ -119,6 +121,7 @@ class CheckpointManager {
     std::string latest;
     std::vector<std::string> all;
     std::vector<std::string> kept;  // kept for good (keep_checkpoint_every_n_hours)
+    std::optional<double> next_kept;  // when the next may be written (system clock, seconds)
   };
 
   std::string path_of(const std::string& name) const;
@@ -134,8 +137,9 @@ class CheckpointManager {
   std::string directory_;
   int keep_checkpoint_max_;
   std::chrono::seconds keep_every_{0};
-  // A checkpoint save() would delete is kept if written at or after this.
-  std::filesystem::file_time_type next_kept_{};
+  // Without an index that says otherwise: a checkpoint save() would delete is kept if written at
+  // or after this.
+  std::filesystem::file_time_type first_kept_{};
   BeforeRename before_rename_;
 };
 
