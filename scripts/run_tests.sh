@@ -20,6 +20,7 @@ ctest_checked() {
   local dir=$1
   shift
   local junit=$PWD/$dir/Testing/cohort-results.xml status=0
+  rm -f "$junit"  # a file from an earlier run must not stand in for this one's
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$jobs" --output-junit "$junit" "$@") || status=$?
   local skipped allowed="" name bad=()
   skipped=$(sed -nE 's/.*<testcase name="([^"]+)".*status="(notrun|disabled)".*/\1/p' "$junit" 2>/dev/null || true)

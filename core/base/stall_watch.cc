@@ -41,6 +41,9 @@ std::int64_t now_ns() {
 // held up by a stalled peer does not sit in silence until the timeout, which must be long.
 std::atomic<std::int64_t> warn_after_ns{60'000'000'000};
 std::atomic<std::int64_t> warn_every_ns{300'000'000'000};
+// Polled waits with a deadline of their own under way (StallWatch::Hush): they warn themselves,
+// with that deadline, which comes before the watch's.
+std::atomic<int> hushed{0};
 
 void warn(const char* what, std::int64_t step, std::int64_t waited_ns, std::int64_t left_ns) {
   const std::string where = step >= 0 ? " (global step " + std::to_string(step) + ")" : "";
@@ -82,8 +85,10 @@ void watch_forever() {
       next_warning = began + warn_after_ns.load();
     }
     if (now >= next_warning && due - now > warn_every_ns.load() / 10) {
-      warn(what, step, now - began, due - now);
-      next_warning += warn_every_ns.load();
+      if (hushed.load() == 0) warn(what, step, now - began, due - now);
+      // Past now: a wait that comes back (an inner watch gone) warns once, not for every
+      // interval it missed.
+      while (next_warning <= now) next_warning += warn_every_ns.load();
     }
   }
 }
@@ -93,6 +98,9 @@ void watch_forever() {
 void StallWatch::set_timeout(std::chrono::milliseconds timeout) { timeout_ms.store(timeout.count()); }
 
 std::chrono::milliseconds StallWatch::timeout() { return std::chrono::milliseconds(timeout_ms.load()); }
+
+StallWatch::Hush::Hush() { hushed.fetch_add(1); }
+StallWatch::Hush::~Hush() { hushed.fetch_sub(1); }
 
 std::chrono::milliseconds StallWatch::first_warning() {
   return std::chrono::milliseconds(warn_after_ns.load() / 1'000'000);

@@ -42,6 +42,16 @@ class StallWatch {
   /// When an armed wait is first named in a warning (60 s), and how often again (300 s). Both
   /// positive; an InvalidArgument otherwise.
   static void set_warnings(std::chrono::milliseconds first, std::chrono::milliseconds every);
+  /// While one lives, the watch's warnings are left out: a polled wait with a deadline of its
+  /// own (wait_until() with a timeout) is under way, and warns itself with that deadline, the
+  /// sooner. Any thread; nests.
+  class Hush {
+   public:
+    Hush();
+    ~Hush();
+    Hush(const Hush&) = delete;
+    Hush& operator=(const Hush&) = delete;
+  };
   /// The two intervals (wait_until() warns on the same ones).
   static std::chrono::milliseconds first_warning();
   static std::chrono::milliseconds warning_every();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -35,6 +36,8 @@ void wait_until(const std::function<bool()>& ready, std::chrono::milliseconds ti
   // silent until the timeout (one without is meant to last, or is a StallWatch's to name).
   auto next_warning = timeout.count() > 0 ? start + StallWatch::first_warning()
                                           : steady_clock::time_point::max();
+  std::optional<StallWatch::Hush> hush;  // this deadline comes first: the watch keeps quiet
+  if (timeout.count() > 0) hush.emplace();
   while (!ready()) {
     const auto now = steady_clock::now();
     if (timeout.count() > 0 && now - start >= timeout)
@@ -46,7 +49,7 @@ void wait_until(const std::function<bool()>& ready, std::chrono::milliseconds ti
                    process_label().c_str(), static_cast<long long>(waited), what().c_str(),
                    static_cast<long long>(left));
       std::fflush(stderr);
-      next_warning += StallWatch::warning_every();
+      while (next_warning <= now) next_warning += StallWatch::warning_every();
     }
     if (spinning && now - start < spin) {
       std::this_thread::yield();

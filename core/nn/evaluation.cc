@@ -44,7 +44,7 @@ void check_dataset(const Model& model, const data::Dataset& data) {
       for (std::int64_t i = 0; i < data.size(); ++i)
         if (data.label(i) == data.num_classes() - 1) {
           where = " (the largest label, " + std::to_string(data.label(i)) + ", first at example " +
-                  std::to_string(i) + ")";
+                  std::to_string(i) + " of the examples this process holds)";
           break;
         }
     throw InvalidArgument(data.name() + ": " + e.what() + where);

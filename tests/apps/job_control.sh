@@ -15,33 +15,28 @@ wait_for_line() {
   exit 1
 }
 
-# descends_from PID ANCESTOR: whether ANCESTOR is PID or one of its ancestors.
-descends_from() {
-  local pid=$1
-  while [[ -n $pid && $pid -gt 1 ]]; do
-    [[ $pid == "$2" ]] && return 0
-    pid=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ') || return 1
-  done
-  return 1
-}
+# Every job this test launches carries this tag in its environment (mpirun hands it to the
+# ranks), which tells its ranks from those of other tests running the same program meanwhile.
+export COHORT_TEST_JOB_TAG="test-$$-$RANDOM"
 
-# rank_pids JOB PROGRAM [RANK]: the pids of PROGRAM's MPI ranks that JOB (the launcher's pid)
-# started (other tests may run the same program at the same time), those with a rank in their
-# environment (so not mpirun), or of rank RANK only.
+# rank_pids JOB PROGRAM [RANK]: the pids of this test's MPI ranks of PROGRAM (JOB is the
+# launcher's pid, kept for the callers' sake): those with a rank in their environment (so not
+# mpirun) and this test's tag, or of rank RANK only.
 rank_pids() {
-  local job=$1 program=$2 want=${3:-[0-9]+} pid
+  local program=$2 want=${3:-[0-9]+} pid environ
   for pid in $(pgrep -f -- "$program"); do
-    descends_from "$pid" "$job" || continue
-    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qxE "OMPI_COMM_WORLD_RANK=$want"; then
-      echo "$pid"
-    fi
+    environ=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) || continue
+    grep -qxF "COHORT_TEST_JOB_TAG=$COHORT_TEST_JOB_TAG" <<<"$environ" || continue
+    grep -qxE "OMPI_COMM_WORLD_RANK=$want" <<<"$environ" && echo "$pid"
   done
+  return 0
 }
 
-# end_job_at_exit JOB PROGRAM: however the test exits, JOB and its ranks of PROGRAM that are still
-# there are killed (a stopped one too), so that a failed test leaves no job behind.
+# end_job_at_exit JOB PROGRAM: however the test exits, JOB and this test's ranks of PROGRAM that
+# are still there are killed (a stopped one too, an orphan too), so that a failed test leaves no
+# job behind. Replaces the test's EXIT trap.
 end_job_at_exit() {
-  trap "kill -KILL \$(rank_pids '$1' '$2') '$1' 2>/dev/null || true" EXIT
+  trap "kill -KILL \$(rank_pids ${1@Q} ${2@Q}) ${1@Q} 2>/dev/null || true" EXIT
 }
 
 # stopped_step LOG SIGNAL: the global step of LOG's "stopped by signal SIGNAL at global step N".

@@ -52,19 +52,19 @@ TEST_CASE("a long wait_until says on stderr what it waits for, and when it will 
   {
     test::StderrCapture err((std::filesystem::temp_directory_path() /
                              ("wait_test_" + std::to_string(::getpid()) + ".txt")).string());
-    CHECK_THROWS_AS(wait_until([] { return false; }, 450ms,
+    CHECK_THROWS_AS(wait_until([] { return false; }, 1000ms,
                                [] { return std::string("worker:1 (rank 2)"); }),
                     Error);
     lines = err.lines();
   }
   StallWatch::set_warnings(60s, 300s);
-  // At 0.1 s and 0.3 s (a busy machine may be late: one at least, two at most).
+  // At 0.1, 0.3, 0.5, 0.7 and 0.9 s; a busy machine may miss some, never all.
   REQUIRE(lines.size() >= 1);
-  CHECK(lines.size() <= 2);
+  CHECK(lines.size() <= 5);
   for (const std::string& line : lines) {
     CAPTURE(line);
-    CHECK(line.find("warning: waiting 0 s so far for worker:1 (rank 2); gives up in 0 s (the wait "
-                    "timeout)") != std::string::npos);
+    CHECK(line.find("warning: waiting 0 s so far for worker:1 (rank 2); gives up in ") != std::string::npos);
+    CHECK(line.ends_with(" s (the wait timeout)"));
   }
 }
 

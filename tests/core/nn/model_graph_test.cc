@@ -273,7 +273,8 @@ TEST_CASE("data that does not fit the model is refused in one line") {
                        doctest::Contains("mine: loss softmax_cross_entropy does not fit the data: "
                                          "predictions [10] per example, class labels in [0, 12); "
                                          "there are 12 classes but 10 logits (the largest label, "
-                                         "11, first at example 1)"),
+                                         "11, first at example 1 of the examples this "
+                                         "process holds)"),
                        InvalidArgument);
   model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
   CHECK(model.metric_names() == std::vector<std::string>{"mse"});
