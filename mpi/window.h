@@ -4,12 +4,10 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <span>
@@ -18,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/core/base/bfloat16.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/datatype.h"
 #include "cohort/mpi/environment.h"
 #include "cohort/mpi/error.h"
+#include "cohort/mpi/served_messages.h"
 
 namespace cohort::mpi {
 
@@ -74,8 +72,8 @@ bool transfers_need_no_target(MPI_Win win, const Comm& comm, MPI_Aint probe_disp
 /// transfer only when the target calls MPI (Open MPI's osc pt2pt: found at creation by a put that
 /// must land while the target makes no MPI call; COHORT_ONE_SIDED=1 skips that test), or where
 /// COHORT_ONE_SIDED=0 is set, the window is *served*: each rank keeps its elements in plain
-/// memory, and the transfers become request messages that the target answers from serve() (a ps
-/// task calls it from Server::join()). The interface and the completion rules stay the same; each operation is
+/// memory, and the transfers become request messages (served_messages.h) that the target answers
+/// from serve() (a ps task calls it from Server::join()). The interface and the completion rules stay the same; each operation is
 /// applied whole and atomically at the target, in the order one origin issued them. An exclusive
 /// lock excludes nothing there: use compare_and_swap() for a read-modify-write. served() and
 /// transport() say which path a window took.
@@ -236,7 +234,7 @@ class Window {
   void put(std::span<const T> src, int target, std::size_t offset) {
     check_range(src.size(), target, offset, "put");
     detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
-      if (served_) return request(target, header(kAccumulateRequest, offset + first, n, op_code(Op::kReplace)),
+      if (served_) return request(target, header(detail::kAccumulateRequest, offset + first, n, op_code(Op::kReplace)),
                                   src.data() + first, nullptr);
       COHORT_MPI_CALL(MPI_Put(src.data() + first, static_cast<int>(n), datatype<T>(), target,
                               disp(target, offset + first), static_cast<int>(n),
@@ -251,7 +249,7 @@ class Window {
     const std::size_t chunk = std::min({count, max_chunk_, kFillBytes / sizeof(T)});
     fill_buffer(chunk, value);
     detail::for_each_chunk(count, chunk, [&](std::size_t first, std::size_t n) {
-      if (served_) return request(target, header(kAccumulateRequest, offset + first, n, op_code(Op::kReplace)),
+      if (served_) return request(target, header(detail::kAccumulateRequest, offset + first, n, op_code(Op::kReplace)),
                                   fill_.data(), nullptr);
       COHORT_MPI_CALL(MPI_Put(fill_.data(), static_cast<int>(n), datatype<T>(), target,
                               disp(target, offset + first), static_cast<int>(n), datatype<T>(),
@@ -262,7 +260,7 @@ class Window {
   void get(std::span<T> dst, int target, std::size_t offset) {
     check_range(dst.size(), target, offset, "get");
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
-      if (served_) return request(target, header(kGetRequest, offset + first, n), nullptr, dst.data() + first);
+      if (served_) return request(target, header(detail::kGetRequest, offset + first, n), nullptr, dst.data() + first);
       COHORT_MPI_CALL(MPI_Get(dst.data() + first, static_cast<int>(n), datatype<T>(), target,
                               disp(target, offset + first), static_cast<int>(n),
                               datatype<T>(), win_));
@@ -273,7 +271,7 @@ class Window {
   void accumulate(std::span<const T> src, int target, std::size_t offset, Op op = Op::kSum) {
     check_range(src.size(), target, offset, "accumulate");
     detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
-      if (served_) return request(target, header(kAccumulateRequest, offset + first, n, op_code(op)),
+      if (served_) return request(target, header(detail::kAccumulateRequest, offset + first, n, op_code(op)),
                                   src.data() + first, nullptr);
       COHORT_MPI_CALL(MPI_Accumulate(src.data() + first, static_cast<int>(n), datatype<T>(), target,
                                      disp(target, offset + first), static_cast<int>(n),
@@ -290,7 +288,7 @@ class Window {
     check_range(src.size(), target, offset, "accumulate_bf16");
     check_served("accumulate_bf16", "MPI_Accumulate adds float32 only");
     detail::for_each_chunk(src.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
-      request(target, header(kAccumulateBf16Request, offset + first, n), src.data() + first,
+      request(target, header(detail::kAccumulateBf16Request, offset + first, n), src.data() + first,
               nullptr, MPI_UINT16_T);
     });
   }
@@ -308,7 +306,7 @@ class Window {
   void fetch_and_op(T operand, T& result, int target, std::size_t offset, Op op) {
     check_range(1, target, offset, "fetch_and_op");
     if (served_)
-      return request(target, header(kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)),
+      return request(target, header(detail::kFetchAndOpRequest, offset, 1, op_code(op), bits(operand)),
                      nullptr, &result);
     operands_.push_back(operand);  // MPI reads it when the operation completes
     COHORT_MPI_CALL(MPI_Fetch_and_op(&operands_.back(), &result, datatype<T>(), target,
@@ -326,7 +324,7 @@ class Window {
     check_range(1, target, offset, "compare_and_swap");
     T result{};
     if (served_) {
-      request(target, header(kCompareAndSwapRequest, offset, 1, 0, bits(desired), bits(expected)), nullptr,
+      request(target, header(detail::kCompareAndSwapRequest, offset, 1, 0, bits(desired), bits(expected)), nullptr,
               &result);
       complete();
       return result;
@@ -343,7 +341,7 @@ class Window {
   void get_atomic(std::span<T> dst, int target, std::size_t offset) {
     check_range(dst.size(), target, offset, "get_atomic");
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
-      if (served_) return request(target, header(kGetRequest, offset + first, n), nullptr, dst.data() + first);
+      if (served_) return request(target, header(detail::kGetRequest, offset + first, n), nullptr, dst.data() + first);
       COHORT_MPI_CALL(MPI_Get_accumulate(nullptr, 0, datatype<T>(), dst.data() + first,
                                          static_cast<int>(n), datatype<T>(), target,
                                          disp(target, offset + first), static_cast<int>(n),
@@ -360,7 +358,7 @@ class Window {
     if (!served_) fill_buffer(std::min(dst.size(), max_chunk_), value);
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
       if (served_)
-        return request(target, header(kFetchAndFillRequest, offset + first, n, 0, bits(value)),
+        return request(target, header(detail::kFetchAndFillRequest, offset + first, n, 0, bits(value)),
                        nullptr, dst.data() + first);
       COHORT_MPI_CALL(MPI_Get_accumulate(fill_.data(), static_cast<int>(n), datatype<T>(),
                                          dst.data() + first, static_cast<int>(n), datatype<T>(),
@@ -380,7 +378,7 @@ class Window {
     check_range(dst.size(), target, offset, "take_bf16");
     check_served("take_bf16", "MPI has no bfloat16 operation");
     detail::for_each_chunk(dst.size(), max_chunk_, [&](std::size_t first, std::size_t n) {
-      request(target, header(kTakeBf16Request, offset + first, n), nullptr, dst.data() + first,
+      request(target, header(detail::kTakeBf16Request, offset + first, n), nullptr, dst.data() + first,
               MPI_UINT16_T, MPI_UINT16_T);
     });
   }
@@ -411,11 +409,7 @@ class Window {
   /// progresses their messages only inside MPI calls, so an origin that computes between
   /// transfers calls this now and then. Free on one-sided windows.
   void progress() {
-    if (!served_ || pending_.empty()) return;
-    int done = 0;
-    COHORT_MPI_CALL(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done,
-                                MPI_STATUSES_IGNORE));
-    if (done) pending_.clear(), headers_.clear();
+    if (served_) messages_.progress();
   }
   /// Synchronises this rank's view of its local memory with the window (MPI_Win_sync); call it
   /// inside an epoch on this rank before reading local() that others have written.
@@ -427,20 +421,7 @@ class Window {
   /// returns how many (0 at once when there are none, and always on one-sided windows). A rank
   /// others transfer to must call it until they are done. Throws MpiError, or Error on a request
   /// outside this rank's elements.
-  int serve() {
-    if (!served_) return 0;
-    int answered = 0;
-    for (;; ++answered) {
-      int arrived = 0;
-      MPI_Status status;
-      COHORT_MPI_CALL(MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, comm_.get(), &arrived, &status));
-      if (!arrived) return answered;
-      Header h{};
-      COHORT_MPI_CALL(MPI_Recv(h.data(), kHeaderSize, MPI_INT64_T, status.MPI_SOURCE, kRequestTag,
-                               comm_.get(), MPI_STATUS_IGNORE));
-      answer(h, status.MPI_SOURCE);
-    }
-  }
+  int serve() { return served_ ? messages_.serve(comm_, base_, count_) : 0; }
 
   /// The most elements one MPI call moves (INT_MAX by default). Lowering it only serves to test
   /// the splitting of long transfers.
@@ -452,67 +433,18 @@ class Window {
   }
 
  private:
-  // Served windows: a request is a header of six int64 (kind, offset, count, op, two operands'
-  // bits), then for an accumulate its elements; the target answers a get or fetch with the
-  // elements, an accumulate with an empty acknowledgement. Tags keep the three apart on the
-  // window's own communicator.
-  using Header = std::array<std::int64_t, 6>;
-  static constexpr int kHeaderSize = 6;
-  static constexpr int kRequestTag = 1, kPayloadTag = 2, kReplyTag = 3;
-  enum : std::int64_t {
-    kGetRequest,
-    kAccumulateRequest,
-    kFetchAndOpRequest,
-    kCompareAndSwapRequest,
-    kFetchAndFillRequest,
-    kAccumulateBf16Request,
-    kTakeBf16Request,
-  };
-  static std::int64_t op_code(Op op) { return static_cast<std::int64_t>(op); }
-  static Header header(std::int64_t kind, std::size_t offset, std::size_t count, std::int64_t op = 0,
-                       std::int64_t a = 0, std::int64_t b = 0) {
-    return {kind, static_cast<std::int64_t>(offset), static_cast<std::int64_t>(count), op, a, b};
+  using Messages = detail::ServedMessages<T>;
+  static std::int64_t op_code(Op op) { return Messages::op_code(op); }
+  static typename Messages::Header header(std::int64_t kind, std::size_t offset, std::size_t count,
+                                          std::int64_t op = 0, std::int64_t a = 0,
+                                          std::int64_t b = 0) {
+    return Messages::header(kind, offset, count, op, a, b);
   }
-  static std::int64_t bits(T value) {
-    static_assert(sizeof(T) <= sizeof(std::int64_t));
-    std::int64_t out = 0;
-    std::memcpy(&out, &value, sizeof(T));
-    return out;
-  }
-  static T value_of(std::int64_t stored) {
-    T out{};
-    std::memcpy(&out, &stored, sizeof(T));
-    return out;
-  }
-  static T combine(T old, T operand, Op op) {
-    switch (op) {
-      case Op::kSum: return old + operand;
-      case Op::kMax: return std::max(old, operand);
-      case Op::kMin: return std::min(old, operand);
-      case Op::kReplace: return operand;
-      case Op::kNoOp: return old;
-    }
-    return old;
-  }
-
-  // Origin side: sends one request; `payload` (count elements, T's unless `payload_type` says
-  // otherwise) follows it, `reply` (count elements of T's or `reply_type`, or nothing for an
-  // acknowledgement) is received into. Completes at complete().
-  void request(int target, const Header& h, const void* payload, void* reply,
+  static std::int64_t bits(T value) { return Messages::bits(value); }
+  // A served transfer: one request to `target` (ServedMessages::request).
+  void request(int target, const typename Messages::Header& h, const void* payload, void* reply,
                MPI_Datatype payload_type = datatype<T>(), MPI_Datatype reply_type = datatype<T>()) {
-    const int n = static_cast<int>(h[2]);
-    headers_.push_back(h);
-    pending_.emplace_back();
-    COHORT_MPI_CALL(MPI_Isend(headers_.back().data(), kHeaderSize, MPI_INT64_T, target, kRequestTag,
-                              comm_.get(), &pending_.back()));
-    if (payload != nullptr) {
-      pending_.emplace_back();
-      COHORT_MPI_CALL(MPI_Isend(payload, n, payload_type, target, kPayloadTag, comm_.get(),
-                                &pending_.back()));
-    }
-    pending_.emplace_back();
-    COHORT_MPI_CALL(MPI_Irecv(reply, reply != nullptr ? n : 0, reply_type, target, kReplyTag,
-                              comm_.get(), &pending_.back()));
+    messages_.request(comm_, target, h, payload, reply, payload_type, reply_type);
   }
   // fill() and one-sided fetch_and_fill: a buffer of `n` copies of `value` for MPI to read
   // from. A buffer an earlier call may still be reading is kept until the epoch's transfers
@@ -523,12 +455,7 @@ class Window {
     fill_.assign(n, value);
   }
   void complete() {
-    if (pending_.empty()) return;
-    COHORT_MPI_CALL(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(),
-                                MPI_STATUSES_IGNORE));
-    pending_.clear();
-    headers_.clear();
-    old_fills_.clear();
+    if (messages_.complete()) old_fills_.clear();
   }
   void end_epoch(int target) {
     --epochs_;
@@ -541,82 +468,6 @@ class Window {
       old_fills_.clear();
       operands_.clear();
     }
-  }
-
-  // Target side: applies one request from `origin` and answers it.
-  void answer(const Header& h, int origin) {
-    const auto offset = static_cast<std::size_t>(h[1]);
-    const auto n = static_cast<std::size_t>(h[2]);
-    if (h[1] < 0 || h[2] < 0 || offset > count_ || n > count_ - offset)
-      throw Error("Window::serve: rank " + std::to_string(origin) + " asked for elements [" +
-                  std::to_string(h[1]) + ", " + std::to_string(h[1] + h[2]) + ") of " +
-                  std::to_string(count_));
-    T* at = base_ + offset;
-    const int count = static_cast<int>(n);
-    const auto op = static_cast<Op>(h[3]);
-    switch (h[0]) {
-      case kGetRequest:
-        COHORT_MPI_CALL(MPI_Send(at, count, datatype<T>(), origin, kReplyTag, comm_.get()));
-        return;
-      case kAccumulateRequest:
-        if (op == Op::kReplace) {
-          COHORT_MPI_CALL(MPI_Recv(at, count, datatype<T>(), origin, kPayloadTag, comm_.get(),
-                                   MPI_STATUS_IGNORE));
-        } else {
-          scratch_.resize(n);
-          COHORT_MPI_CALL(MPI_Recv(scratch_.data(), count, datatype<T>(), origin, kPayloadTag,
-                                   comm_.get(), MPI_STATUS_IGNORE));
-          if (op == Op::kSum) {
-            for (std::size_t i = 0; i < n; ++i) at[i] += scratch_[i];
-          } else {
-            for (std::size_t i = 0; i < n; ++i) at[i] = combine(at[i], scratch_[i], op);
-          }
-        }
-        COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
-        return;
-      case kAccumulateBf16Request:
-        if constexpr (std::is_same_v<T, float>) {
-          wire_.resize(n);
-          COHORT_MPI_CALL(MPI_Recv(wire_.data(), count, MPI_UINT16_T, origin, kPayloadTag,
-                                   comm_.get(), MPI_STATUS_IGNORE));
-          for (std::size_t i = 0; i < n; ++i) at[i] += bf16::to_float(wire_[i]);
-          COHORT_MPI_CALL(MPI_Send(nullptr, 0, datatype<T>(), origin, kReplyTag, comm_.get()));
-          return;
-        }
-        break;
-      case kTakeBf16Request:
-        if constexpr (std::is_same_v<T, float>) {
-          wire_.resize(n);
-          for (std::size_t i = 0; i < n; ++i) {
-            wire_[i] = bf16::from_float(at[i]);
-            at[i] -= bf16::to_float(wire_[i]);
-          }
-          COHORT_MPI_CALL(MPI_Send(wire_.data(), count, MPI_UINT16_T, origin, kReplyTag,
-                                   comm_.get()));
-          return;
-        }
-        break;
-      case kFetchAndFillRequest:
-        COHORT_MPI_CALL(MPI_Send(at, count, datatype<T>(), origin, kReplyTag, comm_.get()));
-        std::fill_n(at, n, value_of(h[4]));
-        return;
-      case kFetchAndOpRequest: {
-        const T old = *at;
-        *at = combine(old, value_of(h[4]), op);
-        COHORT_MPI_CALL(MPI_Send(&old, 1, datatype<T>(), origin, kReplyTag, comm_.get()));
-        return;
-      }
-      case kCompareAndSwapRequest: {
-        const T old = *at;
-        if (old == value_of(h[5])) *at = value_of(h[4]);
-        COHORT_MPI_CALL(MPI_Send(&old, 1, datatype<T>(), origin, kReplyTag, comm_.get()));
-        return;
-      }
-      default:
-        break;
-    }
-    throw Error("Window::serve: rank " + std::to_string(origin) + " sent request kind " +
-                std::to_string(h[0]));
   }
 
   // Makes this a served window over plain memory of `padded` elements, freeing the MPI window
@@ -659,14 +510,11 @@ class Window {
     std::swap(served_, other.served_);
     std::swap(transport_, other.transport_);
     std::swap(plain_, other.plain_);
-    std::swap(scratch_, other.scratch_);
-    std::swap(wire_, other.wire_);
+    messages_.swap(other.messages_);
     std::swap(fill_, other.fill_);
     std::swap(old_fills_, other.old_fills_);
     std::swap(operands_, other.operands_);
     std::swap(epochs_, other.epochs_);
-    std::swap(headers_, other.headers_);
-    std::swap(pending_, other.pending_);
     std::swap(comm_, other.comm_);
     std::swap(win_, other.win_);
     std::swap(base_, other.base_);
@@ -719,15 +567,12 @@ class Window {
   std::string transport_ = "one-sided (MPI_Win_allocate)";
   bool served_ = false;
   std::vector<T> plain_;                // served: this rank's elements
-  std::vector<T> scratch_;              // served: an accumulate's incoming elements
-  std::vector<std::uint16_t> wire_;     // served: an accumulate_bf16's incoming elements
+  Messages messages_;                   // served: the requests in flight, and the answering
   static constexpr std::size_t kFillBytes = 64 * 1024;  // fill()'s buffer at most
   std::vector<T> fill_;                 // fill()'s and one-sided fetch_and_fill's value, repeated
   std::vector<std::vector<T>> old_fills_;  // earlier ones, until their transfers complete
   std::deque<T> operands_;              // one-sided: non-blocking fetch_and_op's operands
   int epochs_ = 0;                      // epochs open (locks not yet released)
-  std::deque<Header> headers_;          // served: requests in flight (stable addresses)
-  std::vector<MPI_Request> pending_;    // served: their sends and receives
 };
 
 }  // namespace cohort::mpi
