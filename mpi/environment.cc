@@ -78,7 +78,7 @@ std::string Environment::loaded() {
   int length = 0;
   if (MPI_Get_library_version(text.data(), &length) != MPI_SUCCESS) return "";
   std::string out(text.data(), static_cast<std::size_t>(std::max(0, std::min<int>(length, text.size()))));
-  // One line: the first, without the package details some implementations add after a comma.
+  // One line: the first (MPICH and others add lines of configuration details).
   out = out.substr(0, out.find_first_of("\n\r"));
   while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
   return out;

@@ -32,10 +32,10 @@ std::uint64_t worker_seed(std::uint64_t seed, int worker) {
   return worker == 0 ? seed : mix(seed, 0x5eed0000ull + static_cast<std::uint64_t>(worker));
 }
 
-data::BatchOptions batch_options(const TrainerOptions& options, int worker) {
+data::BatchOptions batch_options(const TrainerOptions& options, std::uint64_t seed) {
   data::BatchOptions b;
   b.batch_size = options.batch_size;
-  b.seed = worker_seed(options.seed, worker);
+  b.seed = seed;
   b.shuffle = true;
   b.drop_remainder = true;
   b.repeat = true;
@@ -50,8 +50,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     : graph_(graph),
       options_(options),
       worker_index_(server ? server->replica_index() : 0),
+      seed_(worker_seed(options.seed, worker_index_)),
       optimizer_(std::move(optimizer)),
-      batches_(data::BatchIterator(std::move(data), batch_options(options, worker_index_))) {
+      batches_(data::BatchIterator(std::move(data), batch_options(options, seed_))) {
   if (server) {
     target_ = server->target();
     num_workers_ = server->num_replicas();
@@ -248,8 +249,7 @@ StepValues Trainer::step() {
   }
   values.pull_end = seconds_now();
   values.pull_wait = replication_->take_wait_seconds();
-  step_seed_ = mix(worker_seed(options_.seed, worker_index_),
-                   static_cast<std::uint64_t>(replication_->global_step()));
+  step_seed_ = mix(seed_, static_cast<std::uint64_t>(replication_->global_step()));
 
   if (towers == 1) {
     Tower& tower = towers_.front();

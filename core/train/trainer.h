@@ -198,6 +198,7 @@ class Trainer {
   TrainerOptions options_;
   std::string target_;
   int worker_index_ = 0;
+  std::uint64_t seed_ = 0;  // this worker's draws (shuffles, augmentation, dropout) derive from it
   int num_workers_ = 1;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Replication> replication_;
