@@ -23,6 +23,7 @@ packages=(
   libboost-dev libboost-program-options-dev  # flags; Boost.CRC for checksums
   doctest-dev nlohmann-json3-dev zlib1g-dev
   libzip-dev                        # NumPy .npz archives
+  libpng-dev libjpeg-dev            # folders of PNG and JPEG images
   libopenblas-dev                   # the convolutions' and dense layers' matrix products
   libdnnl-dev                       # oneDNN: the large ones
   ocl-icd-opencl-dev                # required by oneDNN's CMake package (its GPU runtime)
@@ -31,6 +32,7 @@ packages=(
 if ((with_tests)); then
   packages+=(
     python3-numpy python3-matplotlib  # checkpoint reader test, metric plots
+    python3-pil                       # images written by another library, to read back
     slurmctld slurmd slurm-client munge libpmix-dev  # the real-Slurm test
     lmod                              # the module-system install test
     qemu-user                         # the default build on emulated older CPUs

@@ -1,8 +1,10 @@
 #pragma once
-// Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip) and CSV.
+// Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip), CSV,
+// and folders of PNG and JPEG images (through libpng and libjpeg), a subfolder per class.
 //
 //   auto train = cohort::data::dataset_from_npy("x_train.npy", "y_train.npy");
 //   auto table = cohort::data::load_csv("houses.csv", {.target_columns = {"price"}});
+//   auto photos = cohort::data::load_image_folder("flowers/train", {.height = 64, .width = 64});
 //
 // Every fault of a file (missing, not the format, truncated, an unsupported dtype or layout, a
 // non-numeric CSV field, counts that do not agree) is a DataError naming the file and the fault
@@ -97,5 +99,44 @@ struct CsvOptions {
 /// (a test set), its columns are matched by name, in whatever order that file has them.
 Dataset load_csv(const std::string& path, const CsvOptions& options,
                  std::vector<std::string>* feature_columns = nullptr);
+
+/// How to read a folder of images (load_image_folder).
+struct ImageFolderOptions {
+  /// The size every example gets, in pixels. Both 0: the first image's, which every image must
+  /// then have. Both given: each image is resized to it, bilinearly with half-pixel centres (as
+  /// TensorFlow's tf.image.resize and Keras's image_dataset_from_directory; no antialiasing).
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  /// 1 (grey) or 3 (RGB); 0: the first image's (1 if it is grey, 3 otherwise). Colour is made
+  /// grey with ITU-R BT.601 weights, grey repeated into RGB, and alpha dropped.
+  int channels = 0;
+  /// The classes in label order; empty: the names of the folder's subfolders, sorted. Given (a
+  /// test set read with its training set's classes), every subfolder must be one of them; a class
+  /// may have no subfolder.
+  std::vector<std::string> class_names{};
+  /// A worker's share of the images (what Dataset::shard keeps): only they are decoded and kept.
+  ShardSpec shard{};
+};
+
+/// Reads a folder of images with a subfolder per class, as Keras's image_dataset_from_directory
+/// and torchvision's ImageFolder take them:
+///
+///   dir/cat/0001.png   dir/cat/more/0002.jpg   dir/dog/0003.jpeg   ...
+///
+/// Every PNG (8 or 16 bits, grey, RGB or palette, with or without alpha, interlaced) and baseline
+/// or progressive JPEG in a class's subfolder, at any depth, is an example of that class: images
+/// [n, height, width, channels] (NHWC) of pixel values / 255 in [0, 1], as fashion_mnist() gives,
+/// labelled by the class's index. The examples are in the order of their classes, then of their
+/// paths (shuffling is the BatchIterator's). Files and folders whose names start with a dot are
+/// passed over; any other file without a .png, .jpg or .jpeg name (in any case) is passed over
+/// with one warning on stderr that counts them. Which format a file holds is told by its first
+/// bytes, not its name. `class_names`, if given, receives the classes in label order.
+///
+/// A missing folder, one without class subfolders or without images, a file that is not an image
+/// or does not decode (truncated, corrupt, a CMYK JPEG), an image of another size than the first
+/// without options.height and width, a subfolder that is not among options.class_names: a
+/// DataError naming the file or folder. Images are decoded by every core OpenMP gives the process.
+Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options = {},
+                          std::vector<std::string>* class_names = nullptr);
 
 }  // namespace cohort::data

@@ -1,5 +1,6 @@
 #pragma once
-// Checks shared by the data loader tests (data_loaders_test.cc, data_csv_test.cc).
+// Checks shared by the data loader tests (data_loaders_test.cc, data_csv_test.cc,
+// data_images_test.cc).
 
 #include <doctest/doctest.h>
 

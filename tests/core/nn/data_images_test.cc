@@ -1,0 +1,365 @@
+// Folders of PNG and JPEG images (load_image_folder): Fashion-MNIST written as PNG files reads
+// back as the IDX files' pixels; resizing, channels, classes and sharding; images of every kind
+// written by PIL read as PIL reads them; and every kind of bad folder or file.
+
+#include <doctest/doctest.h>
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cohort/core/base/flags.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/data/loaders.h"
+#include "loader_checks.h"
+#include "support/skip.h"
+#include "support/temp_dir.h"
+
+namespace cohort::data {
+COHORT_DECLARE_string(data_dir);
+}
+
+namespace fs = std::filesystem;
+using cohort::data::DataError;
+using cohort::data::Dataset;
+using cohort::data::ImageFolderOptions;
+using cohort::data::load_image_folder;
+using cohort::test::check_same_dataset;
+using cohort::test::data_error;
+using cohort::test::invalid_argument;
+using cohort::test::slurp;
+using cohort::test::spit;
+using cohort::test::TempDir;
+
+namespace {
+
+// Writes an 8-bit PNG of `channels` (1 grey, 3 RGB, 4 RGBA) interleaved values, through libpng.
+void write_png(const std::string& path, int height, int width, int channels,
+               const std::vector<std::uint8_t>& values) {
+  REQUIRE(values.size() == static_cast<std::size_t>(height * width * channels));
+  fs::create_directories(fs::path(path).parent_path());
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(width);
+  image.height = static_cast<png_uint_32>(height);
+  image.format = channels == 1 ? PNG_FORMAT_GRAY : channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA;
+  REQUIRE_MESSAGE(png_image_write_to_file(&image, path.c_str(), 0, values.data(), 0, nullptr) != 0,
+                  image.message);
+}
+
+// Writes `bytes` at `path`, making its folders.
+void put(const std::string& path, const std::string& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  spit(path, bytes);
+}
+
+// The value a byte is read as.
+float pixel(int byte) { return static_cast<float>(byte) / 255.0f; }
+
+std::vector<float> values(const Dataset& data, std::int64_t i) {
+  const auto example = data.example(i);
+  return {example.begin(), example.end()};
+}
+
+bool have_pil() {
+  static const bool have =
+      std::system("/usr/bin/python3 -c 'import numpy, PIL' >/dev/null 2>&1") == 0;
+  return have;
+}
+
+}  // namespace
+
+TEST_CASE("Fashion-MNIST written as PNG files reads back as the IDX files' pixels and labels") {
+  if (!fs::exists(cohort::data::FLAGS_data_dir))
+    return cohort::test::skip("no Fashion-MNIST in " + cohort::data::FLAGS_data_dir +
+                              " (Debian: dataset-fashion-mnist)");
+  const Dataset idx = cohort::data::fashion_mnist(cohort::data::Split::kTest);
+  constexpr std::int64_t kImages = 300;
+  TempDir dir("data_images_test");
+  // Class c's images in folder "class_c"; the reader orders them by class, then by name.
+  std::vector<std::int64_t> order(kImages);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return idx.label(a) < idx.label(b); });
+  for (std::int64_t i = 0; i < kImages; ++i) {
+    std::vector<std::uint8_t> bytes;
+    for (float v : idx.example(i)) bytes.push_back(static_cast<std::uint8_t>(std::lround(v * 255)));
+    char name[64];
+    std::snprintf(name, sizeof name, "class_%d/%05lld.png", idx.label(i), static_cast<long long>(i));
+    write_png(dir / name, 28, 28, 1, bytes);
+  }
+  std::vector<std::string> classes;
+  const Dataset folder = load_image_folder(dir.str(), {}, &classes);
+  REQUIRE(folder.size() == kImages);
+  CHECK(folder.example_shape() == cohort::Shape{28, 28, 1});
+  CHECK(folder.num_classes() == 10);
+  REQUIRE(classes.size() == 10);
+  CHECK(classes.front() == "class_0");
+  CHECK(classes.back() == "class_9");
+  for (std::int64_t i = 0; i < kImages; ++i) {
+    CAPTURE(i);
+    REQUIRE(folder.label(i) == idx.label(order[static_cast<std::size_t>(i)]));
+    REQUIRE(values(folder, i) == values(idx, order[static_cast<std::size_t>(i)]));
+  }
+  // A shard decodes its own images alone, and they are the whole set's shard.
+  for (int index = 0; index < 3; ++index) {
+    CAPTURE(index);
+    ImageFolderOptions options;
+    options.shard = {index, 3};
+    check_same_dataset(load_image_folder(dir.str(), options), folder.shard(index, 3));
+  }
+}
+
+TEST_CASE("resizing is bilinear with half-pixel centres, as tf.image.resize") {
+  TempDir dir("data_images_test");
+  write_png(dir / "a/wide.png", 1, 2, 1, {0, 255});
+  ImageFolderOptions options;
+  options.height = 1;
+  options.width = 4;
+  const Dataset wide = load_image_folder(dir.str(), options);
+  // Output x samples the input at (x + 0.5) / 2 - 0.5, clamped: -0.25, 0.25, 0.75, 1.25.
+  const std::vector<float> expected{0.0f, 63.75f / 255.0f, 191.25f / 255.0f, 1.0f};
+  const std::vector<float> got = values(wide, 0);
+  REQUIRE(got.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-6));
+
+  // Halving each side averages each 2x2 block.
+  TempDir square("data_images_test");
+  std::vector<std::uint8_t> bytes(16);
+  for (int i = 0; i < 16; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i * 16);
+  write_png(square / "a/x.png", 4, 4, 1, bytes);
+  options.height = 2;
+  options.width = 2;
+  const std::vector<float> half = values(load_image_folder(square.str(), options), 0);
+  REQUIRE(half.size() == 4);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 2; ++x) {
+      const int top = (2 * y) * 4 + 2 * x;
+      const float mean = (bytes[top] + bytes[top + 1] + bytes[top + 4] + bytes[top + 5]) / 4.0f;
+      CHECK(half[static_cast<std::size_t>(y * 2 + x)] == doctest::Approx(mean / 255.0f).epsilon(1e-6));
+    }
+  // Every image is resized to the size asked for, whatever its own.
+  write_png(square / "b/y.png", 3, 5, 1, std::vector<std::uint8_t>(15, 200));
+  const Dataset both = load_image_folder(square.str(), options);
+  CHECK(both.size() == 2);
+  CHECK(values(both, 1) == std::vector<float>(4, pixel(200)));
+}
+
+TEST_CASE("channels: the first image's by default; colour made grey by BT.601, grey made RGB") {
+  TempDir dir("data_images_test");
+  // Folder "a" sorts first: its grey image decides the default.
+  write_png(dir / "a/grey.png", 1, 2, 1, {10, 250});
+  write_png(dir / "b/colour.png", 1, 2, 3, {255, 0, 0, 30, 60, 90});
+  write_png(dir / "c/alpha.png", 1, 2, 4, {0, 255, 0, 7, 0, 255, 0, 7});
+  const Dataset grey = load_image_folder(dir.str());
+  CHECK(grey.example_shape() == cohort::Shape{1, 2, 1});
+  // round(0.299 R + 0.587 G + 0.114 B), on the stored values (libpng would make this file's
+  // colour linear first, as its sRGB chunk asks; PIL and TensorFlow do not).
+  CHECK(values(grey, 1) == std::vector<float>{pixel(76), pixel(54)});
+  CHECK(values(grey, 2) == std::vector<float>{pixel(150), pixel(150)});  // alpha dropped
+
+  ImageFolderOptions rgb;
+  rgb.channels = 3;
+  const Dataset coloured = load_image_folder(dir.str(), rgb);
+  CHECK(coloured.example_shape() == cohort::Shape{1, 2, 3});
+  CHECK(values(coloured, 0) == std::vector<float>{pixel(10), pixel(10), pixel(10), pixel(250),
+                                                  pixel(250), pixel(250)});
+  CHECK(values(coloured, 1) ==
+        std::vector<float>{pixel(255), pixel(0), pixel(0), pixel(30), pixel(60), pixel(90)});
+  CHECK(values(coloured, 2) ==
+        std::vector<float>{pixel(0), pixel(255), pixel(0), pixel(0), pixel(255), pixel(0)});
+
+  // A colour image first gives three channels by default.
+  TempDir first_colour("data_images_test");
+  write_png(first_colour / "a/colour.png", 1, 2, 3, {255, 0, 0, 30, 60, 90});
+  write_png(first_colour / "b/grey.png", 1, 2, 1, {10, 250});
+  CHECK(load_image_folder(first_colour.str()).example_shape() == cohort::Shape{1, 2, 3});
+}
+
+TEST_CASE("classes: the sorted subfolders, or those given; which files count as images") {
+  TempDir dir("data_images_test");
+  write_png(dir / "dog/1.png", 1, 1, 1, {1});
+  write_png(dir / "cat/2.png", 1, 1, 1, {2});
+  write_png(dir / "cat/deeper/3.PNG", 1, 1, 1, {3});  // any depth, any case
+  write_png(dir / "cat/.hidden.png", 1, 1, 1, {4});
+  write_png(dir / "cat/.cache/5.png", 1, 1, 1, {5});
+  write_png(dir / ".trash/6.png", 1, 1, 1, {6});
+  spit(dir / "cat/notes.txt", "not an image");  // passed over, with a warning
+  spit(dir / "README", "files beside the class folders are not images of a class");
+
+  std::vector<std::string> classes;
+  const Dataset found = load_image_folder(dir.str(), {}, &classes);
+  CHECK(classes == std::vector<std::string>{"cat", "dog"});
+  REQUIRE(found.size() == 3);
+  CHECK(found.label(0) == 0);
+  CHECK(values(found, 0)[0] == pixel(2));
+  CHECK(values(found, 1)[0] == pixel(3));
+  CHECK(found.label(2) == 1);
+
+  // A test set read with the training set's classes: their order, one without a folder.
+  ImageFolderOptions given;
+  given.class_names = {"dog", "bird", "cat"};
+  const Dataset test = load_image_folder(dir.str(), given, &classes);
+  CHECK(classes == given.class_names);
+  CHECK(test.num_classes() == 3);
+  REQUIRE(test.size() == 3);
+  // In the order of the classes given: dog/1.png, then cat's two.
+  CHECK(test.label(0) == 0);
+  CHECK(values(test, 0)[0] == pixel(1));
+  CHECK(test.label(1) == 2);
+  CHECK(test.label(2) == 2);
+
+  given.class_names = {"dog"};
+  CHECK(data_error([&] { load_image_folder(dir.str(), given); }) ==
+        dir.str() + ": subfolder cat is not one of the 1 classes given (dog)");
+  given.class_names = {"dog", "cat", "dog"};
+  CHECK(invalid_argument([&] { load_image_folder(dir.str(), given); }).find("repeats") !=
+        std::string::npos);
+}
+
+TEST_CASE("images of every kind written by PIL read as PIL reads them") {
+  if (!have_pil())
+    return cohort::test::skip("/usr/bin/python3 cannot import numpy and PIL (Debian: python3-numpy python3-pil)");
+  TempDir dir("data_images_test");
+  // Each case: a folder with one image, and what PIL (or the PNG format, for 16 bits) makes of it
+  // at the channels asked for, as a uint8 .npy; "cases.txt" lists name, channels, tolerance.
+  spit(dir / "script.py", R"(
+import os
+import numpy as np
+from PIL import Image
+
+rng = np.random.default_rng(7)
+h, w = 13, 17
+# A smooth picture (JPEG's kind of image) with some noise on top.
+y, x = np.mgrid[0:h, 0:w]
+rgb = np.stack([x * 15, y * 19, (x + y) * 8], axis=-1) + rng.integers(0, 20, (h, w, 3))
+rgb = np.clip(rgb, 0, 255).astype(np.uint8)
+cases = []
+
+def case(name, image, ext, channels, tolerance, expected=None, **save):
+    os.makedirs(f"{name}/only", exist_ok=True)
+    path = f"{name}/only/image.{ext}"
+    image.save(path, **save)
+    if expected is None:
+        back = Image.open(path)
+        expected = np.asarray(back.convert("L" if channels == 1 else "RGB"))
+    np.save(f"{name}.npy", expected.reshape(h, w, channels).astype(np.uint8))
+    cases.append(f"{name} {channels} {tolerance}")
+
+base = Image.fromarray(rgb, "RGB")
+case("rgb_png", base, "png", 3, 0)
+case("rgb_png_as_grey", base, "png", 1, 0)
+case("rgba_png", Image.fromarray(np.dstack([rgb, rgb[..., :1]]), "RGBA"), "png", 3, 0)
+case("grey_alpha_png", base.convert("LA"), "png", 1, 0)
+case("palette_png", base.quantize(colors=16), "png", 3, 0)
+case("palette_png_as_grey", base.quantize(colors=16), "png", 1, 0)
+case("one_bit_png", base.convert("1"), "png", 1, 0)
+wide = (rgb[..., 0].astype(np.uint16) * 257 + rng.integers(0, 257, (h, w))).astype(np.uint16)
+case("sixteen_bit_png", Image.fromarray(wide, "I;16"), "png", 1, 1,
+     expected=np.round(wide / 257.0))
+case("rgb_jpeg", base, "jpg", 3, 0, quality=90)
+case("progressive_jpeg", base, "jpeg", 3, 0, quality=80, progressive=True)
+case("grey_jpeg", base.convert("L"), "jpg", 1, 0)
+case("grey_jpeg_as_rgb", base.convert("L"), "JPG", 3, 0)
+case("jpeg_as_grey", base, "jpg", 1, 0)
+
+os.makedirs("bad/truncated_jpeg/only", exist_ok=True)
+base.save("full.jpg", quality=90)
+data = open("full.jpg", "rb").read()
+open("bad/truncated_jpeg/only/image.jpg", "wb").write(data[: len(data) // 2])
+os.makedirs("bad/cmyk_jpeg/only", exist_ok=True)
+base.convert("CMYK").save("bad/cmyk_jpeg/only/image.jpg")
+open("cases.txt", "w").write("\n".join(cases) + "\n")
+)");
+  const std::string command =
+      "cd '" + dir.str() + "' && /usr/bin/python3 script.py > python.log 2>&1";
+  const int status = std::system(command.c_str());
+  REQUIRE_MESSAGE(status == 0, slurp(dir / "python.log"));
+
+  std::istringstream cases(slurp(dir / "cases.txt"));
+  int count = 0;
+  for (std::string name; cases >> name;) {
+    int channels = 0, tolerance = 0;
+    cases >> channels >> tolerance;
+    CAPTURE(name);
+    ImageFolderOptions options;
+    options.channels = channels;
+    const Dataset image = load_image_folder(dir / name, options);
+    const cohort::data::NpyArray expected = cohort::data::load_npy(dir / (name + ".npy"));
+    REQUIRE(image.example_shape() == expected.values.shape());
+    const std::vector<float> got = values(image, 0);
+    float worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] * 255 - expected.values[static_cast<std::int64_t>(i)]));
+    CHECK(worst <= tolerance + 1e-3f);
+    ++count;
+  }
+  CHECK(count == 13);
+  const std::string truncated = data_error([&] { load_image_folder(dir / "bad/truncated_jpeg"); });
+  CHECK_MESSAGE(truncated.starts_with(dir / "bad/truncated_jpeg/only/image.jpg: JPEG: "), truncated);
+  const std::string cmyk = data_error([&] { load_image_folder(dir / "bad/cmyk_jpeg"); });
+  CHECK_MESSAGE(cmyk == dir / "bad/cmyk_jpeg/only/image.jpg" +
+                            ": JPEG: a CMYK image, which is not read (convert it to RGB first)",
+                cmyk);
+}
+
+TEST_CASE("a bad folder or file is a DataError naming it") {
+  TempDir dir("data_images_test");
+  CHECK(data_error([&] { load_image_folder(dir / "missing"); }) == dir / "missing" + ": no such folder");
+  spit(dir / "file", "x");
+  CHECK(data_error([&] { load_image_folder(dir / "file"); }).starts_with(dir / "file" + ": not a folder"));
+  fs::create_directories(dir / "empty");
+  CHECK(data_error([&] { load_image_folder(dir / "empty"); })
+            .starts_with(dir / "empty" + ": no class subfolders"));
+  put(dir / "no_images/a/x.txt", "x");
+  CHECK(data_error([&] { load_image_folder(dir / "no_images"); }) ==
+        dir / "no_images" + ": no .png, .jpg or .jpeg images in its 1 class subfolders (a)");
+
+  put(dir / "text/a/x.png", "hello, not a picture");
+  CHECK(data_error([&] { load_image_folder(dir / "text"); }) ==
+        dir / "text/a/x.png" + ": not a PNG or JPEG image (its first bytes are neither format's)");
+  put(dir / "zero/a/x.jpg", "");
+  CHECK(data_error([&] { load_image_folder(dir / "zero"); }) ==
+        dir / "zero/a/x.jpg" + ": an empty file, not a PNG or JPEG image");
+
+  write_png(dir / "truncated/a/x.png", 8, 8, 3, std::vector<std::uint8_t>(192, 9));
+  const std::string whole = slurp(dir / "truncated/a/x.png");
+  spit(dir / "truncated/a/x.png", whole.substr(0, whole.size() - 20));
+  CHECK(data_error([&] { load_image_folder(dir / "truncated"); })
+            .starts_with(dir / "truncated/a/x.png" + ": PNG: "));
+  // A byte of the pixel data changed: its chunk's CRC no longer holds.
+  std::string flipped = whole;
+  const std::size_t data = whole.find("IDAT") + 6;
+  flipped[data] = static_cast<char>(flipped[data] ^ 0x55);
+  put(dir / "corrupt/a/x.png", flipped);
+  CHECK(data_error([&] { load_image_folder(dir / "corrupt"); })
+            .starts_with(dir / "corrupt/a/x.png" + ": PNG: "));
+
+  // Without a size to resize to, every image must have the first's.
+  write_png(dir / "sizes/a/first.png", 2, 3, 1, std::vector<std::uint8_t>(6, 1));
+  write_png(dir / "sizes/b/other.png", 3, 2, 1, std::vector<std::uint8_t>(6, 1));
+  CHECK(data_error([&] { load_image_folder(dir / "sizes"); }) ==
+        dir / "sizes/b/other.png" + ": 3x2 pixels where " + dir / "sizes/a/first.png" +
+            " has 2x3 (give a height and width to resize every image to)");
+
+  ImageFolderOptions options;
+  options.channels = 2;
+  CHECK(invalid_argument([&] { load_image_folder(dir / "sizes", options); }).find("channels 2") !=
+        std::string::npos);
+  options.channels = 0;
+  options.height = 4;
+  CHECK(invalid_argument([&] { load_image_folder(dir / "sizes", options); })
+            .find("height 4 and width 0") != std::string::npos);
+  options.height = 0;
+  options.shard = {3, 3};
+  CHECK(invalid_argument([&] { load_image_folder(dir / "sizes", options); }).find("shard index 3") !=
+        std::string::npos);
+}
