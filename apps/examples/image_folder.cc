@@ -1,0 +1,128 @@
+// A convolutional network trained on the user's own pictures: a folder of PNG and JPEG files with
+// a subfolder per class, as Keras's image_dataset_from_directory and torchvision's ImageFolder
+// take them, on any number of workers:
+//
+//   photos/train/cat/0001.jpg  photos/train/dog/0002.png  ...   photos/test/cat/...
+//   mpirun -np 4 build/bin/example_image_folder --train=photos/train --test=photos/test
+//       --height=64 --width=64 --channels=3 --horizontal_flip                     (one line)
+//
+// Each worker decodes only its shard of the training images, and the chief alone the test
+// images, whose subfolders must be among the training set's classes (labels follow the training
+// set's order). Without --height and --width every image must have the first's size; with them
+// each is resized (bilinear). The network: per --filters entry a 3x3 convolution with batch norm
+// and ReLU and a 2x2 max-pool, then global average pooling and the logits. The chief prints the
+// test accuracy (and writes it with the loss to --metrics_json).
+#include <cohort/cohort.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+COHORT_DEFINE_string(train, "", "training images: a folder with a subfolder of images per class");
+COHORT_DEFINE_string(test, "", "test images, the same way (empty: evaluate on the training images)");
+COHORT_DEFINE_int(height, 0, "resize every image to this height (0, with --width=0: keep the size)",
+                  cohort::flags::Range{0, 1 << 16});
+COHORT_DEFINE_int(width, 0, "resize every image to this width", cohort::flags::Range{0, 1 << 16});
+COHORT_DEFINE_int(channels, 0, "1 (grey) or 3 (RGB); 0: the first image's",
+                  cohort::flags::Range{0, 3});
+COHORT_DEFINE_string(filters, "32,64", "filters of each convolution block, comma-separated");
+COHORT_DEFINE_int(hidden, 128, "units of the dense layer before the logits", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_bool(horizontal_flip, false, "mirror training images left-right at random");
+COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
+COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
+COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling, flips and dropout",
+                  cohort::flags::Range{0, 1e15});
+COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
+
+namespace {
+
+cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int classes) {
+  cohort::Model model(graph);
+  cohort::Node x = model.input(example);
+  const std::vector<std::int64_t> filters =
+      cohort::flags::parse_size_list("filters", FLAGS_filters, 1 << 16);
+  for (std::size_t i = 0; i < filters.size(); ++i) {
+    const std::string block = "block" + std::to_string(i + 1);
+    x = model.apply(cohort::conv2d(block + "/conv", filters[i], 3, cohort::Activation::kRelu), x);
+    x = model.apply(cohort::max_pool2d(block + "/pool", 2), x);
+  }
+  x = model.apply(cohort::dense("hidden", FLAGS_hidden, cohort::Activation::kRelu), x);
+  x = model.apply(cohort::dropout("dropout", 0.3f), x);
+  model.apply(cohort::dense("logits", classes), x);
+  return model;
+}
+
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
+  const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
+  cohort::Server server(cluster);
+  if (!server.is_computing()) {
+    server.join();
+    return 0;
+  }
+  if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  cohort::data::ImageFolderOptions read;
+  read.height = FLAGS_height;
+  read.width = FLAGS_width;
+  read.channels = FLAGS_channels;
+  read.shard = {server.replica_index(), server.num_replicas()};
+  std::vector<std::string> classes;
+  const cohort::data::Dataset train = cohort::data::load_image_folder(FLAGS_train, read, &classes);
+  const std::int64_t examples = server.replicas().allreduce(train.size());
+  std::optional<cohort::data::Dataset> test;
+  if (server.is_chief()) {
+    // The training set's size and channels (which the first image may have decided) and classes.
+    read.shard = {};
+    read.height = train.example_shape()[0];
+    read.width = train.example_shape()[1];
+    read.channels = static_cast<int>(train.example_shape()[2]);
+    read.class_names = classes;
+    test = cohort::data::load_image_folder(FLAGS_test.empty() ? FLAGS_train : FLAGS_test, read);
+  }
+
+  cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
+      cluster.num_tasks("ps"), server.worker_device()))};
+  cohort::TrainerOptions options;
+  options.batch_size = FLAGS_batch_size;
+  options.seed = static_cast<std::uint64_t>(FLAGS_seed);
+  options.image.horizontal_flip = FLAGS_horizontal_flip;
+  options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  cohort::OptimizerOptions adam;
+  adam.name = "adam";
+  adam.learning_rate.base = FLAGS_learning_rate;
+  const cohort::Shape example = train.example_shape();
+  const int num_classes = train.num_classes();
+  cohort::Trainer trainer(
+      &server, graph, [&](cohort::Graph& g) { return network(g, example, num_classes); }, train,
+      cohort::Optimizer::create(adam), options);
+
+  auto session = cohort::MonitoredTrainingSession(trainer, {
+      .master = server.target(),
+      .is_chief = server.is_chief(),
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+                std::make_shared<cohort::NanTensorHook>()}});
+  while (!session->should_stop()) session->run();
+  session->close();  // the graph now holds the final parameters
+  if (server.is_chief()) {
+    const cohort::StepMetrics m = trainer.evaluate(*test);
+    std::printf("image_folder: %d workers, %lld images of %s in %d classes, global step %lld, "
+                "test loss %.4f, test accuracy %.4f\n",
+                server.num_replicas(), static_cast<long long>(examples),
+                cohort::to_string(example).c_str(), num_classes,
+                static_cast<long long>(trainer.global_step()), m.loss, m.accuracy);
+    if (!FLAGS_metrics_json.empty())
+      std::ofstream(FLAGS_metrics_json)
+          << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy << "}\n";
+  }
+  server.done();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Training on a folder of the user's pictures (apps/examples/image_folder.cc): Fashion-MNIST's
+# first 3000 training and 1000 test images written by PIL as PNG and JPEG files, a subfolder per
+# class, as a user's photos would be:
+# - sync mode, 1 ps task and 2 workers, 300 steps: test accuracy at least 0.80 (one guess in ten
+#   gets 0.10; the network reaches 0.85 - 0.86 here, seeds 1 - 4);
+# - allreduce on 2 workers, every image resized to 32x32 and read as RGB, with random flips:
+#   the same bar;
+# - bad input: a missing folder, an image that does not decode, and a test folder with a class
+#   the training set lacks each end the job within seconds, with one line naming the file or
+#   folder on every worker that read it.
+#
+#   image_folder_test.sh EXAMPLE MPIEXEC NP_FLAG DATA_DIR WORKDIR
+set -euo pipefail
+example=$1 mpiexec=$2 np_flag=$3 data_dir=$4 work=$5
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+/usr/bin/python3 - "$data_dir" <<'PY'
+import gzip, os, sys
+import numpy as np
+from PIL import Image
+
+data_dir = sys.argv[1]
+names = ["T-shirt_top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
+         "Bag", "Ankle_boot"]
+
+def idx(name, offset):
+    for path in (f"{data_dir}/{name}.gz", f"{data_dir}/{name}"):
+        if os.path.exists(path):
+            raw = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
+            return np.frombuffer(raw, np.uint8, offset=offset)
+    sys.exit(f"no {data_dir}/{name}[.gz] (Debian: dataset-fashion-mnist)")
+
+for split, prefix, n in (("train", "train", 3000), ("test", "t10k", 1000)):
+    images = idx(f"{prefix}-images-idx3-ubyte", 16).reshape(-1, 28, 28)[:n]
+    labels = idx(f"{prefix}-labels-idx1-ubyte", 8)[:n]
+    for i in range(n):
+        folder = f"{split}/{names[labels[i]]}"
+        os.makedirs(folder, exist_ok=True)
+        image = Image.fromarray(images[i], "L")
+        if i % 2:
+            image.save(f"{folder}/{i:05d}.png")
+        else:
+            image.save(f"{folder}/{i:05d}.jpg", quality=95)
+
+# Bad folders: a truncated image among good ones, and a test set with a class of its own.
+for i, name in enumerate(("Bag", "Coat")):
+    os.makedirs(f"broken/{name}", exist_ok=True)
+    for j in range(4):
+        Image.fromarray(images[4 * i + j], "L").save(f"broken/{name}/{j}.png")
+data = open("broken/Coat/2.png", "rb").read()
+open("broken/Coat/2.png", "wb").write(data[: len(data) // 2])
+os.makedirs("extra_class/Bag", exist_ok=True)
+os.makedirs("extra_class/Hat", exist_ok=True)
+Image.fromarray(images[0], "L").save("extra_class/Bag/0.png")
+Image.fromarray(images[1], "L").save("extra_class/Hat/1.png")
+PY
+
+run() {  # run NAME NP ARGS...: NP ranks; output in NAME.log; returns the job's status
+  local name=$1 np=$2
+  shift 2
+  local start=$SECONDS status=0
+  timeout 120 "$mpiexec" "$np_flag" "$np" --oversubscribe "$example" --print_cluster=false "$@" \
+    > "$name.log" 2>&1 || status=$?
+  cat "$name.log"
+  echo "($name: status $status after $((SECONDS - start)) s)"
+  return $status
+}
+
+accuracy() {  # accuracy NAME: the test accuracy the chief wrote to NAME.json
+  /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['accuracy'])" "$1.json"
+}
+
+at_least() {  # at_least NAME BAR: NAME's test accuracy is at least BAR
+  local got
+  got=$(accuracy "$1")
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $got >= $2 else 1)" \
+    || { echo "$1: test accuracy $got, expected at least $2"; exit 1; }
+  echo "$1: test accuracy $got (bar $2)"
+}
+
+run sync 3 --ps_tasks=1 --mode=sync --train=train --test=test --train_steps=300 \
+  --metrics_json=sync.json || { echo "the sync-mode job failed"; exit 1; }
+grep -q "^image_folder: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
+  || { echo "sync: not every image was read, or not as 28x28 grey"; exit 1; }
+at_least sync 0.80
+
+run resized 2 --mode=allreduce --train=train --test=test --train_steps=300 --height=32 --width=32 \
+  --channels=3 --horizontal_flip --metrics_json=resized.json \
+  || { echo "the resized allreduce job failed"; exit 1; }
+grep -q "^image_folder: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes, global step 300," resized.log \
+  || { echo "resized: the images were not read as 32x32 RGB"; exit 1; }
+at_least resized 0.80
+
+# expect_failure NAME REGEX WORKERS ARGS...: 3 workers in allreduce mode; the job fails within
+# seconds, each worker in WORKERS saying REGEX in one line.
+expect_failure() {
+  local name=$1 regex=$2 workers=$3
+  shift 3
+  local start=$SECONDS
+  if run "$name" 3 "$@"; then echo "$name: the job succeeded"; exit 1; fi
+  (( SECONDS - start <= 20 )) || { echo "$name: the job took $((SECONDS - start)) s to end"; exit 1; }
+  for w in $workers; do
+    grep -qE "^\[worker:$w rank $w\] error: $regex\$" "$name.log" \
+      || { echo "$name: worker $w did not report: $regex"; exit 1; }
+  done
+}
+expect_failure missing "missing: no such folder" "0 1 2" --train=missing
+# Sorted by class, then name, broken/Coat/2.png is image 6 of 8: worker 0's of 3.
+expect_failure broken "broken/Coat/2\.png: PNG: .*" "0" --train=broken
+expect_failure extra_class "extra_class: subfolder Hat is not one of the 10 classes given \(.*\)" "0" \
+  --train=train --test=extra_class --train_steps=100000000
+echo "image folder test passed: sync $(accuracy sync), resized allreduce $(accuracy resized)"
