@@ -153,6 +153,8 @@ COHORT_DEFINE_int(save_checkpoint_secs, 600,
     Range{0, 1e9});
 COHORT_DEFINE_int(save_summaries_steps, 100, "chief: write summaries every N global steps",
     Range{0, 1e15});
+COHORT_DEFINE_bool(summary_histograms, false,
+    "chief: with each summary, a histogram of every variable (TensorBoard's Histograms tab)");
 COHORT_DEFINE_int(keep_checkpoint_max, 5, "chief: checkpoints kept in --checkpoint_dir (0: all)",
     Range{0, 1e6});
 COHORT_DEFINE_float(keep_checkpoint_every_n_hours, 0,
@@ -501,6 +503,7 @@ int Main(int argc, char** argv) {
   session_options.save_checkpoint_secs = FLAGS_save_checkpoint_secs;
   session_options.save_summaries_steps = FLAGS_save_summaries_steps;
   session_options.summary_dir = FLAGS_summary_dir;
+  session_options.summary_histograms = FLAGS_summary_histograms;
   session_options.warm_start_from = FLAGS_warm_start_from;
   session_options.warm_start_vars = FLAGS_warm_start_vars;
   session_options.log_step_count_steps = 0;  // the progress hook below says it

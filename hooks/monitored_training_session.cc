@@ -34,7 +34,8 @@ std::unique_ptr<MonitoredSession> MonitoredTrainingSession(Trainer& trainer, Ses
     const std::int64_t summary_steps =
         options.save_summaries_steps.value_or(options.save_summaries_secs > 0 ? 0 : 100);
     if (!summary_dir.empty() && (summary_steps > 0 || options.save_summaries_secs > 0)) {
-      SummarySaverHookOptions summaries{.output_dir = summary_dir};
+      SummarySaverHookOptions summaries{.output_dir = summary_dir,
+                                        .histograms = options.summary_histograms};
       if (summary_steps > 0)
         summaries.every_steps = summary_steps;
       else

@@ -1,10 +1,13 @@
 #include "cohort/hooks/summary_saver_hook.h"
 
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/io/summary_writer.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/train/trainer.h"
 
 namespace cohort {
 
@@ -55,8 +58,17 @@ void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& va
     scalars.emplace_back("images/sec", steps_per_sec * examples);
   }
   writer_->add_scalars(scalars, step);
+  if (options_.histograms) write_histograms(context.session().trainer(), step);
   writer_->flush();
   ++writes_;
+}
+
+void SummarySaverHook::write_histograms(Trainer& trainer, std::int64_t step) {
+  trainer.fetch_parameters();
+  const Graph& graph = trainer.graph();
+  std::vector<std::pair<std::string, std::span<const float>>> histograms;
+  for (const Variable& v : graph.variables()) histograms.emplace_back(v.name, graph.values(v));
+  writer_->add_histograms(histograms, step);
 }
 
 void SummarySaverHook::end(MonitoredSession&) {

@@ -19,6 +19,11 @@ struct SummarySaverHookOptions {
   double every_secs = 0;
   /// Where the event file and metrics.csv go (MonitoredTrainingSession uses checkpoint_dir).
   std::string output_dir{};
+  /// At each write, also a histogram of every variable's values (trainable ones and layer state
+  /// such as batch norm's moving statistics) under the variable's name, as a TensorFlow program
+  /// gets from tf.summary.histogram(v.name, v) for each variable. In the ps modes the chief
+  /// first fetches the current parameters from the ps tasks (as a checkpoint does).
+  bool histograms = false;
 };
 
 /// Writes the scalars "loss", each of the model's metrics ("accuracy" for a classifier, "mse",
@@ -28,7 +33,8 @@ struct SummarySaverHookOptions {
 /// delta over the time (the chart TensorFlow's StepCounterHook writes), and that times the
 /// examples behind one global step (this worker's batch, times the workers a step aggregates in
 /// sync and allreduce modes); both are missing from the first write. The
-/// writer is flushed after each write and at end(). At a session's first step the hook also
+/// writer is flushed after each write and at end(). With `histograms`, each write also records
+/// a histogram of every variable. At a session's first step the hook also
 /// writes a session start (SummaryWriter::add_session_start), as TensorFlow's does, so that
 /// TensorBoard drops what a run restarted from an earlier checkpoint overwrites.
 ///
@@ -55,6 +61,8 @@ class SummarySaverHook : public SessionRunHook {
   std::string event_file() const;
 
  private:
+  void write_histograms(Trainer& trainer, std::int64_t step);
+
   SummarySaverHookOptions options_;
   SecondOrStepTimer timer_;
   std::unique_ptr<SummaryWriter> writer_;

@@ -4,13 +4,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <span>
 #include <system_error>
 
@@ -29,14 +32,31 @@ std::uint32_t masked_crc32c(std::string_view data) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
+const std::vector<double>& default_histogram_edges() {
+  static const std::vector<double> edges = [] {
+    // Grown by repeated multiplication, as TensorFlow grows them, so the edges agree to the bit.
+    std::vector<double> positive;
+    for (double v = 1e-12; v < 1e20; v *= 1.1) positive.push_back(v);
+    positive.push_back(std::numeric_limits<double>::max());
+    std::vector<double> all;
+    for (auto it = positive.rbegin(); it != positive.rend(); ++it) all.push_back(-*it);
+    all.push_back(0.0);
+    all.insert(all.end(), positive.begin(), positive.end());
+    return all;
+  }();
+  return edges;
+}
+
 }  // namespace summary
 
 namespace {
 
 // Protobuf wire format, only what tensorflow/core/util/event.proto and summary.proto need for
-// scalars. Field numbers: Event{wall_time=1 double, step=2 int64, file_version=3 string,
-// summary=5 Summary, session_log=7 SessionLog}; Summary{value=1 repeated Value}; Value{tag=1
-// string, simple_value=2 float}; SessionLog{status=1 enum, START = 1}.
+// scalars and histograms. Field numbers: Event{wall_time=1 double, step=2 int64, file_version=3
+// string, summary=5 Summary, session_log=7 SessionLog}; Summary{value=1 repeated Value};
+// Value{tag=1 string, simple_value=2 float, histo=5 HistogramProto}; HistogramProto{min=1,
+// max=2, num=3, sum=4, sum_squares=5 double, bucket_limit=6, bucket=7 repeated double (packed)};
+// SessionLog{status=1 enum, START = 1}.
 enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
 void put_varint(std::string& out, std::uint64_t v) {
@@ -61,6 +81,20 @@ void put_bytes(std::string& out, std::uint32_t field, std::string_view bytes) {
   put_key(out, field, kLengthDelimited);
   put_varint(out, bytes.size());
   out.append(bytes);
+}
+
+// A proto3 double field, left out when it is +0.0 (the default), as libprotobuf does.
+void put_double(std::string& out, std::uint32_t field, double v) {
+  if (std::bit_cast<std::uint64_t>(v) == 0) return;
+  put_key(out, field, kFixed64);
+  put_le(out, std::bit_cast<std::uint64_t>(v));
+}
+
+void put_packed_doubles(std::string& out, std::uint32_t field, const std::vector<double>& values) {
+  if (values.empty()) return;
+  put_key(out, field, kLengthDelimited);
+  put_varint(out, values.size() * sizeof(double));
+  for (double v : values) put_le(out, std::bit_cast<std::uint64_t>(v));
 }
 
 std::string wall_time_field(double wall_time) {
@@ -111,6 +145,82 @@ std::string scalar_event(const std::vector<std::pair<std::string, double>>& valu
   return event;
 }
 
+// The bucket of `v` among the default edges: the first edge above it (std::upper_bound's
+// answer). log2 |v| from the binary exponent, the mantissa's log taken as linear (low by at most
+// 0.09, under one bucket's 0.1375), gives a place at most a few edges below the answer; branch-free
+// steps up then reach it exactly. About four times faster than a binary search over the 1551
+// edges, whose branches the values' randomness mispredicts (2 against 8 ms for 235k here).
+std::size_t default_bucket(double v, const std::vector<double>& edges) {
+  const auto last = static_cast<std::ptrdiff_t>(edges.size()) - 1;
+  const std::ptrdiff_t zero = last / 2;  // edges[zero] == 0; +-1e-12 * 1.1^j at zero +- (1 + j)
+  constexpr double kMinusLog2Of1e12 = 39.86313713864835;
+  constexpr double kLog2Of1_1 = 0.13750352374993502;
+  std::ptrdiff_t at = zero - 1;  // below the answer for |v| < 1e-12 (zero or zero + 1)
+  if (const double magnitude = std::abs(v); magnitude >= 1e-12) {
+    // A normal double: 2^(e - 1023) * (1 + f / 2^52), log2 taken as (e - 1023) + f / 2^52.
+    const auto bits = std::bit_cast<std::uint64_t>(magnitude);
+    const double log2 = static_cast<double>(static_cast<int>(bits >> 52) - 1023) +
+                        static_cast<double>(bits & ((std::uint64_t{1} << 52) - 1)) * 0x1p-52;
+    // j: about floor(log_1.1(|v| / 1e-12)), at most one low (or, by rounding, one high).
+    const auto j = static_cast<std::ptrdiff_t>((log2 + kMinusLog2Of1e12) / kLog2Of1_1);
+    at = std::clamp<std::ptrdiff_t>(v > 0 ? zero + j - 1 : zero - j - 4, 0, last);
+  }
+  // The answer is at most five edges up; an edge above v stops the steps (the last is DBL_MAX).
+  for (int step = 0; step < 5; ++step) at += edges[static_cast<std::size_t>(at)] <= v;
+  return static_cast<std::size_t>(at);
+}
+
+// A HistogramProto of `values` (all finite) over the default buckets. As TensorFlow writes it:
+// each run of empty buckets becomes one, with the run's last edge, and an empty tensor has min
+// DBL_MAX, max -DBL_MAX and the one bucket (DBL_MAX, 0).
+std::string histogram_proto(std::span<const float> values) {
+  const std::vector<double>& edges = summary::default_histogram_edges();
+  std::vector<double> counts(edges.size());
+  double min = std::numeric_limits<double>::max(), max = -min, sum = 0, sum_squares = 0;
+  for (const float f : values) {
+    const double v = f;
+    min = std::min(min, v);
+    max = std::max(max, v);
+    sum += v;
+    sum_squares += v * v;
+    counts[default_bucket(v, edges)] += 1;
+  }
+  std::vector<double> limits, buckets;
+  for (std::size_t i = 0; i < counts.size();) {
+    std::size_t j = i;
+    if (counts[i] == 0)
+      while (j + 1 < counts.size() && counts[j + 1] == 0) ++j;
+    limits.push_back(edges[j]);
+    buckets.push_back(counts[j]);
+    i = j + 1;
+  }
+  std::string histo;
+  put_double(histo, 1, min);
+  put_double(histo, 2, max);
+  put_double(histo, 3, static_cast<double>(values.size()));
+  put_double(histo, 4, sum);
+  put_double(histo, 5, sum_squares);
+  put_packed_doubles(histo, 6, limits);
+  put_packed_doubles(histo, 7, buckets);
+  return histo;
+}
+
+std::string histogram_event(
+    const std::vector<std::pair<std::string, std::span<const float>>>& histograms,
+    double wall_time, std::int64_t step) {
+  std::string summary;
+  for (const auto& [tag, values] : histograms) {
+    std::string entry;
+    put_bytes(entry, 1, tag);
+    put_bytes(entry, 5, histogram_proto(values));
+    put_bytes(summary, 1, entry);
+  }
+  std::string event = wall_time_field(wall_time);
+  put_step(event, step);
+  put_bytes(event, 5, summary);
+  return event;
+}
+
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -143,6 +253,19 @@ std::string shortest(double v) {
   char text[32];
   const auto result = std::to_chars(text, text + sizeof text, v);
   return std::string(text, result.ptr);
+}
+
+// A tag is a protobuf string, which TensorBoard's reader refuses unless it is UTF-8.
+void check_tag(const std::string& tag, std::int64_t step) {
+  if (tag.empty()) throw InvalidArgument("summary tag is empty (step " + std::to_string(step) + ")");
+  try {
+    (void)nlohmann::json(tag).dump();
+  } catch (const nlohmann::json::type_error&) {
+    throw InvalidArgument("summary tag " +
+                          nlohmann::json(tag).dump(-1, ' ', true,
+                                                   nlohmann::json::error_handler_t::replace) +
+                          " is not valid UTF-8 (step " + std::to_string(step) + ")");
+  }
 }
 
 }  // namespace
@@ -207,17 +330,7 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, std::int64_
 void SummaryWriter::add_scalars(const std::vector<std::pair<std::string, double>>& values,
                                 std::int64_t step) {
   if (!events_) throw Error("SummaryWriter used after it was moved from");
-  for (const auto& [tag, value] : values) {
-    if (tag.empty()) throw InvalidArgument("summary tag is empty (step " + std::to_string(step) + ")");
-    // A tag is a protobuf string, which TensorBoard's reader refuses unless it is UTF-8.
-    try {
-      (void)nlohmann::json(tag).dump();
-    } catch (const nlohmann::json::type_error&) {
-      throw InvalidArgument("summary tag " + nlohmann::json(tag).dump(-1, ' ', true,
-                                                                      nlohmann::json::error_handler_t::replace) +
-                            " is not valid UTF-8 (step " + std::to_string(step) + ")");
-    }
-  }
+  for (const auto& [tag, value] : values) check_tag(tag, step);
   if (values.empty()) return;
 
   const double wall_time = now_seconds();
@@ -229,6 +342,27 @@ void SummaryWriter::add_scalars(const std::vector<std::pair<std::string, double>
   for (const auto& [tag, value] : values)
     rows += std::to_string(step) + "," + time_text + "," + csv_field(tag) + "," + shortest(value) + "\n";
   write_all(csv_.get(), csv_file_, rows);
+}
+
+void SummaryWriter::add_histogram(const std::string& tag, std::span<const float> values,
+                                  std::int64_t step) {
+  add_histograms({{tag, values}}, step);
+}
+
+void SummaryWriter::add_histograms(
+    const std::vector<std::pair<std::string, std::span<const float>>>& histograms,
+    std::int64_t step) {
+  if (!events_) throw Error("SummaryWriter used after it was moved from");
+  for (const auto& [tag, values] : histograms) {
+    check_tag(tag, step);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        throw InvalidArgument("summary histogram " + tag + " at step " + std::to_string(step) +
+                              ": value " + std::to_string(i) + " of " +
+                              std::to_string(values.size()) + " is " + shortest(values[i]));
+  }
+  if (histograms.empty()) return;
+  write_record(histogram_event(histograms, now_seconds(), step));
 }
 
 void SummaryWriter::add_session_start(std::int64_t step) {

@@ -1,16 +1,18 @@
 #pragma once
-// Training summaries: scalar values written as a TensorBoard event file and as a CSV, side by side.
+// Training summaries: scalar values written as a TensorBoard event file and as a CSV, side by side,
+// and histograms of tensors (the variables) in the event file.
 //
 // The event file holds TFRecord records (uint64 length, masked CRC32C of the length, the data,
 // masked CRC32C of the data; little-endian), each an `Event` protobuf message. The messages are
-// encoded by hand in summary_writer.cc: a scalar Event needs four field kinds (a double, a varint,
-// a float and length-delimited strings), about sixty lines of code, while protoc and libprotobuf
+// encoded by hand in summary_writer.cc: they need five field kinds (a double, a varint, a float,
+// packed doubles and length-delimited strings), about eighty lines of code, while protoc and libprotobuf
 // would add a code generator, a generated .proto copy and a runtime library to every build for
 // that. The CRC32C is core/io/crc32c.h (Boost.CRC). docs/SUMMARIES.md describes both formats.
 
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,6 +52,20 @@ class SummaryWriter {
   /// Records several values at one step, as one Event. Same checks as add_scalar(); nothing is
   /// written when a tag is invalid.
   void add_scalars(const std::vector<std::pair<std::string, double>>& values, std::int64_t step);
+
+  /// Records the distribution of `values` under `tag` at `step`, as TensorFlow's
+  /// tf.summary.histogram does, for TensorBoard's Histograms and Distributions tabs: a
+  /// HistogramProto with the count, min, max, sum and sum of squares, and the counts in
+  /// TensorFlow's default buckets (edges at 0 and at +-1e-12 * 1.1^k up to +-1e20; a bucket holds
+  /// the values from the edge below it up to, not including, its own), empty ones merged as
+  /// TensorFlow writes them. Not in the CSV. Throws InvalidArgument for a bad tag (as
+  /// add_scalar()) and, naming the tag, for a NaN or infinite value (TensorFlow's "Nan in summary
+  /// histogram"); nothing is written then.
+  void add_histogram(const std::string& tag, std::span<const float> values, std::int64_t step);
+
+  /// Several histograms at one step, as one Event. Same checks as add_histogram().
+  void add_histograms(const std::vector<std::pair<std::string, std::span<const float>>>& histograms,
+                      std::int64_t step);
 
   /// Records that a session starts at `step` (an Event with SessionLog START, as TensorFlow's
   /// summary hook writes at its first step): TensorBoard forgets every point at `step` or later
@@ -96,6 +112,10 @@ std::uint32_t crc32c(std::string_view data);
 /// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8, so that a CRC stored in the
 /// data it covers does not checksum to a fixed value. Pure; thread-safe.
 std::uint32_t masked_crc32c(std::string_view data);
+
+/// The right edges of TensorFlow's default histogram buckets, ascending: -DBL_MAX, -1e20 ... -1e-12
+/// (ratio 1.1), 0, 1e-12 ... 1e20, DBL_MAX (1551 edges). Bucket i holds [edge i-1, edge i).
+const std::vector<double>& default_histogram_edges();
 
 }  // namespace summary
 }  // namespace cohort

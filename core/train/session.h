@@ -131,6 +131,9 @@ struct SessionOptions {
   /// Of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
   /// good (TensorFlow's keep_checkpoint_every_n_hours; 0: off; see CheckpointManager).
   double keep_checkpoint_every_n_hours = 0;
+  /// [default hooks] The summary hook also writes a histogram of every variable at each write
+  /// (SummarySaverHookOptions::histograms).
+  bool summary_histograms = false;
   /// Stop cleanly at the end of the step on SIGTERM or SIGUSR1 (a second signal ends the
   /// process at once).
   bool stop_on_signals = true;

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <boost/crc.hpp>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -56,9 +58,15 @@ double now_seconds() {
 
 // ---- An independent decoder ---------------------------------------------------------------------
 
+struct Histogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+};
+
 struct Value {
   std::string tag;
   float simple_value = 0;
+  std::optional<Histogram> histo;
 };
 
 struct Event {
@@ -127,6 +135,42 @@ void expect_type(std::uint64_t key, int type) {
                       std::to_string(key & 7) + ", expected " + std::to_string(type)};
 }
 
+// A repeated double field: packed (wire type 2, proto3's default) or one value per key (1).
+void append_doubles(Fields& in, std::uint64_t key, std::vector<double>& out) {
+  if ((key & 7) == 1) {
+    out.push_back(std::bit_cast<double>(in.fixed(8)));
+    return;
+  }
+  expect_type(key, 2);
+  Fields packed(in.length_delimited());
+  while (!packed.done()) out.push_back(std::bit_cast<double>(packed.fixed(8)));
+}
+
+// HistogramProto{min=1, max=2, num=3, sum=4, sum_squares=5 double; bucket_limit=6, bucket=7
+// repeated double}.
+Histogram decode_histogram(const std::string& bytes) {
+  Histogram h;
+  Fields in(bytes);
+  while (!in.done()) {
+    const std::uint64_t key = in.varint();
+    const auto fixed_double = [&](double& out) {
+      expect_type(key, 1);
+      out = std::bit_cast<double>(in.fixed(8));
+    };
+    switch (key >> 3) {
+      case 1: fixed_double(h.min); break;
+      case 2: fixed_double(h.max); break;
+      case 3: fixed_double(h.num); break;
+      case 4: fixed_double(h.sum); break;
+      case 5: fixed_double(h.sum_squares); break;
+      case 6: append_doubles(in, key, h.bucket_limit); break;
+      case 7: append_doubles(in, key, h.bucket); break;
+      default: throw DecodeError{"unexpected HistogramProto field " + std::to_string(key >> 3)};
+    }
+  }
+  return h;
+}
+
 Value decode_value(const std::string& bytes) {
   Value value;
   Fields in(bytes);
@@ -135,6 +179,7 @@ Value decode_value(const std::string& bytes) {
     switch (key >> 3) {
       case 1: expect_type(key, 2); value.tag = in.length_delimited(); break;
       case 2: expect_type(key, 5); value.simple_value = std::bit_cast<float>(static_cast<std::uint32_t>(in.fixed(4))); break;
+      case 5: expect_type(key, 2); value.histo = decode_histogram(in.length_delimited()); break;
       default: throw DecodeError{"unexpected Summary.Value field " + std::to_string(key >> 3)};
     }
   }
@@ -295,6 +340,152 @@ TEST_CASE("the event file decodes to the scalars written, framed and checksummed
   row(3, "2", ",accuracy,0.1");  // the CSV keeps the double, shortest form
   row(4, "-3", ",train/loss,-0.5");
   row(5, "1099511627776", ",big,1e+30");
+}
+
+TEST_CASE("TensorFlow's default histogram edges: 0 and +-1e-12 * 1.1^k up to +-1e20, then +-DBL_MAX") {
+  const std::vector<double>& edges = cohort::summary::default_histogram_edges();
+  REQUIRE(edges.size() == 1551);
+  CHECK(edges.front() == -std::numeric_limits<double>::max());
+  CHECK(edges.back() == std::numeric_limits<double>::max());
+  CHECK(edges[775] == 0.0);
+  CHECK(edges[776] == 1e-12);
+  CHECK(edges[1549] < 1e20);
+  CHECK(edges[1549] * 1.1 >= 1e20);
+  for (std::size_t i = 776; i + 1 < 1550; ++i) {
+    CAPTURE(i);
+    REQUIRE(edges[i + 1] == edges[i] * 1.1);  // grown by multiplication, to the bit
+    REQUIRE(edges[1550 - i] == -edges[i]);
+  }
+}
+
+TEST_CASE("a histogram holds the count, extremes, sums and the non-empty buckets of its values") {
+  cohort::test::TempDir dir("summary_writer_test");
+  const std::vector<float> values{1.0f, 1.0f, 1.005f, -2.5f, 0.0f, 3e30f, 1e-13f, -1e-13f};
+  std::string event_file;
+  {
+    SummaryWriter writer(dir / "run");
+    event_file = writer.event_file();
+    writer.add_histograms({{"dense/kernel", values}, {"empty", {}}}, 12);
+    writer.add_histogram("one", std::vector<float>{0.5f}, 13);
+  }
+  const std::vector<Event> events = decode(event_file);
+  REQUIRE(events.size() == 3);
+  CHECK(events[1].step == 12);
+  REQUIRE(events[1].values.size() == 2);
+  CHECK(events[1].values[0].tag == "dense/kernel");
+  REQUIRE(events[1].values[0].histo.has_value());
+  const Histogram& h = *events[1].values[0].histo;
+  CHECK(h.num == 8);
+  CHECK(h.min == -2.5);
+  CHECK(h.max == static_cast<double>(3e30f));
+  double sum = 0, sum_squares = 0;
+  for (float v : values) {
+    sum += v;
+    sum_squares += static_cast<double>(v) * v;
+  }
+  CHECK(h.sum == sum);
+  CHECK(h.sum_squares == sum_squares);
+
+  // Every value lies in its bucket: [the limit before it, its limit).
+  REQUIRE(h.bucket_limit.size() == h.bucket.size());
+  REQUIRE(!h.bucket_limit.empty());
+  const std::vector<double>& edges = cohort::summary::default_histogram_edges();
+  double counted = 0;
+  std::vector<double> expected(h.bucket.size(), 0.0);
+  for (std::size_t k = 0; k < h.bucket_limit.size(); ++k) {
+    CAPTURE(k);
+    CHECK(std::find(edges.begin(), edges.end(), h.bucket_limit[k]) != edges.end());
+    if (k > 0) CHECK(h.bucket_limit[k] > h.bucket_limit[k - 1]);
+    // Runs of empty buckets are merged: no two empty buckets in a row.
+    if (k > 0) CHECK((h.bucket[k] > 0 || h.bucket[k - 1] > 0));
+    counted += h.bucket[k];
+  }
+  CHECK(counted == 8);
+  for (float f : values) {
+    const double v = f;
+    std::size_t k = 0;
+    while (h.bucket_limit[k] <= v) ++k;
+    CHECK((k == 0 || h.bucket_limit[k - 1] <= v));
+    expected[k] += 1;
+  }
+  CHECK(h.bucket == expected);
+  CHECK(h.bucket_limit.back() == std::numeric_limits<double>::max());  // 3e30 is past 1e20
+  // 1.0 and 1.005 share a bucket (edges 10% apart; here 0.9175... and 1.0093...).
+  const auto ones = std::find(h.bucket.begin(), h.bucket.end(), 3.0);
+  REQUIRE(ones != h.bucket.end());
+  const double one_limit = h.bucket_limit[static_cast<std::size_t>(ones - h.bucket.begin())];
+  CHECK(one_limit > 1.005);
+  CHECK(one_limit <= 1.1);
+
+  // An empty tensor, as TensorFlow writes it: no values, one bucket (DBL_MAX, 0).
+  const Histogram& e = *events[1].values[1].histo;
+  CHECK(e.num == 0);
+  CHECK(e.min == std::numeric_limits<double>::max());
+  CHECK(e.max == -std::numeric_limits<double>::max());
+  CHECK(e.bucket_limit == std::vector<double>{std::numeric_limits<double>::max()});
+  CHECK(e.bucket == std::vector<double>{0.0});
+  CHECK(events[2].values.at(0).histo->num == 1);
+}
+
+TEST_CASE("every value of any magnitude lands in the bucket a binary search over the edges finds") {
+  // Values from 1e-40 (subnormal) to FLT_MAX, both signs, zero, and the floats next to the edges.
+  const std::vector<double>& edges = cohort::summary::default_histogram_edges();
+  std::vector<float> values{0.0f, -0.0f, std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
+                            -std::numeric_limits<float>::denorm_min(), 1e-12f, -1e-12f, 1e20f, -1e20f};
+  for (std::size_t i = 1; i + 1 < edges.size(); ++i) {
+    const float near = static_cast<float>(edges[i]);
+    values.push_back(near);
+    values.push_back(std::nextafter(near, 0.0f));
+    values.push_back(std::nextafter(near, std::numeric_limits<float>::infinity()));
+  }
+  std::uint64_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    const double exponent = -40.0 + 78.5 * static_cast<double>(state >> 11) * 0x1p-53;
+    values.push_back(static_cast<float>((state & 1 ? -1 : 1) * std::pow(10.0, exponent)));
+  }
+  std::vector<double> expected(edges.size(), 0.0);
+  for (float v : values)
+    expected[static_cast<std::size_t>(std::upper_bound(edges.begin(), edges.end(), double{v}) -
+                                      edges.begin())] += 1;
+
+  cohort::test::TempDir dir("summary_writer_test");
+  std::string event_file;
+  {
+    SummaryWriter writer(dir / "run");
+    event_file = writer.event_file();
+    writer.add_histogram("wide", values, 1);
+  }
+  const Histogram h = *decode(event_file).at(1).values.at(0).histo;
+  CHECK(h.num == static_cast<double>(values.size()));
+  // Every non-empty bucket is written with its own edge; empty runs carry only zeros.
+  std::vector<double> written(edges.size(), 0.0);
+  for (std::size_t k = 0; k < h.bucket_limit.size(); ++k) {
+    const auto at = std::find(edges.begin(), edges.end(), h.bucket_limit[k]);
+    REQUIRE(at != edges.end());
+    written[static_cast<std::size_t>(at - edges.begin())] = h.bucket[k];
+  }
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < edges.size(); ++i) wrong += written[i] != expected[i];
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a histogram of a NaN or an infinity is refused, naming the tag; nothing is written") {
+  cohort::test::TempDir dir("summary_writer_test");
+  SummaryWriter writer(dir / "run");
+  const std::vector<float> bad{1.0f, std::nanf(""), 2.0f};
+  try {
+    writer.add_histograms({{"fine", std::vector<float>{1.0f}}, {"logits/bias", bad}}, 5);
+    FAIL("no error");
+  } catch (const cohort::InvalidArgument& e) {
+    CHECK(std::string(e.what()) == "summary histogram logits/bias at step 5: value 1 of 3 is nan");
+  }
+  const std::vector<float> infinite{-INFINITY};
+  CHECK_THROWS_AS(writer.add_histogram("x", infinite, 6), cohort::InvalidArgument);
+  CHECK_THROWS_AS(writer.add_histogram("", std::vector<float>{1.0f}, 6), cohort::InvalidArgument);
+  writer.flush();
+  CHECK(decode(writer.event_file()).size() == 1);  // the version event alone
 }
 
 TEST_CASE("the decoder detects a flipped byte and a truncated file") {
