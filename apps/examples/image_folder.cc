@@ -6,12 +6,14 @@
 //   mpirun -np 4 build/bin/example_image_folder --train=photos/train --test=photos/test
 //       --height=64 --width=64 --channels=3 --horizontal_flip                     (one line)
 //
-// Each worker decodes only its shard of the training images, and the chief alone the test
-// images, whose subfolders must be among the training set's classes (labels follow the training
-// set's order). Without --height and --width every image must have the first's size; with them
-// each is resized (bilinear). The network: per --filters entry a 3x3 convolution with batch norm
-// and ReLU and a 2x2 max-pool, then global average pooling and the logits. The chief prints the
-// test accuracy (and writes it with the loss to --metrics_json).
+// Each worker decodes only its shard of the training images (every worker must see the same
+// folder), and the chief alone the test images, whose subfolders must be among the training
+// set's classes (labels follow the training set's order). Without --height and --width every
+// training image must have the first's size; with them each is resized (bilinear). Test images
+// are given the training images' size and channels, resized if need be. The network: per
+// --filters entry a 3x3 convolution with ReLU and a 2x2 max-pool, then a dense layer (--hidden
+// units, ReLU), dropout and the logits. The chief prints the test accuracy (and writes it with
+// the loss to --metrics_json).
 #include <cohort/cohort.h>
 
 #include <cstdint>
@@ -74,6 +76,14 @@ int Main(int argc, char** argv) {
   std::vector<std::string> classes;
   const cohort::data::Dataset train = cohort::data::load_image_folder(FLAGS_train, read, &classes);
   const std::int64_t examples = server.replicas().allreduce(train.size());
+  // Workers that listed different folders (a copy per node that differs) would train on shards
+  // of different sets, or build models of different sizes and hang: compare the class lists.
+  const int classes_found = static_cast<int>(classes.size());
+  if (server.replicas().allreduce(classes_found, cohort::mpi::Op::kMax) != classes_found ||
+      server.replicas().allreduce(classes_found, cohort::mpi::Op::kMin) != classes_found)
+    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers found different "
+                                  "numbers of classes (this one " +
+                                  std::to_string(classes_found) + "): do they all see the same folder?");
   std::optional<cohort::data::Dataset> test;
   if (server.is_chief()) {
     // The training set's size and channels (which the first image may have decided) and classes.

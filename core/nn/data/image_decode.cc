@@ -1,9 +1,11 @@
 // PNG through libpng, JPEG through libjpeg (libjpeg-turbo on Debian), from bytes in memory.
 //
 // Both libraries report a fault by calling an error function that must not return; as their
-// manuals prescribe, ours longjmps back to a setjmp in the function that drives the library. That
-// function calls only the library between the two, and everything it changes lives in a state
-// object outside its frame, so the jump skips no destructor and leaves nothing indeterminate.
+// manuals prescribe, ours longjmps back to a setjmp in the function that drives the library. No
+// C++ call is under way when a jump leaves (the jumps start in the libraries' C code and in our
+// callbacks, which neither allocate nor throw), and everything the driving function changes lives
+// in a state object outside its frame, so the jump skips no destructor and leaves nothing
+// indeterminate.
 
 #include "cohort/core/nn/data/image_decode.h"
 
@@ -12,6 +14,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <jpeglib.h>
+// jerror.h after jpeglib.h: the warning codes.
+#include <jerror.h>
 
 #include <csetjmp>
 #include <cstring>
@@ -26,7 +30,7 @@ constexpr std::string_view kPngMagic("\x89PNG\r\n\x1a\n", 8);
 constexpr std::string_view kJpegMagic("\xff\xd8\xff", 3);
 
 // RGB made grey: ITU-R BT.601 luma, 0.299 R + 0.587 G + 0.114 B, on the stored (gamma-encoded)
-// values, rounded, in PIL's fixed point (weights in 1/65536), as PIL and TensorFlow convert.
+// values, rounded, in PIL's fixed point (weights in 1/65536), as PIL's convert("L").
 // Applied to the decoded RGB of both formats: libpng's own conversion makes the colour linear
 // first where the file declares its gamma, and libjpeg's grey output is its Y channel as stored.
 void rgb_to_grey(Pixels& image) {
@@ -45,7 +49,7 @@ void rgb_to_grey(Pixels& image) {
 struct PngState {
   std::string_view bytes;
   std::size_t at = 0;
-  std::string error;
+  char error[200] = {};
   png_structp png = nullptr;
   png_infop info = nullptr;
   std::vector<png_bytep> rows;
@@ -62,7 +66,8 @@ void png_read_bytes(png_structp png, png_bytep out, std::size_t n) {
 }
 
 [[noreturn]] void png_fail(png_structp png, png_const_charp message) {
-  static_cast<PngState*>(png_get_error_ptr(png))->error = message;
+  auto* state = static_cast<PngState*>(png_get_error_ptr(png));
+  std::snprintf(state->error, sizeof state->error, "%s", message);
   png_longjmp(png, 1);
 }
 
@@ -80,7 +85,7 @@ bool run_png(PngState& s, int channels) {
   s.out.width = png_get_image_width(s.png, s.info);
   // The palette type has the colour bit too.
   const bool colour = (png_get_color_type(s.png, s.info) & PNG_COLOR_MASK_COLOR) != 0;
-  s.out.channels = colour ? 3 : 1;
+  s.out.channels = s.out.file_channels = colour ? 3 : 1;
   if (channels == 0) return true;
 
   png_set_expand(s.png);  // palette to RGB, 1-4 bit grey to 8 bits, a transparent colour to alpha
@@ -107,7 +112,7 @@ Pixels png(std::string_view bytes, int channels, const std::string& where) {
   s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, png_fail, png_ignore_warning);
   if (s.png != nullptr) s.info = png_create_info_struct(s.png);
   if (s.info == nullptr) fail(where, "PNG: libpng could not allocate its state");
-  if (!run_png(s, channels)) fail(where, "PNG: " + s.error);
+  if (!run_png(s, channels)) fail(where, std::string("PNG: ") + s.error);
   return std::move(s.out);
 }
 
@@ -137,11 +142,21 @@ struct JpegState {
   std::longjmp(error->jump, 1);
 }
 
-// Level -1 is libjpeg's warning that the data is corrupt (a truncated file among them), after which
-// it would go on and fill the rest with grey: a fault here, as in TensorFlow's decode_jpeg and
-// PIL. Higher levels are trace messages.
+// Level -1 is a warning. Those that mean the image data is missing or damaged (a truncated file,
+// whose rest libjpeg would fill with grey; a bad Huffman code) are faults here, as a truncated file
+// is to PIL and TensorFlow. The others leave the pixels right (bytes between segments, a JFIF
+// version it does not know) and pass silently, as in PIL. Higher levels are trace messages.
 void jpeg_message(j_common_ptr info, int level) {
-  if (level < 0) jpeg_fail(info);
+  if (level >= 0) return;
+  switch (info->err->msg_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_MUST_RESYNC:
+    case JWRN_HUFF_BAD_CODE:
+      jpeg_fail(info);
+    default:
+      return;
+  }
 }
 
 bool run_jpeg(JpegState& s, int channels) {
@@ -156,7 +171,7 @@ bool run_jpeg(JpegState& s, int channels) {
   jpeg_read_header(&s.info, TRUE);
   s.out.height = s.info.image_height;
   s.out.width = s.info.image_width;
-  s.out.channels = s.info.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+  s.out.channels = s.out.file_channels = s.info.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
   if (s.info.jpeg_color_space == JCS_CMYK || s.info.jpeg_color_space == JCS_YCCK) {
     std::snprintf(s.error.message, sizeof s.error.message,
                   "a CMYK image, which is not read (convert it to RGB first)");

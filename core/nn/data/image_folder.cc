@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -47,6 +48,7 @@ std::string join(const std::vector<std::string>& names) {
 std::vector<std::string> subfolders(const std::string& dir) {
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) detail::fail(dir, "cannot read it: " + ec.message());
   if (!fs::exists(status)) detail::fail(dir, "no such folder");
   if (!fs::is_directory(status))
     detail::fail(dir, "not a folder (expected a folder with a subfolder of images per class)");
@@ -76,7 +78,8 @@ std::vector<std::string> class_list(const std::string& dir, const std::vector<st
 }
 
 // Every image under the classes' subfolders, in the order of the classes, then of the paths;
-// `skipped` counts the other files, and `skipped_example` names one.
+// `skipped` counts the other files, and `skipped_example` names one. Links to folders are
+// followed, each folder once per class (a link back up would otherwise loop).
 std::vector<Entry> list_images(const std::string& dir, const std::vector<std::string>& classes,
                                std::int64_t& skipped, std::string& skipped_example) {
   std::vector<Entry> entries;
@@ -84,21 +87,27 @@ std::vector<Entry> list_images(const std::string& dir, const std::vector<std::st
     const fs::path folder = fs::path(dir) / classes[label];
     std::error_code ec;
     if (!fs::is_directory(folder, ec)) continue;  // a given class without a subfolder
+    std::set<fs::path> visited{fs::canonical(folder, ec)};
     std::vector<std::string> paths;
+    fs::path listing = folder;  // the folder being listed, for an error's message
     fs::recursive_directory_iterator it(folder, fs::directory_options::follow_directory_symlink, ec);
     for (const fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
-      if (hidden(it->path())) {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
+      const fs::path& path = it->path();
+      if (it->is_directory(ec)) {
+        // Recursion into it happens at the next increment: an error there is this folder's.
+        if (hidden(path) || !visited.insert(fs::canonical(path, ec)).second)
+          it.disable_recursion_pending();
+        listing = path;
         continue;
       }
-      if (!it->is_regular_file(ec)) continue;
-      if (image_name(it->path())) {
-        paths.push_back(it->path().string());
+      if (hidden(path) || !it->is_regular_file(ec)) continue;
+      if (image_name(path)) {
+        paths.push_back(path.string());
       } else if (skipped++ == 0) {
-        skipped_example = it->path().string();
+        skipped_example = path.string();
       }
     }
-    if (ec) detail::fail(folder.string(), "cannot list it: " + ec.message());
+    if (ec) detail::fail(listing.string(), "cannot list it: " + ec.message());
     std::sort(paths.begin(), paths.end());
     for (std::string& path : paths)
       entries.push_back({std::move(path), static_cast<std::int32_t>(label)});
@@ -205,7 +214,8 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
       total > options.shard.index ? (total - options.shard.index - 1) / options.shard.count + 1 : 0;
   Tensor features({kept, height, width, channels});
   std::vector<std::int32_t> labels(static_cast<std::size_t>(kept));
-  std::vector<std::string> errors(static_cast<std::size_t>(kept));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(kept));
+  std::vector<char> greyed(static_cast<std::size_t>(kept), 0);  // colour read as grey
   const std::int64_t example_size = height * width * channels;
 #pragma omp parallel for schedule(dynamic, 8)
   for (std::int64_t i = 0; i < kept; ++i) {
@@ -219,12 +229,20 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
                                      " has " + size_text(height, width) +
                                      " (give a height and width to resize every image to)");
       write_example(image, height, width, features.data() + i * example_size);
-    } catch (const std::exception& e) {
-      errors[static_cast<std::size_t>(i)] = e.what();
+      greyed[static_cast<std::size_t>(i)] = image.file_channels > channels;
+    } catch (...) {  // nothing may leave the parallel region (current_exception cannot throw)
+      errors[static_cast<std::size_t>(i)] = std::current_exception();
     }
   }
-  for (const std::string& error : errors)
-    if (!error.empty()) throw DataError(error);
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  // Channels chosen by the first image: colour read as grey because the first is grey is said.
+  if (const auto count = std::count(greyed.begin(), greyed.end(), 1); count > 0 && options.channels == 0)
+    std::fprintf(stderr,
+                 "[%s] warning: %s: %lld of %lld images are colour, read as grey because the first "
+                 "(%s) is grey; give 3 channels to keep their colour\n",
+                 process_label().c_str(), dir.c_str(), static_cast<long long>(count),
+                 static_cast<long long>(kept), first.c_str());
 
   if (class_names != nullptr) *class_names = classes;
   return Dataset::from_arrays(std::move(features), std::move(labels),

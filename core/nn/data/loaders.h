@@ -107,8 +107,9 @@ struct ImageFolderOptions {
   /// TensorFlow's tf.image.resize and Keras's image_dataset_from_directory; no antialiasing).
   std::int64_t height = 0;
   std::int64_t width = 0;
-  /// 1 (grey) or 3 (RGB); 0: the first image's (1 if it is grey, 3 otherwise). Colour is made
-  /// grey with ITU-R BT.601 weights, grey repeated into RGB, and alpha dropped.
+  /// 1 (grey) or 3 (RGB); 0: the first image's (1 if it is grey, 3 otherwise; colour images then
+  /// read as grey are warned of). Colour is made grey as PIL's convert("L") makes it (ITU-R
+  /// BT.601 weights), grey repeated into RGB, and alpha dropped.
   int channels = 0;
   /// The classes in label order; empty: the names of the folder's subfolders, sorted. Given (a
   /// test set read with its training set's classes), every subfolder must be one of them; a class
@@ -127,13 +128,17 @@ struct ImageFolderOptions {
 /// or progressive JPEG in a class's subfolder, at any depth, is an example of that class: images
 /// [n, height, width, channels] (NHWC) of pixel values / 255 in [0, 1], as fashion_mnist() gives,
 /// labelled by the class's index. The examples are in the order of their classes, then of their
-/// paths (shuffling is the BatchIterator's). Files and folders whose names start with a dot are
-/// passed over; any other file without a .png, .jpg or .jpeg name (in any case) is passed over
-/// with one warning on stderr that counts them. Which format a file holds is told by its first
-/// bytes, not its name. `class_names`, if given, receives the classes in label order.
+/// paths (shuffling is the BatchIterator's); every worker must see the same files for the shards
+/// to fit together. Links to folders are followed, each folder once per class. Files and folders
+/// whose names start with a dot are passed over; any other file without a .png, .jpg or .jpeg
+/// name (in any case) is passed over with one warning on stderr that counts them. Which format a
+/// file holds is told by its first bytes, not its name. JPEG warnings that leave the pixels right
+/// (bytes between segments) pass silently, as in PIL. `class_names`, if given, receives the
+/// classes in label order.
 ///
-/// A missing folder, one without class subfolders or without images, a file that is not an image
-/// or does not decode (truncated, corrupt, a CMYK JPEG), an image of another size than the first
+/// A missing or unreadable folder, one without class subfolders or without images, a file that is
+/// not an image or does not decode (truncated, a bad checksum or Huffman code, a CMYK JPEG), an
+/// image of another size than the first
 /// without options.height and width, a subfolder that is not among options.class_names: a
 /// DataError naming the file or folder. Images are decoded by every core OpenMP gives the process.
 Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options = {},

@@ -61,6 +61,27 @@ void put(const std::string& path, const std::string& bytes) {
   spit(path, bytes);
 }
 
+// Writes an interlaced (Adam7) 8-bit grey PNG through libpng's full interface (its simplified
+// one writes no interlaced files).
+void write_interlaced_png(const std::string& path, int height, int width,
+                          std::vector<std::uint8_t> values) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_init_io(png, file);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8,
+               PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_ADAM7, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  std::vector<png_bytep> rows;
+  for (int y = 0; y < height; ++y) rows.push_back(values.data() + y * width);
+  png_set_rows(png, info, rows.data());
+  png_write_png(png, info, PNG_TRANSFORM_IDENTITY, nullptr);
+  png_destroy_write_struct(&png, &info);
+  std::fclose(file);
+}
+
 // The value a byte is read as.
 float pixel(int byte) { return static_cast<float>(byte) / 255.0f; }
 
@@ -153,6 +174,69 @@ TEST_CASE("resizing is bilinear with half-pixel centres, as tf.image.resize") {
   CHECK(values(both, 1) == std::vector<float>(4, pixel(200)));
 }
 
+TEST_CASE("resizing a non-square RGB image agrees with TensorFlow's formula, computed here") {
+  // tf.image.resize (bilinear, half-pixel centres): in = (out + 0.5) * scale - 0.5, lower =
+  // max(floor(in), 0), upper = min(ceil(in), n - 1), lerp = in - floor(in).
+  const int in_h = 3, in_w = 5, out_h = 4, out_w = 2;
+  std::vector<std::uint8_t> rgb;
+  for (int i = 0; i < in_h * in_w * 3; ++i) rgb.push_back(static_cast<std::uint8_t>((i * 37 + 11) % 256));
+  TempDir dir("data_images_test");
+  write_png(dir / "a/x.png", in_h, in_w, 3, rgb);
+  ImageFolderOptions options;
+  options.height = out_h;
+  options.width = out_w;
+  const std::vector<float> got = values(load_image_folder(dir.str(), options), 0);
+  REQUIRE(got.size() == static_cast<std::size_t>(out_h * out_w * 3));
+  struct Tap {
+    int lower, upper;
+    double lerp;
+  };
+  const auto tap = [](int out, int n_in, int n_out) {
+    const double in = (out + 0.5) * n_in / n_out - 0.5;
+    return Tap{std::max(static_cast<int>(std::floor(in)), 0),
+               std::min(static_cast<int>(std::ceil(in)), n_in - 1), in - std::floor(in)};
+  };
+  for (int y = 0; y < out_h; ++y)
+    for (int x = 0; x < out_w; ++x)
+      for (int c = 0; c < 3; ++c) {
+        const Tap ty = tap(y, in_h, out_h), tx = tap(x, in_w, out_w);
+        const auto at = [&](int yy, int xx) { return static_cast<double>(rgb[(yy * in_w + xx) * 3 + c]); };
+        const double top = at(ty.lower, tx.lower) + (at(ty.lower, tx.upper) - at(ty.lower, tx.lower)) * tx.lerp;
+        const double bottom = at(ty.upper, tx.lower) + (at(ty.upper, tx.upper) - at(ty.upper, tx.lower)) * tx.lerp;
+        CAPTURE(y);
+        CAPTURE(x);
+        CAPTURE(c);
+        CHECK(got[static_cast<std::size_t>((y * out_w + x) * 3 + c)] ==
+              doctest::Approx((top + (bottom - top) * ty.lerp) / 255).epsilon(1e-5));
+      }
+}
+
+TEST_CASE("an interlaced PNG and a 16-bit RGB one read as their pixels") {
+  TempDir dir("data_images_test");
+  std::vector<std::uint8_t> grey;
+  for (int i = 0; i < 9 * 11; ++i) grey.push_back(static_cast<std::uint8_t>(i * 7 % 256));
+  write_interlaced_png(dir / "a/interlaced.png", 9, 11, grey);
+  const std::vector<float> got = values(load_image_folder(dir.str()), 0);
+  REQUIRE(got.size() == grey.size());
+  for (std::size_t i = 0; i < grey.size(); ++i) CHECK(got[i] == pixel(grey[i]));
+
+  // 16 bits per channel, scaled to 8 as round(v / 257).
+  TempDir wide("data_images_test");
+  std::vector<std::uint16_t> rgb16;
+  for (int i = 0; i < 2 * 3 * 3; ++i) rgb16.push_back(static_cast<std::uint16_t>(i * 3851 + 128));
+  fs::create_directories(wide / "a");
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = 3;
+  image.height = 2;
+  image.format = PNG_FORMAT_RGB | PNG_FORMAT_FLAG_LINEAR;
+  REQUIRE(png_image_write_to_file(&image, (wide / "a/x.png").c_str(), 0, rgb16.data(), 0, nullptr) != 0);
+  const std::vector<float> got16 = values(load_image_folder(wide.str()), 0);
+  REQUIRE(got16.size() == rgb16.size());
+  for (std::size_t i = 0; i < rgb16.size(); ++i)
+    CHECK(got16[i] == pixel(static_cast<int>(std::lround(rgb16[i] / 257.0))));
+}
+
 TEST_CASE("channels: the first image's by default; colour made grey by BT.601, grey made RGB") {
   TempDir dir("data_images_test");
   // Folder "a" sorts first: its grey image decides the default.
@@ -217,6 +301,16 @@ TEST_CASE("classes: the sorted subfolders, or those given; which files count as 
   CHECK(test.label(1) == 2);
   CHECK(test.label(2) == 2);
 
+  // A link to a folder is followed, once: a link back up does not loop.
+  fs::create_directory_symlink("..", dir / "cat/deeper/up");
+  fs::create_directory_symlink(dir / "dog", dir / "cat/dogs");
+  const Dataset linked = load_image_folder(dir.str());
+  CHECK(linked.size() == 4);  // cat/2, cat/deeper/3, cat/dogs/1 (a cat now), dog/1
+  CHECK(linked.label(2) == 0);
+  CHECK(values(linked, 2)[0] == pixel(1));
+  fs::remove(dir / "cat/deeper/up");
+  fs::remove(dir / "cat/dogs");
+
   given.class_names = {"dog"};
   CHECK(data_error([&] { load_image_folder(dir.str(), given); }) ==
         dir.str() + ": subfolder cat is not one of the 1 classes given (dog)");
@@ -263,17 +357,27 @@ case("palette_png", base.quantize(colors=16), "png", 3, 0)
 case("palette_png_as_grey", base.quantize(colors=16), "png", 1, 0)
 case("one_bit_png", base.convert("1"), "png", 1, 0)
 wide = (rgb[..., 0].astype(np.uint16) * 257 + rng.integers(0, 257, (h, w))).astype(np.uint16)
-case("sixteen_bit_png", Image.fromarray(wide, "I;16"), "png", 1, 1,
+case("sixteen_bit_png", Image.fromarray(wide, "I;16"), "png", 1, 0,
      expected=np.round(wide / 257.0))
+case("grey_transparent_png", base.convert("L"), "png", 1, 0, transparency=5)
+case("palette_transparent_png", base.quantize(colors=16), "png", 3, 0, transparency=0)
+case("grey_alpha_as_rgb", base.convert("LA"), "png", 3, 0)
 case("rgb_jpeg", base, "jpg", 3, 0, quality=90)
 case("progressive_jpeg", base, "jpeg", 3, 0, quality=80, progressive=True)
 case("grey_jpeg", base.convert("L"), "jpg", 1, 0)
 case("grey_jpeg_as_rgb", base.convert("L"), "JPG", 3, 0)
 case("jpeg_as_grey", base, "jpg", 1, 0)
 
-os.makedirs("bad/truncated_jpeg/only", exist_ok=True)
 base.save("full.jpg", quality=90)
 data = open("full.jpg", "rb").read()
+# Bytes between two segments (before the start of scan): libjpeg warns ("extraneous bytes before
+# marker 0xda") and decodes it as it was.
+sos = data.index(b"\xff\xda")
+os.makedirs("extra_bytes_jpeg/only", exist_ok=True)
+open("extra_bytes_jpeg/only/image.jpg", "wb").write(data[:sos] + b"\x00\x00" + data[sos:])
+np.save("extra_bytes_jpeg.npy", np.asarray(Image.open("full.jpg").convert("RGB")))
+cases.append("extra_bytes_jpeg 3 0")
+os.makedirs("bad/truncated_jpeg/only", exist_ok=True)
 open("bad/truncated_jpeg/only/image.jpg", "wb").write(data[: len(data) // 2])
 os.makedirs("bad/cmyk_jpeg/only", exist_ok=True)
 base.convert("CMYK").save("bad/cmyk_jpeg/only/image.jpg")
@@ -302,7 +406,7 @@ open("cases.txt", "w").write("\n".join(cases) + "\n")
     CHECK(worst <= tolerance + 1e-3f);
     ++count;
   }
-  CHECK(count == 13);
+  CHECK(count == 17);
   const std::string truncated = data_error([&] { load_image_folder(dir / "bad/truncated_jpeg"); });
   CHECK_MESSAGE(truncated.starts_with(dir / "bad/truncated_jpeg/only/image.jpg: JPEG: "), truncated);
   const std::string cmyk = data_error([&] { load_image_folder(dir / "bad/cmyk_jpeg"); });
