@@ -4,7 +4,9 @@
 //
 //   photos/train/cat/0001.jpg  photos/train/dog/0002.png  ...   photos/test/cat/...
 //   mpirun -np 4 build/bin/example_image_folder --train=photos/train --test=photos/test
-//       --height=64 --width=64 --channels=3 --horizontal_flip                     (one line)
+//       --height=64 --width=64 --channels=3 --horizontal_flip --checkpoint_dir=ckpt  (one line)
+//   build/bin/example_image_folder --train=photos/train --height=64 --width=64 --channels=3
+//       --checkpoint_dir=ckpt --predict=new_photos --predictions=labels.csv       (one line)
 //
 // Each worker decodes only its shard of the training images (every worker must see the same
 // folder), and the chief alone the test images, whose subfolders must be among the training
@@ -13,12 +15,20 @@
 // are given the training images' size and channels, resized if need be. The network: per
 // --filters entry a 3x3 convolution with ReLU and a 2x2 max-pool, then a dense layer (--hidden
 // units, ReLU), dropout and the logits. The chief prints the test accuracy (and writes it with
-// the loss to --metrics_json).
+// the loss to --metrics_json). With --checkpoint_dir the chief restores the latest checkpoint
+// there and saves one at the end, so a second run with the same --train_steps trains no further:
+// with --predict it then only classifies new images (a folder of them, at any depth, or files),
+// writing path, class and probability per image (the classes are --train's subfolders).
 #include <cohort/cohort.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +49,10 @@ COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Ran
 COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling, flips and dropout",
                   cohort::flags::Range{0, 1e15});
+COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
+COHORT_DEFINE_string(predict, "",
+                     "chief, after training: images to classify, a folder (every PNG and JPEG in it) or files, comma-separated");
+COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
 
 namespace {
@@ -57,6 +71,54 @@ cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int cl
   x = model.apply(cohort::dropout("dropout", 0.3f), x);
   model.apply(cohort::dense("logits", classes), x);
   return model;
+}
+
+// --predict's images: the PNG and JPEG files under a folder, sorted, or the files given.
+std::vector<std::string> images_to_predict() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> paths;
+  for (const std::string& given : cohort::flags::split_list("predict", FLAGS_predict)) {
+    if (!fs::is_directory(given)) {
+      paths.push_back(given);  // a file, or a missing one, which load_images names
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : fs::recursive_directory_iterator(given)) {
+      std::string extension = entry.path().extension().string();
+      std::transform(extension.begin(), extension.end(), extension.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (entry.is_regular_file() &&
+          (extension == ".png" || extension == ".jpg" || extension == ".jpeg"))
+        found.push_back(entry.path().string());
+    }
+    if (found.empty()) throw cohort::InvalidArgument("--predict=" + given + ": no .png, .jpg or .jpeg files in it");
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  return paths;
+}
+
+// Classifies `paths` with the trained model, a batch at a time: path, class, probability (the
+// softmax of the logits) per image, as CSV.
+void predict(cohort::Model& model, const std::vector<std::string>& paths, const cohort::Shape& example,
+             const std::vector<std::string>& classes, std::ostream& out) {
+  out << "path,class,probability\n";
+  constexpr std::size_t kBatch = 256;
+  for (std::size_t begin = 0; begin < paths.size(); begin += kBatch) {
+    const std::vector<std::string> batch(paths.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         paths.begin() + static_cast<std::ptrdiff_t>(std::min(paths.size(), begin + kBatch)));
+    const cohort::Tensor images = cohort::data::load_images(
+        batch, example[0], example[1], static_cast<int>(example[2]));
+    const cohort::Tensor& logits = model.predict(images);
+    const auto k = static_cast<std::size_t>(logits.dim(1));
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const float* row = logits.data() + i * k;
+      const std::size_t best = static_cast<std::size_t>(std::max_element(row, row + k) - row);
+      double total = 0;
+      for (std::size_t c = 0; c < k; ++c) total += std::exp(static_cast<double>(row[c] - row[best]));
+      out << batch[i] << "," << classes[best] << "," << 1.0 / total << "\n";
+    }
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -114,6 +176,7 @@ int Main(int argc, char** argv) {
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
+      .checkpoint_dir = FLAGS_checkpoint_dir,
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
                 std::make_shared<cohort::NanTensorHook>()}});
   while (!session->should_stop()) session->run();
@@ -128,6 +191,18 @@ int Main(int argc, char** argv) {
     if (!FLAGS_metrics_json.empty())
       std::ofstream(FLAGS_metrics_json)
           << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy << "}\n";
+    if (!FLAGS_predict.empty()) {
+      const std::vector<std::string> paths = images_to_predict();
+      if (FLAGS_predictions.empty()) {
+        predict(trainer.model(), paths, example, classes, std::cout);
+      } else {
+        std::ofstream out(FLAGS_predictions);
+        predict(trainer.model(), paths, example, classes, out);
+        if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
+        std::printf("image_folder: %zu predictions written to %s\n", paths.size(),
+                    FLAGS_predictions.c_str());
+      }
+    }
   }
   server.done();
   return 0;

@@ -172,19 +172,73 @@ std::string size_text(std::int64_t height, std::int64_t width) {
   return std::to_string(height) + "x" + std::to_string(width);
 }
 
+// InvalidArgument unless the size and channels asked for make sense.
+void check_size_and_channels(const std::string& where, std::int64_t height, std::int64_t width,
+                             int channels) {
+  if (channels != 0 && channels != 1 && channels != 3)
+    throw InvalidArgument(where + ": channels " + std::to_string(channels) +
+                          " (1 for grey, 3 for RGB, 0 for the first image's)");
+  if (height < 0 || width < 0 || (height == 0) != (width == 0))
+    throw InvalidArgument(where + ": height " + std::to_string(height) + " and width " +
+                          std::to_string(width) +
+                          " (both positive to resize, both 0 to keep the images' size)");
+}
+
+// The images at `paths` as [n, height, width, channels], decoded on every OpenMP thread. Where
+// height and width, or channels, are 0, `first`'s (the whole set's first image, which `paths`
+// may not hold) decide. `where` names the set in the warning that colour images were read as
+// grey because `first` is grey.
+Tensor read_images(const std::vector<std::string>& paths, const std::string& first,
+                   std::int64_t height, std::int64_t width, int channels, const std::string& where) {
+  const bool resize = height > 0;
+  const bool channels_given = channels != 0;
+  if (!resize || !channels_given) {
+    const detail::Pixels head =
+        detail::image_header(detail::read_whole_file(first, "a PNG or JPEG image"), first);
+    if (!resize) {
+      height = head.height;
+      width = head.width;
+    }
+    if (!channels_given) channels = head.channels;
+  }
+  const auto n = static_cast<std::int64_t>(paths.size());
+  Tensor images({n, height, width, channels});
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::vector<char> greyed(paths.size(), 0);  // colour read as grey
+  const std::int64_t example_size = height * width * channels;
+#pragma omp parallel for schedule(dynamic, 8)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::string& path = paths[static_cast<std::size_t>(i)];
+    try {
+      const detail::Pixels image =
+          detail::decode_image(detail::read_whole_file(path, "a PNG or JPEG image"), channels, path);
+      if (!resize && (image.height != height || image.width != width))
+        detail::fail(path, size_text(image.height, image.width) + " pixels where " + first +
+                               " has " + size_text(height, width) +
+                               " (give a height and width to resize every image to)");
+      write_example(image, height, width, images.data() + i * example_size);
+      greyed[static_cast<std::size_t>(i)] = image.file_channels > channels;
+    } catch (...) {  // nothing may leave the parallel region (current_exception cannot throw)
+      errors[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  if (const auto count = std::count(greyed.begin(), greyed.end(), 1); count > 0 && !channels_given)
+    std::fprintf(stderr,
+                 "[%s] warning: %s: %lld of %lld images are colour, read as grey because the first "
+                 "(%s) is grey; give 3 channels to keep their colour\n",
+                 process_label().c_str(), where.c_str(), static_cast<long long>(count),
+                 static_cast<long long>(n), first.c_str());
+  return images;
+}
+
 }  // namespace
 
 Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options,
                           std::vector<std::string>* class_names) {
   detail::check_shard(options.shard, dir);
-  if (options.channels != 0 && options.channels != 1 && options.channels != 3)
-    throw InvalidArgument(dir + ": channels " + std::to_string(options.channels) +
-                          " (1 for grey, 3 for RGB, 0 for the first image's)");
-  if (options.height < 0 || options.width < 0 || (options.height == 0) != (options.width == 0))
-    throw InvalidArgument(dir + ": height " + std::to_string(options.height) + " and width " +
-                          std::to_string(options.width) +
-                          " (both positive to resize, both 0 to keep the images' size)");
-
+  check_size_and_channels(dir, options.height, options.width, options.channels);
   const std::vector<std::string> classes =
       class_list(dir, subfolders(dir), options.class_names);
   std::int64_t skipped = 0;
@@ -200,53 +254,27 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
     detail::fail(dir, "no .png, .jpg or .jpeg images in its " + std::to_string(classes.size()) +
                           " class subfolders (" + join(classes) + ")");
 
-  // The size and channels of the first image, which every worker reads: its shard may not hold it.
-  const std::string& first = entries.front().path;
-  const detail::Pixels head =
-      detail::image_header(detail::read_whole_file(first, "a PNG or JPEG image"), first);
-  const bool resize = options.height > 0;
-  const std::int64_t height = resize ? options.height : head.height;
-  const std::int64_t width = resize ? options.width : head.width;
-  const int channels = options.channels != 0 ? options.channels : head.channels;
-
-  const auto total = static_cast<std::int64_t>(entries.size());
-  const std::int64_t kept =
-      total > options.shard.index ? (total - options.shard.index - 1) / options.shard.count + 1 : 0;
-  Tensor features({kept, height, width, channels});
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(kept));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(kept));
-  std::vector<char> greyed(static_cast<std::size_t>(kept), 0);  // colour read as grey
-  const std::int64_t example_size = height * width * channels;
-#pragma omp parallel for schedule(dynamic, 8)
-  for (std::int64_t i = 0; i < kept; ++i) {
-    const Entry& entry = entries[static_cast<std::size_t>(options.shard.index + i * options.shard.count)];
-    labels[static_cast<std::size_t>(i)] = entry.label;
-    try {
-      const detail::Pixels image = detail::decode_image(
-          detail::read_whole_file(entry.path, "a PNG or JPEG image"), channels, entry.path);
-      if (!resize && (image.height != height || image.width != width))
-        detail::fail(entry.path, size_text(image.height, image.width) + " pixels where " + first +
-                                     " has " + size_text(height, width) +
-                                     " (give a height and width to resize every image to)");
-      write_example(image, height, width, features.data() + i * example_size);
-      greyed[static_cast<std::size_t>(i)] = image.file_channels > channels;
-    } catch (...) {  // nothing may leave the parallel region (current_exception cannot throw)
-      errors[static_cast<std::size_t>(i)] = std::current_exception();
-    }
+  // The shard's images; the first of the whole set decides what the options leave open.
+  std::vector<std::string> paths;
+  std::vector<std::int32_t> labels;
+  for (std::size_t i = static_cast<std::size_t>(options.shard.index); i < entries.size();
+       i += static_cast<std::size_t>(options.shard.count)) {
+    paths.push_back(entries[i].path);
+    labels.push_back(entries[i].label);
   }
-  for (const std::exception_ptr& error : errors)
-    if (error) std::rethrow_exception(error);
-  // Channels chosen by the first image: colour read as grey because the first is grey is said.
-  if (const auto count = std::count(greyed.begin(), greyed.end(), 1); count > 0 && options.channels == 0)
-    std::fprintf(stderr,
-                 "[%s] warning: %s: %lld of %lld images are colour, read as grey because the first "
-                 "(%s) is grey; give 3 channels to keep their colour\n",
-                 process_label().c_str(), dir.c_str(), static_cast<long long>(count),
-                 static_cast<long long>(kept), first.c_str());
-
+  Tensor images = read_images(paths, entries.front().path, options.height, options.width,
+                              options.channels, dir);
   if (class_names != nullptr) *class_names = classes;
-  return Dataset::from_arrays(std::move(features), std::move(labels),
+  return Dataset::from_arrays(std::move(images), std::move(labels),
                               static_cast<int>(classes.size()), dir);
+}
+
+Tensor load_images(const std::vector<std::string>& paths, std::int64_t height, std::int64_t width,
+                   int channels) {
+  check_size_and_channels("load_images", height, width, channels);
+  if (paths.empty()) throw InvalidArgument("load_images: no paths");
+  return read_images(paths, paths.front(), height, width, channels,
+                     paths.size() == 1 ? paths.front() : paths.front() + " and the others");
 }
 
 }  // namespace cohort::data

@@ -144,4 +144,11 @@ struct ImageFolderOptions {
 Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options = {},
                           std::vector<std::string>* class_names = nullptr);
 
+/// The PNG and JPEG images at `paths`, decoded as load_image_folder() decodes them, into
+/// [n, height, width, channels] (the first image's size and channels where 0), in the order
+/// given: what a model trained on a folder predicts from (Model::predict). Throws DataError
+/// naming the file as load_image_folder() does; InvalidArgument for no paths or bad options.
+Tensor load_images(const std::vector<std::string>& paths, std::int64_t height = 0,
+                   std::int64_t width = 0, int channels = 0);
+
 }  // namespace cohort::data

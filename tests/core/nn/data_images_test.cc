@@ -415,6 +415,27 @@ open("cases.txt", "w").write("\n".join(cases) + "\n")
                 cmyk);
 }
 
+TEST_CASE("load_images reads files in the order given, as the folder reader does") {
+  TempDir dir("data_images_test");
+  write_png(dir / "a/1.png", 2, 2, 1, {1, 2, 3, 4});
+  write_png(dir / "b/2.png", 2, 2, 3, std::vector<std::uint8_t>(12, 50));
+  write_png(dir / "b/3.png", 4, 4, 1, std::vector<std::uint8_t>(16, 90));
+  const cohort::Tensor two = cohort::data::load_images({dir / "b/2.png", dir / "a/1.png"}, 2, 2, 3);
+  CHECK(two.shape() == cohort::Shape{2, 2, 2, 3});
+  CHECK(two[0] == pixel(50));
+  CHECK(two[12] == pixel(1));  // grey repeated into RGB
+  CHECK(two[15] == pixel(2));
+  // Size and channels from the first where not given; every image must then have its size.
+  CHECK(cohort::data::load_images({dir / "a/1.png"}).shape() == cohort::Shape{1, 2, 2, 1});
+  CHECK(data_error([&] { cohort::data::load_images({dir / "a/1.png", dir / "b/3.png"}); })
+            .starts_with(dir / "b/3.png" + ": 4x4 pixels where "));
+  CHECK(cohort::data::load_images({dir / "a/1.png", dir / "b/3.png"}, 3, 3).shape() ==
+        cohort::Shape{2, 3, 3, 1});
+  CHECK(data_error([&] { cohort::data::load_images({dir / "a/1.png", dir / "nothing.png"}); }) ==
+        dir / "nothing.png" + ": no such file");
+  CHECK(invalid_argument([&] { cohort::data::load_images({}); }) == "load_images: no paths");
+}
+
 TEST_CASE("a bad folder or file is a DataError naming it") {
   TempDir dir("data_images_test");
   CHECK(data_error([&] { load_image_folder(dir / "missing"); }) == dir / "missing" + ": no such folder");
