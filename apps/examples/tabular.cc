@@ -9,8 +9,11 @@
 //       --loss=sigmoid_cross_entropy                                           (one line)
 //
 // --standardize scales each feature by the training data's mean and standard deviation.
-// --train and --test name a .csv file, a pair "features.npy,targets.npy", or a .npz archive
-// holding arrays "x" and "y". A test CSV's columns are matched to the training file's by name.
+// --train and --test name a .csv file, a pair "features.npy,targets.npy", a .npz archive
+// holding arrays "x" and "y", or TFRecord files of tf.train.Example records (a name ending in
+// .tfrecord or .tfrecords, or a pattern such as 'data/part-*.tfrecord'): their
+// --tfrecord_features feature holds the features, --label_column names the label feature or
+// --target_columns the one target feature. A test CSV's columns are matched to the training file's by name.
 // Each worker reads only its shard of the training data, and the chief alone the test data
 // (without --test: the training data, whole). The model's input takes the data's example shape
 // (--input_shape, if given, must agree). Both sets are checked against the model before
@@ -26,7 +29,8 @@
 #include <string>
 #include <vector>
 
-COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
+COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz or TFRecord files");
+COHORT_DEFINE_string(tfrecord_features, "x", "TFRecord: the feature holding each example's features");
 COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data)");
 COHORT_DEFINE_string(label_column, "", "CSV: the column of integer class labels (a name, or a 0-based index)");
 COHORT_DEFINE_string(target_columns, "", "CSV: comma-separated columns of float targets");
@@ -72,10 +76,25 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     return cohort::data::load_csv(spec, csv, &csv_features);
   }
   if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec, "x", "y", 0, shard);
+  if (ends_with(spec, ".tfrecord") || ends_with(spec, ".tfrecords") ||
+      spec.find_first_of("*?[") != std::string::npos) {
+    cohort::data::TFRecordOptions records;
+    records.features = FLAGS_tfrecord_features;
+    records.label = FLAGS_label_column;
+    if (FLAGS_label_column.empty()) {
+      const std::vector<std::string> targets = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+      if (targets.size() != 1)
+        throw cohort::InvalidArgument("--target_columns=" + FLAGS_target_columns +
+                                      ": TFRecord data takes one target feature (or --label_column)");
+      records.target = targets[0];
+    }
+    records.shard = shard;
+    return cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records);
+  }
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   if (files.size() != 2)
     throw cohort::InvalidArgument("--" + what + "=" + spec +
-                                  ": expected FILE.csv, FEATURES.npy,TARGETS.npy or FILE.npz");
+                                  ": expected FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz or TFRecord files");
   return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
 }
 

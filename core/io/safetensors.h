@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "cohort/core/base/shape.h"
-#include "cohort/core/io/crc32c.h"
+#include "cohort/core/base/crc32c.h"
 #include "cohort/core/io/file.h"
 
 namespace cohort {

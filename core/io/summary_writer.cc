@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/base/error.h"
-#include "cohort/core/io/crc32c.h"
+#include "cohort/core/base/crc32c.h"
 
 namespace cohort {
 namespace summary {

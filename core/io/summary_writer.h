@@ -7,7 +7,7 @@
 // encoded by hand in summary_writer.cc: they need five field kinds (a double, a varint, a float,
 // packed doubles and length-delimited strings), about eighty lines of code, while protoc and libprotobuf
 // would add a code generator, a generated .proto copy and a runtime library to every build for
-// that. The CRC32C is core/io/crc32c.h (Boost.CRC). docs/SUMMARIES.md describes both formats.
+// that. The CRC32C is core/base/crc32c.h (Boost.CRC). docs/SUMMARIES.md describes both formats.
 
 #include <cstdint>
 #include <cstdio>

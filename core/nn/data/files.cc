@@ -1,5 +1,7 @@
 #include "cohort/core/nn/data/files.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -55,6 +57,49 @@ std::string read_whole_file(const std::string& path, const char* what) {
   std::string text(static_cast<std::size_t>(size), '\0');
   read_exactly(in, text.data(), size, path);
   return text;
+}
+
+struct GzReader::File {
+  gzFile file = nullptr;
+  ~File() {
+    if (file != nullptr) gzclose(file);
+  }
+};
+
+GzReader::GzReader(const std::string& path, const char* what) : path_(path), file_(std::make_unique<File>()) {
+  file_size(path, what);  // a missing file or a directory, said as such
+  file_->file = gzopen(path.c_str(), "rb");
+  if (file_->file == nullptr) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  // A large buffer roughly halves the time to inflate Fashion-MNIST's 26 MB of training images.
+  gzbuffer(file_->file, 1 << 18);
+  gzip_ = gzdirect(file_->file) == 0;
+}
+
+GzReader::~GzReader() = default;
+
+std::int64_t GzReader::read(void* buffer, std::int64_t n) {
+  std::int64_t total = 0;
+  auto* out = static_cast<unsigned char*>(buffer);
+  while (total < n) {
+    const auto want = static_cast<unsigned>(std::min<std::int64_t>(n - total, 1 << 30));
+    const int got = gzread(file_->file, out + total, want);
+    if (got < 0) {
+      int code = 0;
+      std::string message = gzerror(file_->file, &code);
+      // zlib puts the path before its message; ours is at the line's start already.
+      if (message.starts_with(path_ + ": ")) message.erase(0, path_.size() + 2);
+      fail(path_, std::string(gzip_ ? "corrupt gzip data: " : "read error: ") +
+                      (code == Z_ERRNO ? std::strerror(errno) : message));
+    }
+    if (got == 0) break;
+    total += got;
+  }
+  if (total < n && gzip_) {
+    int code = Z_OK;
+    gzerror(file_->file, &code);
+    stream_cut_ = code == Z_BUF_ERROR;
+  }
+  return total;
 }
 
 }  // namespace cohort::data::detail

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -27,5 +28,37 @@ std::ifstream open_file(const std::string& path);
 void read_exactly(std::ifstream& in, char* out, std::uint64_t n, const std::string& path);
 
 std::string read_whole_file(const std::string& path, const char* what);
+
+/// A file read through zlib's gz* interface: gzread inflates a gzip stream and passes any other
+/// file through unchanged, told apart by the gzip magic bytes, so a file's name plays no part.
+/// Every fault is a DataError naming the file.
+class GzReader {
+ public:
+  /// Opens `path` (missing, a directory or unreadable: a DataError saying so; `what` names the
+  /// format expected, e.g. "an IDX file").
+  GzReader(const std::string& path, const char* what);
+  ~GzReader();
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+
+  /// Reads up to `n` bytes; fewer only at the end of the data. A gzip stream that stops mid-way
+  /// reads as an early end (stream_cut() then says so); corrupt gzip data throws.
+  std::int64_t read(void* buffer, std::int64_t n);
+
+  const std::string& path() const { return path_; }
+  /// The file is gzip-compressed.
+  bool gzip() const { return gzip_; }
+  /// The last read ended early because the gzip stream stops mid-way.
+  bool stream_cut() const { return stream_cut_; }
+  /// " (after gunzip)" for a gzip file, "" otherwise: for messages about sizes.
+  const char* decompressed() const { return gzip_ ? " (after gunzip)" : ""; }
+
+ private:
+  struct File;
+  std::string path_;
+  std::unique_ptr<File> file_;
+  bool gzip_ = false;
+  bool stream_cut_ = false;
+};
 
 }  // namespace cohort::data::detail

@@ -1,18 +1,14 @@
 // The IDX reader behind load_idx() and fashion_mnist().
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <memory>
 #include <utility>
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/data/files.h"
 
 namespace cohort::data {
 
@@ -30,24 +26,11 @@ std::string hex(std::uint32_t value) {
   return text;
 }
 
-// An IDX file opened through zlib's gz* interface, header read and checked. gzread decompresses a
-// gzip stream and passes any other file through unchanged; zlib decides which by the gzip magic
-// bytes, so a file's name plays no part.
+// An IDX file, plain or gzip-compressed (detail::GzReader), header read and checked.
 class IdxFile {
  public:
-  IdxFile(const std::string& path, std::uint32_t magic, const char* what) : path_(path) {
-    if (path.empty()) throw DataError("an empty file name where an IDX file was expected");
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (!std::filesystem::exists(status)) fail("no such file");
-    if (std::filesystem::is_directory(status)) fail("is a directory, not an IDX file");
-    // Held by a unique_ptr so that a throw later in this constructor still closes it.
-    file_.reset(gzopen(path.c_str(), "rb"));
-    if (file_ == nullptr) fail(std::string("cannot open: ") + std::strerror(errno));
-    // A large buffer roughly halves the time to inflate the 26 MB training images.
-    gzbuffer(file_.get(), 1 << 18);
-    gzip_ = gzdirect(file_.get()) == 0;
-
+  IdxFile(const std::string& path, std::uint32_t magic, const char* what)
+      : path_(path), file_(path, "an IDX file") {
     const int dims = static_cast<int>(magic & 0xff);
     header_bytes_ = 4 + 4 * dims;
     std::array<unsigned char, 4 + 4 * 3> header{};
@@ -95,50 +78,19 @@ class IdxFile {
     return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
   }
 
-  const char* decompressed() const { return gzip_ ? " (after gunzip)" : ""; }
+  const char* decompressed() const { return file_.decompressed(); }
 
   [[noreturn]] void truncated(std::int64_t expected, std::int64_t present,
                               const std::string& layout) const {
     fail("truncated: expected " + std::to_string(expected) + " bytes (" + layout + "), present " +
          std::to_string(present) + decompressed() +
-         (stream_cut_ ? ", the gzip stream ends early" : ""));
+         (file_.stream_cut() ? ", the gzip stream ends early" : ""));
   }
 
-  // Reads up to `n` bytes; fewer only at the end of the data. A gzip stream that stops mid-way
-  // reads as an early end (noted for the message); corrupt data throws.
-  std::int64_t read(void* buffer, std::int64_t n) {
-    std::int64_t total = 0;
-    auto* out = static_cast<unsigned char*>(buffer);
-    while (total < n) {
-      const auto want = static_cast<unsigned>(std::min<std::int64_t>(n - total, 1 << 30));
-      const int got = gzread(file_.get(), out + total, want);
-      if (got < 0) {
-        int code = 0;
-        std::string message = gzerror(file_.get(), &code);
-        // zlib puts the path before its message; ours is at the line's start already.
-        if (message.starts_with(path_ + ": ")) message.erase(0, path_.size() + 2);
-        fail(std::string(gzip_ ? "corrupt gzip data: " : "read error: ") +
-             (code == Z_ERRNO ? std::strerror(errno) : message));
-      }
-      if (got == 0) break;
-      total += got;
-    }
-    if (total < n && gzip_) {
-      int code = Z_OK;
-      gzerror(file_.get(), &code);
-      stream_cut_ = code == Z_BUF_ERROR;
-    }
-    return total;
-  }
-
-  struct Close {
-    void operator()(gzFile file) const noexcept { gzclose(file); }
-  };
+  std::int64_t read(void* buffer, std::int64_t n) { return file_.read(buffer, n); }
 
   std::string path_;
-  std::unique_ptr<gzFile_s, Close> file_;
-  bool gzip_ = false;
-  bool stream_cut_ = false;
+  detail::GzReader file_;
   std::int64_t header_bytes_ = 0;
   std::vector<std::int64_t> dims_;
 };

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -115,122 +113,21 @@ std::vector<Entry> list_images(const std::string& dir, const std::vector<std::st
   return entries;
 }
 
-// Bilinear resizing with half-pixel centres (TensorFlow's tf.image.resize, antialias off):
-// output pixel i samples the input at (i + 0.5) * in / out - 0.5, clamped to the edge pixels.
-struct Taps {
-  std::vector<std::int64_t> low, high;
-  std::vector<float> weight;  // of `high`
-};
+constexpr const char* kImageFile = "a PNG or JPEG image";
 
-Taps taps(std::int64_t in, std::int64_t out) {
-  Taps t;
-  const double scale = static_cast<double>(in) / static_cast<double>(out);
-  for (std::int64_t i = 0; i < out; ++i) {
-    const double at = std::clamp((static_cast<double>(i) + 0.5) * scale - 0.5, 0.0,
-                                 static_cast<double>(in - 1));
-    const auto low = static_cast<std::int64_t>(std::floor(at));
-    t.low.push_back(low);
-    t.high.push_back(std::min(low + 1, in - 1));
-    t.weight.push_back(static_cast<float>(at - static_cast<double>(low)));
-  }
-  return t;
-}
-
-// `image` as height x width values / 255 into `out`.
-void write_example(const detail::Pixels& image, std::int64_t height, std::int64_t width,
-                   float* out) {
-  const int c = image.channels;
-  const std::uint8_t* in = image.values.data();
-  if (image.height == height && image.width == width) {
-    // Exactly byte / 255.0f, as fashion_mnist() and TensorFlow's and PyTorch's loaders give.
-    for (std::size_t i = 0; i < image.values.size(); ++i)
-      out[i] = static_cast<float>(in[i]) / 255.0f;
-    return;
-  }
-  const Taps rows = taps(image.height, height);
-  const Taps cols = taps(image.width, width);
-  const auto at = [&](std::int64_t y, std::int64_t x, int k) {
-    return static_cast<float>(in[(y * image.width + x) * c + k]);
-  };
-  for (std::int64_t y = 0; y < height; ++y) {
-    const float fy = rows.weight[y];
-    for (std::int64_t x = 0; x < width; ++x) {
-      const float fx = cols.weight[x];
-      for (int k = 0; k < c; ++k) {
-        const float top = at(rows.low[y], cols.low[x], k) +
-                          fx * (at(rows.low[y], cols.high[x], k) - at(rows.low[y], cols.low[x], k));
-        const float bottom =
-            at(rows.high[y], cols.low[x], k) +
-            fx * (at(rows.high[y], cols.high[x], k) - at(rows.high[y], cols.low[x], k));
-        *out++ = (top + fy * (bottom - top)) / 255.0f;
-      }
-    }
-  }
-}
-
-std::string size_text(std::int64_t height, std::int64_t width) {
-  return std::to_string(height) + "x" + std::to_string(width);
-}
-
-// InvalidArgument unless the size and channels asked for make sense.
-void check_size_and_channels(const std::string& where, std::int64_t height, std::int64_t width,
-                             int channels) {
-  if (channels != 0 && channels != 1 && channels != 3)
-    throw InvalidArgument(where + ": channels " + std::to_string(channels) +
-                          " (1 for grey, 3 for RGB, 0 for the first image's)");
-  if (height < 0 || width < 0 || (height == 0) != (width == 0))
-    throw InvalidArgument(where + ": height " + std::to_string(height) + " and width " +
-                          std::to_string(width) +
-                          " (both positive to resize, both 0 to keep the images' size)");
-}
-
-// The images at `paths` as [n, height, width, channels], decoded on every OpenMP thread. Where
-// height and width, or channels, are 0, `first`'s (the whole set's first image, which `paths`
-// may not hold) decide. `where` names the set in the warning that colour images were read as
-// grey because `first` is grey.
+// The image files at `paths` as [n, height, width, channels]; `first` (the whole set's first
+// image, which `paths` may not hold) decides what the options leave open.
 Tensor read_images(const std::vector<std::string>& paths, const std::string& first,
                    std::int64_t height, std::int64_t width, int channels, const std::string& where) {
-  const bool resize = height > 0;
-  const bool channels_given = channels != 0;
-  if (!resize || !channels_given) {
-    const detail::Pixels head =
-        detail::image_header(detail::read_whole_file(first, "a PNG or JPEG image"), first);
-    if (!resize) {
-      height = head.height;
-      width = head.width;
-    }
-    if (!channels_given) channels = head.channels;
-  }
-  const auto n = static_cast<std::int64_t>(paths.size());
-  Tensor images({n, height, width, channels});
-  std::vector<std::exception_ptr> errors(paths.size());
-  std::vector<char> greyed(paths.size(), 0);  // colour read as grey
-  const std::int64_t example_size = height * width * channels;
-#pragma omp parallel for schedule(dynamic, 8)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::string& path = paths[static_cast<std::size_t>(i)];
-    try {
-      const detail::Pixels image =
-          detail::decode_image(detail::read_whole_file(path, "a PNG or JPEG image"), channels, path);
-      if (!resize && (image.height != height || image.width != width))
-        detail::fail(path, size_text(image.height, image.width) + " pixels where " + first +
-                               " has " + size_text(height, width) +
-                               " (give a height and width to resize every image to)");
-      write_example(image, height, width, images.data() + i * example_size);
-      greyed[static_cast<std::size_t>(i)] = image.file_channels > channels;
-    } catch (...) {  // nothing may leave the parallel region (current_exception cannot throw)
-      errors[static_cast<std::size_t>(i)] = std::current_exception();
-    }
-  }
-  for (const std::exception_ptr& error : errors)
-    if (error) std::rethrow_exception(error);
-  if (const auto count = std::count(greyed.begin(), greyed.end(), 1); count > 0 && !channels_given)
-    std::fprintf(stderr,
-                 "[%s] warning: %s: %lld of %lld images are colour, read as grey because the first "
-                 "(%s) is grey; give 3 channels to keep their colour\n",
-                 process_label().c_str(), where.c_str(), static_cast<long long>(count),
-                 static_cast<long long>(n), first.c_str());
-  return images;
+  const bool open = height == 0 || channels == 0;  // the first image decides something
+  const detail::ImageLayout layout = detail::image_layout(
+      height, width, channels, open ? detail::read_whole_file(first, kImageFile) : "", first);
+  return detail::decode_images(
+      static_cast<std::int64_t>(paths.size()),
+      [&](std::int64_t i) {
+        return detail::read_whole_file(paths[static_cast<std::size_t>(i)], kImageFile);
+      },
+      [&](std::int64_t i) { return paths[static_cast<std::size_t>(i)]; }, layout, where);
 }
 
 }  // namespace
@@ -238,7 +135,7 @@ Tensor read_images(const std::vector<std::string>& paths, const std::string& fir
 Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options,
                           std::vector<std::string>* class_names) {
   detail::check_shard(options.shard, dir);
-  check_size_and_channels(dir, options.height, options.width, options.channels);
+  detail::check_image_options(dir, options.height, options.width, options.channels);
   const std::vector<std::string> classes =
       class_list(dir, subfolders(dir), options.class_names);
   std::int64_t skipped = 0;
@@ -271,7 +168,7 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
 
 Tensor load_images(const std::vector<std::string>& paths, std::int64_t height, std::int64_t width,
                    int channels) {
-  check_size_and_channels("load_images", height, width, channels);
+  detail::check_image_options("load_images", height, width, channels);
   if (paths.empty()) throw InvalidArgument("load_images: no paths");
   return read_images(paths, paths.front(), height, width, channels,
                      paths.size() == 1 ? paths.front() : paths.front() + " and the others");

@@ -1,10 +1,13 @@
 #pragma once
 // Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip), CSV,
-// and folders of PNG and JPEG images (through libpng and libjpeg), a subfolder per class.
+// folders of PNG and JPEG images (through libpng and libjpeg), a subfolder per class, and
+// TensorFlow's TFRecord files of tf.train.Example records.
 //
 //   auto train = cohort::data::dataset_from_npy("x_train.npy", "y_train.npy");
 //   auto table = cohort::data::load_csv("houses.csv", {.target_columns = {"price"}});
 //   auto photos = cohort::data::load_image_folder("flowers/train", {.height = 64, .width = 64});
+//   auto records = cohort::data::load_tfrecord({"train-*.tfrecord"},
+//                                              {.features = "image/encoded", .label = "image/class/label"});
 //
 // Every fault of a file (missing, not the format, truncated, an unsupported dtype or layout, a
 // non-numeric CSV field, counts that do not agree) is a DataError naming the file and the fault
@@ -150,5 +153,42 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
 /// naming the file as load_image_folder() does; InvalidArgument for no paths or bad options.
 Tensor load_images(const std::vector<std::string>& paths, std::int64_t height = 0,
                    std::int64_t width = 0, int channels = 0);
+
+/// What load_tfrecord takes from each tf.train.Example.
+struct TFRecordOptions {
+  /// The feature holding an example's inputs: a float_list or int64_list of as many values in
+  /// every record (as floats); or a bytes_list of one value, either an encoded PNG or JPEG image
+  /// (decoded as load_image_folder decodes files, with height, width and channels below) or,
+  /// with `shape`, raw uint8 values (value / 255, as TensorFlow's MNIST tutorial writes
+  /// "image_raw").
+  std::string features{};
+  /// The example shape the values are given (its size must be the count of values), e.g.
+  /// {28, 28, 1}; empty: [count] for numbers. Required for raw bytes; not used for images.
+  Shape shape{};
+  /// An int64_list feature of one class label per record; or empty, and then `target`: a
+  /// float_list (or int64_list) feature of as many float targets in every record.
+  std::string label{};
+  std::string target{};
+  /// With a label: the number of classes; 0: the largest label + 1 (over every record).
+  int num_classes = 0;
+  /// Encoded images: as ImageFolderOptions (both 0: the first image's size; 0: its channels).
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  int channels = 0;
+  /// A worker's share of the records (what Dataset::shard keeps): every record is read and its
+  /// label checked, only these are converted (and their images decoded) and kept.
+  ShardSpec shard{};
+};
+
+/// Reads TFRecord files of tf.train.Example records (as tf.io.TFRecordWriter writes them, plain
+/// or GZIP-compressed, told by the gzip magic bytes) into a dataset, the records in the order of
+/// the files, then of the file. `files` may hold glob patterns ("data/train-*.tfrecord"), each
+/// replaced by the files it matches, sorted. Both checksums of every record are verified.
+/// Features other than those named are skipped. A missing or unmatched file, a truncated or
+/// corrupt record, a record that is not an Example, a feature missing from a record (the
+/// message lists those it has) or held otherwise than in the first record, a label that is not
+/// one int64, a count that differs from the first record's: a DataError naming the file and the
+/// record. Bad options: InvalidArgument.
+Dataset load_tfrecord(const std::vector<std::string>& files, const TFRecordOptions& options);
 
 }  // namespace cohort::data

@@ -1,4 +1,4 @@
-#include "cohort/core/io/crc32c.h"
+#include "cohort/core/base/crc32c.h"
 
 #include <boost/crc.hpp>
 

@@ -1,16 +1,22 @@
-// A convolutional network trained on the user's own pictures: a folder of PNG and JPEG files with
-// a subfolder per class, as Keras's image_dataset_from_directory and torchvision's ImageFolder
-// take them, on any number of workers:
+// A convolutional network trained on the user's own pictures, on any number of workers: a folder
+// of PNG and JPEG files with a subfolder per class, as Keras's image_dataset_from_directory and
+// torchvision's ImageFolder take them, or TFRecord files of tf.train.Example records holding
+// encoded images and labels, as TensorFlow's image pipelines write them:
 //
 //   photos/train/cat/0001.jpg  photos/train/dog/0002.png  ...   photos/test/cat/...
-//   mpirun -np 4 build/bin/example_image_folder --train=photos/train --test=photos/test
+//   mpirun -np 4 build/bin/example_images --train=photos/train --test=photos/test
 //       --height=64 --width=64 --channels=3 --horizontal_flip --checkpoint_dir=ckpt  (one line)
-//   build/bin/example_image_folder --train=photos/train --height=64 --width=64 --channels=3
+//   build/bin/example_images --train=photos/train --height=64 --width=64 --channels=3
 //       --checkpoint_dir=ckpt --predict=new_photos --predictions=labels.csv       (one line)
+//   mpirun -np 4 build/bin/example_images --train='records/train-*.tfrecord'
+//       --test=records/test.tfrecord --height=64 --width=64                     (one line)
 //
-// Each worker decodes only its shard of the training images (every worker must see the same
-// folder), and the chief alone the test images, whose subfolders must be among the training
-// set's classes (labels follow the training set's order). Without --height and --width every
+// --train and --test name a folder, or TFRecord files (comma-separated; a name ending in
+// .tfrecord, .tfrecords or .gz, or holding a * ? or [ pattern) whose --tfrecord_image feature
+// holds a PNG or JPEG image and --tfrecord_label feature an int64 label (classes are then
+// named by their numbers). Each worker decodes only its shard of the training images (every
+// worker must see the same files), and the chief alone the test images, whose subfolders must
+// be among the training set's classes (labels follow the training set's order). Without --height and --width every
 // training image must have the first's size; with them each is resized (bilinear). Test images
 // are given the training images' size and channels, resized if need be. The network: per
 // --filters entry a 3x3 convolution with ReLU and a 2x2 max-pool, then a dense layer (--hidden
@@ -18,7 +24,8 @@
 // the loss to --metrics_json). With --checkpoint_dir the chief restores the latest checkpoint
 // there and saves one at the end, so a second run with the same --train_steps trains no further:
 // with --predict it then only classifies new images (a folder of them, at any depth, or files),
-// writing path, class and probability per image (the classes are --train's subfolders).
+// writing path, class and probability per image (the classes are --train's subfolders, or the
+// labels' numbers).
 #include <cohort/cohort.h>
 
 #include <algorithm>
@@ -33,8 +40,11 @@
 #include <string>
 #include <vector>
 
-COHORT_DEFINE_string(train, "", "training images: a folder with a subfolder of images per class");
+COHORT_DEFINE_string(train, "",
+                     "training images: a folder with a subfolder of images per class, or TFRecord files");
 COHORT_DEFINE_string(test, "", "test images, the same way (empty: evaluate on the training images)");
+COHORT_DEFINE_string(tfrecord_image, "image/encoded", "TFRecord: the feature holding the encoded image");
+COHORT_DEFINE_string(tfrecord_label, "image/class/label", "TFRecord: the int64 feature holding the class label");
 COHORT_DEFINE_int(height, 0, "resize every image to this height (0, with --width=0: keep the size)",
                   cohort::flags::Range{0, 1 << 16});
 COHORT_DEFINE_int(width, 0, "resize every image to this width", cohort::flags::Range{0, 1 << 16});
@@ -121,6 +131,36 @@ void predict(cohort::Model& model, const std::vector<std::string>& paths, const 
   }
 }
 
+bool is_tfrecord(const std::string& spec) {
+  for (const char* suffix : {".tfrecord", ".tfrecords", ".gz"})
+    if (spec.ends_with(suffix)) return true;
+  return spec.find_first_of("*?[") != std::string::npos;
+}
+
+// The images of --`what` (train or test), `spec`: `layout.shard`'s part, of `layout`'s size and
+// channels (0: the first image's); with `classes` given (a test set), labelled by them, else
+// `classes` gets the set's.
+cohort::data::Dataset load(const std::string& what, const std::string& spec,
+                           cohort::data::ImageFolderOptions layout, std::vector<std::string>& classes) {
+  if (!is_tfrecord(spec)) {
+    layout.class_names = classes;
+    return cohort::data::load_image_folder(spec, layout, &classes);
+  }
+  cohort::data::TFRecordOptions records;
+  records.features = FLAGS_tfrecord_image;
+  records.label = FLAGS_tfrecord_label;
+  records.num_classes = static_cast<int>(classes.size());  // 0: count them
+  records.height = layout.height;
+  records.width = layout.width;
+  records.channels = layout.channels;
+  records.shard = layout.shard;
+  cohort::data::Dataset data =
+      cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records);
+  if (classes.empty())
+    for (int c = 0; c < data.num_classes(); ++c) classes.push_back(std::to_string(c));
+  return data;
+}
+
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
@@ -136,7 +176,7 @@ int Main(int argc, char** argv) {
   read.channels = FLAGS_channels;
   read.shard = {server.replica_index(), server.num_replicas()};
   std::vector<std::string> classes;
-  const cohort::data::Dataset train = cohort::data::load_image_folder(FLAGS_train, read, &classes);
+  const cohort::data::Dataset train = load("train", FLAGS_train, read, classes);
   const std::int64_t examples = server.replicas().allreduce(train.size());
   // Workers that listed different folders (a copy per node that differs) would train on shards
   // of different sets, or build models of different sizes and hang: compare the class lists.
@@ -153,8 +193,8 @@ int Main(int argc, char** argv) {
     read.height = train.example_shape()[0];
     read.width = train.example_shape()[1];
     read.channels = static_cast<int>(train.example_shape()[2]);
-    read.class_names = classes;
-    test = cohort::data::load_image_folder(FLAGS_test.empty() ? FLAGS_train : FLAGS_test, read);
+    test = FLAGS_test.empty() ? load("train", FLAGS_train, read, classes)
+                              : load("test", FLAGS_test, read, classes);
   }
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
@@ -183,7 +223,7 @@ int Main(int argc, char** argv) {
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
     const cohort::StepMetrics m = trainer.evaluate(*test);
-    std::printf("image_folder: %d workers, %lld images of %s in %d classes, global step %lld, "
+    std::printf("images: %d workers, %lld images of %s in %d classes, global step %lld, "
                 "test loss %.4f, test accuracy %.4f\n",
                 server.num_replicas(), static_cast<long long>(examples),
                 cohort::to_string(example).c_str(), num_classes,
@@ -199,7 +239,7 @@ int Main(int argc, char** argv) {
         std::ofstream out(FLAGS_predictions);
         predict(trainer.model(), paths, example, classes, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
-        std::printf("image_folder: %zu predictions written to %s\n", paths.size(),
+        std::printf("images: %zu predictions written to %s\n", paths.size(),
                     FLAGS_predictions.c_str());
       }
     }

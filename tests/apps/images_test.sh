@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training on a folder of the user's pictures (apps/examples/image_folder.cc): Fashion-MNIST's
+# Training on a folder of the user's pictures (apps/examples/images.cc): Fashion-MNIST's
 # first 3000 training and 1000 test images written by PIL as PNG and JPEG files, a subfolder per
 # class, as a user's photos would be:
 # - sync mode, 1 ps task and 2 workers, 300 steps: test accuracy at least 0.80 (one guess in ten
@@ -12,7 +12,7 @@
 #   a test folder with a class the training set lacks each end the job within seconds, with one
 #   line naming the file or folder on every worker that read it.
 #
-#   image_folder_test.sh EXAMPLE MPIEXEC NP_FLAG DATA_DIR WORKDIR
+#   images_test.sh EXAMPLE MPIEXEC NP_FLAG DATA_DIR WORKDIR
 set -euo pipefail
 example=$1 mpiexec=$2 np_flag=$3 data_dir=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
@@ -88,7 +88,7 @@ at_least() {  # at_least NAME BAR: NAME's test accuracy is at least BAR
 
 run sync 3 --ps_tasks=1 --mode=sync --train=train --test=test --train_steps=300 \
   --checkpoint_dir=checkpoints --metrics_json=sync.json || { echo "the sync-mode job failed"; exit 1; }
-grep -q "^image_folder: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
+grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
   || { echo "sync: not every image was read, or not as 28x28 grey"; exit 1; }
 at_least sync 0.80
 
@@ -101,7 +101,7 @@ grep -q "^restored from checkpoints at global step 300" predict.log \
 trained=$(grep -o "global step 300, test loss .*" sync.log)
 grep -qF "1 workers, 3000 images of [28, 28, 1] in 10 classes, $trained" predict.log \
   || { echo "predict: the restored model does not score as the trained one did ($trained)"; exit 1; }
-grep -q "^image_folder: $bags predictions written to predictions.csv" predict.log \
+grep -q "^images: $bags predictions written to predictions.csv" predict.log \
   || { echo "predict: not one prediction per image"; exit 1; }
 called_bag=$(grep -c "^test/Bag/[0-9]*\.\(png\|jpg\),Bag,0\?[.0-9e-]*$" predictions.csv || true)
 (( called_bag * 10 >= bags * 8 )) || { echo "predict: $called_bag of $bags bags called Bag"; exit 1; }
@@ -110,7 +110,7 @@ echo "predict: $called_bag of $bags bags called Bag"
 run resized 2 --mode=allreduce --train=train --test=test --train_steps=300 --height=32 --width=32 \
   --channels=3 --horizontal_flip --metrics_json=resized.json \
   || { echo "the resized allreduce job failed"; exit 1; }
-grep -q "^image_folder: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes, global step 300," resized.log \
+grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes, global step 300," resized.log \
   || { echo "resized: the images were not read as 32x32 RGB"; exit 1; }
 at_least resized 0.80
 

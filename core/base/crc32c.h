@@ -1,5 +1,6 @@
 #pragma once
-// CRC-32C (Castagnoli), from Boost.CRC: the checksum of checkpoint data and of TFRecord framing.
+// CRC-32C (Castagnoli), from Boost.CRC: the checksum of checkpoint data and of TFRecord framing
+// (summaries written, data sets read).
 
 #include <cstddef>
 #include <cstdint>

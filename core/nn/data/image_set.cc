@@ -1,0 +1,137 @@
+// Sets of images into one tensor: the layout every image gets, bilinear resizing, and decoding
+// on every OpenMP thread (load_image_folder, load_images and the TFRecord reader share it).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/data/files.h"
+#include "cohort/core/nn/data/image_decode.h"
+
+namespace cohort::data::detail {
+namespace {
+
+// Bilinear resizing with half-pixel centres (TensorFlow's tf.image.resize, antialias off):
+// output pixel i samples the input at (i + 0.5) * in / out - 0.5, clamped to the edge pixels.
+struct Taps {
+  std::vector<std::int64_t> low, high;
+  std::vector<float> weight;  // of `high`
+};
+
+Taps taps(std::int64_t in, std::int64_t out) {
+  Taps t;
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  for (std::int64_t i = 0; i < out; ++i) {
+    const double at = std::clamp((static_cast<double>(i) + 0.5) * scale - 0.5, 0.0,
+                                 static_cast<double>(in - 1));
+    const auto low = static_cast<std::int64_t>(std::floor(at));
+    t.low.push_back(low);
+    t.high.push_back(std::min(low + 1, in - 1));
+    t.weight.push_back(static_cast<float>(at - static_cast<double>(low)));
+  }
+  return t;
+}
+
+// `image` as height x width values / 255 into `out`.
+void write_example(const Pixels& image, std::int64_t height, std::int64_t width,
+                   float* out) {
+  const int c = image.channels;
+  const std::uint8_t* in = image.values.data();
+  if (image.height == height && image.width == width) {
+    // Exactly byte / 255.0f, as fashion_mnist() and TensorFlow's and PyTorch's loaders give.
+    for (std::size_t i = 0; i < image.values.size(); ++i)
+      out[i] = static_cast<float>(in[i]) / 255.0f;
+    return;
+  }
+  const Taps rows = taps(image.height, height);
+  const Taps cols = taps(image.width, width);
+  const auto at = [&](std::int64_t y, std::int64_t x, int k) {
+    return static_cast<float>(in[(y * image.width + x) * c + k]);
+  };
+  for (std::int64_t y = 0; y < height; ++y) {
+    const float fy = rows.weight[y];
+    for (std::int64_t x = 0; x < width; ++x) {
+      const float fx = cols.weight[x];
+      for (int k = 0; k < c; ++k) {
+        const float top = at(rows.low[y], cols.low[x], k) +
+                          fx * (at(rows.low[y], cols.high[x], k) - at(rows.low[y], cols.low[x], k));
+        const float bottom =
+            at(rows.high[y], cols.low[x], k) +
+            fx * (at(rows.high[y], cols.high[x], k) - at(rows.high[y], cols.low[x], k));
+        *out++ = (top + fy * (bottom - top)) / 255.0f;
+      }
+    }
+  }
+}
+
+std::string size_text(std::int64_t height, std::int64_t width) {
+  return std::to_string(height) + "x" + std::to_string(width);
+}
+
+}  // namespace
+
+void check_image_options(const std::string& where, std::int64_t height, std::int64_t width,
+                         int channels) {
+  if (channels != 0 && channels != 1 && channels != 3)
+    throw InvalidArgument(where + ": channels " + std::to_string(channels) +
+                          " (1 for grey, 3 for RGB, 0 for the first image's)");
+  if (height < 0 || width < 0 || (height == 0) != (width == 0))
+    throw InvalidArgument(where + ": height " + std::to_string(height) + " and width " +
+                          std::to_string(width) +
+                          " (both positive to resize, both 0 to keep the images' size)");
+}
+
+ImageLayout image_layout(std::int64_t height, std::int64_t width, int channels,
+                         std::string_view first_bytes, const std::string& first) {
+  ImageLayout layout{height, width, channels, height > 0, channels != 0, first};
+  if (!layout.resize || !layout.channels_given) {
+    const Pixels head = image_header(first_bytes, first);
+    if (!layout.resize) {
+      layout.height = head.height;
+      layout.width = head.width;
+    }
+    if (!layout.channels_given) layout.channels = head.channels;
+  }
+  return layout;
+}
+
+Tensor decode_images(std::int64_t count, const std::function<std::string(std::int64_t)>& bytes,
+                     const std::function<std::string(std::int64_t)>& name,
+                     const ImageLayout& layout, const std::string& where) {
+  const std::int64_t height = layout.height, width = layout.width;
+  const int channels = layout.channels;
+  Tensor images({count, height, width, channels});
+  const auto n = static_cast<std::size_t>(count);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<char> greyed(n, 0);  // colour read as grey
+  const std::int64_t example_size = height * width * channels;
+#pragma omp parallel for schedule(dynamic, 8)
+  for (std::int64_t i = 0; i < count; ++i) {
+    try {
+      const std::string path = name(i);
+      const Pixels image = decode_image(bytes(i), channels, path);
+      if (!layout.resize && (image.height != height || image.width != width))
+        fail(path, size_text(image.height, image.width) + " pixels where " + layout.first +
+                       " has " + size_text(height, width) +
+                       " (give a height and width to resize every image to)");
+      write_example(image, height, width, images.data() + i * example_size);
+      greyed[static_cast<std::size_t>(i)] = image.file_channels > channels;
+    } catch (...) {  // nothing may leave the parallel region (current_exception cannot throw)
+      errors[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  // Channels chosen by the first image: colour read as grey because the first is grey is said.
+  if (const auto grey = std::count(greyed.begin(), greyed.end(), 1); grey > 0 && !layout.channels_given)
+    std::fprintf(stderr,
+                 "[%s] warning: %s: %lld of %lld images are colour, read as grey because the first "
+                 "(%s) is grey; give 3 channels to keep their colour\n",
+                 process_label().c_str(), where.c_str(), static_cast<long long>(grey),
+                 static_cast<long long>(count), layout.first.c_str());
+  return images;
+}
+
+}  // namespace cohort::data::detail

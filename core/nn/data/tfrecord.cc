@@ -1,0 +1,464 @@
+// load_tfrecord(): TFRecord files of tf.train.Example records.
+//
+// A record is framed as uint64 length, uint32 masked CRC-32C of those 8 bytes, the data, uint32
+// masked CRC-32C of the data (little-endian; mask ((c >> 15) | (c << 17)) + 0xa282ead8), the
+// whole file optionally gzip-compressed. The data is a tf.train.Example, whose protobuf wire
+// format is read here by hand, as the summary writer writes Events: the messages take five field
+// kinds, while protoc and libprotobuf would add a code generator and a runtime library to every
+// build. The fields (tensorflow/core/example/example.proto, feature.proto):
+//   Example  { Features features = 1; }
+//   Features { map<string, Feature> feature = 1; }      // entries { string key = 1; Feature value = 2; }
+//   Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
+//   BytesList { repeated bytes value = 1; }  FloatList { repeated float value = 1 [packed]; }
+//   Int64List { repeated int64 value = 1 [packed]; }
+// Packed and unpacked repeated numbers are both read, as protobuf parsers must; unknown fields are
+// skipped.
+
+#include <glob.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <utility>
+
+#include "cohort/core/base/crc32c.h"
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/data/files.h"
+#include "cohort/core/nn/data/image_decode.h"
+#include "cohort/core/nn/data/loaders.h"
+
+namespace cohort::data {
+namespace {
+
+// ---- Files and records ----------------------------------------------------------------------
+
+bool has_wildcard(const std::string& path) { return path.find_first_of("*?[") != std::string::npos; }
+
+// The files named, each pattern replaced by the files it matches, sorted.
+std::vector<std::string> expand(const std::vector<std::string>& given) {
+  std::vector<std::string> files;
+  for (const std::string& name : given) {
+    if (!has_wildcard(name)) {
+      files.push_back(name);
+      continue;
+    }
+    glob_t found{};
+    const int status = ::glob(name.c_str(), 0, nullptr, &found);
+    std::vector<std::string> matched(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+    ::globfree(&found);
+    if (status == GLOB_NOMATCH || matched.empty()) detail::fail(name, "no file matches");
+    if (status != 0) detail::fail(name, "cannot list the files it matches");
+    std::sort(matched.begin(), matched.end());
+    files.insert(files.end(), matched.begin(), matched.end());
+  }
+  if (files.empty()) throw InvalidArgument("load_tfrecord: no files");
+  return files;
+}
+
+std::uint32_t masked_crc(std::string_view bytes) {
+  const std::uint32_t c = crc32c(std::as_bytes(std::span(bytes)));
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+std::uint64_t little_endian(const unsigned char* p, int size) {
+  std::uint64_t v = 0;
+  for (int i = size - 1; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+// The records of one file, in order, each checked against both its checksums.
+class RecordReader {
+ public:
+  explicit RecordReader(const std::string& path) : file_(path, "a TFRecord file") {}
+
+  // The next record's data into `data`; false at the end of the file.
+  bool next(std::string& data) {
+    std::array<unsigned char, 12> header{};
+    const std::int64_t got = file_.read(header.data(), 12);
+    if (got == 0) return false;
+    if (got < 12) fail("truncated: " + std::to_string(got) + " of the 12 header bytes");
+    const std::string_view length_bytes(reinterpret_cast<const char*>(header.data()), 8);
+    if (little_endian(header.data() + 8, 4) != masked_crc(length_bytes))
+      fail("the length's checksum does not match (not a TFRecord file, or a corrupt one)");
+    const std::uint64_t length = little_endian(header.data(), 8);
+    // A length beyond what a record holds in practice is corruption the checksum missed.
+    if (length > (std::uint64_t{1} << 34)) fail("a record of " + std::to_string(length) + " bytes");
+    data.resize(static_cast<std::size_t>(length) + 4);
+    const std::int64_t body = file_.read(data.data(), static_cast<std::int64_t>(data.size()));
+    if (body < static_cast<std::int64_t>(data.size()))
+      fail("truncated: " + std::to_string(body) + " of the record's " +
+           std::to_string(data.size()) + " bytes" + file_.decompressed() +
+           (file_.stream_cut() ? ", the gzip stream ends early" : ""));
+    const auto crc = little_endian(reinterpret_cast<const unsigned char*>(data.data()) + length, 4);
+    data.resize(static_cast<std::size_t>(length));
+    if (crc != masked_crc(data)) fail("the data's checksum does not match (a corrupt file)");
+    offset_ += 16 + length;
+    ++index_;
+    return true;
+  }
+
+  // Where the current record is, for messages: "PATH: record N" (0-based, in this file).
+  std::string where() const { return file_.path() + ": record " + std::to_string(index_ - 1); }
+
+ private:
+  [[noreturn]] void fail(const std::string& fault) const {
+    detail::fail(file_.path(), "record " + std::to_string(index_) + " at byte " +
+                                   std::to_string(offset_) + ": " + fault);
+  }
+
+  detail::GzReader file_;
+  std::uint64_t offset_ = 0;
+  std::int64_t index_ = 0;
+};
+
+// ---- tf.train.Example ------------------------------------------------------------------------
+
+struct ParseError {
+  std::string what;
+};
+
+enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+// Reads protobuf fields from a message's bytes; anything malformed is a ParseError.
+class Wire {
+ public:
+  explicit Wire(std::string_view bytes) : bytes_(bytes) {}
+  bool done() const { return at_ == bytes_.size(); }
+
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at_ >= bytes_.size()) throw ParseError{"a number runs past its message"};
+      const auto byte = static_cast<unsigned char>(bytes_[at_++]);
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return v;
+    }
+    throw ParseError{"a number longer than 10 bytes"};
+  }
+  std::string_view take(std::size_t n) {
+    if (n > bytes_.size() - at_) throw ParseError{"a field runs past its message"};
+    const std::string_view out = bytes_.substr(at_, n);
+    at_ += n;
+    return out;
+  }
+  std::string_view length_delimited() { return take(static_cast<std::size_t>(varint())); }
+  float fixed32_float() {
+    const std::string_view b = take(4);
+    return std::bit_cast<float>(static_cast<std::uint32_t>(
+        little_endian(reinterpret_cast<const unsigned char*>(b.data()), 4)));
+  }
+  void skip(std::uint64_t key) {
+    switch (key & 7) {
+      case kVarint: varint(); break;
+      case kFixed64: take(8); break;
+      case kLengthDelimited: length_delimited(); break;
+      case kFixed32: take(4); break;
+      default: throw ParseError{"a field of wire type " + std::to_string(key & 7)};
+    }
+  }
+
+ private:
+  std::string_view bytes_;
+  std::size_t at_ = 0;
+};
+
+// One feature's values, as the record holds them.
+struct Feature {
+  enum Kind { kMissing, kBytes, kFloat, kInt64 } kind = kMissing;
+  std::vector<std::string_view> bytes;
+  std::vector<float> floats;
+  std::vector<std::int64_t> ints;
+
+  std::size_t size() const {
+    return kind == kBytes ? bytes.size() : kind == kFloat ? floats.size() : ints.size();
+  }
+};
+
+const char* kind_name(Feature::Kind kind) {
+  switch (kind) {
+    case Feature::kBytes: return "a bytes_list";
+    case Feature::kFloat: return "a float_list";
+    case Feature::kInt64: return "an int64_list";
+    case Feature::kMissing: break;
+  }
+  return "missing";
+}
+
+// The list inside a Feature (its value = 1 fields, packed or not).
+void parse_list(std::string_view bytes, Feature::Kind kind, Feature& out) {
+  out = Feature{};
+  out.kind = kind;
+  Wire wire(bytes);
+  while (!wire.done()) {
+    const std::uint64_t key = wire.varint();
+    if (key >> 3 != 1) {
+      wire.skip(key);
+      continue;
+    }
+    const auto type = static_cast<std::uint32_t>(key & 7);
+    if (kind == Feature::kBytes && type == kLengthDelimited) {
+      out.bytes.push_back(wire.length_delimited());
+    } else if (kind == Feature::kFloat && type == kFixed32) {
+      out.floats.push_back(wire.fixed32_float());
+    } else if (kind == Feature::kFloat && type == kLengthDelimited) {
+      Wire packed(wire.length_delimited());
+      while (!packed.done()) out.floats.push_back(packed.fixed32_float());
+    } else if (kind == Feature::kInt64 && type == kVarint) {
+      out.ints.push_back(static_cast<std::int64_t>(wire.varint()));
+    } else if (kind == Feature::kInt64 && type == kLengthDelimited) {
+      Wire packed(wire.length_delimited());
+      while (!packed.done()) out.ints.push_back(static_cast<std::int64_t>(packed.varint()));
+    } else {
+      throw ParseError{std::string("a value of wire type ") + std::to_string(type) + " in " +
+                       kind_name(kind)};
+    }
+  }
+}
+
+// Fills out[k] with the feature names[k] of the Example in `bytes` (kMissing where the record
+// lacks it); `seen`, if given, receives every feature's name (for a message about one missing).
+void parse_example(std::string_view bytes, const std::vector<std::string>& names,
+                   std::vector<Feature>& out, std::vector<std::string>* seen) {
+  for (Feature& f : out) f = Feature{};
+  Wire example(bytes);
+  while (!example.done()) {
+    const std::uint64_t key = example.varint();
+    if (key != (1 << 3 | kLengthDelimited)) {
+      example.skip(key);
+      continue;
+    }
+    Wire features(example.length_delimited());
+    while (!features.done()) {
+      const std::uint64_t entry_key = features.varint();
+      if (entry_key != (1 << 3 | kLengthDelimited)) {
+        features.skip(entry_key);
+        continue;
+      }
+      Wire entry(features.length_delimited());
+      std::string_view name, value;
+      while (!entry.done()) {
+        const std::uint64_t field = entry.varint();
+        if (field == (1 << 3 | kLengthDelimited)) {
+          name = entry.length_delimited();
+        } else if (field == (2 << 3 | kLengthDelimited)) {
+          value = entry.length_delimited();
+        } else {
+          entry.skip(field);
+        }
+      }
+      if (seen != nullptr) seen->emplace_back(name);
+      const auto wanted = std::find(names.begin(), names.end(), name);
+      if (wanted == names.end()) continue;
+      Feature& feature = out[static_cast<std::size_t>(wanted - names.begin())];
+      feature = Feature{};
+      Wire oneof(value);
+      while (!oneof.done()) {
+        const std::uint64_t field = oneof.varint();
+        const auto number = field >> 3;
+        if ((field & 7) == kLengthDelimited && number >= 1 && number <= 3) {
+          parse_list(oneof.length_delimited(), static_cast<Feature::Kind>(number), feature);
+        } else {
+          oneof.skip(field);
+        }
+      }
+    }
+  }
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string text;
+  for (std::size_t i = 0; i < names.size() && i < 12; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 12) text += ", ...";
+  return text.empty() ? "none" : text;
+}
+
+bool encoded_image(std::string_view bytes) {
+  return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff");
+}
+
+// How the features of every record are read, from the first record.
+enum class Input { kNumbers, kImage, kRawBytes };
+
+}  // namespace
+
+Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
+  detail::check_shard(options.shard, "load_tfrecord");
+  detail::check_image_options("load_tfrecord", options.height, options.width, options.channels);
+  if (options.features.empty()) throw InvalidArgument("load_tfrecord: no features feature named");
+  if (options.label.empty() == options.target.empty())
+    throw InvalidArgument("load_tfrecord: name a label feature or a target feature (one of them)");
+  if (options.features == options.label || options.features == options.target)
+    throw InvalidArgument("load_tfrecord: feature '" + options.features +
+                          "' named both as the features and as the label or target");
+  const std::vector<std::string> files = expand(file_names);
+  const std::string& outcome = options.label.empty() ? options.target : options.label;
+  const std::vector<std::string> names{options.features, outcome};
+
+  std::vector<Feature> parsed(2);
+  std::vector<std::string> seen;
+  std::string data;
+  std::optional<Input> input;
+  std::size_t values_per_record = 0, targets_per_record = 0;
+  std::string first;  // the first record, for messages and the image layout
+  std::string first_image;
+  std::int64_t index = 0;  // over all files
+  std::int64_t kept_count = 0;
+  std::vector<float> numbers, targets;
+  std::vector<std::string> images, image_names;  // the shard's encoded images
+  std::vector<std::int64_t> labels;               // every record's, checked
+  std::vector<std::int32_t> kept_labels;
+  for (const std::string& path : files) {
+    RecordReader reader(path);
+    while (reader.next(data)) {
+      const bool kept = index % options.shard.count == options.shard.index;
+      seen.clear();
+      try {
+        parse_example(data, names, parsed, &seen);
+      } catch (const ParseError& e) {
+        detail::fail(reader.where(), "not a tf.train.Example: " + e.what);
+      }
+      const std::string where = reader.where();
+      for (std::size_t k = 0; k < 2; ++k)
+        if (parsed[k].kind == Feature::kMissing)
+          detail::fail(where, "no feature '" + names[k] + "' (it has: " + join(seen) + ")");
+      const Feature& x = parsed[0];
+      const Feature& y = parsed[1];
+
+      // The first record says how the features are held; every other must agree.
+      if (!input) {
+        first = where;
+        if (x.kind == Feature::kBytes) {
+          if (x.bytes.size() != 1)
+            detail::fail(where, "feature '" + options.features + "' holds " +
+                                    std::to_string(x.bytes.size()) +
+                                    " byte strings, expected one (an encoded image or raw bytes)");
+          if (encoded_image(x.bytes[0])) {
+            input = Input::kImage;
+            first_image = std::string(x.bytes[0]);
+          } else {
+            if (options.shape.empty())
+              detail::fail(where, "feature '" + options.features +
+                                      "' holds bytes that are not a PNG or JPEG image: give the "
+                                      "shape of its raw uint8 values (TFRecordOptions::shape)");
+            input = Input::kRawBytes;
+          }
+        } else {
+          input = Input::kNumbers;
+        }
+        values_per_record = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
+        targets_per_record = y.size();
+        if (values_per_record == 0)
+          detail::fail(where, "feature '" + options.features + "' holds no values");
+        if (!options.target.empty() && targets_per_record == 0)
+          detail::fail(where, "target feature '" + options.target + "' holds no values");
+        if (*input != Input::kImage && !options.shape.empty() &&
+            num_elements(options.shape) != static_cast<std::int64_t>(values_per_record))
+          detail::fail(where, "feature '" + options.features + "' holds " +
+                                  std::to_string(values_per_record) + " values, which shape " +
+                                  to_string(options.shape) + " does not hold");
+      }
+      const bool bytes_expected = *input != Input::kNumbers;
+      if ((x.kind == Feature::kBytes) != bytes_expected)
+        detail::fail(where, "feature '" + options.features + "' is " + kind_name(x.kind) +
+                                ", where " + first + " has " +
+                                (bytes_expected ? "a bytes_list" : "numbers"));
+      if (*input != Input::kImage) {
+        const std::size_t count = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
+        if (x.kind == Feature::kBytes && x.bytes.size() != 1)
+          detail::fail(where, "feature '" + options.features + "' holds " +
+                                  std::to_string(x.bytes.size()) + " byte strings, expected one");
+        if (count != values_per_record)
+          detail::fail(where, "feature '" + options.features + "' holds " +
+                                  std::to_string(count) + " values, where " + first + " holds " +
+                                  std::to_string(values_per_record));
+      } else if (x.bytes.size() != 1) {
+        detail::fail(where, "feature '" + options.features + "' holds " +
+                                std::to_string(x.bytes.size()) + " byte strings, expected one image");
+      }
+
+      if (!options.label.empty()) {
+        if (y.kind != Feature::kInt64 || y.ints.size() != 1)
+          detail::fail(where, "label feature '" + options.label + "' is " + kind_name(y.kind) +
+                                  " of " + std::to_string(y.size()) +
+                                  " values, expected an int64_list of one class label" +
+                                  (y.kind == Feature::kFloat ? " (floats are targets)" : ""));
+        if (y.ints[0] < 0 || y.ints[0] >= (std::int64_t{1} << 31))
+          detail::fail(where, "label " + std::to_string(y.ints[0]) + " is not a class index");
+        labels.push_back(y.ints[0]);
+      } else {
+        if (y.kind == Feature::kBytes)
+          detail::fail(where, "target feature '" + options.target + "' is a bytes_list, expected numbers");
+        if (y.size() != targets_per_record)
+          detail::fail(where, "target feature '" + options.target + "' holds " +
+                                  std::to_string(y.size()) + " values, where " + first +
+                                  " holds " + std::to_string(targets_per_record));
+      }
+
+      if (kept) {
+        switch (*input) {
+          case Input::kImage:
+            images.emplace_back(x.bytes[0]);
+            image_names.push_back(where + " (feature '" + options.features + "')");
+            break;
+          case Input::kRawBytes:
+            for (const char c : x.bytes[0])
+              numbers.push_back(static_cast<float>(static_cast<unsigned char>(c)) / 255.0f);
+            break;
+          case Input::kNumbers:
+            if (x.kind == Feature::kFloat) {
+              numbers.insert(numbers.end(), x.floats.begin(), x.floats.end());
+            } else {
+              for (const std::int64_t v : x.ints) numbers.push_back(static_cast<float>(v));
+            }
+            break;
+        }
+        ++kept_count;
+        if (!options.label.empty()) {
+          kept_labels.push_back(static_cast<std::int32_t>(y.ints[0]));
+        } else if (y.kind == Feature::kFloat) {
+          targets.insert(targets.end(), y.floats.begin(), y.floats.end());
+        } else {
+          for (const std::int64_t v : y.ints) targets.push_back(static_cast<float>(v));
+        }
+      }
+      ++index;
+    }
+  }
+  if (index == 0) detail::fail(files.front(), "no records" + std::string(files.size() > 1 ? " in any of the files" : ""));
+  const std::string name = files.size() == 1 ? files.front() : files.front() + " and " +
+                                                                   std::to_string(files.size() - 1) + " more";
+
+  const std::int64_t kept = kept_count;
+  Tensor x;
+  if (*input == Input::kImage) {
+    const detail::ImageLayout layout = detail::image_layout(
+        options.height, options.width, options.channels, first_image, first);
+    x = detail::decode_images(
+        kept, [&](std::int64_t i) { return images[static_cast<std::size_t>(i)]; },
+        [&](std::int64_t i) { return image_names[static_cast<std::size_t>(i)]; }, layout, name);
+  } else {
+    Shape shape{kept};
+    const Shape example =
+        options.shape.empty() ? Shape{static_cast<std::int64_t>(values_per_record)} : options.shape;
+    shape.insert(shape.end(), example.begin(), example.end());
+    x = Tensor(shape, numbers);
+  }
+  if (options.label.empty())
+    return Dataset::from_arrays(std::move(x),
+                                Tensor({kept, static_cast<std::int64_t>(targets_per_record)}, targets),
+                                name);
+  const std::int64_t largest = *std::max_element(labels.begin(), labels.end());
+  int num_classes = options.num_classes;
+  if (num_classes == 0) num_classes = static_cast<int>(largest) + 1;
+  if (largest >= num_classes) {
+    const auto at = std::find(labels.begin(), labels.end(), largest) - labels.begin();
+    detail::fail(name, "label " + std::to_string(largest) + " (record " + std::to_string(at) +
+                           " of all) is not below num_classes " + std::to_string(num_classes));
+  }
+  return Dataset::from_arrays(std::move(x), std::move(kept_labels), num_classes, name);
+}
+
+}  // namespace cohort::data

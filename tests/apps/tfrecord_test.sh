@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Training on TFRecord files of tf.train.Example records written by the protobuf library
+# (tests/support/tfrecord_writer.py):
+# - apps/examples/images.cc on Fashion-MNIST's first 3000 training and 1000 test images as
+#   encoded PNG and JPEG images with int64 labels (the training set in three files, one
+#   gzip-compressed, named by a pattern), as TensorFlow's image pipelines store them: sync mode,
+#   1 ps task and 2 workers, 300 steps, test accuracy at least 0.80, as from the same images in
+#   folders (tests/apps/images_test.sh);
+# - apps/examples/tabular.cc on a regression stored as float lists (6 features, 2 targets, the
+#   data of tests/apps/user_data_test.sh): test MSE below 0.05, as from CSV;
+# - a record with a broken checksum ends the job within seconds, naming the file and record.
+#
+#   tfrecord_test.sh IMAGES TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR
+set -euo pipefail
+example=$1 tabular=$2 mpiexec=$3 np_flag=$4 data_dir=$5 work=$6
+here=$(dirname "$0")
+. "$here/../support/skip.sh"
+/usr/bin/python3 -c "import numpy, PIL, google.protobuf" 2>/dev/null ||
+  skip "/usr/bin/python3 cannot import numpy, PIL and google.protobuf" \
+       "install python3-numpy python3-pil python3-protobuf"
+rm -rf "$work" && mkdir -p "$work/records"
+cd "$work"
+
+/usr/bin/python3 - "$data_dir" "$here/../support" <<'PY'
+import gzip, os, sys
+from io import BytesIO
+import numpy as np
+from PIL import Image
+sys.path.insert(0, sys.argv[2])
+from tfrecord_writer import Example, write_records
+
+data_dir = sys.argv[1]
+
+def idx(name, offset):
+    for path in (f"{data_dir}/{name}.gz", f"{data_dir}/{name}"):
+        if os.path.exists(path):
+            raw = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
+            return np.frombuffer(raw, np.uint8, offset=offset)
+    sys.exit(f"no {data_dir}/{name}[.gz] (Debian: dataset-fashion-mnist)")
+
+def example(image, label, i):
+    out = BytesIO()
+    Image.fromarray(image, "L").save(out, format="PNG" if i % 2 else "JPEG", quality=95)
+    e = Example()
+    e.features.feature["image/encoded"].bytes_list.value.append(out.getvalue())
+    e.features.feature["image/class/label"].int64_list.value.append(int(label))
+    return e
+
+for split, prefix, n, files in (("train", "train", 3000, 3), ("test", "t10k", 1000, 1)):
+    images = idx(f"{prefix}-images-idx3-ubyte", 16).reshape(-1, 28, 28)[:n]
+    labels = idx(f"{prefix}-labels-idx1-ubyte", 8)[:n]
+    per_file = n // files
+    for f in range(files):
+        rows = range(f * per_file, (f + 1) * per_file)
+        name = f"records/{split}-{f}.tfrecord" if files > 1 else f"records/{split}.tfrecord"
+        write_records(name + (".gz" if f == 1 else ""), [example(images[i], labels[i], i) for i in rows],
+                      gzip=f == 1)
+# A regression (tests/apps/user_data_test.sh's): 6 features, 2 targets with noise 0.1.
+rng = np.random.default_rng(7)
+for split, n in (("train", 4000), ("test", 1000)):
+    x = rng.uniform(-1, 1, size=(n, 6))
+    y1 = np.sin(2 * x[:, 0]) + x[:, 1] * x[:, 2] + 0.5 * x[:, 3] ** 2
+    y2 = x[:, 4] - x[:, 5] * x[:, 0]
+    y = np.stack([y1, y2], axis=1) + rng.normal(0, 0.1, size=(n, 2))
+    examples = []
+    for i in range(n):
+        e = Example()
+        e.features.feature["x"].float_list.value.extend(x[i].tolist())
+        e.features.feature["y"].float_list.value.extend(y[i].tolist())
+        examples.append(e)
+    write_records(f"records/regression-{split}.tfrecord", examples)
+# A copy of the test file with one byte of its third record's data changed.
+data = bytearray(open("records/test.tfrecord", "rb").read())
+at = 0
+for _ in range(2):
+    at += 16 + int.from_bytes(data[at:at + 8], "little")
+data[at + 12 + 40] ^= 0x55
+open("records/broken.tfrecord", "wb").write(bytes(data))
+PY
+
+run() {  # run NAME NP ARGS...: NP ranks; output in NAME.log; returns the job's status
+  local name=$1 np=$2
+  shift 2
+  local start=$SECONDS status=0
+  timeout 120 "$mpiexec" "$np_flag" "$np" --oversubscribe "$example" --print_cluster=false "$@" \
+    > "$name.log" 2>&1 || status=$?
+  cat "$name.log"
+  echo "($name: status $status after $((SECONDS - start)) s)"
+  return $status
+}
+
+run sync 3 --ps_tasks=1 --mode=sync --train='records/train-*' --test=records/test.tfrecord \
+  --train_steps=300 --metrics_json=sync.json || { echo "the sync-mode job failed"; exit 1; }
+grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
+  || { echo "sync: not every record was read, or not as 28x28 grey"; exit 1; }
+accuracy=$(/usr/bin/python3 -c "import json; print(json.load(open('sync.json'))['accuracy'])")
+/usr/bin/python3 -c "import sys; sys.exit(0 if $accuracy >= 0.80 else 1)" \
+  || { echo "sync: test accuracy $accuracy, expected at least 0.80"; exit 1; }
+
+tabular_job() {  # NAME ARGS...: the tabular example on 3 ranks, output in NAME.log
+  local name=$1
+  shift
+  local status=0
+  timeout 120 "$mpiexec" "$np_flag" 3 --oversubscribe "$tabular" --print_cluster=false "$@" \
+    > "$name.log" 2>&1 || status=$?
+  cat "$name.log"
+  return $status
+}
+tabular_job regression --train=records/regression-train.tfrecord --test=records/regression-test.tfrecord \
+  --target_columns=y --loss=mean_squared_error --hidden=64,64 --train_steps=1500 \
+  --metrics_json=regression.json || { echo "the tabular regression job failed"; exit 1; }
+mse=$(/usr/bin/python3 -c "import json; print(json.load(open('regression.json'))['mse'])")
+/usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
+  || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
+
+start=$SECONDS
+if run broken 3 --train='records/train-*' --test=records/broken.tfrecord --train_steps=100000000; then
+  echo "broken: the job succeeded"; exit 1
+fi
+(( SECONDS - start <= 20 )) || { echo "broken: the job took $((SECONDS - start)) s to end"; exit 1; }
+grep -qE "^\[worker:0 rank 0\] error: records/broken\.tfrecord: record 2 at byte [0-9]+: the data's checksum does not match \(a corrupt file\)$" broken.log \
+  || { echo "broken: the chief did not name the corrupt record"; exit 1; }
+echo "TFRecord test passed: images in sync mode, test accuracy $accuracy; regression, test MSE $mse"
