@@ -63,26 +63,13 @@ Image.fromarray(images[0], "L").save("extra_class/Bag/0.png")
 Image.fromarray(images[1], "L").save("extra_class/Hat/1.png")
 PY
 
-run() {  # run NAME NP ARGS...: NP ranks; output in NAME.log; returns the job's status
-  local name=$1 np=$2
-  shift 2
-  local start=$SECONDS status=0
-  timeout 120 "$mpiexec" "$np_flag" "$np" --oversubscribe "$example" --print_cluster=false "$@" \
-    > "$name.log" 2>&1 || status=$?
-  cat "$name.log"
-  echo "($name: status $status after $((SECONDS - start)) s)"
-  return $status
-}
+. "$(dirname "$0")/example_jobs.sh"
+run() { run_job "$example" "$@"; }  # run NAME NP ARGS...
 
-accuracy() {  # accuracy NAME: the test accuracy the chief wrote to NAME.json
-  /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['accuracy'])" "$1.json"
-}
-
-at_least() {  # at_least NAME BAR: NAME's test accuracy is at least BAR
+check_accuracy() {  # check_accuracy NAME BAR: NAME's test accuracy is at least BAR
   local got
-  got=$(accuracy "$1")
-  /usr/bin/python3 -c "import sys; sys.exit(0 if $got >= $2 else 1)" \
-    || { echo "$1: test accuracy $got, expected at least $2"; exit 1; }
+  got=$(json_value "$1.json" accuracy)
+  at_least "$got" "$2" || { echo "$1: test accuracy $got, expected at least $2"; exit 1; }
   echo "$1: test accuracy $got (bar $2)"
 }
 
@@ -90,7 +77,7 @@ run sync 3 --ps_tasks=1 --mode=sync --train=train --test=test --train_steps=300 
   --checkpoint_dir=checkpoints --metrics_json=sync.json || { echo "the sync-mode job failed"; exit 1; }
 grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
   || { echo "sync: not every image was read, or not as 28x28 grey"; exit 1; }
-at_least sync 0.80
+check_accuracy sync 0.80
 
 # The trained model back from its checkpoint, classifying new pictures.
 bags=$(ls test/Bag | wc -l)
@@ -112,21 +99,11 @@ run resized 2 --mode=allreduce --train=train --test=test --train_steps=300 --hei
   || { echo "the resized allreduce job failed"; exit 1; }
 grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes, global step 300," resized.log \
   || { echo "resized: the images were not read as 32x32 RGB"; exit 1; }
-at_least resized 0.80
+check_accuracy resized 0.80
 
 # expect_failure NAME REGEX WORKERS ARGS...: 3 workers in allreduce mode; the job fails within
 # seconds, each worker in WORKERS saying REGEX in one line.
-expect_failure() {
-  local name=$1 regex=$2 workers=$3
-  shift 3
-  local start=$SECONDS
-  if run "$name" 3 "$@"; then echo "$name: the job succeeded"; exit 1; fi
-  (( SECONDS - start <= 20 )) || { echo "$name: the job took $((SECONDS - start)) s to end"; exit 1; }
-  for w in $workers; do
-    grep -qE "^\[worker:$w rank $w\] error: $regex\$" "$name.log" \
-      || { echo "$name: worker $w did not report: $regex"; exit 1; }
-  done
-}
+expect_failure() { expect_job_failure "$example" "$@"; }
 expect_failure missing "missing: no such folder" "0 1 2" --train=missing
 # Sorted by class, then name, broken/Coat/2.png is image 6 of 8: worker 0's of 3.
 expect_failure broken "broken/Coat/2\.png: PNG: .*" "0" --train=broken
@@ -134,4 +111,4 @@ expect_failure predict_missing "nothing\.png: no such file" "0" --train=small --
   --train_steps=1 --batch_size=4
 expect_failure extra_class "extra_class: subfolder Hat is not one of the 10 classes given \(.*\)" "0" \
   --train=train --test=extra_class --train_steps=100000000
-echo "image folder test passed: sync $(accuracy sync), resized allreduce $(accuracy resized)"
+echo "image folder test passed: sync $(json_value sync.json accuracy), resized allreduce $(json_value resized.json accuracy)"

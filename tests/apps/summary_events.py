@@ -18,49 +18,28 @@ import struct
 import sys
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core", "io"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 from checkpoint_reader import load  # noqa: E402
-
-F = descriptor_pb2.FieldDescriptorProto
+from proto_messages import Declarations  # noqa: E402
 
 
 def messages():
     """Event, declared as TensorFlow's protos declare the fields Cohort writes."""
-    file = descriptor_pb2.FileDescriptorProto(name="events.proto", package="tb", syntax="proto3")
-
-    def message(name, fields):
-        m = file.message_type.add(name=name)
-        for field_name, number, kind, repeated, type_name in fields:
-            f = m.field.add(name=field_name, number=number, type=kind,
-                            label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
-            if type_name:
-                f.type_name = ".tb." + type_name
-
-    message("HistogramProto", [("min", 1, F.TYPE_DOUBLE, False, None),
-                               ("max", 2, F.TYPE_DOUBLE, False, None),
-                               ("num", 3, F.TYPE_DOUBLE, False, None),
-                               ("sum", 4, F.TYPE_DOUBLE, False, None),
-                               ("sum_squares", 5, F.TYPE_DOUBLE, False, None),
-                               ("bucket_limit", 6, F.TYPE_DOUBLE, True, None),
-                               ("bucket", 7, F.TYPE_DOUBLE, True, None)])
-    message("Value", [("tag", 1, F.TYPE_STRING, False, None),
-                      ("simple_value", 2, F.TYPE_FLOAT, False, None),
-                      ("histo", 5, F.TYPE_MESSAGE, False, "HistogramProto")])
-    message("Summary", [("value", 1, F.TYPE_MESSAGE, True, "Value")])
-    message("SessionLog", [("status", 1, F.TYPE_INT32, False, None)])
-    message("Event", [("wall_time", 1, F.TYPE_DOUBLE, False, None),
-                      ("step", 2, F.TYPE_INT64, False, None),
-                      ("file_version", 3, F.TYPE_STRING, False, None),
-                      ("summary", 5, F.TYPE_MESSAGE, False, "Summary"),
-                      ("session_log", 7, F.TYPE_MESSAGE, False, "SessionLog")])
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    descriptor = pool.FindMessageTypeByName("tb.Event")
-    if hasattr(message_factory, "GetMessageClass"):
-        return message_factory.GetMessageClass(descriptor)
-    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
+    d = Declarations("tensorflow")
+    d.message("HistogramProto", [("min", 1, "double", False), ("max", 2, "double", False),
+                                 ("num", 3, "double", False), ("sum", 4, "double", False),
+                                 ("sum_squares", 5, "double", False),
+                                 ("bucket_limit", 6, "double", True), ("bucket", 7, "double", True)])
+    d.message("Value", [("tag", 1, "string", False), ("simple_value", 2, "float", False),
+                        ("histo", 5, "HistogramProto", False)])
+    d.message("Summary", [("value", 1, "Value", True)])
+    d.message("SessionLog", [("status", 1, "int32", False)])
+    d.message("Event", [("wall_time", 1, "double", False), ("step", 2, "int64", False),
+                        ("file_version", 3, "string", False), ("summary", 5, "Summary", False),
+                        ("session_log", 7, "SessionLog", False)])
+    return d.classes("Event")[0]
 
 
 def events(path, event_class):

@@ -78,46 +78,25 @@ data[at + 12 + 40] ^= 0x55
 open("records/broken.tfrecord", "wb").write(bytes(data))
 PY
 
-run() {  # run NAME NP ARGS...: NP ranks; output in NAME.log; returns the job's status
-  local name=$1 np=$2
-  shift 2
-  local start=$SECONDS status=0
-  timeout 120 "$mpiexec" "$np_flag" "$np" --oversubscribe "$example" --print_cluster=false "$@" \
-    > "$name.log" 2>&1 || status=$?
-  cat "$name.log"
-  echo "($name: status $status after $((SECONDS - start)) s)"
-  return $status
-}
+. "$here/example_jobs.sh"
+run() { run_job "$example" "$@"; }  # run NAME NP ARGS...
 
 run sync 3 --ps_tasks=1 --mode=sync --train='records/train-*' --test=records/test.tfrecord \
   --train_steps=300 --metrics_json=sync.json || { echo "the sync-mode job failed"; exit 1; }
 grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
   || { echo "sync: not every record was read, or not as 28x28 grey"; exit 1; }
-accuracy=$(/usr/bin/python3 -c "import json; print(json.load(open('sync.json'))['accuracy'])")
-/usr/bin/python3 -c "import sys; sys.exit(0 if $accuracy >= 0.80 else 1)" \
+accuracy=$(json_value sync.json accuracy)
+at_least "$accuracy" 0.80 \
   || { echo "sync: test accuracy $accuracy, expected at least 0.80"; exit 1; }
 
-tabular_job() {  # NAME ARGS...: the tabular example on 3 ranks, output in NAME.log
-  local name=$1
-  shift
-  local status=0
-  timeout 120 "$mpiexec" "$np_flag" 3 --oversubscribe "$tabular" --print_cluster=false "$@" \
-    > "$name.log" 2>&1 || status=$?
-  cat "$name.log"
-  return $status
-}
-tabular_job regression --train=records/regression-train.tfrecord --test=records/regression-test.tfrecord \
+run_job "$tabular" regression 3 --train=records/regression-train.tfrecord --test=records/regression-test.tfrecord \
   --target_columns=y --loss=mean_squared_error --hidden=64,64 --train_steps=1500 \
   --metrics_json=regression.json || { echo "the tabular regression job failed"; exit 1; }
-mse=$(/usr/bin/python3 -c "import json; print(json.load(open('regression.json'))['mse'])")
-/usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
+mse=$(json_value regression.json mse)
+at_most "$mse" 0.05 \
   || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
 
-start=$SECONDS
-if run broken 3 --train='records/train-*' --test=records/broken.tfrecord --train_steps=100000000; then
-  echo "broken: the job succeeded"; exit 1
-fi
-(( SECONDS - start <= 20 )) || { echo "broken: the job took $((SECONDS - start)) s to end"; exit 1; }
-grep -qE "^\[worker:0 rank 0\] error: records/broken\.tfrecord: record 2 at byte [0-9]+: the data's checksum does not match \(a corrupt file\)$" broken.log \
-  || { echo "broken: the chief did not name the corrupt record"; exit 1; }
+expect_job_failure "$example" broken \
+  "records/broken\.tfrecord: record 2 at byte [0-9]+: the data's checksum does not match \(a corrupt file\)" \
+  "0" --train='records/train-*' --test=records/broken.tfrecord --train_steps=100000000
 echo "TFRecord test passed: images in sync mode, test accuracy $accuracy; regression, test MSE $mse"

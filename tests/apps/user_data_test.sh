@@ -67,20 +67,9 @@ with open("ml_train_x.npy", "rb") as f:
     open("truncated_x.npy", "wb").write(f.read(100))
 PY
 
-run() {  # run NAME ARGS...: 3 ranks; output in NAME.log; returns the job's status
-  local name=$1
-  shift
-  local start=$SECONDS status=0
-  timeout 60 "$mpiexec" "$np_flag" 3 --oversubscribe "$tabular" --print_cluster=false "$@" \
-    > "$name.log" 2>&1 || status=$?
-  cat "$name.log"
-  echo "($name: status $status after $((SECONDS - start)) s)"
-  return $status
-}
-
-metric() {  # metric FILE NAME: a value from a metrics JSON file
-  /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
-}
+. "$(dirname "$0")/example_jobs.sh"
+run() { run_job "$tabular" "$1" 3 "${@:2}"; }  # run NAME ARGS...: 3 ranks
+metric() { json_value "$@"; }  # metric FILE NAME
 
 run regression --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 \
   --loss=mean_squared_error --hidden=64,64 --train_steps=1500 --metrics_json=reg.json \
@@ -125,17 +114,7 @@ grep -q "^tabular: 3 workers, 500 examples, " no_header.log \
 
 # expect_failure NAME REGEX ARGS...: the job fails, quickly, every worker saying REGEX in one line
 # (with REPORTERS="0", the chief alone: the test data is the chief's alone to read).
-expect_failure() {
-  local name=$1 regex=$2
-  shift 2
-  local start=$SECONDS
-  if run "$name" "$@"; then echo "$name: the job succeeded"; exit 1; fi
-  (( SECONDS - start <= 20 )) || { echo "$name: the job took $((SECONDS - start)) s to end"; exit 1; }
-  for w in ${REPORTERS:-0 1 2}; do
-    grep -qE "^\[worker:$w rank $w\] error: $regex\$" "$name.log" \
-      || { echo "$name: worker $w did not report: $regex"; exit 1; }
-  done
-}
+expect_failure() { expect_job_failure "$tabular" "$1" "$2" "${REPORTERS:-0 1 2}" "${@:3}"; }
 expect_failure truncated "truncated_x\.npy: .*" \
   --train=truncated_x.npy,ml_train_y.npy --loss=sigmoid_cross_entropy
 expect_failure input_shape "reg_train\.csv: the data's examples are \[6\], the model's input takes \[7\]" \

@@ -13,44 +13,26 @@ masked CRC-32C of the data) uses a CRC-32C of this file's own. Nothing here is C
 import gzip as gzip_module
 import struct
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from proto_messages import Declarations
 
 
 def _example_class():
-    F = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="example.proto", package="tensorflow", syntax="proto3")
-
-    def message(name, fields):
-        m = file.message_type.add(name=name)
-        for field_name, number, kind, repeated, type_name in fields:
-            f = m.field.add(name=field_name, number=number, type=kind,
-                            label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
-            if type_name:
-                f.type_name = type_name
-        return m
-
-    message("BytesList", [("value", 1, F.TYPE_BYTES, True, None)])
-    message("FloatList", [("value", 1, F.TYPE_FLOAT, True, None)])
-    message("Int64List", [("value", 1, F.TYPE_INT64, True, None)])
-    feature = message("Feature", [("bytes_list", 1, F.TYPE_MESSAGE, False, ".tensorflow.BytesList"),
-                                  ("float_list", 2, F.TYPE_MESSAGE, False, ".tensorflow.FloatList"),
-                                  ("int64_list", 3, F.TYPE_MESSAGE, False, ".tensorflow.Int64List")])
+    d = Declarations("tensorflow")
+    d.message("BytesList", [("value", 1, "bytes", True)])
+    d.message("FloatList", [("value", 1, "float", True)])
+    d.message("Int64List", [("value", 1, "int64", True)])
+    feature = d.message("Feature", [("bytes_list", 1, "BytesList", False),
+                                    ("float_list", 2, "FloatList", False),
+                                    ("int64_list", 3, "Int64List", False)])
     feature.oneof_decl.add(name="kind")
     for f in feature.field:
         f.oneof_index = 0
-    features = message("Features", [("feature", 1, F.TYPE_MESSAGE, True, ".tensorflow.Features.FeatureEntry")])
-    entry = features.nested_type.add(name="FeatureEntry")
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
-                    type_name=".tensorflow.Feature")
+    features = d.message("Features", [("feature", 1, "Features.FeatureEntry", True)])
+    entry = d.message("FeatureEntry", [("key", 1, "string", False), ("value", 2, "Feature", False)],
+                      parent=features)
     entry.options.map_entry = True
-    message("Example", [("features", 1, F.TYPE_MESSAGE, False, ".tensorflow.Features")])
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    descriptor = pool.FindMessageTypeByName("tensorflow.Example")
-    if hasattr(message_factory, "GetMessageClass"):
-        return message_factory.GetMessageClass(descriptor)
-    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
+    d.message("Example", [("features", 1, "Features", False)])
+    return d.classes("Example")[0]
 
 
 Example = _example_class()
