@@ -12,7 +12,7 @@
 //       --test=records/test.tfrecord --height=64 --width=64                     (one line)
 //
 // --train and --test name a folder, or TFRecord files (comma-separated; a name ending in
-// .tfrecord, .tfrecords or .gz, or holding a * ? or [ pattern) whose --tfrecord_image feature
+// .tfrecord or .tfrecords, with .gz or not, or holding a * ? or [ pattern) whose --tfrecord_image feature
 // holds a PNG or JPEG image and --tfrecord_label feature an int64 label (classes are then
 // named by their numbers). Each worker decodes only its shard of the training images (every
 // worker must see the same files), and the chief alone the test images, whose subfolders must
@@ -132,7 +132,7 @@ void predict(cohort::Model& model, const std::vector<std::string>& paths, const 
 }
 
 bool is_tfrecord(const std::string& spec) {
-  for (const char* suffix : {".tfrecord", ".tfrecords", ".gz"})
+  for (const char* suffix : {".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz"})
     if (spec.ends_with(suffix)) return true;
   return spec.find_first_of("*?[") != std::string::npos;
 }

@@ -9,9 +9,10 @@
 //       --loss=sigmoid_cross_entropy                                           (one line)
 //
 // --standardize scales each feature by the training data's mean and standard deviation.
-// --train and --test name a .csv file, a pair "features.npy,targets.npy", a .npz archive
-// holding arrays "x" and "y", or TFRecord files of tf.train.Example records (a name ending in
-// .tfrecord or .tfrecords, or a pattern such as 'data/part-*.tfrecord'): their
+// --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
+// archive holding arrays "x" and "y", or TFRecord files of tf.train.Example records (a name
+// ending in .tfrecord or .tfrecords, with .gz or not, or a pattern such as
+// 'data/part-*.tfrecord'): their
 // --tfrecord_features feature holds the features, --label_column names the label feature or
 // --target_columns the one target feature. A test CSV's columns are matched to the training file's by name.
 // Each worker reads only its shard of the training data, and the chief alone the test data
@@ -62,7 +63,7 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 // file's, matched by name), else every other column, and returned.
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
                            std::vector<std::string>& csv_features, cohort::data::ShardSpec shard = {}) {
-  if (ends_with(spec, ".csv")) {
+  if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
     if (FLAGS_csv_delimiter.size() != 1)
       throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter +
                                     ": expected one character");
@@ -77,6 +78,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   }
   if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec, "x", "y", 0, shard);
   if (ends_with(spec, ".tfrecord") || ends_with(spec, ".tfrecords") ||
+      ends_with(spec, ".tfrecord.gz") || ends_with(spec, ".tfrecords.gz") ||
       spec.find_first_of("*?[") != std::string::npos) {
     cohort::data::TFRecordOptions records;
     records.features = FLAGS_tfrecord_features;

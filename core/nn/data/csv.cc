@@ -22,7 +22,50 @@ namespace {
 
 using detail::check_shard;
 using detail::fail;
-using detail::read_whole_file;
+
+// A file's lines, without their '\n', read a piece at a time (plain or gzip), so that a worker
+// holds its shard's values and not the whole file's text.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : file_(path, "a CSV file") {}
+
+  // The next line, valid until the next call; false after the last.
+  bool next(std::string_view& line) {
+    for (;;) {
+      const std::size_t end = buffer_.find('\n', scanned_);
+      if (end != std::string::npos) {
+        line = std::string_view(buffer_).substr(start_, end - start_);
+        start_ = scanned_ = end + 1;
+        return true;
+      }
+      if (at_end_) {
+        if (start_ == buffer_.size()) return false;
+        line = std::string_view(buffer_).substr(start_);  // a last line without '\n'
+        start_ = scanned_ = buffer_.size();
+        return true;
+      }
+      // The partial line moves to the front, and the next piece comes after it.
+      buffer_.erase(0, start_);
+      scanned_ = buffer_.size();
+      start_ = 0;
+      buffer_.resize(scanned_ + kPiece);
+      const std::int64_t got = file_.read(buffer_.data() + scanned_, kPiece);
+      buffer_.resize(scanned_ + static_cast<std::size_t>(got));
+      if (got < kPiece) {
+        at_end_ = true;
+        if (file_.stream_cut()) fail(file_.path(), "the gzip stream ends early (a truncated file)");
+      }
+    }
+  }
+
+ private:
+  static constexpr std::int64_t kPiece = 1 << 20;
+  detail::GzReader file_;
+  std::string buffer_;
+  std::size_t start_ = 0;    // the next line's first byte
+  std::size_t scanned_ = 0;  // bytes from start_ up to here hold no '\n'
+  bool at_end_ = false;
+};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -105,16 +148,8 @@ class CsvReader {
       throw InvalidArgument(path_ + ": bad delimiter " +
                             quote_bytes(std::string_view(&options_.delimiter, 1)));
 
-    std::string text = read_whole_file(path_, "a CSV file");
-    if (text.find('\r') != std::string::npos && text.find('\n') == std::string::npos)
-      fail(path_, "its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
-    std::string_view rest = text;
-    if (rest.starts_with("\xef\xbb\xbf")) rest.remove_prefix(3);  // a UTF-8 byte order mark
-    // An upper bound on the rows kept, so the arrays never reallocate.
-    const auto max_kept =
-        (static_cast<std::size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1) /
-            static_cast<std::size_t>(shard.count) + 1;
-
+    LineReader lines(path_);
+    std::string_view line;
     std::vector<std::string_view> fields;
     std::deque<std::string> unescaped;  // fields that held "" (the views point into it)
     std::int64_t line_number = 0;
@@ -123,11 +158,13 @@ class CsvReader {
     std::int64_t kept = 0;     // of them, the shard's
     std::int32_t largest = 0;  // label, of every row
     bool resolved = false;
-    while (!rest.empty()) {
-      const std::size_t end = rest.find('\n');
-      const std::string_view line = rest.substr(0, end);
-      rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
-      ++line_number;
+    while (lines.next(line)) {
+      if (++line_number == 1) {
+        if (line.starts_with("\xef\xbb\xbf")) line.remove_prefix(3);  // a UTF-8 byte order mark
+        // A CR inside the first line: the file's lines end in CR alone.
+        if (const std::size_t cr = line.find('\r'); cr != std::string_view::npos && cr + 1 < line.size())
+          fail(path_, "its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
+      }
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       if (const char* wrong = split(line, options_.delimiter, fields, unescaped))
         fail(path_, "line " + std::to_string(line_number) + ": " + wrong);
@@ -139,9 +176,6 @@ class CsvReader {
           check_header(line_number);
         }
         resolve();
-        features_.reserve(max_kept * feature_columns_.size());
-        targets_.reserve(max_kept * target_columns_.size());
-        if (label_column_ >= 0) labels_.reserve(max_kept);
         resolved = true;
         if (options_.header) continue;
       }

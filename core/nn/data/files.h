@@ -18,6 +18,10 @@ namespace cohort::data::detail {
 /// Throws InvalidArgument("<where>: shard index I of count C (...)") unless 0 <= index < count.
 void check_shard(ShardSpec shard, const std::string& where);
 
+/// A DataError saying why unless `path` names something to read that is not a directory (a file,
+/// a pipe). `what` names the format expected, for the message.
+void check_file(const std::string& path, const char* what);
+
 /// The size of the regular file `path`; a DataError saying why when it is missing, a directory
 /// or unreadable. `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what);
@@ -34,9 +38,13 @@ std::string read_whole_file(const std::string& path, const char* what);
 /// Every fault is a DataError naming the file.
 class GzReader {
  public:
+  /// kDetect: gzip or plain by the magic bytes; kNone: plain whatever the first bytes are (a
+  /// format whose own first bytes may look like gzip's).
+  enum class Compression { kDetect, kNone };
+
   /// Opens `path` (missing, a directory or unreadable: a DataError saying so; `what` names the
   /// format expected, e.g. "an IDX file").
-  GzReader(const std::string& path, const char* what);
+  GzReader(const std::string& path, const char* what, Compression compression = Compression::kDetect);
   ~GzReader();
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;

@@ -52,8 +52,8 @@ void save_npy(const std::string& path, std::span<const std::int32_t> labels);
 /// The NumPy loaders below (and load_csv, through CsvOptions::shard) take a `shard` (a worker's
 /// share, what Dataset::shard(index, count) keeps): only its examples are converted and kept, so
 /// once loaded eight workers on a node hold the features once between them, not eight times
-/// (while loading, an .npz member is inflated whole in each, a .npy file is read through a window
-/// of about a megabyte, and a CSV file's text is read whole). Every label is still read and
+/// (while loading, an .npz member is inflated whole in each, and a .npy or CSV file is read
+/// through a window of about a megabyte). Every label is still read and
 /// checked, and num_classes 0 counts them all, so that every shard agrees.
 Dataset dataset_from_arrays(NpyArray features, NpyArray targets, const std::string& name,
                             int num_classes = 0);
@@ -85,7 +85,8 @@ struct CsvOptions {
 };
 
 /// Reads a CSV file of numeric fields into a dataset of [n, features] examples with class labels
-/// or [n, targets] float targets. Blank lines are skipped; every row must have as many fields
+/// or [n, targets] float targets. The file may be gzip-compressed (as pandas writes .csv.gz), told
+/// by its magic bytes; it is read a megabyte at a time. Blank lines are skipped; every row must have as many fields
 /// as the first. Fields may be quoted as RFC 4180 (and pandas) write them: a quoted field may
 /// hold the delimiter, and "" in it stands for one quote; spaces around a field, and inside its
 /// quotes, are dropped; a quote left open or text after a closing quote, in any column, is a
@@ -156,14 +157,14 @@ Tensor load_images(const std::vector<std::string>& paths, std::int64_t height = 
 
 /// What load_tfrecord takes from each tf.train.Example.
 struct TFRecordOptions {
-  /// The feature holding an example's inputs: a float_list or int64_list of as many values in
-  /// every record (as floats); or a bytes_list of one value, either an encoded PNG or JPEG image
-  /// (decoded as load_image_folder decodes files, with height, width and channels below) or,
+  /// The feature holding an example's inputs: numbers, a float_list or int64_list (either, in
+  /// any record) of as many values in every record, as floats; or a bytes_list of one value:
   /// with `shape`, raw uint8 values (value / 255, as TensorFlow's MNIST tutorial writes
-  /// "image_raw").
+  /// "image_raw"), else an encoded PNG or JPEG image (decoded as load_image_folder decodes
+  /// files, with height, width and channels below).
   std::string features{};
   /// The example shape the values are given (its size must be the count of values), e.g.
-  /// {28, 28, 1}; empty: [count] for numbers. Required for raw bytes; not used for images.
+  /// {28, 28, 1}; empty: [count] for numbers. Given for bytes, they are raw values.
   Shape shape{};
   /// An int64_list feature of one class label per record; or empty, and then `target`: a
   /// float_list (or int64_list) feature of as many float targets in every record.
@@ -181,14 +182,15 @@ struct TFRecordOptions {
 };
 
 /// Reads TFRecord files of tf.train.Example records (as tf.io.TFRecordWriter writes them, plain
-/// or GZIP-compressed, told by the gzip magic bytes) into a dataset, the records in the order of
-/// the files, then of the file. `files` may hold glob patterns ("data/train-*.tfrecord"), each
-/// replaced by the files it matches, sorted. Both checksums of every record are verified.
-/// Features other than those named are skipped. A missing or unmatched file, a truncated or
-/// corrupt record, a record that is not an Example, a feature missing from a record (the
-/// message lists those it has) or held otherwise than in the first record, a label that is not
-/// one int64, a count that differs from the first record's: a DataError naming the file and the
-/// record. Bad options: InvalidArgument.
+/// or GZIP-compressed: a file is plain when its first length's checksum holds, else gzip) into a
+/// dataset, the records in the order of the files, then of the file. `files` may hold glob
+/// patterns ("data/train-*.tfrecord"), each replaced by the files it matches, sorted. Both
+/// checksums of every record are verified. Features other than those named are skipped. A
+/// missing or unmatched file, a truncated or corrupt record (a gzip stream cut short among
+/// them), a record that is not an Example, a feature missing from a record (the message lists
+/// those it has) or held as bytes where the first record holds numbers (or the reverse), a NaN
+/// or infinite value, a label that is not one int64 in [0, 2^31 - 1), a count that differs from
+/// the first record's: a DataError naming the file and the record. Bad options: InvalidArgument.
 Dataset load_tfrecord(const std::vector<std::string>& files, const TFRecordOptions& options);
 
 }  // namespace cohort::data

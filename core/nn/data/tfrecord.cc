@@ -19,7 +19,9 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -69,29 +71,55 @@ std::uint64_t little_endian(const unsigned char* p, int size) {
   return v;
 }
 
+constexpr const char* kTFRecordFile = "a TFRecord file";
+
 // The records of one file, in order, each checked against both its checksums.
 class RecordReader {
  public:
-  explicit RecordReader(const std::string& path) : file_(path, "a TFRecord file") {}
+  // Plain or gzip. zlib tells gzip by the first two bytes (1f 8b), which a plain file's first
+  // record length may begin with too (35615 + 65536 k bytes): a plain file is told by its first
+  // length's checksum instead, read before anything else.
+  explicit RecordReader(const std::string& path) {
+    file_.emplace(path, kTFRecordFile, detail::GzReader::Compression::kNone);
+    pending_.resize(12);
+    pending_.resize(static_cast<std::size_t>(file_->read(pending_.data(), 12)));
+    const bool plain = pending_.size() == 12 && length_checksum_holds(pending_);
+    if (!plain) {
+      file_.emplace(path, kTFRecordFile, detail::GzReader::Compression::kDetect);
+      pending_.clear();
+    }
+  }
 
   // The next record's data into `data`; false at the end of the file.
   bool next(std::string& data) {
-    std::array<unsigned char, 12> header{};
-    const std::int64_t got = file_.read(header.data(), 12);
-    if (got == 0) return false;
-    if (got < 12) fail("truncated: " + std::to_string(got) + " of the 12 header bytes");
-    const std::string_view length_bytes(reinterpret_cast<const char*>(header.data()), 8);
-    if (little_endian(header.data() + 8, 4) != masked_crc(length_bytes))
+    std::string header = std::move(pending_);
+    pending_.clear();
+    const std::size_t had = header.size();
+    header.resize(12);
+    const std::int64_t got = static_cast<std::int64_t>(had) + file_->read(header.data() + had, static_cast<std::int64_t>(12 - had));
+    if (got == 0) {
+      // A gzip stream cut where a record ends would otherwise lose the rest in silence.
+      if (file_->stream_cut()) fail("the gzip stream ends early (a truncated file)");
+      return false;
+    }
+    if (got < 12) fail("truncated: " + std::to_string(got) + " of the 12 header bytes" + cut());
+    if (!length_checksum_holds(header))
       fail("the length's checksum does not match (not a TFRecord file, or a corrupt one)");
-    const std::uint64_t length = little_endian(header.data(), 8);
-    // A length beyond what a record holds in practice is corruption the checksum missed.
-    if (length > (std::uint64_t{1} << 34)) fail("a record of " + std::to_string(length) + " bytes");
-    data.resize(static_cast<std::size_t>(length) + 4);
-    const std::int64_t body = file_.read(data.data(), static_cast<std::int64_t>(data.size()));
-    if (body < static_cast<std::int64_t>(data.size()))
-      fail("truncated: " + std::to_string(body) + " of the record's " +
-           std::to_string(data.size()) + " bytes" + file_.decompressed() +
-           (file_.stream_cut() ? ", the gzip stream ends early" : ""));
+    const std::uint64_t length = little_endian(reinterpret_cast<const unsigned char*>(header.data()), 8);
+    // Read as it arrives, so a corrupt length the checksum missed cannot ask for terabytes.
+    const std::uint64_t want = length + 4;
+    data.clear();
+    while (data.size() < want) {
+      const std::size_t at = data.size();
+      const auto piece = static_cast<std::size_t>(std::min<std::uint64_t>(want - at, 1 << 26));
+      data.resize(at + piece);
+      const std::int64_t read = file_->read(data.data() + at, static_cast<std::int64_t>(piece));
+      data.resize(at + static_cast<std::size_t>(read));
+      if (read < static_cast<std::int64_t>(piece)) break;
+    }
+    if (data.size() < want)
+      fail("truncated: " + std::to_string(data.size()) + " of the record's " +
+           std::to_string(want) + " bytes" + cut());
     const auto crc = little_endian(reinterpret_cast<const unsigned char*>(data.data()) + length, 4);
     data.resize(static_cast<std::size_t>(length));
     if (crc != masked_crc(data)) fail("the data's checksum does not match (a corrupt file)");
@@ -101,15 +129,24 @@ class RecordReader {
   }
 
   // Where the current record is, for messages: "PATH: record N" (0-based, in this file).
-  std::string where() const { return file_.path() + ": record " + std::to_string(index_ - 1); }
+  std::string where() const { return file_->path() + ": record " + std::to_string(index_ - 1); }
 
  private:
-  [[noreturn]] void fail(const std::string& fault) const {
-    detail::fail(file_.path(), "record " + std::to_string(index_) + " at byte " +
-                                   std::to_string(offset_) + ": " + fault);
+  static bool length_checksum_holds(std::string_view header) {
+    return little_endian(reinterpret_cast<const unsigned char*>(header.data()) + 8, 4) ==
+           masked_crc(header.substr(0, 8));
   }
 
-  detail::GzReader file_;
+  std::string cut() const { return file_->stream_cut() ? ", the gzip stream ends early" : ""; }
+
+  [[noreturn]] void fail(const std::string& fault) const {
+    detail::fail(file_->path(), "record " + std::to_string(index_) + " at byte " +
+                                    std::to_string(offset_) +
+                                    (file_->gzip() ? " of the inflated data" : "") + ": " + fault);
+  }
+
+  std::optional<detail::GzReader> file_;
+  std::string pending_;  // bytes read to tell the file's kind, not yet taken
   std::uint64_t offset_ = 0;
   std::int64_t index_ = 0;
 };
@@ -167,6 +204,7 @@ class Wire {
 
 // One feature's values, as the record holds them.
 struct Feature {
+  bool present = false;  // the record names it (it may still hold no list)
   enum Kind { kMissing, kBytes, kFloat, kInt64 } kind = kMissing;
   std::vector<std::string_view> bytes;
   std::vector<float> floats;
@@ -187,10 +225,15 @@ const char* kind_name(Feature::Kind kind) {
   return "missing";
 }
 
-// The list inside a Feature (its value = 1 fields, packed or not).
+// The list inside a Feature (its value = 1 fields, packed or not), added to `out`'s values: a
+// list field given twice merges, as protobuf merges it; another kind of list replaces it (oneof).
 void parse_list(std::string_view bytes, Feature::Kind kind, Feature& out) {
-  out = Feature{};
-  out.kind = kind;
+  if (out.kind != kind) {
+    out.bytes.clear();
+    out.floats.clear();
+    out.ints.clear();
+    out.kind = kind;
+  }
   Wire wire(bytes);
   while (!wire.done()) {
     const std::uint64_t key = wire.varint();
@@ -253,7 +296,8 @@ void parse_example(std::string_view bytes, const std::vector<std::string>& names
       const auto wanted = std::find(names.begin(), names.end(), name);
       if (wanted == names.end()) continue;
       Feature& feature = out[static_cast<std::size_t>(wanted - names.begin())];
-      feature = Feature{};
+      feature = Feature{};  // a key given twice: the last entry holds (map semantics)
+      feature.present = true;
       Wire oneof(value);
       while (!oneof.done()) {
         const std::uint64_t field = oneof.varint();
@@ -286,6 +330,8 @@ enum class Input { kNumbers, kImage, kRawBytes };
 
 Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
   detail::check_shard(options.shard, "load_tfrecord");
+  if (options.num_classes < 0)
+    throw InvalidArgument("load_tfrecord: num_classes " + std::to_string(options.num_classes));
   detail::check_image_options("load_tfrecord", options.height, options.width, options.channels);
   if (options.features.empty()) throw InvalidArgument("load_tfrecord: no features feature named");
   if (options.label.empty() == options.target.empty())
@@ -321,9 +367,12 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
         detail::fail(reader.where(), "not a tf.train.Example: " + e.what);
       }
       const std::string where = reader.where();
-      for (std::size_t k = 0; k < 2; ++k)
-        if (parsed[k].kind == Feature::kMissing)
+      for (std::size_t k = 0; k < 2; ++k) {
+        if (!parsed[k].present)
           detail::fail(where, "no feature '" + names[k] + "' (it has: " + join(seen) + ")");
+        if (parsed[k].kind == Feature::kMissing)
+          detail::fail(where, "feature '" + names[k] + "' holds no list (an empty Feature)");
+      }
       const Feature& x = parsed[0];
       const Feature& y = parsed[1];
 
@@ -335,15 +384,16 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
             detail::fail(where, "feature '" + options.features + "' holds " +
                                     std::to_string(x.bytes.size()) +
                                     " byte strings, expected one (an encoded image or raw bytes)");
-          if (encoded_image(x.bytes[0])) {
+          // With a shape, raw values (whatever their first bytes look like); else an image.
+          if (!options.shape.empty()) {
+            input = Input::kRawBytes;
+          } else if (encoded_image(x.bytes[0])) {
             input = Input::kImage;
             first_image = std::string(x.bytes[0]);
           } else {
-            if (options.shape.empty())
-              detail::fail(where, "feature '" + options.features +
-                                      "' holds bytes that are not a PNG or JPEG image: give the "
-                                      "shape of its raw uint8 values (TFRecordOptions::shape)");
-            input = Input::kRawBytes;
+            detail::fail(where, "feature '" + options.features +
+                                    "' holds bytes that are not a PNG or JPEG image: give the "
+                                    "shape of its raw uint8 values (TFRecordOptions::shape)");
           }
         } else {
           input = Input::kNumbers;
@@ -366,10 +416,10 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
                                 ", where " + first + " has " +
                                 (bytes_expected ? "a bytes_list" : "numbers"));
       if (*input != Input::kImage) {
-        const std::size_t count = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
         if (x.kind == Feature::kBytes && x.bytes.size() != 1)
           detail::fail(where, "feature '" + options.features + "' holds " +
                                   std::to_string(x.bytes.size()) + " byte strings, expected one");
+        const std::size_t count = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
         if (count != values_per_record)
           detail::fail(where, "feature '" + options.features + "' holds " +
                                   std::to_string(count) + " values, where " + first + " holds " +
@@ -379,13 +429,21 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
                                 std::to_string(x.bytes.size()) + " byte strings, expected one image");
       }
 
+      // Every record's numbers are checked, as CSV rows are, so every shard of a bad file fails
+      // alike: a NaN (a missing value's usual mark) or an infinity would surface as a NaN loss.
+      for (const Feature* f : {&x, &y})
+        for (std::size_t i = 0; i < f->floats.size(); ++i)
+          if (!std::isfinite(f->floats[i]))
+            detail::fail(where, "feature '" + (f == &x ? options.features : outcome) + "' value " +
+                                    std::to_string(i) + " is " + (std::isnan(f->floats[i]) ? "nan" : "infinite") +
+                                    " (a missing value?)");
       if (!options.label.empty()) {
         if (y.kind != Feature::kInt64 || y.ints.size() != 1)
           detail::fail(where, "label feature '" + options.label + "' is " + kind_name(y.kind) +
                                   " of " + std::to_string(y.size()) +
                                   " values, expected an int64_list of one class label" +
                                   (y.kind == Feature::kFloat ? " (floats are targets)" : ""));
-        if (y.ints[0] < 0 || y.ints[0] >= (std::int64_t{1} << 31))
+        if (y.ints[0] < 0 || y.ints[0] >= std::numeric_limits<std::int32_t>::max())
           detail::fail(where, "label " + std::to_string(y.ints[0]) + " is not a class index");
         labels.push_back(y.ints[0]);
       } else {

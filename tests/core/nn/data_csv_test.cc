@@ -1,8 +1,11 @@
 // CSV loading: files written in a temp dir, every kind of bad file, and shards.
 
 #include <doctest/doctest.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -296,3 +299,79 @@ TEST_CASE("CSV: a second file of the same table, its columns in another order, m
 
 // ---- scale ---------------------------------------------------------------------------------
 
+
+namespace {
+
+void write_gzip(const std::string& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  gzclose(file);
+}
+
+// A "VmRSS" or "VmHWM" figure of /proc/self/status, in KiB (-1 where there is none).
+long status_kib(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("CSV: read a piece at a time: lines across pieces, a line longer than one, gzip") {
+  TempDir dir("data_loaders_test");
+  // 2.6 MB of rows: lines cross the 1 MB pieces' ends.
+  std::string text = "x,y,label\n";
+  for (int i = 0; i < 120000; ++i)
+    text += std::to_string(i) + ".25," + std::to_string(-i) + ",  " + std::to_string(i % 7) + "\n";
+  const Dataset plain = csv(dir, text, {.label_column = "label"});
+  REQUIRE(plain.size() == 120000);
+  CHECK(example(plain, 119999) == std::vector<float>{119999.25f, -119999.0f});
+  CHECK(plain.label(119999) == 119999 % 7);
+  // The same gzip-compressed, told by its magic bytes; a cut stream is an error, not fewer rows.
+  write_gzip(dir / "t.csv.gz", text);
+  check_same_dataset(cohort::data::load_csv(dir / "t.csv.gz", {.label_column = "label"}), plain);
+  const std::string gz = cohort::test::slurp(dir / "t.csv.gz");
+  spit(dir / "cut.csv.gz", gz.substr(0, gz.size() / 2));
+  CHECK(data_error([&] { cohort::data::load_csv(dir / "cut.csv.gz", {.label_column = "label"}); }) ==
+        dir / "cut.csv.gz" + ": the gzip stream ends early (a truncated file)");
+
+  // One row of 300000 columns (2.4 MB), longer than a piece, and no final line break.
+  std::string wide, values;
+  for (int c = 0; c < 300000; ++c) {
+    wide += "c" + std::to_string(c) + ",";
+    values += std::to_string(c % 10) + ",";
+  }
+  const Dataset row = csv(dir, wide + "label\n" + values + "4", {.label_column = "label"});
+  REQUIRE(row.size() == 1);
+  CHECK(row.example_size() == 300000);
+  CHECK(row.example(0)[299999] == 9.0f);
+  CHECK(row.label(0) == 4);
+}
+
+TEST_CASE("CSV: a worker reading its shard of a large file holds its share, not the file's text") {
+  TempDir dir("data_loaders_test");
+  std::string text = "a,b,c,label\n";
+  for (int i = 0; text.size() < (48u << 20); ++i)
+    text += std::to_string(i) + ",0.5,-1.25," + std::to_string(i % 10) + "\n";
+  spit(dir / "big.csv", text);
+  const std::size_t file_bytes = text.size();
+  text = std::string();
+  text.shrink_to_fit();
+  // The peak is measured from here: "5" to clear_refs resets VmHWM to the current RSS (Linux).
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const long before = status_kib("VmRSS");
+  CsvOptions options{.label_column = "label"};
+  options.shard = {0, 8};
+  const Dataset shard = cohort::data::load_csv(dir / "big.csv", options);
+  // (The kernel updates VmHWM lazily: it may lag the current RSS.)
+  const long peak = std::max(status_kib("VmHWM"), status_kib("VmRSS"));
+  REQUIRE(before > 0);
+  MESSAGE("a 1/8 shard of a " << file_bytes / (1 << 20) << " MB CSV: peak resident +"
+                              << (peak - before) / 1024 << " MB");
+  CHECK(shard.size() > 0);
+  // The shard's values are about 4 MB (with the growth of their arrays and one copy, some 14);
+  // the file's text alone would be 48.
+  CHECK((peak - before) * 1024 < static_cast<long>(file_bytes / 2));
+}

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <boost/crc.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -219,7 +220,7 @@ TEST_CASE("targets, int64 features, several files and patterns, shards") {
   // Files named one by one, in another order: records in the order given.
   const Dataset reversed = load_tfrecord({dir / "part-2.tfrecord", dir / "part-0.tfrecord"}, options);
   CHECK(values(reversed, 0) == std::vector<float>{6, 12, -6});
-  for (int index = 0; index < 3; ++index) {
+  for (int index = 0; index < 4; ++index) {
     CAPTURE(index);
     options.shard = {index, 4};
     check_same_dataset(load_tfrecord({dir / "part-*.tfrecord"}, options), data.shard(index, 4));
@@ -264,6 +265,77 @@ TEST_CASE("images in records: encoded PNG decoded, raw bytes with a shape") {
                                "(TFRecordOptions::shape)");
 }
 
+TEST_CASE("protobuf as parsers must read it: last key wins, repeated lists merge, unknown fields") {
+  TempDir dir("data_tfrecord_test");
+  // "x" twice (the last entry holds); its float list in two fields of the Feature (merged), the
+  // first packed and then one value unpacked; fields of every wire type Example does not define,
+  // at each level.
+  const std::string unknown = key(9, 1) + le(7, 8) + key(10, 5) + le(7, 4) + key(11, 0) + varint(3);
+  const std::string feature =
+      length_delimited(2, length_delimited(1, float_bits(1) + float_bits(2)) + unknown + key(1, 5) +
+                              float_bits(3)) +
+      unknown + length_delimited(2, key(1, 5) + float_bits(4));
+  const std::string features =
+      length_delimited(1, length_delimited(1, "x") + length_delimited(2, float_feature({9, 9}))) +
+      length_delimited(1, length_delimited(1, "x") + unknown + length_delimited(2, feature)) +
+      unknown + length_delimited(1, length_delimited(1, "y") + length_delimited(2, int64_feature({1})));
+  spit(dir / "a.tfrecord", record(unknown + length_delimited(1, features)));
+  TFRecordOptions options;
+  options.features = "x";
+  options.label = "y";
+  const Dataset data = load_tfrecord({dir / "a.tfrecord"}, options);
+  REQUIRE(data.size() == 1);
+  CHECK(values(data, 0) == std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE("a plain file whose first bytes look like gzip's is read as plain; raw bytes that look like a JPEG") {
+  TempDir dir("data_tfrecord_test");
+  // A first record 35615 bytes long: its length field starts 1f 8b, gzip's magic bytes.
+  std::string data;
+  std::size_t n = 35500;
+  for (; n < 35700; ++n) {
+    std::string raw(n, '\x07');
+    raw[0] = '\xff';  // and the raw values start as a JPEG does
+    raw[1] = '\xd8';
+    raw[2] = '\xff';
+    data = example({{"raw", bytes_feature({raw})}, {"y", int64_feature({0})}});
+    if (data.size() == 35615) break;
+  }
+  REQUIRE(data.size() == 35615);
+  spit(dir / "a.tfrecord", record(data) + record(data));
+  CHECK(cohort::test::slurp(dir / "a.tfrecord").starts_with("\x1f\x8b"));
+  TFRecordOptions options;
+  options.features = "raw";
+  options.label = "y";
+  options.shape = {static_cast<std::int64_t>(n)};
+  const Dataset read = load_tfrecord({dir / "a.tfrecord"}, options);
+  CHECK(read.size() == 2);
+  CHECK(values(read, 1)[0] == 1.0f);
+  CHECK(values(read, 1)[3] == 7.0f / 255.0f);
+}
+
+TEST_CASE("a gzip stream cut where a record ends is an error, not fewer records") {
+  TempDir dir("data_tfrecord_test");
+  const std::string path = dir / "cut.tfrecord.gz";
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  const std::string first = record(example({{"x", float_feature({1})}, {"y", int64_feature({0})}}));
+  gzwrite(file, first.data(), static_cast<unsigned>(first.size()));
+  gzwrite(file, first.data(), static_cast<unsigned>(first.size()));
+  REQUIRE(gzflush(file, Z_SYNC_FLUSH) == Z_OK);
+  const auto cut_at = static_cast<std::size_t>(gzoffset(file));
+  gzwrite(file, first.data(), static_cast<unsigned>(first.size()));
+  gzclose(file);
+  TFRecordOptions options;
+  options.features = "x";
+  options.label = "y";
+  CHECK(load_tfrecord({path}, options).size() == 3);
+  spit(path, cohort::test::slurp(path).substr(0, cut_at));
+  CHECK(data_error([&] { load_tfrecord({path}, options); }) ==
+        path + ": record 2 at byte " + std::to_string(2 * first.size()) +
+            " of the inflated data: the gzip stream ends early (a truncated file)");
+}
+
 TEST_CASE("bad files, records and options are named") {
   TempDir dir("data_tfrecord_test");
   const std::string good = three_records();
@@ -304,6 +376,19 @@ TEST_CASE("bad files, records and options are named") {
               "one class label (floats are targets)");
   CHECK(error(record(example({{"x", float_feature({1})}, {"y", int64_feature({-3})}}))) ==
         bad + ": record 0: label -3 is not a class index");
+  CHECK(error(first + record(example({{"x", float_feature({1, 2, NAN, 4})}, {"y", int64_feature({1})}}))) ==
+        bad + ": record 1: feature 'x' value 2 is nan (a missing value?)");
+  CHECK(error(record(example({{"x", ""}, {"y", int64_feature({1})}}))) ==
+        bad + ": record 0: feature 'x' holds no list (an empty Feature)");
+  // Raw bytes: a later record's empty list.
+  TFRecordOptions raw_options;
+  raw_options.features = "x";
+  raw_options.label = "y";
+  raw_options.shape = {2};
+  spit(bad, record(example({{"x", bytes_feature({"ab"})}, {"y", int64_feature({0})}})) +
+                record(example({{"x", bytes_feature({})}, {"y", int64_feature({0})}})));
+  CHECK(data_error([&] { load_tfrecord({bad}, raw_options); }) ==
+        bad + ": record 1: feature 'x' holds 0 byte strings, expected one");
   options.num_classes = 2;
   CHECK(error(good) == bad + ": label 2 (record 0 of all) is not below num_classes 2");
   options.num_classes = 0;
