@@ -53,6 +53,8 @@ COHORT_DEFINE_int(channels, 0, "1 (grey) or 3 (RGB); 0: the first image's",
 COHORT_DEFINE_string(filters, "32,64", "filters of each convolution block, comma-separated");
 COHORT_DEFINE_int(hidden, 128, "units of the dense layer before the logits", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_bool(horizontal_flip, false, "mirror training images left-right at random");
+COHORT_DEFINE_bool(decode_on_use, false,
+                   "folders: keep the training images' paths and decode each as a batch takes it (sets larger than memory)");
 COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
@@ -175,6 +177,7 @@ int Main(int argc, char** argv) {
   read.width = FLAGS_width;
   read.channels = FLAGS_channels;
   read.shard = {server.replica_index(), server.num_replicas()};
+  read.in_memory = !FLAGS_decode_on_use;
   std::vector<std::string> classes;
   const cohort::data::Dataset train = load("train", FLAGS_train, read, classes);
   const std::int64_t examples = server.replicas().allreduce(train.size());
@@ -193,6 +196,7 @@ int Main(int argc, char** argv) {
     read.height = train.example_shape()[0];
     read.width = train.example_shape()[1];
     read.channels = static_cast<int>(train.example_shape()[2]);
+    read.in_memory = true;
     test = FLAGS_test.empty() ? load("train", FLAGS_train, read, classes)
                               : load("test", FLAGS_test, read, classes);
   }

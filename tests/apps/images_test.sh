@@ -7,7 +7,8 @@
 # - a second run on 1 process restores that run's checkpoint (the same test loss and accuracy,
 #   no more training) and classifies the test set's bags: at least 80% called "Bag";
 # - allreduce on 2 workers, every image resized to 32x32 and read as RGB, with random flips:
-#   the same bar;
+#   the same bar; and the same run with the images decoded as batches take them
+#   (--decode_on_use) ends with the same test loss and accuracy;
 # - bad input: a missing folder, an image that does not decode, a missing image to classify and
 #   a test folder with a class the training set lacks each end the job within seconds, with one
 #   line naming the file or folder on every worker that read it.
@@ -100,6 +101,13 @@ run resized 2 --mode=allreduce --train=train --test=test --train_steps=300 --hei
 grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes, global step 300," resized.log \
   || { echo "resized: the images were not read as 32x32 RGB"; exit 1; }
 check_accuracy resized 0.80
+
+# The same run with the training images decoded as batches take them: the same batches, so the
+# same model to the last digit printed.
+run on_use 2 --mode=allreduce --train=train --test=test --train_steps=300 --height=32 --width=32 \
+  --channels=3 --horizontal_flip --decode_on_use || { echo "the decode-on-use job failed"; exit 1; }
+[[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" resized.log) ]] \
+  || { echo "decoded on use, the run ended elsewhere than with the images in memory"; exit 1; }
 
 # expect_failure NAME REGEX WORKERS ARGS...: 3 workers in allreduce mode; the job fails within
 # seconds, each worker in WORKERS saying REGEX in one line.

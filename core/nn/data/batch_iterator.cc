@@ -1,10 +1,12 @@
 #include "cohort/core/nn/data/batch_iterator.h"
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
 #include <utility>
 
 #include "cohort/core/nn/data/random.h"
+#include "cohort/core/nn/threads.h"
 
 namespace cohort::data {
 namespace {
@@ -107,12 +109,22 @@ void BatchIterator::seek(std::int64_t epoch, std::int64_t position) {
   position_ = position;
 }
 
-void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out) const {
+void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
+                                 std::vector<float>& scratch) const {
   const std::int64_t size = dataset_.example_size();
-  const float* source = dataset_.storage()->features.data() + at * size;
   const ImageOptions& image = options_.image;
+  const float* source = nullptr;
+  if (dataset_.in_memory()) {
+    source = dataset_.storage()->features.data() + at * size;
+  } else if (!randomize_) {
+    dataset_.read_example(at, out);  // made in place
+  } else {
+    scratch.resize(static_cast<std::size_t>(size));
+    dataset_.read_example(at, scratch.data());
+    source = scratch.data();
+  }
   if (!randomize_) {
-    std::copy_n(source, size, out);
+    if (source != nullptr) std::copy_n(source, size, out);
   } else {
     const Shape shape = dataset_.example_shape();
     const std::int64_t rows = shape[0], cols = shape[1], channels = shape[2];
@@ -179,11 +191,33 @@ bool BatchIterator::fill(Tensor& features, std::vector<std::int32_t>& labels, Te
     const std::int64_t bytes = stride * std::int64_t{sizeof(float)};
     for (std::int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(first + offset);
   };
-  for (std::int64_t k = 0; k < kAhead; ++k) prefetch(k);
+  if (!dataset_.in_memory()) {
+    // Examples made as they are used (decoded from their files): on every intra-op thread.
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(b));
+#pragma omp parallel num_threads(intra_op_threads())
+    {
+      std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t k = 0; k < b; ++k) {
+        try {
+          copy_example(order_[static_cast<std::size_t>(position_ + k)], position_ + k,
+                       out + k * stride, scratch);
+        } catch (...) {  // nothing may leave the parallel region
+          errors[static_cast<std::size_t>(k)] = std::current_exception();
+        }
+      }
+    }
+    for (const std::exception_ptr& error : errors)
+      if (error) std::rethrow_exception(error);
+  }
+  std::vector<float> scratch;
+  for (std::int64_t k = 0; k < kAhead && dataset_.in_memory(); ++k) prefetch(k);
   for (std::int64_t k = 0; k < b; ++k) {
-    prefetch(k + kAhead);
     const std::int64_t at = order_[static_cast<std::size_t>(position_ + k)];
-    copy_example(at, position_ + k, out + k * stride);
+    if (dataset_.in_memory()) {
+      prefetch(k + kAhead);
+      copy_example(at, position_ + k, out + k * stride, scratch);
+    }
     if (with_labels)
       labels[static_cast<std::size_t>(k)] = storage.labels[static_cast<std::size_t>(at)];
     else if (targets != nullptr)

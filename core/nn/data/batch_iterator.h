@@ -108,8 +108,9 @@ class BatchIterator {
   void start_epoch(std::int64_t epoch);
   std::int64_t remaining_batch() const;
   // Copies example `at` (storage index) into `out`, cropped, flipped and normalised as asked;
-  // `k` is its position in the epoch (for the random draws).
-  void copy_example(std::int64_t at, std::int64_t k, float* out) const;
+  // `k` is its position in the epoch (for the random draws). An example not in memory is made
+  // in `scratch` first where it is cropped or flipped. Thread-safe.
+  void copy_example(std::int64_t at, std::int64_t k, float* out, std::vector<float>& scratch) const;
   bool fill(Tensor& features, std::vector<std::int32_t>& labels, Tensor* targets);
 
   Dataset dataset_;

@@ -16,10 +16,24 @@ std::shared_ptr<const Storage> empty_storage() {
   return storage;
 }
 
+// Examples index, index + count, ... of another source's.
+class ShardSource : public ExampleSource {
+ public:
+  ShardSource(std::shared_ptr<const ExampleSource> all, std::int64_t index, std::int64_t count)
+      : all_(std::move(all)), index_(index), count_(count) {}
+  void read(std::int64_t i, float* out) const override { all_->read(index_ + i * count_, out); }
+
+ private:
+  std::shared_ptr<const ExampleSource> all_;
+  std::int64_t index_, count_;
+};
+
 // Checks a storage; returns its example count.
 std::int64_t check(const Storage& s) {
-  const Shape& shape = s.features.shape();
   const std::string what = "Dataset " + s.name + ": ";
+  if (s.source != nullptr && s.features.rank() != 0)
+    throw InvalidArgument(what + "holds both features and a source of examples; give one");
+  const Shape& shape = s.source != nullptr ? s.source_shape : s.features.shape();
   if (shape.size() < 2)
     throw InvalidArgument(what + "features have shape " + to_string(shape) +
                           ", expected [n, ...] (a batch dimension and an example shape)");
@@ -80,8 +94,12 @@ Dataset Dataset::from_arrays(Tensor features, Tensor targets, std::string name) 
   return Dataset(std::move(storage));
 }
 
+const Shape& Dataset::full_shape() const {
+  return in_memory() ? storage_->features.shape() : storage_->source_shape;
+}
+
 Shape Dataset::example_shape() const {
-  const Shape& shape = storage_->features.shape();
+  const Shape& shape = full_shape();
   return Shape(shape.begin() + 1, shape.end());
 }
 
@@ -102,8 +120,20 @@ void Dataset::check_index(std::int64_t i) const {
 }
 
 std::span<const float> Dataset::example(std::int64_t i) const {
+  if (!in_memory())
+    throw Error("Dataset " + name() + ": its examples are made as they are used, so there is none "
+                "to view: read them with read_example()");
   check_index(i);
   return {storage_->features.data() + i * example_size_, static_cast<std::size_t>(example_size_)};
+}
+
+void Dataset::read_example(std::int64_t i, float* out) const {
+  check_index(i);
+  if (in_memory()) {
+    std::copy_n(storage_->features.data() + i * example_size_, example_size_, out);
+  } else {
+    storage_->source->read(i, out);
+  }
 }
 
 std::int32_t Dataset::label(std::int64_t i) const {
@@ -134,7 +164,13 @@ Dataset Dataset::shard(int index, int count) const {
     return out;
   };
   auto storage = std::make_shared<Storage>();
-  storage->features = rows(storage_->features, example_size_);
+  if (in_memory()) {
+    storage->features = rows(storage_->features, example_size_);
+  } else {
+    storage->source = std::make_shared<ShardSource>(storage_->source, index, count);
+    storage->source_shape = storage_->source_shape;
+    storage->source_shape[0] = n;
+  }
   if (has_labels()) {
     storage->labels.reserve(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i)
@@ -151,8 +187,9 @@ FeatureSums feature_sums(const Dataset& data) {
   const Shape shape = data.example_shape();
   const auto features = static_cast<std::size_t>(shape.empty() ? 1 : shape.back());
   FeatureSums sums{data.size(), std::vector<double>(features), std::vector<double>(features)};
+  std::vector<float> x(static_cast<std::size_t>(data.example_size()));
   for (std::int64_t i = 0; i < data.size(); ++i) {
-    const std::span<const float> x = data.example(i);
+    data.read_example(i, x.data());
     for (std::size_t j = 0; j < x.size(); ++j) {
       const double v = x[j];
       sums.sum[j % features] += v;

@@ -1,7 +1,9 @@
 #pragma once
 // Datasets of N-dimensional float examples with class labels or float targets: Fashion-MNIST /
-// MNIST IDX files, NumPy .npy/.npz and CSV files (loaders.h), the user's own arrays, a synthetic
-// stand-in for tests; sharded over workers, each keeping a copy of its part.
+// MNIST IDX files, NumPy .npy/.npz, CSV, image and TFRecord files (loaders.h), the user's own
+// arrays, a synthetic stand-in for tests; sharded over workers, each keeping a copy of its part.
+// The examples are held as floats, or made as they are used (an ExampleSource: images decoded
+// from their files as batches take them).
 //
 //   auto mine = cohort::data::fashion_mnist(cohort::data::Split::kTrain)     // --data_dir
 //                   .shard(server.replica_index(), server.num_replicas());    // the rest dropped
@@ -31,10 +33,23 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// Examples made as they are used instead of held as floats (images decoded from their files as
+/// batches take them): a Storage's `source`. Implementations must be thread-safe.
+class ExampleSource {
+ public:
+  virtual ~ExampleSource() = default;
+  /// Writes example `i` of the storage (its example size in floats) to `out`. Throws DataError
+  /// naming the file for a fault of the data.
+  virtual void read(std::int64_t i, float* out) const = 0;
+};
+
 /// The loaded examples, immutable once built and shared (std::shared_ptr<const Storage>) by every
 /// copy of a Dataset that views them.
 struct Storage {
   Tensor features;                    ///< [n, ...]: images are [n, rows, cols, channels] (NHWC)
+  /// Or, features left empty, examples made on use by `source`, of shape `source_shape` [n, ...].
+  std::shared_ptr<const ExampleSource> source{};
+  Shape source_shape{};
   std::vector<std::int32_t> labels;   ///< n class labels in [0, num_classes), or none
   Tensor targets;                     ///< [n, ...] float targets, or empty (then labels)
   int num_classes = 10;               ///< with labels
@@ -76,8 +91,14 @@ class Dataset {
   TargetSpec target_spec() const;
   const std::string& name() const { return storage_->name; }
 
-  /// Example `i` (0 <= i < size()), a view into the shared storage.
+  /// Whether the examples are held as floats (else they are made as they are used: example()
+  /// has nothing to view, read_example() makes them).
+  bool in_memory() const { return storage_->source == nullptr; }
+  /// Example `i` (0 <= i < size()), a view into the shared storage. Throws Error for a dataset
+  /// not in memory.
   std::span<const float> example(std::int64_t i) const;
+  /// Example `i` written to `out` (example_size() floats), in memory or not. Thread-safe.
+  void read_example(std::int64_t i, float* out) const;
   std::int32_t label(std::int64_t i) const;
   std::span<const float> target(std::int64_t i) const;
   /// The names for image data: example_shape(), example_size(), example().
@@ -89,8 +110,9 @@ class Dataset {
   /// dataset: the shards are disjoint, cover the dataset, and their sizes differ by at most one.
   /// Striding (not blocks) keeps every shard's class mix close to the whole even when the file is
   /// sorted by class. A shard holds a copy of its own examples (with count 1, the dataset itself),
-  /// so a worker that drops the whole dataset keeps 1/count of it in memory, not all of it.
-  /// Throws InvalidArgument unless 0 <= index < count.
+  /// so a worker that drops the whole dataset keeps 1/count of it in memory, not all of it (a
+  /// dataset not in memory gives one that makes its examples from the same source). Throws
+  /// InvalidArgument unless 0 <= index < count.
   Dataset shard(int index, int count) const;
 
   /// The storage the examples are in, shared by copies of this dataset: example i is its i-th.
@@ -99,6 +121,8 @@ class Dataset {
  private:
   // Throws std::out_of_range unless 0 <= i < size().
   void check_index(std::int64_t i) const;
+  // [n, example...]: the features', or the source's.
+  const Shape& full_shape() const;
 
   std::shared_ptr<const Storage> storage_;
   std::int64_t size_ = 0;

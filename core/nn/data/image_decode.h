@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort::data::detail {
@@ -60,5 +62,9 @@ ImageLayout image_layout(std::int64_t height, std::int64_t width, int channels,
 Tensor decode_images(std::int64_t count, const std::function<std::string(std::int64_t)>& bytes,
                      const std::function<std::string(std::int64_t)>& name,
                      const ImageLayout& layout, const std::string& where);
+
+/// The image files at `paths`, each decoded as decode_images() does when its example is used.
+std::shared_ptr<const ExampleSource> image_files(std::vector<std::string> paths,
+                                                 const ImageLayout& layout);
 
 }  // namespace cohort::data::detail

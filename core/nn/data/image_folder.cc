@@ -159,9 +159,23 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
     paths.push_back(entries[i].path);
     labels.push_back(entries[i].label);
   }
+  if (class_names != nullptr) *class_names = classes;
+  if (!options.in_memory) {
+    const std::string& first = entries.front().path;
+    const detail::ImageLayout layout = detail::image_layout(
+        options.height, options.width, options.channels,
+        detail::read_whole_file(first, kImageFile), first);
+    auto storage = std::make_shared<Storage>();
+    storage->source_shape = {static_cast<std::int64_t>(paths.size()), layout.height,
+                             layout.width, layout.channels};
+    storage->source = detail::image_files(std::move(paths), layout);
+    storage->labels = std::move(labels);
+    storage->num_classes = static_cast<int>(classes.size());
+    storage->name = dir;
+    return Dataset(std::move(storage));
+  }
   Tensor images = read_images(paths, entries.front().path, options.height, options.width,
                               options.channels, dir);
-  if (class_names != nullptr) *class_names = classes;
   return Dataset::from_arrays(std::move(images), std::move(labels),
                               static_cast<int>(classes.size()), dir);
 }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <memory>
+#include <utility>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/files.h"
@@ -70,7 +72,41 @@ std::string size_text(std::int64_t height, std::int64_t width) {
   return std::to_string(height) + "x" + std::to_string(width);
 }
 
+// Decodes `bytes` (named `name`) into `out` as `layout` says; whether a colour image was read as
+// grey.
+bool decode_into(std::string_view bytes, const std::string& name, const ImageLayout& layout,
+                 float* out) {
+  const Pixels image = decode_image(bytes, layout.channels, name);
+  if (!layout.resize && (image.height != layout.height || image.width != layout.width))
+    fail(name, size_text(image.height, image.width) + " pixels where " + layout.first + " has " +
+                   size_text(layout.height, layout.width) +
+                   " (give a height and width to resize every image to)");
+  write_example(image, layout.height, layout.width, out);
+  return image.file_channels > layout.channels;
+}
+
+// Image files decoded as their examples are used.
+class ImageFiles : public ExampleSource {
+ public:
+  ImageFiles(std::vector<std::string> paths, ImageLayout layout)
+      : paths_(std::move(paths)), layout_(std::move(layout)) {}
+
+  void read(std::int64_t i, float* out) const override {
+    const std::string& path = paths_.at(static_cast<std::size_t>(i));
+    decode_into(read_whole_file(path, "a PNG or JPEG image"), path, layout_, out);
+  }
+
+ private:
+  std::vector<std::string> paths_;
+  ImageLayout layout_;
+};
+
 }  // namespace
+
+std::shared_ptr<const ExampleSource> image_files(std::vector<std::string> paths,
+                                                 const ImageLayout& layout) {
+  return std::make_shared<ImageFiles>(std::move(paths), layout);
+}
 
 void check_image_options(const std::string& where, std::int64_t height, std::int64_t width,
                          int channels) {
@@ -110,14 +146,8 @@ Tensor decode_images(std::int64_t count, const std::function<std::string(std::in
 #pragma omp parallel for schedule(dynamic, 8)
   for (std::int64_t i = 0; i < count; ++i) {
     try {
-      const std::string path = name(i);
-      const Pixels image = decode_image(bytes(i), channels, path);
-      if (!layout.resize && (image.height != height || image.width != width))
-        fail(path, size_text(image.height, image.width) + " pixels where " + layout.first +
-                       " has " + size_text(height, width) +
-                       " (give a height and width to resize every image to)");
-      write_example(image, height, width, images.data() + i * example_size);
-      greyed[static_cast<std::size_t>(i)] = image.file_channels > channels;
+      greyed[static_cast<std::size_t>(i)] =
+          decode_into(bytes(i), name(i), layout, images.data() + i * example_size);
     } catch (...) {  // nothing may leave the parallel region (current_exception cannot throw)
       errors[static_cast<std::size_t>(i)] = std::current_exception();
     }

@@ -121,6 +121,10 @@ struct ImageFolderOptions {
   std::vector<std::string> class_names{};
   /// A worker's share of the images (what Dataset::shard keeps): only they are decoded and kept.
   ShardSpec shard{};
+  /// false: only the files' paths are kept, and each image is decoded when a batch takes it
+  /// (again each epoch, on every intra-op thread; Dataset::in_memory() says so), for sets larger
+  /// than memory; a file that does not decode is then found when it is first used.
+  bool in_memory = true;
 };
 
 /// Reads a folder of images with a subfolder per class, as Keras's image_dataset_from_directory

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cohort/core/base/flags.h"
+#include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/data/loaders.h"
 #include "loader_checks.h"
@@ -487,4 +488,74 @@ TEST_CASE("a bad folder or file is a DataError naming it") {
   options.shard = {3, 3};
   CHECK(invalid_argument([&] { load_image_folder(dir / "sizes", options); }).find("shard index 3") !=
         std::string::npos);
+}
+
+TEST_CASE("images decoded as they are used give what the images in memory give") {
+  TempDir dir("data_images_test");
+  std::uint64_t state = 99;
+  for (int i = 0; i < 45; ++i) {
+    std::vector<std::uint8_t> rgb(6 * 5 * 3);
+    for (auto& v : rgb) {
+      state = state * 6364136223846793005u + 1442695040888963407u;
+      v = static_cast<std::uint8_t>(state >> 56);
+    }
+    write_png(dir / ("class" + std::to_string(i % 3) + "/" + std::to_string(i) + ".png"), 6, 5, 3, rgb);
+  }
+  ImageFolderOptions options;
+  options.height = 8;
+  options.width = 8;
+  const Dataset memory = load_image_folder(dir.str(), options);
+  options.in_memory = false;
+  const Dataset on_use = load_image_folder(dir.str(), options);
+  CHECK(memory.in_memory());
+  CHECK_FALSE(on_use.in_memory());
+  CHECK(on_use.storage()->features.size() == 0);  // no floats held
+  REQUIRE(on_use.size() == memory.size());
+  CHECK(on_use.example_shape() == memory.example_shape());
+  CHECK_THROWS_AS(on_use.example(0), cohort::Error);
+  std::vector<float> made(static_cast<std::size_t>(on_use.example_size()));
+  for (std::int64_t i = 0; i < on_use.size(); ++i) {
+    CAPTURE(i);
+    on_use.read_example(i, made.data());
+    REQUIRE(made == values(memory, i));
+    REQUIRE(on_use.label(i) == memory.label(i));
+  }
+  // A shard of it, and one read as a shard, make the whole set's shard.
+  const Dataset shard = on_use.shard(1, 4);
+  options.shard = {1, 4};
+  const Dataset read_shard = load_image_folder(dir.str(), options);
+  CHECK_FALSE(shard.in_memory());
+  const Dataset memory_shard = memory.shard(1, 4);
+  REQUIRE(shard.size() == memory_shard.size());
+  REQUIRE(read_shard.size() == memory_shard.size());
+  for (std::int64_t i = 0; i < shard.size(); ++i) {
+    shard.read_example(i, made.data());
+    CHECK(made == values(memory_shard, i));
+    read_shard.read_example(i, made.data());
+    CHECK(made == values(memory_shard, i));
+    CHECK(read_shard.label(i) == memory_shard.label(i));
+  }
+  // Sums, and shuffled batches cropped, flipped and normalised: the same.
+  const auto sums = cohort::data::feature_sums(on_use), memory_sums = cohort::data::feature_sums(memory);
+  CHECK(sums.sum == memory_sums.sum);
+  CHECK(sums.sum_squares == memory_sums.sum_squares);
+  cohort::data::BatchOptions batches{.batch_size = 8, .seed = 3};
+  batches.image = {.mean = {0.5f}, .std = {0.25f}, .crop_padding = 2, .horizontal_flip = true};
+  cohort::data::BatchIterator a(memory, batches), b(on_use, batches);
+  cohort::data::Batch x, y;
+  for (int step = 0; step < 12; ++step) {  // past an epoch's end
+    CAPTURE(step);
+    REQUIRE(a.next(x));
+    REQUIRE(b.next(y));
+    REQUIRE(x.labels == y.labels);
+    REQUIRE(std::vector<float>(x.features.span().begin(), x.features.span().end()) ==
+            std::vector<float>(y.features.span().begin(), y.features.span().end()));
+  }
+  // A file broken after the listing is found when a batch takes it, and named.
+  cohort::test::spit(dir / "class1/4.png", "no longer an image");
+  options.shard = {};
+  const Dataset broken = load_image_folder(dir.str(), options);
+  cohort::data::BatchIterator c = cohort::data::BatchIterator::in_order(broken, 100);
+  CHECK(data_error([&] { c.next(y); }) ==
+        dir / "class1/4.png" + ": not a PNG or JPEG image (its first bytes are neither format's)");
 }
