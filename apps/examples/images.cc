@@ -54,7 +54,7 @@ COHORT_DEFINE_string(filters, "32,64", "filters of each convolution block, comma
 COHORT_DEFINE_int(hidden, 128, "units of the dense layer before the logits", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_bool(horizontal_flip, false, "mirror training images left-right at random");
 COHORT_DEFINE_bool(decode_on_use, false,
-                   "folders: keep the training images' paths and decode each as a batch takes it (sets larger than memory)");
+                   "decode each training image as a batch takes it, keeping only its path (folders) or its encoded bytes (TFRecord)");
 COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
@@ -156,6 +156,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   records.width = layout.width;
   records.channels = layout.channels;
   records.shard = layout.shard;
+  records.in_memory = layout.in_memory;
   cohort::data::Dataset data =
       cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records);
   if (classes.empty())

@@ -5,7 +5,8 @@
 #   encoded PNG and JPEG images with int64 labels (the training set in three files, one
 #   gzip-compressed, named by a pattern), as TensorFlow's image pipelines store them: sync mode,
 #   1 ps task and 2 workers, 300 steps, test accuracy at least 0.80, as from the same images in
-#   folders (tests/apps/images_test.sh);
+#   folders (tests/apps/images_test.sh); kept encoded and decoded as batches take them
+#   (--decode_on_use), the same test loss and accuracy;
 # - apps/examples/tabular.cc on a regression stored as float lists (6 features, 2 targets, the
 #   data of tests/apps/user_data_test.sh): test MSE below 0.05, as from CSV;
 # - a record with a broken checksum ends the job within seconds, naming the file and record.
@@ -88,6 +89,11 @@ grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global 
 accuracy=$(json_value sync.json accuracy)
 at_least "$accuracy" 0.80 \
   || { echo "sync: test accuracy $accuracy, expected at least 0.80"; exit 1; }
+# The images kept encoded and decoded as batches take them: the same run to the last digit.
+run on_use 3 --ps_tasks=1 --mode=sync --train='records/train-*' --test=records/test.tfrecord \
+  --train_steps=300 --decode_on_use || { echo "the decode-on-use job failed"; exit 1; }
+[[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" sync.log) ]] \
+  || { echo "decoded on use, the run ended elsewhere than with the images in memory"; exit 1; }
 
 run_job "$tabular" regression 3 --train=records/regression-train.tfrecord --test=records/regression-test.tfrecord \
   --target_columns=y --loss=mean_squared_error --hidden=64,64 --train_steps=1500 \

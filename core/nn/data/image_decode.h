@@ -63,6 +63,12 @@ Tensor decode_images(std::int64_t count, const std::function<std::string(std::in
                      const std::function<std::string(std::int64_t)>& name,
                      const ImageLayout& layout, const std::string& where);
 
+/// Encoded images (`bytes`, named `names` in errors), each decoded as decode_images() does when
+/// its example is used.
+std::shared_ptr<const ExampleSource> encoded_images(std::vector<std::string> bytes,
+                                                    std::vector<std::string> names,
+                                                    const ImageLayout& layout);
+
 /// The image files at `paths`, each decoded as decode_images() does when its example is used.
 std::shared_ptr<const ExampleSource> image_files(std::vector<std::string> paths,
                                                  const ImageLayout& layout);

@@ -101,7 +101,29 @@ class ImageFiles : public ExampleSource {
   ImageLayout layout_;
 };
 
+// Encoded images held in memory (a few percent of their floats' size), decoded as used.
+class EncodedImages : public ExampleSource {
+ public:
+  EncodedImages(std::vector<std::string> bytes, std::vector<std::string> names, ImageLayout layout)
+      : bytes_(std::move(bytes)), names_(std::move(names)), layout_(std::move(layout)) {}
+
+  void read(std::int64_t i, float* out) const override {
+    const auto at = static_cast<std::size_t>(i);
+    decode_into(bytes_.at(at), names_.at(at), layout_, out);
+  }
+
+ private:
+  std::vector<std::string> bytes_, names_;
+  ImageLayout layout_;
+};
+
 }  // namespace
+
+std::shared_ptr<const ExampleSource> encoded_images(std::vector<std::string> bytes,
+                                                    std::vector<std::string> names,
+                                                    const ImageLayout& layout) {
+  return std::make_shared<EncodedImages>(std::move(bytes), std::move(names), layout);
+}
 
 std::shared_ptr<const ExampleSource> image_files(std::vector<std::string> paths,
                                                  const ImageLayout& layout) {

@@ -326,6 +326,19 @@ bool encoded_image(std::string_view bytes) {
 // How the features of every record are read, from the first record.
 enum class Input { kNumbers, kImage, kRawBytes };
 
+// The number of classes: `given`, or the largest of every record's `labels` + 1; a DataError
+// naming `name` when a label is not below it.
+int resolve_classes(const std::vector<std::int64_t>& labels, int given, const std::string& name) {
+  const std::int64_t largest = *std::max_element(labels.begin(), labels.end());
+  const int num_classes = given > 0 ? given : static_cast<int>(largest) + 1;
+  if (largest >= num_classes) {
+    const auto at = std::find(labels.begin(), labels.end(), largest) - labels.begin();
+    detail::fail(name, "label " + std::to_string(largest) + " (record " + std::to_string(at) +
+                           " of all) is not below num_classes " + std::to_string(num_classes));
+  }
+  return num_classes;
+}
+
 }  // namespace
 
 Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
@@ -491,6 +504,22 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
 
   const std::int64_t kept = kept_count;
   Tensor x;
+  if (*input == Input::kImage && !options.in_memory) {
+    const detail::ImageLayout layout = detail::image_layout(
+        options.height, options.width, options.channels, first_image, first);
+    auto storage = std::make_shared<Storage>();
+    storage->source_shape = {kept, layout.height, layout.width, layout.channels};
+    storage->source = detail::encoded_images(std::move(images), std::move(image_names), layout);
+    storage->name = name;
+    if (options.label.empty()) {
+      storage->targets = Tensor({kept, static_cast<std::int64_t>(targets_per_record)}, targets);
+      storage->num_classes = 0;
+    } else {
+      storage->labels = std::move(kept_labels);
+      storage->num_classes = resolve_classes(labels, options.num_classes, name);
+    }
+    return Dataset(std::move(storage));
+  }
   if (*input == Input::kImage) {
     const detail::ImageLayout layout = detail::image_layout(
         options.height, options.width, options.channels, first_image, first);
@@ -508,15 +537,8 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
     return Dataset::from_arrays(std::move(x),
                                 Tensor({kept, static_cast<std::int64_t>(targets_per_record)}, targets),
                                 name);
-  const std::int64_t largest = *std::max_element(labels.begin(), labels.end());
-  int num_classes = options.num_classes;
-  if (num_classes == 0) num_classes = static_cast<int>(largest) + 1;
-  if (largest >= num_classes) {
-    const auto at = std::find(labels.begin(), labels.end(), largest) - labels.begin();
-    detail::fail(name, "label " + std::to_string(largest) + " (record " + std::to_string(at) +
-                           " of all) is not below num_classes " + std::to_string(num_classes));
-  }
-  return Dataset::from_arrays(std::move(x), std::move(kept_labels), num_classes, name);
+  return Dataset::from_arrays(std::move(x), std::move(kept_labels),
+                              resolve_classes(labels, options.num_classes, name), name);
 }
 
 }  // namespace cohort::data

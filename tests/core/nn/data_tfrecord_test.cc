@@ -254,6 +254,19 @@ TEST_CASE("images in records: encoded PNG decoded, raw bytes with a shape") {
   const Dataset bytes = load_tfrecord({dir / "raw.tfrecord"}, raw_options);
   check_same_dataset(images, bytes);
   CHECK(values(bytes, 3)[5] == 125.0f / 255.0f);
+  // Kept encoded and decoded as used: the same examples.
+  options.in_memory = false;
+  const Dataset on_use = load_tfrecord({dir / "png.tfrecord"}, options);
+  CHECK_FALSE(on_use.in_memory());
+  REQUIRE(on_use.size() == 4);
+  CHECK(on_use.num_classes() == 2);
+  std::vector<float> made(6);
+  for (std::int64_t i = 0; i < 4; ++i) {
+    on_use.read_example(i, made.data());
+    CHECK(made == values(images, i));
+    CHECK(on_use.label(i) == images.label(i));
+  }
+  options.in_memory = true;
   options.height = 4;
   options.width = 6;
   options.channels = 3;
