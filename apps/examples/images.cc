@@ -54,7 +54,7 @@ COHORT_DEFINE_string(filters, "32,64", "filters of each convolution block, comma
 COHORT_DEFINE_int(hidden, 128, "units of the dense layer before the logits", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_bool(horizontal_flip, false, "mirror training images left-right at random");
 COHORT_DEFINE_bool(decode_on_use, false,
-                   "decode each training image as a batch takes it, keeping only its path (folders) or its encoded bytes (TFRecord)");
+                   "decode each image as a batch takes it, keeping only its path (folders) or its encoded bytes (TFRecord)");
 COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
@@ -197,7 +197,6 @@ int Main(int argc, char** argv) {
     read.height = train.example_shape()[0];
     read.width = train.example_shape()[1];
     read.channels = static_cast<int>(train.example_shape()[2]);
-    read.in_memory = true;
     test = FLAGS_test.empty() ? load("train", FLAGS_train, read, classes)
                               : load("test", FLAGS_test, read, classes);
   }
@@ -228,10 +227,11 @@ int Main(int argc, char** argv) {
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
     const cohort::StepMetrics m = trainer.evaluate(*test);
-    std::printf("images: %d workers, %lld images of %s in %d classes, global step %lld, "
+    std::printf("images: %d workers, %lld images of %s in %d classes%s, global step %lld, "
                 "test loss %.4f, test accuracy %.4f\n",
                 server.num_replicas(), static_cast<long long>(examples),
                 cohort::to_string(example).c_str(), num_classes,
+                train.in_memory() ? "" : " (decoded on use)",
                 static_cast<long long>(trainer.global_step()), m.loss, m.accuracy);
     if (!FLAGS_metrics_json.empty())
       std::ofstream(FLAGS_metrics_json)

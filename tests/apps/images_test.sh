@@ -106,6 +106,8 @@ check_accuracy resized 0.80
 # same model to the last digit printed.
 run on_use 2 --mode=allreduce --train=train --test=test --train_steps=300 --height=32 --width=32 \
   --channels=3 --horizontal_flip --decode_on_use || { echo "the decode-on-use job failed"; exit 1; }
+grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes (decoded on use), " on_use.log \
+  || { echo "on_use: the images were not decoded on use"; exit 1; }
 [[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" resized.log) ]] \
   || { echo "decoded on use, the run ended elsewhere than with the images in memory"; exit 1; }
 

@@ -92,6 +92,8 @@ at_least "$accuracy" 0.80 \
 # The images kept encoded and decoded as batches take them: the same run to the last digit.
 run on_use 3 --ps_tasks=1 --mode=sync --train='records/train-*' --test=records/test.tfrecord \
   --train_steps=300 --decode_on_use || { echo "the decode-on-use job failed"; exit 1; }
+grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes (decoded on use), " on_use.log \
+  || { echo "on_use: the images were not decoded on use"; exit 1; }
 [[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" sync.log) ]] \
   || { echo "decoded on use, the run ended elsewhere than with the images in memory"; exit 1; }
 

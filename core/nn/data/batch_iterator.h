@@ -83,7 +83,10 @@ class BatchIterator {
 
   /// Writes the next batch, b being batch_size or, for a short last batch, fewer. Resizes the
   /// buffers, which reuse their memory: after the first full batch, steady-state calls allocate
-  /// nothing (except the order of a new shuffled epoch, built in place).
+  /// nothing for a dataset in memory (except the order of a new shuffled epoch, built in place).
+  /// Examples not in memory are made on every intra-op thread (the threads of the step, if it
+  /// runs meanwhile, share the cores with them). A batch that throws (a file that does not
+  /// decode) is not taken: the next call tries it again.
   /// At the end of an epoch (no batch left in it): with `repeat`, goes on with the first batch of
   /// the next epoch; without, leaves the batch alone, moves to the next epoch and returns false.
   bool next(Batch& batch);

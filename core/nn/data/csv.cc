@@ -34,24 +34,29 @@ class LineReader {
     for (;;) {
       const std::size_t end = buffer_.find('\n', scanned_);
       if (end != std::string::npos) {
+        seen_line_break_ = true;
         line = std::string_view(buffer_).substr(start_, end - start_);
         start_ = scanned_ = end + 1;
         return true;
       }
       if (at_end_) {
+        if (!seen_line_break_) refuse_cr_alone();
         if (start_ == buffer_.size()) return false;
         line = std::string_view(buffer_).substr(start_);  // a last line without '\n'
         start_ = scanned_ = buffer_.size();
         return true;
       }
+      // No line break in the file's first megabyte, but a CR: its lines end in CR alone (the check
+      // at the end of a smaller file is the one below).
+      if (!seen_line_break_ && buffer_.size() >= kPiece) refuse_cr_alone();
       // The partial line moves to the front, and the next piece comes after it.
       buffer_.erase(0, start_);
       scanned_ = buffer_.size();
       start_ = 0;
       buffer_.resize(scanned_ + kPiece);
-      const std::int64_t got = file_.read(buffer_.data() + scanned_, kPiece);
+      const std::int64_t got = file_.read(buffer_.data() + scanned_, static_cast<std::int64_t>(kPiece));
       buffer_.resize(scanned_ + static_cast<std::size_t>(got));
-      if (got < kPiece) {
+      if (got < static_cast<std::int64_t>(kPiece)) {
         at_end_ = true;
         if (file_.stream_cut()) fail(file_.path(), "the gzip stream ends early (a truncated file)");
       }
@@ -59,12 +64,19 @@ class LineReader {
   }
 
  private:
-  static constexpr std::int64_t kPiece = 1 << 20;
+  // A file without '\n' but with '\r': its lines end in CR alone (old Mac OS).
+  void refuse_cr_alone() const {
+    if (buffer_.find('\r', start_) != std::string::npos)
+      fail(file_.path(), "its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
+  }
+
+  static constexpr std::size_t kPiece = 1 << 20;
   detail::GzReader file_;
   std::string buffer_;
   std::size_t start_ = 0;    // the next line's first byte
   std::size_t scanned_ = 0;  // bytes from start_ up to here hold no '\n'
   bool at_end_ = false;
+  bool seen_line_break_ = false;
 };
 
 std::string_view trim(std::string_view s) {
@@ -159,12 +171,8 @@ class CsvReader {
     std::int32_t largest = 0;  // label, of every row
     bool resolved = false;
     while (lines.next(line)) {
-      if (++line_number == 1) {
-        if (line.starts_with("\xef\xbb\xbf")) line.remove_prefix(3);  // a UTF-8 byte order mark
-        // A CR inside the first line: the file's lines end in CR alone.
-        if (const std::size_t cr = line.find('\r'); cr != std::string_view::npos && cr + 1 < line.size())
-          fail(path_, "its lines end in CR alone (old Mac OS): save it with LF or CRLF line ends");
-      }
+      if (++line_number == 1 && line.starts_with("\xef\xbb\xbf"))
+        line.remove_prefix(3);  // a UTF-8 byte order mark
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       if (const char* wrong = split(line, options_.delimiter, fields, unescaped))
         fail(path_, "line " + std::to_string(line_number) + ": " + wrong);

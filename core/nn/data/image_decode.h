@@ -63,14 +63,17 @@ Tensor decode_images(std::int64_t count, const std::function<std::string(std::in
                      const std::function<std::string(std::int64_t)>& name,
                      const ImageLayout& layout, const std::string& where);
 
-/// Encoded images (`bytes`, named `names` in errors), each decoded as decode_images() does when
-/// its example is used.
+/// Encoded images (`bytes`; image i named name(i) in errors), each decoded as decode_images()
+/// does when its example is used; `where` names the set in the warning that colour images are
+/// read as grey (given once).
 std::shared_ptr<const ExampleSource> encoded_images(std::vector<std::string> bytes,
-                                                    std::vector<std::string> names,
-                                                    const ImageLayout& layout);
+                                                    std::function<std::string(std::int64_t)> name,
+                                                    const ImageLayout& layout,
+                                                    const std::string& where);
 
 /// The image files at `paths`, each decoded as decode_images() does when its example is used.
 std::shared_ptr<const ExampleSource> image_files(std::vector<std::string> paths,
-                                                 const ImageLayout& layout);
+                                                 const ImageLayout& layout,
+                                                 const std::string& where);
 
 }  // namespace cohort::data::detail

@@ -168,7 +168,7 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
     auto storage = std::make_shared<Storage>();
     storage->source_shape = {static_cast<std::int64_t>(paths.size()), layout.height,
                              layout.width, layout.channels};
-    storage->source = detail::image_files(std::move(paths), layout);
+    storage->source = detail::image_files(std::move(paths), layout, dir);
     storage->labels = std::move(labels);
     storage->num_classes = static_cast<int>(classes.size());
     storage->name = dir;

@@ -2,6 +2,7 @@
 // on every OpenMP thread (load_image_folder, load_images and the TFRecord reader share it).
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -85,49 +86,53 @@ bool decode_into(std::string_view bytes, const std::string& name, const ImageLay
   return image.file_channels > layout.channels;
 }
 
-// Image files decoded as their examples are used.
-class ImageFiles : public ExampleSource {
+// Images decoded as their examples are used: image i's bytes are bytes(i), named name(i).
+class DecodedOnUse : public ExampleSource {
  public:
-  ImageFiles(std::vector<std::string> paths, ImageLayout layout)
-      : paths_(std::move(paths)), layout_(std::move(layout)) {}
+  DecodedOnUse(std::function<std::string(std::int64_t)> bytes,
+               std::function<std::string(std::int64_t)> name, ImageLayout layout, std::string where)
+      : bytes_(std::move(bytes)), name_(std::move(name)), layout_(std::move(layout)),
+        where_(std::move(where)) {}
 
   void read(std::int64_t i, float* out) const override {
-    const std::string& path = paths_.at(static_cast<std::size_t>(i));
-    decode_into(read_whole_file(path, "a PNG or JPEG image"), path, layout_, out);
+    const bool greyed = decode_into(bytes_(i), name_(i), layout_, out);
+    // Said once, for the first colour image read as grey because the first image is grey.
+    if (greyed && !layout_.channels_given && !warned_.exchange(true))
+      std::fprintf(stderr,
+                   "[%s] warning: %s: colour images are read as grey because the first (%s) is "
+                   "grey (%s is one); give 3 channels to keep their colour\n",
+                   process_label().c_str(), where_.c_str(), layout_.first.c_str(),
+                   name_(i).c_str());
   }
 
  private:
-  std::vector<std::string> paths_;
+  std::function<std::string(std::int64_t)> bytes_, name_;
   ImageLayout layout_;
-};
-
-// Encoded images held in memory (a few percent of their floats' size), decoded as used.
-class EncodedImages : public ExampleSource {
- public:
-  EncodedImages(std::vector<std::string> bytes, std::vector<std::string> names, ImageLayout layout)
-      : bytes_(std::move(bytes)), names_(std::move(names)), layout_(std::move(layout)) {}
-
-  void read(std::int64_t i, float* out) const override {
-    const auto at = static_cast<std::size_t>(i);
-    decode_into(bytes_.at(at), names_.at(at), layout_, out);
-  }
-
- private:
-  std::vector<std::string> bytes_, names_;
-  ImageLayout layout_;
+  std::string where_;
+  mutable std::atomic<bool> warned_{false};
 };
 
 }  // namespace
 
 std::shared_ptr<const ExampleSource> encoded_images(std::vector<std::string> bytes,
-                                                    std::vector<std::string> names,
-                                                    const ImageLayout& layout) {
-  return std::make_shared<EncodedImages>(std::move(bytes), std::move(names), layout);
+                                                    std::function<std::string(std::int64_t)> name,
+                                                    const ImageLayout& layout,
+                                                    const std::string& where) {
+  auto held = std::make_shared<const std::vector<std::string>>(std::move(bytes));
+  return std::make_shared<DecodedOnUse>(
+      [held](std::int64_t i) { return held->at(static_cast<std::size_t>(i)); }, std::move(name),
+      layout, where);
 }
 
 std::shared_ptr<const ExampleSource> image_files(std::vector<std::string> paths,
-                                                 const ImageLayout& layout) {
-  return std::make_shared<ImageFiles>(std::move(paths), layout);
+                                                 const ImageLayout& layout,
+                                                 const std::string& where) {
+  auto held = std::make_shared<const std::vector<std::string>>(std::move(paths));
+  return std::make_shared<DecodedOnUse>(
+      [held](std::int64_t i) {
+        return read_whole_file(held->at(static_cast<std::size_t>(i)), "a PNG or JPEG image");
+      },
+      [held](std::int64_t i) { return held->at(static_cast<std::size_t>(i)); }, layout, where);
 }
 
 void check_image_options(const std::string& where, std::int64_t height, std::int64_t width,

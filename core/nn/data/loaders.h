@@ -183,7 +183,7 @@ struct TFRecordOptions {
   /// A worker's share of the records (what Dataset::shard keeps): every record is read and its
   /// label checked, only these are converted (and their images decoded) and kept.
   ShardSpec shard{};
-  /// Encoded images: false keeps the encoded bytes (a few percent of the floats' size) and
+  /// Encoded images: false keeps the encoded bytes (a tenth of the floats' size or less) and
   /// decodes each image when a batch takes it (see ImageFolderOptions::in_memory).
   bool in_memory = true;
 };

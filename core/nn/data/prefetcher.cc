@@ -51,7 +51,7 @@ bool BatchPrefetcher::next(Batch& batch) {
     wake_.notify_one();
     filled_.wait(lock, [&] { return ready_ > 0 || error_ != nullptr; });
   }
-  if (ready_ == 0) {  // filling this batch threw: rethrown here; the loader goes on with the next
+  if (ready_ == 0) {  // filling this batch threw: rethrown here; the loader tries it again
     std::exception_ptr error = std::exchange(error_, nullptr);
     lock.unlock();
     wake_.notify_one();

@@ -21,6 +21,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -80,6 +82,11 @@ class RecordReader {
   // record length may begin with too (35615 + 65536 k bytes): a plain file is told by its first
   // length's checksum instead, read before anything else.
   explicit RecordReader(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {  // a pipe cannot be read twice: zlib decides
+      file_.emplace(path, kTFRecordFile, detail::GzReader::Compression::kDetect);
+      return;
+    }
     file_.emplace(path, kTFRecordFile, detail::GzReader::Compression::kNone);
     pending_.resize(12);
     pending_.resize(static_cast<std::size_t>(file_->read(pending_.data(), 12)));
@@ -129,7 +136,9 @@ class RecordReader {
   }
 
   // Where the current record is, for messages: "PATH: record N" (0-based, in this file).
-  std::string where() const { return file_->path() + ": record " + std::to_string(index_ - 1); }
+  std::string where() const { return file_->path() + ": record " + std::to_string(index()); }
+  // The current record's index in its file.
+  std::int64_t index() const { return index_ - 1; }
 
  private:
   static bool length_checksum_holds(std::string_view header) {
@@ -366,11 +375,12 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
   std::int64_t index = 0;  // over all files
   std::int64_t kept_count = 0;
   std::vector<float> numbers, targets;
-  std::vector<std::string> images, image_names;  // the shard's encoded images
+  std::vector<std::string> images;                // the shard's encoded images
+  std::vector<std::pair<std::size_t, std::int64_t>> image_records;  // their file and record
   std::vector<std::int64_t> labels;               // every record's, checked
   std::vector<std::int32_t> kept_labels;
-  for (const std::string& path : files) {
-    RecordReader reader(path);
+  for (std::size_t file_index = 0; file_index < files.size(); ++file_index) {
+    RecordReader reader(files[file_index]);
     while (reader.next(data)) {
       const bool kept = index % options.shard.count == options.shard.index;
       seen.clear();
@@ -472,7 +482,7 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
         switch (*input) {
           case Input::kImage:
             images.emplace_back(x.bytes[0]);
-            image_names.push_back(where + " (feature '" + options.features + "')");
+            image_records.emplace_back(file_index, reader.index());
             break;
           case Input::kRawBytes:
             for (const char c : x.bytes[0])
@@ -503,13 +513,19 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
                                                                    std::to_string(files.size() - 1) + " more";
 
   const std::int64_t kept = kept_count;
+  // An image's name in messages, made when needed: "PATH: record N (feature 'F')".
+  const std::function<std::string(std::int64_t)> image_name =
+      [files, records = std::move(image_records), feature = options.features](std::int64_t i) {
+        const auto& [file, record] = records[static_cast<std::size_t>(i)];
+        return files[file] + ": record " + std::to_string(record) + " (feature '" + feature + "')";
+      };
   Tensor x;
   if (*input == Input::kImage && !options.in_memory) {
     const detail::ImageLayout layout = detail::image_layout(
         options.height, options.width, options.channels, first_image, first);
     auto storage = std::make_shared<Storage>();
     storage->source_shape = {kept, layout.height, layout.width, layout.channels};
-    storage->source = detail::encoded_images(std::move(images), std::move(image_names), layout);
+    storage->source = detail::encoded_images(std::move(images), image_name, layout, name);
     storage->name = name;
     if (options.label.empty()) {
       storage->targets = Tensor({kept, static_cast<std::int64_t>(targets_per_record)}, targets);
@@ -525,7 +541,7 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
         options.height, options.width, options.channels, first_image, first);
     x = detail::decode_images(
         kept, [&](std::int64_t i) { return images[static_cast<std::size_t>(i)]; },
-        [&](std::int64_t i) { return image_names[static_cast<std::size_t>(i)]; }, layout, name);
+        image_name, layout, name);
   } else {
     Shape shape{kept};
     const Shape example =

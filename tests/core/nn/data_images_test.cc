@@ -20,6 +20,7 @@
 #include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/data/loaders.h"
+#include "cohort/core/nn/threads.h"
 #include "loader_checks.h"
 #include "support/skip.h"
 #include "support/temp_dir.h"
@@ -539,23 +540,38 @@ TEST_CASE("images decoded as they are used give what the images in memory give")
   const auto sums = cohort::data::feature_sums(on_use), memory_sums = cohort::data::feature_sums(memory);
   CHECK(sums.sum == memory_sums.sum);
   CHECK(sums.sum_squares == memory_sums.sum_squares);
+  // Made on three threads (tests run with one by default).
+  const int threads = cohort::intra_op_threads();
+  cohort::set_intra_op_threads(3);
   cohort::data::BatchOptions batches{.batch_size = 8, .seed = 3};
   batches.image = {.mean = {0.5f}, .std = {0.25f}, .crop_padding = 2, .horizontal_flip = true};
   cohort::data::BatchIterator a(memory, batches), b(on_use, batches);
   cohort::data::Batch x, y;
+  const auto same = [](const cohort::data::Batch& p, const cohort::data::Batch& q) {
+    return p.labels == q.labels &&
+           std::vector<float>(p.features.span().begin(), p.features.span().end()) ==
+               std::vector<float>(q.features.span().begin(), q.features.span().end());
+  };
   for (int step = 0; step < 12; ++step) {  // past an epoch's end
     CAPTURE(step);
     REQUIRE(a.next(x));
     REQUIRE(b.next(y));
-    REQUIRE(x.labels == y.labels);
-    REQUIRE(std::vector<float>(x.features.span().begin(), x.features.span().end()) ==
-            std::vector<float>(y.features.span().begin(), y.features.span().end()));
+    REQUIRE(same(x, y));
   }
+  // Neither cropped nor flipped (evaluation's batches): made in place, normalised.
+  auto c = cohort::data::BatchIterator::in_order(memory, 16, batches.image);
+  auto d = cohort::data::BatchIterator::in_order(on_use, 16, batches.image);
+  for (int step = 0; step < 3; ++step) {
+    REQUIRE(c.next(x));
+    REQUIRE(d.next(y));
+    REQUIRE(same(x, y));
+  }
+  cohort::set_intra_op_threads(threads);
   // A file broken after the listing is found when a batch takes it, and named.
   cohort::test::spit(dir / "class1/4.png", "no longer an image");
   options.shard = {};
   const Dataset broken = load_image_folder(dir.str(), options);
-  cohort::data::BatchIterator c = cohort::data::BatchIterator::in_order(broken, 100);
-  CHECK(data_error([&] { c.next(y); }) ==
+  cohort::data::BatchIterator e = cohort::data::BatchIterator::in_order(broken, 100);
+  CHECK(data_error([&] { e.next(y); }) ==
         dir / "class1/4.png" + ": not a PNG or JPEG image (its first bytes are neither format's)");
 }
