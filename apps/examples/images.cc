@@ -42,7 +42,10 @@
 
 COHORT_DEFINE_string(train, "",
                      "training images: a folder with a subfolder of images per class, or TFRecord files");
-COHORT_DEFINE_string(test, "", "test images, the same way (empty: evaluate on the training images)");
+COHORT_DEFINE_string(test, "", "test images, the same way (empty: evaluate on the training images, or on --validation_split's)");
+COHORT_DEFINE_float(validation_split, 0,
+                    "without --test: hold out this fraction of --train's folder (shuffled by --seed) to evaluate on",
+                    cohort::flags::Range{0, 1});
 COHORT_DEFINE_string(tfrecord_image, "image/encoded", "TFRecord: the feature holding the encoded image");
 COHORT_DEFINE_string(tfrecord_label, "image/class/label", "TFRecord: the int64 feature holding the class label");
 COHORT_DEFINE_int(height, 0, "resize every image to this height (0, with --width=0: keep the size)",
@@ -148,6 +151,9 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     layout.class_names = classes;
     return cohort::data::load_image_folder(spec, layout, &classes);
   }
+  if (layout.validation_split > 0)
+    throw cohort::InvalidArgument("--validation_split: for a folder of images; --" + what + "=" +
+                                  spec + " is TFRecord files");
   cohort::data::TFRecordOptions records;
   records.features = FLAGS_tfrecord_image;
   records.label = FLAGS_tfrecord_label;
@@ -179,6 +185,10 @@ int Main(int argc, char** argv) {
   read.channels = FLAGS_channels;
   read.shard = {server.replica_index(), server.num_replicas()};
   read.in_memory = !FLAGS_decode_on_use;
+  if (FLAGS_test.empty() && FLAGS_validation_split > 0) {
+    read.validation_split = FLAGS_validation_split;
+    read.seed = static_cast<std::uint64_t>(FLAGS_seed);
+  }
   std::vector<std::string> classes;
   const cohort::data::Dataset train = load("train", FLAGS_train, read, classes);
   const std::int64_t examples = server.replicas().allreduce(train.size());
@@ -197,6 +207,7 @@ int Main(int argc, char** argv) {
     read.height = train.example_shape()[0];
     read.width = train.example_shape()[1];
     read.channels = static_cast<int>(train.example_shape()[2]);
+    read.subset = cohort::data::ImageFolderOptions::Subset::kValidation;  // with a split
     test = FLAGS_test.empty() ? load("train", FLAGS_train, read, classes)
                               : load("test", FLAGS_test, read, classes);
   }

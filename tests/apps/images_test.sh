@@ -4,7 +4,8 @@
 # class, as a user's photos would be:
 # - sync mode, 1 ps task and 2 workers, 300 steps: test accuracy at least 0.80 (one guess in ten
 #   gets 0.10; the network reaches 0.85 - 0.86 here, seeds 1 - 4);
-# - a second run on 1 process restores that run's checkpoint (the same test loss and accuracy,
+# - the training folder alone, a fifth held out (--validation_split=0.2): the same bar on it;
+# - a second run on 1 process restores the first run's checkpoint (the same test loss and accuracy,
 #   no more training) and classifies the test set's bags: at least 80% called "Bag";
 # - allreduce on 2 workers, every image resized to 32x32 and read as RGB, with random flips:
 #   the same bar; and the same run with the images decoded as batches take them
@@ -79,6 +80,13 @@ run sync 3 --ps_tasks=1 --mode=sync --train=train --test=test --train_steps=300 
 grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
   || { echo "sync: not every image was read, or not as 28x28 grey"; exit 1; }
 check_accuracy sync 0.80
+
+# One folder, a fifth held out to evaluate on (Keras's validation_split): 2400 to train on.
+run split 3 --ps_tasks=1 --mode=sync --train=train --validation_split=0.2 --train_steps=300 \
+  --metrics_json=split.json || { echo "the validation-split job failed"; exit 1; }
+grep -q "^images: 2 workers, 2400 images of \[28, 28, 1\] in 10 classes, global step 300," split.log \
+  || { echo "split: not 2400 training images"; exit 1; }
+check_accuracy split 0.80
 
 # The trained model back from its checkpoint, classifying new pictures.
 bags=$(ls test/Bag | wc -l)

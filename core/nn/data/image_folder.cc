@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
+#include <random>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "cohort/core/nn/data/files.h"
 #include "cohort/core/nn/data/image_decode.h"
 #include "cohort/core/nn/data/loaders.h"
+#include "cohort/core/nn/data/random.h"
 
 namespace cohort::data {
 namespace {
@@ -113,6 +116,35 @@ std::vector<Entry> list_images(const std::string& dir, const std::vector<std::st
   return entries;
 }
 
+// The training or validation subset of `entries` (ImageFolderOptions::validation_split), in
+// their order.
+std::vector<Entry> subset(std::vector<Entry> entries, const ImageFolderOptions& options,
+                          const std::string& dir) {
+  const double split = options.validation_split;
+  if (!(split > 0 && split < 1))
+    throw InvalidArgument(dir + ": validation_split " + std::to_string(split) +
+                          " (a fraction in (0, 1), or 0 for every image)");
+  const std::size_t n = entries.size();
+  const auto validation = static_cast<std::size_t>(split * static_cast<double>(n));
+  if (validation == 0 || validation == n)
+    detail::fail(dir, "validation_split " + std::to_string(split) + " of " + std::to_string(n) +
+                          " images leaves the " + (validation == 0 ? "validation" : "training") +
+                          " subset empty");
+  // A Fisher-Yates shuffle of the positions, by the pipeline's portable draws.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::mt19937_64 engine(detail::mix_seed(options.seed, 0x7661));
+  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[detail::uniform_below(engine, i)]);
+  const bool training = options.subset == ImageFolderOptions::Subset::kTraining;
+  std::vector<std::size_t> chosen(training ? order.begin() : order.end() - static_cast<std::ptrdiff_t>(validation),
+                                  training ? order.end() - static_cast<std::ptrdiff_t>(validation) : order.end());
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<Entry> out;
+  out.reserve(chosen.size());
+  for (const std::size_t i : chosen) out.push_back(std::move(entries[i]));
+  return out;
+}
+
 constexpr const char* kImageFile = "a PNG or JPEG image";
 
 // The image files at `paths` as [n, height, width, channels]; `first` (the whole set's first
@@ -140,7 +172,7 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
       class_list(dir, subfolders(dir), options.class_names);
   std::int64_t skipped = 0;
   std::string skipped_example;
-  const std::vector<Entry> entries = list_images(dir, classes, skipped, skipped_example);
+  std::vector<Entry> entries = list_images(dir, classes, skipped, skipped_example);
   if (skipped > 0)
     std::fprintf(stderr,
                  "[%s] warning: %s: passed over %lld files without a .png, .jpg or .jpeg name "
@@ -150,6 +182,7 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
   if (entries.empty())
     detail::fail(dir, "no .png, .jpg or .jpeg images in its " + std::to_string(classes.size()) +
                           " class subfolders (" + join(classes) + ")");
+  if (options.validation_split != 0) entries = subset(std::move(entries), options, dir);
 
   // The shard's images; the first of the whole set decides what the options leave open.
   std::vector<std::string> paths;

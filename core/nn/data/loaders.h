@@ -121,6 +121,14 @@ struct ImageFolderOptions {
   std::vector<std::string> class_names{};
   /// A worker's share of the images (what Dataset::shard keeps): only they are decoded and kept.
   ShardSpec shard{};
+  /// Keras's validation_split and subset, for a folder without a test set of its own: with a
+  /// split in (0, 1), the images (of every class) are shuffled by `seed`, the last
+  /// floor(split * n) form the validation subset and the others the training subset, and
+  /// `subset` says which this call reads (another call with the same split and seed reads the
+  /// rest); each subset keeps the folder's order. 0: every image.
+  double validation_split = 0;
+  enum class Subset { kTraining, kValidation } subset = Subset::kTraining;
+  std::uint64_t seed = 0;
   /// false: only the files' paths are kept, and each image is decoded when a batch takes it
   /// (again each epoch, on every intra-op thread; Dataset::in_memory() says so), for sets larger
   /// than memory; a file that does not decode is then found when it is first used.

@@ -575,3 +575,51 @@ TEST_CASE("images decoded as they are used give what the images in memory give")
   CHECK(data_error([&] { e.next(y); }) ==
         dir / "class1/4.png" + ": not a PNG or JPEG image (its first bytes are neither format's)");
 }
+
+TEST_CASE("a validation split: the two subsets part the folder, by the seed, each in its order") {
+  TempDir dir("data_images_test");
+  for (int i = 0; i < 50; ++i)
+    write_png(dir / ("c" + std::to_string(i % 2) + "/" + std::to_string(100 + i) + ".png"), 1, 1, 1,
+              {static_cast<std::uint8_t>(i)});
+  ImageFolderOptions options;
+  options.validation_split = 0.3;
+  options.seed = 5;
+  const Dataset training = load_image_folder(dir.str(), options);
+  options.subset = ImageFolderOptions::Subset::kValidation;
+  const Dataset validation = load_image_folder(dir.str(), options);
+  REQUIRE(validation.size() == 15);  // floor(0.3 * 50)
+  REQUIRE(training.size() == 35);
+  std::vector<float> seen;
+  for (const Dataset* d : {&training, &validation})
+    for (std::int64_t i = 0; i < d->size(); ++i) {
+      seen.push_back(values(*d, i)[0]);
+      // Class c holds the images of parity c.
+      CHECK(static_cast<int>(std::lround(values(*d, i)[0] * 255)) % 2 == d->label(i));
+    }
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // disjoint
+  CHECK(seen.size() == 50);                                           // and whole
+  // The folder's order within a subset: class by class, then by name.
+  for (std::int64_t i = 1; i < validation.size(); ++i)
+    CHECK((validation.label(i - 1) < validation.label(i) ||
+           (validation.label(i - 1) == validation.label(i) && values(validation, i - 1)[0] < values(validation, i)[0])));
+  // The same seed, the same subset; another seed, another.
+  check_same_dataset(load_image_folder(dir.str(), options), validation);
+  options.seed = 6;
+  const Dataset other = load_image_folder(dir.str(), options);
+  bool differs = false;
+  for (std::int64_t i = 0; i < other.size(); ++i) differs = differs || values(other, i) != values(validation, i);
+  CHECK(differs);
+  // A shard of a subset is the subset's shard.
+  options.seed = 5;
+  options.subset = ImageFolderOptions::Subset::kTraining;
+  options.shard = {2, 3};
+  check_same_dataset(load_image_folder(dir.str(), options), training.shard(2, 3));
+  options.shard = {};
+  options.validation_split = 1.5;
+  CHECK(invalid_argument([&] { load_image_folder(dir.str(), options); }).find("validation_split 1.5") !=
+        std::string::npos);
+  options.validation_split = 0.01;
+  CHECK(data_error([&] { load_image_folder(dir.str(), options); })
+            .find("leaves the validation subset empty") != std::string::npos);
+}
