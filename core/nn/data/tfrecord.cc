@@ -332,9 +332,6 @@ bool encoded_image(std::string_view bytes) {
   return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff");
 }
 
-// How the features of every record are read, from the first record.
-enum class Input { kNumbers, kImage, kRawBytes };
-
 // The number of classes: `given`, or the largest of every record's `labels` + 1; a DataError
 // naming `name` when a label is not below it.
 int resolve_classes(const std::vector<std::int64_t>& labels, int given, const std::string& name) {
@@ -347,6 +344,194 @@ int resolve_classes(const std::vector<std::int64_t>& labels, int given, const st
   }
   return num_classes;
 }
+
+// What load_tfrecord gathers, record by record: the layout the first record sets, the checks of
+// every record against it, and the shard's values; then the dataset.
+class Collector {
+ public:
+  explicit Collector(const TFRecordOptions& options)
+      : options_(options), outcome_(options.label.empty() ? options.target : options.label) {}
+
+  // The features and outcome of the record at `where` (file `file`, its record `record`).
+  void add(const Feature& x, const Feature& y, const std::string& where, bool kept,
+           std::size_t file, std::int64_t record) {
+    if (!input_) learn_layout(x, y, where);
+    check_features(x, where);
+    check_outcome(x, y, where);
+    if (kept) keep(x, y, file, record);
+    ++records_;
+  }
+
+  Dataset dataset(const std::vector<std::string>& files) {
+    if (records_ == 0)
+      detail::fail(files.front(), "no records" + std::string(files.size() > 1 ? " in any of the files" : ""));
+    const std::string name = files.size() == 1 ? files.front()
+                                               : files.front() + " and " + std::to_string(files.size() - 1) + " more";
+    auto storage = std::make_shared<Storage>();
+    storage->name = name;
+    if (options_.label.empty()) {
+      storage->targets = Tensor({kept_, static_cast<std::int64_t>(targets_per_record_)}, targets_);
+      storage->num_classes = 0;
+    } else {
+      storage->labels = std::move(kept_labels_);
+      storage->num_classes = resolve_classes(labels_, options_.num_classes, name);
+    }
+    if (*input_ != Input::kImage) {
+      Shape shape{kept_};
+      const Shape example = options_.shape.empty()
+                                ? Shape{static_cast<std::int64_t>(values_per_record_)}
+                                : options_.shape;
+      shape.insert(shape.end(), example.begin(), example.end());
+      storage->features = Tensor(shape, numbers_);
+      return Dataset(std::move(storage));
+    }
+    // An image's name in messages, made when needed: "PATH: record N (feature 'F')".
+    const std::function<std::string(std::int64_t)> image_name =
+        [files, records = std::move(image_records_), feature = options_.features](std::int64_t i) {
+          const auto& [file, record] = records[static_cast<std::size_t>(i)];
+          return files[file] + ": record " + std::to_string(record) + " (feature '" + feature + "')";
+        };
+    const detail::ImageLayout layout = detail::image_layout(
+        options_.height, options_.width, options_.channels, first_image_, first_);
+    if (options_.in_memory) {
+      storage->features = detail::decode_images(
+          kept_, [&](std::int64_t i) { return images_[static_cast<std::size_t>(i)]; },
+          image_name, layout, name);
+    } else {
+      storage->source_shape = {kept_, layout.height, layout.width, layout.channels};
+      storage->source = detail::encoded_images(std::move(images_), image_name, layout, name);
+    }
+    return Dataset(std::move(storage));
+  }
+
+ private:
+  // How the features of every record are read, from the first record.
+  enum class Input { kNumbers, kImage, kRawBytes };
+
+  [[noreturn]] void fail_features(const std::string& where, const std::string& fault) const {
+    detail::fail(where, "feature '" + options_.features + "' " + fault);
+  }
+
+  // The first record says how the features are held; every other must agree.
+  void learn_layout(const Feature& x, const Feature& y, const std::string& where) {
+    first_ = where;
+    if (x.kind == Feature::kBytes) {
+      if (x.bytes.size() != 1)
+        fail_features(where, "holds " + std::to_string(x.bytes.size()) +
+                                 " byte strings, expected one (an encoded image or raw bytes)");
+      // With a shape, raw values (whatever their first bytes look like); else an image.
+      if (!options_.shape.empty()) {
+        input_ = Input::kRawBytes;
+      } else if (encoded_image(x.bytes[0])) {
+        input_ = Input::kImage;
+        first_image_ = std::string(x.bytes[0]);
+      } else {
+        fail_features(where, "holds bytes that are not a PNG or JPEG image: give the shape of its "
+                             "raw uint8 values (TFRecordOptions::shape)");
+      }
+    } else {
+      input_ = Input::kNumbers;
+    }
+    values_per_record_ = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
+    targets_per_record_ = y.size();
+    if (values_per_record_ == 0) fail_features(where, "holds no values");
+    if (!options_.target.empty() && targets_per_record_ == 0)
+      detail::fail(where, "target feature '" + options_.target + "' holds no values");
+    if (*input_ != Input::kImage && !options_.shape.empty() &&
+        num_elements(options_.shape) != static_cast<std::int64_t>(values_per_record_))
+      fail_features(where, "holds " + std::to_string(values_per_record_) + " values, which shape " +
+                               to_string(options_.shape) + " does not hold");
+  }
+
+  void check_features(const Feature& x, const std::string& where) const {
+    const bool bytes_expected = *input_ != Input::kNumbers;
+    if ((x.kind == Feature::kBytes) != bytes_expected)
+      fail_features(where, std::string("is ") + kind_name(x.kind) + ", where " + first_ + " has " +
+                               (bytes_expected ? "a bytes_list" : "numbers"));
+    if (x.kind == Feature::kBytes && x.bytes.size() != 1)
+      fail_features(where, "holds " + std::to_string(x.bytes.size()) + " byte strings, expected one" +
+                               (*input_ == Input::kImage ? " image" : ""));
+    if (*input_ != Input::kImage) {
+      const std::size_t count = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
+      if (count != values_per_record_)
+        fail_features(where, "holds " + std::to_string(count) + " values, where " + first_ +
+                                 " holds " + std::to_string(values_per_record_));
+    }
+  }
+
+  void check_outcome(const Feature& x, const Feature& y, const std::string& where) {
+    // Every record's numbers are checked, as CSV rows are, so every shard of a bad file fails
+    // alike: a NaN (a missing value's usual mark) or an infinity would surface as a NaN loss.
+    for (const Feature* f : {&x, &y})
+      for (std::size_t i = 0; i < f->floats.size(); ++i)
+        if (!std::isfinite(f->floats[i]))
+          detail::fail(where, "feature '" + (f == &x ? options_.features : outcome_) + "' value " +
+                                  std::to_string(i) + " is " +
+                                  (std::isnan(f->floats[i]) ? "nan" : "infinite") + " (a missing value?)");
+    if (!options_.label.empty()) {
+      if (y.kind != Feature::kInt64 || y.ints.size() != 1)
+        detail::fail(where, "label feature '" + options_.label + "' is " + kind_name(y.kind) +
+                                " of " + std::to_string(y.size()) +
+                                " values, expected an int64_list of one class label" +
+                                (y.kind == Feature::kFloat ? " (floats are targets)" : ""));
+      if (y.ints[0] < 0 || y.ints[0] >= std::numeric_limits<std::int32_t>::max())
+        detail::fail(where, "label " + std::to_string(y.ints[0]) + " is not a class index");
+      labels_.push_back(y.ints[0]);
+      return;
+    }
+    if (y.kind == Feature::kBytes)
+      detail::fail(where, "target feature '" + options_.target + "' is a bytes_list, expected numbers");
+    if (y.size() != targets_per_record_)
+      detail::fail(where, "target feature '" + options_.target + "' holds " +
+                              std::to_string(y.size()) + " values, where " + first_ + " holds " +
+                              std::to_string(targets_per_record_));
+  }
+
+  // Floats of a number list, appended to `out`.
+  static void append(const Feature& f, std::vector<float>& out) {
+    if (f.kind == Feature::kFloat) {
+      out.insert(out.end(), f.floats.begin(), f.floats.end());
+    } else {
+      for (const std::int64_t v : f.ints) out.push_back(static_cast<float>(v));
+    }
+  }
+
+  void keep(const Feature& x, const Feature& y, std::size_t file, std::int64_t record) {
+    switch (*input_) {
+      case Input::kImage:
+        images_.emplace_back(x.bytes[0]);
+        image_records_.emplace_back(file, record);
+        break;
+      case Input::kRawBytes:
+        for (const char c : x.bytes[0])
+          numbers_.push_back(static_cast<float>(static_cast<unsigned char>(c)) / 255.0f);
+        break;
+      case Input::kNumbers:
+        append(x, numbers_);
+        break;
+    }
+    if (options_.label.empty()) {
+      append(y, targets_);
+    } else {
+      kept_labels_.push_back(static_cast<std::int32_t>(y.ints[0]));
+    }
+    ++kept_;
+  }
+
+  const TFRecordOptions& options_;
+  const std::string& outcome_;
+  std::optional<Input> input_;
+  std::size_t values_per_record_ = 0, targets_per_record_ = 0;
+  std::string first_;  // the first record, for messages and the image layout
+  std::string first_image_;
+  std::int64_t records_ = 0;  // over all files
+  std::int64_t kept_ = 0;
+  std::vector<float> numbers_, targets_;
+  std::vector<std::string> images_;                                  // the shard's encoded images
+  std::vector<std::pair<std::size_t, std::int64_t>> image_records_;  // their file and record
+  std::vector<std::int64_t> labels_;                                 // every record's, checked
+  std::vector<std::int32_t> kept_labels_;
+};
 
 }  // namespace
 
@@ -362,27 +547,16 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
     throw InvalidArgument("load_tfrecord: feature '" + options.features +
                           "' named both as the features and as the label or target");
   const std::vector<std::string> files = expand(file_names);
-  const std::string& outcome = options.label.empty() ? options.target : options.label;
-  const std::vector<std::string> names{options.features, outcome};
-
+  const std::vector<std::string> names{options.features,
+                                       options.label.empty() ? options.target : options.label};
+  Collector collector(options);
   std::vector<Feature> parsed(2);
-  std::vector<std::string> seen;
+  std::vector<std::string> seen;  // every feature's name, for a message about one missing
   std::string data;
-  std::optional<Input> input;
-  std::size_t values_per_record = 0, targets_per_record = 0;
-  std::string first;  // the first record, for messages and the image layout
-  std::string first_image;
   std::int64_t index = 0;  // over all files
-  std::int64_t kept_count = 0;
-  std::vector<float> numbers, targets;
-  std::vector<std::string> images;                // the shard's encoded images
-  std::vector<std::pair<std::size_t, std::int64_t>> image_records;  // their file and record
-  std::vector<std::int64_t> labels;               // every record's, checked
-  std::vector<std::int32_t> kept_labels;
-  for (std::size_t file_index = 0; file_index < files.size(); ++file_index) {
-    RecordReader reader(files[file_index]);
+  for (std::size_t file = 0; file < files.size(); ++file) {
+    RecordReader reader(files[file]);
     while (reader.next(data)) {
-      const bool kept = index % options.shard.count == options.shard.index;
       seen.clear();
       try {
         parse_example(data, names, parsed, &seen);
@@ -396,165 +570,11 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
         if (parsed[k].kind == Feature::kMissing)
           detail::fail(where, "feature '" + names[k] + "' holds no list (an empty Feature)");
       }
-      const Feature& x = parsed[0];
-      const Feature& y = parsed[1];
-
-      // The first record says how the features are held; every other must agree.
-      if (!input) {
-        first = where;
-        if (x.kind == Feature::kBytes) {
-          if (x.bytes.size() != 1)
-            detail::fail(where, "feature '" + options.features + "' holds " +
-                                    std::to_string(x.bytes.size()) +
-                                    " byte strings, expected one (an encoded image or raw bytes)");
-          // With a shape, raw values (whatever their first bytes look like); else an image.
-          if (!options.shape.empty()) {
-            input = Input::kRawBytes;
-          } else if (encoded_image(x.bytes[0])) {
-            input = Input::kImage;
-            first_image = std::string(x.bytes[0]);
-          } else {
-            detail::fail(where, "feature '" + options.features +
-                                    "' holds bytes that are not a PNG or JPEG image: give the "
-                                    "shape of its raw uint8 values (TFRecordOptions::shape)");
-          }
-        } else {
-          input = Input::kNumbers;
-        }
-        values_per_record = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
-        targets_per_record = y.size();
-        if (values_per_record == 0)
-          detail::fail(where, "feature '" + options.features + "' holds no values");
-        if (!options.target.empty() && targets_per_record == 0)
-          detail::fail(where, "target feature '" + options.target + "' holds no values");
-        if (*input != Input::kImage && !options.shape.empty() &&
-            num_elements(options.shape) != static_cast<std::int64_t>(values_per_record))
-          detail::fail(where, "feature '" + options.features + "' holds " +
-                                  std::to_string(values_per_record) + " values, which shape " +
-                                  to_string(options.shape) + " does not hold");
-      }
-      const bool bytes_expected = *input != Input::kNumbers;
-      if ((x.kind == Feature::kBytes) != bytes_expected)
-        detail::fail(where, "feature '" + options.features + "' is " + kind_name(x.kind) +
-                                ", where " + first + " has " +
-                                (bytes_expected ? "a bytes_list" : "numbers"));
-      if (*input != Input::kImage) {
-        if (x.kind == Feature::kBytes && x.bytes.size() != 1)
-          detail::fail(where, "feature '" + options.features + "' holds " +
-                                  std::to_string(x.bytes.size()) + " byte strings, expected one");
-        const std::size_t count = x.kind == Feature::kBytes ? x.bytes[0].size() : x.size();
-        if (count != values_per_record)
-          detail::fail(where, "feature '" + options.features + "' holds " +
-                                  std::to_string(count) + " values, where " + first + " holds " +
-                                  std::to_string(values_per_record));
-      } else if (x.bytes.size() != 1) {
-        detail::fail(where, "feature '" + options.features + "' holds " +
-                                std::to_string(x.bytes.size()) + " byte strings, expected one image");
-      }
-
-      // Every record's numbers are checked, as CSV rows are, so every shard of a bad file fails
-      // alike: a NaN (a missing value's usual mark) or an infinity would surface as a NaN loss.
-      for (const Feature* f : {&x, &y})
-        for (std::size_t i = 0; i < f->floats.size(); ++i)
-          if (!std::isfinite(f->floats[i]))
-            detail::fail(where, "feature '" + (f == &x ? options.features : outcome) + "' value " +
-                                    std::to_string(i) + " is " + (std::isnan(f->floats[i]) ? "nan" : "infinite") +
-                                    " (a missing value?)");
-      if (!options.label.empty()) {
-        if (y.kind != Feature::kInt64 || y.ints.size() != 1)
-          detail::fail(where, "label feature '" + options.label + "' is " + kind_name(y.kind) +
-                                  " of " + std::to_string(y.size()) +
-                                  " values, expected an int64_list of one class label" +
-                                  (y.kind == Feature::kFloat ? " (floats are targets)" : ""));
-        if (y.ints[0] < 0 || y.ints[0] >= std::numeric_limits<std::int32_t>::max())
-          detail::fail(where, "label " + std::to_string(y.ints[0]) + " is not a class index");
-        labels.push_back(y.ints[0]);
-      } else {
-        if (y.kind == Feature::kBytes)
-          detail::fail(where, "target feature '" + options.target + "' is a bytes_list, expected numbers");
-        if (y.size() != targets_per_record)
-          detail::fail(where, "target feature '" + options.target + "' holds " +
-                                  std::to_string(y.size()) + " values, where " + first +
-                                  " holds " + std::to_string(targets_per_record));
-      }
-
-      if (kept) {
-        switch (*input) {
-          case Input::kImage:
-            images.emplace_back(x.bytes[0]);
-            image_records.emplace_back(file_index, reader.index());
-            break;
-          case Input::kRawBytes:
-            for (const char c : x.bytes[0])
-              numbers.push_back(static_cast<float>(static_cast<unsigned char>(c)) / 255.0f);
-            break;
-          case Input::kNumbers:
-            if (x.kind == Feature::kFloat) {
-              numbers.insert(numbers.end(), x.floats.begin(), x.floats.end());
-            } else {
-              for (const std::int64_t v : x.ints) numbers.push_back(static_cast<float>(v));
-            }
-            break;
-        }
-        ++kept_count;
-        if (!options.label.empty()) {
-          kept_labels.push_back(static_cast<std::int32_t>(y.ints[0]));
-        } else if (y.kind == Feature::kFloat) {
-          targets.insert(targets.end(), y.floats.begin(), y.floats.end());
-        } else {
-          for (const std::int64_t v : y.ints) targets.push_back(static_cast<float>(v));
-        }
-      }
-      ++index;
+      collector.add(parsed[0], parsed[1], where,
+                    index++ % options.shard.count == options.shard.index, file, reader.index());
     }
   }
-  if (index == 0) detail::fail(files.front(), "no records" + std::string(files.size() > 1 ? " in any of the files" : ""));
-  const std::string name = files.size() == 1 ? files.front() : files.front() + " and " +
-                                                                   std::to_string(files.size() - 1) + " more";
-
-  const std::int64_t kept = kept_count;
-  // An image's name in messages, made when needed: "PATH: record N (feature 'F')".
-  const std::function<std::string(std::int64_t)> image_name =
-      [files, records = std::move(image_records), feature = options.features](std::int64_t i) {
-        const auto& [file, record] = records[static_cast<std::size_t>(i)];
-        return files[file] + ": record " + std::to_string(record) + " (feature '" + feature + "')";
-      };
-  Tensor x;
-  if (*input == Input::kImage && !options.in_memory) {
-    const detail::ImageLayout layout = detail::image_layout(
-        options.height, options.width, options.channels, first_image, first);
-    auto storage = std::make_shared<Storage>();
-    storage->source_shape = {kept, layout.height, layout.width, layout.channels};
-    storage->source = detail::encoded_images(std::move(images), image_name, layout, name);
-    storage->name = name;
-    if (options.label.empty()) {
-      storage->targets = Tensor({kept, static_cast<std::int64_t>(targets_per_record)}, targets);
-      storage->num_classes = 0;
-    } else {
-      storage->labels = std::move(kept_labels);
-      storage->num_classes = resolve_classes(labels, options.num_classes, name);
-    }
-    return Dataset(std::move(storage));
-  }
-  if (*input == Input::kImage) {
-    const detail::ImageLayout layout = detail::image_layout(
-        options.height, options.width, options.channels, first_image, first);
-    x = detail::decode_images(
-        kept, [&](std::int64_t i) { return images[static_cast<std::size_t>(i)]; },
-        image_name, layout, name);
-  } else {
-    Shape shape{kept};
-    const Shape example =
-        options.shape.empty() ? Shape{static_cast<std::int64_t>(values_per_record)} : options.shape;
-    shape.insert(shape.end(), example.begin(), example.end());
-    x = Tensor(shape, numbers);
-  }
-  if (options.label.empty())
-    return Dataset::from_arrays(std::move(x),
-                                Tensor({kept, static_cast<std::int64_t>(targets_per_record)}, targets),
-                                name);
-  return Dataset::from_arrays(std::move(x), std::move(kept_labels),
-                              resolve_classes(labels, options.num_classes, name), name);
+  return collector.dataset(files);
 }
 
 }  // namespace cohort::data
