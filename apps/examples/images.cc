@@ -44,7 +44,7 @@ COHORT_DEFINE_string(train, "",
                      "training images: a folder with a subfolder of images per class, or TFRecord files");
 COHORT_DEFINE_string(test, "", "test images, the same way (empty: evaluate on the training images, or on --validation_split's)");
 COHORT_DEFINE_float(validation_split, 0,
-                    "without --test: hold out this fraction of --train's folder (shuffled by --seed) to evaluate on",
+                    "without --test (with it, not used): hold out this fraction of --train's folder (shuffled by --seed) to evaluate on",
                     cohort::flags::Range{0, 1});
 COHORT_DEFINE_string(tfrecord_image, "image/encoded", "TFRecord: the feature holding the encoded image");
 COHORT_DEFINE_string(tfrecord_label, "image/class/label", "TFRecord: the int64 feature holding the class label");
@@ -102,7 +102,8 @@ std::vector<std::string> images_to_predict() {
       std::string extension = entry.path().extension().string();
       std::transform(extension.begin(), extension.end(), extension.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (entry.is_regular_file() &&
+      // As the folder reader: names starting with a dot are passed over.
+      if (entry.is_regular_file() && !entry.path().filename().string().starts_with(".") &&
           (extension == ".png" || extension == ".jpg" || extension == ".jpeg"))
         found.push_back(entry.path().string());
     }

@@ -33,8 +33,10 @@
 COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz or TFRecord files");
 COHORT_DEFINE_string(tfrecord_features, "x", "TFRecord: the feature holding each example's features");
 COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data)");
-COHORT_DEFINE_string(label_column, "", "CSV: the column of integer class labels (a name, or a 0-based index)");
-COHORT_DEFINE_string(target_columns, "", "CSV: comma-separated columns of float targets");
+COHORT_DEFINE_string(label_column, "",
+                     "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
+COHORT_DEFINE_string(target_columns, "",
+                     "CSV: comma-separated columns of float targets; TFRecord: the one feature of float targets");
 COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy",

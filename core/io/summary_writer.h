@@ -5,7 +5,7 @@
 // The event file holds TFRecord records (uint64 length, masked CRC32C of the length, the data,
 // masked CRC32C of the data; little-endian), each an `Event` protobuf message. The messages are
 // encoded by hand in summary_writer.cc: they need five field kinds (a double, a varint, a float,
-// packed doubles and length-delimited strings), about eighty lines of code, while protoc and libprotobuf
+// packed doubles and length-delimited strings), about 150 lines of code, while protoc and libprotobuf
 // would add a code generator, a generated .proto copy and a runtime library to every build for
 // that. The CRC32C is core/base/crc32c.h (Boost.CRC). docs/SUMMARIES.md describes both formats.
 

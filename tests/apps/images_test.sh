@@ -17,6 +17,11 @@
 #   images_test.sh EXAMPLE MPIEXEC NP_FLAG DATA_DIR WORKDIR
 set -euo pipefail
 example=$1 mpiexec=$2 np_flag=$3 data_dir=$4 work=$5
+here=$(dirname "$0")
+. "$here/../support/skip.sh"
+/usr/bin/python3 -c "import numpy, PIL" 2>/dev/null ||
+  skip "/usr/bin/python3 cannot import numpy and PIL" "install python3-numpy python3-pil"
+[[ -d $data_dir ]] || skip "no Fashion-MNIST in $data_dir" "Debian: dataset-fashion-mnist"
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 
@@ -65,7 +70,7 @@ Image.fromarray(images[0], "L").save("extra_class/Bag/0.png")
 Image.fromarray(images[1], "L").save("extra_class/Hat/1.png")
 PY
 
-. "$(dirname "$0")/example_jobs.sh"
+. "$here/example_jobs.sh"
 run() { run_job "$example" "$@"; }  # run NAME NP ARGS...
 
 check_accuracy() {  # check_accuracy NAME BAR: NAME's test accuracy is at least BAR

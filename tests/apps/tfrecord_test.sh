@@ -19,6 +19,7 @@ here=$(dirname "$0")
 /usr/bin/python3 -c "import numpy, PIL, google.protobuf" 2>/dev/null ||
   skip "/usr/bin/python3 cannot import numpy, PIL and google.protobuf" \
        "install python3-numpy python3-pil python3-protobuf"
+[[ -d $data_dir ]] || skip "no Fashion-MNIST in $data_dir" "Debian: dataset-fashion-mnist"
 rm -rf "$work" && mkdir -p "$work/records"
 cd "$work"
 

@@ -23,6 +23,10 @@ void check_shard(ShardSpec shard, const std::string& where) {
                           std::to_string(shard.count) + " (need 0 <= index < count)");
 }
 
+namespace {
+
+// A DataError saying why unless `path` names something to read that is not a directory (a file,
+// a pipe). `what` names the format expected, for the message.
 void check_file(const std::string& path, const char* what) {
   if (path.empty())
     throw DataError(std::string("an empty file name where ") + what + " was expected");
@@ -32,6 +36,8 @@ void check_file(const std::string& path, const char* what) {
   if (std::filesystem::is_directory(status))
     fail(path, std::string("is a directory, not ") + what);
 }
+
+}  // namespace
 
 std::uint64_t file_size(const std::string& path, const char* what) {
   check_file(path, what);

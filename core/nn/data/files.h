@@ -18,10 +18,6 @@ namespace cohort::data::detail {
 /// Throws InvalidArgument("<where>: shard index I of count C (...)") unless 0 <= index < count.
 void check_shard(ShardSpec shard, const std::string& where);
 
-/// A DataError saying why unless `path` names something to read that is not a directory (a file,
-/// a pipe). `what` names the format expected, for the message.
-void check_file(const std::string& path, const char* what);
-
 /// The size of the regular file `path`; a DataError saying why when it is missing, a directory
 /// or unreadable. `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what);

@@ -17,14 +17,11 @@
 #include <glob.h>
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <utility>
 
