@@ -23,4 +23,9 @@ std::uint32_t crc32c(std::span<const std::byte> bytes) {
   return crc.value();
 }
 
+std::uint32_t masked_crc32c(std::span<const std::byte> bytes) {
+  const std::uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
 }  // namespace cohort

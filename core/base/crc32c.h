@@ -32,4 +32,9 @@ class Crc32c {
 /// The CRC-32C of `bytes`, the checksum Cohort stores as "crc32c". Pure; thread-safe.
 std::uint32_t crc32c(std::span<const std::byte> bytes);
 
+/// TFRecord's masked CRC-32C of `bytes` (the framing of event files and of TFRecord data sets):
+/// ((crc >> 15) | (crc << 17)) + 0xa282ead8, so that a CRC stored in the data it covers does not
+/// checksum to a fixed value. Pure; thread-safe.
+std::uint32_t masked_crc32c(std::span<const std::byte> bytes);
+
 }  // namespace cohort

@@ -28,8 +28,7 @@ namespace summary {
 std::uint32_t crc32c(std::string_view data) { return cohort::crc32c(std::as_bytes(std::span(data))); }
 
 std::uint32_t masked_crc32c(std::string_view data) {
-  const std::uint32_t crc = crc32c(data);
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+  return cohort::masked_crc32c(std::as_bytes(std::span(data)));
 }
 
 const std::vector<double>& default_histogram_edges() {

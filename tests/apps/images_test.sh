@@ -25,25 +25,18 @@ here=$(dirname "$0")
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 
-/usr/bin/python3 - "$data_dir" <<'PY'
-import gzip, os, sys
-import numpy as np
+/usr/bin/python3 - "$data_dir" "$here/../support" <<'PY'
+import os, sys
 from PIL import Image
+sys.path.insert(0, sys.argv[2])
+from fashion_mnist import first
 
 data_dir = sys.argv[1]
 names = ["T-shirt_top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
          "Bag", "Ankle_boot"]
 
-def idx(name, offset):
-    for path in (f"{data_dir}/{name}.gz", f"{data_dir}/{name}"):
-        if os.path.exists(path):
-            raw = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
-            return np.frombuffer(raw, np.uint8, offset=offset)
-    sys.exit(f"no {data_dir}/{name}[.gz] (Debian: dataset-fashion-mnist)")
-
 for split, prefix, n in (("train", "train", 3000), ("test", "t10k", 1000)):
-    images = idx(f"{prefix}-images-idx3-ubyte", 16).reshape(-1, 28, 28)[:n]
-    labels = idx(f"{prefix}-labels-idx1-ubyte", 8)[:n]
+    images, labels = first(data_dir, prefix, n)
     for i in range(n):
         folder = f"{split}/{names[labels[i]]}"
         os.makedirs(folder, exist_ok=True)

@@ -24,21 +24,15 @@ rm -rf "$work" && mkdir -p "$work/records"
 cd "$work"
 
 /usr/bin/python3 - "$data_dir" "$here/../support" <<'PY'
-import gzip, os, sys
+import os, sys
 from io import BytesIO
 import numpy as np
 from PIL import Image
 sys.path.insert(0, sys.argv[2])
+from fashion_mnist import first
 from tfrecord_writer import Example, write_records
 
 data_dir = sys.argv[1]
-
-def idx(name, offset):
-    for path in (f"{data_dir}/{name}.gz", f"{data_dir}/{name}"):
-        if os.path.exists(path):
-            raw = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
-            return np.frombuffer(raw, np.uint8, offset=offset)
-    sys.exit(f"no {data_dir}/{name}[.gz] (Debian: dataset-fashion-mnist)")
 
 def example(image, label, i):
     out = BytesIO()
@@ -49,8 +43,7 @@ def example(image, label, i):
     return e
 
 for split, prefix, n, files in (("train", "train", 3000, 3), ("test", "t10k", 1000, 1)):
-    images = idx(f"{prefix}-images-idx3-ubyte", 16).reshape(-1, 28, 28)[:n]
-    labels = idx(f"{prefix}-labels-idx1-ubyte", 8)[:n]
+    images, labels = first(data_dir, prefix, n)
     per_file = n // files
     for f in range(files):
         rows = range(f * per_file, (f + 1) * per_file)

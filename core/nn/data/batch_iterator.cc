@@ -161,6 +161,26 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
   }
 }
 
+void BatchIterator::make_examples(std::int64_t b, float* out) const {
+  const std::int64_t stride = dataset_.example_size();
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(b));
+#pragma omp parallel num_threads(intra_op_threads())
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t k = 0; k < b; ++k) {
+      try {
+        copy_example(order_[static_cast<std::size_t>(position_ + k)], position_ + k,
+                     out + k * stride, scratch);
+      } catch (...) {  // nothing may leave the parallel region
+        errors[static_cast<std::size_t>(k)] = std::current_exception();
+      }
+    }
+  }
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
 bool BatchIterator::fill(Tensor& features, std::vector<std::int32_t>& labels, Tensor* targets) {
   std::int64_t b = remaining_batch();
   if (b == 0) {
@@ -191,30 +211,13 @@ bool BatchIterator::fill(Tensor& features, std::vector<std::int32_t>& labels, Te
     const std::int64_t bytes = stride * std::int64_t{sizeof(float)};
     for (std::int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(first + offset);
   };
-  if (!dataset_.in_memory()) {
-    // Examples made as they are used (decoded from their files): on every intra-op thread.
-    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(b));
-#pragma omp parallel num_threads(intra_op_threads())
-    {
-      std::vector<float> scratch;
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t k = 0; k < b; ++k) {
-        try {
-          copy_example(order_[static_cast<std::size_t>(position_ + k)], position_ + k,
-                       out + k * stride, scratch);
-        } catch (...) {  // nothing may leave the parallel region
-          errors[static_cast<std::size_t>(k)] = std::current_exception();
-        }
-      }
-    }
-    for (const std::exception_ptr& error : errors)
-      if (error) std::rethrow_exception(error);
-  }
-  std::vector<float> scratch;
-  for (std::int64_t k = 0; k < kAhead && dataset_.in_memory(); ++k) prefetch(k);
+  const bool in_memory = dataset_.in_memory();
+  if (!in_memory) make_examples(b, out);
+  std::vector<float> scratch;  // not used for examples in memory
+  for (std::int64_t k = 0; k < kAhead && in_memory; ++k) prefetch(k);
   for (std::int64_t k = 0; k < b; ++k) {
     const std::int64_t at = order_[static_cast<std::size_t>(position_ + k)];
-    if (dataset_.in_memory()) {
+    if (in_memory) {
       prefetch(k + kAhead);
       copy_example(at, position_ + k, out + k * stride, scratch);
     }

@@ -114,6 +114,8 @@ class BatchIterator {
   // `k` is its position in the epoch (for the random draws). An example not in memory is made
   // in `scratch` first where it is cropped or flipped. Thread-safe.
   void copy_example(std::int64_t at, std::int64_t k, float* out, std::vector<float>& scratch) const;
+  // The next `b` examples of a dataset not in memory into `out`, made on every intra-op thread.
+  void make_examples(std::int64_t b, float* out) const;
   bool fill(Tensor& features, std::vector<std::int32_t>& labels, Tensor* targets);
 
   Dataset dataset_;

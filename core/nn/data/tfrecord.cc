@@ -60,8 +60,7 @@ std::vector<std::string> expand(const std::vector<std::string>& given) {
 }
 
 std::uint32_t masked_crc(std::string_view bytes) {
-  const std::uint32_t c = crc32c(std::as_bytes(std::span(bytes)));
-  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+  return masked_crc32c(std::as_bytes(std::span(bytes)));
 }
 
 std::uint64_t little_endian(const unsigned char* p, int size) {

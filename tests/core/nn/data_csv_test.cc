@@ -22,6 +22,8 @@ using cohort::test::check_same_dataset;
 using cohort::test::data_error;
 using cohort::test::invalid_argument;
 using cohort::test::spit;
+using cohort::test::status_kib;
+using cohort::test::write_gzip;
 using cohort::test::TempDir;
 
 namespace {
@@ -299,26 +301,6 @@ TEST_CASE("CSV: a second file of the same table, its columns in another order, m
 }
 
 // ---- scale ---------------------------------------------------------------------------------
-
-
-namespace {
-
-void write_gzip(const std::string& path, const std::string& bytes) {
-  gzFile file = gzopen(path.c_str(), "wb");
-  REQUIRE(file != nullptr);
-  REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  gzclose(file);
-}
-
-// A "VmRSS" or "VmHWM" figure of /proc/self/status, in KiB (-1 where there is none).
-long status_kib(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
-  return -1;
-}
-
-}  // namespace
 
 TEST_CASE("CSV: read a piece at a time: lines across pieces, a line longer than one, gzip") {
   TempDir dir("data_loaders_test");

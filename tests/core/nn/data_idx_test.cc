@@ -15,6 +15,7 @@
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/nn/data/dataset.h"
+#include "loader_checks.h"
 #include "support/skip.h"
 #include "support/temp_dir.h"
 
@@ -27,6 +28,8 @@ namespace fs = std::filesystem;
 using cohort::data::Dataset;
 using cohort::data::DataError;
 using cohort::data::Split;
+using cohort::test::status_kib;
+using cohort::test::write_gzip;
 
 namespace {
 
@@ -65,13 +68,6 @@ void write_raw(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-void write_gzip(const std::string& path, const std::string& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  REQUIRE(gzclose(f) == Z_OK);
-}
-
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -107,14 +103,6 @@ double mean_pixel(const Dataset& d) {
   double sum = 0;
   for (std::int64_t i = 0; i < images.size(); ++i) sum += images[i];
   return sum / static_cast<double>(images.size());
-}
-
-// A "VmRSS" or "VmHWM" figure of /proc/self/status, in KiB (-1 where there is none).
-long status_kib(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
-  return -1;
 }
 
 bool have_fashion_mnist() {

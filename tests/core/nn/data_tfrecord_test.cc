@@ -40,6 +40,7 @@ using cohort::test::invalid_argument;
 using cohort::test::slurp;
 using cohort::test::spit;
 using cohort::test::TempDir;
+using cohort::test::write_gzip;
 
 namespace {
 
@@ -121,13 +122,6 @@ std::uint32_t masked_crc(const std::string& bytes) {
 std::string record(const std::string& data) {
   const std::string length = le(data.size(), 8);
   return length + le(masked_crc(length), 4) + data + le(masked_crc(data), 4);
-}
-
-void write_gzip(const std::string& path, const std::string& bytes) {
-  gzFile file = gzopen(path.c_str(), "wb");
-  REQUIRE(file != nullptr);
-  REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  gzclose(file);
 }
 
 std::string png_bytes(int height, int width, int channels, const std::vector<std::uint8_t>& values) {

@@ -1,11 +1,13 @@
 #pragma once
-// Checks shared by the data loader tests (data_loaders_test.cc, data_csv_test.cc,
-// data_images_test.cc).
+// Checks and files shared by the data loader tests (data_idx_test.cc, data_loaders_test.cc,
+// data_csv_test.cc, data_images_test.cc, data_tfrecord_test.cc).
 
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -51,6 +53,22 @@ inline void check_same_dataset(const data::Dataset& a, const data::Dataset& b) {
       CHECK(std::equal(s.begin(), s.end(), t.begin(), t.end()));
     }
   }
+}
+
+// Writes `bytes` gzip-compressed to `path`.
+inline void write_gzip(const std::string& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  REQUIRE(gzclose(file) == Z_OK);
+}
+
+// A "VmRSS" or "VmHWM" figure of /proc/self/status, in KiB (-1 where there is none).
+inline long status_kib(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
+  return -1;
 }
 
 }  // namespace cohort::test
