@@ -56,21 +56,23 @@ COHORT_DEFINE_string(mode, "allreduce",
                      "or local (one process)", kSameOnAllRanks);
 COHORT_DEFINE_int(batch_size, 64, "examples per worker step",
     Range{1, 1 << 20}, kSameOnAllRanks);
-COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam or adamw",
+COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam, adamw, rmsprop or adagrad",
     kSameOnAllRanks);
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate of one worker's batch (see --lr_scaling)",
     Range{0, 1e6}, kSameOnAllRanks);
-COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer (below 1)",
+COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer, or of rmsprop's steps where given (below 1)",
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum", kSameOnAllRanks);
 COHORT_DEFINE_string(lr_scaling, "linear",
                      "linear: --learning_rate times the batches averaged in a global step (the "
                      "workers in sync and allreduce modes; 1 in async and ssp), as for large "
                      "batches; none: --learning_rate as given", kSameOnAllRanks);
-COHORT_DEFINE_string(lr_schedule, "cosine", "learning-rate schedule: constant, step, exponential or cosine",
+COHORT_DEFINE_string(lr_schedule, "cosine", "learning-rate schedule: constant, step, exponential, cosine, polynomial or piecewise",
     kSameOnAllRanks);
-COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential: decay factor; cosine: the final fraction of the rate",
+COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential/piecewise: decay factor; cosine/polynomial: the final fraction of the rate",
     Range{0, 1}, kSameOnAllRanks);
+COHORT_DEFINE_string(lr_boundaries, "", "piecewise: the global steps (warm-up included) at which the rate is multiplied by --lr_decay_rate once more, e.g. 30000,60000,80000",
+    kSameOnAllRanks);
 COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine: its length (0: the run's global steps after the warm-up)",
     Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(lr_warmup_steps, -1,
@@ -188,7 +190,14 @@ cohort::OptimizerOptions optimizer_options(std::int64_t steps, std::int64_t batc
   o.learning_rate.decay_steps =
       FLAGS_lr_decay_steps > 0 ? FLAGS_lr_decay_steps
                                : std::max<std::int64_t>(1, steps - o.learning_rate.warmup_steps);
+  if (o.learning_rate.kind == cohort::LearningRateSchedule::Kind::kPiecewise) {
+    o.learning_rate.boundaries = cohort::flags::parse_size_list("lr_boundaries", FLAGS_lr_boundaries, std::int64_t{1} << 50);
+    for (std::size_t i = 1; i <= o.learning_rate.boundaries.size(); ++i)
+      o.learning_rate.factors.push_back(std::pow(FLAGS_lr_decay_rate, static_cast<double>(i)));
+  }
   o.momentum = FLAGS_momentum;
+  if (o.name == "rmsprop" && cohort::flags::Registry::global().given("momentum"))
+    o.rmsprop_momentum = FLAGS_momentum;
   o.nesterov = FLAGS_nesterov;
   o.clip_norm = FLAGS_clip_norm;
   o.weight_decay = FLAGS_weight_decay;
@@ -341,10 +350,17 @@ int Main(int argc, char** argv) {
   // writing --optimizer=sgd --momentum=0.9 means --optimizer=momentum.
   const cohort::flags::Registry& flags = cohort::flags::Registry::global();
   for (const char* flag : {"momentum", "nesterov"})
-    if (flags.given(flag) && FLAGS_optimizer != "momentum")
+    if (flags.given(flag) && FLAGS_optimizer != "momentum" &&
+        !(FLAGS_optimizer == "rmsprop" && std::string(flag) == "momentum"))
       throw cohort::InvalidArgument(std::string("--") + flag +
                                     ": the momentum optimizer only (this run's is --optimizer=" +
                                     FLAGS_optimizer + "; --optimizer=momentum is SGD with momentum)");
+  if (FLAGS_lr_schedule == "piecewise" && FLAGS_lr_boundaries.empty())
+    throw cohort::InvalidArgument("--lr_schedule=piecewise: needs --lr_boundaries, the steps where the rate falls");
+  if (FLAGS_lr_schedule != "piecewise" && !FLAGS_lr_boundaries.empty())
+    throw cohort::InvalidArgument("--lr_boundaries=" + FLAGS_lr_boundaries +
+                                  ": the piecewise schedule only (this run's is --lr_schedule=" +
+                                  FLAGS_lr_schedule + ")");
   if (flags.given("epochs") && FLAGS_train_steps > 0)
     throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
                                   std::to_string(FLAGS_train_steps) +

@@ -8,10 +8,21 @@
 
 namespace cohort {
 
+namespace {
+
+// %g keeps 0.9 as "0.9" and 5e-4 as "0.0005", where std::to_string prints six decimals.
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return std::string(text);
+}
+
+}  // namespace
+
 double LearningRateSchedule::at(std::int64_t step) const {
   if (step < warmup_steps)
     return base * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
-  step -= warmup_steps;
+  if (kind != Kind::kPiecewise) step -= warmup_steps;  // its boundaries are global steps
   switch (kind) {
     case Kind::kConstant:
       return base;
@@ -28,8 +39,46 @@ double LearningRateSchedule::at(std::int64_t step) const {
       const double cosine = 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
       return base * (decay_rate + (1.0 - decay_rate) * cosine);
     }
+    case Kind::kPolynomial: {
+      const double left =
+          1.0 - std::min(1.0, static_cast<double>(step) / static_cast<double>(decay_steps));
+      return base * (decay_rate + (1.0 - decay_rate) * std::pow(left, power));
+    }
+    case Kind::kPiecewise: {
+      const auto passed = std::upper_bound(boundaries.begin(), boundaries.end(), step) -
+                          boundaries.begin();
+      return passed == 0 ? base : base * factors[static_cast<std::size_t>(passed - 1)];
+    }
+    case Kind::kFunction:
+      return base * function(step);
   }
   return base;
+}
+
+void LearningRateSchedule::check() const {
+  const auto bad = [](const std::string& what) {
+    return InvalidArgument("learning-rate schedule: " + what);
+  };
+  if (base <= 0 || !std::isfinite(base))
+    throw bad("the rate must be a positive number, got " + number(base));
+  if (warmup_steps < 0) throw bad("warmup steps must be >= 0, got " + std::to_string(warmup_steps));
+  if (decay_steps <= 0) throw bad("decay steps must be > 0, got " + std::to_string(decay_steps));
+  if (kind == Kind::kPolynomial && !(power > 0 && std::isfinite(power)))
+    throw bad("polynomial power must be > 0, got " + number(power));
+  if (kind == Kind::kPiecewise) {
+    if (boundaries.empty()) throw bad("piecewise needs at least one boundary");
+    if (factors.size() != boundaries.size())
+      throw bad(std::to_string(boundaries.size()) + " boundaries but " +
+                std::to_string(factors.size()) + " factors (one each)");
+    for (std::size_t i = 0; i < boundaries.size(); ++i) {
+      if (boundaries[i] <= (i == 0 ? 0 : boundaries[i - 1]))
+        throw bad("piecewise boundaries must be positive and increasing, got " +
+                  std::to_string(boundaries[i]) + (i == 0 ? "" : " after " + std::to_string(boundaries[i - 1])));
+      if (!(factors[i] > 0 && std::isfinite(factors[i])))
+        throw bad("piecewise factors must be positive, got " + number(factors[i]));
+    }
+  }
+  if (kind == Kind::kFunction && !function) throw bad("kFunction without a function");
 }
 
 LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& name) {
@@ -37,18 +86,13 @@ LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& n
   if (name == "step") return Kind::kStep;
   if (name == "exponential") return Kind::kExponential;
   if (name == "cosine") return Kind::kCosine;
+  if (name == "polynomial") return Kind::kPolynomial;
+  if (name == "piecewise") return Kind::kPiecewise;
   throw InvalidArgument("unknown learning-rate schedule '" + name +
-                        "' (known: constant, step, exponential, cosine)");
+                        "' (known: constant, step, exponential, cosine, polynomial, piecewise)");
 }
 
 namespace {
-
-// %g keeps 0.9 as "0.9" and 5e-4 as "0.0005", where std::to_string prints six decimals.
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return std::string(text);
-}
 
 // The gradient an update reads at element i: g[i], or g[i] + plus[i] for two gradients summed
 // as they are read. The optimizers' loops are written once over either.
@@ -163,6 +207,93 @@ class Adam final : public Optimizer {
   std::vector<float> m_, v_;
 };
 
+class RmsProp final : public Optimizer {
+ public:
+  explicit RmsProp(const OptimizerOptions& options) : Optimizer(options) {}
+  std::vector<std::pair<std::string, std::span<float>>> slots() override {
+    std::vector<std::pair<std::string, std::span<float>>> named{{"rms", ms_}};
+    if (options().centered) named.emplace_back("rms_mg", mg_);
+    if (options().rmsprop_momentum > 0) named.emplace_back("rms_momentum", momentum_);
+    return named;
+  }
+  void prepare(std::size_t n) override {
+    if (ms_.size() == n) return;
+    ms_.assign(n, 1.0f);
+    if (options().centered) mg_.assign(n, 0.0f);
+    if (options().rmsprop_momentum > 0) momentum_.assign(n, 0.0f);
+  }
+
+ protected:
+  // TensorFlow 1: ms = rho * ms + (1 - rho) * g^2 (centered: mg = rho * mg + (1 - rho) * g, and
+  // ms - mg^2 in place of ms below); mom = momentum * mom + lr * g / sqrt(ms + eps); var -= mom.
+  void update(std::int64_t first, std::span<const float> g, std::span<const float> plus,
+              float scale, double lr, std::span<float> out, bool accumulate) override {
+    const float rho = static_cast<float>(options().rho);
+    const float eps = static_cast<float>(options().epsilon);
+    const float m = static_cast<float>(options().rmsprop_momentum);
+    const float rate = static_cast<float>(lr);
+    const bool centered = options().centered, with_momentum = m > 0;
+    float* __restrict ms = ms_.data() + first;
+    float* __restrict mg = centered ? mg_.data() + first : nullptr;
+    float* __restrict mom = with_momentum ? momentum_.data() + first : nullptr;
+    float* __restrict o = out.data();
+    const std::size_t n = g.size();
+    with_gradient(g, plus, [&](auto grad) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float gi = grad(i) * scale;
+        ms[i] = rho * ms[i] + (1.0f - rho) * gi * gi;
+        float mean_square = ms[i];
+        if (centered) {
+          mg[i] = rho * mg[i] + (1.0f - rho) * gi;
+          mean_square -= mg[i] * mg[i];
+        }
+        float step = rate * gi / std::sqrt(mean_square + eps);
+        if (with_momentum) step = mom[i] = m * mom[i] + step;
+        o[i] = accumulate ? o[i] - step : -step;
+      }
+    });
+  }
+  float initial_value(const std::string& slot) const override { return slot == "rms" ? 1.0f : 0.0f; }
+
+ private:
+  std::vector<float> ms_, mg_, momentum_;
+};
+
+class Adagrad final : public Optimizer {
+ public:
+  explicit Adagrad(const OptimizerOptions& options) : Optimizer(options) {}
+  std::vector<std::pair<std::string, std::span<float>>> slots() override {
+    return {{"accumulator", accum_}};
+  }
+  void prepare(std::size_t n) override {
+    if (accum_.size() != n) accum_.assign(n, initial_value("accumulator"));
+  }
+
+ protected:
+  // TensorFlow 1: accum += g^2; var -= lr * g / sqrt(accum).
+  void update(std::int64_t first, std::span<const float> g, std::span<const float> plus,
+              float scale, double lr, std::span<float> out, bool accumulate) override {
+    const float rate = static_cast<float>(lr);
+    float* __restrict a = accum_.data() + first;
+    float* __restrict o = out.data();
+    const std::size_t n = g.size();
+    with_gradient(g, plus, [&](auto grad) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float gi = grad(i) * scale;
+        a[i] += gi * gi;
+        const float d = -rate * gi / std::sqrt(a[i]);
+        o[i] = accumulate ? o[i] + d : d;
+      }
+    });
+  }
+  float initial_value(const std::string&) const override {
+    return static_cast<float>(options().initial_accumulator);
+  }
+
+ private:
+  std::vector<float> accum_;
+};
+
 }  // namespace
 
 std::string describe(const OptimizerOptions& options) {
@@ -172,6 +303,12 @@ std::string describe(const OptimizerOptions& options) {
   if (options.name == "adam" || options.name == "adamw")
     text += " (beta1 " + number(options.beta1) + ", beta2 " + number(options.beta2) +
             ", epsilon " + number(options.epsilon) + ")";
+  if (options.name == "rmsprop")
+    text += std::string(options.centered ? " centered" : "") + " (rho " + number(options.rho) +
+            ", momentum " + number(options.rmsprop_momentum) + ", epsilon " +
+            number(options.epsilon) + ")";
+  if (options.name == "adagrad")
+    text += " (initial accumulator " + number(options.initial_accumulator) + ")";
   if (options.weight_decay > 0)
     text += (options.name == "adamw" ? ", decoupled weight decay " : ", weight decay ") +
             number(options.weight_decay);
@@ -181,19 +318,11 @@ std::string describe(const OptimizerOptions& options) {
 
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
   const auto bad = [](const std::string& what) { return InvalidArgument("optimizer: " + what); };
-  if (options.learning_rate.base <= 0 || !std::isfinite(options.learning_rate.base))
-    throw bad("learning rate must be a positive number, got " +
-              number(options.learning_rate.base));
-  if (options.learning_rate.warmup_steps < 0)
-    throw bad("learning-rate warmup steps must be >= 0, got " +
-              std::to_string(options.learning_rate.warmup_steps));
-  if (options.learning_rate.decay_steps <= 0)
-    throw bad("learning-rate decay steps must be > 0, got " +
-              std::to_string(options.learning_rate.decay_steps));
+  options.learning_rate.check();
   if (options.clip_norm < 0) throw bad("clip norm must be >= 0, got " + number(options.clip_norm));
   if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
     throw bad("weight decay must be >= 0, got " + number(options.weight_decay));
-  if (options.nesterov && (options.name == "sgd" || options.name == "adam" || options.name == "adamw"))
+  if (options.nesterov && options.name != "momentum")
     throw bad("Nesterov momentum needs the momentum optimizer, not " + options.name);
   if (options.name == "sgd") return std::make_unique<Sgd>(options);
   if (options.name == "momentum") {
@@ -206,8 +335,23 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
       throw bad("adam betas must be in [0, 1)");
     return std::make_unique<Adam>(options);
   }
+  if (options.name == "rmsprop") {
+    if (options.rho < 0 || options.rho >= 1)
+      throw bad("rmsprop rho must be in [0, 1), got " + number(options.rho));
+    if (options.rmsprop_momentum < 0 || options.rmsprop_momentum >= 1)
+      throw bad("rmsprop momentum must be in [0, 1), got " + number(options.rmsprop_momentum));
+    if (!(options.epsilon > 0))
+      throw bad("rmsprop epsilon must be > 0, got " + number(options.epsilon));
+    return std::make_unique<RmsProp>(options);
+  }
+  if (options.name == "adagrad") {
+    if (!(options.initial_accumulator > 0) || !std::isfinite(options.initial_accumulator))
+      throw bad("adagrad initial accumulator must be > 0, got " +
+                number(options.initial_accumulator));
+    return std::make_unique<Adagrad>(options);
+  }
   throw InvalidArgument("unknown optimizer '" + options.name +
-                        "' (known: sgd, momentum, adam, adamw)");
+                        "' (known: sgd, momentum, adam, adamw, rmsprop, adagrad)");
 }
 
 float Optimizer::clip_scale(std::span<const float> grads, float grad_scale) {

@@ -1,9 +1,11 @@
 #pragma once
-// Optimizers over a graph's flat parameter buffer: SGD, Momentum (and Nesterov), Adam, with
-// learning-rate schedules on the global step and gradient clipping by global norm.
+// Optimizers over a graph's flat parameter buffer: SGD, Momentum (and Nesterov), Adam and AdamW,
+// RMSProp, Adagrad, with learning-rate schedules on the global step and gradient clipping by
+// global norm.
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -15,33 +17,50 @@ namespace cohort {
 
 /// The learning rate as a function of the global step.
 struct LearningRateSchedule {
-  enum class Kind { kConstant, kStep, kExponential, kCosine };
+  enum class Kind { kConstant, kStep, kExponential, kCosine, kPolynomial, kPiecewise, kFunction };
   Kind kind = Kind::kConstant;
   double base = 0.01;
   /// kStep: multiply by decay_rate every decay_steps steps. kExponential:
   /// base * decay_rate^(step / decay_steps), continuous unless staircase. kCosine: from base down
   /// to base * decay_rate along half a cosine over decay_steps, then flat (TensorFlow's
-  /// cosine_decay with alpha = decay_rate).
+  /// cosine_decay with alpha = decay_rate). kPolynomial: from base down to base * decay_rate as
+  /// (1 - step / decay_steps)^power over decay_steps, then flat (TensorFlow's polynomial_decay
+  /// with end_learning_rate = base * decay_rate; power 1 is a straight line).
   double decay_rate = 0.1;
   std::int64_t decay_steps = 1000;
   bool staircase = false;
+  double power = 1.0;
+  /// kPiecewise: base before boundaries[0], base * factors[i] from boundaries[i] on (increasing
+  /// global steps, warm-up included, one factor each; TensorFlow's piecewise_constant with
+  /// values = base times {1, factors...}, PyTorch's MultiStepLR with factors gamma, gamma^2...).
+  std::vector<std::int64_t> boundaries;
+  std::vector<double> factors;
+  /// kFunction: base * function(step), as PyTorch's LambdaLR.
+  std::function<double(std::int64_t)> function;
   /// The first warmup_steps steps rise linearly from base / warmup_steps to base (then the
-  /// schedule runs from step 0 of its own).
+  /// schedule runs from step 0 of its own, but for kPiecewise's boundaries).
   std::int64_t warmup_steps = 0;
 
   double at(std::int64_t step) const;
-  /// "constant", "step", "exponential" or "cosine"; anything else is an InvalidArgument.
+  /// "constant", "step", "exponential", "cosine", "polynomial" or "piecewise"; anything else is
+  /// an InvalidArgument.
   static Kind parse_kind(const std::string& name);
+  /// InvalidArgument naming the first setting out of range for this kind.
+  void check() const;
 };
 
 struct OptimizerOptions {
-  std::string name = "sgd";  ///< "sgd", "momentum" or "adam"
+  std::string name = "sgd";  ///< "sgd", "momentum", "adam", "adamw", "rmsprop" or "adagrad"
   LearningRateSchedule learning_rate;
   double momentum = 0.9;     ///< momentum
   bool nesterov = false;     ///< momentum (another optimizer refuses it)
   double beta1 = 0.9;        ///< adam
   double beta2 = 0.999;      ///< adam
-  double epsilon = 1e-8;     ///< adam
+  double epsilon = 1e-8;     ///< adam, rmsprop (TensorFlow's RMSProp default is 1e-10)
+  double rho = 0.9;          ///< rmsprop: decay of the mean square (TensorFlow's `decay`)
+  double rmsprop_momentum = 0.0;  ///< rmsprop: momentum of its steps (TensorFlow's `momentum`)
+  bool centered = false;     ///< rmsprop: divide by the gradient's variance, not its mean square
+  double initial_accumulator = 0.1;  ///< adagrad: the sum of squares' starting value
   double clip_norm = 0.0;    ///< clip gradients to this global L2 norm; 0 disables clipping
   /// Weight decay on the decayed ranges (set_decay_ranges; the trainer gives the graph's
   /// kernels). "adamw" decouples it (Loshchilov and Hutter: values -= lr * wd * values beside the
@@ -56,14 +75,15 @@ std::string describe(const OptimizerOptions& options);
 
 /// Turns gradients into parameter updates. Optimizer state (momentum, Adam moments) is local to
 /// the object: in async training every worker keeps its own, which is why any optimizer works
-/// there. Formulas follow TensorFlow's (tf.train.MomentumOptimizer, AdamOptimizer); "adamw" is
-/// Adam with decoupled weight decay.
+/// there. Formulas follow TensorFlow 1's (tf.train.MomentumOptimizer, AdamOptimizer,
+/// RMSPropOptimizer with its mean square starting at 1, AdagradOptimizer); "adamw" is Adam with
+/// decoupled weight decay.
 ///
 /// Not thread-safe; one optimizer per worker process.
 class Optimizer {
  public:
-  /// Throws InvalidArgument for an unknown name ("sgd", "momentum", "adam", "adamw") or
-  /// out-of-range hyperparameters.
+  /// Throws InvalidArgument for an unknown name ("sgd", "momentum", "adam", "adamw", "rmsprop",
+  /// "adagrad") or out-of-range hyperparameters.
   static std::unique_ptr<Optimizer> create(const OptimizerOptions& options);
   virtual ~Optimizer() = default;
 
@@ -109,14 +129,15 @@ class Optimizer {
   /// Named state buffers (e.g. "momentum", "adam_m"), each as long as the parameters once the
   /// first update has run, for checkpoints. Empty for plain SGD.
   virtual std::vector<std::pair<std::string, std::span<float>>> slots() { return {}; }
-  /// Makes the slots exist for `parameters` values (zero-filled), so a restore can fill them.
+  /// Makes the slots exist for `parameters` values (at their starting values), so a restore can
+  /// fill them.
   virtual void prepare(std::size_t parameters) { static_cast<void>(parameters); }
   /// Updates made so far (Adam's bias correction counts them); restored with the slots.
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
-  /// Starts afresh: zero slots (those that exist), iteration count 0.
+  /// Starts afresh: slots (those that exist) at their starting values, iteration count 0.
   void reset() {
-    for (auto& [name, slot] : slots()) std::fill(slot.begin(), slot.end(), 0.0f);
+    for (auto& [name, slot] : slots()) std::fill(slot.begin(), slot.end(), initial_value(name));
     iterations_ = 0;
   }
 
@@ -128,6 +149,12 @@ class Optimizer {
   virtual void update(std::int64_t first, std::span<const float> grads,
                       std::span<const float> plus, float grad_scale, double learning_rate,
                       std::span<float> out, bool accumulate) = 0;
+  /// A slot's value before the first update: 0, but for RMSProp's mean square (1, as
+  /// TensorFlow 1 starts it) and Adagrad's sum of squares (initial_accumulator).
+  virtual float initial_value(const std::string& slot) const {
+    static_cast<void>(slot);
+    return 0.0f;
+  }
 
  private:
   // The factor clipping multiplies grad_scale * grads by.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Resuming carries the optimizer's state to every replica: 2 workers in allreduce mode train 150
 # steps, stop with a checkpoint, and the same command with 300 steps resumes and trains 150 more.
-# The result must equal an uninterrupted 300-step run's, to 1e-6, with momentum and with Adam
-# (whose state a restore fills on the chief alone; each replica applies the updates itself).
+# The result must equal an uninterrupted 300-step run's, to 1e-6, with momentum, with Adam
+# (whose state a restore fills on the chief alone; each replica applies the updates itself) and
+# with RMSProp with momentum (whose mean square starts at 1, not 0, and has two slots).
 #
 #   resume_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -15,13 +16,14 @@ run() {  # DIR STEPS [flags...]
   "$mpiexec" "$np_flag" 2 --oversubscribe "$train" "${args[@]}" --checkpoint_dir="$1" \
     --train_steps="$2" "${@:3}" > "$1.log" 2>&1 || { cat "$1.log"; exit 1; }
 }
-for optimizer in momentum adam; do
-  rate=$([[ $optimizer == adam ]] && echo 0.001 || echo 0.01)
+for optimizer in momentum adam rmsprop; do
+  flags=(--optimizer=$optimizer --learning_rate=0.001)
+  [[ $optimizer == momentum ]] && flags=(--optimizer=momentum --learning_rate=0.01)
+  [[ $optimizer == rmsprop ]] && flags+=(--momentum=0.9)
   echo "== $optimizer: 300 steps straight, and 150 + 150"
-  run "$work/$optimizer-straight" 300 --optimizer=$optimizer --learning_rate=$rate \
-    --metrics_json="$work/$optimizer-straight.json"
-  run "$work/$optimizer-resumed" 150 --optimizer=$optimizer --learning_rate=$rate
-  run "$work/$optimizer-resumed" 300 --optimizer=$optimizer --learning_rate=$rate
+  run "$work/$optimizer-straight" 300 "${flags[@]}" --metrics_json="$work/$optimizer-straight.json"
+  run "$work/$optimizer-resumed" 150 "${flags[@]}"
+  run "$work/$optimizer-resumed" 300 "${flags[@]}"
   grep -q "restored from .* at global step 150$" "$work/$optimizer-resumed.log" \
     || { cat "$work/$optimizer-resumed.log"; echo "did not resume from step 150"; exit 1; }
   /usr/bin/python3 "$(dirname "$0")/compare_checkpoints.py" --rtol 1e-6 \

@@ -65,8 +65,58 @@ TEST_CASE("adam's first steps match the bias-corrected formula") {
   CHECK(v[0] == doctest::Approx(0.5 - step1 - lr2 * m2 / (std::sqrt(v2) + 1e-8)).epsilon(1e-5));
 }
 
+TEST_CASE("rmsprop follows TensorFlow 1: mean square from 1, centered, with momentum") {
+  // ms = 0.9 * 1 + 0.1 * g^2; var -= lr * g / sqrt(ms + eps).
+  auto o = options("rmsprop", 0.1);
+  o.epsilon = 1e-10;
+  auto plain = Optimizer::create(o);
+  std::vector<float> v{1.0f};
+  plain->apply(v, std::vector<float>{2.0f}, 0);  // ms = 0.9 + 0.4 = 1.3
+  double ms = 1.3, want = 1.0 - 0.1 * 2.0 / std::sqrt(1.3);
+  CHECK(v[0] == doctest::Approx(want));
+  plain->apply(v, std::vector<float>{-1.0f}, 1);  // ms = 1.17 + 0.1
+  ms = 0.9 * ms + 0.1;
+  want += 0.1 / std::sqrt(ms);
+  CHECK(v[0] == doctest::Approx(want));
+
+  o.centered = true;
+  o.rmsprop_momentum = 0.5;
+  auto centered = Optimizer::create(o);
+  std::vector<float> w{0.0f};
+  centered->apply(w, std::vector<float>{2.0f}, 0);
+  // ms 1.3, mg 0.2: step = 0.1 * 2 / sqrt(1.3 - 0.04); mom = step.
+  const double step1 = 0.2 / std::sqrt(1.26);
+  CHECK(w[0] == doctest::Approx(-step1));
+  centered->apply(w, std::vector<float>{2.0f}, 1);
+  // ms 1.57, mg 0.38: mom = 0.5 * step1 + 0.2 / sqrt(1.57 - 0.1444).
+  const double mom2 = 0.5 * step1 + 0.2 / std::sqrt(1.57 - 0.38 * 0.38);
+  CHECK(w[0] == doctest::Approx(-step1 - mom2));
+  std::vector<std::string> names;
+  for (auto& [name, slot] : centered->slots()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"rms", "rms_mg", "rms_momentum"});
+  // A reset starts the mean square at 1 again, the others at 0.
+  centered->reset();
+  for (auto& [name, slot] : centered->slots()) CHECK(slot[0] == (name == "rms" ? 1.0f : 0.0f));
+}
+
+TEST_CASE("adagrad follows TensorFlow 1: the sum of squares from its initial value") {
+  auto o = options("adagrad", 0.5);
+  auto adagrad = Optimizer::create(o);
+  std::vector<float> v{1.0f, 1.0f};
+  adagrad->apply(v, std::vector<float>{1.0f, -3.0f}, 0);  // accum 1.1, 9.1
+  CHECK(v[0] == doctest::Approx(1.0 - 0.5 / std::sqrt(1.1)));
+  CHECK(v[1] == doctest::Approx(1.0 + 1.5 / std::sqrt(9.1)));
+  adagrad->apply(v, std::vector<float>{1.0f, 0.0f}, 1);  // accum 2.1, 9.1
+  CHECK(v[0] == doctest::Approx(1.0 - 0.5 / std::sqrt(1.1) - 0.5 / std::sqrt(2.1)));
+  adagrad->reset();
+  CHECK(adagrad->slots()[0].second[1] == doctest::Approx(0.1));
+  o.initial_accumulator = 0;
+  CHECK_THROWS_WITH_AS(Optimizer::create(o), "optimizer: adagrad initial accumulator must be > 0, got 0",
+                       cohort::InvalidArgument);
+}
+
 TEST_CASE("compute_delta equals what apply would add, for every optimizer") {
-  for (const char* name : {"sgd", "momentum", "adam"}) {
+  for (const char* name : {"sgd", "momentum", "adam", "rmsprop", "adagrad"}) {
     CAPTURE(name);
     auto a = Optimizer::create(options(name, 0.05));
     auto b = Optimizer::create(options(name, 0.05));
@@ -88,11 +138,15 @@ TEST_CASE("compute_delta equals what apply would add, for every optimizer") {
 // (momentum, Adam moments and step count) advancing as one whole update would advance it, and
 // the decayed ranges cut where the pieces cut them.
 TEST_CASE("an update in pieces equals the whole update bit for bit, for every optimizer") {
-  for (const char* name : {"sgd", "momentum", "nesterov", "adam", "adamw", "l2"}) {
+  for (const char* name : {"sgd", "momentum", "nesterov", "adam", "adamw", "l2", "rmsprop",
+                           "rmsprop_centered", "adagrad"}) {
     CAPTURE(name);
     const std::string n = name;
-    auto o = options(n == "nesterov" ? "momentum" : n == "l2" ? "sgd" : name, 0.05);
+    auto o = options(n == "nesterov" ? "momentum" : n == "l2" ? "sgd"
+                     : n == "rmsprop_centered" ? "rmsprop" : name, 0.05);
     o.nesterov = n == "nesterov";
+    o.centered = n == "rmsprop_centered";
+    if (o.centered) o.rmsprop_momentum = 0.7;
     if (n == "adamw" || n == "l2") o.weight_decay = 0.1;
     // A rate that changes every step: the pieces must take the step's.
     o.learning_rate.kind = LearningRateSchedule::Kind::kExponential;
@@ -177,10 +231,54 @@ TEST_CASE("learning-rate schedules on the global step") {
   CHECK(s.at(50) == doctest::Approx(0.1 * std::pow(0.5, 0.5)));
   s.staircase = true;
   CHECK(s.at(50) == doctest::Approx(0.1));
-  CHECK_THROWS_WITH_AS(LearningRateSchedule::parse_kind("polynomial"),
-                       "unknown learning-rate schedule 'polynomial' (known: constant, step, "
-                       "exponential, cosine)",
+  CHECK_THROWS_WITH_AS(LearningRateSchedule::parse_kind("linear"),
+                       "unknown learning-rate schedule 'linear' (known: constant, step, "
+                       "exponential, cosine, polynomial, piecewise)",
                        cohort::InvalidArgument);
+}
+
+TEST_CASE("polynomial, piecewise and function schedules, with warm-up") {
+  LearningRateSchedule s;
+  s.base = 0.1;
+  s.kind = LearningRateSchedule::parse_kind("polynomial");
+  s.decay_rate = 0.01;
+  s.decay_steps = 100;
+  s.power = 2.0;  // TensorFlow: (0.1 - 0.001) * (1 - step / 100)^2 + 0.001
+  CHECK(s.at(0) == doctest::Approx(0.1));
+  CHECK(s.at(50) == doctest::Approx(0.099 * 0.25 + 0.001));
+  CHECK(s.at(100) == doctest::Approx(0.001));
+  CHECK(s.at(1000) == doctest::Approx(0.001));
+
+  // ResNet's recipe: x0.1 at each boundary, with a warm-up the boundaries count in.
+  s.kind = LearningRateSchedule::parse_kind("piecewise");
+  s.boundaries = {30, 60, 80};
+  s.factors = {0.1, 0.01, 0.001};
+  s.warmup_steps = 5;
+  CHECK(s.at(0) == doctest::Approx(0.02));
+  CHECK(s.at(4) == doctest::Approx(0.1));
+  CHECK(s.at(29) == doctest::Approx(0.1));
+  CHECK(s.at(30) == doctest::Approx(0.01));
+  CHECK(s.at(79) == doctest::Approx(0.001));
+  CHECK(s.at(80) == doctest::Approx(0.0001));
+  s.check();
+  s.factors.pop_back();
+  CHECK_THROWS_WITH_AS(s.check(), "learning-rate schedule: 3 boundaries but 2 factors (one each)",
+                       cohort::InvalidArgument);
+  s.factors = {0.1, 0.01, 0.001};
+  s.boundaries = {30, 30, 80};
+  CHECK_THROWS_WITH_AS(s.check(), "learning-rate schedule: piecewise boundaries must be positive "
+                       "and increasing, got 30 after 30", cohort::InvalidArgument);
+
+  // A function multiplies the base (PyTorch's LambdaLR), after the warm-up.
+  s.kind = LearningRateSchedule::Kind::kFunction;
+  CHECK_THROWS_AS(s.check(), cohort::InvalidArgument);
+  s.function = [](std::int64_t step) { return 1.0 / static_cast<double>(step + 1); };
+  s.check();
+  CHECK(s.at(5) == doctest::Approx(0.1));
+  CHECK(s.at(6) == doctest::Approx(0.05));
+  OptimizerOptions o = options("sgd", 0.1);
+  o.learning_rate = s;
+  CHECK(Optimizer::create(o)->learning_rate(9) == doctest::Approx(0.02));
 }
 
 TEST_CASE("clipping by global norm scales every gradient by clip / norm") {
@@ -202,7 +300,7 @@ TEST_CASE("apply's gradient scale equals scaling the gradients first, with clipp
   const std::vector<float> sum{2.0f, -6.0f, 0.4f, 10.0f};
   std::vector<float> mean;
   for (float g : sum) mean.push_back(g * 0.25f);
-  for (const char* name : {"sgd", "momentum", "adam", "adamw"}) {
+  for (const char* name : {"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"}) {
     for (int variant = 0; variant < 3; ++variant) {
       CAPTURE(name);
       CAPTURE(variant);
@@ -224,13 +322,18 @@ TEST_CASE("apply's gradient scale equals scaling the gradients first, with clipp
 }
 
 TEST_CASE("bad optimizer options are refused by name") {
-  CHECK_THROWS_WITH_AS(Optimizer::create(options("rmsprop", 0.1)),
-                       "unknown optimizer 'rmsprop' (known: sgd, momentum, adam, adamw)", cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(Optimizer::create(options("adadelta", 0.1)),
+                       "unknown optimizer 'adadelta' (known: sgd, momentum, adam, adamw, rmsprop, adagrad)",
+                       cohort::InvalidArgument);
+  auto rms = options("rmsprop", 0.1);
+  rms.rho = 1.0;
+  CHECK_THROWS_WITH_AS(Optimizer::create(rms), "optimizer: rmsprop rho must be in [0, 1), got 1",
+                       cohort::InvalidArgument);
   CHECK_THROWS_AS(Optimizer::create(options("sgd", -1.0)), cohort::InvalidArgument);
   auto o = options("momentum", 0.1);
   o.momentum = 1.5;
   CHECK_THROWS_AS(Optimizer::create(o), cohort::InvalidArgument);
-  for (const char* name : {"sgd", "adam", "adamw"}) {
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
     auto nesterov = options(name, 0.1);
     nesterov.nesterov = true;
     CHECK_THROWS_WITH_AS(Optimizer::create(nesterov),
@@ -357,4 +460,8 @@ TEST_CASE("describe names the optimizer and every setting that changes its updat
   CHECK(cohort::describe(o) == "adamw (beta1 0.9, beta2 0.999, epsilon 1e-08), decoupled weight decay 0.01");
   o.name = "adam";
   CHECK(cohort::describe(o) == "adam (beta1 0.9, beta2 0.999, epsilon 1e-08), weight decay 0.01");
+  o = options("rmsprop", 0.001);
+  o.centered = true;
+  CHECK(cohort::describe(o) == "rmsprop centered (rho 0.9, momentum 0, epsilon 1e-08)");
+  CHECK(cohort::describe(options("adagrad", 0.1)) == "adagrad (initial accumulator 0.1)");
 }
