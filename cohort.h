@@ -1,7 +1,7 @@
 #pragma once
 // Everything a training program uses, in one include: <cohort/cohort.h>.
 //
-// By library (docs/ARCHITECTURE.md draws their links): the error types and flags (core/base),
+// By library (docs/ARCHITECTURE.md draws their links): the error types, flags and version (core/base),
 // tensors, layers, models, optimizers and data (core/nn), device specs and the replica device
 // setter (core/placement), the cluster, its servers and the training modes (core/dist),
 // checkpoints and summaries (core/io), the trainer, the monitored session, the evaluator and
@@ -10,6 +10,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
+#include "cohort/core/base/version.h"
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/replication.h"
 #include "cohort/core/dist/server.h"

@@ -23,6 +23,7 @@
 #include "cohort/core/base/clock.h"
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
+#include "cohort/core/base/version.h"
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"
@@ -40,10 +41,11 @@
 #include "cohort/hooks/hooks.h"
 
 using cohort::flags::kSameOnAllRanks;
+using cohort::flags::Choices;
 using cohort::flags::Range;
 
-COHORT_DEFINE_string(model, "mlp", "model to train: mlp, cnn, small_cnn or resnet",
-    kSameOnAllRanks);
+COHORT_DEFINE_string(model, "mlp", "model to train",
+    Choices{"mlp", "cnn", "small_cnn", "resnet"}, kSameOnAllRanks);
 COHORT_DEFINE_int(resnet_blocks, 2, "resnet: residual blocks per stage (3 stages of 16, 32, 64 filters)",
     Range{1, 64}, kSameOnAllRanks);
 COHORT_DEFINE_bool(sync_batch_norm, false,
@@ -53,11 +55,12 @@ COHORT_DEFINE_string(hidden, "256,128", "mlp hidden layer sizes, comma-separated
     kSameOnAllRanks);
 COHORT_DEFINE_string(mode, "allreduce",
                      "how workers combine updates: sync, async, ssp (need --ps_tasks), allreduce, "
-                     "or local (one process)", kSameOnAllRanks);
+                     "or local (one process)",
+                     Choices{"sync", "async", "ssp", "allreduce", "local"}, kSameOnAllRanks);
 COHORT_DEFINE_int(batch_size, 64, "examples per worker step",
     Range{1, 1 << 20}, kSameOnAllRanks);
-COHORT_DEFINE_string(optimizer, "momentum", "sgd, momentum, adam, adamw, rmsprop or adagrad",
-    kSameOnAllRanks);
+COHORT_DEFINE_string(optimizer, "momentum", "the optimizer, with TensorFlow 1's formulas",
+    Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"}, kSameOnAllRanks);
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate of one worker's batch (see --lr_scaling)",
     Range{0, 1e6}, kSameOnAllRanks);
 COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer, or of rmsprop's steps where given (below 1)",
@@ -66,9 +69,10 @@ COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum", kSameOnAllRanks);
 COHORT_DEFINE_string(lr_scaling, "linear",
                      "linear: --learning_rate times the batches averaged in a global step (the "
                      "workers in sync and allreduce modes; 1 in async and ssp), as for large "
-                     "batches; none: --learning_rate as given", kSameOnAllRanks);
-COHORT_DEFINE_string(lr_schedule, "cosine", "learning-rate schedule: constant, step, exponential, cosine, polynomial or piecewise",
-    kSameOnAllRanks);
+                     "batches; none: --learning_rate as given",
+                     Choices{"linear", "none"}, kSameOnAllRanks);
+COHORT_DEFINE_string(lr_schedule, "cosine", "learning-rate schedule",
+    Choices{"constant", "step", "exponential", "cosine", "polynomial", "piecewise"}, kSameOnAllRanks);
 COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential/piecewise: decay factor; cosine/polynomial: the final fraction of the rate",
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_string(lr_boundaries, "", "piecewise: the global steps (warm-up included) at which the rate is multiplied by --lr_decay_rate once more, e.g. 30000,60000,80000",
@@ -126,7 +130,7 @@ COHORT_DEFINE_bool(prefetch, false,
 COHORT_DEFINE_string(compression, "none",
                      "gradients on the wire as none (float32) or bf16 (bfloat16, half the bytes, "
                      "with error feedback; the ps modes where their memory is served by messages)",
-                     kSameOnAllRanks);
+                     Choices{"none", "bf16"}, kSameOnAllRanks);
 COHORT_DEFINE_float(wait_timeout_secs, 120, "give up waiting for other tasks after this long (0: never)",
     Range{0, 1e7});
 COHORT_DEFINE_float(stall_timeout_secs, 1800,
@@ -163,7 +167,8 @@ COHORT_DEFINE_float(keep_checkpoint_every_n_hours, 0,
     "chief: of the checkpoints --keep_checkpoint_max would delete, keep one every this many hours for good (0: none)",
     Range{0, 1e6});
 COHORT_DEFINE_string(profile_file, "", "write a Chrome-trace profile of the steps to this file (per worker)");
-COHORT_DEFINE_string(inject_fault, "", "testing: make --inject_fault_task fail at --inject_fault_step: raise or stall");
+COHORT_DEFINE_string(inject_fault, "", "testing: make --inject_fault_task fail at --inject_fault_step: raise or stall",
+    Choices{"", "raise", "stall"});
 COHORT_DEFINE_int(inject_fault_task, 1, "testing: the worker that fails",
     Range{0, 1 << 24});
 COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it fails",
@@ -177,8 +182,6 @@ using Clock = std::chrono::steady_clock;
 // step averages (the linear scaling factor); `epoch`: the global steps of one epoch.
 cohort::OptimizerOptions optimizer_options(std::int64_t steps, std::int64_t batches,
                                            std::int64_t epoch) {
-  if (FLAGS_lr_scaling != "linear" && FLAGS_lr_scaling != "none")
-    throw cohort::InvalidArgument("--lr_scaling=" + FLAGS_lr_scaling + ": expected linear or none");
   const bool scaled = FLAGS_lr_scaling == "linear" && batches > 1;
   cohort::OptimizerOptions o;
   o.name = FLAGS_optimizer;
@@ -343,9 +346,6 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--replicas_to_aggregate=" +
                                   std::to_string(FLAGS_replicas_to_aggregate) +
                                   ": sync mode only (the " + FLAGS_mode + " mode aggregates none)");
-  if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault != "raise" && FLAGS_inject_fault != "stall")
-    throw cohort::InvalidArgument("--inject_fault=" + FLAGS_inject_fault +
-                                  ": expected raise or stall");
   // Momentum settings another optimizer would ignore: a user of torch.optim.SGD(momentum=0.9)
   // writing --optimizer=sgd --momentum=0.9 means --optimizer=momentum.
   const cohort::flags::Registry& flags = cohort::flags::Registry::global();
@@ -490,6 +490,7 @@ int Main(int argc, char** argv) {
   char smoothing[48] = "";
   if (FLAGS_label_smoothing != 0.0)
     std::snprintf(smoothing, sizeof smoothing, ", label smoothing %g", FLAGS_label_smoothing);
+  if (chief) std::printf("Cohort %s\n", cohort::version());
   if (chief)
     std::printf("training %s (%lld parameters%s), mode %s, %d worker%s, batch %lld per worker, %lld global steps\n",
                 FLAGS_model.c_str(), static_cast<long long>(graph.num_parameters()),
@@ -575,7 +576,7 @@ int Main(int argc, char** argv) {
           {"stop_signal", cohort::stop_signal_received()}, {"test_accuracy", m.accuracy},
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
           {"train_examples", examples},
-          {"wall_seconds", seconds}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
+          {"wall_seconds", seconds}, {"cohort_version", cohort::version()}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", ps_tasks},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
           {"optimizer", cohort::describe(optimizer)}, {"learning_rate", optimizer.learning_rate.base},

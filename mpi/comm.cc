@@ -99,13 +99,6 @@ void Comm::allreduce_bf16(std::span<std::uint16_t> data) const {
   });
 }
 
-Request Comm::iallreduce(std::span<float> data) const {
-  MPI_Request request = MPI_REQUEST_NULL;
-  COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count_of(data.size(), "iallreduce"),
-                                 MPI_FLOAT, MPI_SUM, handle_, &request));
-  return Request(request);
-}
-
 Request Comm::iallreduce_bf16(std::span<std::uint16_t> data) const {
   MPI_Request request = MPI_REQUEST_NULL;
   COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count_of(data.size(), "iallreduce"),

@@ -81,9 +81,15 @@ class Comm {
                                     datatype<T>(), to_mpi(op), handle_));
     });
   }
-  /// Collective, non-blocking: allreduce() (a sum) that completes with the returned request;
-  /// `data` must stay untouched until then. Progresses as the request is tested or waited for.
-  Request iallreduce(std::span<float> data) const;
+  /// Collective, non-blocking: allreduce() that completes with the returned request; `data`
+  /// must stay untouched until then. Progresses as the request is tested or waited for.
+  template <typename T>
+  Request iallreduce(std::span<T> data, Op op = Op::kSum) const {
+    MPI_Request request = MPI_REQUEST_NULL;
+    COHORT_MPI_CALL(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count_of(data.size(), "iallreduce"),
+                                   datatype<T>(), to_mpi(op), handle_, &request));
+    return Request(request);
+  }
   /// Collective, non-blocking: allreduce_bf16() that completes with the returned request.
   Request iallreduce_bf16(std::span<std::uint16_t> data) const;
   /// Collective, blocking. In place: every rank's `data`, bfloat16 bit patterns

@@ -30,6 +30,10 @@ After its description a flag may carry properties:
 
 - `cohort::flags::Range{min, max}`: the value is checked once all flags are parsed
   (`--batch_size=0: out of range, expected 1 to 1048576`); every numeric flag of `train` has one;
+- `cohort::flags::Choices{"sync", "async"}`: a string flag takes one of these values, checked
+  the same way (`COHORT_MODE=Sync (the environment's --mode): expected one of sync, async, ssp,
+  allreduce, local (did you mean sync?)`); `train`'s names of modes, models, optimizers,
+  schedules and compressions have one;
 - `cohort::flags::kSameOnAllRanks`: `app::Run` compares the value across the ranks at start-up
   and refuses a mismatch (`--mode differs between ranks: rank 0 has 'sync', rank 2 has 'async'`).
 
@@ -41,7 +45,8 @@ Errors end the program with status 2 and one line: an unknown flag (with a sugge
 flag, value and expected type), a value out of range, or a flag defined twice (naming both
 places, also when one is the library's). In a launch of several programs (MPMD) every rank
 checks its own flags and all of them stop together: each rank that failed prints its line with
-its rank (`[rank 2] error: ...`).
+its rank (`[rank 2] error: ...`), or, where every rank failed alike, rank 0 once for all
+(`[all 8 ranks] error: ...`). `--version` prints the program's name and Cohort's version.
 
 ## The flags of `train`
 

@@ -58,7 +58,8 @@ COHORT_DEFINE_int(hidden, 128, "units of the dense layer before the logits", coh
 COHORT_DEFINE_bool(horizontal_flip, false, "mirror training images left-right at random");
 COHORT_DEFINE_bool(decode_on_use, false,
                    "decode each image as a batch takes it, keeping only its path (folders) or its encoded bytes (TFRecord)");
-COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
+COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
+                     cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Range{1, 1e12});

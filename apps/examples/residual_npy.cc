@@ -24,8 +24,8 @@ COHORT_DEFINE_string(test_features, "", "test images, .npy");
 COHORT_DEFINE_string(test_labels, "", "test labels, .npy of integers");
 COHORT_DEFINE_string(export_dir, "/tmp/cohort_residual_npy",
                      "without file flags: where Fashion-MNIST is written as .npy first");
-COHORT_DEFINE_string(mode, "allreduce",
-                     "sync | async | ssp | allreduce (sync, async and ssp need --ps_tasks)");
+COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async and ssp need --ps_tasks)",
+                     cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_int(train_steps, 200, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_float(learning_rate, 0.05, "learning rate (momentum 0.9, cosine decay)",
                     cohort::flags::Range{0, 10});

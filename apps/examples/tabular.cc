@@ -39,12 +39,15 @@ COHORT_DEFINE_string(target_columns, "",
                      "CSV: comma-separated columns of float targets; TFRecord: the one feature of float targets");
 COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
-COHORT_DEFINE_string(loss, "softmax_cross_entropy",
-                     "softmax_cross_entropy, sigmoid_cross_entropy or mean_squared_error");
+COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
+                     cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
+                                            "mean_squared_error"});
 COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");
 COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
-COHORT_DEFINE_string(mode, "allreduce", "sync | async | ssp | allreduce (sync, async, ssp need --ps_tasks)");
-COHORT_DEFINE_string(optimizer, "adam", "sgd, momentum, adam or adamw");
+COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
+                     cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
+COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
+                     cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});

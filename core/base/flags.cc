@@ -144,16 +144,46 @@ std::string_view unsigned_plus(std::string_view text) {
   return text;
 }
 
-// `from_environment`: the value came from COHORT_<NAME>, which the message then names.
-void check_range(const Flag& flag, bool from_environment) {
-  if (!flag.range || (flag.type != Type::kInt && flag.type != Type::kFloat)) return;
-  const double v = numeric_value(flag);
-  if (!(v >= flag.range->min && v <= flag.range->max))  // NaN fails both
-    throw FlagError((from_environment ? env_name(flag.name) + "=" + value_text(flag) +
-                                            " (the environment's --" + flag.name + ")"
-                                      : "--" + flag.name + "=" + value_text(flag)) +
-                    ": out of range, expected " + to_text(flag.range->min) + " to " +
-                    to_text(flag.range->max));
+// The choice nearest to `text`: the same but for case, or within a third of its letters.
+std::optional<std::string> nearest_choice(const std::string& text, const std::vector<std::string>& choices) {
+  const auto lower = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  const std::string* best = nullptr;
+  std::size_t best_distance = 0;
+  for (const std::string& choice : choices) {
+    const std::size_t d = edit_distance(lower(text), lower(choice));
+    if (!best || d < best_distance) best = &choice, best_distance = d;
+  }
+  if (best && best_distance <= std::max<std::size_t>(1, text.size() / 3)) return *best;
+  return std::nullopt;
+}
+
+// Range{} and Choices{} of a flag's value. `from_environment`: the value came from
+// COHORT_<NAME>, which the message then names.
+void check_value(const Flag& flag, bool from_environment) {
+  const auto refuse = [&](const std::string& why) {
+    return FlagError((from_environment ? env_name(flag.name) + "=" + value_text(flag) +
+                                             " (the environment's --" + flag.name + ")"
+                                       : "--" + flag.name + "=" + value_text(flag)) +
+                     ": " + why);
+  };
+  if (flag.range && (flag.type == Type::kInt || flag.type == Type::kFloat)) {
+    const double v = numeric_value(flag);
+    if (!(v >= flag.range->min && v <= flag.range->max))  // NaN fails both
+      throw refuse("out of range, expected " + to_text(flag.range->min) + " to " +
+                   to_text(flag.range->max));
+  }
+  if (!flag.choices.empty() && flag.type == Type::kString) {
+    const std::string& text = *static_cast<const std::string*>(flag.value);
+    if (std::find(flag.choices.begin(), flag.choices.end(), text) != flag.choices.end()) return;
+    std::string list;
+    for (const std::string& choice : flag.choices)
+      list += (list.empty() ? "" : ", ") + (choice.empty() ? std::string("\"\"") : choice);
+    const auto near = nearest_choice(text, flag.choices);
+    throw refuse("expected one of " + list + (near ? " (did you mean " + *near + "?)" : ""));
+  }
 }
 
 }  // namespace
@@ -315,6 +345,7 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   // absl's spellings of the same (every flag is listed either way).
   description.add_options()("helpfull", "print the flags and exit");
   description.add_options()("helpshort", "print the flags and exit");
+  description.add_options()("version", "print Cohort's version and exit");
   for (const Flag& flag : flags_) {
     description.add_options()(flag.name.c_str(), po::value<std::string>(), flag.doc.c_str());
   }
@@ -421,6 +452,10 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
       parsed.help = true;
       continue;
     }
+    if (option.string_key == "version") {
+      parsed.version = true;
+      continue;
+    }
     if (option.unregistered) {
       std::string name = option.string_key;
       const std::string token = option.original_tokens.empty() ? "--" + name : option.original_tokens.front();
@@ -460,7 +495,7 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   for (const Flag& flag : flags_) {
     const bool command_line = from_command_line.contains(flag.name);
     try {
-      check_range(flag, from_environment.contains(flag.name) && !command_line);
+      check_value(flag, from_environment.contains(flag.name) && !command_line);
     } catch (const FlagError& e) {
       if (!command_line) throw;
       throw from(last_token[flag.name], e);
@@ -477,7 +512,8 @@ std::string Registry::help(const std::string& program) const {
   std::ostringstream out;
   out << "Usage: " << program << " [--flag=value ...] [--flagfile=FILE]\n"
       << "Every flag can also be set by the environment variable COHORT_<NAME>, and\n"
-      << "COHORT_FLAGFILE=FILE reads FILE before the command line (which overrides both).\n";
+      << "COHORT_FLAGFILE=FILE reads FILE before the command line (which overrides both).\n"
+      << "--version prints Cohort's version.\n";
   for (auto& [file, list] : by_file) {
     std::sort(list.begin(), list.end(), [](const Flag* a, const Flag* b) { return a->name < b->name; });
     out << "\nFlags from " << file << ":\n";
@@ -487,6 +523,10 @@ std::string Registry::help(const std::string& program) const {
       else out << flag->default_text;
       if (flag->range)
         out << ", " << to_text(flag->range->min) << " to " << to_text(flag->range->max);
+      if (!flag->choices.empty()) {
+        out << ", one of";
+        for (const std::string& choice : flag->choices) out << ' ' << (choice.empty() ? "\"\"" : choice);
+      }
       if (flag->same_on_all_ranks) out << ", same on all ranks";
       out << ")\n      " << flag->doc << "\n";
     }

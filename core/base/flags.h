@@ -8,7 +8,8 @@
 // After the doc, a definition may give properties, checked by parse():
 //
 //   COHORT_DEFINE_int(batch_size, 64, "examples per worker step", cohort::flags::Range{1, 1 << 20});
-//   COHORT_DEFINE_string(mode, "sync", "...", cohort::flags::kSameOnAllRanks);
+//   COHORT_DEFINE_string(mode, "sync", "...", cohort::flags::Choices{"sync", "async"},
+//                        cohort::flags::kSameOnAllRanks);
 //
 // Cohort's own flags live in namespace cohort, so a program may define a flag of the same name:
 // parse() then names both definitions instead of the linker failing.
@@ -19,9 +20,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/base/error.h"
@@ -44,6 +47,13 @@ struct Range {
   double max;
 };
 
+/// A string flag's accepted values: anything else is refused at parse time, naming the flag, its
+/// source and the choices (and the nearest one, where a value is close to one).
+struct Choices {
+  Choices(std::initializer_list<const char*> list) : values(list.begin(), list.end()) {}
+  std::vector<std::string> values;
+};
+
 /// A setting every rank of a job must share (the mode, the model): app::Run compares the values
 /// across ranks at start-up and refuses a mismatch, naming the ranks and values.
 struct SameOnAllRanks {};
@@ -60,6 +70,7 @@ struct Flag {
   int line;
   std::optional<Range> range;
   bool same_on_all_ranks = false;
+  std::vector<std::string> choices = {};  ///< a string flag's accepted values; empty: any
 };
 
 /// A flag's current value as text, in the form the command line takes.
@@ -89,11 +100,12 @@ class Registry {
   const std::vector<Flag>& flags() const { return flags_; }
   const Flag* find(const std::string& name) const;
 
-  /// The result of parsing: arguments that are not flags (argv[0] first), and whether --help was
-  /// asked for.
+  /// The result of parsing: arguments that are not flags (argv[0] first), and whether --help or
+  /// --version was asked for.
   struct Parsed {
     std::vector<std::string> rest;
     bool help = false;
+    bool version = false;
   };
 
   /// Parses `args` (args[0] is the program name) into the flag variables. `getenv` looks up the
@@ -121,6 +133,7 @@ class Registry {
 };
 
 inline void apply(Flag& flag, Range range) { flag.range = range; }
+inline void apply(Flag& flag, Choices choices) { flag.choices = std::move(choices.values); }
 inline void apply(Flag& flag, SameOnAllRanks) { flag.same_on_all_ranks = true; }
 
 /// Registers a flag at static-initialisation time; used by the COHORT_DEFINE_ macros.

@@ -15,9 +15,9 @@ COHORT_DEFINE_int(max_shard_bytes, std::int64_t{64} << 20,
                   "along their first dimension (0: never partition)",
                   flags::Range{0, 1e18}, flags::kSameOnAllRanks);
 COHORT_DEFINE_string(placement_strategy, "round_robin",
-                     "how variables are spread over ps tasks: round_robin | greedy (fewest bytes "
-                     "first)",
-                     flags::kSameOnAllRanks);
+                     "how variables are spread over ps tasks: round_robin, or greedy (fewest "
+                     "bytes first)",
+                     flags::Choices{"round_robin", "greedy"}, flags::kSameOnAllRanks);
 COHORT_DEFINE_bool(log_device_placement, false, "print where each variable is placed");
 
 namespace {

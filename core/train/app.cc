@@ -1,20 +1,27 @@
 #include "cohort/core/train/app.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
+#include "cohort/core/base/version.h"
 #include "cohort/core/nn/cpu_level.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/environment.h"
+#include "cohort/mpi/request.h"
 
 namespace cohort::app {
 namespace {
@@ -24,11 +31,17 @@ std::string failure;  // fail_at_exit()'s first `what`
 int failure_status = 1;
 
 // Collective: every rank says whether its command line parsed. A rank that failed prints its own
-// message (unless a lower rank printed the same one: every rank of an SPMD launch fails alike),
-// so a bad flag on any side of an MPMD launch is shown and ends every rank, none left waiting.
+// message (unless a lower rank printed the same one: every rank of an SPMD launch fails alike,
+// and rank 0 then says it for all), so a bad flag on any side of an MPMD launch is shown and ends
+// every rank, none left waiting.
 bool parsed_everywhere(const mpi::Comm& world, const std::string& error) {
   const std::vector<std::string> errors = world.allgather_strings(error);
   const int me = world.rank();
+  if (world.size() > 1 && !error.empty() &&
+      std::all_of(errors.begin(), errors.end(), [&](const std::string& e) { return e == error; })) {
+    if (me == 0) std::fprintf(stderr, "[all %d ranks] error: %s\n", world.size(), error.c_str());
+    return false;
+  }
   bool all_ok = true;
   for (int r = 0; r < world.size(); ++r) {
     const std::string& e = errors[static_cast<std::size_t>(r)];
@@ -78,6 +91,24 @@ std::string settings_mismatch(const mpi::Comm& world) {
   return {};
 }
 
+// After a failure: whether every rank failed with the same message, found within `window` on
+// `errors`, a communicator of its own (a rank still in the program's collectives cannot match
+// it). A rank that did not fail never joins, and the answer is then no.
+bool failed_alike(const mpi::Comm& errors, const std::string& what, std::chrono::milliseconds window) {
+  const std::uint64_t hash = std::hash<std::string>{}(what);
+  std::array<std::uint64_t, 2> least{hash, ~hash};  // the least hash, and ~ the greatest
+  try {
+    mpi::Request request = errors.iallreduce(std::span<std::uint64_t>(least), mpi::Op::kMin);
+    for (const auto deadline = std::chrono::steady_clock::now() + window;
+         std::chrono::steady_clock::now() < deadline;
+         std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+      if (request.test()) return least[0] == ~least[1];
+    request.abandon();
+  } catch (const std::exception&) {  // an MPI that cannot say: each rank speaks for itself
+  }
+  return false;
+}
+
 }  // namespace
 
 void fail_at_exit(const std::string& what, int status) {
@@ -116,18 +147,26 @@ int Run(MainFunction main, int argc, char** argv) {
     error = e.what();
   }
   if (!parsed_everywhere(world, error)) return 2;
-  // Decided together: --help on one side of an MPMD launch alone must not leave the others
-  // waiting in the collectives below. The lowest rank that asked prints its program's flags.
-  const int asked = world.allreduce(parsed.help ? world.rank() : INT_MAX, mpi::Op::kMin);
+  // Decided together: --help (or --version) on one side of an MPMD launch alone must not leave
+  // the others waiting in the collectives below. The lowest rank that asked prints its program's
+  // flags (or the version).
+  const bool asked_here = parsed.help || parsed.version;
+  const int asked = world.allreduce(asked_here ? world.rank() : INT_MAX, mpi::Op::kMin);
   if (asked != INT_MAX) {
-    if (world.rank() == asked)
-      std::fputs(flags::Registry::global().help(parsed.rest.front()).c_str(), stdout);
+    const std::string& program = parsed.rest.front();
+    if (world.rank() == asked && parsed.help)
+      std::fputs(flags::Registry::global().help(program).c_str(), stdout);
+    else if (world.rank() == asked)
+      std::printf("%s (Cohort %s)\n", program.substr(program.rfind('/') + 1).c_str(), version());
     return 0;
   }
   if (const std::string mismatch = settings_mismatch(world); !mismatch.empty()) {
     if (world.rank() == 0) std::fprintf(stderr, "error: %s\n", mismatch.c_str());
     return 2;
   }
+
+  // For failed_alike(), made while every rank is here.
+  const mpi::Comm errors = world.size() > 1 ? world.dup() : mpi::Comm();
 
   std::vector<char*> rest_argv;
   for (std::string& arg : parsed.rest) rest_argv.push_back(arg.data());
@@ -169,13 +208,20 @@ int Run(MainFunction main, int argc, char** argv) {
   }
   // What the program printed comes first, also where stdout is a buffered file.
   std::fflush(stdout);
-  std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), what.c_str());
+  const auto failed = std::chrono::steady_clock::now();
+  // A bad input that every rank reads fails every rank alike: rank 0 says it once, not once per
+  // rank. Otherwise each failed rank says its own.
+  const bool alike = world.size() > 1 && grace > std::chrono::milliseconds::zero() &&
+                     failed_alike(errors, what, grace / 2);
+  if (!alike) std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), what.c_str());
+  else if (world.rank() == 0) std::fprintf(stderr, "[all %d ranks] error: %s\n", world.size(), what.c_str());
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting
   // for this rank. A moment's grace first lets the peers that fail the same way (a bad input
-  // that every rank reads) say so too; none is needed after a stop signal.
+  // that every rank reads) say so too; none is needed after a stop signal, nor by rank 0 once
+  // it has spoken for all.
   if (world.size() > 1) {
-    std::this_thread::sleep_for(grace);
+    if (!(alike && world.rank() == 0)) std::this_thread::sleep_until(failed + grace);
     mpi::Environment::abort(status);
   }
   return status;

@@ -282,6 +282,31 @@ TEST_CASE("--flagfile takes only a regular file of bounded size") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("a string flag outside its choices is refused, from any source, with the nearest") {
+  Fixture f;
+  const_cast<Flag*>(f.registry.find("data_dir"))->choices = {"/data", "/scratch", ""};
+  f.parse({"--data_dir=/scratch"});
+  CHECK(f.data_dir == "/scratch");
+  f.parse({"--data_dir="});
+  CHECK(f.data_dir.empty());
+  CHECK(f.error({"--data_dir=/Scratch"}) ==
+        "--data_dir=/Scratch: expected one of /data, /scratch, \"\" (did you mean /scratch?)");
+  CHECK(f.error({"--data_dir=/home/me"}) == "--data_dir=/home/me: expected one of /data, /scratch, \"\"");
+  f.env["COHORT_DATA_DIR"] = "/dat";
+  CHECK(f.error({}) == "COHORT_DATA_DIR=/dat (the environment's --data_dir): expected one of /data, "
+                       "/scratch, \"\" (did you mean /data?)");
+  f.parse({"--data_dir=/data"});  // the command line wins over a bad environment value
+  f.env.clear();
+  CHECK(f.registry.help("prog").find("--data_dir (string, default \"/data\", one of /data /scratch \"\")") !=
+        std::string::npos);
+}
+
+TEST_CASE("--version asks for the version") {
+  Fixture f;
+  CHECK(f.parse({"--version"}).version);
+  CHECK_FALSE(f.parse({}).version);
+}
+
 TEST_CASE("a numeric flag outside its range is refused, from any source") {
   Fixture f;
   Flag* batch = const_cast<Flag*>(f.registry.find("batch_size"));
