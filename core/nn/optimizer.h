@@ -33,10 +33,10 @@ struct LearningRateSchedule {
   /// kPiecewise: base before boundaries[0], base * factors[i] from boundaries[i] on (increasing
   /// global steps, warm-up included, one factor each; TensorFlow's piecewise_constant with
   /// values = base times {1, factors...}, PyTorch's MultiStepLR with factors gamma, gamma^2...).
-  std::vector<std::int64_t> boundaries;
-  std::vector<double> factors;
+  std::vector<std::int64_t> boundaries = {};
+  std::vector<double> factors = {};
   /// kFunction: base * function(step), as PyTorch's LambdaLR.
-  std::function<double(std::int64_t)> function;
+  std::function<double(std::int64_t)> function = {};
   /// The first warmup_steps steps rise linearly from base / warmup_steps to base (then the
   /// schedule runs from step 0 of its own, but for kPiecewise's boundaries).
   std::int64_t warmup_steps = 0;
