@@ -8,7 +8,7 @@
 #      warning (SIGUSR1 to the batch shell, as --signal=B:USR1 does) while it trains: every task,
 #      the ps among them, exits 0, the job checkpoints, requeues itself, and the second run
 #      resumes from the checkpoint and finishes;
-#   3. runs it with COHORT_LAUNCHER=mpirun and --mode=async (one ps task by default);
+#   3. runs it with COHORT_LAUNCHER=mpirun and --mode async (one ps task by default);
 #   4. runs slurm/gpu.sbatch on four fake GPUs (GRES backed by links to /dev/null): every rank
 #      gets its own CUDA_VISIBLE_DEVICES;
 #   5. cancels a training job with scancel: the ranks checkpoint on SIGTERM, the job is not
@@ -274,10 +274,11 @@ accuracy=$(sed -nE "s/^guide: 7 workers, 1 ps, mode sync, global step $steps, .*
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "$out: test accuracy $accuracy is not above 0.5"
 log "requeue: the guide stopped and checkpointed at step $stopped, restored it, finished $steps steps, test accuracy $accuracy"
 
-# ---- 3. The same script launching with mpirun instead of srun, in async mode asked for as an
-# argument (the script gives it 1 ps task). Async workers may overshoot the last step by a few.
+# ---- 3. The same script launching with mpirun instead of srun, in async mode asked for as two
+# arguments, --mode async (the script gives it 1 ps task, as for --mode=async). Async workers may
+# overshoot the last step by a few.
 COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=100 \
-  submit_and_wait "$work/job3" "$src/slurm/single_node.sbatch" --mode=async
+  submit_and_wait "$work/job3" "$src/slurm/single_node.sbatch" --mode async
 ((status == 0)) || fail "sbatch --wait single_node.sbatch with COHORT_LAUNCHER=mpirun exited with status $status"
 grep -q "mode async, 7 workers" "$out" || fail "$out: mpirun did not start 1 ps task and 7 workers"
 check_finished '1[0-9]{2}'
