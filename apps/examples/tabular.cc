@@ -41,7 +41,7 @@ COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
                      cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
-                                            "mean_squared_error"});
+                                            "mean_squared_error", "mean_absolute_error", "huber"});
 COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");
 COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",

@@ -264,6 +264,12 @@ const Shape& LayerGraph::shape(Node node) const {
   return nodes_[static_cast<std::size_t>(node.id)].shape;
 }
 
+const Layer* LayerGraph::layer(Node node) const {
+  check_node(node, "Model");
+  const int index = nodes_[static_cast<std::size_t>(node.id)].layer;
+  return index < 0 ? nullptr : layers_[static_cast<std::size_t>(index)].get();
+}
+
 bool LayerGraph::is_chain() const {
   if (inputs_.size() != 1 || inputs_[0] != 0 || output_ != static_cast<int>(nodes_.size()) - 1)
     return false;

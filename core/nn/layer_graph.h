@@ -72,6 +72,8 @@ class LayerGraph {
   }
   /// One example's shape at a node.
   const Shape& shape(Node node) const;
+  /// The layer whose output a node is; null for an input.
+  const Layer* layer(Node node) const;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   std::size_t num_inputs() const { return inputs_.size(); }
   const Shape& input_shape(std::size_t i) const { return shape(Node{inputs_.at(i)}); }

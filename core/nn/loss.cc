@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -117,6 +118,65 @@ float MeanSquaredErrorLoss::forward(const Tensor& predictions, const Targets& ta
 
 void MeanSquaredErrorLoss::backward(Tensor& grad) { grad = grad_; }
 
+void MeanAbsoluteErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("loss " + name(), prediction, targets);
+}
+
+float MeanAbsoluteErrorLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  grad_.resize(predictions.shape());
+  const auto n = static_cast<float>(predictions.size());
+  flat(grad_) = flat(predictions) - flat(t);
+  const double loss = static_cast<double>(flat(grad_).array().abs().sum()) / static_cast<double>(n);
+  flat(grad_) = flat(grad_).array().sign().matrix() / n;
+  return static_cast<float>(loss);
+}
+
+void MeanAbsoluteErrorLoss::backward(Tensor& grad) { grad = grad_; }
+
+HuberLoss::HuberLoss(float delta) : delta_(delta) {
+  if (!(delta > 0) || !std::isfinite(delta)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", static_cast<double>(delta));
+    throw InvalidArgument(std::string("HuberLoss: delta = ") + text + ", must be > 0");
+  }
+}
+
+void HuberLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("loss " + name(), prediction, targets);
+}
+
+float HuberLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  grad_.resize(predictions.shape());
+  const std::int64_t n = predictions.size();
+  const float* p = predictions.data();
+  const float* y = t.data();
+  float* g = grad_.data();
+  const float delta = delta_, scale = 1.0f / static_cast<float>(n);
+  double loss = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float d = p[i] - y[i];
+    const float a = std::abs(d);
+    const bool near = a <= delta;
+    loss += near ? 0.5 * static_cast<double>(d) * d : static_cast<double>(delta) * (a - 0.5 * delta);
+    g[i] = (near ? d : std::copysign(delta, d)) * scale;
+  }
+  return static_cast<float>(loss / static_cast<double>(n));
+}
+
+void HuberLoss::backward(Tensor& grad) { grad = grad_; }
+
+void MeanAbsoluteError::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("metric " + name(), prediction, targets);
+}
+
+float MeanAbsoluteError::compute(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("metric " + name(), predictions, targets);
+  return static_cast<float>(static_cast<double>((flat(predictions) - flat(t)).array().abs().sum()) /
+                            static_cast<double>(predictions.size()));
+}
+
 void Accuracy::check(const Shape& prediction, const TargetSpec& targets) const {
   check_labels("metric " + name(), prediction, targets);
 }
@@ -189,9 +249,11 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
     throw InvalidArgument("label smoothing applies to softmax_cross_entropy, not " + name);
   if (name == "sigmoid_cross_entropy") return std::make_unique<SigmoidCrossEntropyLoss>();
   if (name == "mean_squared_error" || name == "mse") return std::make_unique<MeanSquaredErrorLoss>();
+  if (name == "mean_absolute_error" || name == "mae") return std::make_unique<MeanAbsoluteErrorLoss>();
+  if (name == "huber") return std::make_unique<HuberLoss>();
   throw InvalidArgument("unknown loss '" + name +
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                        "mean_squared_error)");
+                        "mean_squared_error, mean_absolute_error, huber)");
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
@@ -202,6 +264,10 @@ std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
     metrics.push_back(std::make_unique<BinaryAccuracy>());
   else if (dynamic_cast<const MeanSquaredErrorLoss*>(&loss))
     metrics.push_back(std::make_unique<MeanSquaredError>());
+  else if (dynamic_cast<const MeanAbsoluteErrorLoss*>(&loss) || dynamic_cast<const HuberLoss*>(&loss)) {
+    metrics.push_back(std::make_unique<MeanSquaredError>());
+    metrics.push_back(std::make_unique<MeanAbsoluteError>());
+  }
   return metrics;
 }
 

@@ -96,6 +96,37 @@ class MeanSquaredErrorLoss final : public Loss {
   Tensor grad_;
 };
 
+/// Mean absolute error against float targets of the prediction's shape, averaged over every
+/// element; its gradient at a zero difference is 0, as TensorFlow's.
+class MeanAbsoluteErrorLoss final : public Loss {
+ public:
+  std::string name() const override { return "mean_absolute_error"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override;
+
+ private:
+  Tensor grad_;
+};
+
+/// Huber loss against float targets, averaged over every element (TensorFlow's and Keras's
+/// huber): 0.5 d^2 where |d| <= delta, delta (|d| - 0.5 delta) beyond, d = prediction - target.
+/// Squared near the target, linear far from it: robust to outliers.
+class HuberLoss final : public Loss {
+ public:
+  /// delta > 0, else InvalidArgument.
+  explicit HuberLoss(float delta = 1.0f);
+  std::string name() const override { return "huber"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override;
+  float delta() const { return delta_; }
+
+ private:
+  float delta_;
+  Tensor grad_;
+};
+
 /// A quantity reported beside the loss (not differentiated). compute() gives the batch mean.
 class Metric {
  public:
@@ -143,11 +174,21 @@ class MeanSquaredError final : public Metric {
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
 
+/// Mean absolute error against float targets ("mae").
+class MeanAbsoluteError final : public Metric {
+ public:
+  std::string name() const override { return "mae"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+};
+
 /// The loss named `name` ("softmax_cross_entropy", "sigmoid_cross_entropy",
-/// "mean_squared_error"); InvalidArgument naming the known ones otherwise.
+/// "mean_squared_error" or "mse", "mean_absolute_error" or "mae", "huber" with delta 1);
+/// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
-/// binary_accuracy for sigmoid cross-entropy, mse for mean squared error, none for others.
+/// binary_accuracy for sigmoid cross-entropy, mse for mean squared error, mse and mae for mean
+/// absolute error and Huber, none for others.
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss);
 
 }  // namespace cohort

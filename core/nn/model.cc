@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/elementwise.h"
 
 namespace cohort {
 
@@ -134,6 +135,19 @@ void Model::check_data(const Shape& example, const TargetSpec& targets) const {
                           ", the model's input takes " + to_string(example_shape()));
   const Shape& prediction = layers_.shape(layers_.output());
   loss_->check(prediction, targets);
+  // Keras's habit, a softmax (or sigmoid) as the last layer, would apply it twice: these losses
+  // take logits.
+  if (const auto* last = dynamic_cast<const ElementwiseActivation*>(layers_.layer(layers_.output()))) {
+    const bool softmax = last->kind() == ElementwiseActivation::Kind::kSoftmax &&
+                         dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get());
+    const bool sigmoid = last->kind() == ElementwiseActivation::Kind::kSigmoid &&
+                         dynamic_cast<const SigmoidCrossEntropyLoss*>(loss_.get());
+    if (softmax || sigmoid)
+      throw InvalidArgument("the model ends in a " + std::string(softmax ? "softmax" : "sigmoid") +
+                            " (layer \"" + last->name() + "\"), and loss " + loss_->name() +
+                            " applies its own to the model's output: remove that layer (the loss "
+                            "takes logits, as Keras's with from_logits=True)");
+  }
   for (const auto& metric : metrics_) metric->check(prediction, targets);
 }
 

@@ -29,6 +29,9 @@ const char* kind_name(ElementwiseActivation::Kind kind) {
     case ElementwiseActivation::Kind::kTanh: return "Tanh";
     case ElementwiseActivation::Kind::kGelu: return "GELU";
     case ElementwiseActivation::Kind::kSoftmax: return "Softmax";
+    case ElementwiseActivation::Kind::kSilu: return "SiLU";
+    case ElementwiseActivation::Kind::kSoftplus: return "Softplus";
+    case ElementwiseActivation::Kind::kElu: return "ELU";
   }
   return "ElementwiseActivation";
 }
@@ -59,6 +62,17 @@ void ElementwiseActivation::forward(const Tensor& input, Tensor& output, const O
       // exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below.
       y = (-x.abs()).exp();
       y = (x >= 0.0f).select((1.0f + y).inverse(), y / (1.0f + y));
+      break;
+    case Kind::kSilu:
+      y = (-x.abs()).exp();
+      y = x * (x >= 0.0f).select((1.0f + y).inverse(), y / (1.0f + y));
+      break;
+    case Kind::kSoftplus:
+      // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x.
+      y = x.max(0.0f) + (-x.abs()).exp().log1p();
+      break;
+    case Kind::kElu:
+      y = (x > 0.0f).select(x, alpha_ * x.expm1());
       break;
     case Kind::kTanh:
       y = x.tanh();
@@ -97,6 +111,22 @@ void ElementwiseActivation::backward(const Tensor& input, const Tensor& output,
     case Kind::kSigmoid:
       dx = dy * y * (1.0f - y);
       break;
+    case Kind::kSilu: {
+      // d/dx [x s(x)] = s(x) (1 + x (1 - s(x))), s the sigmoid, from the input.
+      const auto e = (-x.abs()).exp();
+      const auto s = (x >= 0.0f).select((1.0f + e).inverse(), e / (1.0f + e));
+      dx = dy * s * (1.0f + x * (1.0f - s));
+      break;
+    }
+    case Kind::kSoftplus: {
+      const auto e = (-x.abs()).exp();
+      dx = dy * (x >= 0.0f).select((1.0f + e).inverse(), e / (1.0f + e));
+      break;
+    }
+    case Kind::kElu:
+      // Below 0, alpha e^x = y + alpha.
+      dx = (x > 0.0f).select(dy, dy * (y + alpha_));
+      break;
     case Kind::kTanh:
       dx = dy * (1.0f - y.square());
       break;
@@ -128,6 +158,9 @@ double ElementwiseActivation::flops_per_example() const {
     case Kind::kTanh: per_element = 4.0; break;
     case Kind::kGelu: per_element = 14.0; break;
     case Kind::kSoftmax: per_element = 8.0; break;
+    case Kind::kSilu: per_element = 12.0; break;
+    case Kind::kSoftplus: per_element = 10.0; break;
+    case Kind::kElu: per_element = 4.0; break;
   }
   return per_element * static_cast<double>(size_);
 }
@@ -184,6 +217,14 @@ std::unique_ptr<Layer> activation(std::string name, const std::string& function,
   if (function == "relu") return relu(std::move(name));
   if (function == "leaky_relu") {
     kind = Kind::kLeakyRelu;
+    if (std::isnan(alpha)) alpha = 0.2f;
+  } else if (function == "elu") {
+    kind = Kind::kElu;
+    if (std::isnan(alpha)) alpha = 1.0f;
+  } else if (function == "silu" || function == "swish") {
+    kind = Kind::kSilu;
+  } else if (function == "softplus") {
+    kind = Kind::kSoftplus;
   } else if (function == "sigmoid") {
     kind = Kind::kSigmoid;
   } else if (function == "tanh") {
@@ -194,7 +235,8 @@ std::unique_ptr<Layer> activation(std::string name, const std::string& function,
     kind = Kind::kSoftmax;
   } else {
     throw InvalidArgument("activation \"" + name + "\": unknown function \"" + function +
-                          "\" (known: relu, leaky_relu, sigmoid, tanh, gelu, softmax)");
+                          "\" (known: relu, leaky_relu, sigmoid, tanh, gelu, softmax, silu or "
+                          "swish, softplus, elu)");
   }
   return std::make_unique<ElementwiseActivation>(std::move(name), kind, alpha);
 }

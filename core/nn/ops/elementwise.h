@@ -1,6 +1,6 @@
 #pragma once
 // Element-wise activations and shape changes: LeakyReLU, Sigmoid, Tanh, GELU, Softmax (over the
-// last axis), Reshape. (ReLU, Flatten and Dropout are in ops.h.)
+// last axis), SiLU (swish), Softplus, ELU, Reshape. (ReLU, Flatten and Dropout are in ops.h.)
 
 #include <cstdint>
 #include <span>
@@ -14,8 +14,8 @@ namespace cohort {
 /// The element-wise activations of this header, one class for their shared plumbing.
 class ElementwiseActivation : public Layer {
  public:
-  enum class Kind { kLeakyRelu, kSigmoid, kTanh, kGelu, kSoftmax };
-  /// `alpha`: LeakyReLU's slope for x < 0.
+  enum class Kind { kLeakyRelu, kSigmoid, kTanh, kGelu, kSoftmax, kSilu, kSoftplus, kElu };
+  /// `alpha`: LeakyReLU's slope for x < 0, ELU's alpha (x < 0: alpha (e^x - 1)).
   ElementwiseActivation(std::string name, Kind kind, float alpha = 0.2f);
 
   const std::string& name() const override { return name_; }

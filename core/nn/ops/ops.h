@@ -26,6 +26,7 @@
 // products on its own chunks.
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -317,10 +318,12 @@ std::unique_ptr<Layer> global_avg_pool2d(std::string name);
 /// merge.h: apply to two or more nodes.
 std::unique_ptr<Layer> add(std::string name, Activation activation = Activation::kNone);
 std::unique_ptr<Layer> concatenate(std::string name, int axis = -1);
-/// elementwise.h. `function`: "relu", "leaky_relu" (slope `alpha` below 0), "sigmoid", "tanh",
-/// "gelu" or "softmax" (over the last axis); InvalidArgument naming the known ones otherwise.
+/// elementwise.h. `function`: "relu", "leaky_relu" (slope `alpha` below 0, default 0.2),
+/// "sigmoid", "tanh", "gelu", "softmax" (over the last axis), "silu" or "swish" (x sigmoid(x)),
+/// "softplus" (log(1 + e^x)) or "elu" (alpha (e^x - 1) below 0, alpha default 1);
+/// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Layer> activation(std::string name, const std::string& function,
-                                  float alpha = 0.2f);
+                                  float alpha = std::numeric_limits<float>::quiet_NaN());
 std::unique_ptr<Layer> reshape(std::string name, Shape shape);
 /// embedding.h.
 std::unique_ptr<Layer> embedding(std::string name, std::int64_t vocabulary, std::int64_t dim);

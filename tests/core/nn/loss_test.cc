@@ -79,6 +79,37 @@ TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against th
   check_gradient(mse, x, t);
 }
 
+TEST_CASE("mean absolute error and Huber against their formulas, on both sides of delta") {
+  // Differences of -2.2 .. 2.3, none within the finite difference's step of 0 or of +-delta.
+  Tensor x({2, 3}, std::vector<float>{-1.2f, 0.3f, 1.5f, 2.3f, -0.4f, 0.7f});
+  Tensor y({2, 3}, std::vector<float>{1.0f, 0.0f, -0.1f, 0.2f, 0.5f, 1.0f});
+  const Targets t{{}, &y};
+  MeanAbsoluteErrorLoss mae;
+  double absolute = 0;
+  for (int i = 0; i < 6; ++i) absolute += std::abs(double(x[i]) - y[i]) / 6;
+  CHECK(mae.forward(x, t) == doctest::Approx(absolute).epsilon(1e-6));
+  check_gradient(mae, x, t);
+  CHECK(MeanAbsoluteError().compute(x, t) == doctest::Approx(absolute).epsilon(1e-6));
+
+  for (const float delta : {1.0f, 0.5f}) {
+    CAPTURE(delta);
+    HuberLoss huber(delta);
+    double expected = 0;
+    for (int i = 0; i < 6; ++i) {
+      const double d = double(x[i]) - y[i];
+      expected += (std::abs(d) <= delta ? 0.5 * d * d : delta * (std::abs(d) - 0.5 * delta)) / 6;
+    }
+    CHECK(huber.forward(x, t) == doctest::Approx(expected).epsilon(1e-6));
+    check_gradient(huber, x, t);
+  }
+  CHECK_THROWS_WITH_AS(HuberLoss(0.0f), "HuberLoss: delta = 0, must be > 0", InvalidArgument);
+  CHECK(make_loss("mae")->name() == "mean_absolute_error");
+  CHECK(make_loss("huber")->name() == "huber");
+  std::vector<std::string> names;
+  for (const auto& metric : default_metrics(*make_loss("huber"))) names.push_back(metric->name());
+  CHECK(names == std::vector<std::string>{"mse", "mae"});
+}
+
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   Tensor x({3, 4}, std::vector<float>{0.1f, 0.5f, 0.3f, 0.2f,   //
                                       0.9f, 0.0f, 0.8f, 0.7f,   //
@@ -124,6 +155,6 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK(make_loss("mse")->name() == "mean_squared_error");
   CHECK_THROWS_WITH_AS(make_loss("hinge"),
                        "unknown loss 'hinge' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                       "mean_squared_error)",
+                       "mean_squared_error, mean_absolute_error, huber)",
                        InvalidArgument);
 }

@@ -78,6 +78,26 @@ TEST_CASE("Model rejects bad layers and batches") {
   CHECK_THROWS_AS(Model(graph, {4}, 0), InvalidArgument);
 }
 
+TEST_CASE("a softmax or sigmoid before a loss that applies its own is refused, naming the layer") {
+  Graph graph;
+  Model model(graph, {4}, 3);
+  model.add(dense("logits", 3)).add(activation("probabilities", "softmax"));
+  CHECK_THROWS_WITH_AS(model.check_data({4}, TargetSpec::classes(3)),
+                       "the model ends in a softmax (layer \"probabilities\"), and loss "
+                       "softmax_cross_entropy applies its own to the model's output: remove that "
+                       "layer (the loss takes logits, as Keras's with from_logits=True)",
+                       InvalidArgument);
+  // With a loss that takes probabilities (here, squared error against one-hot targets), it stays.
+  model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK_NOTHROW(model.check_data({4}, TargetSpec::values({3})));
+
+  Graph graph2;
+  Model multi_label(graph2, {4}, 3);
+  multi_label.add(dense("logits", 3)).add(activation("sigmoid", "sigmoid"));
+  multi_label.set_loss(std::make_unique<SigmoidCrossEntropyLoss>());
+  CHECK_THROWS_AS(multi_label.check_data({4}, TargetSpec::values({3})), InvalidArgument);
+}
+
 TEST_CASE("built-in models: shapes, variables and FLOPs") {
   Graph graph;
   Model m = mlp(graph);

@@ -96,6 +96,22 @@ TEST_CASE("the activations match their formulas in double") {
   check_elementwise(Kind::kTanh, [](double x) { return std::tanh(x); }, 1e-6);
   check_elementwise(Kind::kGelu,
                     [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }, 1e-6);
+  check_elementwise(Kind::kSilu, [](double x) { return x / (1.0 + std::exp(-x)); }, 1e-6);
+  check_elementwise(Kind::kSoftplus, [](double x) { return std::log1p(std::exp(x)); }, 1e-6);
+  check_elementwise(Kind::kElu, [](double x) { return x > 0 ? x : 0.7 * std::expm1(x); }, 1e-6, 0.7f);
+}
+
+TEST_CASE("softplus and SiLU stay finite and exact far from 0") {
+  for (const Kind kind : {Kind::kSoftplus, Kind::kSilu}) {
+    ElementwiseActivation layer("a", kind);
+    Graph graph;
+    layer.build(graph, {3});
+    const Tensor x({1, 3}, std::vector<float>{-200.0f, 0.0f, 200.0f});
+    const Tensor y = run_forward(layer, x);
+    CHECK(y[0] == doctest::Approx(0.0));
+    CHECK(y[1] == doctest::Approx(kind == Kind::kSoftplus ? std::log(2.0) : 0.0));
+    CHECK(y[2] == doctest::Approx(200.0));
+  }
 }
 
 TEST_CASE("GELU at a few points, from the erf formula") {
@@ -198,6 +214,9 @@ TEST_CASE("the activations' gradients match finite differences") {
   check_gradients(Kind::kTanh, {3, 4, 5});
   check_gradients(Kind::kGelu, {3, 4, 5});
   check_gradients(Kind::kSoftmax, {3, 4, 5});
+  check_gradients(Kind::kSilu, {3, 4, 5});
+  check_gradients(Kind::kSoftplus, {3, 4, 5});
+  check_gradients(Kind::kElu, {3, 4, 5}, 1.0f);
 }
 
 TEST_CASE("activation() makes each kind and rejects unknown names") {
@@ -213,6 +232,14 @@ TEST_CASE("activation() makes each kind and rejects unknown names") {
   CHECK(kind_of("tanh") == Kind::kTanh);
   CHECK(kind_of("gelu") == Kind::kGelu);
   CHECK(kind_of("softmax") == Kind::kSoftmax);
+  CHECK(kind_of("silu") == Kind::kSilu);
+  CHECK(kind_of("swish") == Kind::kSilu);
+  CHECK(kind_of("softplus") == Kind::kSoftplus);
+  CHECK(kind_of("elu") == Kind::kElu);
+  // Each function's own alpha when none is given: LeakyReLU 0.2, ELU 1.
+  const Tensor minus_two({1, 1}, std::vector<float>{-2.0f});
+  CHECK(run_forward(*activation("l", "leaky_relu"), minus_two)[0] == doctest::Approx(-0.4));
+  CHECK(run_forward(*activation("e", "elu"), minus_two)[0] == doctest::Approx(std::expm1(-2.0)));
   auto relu_layer = activation("r", "relu");
   CHECK(dynamic_cast<ReLU*>(relu_layer.get()) != nullptr);
   CHECK(relu_layer->name() == "r");
@@ -221,10 +248,10 @@ TEST_CASE("activation() makes each kind and rejects unknown names") {
   const Tensor y = run_forward(*leaky, Tensor({1, 2}, std::vector<float>{-2.0f, 2.0f}));
   CHECK(values(y) == std::vector<float>{-1.0f, 2.0f});
 
-  const std::string message = error_of([] { activation("act", "swish"); });
+  const std::string message = error_of([] { activation("act", "mish"); });
   CHECK(message.find("\"act\"") != std::string::npos);
-  CHECK(message.find("swish") != std::string::npos);
-  for (const char* known : {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "softmax"})
+  CHECK(message.find("mish") != std::string::npos);
+  for (const char* known : {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "softmax", "silu", "softplus", "elu"})
     CHECK(message.find(known) != std::string::npos);
 }
 
