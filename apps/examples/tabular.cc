@@ -32,7 +32,11 @@
 
 COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz or TFRecord files");
 COHORT_DEFINE_string(tfrecord_features, "x", "TFRecord: the feature holding each example's features");
-COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data)");
+COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data, or on --validation_split's part of it)");
+COHORT_DEFINE_float(validation_split, 0.0,
+                    "without --test: hold out this fraction of the training data, chosen by --seed, to evaluate on (Keras's validation_split)",
+                    cohort::flags::Range{0, 0.99});
+COHORT_DEFINE_int(seed, 1, "--validation_split's choice of examples", cohort::flags::Range{0, 1e15});
 COHORT_DEFINE_string(label_column, "",
                      "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
 COHORT_DEFINE_string(target_columns, "",
@@ -135,15 +139,27 @@ int Main(int argc, char** argv) {
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
   // Each worker reads its shard of the training data; the chief alone, which evaluates, the
-  // test data (without --test: the whole training file).
+  // test data (without --test: the whole training file). With --validation_split every worker
+  // reads the whole file, splits it alike and keeps its shard of the training part.
+  if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
+    throw cohort::InvalidArgument("--validation_split=" + std::to_string(FLAGS_validation_split) +
+                                  " with --test=" + FLAGS_test + ": give one set to evaluate on");
+  const cohort::data::ShardSpec mine{server.replica_index(), server.num_replicas()};
   std::vector<std::string> csv_features;
-  const cohort::data::Dataset train =
-      load("train", FLAGS_train, csv_features, {server.replica_index(), server.num_replicas()});
-  const std::int64_t examples = server.replicas().allreduce(train.size());
+  cohort::data::Dataset train;
   std::optional<cohort::data::Dataset> test;
-  if (server.is_chief())
-    test = FLAGS_test.empty() ? load("train", FLAGS_train, csv_features)
-                              : load("test", FLAGS_test, csv_features);
+  if (FLAGS_validation_split > 0) {
+    auto [fit, held_out] = load("train", FLAGS_train, csv_features)
+                               .split(FLAGS_validation_split, static_cast<std::uint64_t>(FLAGS_seed));
+    train = fit.shard(mine.index, mine.count);
+    if (server.is_chief()) test = std::move(held_out);
+  } else {
+    train = load("train", FLAGS_train, csv_features, mine);
+    if (server.is_chief())
+      test = FLAGS_test.empty() ? load("train", FLAGS_train, csv_features)
+                                : load("test", FLAGS_test, csv_features);
+  }
+  const std::int64_t examples = server.replicas().allreduce(train.size());
   const cohort::Shape input = FLAGS_input_shape.empty()
                                   ? train.example_shape()
                                   : cohort::flags::parse_size_list("input_shape", FLAGS_input_shape,

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
+#include <vector>
+
+#include "cohort/core/nn/data/random.h"
 
 namespace cohort::data {
 
@@ -16,16 +20,18 @@ std::shared_ptr<const Storage> empty_storage() {
   return storage;
 }
 
-// Examples index, index + count, ... of another source's.
-class ShardSource : public ExampleSource {
+// Some of another source's examples: example i is its indices[i].
+class SubsetSource : public ExampleSource {
  public:
-  ShardSource(std::shared_ptr<const ExampleSource> all, std::int64_t index, std::int64_t count)
-      : all_(std::move(all)), index_(index), count_(count) {}
-  void read(std::int64_t i, float* out) const override { all_->read(index_ + i * count_, out); }
+  SubsetSource(std::shared_ptr<const ExampleSource> all, std::vector<std::int64_t> indices)
+      : all_(std::move(all)), indices_(std::move(indices)) {}
+  void read(std::int64_t i, float* out) const override { all_->read(index(i), out); }
+  std::int64_t index(std::int64_t i) const { return indices_[static_cast<std::size_t>(i)]; }
+  const std::shared_ptr<const ExampleSource>& all() const { return all_; }
 
  private:
   std::shared_ptr<const ExampleSource> all_;
-  std::int64_t index_, count_;
+  std::vector<std::int64_t> indices_;
 };
 
 // Checks a storage; returns its example count.
@@ -153,34 +159,65 @@ Dataset Dataset::shard(int index, int count) const {
     throw InvalidArgument("Dataset::shard: index " + std::to_string(index) + " of count " +
                           std::to_string(count) + " (need 0 <= index < count)");
   if (count == 1) return *this;
-  // Examples index, index + count, ...: their rows, copied into storage of the shard's own.
-  const std::int64_t n = size_ > index ? (size_ - index + count - 1) / count : 0;
+  std::vector<std::int64_t> indices;  // index, index + count, ...
+  for (std::int64_t i = index; i < size_; i += count) indices.push_back(i);
+  return subset(indices);
+}
+
+Dataset Dataset::subset(std::span<const std::int64_t> indices) const {
+  for (const std::int64_t i : indices) check_index(i);
+  const auto n = static_cast<std::int64_t>(indices.size());
+  // The chosen rows, copied into storage of the subset's own.
   const auto rows = [&](const Tensor& all, std::int64_t row_size) {
     Shape shape = all.shape();
     shape[0] = n;
     Tensor out(shape);
     for (std::int64_t i = 0; i < n; ++i)
-      std::copy_n(all.data() + (index + i * count) * row_size, row_size, out.data() + i * row_size);
+      std::copy_n(all.data() + indices[static_cast<std::size_t>(i)] * row_size, row_size,
+                  out.data() + i * row_size);
     return out;
   };
   auto storage = std::make_shared<Storage>();
   if (in_memory()) {
     storage->features = rows(storage_->features, example_size_);
   } else {
-    storage->source = std::make_shared<ShardSource>(storage_->source, index, count);
+    // Over the source this one reads from: a subset of a subset reads the original directly.
+    std::shared_ptr<const ExampleSource> source = storage_->source;
+    std::vector<std::int64_t> at(indices.begin(), indices.end());
+    if (const auto* inner = dynamic_cast<const SubsetSource*>(source.get())) {
+      for (std::int64_t& i : at) i = inner->index(i);
+      source = inner->all();
+    }
+    storage->source = std::make_shared<SubsetSource>(std::move(source), std::move(at));
     storage->source_shape = storage_->source_shape;
     storage->source_shape[0] = n;
   }
   if (has_labels()) {
-    storage->labels.reserve(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i)
-      storage->labels.push_back(storage_->labels[static_cast<std::size_t>(index + i * count)]);
+    storage->labels.reserve(indices.size());
+    for (const std::int64_t i : indices) storage->labels.push_back(storage_->labels[static_cast<std::size_t>(i)]);
   } else {
     storage->targets = rows(storage_->targets, target_size_);
   }
   storage->num_classes = storage_->num_classes;
   storage->name = storage_->name;
   return Dataset(std::move(storage));
+}
+
+std::pair<Dataset, Dataset> Dataset::split(double fraction, std::uint64_t seed) const {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", fraction);
+  const std::string what = "Dataset " + name() + ": validation split " + text;
+  if (!(fraction > 0 && fraction < 1))
+    throw InvalidArgument(what + " is not a fraction in (0, 1)");
+  const auto n = static_cast<std::size_t>(size_);
+  const auto validation = static_cast<std::size_t>(fraction * static_cast<double>(n));
+  if (validation == 0 || validation == n)
+    throw InvalidArgument(what + " of " + std::to_string(n) + " examples leaves the " +
+                          (validation == 0 ? "validation" : "training") + " part empty");
+  const std::vector<char> held = detail::held_out(n, validation, seed);
+  std::vector<std::int64_t> parts[2];
+  for (std::size_t i = 0; i < n; ++i) parts[held[i] != 0].push_back(static_cast<std::int64_t>(i));
+  return {subset(parts[0]), subset(parts[1])};
 }
 
 FeatureSums feature_sums(const Dataset& data) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/base/error.h"
@@ -114,6 +115,18 @@ class Dataset {
   /// dataset not in memory gives one that makes its examples from the same source). Throws
   /// InvalidArgument unless 0 <= index < count.
   Dataset shard(int index, int count) const;
+
+  /// The examples at `indices` (each in [0, size()), in any order, repeats allowed), in that
+  /// order, in storage of their own (a dataset not in memory gives one that makes its examples
+  /// from the same source). Throws std::out_of_range for an index outside.
+  Dataset subset(std::span<const std::int64_t> indices) const;
+
+  /// Keras's validation_split: {training, validation}, the validation part holding
+  /// floor(fraction * size()) examples chosen by a shuffle seeded with `seed`, each part in this
+  /// dataset's order. Every process that splits the same dataset with the same seed gets the
+  /// same parts (load_image_folder's validation_split chooses the same positions). Throws
+  /// InvalidArgument unless 0 < fraction < 1 and both parts hold an example.
+  std::pair<Dataset, Dataset> split(double fraction, std::uint64_t seed) const;
 
   /// The storage the examples are in, shared by copies of this dataset: example i is its i-th.
   const std::shared_ptr<const Storage>& storage() const { return storage_; }

@@ -4,8 +4,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
-#include <random>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -130,18 +128,11 @@ std::vector<Entry> subset(std::vector<Entry> entries, const ImageFolderOptions& 
     detail::fail(dir, "validation_split " + std::to_string(split) + " of " + std::to_string(n) +
                           " images leaves the " + (validation == 0 ? "validation" : "training") +
                           " subset empty");
-  // A Fisher-Yates shuffle of the positions, by the pipeline's portable draws.
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937_64 engine(detail::mix_seed(options.seed, 0x7661));
-  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[detail::uniform_below(engine, i)]);
-  const bool training = options.subset == ImageFolderOptions::Subset::kTraining;
-  std::vector<std::size_t> chosen(training ? order.begin() : order.end() - static_cast<std::ptrdiff_t>(validation),
-                                  training ? order.end() - static_cast<std::ptrdiff_t>(validation) : order.end());
-  std::sort(chosen.begin(), chosen.end());
+  const std::vector<char> held = detail::held_out(n, validation, options.seed);
+  const char keep = options.subset == ImageFolderOptions::Subset::kTraining ? 0 : 1;
   std::vector<Entry> out;
-  out.reserve(chosen.size());
-  for (const std::size_t i : chosen) out.push_back(std::move(entries[i]));
+  for (std::size_t i = 0; i < n; ++i)
+    if (held[i] == keep) out.push_back(std::move(entries[i]));
   return out;
 }
 

@@ -6,8 +6,11 @@
 // with the standard library (a resumed job may run on another build), so the draws built on the
 // engine are written out here.
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <utility>
+#include <vector>
 
 namespace cohort::data::detail {
 
@@ -32,6 +35,19 @@ inline std::uint64_t uniform_below(std::mt19937_64& engine, std::uint64_t bound)
 /// Uniform float in [0, 1) from the top 24 bits of one draw (exactly representable).
 inline float uniform_float(std::mt19937_64& engine) {
   return static_cast<float>(engine() >> 40) * (1.0f / 16777216.0f);
+}
+
+/// Keras's validation_split over n positions: which `validation` of them are held out, chosen by
+/// a Fisher-Yates shuffle seeded with `seed` (the last `validation` positions of the shuffled
+/// order). Image folders and Dataset::split choose alike.
+inline std::vector<char> held_out(std::size_t n, std::size_t validation, std::uint64_t seed) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 engine(mix_seed(seed, 0x7661));
+  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[uniform_below(engine, i)]);
+  std::vector<char> held(n, 0);
+  for (std::size_t i = n - std::min(validation, n); i < n; ++i) held[order[i]] = 1;
+  return held;
 }
 
 }  // namespace cohort::data::detail

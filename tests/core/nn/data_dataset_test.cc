@@ -147,6 +147,74 @@ TEST_CASE("shard: disjoint, covering, balanced, each a copy of its own examples"
                        cohort::InvalidArgument);
 }
 
+TEST_CASE("subset and split: chosen examples in their order, Keras's validation split, alike everywhere") {
+  const Dataset whole = cohort::data::synthetic(103, 3);
+  const std::vector<std::int64_t> chosen{7, 2, 2, 100};
+  const Dataset some = whole.subset(chosen);
+  REQUIRE(some.size() == 4);
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    CHECK(same_example(some, static_cast<std::int64_t>(i), whole, chosen[i]));
+  CHECK(some.storage() != whole.storage());
+  CHECK(some.name() == whole.name());
+  const std::vector<std::int64_t> outside{3, 103};
+  CHECK_THROWS_AS(whole.subset(outside), std::out_of_range);
+
+  const auto [training, validation] = whole.split(0.2, 9);
+  CHECK(validation.size() == 20);  // floor(0.2 * 103)
+  CHECK(training.size() == 83);
+  // Each part in the dataset's order, the two disjoint and covering it.
+  std::vector<std::int64_t> from;
+  for (const Dataset* part : {&training, &validation}) {
+    std::int64_t at = -1;
+    for (std::int64_t i = 0; i < part->size(); ++i) {
+      std::int64_t j = at + 1;
+      while (j < whole.size() && !same_example(*part, i, whole, j)) ++j;
+      REQUIRE(j < whole.size());
+      from.push_back(at = j);
+    }
+  }
+  std::sort(from.begin(), from.end());
+  for (std::int64_t i = 0; i < whole.size(); ++i) CHECK(from[static_cast<std::size_t>(i)] == i);
+  // The same seed, the same parts (every worker splits alike); another seed, others.
+  const auto again = whole.split(0.2, 9);
+  const auto other = whole.split(0.2, 10);
+  CHECK(same_pixels(again.second, validation));
+  CHECK_FALSE(same_pixels(other.second, validation));
+
+  CHECK_THROWS_WITH_AS(whole.split(1.0, 1), "Dataset synthetic(n=103, seed=3): validation split 1 is not a fraction in (0, 1)",
+                       cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(whole.split(0.005, 1), "Dataset synthetic(n=103, seed=3): validation split 0.005 of 103 examples leaves the "
+                       "validation part empty",
+                       cohort::InvalidArgument);
+}
+
+TEST_CASE("a subset of examples made on use reads them from the same source") {
+  // A source that says which example it was asked for.
+  struct Counting : cohort::data::ExampleSource {
+    void read(std::int64_t i, float* out) const override { out[0] = static_cast<float>(i); }
+  };
+  auto storage = std::make_shared<Storage>();
+  storage->source = std::make_shared<Counting>();
+  storage->source_shape = {10, 1};
+  storage->labels.assign(10, 0);
+  storage->num_classes = 1;
+  storage->name = "counting";
+  const Dataset all(storage);
+  REQUIRE_FALSE(all.in_memory());
+  // A subset of a shard of a split: each still reads the original's example.
+  const Dataset training = all.split(0.3, 4).first;
+  const Dataset second_half = training.shard(1, 2);
+  const std::vector<std::int64_t> last{second_half.size() - 1};
+  const Dataset one = second_half.subset(last);
+  CHECK_FALSE(one.in_memory());
+  float value = -1;
+  one.read_example(0, &value);
+  float expected = -1;
+  training.read_example(2 * (second_half.size() - 1) + 1, &expected);
+  CHECK(value == expected);
+  CHECK(value >= 0);
+}
+
 TEST_CASE("feature_sums: per feature (the last axis), shards add up to the whole, moments") {
   // 4 examples of shape [2, 3]: feature j of example i, row r is 10 * j + i + r.
   Tensor x({4, 2, 3});
