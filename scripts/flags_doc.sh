@@ -14,7 +14,9 @@ Syntax, later sources winning:
 
 - the default, then the environment variable `COHORT_<NAME>` (e.g. `COHORT_BATCH_SIZE=128`); a
   bad value there counts only where the command line does not set the flag, and its errors name
-  the variable (`COHORT_BATCH_SIZE=0 (the environment's --batch_size): out of range, ...`);
+  the variable (`COHORT_BATCH_SIZE=0 (the environment's --batch_size): out of range, ...`); a
+  variable that is a near miss of a flag's (`COHORT_MODLE`) is warned of once, by rank 0, since it
+  would be ignored (`did you mean COHORT_MODEL, for --model?`);
 - `COHORT_FLAGFILE=FILE`: FILE read as `--flagfile=FILE` before the command line;
 - the command line, left to right: `--name=value` or `--name value` (never a next argument that
   is itself a flag: `--checkpoint_dir --train_steps=20` is refused as having no value);

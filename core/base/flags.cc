@@ -53,19 +53,34 @@ std::optional<bool> parse_bool(std::string text) {
   return std::nullopt;
 }
 
+// Edits from a to b, a swap of two neighbours counting as one (MODLE is one from MODEL).
 std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = up;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
+  return d[a.size()][b.size()];
+}
+
+// The candidate nearest to `text` and its distance; of those as near, the one closest in length.
+template <typename Candidates, typename Name>
+std::pair<const std::string*, std::size_t> nearest(const std::string& text, const Candidates& candidates,
+                                                   Name name) {
+  const std::string* best = nullptr;
+  std::size_t best_distance = 0, best_gap = 0;
+  for (const auto& candidate : candidates) {
+    const std::string& n = name(candidate);
+    const std::size_t d = edit_distance(text, n);
+    const std::size_t gap = n.size() > text.size() ? n.size() - text.size() : text.size() - n.size();
+    if (!best || d < best_distance || (d == best_distance && gap < best_gap))
+      best = &n, best_distance = d, best_gap = gap;
   }
-  return row[b.size()];
+  return {best, best_distance};
 }
 
 // Where each token read from a flag file came from ("--flagfile=F line N"), for the messages
@@ -150,13 +165,11 @@ std::optional<std::string> nearest_choice(const std::string& text, const std::ve
     for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return t;
   };
-  const std::string* best = nullptr;
-  std::size_t best_distance = 0;
-  for (const std::string& choice : choices) {
-    const std::size_t d = edit_distance(lower(text), lower(choice));
-    if (!best || d < best_distance) best = &choice, best_distance = d;
-  }
-  if (best && best_distance <= std::max<std::size_t>(1, text.size() / 3)) return *best;
+  std::vector<std::string> lowered;
+  for (const std::string& choice : choices) lowered.push_back(lower(choice));
+  const auto [best, distance] = nearest(lower(text), lowered, [](const std::string& c) -> const std::string& { return c; });
+  if (best && distance <= std::max<std::size_t>(1, text.size() / 3))
+    return choices[static_cast<std::size_t>(best - lowered.data())];
   return std::nullopt;
 }
 
@@ -252,14 +265,26 @@ const Flag* Registry::find(const std::string& name) const {
 }
 
 std::optional<std::string> Registry::suggest(const std::string& unknown) const {
-  const Flag* best = nullptr;
-  std::size_t best_distance = 0;
-  for (const Flag& flag : flags_) {
-    const std::size_t d = edit_distance(unknown, flag.name);
-    if (!best || d < best_distance) best = &flag, best_distance = d;
-  }
-  if (best && best_distance <= std::max<std::size_t>(2, unknown.size() / 3)) return best->name;
+  const auto [best, distance] = nearest(unknown, flags_, [](const Flag& f) -> const std::string& { return f.name; });
+  if (best && distance <= std::max<std::size_t>(2, unknown.size() / 3)) return *best;
   return std::nullopt;
+}
+
+std::vector<std::string> Registry::misspelt_environment(const std::vector<std::string>& names) const {
+  std::vector<std::string> warnings;
+  for (const std::string& name : names) {
+    if (name.rfind("COHORT_", 0) != 0 || name.size() == 7) continue;
+    std::string flag_name;
+    for (const char c : name.substr(7))
+      flag_name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (find(flag_name)) continue;
+    const auto [best, distance] = nearest(flag_name, flags_, [](const Flag& f) -> const std::string& { return f.name; });
+    // Closer than suggest()'s bar: other programs' and tools' COHORT_ variables are left alone.
+    if (best && distance <= std::max<std::size_t>(1, flag_name.size() / 4))
+      warnings.push_back("environment variable " + name + " is not a flag of this program (did you mean " +
+                         env_name(*best) + ", for --" + *best + "?); it is ignored");
+  }
+  return warnings;
 }
 
 std::string value_text(const Flag& flag) {

@@ -118,6 +118,11 @@ class Registry {
   /// settings ignore.
   bool given(const std::string& name) const { return given_.contains(name); }
 
+  /// Warnings for the environment variables among `names` that look meant for a flag of this
+  /// program and are not one: COHORT_<X> where X is a near miss of a flag's name
+  /// (COHORT_MODLE for --model). Such a variable would be ignored in silence.
+  std::vector<std::string> misspelt_environment(const std::vector<std::string>& names) const;
+
   /// --help text: every flag with its type, default and doc, grouped by defining file.
   std::string help(const std::string& program) const;
 

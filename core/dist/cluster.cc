@@ -207,8 +207,8 @@ ClusterSpec cluster_from_flags() {
   if (FLAGS_print_cluster && spec.my_rank() == 0) {
     std::set<std::string> nodes;
     for (int r = 0; r < spec.size(); ++r) nodes.insert(spec.node_of(r));
-    std::printf("cluster: %d tasks on %zu node%s\n%s", spec.size(), nodes.size(),
-                nodes.size() == 1 ? "" : "s", spec.table().c_str());
+    std::printf("cluster: %d task%s on %zu node%s\n%s", spec.size(), spec.size() == 1 ? "" : "s",
+                nodes.size(), nodes.size() == 1 ? "" : "s", spec.table().c_str());
     std::fflush(stdout);
   }
   return spec;

@@ -1,6 +1,10 @@
 #include "cohort/core/nn/graph.h"
 
+#include <cstdio>
+#include <new>
 #include <utility>
+
+#include <unistd.h>
 
 #include "cohort/core/base/error.h"
 
@@ -85,8 +89,28 @@ std::span<float> Graph::values() {
 
 void Graph::freeze() const {
   if (frozen_) return;
-  values_ = Tensor(Shape{num_parameters_});  // zero-filled
-  state_ = Tensor(Shape{num_state_});
+  // Where the parameters alone outgrow the machine, Linux may grant the memory and kill the
+  // process when it is touched: refuse first, in words.
+  const double bytes = static_cast<double>(num_parameters_ + num_state_) * sizeof(float);
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const auto too_large = [&](const std::string& why) {
+    char size[64];
+    std::snprintf(size, sizeof size, "%.3g GB", bytes * 1e-9);
+    return Error("the model's " + std::to_string(num_parameters_) + " parameters (" + size +
+                 " as float32) " + why);
+  };
+  if (physical > 0 && 2 * bytes > physical) {  // values and gradients, at the least
+    char memory[64];
+    std::snprintf(memory, sizeof memory, "%.3g GB", physical * 1e-9);
+    throw too_large(std::string("and as many gradients exceed this machine's memory (") + memory + ")");
+  }
+  try {
+    values_ = Tensor(Shape{num_parameters_});  // zero-filled
+    state_ = Tensor(Shape{num_state_});
+  } catch (const std::bad_alloc&) {
+    throw too_large("cannot be allocated, before their gradients and the optimizer's state: more "
+                    "memory than this process can have");
+  }
   frozen_ = true;
 }
 

@@ -9,11 +9,14 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>  // environ
 
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
@@ -164,6 +167,15 @@ int Run(MainFunction main, int argc, char** argv) {
     if (world.rank() == 0) std::fprintf(stderr, "error: %s\n", mismatch.c_str());
     return 2;
   }
+  if (world.rank() == 0) {  // a typo in a batch script's variable, said once
+    std::vector<std::string> names;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string text(*entry);
+      names.push_back(text.substr(0, text.find('=')));
+    }
+    for (const std::string& warning : flags::Registry::global().misspelt_environment(names))
+      std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  }
 
   // For failed_alike(), made while every rank is here.
   const mpi::Comm errors = world.size() > 1 ? world.dup() : mpi::Comm();
@@ -203,6 +215,8 @@ int Run(MainFunction main, int argc, char** argv) {
   } catch (const InvalidArgument& e) {
     what = e.what();
     status = 2;
+  } catch (const std::bad_alloc&) {
+    what = "out of memory (std::bad_alloc): this process asked for more memory than it can have";
   } catch (const std::exception& e) {
     what = e.what();
   }

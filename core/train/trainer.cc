@@ -87,6 +87,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                             std::to_string(options_.towers));
     if (num_workers_ > 1) cross_replica_ = std::make_unique<ReplicaSum>(server->replicas());
   }
+  // The parameters first: a model too large for memory is named as such (Graph), not met as a
+  // bare bad_alloc in the gradients' allocation below.
+  static_cast<void>(graph_.values());
   replication_ = Replication::create(server, graph_, *optimizer_, options_.replication);
   // Tower 0's gradients (the towers' average) go where the mode reads them without a copy.
   const auto parameters = static_cast<std::size_t>(graph_.num_parameters());

@@ -301,6 +301,17 @@ TEST_CASE("a string flag outside its choices is refused, from any source, with t
         std::string::npos);
 }
 
+TEST_CASE("an environment variable that looks meant for a flag and is not one is warned of") {
+  Fixture f;
+  const auto warnings = f.registry.misspelt_environment(
+      {"COHORT_BATCH_SIZ", "COHORT_BATCH_SIZE", "COHORT_LAUNCHER", "COHORT_", "PATH", "COHORT_SHUFLE"});
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0] == "environment variable COHORT_BATCH_SIZ is not a flag of this program (did you "
+                       "mean COHORT_BATCH_SIZE, for --batch_size?); it is ignored");
+  CHECK(warnings[1].find("COHORT_SHUFLE is not a flag of this program (did you mean COHORT_SHUFFLE,") !=
+        std::string::npos);
+}
+
 TEST_CASE("--version asks for the version") {
   Fixture f;
   CHECK(f.parse({"--version"}).version);

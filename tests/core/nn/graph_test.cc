@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "cohort/core/base/error.h"
@@ -83,6 +84,20 @@ TEST_CASE("values() is allocated once, zero-filled, and freezes the variable set
   CHECK(cg.values().data() == values.data());
   CHECK(g.values(*g.find("b")).data() == values.data() + 3);
   CHECK(g.values(*g.find("b")).size() == 4);
+}
+
+TEST_CASE("parameters beyond the machine's memory are refused in words, not met as a kill") {
+  Graph g;
+  // 2^40 floats (4.4 TB), twice over with their gradients: more than any machine this runs on.
+  g.get_variable("huge", {1 << 20, 1 << 20}, Initializer::zeros());
+  try {
+    static_cast<void>(g.values());
+    FAIL("a 4.4 TB parameter buffer was allocated");
+  } catch (const cohort::Error& e) {
+    const std::string message = e.what();
+    CHECK(message.find("the model's 1099511627776 parameters (4.4e+03 GB as float32) and as many "
+                       "gradients exceed this machine's memory (") == 0);
+  }
 }
 
 TEST_CASE("initialize fills each variable from its initializer") {
