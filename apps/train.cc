@@ -138,7 +138,7 @@ COHORT_DEFINE_float(stall_timeout_secs, 1800,
                     "a stalled ps's transfers, the end of training) ends the job after this long "
                     "(0: never)",
                     Range{0, 1e7});
-COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps (0: at the end only)",
+COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps, printed and written as an eval run beside the summaries (0: at the end only)",
     Range{0, 1e15});
 COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps (0: never)",
     Range{0, 1e15});
@@ -266,28 +266,6 @@ class ProgressHook : public cohort::SessionRunHook {
   std::int64_t every_, target_, per_step_;
   std::int64_t last_step_ = -1, next_ = 0;
   Clock::time_point last_time_;
-};
-
-// Test-set evaluation on the chief at every multiple of N global steps.
-class EvaluationHook : public cohort::SessionRunHook {
- public:
-  EvaluationHook(cohort::Trainer& trainer, const cohort::data::Dataset& test, std::int64_t every)
-      : trainer_(trainer), test_(test), every_(every) {}
-  cohort::SessionRunArgs before_run(cohort::RunContext&) override { return {{"global_step"}}; }
-  void after_run(cohort::RunContext&, const cohort::SessionRunValues& v) override {
-    const auto step = static_cast<std::int64_t>(v.get("global_step"));
-    if (next_ < 0) next_ = (step / every_ + (step % every_ == 0 ? 0 : 1)) * every_;
-    if (step < next_) return;
-    const auto m = trainer_.evaluate(test_);
-    std::printf("step %lld  test accuracy %.4f  test loss %.4f\n", static_cast<long long>(step),
-                m.accuracy, m.loss);
-    next_ = (step / every_ + 1) * every_;
-  }
-
- private:
-  cohort::Trainer& trainer_;
-  const cohort::data::Dataset& test_;
-  std::int64_t every_, next_ = -1;
 };
 
 // For the failure tests: one worker raises, or stops answering, at a given global step.
@@ -539,7 +517,8 @@ int Main(int argc, char** argv) {
   if (FLAGS_log_every_steps > 0)
     session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, target, per_step));
   if (FLAGS_eval_every_steps > 0)
-    session_options.chief_only_hooks.push_back(std::make_shared<EvaluationHook>(trainer, test_data, FLAGS_eval_every_steps));
+    session_options.chief_only_hooks.push_back(std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
+        .data = test_data, .every_steps = FLAGS_eval_every_steps, .at_end = false}));
 
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
   const std::int64_t first_step = trainer.global_step();

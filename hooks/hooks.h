@@ -14,3 +14,4 @@
 #include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "cohort/hooks/summary_saver_hook.h"
+#include "cohort/hooks/validation_hook.h"

@@ -37,6 +37,13 @@ COHORT_DEFINE_float(validation_split, 0.0,
                     "without --test: hold out this fraction of the training data, chosen by --seed, to evaluate on (Keras's validation_split)",
                     cohort::flags::Range{0, 0.99});
 COHORT_DEFINE_int(seed, 1, "--validation_split's choice of examples", cohort::flags::Range{0, 1e15});
+COHORT_DEFINE_int(eval_every_steps, 0,
+                  "chief: evaluate on the test (or held-out) data every N global steps, as an eval run beside the summaries (0: at the end only)",
+                  cohort::flags::Range{0, 1e15});
+COHORT_DEFINE_int(patience, 0, "with --eval_every_steps: stop after this many evaluations without a lower loss (0: never)",
+                  cohort::flags::Range{0, 1e9});
+COHORT_DEFINE_float(min_delta, 0.0, "with --patience: a lower loss must be lower by more than this", cohort::flags::Range{0, 1e30});
+COHORT_DEFINE_string(best_dir, "", "with --eval_every_steps: keep a checkpoint of the parameters with the lowest loss here");
 COHORT_DEFINE_string(label_column, "",
                      "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
 COHORT_DEFINE_string(target_columns, "",
@@ -189,11 +196,20 @@ int Main(int argc, char** argv) {
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);
 
+  if ((FLAGS_patience > 0 || !FLAGS_best_dir.empty()) && FLAGS_eval_every_steps == 0)
+    throw cohort::InvalidArgument("--patience and --best_dir judge the evaluations of --eval_every_steps, which is 0");
+  cohort::HookList chief_only;
+  // On the chief, which holds the test data; the final evaluation is the program's own, below.
+  if (FLAGS_eval_every_steps > 0 && test)
+    chief_only.push_back(std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
+        .data = *test, .every_steps = FLAGS_eval_every_steps, .at_end = false, .min_delta = FLAGS_min_delta,
+        .patience = FLAGS_patience, .best_dir = FLAGS_best_dir}));
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
-                std::make_shared<cohort::NanTensorHook>()}});
+                std::make_shared<cohort::NanTensorHook>()},
+      .chief_only_hooks = chief_only});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {

@@ -113,6 +113,18 @@ mae=$(metric reg_held_out.json mae)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 and 0 < $mae < 0.2 else 1)" \
   || { echo "held_out: validation MSE $mse and MAE $mae, expected below 0.05 and 0.2"; exit 1; }
 
+# Evaluations during training (ValidationHook), in sync mode with a ps task: the chief's stop
+# for want of improvement ends every task. No evaluation can beat the first (at step 50) by 1e9,
+# so two more end training at step 150 of 1500, and the best checkpoint is step 50's.
+run early_stop --mode=sync --ps_tasks=1 --train=reg_train.csv --validation_split=0.2 \
+  --target_columns=y1,y2 --loss=mean_squared_error --train_steps=1500 --eval_every_steps=50 \
+  --patience=2 --min_delta=1e9 --best_dir=best || { echo "the early-stopping job failed"; exit 1; }
+grep -q "^validation: loss has not improved in 2 evaluations: stopping$" early_stop.log \
+  && grep -q "^tabular: 2 workers, 3200 examples, global step 150, " early_stop.log \
+  || { echo "early_stop: training did not stop at global step 150"; exit 1; }
+[[ -f best/model.ckpt-50.safetensors && ! -f best/model.ckpt-100.safetensors ]] \
+  || { ls best; echo "early_stop: best/ does not hold step 50's checkpoint alone"; exit 1; }
+
 run multilabel --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
   --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics_json=ml.json \
   || { echo "the multi-label job failed"; exit 1; }

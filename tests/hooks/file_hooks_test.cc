@@ -21,6 +21,9 @@ namespace cohort {
 namespace {
 
 using test::LocalTraining;
+using test::Row;
+using test::read_csv;
+using test::steps_of;
 
 class CountingListener : public CheckpointSaverListener {
  public:
@@ -45,36 +48,6 @@ MonitoredSessionOptions session_options(const std::string& dir, HookList hooks) 
   options.hooks = std::move(hooks);
   options.stop_on_signals = false;
   return options;
-}
-
-// (step, tag, value) rows of metrics.csv.
-struct Row {
-  std::int64_t step;
-  std::string tag;
-  double value;
-};
-std::vector<Row> read_csv(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Row> rows;
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string step, wall, tag, value;
-    std::getline(fields, step, ',');
-    std::getline(fields, wall, ',');
-    std::getline(fields, tag, ',');
-    std::getline(fields, value, ',');
-    rows.push_back({std::stoll(step), tag, std::stod(value)});
-  }
-  return rows;
-}
-
-std::vector<std::int64_t> steps_of(const std::vector<Row>& rows, const std::string& tag) {
-  std::vector<std::int64_t> steps;
-  for (const Row& row : rows)
-    if (row.tag == tag) steps.push_back(row.step);
-  return steps;
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #pragma once
-// A small local-mode training setup for driving hooks through a real MonitoredSession, and the
-// session options the hook tests start from.
+// A small local-mode training setup for driving hooks through a real MonitoredSession, the
+// session options the hook tests start from, and a reader of the summary writer's metrics.csv.
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/graph.h"
@@ -57,6 +60,38 @@ inline int train(MonitoredSession& session, int max_steps = 1000) {
     ++runs;
   }
   return runs;
+}
+
+/// A row of metrics.csv (SummaryWriter's copy of the scalars).
+struct Row {
+  std::int64_t step;
+  std::string tag;
+  double value;
+};
+/// Every row of the metrics.csv at `path`.
+inline std::vector<Row> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Row> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string step, wall, tag, value;
+    std::getline(fields, step, ',');
+    std::getline(fields, wall, ',');
+    std::getline(fields, tag, ',');
+    std::getline(fields, value, ',');
+    rows.push_back({std::stoll(step), tag, std::stod(value)});
+  }
+  return rows;
+}
+
+/// The steps at which `tag` was written.
+inline std::vector<std::int64_t> steps_of(const std::vector<Row>& rows, const std::string& tag) {
+  std::vector<std::int64_t> steps;
+  for (const Row& row : rows)
+    if (row.tag == tag) steps.push_back(row.step);
+  return steps;
 }
 
 }  // namespace cohort::test

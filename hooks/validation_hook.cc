@@ -1,0 +1,139 @@
+#include "cohort/hooks/validation_hook.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/io/summary_writer.h"
+#include "cohort/core/nn/evaluation.h"
+#include "cohort/core/train/trainer.h"
+
+namespace cohort {
+
+ValidationHook::ValidationHook(ValidationHookOptions options) : options_(std::move(options)) {
+  const auto bad = [](const std::string& what) { return InvalidArgument("ValidationHook: " + what); };
+  if (options_.data.size() == 0) throw bad("the validation data is empty");
+  if (options_.every_steps < 1)
+    throw bad("every_steps must be >= 1, got " + std::to_string(options_.every_steps));
+  if (options_.batch_size < 1)
+    throw bad("batch_size must be >= 1, got " + std::to_string(options_.batch_size));
+  if (options_.patience < 0) throw bad("patience must be >= 0, got " + std::to_string(options_.patience));
+  if (!(options_.min_delta >= 0)) throw bad("min_delta must be >= 0");
+  if (options_.monitor.empty()) throw bad("monitor is empty");
+}
+
+ValidationHook::~ValidationHook() = default;
+
+void ValidationHook::begin() {
+  next_ = -1;
+  history_.clear();
+  best_ = -1;
+  without_improvement_ = 0;
+  best_checkpoint_.clear();
+  stopped_ = false;
+}
+
+void ValidationHook::after_create_session(MonitoredSession& session) {
+  active_ = session.is_chief();
+  if (!active_) return;
+  const Model& model = session.trainer().model();
+  metric_names_ = model.metric_names();
+  if (options_.monitor != "loss" &&
+      std::find(metric_names_.begin(), metric_names_.end(), options_.monitor) == metric_names_.end()) {
+    std::string known = "loss";
+    for (const std::string& name : metric_names_) known += ", " + name;
+    throw InvalidArgument("ValidationHook: monitor '" + options_.monitor +
+                          "' is not the loss or a metric of the model (" + known + ")");
+  }
+  check_dataset(model, options_.data);
+  const SessionOptions& s = session.options();
+  if (!options_.best_dir.empty() && !s.checkpoint_dir.empty() &&
+      std::filesystem::weakly_canonical(options_.best_dir) == std::filesystem::weakly_canonical(s.checkpoint_dir))
+    throw InvalidArgument("ValidationHook: best_dir " + options_.best_dir +
+                          " is the session's checkpoint_dir; the best checkpoints need a directory of their own");
+  std::string dir = options_.output_dir;
+  if (dir.empty() && !(s.summary_dir.empty() && s.checkpoint_dir.empty()))
+    dir = (s.summary_dir.empty() ? s.checkpoint_dir : s.summary_dir) + "/eval";
+  // A second session with the same hook keeps the writer (and its event file).
+  if (!dir.empty() && !writer_) writer_ = std::make_unique<SummaryWriter>(dir);
+}
+
+SessionRunArgs ValidationHook::before_run(RunContext&) {
+  if (!active_) return {};
+  return {{"global_step"}};
+}
+
+void ValidationHook::after_run(RunContext& context, const SessionRunValues& values) {
+  if (!active_) return;
+  const auto step = static_cast<std::int64_t>(values.get("global_step"));
+  const std::int64_t every = options_.every_steps;
+  if (next_ < 0) next_ = (step + every - 1) / every * every;  // the first multiple from here
+  if (step < next_) return;
+  next_ = (step / every + 1) * every;
+  if (validate(context.session(), step)) context.request_stop();
+}
+
+void ValidationHook::end(MonitoredSession& session) {
+  if (!active_) return;
+  const std::int64_t step = session.global_step();
+  if (options_.at_end && (history_.empty() || history_.back().global_step != step)) validate(session, step);
+  if (writer_) writer_->flush();
+}
+
+bool ValidationHook::validate(MonitoredSession& session, std::int64_t step) {
+  const StepMetrics m = session.trainer().evaluate(options_.data, options_.batch_size);
+  Validation v;
+  v.global_step = step;
+  v.loss = m.loss;
+  for (std::size_t i = 0; i < metric_names_.size(); ++i) {
+    v.metrics.push_back(m.metrics[i]);
+    if (metric_names_[i] == options_.monitor) v.monitored = m.metrics[i];
+  }
+  if (options_.monitor == "loss") v.monitored = v.loss;
+  const Validation* best = this->best();
+  const bool lower = options_.mode == EarlyStoppingMode::kMin;
+  v.improved = !std::isnan(v.monitored) &&
+               (!best || (lower ? v.monitored < best->monitored - options_.min_delta
+                                : v.monitored > best->monitored + options_.min_delta));
+  history_.push_back(v);
+  if (v.improved) {
+    best_ = static_cast<std::int64_t>(history_.size()) - 1;
+    without_improvement_ = 0;
+    if (!options_.best_dir.empty()) best_checkpoint_ = session.save_checkpoint(options_.best_dir);
+  } else {
+    ++without_improvement_;
+  }
+  if (writer_) {
+    std::vector<std::pair<std::string, double>> scalars{{"loss", v.loss}};
+    for (std::size_t i = 0; i < metric_names_.size(); ++i) scalars.emplace_back(metric_names_[i], v.metrics[i]);
+    writer_->add_scalars(scalars, step);
+    writer_->flush();
+  }
+  if (options_.log) {
+    std::printf("validation at global step %lld: loss %.4f", static_cast<long long>(step), v.loss);
+    for (std::size_t i = 0; i < metric_names_.size(); ++i)
+      std::printf(", %s %.4f", metric_names_[i].c_str(), v.metrics[i]);
+    if (v.improved) {
+      std::printf(" (the best so far)\n");
+    } else if (const Validation* b = this->best()) {
+      std::printf(" (best %s %.4f at global step %lld)\n", options_.monitor.c_str(), b->monitored,
+                  static_cast<long long>(b->global_step));
+    } else {
+      std::printf(" (%s is not a number)\n", options_.monitor.c_str());
+    }
+    std::fflush(stdout);
+  }
+  if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
+    stopped_ = true;
+    if (options_.log)
+      std::printf("validation: %s has not improved in %lld evaluations: stopping\n", options_.monitor.c_str(),
+                  static_cast<long long>(without_improvement_));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace cohort

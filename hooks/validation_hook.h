@@ -1,0 +1,103 @@
+#pragma once
+// Evaluates held-out data during training, on the chief: the loss and metrics written as an
+// "eval" run beside the training summaries, the best parameters kept, and training stopped when
+// they stop improving (Keras's validation_data with EarlyStopping and ModelCheckpoint's
+// save_best_only; TensorFlow's train_and_evaluate with stop_if_no_decrease_hook).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/train/session.h"
+#include "cohort/hooks/early_stopping_hook.h"
+
+namespace cohort {
+
+class SummaryWriter;
+
+struct ValidationHookOptions {
+  /// The held-out examples (Dataset::split's second part, or a file of their own).
+  data::Dataset data{};
+  /// Evaluate at every multiple of this many global steps, and once more at the end of training
+  /// (unless at_end is false: a program that evaluates the final model itself).
+  std::int64_t every_steps = 1000;
+  bool at_end = true;
+  /// Examples per evaluation batch.
+  std::int64_t batch_size = 1000;
+  /// Where the results go as summaries (TensorBoard shows them as a run beside the training
+  /// one); empty: "eval" in the session's summary_dir, else in its checkpoint_dir, else none.
+  std::string output_dir{};
+  /// What "better" means: "loss" or one of the model's metrics ("accuracy", "mse", ...), lower
+  /// or higher being better.
+  std::string monitor = "loss";
+  EarlyStoppingMode mode = EarlyStoppingMode::kMin;
+  /// An improvement must beat the best so far by more than this.
+  double min_delta = 0;
+  /// Stop training after this many evaluations in a row without improvement; 0: never.
+  std::int64_t patience = 0;
+  /// Keep the best parameters: a checkpoint written here at each improvement (the latest
+  /// checkpoint in it is the best), which restore_checkpoint or warm_start_from can load. Empty:
+  /// none. It must not be the session's checkpoint_dir.
+  std::string best_dir{};
+  /// A line on stdout per evaluation.
+  bool log = true;
+};
+
+/// One evaluation: the global step, the loss, and each metric of the model's metric_names().
+struct Validation {
+  std::int64_t global_step = 0;
+  double loss = 0;
+  std::vector<double> metrics;
+  double monitored = 0;  ///< the value of options.monitor
+  bool improved = false;
+};
+
+/// Evaluates options.data with the trainer (Trainer::evaluate: the current parameters, dropout
+/// off) at every multiple of every_steps global steps and at the end, on the chief alone (give
+/// it in chief_only_hooks; on another task it does nothing). Each evaluation is printed, written
+/// as summaries ("loss" and each metric, in the eval directory), compared with the best so far,
+/// saved to best_dir when it improves, and, after `patience` evaluations without improvement,
+/// ends training (the chief's stop request ends every mode). A NaN never improves. Throws
+/// InvalidArgument for bad options at construction, and when the session starts for a monitor
+/// the model does not report or data that does not fit the model. Not thread-safe (used by the
+/// session).
+class ValidationHook : public SessionRunHook {
+ public:
+  explicit ValidationHook(ValidationHookOptions options);
+  ~ValidationHook() override;
+
+  void begin() override;
+  void after_create_session(MonitoredSession& session) override;
+  SessionRunArgs before_run(RunContext& context) override;
+  void after_run(RunContext& context, const SessionRunValues& values) override;
+  void end(MonitoredSession& session) override;
+
+  /// Every evaluation of this session, in order.
+  const std::vector<Validation>& history() const { return history_; }
+  /// The best evaluation so far, none before the first.
+  const Validation* best() const { return best_ < 0 ? nullptr : &history_[static_cast<std::size_t>(best_)]; }
+  /// The checkpoint of the best evaluation (empty without best_dir).
+  const std::string& best_checkpoint() const { return best_checkpoint_; }
+  /// True once it has ended training for want of improvement.
+  bool stopped() const { return stopped_; }
+
+ private:
+  // Evaluates at `step`; true when patience has run out.
+  bool validate(MonitoredSession& session, std::int64_t step);
+
+  ValidationHookOptions options_;
+  bool active_ = false;
+  std::vector<std::string> metric_names_;
+  std::unique_ptr<SummaryWriter> writer_;
+  std::int64_t next_ = -1;
+  std::vector<Validation> history_;
+  std::int64_t best_ = -1;  // index into history_
+  std::int64_t without_improvement_ = 0;
+  std::string best_checkpoint_;
+  bool stopped_ = false;
+};
+
+}  // namespace cohort

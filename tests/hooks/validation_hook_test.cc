@@ -1,0 +1,95 @@
+// ValidationHook on a real local-mode session: when it evaluates, what it writes and keeps, and
+// when it stops training.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "cohort/hooks/stop_at_step_hook.h"
+#include "cohort/hooks/validation_hook.h"
+#include "hooks/hook_test_support.h"
+
+namespace cohort {
+namespace {
+
+using test::LocalTraining;
+
+data::Dataset held_out() { return data::synthetic(64, 9); }
+
+}  // namespace
+
+TEST_CASE("ValidationHook evaluates every N global steps and at the end, and writes an eval run") {
+  test::TempDir dir("validation");
+  LocalTraining t;
+  auto hook = std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = held_out(), .every_steps = 5, .log = false});
+  {
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(12)});
+    options.chief_only_hooks = {hook};
+    options.summary_dir = dir.str();
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+  }
+  // Steps 5 and 10, and the last one, 12.
+  REQUIRE(hook->history().size() == 3);
+  CHECK(hook->history()[0].global_step == 5);
+  CHECK(hook->history()[1].global_step == 10);
+  CHECK(hook->history()[2].global_step == 12);
+  // Each is Trainer::evaluate's at its step: the last one is the final parameters'.
+  const StepMetrics final_metrics = t.trainer.evaluate(held_out());
+  CHECK(hook->history()[2].loss == doctest::Approx(final_metrics.loss));
+  CHECK(hook->history()[2].metrics.at(0) == doctest::Approx(final_metrics.accuracy));
+  const auto rows = test::read_csv(dir.str() + "/eval/metrics.csv");
+  CHECK(test::steps_of(rows, "loss") == std::vector<std::int64_t>{5, 10, 12});
+  CHECK(test::steps_of(rows, "accuracy") == std::vector<std::int64_t>{5, 10, 12});
+  // The best is the lowest loss of the three.
+  const Validation* best = hook->best();
+  REQUIRE(best != nullptr);
+  for (const Validation& v : hook->history()) CHECK(best->loss <= v.loss);
+}
+
+TEST_CASE("ValidationHook keeps the best parameters and stops after `patience` evaluations without improvement") {
+  test::TempDir dir("validation_best");
+  LocalTraining t;
+  // No later evaluation can beat the first by 1e9: the second and third do not improve, and the
+  // third ends training at step 6, long before the 100 steps asked for.
+  auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = held_out(), .every_steps = 2, .min_delta = 1e9, .patience = 2, .best_dir = dir.str() + "/best",
+      .log = false});
+  {
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(100)});
+    options.chief_only_hooks = {hook};
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+  }
+  CHECK(hook->stopped());
+  REQUIRE(hook->history().size() == 3);
+  CHECK(hook->history().back().global_step == 6);
+  CHECK(t.trainer.global_step() == 6);
+  CHECK(hook->best()->global_step == 2);
+  // The best checkpoint holds the parameters of step 2.
+  CHECK(hook->best_checkpoint() == dir.str() + "/best/model.ckpt-2.safetensors");
+  CHECK(std::filesystem::exists(hook->best_checkpoint()));
+  int checkpoints = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.str() + "/best"))
+    checkpoints += entry.path().extension() == ".safetensors" ? 1 : 0;
+  CHECK(checkpoints == 1);  // written at improvements only
+}
+
+TEST_CASE("ValidationHook refuses bad options, a monitor the model lacks and data that does not fit") {
+  CHECK_THROWS_WITH_AS(ValidationHook({}), "ValidationHook: the validation data is empty", InvalidArgument);
+  CHECK_THROWS_AS(ValidationHook({.data = held_out(), .every_steps = 0}), InvalidArgument);
+  CHECK_THROWS_AS(ValidationHook({.data = held_out(), .patience = -1}), InvalidArgument);
+  LocalTraining t;
+  MonitoredSessionOptions options = test::with_hooks({});
+  options.chief_only_hooks = {std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = held_out(), .monitor = "mse"})};
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       "ValidationHook: monitor 'mse' is not the loss or a metric of the model (loss, accuracy)",
+                       InvalidArgument);
+  LocalTraining u;
+  options.chief_only_hooks = {std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = data::Dataset::from_arrays(Tensor({4, 3}), Tensor({4, 2}))})};
+  CHECK_THROWS_AS(MonitoredSession(u.trainer, options), InvalidArgument);
+}
+
+}  // namespace cohort
