@@ -152,6 +152,9 @@ COHORT_DEFINE_string(warm_start_from, "",
 COHORT_DEFINE_string(warm_start_vars, "",
     "with --warm_start_from: a regular expression choosing the variables to load, matched from the start of the name (empty: all); the others start from their initialisers",
     kSameOnAllRanks);
+COHORT_DEFINE_string(trainable_vars, "",
+    "the variables to train, a regular expression matched from the start of their names (e.g. logits to fine-tune the head alone); the others are held as they are (empty: all)",
+    kSameOnAllRanks);
 COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)",
     Range{0, 1e15});
 COHORT_DEFINE_int(save_checkpoint_secs, 600,
@@ -343,6 +346,11 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
                                   std::to_string(FLAGS_train_steps) +
                                   ": give one (a step count would win, and the epochs be ignored)");
+  try {
+    static_cast<void>(cohort::Graph().matching(FLAGS_trainable_vars));
+  } catch (const cohort::InvalidArgument& e) {
+    throw cohort::InvalidArgument(std::string("--trainable_vars: ") + e.what());
+  }
   if (!FLAGS_warm_start_vars.empty()) {
     if (FLAGS_warm_start_from.empty())
       throw cohort::InvalidArgument("--warm_start_vars=" + FLAGS_warm_start_vars +
@@ -448,6 +456,7 @@ int Main(int argc, char** argv) {
   options.replication.stall_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_stall_timeout_secs * 1000));
   options.model_name = FLAGS_model;
+  options.trainable_vars = FLAGS_trainable_vars;
   options.image = image_options();
   options.sync_batch_norm = FLAGS_sync_batch_norm;
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <new>
+#include <regex>
 #include <utility>
 
 #include <unistd.h>
@@ -80,6 +81,19 @@ Variable& Graph::get_variable(const std::string& name, const Shape& shape,
 const Variable* Graph::find(const std::string& name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &variables_[it->second];
+}
+
+std::vector<const Variable*> Graph::matching(const std::string& pattern) const {
+  std::regex expression;
+  try {
+    expression = std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw InvalidArgument("variables '" + pattern + "': not a regular expression (" + e.what() + ")");
+  }
+  std::vector<const Variable*> chosen;
+  for (const Variable& v : variables_)
+    if (std::regex_search(v.name, expression, std::regex_constants::match_continuous)) chosen.push_back(&v);
+  return chosen;
 }
 
 std::span<float> Graph::values() {

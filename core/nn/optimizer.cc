@@ -354,11 +354,16 @@ std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
                         "' (known: sgd, momentum, adam, adamw, rmsprop, adagrad)");
 }
 
-float Optimizer::clip_scale(std::span<const float> grads, float grad_scale) {
+float Optimizer::clip_scale(std::span<const float> grads, float grad_scale, std::int64_t first) {
   // The norm costs a pass over the gradients: only pay for it when clipping.
   if (options_.clip_norm <= 0) return 1.0f;
   double sum = 0.0;
   for (float g : grads) sum += static_cast<double>(g) * g;
+  const auto last = first + static_cast<std::int64_t>(grads.size());
+  for (const auto& [begin, end] : frozen_)  // their gradients are not the update's
+    for (std::int64_t i = std::max(begin, first); i < std::min(end, last); ++i)
+      sum -= static_cast<double>(grads[static_cast<std::size_t>(i - first)]) * grads[static_cast<std::size_t>(i - first)];
+  sum = std::max(sum, 0.0);
   last_norm_ = std::sqrt(sum) * std::abs(static_cast<double>(grad_scale));
   if (!std::isfinite(last_norm_) || last_norm_ <= options_.clip_norm) return 1.0f;
   return static_cast<float>(options_.clip_norm / last_norm_);
@@ -367,6 +372,21 @@ float Optimizer::clip_scale(std::span<const float> grads, float grad_scale) {
 void Optimizer::set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges) {
   decay_ranges_ = std::move(ranges);
   decay_all_ = false;
+}
+
+void Optimizer::set_frozen_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  frozen_.clear();
+  for (const auto& [begin, end] : ranges) {
+    if (begin < 0 || end < begin)
+      throw InvalidArgument("optimizer: frozen range [" + std::to_string(begin) + ", " +
+                            std::to_string(end) + ") is not a range of parameters");
+    if (begin == end) continue;
+    if (!frozen_.empty() && begin <= frozen_.back().second)
+      frozen_.back().second = std::max(frozen_.back().second, end);
+    else
+      frozen_.emplace_back(begin, end);
+  }
 }
 
 void Optimizer::run(std::span<const float> grads, float grad_scale, std::int64_t step,
@@ -385,41 +405,58 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, floa
   const float wd = static_cast<float>(options_.weight_decay);
   if (wd > 0 && values.size() != grads.size())
     throw InvalidArgument("optimizer: weight decay needs the parameters beside the gradients");
-  // Each decayed range's overlap with [first, last), as indices into this range's spans.
+  // Each decayed range's overlap with [first, last) and [begin, end), as indices into this
+  // range's spans.
   const auto last = first + static_cast<std::int64_t>(grads.size());
-  const auto each_range = [&](auto&& f) {
+  const auto each_decayed = [&](std::int64_t begin, std::int64_t end, auto&& f) {
     if (decay_all_) {
-      f(std::int64_t{0}, static_cast<std::int64_t>(grads.size()));
+      f(begin - first, end - first);
       return;
     }
-    for (const auto& [begin, end] : decay_ranges_)
-      if (std::max(begin, first) < std::min(end, last))
-        f(std::max(begin, first) - first, std::min(end, last) - first);
+    for (const auto& [b, e] : decay_ranges_)
+      if (std::max({b, first, begin}) < std::min({e, last, end}))
+        f(std::max({b, first, begin}) - first, std::min({e, last, end}) - first);
   };
   if (wd > 0 && !decoupled()) {
     // L2 regularisation: the gradient of wd/2 |w|^2 joins the loss's before clipping.
     decayed_.resize(grads.size());
     for (std::size_t i = 0; i < grads.size(); ++i)
       decayed_[i] = grad_scale * (plus.empty() ? grads[i] : grads[i] + plus[i]);
-    each_range([&](std::int64_t begin, std::int64_t end) {
+    each_decayed(first, last, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) decayed_[i] += wd * values[i];
     });
     grads = decayed_;
     plus = {};
     grad_scale = 1.0f;
   }
-  // AdamW: the decay acts on the parameters directly, scaled by the learning rate, from their
-  // values before this step (applied first in place; added after a delta is written).
-  const auto decay = [&] {
-    const float rate = static_cast<float>(lr) * wd;
-    each_range([&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) out[i] -= rate * values[i];
-    });
+  const float scale = grad_scale * (clip ? clip_scale(grads, grad_scale, first) : 1.0f);
+  // The parameters [begin, end), not frozen: AdamW's decay acts on them directly, scaled by the
+  // learning rate, from their values before this step (applied first in place; added after a
+  // delta is written).
+  const auto train = [&](std::int64_t begin, std::int64_t end) {
+    if (begin >= end) return;
+    const auto at = static_cast<std::size_t>(begin - first);
+    const auto n = static_cast<std::size_t>(end - begin);
+    const auto decay = [&] {
+      const float rate = static_cast<float>(lr) * wd;
+      each_decayed(begin, end, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) out[i] -= rate * values[i];
+      });
+    };
+    if (wd > 0 && decoupled() && accumulate) decay();
+    update(begin, grads.subspan(at, n), plus.empty() ? plus : plus.subspan(at, n), scale, lr,
+           out.subspan(at, n), accumulate);
+    if (wd > 0 && decoupled() && !accumulate) decay();
   };
-  if (wd > 0 && decoupled() && accumulate) decay();
-  update(first, grads, plus, grad_scale * (clip ? clip_scale(grads, grad_scale) : 1.0f), lr, out,
-         accumulate);
-  if (wd > 0 && decoupled() && !accumulate) decay();
+  // Between the frozen ranges; a frozen stretch's delta is zero.
+  std::int64_t next = first;
+  for (const auto& [begin, end] : frozen_) {
+    if (end <= first || begin >= last) continue;
+    train(next, std::max(begin, first));
+    next = std::min(end, last);
+    if (!accumulate) std::fill(out.begin() + (std::max(begin, first) - first), out.begin() + (next - first), 0.0f);
+  }
+  train(next, last);
 }
 
 void Optimizer::apply(std::span<float> values, std::span<const float> grads, std::int64_t step,
@@ -500,6 +537,7 @@ std::optional<float> InPlaceUpdate::rate(std::int64_t begin, std::int64_t end) c
   if (optimizer_.options().weight_decay > 0 &&
       (optimizer_.decay_all_ || overlaps(optimizer_.decay_ranges_, begin, end)))
     return std::nullopt;
+  if (overlaps(optimizer_.frozen_, begin, end)) return std::nullopt;  // finish() leaves them
   return -static_cast<float>(optimizer_.piece_lr_);  // Sgd::update's step
 }
 

@@ -122,6 +122,11 @@ class Optimizer {
   /// The ranges [begin, end) of the parameters that weight decay applies to; all of them until
   /// this is called.
   void set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges);
+  /// The ranges [begin, end) of the parameters held as they are (frozen, as Keras's
+  /// trainable = False or a var_list that leaves them out): no update, no decay, a zero delta,
+  /// their slots untouched, and their gradients left out of the clipping norm. None until this
+  /// is called.
+  void set_frozen_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges);
 
   /// Global L2 norm of the last gradients seen (before clipping).
   double last_gradient_norm() const { return last_norm_; }
@@ -157,8 +162,9 @@ class Optimizer {
   }
 
  private:
-  // The factor clipping multiplies grad_scale * grads by.
-  float clip_scale(std::span<const float> grads, float grad_scale);
+  // The factor clipping multiplies grad_scale * grads by (the gradients of the parameters from
+  // `first` on; frozen ones left out of the norm).
+  float clip_scale(std::span<const float> grads, float grad_scale, std::int64_t first = 0);
   void run(std::span<const float> grads, float grad_scale, std::int64_t step, std::span<float> out,
            bool accumulate, std::span<const float> values);
   // The update of parameters [first, first + grads.size()) for grad_scale * (grads + plus) at
@@ -176,6 +182,7 @@ class Optimizer {
   OptimizerOptions options_;
   std::vector<std::pair<std::int64_t, std::int64_t>> decay_ranges_;
   bool decay_all_ = true;
+  std::vector<std::pair<std::int64_t, std::int64_t>> frozen_;  // sorted, disjoint
   std::vector<float> decayed_;  // gradients with the L2 term added
   double last_norm_ = 0.0;
   std::int64_t iterations_ = 0;

@@ -72,6 +72,22 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
   optimizer_->set_decay_ranges(graph_.decay_ranges());
+  if (!options_.trainable_vars.empty()) {
+    const std::vector<const Variable*> chosen = graph_.matching(options_.trainable_vars);
+    std::vector<std::pair<std::int64_t, std::int64_t>> frozen;
+    std::string names;
+    bool any = false;
+    for (const Variable& v : graph_.variables()) {
+      if (!v.trainable) continue;  // state: no optimizer
+      names += (names.empty() ? "" : ", ") + v.name;
+      if (std::find(chosen.begin(), chosen.end(), &v) != chosen.end()) any = true;
+      else frozen.emplace_back(v.offset, v.offset + v.size);
+    }
+    if (!any)
+      throw InvalidArgument("variables to train '" + options_.trainable_vars +
+                            "' match no variable of the model (its variables: " + names + ")");
+    optimizer_->set_frozen_ranges(std::move(frozen));
+  }
   if (options_.sync_batch_norm && server) {
     const ReplicationOptions& r = options_.replication;
     const bool every_step = r.mode == Mode::kAllreduce ||

@@ -50,6 +50,11 @@ struct TrainerOptions {
   /// repeats, reshuffled every epoch, until a hook stops training.
   std::int64_t epochs = 0;
   std::string model_name;        ///< recorded in checkpoints
+  /// The variables to train (Graph::matching's regular expression, as TensorFlow's var_list or
+  /// Keras's trainable flags choose them); the others are held as they are (frozen: no update,
+  /// no weight decay; batch normalisation's moving statistics still follow the data). Empty:
+  /// every variable. A pattern that matches no variable is an InvalidArgument listing them.
+  std::string trainable_vars{};
 
   /// Examples one global step consumes over `workers` replicas: a replica's batch in the async
   /// modes, k (or all replicas') batches in sync, every replica's in allreduce.

@@ -52,6 +52,33 @@ grep -q "^warm start from $work/momentum-straight (its global step 300, 4 of 6 v
 grep -qE "^final: global step 50, test accuracy 0\.(79|8[0-9]|9[0-9])" "$work/warm-hidden.log" \
   || { cat "$work/warm-hidden.log"; echo "the new head did not train on the warm-started layers"; exit 1; }
 
+echo "== fine-tuning the head alone (--trainable_vars): the hidden layers stay the warm start's"
+# In allreduce mode (every replica applies the update) and in sync mode (the chief does, in
+# pieces, on the ps task): after 50 steps the hidden layers equal the source run's to the bit,
+# and the head has moved.
+for mode in allreduce sync; do
+  np=2 extra=()
+  [[ $mode == sync ]] && np=3 extra=(--ps_tasks=1)
+  "$mpiexec" "$np_flag" $np --oversubscribe "$train" "${args[@]}" --mode=$mode "${extra[@]}" \
+    --checkpoint_dir="$work/head-$mode" --train_steps=50 --optimizer=adam --learning_rate=0.001 \
+    --warm_start_from="$work/momentum-straight" --trainable_vars=logits \
+    > "$work/head-$mode.log" 2>&1 || { cat "$work/head-$mode.log"; exit 1; }
+  /usr/bin/python3 - "$work/head-$mode/model.ckpt-50.safetensors" \
+    "$work/momentum-straight/model.ckpt-300.safetensors" "$(dirname "$0")/../core/io" <<'PY' \
+    || { cat "$work/head-$mode.log"; exit 1; }
+import os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+from checkpoint_reader import load
+tuned, _ = load(sys.argv[1])
+source, _ = load(sys.argv[2])
+held = [n for n in tuned if n.startswith("hidden") and not np.array_equal(tuned[n], source[n])]
+still = [n for n in tuned if n.startswith("logits/") and np.array_equal(tuned[n], source[n])]
+if held or still:
+    sys.exit(f"frozen variables that moved: {held}; trained ones that did not: {still}")
+PY
+done
+
 echo "== the chief's metrics file says what ran and how it ended"
 /usr/bin/python3 - "$work/adam-straight.json" <<'PY'
 import json, sys

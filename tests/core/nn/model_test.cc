@@ -273,10 +273,13 @@ TEST_CASE("SGD in place: Dense kernels updated in the backward pass, as apply() 
     std::vector<std::int64_t> hidden;
     std::int64_t batch;
     double weight_decay;  // decayed kernels stay with the optimizer
+    bool freeze = false;  // the middle layer frozen: neither updates it
   };
-  for (const Case& c : {Case{{12, 8}, 5, 0.0}, Case{{256, 128}, 64, 0.0}, Case{{12, 8}, 5, 0.01}}) {
+  for (const Case& c : {Case{{12, 8}, 5, 0.0}, Case{{256, 128}, 64, 0.0}, Case{{12, 8}, 5, 0.01},
+                        Case{{12, 8}, 5, 0.0, true}}) {
     CAPTURE(c.hidden[0]);
     CAPTURE(c.weight_decay);
+    CAPTURE(c.freeze);
     OptimizerOptions o;
     o.learning_rate.base = 0.1;
     o.learning_rate.warmup_steps = 3;  // a rate that changes with the step
@@ -290,6 +293,12 @@ TEST_CASE("SGD in place: Dense kernels updated in the backward pass, as apply() 
     auto opt_b = Optimizer::create(o);
     opt_a->set_decay_ranges(graph_a.decay_ranges());
     opt_b->set_decay_ranges(graph_b.decay_ranges());
+    std::vector<std::pair<std::int64_t, std::int64_t>> frozen;
+    if (c.freeze)
+      for (const Variable* v : graph_a.matching("hidden2/")) frozen.emplace_back(v->offset, v->offset + v->size);
+    opt_a->set_frozen_ranges(frozen);
+    opt_b->set_frozen_ranges(frozen);
+    const std::vector<float> start(graph_b.values().begin(), graph_b.values().end());
     auto in_place = InPlaceUpdate::create(*opt_b);
     REQUIRE(in_place != nullptr);
     std::vector<std::int32_t> labels;
@@ -308,7 +317,8 @@ TEST_CASE("SGD in place: Dense kernels updated in the backward pass, as apply() 
       for (const Variable& v : graph_b.variables()) {
         CAPTURE(v.name);
         const bool unwritten = std::isnan(grads_b[static_cast<std::size_t>(v.offset)]);
-        CHECK(unwritten == (v.name.ends_with("/kernel") && c.weight_decay == 0.0));
+        const bool frozen_kernel = c.freeze && v.name == "hidden2/kernel";
+        CHECK(unwritten == (v.name.ends_with("/kernel") && c.weight_decay == 0.0 && !frozen_kernel));
       }
     }
     for (const Variable& v : graph_a.variables()) {
@@ -319,6 +329,9 @@ TEST_CASE("SGD in place: Dense kernels updated in the backward pass, as apply() 
       for (std::size_t i = 0; i < va.size(); ++i)
         worst = std::max(worst, static_cast<double>(std::abs(va[i] - vb[i])));
       CHECK(worst < 1e-5);
+      // A frozen layer is where it started, the others moved.
+      const bool moved = !std::equal(vb.begin(), vb.end(), start.begin() + v.offset);
+      CHECK(moved == !(c.freeze && v.name.starts_with("hidden2/")));
     }
   }
 }

@@ -159,8 +159,10 @@ TEST_CASE("an update in pieces equals the whole update bit for bit, for every op
     auto whole_sum = Optimizer::create(o);
     auto pieces_plus = Optimizer::create(o);
     for (auto* opt : {whole.get(), pieces.get(), whole_apply.get(), pieces_apply.get(),
-                      whole_sum.get(), pieces_plus.get()})
+                      whole_sum.get(), pieces_plus.get()}) {
       opt->set_decay_ranges({{2, 9}, {12, 17}});
+      opt->set_frozen_ranges({{5, 7}, {15, 16}});  // cut by pieces too
+    }
     constexpr std::size_t kSize = 17;
     std::vector<float> values(kSize), grads(kSize), want(kSize), got(kSize);
     std::vector<float> applied_whole(kSize), applied_pieces(kSize);
@@ -395,6 +397,53 @@ TEST_CASE("cosine schedule with warmup: linear rise, half a cosine down to the f
   CHECK(s.at(110) == doctest::Approx(0.1));
   CHECK(s.at(500) == doctest::Approx(0.1));
   CHECK_THROWS_AS(LearningRateSchedule::parse_kind("linear"), cohort::InvalidArgument);
+}
+
+TEST_CASE("frozen parameters: untouched by every optimizer, a zero delta, out of the clipping norm") {
+  for (const char* name : {"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"}) {
+    CAPTURE(name);
+    auto o = options(name, 0.1);
+    o.weight_decay = 0.01;
+    o.clip_norm = 1.0;
+    auto frozen = Optimizer::create(o);
+    frozen->set_frozen_ranges({{6, 9}, {1, 3}, {2, 4}});  // overlapping: [1, 4) and [6, 9)
+    // The same optimizer on the trainable parameters alone, packed together, as reference.
+    auto packed = Optimizer::create(o);
+    const std::vector<std::size_t> trainable{0, 4, 5, 9};
+    std::vector<float> values{0.5f, 1, 2, 3, -1, -2, 7, 8, 9, 0.25f};
+    std::vector<float> reference;
+    for (std::size_t i : trainable) reference.push_back(values[i]);
+    const std::vector<float> frozen_values = values;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> grads(values.size()), packed_grads;
+      for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = 0.3f * static_cast<float>(i + step) - 1.0f;
+      for (std::size_t i : trainable) packed_grads.push_back(grads[i]);
+      std::vector<float> delta(values.size(), 5.0f);
+      auto twin = Optimizer::create(o);  // compute_delta's state must not matter here
+      twin->set_frozen_ranges({{1, 4}, {6, 9}});
+      twin->compute_delta(grads, step, delta, values);
+      for (std::size_t i : {1u, 2u, 3u, 6u, 7u, 8u}) CHECK(delta[i] == 0.0f);
+      frozen->apply(values, grads, step);
+      packed->apply(reference, packed_grads, step);
+      CHECK(frozen->last_gradient_norm() == doctest::Approx(packed->last_gradient_norm()));
+    }
+    for (std::size_t k = 0; k < trainable.size(); ++k)
+      CHECK(values[trainable[k]] == doctest::Approx(reference[k]).epsilon(1e-6));
+    for (std::size_t i : {1u, 2u, 3u, 6u, 7u, 8u}) CHECK(values[i] == frozen_values[i]);
+    // Their slots keep their starting values.
+    auto fresh = Optimizer::create(o);
+    fresh->prepare(values.size());
+    const auto start = fresh->slots();
+    const auto after = frozen->slots();
+    REQUIRE(after.size() == start.size());
+    for (std::size_t k = 0; k < after.size(); ++k) {
+      CAPTURE(after[k].first);
+      for (std::size_t i : {1u, 2u, 3u, 6u, 7u, 8u}) CHECK(after[k].second[i] == start[k].second[i]);
+      CHECK(after[k].second[0] != start[k].second[0]);  // a trainable one's moved
+    }
+  }
+  auto sgd = Optimizer::create(options("sgd", 0.1));
+  CHECK_THROWS_AS(sgd->set_frozen_ranges({{3, 2}}), cohort::InvalidArgument);
 }
 
 TEST_CASE("an update in place: SGD alone, apply()'s rate, the rest by finish()") {
