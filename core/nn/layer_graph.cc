@@ -1,8 +1,15 @@
 #include "cohort/core/nn/layer_graph.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <memory>
+#include <string>
+#include <typeinfo>
 #include <utility>
+#include <vector>
+
+#include <cxxabi.h>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
@@ -268,6 +275,56 @@ const Layer* LayerGraph::layer(Node node) const {
   check_node(node, "Model");
   const int index = nodes_[static_cast<std::size_t>(node.id)].layer;
   return index < 0 ? nullptr : layers_[static_cast<std::size_t>(index)].get();
+}
+
+std::string LayerGraph::summary() const {
+  // The class's name without its namespace, demangled where the compiler's ABI says how.
+  const auto class_name = [](const Layer& layer) {
+    const char* mangled = typeid(layer).name();
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                                    std::free);
+    std::string name = status == 0 && demangled ? demangled.get() : mangled;
+    const std::size_t colons = name.rfind("::");
+    return colons == std::string::npos ? name : name.substr(colons + 2);
+  };
+  struct Row {
+    std::string node, shape, params, inputs;
+  };
+  std::vector<Row> rows{{"node (layer)", "output shape", "parameters", "takes"}};
+  const bool chain = is_chain();
+  std::int64_t trainable = 0, state = 0;
+  for (const NodeInfo& node : nodes_) {
+    Row row{node.name, to_string(node.shape), "0", ""};
+    if (node.layer >= 0) {
+      const Layer& layer = *layers_[static_cast<std::size_t>(node.layer)];
+      row.node += " (" + class_name(layer) + ")";
+      std::int64_t mine = 0, held = 0;
+      for (const Variable& v : graph_->variables())
+        if (owns(layer, v)) (v.trainable ? mine : held) += v.size;
+      trainable += mine;
+      state += held;
+      row.params = std::to_string(mine) + (held > 0 ? " + " + std::to_string(held) + " state" : "");
+      if (!chain)
+        for (int in : node.inputs)
+          row.inputs += (row.inputs.empty() ? "" : ", ") + nodes_[static_cast<std::size_t>(in)].name;
+    } else {
+      row.node += " (input)";
+    }
+    rows.push_back(std::move(row));
+  }
+  std::size_t w0 = 0, w1 = 0, w2 = 0;
+  for (const Row& r : rows) w0 = std::max(w0, r.node.size()), w1 = std::max(w1, r.shape.size()), w2 = std::max(w2, r.params.size());
+  std::string out;
+  for (const Row& r : rows) {
+    std::string line = r.node + std::string(w0 - r.node.size() + 2, ' ') + r.shape +
+                       std::string(w1 - r.shape.size() + 2, ' ') + std::string(w2 - r.params.size(), ' ') + r.params;
+    if (!chain) line += "  " + r.inputs;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  out += "parameters: " + std::to_string(trainable) + (state > 0 ? ", state: " + std::to_string(state) : "") + "\n";
+  return out;
 }
 
 bool LayerGraph::is_chain() const {

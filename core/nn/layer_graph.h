@@ -74,6 +74,10 @@ class LayerGraph {
   const Shape& shape(Node node) const;
   /// The layer whose output a node is; null for an input.
   const Layer* layer(Node node) const;
+  /// A table of the nodes, as Keras's model.summary() prints it: each node's name and layer
+  /// class, one example's output shape, the values of the variables it owns (trainable ones
+  /// and state), and where the graph is not a stack the nodes it takes; then the totals.
+  std::string summary() const;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   std::size_t num_inputs() const { return inputs_.size(); }
   const Shape& input_shape(std::size_t i) const { return shape(Node{inputs_.at(i)}); }

@@ -107,6 +107,13 @@ Model& Model::add_metric(std::unique_ptr<Metric> metric, bool from_loss) {
   return *this;
 }
 
+std::string Model::summary() const {
+  std::string text = layers_.summary() + "loss: " + (loss_ ? loss_->name() : std::string("none"));
+  for (std::size_t i = 0; i < metric_names_.size(); ++i)
+    text += (i == 0 ? ", metrics: " : ", ") + metric_names_[i];
+  return text + "\n";
+}
+
 int Model::num_classes() const {
   if (layers_.layers().empty()) return 0;
   const Shape& out = layers_.shape(layers_.output());

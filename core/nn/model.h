@@ -130,6 +130,9 @@ class Model {
   const Tensor* fetch(const std::string& name) const;
   /// The metrics' names, in StepMetrics::metrics order.
   const std::vector<std::string>& metric_names() const { return metric_names_; }
+  /// Keras's model.summary(): a table of the nodes (LayerGraph::summary), then the loss and the
+  /// metrics. For a person to read; its layout may change.
+  std::string summary() const;
   const Loss& loss() const { return *loss_; }
 
   /// Runs this model's steps on CUDA device `device` from now on, or on the host again with -1.

@@ -98,6 +98,31 @@ TEST_CASE("a softmax or sigmoid before a loss that applies its own is refused, n
   CHECK_THROWS_AS(multi_label.check_data({4}, TargetSpec::values({3})), InvalidArgument);
 }
 
+TEST_CASE("summary: each node's layer, output shape and parameters, as Keras prints them") {
+  Graph graph;
+  Model model = mlp(graph, {16});
+  const std::string text = model.summary();
+  CAPTURE(text);
+  CHECK(text.find("node (layer)") == 0);
+  CHECK(text.find("\nhidden1 (Dense)  [16]               12560\n") != std::string::npos);  // 784 * 16 + 16
+  CHECK(text.find("\nlogits (Dense)   [10]                 170\n") != std::string::npos);
+  CHECK(text.find("\nparameters: " + std::to_string(graph.num_parameters()) + "\n") != std::string::npos);
+  CHECK(text.find("\nloss: softmax_cross_entropy, metrics: accuracy\n") != std::string::npos);
+  // A graph that is not a stack says what each node takes; batch norm's statistics are state.
+  Graph g2;
+  Model residual(g2);
+  Node x = residual.input({4}, "x");
+  Node h = residual.apply(dense("h", 4), x);
+  Node n = residual.apply(batch_norm("bn"), h);
+  residual.apply(add("sum"), {x, n});
+  const std::string text2 = residual.summary();
+  CAPTURE(text2);
+  CHECK(text2.find("x (input)") != std::string::npos);
+  CHECK(text2.find("8 + 8 state") != std::string::npos);  // gamma, beta; moving mean, variance
+  CHECK(text2.find("sum (Add)") != std::string::npos);
+  CHECK(text2.find("  x, bn\n") != std::string::npos);
+}
+
 TEST_CASE("built-in models: shapes, variables and FLOPs") {
   Graph graph;
   Model m = mlp(graph);
