@@ -2,7 +2,9 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -86,7 +88,8 @@ ClusterOptions cluster_options_from_flags() {
 }
 
 std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
-    const std::string& text, int world_size) {
+    const std::string& text, int world_size, std::map<int, std::string>* addresses,
+    std::vector<std::string>* ignored) {
   ordered_json root;
   try {
     root = ordered_json::parse(text);
@@ -99,6 +102,9 @@ std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
                           quote(text));
   const bool tf_config = root.contains("cluster");
   const ordered_json& cluster = tf_config ? root["cluster"] : root;
+  if (tf_config && ignored != nullptr)
+    for (const auto& [key, value] : root.items())
+      if (key != "cluster") ignored->push_back(key);
   if (!cluster.is_object())
     throw InvalidArgument("cluster spec: \"cluster\" must be an object mapping jobs to lists: " +
                           quote(text));
@@ -132,6 +138,7 @@ std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
                         : rank > INT_MAX ? INT_MAX
                                          : static_cast<int>(rank));
       } else {
+        if (addresses != nullptr) (*addresses)[next_rank] = entry.get<std::string>();
         ranks.push_back(next_rank++);
       }
     }
@@ -144,12 +151,53 @@ std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
   return jobs;
 }
 
+namespace {
+
+// What a TensorFlow user may expect to count and Cohort does not: a TF_CONFIG variable (the
+// cluster comes from the ranks), a spec's host names that are not the nodes its tasks run on,
+// and the keys beside "cluster" ("task": a rank's task follows from its rank). Warnings, once.
+void warn_of_ignored_parts(const ClusterSpec& spec, const std::map<int, std::string>& addresses,
+                           const std::vector<std::string>& ignored, bool explicit_spec) {
+  const char* tf_config = std::getenv("TF_CONFIG");
+  if (tf_config != nullptr && *tf_config != '\0' && !explicit_spec)
+    std::fprintf(stderr, "warning: TF_CONFIG is set and ignored: the cluster is built from the MPI "
+                         "ranks (--cluster_spec=\"$TF_CONFIG\" would take its jobs)\n");
+  std::size_t elsewhere = 0;
+  std::string first;
+  for (const auto& [rank, address] : addresses) {
+    const std::string host = address.substr(0, address.rfind(':'));
+    const std::string& node = spec.node_of(rank);
+    const auto names = [](const std::string& a, const std::string& b) {  // "h" names "h.site"
+      return a == b || b.rfind(a + ".", 0) == 0;
+    };
+    if (host == "localhost" || host == "127.0.0.1" || names(host, node) || names(node, host)) continue;
+    if (elsewhere++ == 0)
+      first = spec.task_of(rank).to_string() + " is given as " + address + " but is rank " +
+              std::to_string(rank) + " on node " + node;
+  }
+  if (elsewhere > 0)
+    std::fprintf(stderr, "warning: cluster spec: %s%s: tasks are placed by rank, and host:port "
+                         "entries only count them\n",
+                 first.c_str(),
+                 elsewhere > 1 ? (" (and " + std::to_string(elsewhere - 1) + " more)").c_str() : "");
+  if (!ignored.empty()) {
+    std::string keys;
+    for (const std::string& key : ignored) keys += (keys.empty() ? "\"" : ", \"") + key + "\"";
+    std::fprintf(stderr, "warning: cluster spec: %s beside \"cluster\" ignored: each rank's task "
+                         "follows from its rank\n", keys.c_str());
+  }
+}
+
+}  // namespace
+
 ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options) {
   const Mode mode = !options.cluster_spec.empty() ? Mode::kExplicit
                     : !options.job_name.empty()   ? Mode::kJobNames
                                                   : Mode::kCounts;
   std::string error;
   ClusterSpec::JobList jobs;
+  std::map<int, std::string> addresses;
+  std::vector<std::string> ignored;
   try {
     if (options.task_index < -1)
       throw InvalidArgument("--task_index=" + std::to_string(options.task_index) +
@@ -163,7 +211,7 @@ ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options)
     if (mode == Mode::kExplicit) {
       const std::string text = spec_text(options.cluster_spec);
       try {
-        jobs = parse_cluster_spec_json(text, world.size());
+        jobs = parse_cluster_spec_json(text, world.size(), &addresses, &ignored);
       } catch (const InvalidArgument& e) {
         if (text == options.cluster_spec) throw;
         throw InvalidArgument("--cluster_spec=" + options.cluster_spec + ": " + e.what());
@@ -197,6 +245,7 @@ ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options)
             " --task_index=" + std::to_string(options.task_index) + " but it is " +
             mine.to_string() + " (task indices follow rank order within a job)";
   throw_if_any(spec.world(), error);
+  if (spec.my_rank() == 0) warn_of_ignored_parts(spec, addresses, ignored, mode == Mode::kExplicit);
   return spec;
 }
 

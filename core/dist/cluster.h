@@ -8,6 +8,7 @@
 // Flags (defined in cluster.cc): --cluster_spec, --job_name, --task_index, --ps_tasks,
 // --print_cluster.
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,8 +58,10 @@ ClusterSpec cluster_from_flags();
 ///   "environment") are ignored: a rank's task comes from its rank.
 /// Job names are checked later by ClusterSpec. Throws InvalidArgument quoting the text for bad
 /// JSON, a value that is not a list, entries that are neither ranks nor strings, a mix of the
-/// two forms, or more host:port entries than `world_size`.
+/// two forms, or more host:port entries than `world_size`. `addresses`, when given, receives
+/// each host:port entry by the rank it was bound to, and `ignored` the keys beside "cluster".
 std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
-    const std::string& text, int world_size);
+    const std::string& text, int world_size, std::map<int, std::string>* addresses = nullptr,
+    std::vector<std::string>* ignored = nullptr);
 
 }  // namespace cohort

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ TEST_CASE("TF_CONFIG form: host:port entries bound to ranks in order of appearan
   const std::string tf_config = R"({"cluster":{"ps":["h1:2222"],"worker":["h2:2222","h3:2222"]},
                                     "task":{"type":"worker","index":0}})";
   CHECK(parse_cluster_spec_json(tf_config, 3) == Jobs{{"ps", {0}}, {"worker", {1, 2}}});
+  // The addresses by rank and the keys beside "cluster", for the warnings about them.
+  std::map<int, std::string> addresses;
+  std::vector<std::string> ignored;
+  parse_cluster_spec_json(tf_config, 3, &addresses, &ignored);
+  CHECK(addresses == std::map<int, std::string>{{0, "h1:2222"}, {1, "h2:2222"}, {2, "h3:2222"}});
+  CHECK(ignored == std::vector<std::string>{"task"});
   // Jobs bind in the order they appear, not alphabetically.
   CHECK(parse_cluster_spec_json(R"({"cluster":{"worker":["a:1","b:1"],"ps":["c:1"]}})", 3) ==
         Jobs{{"worker", {0, 1}}, {"ps", {2}}});
