@@ -15,7 +15,7 @@ void check_image_options(const ImageOptions& image, const Dataset& dataset) {
   if (!image.normalizes() && !image.randomizes()) return;
   const Shape shape = dataset.example_shape();
   const std::string what = "image options for " + dataset.name() + ": ";
-  if (image.randomizes() && shape.size() != 3)
+  if (image.moves_pixels() && shape.size() != 3)
     throw InvalidArgument(what + "random crops and flips need [rows, cols, channels] examples, "
                           "these are " + to_string(shape));
   if (image.crop_padding < 0)
@@ -113,25 +113,27 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
                                  std::vector<float>& scratch) const {
   const std::int64_t size = dataset_.example_size();
   const ImageOptions& image = options_.image;
+  const bool moves = randomize_ && image.moves_pixels();
+  // One seed per example, keyed by (seed, epoch, position in the epoch).
+  const std::uint64_t seed = detail::mix_seed(
+      detail::mix_seed(options_.seed ^ 0x5bd1e995u, static_cast<std::uint64_t>(epoch_)),
+      static_cast<std::uint64_t>(k));
   const float* source = nullptr;
   if (dataset_.in_memory()) {
     source = dataset_.storage()->features.data() + at * size;
-  } else if (!randomize_) {
+  } else if (!moves) {
     dataset_.read_example(at, out);  // made in place
   } else {
     scratch.resize(static_cast<std::size_t>(size));
     dataset_.read_example(at, scratch.data());
     source = scratch.data();
   }
-  if (!randomize_) {
+  if (!moves) {
     if (source != nullptr) std::copy_n(source, size, out);
   } else {
     const Shape shape = dataset_.example_shape();
     const std::int64_t rows = shape[0], cols = shape[1], channels = shape[2];
-    // One engine per example, keyed by (seed, epoch, position in the epoch).
-    std::mt19937_64 engine(detail::mix_seed(
-        detail::mix_seed(options_.seed ^ 0x5bd1e995u, static_cast<std::uint64_t>(epoch_)),
-        static_cast<std::uint64_t>(k)));
+    std::mt19937_64 engine(seed);
     const std::int64_t p = image.crop_padding;
     const auto span = static_cast<std::uint64_t>(2 * p + 1);
     const auto offset = [&] {
@@ -152,6 +154,8 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
       }
     }
   }
+  if (randomize_ && image.augment)  // its own stream: the crops and flips draw as before
+    image.augment(std::span<float>(out, static_cast<std::size_t>(size)), detail::mix_seed(seed, 0xa6));
   if (image.normalizes()) {
     const std::size_t channels = image.mean.size();
     for (std::int64_t i = 0; i < size; ++i) {

@@ -11,6 +11,8 @@
 //   while (eval.next(batch)) { ... }
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "cohort/core/nn/data/dataset.h"
@@ -32,9 +34,16 @@ struct ImageOptions {
   std::int64_t crop_padding = 0;
   /// Mirror each image left-right with probability 1/2.
   bool horizontal_flip = false;
+  /// The user's own augmentation of a training example (any shape, not only images): called
+  /// with the example's values after the crop and flip and before normalisation, and a seed of
+  /// its own, a function of (the iterator's seed, the epoch, the example's position in it), from
+  /// which to draw (std::mt19937_64 rng(seed)): a resumed job sees the same batches. Called from
+  /// several threads at once: it must be thread-safe (a pure function of its arguments is).
+  std::function<void(std::span<float> example, std::uint64_t seed)> augment{};
 
   bool normalizes() const { return !mean.empty(); }
-  bool randomizes() const { return crop_padding > 0 || horizontal_flip; }
+  bool randomizes() const { return crop_padding > 0 || horizontal_flip || augment; }
+  bool moves_pixels() const { return crop_padding > 0 || horizontal_flip; }
 };
 
 struct BatchOptions {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -217,6 +219,39 @@ TEST_CASE("shards of one dataset iterate disjoint examples") {
     all.insert(all.end(), mine.begin(), mine.end());
   }
   CHECK(sorted(all) == iota(40));
+}
+
+TEST_CASE("a user's augmentation: training batches only, of any shape, the same again after seek") {
+  // Rows of 4 numbers, example i all i; the augmentation adds a draw from its seed to each value.
+  Tensor x({20, 4}), y({20, 1});
+  for (std::int64_t i = 0; i < 80; ++i) x[i] = static_cast<float>(i / 4);
+  const Dataset table = Dataset::from_arrays(x, y, "table");
+  cohort::data::ImageOptions image;
+  image.augment = [](std::span<float> example, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    for (float& v : example) v += static_cast<float>(rng() % 1000) / 1000.0f;
+  };
+  BatchIterator a(table, {.batch_size = 5, .seed = 3, .image = image});
+  cohort::data::Batch first, again, plain;
+  REQUIRE(a.next(first));
+  // Each value moved by less than 1 from its example's number, not all by the same.
+  bool differ = false;
+  for (std::int64_t k = 0; k < 5; ++k)
+    for (std::int64_t j = 0; j < 4; ++j) {
+      const float v = first.features[k * 4 + j];
+      const float base = std::floor(v);
+      CHECK(v - base < 1.0f);
+      differ = differ || v != first.features[k * 4];
+    }
+  CHECK(differ);
+  BatchIterator b(table, {.batch_size = 5, .seed = 3, .image = image});
+  b.seek(0, 0);
+  REQUIRE(b.next(again));
+  CHECK(std::equal(first.features.span().begin(), first.features.span().end(), again.features.span().begin()));
+  // Evaluation batches are the data as it is.
+  auto in_order = BatchIterator::in_order(table, 5, image);
+  REQUIRE(in_order.next(plain));
+  for (std::int64_t i = 0; i < 20; ++i) CHECK(plain.features[i] == static_cast<float>(i / 4));
 }
 
 TEST_CASE("options that cannot work are refused") {
