@@ -30,7 +30,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -126,14 +125,12 @@ void predict(cohort::Model& model, const std::vector<std::string>& paths, const 
                                          paths.begin() + static_cast<std::ptrdiff_t>(std::min(paths.size(), begin + kBatch)));
     const cohort::Tensor images = cohort::data::load_images(
         batch, example[0], example[1], static_cast<int>(example[2]));
-    const cohort::Tensor& logits = model.predict(images);
-    const auto k = static_cast<std::size_t>(logits.dim(1));
+    const cohort::Tensor probabilities = model.predict_probabilities(images);
+    const auto k = static_cast<std::size_t>(probabilities.dim(1));
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      const float* row = logits.data() + i * k;
+      const float* row = probabilities.data() + i * k;
       const std::size_t best = static_cast<std::size_t>(std::max_element(row, row + k) - row);
-      double total = 0;
-      for (std::size_t c = 0; c < k; ++c) total += std::exp(static_cast<double>(row[c] - row[best]));
-      out << batch[i] << "," << classes[best] << "," << 1.0 / total << "\n";
+      out << batch[i] << "," << classes[best] << "," << row[best] << "\n";
     }
   }
 }

@@ -53,6 +53,8 @@ COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
                      cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
                                             "mean_squared_error", "mean_absolute_error", "huber"});
+COHORT_DEFINE_string(metrics, "",
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, mse, mae, precision, recall, auc");
 COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");
 COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
@@ -133,6 +135,8 @@ cohort::Model mlp(cohort::Graph& graph, const cohort::Shape& input,
       targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
   model.set_loss(cohort::make_loss(FLAGS_loss));  // with its default metrics
+  for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
+    model.add_metric(cohort::make_metric(name));
   return model;
 }
 

@@ -12,21 +12,25 @@ StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64
   auto batches = data::BatchIterator::in_order(data, batch_size, image);
   data::Batch batch;
   double loss = 0;
-  std::array<double, StepMetrics::kMaxMetrics> metrics{};
+  std::vector<std::vector<double>> counts;  // each metric's (Metric::counts), over the batches
   std::int64_t seen = 0;
-  while (batches.next(batch)) {
-    const StepMetrics m = model.evaluate(batch.features, batch.view());
-    const auto n = static_cast<double>(batch.size());
-    loss += m.loss * n;
-    for (std::size_t i = 0; i < metrics.size(); ++i) metrics[i] += m.metrics[i] * n;
-    seen += batch.size();
+  model.count_metrics(&counts);
+  try {
+    while (batches.next(batch)) {
+      const StepMetrics m = model.evaluate(batch.features, batch.view());
+      loss += m.loss * static_cast<double>(batch.size());
+      seen += batch.size();
+    }
+  } catch (...) {
+    model.count_metrics(nullptr);
+    throw;
   }
+  model.count_metrics(nullptr);
   StepMetrics total;
   if (seen == 0) return total;
-  const auto count = static_cast<double>(seen);
-  total.loss = static_cast<float>(loss / count);
-  for (std::size_t i = 0; i < metrics.size(); ++i)
-    total.metrics[i] = static_cast<float>(metrics[i] / count);
+  total.loss = static_cast<float>(loss / static_cast<double>(seen));
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    total.metrics[i] = static_cast<float>(model.metric_from_counts(i, counts[i]));
   const auto& names = model.metric_names();
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == "accuracy") total.accuracy = total.metrics[i];

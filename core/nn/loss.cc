@@ -118,6 +118,33 @@ float MeanSquaredErrorLoss::forward(const Tensor& predictions, const Targets& ta
 
 void MeanSquaredErrorLoss::backward(Tensor& grad) { grad = grad_; }
 
+Tensor Loss::probabilities(const Tensor&) const {
+  throw InvalidArgument("loss " + name() + " gives values, not probabilities");
+}
+
+Tensor SoftmaxCrossEntropyLoss::probabilities(const Tensor& output) const {
+  Tensor p(output.shape());
+  const std::int64_t rows = output.dim(0), classes = rows > 0 ? output.size() / rows : 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = output.data() + r * classes;
+    float* y = p.data() + r * classes;
+    const float top = *std::max_element(x, x + classes);  // every exponent <= 0
+    double total = 0;
+    for (std::int64_t c = 0; c < classes; ++c) total += y[c] = std::exp(x[c] - top);
+    for (std::int64_t c = 0; c < classes; ++c) y[c] = static_cast<float>(y[c] / total);
+  }
+  return p;
+}
+
+Tensor SigmoidCrossEntropyLoss::probabilities(const Tensor& output) const {
+  Tensor p(output.shape());
+  for (std::int64_t i = 0; i < output.size(); ++i) {
+    const float x = output[i], e = std::exp(-std::abs(x));  // never overflows
+    p[i] = x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+  }
+  return p;
+}
+
 void MeanAbsoluteErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
 }
@@ -242,6 +269,114 @@ float MeanSquaredError::compute(const Tensor& predictions, const Targets& target
                             static_cast<double>(predictions.size()));
 }
 
+std::vector<double> Metric::counts(const Tensor& predictions, const Targets&, float batch_value) {
+  const double n = predictions.rank() > 0 ? static_cast<double>(predictions.dim(0)) : 0.0;
+  return {static_cast<double>(batch_value) * n, n};
+}
+
+double Metric::from_counts(std::span<const double> counts) const {
+  return counts.size() == 2 && counts[1] > 0 ? counts[0] / counts[1] : 0.0;
+}
+
+BinaryDecisionMetric::BinaryDecisionMetric(int positive_class) : positive_class_(positive_class) {
+  if (positive_class < 0)
+    throw InvalidArgument("positive_class = " + std::to_string(positive_class) + ", must be >= 0");
+}
+
+void BinaryDecisionMetric::check(const Shape& prediction, const TargetSpec& targets) const {
+  if (!targets.labels) return check_values("metric " + name(), prediction, targets);
+  check_labels("metric " + name(), prediction, targets);
+  if (classes_of(prediction) <= positive_class_)
+    mismatch("metric " + name(), prediction, targets,
+             "its positive class " + std::to_string(positive_class_) + " has no logit");
+}
+
+template <typename F>
+void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Targets& targets, F&& f) const {
+  if (targets.values != nullptr) {
+    const Tensor& t = values_of("metric " + name(), predictions, targets);
+    for (std::int64_t i = 0; i < predictions.size(); ++i) {
+      const float x = predictions[i], e = std::exp(-std::abs(x));
+      f(x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e), x > 0.0f, t[i] > 0.5f);
+    }
+    return;
+  }
+  const std::int64_t n = predictions.dim(0), classes = n > 0 ? predictions.size() / n : 0;
+  if (static_cast<std::int64_t>(targets.labels.size()) != n)
+    throw InvalidArgument("metric " + name() + ": " + std::to_string(targets.labels.size()) +
+                          " labels for a batch of " + std::to_string(n));
+  if (classes <= positive_class_)
+    throw InvalidArgument("metric " + name() + ": its positive class " + std::to_string(positive_class_) +
+                          " has no logit among " + std::to_string(classes));
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* row = predictions.data() + r * classes;
+    const float* top = std::max_element(row, row + classes);
+    double total = 0;
+    for (std::int64_t c = 0; c < classes; ++c) total += std::exp(static_cast<double>(row[c] - *top));
+    const auto score = static_cast<float>(std::exp(static_cast<double>(row[positive_class_] - *top)) / total);
+    f(score, top - row == positive_class_, targets.labels[static_cast<std::size_t>(r)] == positive_class_);
+  }
+}
+
+float BinaryDecisionMetric::compute(const Tensor& predictions, const Targets& targets) {
+  return static_cast<float>(from_counts(counts(predictions, targets, 0.0f)));
+}
+
+std::vector<double> Precision::counts(const Tensor& predictions, const Targets& targets, float) {
+  std::vector<double> c(2);  // true positives, false positives
+  each_decision(predictions, targets, [&](float, bool predicted, bool positive) {
+    if (predicted) c[positive ? 0 : 1] += 1;
+  });
+  return c;
+}
+
+double Precision::from_counts(std::span<const double> c) const {
+  return c[0] + c[1] > 0 ? c[0] / (c[0] + c[1]) : 0.0;
+}
+
+std::vector<double> Recall::counts(const Tensor& predictions, const Targets& targets, float) {
+  std::vector<double> c(2);  // true positives, false negatives
+  each_decision(predictions, targets, [&](float, bool predicted, bool positive) {
+    if (positive) c[predicted ? 0 : 1] += 1;
+  });
+  return c;
+}
+
+double Recall::from_counts(std::span<const double> c) const {
+  return c[0] + c[1] > 0 ? c[0] / (c[0] + c[1]) : 0.0;
+}
+
+// Keras's thresholds: -epsilon, 1/(T-1), ..., (T-2)/(T-1), 1 + epsilon. A score is above the
+// first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k.
+std::vector<double> Auc::counts(const Tensor& predictions, const Targets& targets, float) {
+  constexpr int T = kThresholds;
+  std::vector<double> c(2 * T);
+  each_decision(predictions, targets, [&](float score, bool, bool positive) {
+    const double steps = std::ceil(static_cast<double>(score) * (T - 1)) - 1;
+    const int above = 1 + static_cast<int>(std::clamp(steps, 0.0, static_cast<double>(T - 2)));
+    c[static_cast<std::size_t>((positive ? 0 : T) + above)] += 1;
+  });
+  return c;
+}
+
+double Auc::from_counts(std::span<const double> c) const {
+  constexpr int T = kThresholds;
+  // True and false positives at threshold j: the scores above more than j thresholds.
+  std::vector<double> tp(T), fp(T);  // none above the last
+  for (std::size_t j = T - 1; j-- > 0;) {
+    tp[j] = tp[j + 1] + c[j + 1];
+    fp[j] = fp[j + 1] + c[T + j + 1];
+  }
+  const double positives = tp[0], negatives = fp[0];
+  if (positives == 0 || negatives == 0) return 0.0;
+  double area = 0;
+  for (int j = 0; j + 1 < T; ++j) {
+    const auto a = static_cast<std::size_t>(j), b = a + 1;
+    area += (fp[a] - fp[b]) / negatives * (tp[a] + tp[b]) / (2 * positives);
+  }
+  return area;
+}
+
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) {
   if (name == "softmax_cross_entropy")
     return std::make_unique<SoftmaxCrossEntropyLoss>(label_smoothing);
@@ -254,6 +389,24 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
   throw InvalidArgument("unknown loss '" + name +
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
                         "mean_squared_error, mean_absolute_error, huber)");
+}
+
+std::unique_ptr<Metric> make_metric(const std::string& name) {
+  if (name == "accuracy") return std::make_unique<Accuracy>();
+  if (name == "binary_accuracy") return std::make_unique<BinaryAccuracy>();
+  if (name == "mse") return std::make_unique<MeanSquaredError>();
+  if (name == "mae") return std::make_unique<MeanAbsoluteError>();
+  if (name == "precision") return std::make_unique<Precision>();
+  if (name == "recall") return std::make_unique<Recall>();
+  if (name == "auc") return std::make_unique<Auc>();
+  if (name.starts_with("top") && name.ends_with("_accuracy") && name.size() > 12) {
+    const std::string k = name.substr(3, name.size() - 12);
+    if (k.find_first_not_of("0123456789") == std::string::npos && k.size() < 6 && k[0] != '0')
+      return std::make_unique<TopKAccuracy>(std::stoi(k));
+  }
+  throw InvalidArgument("unknown metric '" + name +
+                        "' (known: accuracy, top<k>_accuracy, binary_accuracy, mse, mae, precision, "
+                        "recall, auc)");
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {

@@ -52,6 +52,10 @@ class Loss {
   /// of range, a size mismatch), naming what.
   virtual float forward(const Tensor& predictions, const Targets& targets) = 0;
   virtual void backward(Tensor& grad) = 0;
+  /// The probabilities a model's output stands for under this loss (softmax cross-entropy: the
+  /// softmax of each row of logits; sigmoid cross-entropy: each logit's sigmoid). A loss of
+  /// values (regression) has none: InvalidArgument naming it.
+  virtual Tensor probabilities(const Tensor& output) const;
 };
 
 /// Softmax cross-entropy of logits [N, classes] against class labels, with label smoothing: the
@@ -63,6 +67,7 @@ class SoftmaxCrossEntropyLoss final : public Loss {
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override { op_.backward(grad); }
+  Tensor probabilities(const Tensor& output) const override;
   float label_smoothing() const { return op_.label_smoothing(); }
 
  private:
@@ -78,6 +83,7 @@ class SigmoidCrossEntropyLoss final : public Loss {
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override;
+  Tensor probabilities(const Tensor& output) const override;
 
  private:
   Tensor grad_;
@@ -135,6 +141,67 @@ class Metric {
   virtual std::string name() const = 0;
   virtual void check(const Shape& prediction, const TargetSpec& targets) const = 0;
   virtual float compute(const Tensor& predictions, const Targets& targets) = 0;
+  /// Over many batches (an evaluation): numbers whose sums over the batches give the metric of
+  /// all their examples through from_counts(). The default is a mean of per-example values, as
+  /// accuracy is: the batch's value (`batch_value`, compute()'s) times its examples, and its
+  /// examples. Precision, recall and AUC count instead, since a mean of their batch values is
+  /// not their value over the whole set.
+  virtual std::vector<double> counts(const Tensor& predictions, const Targets& targets, float batch_value);
+  virtual double from_counts(std::span<const double> counts) const;
+};
+
+/// Precision, recall and the area under the ROC curve of a yes/no decision, counted over every
+/// example an evaluation sees. Of multi-label outputs against 0/1 float targets: every logit is
+/// a decision, positive above 0 (a sigmoid above 0.5), micro-averaged over all of them, as
+/// Keras's metrics on sigmoid outputs. Of a classifier's logits against class labels: class
+/// `positive_class` against the rest, an example predicted positive when that class has its
+/// largest logit (Keras's class_id), scored by its softmax probability for the AUC.
+class BinaryDecisionMetric : public Metric {
+ public:
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+  int positive_class() const { return positive_class_; }
+
+ protected:
+  /// `positive_class` >= 0 (used with class labels only), else InvalidArgument.
+  explicit BinaryDecisionMetric(int positive_class);
+  /// Calls f(score, predicted_positive, positive) for each decision of the batch; the score is
+  /// the positive's probability.
+  template <typename F>
+  void each_decision(const Tensor& predictions, const Targets& targets, F&& f) const;
+
+ private:
+  int positive_class_;
+};
+
+/// Of the examples predicted positive, the fraction that are ("precision"; 0 when none is).
+class Precision final : public BinaryDecisionMetric {
+ public:
+  explicit Precision(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
+  std::string name() const override { return "precision"; }
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
+  double from_counts(std::span<const double> counts) const override;
+};
+
+/// Of the positive examples, the fraction predicted so ("recall"; 0 when there is none).
+class Recall final : public BinaryDecisionMetric {
+ public:
+  explicit Recall(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
+  std::string name() const override { return "recall"; }
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
+  double from_counts(std::span<const double> counts) const override;
+};
+
+/// The area under the ROC curve ("auc"), as Keras's AUC computes it: the positives' and
+/// negatives' scores counted at 200 thresholds spread evenly over [0, 1], the curve through them
+/// integrated by trapezoids. 0.5 is chance, 1 a perfect ranking; 0 when a class is missing.
+class Auc final : public BinaryDecisionMetric {
+ public:
+  static constexpr int kThresholds = 200;
+  explicit Auc(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
+  std::string name() const override { return "auc"; }
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
+  double from_counts(std::span<const double> counts) const override;
 };
 
 /// Fraction of examples whose top prediction is the label (the first maximum on ties).
@@ -186,6 +253,10 @@ class MeanAbsoluteError final : public Metric {
 /// "mean_squared_error" or "mse", "mean_absolute_error" or "mae", "huber" with delta 1);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
+/// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
+/// "binary_accuracy", "mse", "mae", "precision", "recall" or "auc" (positive class 1 where the
+/// targets are class labels); InvalidArgument naming the known ones otherwise.
+std::unique_ptr<Metric> make_metric(const std::string& name);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
 /// binary_accuracy for sigmoid cross-entropy, mse for mean squared error, mse and mae for mean
 /// absolute error and Huber, none for others.

@@ -107,6 +107,22 @@ Model& Model::add_metric(std::unique_ptr<Metric> metric, bool from_loss) {
   return *this;
 }
 
+Tensor Model::predict_probabilities(const Tensor& features) { return loss_->probabilities(predict(features)); }
+
+std::vector<std::int32_t> Model::predict_classes(const Tensor& features) {
+  if (!dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get()))
+    throw InvalidArgument("Model::predict_classes: the loss " + loss_->name() +
+                          " does not choose one class per example (softmax_cross_entropy does)");
+  const Tensor& logits = predict(features);
+  const std::int64_t rows = logits.dim(0), classes = rows > 0 ? logits.size() / rows : 0;
+  std::vector<std::int32_t> chosen(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * classes;
+    chosen[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(std::max_element(row, row + classes) - row);
+  }
+  return chosen;
+}
+
 std::string Model::summary() const {
   std::string text = layers_.summary() + "loss: " + (loss_ ? loss_->name() : std::string("none"));
   for (std::size_t i = 0; i < metric_names_.size(); ++i)
@@ -169,12 +185,25 @@ StepMetrics Model::measure(const Tensor& output, const Targets& targets) {
   StepMetrics m;
   m.loss = loss_->forward(output, targets);
   loss_value_[0] = m.loss;
+  record_metrics(output, targets, m);
+  return m;
+}
+
+void Model::record_metrics(const Tensor& output, const Targets& targets, StepMetrics& m) {
+  if (metric_totals_ != nullptr) metric_totals_->resize(metrics_.size());
   for (std::size_t i = 0; i < metrics_.size(); ++i) {
     m.metrics[i] = metrics_[i]->compute(output, targets);
     metric_values_[i][0] = m.metrics[i];
     if (metric_names_[i] == "accuracy") m.accuracy = m.metrics[i];
+    if (metric_totals_ == nullptr) continue;
+    const std::vector<double> counts = metrics_[i]->counts(output, targets, m.metrics[i]);
+    std::vector<double>& total = (*metric_totals_)[i];
+    if (total.empty()) total.assign(counts.size(), 0.0);
+    if (total.size() != counts.size())
+      throw InvalidArgument("metric " + metric_names_[i] + ": " + std::to_string(counts.size()) +
+                            " counts for a batch, " + std::to_string(total.size()) + " before");
+    for (std::size_t k = 0; k < counts.size(); ++k) total[k] += counts[k];
   }
-  return m;
 }
 
 StepMetrics Model::run(std::span<const Tensor* const> inputs, const Targets& targets,

@@ -123,6 +123,13 @@ class Model {
   /// Host only (InvalidArgument on a GPU). The tensor is the model's, valid until its next step.
   const Tensor& predict(std::span<const Tensor* const> inputs);
   const Tensor& predict(const Tensor& features);
+  /// predict()'s output as the probabilities it stands for under the model's loss
+  /// (Loss::probabilities: a classifier's softmax, a multi-label model's sigmoids; what
+  /// tf.nn.softmax of the logits gives). A regression has none: InvalidArgument.
+  Tensor predict_probabilities(const Tensor& features);
+  /// The class of each example: the largest output of its row (the first on ties), for a model
+  /// trained on class labels (softmax cross-entropy); InvalidArgument for another loss.
+  std::vector<std::int32_t> predict_classes(const Tensor& features);
 
   /// A value of the last step: "loss" and each metric's name (1-element tensors), "logits" (the
   /// output), or a layer's or input's name for its output (on the host only: nullptr on a GPU).
@@ -130,6 +137,13 @@ class Model {
   const Tensor* fetch(const std::string& name) const;
   /// The metrics' names, in StepMetrics::metrics order.
   const std::vector<std::string>& metric_names() const { return metric_names_; }
+  /// While `totals` is set (not null), each step or evaluation adds every metric's
+  /// Metric::counts to totals[i] (resized to the metrics), as evaluate_dataset sums them.
+  void count_metrics(std::vector<std::vector<double>>* totals) { metric_totals_ = totals; }
+  /// Metric i's value from counts summed over batches (Metric::from_counts).
+  double metric_from_counts(std::size_t i, std::span<const double> counts) const {
+    return metrics_.at(i)->from_counts(counts);
+  }
   /// Keras's model.summary(): a table of the nodes (LayerGraph::summary), then the loss and the
   /// metrics. For a person to read; its layout may change.
   std::string summary() const;
@@ -185,6 +199,10 @@ class Model {
   int declared_classes_ = 0;  // the sequential constructor's num_classes, checked at the first step
   std::unique_ptr<Loss> loss_;
   std::vector<std::unique_ptr<Metric>> metrics_;
+  std::vector<std::vector<double>>* metric_totals_ = nullptr;
+  // Each metric of `output` against `targets` into `m` and the fetchable values (and the totals
+  // being counted).
+  void record_metrics(const Tensor& output, const Targets& targets, StepMetrics& m);
   std::vector<std::string> metric_names_;
   std::vector<bool> loss_metric_;  // per metric: one of the loss's defaults (set_loss replaces it)
   Tensor grad_output_;

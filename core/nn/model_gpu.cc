@@ -177,12 +177,7 @@ StepMetrics Model::gpu_step(const Tensor& images, std::span<const std::int32_t> 
   StepMetrics m;
   m.loss = loss;
   loss_value_[0] = m.loss;
-  const Targets targets{labels, nullptr};
-  for (std::size_t i = 0; i < metrics_.size(); ++i) {
-    m.metrics[i] = metrics_[i]->compute(host_logits, targets);
-    metric_values_[i][0] = m.metrics[i];
-    if (metric_names_[i] == "accuracy") m.accuracy = m.metrics[i];
-  }
+  record_metrics(host_logits, Targets{labels, nullptr}, m);
   return m;
 }
 

@@ -125,12 +125,22 @@ grep -q "^validation: loss has not improved in 2 evaluations: stopping$" early_s
 [[ -f best/model.ckpt-50.safetensors && ! -f best/model.ckpt-100.safetensors ]] \
   || { ls best; echo "early_stop: best/ does not hold step 50's checkpoint alone"; exit 1; }
 
+# With precision, recall and the ROC curve's area over every label of the test set (counted
+# over all of it, not averaged over batches).
 run multilabel --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
-  --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics_json=ml.json \
-  || { echo "the multi-label job failed"; exit 1; }
+  --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics=precision,recall,auc \
+  --metrics_json=ml.json || { echo "the multi-label job failed"; exit 1; }
 accuracy=$(metric ml.json binary_accuracy)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $accuracy >= 0.93 else 1)" \
   || { echo "multi-label: test binary accuracy $accuracy, expected at least 0.93"; exit 1; }
+for name in precision recall; do
+  value=$(metric ml.json $name)
+  /usr/bin/python3 -c "import sys; sys.exit(0 if 0.9 <= $value <= 1 else 1)" \
+    || { echo "multi-label: test $name $value, expected at least 0.9"; exit 1; }
+done
+auc=$(metric ml.json auc)
+/usr/bin/python3 -c "import sys; sys.exit(0 if 0.97 <= $auc <= 1 else 1)" \
+  || { echo "multi-label: test AUC $auc, expected at least 0.97"; exit 1; }
 
 run no_header --train=reg_no_header.csv --csv_header=false --target_columns=6,7 \
   --loss=mean_squared_error --train_steps=20 || { echo "the job without a CSV header failed"; exit 1; }

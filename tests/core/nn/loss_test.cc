@@ -110,6 +110,92 @@ TEST_CASE("mean absolute error and Huber against their formulas, on both sides o
   CHECK(names == std::vector<std::string>{"mse", "mae"});
 }
 
+TEST_CASE("the probabilities an output stands for: softmax rows, sigmoids, none for a regression") {
+  const Tensor logits({2, 3}, std::vector<float>{1, 2, 3, 1000, -1000, 0});
+  const Tensor p = SoftmaxCrossEntropyLoss().probabilities(logits);
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  CHECK(p[0] == doctest::Approx(std::exp(1.0) / z));
+  CHECK(p[2] == doctest::Approx(std::exp(3.0) / z));
+  CHECK(p[3] == doctest::Approx(1.0));  // no overflow at 1000
+  CHECK(p[4] == 0.0f);
+  const Tensor s = SigmoidCrossEntropyLoss().probabilities(logits);
+  CHECK(s[0] == doctest::Approx(1 / (1 + std::exp(-1.0))));
+  CHECK(s[3] == doctest::Approx(1.0));
+  CHECK(s[4] == 0.0f);
+  CHECK(s[5] == doctest::Approx(0.5));
+  CHECK_THROWS_WITH_AS(MeanSquaredErrorLoss().probabilities(logits),
+                       "loss mean_squared_error gives values, not probabilities", InvalidArgument);
+}
+
+TEST_CASE("precision and recall, of sigmoid outputs and of one class of a classifier") {
+  // Decisions: logit > 0. Predicted positive: 0 (a positive) and 2 (not): precision 1/2. The
+  // positives 0 and 1: one found, recall 1/2.
+  Tensor logits({1, 4}, std::vector<float>{2, -1, 0.5f, -3});
+  Tensor targets({1, 4}, std::vector<float>{1, 1, 0, 0});
+  const Targets t{{}, &targets};
+  CHECK(Precision().compute(logits, t) == doctest::Approx(0.5));
+  CHECK(Recall().compute(logits, t) == doctest::Approx(0.5));
+  // Class 1 against the rest: rows 0 and 2 choose class 1; labels 1 at rows 0, 1.
+  Tensor rows({4, 3}, std::vector<float>{0, 5, 1, 3, 2, 1, 0, 1, 0.5f, 1, 0, 0});
+  const std::vector<std::int32_t> labels = {1, 1, 2, 0};
+  CHECK(Precision().compute(rows, Targets{labels, nullptr}) == doctest::Approx(0.5));
+  CHECK(Recall().compute(rows, Targets{labels, nullptr}) == doctest::Approx(0.5));
+  // Class 0: chosen by rows 1 and 3, the label of row 3 alone.
+  CHECK(Precision(0).compute(rows, Targets{labels, nullptr}) == doctest::Approx(0.5));
+  CHECK(Recall(0).compute(rows, Targets{labels, nullptr}) == doctest::Approx(1.0));
+  CHECK(Recall(2).compute(rows, Targets{labels, nullptr}) == doctest::Approx(0.0));
+  CHECK_THROWS_AS(Precision(3).check({3}, TargetSpec::classes(3)), InvalidArgument);
+  CHECK_THROWS_AS(Recall(-1), InvalidArgument);
+}
+
+TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ranking") {
+  // 400 scores; the positives' drawn a little higher: the exact area is the chance that a
+  // positive outscores a negative.
+  Tensor logits({400, 1}), targets({400, 1});
+  std::uint64_t state = 12345;
+  const auto uniform = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (int i = 0; i < 400; ++i) {
+    targets[i] = i % 3 == 0 ? 1.0f : 0.0f;
+    logits[i] = static_cast<float>(4 * uniform() - 2 + (targets[i] > 0 ? 1.0 : 0.0));
+  }
+  double wins = 0, pairs = 0;
+  for (int i = 0; i < 400; ++i)
+    for (int j = 0; j < 400; ++j)
+      if (targets[i] > 0 && targets[j] == 0) {
+        pairs += 1;
+        wins += logits[i] > logits[j] ? 1 : logits[i] == logits[j] ? 0.5 : 0;
+      }
+  Auc auc;
+  const Targets t{{}, &targets};
+  CHECK(auc.compute(logits, t) == doctest::Approx(wins / pairs).epsilon(0.01));
+  // Counted in two halves and summed, the same as the whole (what an evaluation does).
+  const Tensor first({200, 1}, std::vector<float>(logits.data(), logits.data() + 200));
+  const Tensor second({200, 1}, std::vector<float>(logits.data() + 200, logits.data() + 400));
+  const Tensor t1({200, 1}, std::vector<float>(targets.data(), targets.data() + 200));
+  const Tensor t2({200, 1}, std::vector<float>(targets.data() + 200, targets.data() + 400));
+  for (Metric* metric : std::initializer_list<Metric*>{new Auc(), new Precision(), new Recall()}) {
+    std::unique_ptr<Metric> owned(metric);
+    CAPTURE(metric->name());
+    std::vector<double> sum = metric->counts(first, Targets{{}, &t1}, 0);
+    const std::vector<double> more = metric->counts(second, Targets{{}, &t2}, 0);
+    for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += more[k];
+    CHECK(metric->from_counts(sum) == doctest::Approx(metric->compute(logits, t)));
+  }
+  Tensor separated({2, 2}, std::vector<float>{3, -3, 5, -4});
+  Tensor truth({2, 2}, std::vector<float>{1, 0, 1, 0});
+  CHECK(auc.compute(separated, Targets{{}, &truth}) == doctest::Approx(1.0));
+  Tensor one_class({1, 2}, std::vector<float>{3, 5});
+  Tensor ones({1, 2}, std::vector<float>{1, 1});
+  CHECK(auc.compute(one_class, Targets{{}, &ones}) == 0.0f);
+  CHECK(make_metric("auc")->name() == "auc");
+  CHECK(make_metric("top3_accuracy")->name() == "top3_accuracy");
+  CHECK_THROWS_AS(make_metric("top0_accuracy"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(make_metric("f1"), doctest::Contains("unknown metric 'f1'"), InvalidArgument);
+}
+
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   Tensor x({3, 4}, std::vector<float>{0.1f, 0.5f, 0.3f, 0.2f,   //
                                       0.9f, 0.0f, 0.8f, 0.7f,   //

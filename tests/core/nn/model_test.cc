@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/evaluation.h"
 #include "cohort/core/nn/models.h"
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/placement/gpu_placement.h"
@@ -96,6 +98,48 @@ TEST_CASE("a softmax or sigmoid before a loss that applies its own is refused, n
   multi_label.add(dense("logits", 3)).add(activation("sigmoid", "sigmoid"));
   multi_label.set_loss(std::make_unique<SigmoidCrossEntropyLoss>());
   CHECK_THROWS_AS(multi_label.check_data({4}, TargetSpec::values({3})), InvalidArgument);
+}
+
+TEST_CASE("predict_classes and predict_probabilities follow the logits; a regression refuses both") {
+  Graph graph;
+  Model model = mlp(graph, {8});
+  graph.initialize(5);
+  const Tensor x = images(6, 4);
+  const Tensor logits = model.predict(x);  // a copy: the model's tensor is reused
+  const std::vector<std::int32_t> classes = model.predict_classes(x);
+  const Tensor p = model.predict_probabilities(x);
+  REQUIRE(classes.size() == 6);
+  for (std::int64_t r = 0; r < 6; ++r) {
+    const float* row = logits.data() + r * 10;
+    CHECK(classes[static_cast<std::size_t>(r)] == std::max_element(row, row + 10) - row);
+    double total = 0;
+    for (int c = 0; c < 10; ++c) total += p[r * 10 + c];
+    CHECK(total == doctest::Approx(1.0));
+    CHECK(std::max_element(p.data() + r * 10, p.data() + r * 10 + 10) - (p.data() + r * 10) ==
+          classes[static_cast<std::size_t>(r)]);
+  }
+  model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK_THROWS_AS(model.predict_classes(x), InvalidArgument);
+  CHECK_THROWS_AS(model.predict_probabilities(x), InvalidArgument);
+}
+
+TEST_CASE("evaluate_dataset: counting metrics over every example, whatever the batches") {
+  Graph graph;
+  Model model = mlp(graph, {8});
+  model.add_metric(std::make_unique<Precision>(3)).add_metric(std::make_unique<Auc>(3));
+  graph.initialize(2);
+  const data::Dataset data = data::synthetic(90, 4);
+  const StepMetrics whole = evaluate_dataset(model, data, 1000);
+  const StepMetrics batched = evaluate_dataset(model, data, 7);
+  REQUIRE(model.metric_names() == std::vector<std::string>{"accuracy", "precision", "auc"});
+  for (std::size_t i = 0; i < 3; ++i) CHECK(batched.metrics[i] == doctest::Approx(whole.metrics[i]));
+  CHECK(batched.loss == doctest::Approx(whole.loss));
+  // The one batch of all 90 is what compute() gives on the whole output.
+  std::vector<std::int32_t> labels;
+  for (std::int64_t i = 0; i < data.size(); ++i) labels.push_back(data.label(i));
+  const Tensor logits = model.predict(data.storage()->features);
+  CHECK(whole.metrics[1] == doctest::Approx(Precision(3).compute(logits, Targets{labels, nullptr})));
+  CHECK(whole.metrics[2] == doctest::Approx(Auc(3).compute(logits, Targets{labels, nullptr})));
 }
 
 TEST_CASE("summary: each node's layer, output shape and parameters, as Keras prints them") {
