@@ -84,6 +84,9 @@ void ValidationHook::end(MonitoredSession& session) {
 }
 
 bool ValidationHook::validate(MonitoredSession& session, std::int64_t step) {
+  // The parameters as they stand on the ps tasks (the chief's own copy may be a step behind, or
+  // more in the async modes), as the best checkpoint will hold them.
+  session.trainer().fetch_parameters();
   const StepMetrics m = session.trainer().evaluate(options_.data, options_.batch_size);
   Validation v;
   v.global_step = step;

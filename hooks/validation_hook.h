@@ -39,8 +39,11 @@ struct ValidationHookOptions {
   /// Stop training after this many evaluations in a row without improvement; 0: never.
   std::int64_t patience = 0;
   /// Keep the best parameters: a checkpoint written here at each improvement (the latest
-  /// checkpoint in it is the best), which restore_checkpoint or warm_start_from can load. Empty:
-  /// none. It must not be the session's checkpoint_dir.
+  /// checkpoint in it is this session's best), which restore_checkpoint or warm_start_from can
+  /// load. Empty: none. It must not be the session's checkpoint_dir. The best value and the
+  /// evaluations without improvement are the session's own: a job restarted from its
+  /// checkpoints starts them afresh (its first evaluation is its best so far). In the async
+  /// modes other workers' pushes may reach the parameters between the evaluation and the save.
   std::string best_dir{};
   /// A line on stdout per evaluation.
   bool log = true;

@@ -52,7 +52,8 @@ COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
                      cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
-                                            "mean_squared_error", "mean_absolute_error", "huber"});
+                                            "mean_squared_error", "mse", "mean_absolute_error",
+                                            "mae", "huber"});
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, mse, mae, precision, recall, auc");
 COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");

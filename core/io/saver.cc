@@ -13,7 +13,7 @@ namespace cohort {
 
 COHORT_DEFINE_bool(reset_optimizer, false,
                    "chief: restore only the variables of the checkpoint and start the optimizer "
-                   "afresh (zero slots, iteration 0); needed to resume with another --optimizer");
+                   "afresh (slots at their starting values, iteration 0); needed to resume with another --optimizer");
 
 namespace {
 
@@ -137,7 +137,7 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
                                     : "optimizer state";
     std::fprintf(stderr,
                  "[%s] --reset_optimizer: restored the variables only; optimizer '%s' starts "
-                 "afresh (zero slots, iteration 0), the checkpoint's %s is dropped\n",
+                 "afresh (slots at their starting values, iteration 0), the checkpoint's %s is dropped\n",
                  process_label().c_str(), configured.c_str(), dropped.c_str());
     std::fflush(stderr);
     return;

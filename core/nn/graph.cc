@@ -105,7 +105,7 @@ void Graph::freeze() const {
   if (frozen_) return;
   // Where the parameters alone outgrow the machine, Linux may grant the memory and kill the
   // process when it is touched: refuse first, in words.
-  const double bytes = static_cast<double>(num_parameters_ + num_state_) * sizeof(float);
+  const double bytes = static_cast<double>(num_parameters_) * sizeof(float);
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   const auto too_large = [&](const std::string& why) {
     char size[64];
@@ -113,7 +113,8 @@ void Graph::freeze() const {
     return Error("the model's " + std::to_string(num_parameters_) + " parameters (" + size +
                  " as float32) " + why);
   };
-  if (physical > 0 && 2 * bytes > physical) {  // values and gradients, at the least
+  const double state = static_cast<double>(num_state_) * sizeof(float);
+  if (physical > 0 && 2 * bytes + state > physical) {  // values and gradients, at the least
     char memory[64];
     std::snprintf(memory, sizeof memory, "%.3g GB", physical * 1e-9);
     throw too_large(std::string("and as many gradients exceed this machine's memory (") + memory + ")");

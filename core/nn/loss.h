@@ -155,7 +155,8 @@ class Metric {
 /// a decision, positive above 0 (a sigmoid above 0.5), micro-averaged over all of them, as
 /// Keras's metrics on sigmoid outputs. Of a classifier's logits against class labels: class
 /// `positive_class` against the rest, an example predicted positive when that class has its
-/// largest logit (Keras's class_id), scored by its softmax probability for the AUC.
+/// largest logit (its arg max; Keras's class_id thresholds the probability at 0.5 instead, the
+/// same for two classes), scored by its softmax probability for the AUC.
 class BinaryDecisionMetric : public Metric {
  public:
   void check(const Shape& prediction, const TargetSpec& targets) const override;

@@ -358,12 +358,19 @@ float Optimizer::clip_scale(std::span<const float> grads, float grad_scale, std:
   // The norm costs a pass over the gradients: only pay for it when clipping.
   if (options_.clip_norm <= 0) return 1.0f;
   double sum = 0.0;
-  for (float g : grads) sum += static_cast<double>(g) * g;
+  const auto add = [&](std::int64_t begin, std::int64_t end) {  // indices into grads
+    for (std::int64_t i = begin; i < end; ++i)
+      sum += static_cast<double>(grads[static_cast<std::size_t>(i)]) * grads[static_cast<std::size_t>(i)];
+  };
+  // The trainable stretches' alone: frozen gradients are not the update's.
   const auto last = first + static_cast<std::int64_t>(grads.size());
-  for (const auto& [begin, end] : frozen_)  // their gradients are not the update's
-    for (std::int64_t i = std::max(begin, first); i < std::min(end, last); ++i)
-      sum -= static_cast<double>(grads[static_cast<std::size_t>(i - first)]) * grads[static_cast<std::size_t>(i - first)];
-  sum = std::max(sum, 0.0);
+  std::int64_t next = first;
+  for (const auto& [begin, end] : frozen_) {
+    if (end <= first || begin >= last) continue;
+    add(next - first, std::max(begin, first) - first);
+    next = std::min(end, last);
+  }
+  add(next - first, last - first);
   last_norm_ = std::sqrt(sum) * std::abs(static_cast<double>(grad_scale));
   if (!std::isfinite(last_norm_) || last_norm_ <= options_.clip_norm) return 1.0f;
   return static_cast<float>(options_.clip_norm / last_norm_);

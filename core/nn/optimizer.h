@@ -31,8 +31,8 @@ struct LearningRateSchedule {
   bool staircase = false;
   double power = 1.0;
   /// kPiecewise: base before boundaries[0], base * factors[i] from boundaries[i] on (increasing
-  /// global steps, warm-up included, one factor each; TensorFlow's piecewise_constant with
-  /// values = base times {1, factors...}, PyTorch's MultiStepLR with factors gamma, gamma^2...).
+  /// global steps, warm-up included, one factor each): PyTorch's MultiStepLR with factors gamma,
+  /// gamma^2, ...; TensorFlow's piecewise_constant changes one step later (after a boundary).
   std::vector<std::int64_t> boundaries = {};
   std::vector<double> factors = {};
   /// kFunction: base * function(step), as PyTorch's LambdaLR.

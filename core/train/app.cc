@@ -99,16 +99,20 @@ std::string settings_mismatch(const mpi::Comm& world) {
 // it). A rank that did not fail never joins, and the answer is then no.
 bool failed_alike(const mpi::Comm& errors, const std::string& what, std::chrono::milliseconds window) {
   const std::uint64_t hash = std::hash<std::string>{}(what);
-  std::array<std::uint64_t, 2> least{hash, ~hash};  // the least hash, and ~ the greatest
+  // The least hash, and ~ the greatest. Static: an agreement left pending (a rank that did not
+  // fail) may still be written into while this rank waits for MPI_Abort.
+  static std::array<std::uint64_t, 2> least;
+  least = {hash, ~hash};
+  mpi::Request request;
   try {
-    mpi::Request request = errors.iallreduce(std::span<std::uint64_t>(least), mpi::Op::kMin);
+    request = errors.iallreduce(std::span<std::uint64_t>(least), mpi::Op::kMin);
     for (const auto deadline = std::chrono::steady_clock::now() + window;
          std::chrono::steady_clock::now() < deadline;
          std::this_thread::sleep_for(std::chrono::milliseconds(1)))
       if (request.test()) return least[0] == ~least[1];
-    request.abandon();
   } catch (const std::exception&) {  // an MPI that cannot say: each rank speaks for itself
   }
+  request.abandon();  // never waited for: its peers may never join
   return false;
 }
 

@@ -20,6 +20,18 @@ std::shared_ptr<const Storage> empty_storage() {
   return storage;
 }
 
+// Every count-th example of another source's from index: example i is its index + i * count.
+class StridedSource : public ExampleSource {
+ public:
+  StridedSource(std::shared_ptr<const ExampleSource> all, std::int64_t index, std::int64_t count)
+      : all_(std::move(all)), index_(index), count_(count) {}
+  void read(std::int64_t i, float* out) const override { all_->read(index_ + i * count_, out); }
+
+ private:
+  std::shared_ptr<const ExampleSource> all_;
+  std::int64_t index_, count_;
+};
+
 // Some of another source's examples: example i is its indices[i].
 class SubsetSource : public ExampleSource {
  public:
@@ -161,7 +173,12 @@ Dataset Dataset::shard(int index, int count) const {
   if (count == 1) return *this;
   std::vector<std::int64_t> indices;  // index, index + count, ...
   for (std::int64_t i = index; i < size_; i += count) indices.push_back(i);
-  return subset(indices);
+  Dataset part = subset(indices);
+  if (in_memory()) return part;
+  // Examples made on use: a source that strides, not one that keeps every index.
+  auto storage = std::make_shared<Storage>(*part.storage());
+  storage->source = std::make_shared<StridedSource>(storage_->source, index, count);
+  return Dataset(std::move(storage));
 }
 
 Dataset Dataset::subset(std::span<const std::int64_t> indices) const {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 using cohort::LearningRateSchedule;
@@ -444,6 +445,16 @@ TEST_CASE("frozen parameters: untouched by every optimizer, a zero delta, out of
   }
   auto sgd = Optimizer::create(options("sgd", 0.1));
   CHECK_THROWS_AS(sgd->set_frozen_ranges({{3, 2}}), cohort::InvalidArgument);
+  // A frozen gradient that overflowed leaves the clipping of the others as it was.
+  auto clipped = options("sgd", 0.1);
+  clipped.clip_norm = 1.0;
+  auto frozen_inf = Optimizer::create(clipped);
+  frozen_inf->set_frozen_ranges({{1, 2}});
+  std::vector<float> w{0.0f, 0.0f, 0.0f};
+  frozen_inf->apply(w, std::vector<float>{3.0f, std::numeric_limits<float>::infinity(), 4.0f}, 0);
+  CHECK(frozen_inf->last_gradient_norm() == doctest::Approx(5.0));
+  CHECK(w[0] == doctest::Approx(-0.06));
+  CHECK(w[1] == 0.0f);
 }
 
 TEST_CASE("an update in place: SGD alone, apply()'s rate, the rest by finish()") {
