@@ -103,6 +103,8 @@ COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling and dropout",
 COHORT_DEFINE_int(threads, 1, "intra-op threads per worker", Range{1, 1024});
 COHORT_DEFINE_int(towers, 1, "model replicas per worker (threads), each on a slice of the batch",
     Range{1, 64}, kSameOnAllRanks);
+COHORT_DEFINE_int(accumulation_steps, 1, "batches each worker computes per global step, their gradients averaged into one update (a larger batch in the memory of one)",
+    Range{1, 1 << 16}, kSameOnAllRanks);
 COHORT_DEFINE_string(device, "cpu",
                      "where a worker's towers compute: cpu; gpu (a GPU per tower: the process's own "
                      "when Slurm binds them, else the node's shared out by node-local rank); or "
@@ -441,6 +443,7 @@ int Main(int argc, char** argv) {
   cohort::TrainerOptions options;
   options.batch_size = FLAGS_batch_size;
   options.towers = static_cast<int>(FLAGS_towers);
+  options.accumulation_steps = static_cast<int>(FLAGS_accumulation_steps);
   options.gpus = gpus;
   options.allow_tf32 = FLAGS_tf32;
   options.seed = static_cast<std::uint64_t>(FLAGS_seed);
@@ -479,11 +482,15 @@ int Main(int argc, char** argv) {
     std::snprintf(smoothing, sizeof smoothing, ", label smoothing %g", FLAGS_label_smoothing);
   if (chief) std::printf("Cohort %s\n", cohort::version());
   if (chief)
-    std::printf("training %s (%lld parameters%s), mode %s, %d worker%s, batch %lld per worker, %lld global steps\n",
+    std::printf("training %s (%lld parameters%s), mode %s, %d worker%s, batch %lld per worker%s, %lld global steps\n",
                 FLAGS_model.c_str(), static_cast<long long>(graph.num_parameters()),
                 smoothing,
                 cohort::to_string(mode), workers, workers == 1 ? "" : "s",
-                static_cast<long long>(FLAGS_batch_size), static_cast<long long>(target));
+                static_cast<long long>(FLAGS_batch_size),
+                FLAGS_accumulation_steps > 1
+                    ? (" (" + std::to_string(FLAGS_accumulation_steps) + " accumulated a step)").c_str()
+                    : "",
+                static_cast<long long>(target));
   if (chief) std::printf("CPU kernels %s\n", cohort::kernel_level_summary().c_str());
   if (chief && !server.memory_transport().empty())
     std::printf("parameters on the ps tasks: %s\n", server.memory_transport().c_str());

@@ -60,6 +60,13 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
       StallWatch::set_timeout(options_.replication.stall_timeout);
   }
   if (options_.towers < 1) throw InvalidArgument("--towers must be >= 1");
+  if (options_.accumulation_steps < 1)
+    throw InvalidArgument("accumulation_steps = " + std::to_string(options_.accumulation_steps) +
+                          ", must be >= 1");
+  if (options_.accumulation_steps > 1 && options_.replication.bucket_bytes > 0)
+    throw InvalidArgument("gradient accumulation (" + std::to_string(options_.accumulation_steps) +
+                          " batches a step) with buckets sent during the backward pass: a bucket "
+                          "would leave before the step's gradient is whole; use one");
   if (options_.batch_size < options_.towers)
     throw InvalidArgument("--batch_size=" + std::to_string(options_.batch_size) +
                           " is smaller than --towers=" + std::to_string(options_.towers));
@@ -163,7 +170,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   left_ = false;
   start_step_ = replication_->global_step();
   applied_at_start_ = replication_->gradients_applied().value_or(0);
-  batches_taken_ = replication_->batches_at(start_step_);
+  batches_taken_ = replication_->batches_at(start_step_) * options_.accumulation_steps;
   if (start_step_ > 0 || again) {
     const std::int64_t per_epoch = batches_.batches_per_epoch();
     batches_.seek(batches_taken_ / per_epoch, (batches_taken_ % per_epoch) * options_.batch_size);
@@ -243,40 +250,21 @@ std::vector<double> Trainer::exchange_step_times(double mine) {
   return replication_->exchange_step_times(mine);
 }
 
-StepValues Trainer::step() {
-  if (!started_ || left_)
-    throw InvalidArgument(std::string("Trainer::step: this trainer ") +
-                          (left_ ? "has finished (its session closed)"
-                                 : "has not started (a MonitoredSession starts it)"));
-  if (end_of_input())
-    throw InvalidArgument("Trainer::step: the input has ended (" + std::to_string(options_.epochs) +
-                          " epochs of " + std::to_string(batches_.batches_per_epoch()) +
-                          " batches; a session stops there)");
-  batches_.next(batch_);
-  ++batches_taken_;
+// The gradient of batch_ into tower 0's gradients (the towers' mean by their shares of it), and
+// its loss and metrics, times `share`, added to `values`; `last_batch`: the step's last.
+void Trainer::compute_batch(bool last_batch, StepValues& values, float share) {
   const std::int64_t n = batch_.size();
   const auto towers = static_cast<std::int64_t>(towers_.size());
-
-  StepValues values;
-  replication_->take_wait_seconds();  // waits outside the steps (start()'s) are not this one's
-  values.pull_begin = seconds_now();
-  {
-    // The step's exchanges with the other tasks (not its computation): a collective or a
-    // transfer inside MPI whose peer stalled would block for good.
-    const StallWatch watch("the step's parameters from the other tasks", replication_->global_step());
-    replication_->before_step(graph_.values());
-  }
-  values.pull_end = seconds_now();
-  values.pull_wait = replication_->take_wait_seconds();
-  step_seed_ = mix(seed_, static_cast<std::uint64_t>(replication_->global_step()));
-
   if (towers == 1) {
     Tower& tower = towers_.front();
     OpContext context;
     context.seed = step_seed_;
     context.cross_replica = cross_replica_.get();
-    context.gradients_ready = replication_->gradient_listener(tower.grads);
-    context.update_in_place = replication_->update_in_place();
+    // The mode's listener (buckets sent, a prefetch moved on) once per step, in its last batch:
+    // buckets are refused with accumulation, whose gradient is whole only after the last batch.
+    // SGD applied in place only where this batch's gradient is the step's.
+    context.gradients_ready = last_batch ? replication_->gradient_listener(tower.grads) : nullptr;
+    context.update_in_place = options_.accumulation_steps == 1 ? replication_->update_in_place() : nullptr;
     tower.metrics = tower.model.train_step(batch_.features, batch_.view(), tower.grads, context);
   } else {
     // Split the batch as evenly as possible; each tower copies its slice (a small cost next to
@@ -321,16 +309,58 @@ StepValues Trainer::step() {
     }
   }
 
-  values.compute_end = seconds_now();
-  values.learning_rate = optimizer_->learning_rate(replication_->global_step());
   for (const Tower& tower : towers_) {
-    const float w =
-        towers == 1 ? 1.0f : static_cast<float>(tower.batch.size()) / static_cast<float>(n);
+    const float w = share * (towers == 1 ? 1.0f : static_cast<float>(tower.batch.size()) /
+                                                     static_cast<float>(n));
     values.loss += w * tower.metrics.loss;
     values.accuracy += w * tower.metrics.accuracy;
     for (std::size_t i = 0; i < values.metrics.size(); ++i)
       values.metrics[i] += w * tower.metrics.metrics[i];
   }
+}
+
+StepValues Trainer::step() {
+  if (!started_ || left_)
+    throw InvalidArgument(std::string("Trainer::step: this trainer ") +
+                          (left_ ? "has finished (its session closed)"
+                                 : "has not started (a MonitoredSession starts it)"));
+  if (end_of_input())
+    throw InvalidArgument("Trainer::step: the input has ended (" + std::to_string(options_.epochs) +
+                          " epochs of " + std::to_string(batches_.batches_per_epoch()) +
+                          " batches; a session stops there)");
+  StepValues values;
+  replication_->take_wait_seconds();  // waits outside the steps (start()'s) are not this one's
+  values.pull_begin = seconds_now();
+  {
+    // The step's exchanges with the other tasks (not its computation): a collective or a
+    // transfer inside MPI whose peer stalled would block for good.
+    const StallWatch watch("the step's parameters from the other tasks", replication_->global_step());
+    replication_->before_step(graph_.values());
+  }
+  values.pull_end = seconds_now();
+  values.pull_wait = replication_->take_wait_seconds();
+  const std::uint64_t step_seed = mix(seed_, static_cast<std::uint64_t>(replication_->global_step()));
+
+  // Each batch's gradient at the same parameters; with accumulation, their mean.
+  const int k = options_.accumulation_steps;
+  const std::span<float> grads = towers_.front().grads;
+  for (int micro = 0; micro < k; ++micro) {
+    batches_.next(batch_);
+    ++batches_taken_;
+    step_seed_ = micro == 0 ? step_seed : mix(step_seed, static_cast<std::uint64_t>(micro));
+    compute_batch(micro == k - 1, values, 1.0f / static_cast<float>(k));
+    values.examples += batch_.size();
+    if (k == 1) break;
+    if (micro == 0) {
+      accumulated_.assign(grads.begin(), grads.end());
+    } else {
+      for (std::size_t i = 0; i < grads.size(); ++i) accumulated_[i] += grads[i];
+    }
+  }
+  if (k > 1)
+    for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = accumulated_[i] / static_cast<float>(k);
+  values.compute_end = seconds_now();
+  values.learning_rate = optimizer_->learning_rate(replication_->global_step());
   const StepOutcome outcome = [&] {
     const StallWatch watch("the step's update with the other tasks", replication_->global_step());
     return replication_->after_step(towers_.front().grads, graph_.values());
@@ -338,7 +368,6 @@ StepValues Trainer::step() {
   values.global_step = outcome.global_step;
   values.applied = outcome.applied;
   values.stop = outcome.stop;
-  values.examples = n;
   values.update_end = seconds_now();
   values.update_wait = replication_->take_wait_seconds();
   return values;
@@ -412,17 +441,18 @@ std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string&
 
 std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
   const ReplicationOptions& r = replication;
+  const std::int64_t step = batch_size * accumulation_steps;  // one replica's
   switch (r.mode) {
     case Mode::kSync:
-      return batch_size * (r.replicas_to_aggregate > 0 ? r.replicas_to_aggregate : workers);
+      return step * (r.replicas_to_aggregate > 0 ? r.replicas_to_aggregate : workers);
     case Mode::kAllreduce:
-      return batch_size * workers;
+      return step * workers;
     case Mode::kLocal:
     case Mode::kAsync:
     case Mode::kSsp:
       break;
   }
-  return batch_size;
+  return step;
 }
 
 std::int64_t Trainer::examples_per_global_step() const {
@@ -430,12 +460,14 @@ std::int64_t Trainer::examples_per_global_step() const {
 }
 
 bool Trainer::end_of_input() const {
-  return options_.epochs > 0 && batches_taken_ >= options_.epochs * batches_.batches_per_epoch();
+  // Not enough batches left for a whole step.
+  return options_.epochs > 0 && batches_taken_ + options_.accumulation_steps >
+                                    options_.epochs * batches_.batches_per_epoch();
 }
 
 std::int64_t Trainer::examples_trained() const {
   if (const auto applied = replication_->gradients_applied())
-    return (*applied - applied_at_start_) * options_.batch_size;
+    return (*applied - applied_at_start_) * options_.batch_size * options_.accumulation_steps;
   return (global_step() - start_step_) * examples_per_global_step();
 }
 

@@ -38,6 +38,10 @@ struct TrainerOptions {
   /// every replica computes every step: allreduce, or sync without backup workers; one tower.
   bool sync_batch_norm = false;
   int towers = 1;                ///< model replicas on this worker, one thread each
+  /// Batches each worker computes per global step, their gradients averaged into one update:
+  /// the step of a batch this many times larger, in the memory of one batch (gradient
+  /// accumulation). Not with gradients sent during the backward pass (bucket_bytes).
+  int accumulation_steps = 1;
   /// The CUDA device of each tower (see core/gpu_placement.h); empty: the towers compute on the
   /// host. Parameters stay on the host either way (Model::set_gpu says what is copied).
   std::vector<int> gpus;
@@ -57,7 +61,8 @@ struct TrainerOptions {
   std::string trainable_vars{};
 
   /// Examples one global step consumes over `workers` replicas: a replica's batch in the async
-  /// modes, k (or all replicas') batches in sync, every replica's in allreduce.
+  /// modes, k (or all replicas') batches in sync, every replica's in allreduce; each times
+  /// accumulation_steps.
   std::int64_t examples_per_global_step(int workers) const;
 };
 
@@ -197,6 +202,7 @@ class Trainer {
     StepMetrics metrics;
   };
   void run_tower(std::size_t index);
+  void compute_batch(bool last_batch, StepValues& values, float share);
   void tower_thread(std::size_t index);
 
   Graph& graph_;
@@ -216,6 +222,7 @@ class Trainer {
   bool left_ = false;                   // finish() done
   std::int64_t start_step_ = 0;         // the global step at start()
   std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
+  std::vector<float> accumulated_;      // accumulation_steps > 1: the step's gradient sum so far
   std::int64_t applied_at_start_ = 0;   // replication_->gradients_applied() at start()
 
   // Towers beyond the first run on their own threads, released once per step.
