@@ -79,6 +79,49 @@ double Add::flops_per_example() const {
   return static_cast<double>((inputs_ - 1) * size_);
 }
 
+Shape Multiply::build_node(Graph&, std::span<const Shape> inputs) {
+  if (inputs.size() < 2)
+    throw InvalidArgument("Multiply \"" + name_ + "\": needs two or more inputs, given " +
+                          std::to_string(inputs.size()));
+  for (const Shape& s : inputs)
+    if (s != inputs[0])
+      throw InvalidArgument("Multiply \"" + name_ + "\": inputs of different shapes " +
+                            list_shapes(inputs));
+  size_ = num_elements(inputs[0]);
+  inputs_ = static_cast<std::int64_t>(inputs.size());
+  return inputs[0];
+}
+
+void Multiply::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
+  if (static_cast<std::int64_t>(inputs.size()) != inputs_ ||
+      std::any_of(inputs.begin(), inputs.end(),
+                  [&](const Tensor* t) { return t->shape() != inputs[0]->shape(); }))
+    throw InvalidArgument("Multiply \"" + name_ + "\": built for " + std::to_string(inputs_) +
+                          " inputs of one shape, given " + list_shapes(inputs));
+  output.resize(inputs[0]->shape());
+  flat(output) = flat(*inputs[0]).cwiseProduct(flat(*inputs[1]));
+  for (std::size_t i = 2; i < inputs.size(); ++i) flat(output) = flat(output).cwiseProduct(flat(*inputs[i]));
+}
+
+void Multiply::backward_node(std::span<const Tensor* const> inputs, const Tensor&,
+                             const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                             std::span<float>) {
+  // Input i's gradient: the output's times the product of the other inputs (not the output
+  // divided by input i, which a zero would break).
+  for (std::size_t i = 0; i < grad_inputs.size(); ++i) {
+    Tensor* g = grad_inputs[i];
+    if (g == nullptr) continue;
+    g->resize(grad_output.shape());
+    flat(*g) = flat(grad_output);
+    for (std::size_t j = 0; j < inputs.size(); ++j)
+      if (j != i) flat(*g) = flat(*g).cwiseProduct(flat(*inputs[j]));
+  }
+}
+
+double Multiply::flops_per_example() const {
+  return static_cast<double>(inputs_ * inputs_ * size_);  // forward, and each input's gradient
+}
+
 Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {
   if (inputs.size() < 2)
     throw InvalidArgument("Concatenate \"" + name_ + "\": needs two or more inputs, given " +
@@ -162,6 +205,8 @@ void Concatenate::backward_node(std::span<const Tensor* const> inputs, const Ten
 std::unique_ptr<Layer> add(std::string name, Activation activation) {
   return std::make_unique<Add>(std::move(name), activation);
 }
+
+std::unique_ptr<Layer> multiply(std::string name) { return std::make_unique<Multiply>(std::move(name)); }
 
 std::unique_ptr<Layer> concatenate(std::string name, int axis) {
   return std::make_unique<Concatenate>(std::move(name), axis);

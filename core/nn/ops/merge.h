@@ -1,5 +1,5 @@
 #pragma once
-// Layers that join several inputs (MergeLayer): Add and Concatenate.
+// Layers that join several inputs (MergeLayer): Add, Multiply and Concatenate.
 
 #include <cstdint>
 #include <span>
@@ -30,6 +30,27 @@ class Add : public MergeLayer {
  private:
   std::string name_;
   Activation activation_;
+  std::int64_t size_ = 0;
+  std::int64_t inputs_ = 0;
+};
+
+/// The element-wise product of two or more inputs of one shape (Keras's Multiply: a gate, as in
+/// squeeze-and-excitation or a gated unit).
+class Multiply : public MergeLayer {
+ public:
+  explicit Multiply(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  std::string name_;
   std::int64_t size_ = 0;
   std::int64_t inputs_ = 0;
 };

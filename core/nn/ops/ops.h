@@ -315,9 +315,11 @@ std::unique_ptr<Layer> layer_norm(std::string name, float epsilon = 1e-3f);
 std::unique_ptr<Layer> avg_pool2d(std::string name, std::int64_t window, std::int64_t stride = 0,
                                   Padding padding = Padding::kValid);
 std::unique_ptr<Layer> global_avg_pool2d(std::string name);
+std::unique_ptr<Layer> global_max_pool2d(std::string name);
 /// merge.h: apply to two or more nodes.
 std::unique_ptr<Layer> add(std::string name, Activation activation = Activation::kNone);
 std::unique_ptr<Layer> concatenate(std::string name, int axis = -1);
+std::unique_ptr<Layer> multiply(std::string name);
 /// elementwise.h. `function`: "relu", "leaky_relu" (slope `alpha` below 0, default 0.2),
 /// "sigmoid", "tanh", "gelu", "softmax" (over the last axis), "silu" or "swish" (x sigmoid(x)),
 /// "softplus" (log(1 + e^x)) or "elu" (alpha (e^x - 1) below 0, alpha default 1);

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/ops/pooling.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -177,6 +178,56 @@ void GlobalAveragePooling2D::backward(const Tensor& input, const Tensor&, const 
 
 double GlobalAveragePooling2D::flops_per_example() const {
   return 2.0 * static_cast<double>(positions_ * channels_);
+}
+
+Shape GlobalMaxPooling2D::build(Graph&, const Shape& input) {
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+    throw InvalidArgument("GlobalMaxPooling2D \"" + name_ + "\": input " + to_string(input) +
+                          " is not [height, width, channels]");
+  if (input[0] * input[1] > std::numeric_limits<std::int32_t>::max())
+    throw InvalidArgument("GlobalMaxPooling2D \"" + name_ + "\": input " + to_string(input) +
+                          " has more positions than it counts");
+  positions_ = input[0] * input[1];
+  channels_ = input[2];
+  return {channels_};
+}
+
+void GlobalMaxPooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), c = channels_;
+  output.resize({n, c});
+  argmax_.resize(static_cast<std::size_t>(n * c));
+  const int threads = threads_for(n);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (std::int64_t b = 0; b < n; ++b) {
+    const float* __restrict in = input.data() + b * positions_ * c;
+    float* __restrict out = output.data() + b * c;
+    std::int32_t* __restrict at = argmax_.data() + b * c;
+    std::copy_n(in, c, out);
+    std::fill_n(at, c, 0);
+    for (std::int64_t p = 1; p < positions_; ++p)
+      for (std::int64_t k = 0; k < c; ++k)
+        if (in[p * c + k] > out[k]) out[k] = in[p * c + k], at[k] = static_cast<std::int32_t>(p);
+  }
+}
+
+void GlobalMaxPooling2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                  Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  const std::int64_t n = input.dim(0), c = channels_;
+  grad_input->resize(input.shape());
+  std::fill_n(grad_input->data(), grad_input->size(), 0.0f);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t k = 0; k < c; ++k)
+      (*grad_input)[(b * positions_ + argmax_[static_cast<std::size_t>(b * c + k)]) * c + k] =
+          grad_output[b * c + k];
+}
+
+double GlobalMaxPooling2D::flops_per_example() const {
+  return 2.0 * static_cast<double>(positions_ * channels_);
+}
+
+std::unique_ptr<Layer> global_max_pool2d(std::string name) {
+  return std::make_unique<GlobalMaxPooling2D>(std::move(name));
 }
 
 std::unique_ptr<Layer> avg_pool2d(std::string name, std::int64_t window, std::int64_t stride,

@@ -1,10 +1,11 @@
 #pragma once
-// Average pooling: AvgPool2D over windows and GlobalAveragePooling2D over the whole image.
-// (MaxPool2D and the windows' base, Pool2D, are in ops.h.)
+// Average pooling: AvgPool2D over windows and GlobalAveragePooling2D over the whole image;
+// GlobalMaxPooling2D. (MaxPool2D and the windows' base, Pool2D, are in ops.h.)
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cohort/core/nn/layer.h"
 #include "cohort/core/nn/ops/ops.h"
@@ -40,6 +41,25 @@ class GlobalAveragePooling2D : public Layer {
  private:
   std::string name_;
   std::int64_t positions_ = 0, channels_ = 0;
+};
+
+/// [H, W, C] -> [C]: the largest value over every position of each channel; its gradient goes
+/// to the first position that holds it.
+class GlobalMaxPooling2D : public Layer {
+ public:
+  explicit GlobalMaxPooling2D(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  std::string name_;
+  std::int64_t positions_ = 0, channels_ = 0;
+  std::vector<std::int32_t> argmax_;  // per example and channel, the last forward's position
 };
 
 }  // namespace cohort

@@ -131,6 +131,37 @@ TEST_CASE("Add rejects one input and inputs of different shapes, naming the laye
   CHECK_THROWS_AS(layer.forward_node(in, y, {}), InvalidArgument);
 }
 
+TEST_CASE("Multiply: the element-wise product; each input's gradient the output's times the others") {
+  Graph graph;
+  Multiply layer("gate");
+  const std::vector<Shape> shapes{{2}, {2}, {2}};
+  CHECK(layer.build_node(graph, shapes) == Shape{2});
+  Tensor a({1, 2}, std::vector<float>{2, 0}), b({1, 2}, std::vector<float>{3, 5}),
+      c({1, 2}, std::vector<float>{-1, 4});
+  const Tensor* in[] = {&a, &b, &c};
+  Tensor y;
+  layer.forward_node(in, y, {});
+  CHECK(values(y) == std::vector<float>{-6, 0});
+  Tensor dy({1, 2}, std::vector<float>{1, 2}), da, dc;
+  Tensor* grads[] = {&da, nullptr, &dc};
+  layer.backward_node(in, y, dy, grads, {});
+  CHECK(values(da) == std::vector<float>{-3, 40});  // b * c, finite where a is 0
+  CHECK(values(dc) == std::vector<float>{6, 0});
+  for (int count : {2, 3}) {
+    CAPTURE(count);
+    Graph g;
+    Multiply m("m");
+    m.build_node(g, std::vector<Shape>(static_cast<std::size_t>(count), Shape{3, 4}));
+    std::vector<Tensor> inputs;
+    for (int i = 0; i < count; ++i) inputs.push_back(random_tensor({2, 3, 4}, 20 + i));
+    std::vector<Tensor*> pointers;
+    for (Tensor& t : inputs) pointers.push_back(&t);
+    expect_layer_gradients(m, g, pointers);
+  }
+  CHECK_THROWS_AS(layer.build_node(graph, std::vector<Shape>{{2}, {3}}), InvalidArgument);
+  CHECK(multiply("x")->name() == "x");
+}
+
 TEST_CASE("Concatenate along the channels, by hand") {
   Graph graph;
   auto layer = concatenate("cat");

@@ -224,6 +224,30 @@ TEST_CASE("GlobalAveragePooling2D matches a direct mean, and its gradients finit
   expect_layer_gradients(*pool, graph, x);
 }
 
+TEST_CASE("GlobalMaxPooling2D: per-channel maxima, the gradient to the first that holds one") {
+  Graph graph;
+  auto pool = global_max_pool2d("gmp");
+  CHECK(pool->build(graph, {2, 2, 2}) == Shape{2});
+  // Channel 0: 1, 7, 5, 7 (the max twice); channel 1: 2, 4, 6, -12.
+  Tensor x({1, 2, 2, 2}, std::vector<float>{1, 2, 7, 4, 5, 6, 7, -12});
+  Tensor y;
+  pool->forward(x, y, {});
+  CHECK(values(y) == std::vector<float>{7, 6});
+  Tensor dy({1, 2}, std::vector<float>{3, -1}), dx;
+  pool->backward(x, y, dy, &dx, {});
+  CHECK(values(dx) == std::vector<float>{0, 0, 3, 0, 0, -1, 0, 0});
+  // Distinct values, 0.05 or more apart, against finite differences of a smaller step (which
+  // never moves one past another).
+  Graph g2;
+  auto spaced_pool = global_max_pool2d("gmp");
+  spaced_pool->build(g2, {4, 3, 5});
+  Tensor r = cohort::testing::spaced_tensor({2, 4, 3, 5}, 8, 0.05f);
+  cohort::testing::GradientCheckOptions options;
+  options.step = 1e-3;
+  expect_layer_gradients(*spaced_pool, g2, r, {}, options);
+  CHECK_THROWS_AS(pool->build(graph, {16}), InvalidArgument);
+}
+
 TEST_CASE("GlobalAveragePooling2D rejects inputs that are not images") {
   Graph graph;
   GlobalAveragePooling2D pool("gap");
