@@ -14,7 +14,7 @@ StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64
   double loss = 0;
   std::vector<std::vector<double>> counts;  // each metric's (Metric::counts), over the batches
   std::int64_t seen = 0;
-  model.count_metrics(&counts);
+  auto* before = model.count_metrics(&counts);  // a caller's own totals, set again after
   try {
     while (batches.next(batch)) {
       const StepMetrics m = model.evaluate(batch.features, batch.view());
@@ -22,10 +22,10 @@ StepMetrics evaluate_dataset(Model& model, const data::Dataset& data, std::int64
       seen += batch.size();
     }
   } catch (...) {
-    model.count_metrics(nullptr);
+    model.count_metrics(before);
     throw;
   }
-  model.count_metrics(nullptr);
+  model.count_metrics(before);
   StepMetrics total;
   if (seen == 0) return total;
   total.loss = static_cast<float>(loss / static_cast<double>(seen));

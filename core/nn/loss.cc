@@ -352,6 +352,7 @@ std::vector<double> Auc::counts(const Tensor& predictions, const Targets& target
   constexpr int T = kThresholds;
   std::vector<double> c(2 * T);
   each_decision(predictions, targets, [&](float score, bool, bool positive) {
+    if (!(score >= 0.0f)) score = 0.0f;  // NaN (a diverged model): below every threshold but the first
     const double steps = std::ceil(static_cast<double>(score) * (T - 1)) - 1;
     const int above = 1 + static_cast<int>(std::clamp(steps, 0.0, static_cast<double>(T - 2)));
     c[static_cast<std::size_t>((positive ? 0 : T) + above)] += 1;

@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/nn/graph.h"
@@ -139,7 +140,10 @@ class Model {
   const std::vector<std::string>& metric_names() const { return metric_names_; }
   /// While `totals` is set (not null), each step or evaluation adds every metric's
   /// Metric::counts to totals[i] (resized to the metrics), as evaluate_dataset sums them.
-  void count_metrics(std::vector<std::vector<double>>* totals) { metric_totals_ = totals; }
+  /// Returns the totals set before, for the caller to set again.
+  std::vector<std::vector<double>>* count_metrics(std::vector<std::vector<double>>* totals) {
+    return std::exchange(metric_totals_, totals);
+  }
   /// Metric i's value from counts summed over batches (Metric::from_counts).
   double metric_from_counts(std::size_t i, std::span<const double> counts) const {
     return metrics_.at(i)->from_counts(counts);

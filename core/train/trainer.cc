@@ -319,6 +319,25 @@ void Trainer::compute_batch(bool last_batch, StepValues& values, float share) {
   }
 }
 
+// The step's k batches, each one's gradient at the same parameters: into tower 0's gradients
+// for k = 1, else their sum into accumulated_; their loss and metrics averaged into `values`.
+void Trainer::accumulate_batches(int k, std::uint64_t step_seed, StepValues& values) {
+  const std::span<float> grads = towers_.front().grads;
+  for (int micro = 0; micro < k; ++micro) {
+    batches_.next(batch_);
+    ++batches_taken_;
+    step_seed_ = micro == 0 ? step_seed : mix(step_seed, static_cast<std::uint64_t>(micro));
+    compute_batch(micro == k - 1, values, 1.0f / static_cast<float>(k));
+    values.examples += batch_.size();
+    if (k == 1) return;
+    if (micro == 0) {
+      accumulated_.assign(grads.begin(), grads.end());
+    } else {
+      for (std::size_t i = 0; i < grads.size(); ++i) accumulated_[i] += grads[i];
+    }
+  }
+}
+
 StepValues Trainer::step() {
   if (!started_ || left_)
     throw InvalidArgument(std::string("Trainer::step: this trainer ") +
@@ -344,18 +363,18 @@ StepValues Trainer::step() {
   // Each batch's gradient at the same parameters; with accumulation, their mean.
   const int k = options_.accumulation_steps;
   const std::span<float> grads = towers_.front().grads;
-  for (int micro = 0; micro < k; ++micro) {
-    batches_.next(batch_);
-    ++batches_taken_;
-    step_seed_ = micro == 0 ? step_seed : mix(step_seed, static_cast<std::uint64_t>(micro));
-    compute_batch(micro == k - 1, values, 1.0f / static_cast<float>(k));
-    values.examples += batch_.size();
-    if (k == 1) break;
-    if (micro == 0) {
-      accumulated_.assign(grads.begin(), grads.end());
-    } else {
-      for (std::size_t i = 0; i < grads.size(); ++i) accumulated_[i] += grads[i];
+  // A step that fails part way gives back the batches it took, as one batch's step does (batch
+  // normalisation's moving statistics keep what its batches taught them).
+  const std::int64_t taken = batches_taken_;
+  try {
+    accumulate_batches(k, step_seed, values);
+  } catch (...) {
+    if (k > 1) {
+      const std::int64_t per_epoch = batches_.batches_per_epoch();
+      batches_taken_ = taken;
+      batches_.seek(taken / per_epoch, (taken % per_epoch) * options_.batch_size);
     }
+    throw;
   }
   if (k > 1)
     for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = accumulated_[i] / static_cast<float>(k);
@@ -399,6 +418,9 @@ Checkpoint Trainer::checkpoint() {
   checkpoint.metadata["model"] = options_.model_name;
   checkpoint.metadata["mode"] = to_string(options_.replication.mode);
   checkpoint.metadata["optimizer"] = optimizer_->options().name;
+  // The data position of a resume counts batches per step.
+  if (options_.accumulation_steps > 1)
+    checkpoint.metadata["accumulation_steps"] = std::to_string(options_.accumulation_steps);
   return checkpoint;
 }
 
@@ -422,6 +444,13 @@ void load_naming_the_model(const Checkpoint& checkpoint, const std::string& mode
 }  // namespace
 
 void Trainer::restore(const Checkpoint& checkpoint) {
+  const auto written = checkpoint.metadata.find("accumulation_steps");
+  const std::string theirs = written == checkpoint.metadata.end() ? "1" : written->second;
+  if (theirs != std::to_string(options_.accumulation_steps))
+    throw InvalidArgument("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
+                          " was written with " + theirs + " batches accumulated a step, this run takes " +
+                          std::to_string(options_.accumulation_steps) +
+                          ": its data would resume at another position (give the same accumulation_steps)");
   load_naming_the_model(checkpoint, options_.model_name,
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
 }

@@ -203,6 +203,7 @@ class Trainer {
   };
   void run_tower(std::size_t index);
   void compute_batch(bool last_batch, StepValues& values, float share);
+  void accumulate_batches(int k, std::uint64_t step_seed, StepValues& values);
   void tower_thread(std::size_t index);
 
   Graph& graph_;

@@ -1,10 +1,13 @@
-// Trainer options on a real local-mode session: gradient accumulation.
+// Trainer options on a real local-mode session: gradient accumulation and its checkpoints.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <vector>
 
+#include "cohort/core/io/safetensors.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "hooks/hook_test_support.h"
 
@@ -41,6 +44,72 @@ TEST_CASE("accumulating 4 batches of 8 is one step of the same 32 examples") {
   MonitoredSession session(c, test::with_hooks({StopAtStepHook::last(10)}));
   test::train(session);
   CHECK(c.global_step() == 1);
+}
+
+TEST_CASE("a checkpoint resumes only with the accumulation that wrote it: its data position counts batches") {
+  const data::Dataset data = data::synthetic(64, 5);
+  const auto model = [](Graph& g) { return mlp(g, {8}); };
+  TrainerOptions two = test::trainer_options();
+  two.accumulation_steps = 2;
+  Graph graph_a;
+  Trainer a(nullptr, graph_a, model, data, test::sgd(), two);
+  {
+    MonitoredSession session(a, test::with_hooks({StopAtStepHook::last(1)}));
+    test::train(session);
+  }
+  const Checkpoint checkpoint = a.checkpoint();
+  Graph graph_b;
+  Trainer b(nullptr, graph_b, model, data, test::sgd(), test::trainer_options());
+  CHECK_THROWS_WITH_AS(b.restore(checkpoint), doctest::Contains("was written with 2 batches accumulated a step, "
+                                                                "this run takes 1"),
+                       InvalidArgument);
+  Graph graph_c;
+  Trainer c(nullptr, graph_c, model, data, test::sgd(), two);
+  c.restore(checkpoint);
+}
+
+TEST_CASE("an accumulating step that fails part way gives its batches back: the retry sees the same ones") {
+  // Examples made on use, from a source that fails once, at its fail_at-th read (the batch
+  // loader reads ahead and tries a failed batch again: only the one read fails).
+  struct FailingOnce : data::ExampleSource {
+    data::Dataset all = data::synthetic(64, 5);
+    mutable std::atomic<std::int64_t> reads{0};
+    std::atomic<std::int64_t> fail_at{-1};
+    void read(std::int64_t i, float* out) const override {
+      if (++reads == fail_at) throw data::DataError("a read failed");
+      const auto x = all.example(i);
+      std::copy(x.begin(), x.end(), out);
+    }
+  };
+  // Each trainer its own source: a trainer's loader reads ahead while the other one runs.
+  const auto made_on_use = [](const std::shared_ptr<FailingOnce>& source) {
+    auto storage = std::make_shared<data::Storage>();
+    storage->source = source;
+    storage->source_shape = {64, 28, 28, 1};
+    for (std::int64_t i = 0; i < 64; ++i) storage->labels.push_back(source->all.label(i));
+    return data::Dataset(storage);
+  };
+  const auto source = std::make_shared<FailingOnce>();
+  const auto model = [](Graph& g) { return mlp(g, {8}); };
+  TrainerOptions two = test::trainer_options();
+  two.accumulation_steps = 2;
+  // Two steps straight, and two with the second failing in its second batch, then retried.
+  Graph straight_graph, retried_graph;
+  Trainer straight(nullptr, straight_graph, model, made_on_use(std::make_shared<FailingOnce>()),
+                   test::sgd(), two);
+  Trainer retried(nullptr, retried_graph, model, made_on_use(source), test::sgd(), two);
+  {
+    MonitoredSession session(straight, test::with_hooks({StopAtStepHook::last(2)}));
+    test::train(session);
+  }
+  source->fail_at = 3 * test::kBatch + test::kBatch / 2;  // in step 2's second batch
+  MonitoredSession session(retried, test::with_hooks({}));
+  session.run();
+  CHECK_THROWS_AS(retried.step(), data::DataError);
+  retried.step();
+  CHECK(retried.global_step() == 2);
+  const auto a = straight_graph.values(), b = retried_graph.values();
+  CHECK(std::equal(a.begin(), a.end(), b.begin()));
 }
 
 TEST_CASE("accumulation is refused with buckets sent during the backward pass, and below 1") {

@@ -184,6 +184,10 @@ TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ran
     for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += more[k];
     CHECK(metric->from_counts(sum) == doctest::Approx(metric->compute(logits, t)));
   }
+  // A diverged model's NaN scores count below every threshold but the first, in bounds.
+  Tensor diverged({1, 3}, std::vector<float>{std::nanf(""), 2, -1});
+  Tensor mixed({1, 3}, std::vector<float>{1, 0, 0});
+  CHECK(std::isfinite(auc.compute(diverged, Targets{{}, &mixed})));
   Tensor separated({2, 2}, std::vector<float>{3, -3, 5, -4});
   Tensor truth({2, 2}, std::vector<float>{1, 0, 1, 0});
   CHECK(auc.compute(separated, Targets{{}, &truth}) == doctest::Approx(1.0));
