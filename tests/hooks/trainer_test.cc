@@ -13,6 +13,28 @@
 
 namespace cohort {
 
+namespace {
+
+// Examples made on use, from a source that fails once, at its fail_at-th read (the batch loader
+// reads ahead and tries a failed batch again: only the one read fails).
+class FailingOnce : public data::ExampleSource {
+ public:
+  FailingOnce() : all_(data::synthetic(64, 5)) {}
+  void read(std::int64_t i, float* out) const override {
+    if (++reads_ == fail_at) throw data::DataError("a read failed");
+    const auto x = all_.example(i);
+    std::copy(x.begin(), x.end(), out);
+  }
+  std::int32_t label(std::int64_t i) const { return all_.label(i); }
+  std::atomic<std::int64_t> fail_at{-1};
+
+ private:
+  data::Dataset all_;
+  mutable std::atomic<std::int64_t> reads_{0};
+};
+
+}  // namespace
+
 TEST_CASE("accumulating 4 batches of 8 is one step of the same 32 examples") {
   // 32 examples in all, no shuffle between the two: both see examples 0-31 in their first step.
   const data::Dataset data = data::synthetic(32, 5);
@@ -69,24 +91,12 @@ TEST_CASE("a checkpoint resumes only with the accumulation that wrote it: its da
 }
 
 TEST_CASE("an accumulating step that fails part way gives its batches back: the retry sees the same ones") {
-  // Examples made on use, from a source that fails once, at its fail_at-th read (the batch
-  // loader reads ahead and tries a failed batch again: only the one read fails).
-  struct FailingOnce : data::ExampleSource {
-    data::Dataset all = data::synthetic(64, 5);
-    mutable std::atomic<std::int64_t> reads{0};
-    std::atomic<std::int64_t> fail_at{-1};
-    void read(std::int64_t i, float* out) const override {
-      if (++reads == fail_at) throw data::DataError("a read failed");
-      const auto x = all.example(i);
-      std::copy(x.begin(), x.end(), out);
-    }
-  };
   // Each trainer its own source: a trainer's loader reads ahead while the other one runs.
   const auto made_on_use = [](const std::shared_ptr<FailingOnce>& source) {
     auto storage = std::make_shared<data::Storage>();
     storage->source = source;
     storage->source_shape = {64, 28, 28, 1};
-    for (std::int64_t i = 0; i < 64; ++i) storage->labels.push_back(source->all.label(i));
+    for (std::int64_t i = 0; i < 64; ++i) storage->labels.push_back(source->label(i));
     return data::Dataset(storage);
   };
   const auto source = std::make_shared<FailingOnce>();

@@ -2,8 +2,9 @@
 // The CPU ops: Dense, Conv2D, MaxPool2D, ReLU, Flatten, Dropout (Layers), the fused softmax
 // cross-entropy loss and accuracy, declared here, and the terse constructors of every layer of
 // the catalogue; the rest of it is declared in normalization.h (BatchNormalization,
-// LayerNormalization), pooling.h (AvgPool2D, GlobalAveragePooling2D), merge.h (Add,
-// Concatenate), elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax, Reshape) and embedding.h.
+// LayerNormalization), pooling.h (AvgPool2D, GlobalAveragePooling2D, GlobalMaxPooling2D),
+// merge.h (Add, Multiply, Concatenate), elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax,
+// SiLU, Softplus, ELU, Reshape) and embedding.h.
 // Images are NHWC, filters HWIO, everything float32; each op's CPU path lives in its own .cc
 // file beside its header.
 //

@@ -134,13 +134,20 @@ double AvgPool2D::flops_per_example() const {
   return 2.0 * static_cast<double>(dim_h_.out * dim_w_.out * channels_ * window_h_ * window_w_);
 }
 
-Shape GlobalAveragePooling2D::build(Graph&, const Shape& input) {
+Shape GlobalPooling2D::build(Graph&, const Shape& input) {
   if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
-    throw InvalidArgument("GlobalAveragePooling2D \"" + name_ + "\": input " + to_string(input) +
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": input " + to_string(input) +
                           " is not [height, width, channels]");
+  if (input[0] * input[1] > std::numeric_limits<std::int32_t>::max())
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": input " + to_string(input) +
+                          " has more positions than it counts");
   positions_ = input[0] * input[1];
   channels_ = input[2];
   return {channels_};
+}
+
+double GlobalPooling2D::flops_per_example() const {
+  return 2.0 * static_cast<double>(positions_ * channels_);
 }
 
 void GlobalAveragePooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
@@ -176,22 +183,6 @@ void GlobalAveragePooling2D::backward(const Tensor& input, const Tensor&, const 
   }
 }
 
-double GlobalAveragePooling2D::flops_per_example() const {
-  return 2.0 * static_cast<double>(positions_ * channels_);
-}
-
-Shape GlobalMaxPooling2D::build(Graph&, const Shape& input) {
-  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
-    throw InvalidArgument("GlobalMaxPooling2D \"" + name_ + "\": input " + to_string(input) +
-                          " is not [height, width, channels]");
-  if (input[0] * input[1] > std::numeric_limits<std::int32_t>::max())
-    throw InvalidArgument("GlobalMaxPooling2D \"" + name_ + "\": input " + to_string(input) +
-                          " has more positions than it counts");
-  positions_ = input[0] * input[1];
-  channels_ = input[2];
-  return {channels_};
-}
-
 void GlobalMaxPooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), c = channels_;
   output.resize({n, c});
@@ -220,10 +211,6 @@ void GlobalMaxPooling2D::backward(const Tensor& input, const Tensor&, const Tens
     for (std::int64_t k = 0; k < c; ++k)
       (*grad_input)[(b * positions_ + argmax_[static_cast<std::size_t>(b * c + k)]) * c + k] =
           grad_output[b * c + k];
-}
-
-double GlobalMaxPooling2D::flops_per_example() const {
-  return 2.0 * static_cast<double>(positions_ * channels_);
 }
 
 std::unique_ptr<Layer> global_max_pool2d(std::string name) {

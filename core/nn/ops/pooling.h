@@ -26,39 +26,40 @@ class AvgPool2D : public Pool2D {
   double flops_per_example() const override;
 };
 
-/// [H, W, C] -> [C]: the mean over every position of each channel.
-class GlobalAveragePooling2D : public Layer {
+/// [H, W, C] -> [C]: one value per channel from every position of it. The base of the two below.
+class GlobalPooling2D : public Layer {
  public:
-  explicit GlobalAveragePooling2D(std::string name) : name_(std::move(name)) {}
-
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
-  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
-  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
-                Tensor* grad_input, std::span<float> grads) override;
   double flops_per_example() const override;
 
- private:
+ protected:
+  GlobalPooling2D(std::string name, const char* kind) : name_(std::move(name)), kind_(kind) {}
   std::string name_;
+  const char* kind_;  // the class's name, for messages
   std::int64_t positions_ = 0, channels_ = 0;
 };
 
-/// [H, W, C] -> [C]: the largest value over every position of each channel; its gradient goes
-/// to the first position that holds it.
-class GlobalMaxPooling2D : public Layer {
+/// The mean over every position of each channel.
+class GlobalAveragePooling2D : public GlobalPooling2D {
  public:
-  explicit GlobalMaxPooling2D(std::string name) : name_(std::move(name)) {}
-
-  const std::string& name() const override { return name_; }
-  Shape build(Graph& graph, const Shape& input) override;
+  explicit GlobalAveragePooling2D(std::string name)
+      : GlobalPooling2D(std::move(name), "GlobalAveragePooling2D") {}
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
-  double flops_per_example() const override;
+};
+
+/// The largest value over every position of each channel; its gradient goes to the first
+/// position that holds it.
+class GlobalMaxPooling2D : public GlobalPooling2D {
+ public:
+  explicit GlobalMaxPooling2D(std::string name) : GlobalPooling2D(std::move(name), "GlobalMaxPooling2D") {}
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
 
  private:
-  std::string name_;
-  std::int64_t positions_ = 0, channels_ = 0;
   std::vector<std::int32_t> argmax_;  // per example and channel, the last forward's position
 };
 
