@@ -349,7 +349,7 @@ int Main(int argc, char** argv) {
                                   std::to_string(FLAGS_train_steps) +
                                   ": give one (a step count would win, and the epochs be ignored)");
   try {
-    static_cast<void>(cohort::Graph().matching(FLAGS_trainable_vars));
+    static_cast<void>(cohort::Graph().matching(FLAGS_trainable_vars, "variables to train"));
   } catch (const cohort::InvalidArgument& e) {
     throw cohort::InvalidArgument(std::string("--trainable_vars: ") + e.what());
   }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <regex>
 #include <set>
 
 #include "cohort/core/base/error.h"
@@ -71,15 +70,6 @@ std::set<std::string> load_selected(const Checkpoint& checkpoint, Graph& graph,
   return used;
 }
 
-std::regex variable_pattern(const std::string& vars) {
-  try {
-    return std::regex(vars, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw InvalidArgument("variables to warm-start '" + vars + "': not a regular expression (" +
-                          e.what() + ")");
-  }
-}
-
 }  // namespace
 
 void restore_variables(const Checkpoint& checkpoint, Graph& graph) {
@@ -93,18 +83,17 @@ void restore_variables(const Checkpoint& checkpoint, Graph& graph) {
     throw CheckpointError("checkpoint does not fit the model: " + problems.text);
 }
 
-void check_variable_pattern(const std::string& vars) { variable_pattern(vars); }
+constexpr const char* kWarmStartVars = "variables to warm-start";
+
+void check_variable_pattern(const std::string& vars) { static_cast<void>(Graph().matching(vars, kWarmStartVars)); }
 
 std::size_t restore_variables_matching(const Checkpoint& checkpoint, Graph& graph,
                                        const std::string& vars) {
-  const std::regex pattern = variable_pattern(vars);
+  std::set<std::string> chosen;
+  for (const Variable* v : graph.matching(vars, kWarmStartVars)) chosen.insert(v->name);
   Problems problems;
   const std::set<std::string> used = load_selected(
-      checkpoint, graph,
-      [&](const std::string& name) {
-        return std::regex_search(name, pattern, std::regex_constants::match_continuous);
-      },
-      problems);
+      checkpoint, graph, [&](const std::string& name) { return chosen.count(name) != 0; }, problems);
   if (used.empty()) {
     std::string names;
     for (const Variable& v : graph.variables()) names += (names.empty() ? "" : ", ") + v.name;

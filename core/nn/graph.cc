@@ -83,12 +83,12 @@ const Variable* Graph::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &variables_[it->second];
 }
 
-std::vector<const Variable*> Graph::matching(const std::string& pattern) const {
+std::vector<const Variable*> Graph::matching(const std::string& pattern, const std::string& what) const {
   std::regex expression;
   try {
     expression = std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    throw InvalidArgument("variables '" + pattern + "': not a regular expression (" + e.what() + ")");
+    throw InvalidArgument(what + " '" + pattern + "': not a regular expression (" + e.what() + ")");
   }
   std::vector<const Variable*> chosen;
   for (const Variable& v : variables_)

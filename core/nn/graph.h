@@ -67,8 +67,10 @@ class Graph {
   /// The variables whose names `pattern` matches: an ECMAScript regular expression matched from
   /// the start of the name, as TensorFlow's vars_to_warm_start is ("dense_1" selects
   /// "dense_1/kernel" and "dense_10/bias"; end it with '/' or '$' to be exact). InvalidArgument
-  /// naming the pattern when it is not a regular expression.
-  std::vector<const Variable*> matching(const std::string& pattern) const;
+  /// naming the pattern, as `what` ("variables to warm-start 'x('"), when it is not a regular
+  /// expression.
+  std::vector<const Variable*> matching(const std::string& pattern,
+                                        const std::string& what = "variables") const;
   /// Floats of the trainable variables (the parameter buffer) and of the state.
   std::int64_t num_parameters() const { return num_parameters_; }
   std::int64_t num_state() const { return num_state_; }

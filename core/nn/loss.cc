@@ -54,6 +54,21 @@ const Tensor& values_of(const std::string& what, const Tensor& predictions, cons
   return t;
 }
 
+
+// A logit's probability, by a form that never overflows.
+float sigmoid(float x) {
+  const float e = std::exp(-std::abs(x));
+  return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
+// The softmax of n logits into y, shifted by their largest (every exponent <= 0).
+void softmax(const float* x, std::int64_t n, float* y) {
+  const float top = *std::max_element(x, x + n);
+  double total = 0;
+  for (std::int64_t c = 0; c < n; ++c) total += y[c] = std::exp(x[c] - top);
+  for (std::int64_t c = 0; c < n; ++c) y[c] = static_cast<float>(y[c] / total);
+}
+
 }  // namespace
 
 std::int64_t Targets::size() const {
@@ -125,23 +140,13 @@ Tensor Loss::probabilities(const Tensor&) const {
 Tensor SoftmaxCrossEntropyLoss::probabilities(const Tensor& output) const {
   Tensor p(output.shape());
   const std::int64_t rows = output.dim(0), classes = rows > 0 ? output.size() / rows : 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* x = output.data() + r * classes;
-    float* y = p.data() + r * classes;
-    const float top = *std::max_element(x, x + classes);  // every exponent <= 0
-    double total = 0;
-    for (std::int64_t c = 0; c < classes; ++c) total += y[c] = std::exp(x[c] - top);
-    for (std::int64_t c = 0; c < classes; ++c) y[c] = static_cast<float>(y[c] / total);
-  }
+  for (std::int64_t r = 0; r < rows; ++r) softmax(output.data() + r * classes, classes, p.data() + r * classes);
   return p;
 }
 
 Tensor SigmoidCrossEntropyLoss::probabilities(const Tensor& output) const {
   Tensor p(output.shape());
-  for (std::int64_t i = 0; i < output.size(); ++i) {
-    const float x = output[i], e = std::exp(-std::abs(x));  // never overflows
-    p[i] = x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
-  }
+  for (std::int64_t i = 0; i < output.size(); ++i) p[i] = sigmoid(output[i]);
   return p;
 }
 
@@ -295,10 +300,8 @@ template <typename F>
 void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Targets& targets, F&& f) const {
   if (targets.values != nullptr) {
     const Tensor& t = values_of("metric " + name(), predictions, targets);
-    for (std::int64_t i = 0; i < predictions.size(); ++i) {
-      const float x = predictions[i], e = std::exp(-std::abs(x));
-      f(x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e), x > 0.0f, t[i] > 0.5f);
-    }
+    for (std::int64_t i = 0; i < predictions.size(); ++i)
+      f(sigmoid(predictions[i]), predictions[i] > 0.0f, t[i] > 0.5f);
     return;
   }
   const std::int64_t n = predictions.dim(0), classes = n > 0 ? predictions.size() / n : 0;
@@ -308,14 +311,17 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
   if (classes <= positive_class_)
     throw InvalidArgument("metric " + name() + ": its positive class " + std::to_string(positive_class_) +
                           " has no logit among " + std::to_string(classes));
+  std::vector<float> p(static_cast<std::size_t>(classes));
   for (std::int64_t r = 0; r < n; ++r) {
     const float* row = predictions.data() + r * classes;
-    const float* top = std::max_element(row, row + classes);
-    double total = 0;
-    for (std::int64_t c = 0; c < classes; ++c) total += std::exp(static_cast<double>(row[c] - *top));
-    const auto score = static_cast<float>(std::exp(static_cast<double>(row[positive_class_] - *top)) / total);
-    f(score, top - row == positive_class_, targets.labels[static_cast<std::size_t>(r)] == positive_class_);
+    softmax(row, classes, p.data());
+    f(p[static_cast<std::size_t>(positive_class_)], std::max_element(row, row + classes) - row == positive_class_,
+      targets.labels[static_cast<std::size_t>(r)] == positive_class_);
   }
+}
+
+double BinaryDecisionMetric::from_counts(std::span<const double> c) const {
+  return c[0] + c[1] > 0 ? c[0] / (c[0] + c[1]) : 0.0;
 }
 
 float BinaryDecisionMetric::compute(const Tensor& predictions, const Targets& targets) {
@@ -330,9 +336,6 @@ std::vector<double> Precision::counts(const Tensor& predictions, const Targets& 
   return c;
 }
 
-double Precision::from_counts(std::span<const double> c) const {
-  return c[0] + c[1] > 0 ? c[0] / (c[0] + c[1]) : 0.0;
-}
 
 std::vector<double> Recall::counts(const Tensor& predictions, const Targets& targets, float) {
   std::vector<double> c(2);  // true positives, false negatives
@@ -342,9 +345,6 @@ std::vector<double> Recall::counts(const Tensor& predictions, const Targets& tar
   return c;
 }
 
-double Recall::from_counts(std::span<const double> c) const {
-  return c[0] + c[1] > 0 ? c[0] / (c[0] + c[1]) : 0.0;
-}
 
 // Keras's thresholds: -epsilon, 1/(T-1), ..., (T-2)/(T-1), 1 + epsilon. A score is above the
 // first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k.

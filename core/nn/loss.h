@@ -161,6 +161,8 @@ class BinaryDecisionMetric : public Metric {
  public:
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
+  /// Precision's and recall's: the first count's fraction of the two (0 when both are 0).
+  double from_counts(std::span<const double> counts) const override;
   int positive_class() const { return positive_class_; }
 
  protected:
@@ -181,7 +183,6 @@ class Precision final : public BinaryDecisionMetric {
   explicit Precision(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
   std::string name() const override { return "precision"; }
   std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
-  double from_counts(std::span<const double> counts) const override;
 };
 
 /// Of the positive examples, the fraction predicted so ("recall"; 0 when there is none).
@@ -190,7 +191,6 @@ class Recall final : public BinaryDecisionMetric {
   explicit Recall(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
   std::string name() const override { return "recall"; }
   std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
-  double from_counts(std::span<const double> counts) const override;
 };
 
 /// The area under the ROC curve ("auc"), as Keras's AUC computes it: the positives' and

@@ -80,7 +80,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
   optimizer_->set_decay_ranges(graph_.decay_ranges());
   if (!options_.trainable_vars.empty()) {
-    const std::vector<const Variable*> chosen = graph_.matching(options_.trainable_vars);
+    const std::vector<const Variable*> chosen = graph_.matching(options_.trainable_vars, "variables to train");
     std::vector<std::pair<std::int64_t, std::int64_t>> frozen;
     std::string names;
     bool any = false;

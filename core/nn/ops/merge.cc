@@ -26,38 +26,31 @@ std::string list_shapes(std::span<const Tensor* const> tensors) {
   return text;
 }
 
-// An element-wise merge's inputs at build time: two or more, of one shape.
-void check_one_shape(const char* kind, const std::string& name, std::span<const Shape> inputs) {
+}  // namespace
+
+Shape ElementwiseMerge::build_node(Graph&, std::span<const Shape> inputs) {
   if (inputs.size() < 2)
-    throw InvalidArgument(std::string(kind) + " \"" + name + "\": needs two or more inputs, given " +
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": needs two or more inputs, given " +
                           std::to_string(inputs.size()));
   for (const Shape& s : inputs)
     if (s != inputs[0])
-      throw InvalidArgument(std::string(kind) + " \"" + name + "\": inputs of different shapes " +
+      throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": inputs of different shapes " +
                             list_shapes(inputs));
-}
-
-// And at each forward: as many as it was built for, of one shape.
-void check_one_shape(const char* kind, const std::string& name, std::int64_t built,
-                     std::span<const Tensor* const> inputs) {
-  if (static_cast<std::int64_t>(inputs.size()) != built ||
-      std::any_of(inputs.begin(), inputs.end(),
-                  [&](const Tensor* t) { return t->shape() != inputs[0]->shape(); }))
-    throw InvalidArgument(std::string(kind) + " \"" + name + "\": built for " + std::to_string(built) +
-                          " inputs of one shape, given " + list_shapes(inputs));
-}
-
-}  // namespace
-
-Shape Add::build_node(Graph&, std::span<const Shape> inputs) {
-  check_one_shape("Add", name_, inputs);
   size_ = num_elements(inputs[0]);
   inputs_ = static_cast<std::int64_t>(inputs.size());
   return inputs[0];
 }
 
+void ElementwiseMerge::check_inputs(std::span<const Tensor* const> inputs) const {
+  if (static_cast<std::int64_t>(inputs.size()) != inputs_ ||
+      std::any_of(inputs.begin(), inputs.end(),
+                  [&](const Tensor* t) { return t->shape() != inputs[0]->shape(); }))
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": built for " + std::to_string(inputs_) +
+                          " inputs of one shape, given " + list_shapes(inputs));
+}
+
 void Add::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
-  check_one_shape("Add", name_, inputs_, inputs);
+  check_inputs(inputs);
   output.resize(inputs[0]->shape());
   if (inputs.size() == 2 && activation_ == Activation::kRelu) {
     flat(output) = (flat(*inputs[0]) + flat(*inputs[1])).cwiseMax(0.0f);
@@ -90,15 +83,8 @@ double Add::flops_per_example() const {
   return static_cast<double>((inputs_ - 1) * size_);
 }
 
-Shape Multiply::build_node(Graph&, std::span<const Shape> inputs) {
-  check_one_shape("Multiply", name_, inputs);
-  size_ = num_elements(inputs[0]);
-  inputs_ = static_cast<std::int64_t>(inputs.size());
-  return inputs[0];
-}
-
 void Multiply::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
-  check_one_shape("Multiply", name_, inputs_, inputs);
+  check_inputs(inputs);
   output.resize(inputs[0]->shape());
   flat(output) = flat(*inputs[0]).cwiseProduct(flat(*inputs[1]));
   for (std::size_t i = 2; i < inputs.size(); ++i) flat(output) = flat(output).cwiseProduct(flat(*inputs[i]));

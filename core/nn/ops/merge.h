@@ -11,37 +11,30 @@
 
 namespace cohort {
 
-/// The element-wise sum of two or more inputs of one shape (a residual connection), then the
-/// activation (kRelu: the ReLU that ends a residual block, in the same pass).
-class Add : public MergeLayer {
+/// The base of the element-wise merges below: two or more inputs of one shape, an output of it.
+class ElementwiseMerge : public MergeLayer {
  public:
-  explicit Add(std::string name, Activation activation = Activation::kNone)
-      : name_(std::move(name)), activation_(activation) {}
-
   const std::string& name() const override { return name_; }
   Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
-  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
-                    const OpContext& context) override;
-  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
-                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
-                     std::span<float> grads) override;
-  double flops_per_example() const override;
 
- private:
+ protected:
+  ElementwiseMerge(std::string name, const char* kind) : name_(std::move(name)), kind_(kind) {}
+  /// InvalidArgument unless a forward's inputs are as many as built for, of one shape.
+  void check_inputs(std::span<const Tensor* const> inputs) const;
+
   std::string name_;
-  Activation activation_;
+  const char* kind_;  // the class's name, for messages
   std::int64_t size_ = 0;
   std::int64_t inputs_ = 0;
 };
 
-/// The element-wise product of two or more inputs of one shape (Keras's Multiply: a gate, as in
-/// squeeze-and-excitation or a gated unit).
-class Multiply : public MergeLayer {
+/// The element-wise sum of two or more inputs of one shape (a residual connection), then the
+/// activation (kRelu: the ReLU that ends a residual block, in the same pass).
+class Add : public ElementwiseMerge {
  public:
-  explicit Multiply(std::string name) : name_(std::move(name)) {}
+  explicit Add(std::string name, Activation activation = Activation::kNone)
+      : ElementwiseMerge(std::move(name), "Add"), activation_(activation) {}
 
-  const std::string& name() const override { return name_; }
-  Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
   void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
                     const OpContext& context) override;
   void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
@@ -50,9 +43,21 @@ class Multiply : public MergeLayer {
   double flops_per_example() const override;
 
  private:
-  std::string name_;
-  std::int64_t size_ = 0;
-  std::int64_t inputs_ = 0;
+  Activation activation_;
+};
+
+/// The element-wise product of two or more inputs of one shape (Keras's Multiply: a gate, as in
+/// squeeze-and-excitation or a gated unit).
+class Multiply : public ElementwiseMerge {
+ public:
+  explicit Multiply(std::string name) : ElementwiseMerge(std::move(name), "Multiply") {}
+
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+  double flops_per_example() const override;
 };
 
 /// Two or more inputs joined along one axis of the example shape (`axis` counts from 0; a
