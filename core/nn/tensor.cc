@@ -55,6 +55,14 @@ void Tensor::resize(const Shape& shape) {
 
 void Tensor::set_zero() { std::fill_n(data_.begin(), size_, 0.0f); }
 
+void Tensor::reshape(const Shape& shape) {
+  if (std::ranges::any_of(shape, [](std::int64_t d) { return d < 0; }) ||
+      num_elements(shape) != size_)
+    throw InvalidArgument("Tensor: cannot reshape " + to_string(shape_) + " to " +
+                          to_string(shape));
+  shape_ = shape;
+}
+
 namespace {
 
 void check_view(const Tensor& t, std::int64_t rows, std::int64_t cols) {

@@ -61,6 +61,9 @@ class Tensor {
   /// largest size this tensor has held.
   void resize(const Shape& shape);
   void set_zero();
+  /// Changes the shape to one of the same number of elements, keeping the contents (a view of
+  /// the same values: [N, 1, T, C] as [N, T, C]). InvalidArgument when the sizes differ.
+  void reshape(const Shape& shape);
 
 
  private:

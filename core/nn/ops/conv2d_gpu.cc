@@ -77,8 +77,10 @@ class Conv2DGpu final : public GpuLayer {
 };
 
 std::unique_ptr<GpuLayer> Conv2D::make_gpu_layer() const {
-  // The GPU path has no dilated convolution: such a layer cannot be placed on a GPU.
+  // The GPU path has no dilated convolution and pads at most one more after than before: such a
+  // layer cannot be placed on a GPU.
   if (options_.dilation_h != 1 || options_.dilation_w != 1) return nullptr;
+  if (options_.padding == Padding::kCausal) return nullptr;
   return std::make_unique<Conv2DGpu>(*this);
 }
 

@@ -17,6 +17,9 @@ SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride
     const std::int64_t pad = std::max<std::int64_t>(0, (out - 1) * stride + window - in);
     return {out, pad / 2, pad - pad / 2};
   }
+  // Keras's causal padding: window - 1 before, then VALID; the last window ends at the input's
+  // last element or (with a stride) before it.
+  if (padding == Padding::kCausal) return {(in + stride - 1) / stride, window - 1, 0};
   if (window > in)
     throw InvalidArgument("spatial_dim: VALID window " + std::to_string(window) +
                           " is larger than the input " + std::to_string(in));

@@ -3,8 +3,9 @@
 // cross-entropy loss and accuracy, declared here, and the terse constructors of every layer of
 // the catalogue; the rest of it is declared in normalization.h (BatchNormalization,
 // LayerNormalization), pooling.h (AvgPool2D, GlobalAveragePooling2D, GlobalMaxPooling2D),
-// merge.h (Add, Multiply, Concatenate), elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax,
-// SiLU, Softplus, ELU, Reshape) and embedding.h.
+// sequence.h (Conv1D, MaxPool1D, AvgPool1D), merge.h (Add, Multiply, Concatenate),
+// elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax, SiLU, Softplus, ELU, Reshape) and
+// embedding.h.
 // Images are NHWC, filters HWIO, everything float32; each op's CPU path lives in its own .cc
 // file beside its header.
 //
@@ -44,8 +45,10 @@
 namespace cohort {
 
 /// TensorFlow's padding modes: kSame gives ceil(in / stride) outputs (zero or -inf padding split
-/// evenly, the extra one after), kValid ceil((in - window + 1) / stride).
-enum class Padding { kSame, kValid };
+/// evenly, the extra one after), kValid ceil((in - window + 1) / stride); kCausal (Keras's, for
+/// convolutions over sequences) window - 1 zeros before the first element and then VALID:
+/// ceil(in / stride) outputs, none of which sees a later step.
+enum class Padding { kSame, kValid, kCausal };
 
 /// Output length and padding before the first element and after the last of one spatial
 /// dimension. Throws InvalidArgument when the window does not fit (kValid with window > in) or a

@@ -32,6 +32,8 @@ Pool2D::Pool2D(const char* kind, std::string name, std::int64_t window_h, std::i
     throw InvalidArgument(what() + ": window " + std::to_string(window_h) + "x" +
                           std::to_string(window_w) + ", stride " + std::to_string(stride_h) + "x" +
                           std::to_string(stride_w) + ": each must be >= 1");
+  if (padding == Padding::kCausal)
+    throw InvalidArgument(what() + ": causal padding is for convolutions; use SAME or VALID");
 }
 
 std::string Pool2D::what() const { return std::string(kind_) + " \"" + name_ + "\""; }
@@ -135,14 +137,15 @@ double AvgPool2D::flops_per_example() const {
 }
 
 Shape GlobalPooling2D::build(Graph&, const Shape& input) {
-  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+  if ((input.size() != 2 && input.size() != 3) ||
+      std::ranges::any_of(input, [](std::int64_t d) { return d < 1; }))
     throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": input " + to_string(input) +
-                          " is not [height, width, channels]");
-  if (input[0] * input[1] > std::numeric_limits<std::int32_t>::max())
+                          " is not [height, width, channels] or [steps, channels]");
+  channels_ = input.back();
+  positions_ = num_elements(input) / channels_;
+  if (positions_ > std::numeric_limits<std::int32_t>::max())
     throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": input " + to_string(input) +
                           " has more positions than it counts");
-  positions_ = input[0] * input[1];
-  channels_ = input[2];
   return {channels_};
 }
 

@@ -26,7 +26,9 @@ class AvgPool2D : public Pool2D {
   double flops_per_example() const override;
 };
 
-/// [H, W, C] -> [C]: one value per channel from every position of it. The base of the two below.
+/// [H, W, C] -> [C]: one value per channel from every position of it, of an image or of a
+/// sequence [T, C] (Keras's GlobalAveragePooling1D and GlobalMaxPooling1D). The base of the two
+/// below.
 class GlobalPooling2D : public Layer {
  public:
   const std::string& name() const override { return name_; }
