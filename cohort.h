@@ -38,6 +38,7 @@
 #include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/pooling.h"
+#include "cohort/core/nn/ops/recurrent.h"
 #include "cohort/core/nn/ops/sequence.h"
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/nn/tensor.h"

@@ -5,6 +5,9 @@
 #include <numbers>
 #include <random>
 #include <string>
+#include <vector>
+
+#include <Eigen/Dense>
 
 #include "cohort/core/base/error.h"
 
@@ -43,6 +46,30 @@ void fill_normal(std::mt19937_64& engine, double stddev, std::span<float> out) {
     normal_pair(engine, z0, z1);
     out[i] = static_cast<float>(stddev * z0);
   }
+}
+
+// Keras's Orthogonal: a normal matrix of the larger dimension by the smaller, its QR
+// decomposition's Q with each column's sign made that of R's diagonal entry (so that Q is
+// uniformly distributed), transposed when the variable has fewer rows than columns.
+void fill_orthogonal(std::mt19937_64& engine, const Shape& shape, double gain,
+                     std::span<float> out) {
+  const std::int64_t cols = shape.empty() ? 1 : shape.back();
+  const std::int64_t rows = static_cast<std::int64_t>(out.size()) / cols;
+  const std::int64_t tall = std::max(rows, cols), narrow = std::min(rows, cols);
+  std::vector<float> normals(static_cast<std::size_t>(tall * narrow));
+  fill_normal(engine, 1.0, normals);
+  Eigen::MatrixXd a(tall, narrow);
+  for (std::int64_t i = 0; i < tall; ++i)
+    for (std::int64_t j = 0; j < narrow; ++j) a(i, j) = normals[static_cast<std::size_t>(i * narrow + j)];
+  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+  Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(tall, narrow);
+  const Eigen::MatrixXd r = qr.matrixQR().topRows(narrow).triangularView<Eigen::Upper>();
+  for (std::int64_t j = 0; j < narrow; ++j)
+    if (r(j, j) < 0) q.col(j) = -q.col(j);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      out[static_cast<std::size_t>(i * cols + j)] =
+          static_cast<float>(gain * (rows >= cols ? q(i, j) : q(j, i)));
 }
 
 }  // namespace
@@ -89,6 +116,9 @@ void Initializer::fill(const Shape& shape, std::uint64_t seed, std::span<float> 
         throw InvalidArgument("Initializer::normal: stddev " + std::to_string(value) +
                               " is not >= 0");
       fill_normal(engine, value, out);
+      return;
+    case Kind::kOrthogonal:
+      fill_orthogonal(engine, shape, value, out);
       return;
   }
   throw InvalidArgument("Initializer::fill: unknown kind " +

@@ -20,9 +20,9 @@ Fans compute_fans(const Shape& shape);
 
 /// How a variable's first values are drawn. A small value type; fill() is const and thread-safe.
 struct Initializer {
-  enum class Kind { kZeros, kConstant, kGlorotUniform, kHeNormal, kNormal };
+  enum class Kind { kZeros, kConstant, kGlorotUniform, kHeNormal, kNormal, kOrthogonal };
   Kind kind = Kind::kZeros;
-  float value = 0.0f;  // kConstant: the value; kNormal: the standard deviation
+  float value = 0.0f;  // kConstant: the value; kNormal: the standard deviation; kOrthogonal: gain
 
   static Initializer zeros() { return {Kind::kZeros, 0.0f}; }
   static Initializer constant(float v) { return {Kind::kConstant, v}; }
@@ -33,6 +33,11 @@ struct Initializer {
   static Initializer he_normal() { return {Kind::kHeNormal, 0.0f}; }
   /// Normal with mean 0 and the given standard deviation.
   static Initializer normal(float stddev) { return {Kind::kNormal, stddev}; }
+  /// A (semi-)orthogonal matrix times `gain` (Saxe et al. 2014; Keras's Orthogonal, the default
+  /// of its recurrent kernels): the variable read as [all but the last dimension, last], its
+  /// rows orthonormal where there are no more rows than columns, its columns otherwise; the Q of
+  /// the QR decomposition of a normal matrix, with R's diagonal made positive.
+  static Initializer orthogonal(float gain = 1.0f) { return {Kind::kOrthogonal, gain}; }
 
   /// Fills `out` (a variable of shape `shape`) deterministically from `seed`: the same seed gives
   /// the same values with every compiler and standard library (std::mt19937_64, whose sequence

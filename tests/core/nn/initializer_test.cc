@@ -11,6 +11,8 @@
 
 using cohort::Initializer;
 using cohort::Shape;
+using cohort::num_elements;
+using cohort::to_string;
 
 namespace {
 
@@ -137,4 +139,33 @@ TEST_CASE("a wrong output size is an InvalidArgument") {
                        "Initializer::fill: 5 values for shape [2, 3]", cohort::InvalidArgument);
   std::vector<float> none;
   CHECK_NOTHROW(Initializer::he_normal().fill({0, 3}, 0, none));
+}
+
+TEST_CASE("orthogonal: orthonormal rows of a wide variable, columns of a tall one, times the gain") {
+  struct Case {
+    Shape shape;
+    float gain;
+  };
+  for (const Case& c : {Case{{8, 8}, 1.0f}, Case{{4, 12}, 1.0f}, Case{{12, 4}, 2.0f},
+                        Case{{2, 3, 5}, 1.0f}}) {
+    CAPTURE(to_string(c.shape));
+    const std::int64_t cols = c.shape.back(), rows = num_elements(c.shape) / cols;
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    Initializer::orthogonal(c.gain).fill(c.shape, 7, values);
+    // The Gram matrix of the shorter side's vectors is gain^2 times the identity.
+    const bool wide = rows <= cols;
+    const std::int64_t vectors = wide ? rows : cols, length = wide ? cols : rows;
+    auto at = [&](std::int64_t v, std::int64_t k) {
+      return static_cast<double>(values[static_cast<std::size_t>(wide ? v * cols + k : k * cols + v)]);
+    };
+    for (std::int64_t a = 0; a < vectors; ++a)
+      for (std::int64_t b = 0; b < vectors; ++b) {
+        double dot = 0;
+        for (std::int64_t k = 0; k < length; ++k) dot += at(a, k) * at(b, k);
+        CHECK(dot == doctest::Approx(a == b ? c.gain * c.gain : 0.0).epsilon(1e-5).scale(1));
+      }
+    std::vector<float> again(values.size());
+    Initializer::orthogonal(c.gain).fill(c.shape, 7, again);
+    CHECK(again == values);
+  }
 }

@@ -1,0 +1,286 @@
+#include "cohort/core/nn/ops/recurrent.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/initializer.h"
+#include "cohort/core/nn/ops/gemm.h"
+
+namespace cohort {
+namespace {
+
+using ops_detail::gemm;
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Adds the `rows` rows of `m` ([rows, cols]) onto `sums` [cols].
+void add_rows(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) sums[j] += m[i * cols + j];
+}
+
+// Each of the `rows` rows of `m` ([rows, cols]) := `row` [cols].
+void broadcast_rows(const float* row, std::int64_t rows, std::int64_t cols, float* m) {
+  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(row, cols, m + i * cols);
+}
+
+}  // namespace
+
+Recurrent::Recurrent(const char* kind, std::string name, std::int64_t units, int gates,
+                     bool return_sequences, bool recurrent_bias)
+    : kind_(kind),
+      name_(std::move(name)),
+      units_(units),
+      gates_(gates),
+      return_sequences_(return_sequences),
+      recurrent_bias_(recurrent_bias) {
+  if (units_ < 1)
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": units = " +
+                          std::to_string(units_) + ", must be >= 1");
+}
+
+Shape Recurrent::build(Graph& graph, const Shape& input) {
+  if (input.size() != 2 || input[0] < 1 || input[1] < 1)
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": input " + to_string(input) +
+                          " is not [steps, features] (a Reshape makes a sequence of an example)");
+  steps_ = input[0];
+  features_ = input[1];
+  graph_ = &graph;
+  const std::int64_t columns = gates_ * units_;
+  kernel_offset_ = graph.get_variable(name_ + "/kernel", {features_, columns},
+                                      Initializer::glorot_uniform(), VariableOptions{.decay = true})
+                       .offset;
+  recurrent_offset_ =
+      graph.get_variable(name_ + "/recurrent_kernel", {units_, columns},
+                         Initializer::orthogonal(), VariableOptions{.decay = true})
+          .offset;
+  const Shape bias = recurrent_bias_ ? Shape{2, columns} : Shape{columns};
+  bias_offset_ = graph.get_variable(name_ + "/bias", bias, Initializer::zeros()).offset;
+  if (return_sequences_) return {steps_, units_};
+  return {units_};
+}
+
+void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), t_count = steps_, u = units_, columns = gates_ * u;
+  const float* values = graph_->values().data();
+  const float* kernel = values + kernel_offset_;
+  const float* recurrent = values + recurrent_offset_;
+  const float* bias = values + bias_offset_;
+  xs_.resize({t_count, n, columns});
+  rs_.resize({t_count, n, columns});
+  hs_.resize({t_count, n, u});
+  zeros_.resize({n, u});
+  zeros_.set_zero();
+  begin(t_count, n, false);
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    // The step's input times the kernel, onto the broadcast bias (every step's product could be
+    // one, but the batch-major input would then leave each step's rows strided).
+    float* x = xs_.data() + t * n * columns;
+    broadcast_rows(bias, n, columns, x);
+    gemm(false, false, n, columns, features_, 1.0f, input.data() + t * features_,
+         t_count * features_, kernel, columns, 1.0f, x, columns);
+  }
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    float* r = rs_.data() + t * n * columns;
+    const float* h_prev = t == 0 ? zeros_.data() : hs_.data() + (t - 1) * n * u;
+    if (recurrent_bias_) {
+      broadcast_rows(bias + columns, n, columns, r);
+    } else {
+      std::fill_n(r, n * columns, 0.0f);
+    }
+    if (t > 0) gemm(false, false, n, columns, u, 1.0f, h_prev, u, recurrent, columns, 1.0f, r, columns);
+    step_forward(t, n, xs_.data() + t * n * columns, r, h_prev, hs_.data() + t * n * u);
+  }
+  if (!return_sequences_) {
+    output.resize({n, u});
+    std::copy_n(hs_.data() + (t_count - 1) * n * u, n * u, output.data());
+    return;
+  }
+  output.resize({n, t_count, u});
+  for (std::int64_t t = 0; t < t_count; ++t)
+    for (std::int64_t b = 0; b < n; ++b)
+      std::copy_n(hs_.data() + (t * n + b) * u, u, output.data() + (b * t_count + t) * u);
+}
+
+void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                         Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t n = input.dim(0), t_count = steps_, u = units_, columns = gates_ * u;
+  const float* kernel = graph_->values().data() + kernel_offset_;
+  const float* recurrent = graph_->values().data() + recurrent_offset_;
+  float* grad_kernel = grads.data() + kernel_offset_;
+  float* grad_recurrent = grads.data() + recurrent_offset_;
+  float* grad_bias = grads.data() + bias_offset_;
+  dxs_.resize({t_count, n, columns});
+  dr_.resize({n, columns});
+  dh_.resize({n, u});
+  dh_prev_.resize({n, u});
+  dh_prev_.set_zero();  // the gradient reaching the last step's output from later steps: none
+  std::fill_n(grad_recurrent, u * columns, 0.0f);
+  std::fill_n(grad_bias, recurrent_bias_ ? 2 * columns : columns, 0.0f);
+  begin(t_count, n, true);
+  for (std::int64_t t = t_count - 1; t >= 0; --t) {
+    // dh := what later steps sent back, plus the loss's own gradient where step t is an output.
+    std::swap(dh_, dh_prev_);
+    if (return_sequences_ || t == t_count - 1) {
+      for (std::int64_t b = 0; b < n; ++b) {
+        const float* g = grad_output.data() + (return_sequences_ ? (b * t_count + t) * u : b * u);
+        float* dh = dh_.data() + b * u;
+        for (std::int64_t j = 0; j < u; ++j) dh[j] += g[j];
+      }
+    }
+    const float* h_prev = t == 0 ? zeros_.data() : hs_.data() + (t - 1) * n * u;
+    float* dh_prev = t == 0 ? nullptr : dh_prev_.data();
+    if (dh_prev != nullptr) std::fill_n(dh_prev, n * u, 0.0f);
+    float* dx = dxs_.data() + t * n * columns;
+    step_backward(t, n, dh_.data(), xs_.data() + t * n * columns, rs_.data() + t * n * columns,
+                  h_prev, dx, dr_.data(), dh_prev);
+    if (recurrent_bias_) add_rows(dr_.data(), n, columns, grad_bias + columns);
+    if (t == 0) break;  // the output before the first step is a constant
+    gemm(false, true, n, u, columns, 1.0f, dr_.data(), columns, recurrent, columns, 1.0f, dh_prev, u);
+    gemm(true, false, u, columns, n, 1.0f, h_prev, u, dr_.data(), columns, 1.0f, grad_recurrent,
+         columns);
+  }
+  if (grad_input != nullptr) grad_input->resize(input.shape());
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    const float* dx = dxs_.data() + t * n * columns;
+    add_rows(dx, n, columns, grad_bias);
+    gemm(true, false, features_, columns, n, 1.0f, input.data() + t * features_,
+         t_count * features_, dx, columns, t == 0 ? 0.0f : 1.0f, grad_kernel, columns);
+    if (grad_input != nullptr)
+      gemm(false, true, n, features_, columns, 1.0f, dx, columns, kernel, columns, 0.0f,
+           grad_input->data() + t * features_, t_count * features_);
+  }
+}
+
+double Recurrent::flops_per_example() const {
+  // Per step: the two products forward, and twice that backward (the gradients of the input and
+  // of each kernel), beside the cell's own work.
+  const double products = 2.0 * static_cast<double>((features_ + units_) * gates_ * units_);
+  return static_cast<double>(steps_) * (3.0 * products + cell_flops());
+}
+
+LSTM::LSTM(std::string name, std::int64_t units, bool return_sequences, float forget_bias)
+    : Recurrent("LSTM", std::move(name), units, 4, return_sequences, false),
+      forget_bias_(forget_bias) {}
+
+void LSTM::begin(std::int64_t steps, std::int64_t batch, bool backward) {
+  if (!backward) {
+    cs_.resize({steps, batch, units_});
+    return;
+  }
+  dc_.resize({batch, units_});
+  dc_.set_zero();
+}
+
+void LSTM::step_forward(std::int64_t t, std::int64_t batch, float* x, float* r,
+                        const float* /*h_prev*/, float* h) {
+  const std::int64_t u = units_;
+  float* c = cs_.data() + t * batch * u;
+  const float* c_prev = t == 0 ? nullptr : c - batch * u;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    float* gate = x + b * 4 * u;  // i, f, g, o blocks of u; the activations replace the sums
+    const float* rec = r + b * 4 * u;
+    for (std::int64_t j = 0; j < u; ++j) {
+      const float i = sigmoid(gate[j] + rec[j]);
+      const float f = sigmoid(gate[u + j] + rec[u + j] + forget_bias_);
+      const float g = std::tanh(gate[2 * u + j] + rec[2 * u + j]);
+      const float o = sigmoid(gate[3 * u + j] + rec[3 * u + j]);
+      const float cell = (c_prev == nullptr ? 0.0f : f * c_prev[b * u + j]) + i * g;
+      gate[j] = i;
+      gate[u + j] = f;
+      gate[2 * u + j] = g;
+      gate[3 * u + j] = o;
+      c[b * u + j] = cell;
+      h[b * u + j] = o * std::tanh(cell);
+    }
+  }
+}
+
+void LSTM::step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
+                         const float*, const float*, float* dx, float* dr, float*) {
+  const std::int64_t u = units_;
+  const float* c = cs_.data() + t * batch * u;
+  const float* c_prev = t == 0 ? nullptr : c - batch * u;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const float* gate = x + b * 4 * u;
+    float* d = dx + b * 4 * u;
+    for (std::int64_t j = 0; j < u; ++j) {
+      const float i = gate[j], f = gate[u + j], g = gate[2 * u + j], o = gate[3 * u + j];
+      const float tanh_c = std::tanh(c[b * u + j]);
+      const float dhj = dh[b * u + j];
+      float& dc = dc_[b * u + j];  // from the step after, then this step's
+      dc += dhj * o * (1.0f - tanh_c * tanh_c);
+      const float prev = c_prev == nullptr ? 0.0f : c_prev[b * u + j];
+      d[j] = dc * g * i * (1.0f - i);
+      d[u + j] = dc * prev * f * (1.0f - f);
+      d[2 * u + j] = dc * i * (1.0f - g * g);
+      d[3 * u + j] = dhj * tanh_c * o * (1.0f - o);
+      dc *= f;  // what reaches the step before
+    }
+  }
+  // The input's and the last output's products enter each gate's sum alike.
+  std::copy_n(dx, batch * 4 * u, dr);
+}
+
+double LSTM::cell_flops() const { return 60.0 * static_cast<double>(units_); }
+
+GRU::GRU(std::string name, std::int64_t units, bool return_sequences)
+    : Recurrent("GRU", std::move(name), units, 3, return_sequences, true) {}
+
+void GRU::step_forward(std::int64_t, std::int64_t batch, float* x, float* r, const float* h_prev,
+                       float* h) {
+  const std::int64_t u = units_;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    float* gate = x + b * 3 * u;  // z, s, n blocks of u; the activations replace the sums
+    const float* rec = r + b * 3 * u;
+    for (std::int64_t j = 0; j < u; ++j) {
+      const float z = sigmoid(gate[j] + rec[j]);
+      const float s = sigmoid(gate[u + j] + rec[u + j]);
+      const float candidate = std::tanh(gate[2 * u + j] + s * rec[2 * u + j]);
+      gate[j] = z;
+      gate[u + j] = s;
+      gate[2 * u + j] = candidate;
+      h[b * u + j] = z * h_prev[b * u + j] + (1.0f - z) * candidate;
+    }
+  }
+}
+
+void GRU::step_backward(std::int64_t, std::int64_t batch, const float* dh, const float* x,
+                        const float* r, const float* h_prev, float* dx, float* dr,
+                        float* dh_prev) {
+  const std::int64_t u = units_;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const float* gate = x + b * 3 * u;
+    const float* rec = r + b * 3 * u;
+    float* d_x = dx + b * 3 * u;
+    float* d_r = dr + b * 3 * u;
+    for (std::int64_t j = 0; j < u; ++j) {
+      const float z = gate[j], s = gate[u + j], candidate = gate[2 * u + j];
+      const float dhj = dh[b * u + j], prev = h_prev[b * u + j];
+      const float dz = dhj * (prev - candidate) * z * (1.0f - z);
+      const float dn = dhj * (1.0f - z) * (1.0f - candidate * candidate);
+      const float ds = dn * rec[2 * u + j] * s * (1.0f - s);
+      d_x[j] = d_r[j] = dz;
+      d_x[u + j] = d_r[u + j] = ds;
+      d_x[2 * u + j] = dn;
+      d_r[2 * u + j] = dn * s;
+      if (dh_prev != nullptr) dh_prev[b * u + j] += dhj * z;
+    }
+  }
+}
+
+double GRU::cell_flops() const { return 45.0 * static_cast<double>(units_); }
+
+std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences) {
+  return std::make_unique<LSTM>(std::move(name), units, return_sequences);
+}
+
+std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences) {
+  return std::make_unique<GRU>(std::move(name), units, return_sequences);
+}
+
+}  // namespace cohort

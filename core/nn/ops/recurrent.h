@@ -1,0 +1,134 @@
+#pragma once
+// Recurrent layers over sequences [steps, features]: LSTM and GRU, each returning its last
+// output [units] or every step's [steps, units] (return_sequences, to stack them or to tag each
+// step). Both start from a zero state and run forward in time; the backward pass is
+// back-propagation through time over the whole sequence. The recurrences run step by step, so a
+// recurrent layer has no GPU path.
+//
+//   Model model(graph, {28, 28});                       // 28 steps of 28 features
+//   model.add(lstm("lstm", 128)).add(dense("logits", 10));
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// What the recurrent layers share: the variables "<name>/kernel" [features, gates * units]
+/// (Glorot uniform), "<name>/recurrent_kernel" [units, gates * units] (orthogonal) and
+/// "<name>/bias" (zeros), both kernels decayed; the products of every step's input with the
+/// kernel (one per step, before the recurrence) and of the last output with the recurrent
+/// kernel; and back-propagation through time. A cell (LSTM, GRU) says what one step computes from
+/// those products.
+class Recurrent : public Layer {
+ public:
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+
+  std::int64_t units() const { return units_; }
+  bool return_sequences() const { return return_sequences_; }
+
+ protected:
+  /// `kind` names the class in messages; `gates`: how many blocks of `units` columns the kernels
+  /// have; `recurrent_bias`: whether the bias is [2, gates * units], the second row added to the
+  /// recurrent product (GRU's), rather than [gates * units].
+  Recurrent(const char* kind, std::string name, std::int64_t units, int gates,
+            bool return_sequences, bool recurrent_bias);
+
+  /// Called before the steps of a forward pass (backward false) or of a backward pass.
+  virtual void begin(std::int64_t steps, std::int64_t batch, bool backward) = 0;
+  /// Step t forward for `batch` examples: `x` holds the step's input times the kernel plus the
+  /// bias, `r` the last output times the recurrent kernel (plus the recurrent bias), each
+  /// [batch, gates * units]; the cell may overwrite both with what its backward pass needs.
+  /// `h_prev` is the last output (zeros at step 0); writes this step's output into h [batch,
+  /// units].
+  virtual void step_forward(std::int64_t t, std::int64_t batch, float* x, float* r,
+                            const float* h_prev, float* h) = 0;
+  /// Step t backward, steps taken from the last to the first: `dh` is dLoss/dh_t, complete;
+  /// `x`, `r` and `h_prev` as step_forward left and read them. Writes dLoss/d(x) into dx and
+  /// dLoss/d(r) into dr, and adds to dh_prev (null at step 0) what reaches the last output
+  /// other than through r.
+  virtual void step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
+                             const float* r, const float* h_prev, float* dx, float* dr,
+                             float* dh_prev) = 0;
+  /// Floating-point operations per example and step of a cell's own work, forward and backward.
+  virtual double cell_flops() const = 0;
+
+  const char* kind_;
+  std::string name_;
+  std::int64_t units_;
+  int gates_;
+
+ private:
+  bool return_sequences_;
+  bool recurrent_bias_;
+  Graph* graph_ = nullptr;
+  std::int64_t steps_ = 0, features_ = 0;
+  std::int64_t kernel_offset_ = 0, recurrent_offset_ = 0, bias_offset_ = 0;
+  // Time-major: step t's block of a batch is contiguous.
+  Tensor xs_;     // [steps, batch, gates * units]: each step's x, as the cell left it
+  Tensor rs_;     // [steps, batch, gates * units]: each step's r, as the cell left it
+  Tensor hs_;     // [steps, batch, units]: each step's output
+  Tensor zeros_;  // [batch, units]: the output before the first step
+  Tensor dxs_;    // [steps, batch, gates * units]
+  Tensor dr_;     // [batch, gates * units]
+  Tensor dh_, dh_prev_;  // [batch, units]
+};
+
+/// Long short-term memory (Hochreiter and Schmidhuber 1997), gates in Keras's order (input,
+/// forget, cell, output): i, f, o = sigmoid, g = tanh of the input's and the last output's
+/// products plus the bias; c = f c_prev + i g; h = o tanh(c). `forget_bias` is added to the
+/// forget gate's sum (TensorFlow 1's LSTMCell: 1, so that a new layer remembers; Keras puts the
+/// 1 into the bias's first values instead).
+class LSTM final : public Recurrent {
+ public:
+  LSTM(std::string name, std::int64_t units, bool return_sequences = false,
+       float forget_bias = 1.0f);
+
+ protected:
+  void begin(std::int64_t steps, std::int64_t batch, bool backward) override;
+  void step_forward(std::int64_t t, std::int64_t batch, float* x, float* r, const float* h_prev,
+                    float* h) override;
+  void step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
+                     const float* r, const float* h_prev, float* dx, float* dr,
+                     float* dh_prev) override;
+  double cell_flops() const override;
+
+ private:
+  float forget_bias_;
+  Tensor cs_;  // [steps, batch, units]: each step's cell state
+  Tensor dc_;  // [batch, units]: dLoss/dc of the step after the one being taken back
+};
+
+/// Gated recurrent unit (Cho et al. 2014) as Keras's GRU (reset_after, its default) and PyTorch's
+/// and cuDNN's: gates in the order update, reset, candidate; z = sigmoid(x_z + r_z), s =
+/// sigmoid(x_r + r_r), n = tanh(x_n + s r_n), h = z h_prev + (1 - z) n, where x_* are the
+/// input's products plus the input bias (the bias's first row) and r_* the last output's plus
+/// the recurrent bias (its second row).
+class GRU final : public Recurrent {
+ public:
+  GRU(std::string name, std::int64_t units, bool return_sequences = false);
+
+ protected:
+  void begin(std::int64_t, std::int64_t, bool) override {}
+  void step_forward(std::int64_t t, std::int64_t batch, float* x, float* r, const float* h_prev,
+                    float* h) override;
+  void step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
+                     const float* r, const float* h_prev, float* dx, float* dr,
+                     float* dh_prev) override;
+  double cell_flops() const override;
+};
+
+/// Terse constructors.
+std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences = false);
+std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences = false);
+
+}  // namespace cohort

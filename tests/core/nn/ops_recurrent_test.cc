@@ -1,0 +1,187 @@
+// Tests of core/nn/ops/recurrent.h: LSTM and GRU against references written out in double from
+// their equations, by finite differences through time, and as parts of a model that must learn
+// to remember.
+#include "cohort/core/nn/ops/recurrent.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/loss.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/optimizer.h"
+#include "core/nn/gradient_check.h"
+
+using namespace cohort;
+using cohort::testing::expect_layer_gradients;
+using cohort::testing::random_tensor;
+
+namespace {
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+struct Weights {
+  std::span<const float> kernel, recurrent, bias;
+  std::int64_t features, units;
+  // Column j of gate block g of the input's product with the kernel, and of h's with the
+  // recurrent kernel.
+  double input(const float* x, int g, std::int64_t j) const {
+    const std::int64_t columns = static_cast<std::int64_t>(kernel.size()) / features;
+    double sum = 0;
+    for (std::int64_t i = 0; i < features; ++i)
+      sum += static_cast<double>(x[i]) * kernel[static_cast<std::size_t>(i * columns + g * units + j)];
+    return sum;
+  }
+  double recurrent_sum(const std::vector<double>& h, int g, std::int64_t j) const {
+    const std::int64_t columns = static_cast<std::int64_t>(recurrent.size()) / units;
+    double sum = 0;
+    for (std::int64_t i = 0; i < units; ++i)
+      sum += h[static_cast<std::size_t>(i)] * recurrent[static_cast<std::size_t>(i * columns + g * units + j)];
+    return sum;
+  }
+};
+
+Weights weights(const Graph& graph, std::int64_t features, std::int64_t units) {
+  return {graph.values(*graph.find("rnn/kernel")), graph.values(*graph.find("rnn/recurrent_kernel")),
+          graph.values(*graph.find("rnn/bias")), features, units};
+}
+
+// Every step's output of one example, [steps][units], by the equations in double.
+std::vector<std::vector<double>> reference(const Weights& w, const float* example,
+                                           std::int64_t steps, bool gru, double forget_bias) {
+  const std::int64_t u = w.units;
+  std::vector<double> h(static_cast<std::size_t>(u), 0.0), c(static_cast<std::size_t>(u), 0.0);
+  std::vector<std::vector<double>> outputs;
+  for (std::int64_t t = 0; t < steps; ++t) {
+    const float* x = example + t * w.features;
+    std::vector<double> next(static_cast<std::size_t>(u));
+    for (std::int64_t j = 0; j < u; ++j) {
+      const auto k = static_cast<std::size_t>(j);
+      if (gru) {
+        const std::int64_t columns = 3 * u;
+        auto in = [&](int g) { return w.input(x, g, j) + w.bias[static_cast<std::size_t>(g * u + j)]; };
+        auto rec = [&](int g) {
+          return w.recurrent_sum(h, g, j) + w.bias[static_cast<std::size_t>(columns + g * u + j)];
+        };
+        const double z = sigmoid(in(0) + rec(0));
+        const double s = sigmoid(in(1) + rec(1));
+        const double n = std::tanh(in(2) + s * rec(2));
+        next[k] = z * h[k] + (1 - z) * n;
+      } else {
+        auto sum = [&](int g) {
+          return w.input(x, g, j) + w.recurrent_sum(h, g, j) + w.bias[static_cast<std::size_t>(g * u + j)];
+        };
+        const double i = sigmoid(sum(0)), f = sigmoid(sum(1) + forget_bias);
+        const double g = std::tanh(sum(2)), o = sigmoid(sum(3));
+        c[k] = f * c[k] + i * g;
+        next[k] = o * std::tanh(c[k]);
+      }
+    }
+    h = next;
+    outputs.push_back(h);
+  }
+  return outputs;
+}
+
+std::unique_ptr<Recurrent> make(bool gru, std::int64_t units, bool sequences) {
+  if (gru) return std::make_unique<GRU>("rnn", units, sequences);
+  return std::make_unique<LSTM>("rnn", units, sequences);
+}
+
+}  // namespace
+
+TEST_CASE("LSTM and GRU match their equations, the last step's output or every step's") {
+  const std::int64_t n = 3, steps = 5, features = 4, units = 6;
+  for (bool gru : {false, true}) {
+    for (bool sequences : {false, true}) {
+      CAPTURE(gru);
+      CAPTURE(sequences);
+      Graph graph;
+      auto layer = make(gru, units, sequences);
+      const Shape out = layer->build(graph, {steps, features});
+      CHECK(out == (sequences ? Shape{steps, units} : Shape{units}));
+      graph.initialize(5);
+      // A bias that is not zero, so that its place in each sum is tested too.
+      auto bias = graph.values(*graph.find("rnn/bias"));
+      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
+      CHECK(graph.find("rnn/kernel")->shape == Shape{features, (gru ? 3 : 4) * units});
+      CHECK(graph.find("rnn/recurrent_kernel")->shape == Shape{units, (gru ? 3 : 4) * units});
+      CHECK(graph.find("rnn/bias")->shape ==
+            (gru ? Shape{2, 3 * units} : Shape{4 * units}));
+      const Tensor x = random_tensor({n, steps, features}, 9, -2.0f, 2.0f);
+      Tensor y;
+      layer->forward(x, y, {});
+      const Weights w = weights(graph, features, units);
+      for (std::int64_t b = 0; b < n; ++b) {
+        const auto expected = reference(w, x.data() + b * steps * features, steps, gru, 1.0);
+        for (std::int64_t t = sequences ? 0 : steps - 1; t < steps; ++t)
+          for (std::int64_t j = 0; j < units; ++j) {
+            const std::int64_t at = sequences ? (b * steps + t) * units + j : b * units + j;
+            INFO("example ", b, " step ", t, " unit ", j);
+            REQUIRE(y[at] == doctest::Approx(expected[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)]).epsilon(1e-4));
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("LSTM and GRU gradients through time match finite differences") {
+  for (bool gru : {false, true}) {
+    for (bool sequences : {false, true}) {
+      CAPTURE(gru);
+      CAPTURE(sequences);
+      Graph graph;
+      auto layer = make(gru, 5, sequences);
+      layer->build(graph, {6, 3});
+      graph.initialize(2);
+      auto bias = graph.values(*graph.find("rnn/bias"));
+      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+      Tensor x = random_tensor({2, 6, 3}, 4);
+      GradientCheckOptions check;
+      check.step = 1e-3;
+      expect_layer_gradients(*layer, graph, x, {}, check);
+    }
+  }
+}
+
+TEST_CASE("A recurrent layer refuses what is not a sequence, naming itself") {
+  Graph graph;
+  CHECK_THROWS_WITH_AS(LSTM("rnn", 8).build(graph, {28, 28, 1}),
+                       "LSTM \"rnn\": input [28, 28, 1] is not [steps, features] (a Reshape makes "
+                       "a sequence of an example)",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(GRU("rnn", 0), "GRU \"rnn\": units = 0, must be >= 1", InvalidArgument);
+}
+
+TEST_CASE("Stacked LSTMs learn to remember a sequence's first sign over 12 noisy steps") {
+  // The class is the sign of step 0's first feature; every later step is noise. A model that
+  // does not carry step 0 to the end scores a half.
+  const std::int64_t n = 256, steps = 12, features = 2;
+  Tensor x = random_tensor({n, steps, features}, 11);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  for (std::int64_t b = 0; b < n; ++b) labels[static_cast<std::size_t>(b)] = x[b * steps * features] > 0 ? 1 : 0;
+  for (bool gru : {false, true}) {
+    CAPTURE(gru);
+    Graph graph;
+    Model model(graph, {steps, features}, 2);
+    model.add(gru ? cohort::gru("rnn1", 16, true) : lstm("rnn1", 16, true))
+        .add(gru ? cohort::gru("rnn2", 16) : lstm("rnn2", 16))
+        .add(dense("logits", 2));
+    graph.initialize(1);
+    OptimizerOptions options;
+    options.name = "adam";
+    options.learning_rate.base = 0.01;
+    auto optimizer = Optimizer::create(options);
+    std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+    for (int step = 0; step < 150; ++step) {
+      model.train_step(x, labels, grads, {.seed = static_cast<std::uint64_t>(step)});
+      optimizer->apply(graph.values(), grads, step);
+    }
+    CHECK(model.evaluate(x, labels).accuracy > 0.95f);
+  }
+}
