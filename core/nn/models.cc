@@ -4,6 +4,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/recurrent.h"
 
 namespace cohort {
 namespace {
@@ -87,14 +88,25 @@ Model resnet(Graph& graph, const ResNetOptions& options) {
   return model;
 }
 
+Model rnn(Graph& graph, const std::string& cell, std::int64_t units) {
+  if (cell != "lstm" && cell != "gru")
+    throw InvalidArgument("rnn: cell \"" + cell + "\" is not lstm or gru");
+  Model model(graph, kImageShape, kClasses);
+  model.add(reshape("rows", {kImageShape[0], kImageShape[1] * kImageShape[2]}))
+      .add(cell == "lstm" ? lstm(cell, units) : gru(cell, units))
+      .add(dense("logits", kClasses));
+  return model;
+}
+
 Model build_model(const std::string& name, Graph& graph, const std::vector<std::int64_t>& hidden,
                   const ResNetOptions& resnet_options) {
   if (name == "mlp") return mlp(graph, hidden);
   if (name == "cnn") return cnn(graph);
   if (name == "small_cnn") return small_cnn(graph);
   if (name == "resnet") return resnet(graph, resnet_options);
+  if (name == "lstm" || name == "gru") return rnn(graph, name);
   throw InvalidArgument("unknown model \"" + name +
-                        "\"; known models: mlp, cnn, small_cnn, resnet");
+                        "\"; known models: mlp, cnn, small_cnn, resnet, lstm, gru");
 }
 
 }  // namespace cohort

@@ -41,9 +41,14 @@ struct ResNetOptions {
 /// parameters.
 Model resnet(Graph& graph, const ResNetOptions& options = {});
 
-/// The built-in model `name` ("mlp", "cnn", "small_cnn" or "resnet"); `hidden` is used by mlp
-/// only, `resnet_options` by resnet only. Throws InvalidArgument naming the known models for any
-/// other name.
+/// A recurrent classifier that reads each image row by row, as a sequence of 28 steps of 28
+/// pixels: Reshape, an LSTM (`cell` "lstm") or a GRU ("gru") of `units`, Dense 10. Variables
+/// "<cell>/...", "logits/...".
+Model rnn(Graph& graph, const std::string& cell = "lstm", std::int64_t units = 128);
+
+/// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", or "lstm" and "gru": rnn()'s
+/// two cells); `hidden` is used by mlp only, `resnet_options` by resnet only. Throws
+/// InvalidArgument naming the known models for any other name.
 Model build_model(const std::string& name, Graph& graph,
                   const std::vector<std::int64_t>& hidden = {256, 128},
                   const ResNetOptions& resnet_options = {});

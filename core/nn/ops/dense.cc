@@ -38,34 +38,48 @@ void in_ranges(std::int64_t total, F&& f) {
 }  // namespace
 
 Dense::Dense(std::string name, std::int64_t units, Activation activation,
-             Initializer kernel_initializer)
+             Initializer kernel_initializer, bool flatten)
     : name_(std::move(name)),
       units_(units),
       activation_(activation),
-      kernel_initializer_(kernel_initializer) {
+      kernel_initializer_(kernel_initializer),
+      flatten_(flatten) {
   if (units_ < 1)
     throw InvalidArgument("Dense \"" + name_ + "\": units = " + std::to_string(units_) +
                           ", must be >= 1");
 }
 
 Shape Dense::build(Graph& graph, const Shape& input) {
-  in_ = num_elements(input);
-  if (input.empty() || in_ < 1)
+  if (input.empty() || num_elements(input) < 1)
     throw InvalidArgument("Dense \"" + name_ + "\": bad input shape " + to_string(input));
+  in_ = flatten_ ? num_elements(input) : input.back();
+  positions_ = num_elements(input) / in_;
   graph_ = &graph;
   kernel_offset_ = graph.get_variable(name_ + "/kernel", {in_, units_}, kernel_initializer_,
                                       VariableOptions{.decay = true})
                        .offset;
   bias_offset_ = graph.get_variable(name_ + "/bias", {units_}, Initializer::zeros()).offset;
-  return {units_};
+  if (flatten_) return {units_};
+  Shape output = input;
+  output.back() = units_;
+  return output;
 }
 
+Shape Dense::output_shape(const Shape& input) const {
+  if (flatten_) return {input[0], units_};
+  Shape output = input;
+  output.back() = units_;
+  return output;
+}
+
+// The products below take the input as rows of in_ values: one per example, or, over the last
+// axis, one per position of every example.
 void Dense::forward(const Tensor& input, Tensor& output, const OpContext& context) {
   update_in_place_ = context.update_in_place;
-  const std::int64_t n = input.dim(0);
+  const std::int64_t n = input.size() / in_;
   const float* kernel = graph_->values().data() + kernel_offset_;
   const float* bias = graph_->values().data() + bias_offset_;
-  output.resize({n, units_});
+  output.resize(output_shape(input.shape()));
   auto y = matrix(output, n, units_);
   // Threads take column ranges of the output, so each reads only its share of the kernel. The
   // product accumulates onto the broadcast bias, so the bias costs no pass of its own; the
@@ -81,7 +95,7 @@ void Dense::forward(const Tensor& input, Tensor& output, const OpContext& contex
 
 void Dense::backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                      Tensor* grad_input, std::span<float> grads) {
-  const std::int64_t n = input.dim(0);
+  const std::int64_t n = input.size() / in_;
   const bool relu = activation_ == Activation::kRelu;
   if (relu) grad_pre_.resize(grad_output.shape());
   ops_detail::relu_and_bias_grad(grad_output.data(), output.data(), grad_pre_.data(), n, units_,
@@ -114,11 +128,13 @@ void Dense::backward(const Tensor& input, const Tensor& output, const Tensor& gr
 
 double Dense::flops_per_example() const {
   const double gemm = 2.0 * static_cast<double>(in_) * static_cast<double>(units_);
-  return 3.0 * gemm + 2.0 * static_cast<double>(units_);  // + bias, bias gradient
+  // + bias, bias gradient; per position over the last axis.
+  return static_cast<double>(positions_) * (3.0 * gemm + 2.0 * static_cast<double>(units_));
 }
 
 double Dense::input_grad_flops_per_example() const {
-  return 2.0 * static_cast<double>(in_) * static_cast<double>(units_);
+  return static_cast<double>(positions_) * 2.0 * static_cast<double>(in_) *
+         static_cast<double>(units_);
 }
 
 }  // namespace cohort

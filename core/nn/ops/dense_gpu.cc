@@ -12,8 +12,8 @@ class DenseGpu final : public GpuLayer {
 
   void forward(const GpuTensor& input, GpuTensor& output, const OpContext&,
                GpuContext& context) override {
-    const std::int64_t n = input.dim(0);
-    output.resize({n, layer_.units_});
+    const std::int64_t n = input.size() / layer_.in_;  // rows: examples, or positions
+    output.resize(layer_.output_shape(input.shape()));
     const float* values = context.values.data();
     gpu::dense_forward(context.cublas, n, layer_.in_, layer_.units_, input.data(),
                        values + layer_.kernel_offset_, values + layer_.bias_offset_,
@@ -33,7 +33,7 @@ class DenseGpu final : public GpuLayer {
       dy = grad_pre_.data();
     }
     if (grad_input != nullptr) grad_input->resize(input.shape());
-    gpu::dense_backward(context.cublas, input.dim(0), layer_.in_, layer_.units_, input.data(),
+    gpu::dense_backward(context.cublas, input.size() / layer_.in_, layer_.in_, layer_.units_, input.data(),
                         context.values.data() + layer_.kernel_offset_, dy,
                         grads + layer_.kernel_offset_, grads + layer_.bias_offset_,
                         grad_input != nullptr ? grad_input->data() : nullptr, context.allow_tf32);

@@ -32,8 +32,10 @@ double input_grad_flops_per_example(const Layer& layer) {
   return 0.0;
 }
 
-std::unique_ptr<Layer> dense(std::string name, std::int64_t units, Activation activation) {
-  return std::make_unique<Dense>(std::move(name), units, activation);
+std::unique_ptr<Layer> dense(std::string name, std::int64_t units, Activation activation,
+                             bool flatten) {
+  return std::make_unique<Dense>(std::move(name), units, activation,
+                                 Initializer::glorot_uniform(), flatten);
 }
 
 std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,

@@ -62,11 +62,14 @@ SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride
 
 /// Fully connected layer: output = activation(flatten(input) * kernel + bias), with variables
 /// "<name>/kernel" [in, units] (Glorot uniform by default) and "<name>/bias" [units] (zeros).
-/// The input's non-batch dimensions are flattened, so a Flatten before a Dense is optional.
+/// The input's non-batch dimensions are flattened, so a Flatten before a Dense is optional. With
+/// `flatten` false the layer applies to the last axis at every position instead, as Keras's
+/// Dense does: a sequence [steps, features] becomes [steps, units] through a kernel [features,
+/// units] that every step shares.
 class Dense : public Layer {
  public:
   Dense(std::string name, std::int64_t units, Activation activation = Activation::kNone,
-        Initializer kernel_initializer = Initializer::glorot_uniform());
+        Initializer kernel_initializer = Initializer::glorot_uniform(), bool flatten = true);
 
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -80,12 +83,17 @@ class Dense : public Layer {
 
  private:
   friend class DenseGpu;
+  /// The output's shape for `input`'s, the batch included.
+  Shape output_shape(const Shape& input) const;
+
   std::string name_;
   std::int64_t units_;
   Activation activation_;
   Initializer kernel_initializer_;
+  bool flatten_;
   Graph* graph_ = nullptr;
-  std::int64_t in_ = 0;
+  std::int64_t in_ = 0;         // values per row of the products
+  std::int64_t positions_ = 1;  // rows per example: 1, or the positions over the last axis
   std::int64_t kernel_offset_ = 0;
   std::int64_t bias_offset_ = 0;
   Tensor grad_pre_;  // dLoss/d(pre-activation) when an activation is fused
@@ -298,8 +306,9 @@ float accuracy(const Tensor& logits, std::span<const std::int32_t> labels);
 double input_grad_flops_per_example(const Layer& layer);
 
 // Terse constructors for model definitions.
+/// `flatten` false: at every position of the input's last axis (see Dense).
 std::unique_ptr<Layer> dense(std::string name, std::int64_t units,
-                             Activation activation = Activation::kNone);
+                             Activation activation = Activation::kNone, bool flatten = true);
 /// Square kernel and stride.
 std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
                               Activation activation = Activation::kNone, std::int64_t stride = 1,

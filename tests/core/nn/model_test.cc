@@ -194,7 +194,7 @@ TEST_CASE("built-in models: shapes, variables and FLOPs") {
     build_model("vgg", other);
     FAIL("no exception");
   } catch (const InvalidArgument& e) {
-    CHECK(std::string(e.what()).find("mlp, cnn, small_cnn, resnet") != std::string::npos);
+    CHECK(std::string(e.what()).find("mlp, cnn, small_cnn, resnet, lstm, gru") != std::string::npos);
   }
 }
 

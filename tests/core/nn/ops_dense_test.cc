@@ -83,6 +83,40 @@ TEST_CASE("Dense gradients match finite differences") {
   }
 }
 
+TEST_CASE("Dense over the last axis: one kernel at every position, as Keras's Dense on a sequence") {
+  Graph graph;
+  Dense layer("fc", 2, Activation::kNone, Initializer::glorot_uniform(), /*flatten=*/false);
+  CHECK(layer.build(graph, {4, 3}) == Shape{4, 2});
+  CHECK(graph.find("fc/kernel")->shape == Shape{3, 2});
+  CHECK(layer.flops_per_example() == doctest::Approx(4 * (3 * 2 * 3 * 2 + 2 * 2)));
+  set(graph, "fc/kernel", {1, -1,   //
+                           2, 0,    //
+                           -1, 3});
+  set(graph, "fc/bias", {0.5f, -4});
+  // Two examples of 4 steps; every step's 3 values go through the same kernel.
+  const Tensor x = random_tensor({2, 4, 3}, 5);
+  Tensor y;
+  layer.forward(x, y, {});
+  REQUIRE(y.shape() == Shape{2, 4, 2});
+  for (std::int64_t row = 0; row < 8; ++row) {
+    const float* v = x.data() + row * 3;
+    CHECK(y[row * 2] == doctest::Approx(v[0] + 2 * v[1] - v[2] + 0.5f));
+    CHECK(y[row * 2 + 1] == doctest::Approx(-v[0] + 3 * v[2] - 4));
+  }
+  for (Activation activation : {Activation::kNone, Activation::kRelu}) {
+    CAPTURE(static_cast<int>(activation));
+    Graph g;
+    Dense per_step("fc", 5, activation, Initializer::glorot_uniform(), false);
+    per_step.build(g, {6, 2, 3});  // any rank: the last axis
+    g.initialize(3);
+    for (float& b : g.values(*g.find("fc/bias"))) b = 0.3f;
+    Tensor input = random_tensor({2, 6, 2, 3}, 11);
+    GradientCheckOptions options;
+    options.step = 1e-3;
+    expect_layer_gradients(per_step, g, input, {}, options);
+  }
+}
+
 TEST_CASE("Dense gradients for wide, narrow and larger-than-cache kernels match finite differences") {
   // Each size takes another orientation of the products (see dense.cc).
   struct Case {
