@@ -188,6 +188,16 @@ TEST_CASE("built-in models: shapes, variables and FLOPs") {
   CHECK(small_graph.find("conv2/kernel")->shape == Shape{3, 3, 16, 32});
   CHECK(small_graph.find("logits/kernel")->shape == Shape{7 * 7 * 32, 10});
 
+  for (const char* cell : {"lstm", "gru"}) {
+    CAPTURE(cell);
+    Graph rnn_graph;
+    build_model(cell, rnn_graph);
+    const std::int64_t gates = cell[0] == 'l' ? 4 : 3;
+    CHECK(rnn_graph.find(std::string(cell) + "/kernel")->shape == Shape{28, gates * 128});
+    CHECK(rnn_graph.find(std::string(cell) + "/recurrent_kernel")->shape == Shape{128, gates * 128});
+    CHECK(rnn_graph.find("logits/kernel")->shape == Shape{128, 10});
+  }
+
   Graph other;
   CHECK(build_model("small_cnn", other).layers().size() == s.layers().size());
   try {
@@ -244,6 +254,21 @@ TEST_CASE("mlp gradients match finite differences") {
   options.step = 1e-3;
   options.max_per_tensor = 300;
   expect_model_gradients(model, x, std::vector<std::int32_t>{3, 7, 0}, {}, options);
+}
+
+TEST_CASE("rnn gradients through 28 steps match finite differences") {
+  for (const char* cell : {"lstm", "gru"}) {
+    CAPTURE(cell);
+    Graph graph;
+    Model model = rnn(graph, cell, 6);
+    graph.initialize(4);
+    const Tensor x = images(3, 5);
+    const std::vector<std::int32_t> labels = {1, 7, 3};
+    GradientCheckOptions options;
+    options.step = 1e-3;
+    options.max_per_tensor = 24;
+    expect_model_gradients(model, x, labels, {}, options);
+  }
 }
 
 TEST_CASE("cnn gradients (dropout on, fixed seed) match finite differences") {

@@ -11,6 +11,9 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/nn/ops/embedding.h"
+#include "cohort/core/nn/optimizer.h"
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
@@ -224,4 +227,50 @@ TEST_CASE("The 1-D layers refuse what does not fit, naming themselves") {
   CHECK_THROWS_WITH_AS(MaxPool2D("p", 2, 2, Padding::kCausal),
                        "MaxPool2D \"p\": causal padding is for convolutions; use SAME or VALID",
                        InvalidArgument);
+}
+
+TEST_CASE("A text classifier of Embedding, Conv1D and global max pooling learns to spot a bigram") {
+  // 256 sequences of 20 tokens from 30; the class: whether token 7 is followed by token 9
+  // anywhere. Each token alone appears in either class, so only a window of two tells them apart.
+  const std::int64_t n = 256, steps = 20;
+  Tensor ids({n, steps});
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  std::uint64_t state = 12345;
+  auto next = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (std::int64_t b = 0; b < n; ++b) {
+    float* row = ids.data() + b * steps;
+    for (std::int64_t t = 0; t < steps; ++t) {
+      std::int64_t token = static_cast<std::int64_t>(next() % 30);
+      if (t > 0 && token == 9 && row[t - 1] == 7.0f) token = 10;  // no bigram by chance
+      row[t] = static_cast<float>(token);
+    }
+    row[next() % steps] = 7.0f;  // both classes hold a 7 and a 9
+    row[next() % steps] = 9.0f;
+    for (std::int64_t t = 1; t < steps; ++t)  // and none holds the bigram but the positives
+      if (row[t - 1] == 7.0f && row[t] == 9.0f) row[t] = 11.0f;
+    const bool positive = b % 2 == 0;
+    if (positive) {
+      const std::int64_t at = static_cast<std::int64_t>(next() % (steps - 1));
+      row[at] = 7.0f;
+      row[at + 1] = 9.0f;
+    }
+    labels[static_cast<std::size_t>(b)] = positive ? 1 : 0;
+  }
+  Graph graph;
+  Model model(graph, {steps}, 2);
+  model.add(embedding("embed", 30, 8))
+      .add(conv1d("conv", 16, 2, Activation::kRelu))
+      .add(global_max_pool2d("pool"))
+      .add(dense("logits", 2));
+  graph.initialize(2);
+  OptimizerOptions options;
+  options.name = "adam";
+  options.learning_rate.base = 0.01;
+  auto optimizer = Optimizer::create(options);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  for (int step = 0; step < 200; ++step) {
+    model.train_step(ids, labels, grads, {.seed = static_cast<std::uint64_t>(step)});
+    optimizer->apply(graph.values(), grads, step);
+  }
+  CHECK(model.evaluate(ids, labels).accuracy > 0.95f);
 }
