@@ -32,6 +32,7 @@
 #include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/model.h"
 #include "cohort/core/nn/models.h"
+#include "cohort/core/nn/ops/attention.h"
 #include "cohort/core/nn/ops/elementwise.h"
 #include "cohort/core/nn/ops/embedding.h"
 #include "cohort/core/nn/ops/merge.h"

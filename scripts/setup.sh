@@ -33,7 +33,7 @@ if ((with_tests)); then
   packages+=(
     python3-numpy python3-matplotlib  # checkpoint reader test, metric plots
     python3-pil                       # images written by another library, to read back
-    python3-torch                     # the recurrent layers checked against PyTorch's
+    python3-torch                     # the recurrent and attention layers checked against PyTorch's
     python3-protobuf                  # event files parsed by the protobuf library
     slurmctld slurmd slurm-client munge libpmix-dev  # the real-Slurm test
     lmod                              # the module-system install test

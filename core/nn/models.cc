@@ -3,6 +3,9 @@
 #include <string>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/ops/attention.h"
+#include "cohort/core/nn/ops/merge.h"
+#include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/recurrent.h"
 
@@ -98,6 +101,35 @@ Model rnn(Graph& graph, const std::string& cell, std::int64_t units) {
   return model;
 }
 
+Model transformer(Graph& graph, const TransformerOptions& options) {
+  if (options.dim < 1 || options.heads < 1 || options.blocks < 1 || options.dim % options.heads != 0)
+    throw InvalidArgument("transformer: dim " + std::to_string(options.dim) + ", heads " +
+                          std::to_string(options.heads) + ", blocks " +
+                          std::to_string(options.blocks) +
+                          ": each must be >= 1, and dim a multiple of heads");
+  Model model(graph);
+  Node x = model.input(kImageShape);
+  x = model.apply(reshape("rows", {kImageShape[0], kImageShape[1] * kImageShape[2]}), x);
+  x = model.apply(dense("embed", options.dim, Activation::kNone, /*flatten=*/false), x);
+  x = model.apply(position_embedding("position"), x);
+  // Pre-norm blocks (the norm before each sublayer, as GPT-2 and ViT place it): attention, then
+  // a feed-forward network of twice the width, each added back onto its input.
+  for (int b = 1; b <= options.blocks; ++b) {
+    const std::string name = "block" + std::to_string(b);
+    Node y = model.apply(layer_norm(name + "/norm1"), x);
+    y = model.apply(multi_head_attention(name + "/attention", options.heads), y);
+    x = model.apply(add(name + "/residual1"), {x, y});
+    y = model.apply(layer_norm(name + "/norm2"), x);
+    y = model.apply(dense(name + "/ffn1", 2 * options.dim, Activation::kRelu, false), y);
+    y = model.apply(dense(name + "/ffn2", options.dim, Activation::kNone, false), y);
+    x = model.apply(add(name + "/residual2"), {x, y});
+  }
+  x = model.apply(layer_norm("norm"), x);
+  x = model.apply(global_avg_pool2d("pool"), x);
+  model.apply(dense("logits", kClasses), x);
+  return model;
+}
+
 Model build_model(const std::string& name, Graph& graph, const std::vector<std::int64_t>& hidden,
                   const ResNetOptions& resnet_options) {
   if (name == "mlp") return mlp(graph, hidden);
@@ -105,8 +137,9 @@ Model build_model(const std::string& name, Graph& graph, const std::vector<std::
   if (name == "small_cnn") return small_cnn(graph);
   if (name == "resnet") return resnet(graph, resnet_options);
   if (name == "lstm" || name == "gru") return rnn(graph, name);
+  if (name == "transformer") return transformer(graph);
   throw InvalidArgument("unknown model \"" + name +
-                        "\"; known models: mlp, cnn, small_cnn, resnet, lstm, gru");
+                        "\"; known models: mlp, cnn, small_cnn, resnet, lstm, gru, transformer");
 }
 
 }  // namespace cohort

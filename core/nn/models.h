@@ -46,9 +46,24 @@ Model resnet(Graph& graph, const ResNetOptions& options = {});
 /// "<cell>/...", "logits/...".
 Model rnn(Graph& graph, const std::string& cell = "lstm", std::int64_t units = 128);
 
-/// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", or "lstm" and "gru": rnn()'s
-/// two cells); `hidden` is used by mlp only, `resnet_options` by resnet only. Throws
-/// InvalidArgument naming the known models for any other name.
+/// How transformer() is built.
+struct TransformerOptions {
+  std::int64_t dim = 64;  ///< features per step inside the blocks
+  std::int64_t heads = 4;
+  int blocks = 2;
+};
+
+/// A small Transformer encoder (Vaswani et al. 2017, with the norms first, as ViT) over each
+/// image's rows: 28 steps of 28 pixels projected to `dim` (Dense over the last axis), a learned
+/// position embedding, `blocks` blocks of multi-head self-attention and a feed-forward network
+/// of 2 dim (ReLU), each behind a layer normalisation and added back; a last normalisation, the
+/// mean over the steps, Dense 10. Variables "embed/...", "position/...", "block<b>/...",
+/// "norm/...", "logits/...".
+Model transformer(Graph& graph, const TransformerOptions& options = {});
+
+/// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", "lstm" and "gru" (rnn()'s
+/// two cells) or "transformer"); `hidden` is used by mlp only, `resnet_options` by resnet only.
+/// Throws InvalidArgument naming the known models for any other name.
 Model build_model(const std::string& name, Graph& graph,
                   const std::vector<std::int64_t>& hidden = {256, 128},
                   const ResNetOptions& resnet_options = {});

@@ -198,13 +198,22 @@ TEST_CASE("built-in models: shapes, variables and FLOPs") {
     CHECK(rnn_graph.find("logits/kernel")->shape == Shape{128, 10});
   }
 
+  Graph transformer_graph;
+  Model t = transformer(transformer_graph);
+  CHECK(transformer_graph.find("embed/kernel")->shape == Shape{28, 64});
+  CHECK(transformer_graph.find("position/embeddings")->shape == Shape{28, 64});
+  CHECK(transformer_graph.find("block2/attention/query/kernel")->shape == Shape{64, 64});
+  CHECK(transformer_graph.find("block2/ffn1/kernel")->shape == Shape{64, 128});
+  CHECK(transformer_graph.num_parameters() == 71370);
+  CHECK_THROWS_AS(transformer(transformer_graph, {.dim = 30, .heads = 4}), InvalidArgument);
+
   Graph other;
   CHECK(build_model("small_cnn", other).layers().size() == s.layers().size());
   try {
     build_model("vgg", other);
     FAIL("no exception");
   } catch (const InvalidArgument& e) {
-    CHECK(std::string(e.what()).find("mlp, cnn, small_cnn, resnet, lstm, gru") != std::string::npos);
+    CHECK(std::string(e.what()).find("mlp, cnn, small_cnn, resnet, lstm, gru, transformer") != std::string::npos);
   }
 }
 
@@ -269,6 +278,18 @@ TEST_CASE("rnn gradients through 28 steps match finite differences") {
     options.max_per_tensor = 24;
     expect_model_gradients(model, x, labels, {}, options);
   }
+}
+
+TEST_CASE("transformer gradients match finite differences") {
+  Graph graph;
+  Model model = transformer(graph, {.dim = 8, .heads = 2, .blocks = 2});
+  graph.initialize(6);
+  const Tensor x = images(2, 7);
+  const std::vector<std::int32_t> labels = {4, 9};
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  options.max_per_tensor = 12;
+  expect_model_gradients(model, x, labels, {}, options);
 }
 
 TEST_CASE("cnn gradients (dropout on, fixed seed) match finite differences") {

@@ -1,0 +1,212 @@
+#include "cohort/core/nn/ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/initializer.h"
+#include "cohort/core/nn/ops/gemm.h"
+
+namespace cohort {
+namespace {
+
+using ops_detail::gemm;
+
+// sums[j] := the sum of column j of m [rows, cols].
+void column_sums(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
+  std::fill_n(sums, cols, 0.0f);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) sums[j] += m[i * cols + j];
+}
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim,
+                                       bool causal)
+    : name_(std::move(name)), heads_(heads), key_dim_(key_dim), causal_(causal) {
+  if (heads_ < 1 || key_dim_ < 0)
+    throw InvalidArgument("MultiHeadAttention \"" + name_ + "\": heads " + std::to_string(heads_) +
+                          ", key_dim " + std::to_string(key_dim_) +
+                          ": heads must be >= 1 and key_dim >= 1 (or 0: features / heads)");
+}
+
+Shape MultiHeadAttention::build(Graph& graph, const Shape& input) {
+  const std::string what = "MultiHeadAttention \"" + name_ + "\": input " + to_string(input);
+  if (input.size() != 2 || input[0] < 1 || input[1] < 1)
+    throw InvalidArgument(what + " is not [steps, features]");
+  steps_ = input[0];
+  features_ = input[1];
+  if (key_dim_ == 0) {
+    if (features_ % heads_ != 0)
+      throw InvalidArgument(what + ": " + std::to_string(features_) + " features do not split " +
+                            "into " + std::to_string(heads_) + " heads; give key_dim");
+    key_dim_ = features_ / heads_;
+  }
+  width_ = heads_ * key_dim_;
+  graph_ = &graph;
+  auto projection = [&](const std::string& part, std::int64_t in, std::int64_t out) {
+    Projection p;
+    p.kernel = graph.get_variable(name_ + "/" + part + "/kernel", {in, out},
+                                  Initializer::glorot_uniform(), VariableOptions{.decay = true})
+                   .offset;
+    p.bias = graph.get_variable(name_ + "/" + part + "/bias", {out}, Initializer::zeros()).offset;
+    return p;
+  };
+  query_ = projection("query", features_, width_);
+  key_ = projection("key", features_, width_);
+  value_ = projection("value", features_, width_);
+  output_ = projection("attention_output", width_, features_);
+  return input;
+}
+
+void MultiHeadAttention::project(const Projection& p, const float* input, std::int64_t rows,
+                                 std::int64_t in, std::int64_t out, float* result) const {
+  const float* values = graph_->values().data();
+  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(values + p.bias, out, result + i * out);
+  gemm(false, false, rows, out, in, 1.0f, input, in, values + p.kernel, out, 1.0f, result, out);
+}
+
+void MultiHeadAttention::project_back(const Projection& p, const float* input,
+                                      const float* grad_result, std::int64_t rows,
+                                      std::int64_t in, std::int64_t out, std::span<float> grads,
+                                      float* grad_input, float beta) const {
+  gemm(true, false, in, out, rows, 1.0f, input, in, grad_result, out, 0.0f,
+       grads.data() + p.kernel, out);
+  column_sums(grad_result, rows, out, grads.data() + p.bias);
+  if (grad_input != nullptr)
+    gemm(false, true, rows, in, out, 1.0f, grad_result, out, graph_->values().data() + p.kernel,
+         out, beta, grad_input, in);
+}
+
+// Rows of the batch are (example, step); a head's queries, keys, values and results are the
+// key_dim columns from head * key_dim of those rows, read in place with a row stride of width.
+void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
+  q_.resize({rows, w});
+  k_.resize({rows, w});
+  v_.resize({rows, w});
+  project(query_, input.data(), rows, features_, w, q_.data());
+  project(key_, input.data(), rows, features_, w, k_.data());
+  project(value_, input.data(), rows, features_, w, v_.data());
+  weights_.resize({n, heads_, t_count, t_count});
+  context_.resize({rows, w});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(key_dim_));
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (std::int64_t h = 0; h < heads_; ++h) {
+      const std::int64_t at = b * t_count * w + h * key_dim_;
+      float* a = weights_.data() + (b * heads_ + h) * t_count * t_count;
+      gemm(false, true, t_count, t_count, key_dim_, scale, q_.data() + at, w, k_.data() + at, w,
+           0.0f, a, t_count);
+      for (std::int64_t i = 0; i < t_count; ++i) {
+        float* row = a + i * t_count;
+        const std::int64_t seen = causal_ ? i + 1 : t_count;
+        const float largest = *std::max_element(row, row + seen);
+        float sum = 0.0f;
+        for (std::int64_t j = 0; j < seen; ++j) sum += row[j] = std::exp(row[j] - largest);
+        for (std::int64_t j = 0; j < seen; ++j) row[j] /= sum;
+        std::fill(row + seen, row + t_count, 0.0f);
+      }
+      gemm(false, false, t_count, key_dim_, t_count, 1.0f, a, t_count, v_.data() + at, w, 0.0f,
+           context_.data() + at, w);
+    }
+  }
+  output.resize(input.shape());
+  project(output_, context_.data(), rows, w, features_, output.data());
+}
+
+void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                  Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
+  dcontext_.resize({rows, w});
+  project_back(output_, context_.data(), grad_output.data(), rows, w, features_, grads,
+               dcontext_.data(), 0.0f);
+  dq_.resize({rows, w});
+  dk_.resize({rows, w});
+  dv_.resize({rows, w});
+  dweights_.resize({t_count, t_count});
+  float* da = dweights_.data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(key_dim_));
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (std::int64_t h = 0; h < heads_; ++h) {
+      const std::int64_t at = b * t_count * w + h * key_dim_;
+      const float* a = weights_.data() + (b * heads_ + h) * t_count * t_count;
+      const float* dc = dcontext_.data() + at;
+      // Through context = A V: dA = dC V^T, dV = A^T dC.
+      gemm(false, true, t_count, t_count, key_dim_, 1.0f, dc, w, v_.data() + at, w, 0.0f, da,
+           t_count);
+      gemm(true, false, t_count, key_dim_, t_count, 1.0f, a, t_count, dc, w, 0.0f,
+           dv_.data() + at, w);
+      // Through each row's softmax: dS = A (dA - <dA, A>); masked entries have A = 0.
+      for (std::int64_t i = 0; i < t_count; ++i) {
+        const float* ai = a + i * t_count;
+        float* di = da + i * t_count;
+        float dot = 0.0f;
+        for (std::int64_t j = 0; j < t_count; ++j) dot += di[j] * ai[j];
+        for (std::int64_t j = 0; j < t_count; ++j) di[j] = ai[j] * (di[j] - dot);
+      }
+      // Through S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q.
+      gemm(false, false, t_count, key_dim_, t_count, scale, da, t_count, k_.data() + at, w, 0.0f,
+           dq_.data() + at, w);
+      gemm(true, false, t_count, key_dim_, t_count, scale, da, t_count, q_.data() + at, w, 0.0f,
+           dk_.data() + at, w);
+    }
+  }
+  float* dx = nullptr;
+  if (grad_input != nullptr) {
+    grad_input->resize(input.shape());
+    dx = grad_input->data();
+  }
+  project_back(query_, input.data(), dq_.data(), rows, features_, w, grads, dx, 0.0f);
+  project_back(key_, input.data(), dk_.data(), rows, features_, w, grads, dx, 1.0f);
+  project_back(value_, input.data(), dv_.data(), rows, features_, w, grads, dx, 1.0f);
+}
+
+double MultiHeadAttention::flops_per_example() const {
+  // Forward: four projections and two products per head; backward twice that.
+  const double t = static_cast<double>(steps_), w = static_cast<double>(width_);
+  const double projections = 4.0 * 2.0 * t * static_cast<double>(features_) * w;
+  const double attention = 2.0 * 2.0 * t * t * w;
+  return 3.0 * (projections + attention);
+}
+
+Shape PositionEmbedding::build(Graph& graph, const Shape& input) {
+  if (input.size() != 2 || input[0] < 1 || input[1] < 1)
+    throw InvalidArgument("PositionEmbedding \"" + name_ + "\": input " + to_string(input) +
+                          " is not [steps, features]");
+  graph_ = &graph;
+  size_ = input[0] * input[1];
+  offset_ = graph.get_variable(name_ + "/embeddings", input, Initializer::normal(0.02f)).offset;
+  return input;
+}
+
+void PositionEmbedding::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0);
+  const float* table = graph_->values().data() + offset_;
+  output.resize(input.shape());
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t i = 0; i < size_; ++i)
+      output[b * size_ + i] = input[b * size_ + i] + table[i];
+}
+
+void PositionEmbedding::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                 Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t n = input.dim(0);
+  column_sums(grad_output.data(), n, size_, grads.data() + offset_);
+  if (grad_input == nullptr) return;
+  grad_input->resize(input.shape());
+  std::copy_n(grad_output.data(), grad_output.size(), grad_input->data());
+}
+
+std::unique_ptr<Layer> multi_head_attention(std::string name, std::int64_t heads,
+                                            std::int64_t key_dim, bool causal) {
+  return std::make_unique<MultiHeadAttention>(std::move(name), heads, key_dim, causal);
+}
+
+std::unique_ptr<Layer> position_embedding(std::string name) {
+  return std::make_unique<PositionEmbedding>(std::move(name));
+}
+
+}  // namespace cohort

@@ -1,0 +1,100 @@
+#pragma once
+// Attention over sequences [steps, features]: MultiHeadAttention (self-attention, as in the
+// Transformer's encoder, or causal, as in its decoder) and PositionEmbedding, which tells the
+// attention where each step is. With Dense over the last axis, LayerNormalization and Add they
+// make a Transformer block:
+//
+//   Node y = model.apply(layer_norm("ln1"), x);
+//   y = model.apply(multi_head_attention("attention", 4, 16), y);
+//   x = model.apply(add("residual1"), {x, y});
+//   y = model.apply(layer_norm("ln2"), x);
+//   y = model.apply(dense("ffn1", 128, Activation::kRelu, /*flatten=*/false), y);
+//   y = model.apply(dense("ffn2", 64, Activation::kNone, /*flatten=*/false), y);
+//   x = model.apply(add("residual2"), {x, y});
+//
+// Neither has a GPU path.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// Multi-head scaled dot-product self-attention (Vaswani et al. 2017; Keras's MultiHeadAttention
+/// with the query, key and value all the input): per head, softmax(Q K^T / sqrt(key_dim)) V over
+/// the steps, the heads' results concatenated and projected back to the input's features.
+/// Variables "<name>/query/kernel", "<name>/key/kernel" and "<name>/value/kernel" [features,
+/// heads * key_dim] (Keras's [features, heads, key_dim], the same layout; Glorot uniform,
+/// decayed) with biases [heads * key_dim], and "<name>/attention_output/kernel" [heads * key_dim,
+/// features] with its bias [features]. `causal`: step i attends to steps 0 to i only (a decoder's
+/// mask). No dropout on the attention weights.
+class MultiHeadAttention : public Layer {
+ public:
+  /// key_dim 0: features / heads.
+  MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim = 0,
+                     bool causal = false);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  // A projection's variables: kernel [in, out] and bias [out] at these offsets.
+  struct Projection {
+    std::int64_t kernel = 0, bias = 0;
+  };
+  // rows x out := input rows x kernel + bias.
+  void project(const Projection& p, const float* input, std::int64_t rows, std::int64_t in,
+               std::int64_t out, float* result) const;
+  // The gradients of a projection: kernel and bias gradients written, input gradient added
+  // (beta 1) or written (beta 0).
+  void project_back(const Projection& p, const float* input, const float* grad_result,
+                    std::int64_t rows, std::int64_t in, std::int64_t out, std::span<float> grads,
+                    float* grad_input, float beta) const;
+
+  std::string name_;
+  std::int64_t heads_, key_dim_;
+  bool causal_;
+  Graph* graph_ = nullptr;
+  std::int64_t steps_ = 0, features_ = 0, width_ = 0;  // width: heads * key_dim
+  Projection query_, key_, value_, output_;
+  Tensor q_, k_, v_;   // [batch * steps, width]
+  Tensor weights_;     // [batch, heads, steps, steps]: the attention weights
+  Tensor context_;     // [batch * steps, width]: the heads' results
+  Tensor dq_, dk_, dv_, dcontext_;
+  Tensor dweights_;    // [steps, steps]
+};
+
+/// Adds a learned vector to each step of a sequence [steps, features]: "<name>/embeddings"
+/// [steps, features] (normal, standard deviation 0.02), as KerasNLP's PositionEmbedding. Without
+/// it, attention sees a set, not a sequence.
+class PositionEmbedding : public Layer {
+ public:
+  explicit PositionEmbedding(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+
+ private:
+  std::string name_;
+  Graph* graph_ = nullptr;
+  std::int64_t size_ = 0;  // steps * features
+  std::int64_t offset_ = 0;
+};
+
+/// Terse constructors.
+std::unique_ptr<Layer> multi_head_attention(std::string name, std::int64_t heads,
+                                            std::int64_t key_dim = 0, bool causal = false);
+std::unique_ptr<Layer> position_embedding(std::string name);
+
+}  // namespace cohort

@@ -1,0 +1,102 @@
+"""Cohort's LSTM, GRU and MultiHeadAttention against PyTorch's: the same weights and input give
+the same outputs and the same gradients of the input and of every variable, to 1e-5.
+
+Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
+
+Cohort's layers keep Keras's layouts: kernels [in, out]; the LSTM's gates in the order i, f, g, o
+with TensorFlow 1's forget bias of 1 added to f's sum; the GRU's in the order z, r, n with biases
+[2, 3 * units] (input, recurrent). PyTorch keeps the transposes, two biases per recurrent layer,
+the GRU's gates in the order r, z, n, and attention's three input projections in one matrix.
+"""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+data = json.loads(subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True).stdout)
+n, steps, features = data["batch"], data["steps"], data["features"]
+units, heads = data["units"], data["heads"]
+failures = []
+
+
+def compare(what, ours, theirs):
+    ours, theirs = np.asarray(ours).ravel(), np.asarray(theirs).ravel()
+    error = float(np.abs(ours - theirs).max())
+    scale = float(np.abs(theirs).max())
+    print(f"{what}: largest difference {error:.2e} (largest value {scale:.2f})")
+    if ours.shape != theirs.shape or not error <= 1e-5 * max(1.0, scale):
+        failures.append(what)
+
+
+def tensor(values):
+    return torch.tensor(np.ascontiguousarray(values))
+
+
+def run(module, v, out_size, mask=None):
+    """Runs `module` on the case's input; returns the input's gradient."""
+    x = torch.tensor(np.array(v["x"]).reshape(n, steps, features), requires_grad=True)
+    if mask is None:
+        y = module(x)[0]
+    else:
+        y = module(x, x, x, attn_mask=mask, need_weights=False)[0]
+    compare(f"{name} outputs", v["y"], y.detach().numpy())
+    (y * tensor(np.array(v["grad_y"]).reshape(n, steps, out_size))).sum().backward()
+    compare(f"{name} input gradient", v["grad_x"], x.grad.numpy())
+
+
+for name in ("lstm", "gru"):
+    v = {key: np.array(value) for key, value in data[name].items()}
+    gates = 4 if name == "lstm" else 3
+    columns = gates * units
+    if name == "lstm":
+        order = np.arange(columns)
+        module = torch.nn.LSTM(features, units, batch_first=True)
+        input_bias = v["bias"].copy()
+        input_bias[units:2 * units] += 1.0  # the forget bias
+        recurrent_bias = np.zeros(columns)
+    else:
+        # PyTorch's r, z, n from Cohort's z, r, n.
+        order = np.concatenate([np.arange(units, 2 * units), np.arange(units), np.arange(2 * units, 3 * units)])
+        module = torch.nn.GRU(features, units, batch_first=True)
+        input_bias, recurrent_bias = v["bias"].reshape(2, columns)
+    module.weight_ih_l0.data = tensor(v["kernel"].reshape(features, columns).T[order])
+    module.weight_hh_l0.data = tensor(v["recurrent_kernel"].reshape(units, columns).T[order])
+    module.bias_ih_l0.data = tensor(input_bias[order])
+    module.bias_hh_l0.data = tensor(recurrent_bias[order])
+    run(module, v, units)
+    back = np.argsort(order)
+    compare(f"{name} kernel gradient", v["grad:kernel"], module.weight_ih_l0.grad.numpy()[back].T)
+    compare(f"{name} recurrent kernel gradient", v["grad:recurrent_kernel"],
+            module.weight_hh_l0.grad.numpy()[back].T)
+    bias_grad = module.bias_ih_l0.grad.numpy()[back]
+    if name == "gru":
+        bias_grad = np.concatenate([bias_grad, module.bias_hh_l0.grad.numpy()[back]])
+    compare(f"{name} bias gradient", v["grad:bias"], bias_grad)
+
+for name in ("attention", "causal_attention"):
+    v = {key: np.array(value) for key, value in data[name].items()}
+    module = torch.nn.MultiheadAttention(features, heads, batch_first=True)
+    parts = ("query", "key", "value")
+    module.in_proj_weight.data = tensor(np.concatenate([v[p + "/kernel"].reshape(features, features).T for p in parts]))
+    module.in_proj_bias.data = tensor(np.concatenate([v[p + "/bias"] for p in parts]))
+    module.out_proj.weight.data = tensor(v["attention_output/kernel"].reshape(features, features).T)
+    module.out_proj.bias.data = tensor(v["attention_output/bias"])
+    mask = torch.zeros(steps, steps, dtype=torch.bool)
+    if name == "causal_attention":
+        mask = torch.triu(torch.ones(steps, steps, dtype=torch.bool), diagonal=1)
+    run(module, v, features, mask)
+    kernels = module.in_proj_weight.grad.numpy().reshape(3, features, features)
+    biases = module.in_proj_bias.grad.numpy().reshape(3, features)
+    for i, part in enumerate(parts):
+        compare(f"{name} {part} kernel gradient", v[f"grad:{part}/kernel"], kernels[i].T)
+        compare(f"{name} {part} bias gradient", v[f"grad:{part}/bias"], biases[i])
+    compare(f"{name} output kernel gradient", v["grad:attention_output/kernel"],
+            module.out_proj.weight.grad.numpy().T)
+    compare(f"{name} output bias gradient", v["grad:attention_output/bias"], module.out_proj.bias.grad.numpy())
+
+if failures:
+    sys.exit("differ from PyTorch: " + ", ".join(failures))
+print("LSTM, GRU and MultiHeadAttention agree with PyTorch")
