@@ -184,6 +184,8 @@ class Model {
   const Graph& graph() const { return layers_.graph(); }
   /// The (first) input's example shape.
   const Shape& example_shape() const { return layers_.input_shape(0); }
+  /// The shape of one example's values at `node` (an input, or a layer's output).
+  const Shape& shape(Node node) const { return layers_.shape(node); }
   /// Classes of a classifier's output (its length), 0 for an output that is not a vector.
   int num_classes() const;
 

@@ -101,6 +101,19 @@ Model rnn(Graph& graph, const std::string& cell, std::int64_t units) {
   return model;
 }
 
+// Pre-norm (the norm before each sublayer, as GPT-2 and ViT place it).
+Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
+                       std::int64_t ffn_units) {
+  const std::int64_t dim = model.shape(x).back();
+  Node y = model.apply(layer_norm(name + "/norm1"), x);
+  y = model.apply(multi_head_attention(name + "/attention", heads), y);
+  x = model.apply(add(name + "/residual1"), {x, y});
+  y = model.apply(layer_norm(name + "/norm2"), x);
+  y = model.apply(dense(name + "/ffn1", ffn_units, Activation::kRelu, /*flatten=*/false), y);
+  y = model.apply(dense(name + "/ffn2", dim, Activation::kNone, /*flatten=*/false), y);
+  return model.apply(add(name + "/residual2"), {x, y});
+}
+
 Model transformer(Graph& graph, const TransformerOptions& options) {
   if (options.dim < 1 || options.heads < 1 || options.blocks < 1 || options.dim % options.heads != 0)
     throw InvalidArgument("transformer: dim " + std::to_string(options.dim) + ", heads " +
@@ -112,18 +125,8 @@ Model transformer(Graph& graph, const TransformerOptions& options) {
   x = model.apply(reshape("rows", {kImageShape[0], kImageShape[1] * kImageShape[2]}), x);
   x = model.apply(dense("embed", options.dim, Activation::kNone, /*flatten=*/false), x);
   x = model.apply(position_embedding("position"), x);
-  // Pre-norm blocks (the norm before each sublayer, as GPT-2 and ViT place it): attention, then
-  // a feed-forward network of twice the width, each added back onto its input.
-  for (int b = 1; b <= options.blocks; ++b) {
-    const std::string name = "block" + std::to_string(b);
-    Node y = model.apply(layer_norm(name + "/norm1"), x);
-    y = model.apply(multi_head_attention(name + "/attention", options.heads), y);
-    x = model.apply(add(name + "/residual1"), {x, y});
-    y = model.apply(layer_norm(name + "/norm2"), x);
-    y = model.apply(dense(name + "/ffn1", 2 * options.dim, Activation::kRelu, false), y);
-    y = model.apply(dense(name + "/ffn2", options.dim, Activation::kNone, false), y);
-    x = model.apply(add(name + "/residual2"), {x, y});
-  }
+  for (int b = 1; b <= options.blocks; ++b)
+    x = transformer_block(model, x, "block" + std::to_string(b), options.heads, 2 * options.dim);
   x = model.apply(layer_norm("norm"), x);
   x = model.apply(global_avg_pool2d("pool"), x);
   model.apply(dense("logits", kClasses), x);

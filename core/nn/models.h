@@ -46,6 +46,13 @@ Model resnet(Graph& graph, const ResNetOptions& options = {});
 /// "<cell>/...", "logits/...".
 Model rnn(Graph& graph, const std::string& cell = "lstm", std::int64_t units = 128);
 
+/// A pre-norm Transformer encoder block on a sequence node x [steps, dim]: x + attention(norm(x)),
+/// then that plus ffn(norm(.)), the feed-forward network Dense(ffn_units, ReLU) and Dense(dim)
+/// at every step. Layers "<name>/norm1", "<name>/attention", "<name>/residual1", "<name>/norm2",
+/// "<name>/ffn1", "<name>/ffn2", "<name>/residual2". Returns the block's output node.
+Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
+                       std::int64_t ffn_units);
+
 /// How transformer() is built.
 struct TransformerOptions {
   std::int64_t dim = 64;  ///< features per step inside the blocks

@@ -275,12 +275,105 @@ void GRU::step_backward(std::int64_t, std::int64_t batch, const float* dh, const
 
 double GRU::cell_flops() const { return 45.0 * static_cast<double>(units_); }
 
+namespace {
+
+// `to` [n, steps, width] := `from` with the steps of each example in reverse order.
+void reverse_steps(const float* from, std::int64_t n, std::int64_t steps, std::int64_t width,
+                   float* to) {
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < steps; ++t)
+      std::copy_n(from + (b * steps + t) * width, width, to + (b * steps + steps - 1 - t) * width);
+}
+
+}  // namespace
+
+Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
+                             std::unique_ptr<Layer> backward)
+    : name_(std::move(name)), forward_(std::move(forward)), backward_(std::move(backward)) {
+  if (forward_ == nullptr || backward_ == nullptr)
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": needs a forward and a backward layer");
+  if (forward_->name() == backward_->name())
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": its two layers are both named \"" +
+                          forward_->name() + "\" and would share their variables");
+}
+
+Shape Bidirectional::build(Graph& graph, const Shape& input) {
+  const std::string what = "Bidirectional \"" + name_ + "\": input " + to_string(input);
+  if (input.size() != 2 || input[0] < 1 || input[1] < 1)
+    throw InvalidArgument(what + " is not [steps, features]");
+  steps_ = input[0];
+  features_ = input[1];
+  const Shape f = forward_->build(graph, input);
+  const Shape b = backward_->build(graph, input);
+  const bool f_sequences = f.size() == 2 && f[0] == steps_;
+  const bool b_sequences = b.size() == 2 && b[0] == steps_;
+  if ((f.size() != 1 && !f_sequences) || f_sequences != b_sequences || f.size() != b.size())
+    throw InvalidArgument(what + ": its layers give " + to_string(f) + " and " + to_string(b) +
+                          "; both must give [units] or both [" + std::to_string(steps_) +
+                          ", units]");
+  sequences_ = f_sequences;
+  forward_units_ = f.back();
+  backward_units_ = b.back();
+  if (sequences_) return {steps_, forward_units_ + backward_units_};
+  return {forward_units_ + backward_units_};
+}
+
+void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
+  reversed_.resize(input.shape());
+  reverse_steps(input.data(), n, steps_, features_, reversed_.data());
+  forward_->forward(input, forward_out_, context);
+  backward_->forward(reversed_, backward_out_, context);
+  const std::int64_t positions = sequences_ ? steps_ : 1;
+  output.resize(sequences_ ? Shape{n, steps_, uf + ub} : Shape{n, uf + ub});
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < positions; ++t) {
+      float* row = output.data() + (b * positions + t) * (uf + ub);
+      std::copy_n(forward_out_.data() + (b * positions + t) * uf, uf, row);
+      // The backward layer's step t read the input's step positions - 1 - t.
+      std::copy_n(backward_out_.data() + (b * positions + positions - 1 - t) * ub, ub, row + uf);
+    }
+}
+
+void Bidirectional::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                             Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
+  const std::int64_t positions = sequences_ ? steps_ : 1;
+  forward_grad_.resize(forward_out_.shape());
+  backward_grad_.resize(backward_out_.shape());
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < positions; ++t) {
+      const float* row = grad_output.data() + (b * positions + t) * (uf + ub);
+      std::copy_n(row, uf, forward_grad_.data() + (b * positions + t) * uf);
+      std::copy_n(row + uf, ub, backward_grad_.data() + (b * positions + positions - 1 - t) * ub);
+    }
+  const bool inputs = grad_input != nullptr;
+  forward_->backward(input, forward_out_, forward_grad_, inputs ? &forward_grad_input_ : nullptr,
+                     grads);
+  backward_->backward(reversed_, backward_out_, backward_grad_,
+                      inputs ? &backward_grad_input_ : nullptr, grads);
+  if (!inputs) return;
+  grad_input->resize(input.shape());
+  reverse_steps(backward_grad_input_.data(), n, steps_, features_, grad_input->data());
+  for (std::int64_t i = 0; i < grad_input->size(); ++i)
+    (*grad_input)[i] += forward_grad_input_[i];
+}
+
+double Bidirectional::flops_per_example() const {
+  return forward_->flops_per_example() + backward_->flops_per_example();
+}
+
 std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences) {
   return std::make_unique<LSTM>(std::move(name), units, return_sequences);
 }
 
 std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences) {
   return std::make_unique<GRU>(std::move(name), units, return_sequences);
+}
+
+std::unique_ptr<Layer> bidirectional(std::string name, std::unique_ptr<Layer> forward,
+                                     std::unique_ptr<Layer> backward) {
+  return std::make_unique<Bidirectional>(std::move(name), std::move(forward), std::move(backward));
 }
 
 }  // namespace cohort

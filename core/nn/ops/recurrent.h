@@ -127,8 +127,39 @@ class GRU final : public Recurrent {
   double cell_flops() const override;
 };
 
+/// Reads a sequence both ways (Keras's Bidirectional, its outputs concatenated): `forward` over
+/// the sequence [steps, features] as it is, `backward` over it reversed in time, two layers of
+/// their own (name them "<name>/forward" and "<name>/backward": their variables are theirs).
+/// Each gives [units] (the last step it read) or [steps, units] (every step's, the backward
+/// layer's put back in time order); the output is the two side by side along the last axis.
+class Bidirectional : public Layer {
+ public:
+  Bidirectional(std::string name, std::unique_ptr<Layer> forward, std::unique_ptr<Layer> backward);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  std::string name_;
+  std::unique_ptr<Layer> forward_, backward_;
+  std::int64_t steps_ = 0, features_ = 0;
+  std::int64_t forward_units_ = 0, backward_units_ = 0;
+  bool sequences_ = false;  // the layers give every step's output
+  Tensor reversed_;         // the input, reversed in time
+  Tensor forward_out_, backward_out_;
+  Tensor forward_grad_, backward_grad_;  // of the two outputs
+  Tensor forward_grad_input_, backward_grad_input_;
+};
+
 /// Terse constructors.
 std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences = false);
 std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences = false);
+/// bidirectional("encoder", lstm("encoder/forward", 64), lstm("encoder/backward", 64)).
+std::unique_ptr<Layer> bidirectional(std::string name, std::unique_ptr<Layer> forward,
+                                     std::unique_ptr<Layer> backward);
 
 }  // namespace cohort

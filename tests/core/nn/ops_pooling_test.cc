@@ -248,9 +248,11 @@ TEST_CASE("GlobalMaxPooling2D: per-channel maxima, the gradient to the first tha
   CHECK_THROWS_AS(pool->build(graph, {16}), InvalidArgument);
 }
 
-TEST_CASE("GlobalAveragePooling2D rejects inputs that are not images") {
+TEST_CASE("GlobalAveragePooling2D rejects inputs that are neither images nor sequences") {
   Graph graph;
   GlobalAveragePooling2D pool("gap");
-  CHECK_THROWS_AS(pool.build(graph, {4, 4}), InvalidArgument);
   CHECK_THROWS_AS(pool.build(graph, {16}), InvalidArgument);
+  CHECK_THROWS_AS(pool.build(graph, {2, 4, 4, 3}), InvalidArgument);
+  CHECK_THROWS_AS(pool.build(graph, {4, 0, 3}), InvalidArgument);
+  CHECK(pool.build(graph, {4, 4}) == Shape{4});  // a sequence of 4 steps of 4 channels
 }

@@ -185,3 +185,57 @@ TEST_CASE("Stacked LSTMs learn to remember a sequence's first sign over 12 noisy
     CHECK(model.evaluate(x, labels).accuracy > 0.95f);
   }
 }
+
+TEST_CASE("Bidirectional: the forward layer on the sequence, the backward one on it reversed") {
+  const std::int64_t n = 2, steps = 5, features = 3;
+  for (bool sequences : {false, true}) {
+    CAPTURE(sequences);
+    Graph graph;
+    Bidirectional layer("bi", std::make_unique<LSTM>("bi/forward", 4, sequences),
+                        std::make_unique<GRU>("bi/backward", 3, sequences));
+    CHECK(layer.build(graph, {steps, features}) == (sequences ? Shape{steps, 7} : Shape{7}));
+    graph.initialize(8);
+    const Tensor x = random_tensor({n, steps, features}, 3);
+    Tensor y;
+    layer.forward(x, y, {});
+    // The same variables through layers of their own, the reversed input made by hand.
+    LSTM forward("bi/forward", 4, sequences);
+    GRU backward("bi/backward", 3, sequences);
+    forward.build(graph, {steps, features});
+    backward.build(graph, {steps, features});
+    Tensor reversed({n, steps, features});
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t t = 0; t < steps; ++t)
+        for (std::int64_t i = 0; i < features; ++i)
+          reversed[(b * steps + steps - 1 - t) * features + i] = x[(b * steps + t) * features + i];
+    Tensor yf, yb;
+    forward.forward(x, yf, {});
+    backward.forward(reversed, yb, {});
+    const std::int64_t positions = sequences ? steps : 1;
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t t = 0; t < positions; ++t) {
+        for (std::int64_t j = 0; j < 4; ++j)
+          CHECK(y[(b * positions + t) * 7 + j] == yf[(b * positions + t) * 4 + j]);
+        for (std::int64_t j = 0; j < 3; ++j)
+          CHECK(y[(b * positions + t) * 7 + 4 + j] ==
+                yb[(b * positions + positions - 1 - t) * 3 + j]);
+      }
+    Tensor input = random_tensor({n, steps, features}, 6);
+    GradientCheckOptions check;
+    check.step = 1e-3;
+    expect_layer_gradients(layer, graph, input, {}, check);
+  }
+}
+
+TEST_CASE("Bidirectional refuses layers that share a name or disagree on what they return") {
+  Graph graph;
+  CHECK_THROWS_WITH_AS(Bidirectional("bi", lstm("bi/rnn", 4), lstm("bi/rnn", 4)),
+                       "Bidirectional \"bi\": its two layers are both named \"bi/rnn\" and would "
+                       "share their variables",
+                       InvalidArgument);
+  Bidirectional mixed("bi", lstm("bi/forward", 4, true), lstm("bi/backward", 4, false));
+  CHECK_THROWS_WITH_AS(mixed.build(graph, {6, 2}),
+                       "Bidirectional \"bi\": input [6, 2]: its layers give [6, 4] and [4]; both "
+                       "must give [units] or both [6, units]",
+                       InvalidArgument);
+}

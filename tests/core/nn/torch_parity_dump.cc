@@ -1,4 +1,5 @@
-// Prints, as JSON, the variables of an LSTM, a GRU and multi-head attention (plain and causal), an
+// Prints, as JSON, the variables of an LSTM, a GRU, a bidirectional LSTM and multi-head attention
+// (plain and causal), an
 // input, the output, a gradient of the output and the gradients each layer computes from it: what
 // torch_parity_test.py checks against PyTorch's LSTM, GRU and MultiheadAttention, implementations
 // independent of Cohort's.
@@ -71,6 +72,9 @@ int main() {
   run("lstm", lstm, {steps, features}, batch);
   GRU gru("rnn", units, /*return_sequences=*/true);
   run("gru", gru, {steps, features}, batch);
+  Bidirectional bilstm("rnn", std::make_unique<LSTM>("rnn/forward", units, true),
+                       std::make_unique<LSTM>("rnn/backward", units, true));
+  run("bidirectional_lstm", bilstm, {steps, features}, batch);
   MultiHeadAttention attention("mha", heads);
   run("attention", attention, {steps, features}, batch);
   MultiHeadAttention causal("mha", heads, 0, /*causal=*/true);

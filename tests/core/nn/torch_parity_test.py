@@ -1,4 +1,4 @@
-"""Cohort's LSTM, GRU and MultiHeadAttention against PyTorch's: the same weights and input give
+"""Cohort's LSTM, GRU, Bidirectional and MultiHeadAttention against PyTorch's: the same weights and input give
 the same outputs and the same gradients of the input and of every variable, to 1e-5.
 
 Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
@@ -76,6 +76,29 @@ for name in ("lstm", "gru"):
         bias_grad = np.concatenate([bias_grad, module.bias_hh_l0.grad.numpy()[back]])
     compare(f"{name} bias gradient", v["grad:bias"], bias_grad)
 
+# A bidirectional LSTM: PyTorch's second direction reads the sequence reversed and gives its
+# outputs in time order beside the first's, as Keras's Bidirectional concatenates them.
+name = "bidirectional_lstm"
+v = {key: np.array(value) for key, value in data[name].items()}
+module = torch.nn.LSTM(features, units, batch_first=True, bidirectional=True)
+columns = 4 * units
+directions = (("forward", ""), ("backward", "_reverse"))
+for ours, suffix in directions:
+    bias = v[ours + "/bias"].copy()
+    bias[units:2 * units] += 1.0  # the forget bias
+    getattr(module, "weight_ih_l0" + suffix).data = tensor(v[ours + "/kernel"].reshape(features, columns).T)
+    getattr(module, "weight_hh_l0" + suffix).data = tensor(v[ours + "/recurrent_kernel"].reshape(units, columns).T)
+    getattr(module, "bias_ih_l0" + suffix).data = tensor(bias)
+    getattr(module, "bias_hh_l0" + suffix).data = torch.zeros(columns)
+run(module, v, 2 * units)
+for ours, suffix in directions:
+    compare(f"{name} {ours} kernel gradient", v[f"grad:{ours}/kernel"],
+            getattr(module, "weight_ih_l0" + suffix).grad.numpy().T)
+    compare(f"{name} {ours} recurrent kernel gradient", v[f"grad:{ours}/recurrent_kernel"],
+            getattr(module, "weight_hh_l0" + suffix).grad.numpy().T)
+    compare(f"{name} {ours} bias gradient", v[f"grad:{ours}/bias"],
+            getattr(module, "bias_ih_l0" + suffix).grad.numpy())
+
 for name in ("attention", "causal_attention"):
     v = {key: np.array(value) for key, value in data[name].items()}
     module = torch.nn.MultiheadAttention(features, heads, batch_first=True)
@@ -99,4 +122,4 @@ for name in ("attention", "causal_attention"):
 
 if failures:
     sys.exit("differ from PyTorch: " + ", ".join(failures))
-print("LSTM, GRU and MultiHeadAttention agree with PyTorch")
+print("LSTM, GRU, Bidirectional and MultiHeadAttention agree with PyTorch")
