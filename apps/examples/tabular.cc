@@ -1,12 +1,16 @@
-// A multi-layer perceptron trained on the user's own table of numbers, from CSV or NumPy files:
-// classification (a column of class labels, softmax cross-entropy), multi-label (several 0/1
-// target columns, sigmoid cross-entropy) or regression (float target columns, mean squared
-// error), on any number of workers:
+// A model trained on the user's own data, from CSV, NumPy or TFRecord files: a table of numbers
+// through a multi-layer perceptron, or sequences (examples [steps, features], or [steps] token
+// ids with --vocabulary) through 1-D convolutions, an LSTM, a GRU, a bidirectional LSTM or a
+// Transformer encoder (--model); classification (a column of class labels, softmax
+// cross-entropy), multi-label (several 0/1 target columns, sigmoid cross-entropy) or regression
+// (float target columns, mean squared error), on any number of workers:
 //
 //   mpirun -np 4 build/bin/example_tabular --train=houses.csv --test=houses_test.csv
 //       --target_columns=price --loss=mean_squared_error                       (one line)
 //   mpirun -np 4 build/bin/example_tabular --train=x.npy,y.npy --test=xt.npy,yt.npy
 //       --loss=sigmoid_cross_entropy                                           (one line)
+//   mpirun -np 4 build/bin/example_tabular --train=ids.npy,labels.npy --vocabulary=20000
+//       --model=bilstm                                                         (one line)
 //
 // --standardize scales each feature by the training data's mean and standard deviation.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
@@ -56,7 +60,14 @@ COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default m
                                             "mae", "huber"});
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, mse, mae, precision, recall, auc");
-COHORT_DEFINE_string(hidden, "64,64", "hidden layer sizes, comma-separated (ReLU)");
+COHORT_DEFINE_string(model, "mlp", "the model: mlp (--hidden), or over sequences conv1d, lstm, gru, bilstm or transformer (--units)",
+                     cohort::flags::Choices{"mlp", "conv1d", "lstm", "gru", "bilstm", "transformer"});
+COHORT_DEFINE_string(hidden, "64,64", "mlp: hidden layer sizes, comma-separated (ReLU)");
+COHORT_DEFINE_int(units, 64, "sequence models: filters of each convolution, units of the recurrent layers, width of the Transformer",
+                  cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_int(vocabulary, 0, "the features are token ids below this: an Embedding of --embedding_dim turns each into a vector (0: the features are values)",
+                  cohort::flags::Range{0, 1 << 24});
+COHORT_DEFINE_int(embedding_dim, 32, "with --vocabulary: the length of each token's vector", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
@@ -119,15 +130,57 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
 }
 
-// Hidden ReLU layers, then one output per class or per target value.
-cohort::Model mlp(cohort::Graph& graph, const cohort::Shape& input,
-                  const cohort::TargetSpec& targets) {
+// The body of a sequence model on x [steps, features]: what --model names, down to one vector.
+cohort::Node sequence_body(cohort::Model& model, cohort::Node x) {
+  using cohort::Activation;
+  const std::int64_t units = FLAGS_units;
+  if (FLAGS_model == "conv1d") {
+    x = model.apply(cohort::conv1d("conv1", units, 5, Activation::kRelu), x);
+    if (model.shape(x)[0] >= 4) x = model.apply(cohort::max_pool1d("pool1", 2), x);
+    x = model.apply(cohort::conv1d("conv2", units, 5, Activation::kRelu), x);
+    return model.apply(cohort::global_max_pool2d("pool2"), x);
+  }
+  if (FLAGS_model == "lstm") return model.apply(cohort::lstm("lstm", units), x);
+  if (FLAGS_model == "gru") return model.apply(cohort::gru("gru", units), x);
+  if (FLAGS_model == "bilstm")
+    return model.apply(cohort::bidirectional("bilstm", cohort::lstm("bilstm/forward", units),
+                                             cohort::lstm("bilstm/backward", units)),
+                       x);
+  // transformer: the steps projected to --units, their positions added, two blocks of 4 heads
+  // (or as many as divide --units), the mean over the steps.
+  std::int64_t heads = 4;
+  while (units % heads != 0) --heads;
+  x = model.apply(cohort::dense("embed", units, Activation::kNone, /*flatten=*/false), x);
+  x = model.apply(cohort::position_embedding("position"), x);
+  for (int b = 1; b <= 2; ++b)
+    x = cohort::transformer_block(model, x, "block" + std::to_string(b), heads, 2 * units);
+  x = model.apply(cohort::layer_norm("norm"), x);
+  return model.apply(cohort::global_avg_pool2d("pool"), x);
+}
+
+// --model's layers (with an Embedding first for token ids), then one output per class or per
+// target value.
+cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
+                    const cohort::TargetSpec& targets) {
   cohort::Model model(graph);
   cohort::Node x = model.input(input);
+  if (FLAGS_vocabulary > 0) {
+    x = model.apply(cohort::embedding("embedding", FLAGS_vocabulary, FLAGS_embedding_dim), x);
+  } else if (FLAGS_model != "mlp" && input.size() == 1) {
+    x = model.apply(cohort::reshape("steps", {input[0], 1}), x);  // a series of single values
+  }
+  if (FLAGS_model != "mlp") {
+    if (model.shape(x).size() != 2)
+      throw cohort::InvalidArgument(
+          "--model=" + FLAGS_model + " reads sequences [steps, features] (or [steps] token ids "
+          "with --vocabulary); the data's examples are " + cohort::to_string(input));
+    x = sequence_body(model, x);
+  }
   // No hidden layer at all (--hidden=) makes a linear model.
   const std::vector<std::int64_t> hidden =
-      FLAGS_hidden.empty() ? std::vector<std::int64_t>{}
-                           : cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
+      FLAGS_model != "mlp" || FLAGS_hidden.empty()
+          ? std::vector<std::int64_t>{}
+          : cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
   for (std::size_t i = 0; i < hidden.size(); ++i)
     x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), hidden[i],
                                   cohort::Activation::kRelu),
@@ -196,7 +249,7 @@ int Main(int argc, char** argv) {
   optimizer.name = FLAGS_optimizer;
   optimizer.learning_rate.base = FLAGS_learning_rate;
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return mlp(g, input, targets); }, train,
+      &server, graph, [&](cohort::Graph& g) { return build(g, input, targets); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);
