@@ -53,6 +53,53 @@ def resnet(widths=(16, 32, 64), blocks=2):
     return nn.Sequential(*layers)
 
 
+class Rows(nn.Module):
+    """Cohort's rnn (core/nn/models.h): each image's 28 rows as steps, an LSTM or GRU of 128
+    units, the last step's output to Dense 10."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn = cell(28, 128, batch_first=True)
+        self.logits = nn.Linear(128, 10)
+
+    def forward(self, x):
+        out, _ = self.rnn(x.reshape(x.shape[0], 28, 28))
+        return self.logits(out[:, -1])
+
+
+class EncoderBlock(nn.Module):
+    """Cohort's transformer_block: pre-norm attention and feed-forward network, each added back."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-3)
+        self.attention = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-3)
+        self.ffn = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        y = self.norm1(x)
+        x = x + self.attention(y, y, y, need_weights=False)[0]
+        return x + self.ffn(self.norm2(x))
+
+
+class Transformer(nn.Module):
+    """Cohort's transformer: rows projected to 64, a learned position embedding, two blocks of 4
+    heads, a last norm, the mean over the steps, Dense 10."""
+
+    def __init__(self, dim=64, heads=4, blocks=2):
+        super().__init__()
+        self.embed = nn.Linear(28, dim)
+        self.position = nn.Parameter(torch.randn(28, dim) * 0.02)
+        self.blocks = nn.Sequential(*[EncoderBlock(dim, heads) for _ in range(blocks)])
+        self.norm = nn.LayerNorm(dim, eps=1e-3)
+        self.logits = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        x = self.embed(x.reshape(x.shape[0], 28, 28)) + self.position
+        return self.logits(self.norm(self.blocks(x)).mean(dim=1))
+
+
 def models():
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                         nn.Linear(128, 10))
@@ -62,7 +109,8 @@ def models():
     small = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                           nn.Linear(1568, 10))
-    return {"mlp": mlp, "cnn": cnn, "small_cnn": small, "resnet": resnet()}
+    return {"mlp": mlp, "cnn": cnn, "small_cnn": small, "resnet": resnet(), "lstm": Rows(nn.LSTM),
+            "gru": Rows(nn.GRU), "transformer": Transformer()}
 
 
 def training_step(model, opt, x, y):

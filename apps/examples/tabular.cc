@@ -203,6 +203,9 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  if (FLAGS_standardize && FLAGS_vocabulary > 0)
+    throw cohort::InvalidArgument("--standardize with --vocabulary=" + std::to_string(FLAGS_vocabulary) +
+                                  ": token ids must stay integers; standardise values, not ids");
   // Each worker reads its shard of the training data; the chief alone, which evaluates, the
   // test data (without --test: the whole training file). With --validation_split every worker
   // reads the whole file, splits it alike and keeps its shard of the training part.

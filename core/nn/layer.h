@@ -121,6 +121,8 @@ class Layer {
 
   /// Floating-point operations of forward + backward for one example (for benchmarks).
   virtual double flops_per_example() const { return 0.0; }
+  /// The part of flops_per_example() spent on the input's gradient, which a first layer skips.
+  virtual double input_grad_flops_per_example() const { return 0.0; }
 
   /// A new GPU path for this built layer, on the calling thread's current device; null when the
   /// layer has none, or Cohort was built without CUDA (a model with such a layer cannot be placed

@@ -377,7 +377,7 @@ double LayerGraph::flops_per_example(bool inputs_need_grad) const {
     upstream[n] = before || node.has_variables;
     const Layer& layer = *layers_[static_cast<std::size_t>(node.layer)];
     flops += layer.flops_per_example();
-    if (!before) flops -= input_grad_flops_per_example(layer);
+    if (!before) flops -= layer.input_grad_flops_per_example();
   }
   return flops;
 }

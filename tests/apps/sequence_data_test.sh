@@ -9,7 +9,8 @@
 #   accuracy at least 0.95 (chance: 0.5);
 # - a series of 24 values [24] (a sequence of single values), the target its next value, through
 #   a GRU: test mean squared error below 2% of the targets' variance (measured 0.3%);
-# - examples that are not sequences ([2, 2, 2]) are refused in one line naming --model.
+# - examples that are not sequences ([2, 2, 2]), and --standardize on token ids, are refused in
+#   one line.
 #
 #   sequence_data_test.sh TABULAR MPIEXEC NP_FLAG WORKDIR DATA_DIR
 set -euo pipefail
@@ -109,4 +110,7 @@ PY
 expect_job_failure "$tabular" cubes \
   "--model=lstm reads sequences \[steps, features\] \(or \[steps\] token ids with --vocabulary\); the data's examples are \[2, 2, 2\]" \
   "0 1 2" --model=lstm --train=cubes_x.npy,cubes_y.npy
+expect_job_failure "$tabular" standardized_ids \
+  "--standardize with --vocabulary=50: token ids must stay integers; standardise values, not ids" \
+  "0 1 2" --model=conv1d --vocabulary=50 --standardize --train=ids_train_x.npy,ids_train_y.npy
 echo "sequence data test passed"

@@ -26,10 +26,10 @@ void column_sums(const float* m, std::int64_t rows, std::int64_t cols, float* su
 
 MultiHeadAttention::MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim,
                                        bool causal)
-    : name_(std::move(name)), heads_(heads), key_dim_(key_dim), causal_(causal) {
-  if (heads_ < 1 || key_dim_ < 0)
+    : name_(std::move(name)), heads_(heads), requested_key_dim_(key_dim), causal_(causal) {
+  if (heads_ < 1 || key_dim < 0)
     throw InvalidArgument("MultiHeadAttention \"" + name_ + "\": heads " + std::to_string(heads_) +
-                          ", key_dim " + std::to_string(key_dim_) +
+                          ", key_dim " + std::to_string(key_dim) +
                           ": heads must be >= 1 and key_dim >= 1 (or 0: features / heads)");
 }
 
@@ -39,6 +39,7 @@ Shape MultiHeadAttention::build(Graph& graph, const Shape& input) {
     throw InvalidArgument(what + " is not [steps, features]");
   steps_ = input[0];
   features_ = input[1];
+  key_dim_ = requested_key_dim_;
   if (key_dim_ == 0) {
     if (features_ % heads_ != 0)
       throw InvalidArgument(what + ": " + std::to_string(features_) + " features do not split " +
@@ -170,6 +171,10 @@ double MultiHeadAttention::flops_per_example() const {
   const double projections = 4.0 * 2.0 * t * static_cast<double>(features_) * w;
   const double attention = 2.0 * 2.0 * t * t * w;
   return 3.0 * (projections + attention);
+}
+
+double MultiHeadAttention::input_grad_flops_per_example() const {
+  return 3.0 * 2.0 * static_cast<double>(steps_ * features_ * width_);
 }
 
 Shape PositionEmbedding::build(Graph& graph, const Shape& input) {

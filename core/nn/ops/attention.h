@@ -44,6 +44,7 @@ class MultiHeadAttention : public Layer {
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
   double flops_per_example() const override;
+  double input_grad_flops_per_example() const override;
 
  private:
   // A projection's variables: kernel [in, out] and bias [out] at these offsets.
@@ -60,7 +61,9 @@ class MultiHeadAttention : public Layer {
                     float* grad_input, float beta) const;
 
   std::string name_;
-  std::int64_t heads_, key_dim_;
+  std::int64_t heads_;
+  std::int64_t requested_key_dim_;  // as given: 0 for features / heads
+  std::int64_t key_dim_ = 0;        // as built
   bool causal_;
   Graph* graph_ = nullptr;
   std::int64_t steps_ = 0, features_ = 0, width_ = 0;  // width: heads * key_dim

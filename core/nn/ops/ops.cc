@@ -26,12 +26,6 @@ SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride
   return {(in - window) / stride + 1, 0, 0};
 }
 
-double input_grad_flops_per_example(const Layer& layer) {
-  if (const auto* d = dynamic_cast<const Dense*>(&layer)) return d->input_grad_flops_per_example();
-  if (const auto* c = dynamic_cast<const Conv2D*>(&layer)) return c->input_grad_flops_per_example();
-  return 0.0;
-}
-
 std::unique_ptr<Layer> dense(std::string name, std::int64_t units, Activation activation,
                              bool flatten) {
   return std::make_unique<Dense>(std::move(name), units, activation,

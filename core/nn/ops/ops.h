@@ -78,8 +78,7 @@ class Dense : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
   std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override;
-  /// The part of flops_per_example() spent on the input gradient.
-  double input_grad_flops_per_example() const;
+  double input_grad_flops_per_example() const override;
 
  private:
   friend class DenseGpu;
@@ -139,7 +138,7 @@ class Conv2D : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
   std::unique_ptr<GpuLayer> make_gpu_layer() const override;
   double flops_per_example() const override;
-  double input_grad_flops_per_example() const;
+  double input_grad_flops_per_example() const override;
 
  private:
   friend class Conv2DGpu;
@@ -300,10 +299,6 @@ class SoftmaxCrossEntropy {
 /// Fraction of rows whose largest logit (the first, on ties) is at the label. Throws
 /// InvalidArgument when labels.size() != N.
 float accuracy(const Tensor& logits, std::span<const std::int32_t> labels);
-
-/// The input-gradient FLOPs that a layer's flops_per_example() includes (0 for layers that have no
-/// separable input-gradient work); a model whose first layer skips that work subtracts them.
-double input_grad_flops_per_example(const Layer& layer);
 
 // Terse constructors for model definitions.
 /// `flatten` false: at every position of the input's last axis (see Dense).

@@ -163,6 +163,10 @@ double Recurrent::flops_per_example() const {
   return static_cast<double>(steps_) * (3.0 * products + cell_flops());
 }
 
+double Recurrent::input_grad_flops_per_example() const {
+  return 2.0 * static_cast<double>(steps_ * features_ * gates_ * units_);
+}
+
 LSTM::LSTM(std::string name, std::int64_t units, bool return_sequences, float forget_bias)
     : Recurrent("LSTM", std::move(name), units, 4, return_sequences, false),
       forget_bias_(forget_bias) {}
@@ -295,6 +299,13 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
   if (forward_->name() == backward_->name())
     throw InvalidArgument("Bidirectional \"" + name_ + "\": its two layers are both named \"" +
                           forward_->name() + "\" and would share their variables");
+  // A layer owns the variables under its name (its gradients, its parameter count): the inner
+  // layers' must be under this one's.
+  for (const Layer* inner : {forward_.get(), backward_.get()})
+    if (!inner->name().starts_with(name_ + "/"))
+      throw InvalidArgument("Bidirectional \"" + name_ + "\": its layer \"" + inner->name() +
+                            "\" must be named \"" + name_ + "/...\" (as \"" + name_ +
+                            "/forward\"), so that its variables are the Bidirectional's");
 }
 
 Shape Bidirectional::build(Graph& graph, const Shape& input) {
@@ -363,8 +374,13 @@ double Bidirectional::flops_per_example() const {
   return forward_->flops_per_example() + backward_->flops_per_example();
 }
 
-std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences) {
-  return std::make_unique<LSTM>(std::move(name), units, return_sequences);
+double Bidirectional::input_grad_flops_per_example() const {
+  return forward_->input_grad_flops_per_example() + backward_->input_grad_flops_per_example();
+}
+
+std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences,
+                            float forget_bias) {
+  return std::make_unique<LSTM>(std::move(name), units, return_sequences, forget_bias);
 }
 
 std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences) {

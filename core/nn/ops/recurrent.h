@@ -32,6 +32,7 @@ class Recurrent : public Layer {
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
   double flops_per_example() const override;
+  double input_grad_flops_per_example() const override;
 
   std::int64_t units() const { return units_; }
   bool return_sequences() const { return return_sequences_; }
@@ -86,8 +87,9 @@ class Recurrent : public Layer {
 /// Long short-term memory (Hochreiter and Schmidhuber 1997), gates in Keras's order (input,
 /// forget, cell, output): i, f, o = sigmoid, g = tanh of the input's and the last output's
 /// products plus the bias; c = f c_prev + i g; h = o tanh(c). `forget_bias` is added to the
-/// forget gate's sum (TensorFlow 1's LSTMCell: 1, so that a new layer remembers; Keras puts the
-/// 1 into the bias's first values instead).
+/// forget gate's sum (TensorFlow 1's LSTMCell: 1, so that a new layer remembers). Keras puts the
+/// 1 into the bias's forget block (bias[units:2 units]) instead: weights from Keras need a
+/// forget_bias of 0.
 class LSTM final : public Recurrent {
  public:
   LSTM(std::string name, std::int64_t units, bool return_sequences = false,
@@ -129,7 +131,8 @@ class GRU final : public Recurrent {
 
 /// Reads a sequence both ways (Keras's Bidirectional, its outputs concatenated): `forward` over
 /// the sequence [steps, features] as it is, `backward` over it reversed in time, two layers of
-/// their own (name them "<name>/forward" and "<name>/backward": their variables are theirs).
+/// their own named under this one's name ("<name>/forward" and "<name>/backward"; another name
+/// is refused, since a layer owns the variables under its name).
 /// Each gives [units] (the last step it read) or [steps, units] (every step's, the backward
 /// layer's put back in time order); the output is the two side by side along the last axis.
 class Bidirectional : public Layer {
@@ -142,6 +145,7 @@ class Bidirectional : public Layer {
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
   double flops_per_example() const override;
+  double input_grad_flops_per_example() const override;
 
  private:
   std::string name_;
@@ -156,7 +160,8 @@ class Bidirectional : public Layer {
 };
 
 /// Terse constructors.
-std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences = false);
+std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences = false,
+                            float forget_bias = 1.0f);
 std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences = false);
 /// bidirectional("encoder", lstm("encoder/forward", 64), lstm("encoder/backward", 64)).
 std::unique_ptr<Layer> bidirectional(std::string name, std::unique_ptr<Layer> forward,

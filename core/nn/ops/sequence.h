@@ -56,6 +56,7 @@ class AvgPool1D final : public AvgPool2D {
   AvgPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding);
   Shape build(Graph& graph, const Shape& input) override;
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  std::unique_ptr<GpuLayer> make_gpu_layer() const override { return nullptr; }
 };
 
 /// Terse constructors (stride 0: = window for the pools).

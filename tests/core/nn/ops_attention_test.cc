@@ -155,6 +155,12 @@ TEST_CASE("The attention layers refuse what does not fit, naming themselves") {
                        "MultiHeadAttention \"mha\": input [784] is not [steps, features]",
                        InvalidArgument);
   CHECK_THROWS_AS(MultiHeadAttention("mha", 0), InvalidArgument);
+  // key_dim 0 is features / heads at every build, not the first build's.
+  MultiHeadAttention automatic("mha", 2);
+  Graph wide, narrow;
+  automatic.build(wide, {5, 8});
+  automatic.build(narrow, {5, 4});
+  CHECK(narrow.find("mha/query/kernel")->shape == Shape{4, 4});
   CHECK_THROWS_WITH_AS(PositionEmbedding("p").build(graph, {28, 28, 1}),
                        "PositionEmbedding \"p\": input [28, 28, 1] is not [steps, features]",
                        InvalidArgument);

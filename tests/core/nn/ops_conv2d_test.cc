@@ -345,6 +345,10 @@ TEST_CASE("Conv2D rejects bad options and inputs") {
   CHECK_THROWS_AS(Conv2D("c", options(0, 3, 3, 1, Padding::kSame)), InvalidArgument);
   CHECK_THROWS_AS(Conv2D("c", options(1, 3, 3, 0, Padding::kSame)), InvalidArgument);
   Graph graph;
+  CHECK_THROWS_WITH_AS(Conv2D("c", options(1, 3, 3, 1, Padding::kCausal)).build(graph, {8, 8, 1}),
+                       "Conv2D \"c\": causal padding is for sequences (Conv1D, or a filter one row "
+                       "high); this filter is 3x3",
+                       InvalidArgument);
   Conv2D layer("c", options(1, 5, 5, 1, Padding::kValid));
   CHECK_THROWS_AS(layer.build(graph, {28, 28}), InvalidArgument);
   CHECK_THROWS_AS(layer.build(graph, {3, 3, 1}), InvalidArgument);

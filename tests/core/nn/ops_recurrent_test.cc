@@ -239,3 +239,25 @@ TEST_CASE("Bidirectional refuses layers that share a name or disagree on what th
                        "must give [units] or both [6, units]",
                        InvalidArgument);
 }
+
+TEST_CASE("Bidirectional's layers must be named under it: a layer owns the variables under its name") {
+  CHECK_THROWS_WITH_AS(Bidirectional("bi", lstm("forward", 4), lstm("bi/backward", 4)),
+                       "Bidirectional \"bi\": its layer \"forward\" must be named \"bi/...\" (as "
+                       "\"bi/forward\"), so that its variables are the Bidirectional's",
+                       InvalidArgument);
+  // Named under it, a first layer's gradients are computed and its parameters counted.
+  Graph graph;
+  Model model(graph, {5, 3}, 2);
+  model.add(bidirectional("bi", lstm("bi/forward", 4), gru("bi/backward", 4)))
+      .add(dense("logits", 2));
+  graph.initialize(3);
+  const Tensor x = random_tensor({4, 5, 3}, 2);
+  const std::vector<std::int32_t> labels = {0, 1, 1, 0};
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()), 0.0f);
+  model.train_step(x, labels, grads, {});
+  const Variable* kernel = graph.find("bi/backward/kernel");
+  double norm = 0;
+  for (std::int64_t i = 0; i < kernel->size; ++i) norm += std::abs(grads[static_cast<std::size_t>(kernel->offset + i)]);
+  CHECK(norm > 0);
+  CHECK(model.summary().find("bi (Bidirectional)") != std::string::npos);
+}
