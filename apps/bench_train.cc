@@ -250,7 +250,7 @@ int Main(int argc, char** argv) {
   std::printf("# CPU kernels %s\n", cohort::kernel_level_summary().c_str());
   std::printf("# load average %.2f at start (other processes share the cores when it is above 0)\n",
               load_average());
-  std::printf("%-10s %7s %5s %10s %12s %8s %8s %12s %14s\n", "model", "threads", "batch",
+  std::printf("%-11s %7s %5s %10s %12s %8s %8s %12s %14s\n", "model", "threads", "batch",
               "images/s", "MFLOP/image", "GFLOP/s", "of GEMM", "img/CPU-s", "products only");
   // On a GPU the host's GEMM ceiling does not apply. "of GEMM" is per thread: GFLOP/s over
   // threads times the one-core ceiling.
@@ -270,7 +270,7 @@ int Main(int argc, char** argv) {
       char products[32] = "-";
       if (r.products_alone > 0.0)
         std::snprintf(products, sizeof products, "%.0f", r.products_alone);
-      std::printf("%-10s %7d %5lld %10.0f %12.2f %8.1f %8s %12.0f %14s\n", name.c_str(), threads,
+      std::printf("%-11s %7d %5lld %10.0f %12.2f %8.1f %8s %12.0f %14s\n", name.c_str(), threads,
                   static_cast<long long>(FLAGS_batch_size), r.images_per_second,
                   r.flops_per_image / 1e6, gflops, of_gemm, r.images_per_cpu_second, products);
       std::fflush(stdout);

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <Eigen/Core>
+
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/initializer.h"
@@ -14,6 +16,8 @@ namespace cohort {
 namespace {
 
 using ops_detail::gemm;
+using RowArray = Eigen::Map<Eigen::ArrayXf>;
+using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
 // sums[j] := the sum of column j of m [rows, cols].
 void column_sums(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
@@ -102,13 +106,12 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
       gemm(false, true, t_count, t_count, key_dim_, scale, q_.data() + at, w, k_.data() + at, w,
            0.0f, a, t_count);
       for (std::int64_t i = 0; i < t_count; ++i) {
-        float* row = a + i * t_count;
+        // Each row's softmax over the steps it sees, vectorised; the masked ones weigh 0.
         const std::int64_t seen = causal_ ? i + 1 : t_count;
-        const float largest = *std::max_element(row, row + seen);
-        float sum = 0.0f;
-        for (std::int64_t j = 0; j < seen; ++j) sum += row[j] = std::exp(row[j] - largest);
-        for (std::int64_t j = 0; j < seen; ++j) row[j] /= sum;
-        std::fill(row + seen, row + t_count, 0.0f);
+        RowArray row(a + i * t_count, seen);
+        row = (row - row.maxCoeff()).exp();
+        row /= row.sum();
+        std::fill(a + i * t_count + seen, a + (i + 1) * t_count, 0.0f);
       }
       gemm(false, false, t_count, key_dim_, t_count, 1.0f, a, t_count, v_.data() + at, w, 0.0f,
            context_.data() + at, w);
@@ -142,11 +145,9 @@ void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tens
            dv_.data() + at, w);
       // Through each row's softmax: dS = A (dA - <dA, A>); masked entries have A = 0.
       for (std::int64_t i = 0; i < t_count; ++i) {
-        const float* ai = a + i * t_count;
-        float* di = da + i * t_count;
-        float dot = 0.0f;
-        for (std::int64_t j = 0; j < t_count; ++j) dot += di[j] * ai[j];
-        for (std::int64_t j = 0; j < t_count; ++j) di[j] = ai[j] * (di[j] - dot);
+        ConstRowArray ai(a + i * t_count, t_count);
+        RowArray di(da + i * t_count, t_count);
+        di = ai * (di - (di * ai).sum());
       }
       // Through S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q.
       gemm(false, false, t_count, key_dim_, t_count, scale, da, t_count, k_.data() + at, w, 0.0f,

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <Eigen/Core>
+
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/initializer.h"
@@ -15,7 +17,8 @@ namespace {
 
 using ops_detail::gemm;
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+using RowArray = Eigen::Map<Eigen::ArrayXf>;
+using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
 // Adds the `rows` rows of `m` ([rows, cols]) onto `sums` [cols].
 void add_rows(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
@@ -180,27 +183,29 @@ void LSTM::begin(std::int64_t steps, std::int64_t batch, bool backward) {
   dc_.set_zero();
 }
 
+// The cells' element-wise work runs over whole gate blocks of one example as Eigen arrays:
+// logistic and tanh vectorised at the instruction-set level the ops are compiled for.
 void LSTM::step_forward(std::int64_t t, std::int64_t batch, float* x, float* r,
                         const float* /*h_prev*/, float* h) {
   const std::int64_t u = units_;
   float* c = cs_.data() + t * batch * u;
   const float* c_prev = t == 0 ? nullptr : c - batch * u;
   for (std::int64_t b = 0; b < batch; ++b) {
-    float* gate = x + b * 4 * u;  // i, f, g, o blocks of u; the activations replace the sums
+    // The i, f, g, o blocks of u; the activations replace the sums.
+    float* gate = x + b * 4 * u;
     const float* rec = r + b * 4 * u;
-    for (std::int64_t j = 0; j < u; ++j) {
-      const float i = sigmoid(gate[j] + rec[j]);
-      const float f = sigmoid(gate[u + j] + rec[u + j] + forget_bias_);
-      const float g = std::tanh(gate[2 * u + j] + rec[2 * u + j]);
-      const float o = sigmoid(gate[3 * u + j] + rec[3 * u + j]);
-      const float cell = (c_prev == nullptr ? 0.0f : f * c_prev[b * u + j]) + i * g;
-      gate[j] = i;
-      gate[u + j] = f;
-      gate[2 * u + j] = g;
-      gate[3 * u + j] = o;
-      c[b * u + j] = cell;
-      h[b * u + j] = o * std::tanh(cell);
+    RowArray i(gate, u), f(gate + u, u), g(gate + 2 * u, u), o(gate + 3 * u, u);
+    i = (i + ConstRowArray(rec, u)).logistic();
+    f = (f + ConstRowArray(rec + u, u) + forget_bias_).logistic();
+    g = (g + ConstRowArray(rec + 2 * u, u)).tanh();
+    o = (o + ConstRowArray(rec + 3 * u, u)).logistic();
+    RowArray cell(c + b * u, u);
+    if (c_prev == nullptr) {
+      cell = i * g;
+    } else {
+      cell = f * ConstRowArray(c_prev + b * u, u) + i * g;
     }
+    RowArray(h + b * u, u) = o * cell.tanh();
   }
 }
 
@@ -209,22 +214,25 @@ void LSTM::step_backward(std::int64_t t, std::int64_t batch, const float* dh, co
   const std::int64_t u = units_;
   const float* c = cs_.data() + t * batch * u;
   const float* c_prev = t == 0 ? nullptr : c - batch * u;
+  tanh_c_.resize({u});
+  RowArray tanh_c(tanh_c_.data(), u);
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* gate = x + b * 4 * u;
+    ConstRowArray i(gate, u), f(gate + u, u), g(gate + 2 * u, u), o(gate + 3 * u, u);
+    ConstRowArray d_h(dh + b * u, u);
     float* d = dx + b * 4 * u;
-    for (std::int64_t j = 0; j < u; ++j) {
-      const float i = gate[j], f = gate[u + j], g = gate[2 * u + j], o = gate[3 * u + j];
-      const float tanh_c = std::tanh(c[b * u + j]);
-      const float dhj = dh[b * u + j];
-      float& dc = dc_[b * u + j];  // from the step after, then this step's
-      dc += dhj * o * (1.0f - tanh_c * tanh_c);
-      const float prev = c_prev == nullptr ? 0.0f : c_prev[b * u + j];
-      d[j] = dc * g * i * (1.0f - i);
-      d[u + j] = dc * prev * f * (1.0f - f);
-      d[2 * u + j] = dc * i * (1.0f - g * g);
-      d[3 * u + j] = dhj * tanh_c * o * (1.0f - o);
-      dc *= f;  // what reaches the step before
+    tanh_c = ConstRowArray(c + b * u, u).tanh();
+    RowArray dc(dc_.data() + b * u, u);  // from the step after, then this step's
+    dc += d_h * o * (1.0f - tanh_c.square());
+    RowArray(d, u) = dc * g * i * (1.0f - i);
+    if (c_prev == nullptr) {
+      RowArray(d + u, u).setZero();
+    } else {
+      RowArray(d + u, u) = dc * ConstRowArray(c_prev + b * u, u) * f * (1.0f - f);
     }
+    RowArray(d + 2 * u, u) = dc * i * (1.0f - g.square());
+    RowArray(d + 3 * u, u) = d_h * tanh_c * o * (1.0f - o);
+    dc *= f;  // what reaches the step before
   }
   // The input's and the last output's products enter each gate's sum alike.
   std::copy_n(dx, batch * 4 * u, dr);
@@ -239,17 +247,14 @@ void GRU::step_forward(std::int64_t, std::int64_t batch, float* x, float* r, con
                        float* h) {
   const std::int64_t u = units_;
   for (std::int64_t b = 0; b < batch; ++b) {
-    float* gate = x + b * 3 * u;  // z, s, n blocks of u; the activations replace the sums
+    // The z, s, n blocks of u; the activations replace the sums.
+    float* gate = x + b * 3 * u;
     const float* rec = r + b * 3 * u;
-    for (std::int64_t j = 0; j < u; ++j) {
-      const float z = sigmoid(gate[j] + rec[j]);
-      const float s = sigmoid(gate[u + j] + rec[u + j]);
-      const float candidate = std::tanh(gate[2 * u + j] + s * rec[2 * u + j]);
-      gate[j] = z;
-      gate[u + j] = s;
-      gate[2 * u + j] = candidate;
-      h[b * u + j] = z * h_prev[b * u + j] + (1.0f - z) * candidate;
-    }
+    RowArray z(gate, u), s(gate + u, u), candidate(gate + 2 * u, u);
+    z = (z + ConstRowArray(rec, u)).logistic();
+    s = (s + ConstRowArray(rec + u, u)).logistic();
+    candidate = (candidate + s * ConstRowArray(rec + 2 * u, u)).tanh();
+    RowArray(h + b * u, u) = z * ConstRowArray(h_prev + b * u, u) + (1.0f - z) * candidate;
   }
 }
 
@@ -259,21 +264,18 @@ void GRU::step_backward(std::int64_t, std::int64_t batch, const float* dh, const
   const std::int64_t u = units_;
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* gate = x + b * 3 * u;
-    const float* rec = r + b * 3 * u;
+    ConstRowArray z(gate, u), s(gate + u, u), candidate(gate + 2 * u, u);
+    ConstRowArray d_h(dh + b * u, u), prev(h_prev + b * u, u), r_n(r + b * 3 * u + 2 * u, u);
     float* d_x = dx + b * 3 * u;
     float* d_r = dr + b * 3 * u;
-    for (std::int64_t j = 0; j < u; ++j) {
-      const float z = gate[j], s = gate[u + j], candidate = gate[2 * u + j];
-      const float dhj = dh[b * u + j], prev = h_prev[b * u + j];
-      const float dz = dhj * (prev - candidate) * z * (1.0f - z);
-      const float dn = dhj * (1.0f - z) * (1.0f - candidate * candidate);
-      const float ds = dn * rec[2 * u + j] * s * (1.0f - s);
-      d_x[j] = d_r[j] = dz;
-      d_x[u + j] = d_r[u + j] = ds;
-      d_x[2 * u + j] = dn;
-      d_r[2 * u + j] = dn * s;
-      if (dh_prev != nullptr) dh_prev[b * u + j] += dhj * z;
-    }
+    RowArray dz(d_x, u), ds(d_x + u, u), dn(d_x + 2 * u, u);
+    dz = d_h * (prev - candidate) * z * (1.0f - z);
+    dn = d_h * (1.0f - z) * (1.0f - candidate.square());
+    ds = dn * r_n * s * (1.0f - s);
+    RowArray(d_r, u) = dz;
+    RowArray(d_r + u, u) = ds;
+    RowArray(d_r + 2 * u, u) = dn * s;
+    if (dh_prev != nullptr) RowArray(dh_prev + b * u, u) += d_h * z;
   }
 }
 

@@ -108,6 +108,7 @@ class LSTM final : public Recurrent {
   float forget_bias_;
   Tensor cs_;  // [steps, batch, units]: each step's cell state
   Tensor dc_;  // [batch, units]: dLoss/dc of the step after the one being taken back
+  Tensor tanh_c_;  // [units]: tanh of one example's cell state
 };
 
 /// Gated recurrent unit (Cho et al. 2014) as Keras's GRU (reset_after, its default) and PyTorch's
