@@ -23,6 +23,7 @@
 #include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/data/loaders.h"
+#include "cohort/core/nn/data/text.h"
 #include "cohort/core/nn/evaluation.h"
 #include "cohort/core/nn/gradient_check.h"
 #include "cohort/core/nn/graph.h"

@@ -130,34 +130,6 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
 }
 
-// The body of a sequence model on x [steps, features]: what --model names, down to one vector.
-cohort::Node sequence_body(cohort::Model& model, cohort::Node x) {
-  using cohort::Activation;
-  const std::int64_t units = FLAGS_units;
-  if (FLAGS_model == "conv1d") {
-    x = model.apply(cohort::conv1d("conv1", units, 5, Activation::kRelu), x);
-    if (model.shape(x)[0] >= 4) x = model.apply(cohort::max_pool1d("pool1", 2), x);
-    x = model.apply(cohort::conv1d("conv2", units, 5, Activation::kRelu), x);
-    return model.apply(cohort::global_max_pool2d("pool2"), x);
-  }
-  if (FLAGS_model == "lstm") return model.apply(cohort::lstm("lstm", units), x);
-  if (FLAGS_model == "gru") return model.apply(cohort::gru("gru", units), x);
-  if (FLAGS_model == "bilstm")
-    return model.apply(cohort::bidirectional("bilstm", cohort::lstm("bilstm/forward", units),
-                                             cohort::lstm("bilstm/backward", units)),
-                       x);
-  // transformer: the steps projected to --units, their positions added, two blocks of 4 heads
-  // (or as many as divide --units), the mean over the steps.
-  std::int64_t heads = 4;
-  while (units % heads != 0) --heads;
-  x = model.apply(cohort::dense("embed", units, Activation::kNone, /*flatten=*/false), x);
-  x = model.apply(cohort::position_embedding("position"), x);
-  for (int b = 1; b <= 2; ++b)
-    x = cohort::transformer_block(model, x, "block" + std::to_string(b), heads, 2 * units);
-  x = model.apply(cohort::layer_norm("norm"), x);
-  return model.apply(cohort::global_avg_pool2d("pool"), x);
-}
-
 // --model's layers (with an Embedding first for token ids), then one output per class or per
 // target value.
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
@@ -174,7 +146,7 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
       throw cohort::InvalidArgument(
           "--model=" + FLAGS_model + " reads sequences [steps, features] (or [steps] token ids "
           "with --vocabulary); the data's examples are " + cohort::to_string(input));
-    x = sequence_body(model, x);
+    x = cohort::sequence_encoder(model, x, FLAGS_model, FLAGS_units);
   }
   // No hidden layer at all (--hidden=) makes a linear model.
   const std::vector<std::int64_t> hidden =

@@ -8,6 +8,7 @@
 #include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/recurrent.h"
+#include "cohort/core/nn/ops/sequence.h"
 
 namespace cohort {
 namespace {
@@ -112,6 +113,32 @@ Node transformer_block(Model& model, Node x, const std::string& name, std::int64
   y = model.apply(dense(name + "/ffn1", ffn_units, Activation::kRelu, /*flatten=*/false), y);
   y = model.apply(dense(name + "/ffn2", dim, Activation::kNone, /*flatten=*/false), y);
   return model.apply(add(name + "/residual2"), {x, y});
+}
+
+Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units) {
+  if (kind == "conv1d") {
+    x = model.apply(conv1d("conv1", units, 5, Activation::kRelu), x);
+    if (model.shape(x)[0] >= 4) x = model.apply(max_pool1d("pool1", 2), x);
+    x = model.apply(conv1d("conv2", units, 5, Activation::kRelu), x);
+    return model.apply(global_max_pool2d("pool2"), x);
+  }
+  if (kind == "lstm") return model.apply(lstm("lstm", units), x);
+  if (kind == "gru") return model.apply(gru("gru", units), x);
+  if (kind == "bilstm")
+    return model.apply(bidirectional("bilstm", lstm("bilstm/forward", units),
+                                     lstm("bilstm/backward", units)),
+                       x);
+  if (kind != "transformer")
+    throw InvalidArgument("sequence_encoder: \"" + kind +
+                          "\" is not conv1d, lstm, gru, bilstm or transformer");
+  std::int64_t heads = 4;
+  while (units % heads != 0) --heads;
+  x = model.apply(dense("embed", units, Activation::kNone, /*flatten=*/false), x);
+  x = model.apply(position_embedding("position"), x);
+  for (int b = 1; b <= 2; ++b)
+    x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * units);
+  x = model.apply(layer_norm("norm"), x);
+  return model.apply(global_avg_pool2d("pool"), x);
 }
 
 Model transformer(Graph& graph, const TransformerOptions& options) {

@@ -53,6 +53,15 @@ Model rnn(Graph& graph, const std::string& cell = "lstm", std::int64_t units = 1
 Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
                        std::int64_t ffn_units);
 
+/// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
+/// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another
+/// such convolution; the max over the steps), "lstm", "gru", "bilstm" (an LSTM each way, 2 units
+/// out) or "transformer" (Dense to `units` at every step, a position embedding, two
+/// transformer_block()s of 4 heads (or the most up to 4 that divide units) and 2 units of
+/// feed-forward, a layer normalisation, the mean over the steps). What example_tabular and
+/// example_text put between their inputs and their outputs. InvalidArgument for another kind.
+Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units);
+
 /// How transformer() is built.
 struct TransformerOptions {
   std::int64_t dim = 64;  ///< features per step inside the blocks

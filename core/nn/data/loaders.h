@@ -1,7 +1,7 @@
 #pragma once
 // Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip), CSV,
 // folders of PNG and JPEG images (through libpng and libjpeg), a subfolder per class, and
-// TensorFlow's TFRecord files of tf.train.Example records.
+// TensorFlow's TFRecord files of tf.train.Example records. Folders of text files: text.h.
 //
 //   auto train = cohort::data::dataset_from_npy("x_train.npy", "y_train.npy");
 //   auto table = cohort::data::load_csv("houses.csv", {.target_columns = {"price"}});

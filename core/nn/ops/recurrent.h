@@ -1,7 +1,7 @@
 #pragma once
 // Recurrent layers over sequences [steps, features]: LSTM and GRU, each returning its last
-// output [units] or every step's [steps, units] (return_sequences, to stack them or to tag each
-// step). Both start from a zero state and run forward in time; the backward pass is
+// output [units] or every step's [steps, units] (return_sequences: for another recurrent layer,
+// or a Dense at every step). Both start from a zero state and run forward in time; the backward pass is
 // back-propagation through time over the whole sequence. The recurrences run step by step, so a
 // recurrent layer has no GPU path.
 //

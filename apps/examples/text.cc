@@ -1,0 +1,145 @@
+// A text classifier trained on the user's own folder of text files, a subfolder per class (as
+// Keras's text_dataset_from_directory takes them), on any number of workers:
+//
+//   mpirun -np 4 build/bin/example_text --train=reviews/train --test=reviews/test --model=bilstm
+//   mpirun -np 4 build/bin/example_text --train=reviews --validation_split=0.2 --split=characters
+//
+// Each .txt file is an example. The texts are standardised (lower case, no punctuation), split
+// into words (or characters) and turned into token ids by a vocabulary of the --max_tokens most
+// frequent tokens of the training texts, which every worker builds alike from the whole training
+// set (the chief writes it to --vocabulary_file, one token a line, for use elsewhere); each text
+// is cut or padded to --sequence_length ids. The model: an Embedding of --embedding_dim, then
+// --model's sequence encoder (cohort::sequence_encoder: conv1d, lstm, gru, bilstm or
+// transformer, --units wide), then the logits. The chief evaluates on --test (or the
+// --validation_split part of --train) and prints the test loss and accuracy.
+#include <cohort/cohort.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+COHORT_DEFINE_string(train, "", "training texts: a folder with a subfolder of .txt files per class");
+COHORT_DEFINE_string(test, "", "test texts, the same way (empty: evaluate on --validation_split's part of --train, or on all of it)");
+COHORT_DEFINE_float(validation_split, 0,
+                    "without --test: hold out this fraction of --train's files, chosen by --seed, to evaluate on",
+                    cohort::flags::Range{0, 0.99});
+COHORT_DEFINE_int(seed, 1, "--validation_split's choice, and the training data order", cohort::flags::Range{0, 1e15});
+COHORT_DEFINE_string(split, "words", "tokens: words (between white space) or characters",
+                     cohort::flags::Choices{"words", "characters"});
+COHORT_DEFINE_int(max_tokens, 20000, "the vocabulary's size, ids 0 (padding) and 1 (unknown) included",
+                  cohort::flags::Range{3, 1 << 24});
+COHORT_DEFINE_int(sequence_length, 200, "ids per text: longer texts are cut, shorter ones padded",
+                  cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_string(vocabulary_file, "", "chief: write the vocabulary here, one token a line in id order");
+COHORT_DEFINE_int(embedding_dim, 64, "the length of each token's vector", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_string(model, "conv1d", "the sequence encoder",
+                     cohort::flags::Choices{"conv1d", "lstm", "gru", "bilstm", "transformer"});
+COHORT_DEFINE_int(units, 64, "filters, recurrent units or the Transformer's width", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
+                     cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
+COHORT_DEFINE_float(learning_rate, 0.002, "Adam's learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_int(batch_size, 32, "texts per worker step", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
+COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
+
+namespace {
+
+cohort::Model classifier(cohort::Graph& graph, std::int64_t length, std::int64_t vocabulary,
+                         int classes) {
+  cohort::Model model(graph);
+  cohort::Node x = model.input({length});
+  x = model.apply(cohort::embedding("embedding", vocabulary, FLAGS_embedding_dim), x);
+  x = cohort::sequence_encoder(model, x, FLAGS_model, FLAGS_units);
+  model.apply(cohort::dense("logits", classes), x);
+  return model;
+}
+
+int Main(int argc, char** argv) {
+  cohort::app::refuse_arguments(argc, argv);
+  const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
+  cohort::Server server(cluster);
+  if (!server.is_computing()) {
+    server.join();
+    return 0;
+  }
+  if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
+    throw cohort::InvalidArgument("--validation_split with --test=" + FLAGS_test +
+                                  ": give one set to evaluate on");
+  cohort::data::TextOptions text;
+  text.split = FLAGS_split == "words" ? cohort::data::TextOptions::Split::kWords
+                                      : cohort::data::TextOptions::Split::kCharacters;
+  text.max_tokens = FLAGS_max_tokens;
+  text.sequence_length = FLAGS_sequence_length;
+  cohort::data::TextVectorizer vectorizer(text);
+  cohort::data::TextFolderOptions read;
+  read.shard = {server.replica_index(), server.num_replicas()};
+  if (FLAGS_validation_split > 0) {
+    read.validation_split = FLAGS_validation_split;
+    read.seed = static_cast<std::uint64_t>(FLAGS_seed);
+  }
+  std::vector<std::string> classes;
+  // Every worker adapts the vocabulary to the whole training set, and keeps its shard.
+  const cohort::data::Dataset train =
+      cohort::data::load_text_folder(FLAGS_train, vectorizer, read, &classes);
+  const std::int64_t texts = server.replicas().allreduce(train.size());
+  const std::int64_t tokens = vectorizer.vocabulary_size();
+  if (server.replicas().allreduce(tokens, cohort::mpi::Op::kMax) != tokens ||
+      server.replicas().allreduce(tokens, cohort::mpi::Op::kMin) != tokens)
+    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers built vocabularies "
+                                  "of different sizes (this one " + std::to_string(tokens) +
+                                  "): do they all see the same folder?");
+  std::optional<cohort::data::Dataset> test;
+  if (server.is_chief()) {
+    read.shard = {};
+    read.class_names = classes;
+    read.subset = cohort::data::TextFolderOptions::Subset::kValidation;  // with a split
+    test = cohort::data::load_text_folder(FLAGS_test.empty() ? FLAGS_train : FLAGS_test,
+                                          vectorizer, read);
+    if (!FLAGS_vocabulary_file.empty()) vectorizer.save_vocabulary(FLAGS_vocabulary_file);
+  }
+
+  cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(
+      cluster.num_tasks("ps"), server.worker_device()))};
+  cohort::TrainerOptions options;
+  options.batch_size = FLAGS_batch_size;
+  options.seed = static_cast<std::uint64_t>(FLAGS_seed);
+  options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  cohort::OptimizerOptions adam;
+  adam.name = "adam";
+  adam.learning_rate.base = FLAGS_learning_rate;
+  const int num_classes = static_cast<int>(classes.size());
+  cohort::Trainer trainer(
+      &server, graph,
+      [&](cohort::Graph& g) { return classifier(g, text.sequence_length, tokens, num_classes); },
+      train, cohort::Optimizer::create(adam), options);
+  auto session = cohort::MonitoredTrainingSession(trainer, {
+      .master = server.target(),
+      .is_chief = server.is_chief(),
+      .checkpoint_dir = FLAGS_checkpoint_dir,
+      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+                std::make_shared<cohort::NanTensorHook>()}});
+  while (!session->should_stop()) session->run();
+  session->close();  // the graph now holds the final parameters
+  if (server.is_chief()) {
+    const cohort::StepMetrics m = trainer.evaluate(*test);
+    std::printf("text: %d workers, %lld texts in %d classes, vocabulary of %lld, global step %lld, "
+                "test loss %.4f, test accuracy %.4f\n",
+                server.num_replicas(), static_cast<long long>(texts), num_classes,
+                static_cast<long long>(tokens), static_cast<long long>(trainer.global_step()),
+                m.loss, m.accuracy);
+    if (!FLAGS_metrics_json.empty())
+      std::ofstream(FLAGS_metrics_json)
+          << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy << "}\n";
+  }
+  server.done();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cohort::app::Run(Main, argc, argv); }

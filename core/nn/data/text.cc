@@ -1,0 +1,181 @@
+#include "cohort/core/nn/data/text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/data/class_folder.h"
+#include "cohort/core/nn/data/files.h"
+
+namespace cohort::data {
+namespace {
+
+constexpr const char* kUnknown = "[UNK]";
+
+bool space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// The length of the UTF-8 sequence that starts with byte `c` (1 for a stray continuation byte,
+// so that malformed text still splits).
+std::size_t code_point_length(unsigned char c) {
+  if (c >= 0xf0 && c < 0xf8) return 4;
+  if (c >= 0xe0) return c < 0xf0 ? 3 : 1;
+  if (c >= 0xc0) return 2;
+  return 1;
+}
+
+bool text_name(const std::filesystem::path& path) {
+  std::string extension = path.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".txt";
+}
+
+constexpr detail::ClassFolderKind kTextFiles{"text files", "a .txt name", ".txt",
+                                             "<class>/<text>.txt", text_name};
+
+}  // namespace
+
+TextVectorizer::TextVectorizer(TextOptions options) : options_(options) {
+  if (options_.max_tokens < 3 || options_.sequence_length < 1)
+    throw InvalidArgument("TextVectorizer: max_tokens " + std::to_string(options_.max_tokens) +
+                          ", sequence_length " + std::to_string(options_.sequence_length) +
+                          ": max_tokens must be >= 3 (padding, unknown and a token) and "
+                          "sequence_length >= 1");
+}
+
+std::vector<std::string> TextVectorizer::tokens(std::string_view text) const {
+  std::string standard;
+  standard.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (options_.strip_punctuation && c < 0x80 && std::ispunct(c)) continue;
+    standard.push_back(options_.lowercase && c < 0x80 ? static_cast<char>(std::tolower(c)) : ch);
+  }
+  std::vector<std::string> out;
+  if (options_.split == TextOptions::Split::kCharacters) {
+    for (std::size_t i = 0; i < standard.size();) {
+      const std::size_t n =
+          std::min(code_point_length(static_cast<unsigned char>(standard[i])), standard.size() - i);
+      out.push_back(standard.substr(i, n));
+      i += n;
+    }
+    return out;
+  }
+  for (std::size_t i = 0; i < standard.size();) {
+    while (i < standard.size() && space(static_cast<unsigned char>(standard[i]))) ++i;
+    std::size_t end = i;
+    while (end < standard.size() && !space(static_cast<unsigned char>(standard[end]))) ++end;
+    if (end > i) out.push_back(standard.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+void TextVectorizer::adapt(std::span<const std::string> texts) {
+  std::map<std::string, std::int64_t> counts;
+  for (const std::string& text : texts)
+    for (std::string& token : tokens(text)) ++counts[std::move(token)];
+  std::vector<std::pair<std::string, std::int64_t>> ranked(counts.begin(), counts.end());
+  // Decreasing count; the map's byte order among equal counts (a stable sort keeps it).
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> vocabulary = {"", kUnknown};
+  for (auto& [token, count] : ranked) {
+    if (static_cast<std::int64_t>(vocabulary.size()) >= options_.max_tokens) break;
+    if (token != kUnknown) vocabulary.push_back(std::move(token));
+  }
+  set_vocabulary(std::move(vocabulary));
+}
+
+void TextVectorizer::set_vocabulary(std::vector<std::string> vocabulary) {
+  if (vocabulary.size() < 2 || !vocabulary[0].empty() || vocabulary[1] != kUnknown)
+    throw InvalidArgument("TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\"");
+  if (static_cast<std::int64_t>(vocabulary.size()) > options_.max_tokens)
+    throw InvalidArgument("TextVectorizer: a vocabulary of " + std::to_string(vocabulary.size()) +
+                          " tokens is more than max_tokens " + std::to_string(options_.max_tokens));
+  std::unordered_map<std::string, std::int32_t> ids;
+  for (std::size_t i = 2; i < vocabulary.size(); ++i)
+    if (!ids.emplace(vocabulary[i], static_cast<std::int32_t>(i)).second)
+      throw InvalidArgument("TextVectorizer: the vocabulary repeats \"" + vocabulary[i] + "\"");
+  vocabulary_ = std::move(vocabulary);
+  ids_ = std::move(ids);
+}
+
+Tensor TextVectorizer::vectorize(std::span<const std::string> texts) const {
+  if (!adapted())
+    throw InvalidArgument("TextVectorizer: no vocabulary yet (adapt() or set_vocabulary() first)");
+  const std::int64_t length = options_.sequence_length;
+  Tensor ids({static_cast<std::int64_t>(texts.size()), length});  // zeros: the padding
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<std::string> words = tokens(texts[i]);
+    const std::int64_t n = std::min<std::int64_t>(length, static_cast<std::int64_t>(words.size()));
+    for (std::int64_t t = 0; t < n; ++t) {
+      const auto found = ids_.find(words[static_cast<std::size_t>(t)]);
+      ids[static_cast<std::int64_t>(i) * length + t] =
+          static_cast<float>(found == ids_.end() ? 1 : found->second);
+    }
+  }
+  return ids;
+}
+
+void TextVectorizer::save_vocabulary(const std::string& path) const {
+  std::ofstream out(path);
+  for (const std::string& token : vocabulary_) out << token << '\n';
+  out.flush();
+  if (!out) detail::fail(path, "cannot write the vocabulary");
+}
+
+void TextVectorizer::load_vocabulary(const std::string& path) {
+  std::istringstream lines(detail::read_whole_file(path, "a vocabulary file"));
+  std::vector<std::string> vocabulary;
+  for (std::string line; std::getline(lines, line);) vocabulary.push_back(line);
+  try {
+    set_vocabulary(std::move(vocabulary));
+  } catch (const InvalidArgument& e) {
+    detail::fail(path, e.what());
+  }
+}
+
+Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
+                         const TextFolderOptions& options, std::vector<std::string>* class_names) {
+  detail::check_shard(options.shard, dir);
+  std::vector<std::string> classes;
+  std::vector<detail::ClassFile> files =
+      detail::list_class_folder(dir, options.class_names, kTextFiles, classes);
+  if (options.validation_split != 0)
+    files = detail::class_folder_subset(
+        std::move(files), options.validation_split,
+        options.subset == TextFolderOptions::Subset::kValidation, options.seed, dir, "text files");
+  // The whole set's texts when they make the vocabulary, else the shard's alone.
+  const bool adapt = !vectorizer.adapted();
+  const std::size_t step = adapt ? 1 : static_cast<std::size_t>(options.shard.count);
+  const std::size_t first = adapt ? 0 : static_cast<std::size_t>(options.shard.index);
+  std::vector<std::string> texts;
+  std::vector<std::int32_t> labels;
+  for (std::size_t i = first; i < files.size(); i += step) {
+    texts.push_back(detail::read_whole_file(files[i].path, "a text file"));
+    labels.push_back(files[i].label);
+  }
+  if (adapt) {
+    vectorizer.adapt(texts);
+    std::vector<std::string> mine;
+    std::vector<std::int32_t> mine_labels;
+    for (std::size_t i = static_cast<std::size_t>(options.shard.index); i < texts.size();
+         i += static_cast<std::size_t>(options.shard.count)) {
+      mine.push_back(std::move(texts[i]));
+      mine_labels.push_back(labels[i]);
+    }
+    texts = std::move(mine);
+    labels = std::move(mine_labels);
+  }
+  if (class_names != nullptr) *class_names = classes;
+  return Dataset::from_arrays(vectorizer.vectorize(texts), std::move(labels),
+                              static_cast<int>(classes.size()), dir);
+}
+
+}  // namespace cohort::data

@@ -1,0 +1,97 @@
+#pragma once
+// Text: a vocabulary that turns text into token ids (TextVectorizer, after Keras's
+// TextVectorization), and folders of text files with a subfolder per class (load_text_folder,
+// after Keras's text_dataset_from_directory).
+//
+//   cohort::data::TextVectorizer words({.max_tokens = 20000, .sequence_length = 200});
+//   auto train = cohort::data::load_text_folder("reviews/train", words);  // adapts `words`
+//   auto test = cohort::data::load_text_folder("reviews/test", words);    // the same ids
+//   model.add(cohort::embedding("embed", words.vocabulary_size(), 64)) ...
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cohort/core/nn/data/dataset.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort::data {
+
+/// How text becomes tokens, and tokens ids.
+struct TextOptions {
+  /// kWords: tokens are the runs of characters between white space, after the standardisation
+  /// below (Keras's default); kCharacters: every character (a UTF-8 code point) is a token.
+  enum class Split { kWords, kCharacters } split = Split::kWords;
+  bool lowercase = true;          ///< ASCII letters to lower case
+  bool strip_punctuation = true;  ///< ASCII punctuation removed (Keras's lower_and_strip_punctuation)
+  /// The vocabulary's size, the padding id 0 and the out-of-vocabulary id 1 included: the
+  /// max_tokens - 2 most frequent tokens of the text adapted to get ids 2, 3, ...
+  std::int64_t max_tokens = 20000;
+  /// Ids per example: a longer text is cut, a shorter one padded with 0 after its ids.
+  std::int64_t sequence_length = 200;
+};
+
+/// A vocabulary, and the ids of texts under it. Id 0 is padding and 1 stands for a token outside
+/// the vocabulary ("[UNK]"), as in Keras's TextVectorization; adapt() gives the others by
+/// decreasing count in the text it reads (ties in byte order).
+class TextVectorizer {
+ public:
+  /// InvalidArgument for max_tokens below 3 or a sequence_length below 1.
+  explicit TextVectorizer(TextOptions options = {});
+
+  /// The tokens of `text`, as options() split them.
+  std::vector<std::string> tokens(std::string_view text) const;
+  /// Builds the vocabulary from `texts` (replacing any before).
+  void adapt(std::span<const std::string> texts);
+  bool adapted() const { return !vocabulary_.empty(); }
+  /// Sets the vocabulary, id by id: "" and "[UNK]" first, as vocabulary() gives it (a saved
+  /// vocabulary read back). InvalidArgument when those two are not first, a token repeats, or it
+  /// is longer than max_tokens.
+  void set_vocabulary(std::vector<std::string> vocabulary);
+  const std::vector<std::string>& vocabulary() const { return vocabulary_; }
+  /// The ids an Embedding over them needs: the vocabulary's size.
+  std::int64_t vocabulary_size() const { return static_cast<std::int64_t>(vocabulary_.size()); }
+  /// [texts, sequence_length] ids (as floats, as the data pipeline holds them). InvalidArgument
+  /// before a vocabulary is set.
+  Tensor vectorize(std::span<const std::string> texts) const;
+  const TextOptions& options() const { return options_; }
+
+  /// The vocabulary as a text file, one token a line, in id order (ids 0 and 1 as empty and
+  /// "[UNK]" lines); load_vocabulary() reads such a file into set_vocabulary(). DataError naming
+  /// the file when it cannot be written or read.
+  void save_vocabulary(const std::string& path) const;
+  void load_vocabulary(const std::string& path);
+
+ private:
+  TextOptions options_;
+  std::vector<std::string> vocabulary_;
+  std::unordered_map<std::string, std::int32_t> ids_;
+};
+
+/// How to read a folder of text files (load_text_folder).
+struct TextFolderOptions {
+  /// As ImageFolderOptions: the classes in label order (empty: the subfolders, sorted), a
+  /// worker's shard, and Keras's validation_split with its subset and seed.
+  std::vector<std::string> class_names{};
+  ShardSpec shard{};
+  double validation_split = 0;
+  enum class Subset { kTraining, kValidation } subset = Subset::kTraining;
+  std::uint64_t seed = 0;
+};
+
+/// Reads a folder with a subfolder per class of .txt files, as Keras's
+/// text_dataset_from_directory takes them (dir/pos/0001.txt, dir/neg/0002.txt, ...; at any
+/// depth, links followed; other files passed over with a warning): each file is an example,
+/// labelled by its class's index, its ids [sequence_length] from `vectorizer`. A vectorizer
+/// without a vocabulary adapts to the texts read (the training or validation subset, every
+/// shard's), so every worker that reads the same folder gets the same vocabulary; give the
+/// test folder the same vectorizer. Only the shard's examples are kept. A missing folder, one
+/// without class subfolders or .txt files, an unreadable file: a DataError naming it.
+Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
+                         const TextFolderOptions& options = {},
+                         std::vector<std::string>* class_names = nullptr);
+
+}  // namespace cohort::data

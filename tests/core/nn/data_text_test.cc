@@ -1,0 +1,135 @@
+// Tests of core/nn/data/text.h: TextVectorizer's tokens, vocabulary and ids (Keras's
+// TextVectorization by its documented rules), and load_text_folder's classes, shards and splits.
+#include "cohort/core/nn/data/text.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cohort/core/base/error.h"
+#include "loader_checks.h"
+#include "support/temp_dir.h"
+
+using cohort::Tensor;
+using cohort::data::Dataset;
+using cohort::data::TextFolderOptions;
+using cohort::data::TextOptions;
+using cohort::data::TextVectorizer;
+using cohort::test::data_error;
+using cohort::test::invalid_argument;
+using cohort::test::spit;
+
+namespace {
+
+std::vector<float> ids(const Tensor& t) { return {t.span().begin(), t.span().end()}; }
+
+// dir/<class>/<n>.txt for each text, and a file that is not text beside them.
+void write_folder(const cohort::test::TempDir& dir,
+                  const std::vector<std::pair<std::string, std::string>>& texts) {
+  int n = 0;
+  for (const auto& [label, text] : texts) {
+    std::filesystem::create_directories(dir.path / label);
+    spit(dir / (label + "/" + std::to_string(n++) + ".txt"), text);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("TextVectorizer splits words as Keras does: lower case, no punctuation, white space") {
+  TextVectorizer words;
+  CHECK(words.tokens("The cat's hat,\tTHE  cat!\n") ==
+        std::vector<std::string>{"the", "cats", "hat", "the", "cat"});
+  CHECK(words.tokens("  ").empty());
+  CHECK(words.tokens("Café déjà-vu") == std::vector<std::string>{"café", "déjàvu"});  // ASCII only
+  TextVectorizer characters({.split = TextOptions::Split::kCharacters});
+  CHECK(characters.tokens("Ab é!") == std::vector<std::string>{"a", "b", " ", "é"});
+  TextVectorizer raw({.lowercase = false, .strip_punctuation = false});
+  CHECK(raw.tokens("Hi, you") == std::vector<std::string>{"Hi,", "you"});
+}
+
+TEST_CASE("TextVectorizer: a vocabulary by count, ids 0 and 1 for padding and unknown tokens") {
+  TextVectorizer words({.max_tokens = 5, .sequence_length = 4});
+  const std::vector<std::string> texts = {"b a c", "a b", "a d e"};
+  words.adapt(texts);
+  // a: 3, b: 2, then c, d, e once each: the first in byte order fills the last place.
+  CHECK(words.vocabulary() == std::vector<std::string>{"", "[UNK]", "a", "b", "c"});
+  CHECK(words.vocabulary_size() == 5);
+  const std::vector<std::string> more = {"a b c d e", "c", ""};
+  // Cut to 4 ids, padded with 0 after; d and e are unknown (1).
+  CHECK(ids(words.vectorize(more)) ==
+        std::vector<float>{2, 3, 4, 1, 4, 0, 0, 0, 0, 0, 0, 0});
+  cohort::test::TempDir dir("text");
+  words.save_vocabulary(dir / "vocabulary.txt");
+  TextVectorizer again({.max_tokens = 5, .sequence_length = 4});
+  again.load_vocabulary(dir / "vocabulary.txt");
+  CHECK(again.vocabulary() == words.vocabulary());
+  CHECK(ids(again.vectorize(more)) == ids(words.vectorize(more)));
+}
+
+TEST_CASE("TextVectorizer refuses what it cannot use, naming it") {
+  CHECK(invalid_argument([] { TextVectorizer({.max_tokens = 2}); }).starts_with(
+      "TextVectorizer: max_tokens 2, sequence_length 200: max_tokens must be >= 3"));
+  TextVectorizer words;
+  const std::vector<std::string> texts = {"a"};
+  CHECK(invalid_argument([&] { words.vectorize(texts); }) ==
+        "TextVectorizer: no vocabulary yet (adapt() or set_vocabulary() first)");
+  CHECK(invalid_argument([&] { words.set_vocabulary({"a", "b"}); }) ==
+        "TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\"");
+  CHECK(invalid_argument([&] { words.set_vocabulary({"", "[UNK]", "x", "x"}); }) ==
+        "TextVectorizer: the vocabulary repeats \"x\"");
+  cohort::test::TempDir dir("text");
+  spit(dir / "bad.txt", "the\nand\n");
+  CHECK(data_error([&] { words.load_vocabulary(dir / "bad.txt"); }) ==
+        dir / "bad.txt" + ": TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\"");
+}
+
+TEST_CASE("load_text_folder: a class per subfolder, one vocabulary for every shard") {
+  cohort::test::TempDir dir("text_folder");
+  write_folder(dir, {{"neg", "bad awful film"}, {"neg", "awful plot"}, {"pos", "good film"},
+                     {"pos", "good good plot"}, {"pos", "fine"}});
+  spit(dir / "pos/notes.md", "not a text file");  // passed over, with a warning
+  TextVectorizer whole({.sequence_length = 3});
+  std::vector<std::string> classes;
+  const Dataset all = cohort::data::load_text_folder(dir.str(), whole, {}, &classes);
+  CHECK(classes == std::vector<std::string>{"neg", "pos"});
+  CHECK(all.size() == 5);
+  CHECK(all.num_classes() == 2);
+  CHECK(all.example_shape() == cohort::Shape{3});
+  // good: 3, then awful, film and plot twice (byte order), bad and fine once.
+  CHECK(whole.vocabulary() ==
+        std::vector<std::string>{"", "[UNK]", "good", "awful", "film", "plot", "bad", "fine"});
+  // Each shard's worker adapts to the whole folder, and keeps its examples alone.
+  for (int index = 0; index < 2; ++index) {
+    TextVectorizer mine({.sequence_length = 3});
+    const Dataset shard =
+        cohort::data::load_text_folder(dir.str(), mine, {.shard = {index, 2}});
+    CHECK(mine.vocabulary() == whole.vocabulary());
+    CHECK(shard.size() == (index == 0 ? 3 : 2));
+  }
+  // A given vocabulary is kept: the test folder's texts are read under the training set's ids.
+  TextVectorizer fixed({.sequence_length = 3});
+  fixed.set_vocabulary({"", "[UNK]", "plot"});
+  cohort::data::load_text_folder(dir.str(), fixed);
+  CHECK(fixed.vocabulary_size() == 3);
+  // Keras's validation_split: the two subsets part the files.
+  TextVectorizer a, b;
+  const Dataset training = cohort::data::load_text_folder(
+      dir.str(), a, {.validation_split = 0.4, .subset = TextFolderOptions::Subset::kTraining, .seed = 3});
+  const Dataset validation = cohort::data::load_text_folder(
+      dir.str(), b, {.validation_split = 0.4, .subset = TextFolderOptions::Subset::kValidation, .seed = 3});
+  CHECK(training.size() == 3);
+  CHECK(validation.size() == 2);
+}
+
+TEST_CASE("load_text_folder: a folder without text files is a DataError naming it") {
+  cohort::test::TempDir dir("text_folder");
+  std::filesystem::create_directories(dir.path / "a");
+  spit(dir / "a/x.csv", "1,2");
+  TextVectorizer words;
+  CHECK(data_error([&] { cohort::data::load_text_folder(dir.str(), words); }) ==
+        dir.str() + ": no .txt text files in its 1 class subfolders (a)");
+  CHECK(data_error([&] { cohort::data::load_text_folder(dir / "missing", words); }) ==
+        dir / "missing" + ": no such folder");
+}
