@@ -12,11 +12,22 @@
 // --model's sequence encoder (cohort::sequence_encoder: conv1d, lstm, gru, bilstm or
 // transformer, --units wide), then the logits. The chief evaluates on --test (or the
 // --validation_split part of --train) and prints the test loss and accuracy.
+//
+// With --checkpoint_dir the chief keeps checkpoints there, beside the vocabulary
+// (vocabulary.txt) and the classes (classes.txt) they go with; a restarted job resumes from the
+// latest, and refuses a training folder whose vocabulary is not the checkpoint's. --predict then
+// classifies new texts with the latest checkpoint, without training:
+//
+//   build/bin/example_text --checkpoint_dir=ckpt --predict=new_reviews --predictions=labels.csv
 #include <cohort/cohort.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +56,9 @@ COHORT_DEFINE_int(batch_size, 32, "texts per worker step", cohort::flags::Range{
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
+COHORT_DEFINE_string(predict, "",
+                     "with --checkpoint_dir: classify these texts (a folder of .txt files, at any depth, or files, comma-separated) instead of training");
+COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
 
 namespace {
 
@@ -58,6 +72,79 @@ cohort::Model classifier(cohort::Graph& graph, std::int64_t length, std::int64_t
   return model;
 }
 
+// The lines of `path` (a file the chief wrote beside the checkpoints).
+std::vector<std::string> lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw cohort::InvalidArgument(path + ": cannot read it (was the job trained with this --checkpoint_dir?)");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& values) {
+  std::ofstream out(path);
+  for (const std::string& value : values) out << value << '\n';
+  out.flush();
+  if (!out) throw cohort::InvalidArgument(path + ": cannot write it");
+}
+
+// --predict's files: the .txt files under a folder, sorted, or the files given.
+std::vector<std::string> texts_to_predict() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> paths;
+  for (const std::string& given : cohort::flags::split_list("predict", FLAGS_predict)) {
+    if (!fs::is_directory(given)) {
+      paths.push_back(given);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : fs::recursive_directory_iterator(given))
+      if (entry.is_regular_file() && entry.path().extension() == ".txt")
+        found.push_back(entry.path().string());
+    if (found.empty()) throw cohort::InvalidArgument("--predict=" + given + ": no .txt files in it");
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  return paths;
+}
+
+// Classifies --predict's texts with the latest checkpoint of --checkpoint_dir, and the
+// vocabulary and classes beside it: path, class, probability, a line each.
+void predict(const cohort::data::TextOptions& text) {
+  const std::string dir = FLAGS_checkpoint_dir;
+  cohort::data::TextVectorizer vectorizer(text);
+  vectorizer.load_vocabulary(dir + "/vocabulary.txt");
+  const std::vector<std::string> classes = lines(dir + "/classes.txt");
+  cohort::Graph graph;
+  cohort::Model model = classifier(graph, text.sequence_length, vectorizer.vocabulary_size(),
+                                   static_cast<int>(classes.size()));
+  graph.initialize(0);
+  cohort::CheckpointManager checkpoints(dir);
+  const std::optional<cohort::Checkpoint> latest = checkpoints.restore_latest();
+  if (!latest) throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": no checkpoint to predict with");
+  cohort::restore_variables(*latest, graph);
+  const std::vector<std::string> paths = texts_to_predict();
+  std::vector<std::string> texts;
+  for (const std::string& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw cohort::InvalidArgument("--predict: " + path + ": cannot read it");
+    texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const cohort::Tensor probabilities = model.predict_probabilities(vectorizer.vectorize(texts));
+  std::ofstream file;
+  if (!FLAGS_predictions.empty()) file.open(FLAGS_predictions);
+  std::ostream& out = FLAGS_predictions.empty() ? std::cout : file;
+  out << "path,class,probability\n";
+  const auto n = static_cast<std::int64_t>(classes.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const float* row = probabilities.data() + static_cast<std::int64_t>(i) * n;
+    const std::int64_t best = std::max_element(row, row + n) - row;
+    out << paths[i] << ',' << classes[static_cast<std::size_t>(best)] << ',' << row[best] << '\n';
+  }
+  out.flush();
+  if (!out) throw cohort::InvalidArgument("--predictions=" + FLAGS_predictions + ": cannot write it");
+}
+
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
@@ -66,15 +153,22 @@ int Main(int argc, char** argv) {
     server.join();
     return 0;
   }
-  if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
-  if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
-    throw cohort::InvalidArgument("--validation_split with --test=" + FLAGS_test +
-                                  ": give one set to evaluate on");
   cohort::data::TextOptions text;
   text.split = FLAGS_split == "words" ? cohort::data::TextOptions::Split::kWords
                                       : cohort::data::TextOptions::Split::kCharacters;
   text.max_tokens = FLAGS_max_tokens;
   text.sequence_length = FLAGS_sequence_length;
+  if (!FLAGS_predict.empty()) {
+    if (FLAGS_checkpoint_dir.empty())
+      throw cohort::InvalidArgument("--predict needs --checkpoint_dir, where a job trained the model");
+    if (server.is_chief()) predict(text);
+    server.done();
+    return 0;
+  }
+  if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
+    throw cohort::InvalidArgument("--validation_split with --test=" + FLAGS_test +
+                                  ": give one set to evaluate on");
   cohort::data::TextVectorizer vectorizer(text);
   cohort::data::TextFolderOptions read;
   read.shard = {server.replica_index(), server.num_replicas()};
@@ -101,6 +195,16 @@ int Main(int argc, char** argv) {
     test = cohort::data::load_text_folder(FLAGS_test.empty() ? FLAGS_train : FLAGS_test,
                                           vectorizer, read);
     if (!FLAGS_vocabulary_file.empty()) vectorizer.save_vocabulary(FLAGS_vocabulary_file);
+    if (!FLAGS_checkpoint_dir.empty()) {
+      // What the checkpoints' ids and logits mean, beside them; a resumed job must mean the same.
+      std::filesystem::create_directories(FLAGS_checkpoint_dir);
+      const std::string vocabulary = FLAGS_checkpoint_dir + "/vocabulary.txt";
+      if (std::filesystem::exists(vocabulary) && lines(vocabulary) != vectorizer.vocabulary())
+        throw cohort::InvalidArgument("--train=" + FLAGS_train + ": its vocabulary is not the one " +
+                                      "the checkpoints in " + FLAGS_checkpoint_dir + " were trained with");
+      vectorizer.save_vocabulary(vocabulary);
+      write_lines(FLAGS_checkpoint_dir + "/classes.txt", classes);
+    }
   }
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(

@@ -104,14 +104,16 @@ Model rnn(Graph& graph, const std::string& cell, std::int64_t units) {
 
 // Pre-norm (the norm before each sublayer, as GPT-2 and ViT place it).
 Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
-                       std::int64_t ffn_units) {
+                       std::int64_t ffn_units, float dropout, bool causal) {
   const std::int64_t dim = model.shape(x).back();
   Node y = model.apply(layer_norm(name + "/norm1"), x);
-  y = model.apply(multi_head_attention(name + "/attention", heads), y);
+  y = model.apply(multi_head_attention(name + "/attention", heads, 0, causal, dropout), y);
+  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout1", dropout), y);
   x = model.apply(add(name + "/residual1"), {x, y});
   y = model.apply(layer_norm(name + "/norm2"), x);
   y = model.apply(dense(name + "/ffn1", ffn_units, Activation::kRelu, /*flatten=*/false), y);
   y = model.apply(dense(name + "/ffn2", dim, Activation::kNone, /*flatten=*/false), y);
+  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout2", dropout), y);
   return model.apply(add(name + "/residual2"), {x, y});
 }
 

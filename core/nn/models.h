@@ -49,9 +49,12 @@ Model rnn(Graph& graph, const std::string& cell = "lstm", std::int64_t units = 1
 /// A pre-norm Transformer encoder block on a sequence node x [steps, dim]: x + attention(norm(x)),
 /// then that plus ffn(norm(.)), the feed-forward network Dense(ffn_units, ReLU) and Dense(dim)
 /// at every step. Layers "<name>/norm1", "<name>/attention", "<name>/residual1", "<name>/norm2",
-/// "<name>/ffn1", "<name>/ffn2", "<name>/residual2". Returns the block's output node.
+/// "<name>/ffn1", "<name>/ffn2", "<name>/residual2". With a `dropout` above 0, the attention
+/// weights and each sublayer's output before its residual are dropped at that rate (the
+/// Transformer's own placement; "<name>/dropout1", "<name>/dropout2"). `causal`: a decoder's
+/// mask. Returns the block's output node.
 Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
-                       std::int64_t ffn_units);
+                       std::int64_t ffn_units, float dropout = 0.0f, bool causal = false);
 
 /// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
 /// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another

@@ -6,6 +6,8 @@
 # class, GPL-3, is 39% of the test set). Which license does a paragraph come from?
 # - words through 1-D convolutions: test accuracy at least 0.55 (measured 0.64 - 0.74 over
 #   seeds), and the vocabulary file the chief writes starts with the padding and unknown ids;
+#   the checkpoint then classifies the held-out GPL-3 paragraphs with --predict (at least half
+#   called GPL-3), and refuses to resume on a folder with another vocabulary;
 # - characters through 1-D convolutions: at least 0.65 (measured 0.80);
 # - --validation_split instead of a test folder trains on the rest of the training folder;
 # - a folder without .txt files is refused in one line naming it.
@@ -44,13 +46,32 @@ at_least() {  # at_least NAME FILE BAR
 
 run words --train=train --test=test --model=conv1d --embedding_dim=32 --units=128 \
   --train_steps=150 --vocabulary_file=vocabulary.txt --metrics_json=words.json \
-  || { echo "the word-level job failed"; exit 1; }
+  --checkpoint_dir=ckpt || { echo "the word-level job failed"; exit 1; }
 grep -q "^text: 2 workers, 179 texts in 5 classes, vocabulary of " words.log \
   || { echo "words: not 179 texts in 5 classes"; exit 1; }
 at_least words words.json 0.55
 [[ "$(sed -n 1p vocabulary.txt)" == "" && "$(sed -n 2p vocabulary.txt)" == "[UNK]" && \
    "$(sed -n 3p vocabulary.txt)" == "the" ]] \
   || { head -3 vocabulary.txt; echo "words: the vocabulary file does not start with '', [UNK], the"; exit 1; }
+
+# The checkpoint classifies new texts (the held-out GPL-3 paragraphs) without training, with the
+# vocabulary and classes kept beside it: as many of them called GPL-3 as the test accuracy says.
+run predict --checkpoint_dir=ckpt --predict=test/GPL-3 --predictions=gpl3.csv \
+  --embedding_dim=32 --units=128 || { echo "the prediction job failed"; exit 1; }
+/usr/bin/python3 - <<'PY' || exit 1
+import csv, os, sys
+rows = list(csv.DictReader(open("gpl3.csv")))
+files = len(os.listdir("test/GPL-3"))
+called = sum(row["class"] == "GPL-3" for row in rows)
+print(f"predict: {called} of {len(rows)} GPL-3 paragraphs called GPL-3")
+if len(rows) != files or called < 0.5 * files or not all(0 < float(r["probability"]) <= 1 for r in rows):
+    sys.exit(f"predict: {len(rows)} rows for {files} files, {called} called GPL-3")
+PY
+# A checkpoint's vocabulary goes with it: a training folder that makes another is refused.
+mkdir -p fewer && cp -r train/GPL-3 train/MPL-2.0 fewer/
+expect_job_failure "$text" other_vocabulary \
+  "--train=fewer: its vocabulary is not the one the checkpoints in ckpt were trained with" "0" \
+  --train=fewer --checkpoint_dir=ckpt --train_steps=300
 
 run characters --train=train --test=test --model=conv1d --split=characters --sequence_length=400 \
   --embedding_dim=16 --units=128 --train_steps=200 --metrics_json=characters.json \

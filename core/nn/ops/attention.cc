@@ -11,6 +11,7 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/initializer.h"
 #include "cohort/core/nn/ops/gemm.h"
+#include "cohort/core/nn/ops/ops.h"
 
 namespace cohort {
 namespace {
@@ -29,8 +30,15 @@ void column_sums(const float* m, std::int64_t rows, std::int64_t cols, float* su
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim,
-                                       bool causal)
-    : name_(std::move(name)), heads_(heads), requested_key_dim_(key_dim), causal_(causal) {
+                                       bool causal, float dropout)
+    : name_(std::move(name)),
+      heads_(heads),
+      requested_key_dim_(key_dim),
+      causal_(causal),
+      dropout_(dropout) {
+  if (!(dropout >= 0.0f && dropout < 1.0f))
+    throw InvalidArgument("MultiHeadAttention \"" + name_ + "\": dropout " +
+                          std::to_string(dropout) + ", must be in [0, 1)");
   if (heads_ < 1 || key_dim < 0)
     throw InvalidArgument("MultiHeadAttention \"" + name_ + "\": heads " + std::to_string(heads_) +
                           ", key_dim " + std::to_string(key_dim) +
@@ -88,7 +96,7 @@ void MultiHeadAttention::project_back(const Projection& p, const float* input,
 
 // Rows of the batch are (example, step); a head's queries, keys, values and results are the
 // key_dim columns from head * key_dim of those rows, read in place with a row stride of width.
-void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpContext&) {
+void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpContext& context) {
   const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
   q_.resize({rows, w});
   k_.resize({rows, w});
@@ -98,6 +106,12 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
   project(value_, input.data(), rows, features_, w, v_.data());
   weights_.resize({n, heads_, t_count, t_count});
   context_.resize({rows, w});
+  dropped_ = context.training && dropout_ > 0.0f;
+  if (dropped_) {
+    mask_.resize(weights_.shape());
+    dropout_mask(Graph::variable_seed(context.seed, name_), dropout_, mask_.span());
+    kept_.resize({t_count, t_count});
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(key_dim_));
   for (std::int64_t b = 0; b < n; ++b) {
     for (std::int64_t h = 0; h < heads_; ++h) {
@@ -113,7 +127,14 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
         row /= row.sum();
         std::fill(a + i * t_count + seen, a + (i + 1) * t_count, 0.0f);
       }
-      gemm(false, false, t_count, key_dim_, t_count, 1.0f, a, t_count, v_.data() + at, w, 0.0f,
+      const float* used = a;  // the weights the values are summed with
+      if (dropped_) {
+        const std::int64_t square = t_count * t_count;
+        Eigen::Map<Eigen::ArrayXf>(kept_.data(), square) =
+            ConstRowArray(a, square) * ConstRowArray(mask_.data() + (a - weights_.data()), square);
+        used = kept_.data();
+      }
+      gemm(false, false, t_count, key_dim_, t_count, 1.0f, used, t_count, v_.data() + at, w, 0.0f,
            context_.data() + at, w);
     }
   }
@@ -136,13 +157,23 @@ void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tens
   for (std::int64_t b = 0; b < n; ++b) {
     for (std::int64_t h = 0; h < heads_; ++h) {
       const std::int64_t at = b * t_count * w + h * key_dim_;
-      const float* a = weights_.data() + (b * heads_ + h) * t_count * t_count;
+      const std::int64_t square = t_count * t_count;
+      const float* a = weights_.data() + (b * heads_ + h) * square;
       const float* dc = dcontext_.data() + at;
-      // Through context = A V: dA = dC V^T, dV = A^T dC.
+      // Through context = K V, K the kept weights (A, or A times the dropout mask):
+      // dK = dC V^T, dV = K^T dC, and dA = dK times the mask.
+      const float* used = a;
+      const float* mask = dropped_ ? mask_.data() + (b * heads_ + h) * square : nullptr;
+      if (mask != nullptr) {
+        Eigen::Map<Eigen::ArrayXf>(kept_.data(), square) =
+            ConstRowArray(a, square) * ConstRowArray(mask, square);
+        used = kept_.data();
+      }
       gemm(false, true, t_count, t_count, key_dim_, 1.0f, dc, w, v_.data() + at, w, 0.0f, da,
            t_count);
-      gemm(true, false, t_count, key_dim_, t_count, 1.0f, a, t_count, dc, w, 0.0f,
+      gemm(true, false, t_count, key_dim_, t_count, 1.0f, used, t_count, dc, w, 0.0f,
            dv_.data() + at, w);
+      if (mask != nullptr) RowArray(da, square) *= ConstRowArray(mask, square);
       // Through each row's softmax: dS = A (dA - <dA, A>); masked entries have A = 0.
       for (std::int64_t i = 0; i < t_count; ++i) {
         ConstRowArray ai(a + i * t_count, t_count);
@@ -207,8 +238,8 @@ void PositionEmbedding::backward(const Tensor& input, const Tensor&, const Tenso
 }
 
 std::unique_ptr<Layer> multi_head_attention(std::string name, std::int64_t heads,
-                                            std::int64_t key_dim, bool causal) {
-  return std::make_unique<MultiHeadAttention>(std::move(name), heads, key_dim, causal);
+                                            std::int64_t key_dim, bool causal, float dropout) {
+  return std::make_unique<MultiHeadAttention>(std::move(name), heads, key_dim, causal, dropout);
 }
 
 std::unique_ptr<Layer> position_embedding(std::string name) {

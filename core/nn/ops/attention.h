@@ -31,12 +31,14 @@ namespace cohort {
 /// heads * key_dim] (Keras's [features, heads, key_dim], the same layout; Glorot uniform,
 /// decayed) with biases [heads * key_dim], and "<name>/attention_output/kernel" [heads * key_dim,
 /// features] with its bias [features]. `causal`: step i attends to steps 0 to i only (a decoder's
-/// mask). No dropout on the attention weights.
+/// mask). `dropout`: in training, each attention weight is zeroed with this probability and the
+/// others scaled by 1 / (1 - dropout), as Keras's and PyTorch's attention dropout (the mask a
+/// function of the step's seed and the layer, as Dropout's).
 class MultiHeadAttention : public Layer {
  public:
-  /// key_dim 0: features / heads.
+  /// key_dim 0: features / heads. InvalidArgument for a dropout outside [0, 1).
   MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim = 0,
-                     bool causal = false);
+                     bool causal = false, float dropout = 0.0f);
 
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -65,11 +67,15 @@ class MultiHeadAttention : public Layer {
   std::int64_t requested_key_dim_;  // as given: 0 for features / heads
   std::int64_t key_dim_ = 0;        // as built
   bool causal_;
+  float dropout_;
+  bool dropped_ = false;  // the last forward pass dropped weights (training with a dropout)
   Graph* graph_ = nullptr;
   std::int64_t steps_ = 0, features_ = 0, width_ = 0;  // width: heads * key_dim
   Projection query_, key_, value_, output_;
   Tensor q_, k_, v_;   // [batch * steps, width]
   Tensor weights_;     // [batch, heads, steps, steps]: the attention weights
+  Tensor mask_;        // the same: the dropout mask of the last training pass
+  Tensor kept_;        // [steps, steps]: one head's weights after the dropout
   Tensor context_;     // [batch * steps, width]: the heads' results
   Tensor dq_, dk_, dv_, dcontext_;
   Tensor dweights_;    // [steps, steps]
@@ -97,7 +103,8 @@ class PositionEmbedding : public Layer {
 
 /// Terse constructors.
 std::unique_ptr<Layer> multi_head_attention(std::string name, std::int64_t heads,
-                                            std::int64_t key_dim = 0, bool causal = false);
+                                            std::int64_t key_dim = 0, bool causal = false,
+                                            float dropout = 0.0f);
 std::unique_ptr<Layer> position_embedding(std::string name);
 
 }  // namespace cohort

@@ -18,6 +18,16 @@ inline std::uint64_t mix(std::uint64_t x) {
 
 }  // namespace
 
+void dropout_mask(std::uint64_t key, float rate, std::span<float> mask) {
+  // Keep an element when its 24-bit uniform draw is >= floor(rate * 2^24).
+  const auto threshold = static_cast<std::uint64_t>(static_cast<double>(rate) * (1 << 24));
+  const float scale = 1.0f / (1.0f - rate);
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    const std::uint64_t draw = mix(key + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40;
+    mask[i] = draw >= threshold ? scale : 0.0f;
+  }
+}
+
 Dropout::Dropout(std::string name, float rate)
     : name_(std::move(name)), rate_(rate) {
   if (!(rate >= 0.0f && rate < 1.0f))
@@ -38,16 +48,7 @@ void Dropout::forward(const Tensor& input, Tensor& output, const OpContext& cont
     return;
   }
   mask_.resize(input.shape());
-  const std::uint64_t key = Graph::variable_seed(context.seed, name_);
-  // Keep an element when its 24-bit uniform draw is >= floor(rate * 2^24).
-  const auto threshold = static_cast<std::uint64_t>(static_cast<double>(rate_) * (1 << 24));
-  const float scale = 1.0f / (1.0f - rate_);
-  float* mask = mask_.data();
-  const std::int64_t size = input.size();
-  for (std::int64_t i = 0; i < size; ++i) {
-    const std::uint64_t draw = mix(key + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40;
-    mask[i] = draw >= threshold ? scale : 0.0f;
-  }
+  dropout_mask(Graph::variable_seed(context.seed, name_), rate_, mask_.span());
   flat(output) = flat(input).cwiseProduct(flat(mask_));
 }
 

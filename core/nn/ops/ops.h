@@ -276,6 +276,10 @@ class Dropout : public Layer {
   Tensor mask_;
 };
 
+/// The mask Dropout draws: mask[i] is 0 with probability `rate`, else 1 / (1 - rate), a pure
+/// function of (key, i) (for a layer's own dropout: Graph::variable_seed(context.seed, name)).
+void dropout_mask(std::uint64_t key, float rate, std::span<float> mask);
+
 /// Mean softmax cross-entropy of a batch of logits [N, classes] against integer labels, computed
 /// stably (log-sum-exp with the row max subtracted), with label smoothing s: the target is
 /// (1 - s) onehot(label) + s / classes. Not a Layer: it takes the labels. Keeps the softmax of the

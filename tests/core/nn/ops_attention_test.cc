@@ -165,3 +165,31 @@ TEST_CASE("The attention layers refuse what does not fit, naming themselves") {
                        "PositionEmbedding \"p\": input [28, 28, 1] is not [steps, features]",
                        InvalidArgument);
 }
+
+TEST_CASE("MultiHeadAttention's dropout: in training only, a fixed mask per seed, exact gradients") {
+  Graph graph;
+  MultiHeadAttention plain("mha", 2, 3);
+  MultiHeadAttention dropped("mha", 2, 3, false, 0.3f);  // the same variables
+  plain.build(graph, {5, 4});
+  dropped.build(graph, {5, 4});
+  graph.initialize(2);
+  set_biases(graph);
+  const Tensor x = random_tensor({2, 5, 4}, 9);
+  Tensor a, b, c;
+  plain.forward(x, a, {.training = true, .seed = 4});
+  dropped.forward(x, b, {.training = false, .seed = 4});
+  for (std::int64_t i = 0; i < a.size(); ++i) CHECK(b[i] == a[i]);  // evaluation: no dropout
+  dropped.forward(x, b, {.training = true, .seed = 4});
+  dropped.forward(x, c, {.training = true, .seed = 4});
+  int differ = 0;
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    CHECK(c[i] == b[i]);  // the same seed, the same mask
+    differ += b[i] != a[i];
+  }
+  CHECK(differ > 0);
+  Tensor input = random_tensor({2, 5, 4}, 6);
+  GradientCheckOptions check;
+  check.step = 1e-3;
+  expect_layer_gradients(dropped, graph, input, {.training = true, .seed = 4}, check);
+  CHECK_THROWS_AS(MultiHeadAttention("mha", 2, 0, false, 1.0f), InvalidArgument);
+}
