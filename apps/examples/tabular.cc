@@ -56,10 +56,10 @@ COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
                      cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
-                                            "mean_squared_error", "mse", "mean_absolute_error",
-                                            "mae", "huber"});
+                                            "categorical_cross_entropy", "mean_squared_error",
+                                            "mse", "mean_absolute_error", "mae", "huber"});
 COHORT_DEFINE_string(metrics, "",
-                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, mse, mae, precision, recall, auc");
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, auc");
 COHORT_DEFINE_string(model, "mlp", "the model: mlp (--hidden), or over sequences conv1d, lstm, gru, bilstm or transformer (--units)",
                      cohort::flags::Choices{"mlp", "conv1d", "lstm", "gru", "bilstm", "transformer"});
 COHORT_DEFINE_string(hidden, "64,64", "mlp: hidden layer sizes, comma-separated (ReLU)");

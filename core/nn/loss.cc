@@ -117,6 +117,83 @@ float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets&
 
 void SigmoidCrossEntropyLoss::backward(Tensor& grad) { grad = grad_; }
 
+namespace {
+
+// The classes of a row of categorical targets: their last axis, which must hold two or more.
+std::int64_t categories(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
+  check_values(what, prediction, targets);
+  const std::int64_t classes = targets.shape.empty() ? 0 : targets.shape.back();
+  if (classes < 2)
+    mismatch(what, prediction, targets,
+             "it needs targets whose last axis holds the classes (one-hot rows, two or more "
+             "classes)");
+  return classes;
+}
+
+}  // namespace
+
+void CategoricalCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  categories("loss " + name(), prediction, targets);
+}
+
+float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  const std::int64_t classes = t.shape().back();
+  const std::int64_t rows = predictions.size() / classes;
+  if (classes < 2 || rows * classes != predictions.size())
+    throw InvalidArgument("loss " + name() + ": targets " + to_string(t.shape()) +
+                          " have no rows of classes for predictions " +
+                          to_string(predictions.shape()));
+  grad_.resize(predictions.shape());
+  const float scale = 1.0f / static_cast<float>(rows);
+  double loss = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = predictions.data() + r * classes;
+    const float* y = t.data() + r * classes;
+    float* g = grad_.data() + r * classes;
+    // -sum y log softmax(x) = sum(y) logsumexp(x) - sum y x, shifted by the row's largest logit.
+    const float top = *std::max_element(x, x + classes);
+    double total = 0.0, mass = 0.0, dot = 0.0;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      total += std::exp(static_cast<double>(x[c] - top));
+      mass += y[c];
+      dot += static_cast<double>(y[c]) * (x[c] - top);
+    }
+    loss += mass * std::log(total) - dot;
+    for (std::int64_t c = 0; c < classes; ++c)
+      g[c] = static_cast<float>((std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c])) * scale;
+  }
+  return static_cast<float>(loss / static_cast<double>(rows));
+}
+
+Tensor CategoricalCrossEntropyLoss::probabilities(const Tensor& output) const {
+  Tensor p(output.shape());
+  const std::int64_t classes = output.rank() > 1 ? output.shape().back() : 0;
+  if (classes < 2)
+    throw InvalidArgument("loss " + name() + ": output " + to_string(output.shape()) +
+                          " has no last axis of classes");
+  for (std::int64_t r = 0; r < output.size() / classes; ++r)
+    softmax(output.data() + r * classes, classes, p.data() + r * classes);
+  return p;
+}
+
+void CategoricalAccuracy::check(const Shape& prediction, const TargetSpec& targets) const {
+  categories("metric " + name(), prediction, targets);
+}
+
+float CategoricalAccuracy::compute(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("metric " + name(), predictions, targets);
+  const std::int64_t classes = t.shape().back();
+  const std::int64_t rows = predictions.size() / classes;
+  std::int64_t hits = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = predictions.data() + r * classes;
+    const float* y = t.data() + r * classes;
+    hits += std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
+  }
+  return rows > 0 ? static_cast<float>(hits) / static_cast<float>(rows) : 0.0f;
+}
+
 void MeanSquaredErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
 }
@@ -384,17 +461,20 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
   if (label_smoothing != 0.0f)
     throw InvalidArgument("label smoothing applies to softmax_cross_entropy, not " + name);
   if (name == "sigmoid_cross_entropy") return std::make_unique<SigmoidCrossEntropyLoss>();
+  if (name == "categorical_cross_entropy") return std::make_unique<CategoricalCrossEntropyLoss>();
   if (name == "mean_squared_error" || name == "mse") return std::make_unique<MeanSquaredErrorLoss>();
   if (name == "mean_absolute_error" || name == "mae") return std::make_unique<MeanAbsoluteErrorLoss>();
   if (name == "huber") return std::make_unique<HuberLoss>();
   throw InvalidArgument("unknown loss '" + name +
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                        "mean_squared_error, mean_absolute_error, huber)");
+                        "categorical_cross_entropy, mean_squared_error, mean_absolute_error, "
+                        "huber)");
 }
 
 std::unique_ptr<Metric> make_metric(const std::string& name) {
   if (name == "accuracy") return std::make_unique<Accuracy>();
   if (name == "binary_accuracy") return std::make_unique<BinaryAccuracy>();
+  if (name == "categorical_accuracy") return std::make_unique<CategoricalAccuracy>();
   if (name == "mse") return std::make_unique<MeanSquaredError>();
   if (name == "mae") return std::make_unique<MeanAbsoluteError>();
   if (name == "precision") return std::make_unique<Precision>();
@@ -406,8 +486,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
       return std::make_unique<TopKAccuracy>(std::stoi(k));
   }
   throw InvalidArgument("unknown metric '" + name +
-                        "' (known: accuracy, top<k>_accuracy, binary_accuracy, mse, mae, precision, "
-                        "recall, auc)");
+                        "' (known: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, "
+                        "mse, mae, precision, recall, auc)");
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
@@ -416,6 +496,8 @@ std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
     metrics.push_back(std::make_unique<Accuracy>());
   else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<BinaryAccuracy>());
+  else if (dynamic_cast<const CategoricalCrossEntropyLoss*>(&loss))
+    metrics.push_back(std::make_unique<CategoricalAccuracy>());
   else if (dynamic_cast<const MeanSquaredErrorLoss*>(&loss))
     metrics.push_back(std::make_unique<MeanSquaredError>());
   else if (dynamic_cast<const MeanAbsoluteErrorLoss*>(&loss) || dynamic_cast<const HuberLoss*>(&loss)) {

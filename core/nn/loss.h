@@ -89,6 +89,25 @@ class SigmoidCrossEntropyLoss final : public Loss {
   Tensor grad_;
 };
 
+/// Softmax cross-entropy of logits against float targets of the same shape whose last axis is a
+/// distribution over the classes (one-hot, or soft: label smoothing of your own, distillation),
+/// averaged over every row of that axis: Keras's CategoricalCrossentropy(from_logits=True). A
+/// class per step of a sequence is targets [steps, classes], a one-hot row per step (tagging,
+/// next-token prediction); a model's output of [steps * classes] values is read by the targets'
+/// rows too. The gradient is softmax * sum(t) - t per row.
+class CategoricalCrossEntropyLoss final : public Loss {
+ public:
+  std::string name() const override { return "categorical_cross_entropy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override { grad = grad_; }
+  /// The softmax of each row of the last axis.
+  Tensor probabilities(const Tensor& output) const override;
+
+ private:
+  Tensor grad_;
+};
+
 /// Mean squared error against float targets of the prediction's shape, averaged over every
 /// element.
 class MeanSquaredErrorLoss final : public Loss {
@@ -225,6 +244,16 @@ class TopKAccuracy final : public Metric {
   int k_;
 };
 
+/// Fraction of rows (of the float targets' last axis: a step's classes) whose largest logit is
+/// where the target's largest value is, the first of each on ties ("categorical_accuracy", for
+/// categorical cross-entropy).
+class CategoricalAccuracy final : public Metric {
+ public:
+  std::string name() const override { return "categorical_accuracy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+};
+
 /// Fraction of elements whose logit and 0/1 target agree (logit > 0 against target > 0.5): the
 /// accuracy of multi-label predictions ("binary_accuracy").
 class BinaryAccuracy final : public Metric {
@@ -251,15 +280,16 @@ class MeanAbsoluteError final : public Metric {
 };
 
 /// The loss named `name` ("softmax_cross_entropy", "sigmoid_cross_entropy",
-/// "mean_squared_error" or "mse", "mean_absolute_error" or "mae", "huber" with delta 1);
+/// "categorical_cross_entropy", "mean_squared_error" or "mse", "mean_absolute_error" or "mae",
+/// "huber" with delta 1);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
-/// "binary_accuracy", "mse", "mae", "precision", "recall" or "auc" (positive class 1 where the
+/// "binary_accuracy", "categorical_accuracy", "mse", "mae", "precision", "recall" or "auc" (positive class 1 where the
 /// targets are class labels); InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Metric> make_metric(const std::string& name);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
-/// binary_accuracy for sigmoid cross-entropy, mse for mean squared error, mse and mae for mean
+/// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical cross-entropy, mse for mean squared error, mse and mae for mean
 /// absolute error and Huber, none for others.
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss);
 

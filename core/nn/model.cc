@@ -162,7 +162,8 @@ void Model::check_data(const Shape& example, const TargetSpec& targets) const {
   // take logits.
   if (const auto* last = dynamic_cast<const ElementwiseActivation*>(layers_.layer(layers_.output()))) {
     const bool softmax = last->kind() == ElementwiseActivation::Kind::kSoftmax &&
-                         dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get());
+                         (dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get()) ||
+                          dynamic_cast<const CategoricalCrossEntropyLoss*>(loss_.get()));
     const bool sigmoid = last->kind() == ElementwiseActivation::Kind::kSigmoid &&
                          dynamic_cast<const SigmoidCrossEntropyLoss*>(loss_.get());
     if (softmax || sigmoid)

@@ -248,3 +248,48 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
                        "mean_squared_error, mean_absolute_error, huber)",
                        InvalidArgument);
 }
+
+TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis, soft or one-hot") {
+  // Two examples of 3 steps of 4 classes: one-hot rows, and a soft row (a distribution).
+  Tensor x = random_tensor({2, 3, 4}, 8, -3.0f, 3.0f);
+  Tensor y({2, 3, 4});
+  const int classes[6] = {0, 3, 1, 2, 2, 0};
+  for (int r = 0; r < 6; ++r) y[r * 4 + classes[r]] = 1.0f;
+  y[5 * 4 + 0] = 0.5f;  // the last row: half class 0, half class 1
+  y[5 * 4 + 1] = 0.5f;
+  const Targets t{{}, &y};
+  CategoricalCrossEntropyLoss loss;
+  double expected = 0;
+  for (int r = 0; r < 6; ++r) {
+    double total = 0;
+    for (int c = 0; c < 4; ++c) total += std::exp(double(x[r * 4 + c]));
+    for (int c = 0; c < 4; ++c) expected -= y[r * 4 + c] * (x[r * 4 + c] - std::log(total)) / 6;
+  }
+  CHECK(loss.forward(x, t) == doctest::Approx(expected).epsilon(1e-5));
+  check_gradient(loss, x, t);
+  // The same logits as one flat vector per example: the targets' rows still say the classes.
+  Tensor flat_x({2, 12}, x.span());
+  CHECK(loss.forward(flat_x, t) == doctest::Approx(expected).epsilon(1e-5));
+  const Tensor p = loss.probabilities(x);
+  double row = 0;
+  for (int c = 0; c < 4; ++c) row += p[4 + c];
+  CHECK(row == doctest::Approx(1.0));
+
+  CategoricalAccuracy accuracy;
+  double hits = 0;
+  for (int r = 0; r < 6; ++r) {
+    int best = 0;
+    for (int c = 1; c < 4; ++c) best = x[r * 4 + c] > x[r * 4 + best] ? c : best;
+    hits += best == (r == 5 ? 0 : classes[r]) ? 1 : 0;  // the soft row's first largest: 0
+  }
+  CHECK(accuracy.compute(x, t) == doctest::Approx(hits / 6));
+  CHECK(make_loss("categorical_cross_entropy")->name() == "categorical_cross_entropy");
+  CHECK(default_metrics(loss).front()->name() == "categorical_accuracy");
+  CHECK(make_metric("categorical_accuracy")->name() == "categorical_accuracy");
+  CHECK_THROWS_WITH_AS(
+      loss.check({3}, TargetSpec::values({3, 1})),
+      "loss categorical_cross_entropy does not fit the data: predictions [3] per example, float "
+      "targets [3, 1]; it needs targets whose last axis holds the classes (one-hot rows, two or "
+      "more classes)",
+      InvalidArgument);
+}
