@@ -11,6 +11,12 @@
 //       --loss=sigmoid_cross_entropy                                           (one line)
 //   mpirun -np 4 build/bin/example_tabular --train=ids.npy,labels.npy --vocabulary=20000
 //       --model=bilstm                                                         (one line)
+//   mpirun -np 4 build/bin/example_tabular --train=weather.csv --target_columns=temp_next
+//       --window=24 --model=lstm --loss=mse                                    (one line)
+//
+// --window reads a file's rows as one time series (Keras's timeseries_dataset_from_array): each
+// example is that many consecutive rows, its target (or label) that of the row --horizon after
+// the window's last.
 //
 // --standardize scales each feature by the training data's mean and standard deviation.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
@@ -60,6 +66,11 @@ COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default m
                                             "mse", "mean_absolute_error", "mae", "huber"});
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, auc");
+COHORT_DEFINE_int(window, 0,
+                  "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example)",
+                  cohort::flags::Range{0, 1 << 20});
+COHORT_DEFINE_int(horizon, 1, "with --window: how many rows after a window's last row its target is (0: that row's own)",
+                  cohort::flags::Range{0, 1 << 20});
 COHORT_DEFINE_string(model, "mlp", "the model: mlp (--hidden), or over sequences conv1d, lstm, gru, bilstm or transformer (--units)",
                      cohort::flags::Choices{"mlp", "conv1d", "lstm", "gru", "bilstm", "transformer"});
 COHORT_DEFINE_string(hidden, "64,64", "mlp: hidden layer sizes, comma-separated (ReLU)");
@@ -188,16 +199,23 @@ int Main(int argc, char** argv) {
   std::vector<std::string> csv_features;
   cohort::data::Dataset train;
   std::optional<cohort::data::Dataset> test;
+  // With --window, a file is one series: its windows are made from the whole of it (they
+  // overlap shards' rows), and the workers' shards are of windows.
+  const auto windowed = [](const cohort::data::Dataset& rows) {
+    return FLAGS_window > 0 ? rows.windows(FLAGS_window, FLAGS_horizon) : rows;
+  };
   if (FLAGS_validation_split > 0) {
-    auto [fit, held_out] = load("train", FLAGS_train, csv_features)
+    auto [fit, held_out] = windowed(load("train", FLAGS_train, csv_features))
                                .split(FLAGS_validation_split, static_cast<std::uint64_t>(FLAGS_seed));
     train = fit.shard(mine.index, mine.count);
     if (server.is_chief()) test = std::move(held_out);
   } else {
-    train = load("train", FLAGS_train, csv_features, mine);
+    train = FLAGS_window > 0
+                ? windowed(load("train", FLAGS_train, csv_features)).shard(mine.index, mine.count)
+                : load("train", FLAGS_train, csv_features, mine);
     if (server.is_chief())
-      test = FLAGS_test.empty() ? load("train", FLAGS_train, csv_features)
-                                : load("test", FLAGS_test, csv_features);
+      test = windowed(FLAGS_test.empty() ? load("train", FLAGS_train, csv_features)
+                                         : load("test", FLAGS_test, csv_features));
   }
   const std::int64_t examples = server.replicas().allreduce(train.size());
   const cohort::Shape input = FLAGS_input_shape.empty()

@@ -13,15 +13,17 @@
 // transformer, --units wide), then the logits. The chief evaluates on --test (or the
 // --validation_split part of --train) and prints the test loss and accuracy.
 //
-// With --checkpoint_dir the chief keeps checkpoints there, beside the vocabulary
-// (vocabulary.txt) and the classes (classes.txt) they go with; a restarted job resumes from the
-// latest, and refuses a training folder whose vocabulary is not the checkpoint's. --predict then
-// classifies new texts with the latest checkpoint, without training:
+// With --checkpoint_dir the chief keeps checkpoints there, beside what they go with: the
+// vocabulary (vocabulary.txt), the classes (classes.txt) and the flags that shape the model and
+// its input (settings.txt); a restarted job resumes from the latest, and refuses a training
+// folder, classes or flags that are not the checkpoint's. --predict then classifies new texts
+// with the latest checkpoint, with those settings, without training:
 //
 //   build/bin/example_text --checkpoint_dir=ckpt --predict=new_reviews --predictions=labels.csv
 #include <cohort/cohort.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -29,6 +31,7 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -72,6 +75,37 @@ cohort::Model classifier(cohort::Graph& graph, std::int64_t length, std::int64_t
   return model;
 }
 
+// The flags a checkpoint's model and input depend on, as "name=value" lines.
+std::vector<std::string> settings() {
+  return {"split=" + FLAGS_split, "max_tokens=" + std::to_string(FLAGS_max_tokens),
+          "sequence_length=" + std::to_string(FLAGS_sequence_length),
+          "embedding_dim=" + std::to_string(FLAGS_embedding_dim), "model=" + FLAGS_model,
+          "units=" + std::to_string(FLAGS_units)};
+}
+
+// Sets those flags from a checkpoint's settings.txt.
+void adopt_settings(const std::vector<std::string>& lines) {
+  for (const std::string& line : lines) {
+    const std::size_t eq = line.find('=');
+    const std::string name = line.substr(0, eq), value = eq == std::string::npos ? "" : line.substr(eq + 1);
+    if (name == "split") FLAGS_split = value;
+    else if (name == "max_tokens") FLAGS_max_tokens = std::stoll(value);
+    else if (name == "sequence_length") FLAGS_sequence_length = std::stoll(value);
+    else if (name == "embedding_dim") FLAGS_embedding_dim = std::stoll(value);
+    else if (name == "model") FLAGS_model = value;
+    else if (name == "units") FLAGS_units = std::stoll(value);
+  }
+}
+
+cohort::data::TextOptions text_options() {
+  cohort::data::TextOptions text;
+  text.split = FLAGS_split == "words" ? cohort::data::TextOptions::Split::kWords
+                                      : cohort::data::TextOptions::Split::kCharacters;
+  text.max_tokens = FLAGS_max_tokens;
+  text.sequence_length = FLAGS_sequence_length;
+  return text;
+}
+
 // The lines of `path` (a file the chief wrote beside the checkpoints).
 std::vector<std::string> lines(const std::string& path) {
   std::ifstream in(path);
@@ -88,9 +122,11 @@ void write_lines(const std::string& path, const std::vector<std::string>& values
   if (!out) throw cohort::InvalidArgument(path + ": cannot write it");
 }
 
-// --predict's files: the .txt files under a folder, sorted, or the files given.
+// --predict's files: the .txt files (in any case) under a folder, sorted, hidden ones and
+// hidden folders left out, links followed; or the files given.
 std::vector<std::string> texts_to_predict() {
   namespace fs = std::filesystem;
+  const auto hidden = [](const fs::path& p) { return p.filename().string().starts_with("."); };
   std::vector<std::string> paths;
   for (const std::string& given : cohort::flags::split_list("predict", FLAGS_predict)) {
     if (!fs::is_directory(given)) {
@@ -98,9 +134,17 @@ std::vector<std::string> texts_to_predict() {
       continue;
     }
     std::vector<std::string> found;
-    for (const auto& entry : fs::recursive_directory_iterator(given))
-      if (entry.is_regular_file() && entry.path().extension() == ".txt")
-        found.push_back(entry.path().string());
+    fs::recursive_directory_iterator it(given, fs::directory_options::follow_directory_symlink);
+    for (const fs::recursive_directory_iterator end; it != end; ++it) {
+      if (hidden(it->path())) {
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      std::string extension = it->path().extension().string();
+      std::transform(extension.begin(), extension.end(), extension.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (it->is_regular_file() && extension == ".txt") found.push_back(it->path().string());
+    }
     if (found.empty()) throw cohort::InvalidArgument("--predict=" + given + ": no .txt files in it");
     std::sort(found.begin(), found.end());
     paths.insert(paths.end(), found.begin(), found.end());
@@ -108,10 +152,20 @@ std::vector<std::string> texts_to_predict() {
   return paths;
 }
 
+// A CSV field: quoted where it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& value) {
+  if (value.find_first_of(",\"\n\r") == std::string::npos) return value;
+  std::string quoted = "\"";
+  for (const char c : value) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 // Classifies --predict's texts with the latest checkpoint of --checkpoint_dir, and the
-// vocabulary and classes beside it: path, class, probability, a line each.
-void predict(const cohort::data::TextOptions& text) {
+// vocabulary, classes and settings beside it: path, class, probability, a line each.
+void predict() {
   const std::string dir = FLAGS_checkpoint_dir;
+  adopt_settings(lines(dir + "/settings.txt"));
+  const cohort::data::TextOptions text = text_options();
   cohort::data::TextVectorizer vectorizer(text);
   vectorizer.load_vocabulary(dir + "/vocabulary.txt");
   const std::vector<std::string> classes = lines(dir + "/classes.txt");
@@ -139,7 +193,8 @@ void predict(const cohort::data::TextOptions& text) {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const float* row = probabilities.data() + static_cast<std::int64_t>(i) * n;
     const std::int64_t best = std::max_element(row, row + n) - row;
-    out << paths[i] << ',' << classes[static_cast<std::size_t>(best)] << ',' << row[best] << '\n';
+    out << csv_field(paths[i]) << ',' << csv_field(classes[static_cast<std::size_t>(best)]) << ','
+        << row[best] << '\n';
   }
   out.flush();
   if (!out) throw cohort::InvalidArgument("--predictions=" + FLAGS_predictions + ": cannot write it");
@@ -153,18 +208,14 @@ int Main(int argc, char** argv) {
     server.join();
     return 0;
   }
-  cohort::data::TextOptions text;
-  text.split = FLAGS_split == "words" ? cohort::data::TextOptions::Split::kWords
-                                      : cohort::data::TextOptions::Split::kCharacters;
-  text.max_tokens = FLAGS_max_tokens;
-  text.sequence_length = FLAGS_sequence_length;
   if (!FLAGS_predict.empty()) {
     if (FLAGS_checkpoint_dir.empty())
       throw cohort::InvalidArgument("--predict needs --checkpoint_dir, where a job trained the model");
-    if (server.is_chief()) predict(text);
+    if (server.is_chief()) predict();
     server.done();
     return 0;
   }
+  const cohort::data::TextOptions text = text_options();
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
   if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
     throw cohort::InvalidArgument("--validation_split with --test=" + FLAGS_test +
@@ -182,11 +233,17 @@ int Main(int argc, char** argv) {
       cohort::data::load_text_folder(FLAGS_train, vectorizer, read, &classes);
   const std::int64_t texts = server.replicas().allreduce(train.size());
   const std::int64_t tokens = vectorizer.vocabulary_size();
-  if (server.replicas().allreduce(tokens, cohort::mpi::Op::kMax) != tokens ||
-      server.replicas().allreduce(tokens, cohort::mpi::Op::kMin) != tokens)
-    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers built vocabularies "
-                                  "of different sizes (this one " + std::to_string(tokens) +
-                                  "): do they all see the same folder?");
+  // Workers that read different folders (a copy per node that differs) would train different
+  // models: compare a hash of the vocabulary and classes.
+  std::uint64_t digest = 1469598103934665603ULL;  // FNV-1a over the tokens and the classes
+  for (const std::vector<std::string>* list : {&vectorizer.vocabulary(), &std::as_const(classes)})
+    for (const std::string& item : *list)
+      for (const char c : item + '\n') digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  const auto mine = static_cast<std::int64_t>(digest >> 1);
+  if (server.replicas().allreduce(mine, cohort::mpi::Op::kMax) != mine ||
+      server.replicas().allreduce(mine, cohort::mpi::Op::kMin) != mine)
+    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers built different "
+                                  "vocabularies or classes: do they all see the same folder?");
   std::optional<cohort::data::Dataset> test;
   if (server.is_chief()) {
     read.shard = {};
@@ -197,13 +254,26 @@ int Main(int argc, char** argv) {
     if (!FLAGS_vocabulary_file.empty()) vectorizer.save_vocabulary(FLAGS_vocabulary_file);
     if (!FLAGS_checkpoint_dir.empty()) {
       // What the checkpoints' ids and logits mean, beside them; a resumed job must mean the same.
-      std::filesystem::create_directories(FLAGS_checkpoint_dir);
-      const std::string vocabulary = FLAGS_checkpoint_dir + "/vocabulary.txt";
-      if (std::filesystem::exists(vocabulary) && lines(vocabulary) != vectorizer.vocabulary())
-        throw cohort::InvalidArgument("--train=" + FLAGS_train + ": its vocabulary is not the one " +
-                                      "the checkpoints in " + FLAGS_checkpoint_dir + " were trained with");
-      vectorizer.save_vocabulary(vocabulary);
-      write_lines(FLAGS_checkpoint_dir + "/classes.txt", classes);
+      const std::string dir = FLAGS_checkpoint_dir;
+      std::filesystem::create_directories(dir);
+      if (std::filesystem::exists(dir + "/settings.txt") && lines(dir + "/settings.txt") != settings())
+        throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": its checkpoints were trained with "
+                                      "other settings (" + dir + "/settings.txt); give the same flags");
+      if (std::filesystem::exists(dir + "/vocabulary.txt")) {
+        cohort::data::TextOptions any = text;
+        any.max_tokens = 1 << 24;
+        cohort::data::TextVectorizer saved(any);
+        saved.load_vocabulary(dir + "/vocabulary.txt");
+        if (saved.vocabulary() != vectorizer.vocabulary())
+          throw cohort::InvalidArgument("--train=" + FLAGS_train + ": its vocabulary is not the one " +
+                                        "the checkpoints in " + dir + " were trained with");
+      }
+      if (std::filesystem::exists(dir + "/classes.txt") && lines(dir + "/classes.txt") != classes)
+        throw cohort::InvalidArgument("--train=" + FLAGS_train + ": its classes are not the ones the " +
+                                      "checkpoints in " + dir + " were trained with (" + dir + "/classes.txt)");
+      vectorizer.save_vocabulary(dir + "/vocabulary.txt");
+      write_lines(dir + "/classes.txt", classes);
+      write_lines(dir + "/settings.txt", settings());
     }
   }
 

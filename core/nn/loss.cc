@@ -133,7 +133,7 @@ std::int64_t categories(const std::string& what, const Shape& prediction, const 
 }  // namespace
 
 void CategoricalCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
-  categories("loss " + name(), prediction, targets);
+  classes_ = categories("loss " + name(), prediction, targets);
 }
 
 float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
@@ -168,7 +168,11 @@ float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targ
 
 Tensor CategoricalCrossEntropyLoss::probabilities(const Tensor& output) const {
   Tensor p(output.shape());
-  const std::int64_t classes = output.rank() > 1 ? output.shape().back() : 0;
+  const std::int64_t rows = output.rank() > 0 ? output.dim(0) : 0;
+  const std::int64_t classes =
+      classes_ > 0 && rows > 0 && (output.size() / rows) % classes_ == 0
+          ? classes_
+          : (output.rank() > 1 ? output.shape().back() : 0);
   if (classes < 2)
     throw InvalidArgument("loss " + name() + ": output " + to_string(output.shape()) +
                           " has no last axis of classes");

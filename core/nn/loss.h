@@ -101,11 +101,13 @@ class CategoricalCrossEntropyLoss final : public Loss {
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override { grad = grad_; }
-  /// The softmax of each row of the last axis.
+  /// The softmax of each row of classes: rows of the targets' last axis as check() last saw
+  /// them (a flat output of [steps * classes] too), else of the output's last axis.
   Tensor probabilities(const Tensor& output) const override;
 
  private:
   Tensor grad_;
+  mutable std::int64_t classes_ = 0;  // the targets' last axis, from check()
 };
 
 /// Mean squared error against float targets of the prediction's shape, averaged over every

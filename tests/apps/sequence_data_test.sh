@@ -9,6 +9,8 @@
 #   accuracy at least 0.95 (chance: 0.5);
 # - a series of 24 values [24] (a sequence of single values), the target its next value, through
 #   a GRU: test mean squared error below 2% of the targets' variance (measured 0.3%);
+# - a CSV table read as one series (--window=24): windows of 24 rows through an LSTM, each
+#   forecasting the next row's value: test MSE below 2% of the targets' variance;
 # - examples that are not sequences ([2, 2, 2]), and --standardize on token ids, are refused in
 #   one line.
 #
@@ -64,6 +66,14 @@ for split, n in (("train", 4000), ("test", 1000)):
     x, y = series(n)
     np.save(f"series_{split}_x.npy", x)
     np.save(f"series_{split}_y.npy", y)
+# One long series as a CSV table, a row per time step: a sum of sines "a", a slower wave "b" and
+# the column to forecast, "y", a copy of "a" (a target column is not among the features).
+t = np.arange(6000)
+a = np.sin(0.07 * t) + 0.5 * np.sin(0.31 * t + 1) + rng.normal(0, 0.02, size=t.size)
+b = np.cos(0.011 * t)
+for split, rows in (("train", slice(0, 5000)), ("test", slice(5000, 6000))):
+    np.savetxt(f"weather_{split}.csv", np.stack([a[rows], b[rows], a[rows]], axis=1),
+               delimiter=",", header="a,b,y", comments="", fmt="%.6f")
 np.save("cubes_x.npy", rng.normal(size=(100, 2, 2, 2)).astype(np.float32))
 np.save("cubes_y.npy", rng.integers(0, 2, size=100).astype(np.int32))
 print("variance of the series' targets:", float(np.load("series_test_y.npy").var()))
@@ -105,6 +115,21 @@ mse = json.load(open("series.json"))["mse"]
 variance = float(np.load("series_test_y.npy").var())
 print(f"series: test MSE {mse:.4f}, the targets' variance {variance:.4f}")
 sys.exit(0 if mse < 0.02 * variance else "series: the GRU's forecast is not 50x better than the mean")
+PY
+
+# The CSV table as one series: windows of 24 rows, the target "y" of the row after each.
+run weather --model=lstm --units=32 --window=24 --train=weather_train.csv --test=weather_test.csv \
+  --target_columns=y --loss=mse --learning_rate=0.003 --train_steps=600 --metrics_json=weather.json \
+  || { echo "the windowed LSTM job failed"; exit 1; }
+grep -q "^tabular: 2 workers, 4976 examples, " weather.log \
+  || { echo "weather: not the 4976 windows of 24 rows of 5000"; exit 1; }
+/usr/bin/python3 - <<'PY' || exit 1
+import json, sys
+import numpy as np
+mse = json.load(open("weather.json"))["mse"]
+y = np.loadtxt("weather_test.csv", delimiter=",", skiprows=1)[24:, 2]
+print(f"weather: test MSE {mse:.4f}, the targets' variance {y.var():.4f}")
+sys.exit(0 if mse < 0.02 * y.var() else "weather: the windowed forecast is not 50x better than the mean")
 PY
 
 expect_job_failure "$tabular" cubes \

@@ -7,8 +7,10 @@
 # - words through 1-D convolutions: test accuracy at least 0.55 (measured 0.64 - 0.74 over
 #   seeds), and the vocabulary file the chief writes starts with the padding and unknown ids;
 #   the checkpoint then classifies the held-out GPL-3 paragraphs with --predict (at least half
-#   called GPL-3), and refuses to resume on a folder with another vocabulary;
-# - characters through 1-D convolutions: at least 0.65 (measured 0.80);
+#   called GPL-3), and refuses to resume with other flags or on a folder with another
+#   vocabulary;
+# - characters through 1-D convolutions: at least 0.65 (measured 0.80), and its checkpoint calls
+#   at least half the held-out MPL-2.0 paragraphs MPL-2.0;
 # - --validation_split instead of a test folder trains on the rest of the training folder;
 # - a folder without .txt files is refused in one line naming it.
 #
@@ -57,7 +59,7 @@ at_least words words.json 0.55
 # The checkpoint classifies new texts (the held-out GPL-3 paragraphs) without training, with the
 # vocabulary and classes kept beside it: as many of them called GPL-3 as the test accuracy says.
 run predict --checkpoint_dir=ckpt --predict=test/GPL-3 --predictions=gpl3.csv \
-  --embedding_dim=32 --units=128 || { echo "the prediction job failed"; exit 1; }
+  || { echo "the prediction job failed"; exit 1; }
 /usr/bin/python3 - <<'PY' || exit 1
 import csv, os, sys
 rows = list(csv.DictReader(open("gpl3.csv")))
@@ -67,16 +69,26 @@ print(f"predict: {called} of {len(rows)} GPL-3 paragraphs called GPL-3")
 if len(rows) != files or called < 0.5 * files or not all(0 < float(r["probability"]) <= 1 for r in rows):
     sys.exit(f"predict: {len(rows)} rows for {files} files, {called} called GPL-3")
 PY
-# A checkpoint's vocabulary goes with it: a training folder that makes another is refused.
+# A checkpoint's settings and vocabulary go with it: other flags, or a training folder that
+# makes another vocabulary, are refused.
+expect_job_failure "$text" other_settings \
+  "--checkpoint_dir=ckpt: its checkpoints were trained with other settings \(ckpt/settings\.txt\); give the same flags" \
+  "0" --train=train --checkpoint_dir=ckpt --train_steps=300 --units=64
 mkdir -p fewer && cp -r train/GPL-3 train/MPL-2.0 fewer/
 expect_job_failure "$text" other_vocabulary \
   "--train=fewer: its vocabulary is not the one the checkpoints in ckpt were trained with" "0" \
-  --train=fewer --checkpoint_dir=ckpt --train_steps=300
+  --train=fewer --checkpoint_dir=ckpt --train_steps=300 --model=conv1d --embedding_dim=32 --units=128
 
 run characters --train=train --test=test --model=conv1d --split=characters --sequence_length=400 \
   --embedding_dim=16 --units=128 --train_steps=200 --metrics_json=characters.json \
-  || { echo "the character-level job failed"; exit 1; }
+  --checkpoint_dir=ckpt_characters || { echo "the character-level job failed"; exit 1; }
 at_least characters characters.json 0.65
+# Characters are tokens, line feeds among them: the vocabulary file keeps them (escaped), and
+# the character model predicts with it.
+run predict_characters --checkpoint_dir=ckpt_characters --predict=test/MPL-2.0 \
+  --predictions=mpl.csv || { echo "the character-level prediction job failed"; exit 1; }
+[[ $(grep -c ",MPL-2.0," mpl.csv) -ge $(( $(ls test/MPL-2.0 | wc -l) / 2 )) ]] \
+  || { cat mpl.csv; echo "predict_characters: fewer than half the MPL-2.0 paragraphs called MPL-2.0"; exit 1; }
 
 run held_out --train=train --validation_split=0.25 --model=conv1d --train_steps=50 \
   || { echo "the job with a validation split failed"; exit 1; }

@@ -46,6 +46,22 @@ class SubsetSource : public ExampleSource {
   std::vector<std::int64_t> indices_;
 };
 
+// Windows of consecutive examples of a series: example i is the series' examples i * stride to
+// i * stride + length - 1, one after the other.
+class WindowSource : public ExampleSource {
+ public:
+  WindowSource(Dataset series, std::int64_t length, std::int64_t stride)
+      : series_(std::move(series)), length_(length), stride_(stride) {}
+  void read(std::int64_t i, float* out) const override {
+    const std::int64_t step = series_.example_size();
+    for (std::int64_t k = 0; k < length_; ++k) series_.read_example(i * stride_ + k, out + k * step);
+  }
+
+ private:
+  Dataset series_;
+  std::int64_t length_, stride_;
+};
+
 // Checks a storage; returns its example count.
 std::int64_t check(const Storage& s) {
   const std::string what = "Dataset " + s.name + ": ";
@@ -217,6 +233,39 @@ Dataset Dataset::subset(std::span<const std::int64_t> indices) const {
   }
   storage->num_classes = storage_->num_classes;
   storage->name = storage_->name;
+  return Dataset(std::move(storage));
+}
+
+Dataset Dataset::windows(std::int64_t length, std::int64_t horizon, std::int64_t stride) const {
+  const std::string what = "Dataset " + name() + ": windows of " + std::to_string(length) +
+                           " steps, horizon " + std::to_string(horizon) + ", stride " +
+                           std::to_string(stride);
+  if (length < 1 || stride < 1 || horizon < 0)
+    throw InvalidArgument(what + ": the length and stride must be >= 1, the horizon >= 0");
+  if (size_ < length + horizon)
+    throw InvalidArgument(what + ": the series has " + std::to_string(size_) +
+                          " steps, fewer than length + horizon");
+  const std::int64_t n = (size_ - length - horizon) / stride + 1;
+  auto storage = std::make_shared<Storage>();
+  storage->source = std::make_shared<WindowSource>(*this, length, stride);
+  storage->source_shape = {n, length};
+  const Shape step = example_shape();
+  storage->source_shape.insert(storage->source_shape.end(), step.begin(), step.end());
+  // Window i's label or target: the series' at i * stride + length - 1 + horizon.
+  const auto at = [&](std::int64_t i) { return i * stride + length - 1 + horizon; };
+  if (has_labels()) {
+    for (std::int64_t i = 0; i < n; ++i) storage->labels.push_back(label(at(i)));
+  } else {
+    Shape shape = target_shape();
+    shape.insert(shape.begin(), n);
+    storage->targets = Tensor(shape);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::span<const float> t = target(at(i));
+      std::copy(t.begin(), t.end(), storage->targets.data() + i * target_size_);
+    }
+  }
+  storage->num_classes = storage_->num_classes;
+  storage->name = storage_->name + " (windows of " + std::to_string(length) + ")";
   return Dataset(std::move(storage));
 }
 

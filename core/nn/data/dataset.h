@@ -128,6 +128,15 @@ class Dataset {
   /// InvalidArgument unless 0 < fraction < 1 and both parts hold an example.
   std::pair<Dataset, Dataset> split(double fraction, std::uint64_t seed) const;
 
+  /// A time series' windows (Keras's timeseries_dataset_from_array): this dataset's examples
+  /// are the series' steps in order (a table's rows), and window i is the `length` steps from
+  /// i * stride on, [length, example...], with the label or target of the step `horizon` after
+  /// its last (horizon 0: its last step's own; a target column that is the next value, say).
+  /// The windows are made as they are used, from this dataset's storage, which they share: a
+  /// long series is never held `length` times. Throws InvalidArgument for a length or stride
+  /// below 1, a negative horizon, or a series shorter than length + horizon.
+  Dataset windows(std::int64_t length, std::int64_t horizon = 1, std::int64_t stride = 1) const;
+
   /// The storage the examples are in, shared by copies of this dataset: example i is its i-th.
   const std::shared_ptr<const Storage>& storage() const { return storage_; }
 

@@ -41,11 +41,12 @@ constexpr detail::ClassFolderKind kTextFiles{"text files", "a .txt name", ".txt"
 }  // namespace
 
 TextVectorizer::TextVectorizer(TextOptions options) : options_(options) {
-  if (options_.max_tokens < 3 || options_.sequence_length < 1)
+  // Ids are held as floats, exact up to 2^24.
+  if (options_.max_tokens < 3 || options_.max_tokens > (1 << 24) || options_.sequence_length < 1)
     throw InvalidArgument("TextVectorizer: max_tokens " + std::to_string(options_.max_tokens) +
                           ", sequence_length " + std::to_string(options_.sequence_length) +
-                          ": max_tokens must be >= 3 (padding, unknown and a token) and "
-                          "sequence_length >= 1");
+                          ": max_tokens must be >= 3 (padding, unknown and a token) and at most "
+                          "2^24, sequence_length >= 1");
 }
 
 std::vector<std::string> TextVectorizer::tokens(std::string_view text) const {
@@ -123,9 +124,46 @@ Tensor TextVectorizer::vectorize(std::span<const std::string> texts) const {
   return ids;
 }
 
+namespace {
+
+// A token as one line of a vocabulary file: a backslash, a line feed and a carriage return
+// (characters are tokens too) written as \\, \n and \r.
+std::string escaped(const std::string& token) {
+  std::string out;
+  for (const char c : token) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string unescaped(const std::string& line) {
+  std::string out;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\\' || i + 1 == line.size()) {
+      out += line[i];
+      continue;
+    }
+    const char next = line[++i];
+    out += next == 'n' ? '\n' : next == 'r' ? '\r' : next;
+  }
+  return out;
+}
+
+}  // namespace
+
 void TextVectorizer::save_vocabulary(const std::string& path) const {
+  if (!adapted())
+    throw InvalidArgument("TextVectorizer: no vocabulary to save to " + path);
   std::ofstream out(path);
-  for (const std::string& token : vocabulary_) out << token << '\n';
+  for (const std::string& token : vocabulary_) out << escaped(token) << '\n';
   out.flush();
   if (!out) detail::fail(path, "cannot write the vocabulary");
 }
@@ -133,7 +171,7 @@ void TextVectorizer::save_vocabulary(const std::string& path) const {
 void TextVectorizer::load_vocabulary(const std::string& path) {
   std::istringstream lines(detail::read_whole_file(path, "a vocabulary file"));
   std::vector<std::string> vocabulary;
-  for (std::string line; std::getline(lines, line);) vocabulary.push_back(line);
+  for (std::string line; std::getline(lines, line);) vocabulary.push_back(unescaped(line));
   try {
     set_vocabulary(std::move(vocabulary));
   } catch (const InvalidArgument& e) {

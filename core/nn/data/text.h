@@ -28,7 +28,8 @@ struct TextOptions {
   bool lowercase = true;          ///< ASCII letters to lower case
   bool strip_punctuation = true;  ///< ASCII punctuation removed (Keras's lower_and_strip_punctuation)
   /// The vocabulary's size, the padding id 0 and the out-of-vocabulary id 1 included: the
-  /// max_tokens - 2 most frequent tokens of the text adapted to get ids 2, 3, ...
+  /// max_tokens - 2 most frequent tokens of the text adapted to get ids 2, 3, ... (at most 2^24:
+  /// ids are held as floats).
   std::int64_t max_tokens = 20000;
   /// Ids per example: a longer text is cut, a shorter one padded with 0 after its ids.
   std::int64_t sequence_length = 200;
@@ -60,8 +61,9 @@ class TextVectorizer {
   const TextOptions& options() const { return options_; }
 
   /// The vocabulary as a text file, one token a line, in id order (ids 0 and 1 as empty and
-  /// "[UNK]" lines); load_vocabulary() reads such a file into set_vocabulary(). DataError naming
-  /// the file when it cannot be written or read.
+  /// "[UNK]" lines; a backslash, line feed and carriage return in a token as \\, \n and \r);
+  /// load_vocabulary() reads such a file into set_vocabulary(). DataError naming the file when
+  /// it cannot be written or read; InvalidArgument to save without a vocabulary.
   void save_vocabulary(const std::string& path) const;
   void load_vocabulary(const std::string& path);
 

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/dataset.h"
 
 using cohort::Shape;
@@ -277,4 +278,44 @@ TEST_CASE("a Dataset checks the storage it is given") {
   CHECK(Dataset(storage).example_shape() == Shape{16});
   storage->features.resize({2});  // no example shape
   CHECK_THROWS_AS(Dataset{storage}, cohort::InvalidArgument);
+}
+
+TEST_CASE("windows of a series: consecutive steps, the label or target horizon steps on") {
+  // 10 steps of 2 features: step s is (s, 100 + s), its label s % 3 and its target 10 s.
+  Tensor steps({10, 2});
+  Tensor values({10, 1});
+  std::vector<std::int32_t> labels;
+  for (int s = 0; s < 10; ++s) {
+    steps[2 * s] = static_cast<float>(s);
+    steps[2 * s + 1] = static_cast<float>(100 + s);
+    values[s] = static_cast<float>(10 * s);
+    labels.push_back(s % 3);
+  }
+  const Dataset classes = Dataset::from_arrays(steps, labels, 3, "series");
+  const Dataset windows = classes.windows(3, /*horizon=*/1, /*stride=*/2);
+  CHECK(windows.size() == 4);  // starts 0, 2, 4, 6: the last window's label is step 9's
+  CHECK(windows.example_shape() == Shape{3, 2});
+  CHECK_FALSE(windows.in_memory());
+  std::vector<float> window(6);
+  windows.read_example(1, window.data());  // steps 2, 3, 4
+  CHECK(window == std::vector<float>{2, 102, 3, 103, 4, 104});
+  CHECK(windows.label(1) == 5 % 3);
+  CHECK(windows.label(3) == 9 % 3);
+  // Shards of the windows read from the same series.
+  const Dataset second = windows.shard(1, 2);
+  CHECK(second.size() == 2);
+  second.read_example(1, window.data());  // window 3: steps 6, 7, 8
+  CHECK(window == std::vector<float>{6, 106, 7, 107, 8, 108});
+  CHECK(second.label(1) == 9 % 3);
+
+  const Dataset regression = Dataset::from_arrays(steps, values, "series");
+  const Dataset same_step = regression.windows(4, /*horizon=*/0);
+  CHECK(same_step.size() == 7);
+  CHECK(same_step.target(0)[0] == 30.0f);  // step 3's own target
+  CHECK(same_step.target(6)[0] == 90.0f);
+  CHECK_THROWS_WITH_AS(regression.windows(8, 3),
+                       "Dataset series: windows of 8 steps, horizon 3, stride 1: the series has 10 "
+                       "steps, fewer than length + horizon",
+                       cohort::InvalidArgument);
+  CHECK_THROWS_AS(regression.windows(0), cohort::InvalidArgument);
 }

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -132,4 +133,20 @@ TEST_CASE("load_text_folder: a folder without text files is a DataError naming i
         dir.str() + ": no .txt text files in its 1 class subfolders (a)");
   CHECK(data_error([&] { cohort::data::load_text_folder(dir / "missing", words); }) ==
         dir / "missing" + ": no such folder");
+}
+
+TEST_CASE("A vocabulary of characters survives its file: line feeds and backslashes escaped") {
+  TextVectorizer characters({.split = TextOptions::Split::kCharacters, .strip_punctuation = false});
+  const std::vector<std::string> texts = {"a b\nc\\d\r\n"};
+  characters.adapt(texts);
+  cohort::test::TempDir dir("text");
+  characters.save_vocabulary(dir / "vocabulary.txt");
+  TextVectorizer again({.split = TextOptions::Split::kCharacters, .strip_punctuation = false});
+  again.load_vocabulary(dir / "vocabulary.txt");
+  CHECK(again.vocabulary() == characters.vocabulary());
+  CHECK(std::find(again.vocabulary().begin(), again.vocabulary().end(), "\n") !=
+        again.vocabulary().end());
+  TextVectorizer empty;
+  CHECK(invalid_argument([&] { empty.save_vocabulary(dir / "none.txt"); }) ==
+        "TextVectorizer: no vocabulary to save to " + dir / "none.txt");
 }

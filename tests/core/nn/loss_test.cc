@@ -245,7 +245,7 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK(make_loss("mse")->name() == "mean_squared_error");
   CHECK_THROWS_WITH_AS(make_loss("hinge"),
                        "unknown loss 'hinge' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                       "mean_squared_error, mean_absolute_error, huber)",
+                       "categorical_cross_entropy, mean_squared_error, mean_absolute_error, huber)",
                        InvalidArgument);
 }
 
