@@ -82,37 +82,27 @@ void Conv1D::forward(const Tensor& input, Tensor& output, const OpContext& conte
   to_sequences(output);
 }
 
-MaxPool1D::MaxPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding)
-    : MaxPool2D(checked("MaxPool1D", name, window, stride, padding, true), 1, window, 1, stride,
-                padding) {
-  kind_ = "MaxPool1D";
+template <typename Pool>
+Pool1D<Pool>::Pool1D(const char* kind, std::string name, std::int64_t window, std::int64_t stride,
+                     Padding padding)
+    : Pool(checked(kind, name, window, stride, padding, true), 1, window, 1, stride, padding) {
+  this->kind_ = kind;
 }
 
-Shape MaxPool1D::build(Graph& graph, const Shape& input) {
-  return as_sequence(
-      MaxPool2D::build(graph, as_image(kind_, name_, input, window_w_, padding_)));
+template <typename Pool>
+Shape Pool1D<Pool>::build(Graph& graph, const Shape& input) {
+  return as_sequence(Pool::build(
+      graph, as_image(this->kind_, this->name_, input, this->window_w_, this->padding_)));
 }
 
-void MaxPool1D::forward(const Tensor& input, Tensor& output, const OpContext& context) {
-  MaxPool2D::forward(input, output, context);
+template <typename Pool>
+void Pool1D<Pool>::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  Pool::forward(input, output, context);
   to_sequences(output);
 }
 
-AvgPool1D::AvgPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding)
-    : AvgPool2D(checked("AvgPool1D", name, window, stride, padding, true), 1, window, 1, stride,
-                padding) {
-  kind_ = "AvgPool1D";
-}
-
-Shape AvgPool1D::build(Graph& graph, const Shape& input) {
-  return as_sequence(
-      AvgPool2D::build(graph, as_image(kind_, name_, input, window_w_, padding_)));
-}
-
-void AvgPool1D::forward(const Tensor& input, Tensor& output, const OpContext& context) {
-  AvgPool2D::forward(input, output, context);
-  to_sequences(output);
-}
+template class Pool1D<MaxPool2D>;
+template class Pool1D<AvgPool2D>;
 
 std::unique_ptr<Layer> conv1d(std::string name, std::int64_t filters, std::int64_t kernel,
                               Activation activation, std::int64_t stride, Padding padding,

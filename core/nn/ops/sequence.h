@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/pooling.h"
@@ -41,22 +42,33 @@ class Conv1D final : public Conv2D {
   Padding padding_;
 };
 
-/// Max pooling along a sequence [steps, channels], SAME or VALID.
-class MaxPool1D final : public MaxPool2D {
+/// A 2-D pool (MaxPool2D, AvgPool2D) along a sequence, its window one row high: the 1-D pools'
+/// shared part (sequence.cc instantiates it for the two).
+template <typename Pool>
+class Pool1D : public Pool {
  public:
-  MaxPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding);
   Shape build(Graph& graph, const Shape& input) override;
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   std::unique_ptr<GpuLayer> make_gpu_layer() const override { return nullptr; }
+
+ protected:
+  /// `kind` names the 1-D class in messages ("MaxPool1D").
+  Pool1D(const char* kind, std::string name, std::int64_t window, std::int64_t stride,
+         Padding padding);
+};
+
+/// Max pooling along a sequence [steps, channels], SAME or VALID.
+class MaxPool1D final : public Pool1D<MaxPool2D> {
+ public:
+  MaxPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding)
+      : Pool1D("MaxPool1D", std::move(name), window, stride, padding) {}
 };
 
 /// Average pooling along a sequence [steps, channels], SAME (the covered steps' mean) or VALID.
-class AvgPool1D final : public AvgPool2D {
+class AvgPool1D final : public Pool1D<AvgPool2D> {
  public:
-  AvgPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding);
-  Shape build(Graph& graph, const Shape& input) override;
-  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
-  std::unique_ptr<GpuLayer> make_gpu_layer() const override { return nullptr; }
+  AvgPool1D(std::string name, std::int64_t window, std::int64_t stride, Padding padding)
+      : Pool1D("AvgPool1D", std::move(name), window, stride, padding) {}
 };
 
 /// Terse constructors (stride 0: = window for the pools).

@@ -16,12 +16,13 @@
 #include "cohort/core/nn/ops/embedding.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/sequence.h"
-#include "cohort/core/nn/optimizer.h"
 #include "core/nn/gradient_check.h"
+#include "core/nn/train_loop.h"
 
 using namespace cohort;
 using cohort::testing::expect_layer_gradients;
 using cohort::testing::random_tensor;
+using cohort::testing::train_with_adam;
 
 namespace {
 
@@ -175,15 +176,7 @@ TEST_CASE("Stacked LSTMs learn to remember a sequence's first sign over 12 noisy
         .add(gru ? cohort::gru("rnn2", 16) : lstm("rnn2", 16))
         .add(dense("logits", 2));
     graph.initialize(1);
-    OptimizerOptions options;
-    options.name = "adam";
-    options.learning_rate.base = 0.01;
-    auto optimizer = Optimizer::create(options);
-    std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-    for (int step = 0; step < 150; ++step) {
-      model.train_step(x, labels, grads, {.seed = static_cast<std::uint64_t>(step)});
-      optimizer->apply(graph.values(), grads, step);
-    }
+    train_with_adam(model, x, Targets{labels, nullptr}, 150);
     CHECK(model.evaluate(x, labels).accuracy > 0.95f);
   }
 }
@@ -291,15 +284,7 @@ TEST_CASE("A class per step: an LSTM and a causal convolution learn to repeat th
     model.set_loss(std::make_unique<CategoricalCrossEntropyLoss>());
     model.check_data({steps}, TargetSpec::values({steps, vocabulary}));
     graph.initialize(1);
-    OptimizerOptions options;
-    options.name = "adam";
-    options.learning_rate.base = 0.01;
-    auto optimizer = Optimizer::create(options);
-    std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-    for (int step = 0; step < 200; ++step) {
-      model.train_step(ids, per_step, grads, {.seed = static_cast<std::uint64_t>(step)});
-      optimizer->apply(graph.values(), grads, step);
-    }
+    train_with_adam(model, ids, per_step, 200);
     const StepMetrics m = model.evaluate(ids, per_step);
     CHECK(model.metric_names().front() == "categorical_accuracy");
     CHECK(m.metrics[0] > 0.95f);

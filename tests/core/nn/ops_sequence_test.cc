@@ -13,13 +13,14 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/model.h"
 #include "cohort/core/nn/ops/embedding.h"
-#include "cohort/core/nn/optimizer.h"
 #include "core/nn/gradient_check.h"
+#include "core/nn/train_loop.h"
 
 using namespace cohort;
 using cohort::testing::expect_layer_gradients;
 using cohort::testing::random_tensor;
 using cohort::testing::spaced_tensor;
+using cohort::testing::train_with_adam;
 
 namespace {
 
@@ -263,14 +264,6 @@ TEST_CASE("A text classifier of Embedding, Conv1D and global max pooling learns 
       .add(global_max_pool2d("pool"))
       .add(dense("logits", 2));
   graph.initialize(2);
-  OptimizerOptions options;
-  options.name = "adam";
-  options.learning_rate.base = 0.01;
-  auto optimizer = Optimizer::create(options);
-  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  for (int step = 0; step < 200; ++step) {
-    model.train_step(ids, labels, grads, {.seed = static_cast<std::uint64_t>(step)});
-    optimizer->apply(graph.values(), grads, step);
-  }
+  train_with_adam(model, ids, Targets{labels, nullptr}, 200);
   CHECK(model.evaluate(ids, labels).accuracy > 0.95f);
 }
