@@ -88,6 +88,7 @@ COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
+COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
 COHORT_DEFINE_bool(standardize, false,
                    "scale each feature to mean 0 and standard deviation 1, by the training data's "
                    "(all workers' shards), in training and evaluation");
@@ -258,6 +259,7 @@ int Main(int argc, char** argv) {
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
+      .checkpoint_dir = FLAGS_checkpoint_dir,
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .chief_only_hooks = chief_only});

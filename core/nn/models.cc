@@ -122,7 +122,7 @@ Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_
     x = model.apply(conv1d("conv1", units, 5, Activation::kRelu), x);
     if (model.shape(x)[0] >= 4) x = model.apply(max_pool1d("pool1", 2), x);
     x = model.apply(conv1d("conv2", units, 5, Activation::kRelu), x);
-    return model.apply(global_max_pool2d("pool2"), x);
+    return model.apply(global_max_pool1d("pool2"), x);
   }
   if (kind == "lstm") return model.apply(lstm("lstm", units), x);
   if (kind == "gru") return model.apply(gru("gru", units), x);
@@ -140,7 +140,7 @@ Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_
   for (int b = 1; b <= 2; ++b)
     x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * units);
   x = model.apply(layer_norm("norm"), x);
-  return model.apply(global_avg_pool2d("pool"), x);
+  return model.apply(global_avg_pool1d("pool"), x);
 }
 
 Model transformer(Graph& graph, const TransformerOptions& options) {

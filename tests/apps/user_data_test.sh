@@ -5,6 +5,7 @@
 #   in another order (matched by name), and the same in sync mode with 1 ps task and 2 workers;
 # - features on scales far apart: with --standardize the same bar, without it twice the error;
 # - a CSV file without a header (--csv_header=false): every row is an example;
+# - a job resumed from --checkpoint_dir evaluates the parameters the first one left;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
 # - bad input: a truncated .npy file, data that does not fit the model's input, a loss that does
@@ -141,6 +142,17 @@ done
 auc=$(metric ml.json auc)
 /usr/bin/python3 -c "import sys; sys.exit(0 if 0.97 <= $auc <= 1 else 1)" \
   || { echo "multi-label: test AUC $auc, expected at least 0.97"; exit 1; }
+
+# Checkpoints: a second job on the same --checkpoint_dir resumes at the first's last step, trains
+# no more, and evaluates the same parameters.
+for name in first resumed; do
+  run "checkpoint_$name" --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 \
+    --loss=mean_squared_error --train_steps=200 --checkpoint_dir=tab_ckpt \
+    --metrics_json="checkpoint_$name.json" || { echo "the $name checkpointed job failed"; exit 1; }
+done
+grep -q "^tabular: 3 workers, 4000 examples, global step 200, " checkpoint_resumed.log \
+  && [[ "$(metric checkpoint_first.json mse)" == "$(metric checkpoint_resumed.json mse)" ]] \
+  || { echo "checkpoint: the resumed job is not at step 200 with the same test MSE"; exit 1; }
 
 run no_header --train=reg_no_header.csv --csv_header=false --target_columns=6,7 \
   --loss=mean_squared_error --train_steps=20 || { echo "the job without a CSV header failed"; exit 1; }

@@ -127,4 +127,12 @@ std::unique_ptr<Layer> avg_pool1d(std::string name, std::int64_t window, std::in
                                      padding);
 }
 
+std::unique_ptr<Layer> global_avg_pool1d(std::string name) {
+  return global_avg_pool2d(std::move(name));
+}
+
+std::unique_ptr<Layer> global_max_pool1d(std::string name) {
+  return global_max_pool2d(std::move(name));
+}
+
 }  // namespace cohort

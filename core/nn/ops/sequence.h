@@ -79,5 +79,9 @@ std::unique_ptr<Layer> max_pool1d(std::string name, std::int64_t window, std::in
                                   Padding padding = Padding::kValid);
 std::unique_ptr<Layer> avg_pool1d(std::string name, std::int64_t window, std::int64_t stride = 0,
                                   Padding padding = Padding::kValid);
+/// Keras's GlobalAveragePooling1D and GlobalMaxPooling1D: [steps, channels] to [channels], by
+/// GlobalAveragePooling2D and GlobalMaxPooling2D, which take sequences as they are.
+std::unique_ptr<Layer> global_avg_pool1d(std::string name);
+std::unique_ptr<Layer> global_max_pool1d(std::string name);
 
 }  // namespace cohort

@@ -261,7 +261,7 @@ TEST_CASE("A text classifier of Embedding, Conv1D and global max pooling learns 
   Model model(graph, {steps}, 2);
   model.add(embedding("embed", 30, 8))
       .add(conv1d("conv", 16, 2, Activation::kRelu))
-      .add(global_max_pool2d("pool"))
+      .add(global_max_pool1d("pool"))
       .add(dense("logits", 2));
   graph.initialize(2);
   train_with_adam(model, ids, Targets{labels, nullptr}, 200);
