@@ -12,11 +12,14 @@
 #include "cohort/core/nn/initializer.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/parallel.h"
+#include "cohort/core/nn/threads.h"
 
 namespace cohort {
 namespace {
 
 using ops_detail::gemm;
+using ops_detail::in_ranges;
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
@@ -75,29 +78,42 @@ Shape MultiHeadAttention::build(Graph& graph, const Shape& input) {
   return input;
 }
 
+// The products split their rows (or, for a kernel's gradient, the kernel's rows) over the
+// intra-op threads; the attention splits its (example, head) pairs.
 void MultiHeadAttention::project(const Projection& p, const float* input, std::int64_t rows,
                                  std::int64_t in, std::int64_t out, float* result) const {
   const float* values = graph_->values().data();
-  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(values + p.bias, out, result + i * out);
-  gemm(false, false, rows, out, in, 1.0f, input, in, values + p.kernel, out, 1.0f, result, out);
+  in_ranges(rows, [&](std::int64_t r0, std::int64_t count) {
+    for (std::int64_t i = r0; i < r0 + count; ++i)
+      std::copy_n(values + p.bias, out, result + i * out);
+    gemm(false, false, count, out, in, 1.0f, input + r0 * in, in, values + p.kernel, out, 1.0f,
+         result + r0 * out, out);
+  });
 }
 
 void MultiHeadAttention::project_back(const Projection& p, const float* input,
                                       const float* grad_result, std::int64_t rows,
                                       std::int64_t in, std::int64_t out, std::span<float> grads,
                                       float* grad_input, float beta) const {
-  gemm(true, false, in, out, rows, 1.0f, input, in, grad_result, out, 0.0f,
-       grads.data() + p.kernel, out);
+  float* grad_kernel = grads.data() + p.kernel;
+  in_ranges(in, [&](std::int64_t i0, std::int64_t count) {
+    gemm(true, false, count, out, rows, 1.0f, input + i0, in, grad_result, out, 0.0f,
+         grad_kernel + i0 * out, out);
+  });
   column_sums(grad_result, rows, out, grads.data() + p.bias);
-  if (grad_input != nullptr)
-    gemm(false, true, rows, in, out, 1.0f, grad_result, out, graph_->values().data() + p.kernel,
-         out, beta, grad_input, in);
+  if (grad_input == nullptr) return;
+  const float* kernel = graph_->values().data() + p.kernel;
+  in_ranges(rows, [&](std::int64_t r0, std::int64_t count) {
+    gemm(false, true, count, in, out, 1.0f, grad_result + r0 * out, out, kernel, out, beta,
+         grad_input + r0 * in, in);
+  });
 }
 
 // Rows of the batch are (example, step); a head's queries, keys, values and results are the
 // key_dim columns from head * key_dim of those rows, read in place with a row stride of width.
 void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpContext& context) {
   const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
+  const std::int64_t square = t_count * t_count;
   q_.resize({rows, w});
   k_.resize({rows, w});
   v_.resize({rows, w});
@@ -110,13 +126,14 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
   if (dropped_) {
     mask_.resize(weights_.shape());
     dropout_mask(Graph::variable_seed(context.seed, name_), dropout_, mask_.span());
-    kept_.resize({t_count, t_count});
+    kept_.resize({intra_op_threads(), square});
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(key_dim_));
-  for (std::int64_t b = 0; b < n; ++b) {
-    for (std::int64_t h = 0; h < heads_; ++h) {
-      const std::int64_t at = b * t_count * w + h * key_dim_;
-      float* a = weights_.data() + (b * heads_ + h) * t_count * t_count;
+  in_ranges(n * heads_, [&](std::int64_t first, std::int64_t count) {
+    float* kept = dropped_ ? kept_.data() + intra_op_thread_index() * square : nullptr;
+    for (std::int64_t bh = first; bh < first + count; ++bh) {
+      const std::int64_t at = bh / heads_ * t_count * w + bh % heads_ * key_dim_;
+      float* a = weights_.data() + bh * square;
       gemm(false, true, t_count, t_count, key_dim_, scale, q_.data() + at, w, k_.data() + at, w,
            0.0f, a, t_count);
       for (std::int64_t i = 0; i < t_count; ++i) {
@@ -128,16 +145,14 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
         std::fill(a + i * t_count + seen, a + (i + 1) * t_count, 0.0f);
       }
       const float* used = a;  // the weights the values are summed with
-      if (dropped_) {
-        const std::int64_t square = t_count * t_count;
-        Eigen::Map<Eigen::ArrayXf>(kept_.data(), square) =
-            ConstRowArray(a, square) * ConstRowArray(mask_.data() + (a - weights_.data()), square);
-        used = kept_.data();
+      if (kept != nullptr) {
+        RowArray(kept, square) = ConstRowArray(a, square) * ConstRowArray(mask_.data() + bh * square, square);
+        used = kept;
       }
       gemm(false, false, t_count, key_dim_, t_count, 1.0f, used, t_count, v_.data() + at, w, 0.0f,
            context_.data() + at, w);
     }
-  }
+  }, 1);
   output.resize(input.shape());
   project(output_, context_.data(), rows, w, features_, output.data());
 }
@@ -145,29 +160,32 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
 void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
                                   Tensor* grad_input, std::span<float> grads) {
   const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
+  const std::int64_t square = t_count * t_count;
   dcontext_.resize({rows, w});
   project_back(output_, context_.data(), grad_output.data(), rows, w, features_, grads,
                dcontext_.data(), 0.0f);
   dq_.resize({rows, w});
   dk_.resize({rows, w});
   dv_.resize({rows, w});
-  dweights_.resize({t_count, t_count});
-  float* da = dweights_.data();
+  const int threads = intra_op_threads();
+  dweights_.resize({threads, square});
+  if (dropped_) kept_.resize({threads, square});
   const float scale = 1.0f / std::sqrt(static_cast<float>(key_dim_));
-  for (std::int64_t b = 0; b < n; ++b) {
-    for (std::int64_t h = 0; h < heads_; ++h) {
-      const std::int64_t at = b * t_count * w + h * key_dim_;
-      const std::int64_t square = t_count * t_count;
-      const float* a = weights_.data() + (b * heads_ + h) * square;
+  in_ranges(n * heads_, [&](std::int64_t first, std::int64_t count) {
+    const int thread = intra_op_thread_index();
+    float* da = dweights_.data() + thread * square;
+    for (std::int64_t bh = first; bh < first + count; ++bh) {
+      const std::int64_t at = bh / heads_ * t_count * w + bh % heads_ * key_dim_;
+      const float* a = weights_.data() + bh * square;
       const float* dc = dcontext_.data() + at;
       // Through context = K V, K the kept weights (A, or A times the dropout mask):
       // dK = dC V^T, dV = K^T dC, and dA = dK times the mask.
       const float* used = a;
-      const float* mask = dropped_ ? mask_.data() + (b * heads_ + h) * square : nullptr;
+      const float* mask = dropped_ ? mask_.data() + bh * square : nullptr;
       if (mask != nullptr) {
-        Eigen::Map<Eigen::ArrayXf>(kept_.data(), square) =
-            ConstRowArray(a, square) * ConstRowArray(mask, square);
-        used = kept_.data();
+        float* kept = kept_.data() + thread * square;
+        RowArray(kept, square) = ConstRowArray(a, square) * ConstRowArray(mask, square);
+        used = kept;
       }
       gemm(false, true, t_count, t_count, key_dim_, 1.0f, dc, w, v_.data() + at, w, 0.0f, da,
            t_count);
@@ -186,7 +204,7 @@ void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tens
       gemm(true, false, t_count, key_dim_, t_count, scale, da, t_count, q_.data() + at, w, 0.0f,
            dk_.data() + at, w);
     }
-  }
+  }, 1);
   float* dx = nullptr;
   if (grad_input != nullptr) {
     grad_input->resize(input.shape());

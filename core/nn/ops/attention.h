@@ -75,10 +75,10 @@ class MultiHeadAttention : public Layer {
   Tensor q_, k_, v_;   // [batch * steps, width]
   Tensor weights_;     // [batch, heads, steps, steps]: the attention weights
   Tensor mask_;        // the same: the dropout mask of the last training pass
-  Tensor kept_;        // [steps, steps]: one head's weights after the dropout
+  Tensor kept_;        // [threads, steps * steps]: each thread's head's weights after the dropout
   Tensor context_;     // [batch * steps, width]: the heads' results
   Tensor dq_, dk_, dv_, dcontext_;
-  Tensor dweights_;    // [steps, steps]
+  Tensor dweights_;    // [threads, steps * steps]: each thread's head's weights' gradient
 };
 
 /// Adds a learned vector to each step of a sequence [steps, features]: "<name>/embeddings"

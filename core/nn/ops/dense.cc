@@ -6,6 +6,7 @@
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/parallel.h"
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/nn/tensor_eigen.h"
 #include "cohort/core/nn/threads.h"
@@ -14,26 +15,7 @@ namespace cohort {
 namespace {
 
 using ops_detail::gemm;
-
-// Runs f(begin, count) over [0, total) cut into one contiguous range per intra-op thread (in
-// multiples of 16, a vector of floats), on those threads; the products inside run
-// single-threaded. With one thread, or a total too small to share, f takes it all here.
-template <typename F>
-void in_ranges(std::int64_t total, F&& f) {
-  constexpr std::int64_t kGranule = 16;
-  const std::int64_t granules = (total + kGranule - 1) / kGranule;
-  const int threads = static_cast<int>(std::clamp<std::int64_t>(intra_op_threads(), 1, granules));
-  if (threads == 1) {
-    f(std::int64_t{0}, total);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const std::int64_t begin = std::min(total, granules * t / threads * kGranule);
-    const std::int64_t end = std::min(total, granules * (t + 1) / threads * kGranule);
-    if (end > begin) f(begin, end - begin);
-  }
-}
+using ops_detail::in_ranges;  // in multiples of 16 columns or rows: a vector of floats
 
 }  // namespace
 

@@ -193,3 +193,26 @@ TEST_CASE("MultiHeadAttention's dropout: in training only, a fixed mask per seed
   expect_layer_gradients(dropped, graph, input, {.training = true, .seed = 4}, check);
   CHECK_THROWS_AS(MultiHeadAttention("mha", 2, 0, false, 1.0f), InvalidArgument);
 }
+
+TEST_CASE("MultiHeadAttention on three threads computes what it does on one, dropout included") {
+  Graph graph;
+  MultiHeadAttention layer("mha", 4, 3, /*causal=*/true, /*dropout=*/0.2f);
+  layer.build(graph, {7, 6});
+  graph.initialize(5);
+  set_biases(graph);
+  const Tensor x = random_tensor({5, 7, 6}, 3);
+  const OpContext context{.training = true, .seed = 11};
+  Tensor y1, y3, dx1, dx3;
+  std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+  std::vector<float> g3(g1.size(), 7.0f);
+  layer.forward(x, y1, context);
+  const Tensor dy = random_tensor(y1.shape(), 4);
+  layer.backward(x, y1, dy, &dx1, g1);
+  set_intra_op_threads(3);
+  layer.forward(x, y3, context);
+  layer.backward(x, y3, dy, &dx3, g3);
+  set_intra_op_threads(1);
+  for (std::int64_t i = 0; i < y1.size(); ++i) CHECK(y3[i] == doctest::Approx(y1[i]).epsilon(1e-5));
+  for (std::int64_t i = 0; i < dx1.size(); ++i) CHECK(dx3[i] == doctest::Approx(dx1[i]).epsilon(1e-5));
+  for (std::size_t i = 0; i < g1.size(); ++i) CHECK(g3[i] == doctest::Approx(g1[i]).epsilon(1e-5).scale(1e-3));
+}
