@@ -11,11 +11,14 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/initializer.h"
 #include "cohort/core/nn/ops/gemm.h"
+#include "cohort/core/nn/ops/parallel.h"
+#include "cohort/core/nn/threads.h"
 
 namespace cohort {
 namespace {
 
 using ops_detail::gemm;
+using ops_detail::in_ranges;
 
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
@@ -67,6 +70,10 @@ Shape Recurrent::build(Graph& graph, const Shape& input) {
   return {units_};
 }
 
+// The examples of a batch recur independently: the intra-op threads each take a slice of them
+// through every step (one parallel region, no barrier per step). Within step t, a slice's rows
+// of the time-major buffers are contiguous. The kernels' gradients, sums over every example,
+// are then split by the kernels' rows instead.
 void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), t_count = steps_, u = units_, columns = gates_ * u;
   const float* values = graph_->values().data();
@@ -78,35 +85,41 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
   hs_.resize({t_count, n, u});
   zeros_.resize({n, u});
   zeros_.set_zero();
+  output.resize(return_sequences_ ? Shape{n, t_count, u} : Shape{n, u});
   begin(t_count, n, false);
-  for (std::int64_t t = 0; t < t_count; ++t) {
-    // The step's input times the kernel, onto the broadcast bias (every step's product could be
-    // one, but the batch-major input would then leave each step's rows strided).
-    float* x = xs_.data() + t * n * columns;
-    broadcast_rows(bias, n, columns, x);
-    gemm(false, false, n, columns, features_, 1.0f, input.data() + t * features_,
-         t_count * features_, kernel, columns, 1.0f, x, columns);
-  }
-  for (std::int64_t t = 0; t < t_count; ++t) {
-    float* r = rs_.data() + t * n * columns;
-    const float* h_prev = t == 0 ? zeros_.data() : hs_.data() + (t - 1) * n * u;
-    if (recurrent_bias_) {
-      broadcast_rows(bias + columns, n, columns, r);
-    } else {
-      std::fill_n(r, n * columns, 0.0f);
+  in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
+    for (std::int64_t t = 0; t < t_count; ++t) {
+      // The step's input times the kernel, onto the broadcast bias.
+      float* x = xs_.data() + (t * n + b0) * columns;
+      broadcast_rows(bias, rows, columns, x);
+      gemm(false, false, rows, columns, features_, 1.0f,
+           input.data() + (b0 * t_count + t) * features_, t_count * features_, kernel, columns,
+           1.0f, x, columns);
     }
-    if (t > 0) gemm(false, false, n, columns, u, 1.0f, h_prev, u, recurrent, columns, 1.0f, r, columns);
-    step_forward(t, n, xs_.data() + t * n * columns, r, h_prev, hs_.data() + t * n * u);
-  }
-  if (!return_sequences_) {
-    output.resize({n, u});
-    std::copy_n(hs_.data() + (t_count - 1) * n * u, n * u, output.data());
-    return;
-  }
-  output.resize({n, t_count, u});
-  for (std::int64_t t = 0; t < t_count; ++t)
-    for (std::int64_t b = 0; b < n; ++b)
-      std::copy_n(hs_.data() + (t * n + b) * u, u, output.data() + (b * t_count + t) * u);
+    for (std::int64_t t = 0; t < t_count; ++t) {
+      float* r = rs_.data() + (t * n + b0) * columns;
+      const float* h_prev =
+          t == 0 ? zeros_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
+      if (recurrent_bias_) {
+        broadcast_rows(bias + columns, rows, columns, r);
+      } else {
+        std::fill_n(r, rows * columns, 0.0f);
+      }
+      if (t > 0)
+        gemm(false, false, rows, columns, u, 1.0f, h_prev, u, recurrent, columns, 1.0f, r,
+             columns);
+      step_forward(t, b0, rows, xs_.data() + (t * n + b0) * columns, r, h_prev,
+                   hs_.data() + (t * n + b0) * u);
+    }
+    for (std::int64_t b = b0; b < b0 + rows; ++b) {
+      if (!return_sequences_) {
+        std::copy_n(hs_.data() + ((t_count - 1) * n + b) * u, u, output.data() + b * u);
+        continue;
+      }
+      for (std::int64_t t = 0; t < t_count; ++t)
+        std::copy_n(hs_.data() + (t * n + b) * u, u, output.data() + (b * t_count + t) * u);
+    }
+  }, 1);
 }
 
 void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
@@ -118,45 +131,59 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
   float* grad_recurrent = grads.data() + recurrent_offset_;
   float* grad_bias = grads.data() + bias_offset_;
   dxs_.resize({t_count, n, columns});
-  dr_.resize({n, columns});
+  drs_.resize({t_count, n, columns});
   dh_.resize({n, u});
   dh_prev_.resize({n, u});
-  dh_prev_.set_zero();  // the gradient reaching the last step's output from later steps: none
-  std::fill_n(grad_recurrent, u * columns, 0.0f);
-  std::fill_n(grad_bias, recurrent_bias_ ? 2 * columns : columns, 0.0f);
-  begin(t_count, n, true);
-  for (std::int64_t t = t_count - 1; t >= 0; --t) {
-    // dh := what later steps sent back, plus the loss's own gradient where step t is an output.
-    std::swap(dh_, dh_prev_);
-    if (return_sequences_ || t == t_count - 1) {
-      for (std::int64_t b = 0; b < n; ++b) {
-        const float* g = grad_output.data() + (return_sequences_ ? (b * t_count + t) * u : b * u);
-        float* dh = dh_.data() + b * u;
-        for (std::int64_t j = 0; j < u; ++j) dh[j] += g[j];
-      }
-    }
-    const float* h_prev = t == 0 ? zeros_.data() : hs_.data() + (t - 1) * n * u;
-    float* dh_prev = t == 0 ? nullptr : dh_prev_.data();
-    if (dh_prev != nullptr) std::fill_n(dh_prev, n * u, 0.0f);
-    float* dx = dxs_.data() + t * n * columns;
-    step_backward(t, n, dh_.data(), xs_.data() + t * n * columns, rs_.data() + t * n * columns,
-                  h_prev, dx, dr_.data(), dh_prev);
-    if (recurrent_bias_) add_rows(dr_.data(), n, columns, grad_bias + columns);
-    if (t == 0) break;  // the output before the first step is a constant
-    gemm(false, true, n, u, columns, 1.0f, dr_.data(), columns, recurrent, columns, 1.0f, dh_prev, u);
-    gemm(true, false, u, columns, n, 1.0f, h_prev, u, dr_.data(), columns, 1.0f, grad_recurrent,
-         columns);
-  }
   if (grad_input != nullptr) grad_input->resize(input.shape());
-  for (std::int64_t t = 0; t < t_count; ++t) {
-    const float* dx = dxs_.data() + t * n * columns;
-    add_rows(dx, n, columns, grad_bias);
-    gemm(true, false, features_, columns, n, 1.0f, input.data() + t * features_,
-         t_count * features_, dx, columns, t == 0 ? 0.0f : 1.0f, grad_kernel, columns);
+  begin(t_count, n, true);
+  in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
+    // The slice's dLoss/dh of the step being taken back, and of the step before it.
+    float* dh = dh_.data() + b0 * u;
+    float* dh_prev = dh_prev_.data() + b0 * u;
+    std::fill_n(dh_prev, rows * u, 0.0f);  // from after the last step: nothing
+    for (std::int64_t t = t_count - 1; t >= 0; --t) {
+      // dh := what later steps sent back, plus the loss's own gradient where step t is an output.
+      std::swap(dh, dh_prev);
+      if (return_sequences_ || t == t_count - 1) {
+        for (std::int64_t b = 0; b < rows; ++b) {
+          const std::int64_t example = b0 + b;
+          const float* g = grad_output.data() +
+                           (return_sequences_ ? (example * t_count + t) * u : example * u);
+          for (std::int64_t j = 0; j < u; ++j) dh[b * u + j] += g[j];
+        }
+      }
+      const float* h_prev = t == 0 ? zeros_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
+      if (t > 0) std::fill_n(dh_prev, rows * u, 0.0f);
+      float* dr = drs_.data() + (t * n + b0) * columns;
+      step_backward(t, b0, rows, dh, xs_.data() + (t * n + b0) * columns,
+                    rs_.data() + (t * n + b0) * columns, h_prev,
+                    dxs_.data() + (t * n + b0) * columns, dr, t == 0 ? nullptr : dh_prev);
+      if (t > 0)  // the output before the first step is a constant
+        gemm(false, true, rows, u, columns, 1.0f, dr, columns, recurrent, columns, 1.0f, dh_prev,
+             u);
+    }
     if (grad_input != nullptr)
-      gemm(false, true, n, features_, columns, 1.0f, dx, columns, kernel, columns, 0.0f,
-           grad_input->data() + t * features_, t_count * features_);
-  }
+      for (std::int64_t t = 0; t < t_count; ++t)
+        gemm(false, true, rows, features_, columns, 1.0f, dxs_.data() + (t * n + b0) * columns,
+             columns, kernel, columns, 0.0f, grad_input->data() + (b0 * t_count + t) * features_,
+             t_count * features_);
+  }, 1);
+  // kernel gradient = sum over steps of x_t^T dx_t; recurrent = sum over steps of h_{t-1}^T dr_t.
+  in_ranges(features_, [&](std::int64_t f0, std::int64_t count) {
+    for (std::int64_t t = 0; t < t_count; ++t)
+      gemm(true, false, count, columns, n, 1.0f, input.data() + t * features_ + f0,
+           t_count * features_, dxs_.data() + t * n * columns, columns, t == 0 ? 0.0f : 1.0f,
+           grad_kernel + f0 * columns, columns);
+  }, 1);
+  std::fill_n(grad_recurrent, u * columns, 0.0f);
+  in_ranges(u, [&](std::int64_t u0, std::int64_t count) {
+    for (std::int64_t t = 1; t < t_count; ++t)
+      gemm(true, false, count, columns, n, 1.0f, hs_.data() + (t - 1) * n * u + u0, u,
+           drs_.data() + t * n * columns, columns, 1.0f, grad_recurrent + u0 * columns, columns);
+  }, 1);
+  std::fill_n(grad_bias, recurrent_bias_ ? 2 * columns : columns, 0.0f);
+  add_rows(dxs_.data(), t_count * n, columns, grad_bias);
+  if (recurrent_bias_) add_rows(drs_.data(), t_count * n, columns, grad_bias + columns);
 }
 
 double Recurrent::flops_per_example() const {
@@ -175,22 +202,24 @@ LSTM::LSTM(std::string name, std::int64_t units, bool return_sequences, float fo
       forget_bias_(forget_bias) {}
 
 void LSTM::begin(std::int64_t steps, std::int64_t batch, bool backward) {
+  batch_ = batch;
   if (!backward) {
     cs_.resize({steps, batch, units_});
     return;
   }
   dc_.resize({batch, units_});
   dc_.set_zero();
+  tanh_c_.resize({intra_op_threads(), units_});
 }
 
 // The cells' element-wise work runs over whole gate blocks of one example as Eigen arrays:
 // logistic and tanh vectorised at the instruction-set level the ops are compiled for.
-void LSTM::step_forward(std::int64_t t, std::int64_t batch, float* x, float* r,
+void LSTM::step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x, float* r,
                         const float* /*h_prev*/, float* h) {
   const std::int64_t u = units_;
-  float* c = cs_.data() + t * batch * u;
-  const float* c_prev = t == 0 ? nullptr : c - batch * u;
-  for (std::int64_t b = 0; b < batch; ++b) {
+  float* c = cs_.data() + (t * batch_ + first) * u;
+  const float* c_prev = t == 0 ? nullptr : c - batch_ * u;
+  for (std::int64_t b = 0; b < rows; ++b) {
     // The i, f, g, o blocks of u; the activations replace the sums.
     float* gate = x + b * 4 * u;
     const float* rec = r + b * 4 * u;
@@ -209,20 +238,19 @@ void LSTM::step_forward(std::int64_t t, std::int64_t batch, float* x, float* r,
   }
 }
 
-void LSTM::step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
-                         const float*, const float*, float* dx, float* dr, float*) {
+void LSTM::step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, const float* dh,
+                         const float* x, const float*, const float*, float* dx, float* dr, float*) {
   const std::int64_t u = units_;
-  const float* c = cs_.data() + t * batch * u;
-  const float* c_prev = t == 0 ? nullptr : c - batch * u;
-  tanh_c_.resize({u});
-  RowArray tanh_c(tanh_c_.data(), u);
-  for (std::int64_t b = 0; b < batch; ++b) {
+  const float* c = cs_.data() + (t * batch_ + first) * u;
+  const float* c_prev = t == 0 ? nullptr : c - batch_ * u;
+  RowArray tanh_c(tanh_c_.data() + intra_op_thread_index() * u, u);  // this thread's
+  for (std::int64_t b = 0; b < rows; ++b) {
     const float* gate = x + b * 4 * u;
     ConstRowArray i(gate, u), f(gate + u, u), g(gate + 2 * u, u), o(gate + 3 * u, u);
     ConstRowArray d_h(dh + b * u, u);
     float* d = dx + b * 4 * u;
     tanh_c = ConstRowArray(c + b * u, u).tanh();
-    RowArray dc(dc_.data() + b * u, u);  // from the step after, then this step's
+    RowArray dc(dc_.data() + (first + b) * u, u);  // from the step after, then this step's
     dc += d_h * o * (1.0f - tanh_c.square());
     RowArray(d, u) = dc * g * i * (1.0f - i);
     if (c_prev == nullptr) {
@@ -235,7 +263,7 @@ void LSTM::step_backward(std::int64_t t, std::int64_t batch, const float* dh, co
     dc *= f;  // what reaches the step before
   }
   // The input's and the last output's products enter each gate's sum alike.
-  std::copy_n(dx, batch * 4 * u, dr);
+  std::copy_n(dx, rows * 4 * u, dr);
 }
 
 double LSTM::cell_flops() const { return 60.0 * static_cast<double>(units_); }
@@ -243,10 +271,10 @@ double LSTM::cell_flops() const { return 60.0 * static_cast<double>(units_); }
 GRU::GRU(std::string name, std::int64_t units, bool return_sequences)
     : Recurrent("GRU", std::move(name), units, 3, return_sequences, true) {}
 
-void GRU::step_forward(std::int64_t, std::int64_t batch, float* x, float* r, const float* h_prev,
-                       float* h) {
+void GRU::step_forward(std::int64_t, std::int64_t, std::int64_t rows, float* x, float* r,
+                       const float* h_prev, float* h) {
   const std::int64_t u = units_;
-  for (std::int64_t b = 0; b < batch; ++b) {
+  for (std::int64_t b = 0; b < rows; ++b) {
     // The z, s, n blocks of u; the activations replace the sums.
     float* gate = x + b * 3 * u;
     const float* rec = r + b * 3 * u;
@@ -258,11 +286,11 @@ void GRU::step_forward(std::int64_t, std::int64_t batch, float* x, float* r, con
   }
 }
 
-void GRU::step_backward(std::int64_t, std::int64_t batch, const float* dh, const float* x,
-                        const float* r, const float* h_prev, float* dx, float* dr,
+void GRU::step_backward(std::int64_t, std::int64_t, std::int64_t rows, const float* dh,
+                        const float* x, const float* r, const float* h_prev, float* dx, float* dr,
                         float* dh_prev) {
   const std::int64_t u = units_;
-  for (std::int64_t b = 0; b < batch; ++b) {
+  for (std::int64_t b = 0; b < rows; ++b) {
     const float* gate = x + b * 3 * u;
     ConstRowArray z(gate, u), s(gate + u, u), candidate(gate + 2 * u, u);
     ConstRowArray d_h(dh + b * u, u), prev(h_prev + b * u, u), r_n(r + b * 3 * u + 2 * u, u);

@@ -46,20 +46,21 @@ class Recurrent : public Layer {
 
   /// Called before the steps of a forward pass (backward false) or of a backward pass.
   virtual void begin(std::int64_t steps, std::int64_t batch, bool backward) = 0;
-  /// Step t forward for `batch` examples: `x` holds the step's input times the kernel plus the
-  /// bias, `r` the last output times the recurrent kernel (plus the recurrent bias), each
-  /// [batch, gates * units]; the cell may overwrite both with what its backward pass needs.
-  /// `h_prev` is the last output (zeros at step 0); writes this step's output into h [batch,
-  /// units].
-  virtual void step_forward(std::int64_t t, std::int64_t batch, float* x, float* r,
-                            const float* h_prev, float* h) = 0;
-  /// Step t backward, steps taken from the last to the first: `dh` is dLoss/dh_t, complete;
-  /// `x`, `r` and `h_prev` as step_forward left and read them. Writes dLoss/d(x) into dx and
-  /// dLoss/d(r) into dr, and adds to dh_prev (null at step 0) what reaches the last output
-  /// other than through r.
-  virtual void step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
-                             const float* r, const float* h_prev, float* dx, float* dr,
-                             float* dh_prev) = 0;
+  /// Step t forward for `rows` examples of the batch from example `first` (a thread's slice;
+  /// the pointers are to the slice's first row): `x` holds the step's input times the kernel
+  /// plus the bias, `r` the last output times the recurrent kernel (plus the recurrent bias),
+  /// each [rows, gates * units]; the cell may overwrite both with what its backward pass needs.
+  /// `h_prev` is the last output (zeros at step 0); writes this step's output into h [rows,
+  /// units]. Slices run concurrently: a cell's own buffers are indexed by `first`.
+  virtual void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x,
+                            float* r, const float* h_prev, float* h) = 0;
+  /// Step t backward for the same slice, steps taken from the last to the first: `dh` is
+  /// dLoss/dh_t, complete; `x`, `r` and `h_prev` as step_forward left and read them. Writes
+  /// dLoss/d(x) into dx and dLoss/d(r) into dr, and adds to dh_prev (null at step 0) what
+  /// reaches the last output other than through r.
+  virtual void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows,
+                             const float* dh, const float* x, const float* r,
+                             const float* h_prev, float* dx, float* dr, float* dh_prev) = 0;
   /// Floating-point operations per example and step of a cell's own work, forward and backward.
   virtual double cell_flops() const = 0;
 
@@ -79,8 +80,8 @@ class Recurrent : public Layer {
   Tensor rs_;     // [steps, batch, gates * units]: each step's r, as the cell left it
   Tensor hs_;     // [steps, batch, units]: each step's output
   Tensor zeros_;  // [batch, units]: the output before the first step
-  Tensor dxs_;    // [steps, batch, gates * units]
-  Tensor dr_;     // [batch, gates * units]
+  Tensor dxs_;    // [steps, batch, gates * units]: dLoss/dx of each step
+  Tensor drs_;    // [steps, batch, gates * units]: dLoss/dr of each step
   Tensor dh_, dh_prev_;  // [batch, units]
 };
 
@@ -97,18 +98,19 @@ class LSTM final : public Recurrent {
 
  protected:
   void begin(std::int64_t steps, std::int64_t batch, bool backward) override;
-  void step_forward(std::int64_t t, std::int64_t batch, float* x, float* r, const float* h_prev,
-                    float* h) override;
-  void step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
-                     const float* r, const float* h_prev, float* dx, float* dr,
+  void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x, float* r,
+                    const float* h_prev, float* h) override;
+  void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, const float* dh,
+                     const float* x, const float* r, const float* h_prev, float* dx, float* dr,
                      float* dh_prev) override;
   double cell_flops() const override;
 
  private:
   float forget_bias_;
+  std::int64_t batch_ = 0;  // of the pass begin() started
   Tensor cs_;  // [steps, batch, units]: each step's cell state
   Tensor dc_;  // [batch, units]: dLoss/dc of the step after the one being taken back
-  Tensor tanh_c_;  // [units]: tanh of one example's cell state
+  Tensor tanh_c_;  // [threads, units]: each thread's tanh of one example's cell state
 };
 
 /// Gated recurrent unit (Cho et al. 2014) as Keras's GRU (reset_after, its default) and PyTorch's
@@ -122,10 +124,10 @@ class GRU final : public Recurrent {
 
  protected:
   void begin(std::int64_t, std::int64_t, bool) override {}
-  void step_forward(std::int64_t t, std::int64_t batch, float* x, float* r, const float* h_prev,
-                    float* h) override;
-  void step_backward(std::int64_t t, std::int64_t batch, const float* dh, const float* x,
-                     const float* r, const float* h_prev, float* dx, float* dr,
+  void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x, float* r,
+                    const float* h_prev, float* h) override;
+  void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, const float* dh,
+                     const float* x, const float* r, const float* h_prev, float* dx, float* dr,
                      float* dh_prev) override;
   double cell_flops() const override;
 };

@@ -290,3 +290,31 @@ TEST_CASE("A class per step: an LSTM and a causal convolution learn to repeat th
     CHECK(m.metrics[0] > 0.95f);
   }
 }
+
+TEST_CASE("LSTM and GRU on three threads compute what they do on one") {
+  for (bool gru : {false, true}) {
+    for (bool sequences : {false, true}) {
+      CAPTURE(gru);
+      CAPTURE(sequences);
+      Graph graph;
+      auto layer = make(gru, 6, sequences);
+      layer->build(graph, {5, 4});
+      graph.initialize(3);
+      const Tensor x = random_tensor({7, 5, 4}, 2);  // 7 examples: slices of 3, 2 and 2
+      Tensor y1, y3, dx1, dx3;
+      std::vector<float> g1(static_cast<std::size_t>(graph.num_parameters()));
+      std::vector<float> g3(g1.size(), 9.0f);
+      layer->forward(x, y1, {});
+      const Tensor dy = random_tensor(y1.shape(), 6);
+      layer->backward(x, y1, dy, &dx1, g1);
+      set_intra_op_threads(3);
+      layer->forward(x, y3, {});
+      layer->backward(x, y3, dy, &dx3, g3);
+      set_intra_op_threads(1);
+      for (std::int64_t i = 0; i < y1.size(); ++i) CHECK(y3[i] == doctest::Approx(y1[i]).epsilon(1e-5));
+      for (std::int64_t i = 0; i < dx1.size(); ++i) CHECK(dx3[i] == doctest::Approx(dx1[i]).epsilon(1e-5));
+      for (std::size_t i = 0; i < g1.size(); ++i)
+        CHECK(g3[i] == doctest::Approx(g1[i]).epsilon(1e-5).scale(1e-3));
+    }
+  }
+}
