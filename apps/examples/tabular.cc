@@ -18,7 +18,8 @@
 // example is that many consecutive rows, its target (or label) that of the row --horizon after
 // the window's last.
 //
-// --standardize scales each feature by the training data's mean and standard deviation.
+// --standardize scales each feature (the examples' last axis, at every step alike) by the training
+// data's mean and standard deviation.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
 // archive holding arrays "x" and "y", or TFRecord files of tf.train.Example records (a name
 // ending in .tfrecord or .tfrecords, with .gz or not, or a pattern such as
@@ -196,6 +197,10 @@ int Main(int argc, char** argv) {
   if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
     throw cohort::InvalidArgument("--validation_split=" + std::to_string(FLAGS_validation_split) +
                                   " with --test=" + FLAGS_test + ": give one set to evaluate on");
+  if (FLAGS_window > 0 && FLAGS_validation_split > 0)
+    throw cohort::InvalidArgument("--validation_split with --window=" + std::to_string(FLAGS_window) +
+                                  ": windows held out at random share rows with the training windows; "
+                                  "give the series' later part as --test");
   const cohort::data::ShardSpec mine{server.replica_index(), server.num_replicas()};
   std::vector<std::string> csv_features;
   cohort::data::Dataset train;

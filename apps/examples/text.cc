@@ -8,7 +8,8 @@
 // into words (or characters) and turned into token ids by a vocabulary of the --max_tokens most
 // frequent tokens of the training texts, which every worker builds alike from the whole training
 // set (the chief writes it to --vocabulary_file, one token a line, for use elsewhere); each text
-// is cut or padded to --sequence_length ids. The model: an Embedding of --embedding_dim, then
+// is cut or padded to --sequence_length ids (padded before the text for the recurrent models,
+// whose logits come from the last step). The model: an Embedding of --embedding_dim, then
 // --model's sequence encoder (cohort::sequence_encoder: conv1d, lstm, gru, bilstm or
 // transformer, --units wide), then the logits. The chief evaluates on --test (or the
 // --validation_split part of --train) and prints the test loss and accuracy.
@@ -103,6 +104,8 @@ cohort::data::TextOptions text_options() {
                                       : cohort::data::TextOptions::Split::kCharacters;
   text.max_tokens = FLAGS_max_tokens;
   text.sequence_length = FLAGS_sequence_length;
+  // A recurrent model's logits come from its last step: let that step be text, not padding.
+  text.pad_front = FLAGS_model == "lstm" || FLAGS_model == "gru" || FLAGS_model == "bilstm";
   return text;
 }
 

@@ -60,7 +60,8 @@ void fill_orthogonal(std::mt19937_64& engine, const Shape& shape, double gain,
   fill_normal(engine, 1.0, normals);
   Eigen::MatrixXd a(tall, narrow);
   for (std::int64_t i = 0; i < tall; ++i)
-    for (std::int64_t j = 0; j < narrow; ++j) a(i, j) = normals[static_cast<std::size_t>(i * narrow + j)];
+    for (std::int64_t j = 0; j < narrow; ++j)
+      a(i, j) = normals[static_cast<std::size_t>(i * narrow + j)];
   const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
   Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(tall, narrow);
   const Eigen::MatrixXd r = qr.matrixQR().topRows(narrow).triangularView<Eigen::Upper>();

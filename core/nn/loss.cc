@@ -120,7 +120,8 @@ void SigmoidCrossEntropyLoss::backward(Tensor& grad) { grad = grad_; }
 namespace {
 
 // The classes of a row of categorical targets: their last axis, which must hold two or more.
-std::int64_t categories(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
+std::int64_t categories(const std::string& what, const Shape& prediction,
+                        const TargetSpec& targets) {
   check_values(what, prediction, targets);
   const std::int64_t classes = targets.shape.empty() ? 0 : targets.shape.back();
   if (classes < 2)
@@ -161,7 +162,8 @@ float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targ
     }
     loss += mass * std::log(total) - dot;
     for (std::int64_t c = 0; c < classes; ++c)
-      g[c] = static_cast<float>((std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c])) * scale;
+      g[c] = static_cast<float>(std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c]) *
+             scale;
   }
   return static_cast<float>(loss / static_cast<double>(rows));
 }
@@ -490,8 +492,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
       return std::make_unique<TopKAccuracy>(std::stoi(k));
   }
   throw InvalidArgument("unknown metric '" + name +
-                        "' (known: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, "
-                        "mse, mae, precision, recall, auc)");
+                        "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
+                        "categorical_accuracy, mse, mae, precision, recall, auc)");
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {

@@ -287,12 +287,14 @@ class MeanAbsoluteError final : public Metric {
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
-/// "binary_accuracy", "categorical_accuracy", "mse", "mae", "precision", "recall" or "auc" (positive class 1 where the
-/// targets are class labels); InvalidArgument naming the known ones otherwise.
+/// "binary_accuracy", "categorical_accuracy", "mse", "mae", "precision", "recall" or "auc"
+/// (positive class 1 where the targets are class labels); InvalidArgument naming the known ones
+/// otherwise.
 std::unique_ptr<Metric> make_metric(const std::string& name);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
-/// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical cross-entropy, mse for mean squared error, mse and mae for mean
-/// absolute error and Huber, none for others.
+/// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical
+/// cross-entropy, mse for mean squared error, mse and mae for mean absolute error and Huber,
+/// none for others.
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss);
 
 }  // namespace cohort

@@ -117,6 +117,22 @@ Node transformer_block(Model& model, Node x, const std::string& name, std::int64
   return model.apply(add(name + "/residual2"), {x, y});
 }
 
+namespace {
+
+// A Transformer encoder over a sequence node, down to one vector: every step projected to `dim`,
+// a position embedding, `blocks` pre-norm blocks (feed-forward 2 dim), a last normalisation, the
+// mean over the steps.
+Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t heads, int blocks) {
+  x = model.apply(dense("embed", dim, Activation::kNone, /*flatten=*/false), x);
+  x = model.apply(position_embedding("position"), x);
+  for (int b = 1; b <= blocks; ++b)
+    x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * dim);
+  x = model.apply(layer_norm("norm"), x);
+  return model.apply(global_avg_pool1d("pool"), x);
+}
+
+}  // namespace
+
 Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units) {
   if (kind == "conv1d") {
     x = model.apply(conv1d("conv1", units, 5, Activation::kRelu), x);
@@ -135,16 +151,12 @@ Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_
                           "\" is not conv1d, lstm, gru, bilstm or transformer");
   std::int64_t heads = 4;
   while (units % heads != 0) --heads;
-  x = model.apply(dense("embed", units, Activation::kNone, /*flatten=*/false), x);
-  x = model.apply(position_embedding("position"), x);
-  for (int b = 1; b <= 2; ++b)
-    x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * units);
-  x = model.apply(layer_norm("norm"), x);
-  return model.apply(global_avg_pool1d("pool"), x);
+  return transformer_encoder(model, x, units, heads, 2);
 }
 
 Model transformer(Graph& graph, const TransformerOptions& options) {
-  if (options.dim < 1 || options.heads < 1 || options.blocks < 1 || options.dim % options.heads != 0)
+  if (options.dim < 1 || options.heads < 1 || options.blocks < 1 ||
+      options.dim % options.heads != 0)
     throw InvalidArgument("transformer: dim " + std::to_string(options.dim) + ", heads " +
                           std::to_string(options.heads) + ", blocks " +
                           std::to_string(options.blocks) +
@@ -152,12 +164,7 @@ Model transformer(Graph& graph, const TransformerOptions& options) {
   Model model(graph);
   Node x = model.input(kImageShape);
   x = model.apply(reshape("rows", {kImageShape[0], kImageShape[1] * kImageShape[2]}), x);
-  x = model.apply(dense("embed", options.dim, Activation::kNone, /*flatten=*/false), x);
-  x = model.apply(position_embedding("position"), x);
-  for (int b = 1; b <= options.blocks; ++b)
-    x = transformer_block(model, x, "block" + std::to_string(b), options.heads, 2 * options.dim);
-  x = model.apply(layer_norm("norm"), x);
-  x = model.apply(global_avg_pool2d("pool"), x);
+  x = transformer_encoder(model, x, options.dim, options.heads, options.blocks);
   model.apply(dense("logits", kClasses), x);
   return model;
 }

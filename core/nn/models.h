@@ -1,5 +1,7 @@
 #pragma once
-// The built-in models, for 28x28x1 images (Fashion-MNIST) and 10 classes.
+// The built-in models, for 28x28x1 images (Fashion-MNIST) and 10 classes, and the sequence
+// encoders they and the examples are made of (transformer_block, sequence_encoder), for any
+// sequence.
 
 #include <cstdint>
 #include <string>

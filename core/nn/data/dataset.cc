@@ -54,7 +54,8 @@ class WindowSource : public ExampleSource {
       : series_(std::move(series)), length_(length), stride_(stride) {}
   void read(std::int64_t i, float* out) const override {
     const std::int64_t step = series_.example_size();
-    for (std::int64_t k = 0; k < length_; ++k) series_.read_example(i * stride_ + k, out + k * step);
+    for (std::int64_t k = 0; k < length_; ++k)
+      series_.read_example(i * stride_ + k, out + k * step);
   }
 
  private:

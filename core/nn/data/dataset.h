@@ -1,9 +1,9 @@
 #pragma once
 // Datasets of N-dimensional float examples with class labels or float targets: Fashion-MNIST /
-// MNIST IDX files, NumPy .npy/.npz, CSV, image and TFRecord files (loaders.h), the user's own
-// arrays, a synthetic stand-in for tests; sharded over workers, each keeping a copy of its part.
-// The examples are held as floats, or made as they are used (an ExampleSource: images decoded
-// from their files as batches take them).
+// MNIST IDX files, NumPy .npy/.npz, CSV, image and TFRecord files (loaders.h), text folders
+// (text.h), the user's own arrays, a synthetic stand-in for tests; sharded over workers, each
+// keeping a copy of its part. The examples are held as floats, or made as they are used (an
+// ExampleSource: images decoded from their files as batches take them, a series' windows).
 //
 //   auto mine = cohort::data::fashion_mnist(cohort::data::Split::kTrain)     // --data_dir
 //                   .shard(server.replica_index(), server.num_replicas());    // the rest dropped

@@ -95,7 +95,11 @@ void TextVectorizer::adapt(std::span<const std::string> texts) {
 
 void TextVectorizer::set_vocabulary(std::vector<std::string> vocabulary) {
   if (vocabulary.size() < 2 || !vocabulary[0].empty() || vocabulary[1] != kUnknown)
-    throw InvalidArgument("TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\"");
+    throw InvalidArgument(
+        "TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\", not " +
+        (vocabulary.empty() ? std::string("nothing")
+                            : "\"" + vocabulary[0] + "\"" +
+                                  (vocabulary.size() > 1 ? " and \"" + vocabulary[1] + "\"" : "")));
   if (static_cast<std::int64_t>(vocabulary.size()) > options_.max_tokens)
     throw InvalidArgument("TextVectorizer: a vocabulary of " + std::to_string(vocabulary.size()) +
                           " tokens is more than max_tokens " + std::to_string(options_.max_tokens));
@@ -115,10 +119,11 @@ Tensor TextVectorizer::vectorize(std::span<const std::string> texts) const {
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const std::vector<std::string> words = tokens(texts[i]);
     const std::int64_t n = std::min<std::int64_t>(length, static_cast<std::int64_t>(words.size()));
+    float* row = ids.data() + static_cast<std::int64_t>(i) * length +
+                 (options_.pad_front ? length - n : 0);
     for (std::int64_t t = 0; t < n; ++t) {
       const auto found = ids_.find(words[static_cast<std::size_t>(t)]);
-      ids[static_cast<std::int64_t>(i) * length + t] =
-          static_cast<float>(found == ids_.end() ? 1 : found->second);
+      row[t] = static_cast<float>(found == ids_.end() ? 1 : found->second);
     }
   }
   return ids;

@@ -26,13 +26,17 @@ struct TextOptions {
   /// below (Keras's default); kCharacters: every character (a UTF-8 code point) is a token.
   enum class Split { kWords, kCharacters } split = Split::kWords;
   bool lowercase = true;          ///< ASCII letters to lower case
-  bool strip_punctuation = true;  ///< ASCII punctuation removed (Keras's lower_and_strip_punctuation)
+  /// ASCII punctuation removed (with lowercase: Keras's lower_and_strip_punctuation).
+  bool strip_punctuation = true;
   /// The vocabulary's size, the padding id 0 and the out-of-vocabulary id 1 included: the
   /// max_tokens - 2 most frequent tokens of the text adapted to get ids 2, 3, ... (at most 2^24:
   /// ids are held as floats).
   std::int64_t max_tokens = 20000;
-  /// Ids per example: a longer text is cut, a shorter one padded with 0 after its ids.
+  /// Ids per example: a longer text is cut (its first ids kept), a shorter one padded with 0.
   std::int64_t sequence_length = 200;
+  /// The padding before a shorter text's ids, not after (Keras pads after): a recurrent layer
+  /// that reads its last step then reads text, not padding.
+  bool pad_front = false;
 };
 
 /// A vocabulary, and the ids of texts under it. Id 0 is padding and 1 stands for a token outside
@@ -55,8 +59,8 @@ class TextVectorizer {
   const std::vector<std::string>& vocabulary() const { return vocabulary_; }
   /// The ids an Embedding over them needs: the vocabulary's size.
   std::int64_t vocabulary_size() const { return static_cast<std::int64_t>(vocabulary_.size()); }
-  /// [texts, sequence_length] ids (as floats, as the data pipeline holds them). InvalidArgument
-  /// before a vocabulary is set.
+  /// [texts, sequence_length] ids (as floats, as the data pipeline holds them), padded as
+  /// options() say. InvalidArgument before a vocabulary is set.
   Tensor vectorize(std::span<const std::string> texts) const;
   const TextOptions& options() const { return options_; }
 

@@ -146,7 +146,8 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
       }
       const float* used = a;  // the weights the values are summed with
       if (kept != nullptr) {
-        RowArray(kept, square) = ConstRowArray(a, square) * ConstRowArray(mask_.data() + bh * square, square);
+        RowArray(kept, square) =
+            ConstRowArray(a, square) * ConstRowArray(mask_.data() + bh * square, square);
         used = kept;
       }
       gemm(false, false, t_count, key_dim_, t_count, 1.0f, used, t_count, v_.data() + at, w, 0.0f,

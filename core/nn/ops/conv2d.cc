@@ -48,7 +48,8 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
   if (options_.padding == Padding::kCausal && options_.kernel_h != 1)
     throw InvalidArgument("Conv2D \"" + name_ + "\": causal padding is for sequences (Conv1D, or a "
                           "filter one row high); this filter is " +
-                          std::to_string(options_.kernel_h) + "x" + std::to_string(options_.kernel_w));
+                          std::to_string(options_.kernel_h) + "x" +
+                          std::to_string(options_.kernel_w));
   // A dilated filter spans (k - 1) * d + 1 pixels; padding and output size follow that extent.
   const std::int64_t extent_h = (options_.kernel_h - 1) * options_.dilation_h + 1;
   const std::int64_t extent_w = (options_.kernel_w - 1) * options_.dilation_w + 1;

@@ -33,7 +33,8 @@ class DenseGpu final : public GpuLayer {
       dy = grad_pre_.data();
     }
     if (grad_input != nullptr) grad_input->resize(input.shape());
-    gpu::dense_backward(context.cublas, input.size() / layer_.in_, layer_.in_, layer_.units_, input.data(),
+    gpu::dense_backward(context.cublas, input.size() / layer_.in_, layer_.in_, layer_.units_,
+                        input.data(),
                         context.values.data() + layer_.kernel_offset_, dy,
                         grads + layer_.kernel_offset_, grads + layer_.bias_offset_,
                         grad_input != nullptr ? grad_input->data() : nullptr, context.allow_tf32);

@@ -23,7 +23,8 @@ void dropout_mask(std::uint64_t key, float rate, std::span<float> mask) {
   const auto threshold = static_cast<std::uint64_t>(static_cast<double>(rate) * (1 << 24));
   const float scale = 1.0f / (1.0f - rate);
   for (std::size_t i = 0; i < mask.size(); ++i) {
-    const std::uint64_t draw = mix(key + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40;
+    const std::uint64_t draw =
+        mix(key + static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40;
     mask[i] = draw >= threshold ? scale : 0.0f;
   }
 }

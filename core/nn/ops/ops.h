@@ -1,11 +1,12 @@
 #pragma once
 // The CPU ops: Dense, Conv2D, MaxPool2D, ReLU, Flatten, Dropout (Layers), the fused softmax
-// cross-entropy loss and accuracy, declared here, and the terse constructors of every layer of
-// the catalogue; the rest of it is declared in normalization.h (BatchNormalization,
+// cross-entropy loss and accuracy, declared here, and the terse constructors of the layers of
+// these headers; the rest of the catalogue is declared in normalization.h (BatchNormalization,
 // LayerNormalization), pooling.h (AvgPool2D, GlobalAveragePooling2D, GlobalMaxPooling2D),
-// sequence.h (Conv1D, MaxPool1D, AvgPool1D), merge.h (Add, Multiply, Concatenate),
-// elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax, SiLU, Softplus, ELU, Reshape) and
-// embedding.h.
+// merge.h (Add, Multiply, Concatenate), elementwise.h (LeakyReLU, Sigmoid, Tanh, GELU, Softmax,
+// SiLU, Softplus, ELU, Reshape) and embedding.h, and for sequences in sequence.h (Conv1D,
+// MaxPool1D, AvgPool1D, the 1-D global pools), recurrent.h (LSTM, GRU, Bidirectional) and
+// attention.h (MultiHeadAttention, PositionEmbedding), each with its terse constructors.
 // Images are NHWC, filters HWIO, everything float32; each op's CPU path lives in its own .cc
 // file beside its header.
 //

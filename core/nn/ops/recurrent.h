@@ -1,9 +1,10 @@
 #pragma once
 // Recurrent layers over sequences [steps, features]: LSTM and GRU, each returning its last
 // output [units] or every step's [steps, units] (return_sequences: for another recurrent layer,
-// or a Dense at every step). Both start from a zero state and run forward in time; the backward pass is
-// back-propagation through time over the whole sequence. The recurrences run step by step, so a
-// recurrent layer has no GPU path.
+// or a Dense at every step), and Bidirectional. Both start from a zero state and run forward in
+// time; the backward pass is back-propagation through time over the whole sequence. The
+// recurrences run step by step (each intra-op thread a slice of the batch), so a recurrent layer
+// has no GPU path.
 //
 //   Model model(graph, {28, 28});                       // 28 steps of 28 features
 //   model.add(lstm("lstm", 128)).add(dense("logits", 10));
@@ -33,9 +34,6 @@ class Recurrent : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
   double flops_per_example() const override;
   double input_grad_flops_per_example() const override;
-
-  std::int64_t units() const { return units_; }
-  bool return_sequences() const { return return_sequences_; }
 
  protected:
   /// `kind` names the class in messages; `gates`: how many blocks of `units` columns the kernels
@@ -134,8 +132,8 @@ class GRU final : public Recurrent {
 
 /// Reads a sequence both ways (Keras's Bidirectional, its outputs concatenated): `forward` over
 /// the sequence [steps, features] as it is, `backward` over it reversed in time, two layers of
-/// their own named under this one's name ("<name>/forward" and "<name>/backward"; another name
-/// is refused, since a layer owns the variables under its name).
+/// their own named under this one's name ("<name>/forward" and "<name>/backward", or any other
+/// "<name>/..."; a name outside it is refused, since a layer owns the variables under its name).
 /// Each gives [units] (the last step it read) or [steps, units] (every step's, the backward
 /// layer's put back in time order); the output is the two side by side along the last axis.
 class Bidirectional : public Layer {

@@ -34,8 +34,9 @@ Shape as_image(const char* kind, const std::string& name, const Shape& input, st
     throw InvalidArgument(what(kind, name) + ": input " + to_string(input) +
                           " is not [steps, channels]");
   if (padding == Padding::kValid && extent > input[0])
-    throw InvalidArgument(what(kind, name) + ": input " + to_string(input) + ": a VALID window of " +
-                          std::to_string(extent) + " steps is longer than the sequence");
+    throw InvalidArgument(what(kind, name) + ": input " + to_string(input) +
+                          ": a VALID window of " + std::to_string(extent) +
+                          " steps is longer than the sequence");
   return {1, input[0], input[1]};
 }
 

@@ -67,6 +67,10 @@ TEST_CASE("TextVectorizer: a vocabulary by count, ids 0 and 1 for padding and un
   again.load_vocabulary(dir / "vocabulary.txt");
   CHECK(again.vocabulary() == words.vocabulary());
   CHECK(ids(again.vectorize(more)) == ids(words.vectorize(more)));
+  // Padded before the ids instead of after.
+  TextVectorizer front({.max_tokens = 5, .sequence_length = 4, .pad_front = true});
+  front.set_vocabulary(words.vocabulary());
+  CHECK(ids(front.vectorize(more)) == std::vector<float>{2, 3, 4, 1, 0, 0, 0, 4, 0, 0, 0, 0});
 }
 
 TEST_CASE("TextVectorizer refuses what it cannot use, naming it") {
@@ -77,13 +81,14 @@ TEST_CASE("TextVectorizer refuses what it cannot use, naming it") {
   CHECK(invalid_argument([&] { words.vectorize(texts); }) ==
         "TextVectorizer: no vocabulary yet (adapt() or set_vocabulary() first)");
   CHECK(invalid_argument([&] { words.set_vocabulary({"a", "b"}); }) ==
-        "TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\"");
+        "TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\", not \"a\" and \"b\"");
   CHECK(invalid_argument([&] { words.set_vocabulary({"", "[UNK]", "x", "x"}); }) ==
         "TextVectorizer: the vocabulary repeats \"x\"");
   cohort::test::TempDir dir("text");
   spit(dir / "bad.txt", "the\nand\n");
   CHECK(data_error([&] { words.load_vocabulary(dir / "bad.txt"); }) ==
-        dir / "bad.txt" + ": TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\"");
+        dir / "bad.txt" +
+            ": TextVectorizer: a vocabulary starts with \"\" (padding) and \"[UNK]\", not \"the\" and \"and\"");
 }
 
 TEST_CASE("load_text_folder: a class per subfolder, one vocabulary for every shard") {
