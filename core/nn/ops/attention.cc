@@ -10,6 +10,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/initializer.h"
+#include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/parallel.h"
@@ -18,17 +19,13 @@
 namespace cohort {
 namespace {
 
+using ops_detail::bias_grad;
+using ops_detail::broadcast_rows;
 using ops_detail::gemm;
 using ops_detail::in_ranges;
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
-// sums[j] := the sum of column j of m [rows, cols].
-void column_sums(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
-  std::fill_n(sums, cols, 0.0f);
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) sums[j] += m[i * cols + j];
-}
 
 }  // namespace
 
@@ -84,8 +81,7 @@ void MultiHeadAttention::project(const Projection& p, const float* input, std::i
                                  std::int64_t in, std::int64_t out, float* result) const {
   const float* values = graph_->values().data();
   in_ranges(rows, [&](std::int64_t r0, std::int64_t count) {
-    for (std::int64_t i = r0; i < r0 + count; ++i)
-      std::copy_n(values + p.bias, out, result + i * out);
+    broadcast_rows(values + p.bias, count, out, result + r0 * out);
     gemm(false, false, count, out, in, 1.0f, input + r0 * in, in, values + p.kernel, out, 1.0f,
          result + r0 * out, out);
   });
@@ -100,7 +96,7 @@ void MultiHeadAttention::project_back(const Projection& p, const float* input,
     gemm(true, false, count, out, rows, 1.0f, input + i0, in, grad_result, out, 0.0f,
          grad_kernel + i0 * out, out);
   });
-  column_sums(grad_result, rows, out, grads.data() + p.bias);
+  bias_grad(grad_result, rows, out, grads.data() + p.bias);
   if (grad_input == nullptr) return;
   const float* kernel = graph_->values().data() + p.kernel;
   in_ranges(rows, [&](std::int64_t r0, std::int64_t count) {
@@ -250,7 +246,7 @@ void PositionEmbedding::forward(const Tensor& input, Tensor& output, const OpCon
 void PositionEmbedding::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
                                  Tensor* grad_input, std::span<float> grads) {
   const std::int64_t n = input.dim(0);
-  column_sums(grad_output.data(), n, size_, grads.data() + offset_);
+  bias_grad(grad_output.data(), n, size_, grads.data() + offset_);
   if (grad_input == nullptr) return;
   grad_input->resize(input.shape());
   std::copy_n(grad_output.data(), grad_output.size(), grad_input->data());

@@ -1,6 +1,9 @@
 #pragma once
-// The shared tail of Dense's and Conv2D's backward pass. Internal to the ops.
+// A bias: its broadcast onto the rows of an output, and its gradient, the column sums of the
+// output's gradient (the shared tail of Dense's and Conv2D's backward pass, and the recurrent and
+// attention layers'). Internal to the ops.
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cohort/core/nn/ops/simd.h"
@@ -69,6 +72,17 @@ inline void relu_and_bias_grad(const float* __restrict dy, const float* __restri
     }
     grad_bias[c] = accumulate ? grad_bias[c] + sum : sum;
   }
+}
+
+/// Each of the `rows` rows of `m` ([rows, cols], row-major) := `bias` [cols].
+inline void broadcast_rows(const float* bias, std::int64_t rows, std::int64_t cols, float* m) {
+  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(bias, cols, m + i * cols);
+}
+
+/// grad_bias [cols] := the column sums of `dy` [rows, cols] (no activation).
+inline void bias_grad(const float* dy, std::int64_t rows, std::int64_t cols, float* grad_bias) {
+  relu_and_bias_grad(dy, nullptr, nullptr, rows, cols, /*relu=*/false, grad_bias,
+                     /*accumulate=*/false);
 }
 
 }  // namespace cohort::ops_detail

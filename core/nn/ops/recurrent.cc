@@ -10,6 +10,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/initializer.h"
+#include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/parallel.h"
 #include "cohort/core/nn/threads.h"
@@ -17,22 +18,14 @@
 namespace cohort {
 namespace {
 
+using ops_detail::bias_grad;
+using ops_detail::broadcast_rows;
 using ops_detail::gemm;
 using ops_detail::in_ranges;
 
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
-// Adds the `rows` rows of `m` ([rows, cols]) onto `sums` [cols].
-void add_rows(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) sums[j] += m[i * cols + j];
-}
-
-// Each of the `rows` rows of `m` ([rows, cols]) := `row` [cols].
-void broadcast_rows(const float* row, std::int64_t rows, std::int64_t cols, float* m) {
-  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(row, cols, m + i * cols);
-}
 
 }  // namespace
 
@@ -181,9 +174,8 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
       gemm(true, false, count, columns, n, 1.0f, hs_.data() + (t - 1) * n * u + u0, u,
            drs_.data() + t * n * columns, columns, 1.0f, grad_recurrent + u0 * columns, columns);
   }, 1);
-  std::fill_n(grad_bias, recurrent_bias_ ? 2 * columns : columns, 0.0f);
-  add_rows(dxs_.data(), t_count * n, columns, grad_bias);
-  if (recurrent_bias_) add_rows(drs_.data(), t_count * n, columns, grad_bias + columns);
+  bias_grad(dxs_.data(), t_count * n, columns, grad_bias);
+  if (recurrent_bias_) bias_grad(drs_.data(), t_count * n, columns, grad_bias + columns);
 }
 
 double Recurrent::flops_per_example() const {
