@@ -36,6 +36,7 @@
 #include "cohort/core/nn/ops/attention.h"
 #include "cohort/core/nn/ops/elementwise.h"
 #include "cohort/core/nn/ops/embedding.h"
+#include "cohort/core/nn/ops/masking.h"
 #include "cohort/core/nn/ops/merge.h"
 #include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/ops.h"

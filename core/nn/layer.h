@@ -2,7 +2,8 @@
 // The op interface. Each op (Dense, Conv2D, MaxPool2D, ReLU, ...) is a Layer with a CPU path in
 // its own file under core/nn/ops/ and, in a build with CUDA, a GPU path beside it (<op>_gpu.cc,
 // a GpuLayer); the CPU path is the oracle the GPU path is tested against. Most layers take one
-// input (Layer); layers that join several (Add, Concatenate) derive from MergeLayer.
+// input (Layer); layers that join several (Add, Concatenate) derive from MergeLayer; layers over
+// sequences that can skip padding take a mask beside their input (MaskableLayer, ops/masking.h).
 
 #include <cstdint>
 #include <memory>
@@ -133,6 +134,9 @@ class Layer {
 
   /// How many inputs the layer takes: 1 for most; 0 for any number from 2 up (Add, Concatenate).
   virtual int num_inputs() const { return 1; }
+  /// Whether the layer may also be applied to {input, mask}, the mask [steps] of a sequence
+  /// input [steps, features] saying which steps to read (MaskableLayer, ops/masking.h).
+  virtual bool takes_mask() const { return false; }
   virtual Shape build_node(Graph& graph, std::span<const Shape> inputs) {
     return build(graph, inputs[0]);
   }

@@ -64,11 +64,13 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
     if (n.name == name)
       throw InvalidArgument("Model: a layer or input named \"" + name + "\" is already in the model");
   const int arity = layer->num_inputs();
-  if (inputs.empty() || (arity > 0 && static_cast<int>(inputs.size()) != arity) ||
+  const bool masked = arity == 1 && layer->takes_mask() && inputs.size() == 2;
+  if (inputs.empty() || (arity > 0 && static_cast<int>(inputs.size()) != arity && !masked) ||
       (arity == 0 && inputs.size() < 2))
     throw InvalidArgument("layer \"" + name + "\" takes " +
                           (arity > 0 ? std::to_string(arity) : std::string("two or more")) +
-                          " input" + (arity == 1 ? "" : "s") + ", given " +
+                          " input" + (arity == 1 ? "" : "s") +
+                          (layer->takes_mask() ? " (and a mask)" : "") + ", given " +
                           std::to_string(inputs.size()));
   std::vector<Shape> shapes;
   NodeInfo info;

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/models.h"
 
 #include <string>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/attention.h"
@@ -103,11 +104,22 @@ Model rnn(Graph& graph, const std::string& cell, std::int64_t units) {
 }
 
 // Pre-norm (the norm before each sublayer, as GPT-2 and ViT place it).
+namespace {
+
+// The inputs of a layer over the sequence x: x, and its mask where it has one.
+std::vector<Node> with_mask(Node x, Node mask) {
+  if (!mask.valid()) return {x};
+  return {x, mask};
+}
+
+}  // namespace
+
 Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
-                       std::int64_t ffn_units, float dropout, bool causal) {
+                       std::int64_t ffn_units, float dropout, bool causal, Node mask) {
   const std::int64_t dim = model.shape(x).back();
   Node y = model.apply(layer_norm(name + "/norm1"), x);
-  y = model.apply(multi_head_attention(name + "/attention", heads, 0, causal, dropout), y);
+  y = model.apply(multi_head_attention(name + "/attention", heads, 0, causal, dropout),
+                  with_mask(y, mask));
   if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout1", dropout), y);
   x = model.apply(add(name + "/residual1"), {x, y});
   y = model.apply(layer_norm(name + "/norm2"), x);
@@ -122,36 +134,39 @@ namespace {
 // A Transformer encoder over a sequence node, down to one vector: every step projected to `dim`,
 // a position embedding, `blocks` pre-norm blocks (feed-forward 2 dim), a last normalisation, the
 // mean over the steps.
-Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t heads, int blocks) {
+Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t heads, int blocks,
+                         Node mask = {}) {
   x = model.apply(dense("embed", dim, Activation::kNone, /*flatten=*/false), x);
   x = model.apply(position_embedding("position"), x);
   for (int b = 1; b <= blocks; ++b)
-    x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * dim);
+    x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * dim, 0.0f, false,
+                          mask);
   x = model.apply(layer_norm("norm"), x);
-  return model.apply(global_avg_pool1d("pool"), x);
+  return model.apply(global_avg_pool1d("pool"), with_mask(x, mask));
 }
 
 }  // namespace
 
-Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units) {
-  if (kind == "conv1d") {
+Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units,
+                      Node mask) {
+  if (kind == "conv1d") {  // reads every step: its pooled steps have no mask
     x = model.apply(conv1d("conv1", units, 5, Activation::kRelu), x);
     if (model.shape(x)[0] >= 4) x = model.apply(max_pool1d("pool1", 2), x);
     x = model.apply(conv1d("conv2", units, 5, Activation::kRelu), x);
     return model.apply(global_max_pool1d("pool2"), x);
   }
-  if (kind == "lstm") return model.apply(lstm("lstm", units), x);
-  if (kind == "gru") return model.apply(gru("gru", units), x);
+  if (kind == "lstm") return model.apply(lstm("lstm", units), with_mask(x, mask));
+  if (kind == "gru") return model.apply(gru("gru", units), with_mask(x, mask));
   if (kind == "bilstm")
     return model.apply(bidirectional("bilstm", lstm("bilstm/forward", units),
                                      lstm("bilstm/backward", units)),
-                       x);
+                       with_mask(x, mask));
   if (kind != "transformer")
     throw InvalidArgument("sequence_encoder: \"" + kind +
                           "\" is not conv1d, lstm, gru, bilstm or transformer");
   std::int64_t heads = 4;
   while (units % heads != 0) --heads;
-  return transformer_encoder(model, x, units, heads, 2);
+  return transformer_encoder(model, x, units, heads, 2, mask);
 }
 
 Model transformer(Graph& graph, const TransformerOptions& options) {

@@ -54,18 +54,23 @@ Model rnn(Graph& graph, const std::string& cell = "lstm", std::int64_t units = 1
 /// "<name>/ffn1", "<name>/ffn2", "<name>/residual2". With a `dropout` above 0, the attention
 /// weights and each sublayer's output before its residual are dropped at that rate (the
 /// Transformer's own placement; "<name>/dropout1", "<name>/dropout2"). `causal`: a decoder's
-/// mask. Returns the block's output node.
+/// mask. `mask`: x's padding mask (padding_mask()), if it has one: no step attends to padding.
+/// Returns the block's output node.
 Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
-                       std::int64_t ffn_units, float dropout = 0.0f, bool causal = false);
+                       std::int64_t ffn_units, float dropout = 0.0f, bool causal = false,
+                       Node mask = {});
 
 /// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
 /// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another
 /// such convolution; the max over the steps), "lstm", "gru", "bilstm" (an LSTM each way, 2 units
 /// out) or "transformer" (Dense to `units` at every step, a position embedding, two
 /// transformer_block()s of 4 heads (or the most up to 4 that divide units) and 2 units of
-/// feed-forward, a layer normalisation, the mean over the steps). What example_tabular and
-/// example_text put between their inputs and their outputs. InvalidArgument for another kind.
-Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units);
+/// feed-forward, a layer normalisation, the mean over the steps). `mask`: x's padding mask
+/// (padding_mask()), if it has one: the recurrent layers, the attention and the mean skip the
+/// padded steps (the convolutions read them as they are). What example_tabular and example_text
+/// put between their inputs and their outputs. InvalidArgument for another kind.
+Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units,
+                      Node mask = {});
 
 /// How transformer() is built.
 struct TransformerOptions {

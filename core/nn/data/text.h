@@ -35,7 +35,7 @@ struct TextOptions {
   /// Ids per example: a longer text is cut (its first ids kept), a shorter one padded with 0.
   std::int64_t sequence_length = 200;
   /// The padding before a shorter text's ids, not after (Keras pads after): a recurrent layer
-  /// that reads its last step then reads text, not padding.
+  /// without a padding mask (ops/masking.h) that reads its last step then reads text.
   bool pad_front = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -132,10 +133,26 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
       float* a = weights_.data() + bh * square;
       gemm(false, true, t_count, t_count, key_dim_, scale, q_.data() + at, w, k_.data() + at, w,
            0.0f, a, t_count);
+      const float* keys = mask() != nullptr ? mask()->data() + bh / heads_ * t_count : nullptr;
       for (std::int64_t i = 0; i < t_count; ++i) {
-        // Each row's softmax over the steps it sees, vectorised; the masked ones weigh 0.
+        // Each row's softmax over the steps it sees, vectorised; the others weigh 0.
         const std::int64_t seen = causal_ ? i + 1 : t_count;
-        RowArray row(a + i * t_count, seen);
+        float* ai = a + i * t_count;
+        if (keys != nullptr) {  // padded keys drop out of the softmax
+          bool any = false;
+          for (std::int64_t j = 0; j < seen; ++j) {
+            if (keys[j] == 0.0f) {
+              ai[j] = -std::numeric_limits<float>::infinity();
+            } else {
+              any = true;
+            }
+          }
+          if (!any) {
+            std::fill_n(ai, t_count, 0.0f);
+            continue;
+          }
+        }
+        RowArray row(ai, seen);
         row = (row - row.maxCoeff()).exp();
         row /= row.sum();
         std::fill(a + i * t_count + seen, a + (i + 1) * t_count, 0.0f);

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/ops/masking.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort {
@@ -33,8 +34,10 @@ namespace cohort {
 /// features] with its bias [features]. `causal`: step i attends to steps 0 to i only (a decoder's
 /// mask). `dropout`: in training, each attention weight is zeroed with this probability and the
 /// others scaled by 1 / (1 - dropout), as Keras's and PyTorch's attention dropout (the mask a
-/// function of the step's seed and the layer, as Dropout's).
-class MultiHeadAttention : public Layer {
+/// function of the step's seed and the layer, as Dropout's). With a mask (masking.h), no step
+/// attends to a padded one (Keras's attention_mask of the keys); a step that sees none, padded
+/// or causal, gives the output's bias alone.
+class MultiHeadAttention : public MaskableLayer {
  public:
   /// key_dim 0: features / heads. InvalidArgument for a dropout outside [0, 1).
   MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim = 0,

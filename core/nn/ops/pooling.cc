@@ -153,10 +153,26 @@ double GlobalPooling2D::flops_per_example() const {
   return 2.0 * static_cast<double>(positions_ * channels_);
 }
 
+namespace {
+
+// How many of an example's positions a global pool reads: each of them without a mask, the steps
+// the mask reads with one.
+std::int64_t positions_read(const Tensor* mask, std::int64_t b, std::int64_t positions) {
+  if (mask == nullptr) return positions;
+  const float* m = mask->data() + b * positions;
+  return std::count_if(m, m + positions, [](float v) { return v != 0.0f; });
+}
+
+bool read(const Tensor* mask, std::int64_t b, std::int64_t p, std::int64_t positions) {
+  return mask == nullptr || (*mask)[b * positions + p] != 0.0f;
+}
+
+}  // namespace
+
 void GlobalAveragePooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), c = channels_;
   output.resize({n, c});
-  const float scale = 1.0f / static_cast<float>(positions_);
+  const Tensor* m = mask();
   const int threads = threads_for(n);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (std::int64_t b = 0; b < n; ++b) {
@@ -164,8 +180,13 @@ void GlobalAveragePooling2D::forward(const Tensor& input, Tensor& output, const 
     const float* __restrict in = input.data() + b * positions_ * c;
     float* __restrict out = output.data() + b * c;
     std::fill_n(out, c, 0.0f);
-    for (std::int64_t p = 0; p < positions_; ++p)
+    const std::int64_t count = positions_read(m, b, positions_);
+    if (count == 0) continue;
+    for (std::int64_t p = 0; p < positions_; ++p) {
+      if (!read(m, b, p, positions_)) continue;
       for (std::int64_t k = 0; k < c; ++k) out[k] += in[p * c + k];
+    }
+    const float scale = 1.0f / static_cast<float>(count);
     for (std::int64_t k = 0; k < c; ++k) out[k] *= scale;
   }
 }
@@ -175,14 +196,18 @@ void GlobalAveragePooling2D::backward(const Tensor& input, const Tensor&, const 
   if (grad_input == nullptr) return;
   const std::int64_t n = input.dim(0), c = channels_;
   grad_input->resize(input.shape());
-  const float scale = 1.0f / static_cast<float>(positions_);
+  const Tensor* m = mask();
   const int threads = threads_for(n);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (std::int64_t b = 0; b < n; ++b) {
     const float* __restrict dy = grad_output.data() + b * c;
     float* __restrict dx = grad_input->data() + b * positions_ * c;
-    for (std::int64_t p = 0; p < positions_; ++p)
-      for (std::int64_t k = 0; k < c; ++k) dx[p * c + k] = dy[k] * scale;
+    const std::int64_t count = positions_read(m, b, positions_);
+    const float scale = count == 0 ? 0.0f : 1.0f / static_cast<float>(count);
+    for (std::int64_t p = 0; p < positions_; ++p) {
+      const float s = read(m, b, p, positions_) ? scale : 0.0f;
+      for (std::int64_t k = 0; k < c; ++k) dx[p * c + k] = dy[k] * s;
+    }
   }
 }
 
@@ -190,17 +215,27 @@ void GlobalMaxPooling2D::forward(const Tensor& input, Tensor& output, const OpCo
   const std::int64_t n = input.dim(0), c = channels_;
   output.resize({n, c});
   argmax_.resize(static_cast<std::size_t>(n * c));
+  const Tensor* m = mask();
   const int threads = threads_for(n);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (std::int64_t b = 0; b < n; ++b) {
     const float* __restrict in = input.data() + b * positions_ * c;
     float* __restrict out = output.data() + b * c;
     std::int32_t* __restrict at = argmax_.data() + b * c;
-    std::copy_n(in, c, out);
-    std::fill_n(at, c, 0);
-    for (std::int64_t p = 1; p < positions_; ++p)
+    std::int64_t first = 0;  // the first position read
+    while (first < positions_ && !read(m, b, first, positions_)) ++first;
+    if (first == positions_) {  // nothing read: zeros, and no gradient
+      std::fill_n(out, c, 0.0f);
+      std::fill_n(at, c, -1);
+      continue;
+    }
+    std::copy_n(in + first * c, c, out);
+    std::fill_n(at, c, static_cast<std::int32_t>(first));
+    for (std::int64_t p = first + 1; p < positions_; ++p) {
+      if (!read(m, b, p, positions_)) continue;
       for (std::int64_t k = 0; k < c; ++k)
         if (in[p * c + k] > out[k]) out[k] = in[p * c + k], at[k] = static_cast<std::int32_t>(p);
+    }
   }
 }
 
@@ -211,9 +246,10 @@ void GlobalMaxPooling2D::backward(const Tensor& input, const Tensor&, const Tens
   grad_input->resize(input.shape());
   std::fill_n(grad_input->data(), grad_input->size(), 0.0f);
   for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t k = 0; k < c; ++k)
-      (*grad_input)[(b * positions_ + argmax_[static_cast<std::size_t>(b * c + k)]) * c + k] =
-          grad_output[b * c + k];
+    for (std::int64_t k = 0; k < c; ++k) {
+      const std::int32_t at = argmax_[static_cast<std::size_t>(b * c + k)];
+      if (at >= 0) (*grad_input)[(b * positions_ + at) * c + k] = grad_output[b * c + k];
+    }
 }
 
 std::unique_ptr<Layer> global_max_pool2d(std::string name) {

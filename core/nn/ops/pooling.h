@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/ops/masking.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/tensor.h"
 
@@ -27,9 +28,10 @@ class AvgPool2D : public Pool2D {
 };
 
 /// [H, W, C] -> [C]: one value per channel from every position of it, of an image or of a
-/// sequence [T, C] (Keras's GlobalAveragePooling1D and GlobalMaxPooling1D). The base of the two
+/// sequence [T, C] (Keras's GlobalAveragePooling1D and GlobalMaxPooling1D); with a sequence's
+/// mask (masking.h), from the steps read (zeros where an example has none). The base of the two
 /// below.
-class GlobalPooling2D : public Layer {
+class GlobalPooling2D : public MaskableLayer {
  public:
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -62,7 +64,7 @@ class GlobalMaxPooling2D : public GlobalPooling2D {
                 Tensor* grad_input, std::span<float> grads) override;
 
  private:
-  std::vector<std::int32_t> argmax_;  // per example and channel, the last forward's position
+  std::vector<std::int32_t> argmax_;  // per example and channel, the last forward's position (-1: none)
 };
 
 }  // namespace cohort

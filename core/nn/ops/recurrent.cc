@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -26,6 +27,23 @@ using ops_detail::in_ranges;
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
+// Whether step t of example b is read (not padding) under `mask` [batch, steps] (null: all are).
+bool reads(const Tensor* mask, std::int64_t b, std::int64_t t) {
+  return mask == nullptr || (*mask)[b * mask->dim(1) + t] != 0.0f;
+}
+
+// Calls fn(start, count, read) for the runs of rows [0, rows) (examples from `first`) that the
+// mask reads alike at step t: one run of them all, read, without a mask.
+template <typename Fn>
+void for_runs(const Tensor* mask, std::int64_t t, std::int64_t first, std::int64_t rows, Fn&& fn) {
+  for (std::int64_t b = 0; b < rows;) {
+    const bool read = reads(mask, first + b, t);
+    std::int64_t end = b + 1;
+    while (end < rows && reads(mask, first + end, t) == read) ++end;
+    fn(b, end - b, read);
+    b = end;
+  }
+}
 
 }  // namespace
 
@@ -101,16 +119,31 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
       if (t > 0)
         gemm(false, false, rows, columns, u, 1.0f, h_prev, u, recurrent, columns, 1.0f, r,
              columns);
-      step_forward(t, b0, rows, xs_.data() + (t * n + b0) * columns, r, h_prev,
-                   hs_.data() + (t * n + b0) * u);
+      float* x = xs_.data() + (t * n + b0) * columns;
+      float* h = hs_.data() + (t * n + b0) * u;
+      for_runs(mask(), t, b0, rows, [&](std::int64_t s, std::int64_t count, bool read) {
+        if (read) {
+          step_forward(t, b0 + s, count, x + s * columns, r + s * columns, h_prev + s * u,
+                       h + s * u);
+        } else {  // padding: the state stays
+          std::copy_n(h_prev + s * u, count * u, h + s * u);
+          carry(t, b0 + s, count);
+        }
+      });
     }
     for (std::int64_t b = b0; b < b0 + rows; ++b) {
       if (!return_sequences_) {
         std::copy_n(hs_.data() + ((t_count - 1) * n + b) * u, u, output.data() + b * u);
         continue;
       }
-      for (std::int64_t t = 0; t < t_count; ++t)
-        std::copy_n(hs_.data() + (t * n + b) * u, u, output.data() + (b * t_count + t) * u);
+      for (std::int64_t t = 0; t < t_count; ++t) {
+        float* y = output.data() + (b * t_count + t) * u;
+        if (reads(mask(), b, t)) {
+          std::copy_n(hs_.data() + (t * n + b) * u, u, y);
+        } else {
+          std::fill_n(y, u, 0.0f);
+        }
+      }
     }
   }, 1);
 }
@@ -140,6 +173,7 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
       if (return_sequences_ || t == t_count - 1) {
         for (std::int64_t b = 0; b < rows; ++b) {
           const std::int64_t example = b0 + b;
+          if (return_sequences_ && !reads(mask(), example, t)) continue;  // a constant 0 there
           const float* g = grad_output.data() +
                            (return_sequences_ ? (example * t_count + t) * u : example * u);
           for (std::int64_t j = 0; j < u; ++j) dh[b * u + j] += g[j];
@@ -147,10 +181,22 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
       }
       const float* h_prev = t == 0 ? zeros_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
       if (t > 0) std::fill_n(dh_prev, rows * u, 0.0f);
+      const float* x = xs_.data() + (t * n + b0) * columns;
+      const float* r = rs_.data() + (t * n + b0) * columns;
+      float* dx = dxs_.data() + (t * n + b0) * columns;
       float* dr = drs_.data() + (t * n + b0) * columns;
-      step_backward(t, b0, rows, dh, xs_.data() + (t * n + b0) * columns,
-                    rs_.data() + (t * n + b0) * columns, h_prev,
-                    dxs_.data() + (t * n + b0) * columns, dr, t == 0 ? nullptr : dh_prev);
+      for_runs(mask(), t, b0, rows, [&](std::int64_t s, std::int64_t count, bool read) {
+        if (read) {
+          step_backward(t, b0 + s, count, dh + s * u, x + s * columns, r + s * columns,
+                        h_prev + s * u, dx + s * columns, dr + s * columns,
+                        t == 0 ? nullptr : dh_prev + s * u);
+          return;
+        }
+        // Padding: the gradient passes to the step before unchanged; the kernels get none.
+        std::fill_n(dx + s * columns, count * columns, 0.0f);
+        std::fill_n(dr + s * columns, count * columns, 0.0f);
+        if (t > 0) std::copy_n(dh + s * u, count * u, dh_prev + s * u);
+      });
       if (t > 0)  // the output before the first step is a constant
         gemm(false, true, rows, u, columns, 1.0f, dr, columns, recurrent, columns, 1.0f, dh_prev,
              u);
@@ -258,6 +304,15 @@ void LSTM::step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, 
   std::copy_n(dx, rows * 4 * u, dr);
 }
 
+void LSTM::carry(std::int64_t t, std::int64_t first, std::int64_t rows) {
+  float* c = cs_.data() + (t * batch_ + first) * units_;
+  if (t == 0) {
+    std::fill_n(c, rows * units_, 0.0f);
+  } else {
+    std::copy_n(c - batch_ * units_, rows * units_, c);
+  }
+}
+
 double LSTM::cell_flops() const { return 60.0 * static_cast<double>(units_); }
 
 GRU::GRU(std::string name, std::int64_t units, bool return_sequences)
@@ -336,8 +391,15 @@ Shape Bidirectional::build(Graph& graph, const Shape& input) {
     throw InvalidArgument(what + " is not [steps, features]");
   steps_ = input[0];
   features_ = input[1];
-  const Shape f = forward_->build(graph, input);
-  const Shape b = backward_->build(graph, input);
+  std::vector<Shape> inputs = {input};
+  if (masked()) {
+    for (const Layer* inner : {forward_.get(), backward_.get()})
+      if (!inner->takes_mask())
+        throw InvalidArgument(what + ": its layer \"" + inner->name() + "\" takes no mask");
+    inputs.push_back({steps_});
+  }
+  const Shape f = forward_->build_node(graph, inputs);
+  const Shape b = backward_->build_node(graph, inputs);
   const bool f_sequences = f.size() == 2 && f[0] == steps_;
   const bool b_sequences = b.size() == 2 && b[0] == steps_;
   if ((f.size() != 1 && !f_sequences) || f_sequences != b_sequences || f.size() != b.size())
@@ -351,12 +413,22 @@ Shape Bidirectional::build(Graph& graph, const Shape& input) {
   return {forward_units_ + backward_units_};
 }
 
+std::span<const Tensor* const> Bidirectional::inputs(const Tensor& sequence,
+                                                     const Tensor* sequence_mask) {
+  given_ = {&sequence, sequence_mask};
+  return std::span(given_.data(), mask() != nullptr ? 2 : 1);
+}
+
 void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext& context) {
   const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
   reversed_.resize(input.shape());
   reverse_steps(input.data(), n, steps_, features_, reversed_.data());
-  forward_->forward(input, forward_out_, context);
-  backward_->forward(reversed_, backward_out_, context);
+  if (mask() != nullptr) {
+    reversed_mask_.resize(mask()->shape());
+    reverse_steps(mask()->data(), n, steps_, 1, reversed_mask_.data());
+  }
+  forward_->forward_node(inputs(input, mask()), forward_out_, context);
+  backward_->forward_node(inputs(reversed_, &reversed_mask_), backward_out_, context);
   const std::int64_t positions = sequences_ ? steps_ : 1;
   output.resize(sequences_ ? Shape{n, steps_, uf + ub} : Shape{n, uf + ub});
   for (std::int64_t b = 0; b < n; ++b)
@@ -380,12 +452,15 @@ void Bidirectional::backward(const Tensor& input, const Tensor&, const Tensor& g
       std::copy_n(row, uf, forward_grad_.data() + (b * positions + t) * uf);
       std::copy_n(row + uf, ub, backward_grad_.data() + (b * positions + positions - 1 - t) * ub);
     }
-  const bool inputs = grad_input != nullptr;
-  forward_->backward(input, forward_out_, forward_grad_, inputs ? &forward_grad_input_ : nullptr,
-                     grads);
-  backward_->backward(reversed_, backward_out_, backward_grad_,
-                      inputs ? &backward_grad_input_ : nullptr, grads);
-  if (!inputs) return;
+  const bool to_input = grad_input != nullptr;
+  Tensor* forward_grads[] = {to_input ? &forward_grad_input_ : nullptr, nullptr};
+  Tensor* backward_grads[] = {to_input ? &backward_grad_input_ : nullptr, nullptr};
+  const auto given = static_cast<std::size_t>(mask() != nullptr ? 2 : 1);
+  forward_->backward_node(inputs(input, mask()), forward_out_, forward_grad_,
+                          std::span(forward_grads, given), grads);
+  backward_->backward_node(inputs(reversed_, &reversed_mask_), backward_out_, backward_grad_,
+                           std::span(backward_grads, given), grads);
+  if (!to_input) return;
   grad_input->resize(input.shape());
   reverse_steps(backward_grad_input_.data(), n, steps_, features_, grad_input->data());
   for (std::int64_t i = 0; i < grad_input->size(); ++i)

@@ -2,19 +2,23 @@
 // Recurrent layers over sequences [steps, features]: LSTM and GRU, each returning its last
 // output [units] or every step's [steps, units] (return_sequences: for another recurrent layer,
 // or a Dense at every step), and Bidirectional. Both start from a zero state and run forward in
-// time; the backward pass is back-propagation through time over the whole sequence. The
+// time; the backward pass is back-propagation through time over the whole sequence. Applied to
+// {sequence, mask} (masking.h), a padded step leaves the state as it was and gives zeros, so
+// that each example's last output is that of its last step read, wherever its padding is. The
 // recurrences run step by step (each intra-op thread a slice of the batch), so a recurrent layer
 // has no GPU path.
 //
 //   Model model(graph, {28, 28});                       // 28 steps of 28 features
 //   model.add(lstm("lstm", 128)).add(dense("logits", 10));
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/ops/masking.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort {
@@ -25,7 +29,7 @@ namespace cohort {
 /// kernel (one per step, before the recurrence) and of the last output with the recurrent
 /// kernel; and back-propagation through time. A cell (LSTM, GRU) says what one step computes from
 /// those products.
-class Recurrent : public Layer {
+class Recurrent : public MaskableLayer {
  public:
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -59,6 +63,11 @@ class Recurrent : public Layer {
   virtual void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows,
                              const float* dh, const float* x, const float* r,
                              const float* h_prev, float* dx, float* dr, float* dh_prev) = 0;
+  /// Step t for `rows` examples from `first` that the mask says are padding there: the cell
+  /// keeps its own state as it was before the step (the base keeps the output). In the backward
+  /// pass such rows are not taken to step_backward: whatever the cell sends back through its
+  /// state passes them unchanged.
+  virtual void carry(std::int64_t /*t*/, std::int64_t /*first*/, std::int64_t /*rows*/) {}
   /// Floating-point operations per example and step of a cell's own work, forward and backward.
   virtual double cell_flops() const = 0;
 
@@ -101,6 +110,7 @@ class LSTM final : public Recurrent {
   void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, const float* dh,
                      const float* x, const float* r, const float* h_prev, float* dx, float* dr,
                      float* dh_prev) override;
+  void carry(std::int64_t t, std::int64_t first, std::int64_t rows) override;
   double cell_flops() const override;
 
  private:
@@ -136,7 +146,9 @@ class GRU final : public Recurrent {
 /// "<name>/..."; a name outside it is refused, since a layer owns the variables under its name).
 /// Each gives [units] (the last step it read) or [steps, units] (every step's, the backward
 /// layer's put back in time order); the output is the two side by side along the last axis.
-class Bidirectional : public Layer {
+/// With a mask, each layer gets the mask of the steps it reads (the backward one's reversed), so
+/// the backward layer starts at each example's last step read.
+class Bidirectional : public MaskableLayer {
  public:
   Bidirectional(std::string name, std::unique_ptr<Layer> forward, std::unique_ptr<Layer> backward);
 
@@ -149,12 +161,18 @@ class Bidirectional : public Layer {
   double input_grad_flops_per_example() const override;
 
  private:
+  // An inner layer's inputs for the pass under way: {sequence}, or {sequence, its mask} where
+  // this layer has a mask.
+  std::span<const Tensor* const> inputs(const Tensor& sequence, const Tensor* sequence_mask);
+
   std::string name_;
   std::unique_ptr<Layer> forward_, backward_;
   std::int64_t steps_ = 0, features_ = 0;
   std::int64_t forward_units_ = 0, backward_units_ = 0;
   bool sequences_ = false;  // the layers give every step's output
   Tensor reversed_;         // the input, reversed in time
+  Tensor reversed_mask_;    // the mask, reversed in time
+  std::array<const Tensor*, 2> given_{};  // what inputs() gives
   Tensor forward_out_, backward_out_;
   Tensor forward_grad_, backward_grad_;  // of the two outputs
   Tensor forward_grad_input_, backward_grad_input_;

@@ -1,0 +1,69 @@
+#include "cohort/core/nn/ops/masking.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+
+namespace cohort {
+
+Shape MaskableLayer::build_node(Graph& graph, std::span<const Shape> inputs) {
+  masked_ = inputs.size() == 2;
+  if (masked_ && (inputs[0].size() != 2 || inputs[1] != Shape{inputs[0][0]}))
+    throw InvalidArgument("layer \"" + name() + "\": mask " + to_string(inputs[1]) +
+                          " does not fit its input " + to_string(inputs[0]) +
+                          ": a mask is [steps] of a sequence [steps, features]");
+  return build(graph, inputs[0]);
+}
+
+void MaskableLayer::forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                                 const OpContext& context) {
+  mask_ = inputs.size() == 2 ? inputs[1] : nullptr;
+  forward(*inputs[0], output, context);
+  mask_ = nullptr;
+}
+
+void MaskableLayer::backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                                  const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                                  std::span<float> grads) {
+  mask_ = inputs.size() == 2 ? inputs[1] : nullptr;
+  backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
+  mask_ = nullptr;
+  if (grad_inputs.size() == 2 && grad_inputs[1] != nullptr) {
+    grad_inputs[1]->resize(inputs[1]->shape());
+    grad_inputs[1]->set_zero();
+  }
+}
+
+PaddingMask::PaddingMask(std::string name, float value) : name_(std::move(name)), value_(value) {}
+
+Shape PaddingMask::build(Graph&, const Shape& input) {
+  if (input.empty() || input.size() > 2 || input[0] < 1 || (input.size() == 2 && input[1] < 1))
+    throw InvalidArgument("PaddingMask \"" + name_ + "\": input " + to_string(input) +
+                          " is not [steps] of ids or [steps, features]");
+  steps_ = input[0];
+  features_ = input.size() == 2 ? input[1] : 1;
+  return {steps_};
+}
+
+void PaddingMask::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), f = features_;
+  output.resize({n, steps_});
+  for (std::int64_t s = 0; s < n * steps_; ++s) {
+    const float* step = input.data() + s * f;
+    output[s] = std::all_of(step, step + f, [&](float v) { return v == value_; }) ? 0.0f : 1.0f;
+  }
+}
+
+void PaddingMask::backward(const Tensor& input, const Tensor&, const Tensor&, Tensor* grad_input,
+                           std::span<float>) {
+  if (grad_input == nullptr) return;
+  grad_input->resize(input.shape());
+  grad_input->set_zero();
+}
+
+std::unique_ptr<Layer> padding_mask(std::string name, float value) {
+  return std::make_unique<PaddingMask>(std::move(name), value);
+}
+
+}  // namespace cohort
