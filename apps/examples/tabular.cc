@@ -19,7 +19,9 @@
 // the window's last.
 //
 // --standardize scales each feature (the examples' last axis, at every step alike) by the training
-// data's mean and standard deviation.
+// data's mean and standard deviation. --mask_zero takes the steps that are 0 (a token id 0, or a
+// step of zeros) for padding: sequences of different lengths, padded at either end, are read as
+// their own steps alone.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
 // archive holding arrays "x" and "y", or TFRecord files of tf.train.Example records (a name
 // ending in .tfrecord or .tfrecords, with .gz or not, or a pattern such as
@@ -80,6 +82,8 @@ COHORT_DEFINE_int(units, 64, "sequence models: filters of each convolution, unit
 COHORT_DEFINE_int(vocabulary, 0, "the features are token ids below this: an Embedding of --embedding_dim turns each into a vector (0: the features are values)",
                   cohort::flags::Range{0, 1 << 24});
 COHORT_DEFINE_int(embedding_dim, 32, "with --vocabulary: the length of each token's vector", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_bool(mask_zero, false,
+                   "lstm, gru, bilstm, transformer: a step that is 0 (its id, or every feature) is padding, which the model skips (Keras's mask_zero and Masking)");
 COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
@@ -149,6 +153,9 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
                     const cohort::TargetSpec& targets) {
   cohort::Model model(graph);
   cohort::Node x = model.input(input);
+  cohort::Node mask;  // the padding's, with --mask_zero
+  if (FLAGS_mask_zero && (input.size() == 1 || input.size() == 2))
+    mask = model.apply(cohort::padding_mask("mask"), x);
   if (FLAGS_vocabulary > 0) {
     x = model.apply(cohort::embedding("embedding", FLAGS_vocabulary, FLAGS_embedding_dim), x);
   } else if (FLAGS_model != "mlp" && input.size() == 1) {
@@ -159,7 +166,7 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
       throw cohort::InvalidArgument(
           "--model=" + FLAGS_model + " reads sequences [steps, features] (or [steps] token ids "
           "with --vocabulary); the data's examples are " + cohort::to_string(input));
-    x = cohort::sequence_encoder(model, x, FLAGS_model, FLAGS_units);
+    x = cohort::sequence_encoder(model, x, FLAGS_model, FLAGS_units, mask);
   }
   // No hidden layer at all (--hidden=) makes a linear model.
   const std::vector<std::int64_t> hidden =
@@ -191,6 +198,11 @@ int Main(int argc, char** argv) {
   if (FLAGS_standardize && FLAGS_vocabulary > 0)
     throw cohort::InvalidArgument("--standardize with --vocabulary=" + std::to_string(FLAGS_vocabulary) +
                                   ": token ids must stay integers; standardise values, not ids");
+  if (FLAGS_mask_zero && (FLAGS_model == "mlp" || FLAGS_model == "conv1d"))
+    throw cohort::InvalidArgument("--mask_zero with --model=" + FLAGS_model +
+                                  ": it reads every step; the mask is for lstm, gru, bilstm and transformer");
+  if (FLAGS_mask_zero && FLAGS_standardize)
+    throw cohort::InvalidArgument("--mask_zero with --standardize: the padding would no longer be 0");
   // Each worker reads its shard of the training data; the chief alone, which evaluates, the
   // test data (without --test: the whole training file). With --validation_split every worker
   // reads the whole file, splits it alike and keeps its shard of the training part.

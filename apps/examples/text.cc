@@ -8,10 +8,10 @@
 // into words (or characters) and turned into token ids by a vocabulary of the --max_tokens most
 // frequent tokens of the training texts, which every worker builds alike from the whole training
 // set (the chief writes it to --vocabulary_file, one token a line, for use elsewhere); each text
-// is cut or padded to --sequence_length ids (padded before the text for the recurrent models,
-// whose logits come from the last step). The model: an Embedding of --embedding_dim, then
-// --model's sequence encoder (cohort::sequence_encoder: conv1d, lstm, gru, bilstm or
-// transformer, --units wide), then the logits. The chief evaluates on --test (or the
+// is cut or padded to --sequence_length ids (padding id 0 after the text). The model: an
+// Embedding of --embedding_dim, then --model's sequence encoder (cohort::sequence_encoder:
+// conv1d, lstm, gru, bilstm or transformer, --units wide; all but conv1d skip the padding under
+// a mask of id 0), then the logits. The chief evaluates on --test (or the
 // --validation_split part of --train) and prints the test loss and accuracy.
 //
 // With --checkpoint_dir the chief keeps checkpoints there, beside what they go with: the
@@ -69,9 +69,11 @@ namespace {
 cohort::Model classifier(cohort::Graph& graph, std::int64_t length, std::int64_t vocabulary,
                          int classes) {
   cohort::Model model(graph);
-  cohort::Node x = model.input({length});
-  x = model.apply(cohort::embedding("embedding", vocabulary, FLAGS_embedding_dim), x);
-  x = cohort::sequence_encoder(model, x, FLAGS_model, FLAGS_units);
+  cohort::Node ids = model.input({length});
+  // Id 0 is padding: the recurrent layers, the attention and its pooling read each text alone.
+  const cohort::Node mask = model.apply(cohort::padding_mask("mask"), ids);
+  cohort::Node x = model.apply(cohort::embedding("embedding", vocabulary, FLAGS_embedding_dim), ids);
+  x = cohort::sequence_encoder(model, x, FLAGS_model, FLAGS_units, mask);
   model.apply(cohort::dense("logits", classes), x);
   return model;
 }
@@ -104,8 +106,6 @@ cohort::data::TextOptions text_options() {
                                       : cohort::data::TextOptions::Split::kCharacters;
   text.max_tokens = FLAGS_max_tokens;
   text.sequence_length = FLAGS_sequence_length;
-  // A recurrent model's logits come from its last step: let that step be text, not padding.
-  text.pad_front = FLAGS_model == "lstm" || FLAGS_model == "gru" || FLAGS_model == "bilstm";
   return text;
 }
 
