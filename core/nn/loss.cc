@@ -133,6 +133,15 @@ std::int64_t categories(const std::string& what, const Shape& prediction,
 
 }  // namespace
 
+namespace {
+
+// Whether a row of categorical targets holds one: a row of zeros is a step without (padding).
+bool has_target(const float* row, std::int64_t classes) {
+  return std::any_of(row, row + classes, [](float y) { return y != 0.0f; });
+}
+
+}  // namespace
+
 void CategoricalCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   classes_ = categories("loss " + name(), prediction, targets);
 }
@@ -146,7 +155,10 @@ float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targ
                           " have no rows of classes for predictions " +
                           to_string(predictions.shape()));
   grad_.resize(predictions.shape());
-  const float scale = 1.0f / static_cast<float>(rows);
+  // The rows with a target: a row of zeros is none (a padded step), left out of the mean.
+  std::int64_t counted = 0;
+  for (std::int64_t r = 0; r < rows; ++r) counted += has_target(t.data() + r * classes, classes);
+  const float scale = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
   double loss = 0.0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* x = predictions.data() + r * classes;
@@ -165,7 +177,7 @@ float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targ
       g[c] = static_cast<float>(std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c]) *
              scale;
   }
-  return static_cast<float>(loss / static_cast<double>(rows));
+  return counted > 0 ? static_cast<float>(loss / static_cast<double>(counted)) : 0.0f;
 }
 
 Tensor CategoricalCrossEntropyLoss::probabilities(const Tensor& output) const {
@@ -187,17 +199,24 @@ void CategoricalAccuracy::check(const Shape& prediction, const TargetSpec& targe
   categories("metric " + name(), prediction, targets);
 }
 
-float CategoricalAccuracy::compute(const Tensor& predictions, const Targets& targets) {
+std::vector<double> CategoricalAccuracy::counts(const Tensor& predictions, const Targets& targets,
+                                                float) {
   const Tensor& t = values_of("metric " + name(), predictions, targets);
   const std::int64_t classes = t.shape().back();
   const std::int64_t rows = predictions.size() / classes;
-  std::int64_t hits = 0;
+  std::vector<double> c(2);  // hits, rows with a target
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* x = predictions.data() + r * classes;
     const float* y = t.data() + r * classes;
-    hits += std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
+    if (!has_target(y, classes)) continue;
+    c[0] += std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
+    c[1] += 1;
   }
-  return rows > 0 ? static_cast<float>(hits) / static_cast<float>(rows) : 0.0f;
+  return c;
+}
+
+float CategoricalAccuracy::compute(const Tensor& predictions, const Targets& targets) {
+  return static_cast<float>(from_counts(counts(predictions, targets, 0.0f)));
 }
 
 void MeanSquaredErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {

@@ -94,7 +94,9 @@ class SigmoidCrossEntropyLoss final : public Loss {
 /// averaged over every row of that axis: Keras's CategoricalCrossentropy(from_logits=True). A
 /// class per step of a sequence is targets [steps, classes], a one-hot row per step (tagging,
 /// next-token prediction); a model's output of [steps * classes] values is read by the targets'
-/// rows too. The gradient is softmax * sum(t) - t per row.
+/// rows too. A row of zeros is a step without a target (a padded one): it is left out of the
+/// mean, and of CategoricalAccuracy's. The gradient is softmax * sum(t) - t per row, over the
+/// rows with a target.
 class CategoricalCrossEntropyLoss final : public Loss {
  public:
   std::string name() const override { return "categorical_cross_entropy"; }
@@ -248,12 +250,15 @@ class TopKAccuracy final : public Metric {
 
 /// Fraction of rows (of the float targets' last axis: a step's classes) whose largest logit is
 /// where the target's largest value is, the first of each on ties ("categorical_accuracy", for
-/// categorical cross-entropy).
+/// categorical cross-entropy); rows of zeros (steps without a target) are not counted.
 class CategoricalAccuracy final : public Metric {
  public:
   std::string name() const override { return "categorical_accuracy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
+  /// Hits and rows with a target, so that a padded step counts in no batch.
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets,
+                             float batch_value) override;
 };
 
 /// Fraction of elements whose logit and 0/1 target agree (logit > 0 against target > 0.5): the

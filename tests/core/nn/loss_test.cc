@@ -292,4 +292,35 @@ TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis,
       "targets [3, 1]; it needs targets whose last axis holds the classes (one-hot rows, two or "
       "more classes)",
       InvalidArgument);
+
+  // Rows of zeros are steps without a target (padding): the mean and the accuracy are over the
+  // others, and the padded rows get no gradient.
+  Tensor padded({2, 3, 4});
+  for (int r : {0, 1, 3}) padded[r * 4 + classes[r]] = 1.0f;
+  const Targets tp{{}, &padded};
+  double over_three = 0;
+  for (int r : {0, 1, 3}) {
+    double total = 0;
+    for (int c = 0; c < 4; ++c) total += std::exp(double(x[r * 4 + c]));
+    over_three -= (x[r * 4 + classes[r]] - std::log(total)) / 3;
+  }
+  CHECK(loss.forward(x, tp) == doctest::Approx(over_three).epsilon(1e-5));
+  Tensor grad;
+  loss.backward(grad);
+  for (int r : {2, 4, 5})
+    for (int c = 0; c < 4; ++c) CHECK(grad[r * 4 + c] == 0.0f);
+  check_gradient(loss, x, tp);
+  double padded_hits = 0;
+  for (int r : {0, 1, 3}) {
+    int best = 0;
+    for (int c = 1; c < 4; ++c) best = x[r * 4 + c] > x[r * 4 + best] ? c : best;
+    padded_hits += best == classes[r] ? 1 : 0;
+  }
+  CHECK(accuracy.compute(x, tp) == doctest::Approx(padded_hits / 3));
+  const std::vector<double> counted = accuracy.counts(x, tp, 0.0f);
+  CHECK(counted == std::vector<double>{padded_hits, 3.0});
+  Tensor none({2, 3, 4});
+  const Targets tn{{}, &none};
+  CHECK(loss.forward(x, tn) == 0.0f);
+  CHECK(accuracy.compute(x, tn) == 0.0f);
 }

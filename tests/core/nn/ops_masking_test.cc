@@ -326,3 +326,37 @@ TEST_CASE("Masked encoders learn the last token of texts of every length, padded
       CHECK(std::fabs(back_logits[i] - front_logits[i]) <= 1e-5 * scale);
   }
 }
+
+TEST_CASE("Tagging texts of every length: a masked LSTM, and targets of zeros on the padding") {
+  // 300 texts of 4 to 16 tokens from 1..7 padded to 16; each step's class: the token 2 steps
+  // back (0 for the first two). Padded steps have targets of zeros: no loss, no accuracy.
+  const std::int64_t n = 300, steps = 16, classes = 8, lag = 2;
+  Tensor ids({n, steps}), targets({n, steps, classes});
+  std::uint64_t state = 17;
+  std::int64_t real_steps = 0;
+  for (std::int64_t b = 0; b < n; ++b) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto length = static_cast<std::int64_t>(4 + (state >> 33) % 13);
+    real_steps += length;
+    for (std::int64_t t = 0; t < length; ++t) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      ids[b * steps + t] = static_cast<float>(1 + (state >> 33) % 7);
+      const auto label = t >= lag ? static_cast<std::int64_t>(ids[b * steps + t - lag]) : 0;
+      targets[(b * steps + t) * classes + label] = 1.0f;
+    }
+  }
+  REQUIRE(real_steps < n * steps * 3 / 4);  // a quarter and more is padding
+  const Targets per_step{{}, &targets};
+  Graph graph;
+  Model model(graph);
+  Node input = model.input({steps});
+  Node mask = model.apply(padding_mask("mask"), input);
+  Node x = model.apply(embedding("embed", classes, 8), input);
+  x = model.apply(lstm("rnn", 32, /*return_sequences=*/true), {x, mask});
+  model.apply(dense("logits", classes, Activation::kNone, /*flatten=*/false), x);
+  model.set_loss(std::make_unique<CategoricalCrossEntropyLoss>());
+  model.check_data({steps}, TargetSpec::values({steps, classes}));
+  graph.initialize(1);
+  train_with_adam(model, ids, per_step, 200);
+  CHECK(model.evaluate(ids, per_step).metrics[0] > 0.95f);
+}
