@@ -13,6 +13,7 @@
 #include "cohort/core/nn/initializer.h"
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
+#include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/ops/parallel.h"
 #include "cohort/core/nn/threads.h"
 
@@ -48,16 +49,22 @@ void for_runs(const Tensor* mask, std::int64_t t, std::int64_t first, std::int64
 }  // namespace
 
 Recurrent::Recurrent(const char* kind, std::string name, std::int64_t units, int gates,
-                     bool return_sequences, bool recurrent_bias)
+                     const RecurrentOptions& options, bool recurrent_bias)
     : kind_(kind),
       name_(std::move(name)),
       units_(units),
       gates_(gates),
-      return_sequences_(return_sequences),
-      recurrent_bias_(recurrent_bias) {
+      return_sequences_(options.return_sequences),
+      recurrent_bias_(recurrent_bias),
+      dropout_(options.dropout),
+      recurrent_dropout_(options.recurrent_dropout) {
+  const std::string what = std::string(kind_) + " \"" + name_ + "\": ";
   if (units_ < 1)
-    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": units = " +
-                          std::to_string(units_) + ", must be >= 1");
+    throw InvalidArgument(what + "units = " + std::to_string(units_) + ", must be >= 1");
+  for (const auto& [rate, label] : {std::pair{dropout_, "dropout"},
+                                    std::pair{recurrent_dropout_, "recurrent_dropout"}})
+    if (!(rate >= 0.0f && rate < 1.0f))
+      throw InvalidArgument(what + label + " = " + std::to_string(rate) + ", must be in [0, 1)");
 }
 
 Shape Recurrent::build(Graph& graph, const Shape& input) {
@@ -85,12 +92,36 @@ Shape Recurrent::build(Graph& graph, const Shape& input) {
 // through every step (one parallel region, no barrier per step). Within step t, a slice's rows
 // of the time-major buffers are contiguous. The kernels' gradients, sums over every example,
 // are then split by the kernels' rows instead.
-void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
+void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& context) {
   const std::int64_t n = input.dim(0), t_count = steps_, u = units_, columns = gates_ * u;
   const float* values = graph_->values().data();
   const float* kernel = values + kernel_offset_;
   const float* recurrent = values + recurrent_offset_;
   const float* bias = values + bias_offset_;
+  // The dropout: the input times a mask of [batch, features] at every step; the last output
+  // times one of [batch, units] where it enters the recurrent product.
+  inputs_dropped_ = context.training && dropout_ > 0.0f;
+  states_dropped_ = context.training && recurrent_dropout_ > 0.0f;
+  const float* in = input.data();
+  if (inputs_dropped_) {
+    input_mask_.resize({n, features_});
+    dropout_mask(Graph::variable_seed(context.seed, name_ + "/dropout"), dropout_,
+                 input_mask_.span());
+    dropped_input_.resize(input.shape());
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t t = 0; t < t_count; ++t) {
+        const std::int64_t at = (b * t_count + t) * features_;
+        for (std::int64_t f = 0; f < features_; ++f)
+          dropped_input_[at + f] = input[at + f] * input_mask_[b * features_ + f];
+      }
+    in = dropped_input_.data();
+  }
+  if (states_dropped_) {
+    state_mask_.resize({n, u});
+    dropout_mask(Graph::variable_seed(context.seed, name_ + "/recurrent_dropout"),
+                 recurrent_dropout_, state_mask_.span());
+    dropped_states_.resize({t_count, n, u});
+  }
   xs_.resize({t_count, n, columns});
   rs_.resize({t_count, n, columns});
   hs_.resize({t_count, n, u});
@@ -103,9 +134,8 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
       // The step's input times the kernel, onto the broadcast bias.
       float* x = xs_.data() + (t * n + b0) * columns;
       broadcast_rows(bias, rows, columns, x);
-      gemm(false, false, rows, columns, features_, 1.0f,
-           input.data() + (b0 * t_count + t) * features_, t_count * features_, kernel, columns,
-           1.0f, x, columns);
+      gemm(false, false, rows, columns, features_, 1.0f, in + (b0 * t_count + t) * features_,
+           t_count * features_, kernel, columns, 1.0f, x, columns);
     }
     for (std::int64_t t = 0; t < t_count; ++t) {
       float* r = rs_.data() + (t * n + b0) * columns;
@@ -116,9 +146,17 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext&) {
       } else {
         std::fill_n(r, rows * columns, 0.0f);
       }
-      if (t > 0)
-        gemm(false, false, rows, columns, u, 1.0f, h_prev, u, recurrent, columns, 1.0f, r,
+      if (t > 0) {
+        const float* product = h_prev;  // what enters the recurrent product
+        if (states_dropped_) {
+          float* dropped = dropped_states_.data() + (t * n + b0) * u;
+          RowArray(dropped, rows * u) =
+              ConstRowArray(h_prev, rows * u) * ConstRowArray(state_mask_.data() + b0 * u, rows * u);
+          product = dropped;
+        }
+        gemm(false, false, rows, columns, u, 1.0f, product, u, recurrent, columns, 1.0f, r,
              columns);
+      }
       float* x = xs_.data() + (t * n + b0) * columns;
       float* h = hs_.data() + (t * n + b0) * u;
       for_runs(mask(), t, b0, rows, [&](std::int64_t s, std::int64_t count, bool read) {
@@ -160,6 +198,7 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
   drs_.resize({t_count, n, columns});
   dh_.resize({n, u});
   dh_prev_.resize({n, u});
+  if (states_dropped_) grad_state_.resize({n, u});
   if (grad_input != nullptr) grad_input->resize(input.shape());
   begin(t_count, n, true);
   in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
@@ -197,27 +236,45 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
         std::fill_n(dr + s * columns, count * columns, 0.0f);
         if (t > 0) std::copy_n(dh + s * u, count * u, dh_prev + s * u);
       });
-      if (t > 0)  // the output before the first step is a constant
+      if (t > 0 && !states_dropped_) {  // the output before the first step is a constant
         gemm(false, true, rows, u, columns, 1.0f, dr, columns, recurrent, columns, 1.0f, dh_prev,
              u);
+      } else if (t > 0) {  // through the recurrent dropout's mask
+        float* grad_state = grad_state_.data() + b0 * u;
+        gemm(false, true, rows, u, columns, 1.0f, dr, columns, recurrent, columns, 0.0f,
+             grad_state, u);
+        RowArray(dh_prev, rows * u) += ConstRowArray(grad_state, rows * u) *
+                                       ConstRowArray(state_mask_.data() + b0 * u, rows * u);
+      }
     }
-    if (grad_input != nullptr)
+    if (grad_input != nullptr) {
       for (std::int64_t t = 0; t < t_count; ++t)
         gemm(false, true, rows, features_, columns, 1.0f, dxs_.data() + (t * n + b0) * columns,
              columns, kernel, columns, 0.0f, grad_input->data() + (b0 * t_count + t) * features_,
              t_count * features_);
+      if (inputs_dropped_)  // through the dropout's mask, the same at every step
+        for (std::int64_t b = b0; b < b0 + rows; ++b)
+          for (std::int64_t t = 0; t < t_count; ++t) {
+            float* d = grad_input->data() + (b * t_count + t) * features_;
+            for (std::int64_t f = 0; f < features_; ++f) d[f] *= input_mask_[b * features_ + f];
+          }
+    }
   }, 1);
-  // kernel gradient = sum over steps of x_t^T dx_t; recurrent = sum over steps of h_{t-1}^T dr_t.
+  // kernel gradient = sum over steps of x_t^T dx_t; recurrent = sum over steps of h_{t-1}^T dr_t
+  // (x and h as they entered the products: after the dropout).
+  const float* in = inputs_dropped_ ? dropped_input_.data() : input.data();
   in_ranges(features_, [&](std::int64_t f0, std::int64_t count) {
     for (std::int64_t t = 0; t < t_count; ++t)
-      gemm(true, false, count, columns, n, 1.0f, input.data() + t * features_ + f0,
-           t_count * features_, dxs_.data() + t * n * columns, columns, t == 0 ? 0.0f : 1.0f,
+      gemm(true, false, count, columns, n, 1.0f, in + t * features_ + f0, t_count * features_,
+           dxs_.data() + t * n * columns, columns, t == 0 ? 0.0f : 1.0f,
            grad_kernel + f0 * columns, columns);
   }, 1);
   std::fill_n(grad_recurrent, u * columns, 0.0f);
+  const float* states = states_dropped_ ? dropped_states_.data() : nullptr;
   in_ranges(u, [&](std::int64_t u0, std::int64_t count) {
     for (std::int64_t t = 1; t < t_count; ++t)
-      gemm(true, false, count, columns, n, 1.0f, hs_.data() + (t - 1) * n * u + u0, u,
+      gemm(true, false, count, columns, n, 1.0f,
+           states != nullptr ? states + t * n * u + u0 : hs_.data() + (t - 1) * n * u + u0, u,
            drs_.data() + t * n * columns, columns, 1.0f, grad_recurrent + u0 * columns, columns);
   }, 1);
   bias_grad(dxs_.data(), t_count * n, columns, grad_bias);
@@ -236,8 +293,12 @@ double Recurrent::input_grad_flops_per_example() const {
 }
 
 LSTM::LSTM(std::string name, std::int64_t units, bool return_sequences, float forget_bias)
-    : Recurrent("LSTM", std::move(name), units, 4, return_sequences, false),
-      forget_bias_(forget_bias) {}
+    : LSTM(std::move(name), units,
+           RecurrentOptions{.return_sequences = return_sequences, .forget_bias = forget_bias}) {}
+
+LSTM::LSTM(std::string name, std::int64_t units, const RecurrentOptions& options)
+    : Recurrent("LSTM", std::move(name), units, 4, options, false),
+      forget_bias_(options.forget_bias) {}
 
 void LSTM::begin(std::int64_t steps, std::int64_t batch, bool backward) {
   batch_ = batch;
@@ -316,7 +377,10 @@ void LSTM::carry(std::int64_t t, std::int64_t first, std::int64_t rows) {
 double LSTM::cell_flops() const { return 60.0 * static_cast<double>(units_); }
 
 GRU::GRU(std::string name, std::int64_t units, bool return_sequences)
-    : Recurrent("GRU", std::move(name), units, 3, return_sequences, true) {}
+    : GRU(std::move(name), units, RecurrentOptions{.return_sequences = return_sequences}) {}
+
+GRU::GRU(std::string name, std::int64_t units, const RecurrentOptions& options)
+    : Recurrent("GRU", std::move(name), units, 3, options, true) {}
 
 void GRU::step_forward(std::int64_t, std::int64_t, std::int64_t rows, float* x, float* r,
                        const float* h_prev, float* h) {
@@ -482,6 +546,14 @@ std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_se
 
 std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences) {
   return std::make_unique<GRU>(std::move(name), units, return_sequences);
+}
+
+std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, const RecurrentOptions& options) {
+  return std::make_unique<LSTM>(std::move(name), units, options);
+}
+
+std::unique_ptr<Layer> gru(std::string name, std::int64_t units, const RecurrentOptions& options) {
+  return std::make_unique<GRU>(std::move(name), units, options);
 }
 
 std::unique_ptr<Layer> bidirectional(std::string name, std::unique_ptr<Layer> forward,

@@ -23,12 +23,28 @@
 
 namespace cohort {
 
+/// How a recurrent layer is built beyond its units (Keras's LSTM and GRU arguments).
+struct RecurrentOptions {
+  /// Every step's output [steps, units], not the last step's alone.
+  bool return_sequences = false;
+  /// In training, each input feature of an example is zeroed at this rate (the others scaled by
+  /// 1 / (1 - rate)), the same features at every step of the sequence: Keras's `dropout`, the
+  /// variational dropout of Gal and Ghahramani (2016).
+  float dropout = 0.0f;
+  /// The same for the units of the last output where it enters the recurrent product: Keras's
+  /// `recurrent_dropout`.
+  float recurrent_dropout = 0.0f;
+  /// LSTM: added to the forget gate's sum (LSTM's forget_bias).
+  float forget_bias = 1.0f;
+};
+
 /// What the recurrent layers share: the variables "<name>/kernel" [features, gates * units]
 /// (Glorot uniform), "<name>/recurrent_kernel" [units, gates * units] (orthogonal) and
 /// "<name>/bias" (zeros), both kernels decayed; the products of every step's input with the
 /// kernel (one per step, before the recurrence) and of the last output with the recurrent
-/// kernel; and back-propagation through time. A cell (LSTM, GRU) says what one step computes from
-/// those products.
+/// kernel; the dropout of RecurrentOptions (its masks a function of the step's seed and the
+/// layer, as Dropout's); and back-propagation through time. A cell (LSTM, GRU) says what one
+/// step computes from those products.
 class Recurrent : public MaskableLayer {
  public:
   const std::string& name() const override { return name_; }
@@ -42,9 +58,10 @@ class Recurrent : public MaskableLayer {
  protected:
   /// `kind` names the class in messages; `gates`: how many blocks of `units` columns the kernels
   /// have; `recurrent_bias`: whether the bias is [2, gates * units], the second row added to the
-  /// recurrent product (GRU's), rather than [gates * units].
+  /// recurrent product (GRU's), rather than [gates * units]. InvalidArgument for a dropout rate
+  /// outside [0, 1).
   Recurrent(const char* kind, std::string name, std::int64_t units, int gates,
-            bool return_sequences, bool recurrent_bias);
+            const RecurrentOptions& options, bool recurrent_bias);
 
   /// Called before the steps of a forward pass (backward false) or of a backward pass.
   virtual void begin(std::int64_t steps, std::int64_t batch, bool backward) = 0;
@@ -79,6 +96,9 @@ class Recurrent : public MaskableLayer {
  private:
   bool return_sequences_;
   bool recurrent_bias_;
+  float dropout_, recurrent_dropout_;
+  // Whether the last forward pass dropped inputs, and units of the last output.
+  bool inputs_dropped_ = false, states_dropped_ = false;
   Graph* graph_ = nullptr;
   std::int64_t steps_ = 0, features_ = 0;
   std::int64_t kernel_offset_ = 0, recurrent_offset_ = 0, bias_offset_ = 0;
@@ -90,6 +110,11 @@ class Recurrent : public MaskableLayer {
   Tensor dxs_;    // [steps, batch, gates * units]: dLoss/dx of each step
   Tensor drs_;    // [steps, batch, gates * units]: dLoss/dr of each step
   Tensor dh_, dh_prev_;  // [batch, units]
+  Tensor input_mask_;     // [batch, features]: the dropout's, the same at every step
+  Tensor dropped_input_;  // [batch, steps, features]: the input times that mask
+  Tensor state_mask_;     // [batch, units]: the recurrent dropout's
+  Tensor dropped_states_;  // [steps, batch, units]: at t, the output of t - 1 times that mask
+  Tensor grad_state_;      // [batch, units]: dLoss/d(a dropped output)
 };
 
 /// Long short-term memory (Hochreiter and Schmidhuber 1997), gates in Keras's order (input,
@@ -102,6 +127,7 @@ class LSTM final : public Recurrent {
  public:
   LSTM(std::string name, std::int64_t units, bool return_sequences = false,
        float forget_bias = 1.0f);
+  LSTM(std::string name, std::int64_t units, const RecurrentOptions& options);
 
  protected:
   void begin(std::int64_t steps, std::int64_t batch, bool backward) override;
@@ -129,6 +155,7 @@ class LSTM final : public Recurrent {
 class GRU final : public Recurrent {
  public:
   GRU(std::string name, std::int64_t units, bool return_sequences = false);
+  GRU(std::string name, std::int64_t units, const RecurrentOptions& options);
 
  protected:
   void begin(std::int64_t, std::int64_t, bool) override {}
@@ -182,6 +209,9 @@ class Bidirectional : public MaskableLayer {
 std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, bool return_sequences = false,
                             float forget_bias = 1.0f);
 std::unique_ptr<Layer> gru(std::string name, std::int64_t units, bool return_sequences = false);
+/// lstm("lstm", 64, {.return_sequences = true, .dropout = 0.2f, .recurrent_dropout = 0.2f}).
+std::unique_ptr<Layer> lstm(std::string name, std::int64_t units, const RecurrentOptions& options);
+std::unique_ptr<Layer> gru(std::string name, std::int64_t units, const RecurrentOptions& options);
 /// bidirectional("encoder", lstm("encoder/forward", 64), lstm("encoder/backward", 64)).
 std::unique_ptr<Layer> bidirectional(std::string name, std::unique_ptr<Layer> forward,
                                      std::unique_ptr<Layer> backward);

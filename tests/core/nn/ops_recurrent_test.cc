@@ -54,14 +54,27 @@ Weights weights(const Graph& graph, std::int64_t features, std::int64_t units) {
           graph.values(*graph.find("rnn/bias")), features, units};
 }
 
-// Every step's output of one example, [steps][units], by the equations in double.
+// Every step's output of one example, [steps][units], by the equations in double. With the
+// dropout's masks (of this example): the input times `input_mask` [features] at every step, and
+// the last output times `state_mask` [units] where it enters the recurrent product.
 std::vector<std::vector<double>> reference(const Weights& w, const float* example,
-                                           std::int64_t steps, bool gru, double forget_bias) {
+                                           std::int64_t steps, bool gru, double forget_bias,
+                                           const float* input_mask = nullptr,
+                                           const float* state_mask = nullptr) {
   const std::int64_t u = w.units;
   std::vector<double> h(static_cast<std::size_t>(u), 0.0), c(static_cast<std::size_t>(u), 0.0);
   std::vector<std::vector<double>> outputs;
+  std::vector<float> dropped(static_cast<std::size_t>(w.features));
   for (std::int64_t t = 0; t < steps; ++t) {
     const float* x = example + t * w.features;
+    if (input_mask != nullptr) {
+      for (std::int64_t i = 0; i < w.features; ++i)
+        dropped[static_cast<std::size_t>(i)] = x[i] * input_mask[i];
+      x = dropped.data();
+    }
+    std::vector<double> h_in = h;  // the last output as it enters the recurrent product
+    if (state_mask != nullptr)
+      for (std::int64_t j = 0; j < u; ++j) h_in[static_cast<std::size_t>(j)] *= state_mask[j];
     std::vector<double> next(static_cast<std::size_t>(u));
     for (std::int64_t j = 0; j < u; ++j) {
       const auto k = static_cast<std::size_t>(j);
@@ -69,7 +82,7 @@ std::vector<std::vector<double>> reference(const Weights& w, const float* exampl
         const std::int64_t columns = 3 * u;
         auto in = [&](int g) { return w.input(x, g, j) + w.bias[static_cast<std::size_t>(g * u + j)]; };
         auto rec = [&](int g) {
-          return w.recurrent_sum(h, g, j) + w.bias[static_cast<std::size_t>(columns + g * u + j)];
+          return w.recurrent_sum(h_in, g, j) + w.bias[static_cast<std::size_t>(columns + g * u + j)];
         };
         const double z = sigmoid(in(0) + rec(0));
         const double s = sigmoid(in(1) + rec(1));
@@ -77,7 +90,7 @@ std::vector<std::vector<double>> reference(const Weights& w, const float* exampl
         next[k] = z * h[k] + (1 - z) * n;
       } else {
         auto sum = [&](int g) {
-          return w.input(x, g, j) + w.recurrent_sum(h, g, j) + w.bias[static_cast<std::size_t>(g * u + j)];
+          return w.input(x, g, j) + w.recurrent_sum(h_in, g, j) + w.bias[static_cast<std::size_t>(g * u + j)];
         };
         const double i = sigmoid(sum(0)), f = sigmoid(sum(1) + forget_bias);
         const double g = std::tanh(sum(2)), o = sigmoid(sum(3));
@@ -150,6 +163,60 @@ TEST_CASE("LSTM and GRU gradients through time match finite differences") {
       expect_layer_gradients(*layer, graph, x, {}, check);
     }
   }
+}
+
+TEST_CASE("LSTM and GRU dropout: one mask of the input and one of the state for every step") {
+  const std::int64_t n = 4, steps = 5, features = 6, units = 5;
+  const std::uint64_t seed = 77;
+  for (bool gru : {false, true}) {
+    CAPTURE(gru);
+    const RecurrentOptions options{.return_sequences = true, .dropout = 0.4f,
+                                   .recurrent_dropout = 0.3f};
+    Graph graph;
+    std::unique_ptr<Layer> layer =
+        gru ? cohort::gru("rnn", units, options) : cohort::lstm("rnn", units, options);
+    layer->build(graph, {steps, features});
+    graph.initialize(5);
+    const Tensor x = random_tensor({n, steps, features}, 9, -2.0f, 2.0f);
+    Tensor y;
+    layer->forward(x, y, {.training = true, .seed = seed});
+    // The masks as documented: Dropout's, keyed by the step's seed and "<name>/dropout" and
+    // "<name>/recurrent_dropout".
+    Tensor input_mask({n, features}), state_mask({n, units});
+    dropout_mask(Graph::variable_seed(seed, "rnn/dropout"), 0.4f, input_mask.span());
+    dropout_mask(Graph::variable_seed(seed, "rnn/recurrent_dropout"), 0.3f, state_mask.span());
+    std::int64_t zeros = 0;
+    for (float m : input_mask.span()) zeros += m == 0.0f;
+    CHECK(zeros > 0);
+    CHECK(zeros < n * features);
+    const Weights w = weights(graph, features, units);
+    for (std::int64_t b = 0; b < n; ++b) {
+      const auto expected = reference(w, x.data() + b * steps * features, steps, gru, 1.0,
+                                      input_mask.data() + b * features,
+                                      state_mask.data() + b * units);
+      for (std::int64_t t = 0; t < steps; ++t)
+        for (std::int64_t j = 0; j < units; ++j) {
+          INFO("example ", b, " step ", t, " unit ", j);
+          REQUIRE(y[(b * steps + t) * units + j] ==
+                  doctest::Approx(expected[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)]).epsilon(1e-4));
+        }
+    }
+    // Outside training, no dropout: the plain layer's output.
+    Tensor inference, plain;
+    layer->forward(x, inference, {.training = false});
+    auto same = make(gru, units, true);
+    same->build(graph, {steps, features});
+    same->forward(x, plain, {.training = false});
+    for (std::int64_t i = 0; i < plain.size(); ++i) CHECK(inference[i] == plain[i]);
+    // The gradients of the dropped pass (its masks fixed by the seed).
+    Tensor input = random_tensor({2, steps, features}, 4);
+    GradientCheckOptions check;
+    check.step = 1e-3;
+    expect_layer_gradients(*layer, graph, input, {.training = true, .seed = seed}, check);
+  }
+  CHECK_THROWS_WITH_AS(LSTM("rnn", 4, RecurrentOptions{.recurrent_dropout = 1.0f}),
+                       "LSTM \"rnn\": recurrent_dropout = 1.000000, must be in [0, 1)",
+                       InvalidArgument);
 }
 
 TEST_CASE("A recurrent layer refuses what is not a sequence, naming itself") {
