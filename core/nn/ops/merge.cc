@@ -189,6 +189,55 @@ void Concatenate::backward_node(std::span<const Tensor* const> inputs, const Ten
   }
 }
 
+Slice::Slice(std::string name, std::int64_t begin, std::int64_t size, int axis)
+    : name_(std::move(name)), begin_(begin), size_(size), axis_(axis) {}
+
+Shape Slice::build(Graph&, const Shape& input) {
+  const auto rank = static_cast<int>(input.size());
+  const int axis = axis_ < 0 ? axis_ + rank : axis_;
+  if (axis < 0 || axis >= rank)
+    throw InvalidArgument("Slice \"" + name_ + "\": axis " + std::to_string(axis_) +
+                          " is outside examples of shape " + to_string(input));
+  const auto a = static_cast<std::size_t>(axis);
+  if (begin_ < 0 || size_ < 1 || begin_ + size_ > input[a])
+    throw InvalidArgument("Slice \"" + name_ + "\": [" + std::to_string(begin_) + ", " +
+                          std::to_string(begin_ + size_) + ") is not within axis " +
+                          std::to_string(axis_) + " of examples of shape " + to_string(input));
+  outer_ = 1;
+  for (std::size_t d = 0; d < a; ++d) outer_ *= input[d];
+  std::int64_t inner = 1;
+  for (std::size_t d = a + 1; d < input.size(); ++d) inner *= input[d];
+  in_width_ = input[a] * inner;
+  out_width_ = size_ * inner;
+  offset_ = begin_ * inner;
+  output_ = input;
+  output_[a] = size_;
+  batch_output_.assign(output_.size() + 1, 0);
+  std::copy(output_.begin(), output_.end(), batch_output_.begin() + 1);
+  return output_;
+}
+
+// Viewed as [n * outer, width] row-major matrices, the output is a band of the input's columns.
+void Slice::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  batch_output_[0] = input.dim(0);
+  output.resize(batch_output_);
+  const std::int64_t rows = input.dim(0) * outer_;
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(output.data() + r * out_width_, input.data() + r * in_width_ + offset_,
+                static_cast<std::size_t>(out_width_) * sizeof(float));
+}
+
+void Slice::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                     Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  grad_input->resize(input.shape());
+  grad_input->set_zero();
+  const std::int64_t rows = input.dim(0) * outer_;
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(grad_input->data() + r * in_width_ + offset_, grad_output.data() + r * out_width_,
+                static_cast<std::size_t>(out_width_) * sizeof(float));
+}
+
 std::unique_ptr<Layer> add(std::string name, Activation activation) {
   return std::make_unique<Add>(std::move(name), activation);
 }
@@ -197,6 +246,10 @@ std::unique_ptr<Layer> multiply(std::string name) { return std::make_unique<Mult
 
 std::unique_ptr<Layer> concatenate(std::string name, int axis) {
   return std::make_unique<Concatenate>(std::move(name), axis);
+}
+
+std::unique_ptr<Layer> slice(std::string name, std::int64_t begin, std::int64_t size, int axis) {
+  return std::make_unique<Slice>(std::move(name), begin, size, axis);
 }
 
 }  // namespace cohort

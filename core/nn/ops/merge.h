@@ -1,5 +1,6 @@
 #pragma once
-// Layers that join several inputs (MergeLayer): Add, Multiply and Concatenate.
+// Layers that join several inputs (MergeLayer): Add, Multiply and Concatenate; and Slice, which
+// takes one apart.
 
 #include <cstdint>
 #include <span>
@@ -82,6 +83,30 @@ class Concatenate : public MergeLayer {
   std::int64_t total_width_ = 0;
   Shape output_;        // one example's
   Shape batch_output_;  // [n, output_...], its batch size set by each forward
+};
+
+/// One part of each example along an axis: [begin, begin + size) of axis `axis` (of the example;
+/// negative counts from the last), the other axes whole; Concatenate's inverse. What takes apart
+/// an example that holds several inputs side by side (a CSV row of token ids and numbers, for the
+/// Trainer, which feeds one input per example), as Keras's `x[..., begin:begin + size]`.
+class Slice : public Layer {
+ public:
+  Slice(std::string name, std::int64_t begin, std::int64_t size, int axis = -1);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+
+ private:
+  std::string name_;
+  std::int64_t begin_, size_;
+  int axis_;
+  std::int64_t outer_ = 0;  // product of the example dimensions before the axis
+  std::int64_t in_width_ = 0, out_width_ = 0, offset_ = 0;  // the axis times the inner size
+  Shape output_;            // one example's
+  Shape batch_output_;      // [n, output_...], its batch size set by each forward
 };
 
 }  // namespace cohort

@@ -1,4 +1,4 @@
-// Tests of core/nn/ops/merge.h: Add and Concatenate.
+// Tests of core/nn/ops/merge.h: Add, Multiply, Concatenate and Slice.
 #include "cohort/core/nn/ops/merge.h"
 
 #include <doctest/doctest.h>
@@ -8,15 +8,21 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/model.h"
+#include "cohort/core/nn/ops/embedding.h"
+#include "cohort/core/nn/ops/masking.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/recurrent.h"
 #include "core/nn/gradient_check.h"
+#include "core/nn/train_loop.h"
 
 using namespace cohort;
 using cohort::testing::expect_layer_gradients;
 using cohort::testing::expect_model_gradients;
 using cohort::testing::GradientCheckOptions;
 using cohort::testing::random_tensor;
+using cohort::testing::train_with_adam;
 
 namespace {
 
@@ -291,4 +297,91 @@ TEST_CASE("Add and Concatenate inside a model: gradients through fan-out and fan
   GradientCheckOptions options;
   options.step = 1e-3;
   expect_model_gradients(model, images, labels, {}, options);
+}
+
+TEST_CASE("Slice takes a band of any axis; the slices of an axis concatenated give the input back") {
+  const Tensor x = random_tensor({2, 3, 4, 5}, 12);
+  for (int axis : {0, 1, 2, -1}) {
+    CAPTURE(axis);
+    const std::size_t a = static_cast<std::size_t>(axis < 0 ? axis + 3 : axis);
+    const Shape example = {3, 4, 5};
+    const std::int64_t length = example[a];
+    Graph graph;
+    Slice head("head", 0, 1, axis), tail("tail", 1, length - 1, axis);
+    Shape head_shape = example, tail_shape = example;
+    head_shape[a] = 1;
+    tail_shape[a] = length - 1;
+    CHECK(head.build(graph, example) == head_shape);
+    CHECK(tail.build(graph, example) == tail_shape);
+    Tensor h, t, joined;
+    head.forward(x, h, {});
+    tail.forward(x, t, {});
+    Concatenate concat("joined", axis);
+    const std::vector<Shape> parts = {head_shape, tail_shape};
+    concat.build_node(graph, parts);
+    const Tensor* inputs[] = {&h, &t};
+    concat.forward_node(inputs, joined, {});
+    CHECK(values(joined) == values(x));
+    Tensor input = random_tensor({2, 3, 4, 5}, 13);
+    expect_layer_gradients(tail, graph, input);
+  }
+  Graph graph;
+  Slice middle("middle", 1, 2);  // of [3, 4, 5]'s last axis: columns 1 and 2
+  CHECK(middle.build(graph, {3, 4, 5}) == Shape{3, 4, 2});
+  Tensor y;
+  middle.forward(x, y, {});
+  for (std::int64_t r = 0; r < 2 * 3 * 4; ++r)
+    for (std::int64_t c = 0; c < 2; ++c) CHECK(y[r * 2 + c] == x[r * 5 + 1 + c]);
+}
+
+TEST_CASE("Slice refuses a band outside its axis, naming the layer and the shape") {
+  Graph graph;
+  CHECK_THROWS_WITH_AS(Slice("ids", 10, 8).build(graph, {15}),
+                       "Slice \"ids\": [10, 18) is not within axis -1 of examples of shape [15]",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(Slice("ids", 0, 2, 2).build(graph, {15, 2}),
+                       "Slice \"ids\": axis 2 is outside examples of shape [15, 2]",
+                       InvalidArgument);
+  CHECK_THROWS_AS(Slice("ids", 0, 0).build(graph, {15}), InvalidArgument);
+  CHECK_THROWS_AS(Slice("ids", -1, 2).build(graph, {15}), InvalidArgument);
+}
+
+TEST_CASE("Two inputs in one example: token ids and numbers sliced apart, an LSTM and a Dense joined") {
+  // 400 examples of 12 token ids (1..7, padded with 0 at the back) then 3 numbers; the class:
+  // whether the last token is 4 or more, flipped where the numbers sum above 0. Neither part
+  // alone tells it.
+  const std::int64_t n = 400, steps = 12, numbers = 3;
+  Tensor rows({n, steps + numbers});
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  const Tensor noise = random_tensor({n, numbers}, 21, -1.0f, 1.0f);
+  std::uint64_t state = 5;
+  for (std::int64_t b = 0; b < n; ++b) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto length = static_cast<std::int64_t>(2 + (state >> 33) % 11);
+    float* row = rows.data() + b * (steps + numbers);
+    for (std::int64_t t = 0; t < length; ++t) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      row[t] = static_cast<float>(1 + (state >> 33) % 7);
+    }
+    float sum = 0;
+    for (std::int64_t k = 0; k < numbers; ++k) sum += row[steps + k] = noise[b * numbers + k];
+    labels[static_cast<std::size_t>(b)] = (row[length - 1] >= 4.0f) != (sum > 0.0f) ? 1 : 0;
+  }
+  Graph graph;
+  Model model(graph);
+  Node input = model.input({steps + numbers});
+  Node ids = model.apply(slice("ids", 0, steps), input);
+  Node mask = model.apply(padding_mask("mask"), ids);
+  Node text = model.apply(embedding("embed", 8, 8), ids);
+  text = model.apply(lstm("lstm", 16), {text, mask});
+  Node values = model.apply(slice("numbers", steps, numbers), input);
+  values = model.apply(dense("numbers_dense", 16, Activation::kRelu), values);
+  Node joined = model.apply(concatenate("joined"), {text, values});
+  joined = model.apply(dense("hidden", 32, Activation::kRelu), joined);
+  model.apply(dense("logits", 2), joined);
+  model.set_loss(std::make_unique<SoftmaxCrossEntropyLoss>());
+  graph.initialize(1);
+  const Targets targets{labels, nullptr};
+  train_with_adam(model, rows, targets, 300);
+  CHECK(model.evaluate(rows, targets).metrics[0] > 0.95f);
 }
