@@ -64,7 +64,8 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
     if (n.name == name)
       throw InvalidArgument("Model: a layer or input named \"" + name + "\" is already in the model");
   const int arity = layer->num_inputs();
-  const bool masked = arity == 1 && layer->takes_mask() && inputs.size() == 2;
+  const bool masked =
+      arity > 0 && layer->takes_mask() && static_cast<int>(inputs.size()) == arity + 1;
   if (inputs.empty() || (arity > 0 && static_cast<int>(inputs.size()) != arity && !masked) ||
       (arity == 0 && inputs.size() < 2))
     throw InvalidArgument("layer \"" + name + "\" takes " +

@@ -112,21 +112,50 @@ std::vector<Node> with_mask(Node x, Node mask) {
   return {x, mask};
 }
 
+// x + the feed-forward network of norm(x): Dense(ffn_units, ReLU), Dense(x's width), a dropout;
+// the layers "<name>/norm<part>", "<name>/ffn1", "<name>/ffn2", "<name>/dropout<part>",
+// "<name>/residual<part>".
+Node feed_forward(Model& model, Node x, const std::string& name, const std::string& part,
+                  std::int64_t ffn_units, float dropout) {
+  const std::int64_t dim = model.shape(x).back();
+  Node y = model.apply(layer_norm(name + "/norm" + part), x);
+  y = model.apply(dense(name + "/ffn1", ffn_units, Activation::kRelu, /*flatten=*/false), y);
+  y = model.apply(dense(name + "/ffn2", dim, Activation::kNone, /*flatten=*/false), y);
+  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout" + part, dropout), y);
+  return model.apply(add(name + "/residual" + part), {x, y});
+}
+
+// x + a dropout of y, the residual connection around a sublayer.
+Node residual(Model& model, Node x, Node y, const std::string& name, const std::string& part,
+              float dropout) {
+  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout" + part, dropout), y);
+  return model.apply(add(name + "/residual" + part), {x, y});
+}
+
 }  // namespace
 
 Node transformer_block(Model& model, Node x, const std::string& name, std::int64_t heads,
                        std::int64_t ffn_units, float dropout, bool causal, Node mask) {
-  const std::int64_t dim = model.shape(x).back();
   Node y = model.apply(layer_norm(name + "/norm1"), x);
   y = model.apply(multi_head_attention(name + "/attention", heads, 0, causal, dropout),
                   with_mask(y, mask));
-  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout1", dropout), y);
-  x = model.apply(add(name + "/residual1"), {x, y});
+  x = residual(model, x, y, name, "1", dropout);
+  return feed_forward(model, x, name, "2", ffn_units, dropout);
+}
+
+Node transformer_decoder_block(Model& model, Node x, Node memory, const std::string& name,
+                               std::int64_t heads, std::int64_t ffn_units, float dropout,
+                               Node memory_mask) {
+  Node y = model.apply(layer_norm(name + "/norm1"), x);
+  y = model.apply(multi_head_attention(name + "/attention", heads, 0, /*causal=*/true, dropout),
+                  y);
+  x = residual(model, x, y, name, "1", dropout);
   y = model.apply(layer_norm(name + "/norm2"), x);
-  y = model.apply(dense(name + "/ffn1", ffn_units, Activation::kRelu, /*flatten=*/false), y);
-  y = model.apply(dense(name + "/ffn2", dim, Activation::kNone, /*flatten=*/false), y);
-  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout2", dropout), y);
-  return model.apply(add(name + "/residual2"), {x, y});
+  std::vector<Node> inputs = {y, memory};
+  if (memory_mask.valid()) inputs.push_back(memory_mask);
+  y = model.apply(cross_attention(name + "/cross_attention", heads, 0, dropout), inputs);
+  x = residual(model, x, y, name, "2", dropout);
+  return feed_forward(model, x, name, "3", ffn_units, dropout);
 }
 
 namespace {

@@ -60,6 +60,17 @@ Node transformer_block(Model& model, Node x, const std::string& name, std::int64
                        std::int64_t ffn_units, float dropout = 0.0f, bool causal = false,
                        Node mask = {});
 
+/// A pre-norm Transformer decoder block on a sequence node x [steps, dim] that reads `memory`
+/// [memory steps, memory features] (an encoder's output): x + causal self-attention(norm(x)),
+/// then that plus cross-attention(norm(.), memory) (masked by `memory_mask`, if valid), then
+/// that plus ffn(norm(.)) as transformer_block()'s. Layers "<name>/norm1", "<name>/attention",
+/// "<name>/residual1", "<name>/norm2", "<name>/cross_attention", "<name>/residual2",
+/// "<name>/norm3", "<name>/ffn1", "<name>/ffn2", "<name>/residual3" (and "<name>/dropout1" to
+/// "3" with a dropout). Returns the block's output node.
+Node transformer_decoder_block(Model& model, Node x, Node memory, const std::string& name,
+                               std::int64_t heads, std::int64_t ffn_units, float dropout = 0.0f,
+                               Node memory_mask = {});
+
 /// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
 /// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another
 /// such convolution; the max over the steps), "lstm", "gru", "bilstm" (an LSTM each way, 2 units

@@ -27,16 +27,16 @@ using ops_detail::in_ranges;
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
-
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(std::string name, std::int64_t heads, std::int64_t key_dim,
-                                       bool causal, float dropout)
+                                       bool causal, float dropout, bool cross)
     : name_(std::move(name)),
       heads_(heads),
       requested_key_dim_(key_dim),
       causal_(causal),
-      dropout_(dropout) {
+      dropout_(dropout),
+      cross_(cross) {
   if (!(dropout >= 0.0f && dropout < 1.0f))
     throw InvalidArgument("MultiHeadAttention \"" + name_ + "\": dropout " +
                           std::to_string(dropout) + ", must be in [0, 1)");
@@ -47,16 +47,32 @@ MultiHeadAttention::MultiHeadAttention(std::string name, std::int64_t heads, std
 }
 
 Shape MultiHeadAttention::build(Graph& graph, const Shape& input) {
-  const std::string what = "MultiHeadAttention \"" + name_ + "\": input " + to_string(input);
-  if (input.size() != 2 || input[0] < 1 || input[1] < 1)
-    throw InvalidArgument(what + " is not [steps, features]");
-  steps_ = input[0];
-  features_ = input[1];
+  if (cross_)
+    throw InvalidArgument("MultiHeadAttention \"" + name_ + "\": cross-attention takes two "
+                          "inputs, the query and the value");
+  return build_inputs(graph, std::span(&input, 1));
+}
+
+Shape MultiHeadAttention::build_inputs(Graph& graph, std::span<const Shape> inputs) {
+  const Shape& query = inputs[0];
+  const Shape& value = inputs[cross_ ? 1 : 0];
+  const std::string what = "MultiHeadAttention \"" + name_ + "\": ";
+  for (const Shape& s : {query, value})
+    if (s.size() != 2 || s[0] < 1 || s[1] < 1)
+      throw InvalidArgument(what + "input " + to_string(s) + " is not [steps, features]");
+  steps_ = query[0];
+  features_ = query[1];
+  value_steps_ = value[0];
+  value_features_ = value[1];
+  if (causal_ && value_steps_ != steps_)
+    throw InvalidArgument(what + "causal, but the query's " + std::to_string(steps_) +
+                          " steps are not the value's " + std::to_string(value_steps_));
   key_dim_ = requested_key_dim_;
   if (key_dim_ == 0) {
     if (features_ % heads_ != 0)
-      throw InvalidArgument(what + ": " + std::to_string(features_) + " features do not split " +
-                            "into " + std::to_string(heads_) + " heads; give key_dim");
+      throw InvalidArgument(what + "input " + to_string(query) + ": " +
+                            std::to_string(features_) + " features do not split into " +
+                            std::to_string(heads_) + " heads; give key_dim");
     key_dim_ = features_ / heads_;
   }
   width_ = heads_ * key_dim_;
@@ -70,10 +86,10 @@ Shape MultiHeadAttention::build(Graph& graph, const Shape& input) {
     return p;
   };
   query_ = projection("query", features_, width_);
-  key_ = projection("key", features_, width_);
-  value_ = projection("value", features_, width_);
+  key_ = projection("key", value_features_, width_);
+  value_ = projection("value", value_features_, width_);
   output_ = projection("attention_output", width_, features_);
-  return input;
+  return query;
 }
 
 // The products split their rows (or, for a kernel's gradient, the kernel's rows) over the
@@ -106,19 +122,44 @@ void MultiHeadAttention::project_back(const Projection& p, const float* input,
   });
 }
 
+void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  run(input, input, output, context);
+}
+
+void MultiHeadAttention::forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
+                                        const OpContext& context) {
+  run(*inputs[0], *inputs[cross_ ? 1 : 0], output, context);
+}
+
+void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                  Tensor* grad_input, std::span<float> grads) {
+  run_back(input, input, grad_output, grad_input, grad_input, grads);
+}
+
+void MultiHeadAttention::backward_inputs(std::span<const Tensor* const> inputs, const Tensor&,
+                                         const Tensor& grad_output,
+                                         std::span<Tensor* const> grad_inputs,
+                                         std::span<float> grads) {
+  if (!cross_) return run_back(*inputs[0], *inputs[0], grad_output, grad_inputs[0],
+                               grad_inputs[0], grads);
+  run_back(*inputs[0], *inputs[1], grad_output, grad_inputs[0], grad_inputs[1], grads);
+}
+
 // Rows of the batch are (example, step); a head's queries, keys, values and results are the
 // key_dim columns from head * key_dim of those rows, read in place with a row stride of width.
-void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpContext& context) {
-  const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
-  const std::int64_t square = t_count * t_count;
-  q_.resize({rows, w});
-  k_.resize({rows, w});
-  v_.resize({rows, w});
-  project(query_, input.data(), rows, features_, w, q_.data());
-  project(key_, input.data(), rows, features_, w, k_.data());
-  project(value_, input.data(), rows, features_, w, v_.data());
-  weights_.resize({n, heads_, t_count, t_count});
-  context_.resize({rows, w});
+// A head's weights are [steps, value steps]: a row per query step, a column per key.
+void MultiHeadAttention::run(const Tensor& query, const Tensor& value, Tensor& output,
+                             const OpContext& context) {
+  const std::int64_t n = query.dim(0), tq = steps_, tk = value_steps_, w = width_;
+  const std::int64_t square = tq * tk;
+  q_.resize({n * tq, w});
+  k_.resize({n * tk, w});
+  v_.resize({n * tk, w});
+  project(query_, query.data(), n * tq, features_, w, q_.data());
+  project(key_, value.data(), n * tk, value_features_, w, k_.data());
+  project(value_, value.data(), n * tk, value_features_, w, v_.data());
+  weights_.resize({n, heads_, tq, tk});
+  context_.resize({n * tq, w});
   dropped_ = context.training && dropout_ > 0.0f;
   if (dropped_) {
     mask_.resize(weights_.shape());
@@ -129,15 +170,16 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
   in_ranges(n * heads_, [&](std::int64_t first, std::int64_t count) {
     float* kept = dropped_ ? kept_.data() + intra_op_thread_index() * square : nullptr;
     for (std::int64_t bh = first; bh < first + count; ++bh) {
-      const std::int64_t at = bh / heads_ * t_count * w + bh % heads_ * key_dim_;
+      const std::int64_t example = bh / heads_, column = bh % heads_ * key_dim_;
+      const std::int64_t at_q = example * tq * w + column, at_k = example * tk * w + column;
       float* a = weights_.data() + bh * square;
-      gemm(false, true, t_count, t_count, key_dim_, scale, q_.data() + at, w, k_.data() + at, w,
-           0.0f, a, t_count);
-      const float* keys = mask() != nullptr ? mask()->data() + bh / heads_ * t_count : nullptr;
-      for (std::int64_t i = 0; i < t_count; ++i) {
+      gemm(false, true, tq, tk, key_dim_, scale, q_.data() + at_q, w, k_.data() + at_k, w, 0.0f,
+           a, tk);
+      const float* keys = mask() != nullptr ? mask()->data() + example * tk : nullptr;
+      for (std::int64_t i = 0; i < tq; ++i) {
         // Each row's softmax over the steps it sees, vectorised; the others weigh 0.
-        const std::int64_t seen = causal_ ? i + 1 : t_count;
-        float* ai = a + i * t_count;
+        const std::int64_t seen = causal_ ? i + 1 : tk;
+        float* ai = a + i * tk;
         if (keys != nullptr) {  // padded keys drop out of the softmax
           bool any = false;
           for (std::int64_t j = 0; j < seen; ++j) {
@@ -148,14 +190,14 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
             }
           }
           if (!any) {
-            std::fill_n(ai, t_count, 0.0f);
+            std::fill_n(ai, tk, 0.0f);
             continue;
           }
         }
         RowArray row(ai, seen);
         row = (row - row.maxCoeff()).exp();
         row /= row.sum();
-        std::fill(a + i * t_count + seen, a + (i + 1) * t_count, 0.0f);
+        std::fill(ai + seen, ai + tk, 0.0f);
       }
       const float* used = a;  // the weights the values are summed with
       if (kept != nullptr) {
@@ -163,24 +205,25 @@ void MultiHeadAttention::forward(const Tensor& input, Tensor& output, const OpCo
             ConstRowArray(a, square) * ConstRowArray(mask_.data() + bh * square, square);
         used = kept;
       }
-      gemm(false, false, t_count, key_dim_, t_count, 1.0f, used, t_count, v_.data() + at, w, 0.0f,
-           context_.data() + at, w);
+      gemm(false, false, tq, key_dim_, tk, 1.0f, used, tk, v_.data() + at_k, w, 0.0f,
+           context_.data() + at_q, w);
     }
   }, 1);
-  output.resize(input.shape());
-  project(output_, context_.data(), rows, w, features_, output.data());
+  output.resize(query.shape());
+  project(output_, context_.data(), n * tq, w, features_, output.data());
 }
 
-void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
-                                  Tensor* grad_input, std::span<float> grads) {
-  const std::int64_t n = input.dim(0), t_count = steps_, rows = n * t_count, w = width_;
-  const std::int64_t square = t_count * t_count;
-  dcontext_.resize({rows, w});
-  project_back(output_, context_.data(), grad_output.data(), rows, w, features_, grads,
+void MultiHeadAttention::run_back(const Tensor& query, const Tensor& value,
+                                  const Tensor& grad_output, Tensor* grad_query,
+                                  Tensor* grad_value, std::span<float> grads) {
+  const std::int64_t n = query.dim(0), tq = steps_, tk = value_steps_, w = width_;
+  const std::int64_t square = tq * tk;
+  dcontext_.resize({n * tq, w});
+  project_back(output_, context_.data(), grad_output.data(), n * tq, w, features_, grads,
                dcontext_.data(), 0.0f);
-  dq_.resize({rows, w});
-  dk_.resize({rows, w});
-  dv_.resize({rows, w});
+  dq_.resize({n * tq, w});
+  dk_.resize({n * tk, w});
+  dv_.resize({n * tk, w});
   const int threads = intra_op_threads();
   dweights_.resize({threads, square});
   if (dropped_) kept_.resize({threads, square});
@@ -189,9 +232,10 @@ void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tens
     const int thread = intra_op_thread_index();
     float* da = dweights_.data() + thread * square;
     for (std::int64_t bh = first; bh < first + count; ++bh) {
-      const std::int64_t at = bh / heads_ * t_count * w + bh % heads_ * key_dim_;
+      const std::int64_t example = bh / heads_, column = bh % heads_ * key_dim_;
+      const std::int64_t at_q = example * tq * w + column, at_k = example * tk * w + column;
       const float* a = weights_.data() + bh * square;
-      const float* dc = dcontext_.data() + at;
+      const float* dc = dcontext_.data() + at_q;
       // Through context = K V, K the kept weights (A, or A times the dropout mask):
       // dK = dC V^T, dV = K^T dC, and dA = dK times the mask.
       const float* used = a;
@@ -201,44 +245,55 @@ void MultiHeadAttention::backward(const Tensor& input, const Tensor&, const Tens
         RowArray(kept, square) = ConstRowArray(a, square) * ConstRowArray(mask, square);
         used = kept;
       }
-      gemm(false, true, t_count, t_count, key_dim_, 1.0f, dc, w, v_.data() + at, w, 0.0f, da,
-           t_count);
-      gemm(true, false, t_count, key_dim_, t_count, 1.0f, used, t_count, dc, w, 0.0f,
-           dv_.data() + at, w);
+      gemm(false, true, tq, tk, key_dim_, 1.0f, dc, w, v_.data() + at_k, w, 0.0f, da, tk);
+      gemm(true, false, tk, key_dim_, tq, 1.0f, used, tk, dc, w, 0.0f, dv_.data() + at_k, w);
       if (mask != nullptr) RowArray(da, square) *= ConstRowArray(mask, square);
       // Through each row's softmax: dS = A (dA - <dA, A>); masked entries have A = 0.
-      for (std::int64_t i = 0; i < t_count; ++i) {
-        ConstRowArray ai(a + i * t_count, t_count);
-        RowArray di(da + i * t_count, t_count);
+      for (std::int64_t i = 0; i < tq; ++i) {
+        ConstRowArray ai(a + i * tk, tk);
+        RowArray di(da + i * tk, tk);
         di = ai * (di - (di * ai).sum());
       }
       // Through S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q.
-      gemm(false, false, t_count, key_dim_, t_count, scale, da, t_count, k_.data() + at, w, 0.0f,
-           dq_.data() + at, w);
-      gemm(true, false, t_count, key_dim_, t_count, scale, da, t_count, q_.data() + at, w, 0.0f,
-           dk_.data() + at, w);
+      gemm(false, false, tq, key_dim_, tk, scale, da, tk, k_.data() + at_k, w, 0.0f,
+           dq_.data() + at_q, w);
+      gemm(true, false, tk, key_dim_, tq, scale, da, tk, q_.data() + at_q, w, 0.0f,
+           dk_.data() + at_k, w);
     }
   }, 1);
-  float* dx = nullptr;
-  if (grad_input != nullptr) {
-    grad_input->resize(input.shape());
-    dx = grad_input->data();
+  float* dx_query = nullptr;
+  if (grad_query != nullptr) {
+    grad_query->resize(query.shape());
+    dx_query = grad_query->data();
   }
-  project_back(query_, input.data(), dq_.data(), rows, features_, w, grads, dx, 0.0f);
-  project_back(key_, input.data(), dk_.data(), rows, features_, w, grads, dx, 1.0f);
-  project_back(value_, input.data(), dv_.data(), rows, features_, w, grads, dx, 1.0f);
+  float* dx_value = nullptr;
+  if (grad_value != nullptr) {
+    grad_value->resize(value.shape());
+    dx_value = grad_value->data();
+  }
+  // The key's input gradient is the first written into the value's, unless that is the query's.
+  const float key_beta = grad_value == grad_query ? 1.0f : 0.0f;
+  project_back(query_, query.data(), dq_.data(), n * tq, features_, w, grads, dx_query, 0.0f);
+  project_back(key_, value.data(), dk_.data(), n * tk, value_features_, w, grads, dx_value,
+               key_beta);
+  project_back(value_, value.data(), dv_.data(), n * tk, value_features_, w, grads, dx_value,
+               1.0f);
 }
 
 double MultiHeadAttention::flops_per_example() const {
   // Forward: four projections and two products per head; backward twice that.
-  const double t = static_cast<double>(steps_), w = static_cast<double>(width_);
-  const double projections = 4.0 * 2.0 * t * static_cast<double>(features_) * w;
-  const double attention = 2.0 * 2.0 * t * t * w;
+  const double tq = static_cast<double>(steps_), tk = static_cast<double>(value_steps_);
+  const double w = static_cast<double>(width_);
+  const double projections =
+      2.0 * w * (2.0 * tq * static_cast<double>(features_) +
+                 2.0 * tk * static_cast<double>(value_features_));
+  const double attention = 2.0 * 2.0 * tq * tk * w;
   return 3.0 * (projections + attention);
 }
 
 double MultiHeadAttention::input_grad_flops_per_example() const {
-  return 3.0 * 2.0 * static_cast<double>(steps_ * features_ * width_);
+  return 2.0 * static_cast<double>(width_) *
+         static_cast<double>(steps_ * features_ + 2 * value_steps_ * value_features_);
 }
 
 Shape PositionEmbedding::build(Graph& graph, const Shape& input) {
@@ -272,6 +327,12 @@ void PositionEmbedding::backward(const Tensor& input, const Tensor&, const Tenso
 std::unique_ptr<Layer> multi_head_attention(std::string name, std::int64_t heads,
                                             std::int64_t key_dim, bool causal, float dropout) {
   return std::make_unique<MultiHeadAttention>(std::move(name), heads, key_dim, causal, dropout);
+}
+
+std::unique_ptr<Layer> cross_attention(std::string name, std::int64_t heads,
+                                       std::int64_t key_dim, float dropout) {
+  return std::make_unique<MultiHeadAttention>(std::move(name), heads, key_dim, false, dropout,
+                                              true);
 }
 
 std::unique_ptr<Layer> position_embedding(std::string name) {

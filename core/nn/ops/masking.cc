@@ -8,30 +8,36 @@
 namespace cohort {
 
 Shape MaskableLayer::build_node(Graph& graph, std::span<const Shape> inputs) {
-  masked_ = inputs.size() == 2;
-  if (masked_ && (inputs[0].size() != 2 || inputs[1] != Shape{inputs[0][0]}))
-    throw InvalidArgument("layer \"" + name() + "\": mask " + to_string(inputs[1]) +
-                          " does not fit its input " + to_string(inputs[0]) +
-                          ": a mask is [steps] of a sequence [steps, features]");
-  return build(graph, inputs[0]);
+  const auto count = static_cast<std::size_t>(num_inputs());
+  masked_ = inputs.size() == count + 1;
+  if (masked_) {
+    const Shape& keys = inputs[count - 1];  // the sequence the mask is of
+    if (keys.size() != 2 || inputs[count] != Shape{keys[0]})
+      throw InvalidArgument("layer \"" + name() + "\": mask " + to_string(inputs[count]) +
+                            " does not fit its input " + to_string(keys) +
+                            ": a mask is [steps] of a sequence [steps, features]");
+  }
+  return build_inputs(graph, inputs.first(count));
 }
 
 void MaskableLayer::forward_node(std::span<const Tensor* const> inputs, Tensor& output,
                                  const OpContext& context) {
-  mask_ = inputs.size() == 2 ? inputs[1] : nullptr;
-  forward(*inputs[0], output, context);
+  const auto count = static_cast<std::size_t>(num_inputs());
+  mask_ = inputs.size() == count + 1 ? inputs[count] : nullptr;
+  forward_inputs(inputs.first(count), output, context);
   mask_ = nullptr;
 }
 
 void MaskableLayer::backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
                                   const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
                                   std::span<float> grads) {
-  mask_ = inputs.size() == 2 ? inputs[1] : nullptr;
-  backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
+  const auto count = static_cast<std::size_t>(num_inputs());
+  mask_ = inputs.size() == count + 1 ? inputs[count] : nullptr;
+  backward_inputs(inputs.first(count), output, grad_output, grad_inputs.first(count), grads);
   mask_ = nullptr;
-  if (grad_inputs.size() == 2 && grad_inputs[1] != nullptr) {
-    grad_inputs[1]->resize(inputs[1]->shape());
-    grad_inputs[1]->set_zero();
+  if (inputs.size() == count + 1 && grad_inputs[count] != nullptr) {
+    grad_inputs[count]->resize(inputs[count]->shape());
+    grad_inputs[count]->set_zero();
   }
 }
 

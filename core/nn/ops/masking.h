@@ -26,20 +26,35 @@
 namespace cohort {
 
 /// A layer over sequences [steps, features] that may be applied to {sequence, mask} as well as
-/// to the sequence alone. It implements the general forms; a subclass implements the
-/// single-input ones and reads the pass's mask through mask(). The mask gets no gradient (a
-/// zero one where the graph asks).
+/// to the sequence alone (or, for a layer of several inputs, to them and the mask of the last:
+/// cross-attention's {query, value, value's mask}). It implements the general forms; a subclass
+/// implements the single-input ones (or the *_inputs forms below) and reads the pass's mask
+/// through mask(). The mask gets no gradient (a zero one where the graph asks).
 class MaskableLayer : public Layer {
  public:
   bool takes_mask() const final { return true; }
-  Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) final;
   void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
-                    const OpContext& context) override;
+                    const OpContext& context) final;
   void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
                      const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
-                     std::span<float> grads) override;
+                     std::span<float> grads) final;
 
  protected:
+  /// The general forms of the inputs without the mask: by default the single-input forms.
+  virtual Shape build_inputs(Graph& graph, std::span<const Shape> inputs) {
+    return build(graph, inputs[0]);
+  }
+  virtual void forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
+                              const OpContext& context) {
+    forward(*inputs[0], output, context);
+  }
+  virtual void backward_inputs(std::span<const Tensor* const> inputs, const Tensor& output,
+                               const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                               std::span<float> grads) {
+    backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
+  }
+
   /// Whether the layer was built with a mask.
   bool masked() const { return masked_; }
   /// The mask of the forward or backward pass under way, [batch, steps] (non-zero: read), or

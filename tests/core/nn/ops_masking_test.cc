@@ -360,3 +360,39 @@ TEST_CASE("Tagging texts of every length: a masked LSTM, and targets of zeros on
   train_with_adam(model, ids, per_step, 200);
   CHECK(model.evaluate(ids, per_step).metrics[0] > 0.95f);
 }
+
+TEST_CASE("Cross-attention with the value's mask: each example's value steps read alone") {
+  const std::int64_t n = 4, steps = 3, features = 4, value_steps = 6, value_features = 5;
+  Graph graph;
+  MultiHeadAttention masked("cross", 2, 2, false, 0.0f, /*cross=*/true);
+  const std::vector<Shape> shapes = {{steps, features}, {value_steps, value_features}, {value_steps}};
+  masked.build_node(graph, shapes);
+  graph.initialize(4);
+  const Tensor query = random_tensor({n, steps, features}, 1);
+  const Tensor value = random_tensor({n, value_steps, value_features}, 2);
+  const Tensor mask = random_mask(n, value_steps, 3);
+  Tensor y;
+  const Tensor* inputs[] = {&query, &value, &mask};
+  masked.forward_node(inputs, y, {});
+  const double scale = largest(y.span());
+  for (std::int64_t b = 0; b < n; ++b) {
+    CAPTURE(b);
+    std::vector<std::int64_t> read;
+    for (std::int64_t t = 0; t < value_steps; ++t)
+      if (mask[b * value_steps + t] != 0.0f) read.push_back(t);
+    const auto length = static_cast<std::int64_t>(read.size());
+    Tensor q({1, steps, features}), v({1, length, value_features});
+    std::copy_n(query.data() + b * steps * features, steps * features, q.data());
+    for (std::int64_t k = 0; k < length; ++k)
+      std::copy_n(value.data() + (b * value_steps + read[static_cast<std::size_t>(k)]) * value_features,
+                  value_features, v.data() + k * value_features);
+    MultiHeadAttention alone("cross", 2, 2, false, 0.0f, true);
+    const std::vector<Shape> short_shapes = {{steps, features}, {length, value_features}};
+    alone.build_node(graph, short_shapes);
+    Tensor expected;
+    const Tensor* short_inputs[] = {&q, &v};
+    alone.forward_node(short_inputs, expected, {});
+    for (std::int64_t i = 0; i < steps * features; ++i)
+      CHECK(std::fabs(y[b * steps * features + i] - expected[i]) <= 1e-5 * scale);
+  }
+}
