@@ -1,11 +1,12 @@
-// Prints, as JSON, the variables of an LSTM, a GRU, a bidirectional LSTM and multi-head attention
-// (plain and causal), an
-// input, the output, a gradient of the output and the gradients each layer computes from it: what
+// Prints, as JSON, the variables of an LSTM, a GRU, a bidirectional LSTM, multi-head attention
+// (plain and causal), an LSTM and a GRU under a padding mask and a masked cross-attention, the
+// inputs, the output, a gradient of the output and the gradients each layer computes from it: what
 // torch_parity_test.py checks against PyTorch's LSTM, GRU and MultiheadAttention, implementations
 // independent of Cohort's.
 #include <cstdio>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/nn/gradient_check.h"
@@ -23,10 +24,18 @@ void print(const char* name, std::span<const float> values) {
   std::printf("]");
 }
 
-// One layer's case: its variables (in the graph's order), input, output and gradients.
-void run(const char* name, Layer& layer, const Shape& example, std::int64_t batch) {
+// One layer's case: its variables (in the graph's order), inputs, output and gradients. The
+// layer takes a sequence [steps, features] ("x"), and, where `value` is given, the value of a
+// cross-attention ("value"); where `lengths` are given, a mask of each example's first
+// lengths[b] steps of its last sequence input ("mask").
+void run(const char* name, Layer& layer, const Shape& example, std::int64_t batch,
+         const Shape& value = {}, const std::vector<std::int64_t>& lengths = {}) {
   Graph graph;
-  layer.build(graph, example);
+  std::vector<Shape> shapes = {example};
+  if (!value.empty()) shapes.push_back(value);
+  const std::int64_t mask_steps = shapes.back()[0];
+  if (!lengths.empty()) shapes.push_back({mask_steps});
+  layer.build_node(graph, shapes);
   graph.initialize(3);
   // Biases that are not zero, so that their places in the sums are checked too.
   std::uint64_t seed = 17;
@@ -35,14 +44,29 @@ void run(const char* name, Layer& layer, const Shape& example, std::int64_t batc
       const Tensor random = random_tensor({v.size}, seed++);
       std::copy(random.span().begin(), random.span().end(), graph.values(v).begin());
     }
-  Shape shape = example;
-  shape.insert(shape.begin(), batch);
-  const Tensor x = random_tensor(shape, 5, -2.0f, 2.0f);
-  Tensor y, grad_x;
-  layer.forward(x, y, {});
+  std::vector<Tensor> inputs;
+  for (std::size_t i = 0; i < (value.empty() ? 1 : 2); ++i) {
+    Shape shape = shapes[i];
+    shape.insert(shape.begin(), batch);
+    inputs.push_back(random_tensor(shape, 5 + i, -2.0f, 2.0f));
+  }
+  if (!lengths.empty()) {
+    Tensor mask({batch, mask_steps});
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t t = 0; t < lengths[static_cast<std::size_t>(b)]; ++t)
+        mask[b * mask_steps + t] = 1.0f;
+    inputs.push_back(mask);
+  }
+  std::vector<const Tensor*> given;
+  for (const Tensor& t : inputs) given.push_back(&t);
+  Tensor y;
+  layer.forward_node(given, y, {});
   const Tensor grad_y = random_tensor(y.shape(), 8);
   std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
-  layer.backward(x, y, grad_y, &grad_x, grads);
+  std::vector<Tensor> grad_inputs(inputs.size());
+  std::vector<Tensor*> targets;
+  for (Tensor& t : grad_inputs) targets.push_back(&t);
+  layer.backward_node(given, y, grad_y, targets, grads);
   std::printf(",\n\"%s\": {", name);
   const char* separator = "";
   for (const Variable& v : graph.variables()) {
@@ -54,7 +78,14 @@ void run(const char* name, Layer& layer, const Shape& example, std::int64_t batc
           std::span<const float>(grads).subspan(static_cast<std::size_t>(v.offset),
                                                  static_cast<std::size_t>(v.size)));
   }
-  for (auto [key, t] : {std::pair{"x", &x}, {"y", &y}, {"grad_y", &grad_y}, {"grad_x", &grad_x}}) {
+  std::vector<std::pair<const char*, const Tensor*>> tensors = {
+      {"x", &inputs[0]}, {"y", &y}, {"grad_y", &grad_y}, {"grad_x", &grad_inputs[0]}};
+  if (!value.empty()) {
+    tensors.push_back({"value", &inputs[1]});
+    tensors.push_back({"grad_value", &grad_inputs[1]});
+  }
+  if (!lengths.empty()) tensors.push_back({"mask", &inputs.back()});
+  for (auto [key, t] : tensors) {
     std::printf(", ");
     print(key, t->span());
   }
@@ -79,5 +110,14 @@ int main() {
   run("attention", attention, {steps, features}, batch);
   MultiHeadAttention causal("mha", heads, 0, /*causal=*/true);
   run("causal_attention", causal, {steps, features}, batch);
+  // Padding masks: the first example reads every step, the second its first 4.
+  const std::vector<std::int64_t> lengths = {steps, 4};
+  LSTM masked_lstm("rnn", units, /*return_sequences=*/true);
+  run("masked_lstm", masked_lstm, {steps, features}, batch, {}, lengths);
+  GRU masked_gru("rnn", units, /*return_sequences=*/true);
+  run("masked_gru", masked_gru, {steps, features}, batch, {}, lengths);
+  // Cross-attention of 5 query steps to a value of 7 steps of 6 features, masked.
+  MultiHeadAttention cross("mha", heads, 0, false, 0.0f, /*cross=*/true);
+  run("cross_attention", cross, {5, features}, batch, {steps, 6}, lengths);
   std::printf("}\n");
 }

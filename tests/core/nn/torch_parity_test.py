@@ -1,5 +1,7 @@
 """Cohort's LSTM, GRU, Bidirectional and MultiHeadAttention against PyTorch's: the same weights and input give
-the same outputs and the same gradients of the input and of every variable, to 1e-5.
+the same outputs and the same gradients of the input and of every variable, to 1e-5; padding masks
+against PyTorch's packed sequences and key padding mask, cross-attention against its attention
+with a key and value of their own width.
 
 Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
 
@@ -36,9 +38,17 @@ def tensor(values):
 
 
 def run(module, v, out_size, mask=None):
-    """Runs `module` on the case's input; returns the input's gradient."""
+    """Runs `module` on the case's input (packed to each example's length where the case has a
+    padding mask: PyTorch's padded outputs are zeros, as Cohort's); compares the outputs and the
+    input's gradient."""
     x = torch.tensor(np.array(v["x"]).reshape(n, steps, features), requires_grad=True)
-    if mask is None:
+    if "mask" in v:
+        lengths = v["mask"].reshape(n, steps).sum(axis=1).astype(np.int64)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), batch_first=True,
+                                                         enforce_sorted=False)
+        y = torch.nn.utils.rnn.pad_packed_sequence(module(packed)[0], batch_first=True,
+                                                   total_length=steps)[0]
+    elif mask is None:
         y = module(x)[0]
     else:
         y = module(x, x, x, attn_mask=mask, need_weights=False)[0]
@@ -47,11 +57,11 @@ def run(module, v, out_size, mask=None):
     compare(f"{name} input gradient", v["grad_x"], x.grad.numpy())
 
 
-for name in ("lstm", "gru"):
+for name in ("lstm", "gru", "masked_lstm", "masked_gru"):
     v = {key: np.array(value) for key, value in data[name].items()}
-    gates = 4 if name == "lstm" else 3
+    gates = 4 if name.endswith("lstm") else 3
     columns = gates * units
-    if name == "lstm":
+    if name.endswith("lstm"):
         order = np.arange(columns)
         module = torch.nn.LSTM(features, units, batch_first=True)
         input_bias = v["bias"].copy()
@@ -72,7 +82,7 @@ for name in ("lstm", "gru"):
     compare(f"{name} recurrent kernel gradient", v["grad:recurrent_kernel"],
             module.weight_hh_l0.grad.numpy()[back].T)
     bias_grad = module.bias_ih_l0.grad.numpy()[back]
-    if name == "gru":
+    if name.endswith("gru"):
         bias_grad = np.concatenate([bias_grad, module.bias_hh_l0.grad.numpy()[back]])
     compare(f"{name} bias gradient", v["grad:bias"], bias_grad)
 
@@ -120,6 +130,36 @@ for name in ("attention", "causal_attention"):
             module.out_proj.weight.grad.numpy().T)
     compare(f"{name} output bias gradient", v["grad:attention_output/bias"], module.out_proj.bias.grad.numpy())
 
+# Cross-attention of a query [5, features] to a value [steps, 6] under a padding mask of the
+# value: PyTorch's attention with kdim = vdim = 6 (separate projections) and a key padding mask.
+name = "cross_attention"
+v = {key: np.array(value) for key, value in data[name].items()}
+query_steps, value_features = v["x"].size // (n * features), 6
+module = torch.nn.MultiheadAttention(features, heads, batch_first=True, kdim=value_features,
+                                     vdim=value_features)
+module.q_proj_weight.data = tensor(v["query/kernel"].reshape(features, features).T)
+module.k_proj_weight.data = tensor(v["key/kernel"].reshape(value_features, features).T)
+module.v_proj_weight.data = tensor(v["value/kernel"].reshape(value_features, features).T)
+module.in_proj_bias.data = tensor(np.concatenate([v[p + "/bias"] for p in ("query", "key", "value")]))
+module.out_proj.weight.data = tensor(v["attention_output/kernel"].reshape(features, features).T)
+module.out_proj.bias.data = tensor(v["attention_output/bias"])
+query = torch.tensor(v["x"].reshape(n, query_steps, features), requires_grad=True)
+value = torch.tensor(v["value"].reshape(n, steps, value_features), requires_grad=True)
+padding = torch.tensor(v["mask"].reshape(n, steps) == 0)
+y = module(query, value, value, key_padding_mask=padding, need_weights=False)[0]
+compare(f"{name} outputs", v["y"], y.detach().numpy())
+(y * tensor(v["grad_y"].reshape(n, query_steps, features))).sum().backward()
+compare(f"{name} query gradient", v["grad_x"], query.grad.numpy())
+compare(f"{name} value gradient", v["grad_value"], value.grad.numpy())
+for part, weight in (("query", module.q_proj_weight), ("key", module.k_proj_weight),
+                     ("value", module.v_proj_weight)):
+    compare(f"{name} {part} kernel gradient", v[f"grad:{part}/kernel"], weight.grad.numpy().T)
+biases = module.in_proj_bias.grad.numpy().reshape(3, features)
+for i, part in enumerate(("query", "key", "value")):
+    compare(f"{name} {part} bias gradient", v[f"grad:{part}/bias"], biases[i])
+compare(f"{name} output kernel gradient", v["grad:attention_output/kernel"],
+        module.out_proj.weight.grad.numpy().T)
+
 if failures:
     sys.exit("differ from PyTorch: " + ", ".join(failures))
-print("LSTM, GRU, Bidirectional and MultiHeadAttention agree with PyTorch")
+print("LSTM, GRU, Bidirectional and MultiHeadAttention (masked and cross) agree with PyTorch")
