@@ -71,7 +71,7 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
     throw InvalidArgument("layer \"" + name + "\" takes " +
                           (arity > 0 ? std::to_string(arity) : std::string("two or more")) +
                           " input" + (arity == 1 ? "" : "s") +
-                          (layer->takes_mask() ? " (and a mask)" : "") + ", given " +
+                          (layer->takes_mask() ? " (and optionally a mask)" : "") + ", given " +
                           std::to_string(inputs.size()));
   std::vector<Shape> shapes;
   NodeInfo info;

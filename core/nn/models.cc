@@ -1,5 +1,6 @@
 #include "cohort/core/nn/models.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,37 @@ Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t he
 }
 
 }  // namespace
+
+Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
+                     float start_token) {
+  const std::int64_t n = rows.dim(0), width = rows.size() / std::max<std::int64_t>(n, 1);
+  if (rows.rank() != 2 || begin < 0 || steps < 1 || begin + steps > width)
+    throw InvalidArgument("greedy_decode: the decoder's input [" + std::to_string(begin) + ", " +
+                          std::to_string(begin + steps) + ") is not within rows " +
+                          to_string(rows.shape()));
+  Tensor input = rows;
+  Tensor tokens({n, steps});
+  for (std::int64_t b = 0; b < n; ++b) {
+    float* decoder = input.data() + b * width + begin;
+    std::fill_n(decoder, steps, 0.0f);
+    decoder[0] = start_token;
+  }
+  for (std::int64_t t = 0; t < steps; ++t) {
+    // A causal decoder's output at step t reads its input up to t alone: the tokens so far.
+    const Tensor& output = model.predict(input);
+    const std::int64_t classes = output.size() / (n * steps);
+    if (classes < 2 || classes * n * steps != output.size())
+      throw InvalidArgument("greedy_decode: output " + to_string(output.shape()) + " is not " +
+                            std::to_string(steps) + " rows of classes per example");
+    for (std::int64_t b = 0; b < n; ++b) {
+      const float* row = output.data() + (b * steps + t) * classes;
+      const auto token = static_cast<float>(std::max_element(row, row + classes) - row);
+      tokens[b * steps + t] = token;
+      if (t + 1 < steps) input[b * width + begin + t + 1] = token;
+    }
+  }
+  return tokens;
+}
 
 Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units,
                       Node mask) {

@@ -66,10 +66,21 @@ Node transformer_block(Model& model, Node x, const std::string& name, std::int64
 /// that plus ffn(norm(.)) as transformer_block()'s. Layers "<name>/norm1", "<name>/attention",
 /// "<name>/residual1", "<name>/norm2", "<name>/cross_attention", "<name>/residual2",
 /// "<name>/norm3", "<name>/ffn1", "<name>/ffn2", "<name>/residual3" (and "<name>/dropout1" to
-/// "3" with a dropout). Returns the block's output node.
+/// "3" with a dropout). x takes no mask: pad a shorter target after its tokens, where no step
+/// before the padding reads it (causal attention) and a loss of zero targets skips it. Returns
+/// the block's output node.
 Node transformer_decoder_block(Model& model, Node x, Node memory, const std::string& name,
                                std::int64_t heads, std::int64_t ffn_units, float dropout = 0.0f,
                                Node memory_mask = {});
+
+/// Greedy decoding with a decoder trained by teacher forcing (transformer_decoder_block's
+/// models), whose examples hold the decoder's input at [begin, begin + steps) of each row: the
+/// start token, then the target but its last token. Fills that input step by step with the
+/// model's most probable token (the output's rows of classes, [steps, classes]: one pass of the
+/// model per step) and returns the tokens, [rows, steps]. `rows` is the model's input with the
+/// other parts (the source) filled; what it holds at the decoder's positions is ignored.
+Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
+                     float start_token);
 
 /// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
 /// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another

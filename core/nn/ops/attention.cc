@@ -162,8 +162,8 @@ void MultiHeadAttention::run(const Tensor& query, const Tensor& value, Tensor& o
   context_.resize({n * tq, w});
   dropped_ = context.training && dropout_ > 0.0f;
   if (dropped_) {
-    mask_.resize(weights_.shape());
-    dropout_mask(Graph::variable_seed(context.seed, name_), dropout_, mask_.span());
+    dropout_mask_.resize(weights_.shape());
+    dropout_mask(Graph::variable_seed(context.seed, name_), dropout_, dropout_mask_.span());
     kept_.resize({intra_op_threads(), square});
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(key_dim_));
@@ -196,13 +196,16 @@ void MultiHeadAttention::run(const Tensor& query, const Tensor& value, Tensor& o
         }
         RowArray row(ai, seen);
         row = (row - row.maxCoeff()).exp();
+        if (keys != nullptr)  // exactly 0 (the vectorised exp of -inf may leave a denormal)
+          for (std::int64_t j = 0; j < seen; ++j)
+            if (keys[j] == 0.0f) ai[j] = 0.0f;
         row /= row.sum();
         std::fill(ai + seen, ai + tk, 0.0f);
       }
       const float* used = a;  // the weights the values are summed with
       if (kept != nullptr) {
         RowArray(kept, square) =
-            ConstRowArray(a, square) * ConstRowArray(mask_.data() + bh * square, square);
+            ConstRowArray(a, square) * ConstRowArray(dropout_mask_.data() + bh * square, square);
         used = kept;
       }
       gemm(false, false, tq, key_dim_, tk, 1.0f, used, tk, v_.data() + at_k, w, 0.0f,
@@ -239,15 +242,15 @@ void MultiHeadAttention::run_back(const Tensor& query, const Tensor& value,
       // Through context = K V, K the kept weights (A, or A times the dropout mask):
       // dK = dC V^T, dV = K^T dC, and dA = dK times the mask.
       const float* used = a;
-      const float* mask = dropped_ ? mask_.data() + bh * square : nullptr;
-      if (mask != nullptr) {
+      const float* dropped = dropped_ ? dropout_mask_.data() + bh * square : nullptr;
+      if (dropped != nullptr) {
         float* kept = kept_.data() + thread * square;
-        RowArray(kept, square) = ConstRowArray(a, square) * ConstRowArray(mask, square);
+        RowArray(kept, square) = ConstRowArray(a, square) * ConstRowArray(dropped, square);
         used = kept;
       }
       gemm(false, true, tq, tk, key_dim_, 1.0f, dc, w, v_.data() + at_k, w, 0.0f, da, tk);
       gemm(true, false, tk, key_dim_, tq, 1.0f, used, tk, dc, w, 0.0f, dv_.data() + at_k, w);
-      if (mask != nullptr) RowArray(da, square) *= ConstRowArray(mask, square);
+      if (dropped != nullptr) RowArray(da, square) *= ConstRowArray(dropped, square);
       // Through each row's softmax: dS = A (dA - <dA, A>); masked entries have A = 0.
       for (std::int64_t i = 0; i < tq; ++i) {
         ConstRowArray ai(a + i * tk, tk);

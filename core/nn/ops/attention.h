@@ -98,7 +98,7 @@ class MultiHeadAttention : public MaskableLayer {
   Tensor q_;           // [batch * steps, width]
   Tensor k_, v_;       // [batch * value steps, width]
   Tensor weights_;     // [batch, heads, steps, value steps]: the attention weights
-  Tensor mask_;        // the same: the dropout mask of the last training pass
+  Tensor dropout_mask_;  // the same: the dropout's mask of the last training pass
   Tensor kept_;        // [threads, steps * value steps]: a thread's head's weights after dropout
   Tensor context_;     // [batch * steps, width]: the heads' results
   Tensor dq_, dk_, dv_, dcontext_;

@@ -13,28 +13,49 @@ Shape MaskableLayer::build_node(Graph& graph, std::span<const Shape> inputs) {
   if (masked_) {
     const Shape& keys = inputs[count - 1];  // the sequence the mask is of
     if (keys.size() != 2 || inputs[count] != Shape{keys[0]})
-      throw InvalidArgument("layer \"" + name() + "\": mask " + to_string(inputs[count]) +
-                            " does not fit its input " + to_string(keys) +
-                            ": a mask is [steps] of a sequence [steps, features]");
+      throw InvalidArgument(
+          "layer \"" + name() + "\": mask " + to_string(inputs[count]) + " does not fit its " +
+          (count > 1 ? "last input " : "input ") + to_string(keys) +
+          ": a mask is [steps] of a sequence [steps, features]" +
+          (count == 1 && inputs[count].size() == 2
+               ? " (a query and a value: cross_attention() takes them)"
+               : ""));
   }
   return build_inputs(graph, inputs.first(count));
 }
 
+namespace {
+
+// Holds a layer's mask pointer for one call, cleared as the call ends, also by an exception: the
+// pass's mask is never kept beyond it.
+class MaskForCall {
+ public:
+  MaskForCall(const Tensor*& slot, const Tensor* mask) : slot_(slot) { slot_ = mask; }
+  ~MaskForCall() { slot_ = nullptr; }
+  MaskForCall(const MaskForCall&) = delete;
+  MaskForCall& operator=(const MaskForCall&) = delete;
+
+ private:
+  const Tensor*& slot_;
+};
+
+}  // namespace
+
 void MaskableLayer::forward_node(std::span<const Tensor* const> inputs, Tensor& output,
                                  const OpContext& context) {
   const auto count = static_cast<std::size_t>(num_inputs());
-  mask_ = inputs.size() == count + 1 ? inputs[count] : nullptr;
+  const MaskForCall call(mask_, inputs.size() == count + 1 ? inputs[count] : nullptr);
   forward_inputs(inputs.first(count), output, context);
-  mask_ = nullptr;
 }
 
 void MaskableLayer::backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
                                   const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
                                   std::span<float> grads) {
   const auto count = static_cast<std::size_t>(num_inputs());
-  mask_ = inputs.size() == count + 1 ? inputs[count] : nullptr;
-  backward_inputs(inputs.first(count), output, grad_output, grad_inputs.first(count), grads);
-  mask_ = nullptr;
+  {
+    const MaskForCall call(mask_, inputs.size() == count + 1 ? inputs[count] : nullptr);
+    backward_inputs(inputs.first(count), output, grad_output, grad_inputs.first(count), grads);
+  }
   if (inputs.size() == count + 1 && grad_inputs[count] != nullptr) {
     grad_inputs[count]->resize(inputs[count]->shape());
     grad_inputs[count]->set_zero();

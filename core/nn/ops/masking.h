@@ -88,4 +88,9 @@ class PaddingMask : public Layer {
 /// padding_mask("mask") over token ids: id 0 is padding (TextVectorizer's).
 std::unique_ptr<Layer> padding_mask(std::string name, float value = 0.0f);
 
+/// Whether step t of example b is read under `mask` [batch, steps] (null: every step is).
+inline bool mask_reads(const Tensor* mask, std::int64_t b, std::int64_t t) {
+  return mask == nullptr || (*mask)[b * mask->dim(1) + t] != 0.0f;
+}
+
 }  // namespace cohort

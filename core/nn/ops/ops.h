@@ -332,10 +332,10 @@ std::unique_ptr<Layer> global_max_pool2d(std::string name);
 /// merge.h: apply to two or more nodes.
 std::unique_ptr<Layer> add(std::string name, Activation activation = Activation::kNone);
 std::unique_ptr<Layer> concatenate(std::string name, int axis = -1);
+std::unique_ptr<Layer> multiply(std::string name);
 /// merge.h: [begin, begin + size) of each example along `axis` (the last by default).
 std::unique_ptr<Layer> slice(std::string name, std::int64_t begin, std::int64_t size,
                              int axis = -1);
-std::unique_ptr<Layer> multiply(std::string name);
 /// elementwise.h. `function`: "relu", "leaky_relu" (slope `alpha` below 0, default 0.2),
 /// "sigmoid", "tanh", "gelu", "softmax" (over the last axis), "silu" or "swish" (x sigmoid(x)),
 /// "softplus" (log(1 + e^x)) or "elu" (alpha (e^x - 1) below 0, alpha default 1);

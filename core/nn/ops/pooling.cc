@@ -163,10 +163,6 @@ std::int64_t positions_read(const Tensor* mask, std::int64_t b, std::int64_t pos
   return std::count_if(m, m + positions, [](float v) { return v != 0.0f; });
 }
 
-bool read(const Tensor* mask, std::int64_t b, std::int64_t p, std::int64_t positions) {
-  return mask == nullptr || (*mask)[b * positions + p] != 0.0f;
-}
-
 }  // namespace
 
 void GlobalAveragePooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
@@ -183,7 +179,7 @@ void GlobalAveragePooling2D::forward(const Tensor& input, Tensor& output, const 
     const std::int64_t count = positions_read(m, b, positions_);
     if (count == 0) continue;
     for (std::int64_t p = 0; p < positions_; ++p) {
-      if (!read(m, b, p, positions_)) continue;
+      if (!mask_reads(m, b, p)) continue;
       for (std::int64_t k = 0; k < c; ++k) out[k] += in[p * c + k];
     }
     const float scale = 1.0f / static_cast<float>(count);
@@ -205,7 +201,7 @@ void GlobalAveragePooling2D::backward(const Tensor& input, const Tensor&, const 
     const std::int64_t count = positions_read(m, b, positions_);
     const float scale = count == 0 ? 0.0f : 1.0f / static_cast<float>(count);
     for (std::int64_t p = 0; p < positions_; ++p) {
-      const float s = read(m, b, p, positions_) ? scale : 0.0f;
+      const float s = mask_reads(m, b, p) ? scale : 0.0f;
       for (std::int64_t k = 0; k < c; ++k) dx[p * c + k] = dy[k] * s;
     }
   }
@@ -223,7 +219,7 @@ void GlobalMaxPooling2D::forward(const Tensor& input, Tensor& output, const OpCo
     float* __restrict out = output.data() + b * c;
     std::int32_t* __restrict at = argmax_.data() + b * c;
     std::int64_t first = 0;  // the first position read
-    while (first < positions_ && !read(m, b, first, positions_)) ++first;
+    while (first < positions_ && !mask_reads(m, b, first)) ++first;
     if (first == positions_) {  // nothing read: zeros, and no gradient
       std::fill_n(out, c, 0.0f);
       std::fill_n(at, c, -1);
@@ -232,7 +228,7 @@ void GlobalMaxPooling2D::forward(const Tensor& input, Tensor& output, const OpCo
     std::copy_n(in + first * c, c, out);
     std::fill_n(at, c, static_cast<std::int32_t>(first));
     for (std::int64_t p = first + 1; p < positions_; ++p) {
-      if (!read(m, b, p, positions_)) continue;
+      if (!mask_reads(m, b, p)) continue;
       for (std::int64_t k = 0; k < c; ++k)
         if (in[p * c + k] > out[k]) out[k] = in[p * c + k], at[k] = static_cast<std::int32_t>(p);
     }

@@ -28,19 +28,14 @@ using ops_detail::in_ranges;
 using RowArray = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowArray = Eigen::Map<const Eigen::ArrayXf>;
 
-// Whether step t of example b is read (not padding) under `mask` [batch, steps] (null: all are).
-bool reads(const Tensor* mask, std::int64_t b, std::int64_t t) {
-  return mask == nullptr || (*mask)[b * mask->dim(1) + t] != 0.0f;
-}
-
 // Calls fn(start, count, read) for the runs of rows [0, rows) (examples from `first`) that the
 // mask reads alike at step t: one run of them all, read, without a mask.
 template <typename Fn>
 void for_runs(const Tensor* mask, std::int64_t t, std::int64_t first, std::int64_t rows, Fn&& fn) {
   for (std::int64_t b = 0; b < rows;) {
-    const bool read = reads(mask, first + b, t);
+    const bool read = mask_reads(mask, first + b, t);
     std::int64_t end = b + 1;
-    while (end < rows && reads(mask, first + end, t) == read) ++end;
+    while (end < rows && mask_reads(mask, first + end, t) == read) ++end;
     fn(b, end - b, read);
     b = end;
   }
@@ -57,7 +52,9 @@ Recurrent::Recurrent(const char* kind, std::string name, std::int64_t units, int
       return_sequences_(options.return_sequences),
       recurrent_bias_(recurrent_bias),
       dropout_(options.dropout),
-      recurrent_dropout_(options.recurrent_dropout) {
+      recurrent_dropout_(options.recurrent_dropout),
+      dropout_key_(name_ + "/dropout"),
+      recurrent_dropout_key_(name_ + "/recurrent_dropout") {
   const std::string what = std::string(kind_) + " \"" + name_ + "\": ";
   if (units_ < 1)
     throw InvalidArgument(what + "units = " + std::to_string(units_) + ", must be >= 1");
@@ -105,21 +102,24 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& co
   const float* in = input.data();
   if (inputs_dropped_) {
     input_mask_.resize({n, features_});
-    dropout_mask(Graph::variable_seed(context.seed, name_ + "/dropout"), dropout_,
-                 input_mask_.span());
+    dropout_mask(Graph::variable_seed(context.seed, dropout_key_), dropout_, input_mask_.span());
     dropped_input_.resize(input.shape());
-    for (std::int64_t b = 0; b < n; ++b)
-      for (std::int64_t t = 0; t < t_count; ++t) {
-        const std::int64_t at = (b * t_count + t) * features_;
-        for (std::int64_t f = 0; f < features_; ++f)
-          dropped_input_[at + f] = input[at + f] * input_mask_[b * features_ + f];
+    in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
+      for (std::int64_t b = b0; b < b0 + rows; ++b) {
+        const ConstRowArray keep(input_mask_.data() + b * features_, features_);
+        for (std::int64_t t = 0; t < t_count; ++t) {
+          const std::int64_t at = (b * t_count + t) * features_;
+          RowArray(dropped_input_.data() + at, features_) =
+              ConstRowArray(input.data() + at, features_) * keep;
+        }
       }
+    });
     in = dropped_input_.data();
   }
   if (states_dropped_) {
     state_mask_.resize({n, u});
-    dropout_mask(Graph::variable_seed(context.seed, name_ + "/recurrent_dropout"),
-                 recurrent_dropout_, state_mask_.span());
+    dropout_mask(Graph::variable_seed(context.seed, recurrent_dropout_key_), recurrent_dropout_,
+                 state_mask_.span());
     dropped_states_.resize({t_count, n, u});
   }
   xs_.resize({t_count, n, columns});
@@ -176,7 +176,7 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& co
       }
       for (std::int64_t t = 0; t < t_count; ++t) {
         float* y = output.data() + (b * t_count + t) * u;
-        if (reads(mask(), b, t)) {
+        if (mask_reads(mask(), b, t)) {
           std::copy_n(hs_.data() + (t * n + b) * u, u, y);
         } else {
           std::fill_n(y, u, 0.0f);
@@ -212,7 +212,7 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
       if (return_sequences_ || t == t_count - 1) {
         for (std::int64_t b = 0; b < rows; ++b) {
           const std::int64_t example = b0 + b;
-          if (return_sequences_ && !reads(mask(), example, t)) continue;  // a constant 0 there
+          if (return_sequences_ && !mask_reads(mask(), example, t)) continue;  // a constant 0 there
           const float* g = grad_output.data() +
                            (return_sequences_ ? (example * t_count + t) * u : example * u);
           for (std::int64_t j = 0; j < u; ++j) dh[b * u + j] += g[j];
@@ -253,11 +253,11 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
              columns, kernel, columns, 0.0f, grad_input->data() + (b0 * t_count + t) * features_,
              t_count * features_);
       if (inputs_dropped_)  // through the dropout's mask, the same at every step
-        for (std::int64_t b = b0; b < b0 + rows; ++b)
-          for (std::int64_t t = 0; t < t_count; ++t) {
-            float* d = grad_input->data() + (b * t_count + t) * features_;
-            for (std::int64_t f = 0; f < features_; ++f) d[f] *= input_mask_[b * features_ + f];
-          }
+        for (std::int64_t b = b0; b < b0 + rows; ++b) {
+          const ConstRowArray keep(input_mask_.data() + b * features_, features_);
+          for (std::int64_t t = 0; t < t_count; ++t)
+            RowArray(grad_input->data() + (b * t_count + t) * features_, features_) *= keep;
+        }
     }
   }, 1);
   // kernel gradient = sum over steps of x_t^T dx_t; recurrent = sum over steps of h_{t-1}^T dr_t
@@ -380,7 +380,10 @@ GRU::GRU(std::string name, std::int64_t units, bool return_sequences)
     : GRU(std::move(name), units, RecurrentOptions{.return_sequences = return_sequences}) {}
 
 GRU::GRU(std::string name, std::int64_t units, const RecurrentOptions& options)
-    : Recurrent("GRU", std::move(name), units, 3, options, true) {}
+    : Recurrent("GRU", std::move(name), units, 3, options, true) {
+  if (options.forget_bias != RecurrentOptions{}.forget_bias)
+    throw InvalidArgument("GRU \"" + name_ + "\": forget_bias is an LSTM's; a GRU has no forget gate");
+}
 
 void GRU::step_forward(std::int64_t, std::int64_t, std::int64_t rows, float* x, float* r,
                        const float* h_prev, float* h) {
@@ -459,7 +462,8 @@ Shape Bidirectional::build(Graph& graph, const Shape& input) {
   if (masked()) {
     for (const Layer* inner : {forward_.get(), backward_.get()})
       if (!inner->takes_mask())
-        throw InvalidArgument(what + ": its layer \"" + inner->name() + "\" takes no mask");
+        throw InvalidArgument("Bidirectional \"" + name_ + "\" has a mask, which its layer \"" +
+                              inner->name() + "\" does not take");
     inputs.push_back({steps_});
   }
   const Shape f = forward_->build_node(graph, inputs);
@@ -477,12 +481,6 @@ Shape Bidirectional::build(Graph& graph, const Shape& input) {
   return {forward_units_ + backward_units_};
 }
 
-std::span<const Tensor* const> Bidirectional::inputs(const Tensor& sequence,
-                                                     const Tensor* sequence_mask) {
-  given_ = {&sequence, sequence_mask};
-  return std::span(given_.data(), mask() != nullptr ? 2 : 1);
-}
-
 void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext& context) {
   const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
   reversed_.resize(input.shape());
@@ -491,8 +489,11 @@ void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext
     reversed_mask_.resize(mask()->shape());
     reverse_steps(mask()->data(), n, steps_, 1, reversed_mask_.data());
   }
-  forward_->forward_node(inputs(input, mask()), forward_out_, context);
-  backward_->forward_node(inputs(reversed_, &reversed_mask_), backward_out_, context);
+  const std::size_t given = mask() != nullptr ? 2 : 1;  // the inner layers' inputs
+  const Tensor* forward_inputs[] = {&input, mask()};
+  const Tensor* backward_inputs[] = {&reversed_, &reversed_mask_};
+  forward_->forward_node(std::span(forward_inputs, given), forward_out_, context);
+  backward_->forward_node(std::span(backward_inputs, given), backward_out_, context);
   const std::int64_t positions = sequences_ ? steps_ : 1;
   output.resize(sequences_ ? Shape{n, steps_, uf + ub} : Shape{n, uf + ub});
   for (std::int64_t b = 0; b < n; ++b)
@@ -519,10 +520,12 @@ void Bidirectional::backward(const Tensor& input, const Tensor&, const Tensor& g
   const bool to_input = grad_input != nullptr;
   Tensor* forward_grads[] = {to_input ? &forward_grad_input_ : nullptr, nullptr};
   Tensor* backward_grads[] = {to_input ? &backward_grad_input_ : nullptr, nullptr};
-  const auto given = static_cast<std::size_t>(mask() != nullptr ? 2 : 1);
-  forward_->backward_node(inputs(input, mask()), forward_out_, forward_grad_,
+  const std::size_t given = mask() != nullptr ? 2 : 1;
+  const Tensor* forward_inputs[] = {&input, mask()};
+  const Tensor* backward_inputs[] = {&reversed_, &reversed_mask_};
+  forward_->backward_node(std::span(forward_inputs, given), forward_out_, forward_grad_,
                           std::span(forward_grads, given), grads);
-  backward_->backward_node(inputs(reversed_, &reversed_mask_), backward_out_, backward_grad_,
+  backward_->backward_node(std::span(backward_inputs, given), backward_out_, backward_grad_,
                            std::span(backward_grads, given), grads);
   if (!to_input) return;
   grad_input->resize(input.shape());

@@ -11,7 +11,6 @@
 //   Model model(graph, {28, 28});                       // 28 steps of 28 features
 //   model.add(lstm("lstm", 128)).add(dense("logits", 10));
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -34,7 +33,7 @@ struct RecurrentOptions {
   /// The same for the units of the last output where it enters the recurrent product: Keras's
   /// `recurrent_dropout`.
   float recurrent_dropout = 0.0f;
-  /// LSTM: added to the forget gate's sum (LSTM's forget_bias).
+  /// LSTM: added to the forget gate's sum (LSTM's forget_bias); a GRU refuses another value.
   float forget_bias = 1.0f;
 };
 
@@ -97,6 +96,7 @@ class Recurrent : public MaskableLayer {
   bool return_sequences_;
   bool recurrent_bias_;
   float dropout_, recurrent_dropout_;
+  std::string dropout_key_, recurrent_dropout_key_;  // the masks' names: "<name>/dropout", ...
   // Whether the last forward pass dropped inputs, and units of the last output.
   bool inputs_dropped_ = false, states_dropped_ = false;
   Graph* graph_ = nullptr;
@@ -188,10 +188,6 @@ class Bidirectional : public MaskableLayer {
   double input_grad_flops_per_example() const override;
 
  private:
-  // An inner layer's inputs for the pass under way: {sequence}, or {sequence, its mask} where
-  // this layer has a mask.
-  std::span<const Tensor* const> inputs(const Tensor& sequence, const Tensor* sequence_mask);
-
   std::string name_;
   std::unique_ptr<Layer> forward_, backward_;
   std::int64_t steps_ = 0, features_ = 0;
@@ -199,7 +195,6 @@ class Bidirectional : public MaskableLayer {
   bool sequences_ = false;  // the layers give every step's output
   Tensor reversed_;         // the input, reversed in time
   Tensor reversed_mask_;    // the mask, reversed in time
-  std::array<const Tensor*, 2> given_{};  // what inputs() gives
   Tensor forward_out_, backward_out_;
   Tensor forward_grad_, backward_grad_;  // of the two outputs
   Tensor forward_grad_input_, backward_grad_input_;

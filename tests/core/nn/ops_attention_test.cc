@@ -281,7 +281,7 @@ TEST_CASE("MultiHeadAttention on three threads computes what it does on one, dro
   for (std::size_t i = 0; i < g1.size(); ++i) CHECK(g3[i] == doctest::Approx(g1[i]).epsilon(1e-5).scale(1e-3));
 }
 
-TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two held in one example") {
+TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two held in one example; greedy decoding") {
   // Sources of 6 tokens from 1..8; the target their reverse. Each example holds the source, then
   // the decoder's input (9, a start token, then the target but its last token), side by side;
   // the targets are one-hot rows, one per decoder step (teacher forcing).
@@ -334,4 +334,16 @@ TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two h
   const float accuracy = model.evaluate(test_rows, held_out_per_step).metrics[0];
   MESSAGE("held-out per-step accuracy ", accuracy);
   CHECK(accuracy > 0.95f);
+  // Without the targets: decoded token by token from the start token alone.
+  const Tensor decoded = greedy_decode(model, test_rows, steps, steps, static_cast<float>(start));
+  REQUIRE(decoded.shape() == Shape{held_out, steps});
+  std::int64_t exact = 0;
+  for (std::int64_t b = 0; b < held_out; ++b) {
+    bool same = true;
+    for (std::int64_t t = 0; t < steps; ++t)
+      same = same && decoded[b * steps + t] == test_rows[b * 2 * steps + steps - 1 - t];
+    exact += same ? 1 : 0;
+  }
+  MESSAGE("held-out sequences decoded exactly ", exact, " of ", held_out);
+  CHECK(exact >= held_out * 9 / 10);
 }

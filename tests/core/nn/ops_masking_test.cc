@@ -277,11 +277,15 @@ TEST_CASE("The graph takes a mask beside the layers that take one, of the sequen
                        doctest::Contains("layer \"lstm\": mask [5] does not fit its input [6, 4]"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(model.apply(lstm("lstm", 3), {x, mask, mask}),
-                       doctest::Contains("takes 1 input (and a mask), given 3"), InvalidArgument);
+                       doctest::Contains("takes 1 input (and optionally a mask), given 3"), InvalidArgument);
   CHECK_THROWS_WITH_AS(
       model.apply(bidirectional("bi", lstm("bi/forward", 3), conv1d("bi/backward", 3, 2)),
                   {x, mask}),
-      doctest::Contains("its layer \"bi/backward\" takes no mask"), InvalidArgument);
+      doctest::Contains("Bidirectional \"bi\" has a mask, which its layer \"bi/backward\" does not take"), InvalidArgument);
+  Node sequence = model.apply(embedding("embed2", 10, 4), other);
+  CHECK_THROWS_WITH_AS(model.apply(multi_head_attention("mha", 2), {x, sequence}),
+                       doctest::Contains("(a query and a value: cross_attention() takes them)"),
+                       InvalidArgument);
   CHECK(model.shape(model.apply(lstm("lstm", 3), {x, mask})) == Shape{3});
 }
 

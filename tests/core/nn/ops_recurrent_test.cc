@@ -217,6 +217,9 @@ TEST_CASE("LSTM and GRU dropout: one mask of the input and one of the state for 
   CHECK_THROWS_WITH_AS(LSTM("rnn", 4, RecurrentOptions{.recurrent_dropout = 1.0f}),
                        "LSTM \"rnn\": recurrent_dropout = 1.000000, must be in [0, 1)",
                        InvalidArgument);
+  CHECK_THROWS_WITH_AS(GRU("rnn", 4, RecurrentOptions{.forget_bias = 0.0f}),
+                       "GRU \"rnn\": forget_bias is an LSTM's; a GRU has no forget gate",
+                       InvalidArgument);
 }
 
 TEST_CASE("A recurrent layer refuses what is not a sequence, naming itself") {
