@@ -24,6 +24,7 @@ packages=(
   doctest-dev nlohmann-json3-dev zlib1g-dev
   libzip-dev                        # NumPy .npz archives
   libpng-dev libjpeg-dev            # folders of PNG and JPEG images
+  libhdf5-dev                       # HDF5 files
   libopenblas-dev                   # the convolutions' and dense layers' matrix products
   libdnnl-dev                       # oneDNN: the large ones
   ocl-icd-opencl-dev                # required by oneDNN's CMake package (its GPU runtime)
@@ -33,6 +34,7 @@ if ((with_tests)); then
   packages+=(
     python3-numpy python3-matplotlib  # checkpoint reader test, metric plots
     python3-pil                       # images written by another library, to read back
+    python3-h5py                      # HDF5 files written by another library, to read back
     python3-torch                     # the recurrent and attention layers checked against PyTorch's
     python3-protobuf                  # event files parsed by the protobuf library
     slurmctld slurmd slurm-client munge libpmix-dev  # the real-Slurm test

@@ -23,7 +23,8 @@
 // step of zeros) for padding: sequences of different lengths, padded at either end, are read as
 // their own steps alone.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
-// archive holding arrays "x" and "y", or TFRecord files of tf.train.Example records (a name
+// archive or an HDF5 file (.h5, .hdf5) holding arrays "x" and "y" (--features_key,
+// --targets_key), or TFRecord files of tf.train.Example records (a name
 // ending in .tfrecord or .tfrecords, with .gz or not, or a pattern such as
 // 'data/part-*.tfrecord'): their
 // --tfrecord_features feature holds the features, --label_column names the label feature or
@@ -43,7 +44,9 @@
 #include <string>
 #include <vector>
 
-COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz or TFRecord files");
+COHORT_DEFINE_string(train, "", "training data: FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz, FILE.h5 (or .hdf5) or TFRecord files");
+COHORT_DEFINE_string(features_key, "x", ".npz or HDF5: the array holding the features (in HDF5 a path, as group/x)");
+COHORT_DEFINE_string(targets_key, "y", ".npz or HDF5: the array holding the labels or targets");
 COHORT_DEFINE_string(tfrecord_features, "x", "TFRecord: the feature holding each example's features");
 COHORT_DEFINE_string(test, "", "test data, in the same form (empty: evaluate on the training data, or on --validation_split's part of it)");
 COHORT_DEFINE_float(validation_split, 0.0,
@@ -123,7 +126,10 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     csv.shard = shard;
     return cohort::data::load_csv(spec, csv, &csv_features);
   }
-  if (ends_with(spec, ".npz")) return cohort::data::dataset_from_npz(spec, "x", "y", 0, shard);
+  if (ends_with(spec, ".npz"))
+    return cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
+  if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
+    return cohort::data::dataset_from_hdf5(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
   if (ends_with(spec, ".tfrecord") || ends_with(spec, ".tfrecords") ||
       ends_with(spec, ".tfrecord.gz") || ends_with(spec, ".tfrecords.gz") ||
       spec.find_first_of("*?[") != std::string::npos) {
@@ -143,7 +149,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   if (files.size() != 2)
     throw cohort::InvalidArgument("--" + what + "=" + spec +
-                                  ": expected FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz or TFRecord files");
+                                  ": expected FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz, FILE.h5 or TFRecord files");
   return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip), CSV,
-// folders of PNG and JPEG images (through libpng and libjpeg), a subfolder per class, and
-// TensorFlow's TFRecord files of tf.train.Example records. Folders of text files: text.h.
+// Data from common files: NumPy .npy and .npz (NumPy's own format; .npz through libzip), HDF5
+// (through the HDF5 library), CSV, folders of PNG and JPEG images (through libpng and libjpeg),
+// a subfolder per class, and TensorFlow's TFRecord files of tf.train.Example records. Folders of
+// text files: text.h.
 //
 //   auto train = cohort::data::dataset_from_npy("x_train.npy", "y_train.npy");
 //   auto table = cohort::data::load_csv("houses.csv", {.target_columns = {"price"}});
@@ -64,6 +65,15 @@ Dataset dataset_from_npy(const std::string& features_path, const std::string& ta
 Dataset dataset_from_npz(const std::string& path, const std::string& features_key = "x",
                          const std::string& targets_key = "y", int num_classes = 0,
                          ShardSpec shard = {});
+
+/// The same from two datasets of an HDF5 file (h5py's, Keras's .h5, an HPC code's output):
+/// `features_key` and `targets_key` are paths in the file ("x", "train/images"); any integer or
+/// float type, stored contiguous, chunked or compressed, converted as it is read; an integer
+/// dataset of n values gives class labels. With a `shard`, only its rows of the features are
+/// read from the file.
+Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key = "x",
+                          const std::string& targets_key = "y", int num_classes = 0,
+                          ShardSpec shard = {});
 
 /// How to read a CSV file of numbers. (The `{}` initializers keep GCC's -Wextra quiet about
 /// designated initializers that leave members out, as in the example above.)

@@ -1,6 +1,7 @@
 #pragma once
 // The .npy format, internal to core/nn/data: what the .npz archive (npz.cc) and the data sets
-// (numpy.cc) take from the .npy reader (npy.cc).
+// (numpy.cc) take from the .npy reader (npy.cc), and the data set of two arrays of one file
+// (numpy.cc), which the .npz and HDF5 loaders share.
 
 #include <string>
 #include <string_view>
@@ -22,5 +23,13 @@ NpyArray parse_npy(std::string_view bytes, const std::string& where, ShardSpec s
 /// load_npy(path, shard), and the array's shape in the file ([1] for a 0-d array) into
 /// `file_shape`.
 NpyArray read_npy(const std::string& path, ShardSpec shard, Shape& file_shape);
+
+/// The data set of two arrays of one file (an .npz archive, an HDF5 file: `source`), as
+/// dataset_from_npz makes it: `features` the rows `shard` keeps of an array of `features_shape`
+/// named `features_key`, `targets` the whole array `targets_key` (labels where it is integral),
+/// every value checked.
+Dataset dataset_of_arrays(NpyArray features, const Shape& features_shape, NpyArray targets,
+                          const std::string& source, const std::string& features_key,
+                          const std::string& targets_key, int num_classes, ShardSpec shard);
 
 }  // namespace cohort::data::detail

@@ -1,5 +1,6 @@
-// The data sets of NumPy arrays (loaders.h): from two .npy files, two members of an .npz archive,
-// or arrays in memory, checked; sharded where asked. The formats: npy.cc, npz.cc.
+// The data sets of NumPy arrays (loaders.h): from two .npy files, two members of an .npz archive
+// (or two datasets of an HDF5 file, hdf5.cc), or arrays in memory, checked; sharded where asked.
+// The formats: npy.cc, npz.cc.
 
 #include <algorithm>
 #include <cmath>
@@ -164,11 +165,20 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
       fail(path, "no array '" + key + "' (keys present: " + archive.keys() + ")");
   // Only the two arrays asked for are inflated, and of the features only the shard's rows are
   // converted.
-  const Names names{path, "features '" + features_key + "'", "targets '" + targets_key + "'",
-                    path + ": targets '" + targets_key + "'", path};
   Shape features_shape;
   NpyArray features = archive.read(features_key, shard, &features_shape);
   NpyArray targets = archive.read(targets_key);
+  return detail::dataset_of_arrays(std::move(features), features_shape, std::move(targets), path,
+                                   features_key, targets_key, num_classes, shard);
+}
+
+Dataset detail::dataset_of_arrays(NpyArray features, const Shape& features_shape,
+                                  NpyArray targets, const std::string& source,
+                                  const std::string& features_key,
+                                  const std::string& targets_key, int num_classes,
+                                  ShardSpec shard) {
+  const Names names{source, "features '" + features_key + "'", "targets '" + targets_key + "'",
+                    source + ": targets '" + targets_key + "'", source};
   if (shard.count == 1) return make_dataset(std::move(features), std::move(targets), names, num_classes);
   return make_shard(std::move(features), features_shape, std::move(targets), names, num_classes,
                     shard);

@@ -1,0 +1,148 @@
+// HDF5 files (loaders.h): two datasets of one file as a data set, through the HDF5 C library,
+// which converts any integer or float type as it reads (and inflates compressed chunks).
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cohort/core/nn/data/files.h"
+#include "cohort/core/nn/data/loaders.h"
+#include "cohort/core/nn/data/npy.h"
+
+namespace cohort::data {
+namespace {
+
+using detail::fail;
+
+// An HDF5 identifier, closed with `close` when it goes.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+// What `open` returns (an HDF5 identifier, negative on failure), without the library printing its
+// error stack: the failure becomes a DataError of ours.
+template <typename Open>
+hid_t quietly(Open&& open) {
+  hid_t id = -1;
+  H5E_BEGIN_TRY { id = open(); }
+  H5E_END_TRY;
+  return id;
+}
+
+// What a dataset of this type class holds, for a message.
+std::string type_class_name(H5T_class_t kind) {
+  switch (kind) {
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "records of several fields";
+    case H5T_ENUM: return "an enumeration (h5py's booleans: store them as integers)";
+    case H5T_VLEN: return "variable-length sequences";
+    case H5T_ARRAY: return "arrays in each element";
+    case H5T_REFERENCE: return "references";
+    case H5T_OPAQUE: return "opaque bytes";
+    case H5T_BITFIELD: return "bit fields";
+    default: return "HDF5 type class " + std::to_string(static_cast<int>(kind));
+  }
+}
+
+// The paths of every dataset in the file, for a message naming what is there.
+std::string dataset_names(hid_t file) {
+  std::string names;
+  H5Ovisit(
+      file, H5_INDEX_NAME, H5_ITER_NATIVE,
+      [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+        if (info->type == H5O_TYPE_DATASET) {
+          auto& list = *static_cast<std::string*>(out);
+          list += (list.empty() ? "" : ", ") + std::string(name);
+        }
+        return 0;
+      },
+      &names);
+  return names.empty() ? "none" : names;
+}
+
+// Dataset `key` of `file`: all of it, or the rows `shard` keeps (index, index + count, ...), as
+// float32; its shape in the file into `file_shape`.
+NpyArray read_dataset(hid_t file, const std::string& path, const std::string& key,
+                      ShardSpec shard, Shape& file_shape) {
+  const Handle dataset(quietly([&] { return H5Dopen2(file, key.c_str(), H5P_DEFAULT); }),
+                       H5Dclose);
+  if (!dataset.valid())
+    fail(path, "no dataset '" + key + "' (datasets present: " + dataset_names(file) + ")");
+  const Handle type(H5Dget_type(dataset.get()), H5Tclose);
+  const H5T_class_t kind = H5Tget_class(type.get());
+  if (kind != H5T_INTEGER && kind != H5T_FLOAT)
+    fail(path, "dataset '" + key + "' holds " + type_class_name(kind) +
+                   ", not integers or floats");
+  const Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
+  if (rank < 0 || H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    fail(path, "dataset '" + key + "': its shape cannot be read");
+  file_shape.clear();
+  for (hsize_t d : dims) file_shape.push_back(static_cast<std::int64_t>(d));
+  if (file_shape.empty()) file_shape = {1};  // a scalar
+  Shape shape = file_shape;
+  if (shard.count > 1 && rank > 0) {
+    // The shard's rows: a hyperslab of every count-th row from index.
+    const hsize_t rows = dims[0] > static_cast<hsize_t>(shard.index)
+                             ? (dims[0] - static_cast<hsize_t>(shard.index) + shard.count - 1) /
+                                   static_cast<hsize_t>(shard.count)
+                             : 0;
+    std::vector<hsize_t> start(dims.size(), 0), stride(dims.size(), 1), count = dims;
+    start[0] = static_cast<hsize_t>(shard.index);
+    stride[0] = static_cast<hsize_t>(shard.count);
+    count[0] = rows;
+    shape[0] = static_cast<std::int64_t>(rows);
+    if (rows > 0 && H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), stride.data(),
+                                        count.data(), nullptr) < 0)
+      fail(path, "dataset '" + key + "': its shard's rows cannot be selected");
+    if (rows == 0) H5Sselect_none(space.get());
+  }
+  NpyArray array{Tensor(shape), kind == H5T_INTEGER ? "<i8" : "<f8", kind == H5T_INTEGER};
+  std::vector<hsize_t> memory_dims;
+  for (std::int64_t d : shape) memory_dims.push_back(static_cast<hsize_t>(d));
+  const Handle memory(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(),
+                                       nullptr),
+                      H5Sclose);
+  const herr_t status = array.values.size() == 0 ? 0 : quietly([&] {
+    return H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT,
+                   array.values.data());
+  });
+  if (status < 0)
+    fail(path, "dataset '" + key + "' cannot be read (truncated, or a filter this HDF5 lacks)");
+  return array;
+}
+
+}  // namespace
+
+Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key,
+                          const std::string& targets_key, int num_classes, ShardSpec shard) {
+  detail::check_shard(shard, path);
+  detail::file_size(path, "an HDF5 file");
+  const Handle file(quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }),
+                    H5Fclose);
+  if (!file.valid()) fail(path, "not an HDF5 file, or not one this HDF5 library reads");
+  Shape features_shape, targets_shape;
+  NpyArray features = read_dataset(file.get(), path, features_key, shard, features_shape);
+  NpyArray targets = read_dataset(file.get(), path, targets_key, {}, targets_shape);
+  return detail::dataset_of_arrays(std::move(features), features_shape, std::move(targets), path,
+                                   features_key, targets_key, num_classes, shard);
+}
+
+}  // namespace cohort::data

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Training on HDF5 files written by h5py (apps/examples/tabular.cc, 2 workers, allreduce mode):
+# - Fashion-MNIST's first 6000 training and 1000 test images as uint8 [n, 28, 28] in a group of
+#   the file ("train/images", gzip-compressed in chunks) with int64 labels, through the mlp with
+#   --standardize: test accuracy at least 0.8; and the same arrays in .npy files train to the
+#   same test loss and accuracy, to the last digit printed (each shard's rows read from the file
+#   are the ones the .npy reader keeps);
+# - a regression of float64 features and float32 targets [n, 2]: test MSE below 0.05;
+# - a missing dataset (its message names those present), a file that is not HDF5 and a dataset
+#   of strings each end the job in one line.
+#
+#   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR
+set -euo pipefail
+tabular=$1 mpiexec=$2 np_flag=$3 data_dir=$4 work=$5
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../support/skip.sh"
+/usr/bin/python3 -c "import numpy, h5py" 2>/dev/null ||
+  skip "/usr/bin/python3 cannot import numpy and h5py" "install python3-numpy python3-h5py"
+[[ -d $data_dir ]] || skip "no Fashion-MNIST in $data_dir" "Debian: dataset-fashion-mnist"
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+PYTHONPATH="$here/../support" /usr/bin/python3 - "$data_dir" <<'PY'
+import sys
+import h5py
+import numpy as np
+from fashion_mnist import first
+
+for split, prefix, n in (("train", "train", 6000), ("test", "t10k", 1000)):
+    images, labels = first(sys.argv[1], prefix, n)
+    with h5py.File(f"fashion_{split}.h5", "w") as f:
+        f.create_dataset("train/images", data=images.astype(np.uint8), compression="gzip",
+                         chunks=(100, 28, 28))
+        f.create_dataset("train/labels", data=labels.astype(np.int64))
+    np.save(f"fashion_{split}_x.npy", images.astype(np.float32))
+    np.save(f"fashion_{split}_y.npy", labels.astype(np.int32))
+
+rng = np.random.default_rng(3)
+weights = rng.normal(size=(6, 2))
+for split, n in (("train", 2000), ("test", 500)):
+    x = rng.normal(size=(n, 6))
+    y = np.tanh(x @ weights) + rng.normal(0, 0.01, size=(n, 2))
+    with h5py.File(f"regression_{split}.h5", "w") as f:
+        f["x"] = x  # float64
+        f["y"] = y.astype(np.float32)
+with h5py.File("strings.h5", "w") as f:
+    f["x"] = np.array([b"a", b"b"])
+    f["y"] = np.array([0, 1])
+PY
+printf 'not an HDF5 file\n' > text.h5
+
+. "$here/example_jobs.sh"
+run() { run_job "$tabular" "$1" 2 "${@:2}"; }  # run NAME ARGS...: 2 ranks
+
+common=(--model=mlp --hidden=128 --standardize --learning_rate=0.001 --train_steps=300)
+run fashion_h5 "${common[@]}" --train=fashion_train.h5 --test=fashion_test.h5 \
+  --features_key=train/images --targets_key=train/labels --metrics_json=h5.json \
+  || { echo "the job on HDF5 files failed"; exit 1; }
+run fashion_npy "${common[@]}" --train=fashion_train_x.npy,fashion_train_y.npy \
+  --test=fashion_test_x.npy,fashion_test_y.npy --metrics_json=npy.json \
+  || { echo "the job on .npy files failed"; exit 1; }
+/usr/bin/python3 - <<'PY' || exit 1
+import json, sys
+h5, npy = json.load(open("h5.json")), json.load(open("npy.json"))
+print(f"fashion: HDF5 {h5}, .npy {npy}")
+if h5["accuracy"] < 0.8:
+    sys.exit(f"fashion: test accuracy {h5['accuracy']} from HDF5, expected at least 0.8")
+if h5 != npy:
+    sys.exit("fashion: the HDF5 files did not train as the same arrays in .npy files")
+PY
+
+run regression --train=regression_train.h5 --test=regression_test.h5 --loss=mse \
+  --hidden=32,32 --train_steps=600 --metrics_json=regression.json \
+  || { echo "the regression job on HDF5 files failed"; exit 1; }
+mse=$(json_value regression.json mse)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
+  || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
+echo "regression: test MSE $mse"
+
+expect_job_failure "$tabular" missing \
+  "fashion_train.h5: no dataset 'x' \(datasets present: train/images, train/labels\)" \
+  "0 1 2" --train=fashion_train.h5
+expect_job_failure "$tabular" not_hdf5 \
+  "text.h5: not an HDF5 file, or not one this HDF5 library reads" "0 1 2" --train=text.h5
+expect_job_failure "$tabular" strings \
+  "strings.h5: dataset 'x' holds strings, not integers or floats" \
+  "0 1 2" --train=strings.h5
+echo "HDF5 test passed"
