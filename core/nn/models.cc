@@ -179,13 +179,14 @@ Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t he
 
 Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
                      float start_token) {
-  const std::int64_t n = rows.dim(0), width = rows.size() / std::max<std::int64_t>(n, 1);
-  if (rows.rank() != 2 || begin < 0 || steps < 1 || begin + steps > width)
+  if (rows.rank() != 2 || begin < 0 || steps < 1 || begin + steps > rows.dim(1))
     throw InvalidArgument("greedy_decode: the decoder's input [" + std::to_string(begin) + ", " +
                           std::to_string(begin + steps) + ") is not within rows " +
                           to_string(rows.shape()));
-  Tensor input = rows;
+  const std::int64_t n = rows.dim(0), width = rows.dim(1);
   Tensor tokens({n, steps});
+  if (n == 0) return tokens;
+  Tensor input = rows;
   for (std::int64_t b = 0; b < n; ++b) {
     float* decoder = input.data() + b * width + begin;
     std::fill_n(decoder, steps, 0.0f);
@@ -195,7 +196,8 @@ Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
     // A causal decoder's output at step t reads its input up to t alone: the tokens so far.
     const Tensor& output = model.predict(input);
     const std::int64_t classes = output.size() / (n * steps);
-    if (classes < 2 || classes * n * steps != output.size())
+    if (output.dim(0) != n || (output.rank() == 3 && output.dim(1) != steps) || classes < 2 ||
+        classes * n * steps != output.size())
       throw InvalidArgument("greedy_decode: output " + to_string(output.shape()) + " is not " +
                             std::to_string(steps) + " rows of classes per example");
     for (std::int64_t b = 0; b < n; ++b) {

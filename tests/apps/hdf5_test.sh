@@ -5,9 +5,10 @@
 #   --standardize: test accuracy at least 0.8; and the same arrays in .npy files train to the
 #   same test loss and accuracy, to the last digit printed (each shard's rows read from the file
 #   are the ones the .npy reader keeps);
-# - a regression of float64 features and float32 targets [n, 2]: test MSE below 0.05;
+# - a regression of float64 features and float32 targets [n, 2]: test MSE below 0.05; one value
+#   per example ([n] features and targets), y = 2x + 1: test MSE below 0.01;
 # - a missing dataset (its message names those present), a file that is not HDF5 and a dataset
-#   of strings each end the job in one line.
+#   of strings each end the job in one line (no error stack of the HDF5 library).
 #
 #   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR
 set -euo pipefail
@@ -43,6 +44,11 @@ for split, n in (("train", 2000), ("test", 500)):
     with h5py.File(f"regression_{split}.h5", "w") as f:
         f["x"] = x  # float64
         f["y"] = y.astype(np.float32)
+for split, n in (("train", 1000), ("test", 200)):  # one value per example: features [n]
+    x = rng.uniform(-1, 1, size=n).astype(np.float32)
+    with h5py.File(f"line_{split}.h5", "w") as f:
+        f["x"] = x
+        f["y"] = 2 * x + 1
 with h5py.File("strings.h5", "w") as f:
     f["x"] = np.array([b"a", b"b"])
     f["y"] = np.array([0, 1])
@@ -77,6 +83,13 @@ mse=$(json_value regression.json mse)
   || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
 echo "regression: test MSE $mse"
 
+run line --train=line_train.h5 --test=line_test.h5 --loss=mse --hidden=16 --train_steps=600 \
+  --metrics_json=line.json || { echo "the job on one value per example failed"; exit 1; }
+line_mse=$(json_value line.json mse)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $line_mse < 0.01 else 1)" \
+  || { echo "line: test MSE $line_mse, expected below 0.01"; exit 1; }
+echo "line: test MSE $line_mse"
+
 expect_job_failure "$tabular" missing \
   "fashion_train.h5: no dataset 'x' \(datasets present: train/images, train/labels\)" \
   "0 1 2" --train=fashion_train.h5
@@ -85,4 +98,8 @@ expect_job_failure "$tabular" not_hdf5 \
 expect_job_failure "$tabular" strings \
   "strings.h5: dataset 'x' holds strings, not integers or floats" \
   "0 1 2" --train=strings.h5
+# One line each: the HDF5 library's own error stack is not printed.
+for name in missing not_hdf5 strings; do
+  ! grep -q "HDF5-DIAG" "$name.log" || { echo "$name: the HDF5 library printed its error stack"; exit 1; }
+done
 echo "HDF5 test passed"

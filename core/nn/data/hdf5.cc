@@ -64,7 +64,7 @@ std::string type_class_name(H5T_class_t kind) {
 std::string dataset_names(hid_t file) {
   std::string names;
   H5Ovisit(
-      file, H5_INDEX_NAME, H5_ITER_NATIVE,
+      file, H5_INDEX_NAME, H5_ITER_INC,
       [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
         if (info->type == H5O_TYPE_DATASET) {
           auto& list = *static_cast<std::string*>(out);
@@ -90,6 +90,8 @@ NpyArray read_dataset(hid_t file, const std::string& path, const std::string& ke
     fail(path, "dataset '" + key + "' holds " + type_class_name(kind) +
                    ", not integers or floats");
   const Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  if (H5Sget_simple_extent_type(space.get()) == H5S_NULL)
+    fail(path, "dataset '" + key + "' holds no data (an empty dataspace)");
   const int rank = H5Sget_simple_extent_ndims(space.get());
   std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
   if (rank < 0 || H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
@@ -98,7 +100,10 @@ NpyArray read_dataset(hid_t file, const std::string& path, const std::string& ke
   for (hsize_t d : dims) file_shape.push_back(static_cast<std::int64_t>(d));
   if (file_shape.empty()) file_shape = {1};  // a scalar
   Shape shape = file_shape;
-  if (shard.count > 1 && rank > 0) {
+  if (shard.count > 1 && rank == 0 && shard.index > 0) {  // a scalar is the first shard's row
+    shape[0] = 0;
+    H5Sselect_none(space.get());
+  } else if (shard.count > 1 && rank > 0) {
     // The shard's rows: a hyperslab of every count-th row from index.
     const hsize_t rows = dims[0] > static_cast<hsize_t>(shard.index)
                              ? (dims[0] - static_cast<hsize_t>(shard.index) + shard.count - 1) /
@@ -120,6 +125,7 @@ NpyArray read_dataset(hid_t file, const std::string& path, const std::string& ke
   const Handle memory(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(),
                                        nullptr),
                       H5Sclose);
+  if (!memory.valid()) fail(path, "dataset '" + key + "': no memory space for " + to_string(shape));
   const herr_t status = array.values.size() == 0 ? 0 : quietly([&] {
     return H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT,
                    array.values.data());
@@ -137,7 +143,12 @@ Dataset dataset_from_hdf5(const std::string& path, const std::string& features_k
   detail::file_size(path, "an HDF5 file");
   const Handle file(quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }),
                     H5Fclose);
-  if (!file.valid()) fail(path, "not an HDF5 file, or not one this HDF5 library reads");
+  if (!file.valid()) {
+    if (quietly([&] { return H5Fis_hdf5(path.c_str()); }) > 0)
+      fail(path, "an HDF5 file that cannot be opened for reading (locked by a program writing "
+                 "it? HDF5_USE_FILE_LOCKING=FALSE reads it anyway)");
+    fail(path, "not an HDF5 file, or not one this HDF5 library reads");
+  }
   Shape features_shape, targets_shape;
   NpyArray features = read_dataset(file.get(), path, features_key, shard, features_shape);
   NpyArray targets = read_dataset(file.get(), path, targets_key, {}, targets_shape);

@@ -66,11 +66,11 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
                          const std::string& targets_key = "y", int num_classes = 0,
                          ShardSpec shard = {});
 
-/// The same from two datasets of an HDF5 file (h5py's, Keras's .h5, an HPC code's output):
+/// The same from two datasets of an HDF5 file (h5py's, an HPC code's output):
 /// `features_key` and `targets_key` are paths in the file ("x", "train/images"); any integer or
 /// float type, stored contiguous, chunked or compressed, converted as it is read; an integer
 /// dataset of n values gives class labels. With a `shard`, only its rows of the features are
-/// read from the file.
+/// converted and kept (compressed chunks are inflated whole).
 Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key = "x",
                           const std::string& targets_key = "y", int num_classes = 0,
                           ShardSpec shard = {});
