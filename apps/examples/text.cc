@@ -11,8 +11,10 @@
 // is cut or padded to --sequence_length ids (padding id 0 after the text). The model: an
 // Embedding of --embedding_dim, then --model's sequence encoder (cohort::sequence_encoder:
 // conv1d, lstm, gru, bilstm or transformer, --units wide; all but conv1d skip the padding under
-// a mask of id 0), then the logits. The chief evaluates on --test (or the
-// --validation_split part of --train) and prints the test loss and accuracy.
+// a mask of id 0), then the logits. --word_vectors starts the embedding from pre-trained
+// vectors (GloVe's or word2vec's text format; --freeze_word_vectors keeps them). The chief
+// evaluates on --test (or the --validation_split part of --train) and prints the test loss and
+// accuracy.
 //
 // With --checkpoint_dir the chief keeps checkpoints there, beside what they go with: the
 // vocabulary (vocabulary.txt), the classes (classes.txt) and the flags that shape the model and
@@ -32,9 +34,11 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 COHORT_DEFINE_string(train, "", "training texts: a folder with a subfolder of .txt files per class");
 COHORT_DEFINE_string(test, "", "test texts, the same way (empty: evaluate on --validation_split's part of --train, or on all of it)");
@@ -63,6 +67,9 @@ COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy 
 COHORT_DEFINE_string(predict, "",
                      "with --checkpoint_dir: classify these texts (a folder of .txt files, at any depth, or files, comma-separated) instead of training");
 COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
+COHORT_DEFINE_string(word_vectors, "",
+                     "start the embedding from pre-trained word vectors: a GloVe or word2vec text file (a word and its values a line), of --embedding_dim values each");
+COHORT_DEFINE_bool(freeze_word_vectors, false, "with --word_vectors: keep them as they are and train the rest of the model");
 
 namespace {
 
@@ -286,6 +293,26 @@ int Main(int argc, char** argv) {
   options.batch_size = FLAGS_batch_size;
   options.seed = static_cast<std::uint64_t>(FLAGS_seed);
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  if (FLAGS_freeze_word_vectors) options.trainable_vars = "(?!embedding/embeddings$)";
+  // Pre-trained word vectors: the chief makes them a checkpoint of the embedding alone and
+  // starts from it (a warm start: a checkpoint in --checkpoint_dir wins, so a restart resumes).
+  std::string vectors_checkpoint;
+  if (!FLAGS_word_vectors.empty() && server.is_chief()) {
+    std::int64_t found = 0;
+    cohort::Tensor table = cohort::data::load_word_vectors(
+        FLAGS_word_vectors, vectorizer.vocabulary(), FLAGS_embedding_dim, &found);
+    std::printf("text: %lld of the vocabulary's %lld tokens have a vector in %s\n",
+                static_cast<long long>(found), static_cast<long long>(tokens),
+                FLAGS_word_vectors.c_str());
+    cohort::Checkpoint vectors;
+    vectors.tensors.push_back({"embedding/embeddings", table.shape(),
+                               std::vector<float>(table.span().begin(), table.span().end())});
+    vectors.metadata["global_step"] = "0";
+    vectors_checkpoint = (std::filesystem::temp_directory_path() /
+                          ("cohort-word-vectors-" + std::to_string(getpid()) + ".safetensors"))
+                             .string();
+    cohort::write_checkpoint(vectors_checkpoint, vectors);
+  }
   cohort::OptimizerOptions adam;
   adam.name = "adam";
   adam.learning_rate.base = FLAGS_learning_rate;
@@ -299,7 +326,10 @@ int Main(int argc, char** argv) {
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
       .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
-                std::make_shared<cohort::NanTensorHook>()}});
+                std::make_shared<cohort::NanTensorHook>()},
+      .warm_start_from = vectors_checkpoint,
+      .warm_start_vars = vectors_checkpoint.empty() ? "" : "embedding/embeddings$"});
+  if (!vectors_checkpoint.empty()) std::filesystem::remove(vectors_checkpoint);
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {

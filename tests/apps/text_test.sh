@@ -95,6 +95,46 @@ run held_out --train=train --validation_split=0.25 --model=conv1d --train_steps=
 grep -q "^text: 2 workers, 135 texts in 5 classes" held_out.log \
   || { echo "held_out: the training part is not 135 of the 179 texts"; exit 1; }
 
+# Pre-trained word vectors (word2vec's text format: a header line, then a word and its values a
+# line; a word of the vocabulary's and others), held frozen: the trained checkpoint's embedding
+# holds each vocabulary word's vector as the file gives it, zeros for words without one.
+/usr/bin/python3 - <<'PY'
+import numpy as np
+words = [line.rstrip("\n") for line in open("vocabulary.txt")][2:]
+rng = np.random.default_rng(11)
+with open("vectors.txt", "w") as f:
+    chosen = words[::2]  # every other word has a vector
+    f.write(f"{len(chosen) + 1} 32\n")
+    for w in chosen + ["notaword"]:
+        f.write(w + " " + " ".join(f"{v:.6f}" for v in rng.normal(size=32)) + "\n")
+PY
+run word_vectors --train=train --test=test --model=lstm --embedding_dim=32 --units=32 \
+  --word_vectors=vectors.txt --freeze_word_vectors --train_steps=30 --checkpoint_dir=ckpt_vectors \
+  || { echo "the job with word vectors failed"; exit 1; }
+grep -q "^text: [0-9]* of the vocabulary's [0-9]* tokens have a vector in vectors.txt" word_vectors.log \
+  || { echo "word_vectors: no count of the tokens found"; exit 1; }
+PYTHONPATH="$here/../core/io" /usr/bin/python3 - <<'PY' || exit 1
+import glob, sys
+import numpy as np
+from checkpoint_reader import load
+tensors, _ = load(sorted(glob.glob("ckpt_vectors/model.ckpt-*.safetensors"))[-1])
+table = tensors["embedding/embeddings"]
+vocabulary = [line.rstrip("\n") for line in open("vocabulary.txt")]
+vectors = {}
+for line in list(open("vectors.txt"))[1:]:
+    word, *values = line.split()
+    vectors[word] = np.array(values, dtype=np.float32)
+for i, word in enumerate(vocabulary):
+    expected = vectors.get(word, np.zeros(32, np.float32)) if i >= 2 else np.zeros(32, np.float32)
+    if not np.array_equal(table[i], expected):
+        sys.exit(f"word_vectors: row {i} ({word!r}) is not the file's vector (or zeros)")
+print(f"word_vectors: the {len(vocabulary)} rows after training are the file's vectors")
+PY
+printf 'the 1 2\n' > short_vectors.txt
+expect_job_failure "$text" vector_length \
+  "short_vectors.txt: line 1: the vector of 'the' has 2 values, not 32 \(the embedding's dimension\)" \
+  "0" --train=train --model=conv1d --embedding_dim=32 --word_vectors=short_vectors.txt
+
 expect_job_failure "$text" csv_only "csv_only: no \.txt text files in its 1 class subfolders \(a\)" \
   "0 1 2" --train=csv_only
 echo "text test passed"

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -219,6 +222,46 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
   if (class_names != nullptr) *class_names = classes;
   return Dataset::from_arrays(vectorizer.vectorize(texts), std::move(labels),
                               static_cast<int>(classes.size()), dir);
+}
+
+Tensor load_word_vectors(const std::string& path, const std::vector<std::string>& vocabulary,
+                         std::int64_t dim, std::int64_t* found) {
+  if (dim < 1) throw InvalidArgument(path + ": word vectors of dimension " + std::to_string(dim));
+  detail::file_size(path, "a text file of word vectors");
+  std::ifstream in(path);
+  if (!in) detail::fail(path, "cannot be read");
+  std::unordered_map<std::string, std::int64_t> ids;
+  for (std::size_t i = 2; i < vocabulary.size(); ++i)  // not the padding or [UNK]
+    ids.emplace(vocabulary[i], static_cast<std::int64_t>(i));
+  Tensor table({static_cast<std::int64_t>(vocabulary.size()), dim});
+  table.set_zero();
+  std::int64_t count = 0;
+  std::vector<float> values;
+  std::string line, word;
+  for (std::int64_t number = 1; std::getline(in, line); ++number) {
+    std::istringstream fields(line);
+    if (!(fields >> word)) continue;  // a blank line
+    values.clear();
+    for (float v; fields >> v;) values.push_back(v);
+    if (!fields.eof())
+      detail::fail(path, "line " + std::to_string(number) + ": a value of '" + word +
+                             "' is not a number");
+    // word2vec's text format starts with a line of the count and the dimension.
+    if (number == 1 && values.size() == 1 &&
+        std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      continue;
+    if (static_cast<std::int64_t>(values.size()) != dim)
+      detail::fail(path, "line " + std::to_string(number) + ": the vector of '" + word + "' has " +
+                             std::to_string(values.size()) + " values, not " + std::to_string(dim) +
+                             " (the embedding's dimension)");
+    const auto at = ids.find(word);
+    if (at == ids.end()) continue;
+    std::copy(values.begin(), values.end(), table.data() + at->second * dim);
+    ids.erase(at);  // the first vector of a word counts
+    ++count;
+  }
+  if (found != nullptr) *found = count;
+  return table;
 }
 
 }  // namespace cohort::data

@@ -77,6 +77,15 @@ class TextVectorizer {
   std::unordered_map<std::string, std::int32_t> ids_;
 };
 
+/// Pre-trained word vectors for an Embedding over `vocabulary` (TextVectorizer::vocabulary()):
+/// [vocabulary size, dim], row i the vector of token i in the text file `path` (GloVe's format,
+/// a word and its `dim` values a line, or word2vec's, the same after a line of the count and
+/// the dimension), zeros for the padding, [UNK] and the tokens the file lacks (Keras's recipe).
+/// `found`, if given, receives how many tokens had a vector. DataError naming the file and line
+/// for a vector of another length or a value that is not a number.
+Tensor load_word_vectors(const std::string& path, const std::vector<std::string>& vocabulary,
+                         std::int64_t dim, std::int64_t* found = nullptr);
+
 /// How to read a folder of text files (load_text_folder).
 struct TextFolderOptions {
   /// As ImageFolderOptions: the classes in label order (empty: the subfolders, sorted), a
