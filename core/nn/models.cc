@@ -107,10 +107,18 @@ Model rnn(Graph& graph, const std::string& cell, std::int64_t units) {
 // Pre-norm (the norm before each sublayer, as GPT-2 and ViT place it).
 namespace {
 
-// The inputs of a layer over the sequence x: x, and its mask where it has one.
-std::vector<Node> with_mask(Node x, Node mask) {
-  if (!mask.valid()) return {x};
-  return {x, mask};
+// The inputs of a layer over sequences: `inputs`, then the (last) sequence's mask where it has
+// one.
+std::vector<Node> with_mask(std::vector<Node> inputs, Node mask) {
+  if (mask.valid()) inputs.push_back(mask);
+  return inputs;
+}
+
+// x + a dropout of y, the residual connection around a sublayer.
+Node residual(Model& model, Node x, Node y, const std::string& name, const std::string& part,
+              float dropout) {
+  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout" + part, dropout), y);
+  return model.apply(add(name + "/residual" + part), {x, y});
 }
 
 // x + the feed-forward network of norm(x): Dense(ffn_units, ReLU), Dense(x's width), a dropout;
@@ -122,15 +130,7 @@ Node feed_forward(Model& model, Node x, const std::string& name, const std::stri
   Node y = model.apply(layer_norm(name + "/norm" + part), x);
   y = model.apply(dense(name + "/ffn1", ffn_units, Activation::kRelu, /*flatten=*/false), y);
   y = model.apply(dense(name + "/ffn2", dim, Activation::kNone, /*flatten=*/false), y);
-  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout" + part, dropout), y);
-  return model.apply(add(name + "/residual" + part), {x, y});
-}
-
-// x + a dropout of y, the residual connection around a sublayer.
-Node residual(Model& model, Node x, Node y, const std::string& name, const std::string& part,
-              float dropout) {
-  if (dropout > 0) y = model.apply(cohort::dropout(name + "/dropout" + part, dropout), y);
-  return model.apply(add(name + "/residual" + part), {x, y});
+  return residual(model, x, y, name, part, dropout);
 }
 
 }  // namespace
@@ -139,7 +139,7 @@ Node transformer_block(Model& model, Node x, const std::string& name, std::int64
                        std::int64_t ffn_units, float dropout, bool causal, Node mask) {
   Node y = model.apply(layer_norm(name + "/norm1"), x);
   y = model.apply(multi_head_attention(name + "/attention", heads, 0, causal, dropout),
-                  with_mask(y, mask));
+                  with_mask({y}, mask));
   x = residual(model, x, y, name, "1", dropout);
   return feed_forward(model, x, name, "2", ffn_units, dropout);
 }
@@ -152,9 +152,8 @@ Node transformer_decoder_block(Model& model, Node x, Node memory, const std::str
                   y);
   x = residual(model, x, y, name, "1", dropout);
   y = model.apply(layer_norm(name + "/norm2"), x);
-  std::vector<Node> inputs = {y, memory};
-  if (memory_mask.valid()) inputs.push_back(memory_mask);
-  y = model.apply(cross_attention(name + "/cross_attention", heads, 0, dropout), inputs);
+  y = model.apply(cross_attention(name + "/cross_attention", heads, 0, dropout),
+                  with_mask({y, memory}, memory_mask));
   x = residual(model, x, y, name, "2", dropout);
   return feed_forward(model, x, name, "3", ffn_units, dropout);
 }
@@ -172,7 +171,7 @@ Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t he
     x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * dim, 0.0f, false,
                           mask);
   x = model.apply(layer_norm("norm"), x);
-  return model.apply(global_avg_pool1d("pool"), with_mask(x, mask));
+  return model.apply(global_avg_pool1d("pool"), with_mask({x}, mask));
 }
 
 }  // namespace
@@ -218,12 +217,12 @@ Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_
     x = model.apply(conv1d("conv2", units, 5, Activation::kRelu), x);
     return model.apply(global_max_pool1d("pool2"), x);
   }
-  if (kind == "lstm") return model.apply(lstm("lstm", units), with_mask(x, mask));
-  if (kind == "gru") return model.apply(gru("gru", units), with_mask(x, mask));
+  if (kind == "lstm") return model.apply(lstm("lstm", units), with_mask({x}, mask));
+  if (kind == "gru") return model.apply(gru("gru", units), with_mask({x}, mask));
   if (kind == "bilstm")
     return model.apply(bidirectional("bilstm", lstm("bilstm/forward", units),
                                      lstm("bilstm/backward", units)),
-                       with_mask(x, mask));
+                       with_mask({x}, mask));
   if (kind != "transformer")
     throw InvalidArgument("sequence_encoder: \"" + kind +
                           "\" is not conv1d, lstm, gru, bilstm or transformer");

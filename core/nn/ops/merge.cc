@@ -26,6 +26,25 @@ std::string list_shapes(std::span<const Tensor* const> tensors) {
   return text;
 }
 
+// An axis of examples of `shape` (negative counts from the last) as Concatenate and Slice view
+// it: its index, and the products of the dimensions before it and after it. InvalidArgument,
+// naming `kind` and `name`, for an axis outside the shape.
+struct AxisView {
+  std::size_t axis;
+  std::int64_t outer, inner;
+};
+AxisView view_axis(const char* kind, const std::string& name, int axis, const Shape& shape) {
+  const auto rank = static_cast<int>(shape.size());
+  const int a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw InvalidArgument(std::string(kind) + " \"" + name + "\": axis " + std::to_string(axis) +
+                          " is outside examples of shape " + to_string(shape));
+  AxisView view{static_cast<std::size_t>(a), 1, 1};
+  for (std::size_t d = 0; d < view.axis; ++d) view.outer *= shape[d];
+  for (std::size_t d = view.axis + 1; d < shape.size(); ++d) view.inner *= shape[d];
+  return view;
+}
+
 }  // namespace
 
 Shape ElementwiseMerge::build_node(Graph&, std::span<const Shape> inputs) {
@@ -113,12 +132,8 @@ Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {
   if (inputs.size() < 2)
     throw InvalidArgument("Concatenate \"" + name_ + "\": needs two or more inputs, given " +
                           std::to_string(inputs.size()));
-  const auto rank = static_cast<int>(inputs[0].size());
-  const int axis = axis_ < 0 ? axis_ + rank : axis_;
-  if (axis < 0 || axis >= rank)
-    throw InvalidArgument("Concatenate \"" + name_ + "\": axis " + std::to_string(axis_) +
-                          " is outside examples of shape " + to_string(inputs[0]));
-  const auto a = static_cast<std::size_t>(axis);
+  const AxisView view = view_axis("Concatenate", name_, axis_, inputs[0]);
+  const std::size_t a = view.axis;
   for (const Shape& s : inputs) {
     bool agree = s.size() == inputs[0].size();
     for (std::size_t d = 0; agree && d < s.size(); ++d) agree = d == a || s[d] == inputs[0][d];
@@ -126,10 +141,8 @@ Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {
       throw InvalidArgument("Concatenate \"" + name_ + "\": inputs " + list_shapes(inputs) +
                             " differ outside axis " + std::to_string(axis_));
   }
-  outer_ = 1;
-  for (std::size_t d = 0; d < a; ++d) outer_ *= inputs[0][d];
-  std::int64_t inner = 1;
-  for (std::size_t d = a + 1; d < inputs[0].size(); ++d) inner *= inputs[0][d];
+  outer_ = view.outer;
+  const std::int64_t inner = view.inner;
   widths_.clear();
   total_width_ = 0;
   output_ = inputs[0];
@@ -193,23 +206,16 @@ Slice::Slice(std::string name, std::int64_t begin, std::int64_t size, int axis)
     : name_(std::move(name)), begin_(begin), size_(size), axis_(axis) {}
 
 Shape Slice::build(Graph&, const Shape& input) {
-  const auto rank = static_cast<int>(input.size());
-  const int axis = axis_ < 0 ? axis_ + rank : axis_;
-  if (axis < 0 || axis >= rank)
-    throw InvalidArgument("Slice \"" + name_ + "\": axis " + std::to_string(axis_) +
-                          " is outside examples of shape " + to_string(input));
-  const auto a = static_cast<std::size_t>(axis);
+  const AxisView view = view_axis("Slice", name_, axis_, input);
+  const std::size_t a = view.axis;
   if (begin_ < 0 || size_ < 1 || begin_ + size_ > input[a])
     throw InvalidArgument("Slice \"" + name_ + "\": [" + std::to_string(begin_) + ", " +
                           std::to_string(begin_ + size_) + ") is not within axis " +
                           std::to_string(axis_) + " of examples of shape " + to_string(input));
-  outer_ = 1;
-  for (std::size_t d = 0; d < a; ++d) outer_ *= input[d];
-  std::int64_t inner = 1;
-  for (std::size_t d = a + 1; d < input.size(); ++d) inner *= input[d];
-  in_width_ = input[a] * inner;
-  out_width_ = size_ * inner;
-  offset_ = begin_ * inner;
+  outer_ = view.outer;
+  in_width_ = input[a] * view.inner;
+  out_width_ = size_ * view.inner;
+  offset_ = begin_ * view.inner;
   output_ = input;
   output_[a] = size_;
   batch_output_.assign(output_.size() + 1, 0);

@@ -41,6 +41,17 @@ void for_runs(const Tensor* mask, std::int64_t t, std::int64_t first, std::int64
   }
 }
 
+// data [batch, steps, features] rows b0 to b0 + rows: each step of example b times mask[b]
+// [features] (the input dropout's mask, the same at every step).
+void times_mask_at_every_step(float* data, const float* mask, std::int64_t b0, std::int64_t rows,
+                              std::int64_t steps, std::int64_t features) {
+  for (std::int64_t b = b0; b < b0 + rows; ++b) {
+    const ConstRowArray keep(mask + b * features, features);
+    for (std::int64_t t = 0; t < steps; ++t)
+      RowArray(data + (b * steps + t) * features, features) *= keep;
+  }
+}
+
 }  // namespace
 
 Recurrent::Recurrent(const char* kind, std::string name, std::int64_t units, int gates,
@@ -103,16 +114,10 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& co
   if (inputs_dropped_) {
     input_mask_.resize({n, features_});
     dropout_mask(Graph::variable_seed(context.seed, dropout_key_), dropout_, input_mask_.span());
-    dropped_input_.resize(input.shape());
+    dropped_input_ = input;
     in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
-      for (std::int64_t b = b0; b < b0 + rows; ++b) {
-        const ConstRowArray keep(input_mask_.data() + b * features_, features_);
-        for (std::int64_t t = 0; t < t_count; ++t) {
-          const std::int64_t at = (b * t_count + t) * features_;
-          RowArray(dropped_input_.data() + at, features_) =
-              ConstRowArray(input.data() + at, features_) * keep;
-        }
-      }
+      times_mask_at_every_step(dropped_input_.data(), input_mask_.data(), b0, rows, t_count,
+                               features_);
     });
     in = dropped_input_.data();
   }
@@ -252,12 +257,9 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
         gemm(false, true, rows, features_, columns, 1.0f, dxs_.data() + (t * n + b0) * columns,
              columns, kernel, columns, 0.0f, grad_input->data() + (b0 * t_count + t) * features_,
              t_count * features_);
-      if (inputs_dropped_)  // through the dropout's mask, the same at every step
-        for (std::int64_t b = b0; b < b0 + rows; ++b) {
-          const ConstRowArray keep(input_mask_.data() + b * features_, features_);
-          for (std::int64_t t = 0; t < t_count; ++t)
-            RowArray(grad_input->data() + (b * t_count + t) * features_, features_) *= keep;
-        }
+      if (inputs_dropped_)  // through the dropout's mask
+        times_mask_at_every_step(grad_input->data(), input_mask_.data(), b0, rows, t_count,
+                                 features_);
     }
   }, 1);
   // kernel gradient = sum over steps of x_t^T dx_t; recurrent = sum over steps of h_{t-1}^T dr_t
