@@ -20,7 +20,8 @@
 #include <memory>
 
 // Step 1, the flags (tf.app.flags). The cluster's own flags (--ps_tasks, --job_name,
-// --task_index, --cluster_spec) and --data_dir come with the library.
+// --task_index, --cluster_spec), the placement's, --reset_optimizer and --data_dir come with the
+// library (docs/FLAGS.md).
 COHORT_DEFINE_int(train_steps, 1000, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(checkpoint_dir, "",
                      "the chief restores from and writes checkpoints and summaries here "
