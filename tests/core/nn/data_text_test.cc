@@ -1,5 +1,6 @@
 // Tests of core/nn/data/text.h: TextVectorizer's tokens, vocabulary and ids (Keras's
-// TextVectorization by its documented rules), and load_text_folder's classes, shards and splits.
+// TextVectorization by its documented rules), load_text_folder's classes, shards and splits, and
+// load_word_vectors' two file formats.
 #include "cohort/core/nn/data/text.h"
 
 #include <doctest/doctest.h>
@@ -154,4 +155,30 @@ TEST_CASE("A vocabulary of characters survives its file: line feeds and backslas
   TextVectorizer empty;
   CHECK(invalid_argument([&] { empty.save_vocabulary(dir / "none.txt"); }) ==
         "TextVectorizer: no vocabulary to save to " + dir / "none.txt");
+}
+
+TEST_CASE("load_word_vectors: GloVe's lines and word2vec's header, zeros where a word has none") {
+  const std::vector<std::string> vocabulary = {"", "[UNK]", "the", "cat", "sat"};
+  cohort::test::TempDir dir("vectors");
+  // GloVe: no header; a word outside the vocabulary, a repeated word (the first counts), a
+  // blank line, and values in exponent notation.
+  spit(dir / "glove.txt", "the 1 2 3\ndog 9 9 9\n\nsat -0.5 2.5e-1 4E1\nthe 7 7 7\n");
+  std::int64_t found = -1;
+  const Tensor glove = cohort::data::load_word_vectors(dir / "glove.txt", vocabulary, 3, &found);
+  CHECK(found == 2);
+  CHECK(glove.shape() == cohort::Shape{5, 3});
+  CHECK(ids(glove) == std::vector<float>{0, 0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, -0.5f, 0.25f, 40});
+  // word2vec's text format: the same after a line of the count and the dimension.
+  spit(dir / "word2vec.txt", "3 3\nthe 1 2 3\ndog 9 9 9\nsat -0.5 2.5e-1 4E1\n");
+  CHECK(ids(cohort::data::load_word_vectors(dir / "word2vec.txt", vocabulary, 3, &found)) == ids(glove));
+  CHECK(found == 2);
+  // Only the first line may be a header: a later line of one number is a vector of length 1.
+  spit(dir / "late_header.txt", "the 1 2 3\n3 3\n");
+  CHECK(data_error([&] { cohort::data::load_word_vectors(dir / "late_header.txt", vocabulary, 3); }) ==
+        dir / "late_header.txt" + ": line 2: the vector of '3' has 1 values, not 3 (the embedding's dimension)");
+  spit(dir / "not_a_number.txt", "the 1 2 3\ncat 1 x 3\n");
+  CHECK(data_error([&] { cohort::data::load_word_vectors(dir / "not_a_number.txt", vocabulary, 3); }) ==
+        dir / "not_a_number.txt" + ": line 2: a value of 'cat' is not a number");
+  CHECK(invalid_argument([&] { cohort::data::load_word_vectors(dir / "glove.txt", vocabulary, 0); }) ==
+        dir / "glove.txt" + ": word vectors of dimension 0");
 }
