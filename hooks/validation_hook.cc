@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -12,6 +13,14 @@
 #include "cohort/core/train/trainer.h"
 
 namespace cohort {
+namespace {
+
+// "1 evaluation", "2 evaluations".
+std::string evaluations(std::int64_t n) {
+  return std::to_string(n) + (n == 1 ? " evaluation" : " evaluations");
+}
+
+}  // namespace
 
 ValidationHook::ValidationHook(ValidationHookOptions options) : options_(std::move(options)) {
   const auto bad = [](const std::string& what) { return InvalidArgument("ValidationHook: " + what); };
@@ -23,6 +32,17 @@ ValidationHook::ValidationHook(ValidationHookOptions options) : options_(std::mo
   if (options_.patience < 0) throw bad("patience must be >= 0, got " + std::to_string(options_.patience));
   if (!(options_.min_delta >= 0)) throw bad("min_delta must be >= 0");
   if (options_.monitor.empty()) throw bad("monitor is empty");
+  if (!(options_.reduce_lr_factor >= 0 && options_.reduce_lr_factor < 1))
+    throw bad("reduce_lr_factor must be in (0, 1) (0: no reduction), got " +
+              std::to_string(options_.reduce_lr_factor));
+  if (options_.reduce_lr_factor > 0 && options_.reduce_lr_patience < 1)
+    throw bad("reduce_lr_patience must be >= 1 with a reduce_lr_factor, got " +
+              std::to_string(options_.reduce_lr_patience));
+  if (options_.reduce_lr_cooldown < 0)
+    throw bad("reduce_lr_cooldown must be >= 0, got " + std::to_string(options_.reduce_lr_cooldown));
+  if (!(options_.min_learning_rate_scale >= 0 && options_.min_learning_rate_scale < 1))
+    throw bad("min_learning_rate_scale must be in [0, 1), got " +
+              std::to_string(options_.min_learning_rate_scale));
 }
 
 ValidationHook::~ValidationHook() = default;
@@ -32,6 +52,9 @@ void ValidationHook::begin() {
   history_.clear();
   best_ = -1;
   without_improvement_ = 0;
+  plateau_ = 0;
+  cooldown_ = 0;
+  reductions_ = 0;
   best_checkpoint_.clear();
   stopped_ = false;
 }
@@ -79,11 +102,12 @@ void ValidationHook::after_run(RunContext& context, const SessionRunValues& valu
 void ValidationHook::end(MonitoredSession& session) {
   if (!active_) return;
   const std::int64_t step = session.global_step();
-  if (options_.at_end && (history_.empty() || history_.back().global_step != step)) validate(session, step);
+  if (options_.at_end && (history_.empty() || history_.back().global_step != step))
+    validate(session, step, /*training=*/false);
   if (writer_) writer_->flush();
 }
 
-bool ValidationHook::validate(MonitoredSession& session, std::int64_t step) {
+bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool training) {
   // The parameters as they stand on the ps tasks (the chief's own copy may be a step behind, or
   // more in the async modes), as the best checkpoint will hold them.
   session.trainer().fetch_parameters();
@@ -129,14 +153,40 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step) {
     }
     std::fflush(stdout);
   }
+  if (options_.reduce_lr_factor > 0 && training) reduce_on_plateau(session, v);
   if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
     stopped_ = true;
     if (options_.log)
-      std::printf("validation: %s has not improved in %lld evaluations: stopping\n", options_.monitor.c_str(),
-                  static_cast<long long>(without_improvement_));
+      std::printf("validation: %s has not improved in %s: stopping\n", options_.monitor.c_str(),
+                  evaluations(without_improvement_).c_str());
     return true;
   }
   return false;
+}
+
+void ValidationHook::reduce_on_plateau(MonitoredSession& session, const Validation& v) {
+  // A cooldown's evaluations do not count (Keras's count the last of them), an improvement
+  // starts the count again.
+  const bool cooling = cooldown_ > 0;
+  if (cooling) --cooldown_;
+  if (v.improved || cooling) {
+    plateau_ = 0;
+    return;
+  }
+  if (++plateau_ < options_.reduce_lr_patience) return;
+  plateau_ = 0;
+  Trainer& trainer = session.trainer();
+  const double now = trainer.learning_rate_scale();
+  const double next = std::max(now * options_.reduce_lr_factor, options_.min_learning_rate_scale);
+  if (!(next < now)) return;  // at the floor already
+  trainer.set_learning_rate_scale(next);
+  cooldown_ = options_.reduce_lr_cooldown;
+  ++reductions_;
+  if (options_.log) {
+    std::printf("validation: %s has not improved in %s: learning rate scaled to %g of the schedule's\n",
+                options_.monitor.c_str(), evaluations(options_.reduce_lr_patience).c_str(), next);
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace cohort

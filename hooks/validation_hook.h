@@ -38,6 +38,16 @@ struct ValidationHookOptions {
   double min_delta = 0;
   /// Stop training after this many evaluations in a row without improvement; 0: never.
   std::int64_t patience = 0;
+  /// Keras's ReduceLROnPlateau on the same evaluations: after reduce_lr_patience evaluations
+  /// in a row without improvement, the learning rate of every worker is multiplied by
+  /// reduce_lr_factor (in (0, 1); 0: never), from the next step on and in every mode
+  /// (Trainer::set_learning_rate_scale, on top of the schedule); then reduce_lr_cooldown
+  /// evaluations pass before the count starts again. The factors together never go below
+  /// min_learning_rate_scale. The scale is kept in checkpoints; the counts are the session's.
+  double reduce_lr_factor = 0;
+  std::int64_t reduce_lr_patience = 0;
+  std::int64_t reduce_lr_cooldown = 0;
+  double min_learning_rate_scale = 0;
   /// Keep the best parameters: a checkpoint written here at each improvement (the latest
   /// checkpoint in it is this session's best), which restore_checkpoint or warm_start_from can
   /// load. Empty: none. It must not be the session's checkpoint_dir. The best value and the
@@ -86,10 +96,15 @@ class ValidationHook : public SessionRunHook {
   const std::string& best_checkpoint() const { return best_checkpoint_; }
   /// True once it has ended training for want of improvement.
   bool stopped() const { return stopped_; }
+  /// The learning rate's reductions so far in this session.
+  std::int64_t reductions() const { return reductions_; }
 
  private:
-  // Evaluates at `step`; true when patience has run out.
-  bool validate(MonitoredSession& session, std::int64_t step);
+  // Evaluates at `step`; true when patience has run out. `training`: false for the evaluation
+  // after the end, which changes no learning rate.
+  bool validate(MonitoredSession& session, std::int64_t step, bool training = true);
+  // After an evaluation: reduces the learning rate when reduce_lr_patience has run out.
+  void reduce_on_plateau(MonitoredSession& session, const Validation& v);
 
   ValidationHookOptions options_;
   bool active_ = false;
@@ -99,6 +114,9 @@ class ValidationHook : public SessionRunHook {
   std::vector<Validation> history_;
   std::int64_t best_ = -1;  // index into history_
   std::int64_t without_improvement_ = 0;
+  std::int64_t plateau_ = 0;   // evaluations without improvement counted towards a reduction
+  std::int64_t cooldown_ = 0;  // evaluations still to pass before counting again
+  std::int64_t reductions_ = 0;
   std::string best_checkpoint_;
   bool stopped_ = false;
 };

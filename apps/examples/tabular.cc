@@ -58,7 +58,12 @@ COHORT_DEFINE_int(eval_every_steps, 0,
                   cohort::flags::Range{0, 1e15});
 COHORT_DEFINE_int(patience, 0, "with --eval_every_steps: stop after this many evaluations without a lower loss (0: never)",
                   cohort::flags::Range{0, 1e9});
-COHORT_DEFINE_float(min_delta, 0.0, "with --patience: a lower loss must be lower by more than this", cohort::flags::Range{0, 1e30});
+COHORT_DEFINE_float(min_delta, 0.0, "with --patience or --reduce_lr_patience: a lower loss must be lower by more than this",
+                    cohort::flags::Range{0, 1e30});
+COHORT_DEFINE_int(reduce_lr_patience, 0,
+                  "with --eval_every_steps: multiply the learning rate by --reduce_lr_factor after this many evaluations without a lower loss (Keras's ReduceLROnPlateau; 0: never)",
+                  cohort::flags::Range{0, 1e9});
+COHORT_DEFINE_float(reduce_lr_factor, 0.1, "with --reduce_lr_patience: the factor", cohort::flags::Range{1e-6, 0.999999});
 COHORT_DEFINE_string(best_dir, "", "with --eval_every_steps: keep a checkpoint of the parameters with the lowest loss here");
 COHORT_DEFINE_string(label_column, "",
                      "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
@@ -271,14 +276,18 @@ int Main(int argc, char** argv) {
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);
 
-  if ((FLAGS_patience > 0 || !FLAGS_best_dir.empty()) && FLAGS_eval_every_steps == 0)
-    throw cohort::InvalidArgument("--patience and --best_dir judge the evaluations of --eval_every_steps, which is 0");
+  const bool judges = FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0 || !FLAGS_best_dir.empty();
+  if (judges && FLAGS_eval_every_steps == 0)
+    throw cohort::InvalidArgument("--patience, --reduce_lr_patience and --best_dir judge the evaluations of "
+                                  "--eval_every_steps, which is 0");
   cohort::HookList chief_only;
   // On the chief, which holds the test data; the final evaluation is the program's own, below.
   if (FLAGS_eval_every_steps > 0 && test)
     chief_only.push_back(std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
         .data = *test, .every_steps = FLAGS_eval_every_steps, .at_end = false, .min_delta = FLAGS_min_delta,
-        .patience = FLAGS_patience, .best_dir = FLAGS_best_dir}));
+        .patience = FLAGS_patience,
+        .reduce_lr_factor = FLAGS_reduce_lr_patience > 0 ? FLAGS_reduce_lr_factor : 0.0,
+        .reduce_lr_patience = FLAGS_reduce_lr_patience, .best_dir = FLAGS_best_dir}));
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),

@@ -48,9 +48,10 @@ enum class ControlSlot : int {
   kDropped = 4,     ///< sync mode: stale or surplus gradients dropped
   kRetired = 5,     ///< workers that have left training
   kStopped = 6,     ///< 1 once the chief has stopped training
-  kApplied = 7,     ///< sync mode: (step << 24) | pieces of that step's update written
-  kClearer = 8,     ///< sync mode: (step << 24) | 1 + the worker that zeroes its accumulators
-  kWorkerBase = 9,  ///< three blocks of one slot per worker from here (see read_worker_slots)
+  kLearningRateScale = 7,  ///< the chief's factor on the learning rate, as a double's bits (0: 1)
+  kApplied = 8,     ///< sync mode: (step << 24) | pieces of that step's update written
+  kClearer = 9,     ///< sync mode: (step << 24) | 1 + the worker that zeroes its accumulators
+  kWorkerBase = 10,  ///< three blocks of one slot per worker from here (see read_worker_slots)
 };
 
 /// The parameters as the computing tasks see them, laid out in the memory the ps tasks host.

@@ -171,6 +171,13 @@ class Replication {
   /// Whether to stop after this step, given this worker's wish. Allreduce mode agrees across the
   /// workers (collective, every step); the ps modes hear the chief's stop through the store.
   virtual bool agree_to_stop(bool mine) { return mine; }
+  /// The factor on every replica's learning rate (a reduction on a plateau), set on the chief
+  /// (elsewhere it changes what this replica uses until the chief's is heard again). The others
+  /// hear it from a later step on: the ps modes read it with the stop flag, allreduce mode
+  /// agrees on it with the stop (collective, as agree_to_stop).
+  virtual void set_learning_rate_scale(double scale) { learning_rate_scale_ = scale; }
+  /// The chief's factor as this replica last heard it; 1 until the chief sets another.
+  double learning_rate_scale() const { return learning_rate_scale_; }
   /// Batches this worker has consumed when the global step is `step` (to resume the data order).
   virtual std::int64_t batches_at(std::int64_t step) const { return step; }
   /// Seconds spent waiting for other tasks (the staleness bound, the chief) since the last call.
@@ -178,6 +185,7 @@ class Replication {
 
  protected:
   double last_wait_ = 0;
+  double learning_rate_scale_ = 1.0;
 };
 
 }  // namespace cohort

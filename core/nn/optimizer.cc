@@ -466,6 +466,12 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, floa
   train(next, last);
 }
 
+void Optimizer::set_learning_rate_scale(double scale) {
+  if (!(scale > 0 && scale <= 1))
+    throw InvalidArgument("learning rate scale " + std::to_string(scale) + ": expected a factor in (0, 1]");
+  learning_rate_scale_ = scale;
+}
+
 void Optimizer::apply(std::span<float> values, std::span<const float> grads, std::int64_t step,
                       float grad_scale) {
   run(grads, grad_scale, step, values, /*accumulate=*/true, values);

@@ -88,7 +88,15 @@ class Optimizer {
   virtual ~Optimizer() = default;
 
   const OptimizerOptions& options() const { return options_; }
-  double learning_rate(std::int64_t step) const { return options_.learning_rate.at(step); }
+  /// The schedule's learning rate at `step`, times learning_rate_scale().
+  double learning_rate(std::int64_t step) const {
+    return options_.learning_rate.at(step) * learning_rate_scale_;
+  }
+  /// A factor on the schedule's learning rate from here on (1 at first): a reduction on a
+  /// plateau (ValidationHook's reduce_lr_factor), which the trainer keeps in step with the
+  /// chief's. InvalidArgument unless in (0, 1].
+  void set_learning_rate_scale(double scale);
+  double learning_rate_scale() const { return learning_rate_scale_; }
 
   /// values += update(grad_scale * grads): the in-place update at global step `step`. The scale
   /// (a sum's 1/N, for the mean of N replicas' gradients) joins the optimizer's own pass over the
@@ -185,6 +193,7 @@ class Optimizer {
   std::vector<std::pair<std::int64_t, std::int64_t>> frozen_;  // sorted, disjoint
   std::vector<float> decayed_;  // gradients with the L2 term added
   double last_norm_ = 0.0;
+  double learning_rate_scale_ = 1.0;
   std::int64_t iterations_ = 0;
   double piece_lr_ = 0.0;  // begin_pieces()'s learning rate and parameters, for its pieces
   std::int64_t piece_parameters_ = 0;

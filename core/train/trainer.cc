@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -238,6 +239,11 @@ void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
 
 }  // namespace
 
+void Trainer::set_learning_rate_scale(double scale) {
+  optimizer_->set_learning_rate_scale(scale);  // checks it
+  replication_->set_learning_rate_scale(scale);
+}
+
 bool Trainer::agree_to_stop(bool mine) {
   const StallWatch watch("the agreement to stop, with the other workers",
                          replication_->global_step());
@@ -349,6 +355,7 @@ StepValues Trainer::step() {
                           " batches; a session stops there)");
   StepValues values;
   replication_->take_wait_seconds();  // waits outside the steps (start()'s) are not this one's
+  optimizer_->set_learning_rate_scale(replication_->learning_rate_scale());  // the chief's
   values.pull_begin = seconds_now();
   {
     // The step's exchanges with the other tasks (not its computation): a collective or a
@@ -418,6 +425,11 @@ Checkpoint Trainer::checkpoint() {
   checkpoint.metadata["model"] = options_.model_name;
   checkpoint.metadata["mode"] = to_string(options_.replication.mode);
   checkpoint.metadata["optimizer"] = optimizer_->options().name;
+  if (const double scale = learning_rate_scale(); scale != 1) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", scale);  // read back exactly
+    checkpoint.metadata["learning_rate_scale"] = text;
+  }
   // The data position of a resume counts batches per step.
   if (options_.accumulation_steps > 1)
     checkpoint.metadata["accumulation_steps"] = std::to_string(options_.accumulation_steps);
@@ -451,8 +463,18 @@ void Trainer::restore(const Checkpoint& checkpoint) {
                           " was written with " + theirs + " batches accumulated a step, this run takes " +
                           std::to_string(options_.accumulation_steps) +
                           ": its data would resume at another position (give the same accumulation_steps)");
+  const auto scale = checkpoint.metadata.find("learning_rate_scale");
+  double factor = 1;
+  if (scale != checkpoint.metadata.end()) {
+    char* end = nullptr;
+    factor = std::strtod(scale->second.c_str(), &end);
+    if (end == scale->second.c_str() || *end != '\0' || !(factor > 0 && factor <= 1))
+      throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
+                            " has learning_rate_scale '" + scale->second + "', not a factor in (0, 1]");
+  }
   load_naming_the_model(checkpoint, options_.model_name,
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
+  set_learning_rate_scale(factor);
 }
 
 std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string& vars) {
@@ -465,6 +487,7 @@ std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string&
                           [&] { loaded = restore_variables_matching(checkpoint, graph_, vars); });
   }
   optimizer_->reset();
+  set_learning_rate_scale(1);  // the warm start's training starts afresh
   return loaded;
 }
 

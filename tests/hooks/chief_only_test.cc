@@ -145,7 +145,8 @@ COHORT_MPI_TEST_CASE("after an error every worker hit alike, a new session on th
 COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the end of each replica's input", 3) {
   // 128 examples over 2 workers in batches of 8: 8 batches a pass of a worker's shard.
   for (Mode mode : {Mode::kAllreduce, Mode::kSync, Mode::kAsync}) {
-    CAPTURE(to_string(mode));
+    const std::string mode_name = to_string(mode);
+    CAPTURE(mode_name);
     const bool ps = mode != Mode::kAllreduce;
     // Allreduce: the two workers alone (ranks 1 and 2).
     const mpi::Comm workers = comm.split(ps || comm.rank() > 0 ? 0 : MPI_UNDEFINED, comm.rank());
@@ -178,6 +179,95 @@ COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the en
     // Sync and allreduce: a global step is every worker's batch (async: each push, some of the
     // other worker's after the chief's last look).
     if (server.is_chief() && mode != Mode::kAsync) CHECK(trainer.global_step() == 16);
+  }
+}
+
+namespace {
+
+// The learning rate each step of this worker trained with, by the global step it reached.
+class LearningRates : public SessionRunHook {
+ public:
+  SessionRunArgs before_run(RunContext&) override { return {{"global_step", "learning_rate"}}; }
+  void after_run(RunContext&, const SessionRunValues& values) override {
+    rates.emplace_back(static_cast<std::int64_t>(values.get("global_step")), values.get("learning_rate"));
+  }
+  std::vector<std::pair<std::int64_t, double>> rates;
+};
+
+// On the chief: halves the learning rate once the global step reaches `at`.
+class HalveAt : public SessionRunHook {
+ public:
+  explicit HalveAt(std::int64_t at) : at_(at) {}
+  SessionRunArgs before_run(RunContext&) override { return {{"global_step"}}; }
+  void after_run(RunContext& context, const SessionRunValues& values) override {
+    if (values.get("global_step") < static_cast<double>(at_) || fired_at >= 0) return;
+    context.session().trainer().set_learning_rate_scale(0.5);
+    fired_at = static_cast<std::int64_t>(values.get("global_step"));
+  }
+  std::int64_t fired_at = -1;  // the global step after which it halved the rate
+
+ private:
+  std::int64_t at_;
+};
+
+}  // namespace
+
+COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in every mode", 3) {
+  constexpr double kRate = 0.05;  // test::sgd()'s
+  for (Mode mode : {Mode::kAllreduce, Mode::kSync, Mode::kAsync, Mode::kSsp}) {
+    const std::string mode_name = to_string(mode);
+    CAPTURE(mode_name);
+    const bool ps = mode != Mode::kAllreduce;
+    // Allreduce: the two workers alone (ranks 1 and 2).
+    const mpi::Comm workers = comm.split(ps || comm.rank() > 0 ? 0 : MPI_UNDEFINED, comm.rank());
+    if (workers.is_null()) continue;
+    const ClusterSpec cluster = ClusterSpec::from_counts(workers, ps ? 1 : 0);
+    Server server(cluster);
+    if (server.job_name() == "ps") {
+      server.join(std::chrono::seconds(60));
+      continue;
+    }
+    TrainerOptions options = test::trainer_options(mode);
+    options.replication.staleness = 2;
+    Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
+    Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                    data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(kRate), options);
+    auto rates = std::make_shared<LearningRates>();
+    auto halve = std::make_shared<HalveAt>(3);
+    // The chief alone stops, at step 12: another worker leaves when it hears of the stop, and
+    // hears the scale, written before it, no later.
+    MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
+                                       .hooks = {rates},
+                                       .chief_only_hooks = {halve, StopAtStepHook::last(12)},
+                                       .stop_on_signals = false});
+    test::train(session);
+    session.close();
+    CHECK(trainer.learning_rate_scale() == 0.5);
+    // Each step trained at the schedule's rate until this worker heard of the scale, at half of
+    // it from then on. The chief's steps after the one it halved the rate at all at half (in the
+    // lock-step modes that is step 3; in async and ssp the chief sees the other worker's steps
+    // too); in allreduce mode every worker's (they agree on it with the stop, after each step);
+    // in sync mode the other worker's from step 4 or 5 (it reads the scale with the steps the
+    // chief publishes, which the chief publishes before it halves; the chief alone applies the
+    // updates).
+    REQUIRE(!rates->rates.empty());
+    std::int64_t fired_at = server.is_chief() ? halve->fired_at : 0;
+    server.replicas().bcast(std::span<std::int64_t>(&fired_at, 1), 0);  // replica 0: the chief
+    if (mode == Mode::kSync || mode == Mode::kAllreduce) CHECK(fired_at == 3);
+    bool halved = false;
+    for (const auto& [step, rate] : rates->rates) {
+      CAPTURE(step);
+      if (rate != kRate) {
+        CHECK(rate == doctest::Approx(kRate / 2));
+        halved = true;
+      } else {
+        CHECK(!halved);
+      }
+      if (server.is_chief() || mode == Mode::kAllreduce)
+        CHECK(rate == doctest::Approx(step <= fired_at ? kRate : kRate / 2));
+      if (!server.is_chief() && mode == Mode::kSync && (step <= 3 || step >= 5))
+        CHECK(rate == doctest::Approx(step <= 3 ? kRate : kRate / 2));
+    }
   }
 }
 

@@ -1,8 +1,9 @@
-// ValidationHook on a real local-mode session: when it evaluates, what it writes and keeps, and
-// when it stops training.
+// ValidationHook on a real local-mode session: when it evaluates, what it writes and keeps, when
+// it stops training, and when it reduces the learning rate.
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "cohort/hooks/validation_hook.h"
@@ -75,10 +76,88 @@ TEST_CASE("ValidationHook keeps the best parameters and stops after `patience` e
   CHECK(checkpoints == 1);  // written at improvements only
 }
 
+namespace {
+
+// The learning rate each step trained with, by the global step it reached.
+class LearningRates : public SessionRunHook {
+ public:
+  SessionRunArgs before_run(RunContext&) override { return {{"global_step", "learning_rate"}}; }
+  void after_run(RunContext&, const SessionRunValues& values) override {
+    rates[static_cast<std::int64_t>(values.get("global_step"))] = values.get("learning_rate");
+  }
+  std::map<std::int64_t, double> rates;
+};
+
+}  // namespace
+
+TEST_CASE("ValidationHook reduces the learning rate on a plateau, with a cooldown and a floor") {
+  // Evaluations at steps 2, 4, ..., 16; none after the first improves (min_delta 1e9). With
+  // patience 2 and a cooldown of 1: the evaluations at 4 and 6 do not improve, and the rate
+  // halves from step 7; the one at 8 is the cooldown's; 10 and 12 halve it again from step 13.
+  LocalTraining t;
+  auto rates = std::make_shared<LearningRates>();
+  auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = held_out(), .every_steps = 2, .min_delta = 1e9, .reduce_lr_factor = 0.5,
+      .reduce_lr_patience = 2, .reduce_lr_cooldown = 1, .log = false});
+  {
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(16), rates});
+    options.chief_only_hooks = {hook};
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+  }
+  CHECK(hook->reductions() == 2);
+  CHECK(t.trainer.learning_rate_scale() == 0.25);
+  REQUIRE(rates->rates.size() == 16);
+  for (const auto& [step, rate] : rates->rates) {
+    CAPTURE(step);
+    CHECK(rate == doctest::Approx(0.05 * (step <= 6 ? 1.0 : step <= 12 ? 0.5 : 0.25)));
+  }
+  // The scale is kept in the checkpoint, and a restore brings it back; the same model without
+  // one in its checkpoint trains at the schedule's rate again.
+  const Checkpoint checkpoint = t.trainer.checkpoint();
+  CHECK(checkpoint.metadata.at("learning_rate_scale") == "0.25");
+  LocalTraining restored;
+  restored.trainer.restore(checkpoint);
+  CHECK(restored.trainer.learning_rate_scale() == 0.25);
+  LocalTraining fresh;
+  restored.trainer.restore(fresh.trainer.checkpoint());
+  CHECK(restored.trainer.learning_rate_scale() == 1.0);
+  Checkpoint bad = checkpoint;
+  bad.metadata["learning_rate_scale"] = "2";
+  CHECK_THROWS_WITH_AS(restored.trainer.restore(bad),
+                       "the checkpoint at global step 16 has learning_rate_scale '2', not a factor in (0, 1]",
+                       CheckpointError);
+
+  // Patience 1, no cooldown: every evaluation after the first reduces it, to the floor of 0.2
+  // (0.5, 0.25, then 0.2 rather than 0.125) and no further.
+  LocalTraining u;
+  auto floor = std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = held_out(), .every_steps = 2, .min_delta = 1e9, .reduce_lr_factor = 0.5,
+      .reduce_lr_patience = 1, .min_learning_rate_scale = 0.2, .log = false});
+  {
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(12)});
+    options.chief_only_hooks = {floor};
+    MonitoredSession session(u.trainer, options);
+    test::train(session);
+  }
+  CHECK(floor->reductions() == 3);
+  CHECK(u.trainer.learning_rate_scale() == doctest::Approx(0.2));
+}
+
 TEST_CASE("ValidationHook refuses bad options, a monitor the model lacks and data that does not fit") {
   CHECK_THROWS_WITH_AS(ValidationHook({}), "ValidationHook: the validation data is empty", InvalidArgument);
   CHECK_THROWS_AS(ValidationHook({.data = held_out(), .every_steps = 0}), InvalidArgument);
   CHECK_THROWS_AS(ValidationHook({.data = held_out(), .patience = -1}), InvalidArgument);
+  CHECK_THROWS_WITH_AS(ValidationHook({.data = held_out(), .reduce_lr_factor = 1}),
+                       "ValidationHook: reduce_lr_factor must be in (0, 1) (0: no reduction), got 1.000000",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(ValidationHook({.data = held_out(), .reduce_lr_factor = 0.1}),
+                       "ValidationHook: reduce_lr_patience must be >= 1 with a reduce_lr_factor, got 0",
+                       InvalidArgument);
+  CHECK_THROWS_AS(ValidationHook({.data = held_out(), .reduce_lr_factor = 0.1, .reduce_lr_patience = 1,
+                                  .reduce_lr_cooldown = -1}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(ValidationHook({.data = held_out(), .min_learning_rate_scale = 1}), InvalidArgument);
   LocalTraining t;
   MonitoredSessionOptions options = test::with_hooks({});
   options.chief_only_hooks = {std::make_shared<ValidationHook>(

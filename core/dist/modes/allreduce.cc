@@ -13,6 +13,7 @@
 // them on (Open MPI progresses non-blocking collectives inside MPI calls only); after_step()
 // waits for the rest.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -108,8 +109,14 @@ class AllreduceReplication final : public Replication, private GradientListener 
   void abandon() override { abandoned_ = true; }
   void fetch_parameters(std::span<float>) override {}  // every replica holds them
   std::vector<double> exchange_step_times(double mine) override { return comm_.allgather(mine); }
+  // One reduction for both: the stop wish of any replica, and the chief's learning-rate scale
+  // (the others offer 0).
   bool agree_to_stop(bool mine) override {
-    return comm_.allreduce(mine ? 1 : 0, mpi::Op::kMax) != 0;
+    std::array<double, 2> agreed = {mine ? 1.0 : 0.0,
+                                    comm_.rank() == kChief ? learning_rate_scale_ : 0.0};
+    comm_.allreduce(std::span<double>(agreed), mpi::Op::kMax);
+    learning_rate_scale_ = agreed[1];
+    return agreed[0] != 0;
   }
 
  private:

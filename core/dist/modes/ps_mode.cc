@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <bit>
 #include <exception>
 
 #include "cohort/core/base/bfloat16.h"
@@ -114,14 +115,35 @@ void PsReplication::start(std::span<float> values, std::int64_t initial_step,
     store_.assign(values);
     store_.write(ControlSlot::kGlobalStep, initial_step);
     store_.write(ControlSlot::kSyncWord, step_word(initial_step, 0));
+    set_learning_rate_scale(learning_rate_scale_);  // a restored one, for the first step
     store_.write(ControlSlot::kReady, 1);
   } else {
     timed_wait([&] { return store_.read(ControlSlot::kReady) == 1; },
                ready_timeout.value_or(options_.wait_timeout),
                [&] { return chief_name() + " to initialise the parameters"; });
+    stopped();
   }
   store_.pull(values);
   step_ = store_.read(ControlSlot::kGlobalStep);
+}
+
+bool PsReplication::stopped() {
+  std::int64_t slots[2];  // kStopped, kLearningRateScale
+  static_assert(static_cast<int>(ControlSlot::kLearningRateScale) ==
+                static_cast<int>(ControlSlot::kStopped) + 1);
+  store_.read(ControlSlot::kStopped, slots);
+  hear_learning_rate_scale(slots[1]);
+  return slots[0] != 0;
+}
+
+void PsReplication::hear_learning_rate_scale(std::int64_t word) {
+  if (word != 0) learning_rate_scale_ = std::bit_cast<double>(word);
+}
+
+void PsReplication::set_learning_rate_scale(double scale) {
+  Replication::set_learning_rate_scale(scale);
+  if (server_.is_chief())
+    store_.write(ControlSlot::kLearningRateScale, std::bit_cast<std::int64_t>(scale));
 }
 
 std::vector<double> PsReplication::exchange_step_times(double mine) {

@@ -26,6 +26,8 @@ class PsReplication : public Replication, private GradientListener {
   std::int64_t global_step() const override { return step_; }
   std::int64_t read_global_step() override { return store_.read(ControlSlot::kGlobalStep); }
   bool read_stopped() override { return stopped(); }
+  /// On the chief, also written to the control slot the others read it from.
+  void set_learning_rate_scale(double scale) override;
   bool can_start() const override { return !finished_; }
   void fetch_parameters(std::span<float> values) override { store_.pull(values); }
   std::vector<double> exchange_step_times(double mine) override;
@@ -54,7 +56,10 @@ class PsReplication : public Replication, private GradientListener {
   std::string chief_name() const;
   /// "worker:1 (rank 2)" for replica `replica`.
   std::string replica_name(int replica) const;
-  bool stopped() { return store_.read(ControlSlot::kStopped) != 0; }
+  /// Whether the chief has stopped training; hears its learning-rate scale in the same read.
+  bool stopped();
+  /// kLearningRateScale's word as the chief wrote it: learning_rate_scale_ from now on.
+  void hear_learning_rate_scale(std::int64_t word);
   /// Whether waits poll without sleeping: the memory is one-sided and each worker on this node
   /// has a core of its own, so one replica's work can overlap another's wait (or
   /// ReplicationOptions::spin_waits says so).

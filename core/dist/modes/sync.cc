@@ -116,6 +116,7 @@ class SyncReplication final : public PsReplication {
           options_.wait_timeout,
           [&] { return chief_name() + " to apply step " + std::to_string(s); });
       const bool stopped = counters_[slot(ControlSlot::kStopped)] != 0;
+      hear_learning_rate_scale(counters_[slot(ControlSlot::kLearningRateScale)]);
       // A later step than s (this replica fell behind) or a stop: all of it, as it is now.
       if (global != s + 1) pulled = 0;
       store_.pull(static_cast<std::int64_t>(pulled), values.subspan(pulled));

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 using cohort::LearningRateSchedule;
@@ -30,6 +31,35 @@ TEST_CASE("sgd: var -= lr * g") {
   CHECK(values[0] == doctest::Approx(0.75));
   CHECK(values[1] == doctest::Approx(-2.5));
   CHECK(values[2] == doctest::Approx(5.0));
+}
+
+TEST_CASE("a learning-rate scale multiplies the schedule's rate, in whole and piecewise updates") {
+  OptimizerOptions o = options("adam", 0.01);
+  o.learning_rate.kind = LearningRateSchedule::Kind::kCosine;
+  o.learning_rate.decay_steps = 10;
+  auto scaled = Optimizer::create(o);
+  auto plain = Optimizer::create(options("adam", 0.005));
+  CHECK(scaled->learning_rate_scale() == 1.0);
+  scaled->set_learning_rate_scale(0.25);
+  CHECK(scaled->learning_rate(4) == doctest::Approx(0.25 * o.learning_rate.at(4)));
+  // A scale of 0.5 on 0.01 moves as far as 0.005 does (0.01 / 2 is 0.005's double exactly).
+  auto half = Optimizer::create(options("adam", 0.01));
+  half->set_learning_rate_scale(0.5);
+  const std::vector<float> grads{0.5f, -1.0f, 2.0f, 0.25f};
+  std::vector<float> a{1, 2, 3, 4}, b = a, c = a;
+  half->apply(a, grads, 0);
+  plain->apply(b, grads, 0);
+  CHECK(a == b);
+  CHECK(a != std::vector<float>{1, 2, 3, 4});
+  auto pieces = Optimizer::create(options("adam", 0.01));
+  pieces->set_learning_rate_scale(0.5);
+  pieces->begin_pieces(0, c.size());
+  pieces->apply_piece(2, std::span<float>(c).subspan(2), std::span<const float>(grads).subspan(2));
+  pieces->apply_piece(0, std::span<float>(c).first(2), std::span<const float>(grads).first(2));
+  CHECK(c == b);
+  for (const double bad : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()})
+    CHECK_THROWS_AS(scaled->set_learning_rate_scale(bad), cohort::InvalidArgument);
+  CHECK(scaled->learning_rate_scale() == 0.25);
 }
 
 TEST_CASE("momentum follows TensorFlow's accumulator, plain and Nesterov") {
