@@ -212,6 +212,8 @@ void predict() {
 
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
+  if (FLAGS_freeze_word_vectors && FLAGS_word_vectors.empty())
+    throw cohort::InvalidArgument("--freeze_word_vectors keeps the vectors of --word_vectors, which is empty");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   if (!server.is_computing()) {

@@ -7,8 +7,9 @@
 #   are the ones the .npy reader keeps);
 # - a regression of float64 features and float32 targets [n, 2]: test MSE below 0.05; one value
 #   per example ([n] features and targets), y = 2x + 1: test MSE below 0.01;
-# - a missing dataset (its message names those present), a file that is not HDF5 and a dataset
-#   of strings each end the job in one line (no error stack of the HDF5 library).
+# - a missing dataset (its message names those present), a file that is not HDF5, a dataset
+#   of strings, a truncated file and a dataset too large for memory each end the job in one line
+#   (no error stack of the HDF5 library).
 #
 #   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR
 set -euo pipefail
@@ -52,8 +53,12 @@ for split, n in (("train", 1000), ("test", 200)):  # one value per example: feat
 with h5py.File("strings.h5", "w") as f:
     f["x"] = np.array([b"a", b"b"])
     f["y"] = np.array([0, 1])
+with h5py.File("huge.h5", "w") as f:  # declared, never written: a few bytes on disk
+    f.create_dataset("x", shape=(10**12, 4), dtype="f4", chunks=(1000, 4))
+    f["y"] = np.zeros(4, dtype=np.float32)
 PY
 printf 'not an HDF5 file\n' > text.h5
+head -c "$(( $(stat -c %s regression_train.h5) / 2 ))" regression_train.h5 > truncated.h5
 
 . "$here/example_jobs.sh"
 run() { run_job "$tabular" "$1" 2 "${@:2}"; }  # run NAME ARGS...: 2 ranks
@@ -98,8 +103,13 @@ expect_job_failure "$tabular" not_hdf5 \
 expect_job_failure "$tabular" strings \
   "strings.h5: dataset 'x' holds strings, not integers or floats" \
   "0 1 2" --train=strings.h5
+expect_job_failure "$tabular" truncated \
+  "truncated.h5: an HDF5 file that cannot be opened for reading \(truncated or damaged, .*" \
+  "0 1 2" --train=truncated.h5
+expect_job_failure "$tabular" huge \
+  "huge.h5: dataset 'x' \[[0-9]+, 4\] does not fit in memory as float32" "0 1 2" --train=huge.h5
 # One line each: the HDF5 library's own error stack is not printed.
-for name in missing not_hdf5 strings; do
+for name in missing not_hdf5 strings truncated huge; do
   ! grep -q "HDF5-DIAG" "$name.log" || { echo "$name: the HDF5 library printed its error stack"; exit 1; }
 done
 echo "HDF5 test passed"

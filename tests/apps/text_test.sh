@@ -134,6 +134,9 @@ printf 'the 1 2\n' > short_vectors.txt
 expect_job_failure "$text" vector_length \
   "short_vectors.txt: line 1: the vector of 'the' has 2 values, not 32 \(the embedding's dimension\)" \
   "0" --train=train --model=conv1d --embedding_dim=32 --word_vectors=short_vectors.txt
+expect_job_failure "$text" freeze_alone \
+  "--freeze_word_vectors keeps the vectors of --word_vectors, which is empty" \
+  "0 1 2" --train=train --freeze_word_vectors
 
 expect_job_failure "$text" csv_only "csv_only: no \.txt text files in its 1 class subfolders \(a\)" \
   "0 1 2" --train=csv_only

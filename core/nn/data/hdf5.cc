@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,7 +120,13 @@ NpyArray read_dataset(hid_t file, const std::string& path, const std::string& ke
       fail(path, "dataset '" + key + "': its shard's rows cannot be selected");
     if (rows == 0) H5Sselect_none(space.get());
   }
-  NpyArray array{Tensor(shape), kind == H5T_INTEGER ? "<i8" : "<f8", kind == H5T_INTEGER};
+  // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc.
+  NpyArray array{Tensor(), kind == H5T_INTEGER ? "<i8" : "<f8", kind == H5T_INTEGER};
+  try {
+    array.values = Tensor(shape);
+  } catch (const std::bad_alloc&) {
+    fail(path, "dataset '" + key + "' " + to_string(shape) + " does not fit in memory as float32");
+  }
   std::vector<hsize_t> memory_dims;
   for (std::int64_t d : shape) memory_dims.push_back(static_cast<hsize_t>(d));
   const Handle memory(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(),
@@ -145,8 +152,8 @@ Dataset dataset_from_hdf5(const std::string& path, const std::string& features_k
                     H5Fclose);
   if (!file.valid()) {
     if (quietly([&] { return H5Fis_hdf5(path.c_str()); }) > 0)
-      fail(path, "an HDF5 file that cannot be opened for reading (locked by a program writing "
-                 "it? HDF5_USE_FILE_LOCKING=FALSE reads it anyway)");
+      fail(path, "an HDF5 file that cannot be opened for reading (truncated or damaged, or locked "
+                 "by a program writing it, which HDF5_USE_FILE_LOCKING=FALSE reads past)");
     fail(path, "not an HDF5 file, or not one this HDF5 library reads");
   }
   Shape features_shape, targets_shape;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,13 @@ bool are_labels(const NpyArray& targets) {
 
 // The class labels of `targets` (are_labels), each checked; `num_classes` 0 becomes the largest
 // label + 1 (2 for booleans).
+// A whole number held in a float, in full (a label of 2^63 as well as 7).
+std::string whole(float value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.0f", static_cast<double>(value));
+  return text;
+}
+
 std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& names,
                                          int& num_classes) {
   const Tensor& t = targets.values;
@@ -87,7 +95,7 @@ std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& n
       fail(names.labels,
            "label " + std::to_string(static_cast<std::int64_t>(label)) + at + " is negative");
     if (label >= static_cast<float>(limit))
-      fail(names.labels, "label " + std::to_string(static_cast<std::int64_t>(label)) + at +
+      fail(names.labels, "label " + whole(label) + at +
                              (num_classes > 0
                                   ? " is outside [0, " + std::to_string(num_classes) + ")"
                                   : " is too large for a class label"));

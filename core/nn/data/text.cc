@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -235,23 +236,34 @@ Tensor load_word_vectors(const std::string& path, const std::vector<std::string>
     ids.emplace(vocabulary[i], static_cast<std::int64_t>(i));
   Tensor table({static_cast<std::int64_t>(vocabulary.size()), dim});
   table.set_zero();
-  std::int64_t count = 0;
+  std::int64_t count = 0, vectors = 0;
   std::vector<float> values;
   std::string line, word;
   for (std::int64_t number = 1; std::getline(in, line); ++number) {
+    const auto at_line = [&] { return "line " + std::to_string(number) + ": "; };
+    if (line.find('\0') != std::string::npos)
+      detail::fail(path, at_line() + "a NUL byte: not a text file of word vectors (GloVe's or "
+                                     "word2vec's text format; word2vec's binary one is not read)");
     std::istringstream fields(line);
     if (!(fields >> word)) continue;  // a blank line
     values.clear();
     for (float v; fields >> v;) values.push_back(v);
     if (!fields.eof())
-      detail::fail(path, "line " + std::to_string(number) + ": a value of '" + word +
-                             "' is not a number");
+      detail::fail(path, at_line() + "a value of '" + word +
+                             "' is not a number (or is out of float's range)");
     // word2vec's text format starts with a line of the count and the dimension.
-    if (number == 1 && values.size() == 1 &&
-        std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    const auto digits = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+    if (number == 1 && values.size() == 1 && values[0] == std::floor(values[0]) &&
+        std::all_of(word.begin(), word.end(), digits)) {
+      if (values[0] != static_cast<float>(dim))
+        detail::fail(path, "line 1: word2vec's header gives vectors of dimension " +
+                               std::to_string(static_cast<std::int64_t>(values[0])) + ", not " +
+                               std::to_string(dim) + " (the embedding's dimension)");
       continue;
+    }
+    ++vectors;
     if (static_cast<std::int64_t>(values.size()) != dim)
-      detail::fail(path, "line " + std::to_string(number) + ": the vector of '" + word + "' has " +
+      detail::fail(path, at_line() + "the vector of '" + word + "' has " +
                              std::to_string(values.size()) + " values, not " + std::to_string(dim) +
                              " (the embedding's dimension)");
     const auto at = ids.find(word);
@@ -260,6 +272,7 @@ Tensor load_word_vectors(const std::string& path, const std::vector<std::string>
     ids.erase(at);  // the first vector of a word counts
     ++count;
   }
+  if (vectors == 0) detail::fail(path, "no word vectors in it");
   if (found != nullptr) *found = count;
   return table;
 }

@@ -178,7 +178,18 @@ TEST_CASE("load_word_vectors: GloVe's lines and word2vec's header, zeros where a
         dir / "late_header.txt" + ": line 2: the vector of '3' has 1 values, not 3 (the embedding's dimension)");
   spit(dir / "not_a_number.txt", "the 1 2 3\ncat 1 x 3\n");
   CHECK(data_error([&] { cohort::data::load_word_vectors(dir / "not_a_number.txt", vocabulary, 3); }) ==
-        dir / "not_a_number.txt" + ": line 2: a value of 'cat' is not a number");
+        dir / "not_a_number.txt" + ": line 2: a value of 'cat' is not a number (or is out of float's range)");
+  // A header whose dimension is not the embedding's, a file without vectors, a binary file.
+  spit(dir / "header_dim.txt", "3 100\nthe 1 2 3\n");
+  CHECK(data_error([&] { cohort::data::load_word_vectors(dir / "header_dim.txt", vocabulary, 3); }) ==
+        dir / "header_dim.txt" +
+            ": line 1: word2vec's header gives vectors of dimension 100, not 3 (the embedding's dimension)");
+  spit(dir / "blank.txt", "\n\n");
+  CHECK(data_error([&] { cohort::data::load_word_vectors(dir / "blank.txt", vocabulary, 3); }) ==
+        dir / "blank.txt" + ": no word vectors in it");
+  spit(dir / "binary.bin", std::string("the\0\x01\x02", 6));
+  CHECK(data_error([&] { cohort::data::load_word_vectors(dir / "binary.bin", vocabulary, 3); })
+            .starts_with(dir / "binary.bin" + ": line 1: a NUL byte: not a text file of word vectors"));
   CHECK(invalid_argument([&] { cohort::data::load_word_vectors(dir / "glove.txt", vocabulary, 0); }) ==
         dir / "glove.txt" + ": word vectors of dimension 0");
 }
