@@ -178,7 +178,7 @@ void ValidationHook::reduce_on_plateau(MonitoredSession& session, const Validati
   Trainer& trainer = session.trainer();
   const double now = trainer.learning_rate_scale();
   const double next = std::max(now * options_.reduce_lr_factor, options_.min_learning_rate_scale);
-  if (!(next < now)) return;  // at the floor already
+  if (!(next < now && next > 0)) return;  // at the floor already (or at float's)
   trainer.set_learning_rate_scale(next);
   cooldown_ = options_.reduce_lr_cooldown;
   ++reductions_;

@@ -40,7 +40,7 @@ struct ValidationHookOptions {
   std::int64_t patience = 0;
   /// Keras's ReduceLROnPlateau on the same evaluations: after reduce_lr_patience evaluations
   /// in a row without improvement, the learning rate of every worker is multiplied by
-  /// reduce_lr_factor (in (0, 1); 0: never), from the next step on and in every mode
+  /// reduce_lr_factor (in (0, 1); 0: never), from the chief's next step and in every mode
   /// (Trainer::set_learning_rate_scale, on top of the schedule); then reduce_lr_cooldown
   /// evaluations pass before the count starts again. The factors together never go below
   /// min_learning_rate_scale. The scale is kept in checkpoints; the counts are the session's.

@@ -172,11 +172,14 @@ class Replication {
   /// workers (collective, every step); the ps modes hear the chief's stop through the store.
   virtual bool agree_to_stop(bool mine) { return mine; }
   /// The factor on every replica's learning rate (a reduction on a plateau), set on the chief
-  /// (elsewhere it changes what this replica uses until the chief's is heard again). The others
-  /// hear it from a later step on: the ps modes read it with the stop flag, allreduce mode
-  /// agrees on it with the stop (collective, as agree_to_stop).
+  /// (elsewhere it changes what this replica uses until the chief's is heard again). The chief
+  /// uses it from its next step; the others hear it in the ps modes with the stop flag, after
+  /// their step (the sync chief alone applies updates; in async and ssp a worker may take a
+  /// step or two at the old rate), and allreduce mode agrees on it with the stop (collective,
+  /// as agree_to_stop), so that every replica changes rate at the same step, the chief too.
   virtual void set_learning_rate_scale(double scale) { learning_rate_scale_ = scale; }
-  /// The chief's factor as this replica last heard it; 1 until the chief sets another.
+  /// The factor this replica's steps use: the chief's as this replica last heard (or agreed)
+  /// it; 1 until the chief sets another.
   double learning_rate_scale() const { return learning_rate_scale_; }
   /// Batches this worker has consumed when the global step is `step` (to resume the data order).
   virtual std::int64_t batches_at(std::int64_t step) const { return step; }

@@ -466,9 +466,13 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, floa
   train(next, last);
 }
 
-void Optimizer::set_learning_rate_scale(double scale) {
+void Optimizer::check_learning_rate_scale(double scale) {
   if (!(scale > 0 && scale <= 1))
     throw InvalidArgument("learning rate scale " + std::to_string(scale) + ": expected a factor in (0, 1]");
+}
+
+void Optimizer::set_learning_rate_scale(double scale) {
+  check_learning_rate_scale(scale);
   learning_rate_scale_ = scale;
 }
 

@@ -94,8 +94,9 @@ class Optimizer {
   }
   /// A factor on the schedule's learning rate from here on (1 at first): a reduction on a
   /// plateau (ValidationHook's reduce_lr_factor), which the trainer keeps in step with the
-  /// chief's. InvalidArgument unless in (0, 1].
+  /// chief's. InvalidArgument unless in (0, 1] (check_learning_rate_scale).
   void set_learning_rate_scale(double scale);
+  static void check_learning_rate_scale(double scale);
   double learning_rate_scale() const { return learning_rate_scale_; }
 
   /// values += update(grad_scale * grads): the in-place update at global step `step`. The scale

@@ -161,6 +161,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
     // (which a session before this one on the same trainer has moved).
     graph_.initialize(options_.seed);
     optimizer_->reset();
+    set_learning_rate_scale(1);  // a session before this one on the same trainer may have reduced it
   }
   {
     const StallWatch watch("the start of training, with the other tasks");
@@ -240,8 +241,8 @@ void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
 }  // namespace
 
 void Trainer::set_learning_rate_scale(double scale) {
-  optimizer_->set_learning_rate_scale(scale);  // checks it
-  replication_->set_learning_rate_scale(scale);
+  Optimizer::check_learning_rate_scale(scale);
+  replication_->set_learning_rate_scale(scale);  // step() gives the optimizer what it agrees
 }
 
 bool Trainer::agree_to_stop(bool mine) {

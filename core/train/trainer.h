@@ -165,10 +165,12 @@ class Trainer {
   /// Whether to stop after this step, given this replica's wish: agreed across the replicas in
   /// allreduce mode (collective, every step); the ps modes hear the chief's stop through the store.
   bool agree_to_stop(bool mine);
-  /// A factor in (0, 1] on the schedule's learning rate from the next step on, in every replica
-  /// (Keras's ReduceLROnPlateau; ValidationHook's reduce_lr_factor): given on the chief, the
-  /// others hear it through the mode (Replication::set_learning_rate_scale). Kept in checkpoints
-  /// and restored with them. InvalidArgument outside (0, 1].
+  /// A factor in (0, 1] on the schedule's learning rate, in every replica (Keras's
+  /// ReduceLROnPlateau; ValidationHook's reduce_lr_factor): given on the chief, the others hear
+  /// it through the mode, from the chief's next step in allreduce mode, within a step or two in
+  /// the ps modes (Replication::set_learning_rate_scale). Kept in checkpoints and restored with
+  /// them; a session that starts from the initialisers, or a warm start, starts at 1.
+  /// InvalidArgument outside (0, 1].
   void set_learning_rate_scale(double scale);
   /// The factor this replica's steps use (1 until the chief sets another).
   double learning_rate_scale() const { return replication_->learning_rate_scale(); }

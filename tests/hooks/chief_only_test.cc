@@ -194,20 +194,29 @@ class LearningRates : public SessionRunHook {
   std::vector<std::pair<std::int64_t, double>> rates;
 };
 
-// On the chief: halves the learning rate once the global step reaches `at`.
+// On the chief: halves the learning rate once the global step reaches `at`, after a step (as
+// ValidationHook does) or before one (`before`: as a program may, between the agreements of
+// allreduce mode).
 class HalveAt : public SessionRunHook {
  public:
-  explicit HalveAt(std::int64_t at) : at_(at) {}
-  SessionRunArgs before_run(RunContext&) override { return {{"global_step"}}; }
-  void after_run(RunContext& context, const SessionRunValues& values) override {
-    if (values.get("global_step") < static_cast<double>(at_) || fired_at >= 0) return;
-    context.session().trainer().set_learning_rate_scale(0.5);
-    fired_at = static_cast<std::int64_t>(values.get("global_step"));
+  HalveAt(std::int64_t at, bool before) : at_(at), before_(before) {}
+  SessionRunArgs before_run(RunContext& context) override {
+    if (before_) halve(context.session());
+    return {};
+  }
+  void after_run(RunContext& context, const SessionRunValues&) override {
+    if (!before_) halve(context.session());
   }
   std::int64_t fired_at = -1;  // the global step after which it halved the rate
 
  private:
+  void halve(MonitoredSession& session) {
+    if (session.global_step() < at_ || fired_at >= 0) return;
+    session.trainer().set_learning_rate_scale(0.5);
+    fired_at = session.global_step();
+  }
   std::int64_t at_;
+  bool before_;
 };
 
 }  // namespace
@@ -233,7 +242,10 @@ COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in e
     Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
                     data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(kRate), options);
     auto rates = std::make_shared<LearningRates>();
-    auto halve = std::make_shared<HalveAt>(3);
+    // Allreduce: halved before a step; the replicas agree on it after that step, the chief's own
+    // too (had the chief changed alone, its parameters would part from the others').
+    const bool before = mode == Mode::kAllreduce;
+    auto halve = std::make_shared<HalveAt>(3, before);
     // The chief alone stops, at step 12: another worker leaves when it hears of the stop, and
     // hears the scale, written before it, no later.
     MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
@@ -243,6 +255,7 @@ COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in e
     test::train(session);
     session.close();
     CHECK(trainer.learning_rate_scale() == 0.5);
+    CHECK_NOTHROW(trainer.set_learning_rate_scale(0.25));  // the ps store is closed: local alone
     // Each step trained at the schedule's rate until this worker heard of the scale, at half of
     // it from then on. The chief's steps after the one it halved the rate at all at half (in the
     // lock-step modes that is step 3; in async and ssp the chief sees the other worker's steps
@@ -254,6 +267,11 @@ COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in e
     std::int64_t fired_at = server.is_chief() ? halve->fired_at : 0;
     server.replicas().bcast(std::span<std::int64_t>(&fired_at, 1), 0);  // replica 0: the chief
     if (mode == Mode::kSync || mode == Mode::kAllreduce) CHECK(fired_at == 3);
+    if (mode == Mode::kAllreduce) {  // every replica's parameters the same, bit for bit
+      std::vector<float> mine(graph.values().begin(), graph.values().end()), chief = mine;
+      server.replicas().bcast(std::span<float>(chief), 0);
+      CHECK(mine == chief);
+    }
     bool halved = false;
     for (const auto& [step, rate] : rates->rates) {
       CAPTURE(step);
@@ -264,7 +282,7 @@ COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in e
         CHECK(!halved);
       }
       if (server.is_chief() || mode == Mode::kAllreduce)
-        CHECK(rate == doctest::Approx(step <= fired_at ? kRate : kRate / 2));
+        CHECK(rate == doctest::Approx(step <= fired_at + (before ? 1 : 0) ? kRate : kRate / 2));
       if (!server.is_chief() && mode == Mode::kSync && (step <= 3 || step >= 5))
         CHECK(rate == doctest::Approx(step <= 3 ? kRate : kRate / 2));
     }

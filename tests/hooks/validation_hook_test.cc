@@ -127,6 +127,12 @@ TEST_CASE("ValidationHook reduces the learning rate on a plateau, with a cooldow
   CHECK_THROWS_WITH_AS(restored.trainer.restore(bad),
                        "the checkpoint at global step 16 has learning_rate_scale '2', not a factor in (0, 1]",
                        CheckpointError);
+  // A new session on the first trainer, restoring nothing, starts from the initialisers and at
+  // the schedule's rate.
+  {
+    MonitoredSession again(t.trainer, test::with_hooks({}));
+    CHECK(t.trainer.learning_rate_scale() == 1.0);
+  }
 
   // Patience 1, no cooldown: every evaluation after the first reduces it, to the floor of 0.2
   // (0.5, 0.25, then 0.2 rather than 0.125) and no further.

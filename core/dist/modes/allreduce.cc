@@ -109,11 +109,13 @@ class AllreduceReplication final : public Replication, private GradientListener 
   void abandon() override { abandoned_ = true; }
   void fetch_parameters(std::span<float>) override {}  // every replica holds them
   std::vector<double> exchange_step_times(double mine) override { return comm_.allgather(mine); }
+  // An offer until the next agree_to_stop: a replica that changed rate alone would apply
+  // updates no other replica applies.
+  void set_learning_rate_scale(double scale) override { offered_scale_ = scale; }
   // One reduction for both: the stop wish of any replica, and the chief's learning-rate scale
   // (the others offer 0).
   bool agree_to_stop(bool mine) override {
-    std::array<double, 2> agreed = {mine ? 1.0 : 0.0,
-                                    comm_.rank() == kChief ? learning_rate_scale_ : 0.0};
+    std::array<double, 2> agreed = {mine ? 1.0 : 0.0, comm_.rank() == kChief ? offered_scale_ : 0.0};
     comm_.allreduce(std::span<double>(agreed), mpi::Op::kMax);
     learning_rate_scale_ = agreed[1];
     return agreed[0] != 0;
@@ -191,6 +193,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
   bool open_ = false;
   std::int64_t sent_ = 0, during_backward_ = 0;  // buckets, for stats()
   bool abandoned_ = false;                        // abandon() since the last start()
+  double offered_scale_ = 1.0;                    // the chief's, agreed at the next agree_to_stop
 };
 
 }  // namespace

@@ -142,7 +142,7 @@ void PsReplication::hear_learning_rate_scale(std::int64_t word) {
 
 void PsReplication::set_learning_rate_scale(double scale) {
   Replication::set_learning_rate_scale(scale);
-  if (server_.is_chief())
+  if (server_.is_chief() && !finished_)  // after finish(), the store is closed
     store_.write(ControlSlot::kLearningRateScale, std::bit_cast<std::int64_t>(scale));
 }
 
