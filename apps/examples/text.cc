@@ -35,6 +35,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -299,6 +300,15 @@ int Main(int argc, char** argv) {
   // Pre-trained word vectors: the chief makes them a checkpoint of the embedding alone and
   // starts from it (a warm start: a checkpoint in --checkpoint_dir wins, so a restart resumes).
   std::string vectors_checkpoint;
+  // Removed once the session has read it, or when a failure unwinds past this (app::Run ends
+  // the job after the unwinding).
+  struct Removed {
+    const std::string& path;
+    ~Removed() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove(path, ignored);
+    }
+  } remove_vectors_checkpoint{vectors_checkpoint};
   if (!FLAGS_word_vectors.empty() && server.is_chief()) {
     std::int64_t found = 0;
     cohort::Tensor table = cohort::data::load_word_vectors(
@@ -332,6 +342,7 @@ int Main(int argc, char** argv) {
       .warm_start_from = vectors_checkpoint,
       .warm_start_vars = vectors_checkpoint.empty() ? "" : "embedding/embeddings$"});
   if (!vectors_checkpoint.empty()) std::filesystem::remove(vectors_checkpoint);
+  vectors_checkpoint.clear();
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
