@@ -1,6 +1,7 @@
 // Two workers in allreduce mode: chief-only hooks run on the chief alone, hooks on both, and the
 // MonitoredTrainingSession factory gives the default hooks to the chief only. With a ps in async
-// mode: the chief's final checkpoint, and GlobalStepWaiterHook's wait.
+// mode: the chief's final checkpoint, and GlobalStepWaiterHook's wait. In every mode: the end of
+// each worker's input, and the learning-rate scale the chief sets reaching every worker.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -57,6 +58,25 @@ std::string shared_dir(const mpi::Comm& comm, const std::string& tag) {
   std::int64_t id = comm.rank() == 0 ? static_cast<std::int64_t>(::getpid()) : 0;
   comm.bcast(std::span<std::int64_t>(&id, 1), 0);
   return (std::filesystem::temp_directory_path() / ("cohort_hooks_" + tag + "_" + std::to_string(id))).string();
+}
+
+// Of the test's 3 ranks, a cluster for `mode`: 1 ps and 2 workers in the ps modes (the ps serves
+// until the workers are done), the workers of ranks 1 and 2 alone in allreduce mode; on each
+// worker, train(server, whether there is a ps).
+template <typename Train>
+void on_two_workers(const mpi::Comm& comm, Mode mode, Train&& train) {
+  const std::string mode_name = to_string(mode);
+  CAPTURE(mode_name);
+  const bool ps = mode != Mode::kAllreduce;
+  const mpi::Comm workers = comm.split(ps || comm.rank() > 0 ? 0 : MPI_UNDEFINED, comm.rank());
+  if (workers.is_null()) return;
+  const ClusterSpec cluster = ClusterSpec::from_counts(workers, ps ? 1 : 0);
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    server.join(std::chrono::seconds(60));
+    return;
+  }
+  train(server, ps);
 }
 
 }  // namespace
@@ -145,40 +165,30 @@ COHORT_MPI_TEST_CASE("after an error every worker hit alike, a new session on th
 COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the end of each replica's input", 3) {
   // 128 examples over 2 workers in batches of 8: 8 batches a pass of a worker's shard.
   for (Mode mode : {Mode::kAllreduce, Mode::kSync, Mode::kAsync}) {
-    const std::string mode_name = to_string(mode);
-    CAPTURE(mode_name);
-    const bool ps = mode != Mode::kAllreduce;
-    // Allreduce: the two workers alone (ranks 1 and 2).
-    const mpi::Comm workers = comm.split(ps || comm.rank() > 0 ? 0 : MPI_UNDEFINED, comm.rank());
-    if (workers.is_null()) continue;
-    const ClusterSpec cluster = ClusterSpec::from_counts(workers, ps ? 1 : 0);
-    Server server(cluster);
-    if (server.job_name() == "ps") {
-      server.join(std::chrono::seconds(60));
-      continue;
-    }
-    TrainerOptions options = test::trainer_options(mode);
-    options.epochs = 2;
-    Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
-    Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
-                    data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(), options);
-    MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
-                                       .stop_on_signals = false});
-    // Async: the chief's end, as any stop of the chief, ends training for the other worker too,
-    // which may then have trained fewer of its own batches.
-    const int runs = test::train(session);
-    if (mode == Mode::kAsync && !server.is_chief()) {
-      CHECK(runs >= 1);
-      CHECK(runs <= 16);
-      CHECK(trainer.end_of_input() == (runs == 16));
-    } else {
-      CHECK(runs == 16);
-      CHECK(trainer.end_of_input());
-    }
-    session.close();
-    // Sync and allreduce: a global step is every worker's batch (async: each push, some of the
-    // other worker's after the chief's last look).
-    if (server.is_chief() && mode != Mode::kAsync) CHECK(trainer.global_step() == 16);
+    on_two_workers(comm, mode, [&](Server& server, bool ps) {
+      TrainerOptions options = test::trainer_options(mode);
+      options.epochs = 2;
+      Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
+      Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                      data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(), options);
+      MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
+                                         .stop_on_signals = false});
+      // Async: the chief's end, as any stop of the chief, ends training for the other worker too,
+      // which may then have trained fewer of its own batches.
+      const int runs = test::train(session);
+      if (mode == Mode::kAsync && !server.is_chief()) {
+        CHECK(runs >= 1);
+        CHECK(runs <= 16);
+        CHECK(trainer.end_of_input() == (runs == 16));
+      } else {
+        CHECK(runs == 16);
+        CHECK(trainer.end_of_input());
+      }
+      session.close();
+      // Sync and allreduce: a global step is every worker's batch (async: each push, some of the
+      // other worker's after the chief's last look).
+      if (server.is_chief() && mode != Mode::kAsync) CHECK(trainer.global_step() == 16);
+    });
   }
 }
 
@@ -224,68 +234,58 @@ class HalveAt : public SessionRunHook {
 COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in every mode", 3) {
   constexpr double kRate = 0.05;  // test::sgd()'s
   for (Mode mode : {Mode::kAllreduce, Mode::kSync, Mode::kAsync, Mode::kSsp}) {
-    const std::string mode_name = to_string(mode);
-    CAPTURE(mode_name);
-    const bool ps = mode != Mode::kAllreduce;
-    // Allreduce: the two workers alone (ranks 1 and 2).
-    const mpi::Comm workers = comm.split(ps || comm.rank() > 0 ? 0 : MPI_UNDEFINED, comm.rank());
-    if (workers.is_null()) continue;
-    const ClusterSpec cluster = ClusterSpec::from_counts(workers, ps ? 1 : 0);
-    Server server(cluster);
-    if (server.job_name() == "ps") {
-      server.join(std::chrono::seconds(60));
-      continue;
-    }
-    TrainerOptions options = test::trainer_options(mode);
-    options.replication.staleness = 2;
-    Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
-    Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
-                    data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(kRate), options);
-    auto rates = std::make_shared<LearningRates>();
-    // Allreduce: halved before a step; the replicas agree on it after that step, the chief's own
-    // too (had the chief changed alone, its parameters would part from the others').
-    const bool before = mode == Mode::kAllreduce;
-    auto halve = std::make_shared<HalveAt>(3, before);
-    // The chief alone stops, at step 12: another worker leaves when it hears of the stop, and
-    // hears the scale, written before it, no later.
-    MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
-                                       .hooks = {rates},
-                                       .chief_only_hooks = {halve, StopAtStepHook::last(12)},
-                                       .stop_on_signals = false});
-    test::train(session);
-    session.close();
-    CHECK(trainer.learning_rate_scale() == 0.5);
-    CHECK_NOTHROW(trainer.set_learning_rate_scale(0.25));  // the ps store is closed: local alone
-    // Each step trained at the schedule's rate until this worker heard of the scale, at half of
-    // it from then on. The chief's steps after the one it halved the rate at all at half (in the
-    // lock-step modes that is step 3; in async and ssp the chief sees the other worker's steps
-    // too); in allreduce mode every worker's (they agree on it with the stop, after each step);
-    // in sync mode the other worker's from step 4 or 5 (it reads the scale with the steps the
-    // chief publishes, which the chief publishes before it halves; the chief alone applies the
-    // updates).
-    REQUIRE(!rates->rates.empty());
-    std::int64_t fired_at = server.is_chief() ? halve->fired_at : 0;
-    server.replicas().bcast(std::span<std::int64_t>(&fired_at, 1), 0);  // replica 0: the chief
-    if (mode == Mode::kSync || mode == Mode::kAllreduce) CHECK(fired_at == 3);
-    if (mode == Mode::kAllreduce) {  // every replica's parameters the same, bit for bit
-      std::vector<float> mine(graph.values().begin(), graph.values().end()), chief = mine;
-      server.replicas().bcast(std::span<float>(chief), 0);
-      CHECK(mine == chief);
-    }
-    bool halved = false;
-    for (const auto& [step, rate] : rates->rates) {
-      CAPTURE(step);
-      if (rate != kRate) {
-        CHECK(rate == doctest::Approx(kRate / 2));
-        halved = true;
-      } else {
-        CHECK(!halved);
+    on_two_workers(comm, mode, [&](Server& server, bool ps) {
+      TrainerOptions options = test::trainer_options(mode);
+      options.replication.staleness = 2;
+      Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
+      Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                      data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(kRate), options);
+      auto rates = std::make_shared<LearningRates>();
+      // Allreduce: halved before a step; the replicas agree on it after that step, the chief's own
+      // too (had the chief changed alone, its parameters would part from the others').
+      const bool before = mode == Mode::kAllreduce;
+      auto halve = std::make_shared<HalveAt>(3, before);
+      // The chief alone stops, at step 12: another worker leaves when it hears of the stop, and
+      // hears the scale, written before it, no later.
+      MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
+                                         .hooks = {rates},
+                                         .chief_only_hooks = {halve, StopAtStepHook::last(12)},
+                                         .stop_on_signals = false});
+      test::train(session);
+      session.close();
+      CHECK(trainer.learning_rate_scale() == 0.5);
+      CHECK_NOTHROW(trainer.set_learning_rate_scale(0.25));  // the ps store is closed: local alone
+      // Each step trained at the schedule's rate until this worker heard of the scale, at half of
+      // it from then on. The chief's steps after the one it halved the rate at all at half (in the
+      // lock-step modes that is step 3; in async and ssp the chief sees the other worker's steps
+      // too); in allreduce mode every worker's (they agree on it with the stop, after each step);
+      // in sync mode the other worker's from step 4 or 5 (it reads the scale with the steps the
+      // chief publishes, which the chief publishes before it halves; the chief alone applies the
+      // updates).
+      REQUIRE(!rates->rates.empty());
+      std::int64_t fired_at = server.is_chief() ? halve->fired_at : 0;
+      server.replicas().bcast(std::span<std::int64_t>(&fired_at, 1), 0);  // replica 0: the chief
+      if (mode == Mode::kSync || mode == Mode::kAllreduce) CHECK(fired_at == 3);
+      if (mode == Mode::kAllreduce) {  // every replica's parameters the same, bit for bit
+        std::vector<float> mine(graph.values().begin(), graph.values().end()), chief = mine;
+        server.replicas().bcast(std::span<float>(chief), 0);
+        CHECK(mine == chief);
       }
-      if (server.is_chief() || mode == Mode::kAllreduce)
-        CHECK(rate == doctest::Approx(step <= fired_at + (before ? 1 : 0) ? kRate : kRate / 2));
-      if (!server.is_chief() && mode == Mode::kSync && (step <= 3 || step >= 5))
-        CHECK(rate == doctest::Approx(step <= 3 ? kRate : kRate / 2));
-    }
+      bool halved = false;
+      for (const auto& [step, rate] : rates->rates) {
+        CAPTURE(step);
+        if (rate != kRate) {
+          CHECK(rate == doctest::Approx(kRate / 2));
+          halved = true;
+        } else {
+          CHECK(!halved);
+        }
+        if (server.is_chief() || mode == Mode::kAllreduce)
+          CHECK(rate == doctest::Approx(step <= fired_at + (before ? 1 : 0) ? kRate : kRate / 2));
+        if (!server.is_chief() && mode == Mode::kSync && (step <= 3 || step >= 5))
+          CHECK(rate == doctest::Approx(step <= 3 ? kRate : kRate / 2));
+      }
+    });
   }
 }
 
