@@ -10,6 +10,12 @@
 //       --checkpoint_dir=ckpt --predict=new_photos --predictions=labels.csv       (one line)
 //   mpirun -np 4 build/bin/example_images --train='records/train-*.tfrecord'
 //       --test=records/test.tfrecord --height=64 --width=64                     (one line)
+//   mpirun -np 4 build/bin/example_images --train=galaxies_train.h5 --test=galaxies_test.h5
+//       --hdf5_images=images --hdf5_labels=ans                                  (one line)
+//
+// Or an HDF5 file (.h5, .hdf5) of images [n, height, width] or [n, height, width, channels] of
+// any number type (--hdf5_images) and integer labels (--hdf5_labels): used at their size, and
+// standardised per channel by the whole training set's mean and deviation.
 //
 // --train and --test name a folder, or TFRecord files (comma-separated; a name ending in
 // .tfrecord or .tfrecords, with .gz or not, or holding a * ? or [ pattern) whose --tfrecord_image feature
@@ -35,7 +41,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +55,8 @@ COHORT_DEFINE_float(validation_split, 0,
                     cohort::flags::Range{0, 1});
 COHORT_DEFINE_string(tfrecord_image, "image/encoded", "TFRecord: the feature holding the encoded image");
 COHORT_DEFINE_string(tfrecord_label, "image/class/label", "TFRecord: the int64 feature holding the class label");
+COHORT_DEFINE_string(hdf5_images, "images", "HDF5: the dataset of images, [n, height, width] or [n, height, width, channels]");
+COHORT_DEFINE_string(hdf5_labels, "labels", "HDF5: the dataset of integer class labels [n]");
 COHORT_DEFINE_int(height, 0, "resize every image to this height (0, with --width=0: keep the size)",
                   cohort::flags::Range{0, 1 << 16});
 COHORT_DEFINE_int(width, 0, "resize every image to this width", cohort::flags::Range{0, 1 << 16});
@@ -75,6 +85,8 @@ namespace {
 cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int classes) {
   cohort::Model model(graph);
   cohort::Node x = model.input(example);
+  if (example.size() == 2)  // grey images from an HDF5 array [n, height, width]
+    x = model.apply(cohort::reshape("channels", {example[0], example[1], 1}), x);
   const std::vector<std::int64_t> filters =
       cohort::flags::parse_size_list("filters", FLAGS_filters, 1 << 16);
   for (std::size_t i = 0; i < filters.size(); ++i) {
@@ -135,6 +147,8 @@ void predict(cohort::Model& model, const std::vector<std::string>& paths, const 
   }
 }
 
+bool is_hdf5(const std::string& spec) { return spec.ends_with(".h5") || spec.ends_with(".hdf5"); }
+
 bool is_tfrecord(const std::string& spec) {
   for (const char* suffix : {".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz"})
     if (spec.ends_with(suffix)) return true;
@@ -146,6 +160,29 @@ bool is_tfrecord(const std::string& spec) {
 // `classes` gets the set's.
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
                            cohort::data::ImageFolderOptions layout, std::vector<std::string>& classes) {
+  if (is_hdf5(spec)) {
+    if (layout.validation_split > 0)
+      throw cohort::InvalidArgument("--validation_split: for a folder of images; --" + what + "=" + spec +
+                                    " is an HDF5 file");
+    cohort::data::Dataset data = cohort::data::dataset_from_hdf5(
+        spec, FLAGS_hdf5_images, FLAGS_hdf5_labels, static_cast<int>(classes.size()), layout.shard);
+    const cohort::Shape shape = data.example_shape();
+    const std::string in = "--" + what + "=" + spec + ": dataset '" + FLAGS_hdf5_images + "'";
+    if (!data.has_labels() || (shape.size() != 2 && shape.size() != 3))
+      throw cohort::InvalidArgument(in + " holds examples of shape " + cohort::to_string(shape) +
+                                    " with " + (data.has_labels() ? "labels" : "float targets") +
+                                    ": expected images [height, width] or [height, width, channels] "
+                                    "and integer labels");
+    // The arrays are used at their size: a test set must have the training set's.
+    const cohort::Shape want = {layout.height, layout.width, layout.channels};
+    if (layout.height > 0 && (shape[0] != want[0] || shape[1] != want[1] ||
+                              (shape.size() == 3 ? shape[2] : 0) != (want[2] > 0 ? want[2] : 0)))
+      throw cohort::InvalidArgument(in + " holds images of shape " + cohort::to_string(shape) +
+                                    ", not the training images' " + cohort::to_string(want));
+    if (classes.empty())
+      for (int c = 0; c < data.num_classes(); ++c) classes.push_back(std::to_string(c));
+    return data;
+  }
   if (!is_tfrecord(spec)) {
     layout.class_names = classes;
     return cohort::data::load_image_folder(spec, layout, &classes);
@@ -178,6 +215,13 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  const bool arrays = is_hdf5(FLAGS_train);
+  if (arrays && (FLAGS_height > 0 || FLAGS_width > 0 || FLAGS_channels > 0))
+    throw cohort::InvalidArgument("--height, --width and --channels: for decoded images; --train=" +
+                                  FLAGS_train + " is an HDF5 file, whose images are used at their size");
+  if (arrays && !FLAGS_predict.empty())
+    throw cohort::InvalidArgument("--predict classifies image files, and --train=" + FLAGS_train +
+                                  " is an HDF5 file of standardised arrays: evaluate them with --test");
   cohort::data::ImageFolderOptions read;
   read.height = FLAGS_height;
   read.width = FLAGS_width;
@@ -205,7 +249,7 @@ int Main(int argc, char** argv) {
     read.shard = {};
     read.height = train.example_shape()[0];
     read.width = train.example_shape()[1];
-    read.channels = static_cast<int>(train.example_shape()[2]);
+    read.channels = train.example_shape().size() == 3 ? static_cast<int>(train.example_shape()[2]) : 0;
     read.subset = cohort::data::ImageFolderOptions::Subset::kValidation;  // with a split
     test = FLAGS_test.empty() ? load("train", FLAGS_train, read, classes)
                               : load("test", FLAGS_test, read, classes);
@@ -217,6 +261,25 @@ int Main(int argc, char** argv) {
   options.batch_size = FLAGS_batch_size;
   options.seed = static_cast<std::uint64_t>(FLAGS_seed);
   options.image.horizontal_flip = FLAGS_horizontal_flip;
+  if (arrays) {
+    // Arrays of any range (bytes, counts, fluxes): standardised by the whole training set's
+    // statistics per channel (one for all of a grey [n, height, width] array), summed over
+    // every worker's shard, in training and evaluation alike.
+    cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
+    if (train.example_shape().size() == 2) {
+      if (FLAGS_horizontal_flip)
+        throw cohort::InvalidArgument("--horizontal_flip: the images of --train=" + FLAGS_train +
+                                      " have no channel axis ([n, height, width]); give them one");
+      sums.count *= static_cast<std::int64_t>(sums.sum.size());
+      sums.sum = {std::accumulate(sums.sum.begin(), sums.sum.end(), 0.0)};
+      sums.sum_squares = {std::accumulate(sums.sum_squares.begin(), sums.sum_squares.end(), 0.0)};
+    }
+    const cohort::mpi::Comm& workers = server.replicas();
+    sums.count = workers.allreduce(sums.count);
+    workers.allreduce(std::span<double>(sums.sum));
+    workers.allreduce(std::span<double>(sums.sum_squares));
+    sums.moments(options.image.mean, options.image.std);
+  }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   cohort::OptimizerOptions adam;
   adam.name = "adam";

@@ -11,9 +11,17 @@
 #   of strings, a truncated file and a dataset too large for memory each end the job in one line
 #   (no error stack of the HDF5 library).
 #
-#   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR
+#
+# And images in HDF5 arrays (apps/examples/images.cc, its CNN, standardised by the training set):
+# - the same uint8 [n, 28, 28] Fashion-MNIST arrays: test accuracy at least 0.8;
+# - float32 [n, 16, 16, 3] images of values around 1000 whose class is which channel is
+#   brightest, with --horizontal_flip: test accuracy at least 0.95;
+# - float targets, a test set of another size, --height and --predict each end the job in one
+#   line.
+#
+#   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR IMAGES
 set -euo pipefail
-tabular=$1 mpiexec=$2 np_flag=$3 data_dir=$4 work=$5
+tabular=$1 mpiexec=$2 np_flag=$3 data_dir=$4 work=$5 images=$6
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../support/skip.sh"
 /usr/bin/python3 -c "import numpy, h5py" 2>/dev/null ||
@@ -53,6 +61,16 @@ for split, n in (("train", 1000), ("test", 200)):  # one value per example: feat
 with h5py.File("strings.h5", "w") as f:
     f["x"] = np.array([b"a", b"b"])
     f["y"] = np.array([0, 1])
+for split, n in (("train", 1200), ("test", 300)):  # the brightest channel is the class
+    labels = rng.integers(0, 3, size=n)
+    pictures = 1000 + rng.normal(0, 20, size=(n, 16, 16, 3))
+    pictures[np.arange(n), :, :, labels] += 30
+    with h5py.File(f"channels_{split}.h5", "w") as f:
+        f["images"] = pictures.astype(np.float32)
+        f["labels"] = labels.astype(np.uint8)
+with h5py.File("channels_small.h5", "w") as f:  # a test set of smaller images
+    f["images"] = np.zeros((10, 8, 8, 3), dtype=np.float32)
+    f["labels"] = np.zeros(10, dtype=np.uint8)
 with h5py.File("huge.h5", "w") as f:  # declared, never written: a few bytes on disk
     f.create_dataset("x", shape=(10**12, 4), dtype="f4", chunks=(1000, 4))
     f["y"] = np.zeros(4, dtype=np.float32)
@@ -108,8 +126,37 @@ expect_job_failure "$tabular" truncated \
   "0 1 2" --train=truncated.h5
 expect_job_failure "$tabular" huge \
   "huge.h5: dataset 'x' \[[0-9]+, 4\] does not fit in memory as float32" "0 1 2" --train=huge.h5
+
+# Images: the CNN of example_images on the same Fashion-MNIST arrays, and on RGB-like floats.
+"$mpiexec" "$np_flag" 2 --oversubscribe "$images" --print_cluster=false --train=fashion_train.h5 \
+  --test=fashion_test.h5 --hdf5_images=train/images --hdf5_labels=train/labels --train_steps=300 \
+  --metrics_json=images_fashion.json > images_fashion.log 2>&1 \
+  || { cat images_fashion.log; echo "the HDF5 images job failed"; exit 1; }
+grep -q "^images: 2 workers, 6000 images of \[28, 28\] in 10 classes, global step 300, " images_fashion.log \
+  || { cat images_fashion.log; echo "images_fashion: not 6000 images of [28, 28] in 10 classes"; exit 1; }
+"$mpiexec" "$np_flag" 2 --oversubscribe "$images" --print_cluster=false --train=channels_train.h5 \
+  --test=channels_test.h5 --filters=8 --hidden=16 --horizontal_flip --train_steps=150 \
+  --metrics_json=images_channels.json > images_channels.log 2>&1 \
+  || { cat images_channels.log; echo "the HDF5 RGB images job failed"; exit 1; }
+fashion=$(json_value images_fashion.json accuracy)
+channels=$(json_value images_channels.json accuracy)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $fashion >= 0.8 and $channels >= 0.95 else 1)" \
+  || { echo "images: test accuracy $fashion (Fashion-MNIST, bar 0.8), $channels (channels, bar 0.95)"; exit 1; }
+echo "images: test accuracy $fashion (Fashion-MNIST), $channels (the brightest channel)"
+expect_job_failure "$images" images_targets \
+  "--train=regression_train.h5: dataset 'x' holds examples of shape \[6\] with float targets: expected .*" \
+  "0 1 2" --train=regression_train.h5 --hdf5_images=x --hdf5_labels=y
+expect_job_failure "$images" images_test_size \
+  "--test=channels_small.h5: dataset 'images' holds images of shape \[8, 8, 3\], not the training images' .*" \
+  "0" --train=channels_train.h5 --test=channels_small.h5
+expect_job_failure "$images" images_height \
+  "--height, --width and --channels: for decoded images; --train=channels_train.h5 is an HDF5 file, .*" \
+  "0 1 2" --train=channels_train.h5 --height=8 --width=8
+expect_job_failure "$images" images_predict "--predict classifies image files, .*" \
+  "0 1 2" --train=channels_train.h5 --predict=anything
+
 # One line each: the HDF5 library's own error stack is not printed.
-for name in missing not_hdf5 strings truncated huge; do
+for name in missing not_hdf5 strings truncated huge images_targets images_height; do
   ! grep -q "HDF5-DIAG" "$name.log" || { echo "$name: the HDF5 library printed its error stack"; exit 1; }
 done
 echo "HDF5 test passed"
