@@ -174,9 +174,9 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
                                     ": expected images [height, width] or [height, width, channels] "
                                     "and integer labels");
     // The arrays are used at their size: a test set must have the training set's.
-    const cohort::Shape want = {layout.height, layout.width, layout.channels};
-    if (layout.height > 0 && (shape[0] != want[0] || shape[1] != want[1] ||
-                              (shape.size() == 3 ? shape[2] : 0) != (want[2] > 0 ? want[2] : 0)))
+    cohort::Shape want = {layout.height, layout.width};
+    if (layout.channels > 0) want.push_back(layout.channels);
+    if (layout.height > 0 && shape != want)
       throw cohort::InvalidArgument(in + " holds images of shape " + cohort::to_string(shape) +
                                     ", not the training images' " + cohort::to_string(want));
     if (classes.empty())
@@ -222,6 +222,16 @@ int Main(int argc, char** argv) {
   if (arrays && !FLAGS_predict.empty())
     throw cohort::InvalidArgument("--predict classifies image files, and --train=" + FLAGS_train +
                                   " is an HDF5 file of standardised arrays: evaluate them with --test");
+  if (arrays && FLAGS_test.empty())
+    throw cohort::InvalidArgument("--test is required with an HDF5 --train=" + FLAGS_train +
+                                  " (a file of its own: the training arrays are not split)");
+  if (!FLAGS_test.empty() && is_hdf5(FLAGS_test) != arrays)
+    throw cohort::InvalidArgument("--test=" + FLAGS_test + " and --train=" + FLAGS_train +
+                                  ": both HDF5 files or neither (HDF5 arrays are standardised, "
+                                  "decoded images are not)");
+  if (arrays && FLAGS_decode_on_use)
+    throw cohort::InvalidArgument("--decode_on_use: for encoded images; --train=" + FLAGS_train +
+                                  " is an HDF5 file of arrays, held in memory");
   cohort::data::ImageFolderOptions read;
   read.height = FLAGS_height;
   read.width = FLAGS_width;
@@ -238,6 +248,16 @@ int Main(int argc, char** argv) {
   // Workers that listed different folders (a copy per node that differs) would train on shards
   // of different sets, or build models of different sizes and hang: compare the class lists.
   const int classes_found = static_cast<int>(classes.size());
+  // The same for the images' shape (the first image's, or an HDF5 array's).
+  std::vector<std::int64_t> dims = train.example_shape();
+  dims.resize(3, 0);
+  std::vector<std::int64_t> least = dims, most = dims;
+  server.replicas().allreduce(std::span<std::int64_t>(least), cohort::mpi::Op::kMin);
+  server.replicas().allreduce(std::span<std::int64_t>(most), cohort::mpi::Op::kMax);
+  if (least != most)
+    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers found images of different "
+                                  "shapes (this one " + cohort::to_string(train.example_shape()) +
+                                  "): do they all see the same files?");
   if (server.replicas().allreduce(classes_found, cohort::mpi::Op::kMax) != classes_found ||
       server.replicas().allreduce(classes_found, cohort::mpi::Op::kMin) != classes_found)
     throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers found different "

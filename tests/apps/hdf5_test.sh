@@ -16,8 +16,8 @@
 # - the same uint8 [n, 28, 28] Fashion-MNIST arrays: test accuracy at least 0.8;
 # - float32 [n, 16, 16, 3] images of values around 1000 whose class is which channel is
 #   brightest, with --horizontal_flip: test accuracy at least 0.95;
-# - float targets, a test set of another size, --height and --predict each end the job in one
-#   line.
+# - float targets, a test set of another size or kind, a missing --test, --height and --predict
+#   each end the job in one line.
 #
 #   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR IMAGES
 set -euo pipefail
@@ -145,7 +145,7 @@ channels=$(json_value images_channels.json accuracy)
 echo "images: test accuracy $fashion (Fashion-MNIST), $channels (the brightest channel)"
 expect_job_failure "$images" images_targets \
   "--train=regression_train.h5: dataset 'x' holds examples of shape \[6\] with float targets: expected .*" \
-  "0 1 2" --train=regression_train.h5 --hdf5_images=x --hdf5_labels=y
+  "0 1 2" --train=regression_train.h5 --test=regression_test.h5 --hdf5_images=x --hdf5_labels=y
 expect_job_failure "$images" images_test_size \
   "--test=channels_small.h5: dataset 'images' holds images of shape \[8, 8, 3\], not the training images' .*" \
   "0" --train=channels_train.h5 --test=channels_small.h5
@@ -154,6 +154,11 @@ expect_job_failure "$images" images_height \
   "0 1 2" --train=channels_train.h5 --height=8 --width=8
 expect_job_failure "$images" images_predict "--predict classifies image files, .*" \
   "0 1 2" --train=channels_train.h5 --predict=anything
+expect_job_failure "$images" images_no_test "--test is required with an HDF5 --train=channels_train.h5 .*" \
+  "0 1 2" --train=channels_train.h5
+expect_job_failure "$images" images_mixed \
+  "--test=photos and --train=channels_train.h5: both HDF5 files or neither .*" \
+  "0 1 2" --train=channels_train.h5 --test=photos
 
 # One line each: the HDF5 library's own error stack is not printed.
 for name in missing not_hdf5 strings truncated huge images_targets images_height; do

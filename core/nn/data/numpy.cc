@@ -71,14 +71,15 @@ bool are_labels(const NpyArray& targets) {
   return targets.integral && (t.rank() == 1 || (t.rank() == 2 && t.dim(1) == 1));
 }
 
-// The class labels of `targets` (are_labels), each checked; `num_classes` 0 becomes the largest
-// label + 1 (2 for booleans).
 // A whole number held in a float, in full (a label of 2^63 as well as 7).
 std::string whole(float value) {
   char text[64];
   std::snprintf(text, sizeof text, "%.0f", static_cast<double>(value));
   return text;
 }
+
+// The class labels of `targets` (are_labels), each checked; `num_classes` 0 becomes the largest
+// label + 1 (2 for booleans).
 
 std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& names,
                                          int& num_classes) {

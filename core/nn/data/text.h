@@ -80,7 +80,8 @@ class TextVectorizer {
 /// Pre-trained word vectors for an Embedding over `vocabulary` (TextVectorizer::vocabulary()):
 /// [vocabulary size, dim], row i the vector of token i in the text file `path` (GloVe's format,
 /// a word and its `dim` values a line, or word2vec's, the same after a line of the count and
-/// the dimension), zeros for the padding, [UNK] and the tokens the file lacks (Keras's recipe).
+/// the dimension: a first line of two whole numbers, so a 1-dimensional GloVe file must not start
+/// with a number), zeros for the padding, [UNK] and the tokens the file lacks (Keras's recipe).
 /// `found`, if given, receives how many tokens had a vector. DataError naming the file and line
 /// for a vector of another length or a value that is not a number.
 Tensor load_word_vectors(const std::string& path, const std::vector<std::string>& vocabulary,
