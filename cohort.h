@@ -12,6 +12,7 @@
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/version.h"
 #include "cohort/core/dist/cluster.h"
+#include "cohort/core/dist/cross_replica_sum.h"
 #include "cohort/core/dist/replication.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"

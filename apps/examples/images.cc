@@ -41,7 +41,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -290,14 +289,10 @@ int Main(int argc, char** argv) {
       if (FLAGS_horizontal_flip)
         throw cohort::InvalidArgument("--horizontal_flip: the images of --train=" + FLAGS_train +
                                       " have no channel axis ([n, height, width]); give them one");
-      sums.count *= static_cast<std::int64_t>(sums.sum.size());
-      sums.sum = {std::accumulate(sums.sum.begin(), sums.sum.end(), 0.0)};
-      sums.sum_squares = {std::accumulate(sums.sum_squares.begin(), sums.sum_squares.end(), 0.0)};
+      sums.pool();
     }
-    const cohort::mpi::Comm& workers = server.replicas();
-    sums.count = workers.allreduce(sums.count);
-    workers.allreduce(std::span<double>(sums.sum));
-    workers.allreduce(std::span<double>(sums.sum_squares));
+    cohort::ReplicaSum workers(server.replicas());
+    sums.add_over(workers);
     sums.moments(options.image.mean, options.image.std);
   }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);

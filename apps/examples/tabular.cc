@@ -40,7 +40,6 @@
 #include <exception>
 #include <fstream>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -260,10 +259,8 @@ int Main(int argc, char** argv) {
   if (FLAGS_standardize) {
     // The whole training set's statistics, from every worker's shard.
     cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
-    const cohort::mpi::Comm& workers = server.replicas();
-    sums.count = workers.allreduce(sums.count);
-    workers.allreduce(std::span<double>(sums.sum));
-    workers.allreduce(std::span<double>(sums.sum_squares));
+    cohort::ReplicaSum workers(server.replicas());
+    sums.add_over(workers);
     sums.moments(options.image.mean, options.image.std);
   }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);

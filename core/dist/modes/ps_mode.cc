@@ -121,7 +121,7 @@ void PsReplication::start(std::span<float> values, std::int64_t initial_step,
     timed_wait([&] { return store_.read(ControlSlot::kReady) == 1; },
                ready_timeout.value_or(options_.wait_timeout),
                [&] { return chief_name() + " to initialise the parameters"; });
-    stopped();
+    stopped();  // hears the chief's learning-rate scale (a restored one) before the first step
   }
   store_.pull(values);
   step_ = store_.read(ControlSlot::kGlobalStep);

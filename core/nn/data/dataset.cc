@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
+#include <numeric>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "cohort/core/nn/data/random.h"
+#include "cohort/core/nn/layer.h"
 
 namespace cohort::data {
 
@@ -303,6 +306,24 @@ FeatureSums feature_sums(const Dataset& data) {
   // Each feature appears once per position in front of the last axis.
   sums.count *= data.example_size() / static_cast<std::int64_t>(features);
   return sums;
+}
+
+void FeatureSums::add_over(CrossReplicaSum& replicas) {
+  // One reduction: the count (exact in a double up to 2^53) and both sums.
+  std::vector<double> all{static_cast<double>(count)};
+  all.insert(all.end(), sum.begin(), sum.end());
+  all.insert(all.end(), sum_squares.begin(), sum_squares.end());
+  replicas.sum(all);
+  count = static_cast<std::int64_t>(all[0]);
+  const auto features = static_cast<std::ptrdiff_t>(sum.size());
+  std::copy(all.begin() + 1, all.begin() + 1 + features, sum.begin());
+  std::copy(all.begin() + 1 + features, all.end(), sum_squares.begin());
+}
+
+void FeatureSums::pool() {
+  count *= static_cast<std::int64_t>(sum.size());
+  sum = {std::accumulate(sum.begin(), sum.end(), 0.0)};
+  sum_squares = {std::accumulate(sum_squares.begin(), sum_squares.end(), 0.0)};
 }
 
 void FeatureSums::moments(std::vector<float>& mean, std::vector<float>& std) const {

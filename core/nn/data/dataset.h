@@ -25,6 +25,10 @@
 #include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/tensor.h"
 
+namespace cohort {
+class CrossReplicaSum;
+}  // namespace cohort
+
 namespace cohort::data {
 
 /// A data file that cannot be used: missing, of the wrong format, truncated, inconsistent. what()
@@ -154,10 +158,17 @@ class Dataset {
 
 /// What standardising a dataset's features takes: per feature (the last axis of the example
 /// shape, the channels of ImageOptions), the sum and the sum of squares over the examples, and
-/// their count. Those of several shards add up to the whole set's (an allreduce of the three).
+/// their count. Those of several shards add up to the whole set's (add_over).
 struct FeatureSums {
   std::int64_t count = 0;
   std::vector<double> sum{}, sum_squares{};
+
+  /// Every replica's sums added up, so that each holds the whole set's: collective over
+  /// `replicas` (e.g. ReplicaSum over Server::replicas()), every replica with as many features.
+  void add_over(CrossReplicaSum& replicas);
+  /// One feature for all: the sums of every feature together (the pixels of grey images
+  /// [height, width], whose last axis is a row's, not channels).
+  void pool();
 
   /// The per-feature mean and standard deviation for ImageOptions::mean and std (a constant
   /// feature's deviation is 1, so it only loses its mean). Throws InvalidArgument when count is

@@ -80,7 +80,6 @@ std::string whole(float value) {
 
 // The class labels of `targets` (are_labels), each checked; `num_classes` 0 becomes the largest
 // label + 1 (2 for booleans).
-
 std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& names,
                                          int& num_classes) {
   const Tensor& t = targets.values;

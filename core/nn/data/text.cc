@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/class_folder.h"

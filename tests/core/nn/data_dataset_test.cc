@@ -239,6 +239,11 @@ TEST_CASE("feature_sums: per feature (the last axis), shards add up to the whole
     CHECK(parts.sum_squares[j] == whole.sum_squares[j]);
   }
   CHECK(parts.count == whole.count);
+  // Pooled: one feature of every value, 24 of them.
+  FeatureSums pooled = whole;
+  pooled.pool();
+  CHECK(pooled.count == 24);
+  CHECK(pooled.sum == std::vector<double>{whole.sum[0] + whole.sum[1] + whole.sum[2]});
   std::vector<float> mean, std;
   whole.moments(mean, std);
   REQUIRE(mean.size() == 3);
