@@ -34,6 +34,7 @@
 #include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/model.h"
 #include "cohort/core/nn/models.h"
+#include "cohort/core/nn/moving_average.h"
 #include "cohort/core/nn/ops/attention.h"
 #include "cohort/core/nn/ops/elementwise.h"
 #include "cohort/core/nn/ops/embedding.h"

@@ -86,6 +86,11 @@ COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2 (sgd, moment
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_float(label_smoothing, 0.0, "softmax cross-entropy label smoothing",
     Range{0, 1}, kSameOnAllRanks);
+COHORT_DEFINE_float(moving_average_decay, 0.0,
+                    "chief: keep an exponential moving average of the parameters with this decay "
+                    "(e.g. 0.999; TensorFlow 1's ExponentialMovingAverage, num_updates = the global "
+                    "step), evaluate it and keep it in checkpoints; the evaluator job evaluates it (0: none)",
+                    Range{0, 0.999999}, kSameOnAllRanks);
 COHORT_DEFINE_bool(normalize, false, "standardise the images with Fashion-MNIST's mean and deviation (0.2860, 0.3530)",
     kSameOnAllRanks);
 COHORT_DEFINE_int(crop_padding, 0, "training augmentation: random crops of the images padded by this many pixels",
@@ -399,7 +404,8 @@ int Main(int argc, char** argv) {
     cohort::Model model = model_from_flags(graph, hidden);
     const auto evaluations = cohort::run_evaluator(
         server, model, cohort::data::fashion_mnist(cohort::data::Split::kTest),
-        {.checkpoint_dir = FLAGS_checkpoint_dir, .image = image_options()});
+        {.checkpoint_dir = FLAGS_checkpoint_dir, .image = image_options(),
+         .moving_averages = FLAGS_moving_average_decay > 0});
     std::printf("%s: %zu checkpoint%s evaluated\n", server.task().to_string().c_str(),
                 evaluations.size(), evaluations.size() == 1 ? "" : "s");
     return 0;
@@ -462,6 +468,7 @@ int Main(int argc, char** argv) {
   options.trainable_vars = FLAGS_trainable_vars;
   options.image = image_options();
   options.sync_batch_norm = FLAGS_sync_batch_norm;
+  options.moving_average_decay = FLAGS_moving_average_decay;
 
   // Epochs are counted globally: a global step consumes this many examples.
   const std::int64_t per_step = options.examples_per_global_step(workers);
@@ -505,6 +512,9 @@ int Main(int argc, char** argv) {
                     : ("--learning_rate times " + std::to_string(per_step / FLAGS_batch_size) +
                        " batches a step").c_str(),
                 FLAGS_lr_schedule.c_str(), static_cast<long long>(optimizer.learning_rate.warmup_steps));
+  if (chief && FLAGS_moving_average_decay > 0)
+    std::printf("evaluated on the moving averages of the parameters, decay %g\n",
+                FLAGS_moving_average_decay);
 
   cohort::SessionOptions session_options;
   session_options.master = server.target();
@@ -576,6 +586,7 @@ int Main(int argc, char** argv) {
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
           {"optimizer", cohort::describe(optimizer)}, {"learning_rate", optimizer.learning_rate.base},
           {"lr_schedule", FLAGS_lr_schedule}, {"label_smoothing", FLAGS_label_smoothing},
+          {"moving_average_decay", FLAGS_moving_average_decay},
           {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
           {"gradient_bytes_sent", gradient_bytes}};
       std::ofstream out(FLAGS_metrics_json);

@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <functional>
 #include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
@@ -46,41 +49,106 @@ struct Problems {
   void add(const std::string& problem) { text += (text.empty() ? "" : "; ") + problem; }
 };
 
-// Copies each selected variable of the graph from the checkpoint, adding a problem for each that
-// is missing there or has another shape. Returns the names of the variables selected.
+// The checkpoint's tensor `name` if it has v's shape, else null with a problem added: missing
+// there, or of another shape.
+const CheckpointTensor* find_fitting(const Checkpoint& checkpoint, const std::string& name,
+                                     const Variable& v, Problems& problems) {
+  const CheckpointTensor* t = checkpoint.find(name);
+  if (!t)
+    problems.add(name + " " + to_string(v.shape) + " is missing from the checkpoint");
+  else if (t->shape != v.shape)
+    problems.add(name + " is " + to_string(t->shape) + " in the checkpoint but " +
+                 to_string(v.shape) + " in the model");
+  else
+    return t;
+  return nullptr;
+}
+
+// Copies each selected variable of the graph from the checkpoint (from its moving average
+// instead where `averaged` says so), adding a problem for each that is missing there or has
+// another shape. Returns the names of the variables selected.
 std::set<std::string> load_selected(const Checkpoint& checkpoint, Graph& graph,
                                     const std::function<bool(const std::string&)>& selected,
-                                    Problems& problems) {
+                                    Problems& problems,
+                                    const std::function<bool(const Variable&)>& averaged = {}) {
   std::set<std::string> used;
   for (const Variable& v : graph.variables()) {
     if (!selected(v.name)) continue;
     used.insert(v.name);
-    const CheckpointTensor* t = checkpoint.find(v.name);
-    if (!t) {
-      problems.add(v.name + " " + to_string(v.shape) + " is missing from the checkpoint");
-      continue;
-    }
-    if (t->shape != v.shape) {
-      problems.add(v.name + " is " + to_string(t->shape) + " in the checkpoint but " +
-                   to_string(v.shape) + " in the model");
-      continue;
-    }
-    std::copy(t->values.begin(), t->values.end(), graph.values(v).begin());
+    const std::string name = averaged && averaged(v) ? v.name + kMovingAverageSuffix : v.name;
+    if (const CheckpointTensor* t = find_fitting(checkpoint, name, v, problems))
+      std::copy(t->values.begin(), t->values.end(), graph.values(v).begin());
   }
   return used;
 }
 
+// Whether `name` is the moving average of one of the graph's trainable variables.
+bool is_moving_average(const std::string& name, const Graph& graph) {
+  const std::string_view suffix = kMovingAverageSuffix;
+  if (name.size() <= suffix.size() || !name.ends_with(suffix)) return false;
+  const Variable* v = graph.find(name.substr(0, name.size() - suffix.size()));
+  return v && v->trainable;
+}
+
 }  // namespace
 
-void restore_variables(const Checkpoint& checkpoint, Graph& graph) {
+std::size_t restore_variables(const Checkpoint& checkpoint, Graph& graph, bool moving_averages) {
   Problems problems;
-  const std::set<std::string> used =
-      load_selected(checkpoint, graph, [](const std::string&) { return true; }, problems);
+  std::size_t averages = 0;
+  const std::set<std::string> used = load_selected(
+      checkpoint, graph, [](const std::string&) { return true; }, problems,
+      [&](const Variable& v) {
+        const bool averaged = moving_averages && v.trainable &&
+                              checkpoint.find(v.name + kMovingAverageSuffix) != nullptr;
+        averages += averaged;
+        return averaged;
+      });
   for (const CheckpointTensor& t : checkpoint.tensors)
-    if (!used.count(t.name) && t.name.rfind(kSlotPrefix, 0) != 0)
+    if (!used.count(t.name) && t.name.rfind(kSlotPrefix, 0) != 0 && !is_moving_average(t.name, graph))
       problems.add(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
   if (!problems.text.empty())
     throw CheckpointError("checkpoint does not fit the model: " + problems.text);
+  return averages;
+}
+
+namespace {
+
+// InvalidArgument unless `average` has the size of the graph's parameter buffer.
+void check_average_size(const Graph& graph, std::size_t size, const char* what) {
+  if (size != static_cast<std::size_t>(graph.num_parameters()))
+    throw InvalidArgument(std::string(what) + ": an average of " + std::to_string(size) +
+                          " values for a graph of " + std::to_string(graph.num_parameters()) +
+                          " parameters");
+}
+
+}  // namespace
+
+void add_moving_averages(Checkpoint& checkpoint, const Graph& graph, std::span<const float> average) {
+  check_average_size(graph, average.size(), "add_moving_averages");
+  for (const Variable& v : graph.variables()) {
+    if (!v.trainable) continue;
+    const auto values = average.subspan(static_cast<std::size_t>(v.offset), static_cast<std::size_t>(v.size));
+    checkpoint.tensors.push_back({v.name + kMovingAverageSuffix, v.shape, {values.begin(), values.end()}});
+  }
+}
+
+bool restore_moving_averages(const Checkpoint& checkpoint, const Graph& graph,
+                             std::span<float> average) {
+  check_average_size(graph, average.size(), "restore_moving_averages");
+  const bool any = std::any_of(checkpoint.tensors.begin(), checkpoint.tensors.end(),
+                               [&](const CheckpointTensor& t) { return is_moving_average(t.name, graph); });
+  if (!any) return false;
+  Problems problems;
+  std::vector<std::pair<const CheckpointTensor*, const Variable*>> found;
+  for (const Variable& v : graph.variables())
+    if (v.trainable)
+      if (const CheckpointTensor* t = find_fitting(checkpoint, v.name + kMovingAverageSuffix, v, problems))
+        found.emplace_back(t, &v);
+  if (!problems.text.empty())
+    throw CheckpointError("checkpoint's moving averages do not fit the model: " + problems.text);
+  for (const auto& [t, v] : found)
+    std::copy(t->values.begin(), t->values.end(), average.begin() + v->offset);
+  return true;
 }
 
 constexpr const char* kWarmStartVars = "variables to warm-start";

@@ -1,6 +1,9 @@
 #pragma once
 // Between a model's state (graph variables and optimizer slots) and a Checkpoint.
 
+#include <cstddef>
+#include <span>
+
 #include "cohort/core/io/checkpoint.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/optimizer.h"
@@ -38,9 +41,30 @@ RestoreOptions restore_options_from_flags();
 void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& optimizer,
                         const RestoreOptions& options = restore_options_from_flags());
 
-/// Loads the variables alone (for evaluation: optimizer slots in the checkpoint are ignored).
-/// Throws CheckpointError as restore_checkpoint() does.
-void restore_variables(const Checkpoint& checkpoint, Graph& graph);
+/// Loads the variables alone (for evaluation: optimizer slots and moving averages in the
+/// checkpoint are ignored). With `moving_averages`, each trainable variable whose moving average
+/// the checkpoint holds takes the average instead (what TensorFlow's
+/// ExponentialMovingAverage.variables_to_restore() maps), and the return value counts them.
+/// Throws CheckpointError as restore_checkpoint() does, and when an average has another shape.
+std::size_t restore_variables(const Checkpoint& checkpoint, Graph& graph,
+                              bool moving_averages = false);
+
+/// A trainable variable's moving average in a checkpoint is "<variable>" followed by this,
+/// TensorFlow 1's name for it.
+inline constexpr const char* kMovingAverageSuffix = "/ExponentialMovingAverage";
+
+/// Adds the moving average of each trainable variable (`average`, in the layout of the graph's
+/// parameter buffer: ExponentialMovingAverage::values()) to the checkpoint, under the variable's
+/// name and kMovingAverageSuffix. InvalidArgument when `average` is not of that size.
+void add_moving_averages(Checkpoint& checkpoint, const Graph& graph, std::span<const float> average);
+
+/// Loads the checkpoint's moving averages of the graph's trainable variables into `average` (the
+/// parameter buffer's layout). Returns false, leaving `average` as it is, when the checkpoint
+/// holds none (it was written without); throws CheckpointError listing every variable whose
+/// average is missing or of another shape when it holds some, InvalidArgument when `average` is
+/// not of the parameter buffer's size.
+bool restore_moving_averages(const Checkpoint& checkpoint, const Graph& graph,
+                             std::span<float> average);
 
 /// A warm start of some variables (TensorFlow's WarmStartSettings.vars_to_warm_start): loads
 /// each variable whose name `vars` matches and leaves the others as they are, so that a model

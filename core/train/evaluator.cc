@@ -52,7 +52,10 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
       fault = e.what();
     }
     if (checkpoint) {
-      restore_variables(*checkpoint, model.graph());  // one that does not fit the model throws
+      // One that does not fit the model throws.
+      if (restore_variables(*checkpoint, model.graph(), options.moving_averages) == 0 &&
+          options.moving_averages)
+        warn(path + " holds no moving averages: evaluating its variables");
       Evaluation evaluation{path, checkpoint->global_step(),
                             evaluate_dataset(model, data, options.batch_size, options.image)};
       // As a training session's summaries do: an evaluator started again (after a restart of

@@ -31,6 +31,11 @@ struct EvaluatorOptions {
   std::int64_t batch_size = 1000;
   /// The image normalisation the trainer uses (its random crops and flips play no part).
   data::ImageOptions image{};
+  /// Evaluate the moving averages of the variables where a checkpoint holds them (the chief
+  /// keeps them with TrainerOptions::moving_average_decay), as TensorFlow's evaluators restore
+  /// ExponentialMovingAverage.variables_to_restore(); a checkpoint without them is evaluated on
+  /// its variables, with a warning.
+  bool moving_averages = false;
 };
 
 /// One checkpoint evaluated.

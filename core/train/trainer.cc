@@ -74,6 +74,8 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (!options_.gpus.empty() && options_.gpus.size() != static_cast<std::size_t>(options_.towers))
     throw InvalidArgument(std::to_string(options_.gpus.size()) + " GPUs given for " +
                           std::to_string(options_.towers) + " towers");
+  if (options_.moving_average_decay != 0 && worker_index_ == 0)
+    average_.emplace(options_.moving_average_decay);  // InvalidArgument outside (0, 1)
   for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
   const data::Dataset& shard = batches_.dataset();
   check_dataset(towers_.front().model, shard);
@@ -167,6 +169,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
     const StallWatch watch("the start of training, with the other tasks");
     replication_->start(graph_.values(), initial_step, max_wait);
   }
+  if (average_ && !std::exchange(average_restored_, false)) average_->reset(graph_.values());
   const bool again = started_;
   started_ = true;
   left_ = false;
@@ -366,6 +369,7 @@ StepValues Trainer::step() {
   }
   values.pull_end = seconds_now();
   values.pull_wait = replication_->take_wait_seconds();
+  if (average_) average_->apply(graph_.values(), replication_->global_step());
   const std::uint64_t step_seed = mix(seed_, static_cast<std::uint64_t>(replication_->global_step()));
 
   // Each batch's gradient at the same parameters; with accumulation, their mean.
@@ -401,6 +405,8 @@ StepValues Trainer::step() {
 }
 
 StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
+  std::optional<MovingAverageSwap> averaged;
+  if (average_) averaged.emplace(graph_, *average_);
   return evaluate_dataset(towers_.front().model, data, batch_size, options_.image);
 }
 
@@ -434,6 +440,7 @@ Checkpoint Trainer::checkpoint() {
   // The data position of a resume counts batches per step.
   if (options_.accumulation_steps > 1)
     checkpoint.metadata["accumulation_steps"] = std::to_string(options_.accumulation_steps);
+  if (average_) add_moving_averages(checkpoint, graph_, average_->values());
   return checkpoint;
 }
 
@@ -476,6 +483,12 @@ void Trainer::restore(const Checkpoint& checkpoint) {
   load_naming_the_model(checkpoint, options_.model_name,
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
   set_learning_rate_scale(factor);
+  if (average_) {
+    // Averages from a checkpoint written without them start at its variables (in start()).
+    std::vector<float> averages(graph_.values().size());
+    average_restored_ = restore_moving_averages(checkpoint, graph_, averages);
+    if (average_restored_) average_->reset(averages);
+  }
 }
 
 std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string& vars) {
@@ -489,6 +502,7 @@ std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string&
   }
   optimizer_->reset();
   set_learning_rate_scale(1);  // the warm start's training starts afresh
+  average_restored_ = false;   // and its averages from the variables it starts from
   return loaded;
 }
 

@@ -21,6 +21,7 @@
 #include "cohort/core/nn/data/prefetcher.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/model.h"
+#include "cohort/core/nn/moving_average.h"
 #include "cohort/core/nn/optimizer.h"
 
 namespace cohort {
@@ -59,6 +60,11 @@ struct TrainerOptions {
   /// no weight decay; batch normalisation's moving statistics still follow the data). Empty:
   /// every variable. A pattern that matches no variable is an InvalidArgument listing them.
   std::string trainable_vars{};
+  /// In (0, 1): the chief (replica 0) keeps an exponential moving average of the parameters with
+  /// this decay (ExponentialMovingAverage, TensorFlow 1's with num_updates = the global step),
+  /// updated from the parameters each of its steps starts from; its evaluate() uses the averages,
+  /// and its checkpoints hold them ("<variable>/ExponentialMovingAverage"). 0: none.
+  double moving_average_decay = 0;
 
   /// Examples one global step consumes over `workers` replicas: a replica's batch in the async
   /// modes, k (or all replicas') batches in sync, every replica's in allreduce; each times
@@ -123,8 +129,15 @@ class Trainer {
   /// otherwise).
   StepValues step();
   /// Loss and metrics of the current parameters over `data`, in order (tower 0, no dropout, batch
-  /// norm on its moving statistics, the options' image normalisation).
+  /// norm on its moving statistics, the options' image normalisation); of their moving averages
+  /// where this replica keeps them (moving_average()).
   StepMetrics evaluate(const data::Dataset& data, std::int64_t batch_size = 1000);
+  /// The moving average of the parameters (TrainerOptions::moving_average_decay) on the chief,
+  /// null elsewhere and without one. It starts at the parameters training starts from, or at the
+  /// averages of the checkpoint restored, where it holds them.
+  const ExponentialMovingAverage* moving_average() const {
+    return average_ ? &*average_ : nullptr;
+  }
   /// Leaves training (collective with the ps tasks for modes with a store). With `fetch` the
   /// graph first takes the final parameters (fetch_parameters()), and keeps them: evaluate() and
   /// checkpoint() then use them. Without (after an error) it takes no collective step that
@@ -184,10 +197,12 @@ class Trainer {
     if (!left_) replication_->fetch_parameters(graph_.values());
   }
   /// The current parameters and optimizer state as a checkpoint at the global step, with the
-  /// model, mode and optimizer in its metadata (fetch_parameters() first).
+  /// model, mode and optimizer in its metadata (fetch_parameters() first), and the moving
+  /// averages where this replica keeps them.
   Checkpoint checkpoint();
-  /// Loads a checkpoint's variables and optimizer state into the graph and optimizer (before
-  /// start(..., restored = true)). Throws CheckpointError when it does not fit the model.
+  /// Loads a checkpoint's variables, optimizer state and moving averages (where both keep them)
+  /// into the graph, optimizer and average (before start(..., restored = true)). Throws
+  /// CheckpointError when it does not fit the model.
   void restore(const Checkpoint& checkpoint);
   /// Loads a checkpoint's variables (and layer state) alone, as a starting point: the optimizer
   /// starts afresh (before start(0, restored = true)). With `vars` (a regular expression, see
@@ -234,6 +249,8 @@ class Trainer {
   std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
   std::vector<float> accumulated_;      // accumulation_steps > 1: the step's gradient sum so far
   std::int64_t applied_at_start_ = 0;   // replication_->gradients_applied() at start()
+  std::optional<ExponentialMovingAverage> average_;  // the chief's, with moving_average_decay
+  bool average_restored_ = false;       // restore() loaded it: start() keeps it
 
   // Towers beyond the first run on their own threads, released once per step.
   std::vector<std::thread> threads_;

@@ -5,7 +5,8 @@
 # its last evaluation must equal the chief's final one. Then the same job resumes in a copy of
 # that directory whose index names a checkpoint that is gone: the chief falls back to the one
 # before, and the evaluator, which reads the index too, warns and looks again until the chief's
-# next save, rather than end the job. Last, an evaluator that stalls (SIGSTOP) does not keep the
+# next save, rather than end the job; this job keeps a moving average of the parameters, which
+# the chief and the evaluator both evaluate. Last, an evaluator that stalls (SIGSTOP) does not keep the
 # job alive for good once training is over: the others give up in MPI_Finalize after
 # --stall_timeout_secs. And a final checkpoint the evaluator cannot read fails the job.
 #
@@ -23,19 +24,29 @@ launch() {
     : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}"
 }
 
-# job STEPS CHECKPOINT_DIR LOG: launch, a checkpoint every 100 steps; must succeed.
+# job STEPS CHECKPOINT_DIR LOG [FLAGS...]: launch, a checkpoint every 100 steps; must succeed.
 job() {
-  launch --train_steps="$1" --save_checkpoint_steps=100 --checkpoint_dir="$2" > "$3" 2>&1 \
-    || { cat "$3"; echo "the job failed"; exit 1; }
-  cat "$3"
+  local steps=$1 dir=$2 log=$3
+  shift 3
+  launch --train_steps="$steps" --save_checkpoint_steps=100 --checkpoint_dir="$dir" "$@" > "$log" 2>&1 \
+    || { cat "$log"; echo "the job failed"; exit 1; }
+  cat "$log"
+}
+
+# final_and_evaluated LOG STEP: the chief's final accuracy and loss, and the evaluator's of the
+# final checkpoint, which must be equal.
+final_and_evaluated() {
+  local final last
+  final=$(sed -nE "s/^final: global step $2, test accuracy ([0-9.]+), test loss ([0-9.]+),.*/\1 \2/p" "$1")
+  [ -n "$final" ] || { echo "the chief did not finish $2 steps"; exit 1; }
+  last=$(sed -nE "s/^evaluator:0 evaluated global step $2: test accuracy ([0-9.]+), test loss ([0-9.]+)$/\1 \2/p" "$1")
+  [ -n "$last" ] || { echo "the evaluator did not evaluate the final checkpoint (step $2)"; exit 1; }
+  [ "$final" = "$last" ] || { echo "the evaluator's final evaluation ($last) differs from the chief's ($final)"; exit 1; }
+  echo "$last"
 }
 
 job 400 "$work/ckpt" "$work/run.log"
-final=$(sed -nE 's/^final: global step 400, test accuracy ([0-9.]+), test loss ([0-9.]+),.*/\1 \2/p' "$work/run.log")
-[ -n "$final" ] || { echo "the chief did not finish 400 steps"; exit 1; }
-last=$(sed -nE 's/^evaluator:0 evaluated global step 400: test accuracy ([0-9.]+), test loss ([0-9.]+)$/\1 \2/p' "$work/run.log")
-[ -n "$last" ] || { echo "the evaluator did not evaluate the final checkpoint (step 400)"; exit 1; }
-[ "$final" = "$last" ] || { echo "the evaluator's final evaluation ($last) differs from the chief's ($final)"; exit 1; }
+last=$(final_and_evaluated "$work/run.log" 400)
 grep -qE "^evaluator:0: [1-9][0-9]* checkpoints? evaluated$" "$work/run.log" \
   || { echo "the evaluator did not end"; exit 1; }
 csv=$work/ckpt/eval/metrics.csv
@@ -48,13 +59,27 @@ python3 -c 'import glob, sys; sys.exit(0 if any(b"\x3a\x02\x08\x01" in open(f, "
 grep -q "ps:0 served for" "$work/run.log" || { echo "the ps did not return from join()"; exit 1; }
 evaluations=$(grep -c '^evaluator:0 evaluated' "$work/run.log")
 
+# Resumed with a moving average of the parameters, which starts at the restored variables (the
+# checkpoint holds none): the chief evaluates the averages, and so does the evaluator, from the
+# checkpoints that hold them.
 cp -r "$work/ckpt" "$work/ckpt2"
 rm "$work/ckpt2/model.ckpt-400.safetensors"
-job 500 "$work/ckpt2" "$work/resumed.log"
+job 500 "$work/ckpt2" "$work/resumed.log" --moving_average_decay=0.99
 grep -q "^\[evaluator:0 rank 3\] warning: .*model\.ckpt-400\.safetensors.*; looking again in a moment$" "$work/resumed.log" \
   || { echo "the evaluator did not warn of the missing checkpoint"; exit 1; }
-grep -q "^evaluator:0 evaluated global step 500: " "$work/resumed.log" \
-  || { echo "the evaluator did not go on to evaluate the final checkpoint (step 500)"; exit 1; }
+grep -q "^evaluated on the moving averages of the parameters, decay 0.99$" "$work/resumed.log" \
+  || { echo "the chief did not say it evaluates the moving averages"; exit 1; }
+averaged=$(final_and_evaluated "$work/resumed.log" 500)
+python3 - "$work/ckpt2/model.ckpt-500.safetensors" <<'PY' || { echo "the final checkpoint's moving averages are wrong"; exit 1; }
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+header = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+names = [n for n in header if n != "__metadata__"]
+variables = [n for n in names if not n.startswith("optimizer/") and not n.endswith("/ExponentialMovingAverage")]
+averages = [n for n in names if n.endswith("/ExponentialMovingAverage")]
+assert sorted(averages) == sorted(v + "/ExponentialMovingAverage" for v in variables), names
+assert all(header[v]["shape"] == header[v + "/ExponentialMovingAverage"]["shape"] for v in variables)
+PY
 
 # launch_and_stop_evaluator LOG FLAGS...: launch in the background (pid in $job) and stop the
 # evaluator (SIGSTOP; pid in $evaluator) once training has begun.
@@ -94,4 +119,4 @@ cat "$work/damaged.log"
 grep -qE "^\[evaluator:0 rank 3\] error: evaluator:0: the final checkpoint could not be evaluated: .*model\.ckpt-300\.safetensors" \
   "$work/damaged.log" || { echo "the evaluator did not name the damaged final checkpoint"; exit 1; }
 
-echo "evaluator test passed: $evaluations evaluations, the last equal to the chief's ($last); a missing checkpoint skipped; a stalled evaluator given up on; a damaged final checkpoint failed the job"
+echo "evaluator test passed: $evaluations evaluations, the last equal to the chief's ($last); a missing checkpoint skipped; the moving averages evaluated alike by both ($averaged); a stalled evaluator given up on; a damaged final checkpoint failed the job"

@@ -1,4 +1,5 @@
-// Trainer options on a real local-mode session: gradient accumulation and its checkpoints.
+// Trainer options on a real local-mode session: gradient accumulation and its checkpoints, and
+// the moving average of the parameters.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include "cohort/core/io/safetensors.h"
+#include "cohort/core/io/saver.h"
+#include "cohort/core/nn/evaluation.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "hooks/hook_test_support.h"
 
@@ -134,6 +137,126 @@ TEST_CASE("accumulation is refused with buckets sent during the backward pass, a
   CHECK_THROWS_WITH_AS(Trainer(nullptr, graph2, model, data::synthetic(32, 5), test::sgd(), options),
                        doctest::Contains("gradient accumulation (2 batches a step) with buckets"),
                        InvalidArgument);
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+namespace {
+
+// Records the parameters each step starts from and the global step it starts at, and the chief's
+// moving average as the session was made.
+class ParametersBefore : public SessionRunHook {
+ public:
+  explicit ParametersBefore(Trainer& trainer) : trainer_(trainer) {}
+  void after_create_session(MonitoredSession&) override {
+    if (const ExponentialMovingAverage* average = trainer_.moving_average())
+      at_start.assign(average->values().begin(), average->values().end());
+  }
+  SessionRunArgs before_run(RunContext&) override {
+    const auto values = trainer_.graph().values();
+    seen.emplace_back(values.begin(), values.end());
+    steps.push_back(trainer_.global_step());
+    return {};
+  }
+  std::vector<float> at_start;
+  std::vector<std::vector<float>> seen;
+  std::vector<std::int64_t> steps;
+
+ private:
+  Trainer& trainer_;
+};
+
+std::vector<float> copy(std::span<const float> values) { return {values.begin(), values.end()}; }
+
+}  // namespace
+
+TEST_CASE("the chief's moving average: of the parameters each step starts from, evaluated, checkpointed, restored") {
+  test::TempDir dir("trainer_test");
+  const data::Dataset data = data::synthetic(64, 5);
+  const auto model = [](Graph& g) { return mlp(g, {8}); };
+  TrainerOptions options = test::trainer_options();
+  options.moving_average_decay = 0.9;
+  Graph graph;
+  Trainer trainer(nullptr, graph, model, data, test::sgd(0.2), options);
+  const auto recorder = std::make_shared<ParametersBefore>(trainer);
+  MonitoredSessionOptions session_options = test::with_hooks({StopAtStepHook::last(6), recorder});
+  session_options.checkpoint_dir = dir / "ckpt";
+  {
+    MonitoredSession session(trainer, session_options);
+    test::train(session);
+    session.save_checkpoint();
+  }
+  // From the initial parameters, then TensorFlow's update at each step's global step.
+  REQUIRE(recorder->seen.size() == 6);
+  ExponentialMovingAverage expected(0.9);
+  expected.reset(recorder->seen.front());
+  CHECK(recorder->at_start == recorder->seen.front());
+  for (std::size_t i = 0; i < recorder->seen.size(); ++i) {
+    CHECK(recorder->steps[i] == static_cast<std::int64_t>(i));
+    expected.apply(recorder->seen[i], recorder->steps[i]);
+  }
+  const ExponentialMovingAverage* average = trainer.moving_average();
+  REQUIRE(average != nullptr);
+  double worst = 0;
+  for (std::size_t i = 0; i < expected.values().size(); ++i)
+    worst = std::max(worst, double(std::abs(expected.values()[i] - average->values()[i])));
+  CHECK(worst < 1e-6);
+  CHECK(copy(average->values()) != copy(graph.values()));
+
+  // evaluate() is of the averages, and leaves the parameters as they were; a model loaded with
+  // the checkpoint's averages answers the same.
+  const std::vector<float> parameters = copy(graph.values());
+  const StepMetrics averaged = trainer.evaluate(data);
+  CHECK(copy(graph.values()) == parameters);
+  const Checkpoint checkpoint = trainer.checkpoint();
+  Graph eval_graph;
+  Model eval_model = model(eval_graph);
+  CHECK(restore_variables(checkpoint, eval_graph, /*moving_averages=*/true) == 4);
+  CHECK(copy(eval_graph.values()) == copy(average->values()));
+  CHECK(evaluate_dataset(eval_model, data).loss == averaged.loss);
+  restore_variables(checkpoint, eval_graph);
+  CHECK(evaluate_dataset(eval_model, data).loss != averaged.loss);
+
+  // A chief resuming from the checkpoint starts from its averages.
+  Graph graph_b;
+  Trainer resumed(nullptr, graph_b, model, data, test::sgd(0.2), options);
+  const auto resumed_recorder = std::make_shared<ParametersBefore>(resumed);
+  MonitoredSessionOptions resumed_options = test::with_hooks({StopAtStepHook::last(7), resumed_recorder});
+  resumed_options.checkpoint_dir = session_options.checkpoint_dir;
+  {
+    MonitoredSession session(resumed, resumed_options);
+    CHECK(resumed.global_step() == 6);
+    CHECK(resumed_recorder->at_start == copy(average->values()));
+  }
+
+  // A checkpoint written without them: the averages start at its variables.
+  TrainerOptions plain_options = test::trainer_options();
+  Graph graph_c;
+  Trainer plain(nullptr, graph_c, model, data, test::sgd(0.2), plain_options);
+  CHECK(plain.moving_average() == nullptr);
+  MonitoredSessionOptions plain_session = test::with_hooks({StopAtStepHook::last(2)});
+  plain_session.checkpoint_dir = dir / "plain";
+  {
+    MonitoredSession session(plain, plain_session);
+    test::train(session);
+    session.save_checkpoint();
+  }
+  Graph graph_d;
+  Trainer adopting(nullptr, graph_d, model, data, test::sgd(0.2), options);
+  const auto adopting_recorder = std::make_shared<ParametersBefore>(adopting);
+  MonitoredSessionOptions adopting_options = test::with_hooks({StopAtStepHook::last(3), adopting_recorder});
+  adopting_options.checkpoint_dir = plain_session.checkpoint_dir;
+  {
+    MonitoredSession session(adopting, adopting_options);
+    CHECK(adopting_recorder->at_start == copy(graph_c.values()));
+  }
+
+  options.moving_average_decay = 1;
+  Graph graph_e;
+  CHECK_THROWS_WITH_AS(Trainer(nullptr, graph_e, model, data, test::sgd(), options),
+                       "moving average decay 1 is not in (0, 1)", InvalidArgument);
 }
 
 }  // namespace cohort

@@ -14,6 +14,7 @@
 #include "cohort/core/io/safetensors.h"
 #include "cohort/core/nn/gradient_check.h"
 #include "cohort/core/nn/models.h"
+#include "cohort/core/nn/moving_average.h"
 #include "cohort/core/nn/threads.h"
 #include "support/temp_dir.h"
 
@@ -146,4 +147,85 @@ TEST_CASE("a checkpoint written before non-trainable state existed still loads")
   const Tensor images = random_tensor({4, 28, 28, 1}, 1);
   const StepMetrics m = model.evaluate(images, std::vector<std::int32_t>{0, 1, 2, 3});
   CHECK(std::isfinite(m.loss));
+}
+
+TEST_CASE("moving averages go through a checkpoint as <variable>/ExponentialMovingAverage") {
+  cohort::test::TempDir dir("saver_test");
+  Graph graph;
+  Model model = resnet(graph, small_resnet());
+  graph.initialize(3);
+  auto optimizer = Optimizer::create(momentum());
+  ExponentialMovingAverage average(0.9);
+  average.reset(graph.values());
+  for (int step = 0; step < 3; ++step) {
+    train(model, graph, *optimizer, 1);
+    average.apply(graph.values(), step);
+  }
+  REQUIRE(copy(average.values()) != copy(graph.values()));
+
+  const std::string path = dir / "model.safetensors";
+  Checkpoint written = make_checkpoint(graph, *optimizer);
+  add_moving_averages(written, graph, average.values());
+  written.metadata["global_step"] = "3";
+  write_checkpoint(path, written);
+  const Checkpoint back = read_checkpoint(path);
+  // One for each trainable variable, of its shape; none for batch norm's moving statistics.
+  for (const Variable& v : graph.variables()) {
+    const CheckpointTensor* t = back.find(v.name + "/ExponentialMovingAverage");
+    CHECK_MESSAGE((t != nullptr) == v.trainable, v.name);
+    if (t) CHECK(t->shape == v.shape);
+  }
+
+  // A restore for training takes the variables and leaves the averages to restore_moving_averages.
+  Graph restored_graph;
+  Model restored = resnet(restored_graph, small_resnet());
+  auto restored_optimizer = Optimizer::create(momentum());
+  restore_checkpoint(back, restored_graph, *restored_optimizer);
+  CHECK(copy(restored_graph.values()) == copy(graph.values()));
+  std::vector<float> averages(graph.values().size(), -1.0f);
+  CHECK(restore_moving_averages(back, restored_graph, averages));
+  CHECK(averages == copy(average.values()));
+
+  // For evaluation, each trainable variable may take its average; the state stays the state.
+  Graph eval_graph;
+  Model eval = resnet(eval_graph, small_resnet());
+  std::size_t trainable = 0;
+  for (const Variable& v : graph.variables()) trainable += v.trainable;
+  CHECK(restore_variables(back, eval_graph, /*moving_averages=*/true) == trainable);
+  CHECK(copy(eval_graph.values()) == copy(average.values()));
+  CHECK(copy(eval_graph.state()) == copy(graph.state()));
+  CHECK(restore_variables(back, eval_graph) == 0);
+  CHECK(copy(eval_graph.values()) == copy(graph.values()));
+
+  // A checkpoint written without averages: none restored, the buffer untouched; with
+  // moving_averages, each variable loads as it is.
+  const Checkpoint plain = make_checkpoint(graph, *optimizer);
+  std::fill(averages.begin(), averages.end(), -1.0f);
+  CHECK_FALSE(restore_moving_averages(plain, eval_graph, averages));
+  CHECK(std::all_of(averages.begin(), averages.end(), [](float a) { return a == -1.0f; }));
+  CHECK(restore_variables(plain, eval_graph, true) == 0);
+  CHECK(copy(eval_graph.values()) == copy(graph.values()));
+
+  // Averages that do not fit: each named, in one error.
+  Checkpoint partial = back;
+  const std::string first = graph.variables().front().name + "/ExponentialMovingAverage";
+  std::erase_if(partial.tensors, [&](const CheckpointTensor& t) { return t.name == first; });
+  CHECK_THROWS_WITH_AS(restore_moving_averages(partial, eval_graph, averages),
+                       doctest::Contains((first + " [3, 3, 1, 8] is missing from the checkpoint").c_str()),
+                       CheckpointError);
+  Checkpoint reshaped = back;
+  for (CheckpointTensor& t : reshaped.tensors)
+    if (t.name == first) t.shape = {72};
+  CHECK_THROWS_WITH_AS(restore_moving_averages(reshaped, eval_graph, averages),
+                       doctest::Contains((first + " is [72] in the checkpoint but [3, 3, 1, 8] in the model").c_str()),
+                       CheckpointError);
+  CHECK_THROWS_AS(restore_variables(reshaped, eval_graph, true), CheckpointError);
+  CHECK_THROWS_WITH_AS(add_moving_averages(written, graph, std::vector<float>(3)),
+                       doctest::Contains("an average of 3 values for a graph of"), InvalidArgument);
+  // An average of a variable the model lacks is no variable of it either.
+  Checkpoint stray = back;
+  stray.tensors.push_back({"nothing/ExponentialMovingAverage", {1}, {0.0f}});
+  CHECK_THROWS_WITH_AS(restore_variables(stray, eval_graph),
+                       doctest::Contains("nothing/ExponentialMovingAverage [1] is in the checkpoint but not in the model"),
+                       CheckpointError);
 }

@@ -1,4 +1,6 @@
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/moving_average.h"
 #include "cohort/core/nn/optimizer.h"
 
 #include <doctest/doctest.h>
@@ -6,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 using cohort::LearningRateSchedule;
@@ -554,4 +557,47 @@ TEST_CASE("describe names the optimizer and every setting that changes its updat
   o.centered = true;
   CHECK(cohort::describe(o) == "rmsprop centered (rho 0.9, momentum 0, epsilon 1e-08)");
   CHECK(cohort::describe(options("adagrad", 0.1)) == "adagrad (initial accumulator 0.1)");
+}
+
+TEST_CASE("the moving average of the parameters: TensorFlow's decay with num_updates, and a swap") {
+  using cohort::ExponentialMovingAverage;
+  ExponentialMovingAverage average(0.999);
+  // min(decay, (1 + n) / (10 + n)): the average leaves the initial values early in training.
+  CHECK(average.decay_at(0) == doctest::Approx(0.1));
+  CHECK(average.decay_at(10) == doctest::Approx(11.0 / 20.0));
+  CHECK(average.decay_at(1000000) == doctest::Approx(0.999));
+  CHECK(ExponentialMovingAverage(0.5).decay_at(1000) == 0.5);
+
+  ExponentialMovingAverage half(0.5);
+  half.reset(std::vector<float>{1.0f, 2.0f});
+  half.apply(std::vector<float>{3.0f, 6.0f}, 1000);  // d = 0.5: halfway
+  CHECK(half.values()[0] == 2.0f);
+  CHECK(half.values()[1] == 4.0f);
+  half.apply(std::vector<float>{3.0f, 6.0f}, 0);  // d = 0.1: nine tenths of the way
+  CHECK(half.values()[0] == doctest::Approx(2.9));
+  CHECK(half.values()[1] == doctest::Approx(5.8));
+  CHECK_THROWS_WITH_AS(half.apply(std::vector<float>{1.0f}, 0),
+                       "ExponentialMovingAverage::apply: 1 values for an average of 2",
+                       cohort::InvalidArgument);
+  for (double bad : {0.0, 1.0, -0.5, std::numeric_limits<double>::quiet_NaN()})
+    CHECK_THROWS_WITH_AS(ExponentialMovingAverage{bad}, doctest::Contains("is not in (0, 1)"),
+                         cohort::InvalidArgument);
+
+  // The swap puts the averages in for its lifetime and the parameters back, on an exception too.
+  cohort::Graph graph;
+  graph.get_variable("w", {2}, cohort::Initializer::zeros());
+  graph.values()[0] = 7;
+  graph.values()[1] = 8;
+  try {
+    const cohort::MovingAverageSwap swap(graph, half);
+    CHECK(graph.values()[0] == half.values()[0]);
+    CHECK(graph.values()[1] == half.values()[1]);
+    throw std::runtime_error("an evaluation failed");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(graph.values()[0] == 7);
+  CHECK(graph.values()[1] == 8);
+  CHECK_THROWS_WITH_AS(cohort::MovingAverageSwap(graph, average),
+                       "MovingAverageSwap: an average of 0 values for a graph of 2 parameters",
+                       cohort::InvalidArgument);
 }
