@@ -482,8 +482,13 @@ int Main(int argc, char** argv) {
       cohort::Optimizer::create(optimizer), options);
 
   const bool chief = server.is_chief();
-  const auto test_data = chief ? cohort::data::fashion_mnist(cohort::data::Split::kTest)
-                               : cohort::data::Dataset();
+  // The test set: the chief's whole, for evaluations during training; every replica's part, for
+  // the final evaluation, which they share out.
+  const auto test_data = chief && FLAGS_eval_every_steps > 0
+                             ? cohort::data::fashion_mnist(cohort::data::Split::kTest)
+                             : cohort::data::Dataset();
+  const auto test_part = cohort::data::fashion_mnist(cohort::data::Split::kTest,
+                                                     {server.replica_index(), workers});
   char smoothing[48] = "";
   if (FLAGS_label_smoothing != 0.0)
     std::snprintf(smoothing, sizeof smoothing, ", label smoothing %g", FLAGS_label_smoothing);
@@ -569,8 +574,8 @@ int Main(int argc, char** argv) {
   session->close();
   server.done();
 
+  const auto m = trainer.evaluate_across(test_part);
   if (chief) {
-    const auto m = trainer.evaluate(test_data);
     std::printf("final: global step %lld, test accuracy %.4f, test loss %.4f, %.0f images/s, %s%s%s\n",
                 static_cast<long long>(final_step), m.accuracy, m.loss, images_per_sec,
                 duration(seconds).c_str(), stats.empty() ? "" : ", ", stats.c_str());

@@ -16,6 +16,14 @@ namespace cohort {
 StepMetrics evaluate_dataset(Model& model, const data::Dataset& data,
                              std::int64_t batch_size = 1000, const data::ImageOptions& image = {});
 
+/// The same over a dataset split among the replicas of a job (collective over `replicas`): each
+/// replica passes its own part (Dataset::shard of the same set) and gets the metrics of the
+/// whole, as one process evaluating all of it would, up to the rounding of the loss's sum: the
+/// losses, example counts and every metric's counts are summed over the replicas before the
+/// metrics are made of them. Every replica's model must hold the same parameters and state.
+StepMetrics evaluate_dataset(Model& model, const data::Dataset& part, CrossReplicaSum& replicas,
+                             std::int64_t batch_size = 1000, const data::ImageOptions& image = {});
+
 /// Model::check_data for `data`: an InvalidArgument naming the dataset (its file) when its
 /// examples do not fit the model's input or its labels or targets do not fit the loss.
 void check_dataset(const Model& model, const data::Dataset& data);

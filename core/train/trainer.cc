@@ -56,6 +56,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
       batches_(data::BatchIterator(std::move(data), batch_options(options, seed_))) {
   if (server) {
     target_ = server->target();
+    replicas_ = &server->replicas();
     num_workers_ = server->num_replicas();
     if (options_.replication.mode != Mode::kLocal)
       StallWatch::set_timeout(options_.replication.stall_timeout);
@@ -419,6 +420,56 @@ void Trainer::finish(bool fetch) {
     replication_->abandon();
   }
   left_ = true;
+}
+
+namespace {
+
+// The replicas' sums, each a wait on the others that a stalled replica must not make endless.
+class WatchedReplicaSum final : public CrossReplicaSum {
+ public:
+  explicit WatchedReplicaSum(const mpi::Comm& replicas) : comm_(replicas) {}
+  void sum(std::span<double> values) override {
+    const StallWatch watch("an evaluation's sums over the replicas");
+    comm_.allreduce(values);
+  }
+  int replicas() const override { return comm_.size(); }
+
+ private:
+  const mpi::Comm& comm_;
+};
+
+// A graph's parameters and state as they were, put back at the end of its scope.
+class KeptVariables {
+ public:
+  explicit KeptVariables(Graph& graph)
+      : graph_(graph),
+        values_(graph.values().begin(), graph.values().end()),
+        state_(graph.state().begin(), graph.state().end()) {}
+  ~KeptVariables() {
+    std::copy(values_.begin(), values_.end(), graph_.values().begin());
+    std::copy(state_.begin(), state_.end(), graph_.state().begin());
+  }
+  KeptVariables(const KeptVariables&) = delete;
+  KeptVariables& operator=(const KeptVariables&) = delete;
+
+ private:
+  Graph& graph_;
+  std::vector<float> values_, state_;
+};
+
+}  // namespace
+
+StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t batch_size) {
+  if (!replicas_ || num_workers_ == 1) return evaluate(part, batch_size);
+  const KeptVariables kept(graph_);
+  if (average_) std::copy(average_->values().begin(), average_->values().end(), graph_.values().begin());
+  {
+    const StallWatch watch("the chief's parameters for an evaluation");
+    replicas_->bcast(graph_.values(), 0);
+    replicas_->bcast(graph_.state(), 0);
+  }
+  WatchedReplicaSum sum(*replicas_);
+  return evaluate_dataset(towers_.front().model, part, sum, batch_size, options_.image);
 }
 
 Checkpoint Trainer::checkpoint() {

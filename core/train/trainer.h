@@ -27,6 +27,9 @@
 namespace cohort {
 
 class Server;
+namespace mpi {
+class Comm;
+}  // namespace mpi
 
 struct TrainerOptions {
   ReplicationOptions replication;
@@ -132,6 +135,15 @@ class Trainer {
   /// norm on its moving statistics, the options' image normalisation); of their moving averages
   /// where this replica keeps them (moving_average()).
   StepMetrics evaluate(const data::Dataset& data, std::int64_t batch_size = 1000);
+  /// evaluate() shared out among the replicas (collective over them: every replica calls it at
+  /// the same point, with the same batch size): each evaluates `part`, its own
+  /// Dataset::shard(worker_index(), num_workers()) of the set, on the chief's parameters (its
+  /// moving averages where it keeps them) and layer state, sent to every replica for it, and every
+  /// replica gets the metrics of the whole set, as the chief's evaluate() of all of it would give
+  /// (the loss up to its sum's rounding). Each replica's own parameters and state are put back
+  /// after. At the end of training in any mode, or between steps in allreduce mode; without a
+  /// cluster, evaluate(part).
+  StepMetrics evaluate_across(const data::Dataset& part, std::int64_t batch_size = 1000);
   /// The moving average of the parameters (TrainerOptions::moving_average_decay) on the chief,
   /// null elsewhere and without one. It starts at the parameters training starts from, or at the
   /// averages of the checkpoint restored, where it holds them.
@@ -233,6 +245,7 @@ class Trainer {
   Graph& graph_;
   TrainerOptions options_;
   std::string target_;
+  const mpi::Comm* replicas_ = nullptr;  // the server's replicas, for evaluate_across()
   int worker_index_ = 0;
   std::uint64_t seed_ = 0;  // this worker's draws (shuffles, augmentation, dropout) derive from it
   int num_workers_ = 1;

@@ -1,7 +1,8 @@
 // Two workers in allreduce mode: chief-only hooks run on the chief alone, hooks on both, and the
 // MonitoredTrainingSession factory gives the default hooks to the chief only. With a ps in async
 // mode: the chief's final checkpoint, and GlobalStepWaiterHook's wait. In every mode: the end of
-// each worker's input, and the learning-rate scale the chief sets reaching every worker.
+// each worker's input, and the learning-rate scale the chief sets reaching every worker; an
+// evaluation shared out among the workers.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -284,6 +285,46 @@ COHORT_MPI_TEST_CASE("the chief's learning-rate scale reaches every worker, in e
           CHECK(rate == doctest::Approx(step <= fired_at + (before ? 1 : 0) ? kRate : kRate / 2));
         if (!server.is_chief() && mode == Mode::kSync && (step <= 3 || step >= 5))
           CHECK(rate == doctest::Approx(step <= 3 ? kRate : kRate / 2));
+      }
+    });
+  }
+}
+
+COHORT_MPI_TEST_CASE("evaluate_across: each replica its part, of the chief's averages, as the chief's evaluation of the whole", 3) {
+  for (Mode mode : {Mode::kAllreduce, Mode::kAsync}) {
+    on_two_workers(comm, mode, [&](Server& server, bool ps) {
+      TrainerOptions options = test::trainer_options(mode);
+      options.moving_average_decay = 0.5;
+      Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
+      Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                      data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(0.2), options);
+      MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
+                                         .hooks = {StopAtStepHook::last(6)}, .stop_on_signals = false});
+      test::train(session);
+      session.close();
+      CHECK((trainer.moving_average() != nullptr) == server.is_chief());
+      // The other worker's parameters and state are its own, not the chief's: they are not
+      // what is evaluated, and they are what it holds again after.
+      if (!server.is_chief())
+        for (float& v : graph.values()) v *= -2;
+      const std::vector<float> own(graph.values().begin(), graph.values().end());
+      // 101 examples, in batches of 16 (parts of 51 and 50, partial last batches); and 1, which
+      // leaves the other worker's part empty.
+      for (const std::int64_t n : {101, 1}) {
+        CAPTURE(n);
+        const data::Dataset whole = data::synthetic(n, 7);
+        const data::Dataset part = whole.shard(server.replica_index(), 2);
+        double chief[2] = {0, 0};
+        if (server.is_chief()) {
+          const StepMetrics m = trainer.evaluate(whole, 16);
+          chief[0] = m.accuracy;
+          chief[1] = m.loss;
+        }
+        server.replicas().bcast(std::span<double>(chief, 2), 0);
+        const StepMetrics shared = trainer.evaluate_across(part, 16);
+        CHECK(shared.accuracy == static_cast<float>(chief[0]));
+        CHECK(shared.loss == doctest::Approx(chief[1]).epsilon(1e-6));
+        CHECK(std::vector<float>(graph.values().begin(), graph.values().end()) == own);
       }
     });
   }
