@@ -145,8 +145,11 @@ COHORT_DEFINE_float(stall_timeout_secs, 1800,
                     "a stalled ps's transfers, the end of training) ends the job after this long "
                     "(0: never)",
                     Range{0, 1e7});
-COHORT_DEFINE_int(eval_every_steps, 0, "chief: evaluate on the test set every N global steps, printed and written as an eval run beside the summaries (0: at the end only)",
-    Range{0, 1e15});
+COHORT_DEFINE_int(eval_every_steps, 0,
+                  "evaluate on the test set every N global steps (the chief; in allreduce mode the "
+                  "workers share each evaluation out), printed and written as an eval run beside the "
+                  "summaries (0: at the end only)",
+                  Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps (0: never)",
     Range{0, 1e15});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this JSON file");
@@ -482,9 +485,11 @@ int Main(int argc, char** argv) {
       cohort::Optimizer::create(optimizer), options);
 
   const bool chief = server.is_chief();
-  // The test set: the chief's whole, for evaluations during training; every replica's part, for
-  // the final evaluation, which they share out.
-  const auto test_data = chief && FLAGS_eval_every_steps > 0
+  // The test set: every replica's part, for the final evaluation and, in allreduce mode, the
+  // evaluations during training, which they share out; in the other modes the chief's whole, for
+  // the evaluations during training, which it makes alone.
+  const bool shared_evaluations = mode == cohort::Mode::kAllreduce;
+  const auto test_data = chief && FLAGS_eval_every_steps > 0 && !shared_evaluations
                              ? cohort::data::fashion_mnist(cohort::data::Split::kTest)
                              : cohort::data::Dataset();
   const auto test_part = cohort::data::fashion_mnist(cohort::data::Split::kTest,
@@ -547,9 +552,12 @@ int Main(int argc, char** argv) {
     session_options.hooks.push_back(std::make_shared<FaultInjectionHook>(FLAGS_inject_fault, FLAGS_inject_fault_step));
   if (FLAGS_log_every_steps > 0)
     session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, target, per_step));
-  if (FLAGS_eval_every_steps > 0)
-    session_options.chief_only_hooks.push_back(std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
-        .data = test_data, .every_steps = FLAGS_eval_every_steps, .at_end = false}));
+  if (FLAGS_eval_every_steps > 0 && (shared_evaluations || chief)) {
+    auto validation = std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
+        .data = shared_evaluations ? test_part : test_data, .every_steps = FLAGS_eval_every_steps,
+        .at_end = false, .shared = shared_evaluations});
+    (shared_evaluations ? session_options.hooks : session_options.chief_only_hooks).push_back(validation);
+  }
 
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
   const std::int64_t first_step = trainer.global_step();

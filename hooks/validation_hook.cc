@@ -59,9 +59,18 @@ void ValidationHook::begin() {
   stopped_ = false;
 }
 
+std::string ValidationHook::collective() const {
+  return options_.shared ? "a ValidationHook that shares its evaluations among the workers" : "";
+}
+
 void ValidationHook::after_create_session(MonitoredSession& session) {
-  active_ = session.is_chief();
+  chief_ = session.is_chief();
+  active_ = chief_ || options_.shared;
   if (!active_) return;
+  const Mode mode = session.trainer().mode();
+  if (options_.shared && mode != Mode::kAllreduce && mode != Mode::kLocal)
+    throw InvalidArgument(std::string("ValidationHook: shared evaluations need the workers at the same "
+                                      "step, in allreduce mode, not ") + to_string(mode) + " mode");
   const Model& model = session.trainer().model();
   metric_names_ = model.metric_names();
   if (options_.monitor != "loss" &&
@@ -72,6 +81,7 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
                           "' is not the loss or a metric of the model (" + known + ")");
   }
   check_dataset(model, options_.data);
+  if (!chief_) return;
   const SessionOptions& s = session.options();
   if (!options_.best_dir.empty() && !s.checkpoint_dir.empty() &&
       std::filesystem::weakly_canonical(options_.best_dir) == std::filesystem::weakly_canonical(s.checkpoint_dir))
@@ -110,8 +120,10 @@ void ValidationHook::end(MonitoredSession& session) {
 bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool training) {
   // The parameters as they stand on the ps tasks (the chief's own copy may be a step behind, or
   // more in the async modes), as the best checkpoint will hold them.
-  session.trainer().fetch_parameters();
-  const StepMetrics m = session.trainer().evaluate(options_.data, options_.batch_size);
+  Trainer& trainer = session.trainer();
+  trainer.fetch_parameters();
+  const StepMetrics m = options_.shared ? trainer.evaluate_across(options_.data, options_.batch_size)
+                                        : trainer.evaluate(options_.data, options_.batch_size);
   Validation v;
   v.global_step = step;
   v.loss = m.loss;
@@ -129,7 +141,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   if (v.improved) {
     best_ = static_cast<std::int64_t>(history_.size()) - 1;
     without_improvement_ = 0;
-    if (!options_.best_dir.empty()) best_checkpoint_ = session.save_checkpoint(options_.best_dir);
+    if (!options_.best_dir.empty() && chief_) best_checkpoint_ = session.save_checkpoint(options_.best_dir);
   } else {
     ++without_improvement_;
   }
@@ -139,7 +151,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     writer_->add_scalars(scalars, step);
     writer_->flush();
   }
-  if (options_.log) {
+  if (options_.log && chief_) {
     std::printf("validation at global step %lld: loss %.4f", static_cast<long long>(step), v.loss);
     for (std::size_t i = 0; i < metric_names_.size(); ++i)
       std::printf(", %s %.4f", metric_names_[i].c_str(), v.metrics[i]);
@@ -153,10 +165,10 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     }
     std::fflush(stdout);
   }
-  if (options_.reduce_lr_factor > 0 && training) reduce_on_plateau(session, v);
+  if (options_.reduce_lr_factor > 0 && training && chief_) reduce_on_plateau(session, v);
   if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
     stopped_ = true;
-    if (options_.log)
+    if (options_.log && chief_)
       std::printf("validation: %s has not improved in %s: stopping\n", options_.monitor.c_str(),
                   evaluations(without_improvement_).c_str());
     return true;

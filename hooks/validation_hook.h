@@ -57,6 +57,13 @@ struct ValidationHookOptions {
   std::string best_dir{};
   /// A line on stdout per evaluation.
   bool log = true;
+  /// Share each evaluation out among the workers (Trainer::evaluate_across), in allreduce mode
+  /// (and local mode): give the hook in `hooks`, on every worker, each with its own part of the
+  /// held-out data as `data` (Dataset::shard(worker index, workers)). Every worker evaluates
+  /// its part on the chief's parameters and gets the whole set's metrics; the chief alone
+  /// prints, writes summaries, saves the best and lowers the learning rate, and training stops
+  /// when patience runs out, on every worker alike. false: the chief evaluates all of `data`.
+  bool shared = false;
 };
 
 /// One evaluation: the global step, the loss, and each metric of the model's metric_names().
@@ -70,7 +77,8 @@ struct Validation {
 
 /// Evaluates options.data with the trainer (Trainer::evaluate: the current parameters, dropout
 /// off) at every multiple of every_steps global steps and at the end, on the chief alone (give
-/// it in chief_only_hooks; on another task it does nothing). Each evaluation is printed, written
+/// it in chief_only_hooks; on another task it does nothing), or shared out among the workers
+/// (options.shared). Each evaluation is printed, written
 /// as summaries ("loss" and each metric, in the eval directory), compared with the best so far,
 /// saved to best_dir when it improves, and, after `patience` evaluations without improvement,
 /// ends training (the chief's stop request ends every mode). A NaN never improves. Throws
@@ -87,6 +95,7 @@ class ValidationHook : public SessionRunHook {
   SessionRunArgs before_run(RunContext& context) override;
   void after_run(RunContext& context, const SessionRunValues& values) override;
   void end(MonitoredSession& session) override;
+  std::string collective() const override;
 
   /// Every evaluation of this session, in order.
   const std::vector<Validation>& history() const { return history_; }
@@ -107,7 +116,8 @@ class ValidationHook : public SessionRunHook {
   void reduce_on_plateau(MonitoredSession& session, const Validation& v);
 
   ValidationHookOptions options_;
-  bool active_ = false;
+  bool active_ = false;  // evaluates: on the chief, or on every worker when shared
+  bool chief_ = false;   // prints, writes, saves and lowers the learning rate
   std::vector<std::string> metric_names_;
   std::unique_ptr<SummaryWriter> writer_;
   std::int64_t next_ = -1;

@@ -74,6 +74,10 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
                           ", but this replica is worker " + std::to_string(trainer.worker_index()) +
                           " of " + std::to_string(trainer.num_workers()) +
                           ", and the chief is worker 0: pass .is_chief = server.is_chief()");
+  for (const auto& hook : o.chief_only_hooks)
+    if (const std::string what = hook ? hook->collective() : ""; !what.empty())
+      throw InvalidArgument("MonitoredSession: " + what + " is among chief_only_hooks, but every "
+                            "replica must run it: give it in hooks");
   if (o.max_wait_secs.count() < 0)
     throw InvalidArgument("MonitoredSession: max_wait_secs must be >= 0");
   if (o.step_time_every_steps < 0)

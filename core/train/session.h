@@ -72,6 +72,9 @@ class SessionRunHook {
   virtual SessionRunArgs before_run(RunContext&) { return {}; }
   virtual void after_run(RunContext&, const SessionRunValues&) {}
   virtual void end(MonitoredSession&) {}
+  /// What the hook is, when it takes part in collectives over the replicas and so must run on
+  /// every one of them (a session refuses it among chief_only_hooks); empty otherwise.
+  virtual std::string collective() const { return {}; }
 };
 
 using HookList = std::vector<std::shared_ptr<SessionRunHook>>;

@@ -16,6 +16,7 @@
 #include "cohort/hooks/monitored_training_session.h"
 #include "cohort/hooks/step_counter_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
+#include "cohort/hooks/validation_hook.h"
 #include "hooks/hook_test_support.h"
 #include "hooks/recording_hook.h"
 #include "support/mpi_test.h"
@@ -327,6 +328,48 @@ COHORT_MPI_TEST_CASE("evaluate_across: each replica its part, of the chief's ave
         CHECK(std::vector<float>(graph.values().begin(), graph.values().end()) == own);
       }
     });
+  }
+}
+
+COHORT_MPI_TEST_CASE("ValidationHook shared in allreduce mode: every worker its part, the chief's results", 2) {
+  Worker w(comm);
+  const data::Dataset whole = data::synthetic(101, 7);
+  // The same evaluations made twice: shared out (every worker its part), and by the chief alone.
+  auto shared = std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = whole.shard(w.server.replica_index(), 2), .every_steps = 2, .batch_size = 16,
+      .log = false, .shared = true});
+  auto own = std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = whole, .every_steps = 2, .batch_size = 16, .log = false});
+  {
+    MonitoredSessionOptions options;
+    options.master = w.server.target();
+    options.is_chief = w.server.is_chief();
+    options.hooks = {shared, StopAtStepHook::last(kSteps)};
+    options.chief_only_hooks = {own};
+    options.stop_on_signals = false;
+    MonitoredSession session(w.trainer, options);
+    test::train(session);
+  }
+  // At steps 2, 4 and at the end (5), on both workers; the chief's own evaluations alike.
+  REQUIRE(shared->history().size() == 3);
+  std::vector<double> chief;
+  for (const Validation& v : shared->history()) chief.insert(chief.end(), {v.loss, v.metrics.at(0)});
+  comm.bcast(std::span<double>(chief), 0);
+  const std::int64_t steps[] = {2, 4, kSteps};
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const Validation& v = shared->history()[i];
+    CHECK(v.global_step == steps[i]);
+    CHECK(v.loss == chief[2 * i]);
+    CHECK(v.metrics.at(0) == chief[2 * i + 1]);
+    if (w.server.is_chief()) {
+      REQUIRE(own->history().size() == 3);
+      CHECK(own->history()[i].global_step == v.global_step);
+      CHECK(own->history()[i].metrics.at(0) == v.metrics.at(0));
+      CHECK(own->history()[i].loss == doctest::Approx(v.loss).epsilon(1e-6));
+    } else {
+      CHECK(own->history().empty());
+    }
   }
 }
 

@@ -175,6 +175,34 @@ TEST_CASE("ValidationHook refuses bad options, a monitor the model lacks and dat
   options.chief_only_hooks = {std::make_shared<ValidationHook>(
       ValidationHookOptions{.data = data::Dataset::from_arrays(Tensor({4, 3}), Tensor({4, 2}))})};
   CHECK_THROWS_AS(MonitoredSession(u.trainer, options), InvalidArgument);
+  // A hook that shares its evaluations among the workers runs on every one of them.
+  LocalTraining v;
+  options.chief_only_hooks = {std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = held_out(), .shared = true})};
+  CHECK_THROWS_WITH_AS(MonitoredSession(v.trainer, options),
+                       "MonitoredSession: a ValidationHook that shares its evaluations among the workers "
+                       "is among chief_only_hooks, but every replica must run it: give it in hooks",
+                       InvalidArgument);
+}
+
+TEST_CASE("ValidationHook shared in local mode evaluates as the chief's own") {
+  LocalTraining a, b;
+  auto own = std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out(), .every_steps = 4});
+  auto shared = std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = held_out(), .every_steps = 4, .shared = true});
+  MonitoredSessionOptions own_options = test::with_hooks({StopAtStepHook::last(8)});
+  own_options.chief_only_hooks = {own};
+  for (auto* t : {&a, &b}) {
+    MonitoredSession session(t->trainer, t == &a ? own_options
+                                                 : test::with_hooks({StopAtStepHook::last(8), shared}));
+    test::train(session);
+  }
+  REQUIRE(shared->history().size() == 2);
+  REQUIRE(own->history().size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(shared->history()[i].global_step == own->history()[i].global_step);
+    CHECK(shared->history()[i].loss == own->history()[i].loss);
+  }
 }
 
 }  // namespace cohort

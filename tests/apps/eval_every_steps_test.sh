@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# train --eval_every_steps with two workers: in sync mode the chief evaluates the test set alone,
+# in allreduce mode the workers share each evaluation out (each its part, the chief's
+# parameters). Either way every evaluation is printed, and the one at the last step is the final
+# evaluation's (shared out at the end in both modes): the same accuracy, and the same loss to
+# its sum's rounding.
+#
+#   eval_every_steps_test.sh TRAIN MPIEXEC NP_FLAG
+set -euo pipefail
+train=$1 mpiexec=$2 np_flag=$3
+for mode in sync allreduce; do
+  ps=0
+  [ "$mode" = sync ] && ps=1
+  status=0
+  out=$("$mpiexec" "$np_flag" $((ps + 2)) --oversubscribe "$train" --ps_tasks=$ps --mode=$mode \
+          --train_steps=100 --eval_every_steps=50 --log_every_steps=0 --print_cluster=false 2>&1) || status=$?
+  echo "$out"
+  ((status == 0)) || { echo "$mode: the job failed ($status)"; exit 1; }
+  grep -qE "^validation at global step 50: loss [0-9.]+, accuracy 0\.[5-9][0-9]* \(the best so far\)$" <<<"$out" \
+    || { echo "$mode: no evaluation at step 50"; exit 1; }
+  last=$(sed -nE 's/^validation at global step 100: loss ([0-9.]+), accuracy ([0-9.]+) .*/\2 \1/p' <<<"$out")
+  final=$(sed -nE 's/^final: global step 100, test accuracy ([0-9.]+), test loss ([0-9.]+),.*/\1 \2/p' <<<"$out")
+  [ -n "$last" ] && [ -n "$final" ] || { echo "$mode: no evaluation at step 100, or no final one"; exit 1; }
+  awk -v a="$last" -v b="$final" 'BEGIN { split(a, x, " "); split(b, y, " ");
+      d = x[2] - y[2]; exit !(x[1] == y[1] && d <= 0.0002 && d >= -0.0002) }' \
+    || { echo "$mode: the evaluation at step 100 ($last) is not the final one ($final)"; exit 1; }
+  echo "$mode: evaluated at steps 50 and 100, the last as the final evaluation ($final)"
+done
+echo "eval_every_steps test passed"
