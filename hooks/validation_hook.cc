@@ -24,7 +24,8 @@ std::string evaluations(std::int64_t n) {
 
 ValidationHook::ValidationHook(ValidationHookOptions options) : options_(std::move(options)) {
   const auto bad = [](const std::string& what) { return InvalidArgument("ValidationHook: " + what); };
-  if (options_.data.size() == 0) throw bad("the validation data is empty");
+  // Shared, a worker's part may be empty (fewer examples than workers).
+  if (options_.data.size() == 0 && !options_.shared) throw bad("the validation data is empty");
   if (options_.every_steps < 1)
     throw bad("every_steps must be >= 1, got " + std::to_string(options_.every_steps));
   if (options_.batch_size < 1)
@@ -68,9 +69,11 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
   active_ = chief_ || options_.shared;
   if (!active_) return;
   const Mode mode = session.trainer().mode();
-  if (options_.shared && mode != Mode::kAllreduce && mode != Mode::kLocal)
-    throw InvalidArgument(std::string("ValidationHook: shared evaluations need the workers at the same "
-                                      "step, in allreduce mode, not ") + to_string(mode) + " mode");
+  const int workers = session.trainer().num_workers();
+  if (options_.shared && mode != Mode::kAllreduce && !(mode == Mode::kLocal && workers == 1))
+    throw InvalidArgument("ValidationHook: shared evaluations need the workers at the same step, in "
+                          "allreduce mode, not " + std::string(to_string(mode)) + " mode with " +
+                          std::to_string(workers) + (workers == 1 ? " worker" : " workers"));
   const Model& model = session.trainer().model();
   metric_names_ = model.metric_names();
   if (options_.monitor != "loss" &&

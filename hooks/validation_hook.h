@@ -58,8 +58,9 @@ struct ValidationHookOptions {
   /// A line on stdout per evaluation.
   bool log = true;
   /// Share each evaluation out among the workers (Trainer::evaluate_across), in allreduce mode
-  /// (and local mode): give the hook in `hooks`, on every worker, each with its own part of the
-  /// held-out data as `data` (Dataset::shard(worker index, workers)). Every worker evaluates
+  /// (or local mode with one worker, where it is the chief's own): give the hook in `hooks`, on
+  /// every worker, each with its own part of the held-out data as `data` (Dataset::shard(worker
+  /// index, workers); a part may be empty). Every worker evaluates
   /// its part on the chief's parameters and gets the whole set's metrics; the chief alone
   /// prints, writes summaries, saves the best and lowers the learning rate, and training stops
   /// when patience runs out, on every worker alike. false: the chief evaluates all of `data`.

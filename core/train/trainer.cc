@@ -158,6 +158,8 @@ Trainer::~Trainer() {
 
 void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
+  // The averages restore() loaded, for this start alone (one that fails leaves none behind).
+  const bool keep_average = std::exchange(average_restored_, false) && restored;
   check_can_start();
   if (!restored) {
     // From the initialisers, as TensorFlow's init op: the variables and the optimizer's slots
@@ -170,7 +172,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
     const StallWatch watch("the start of training, with the other tasks");
     replication_->start(graph_.values(), initial_step, max_wait);
   }
-  if (average_ && !std::exchange(average_restored_, false)) average_->reset(graph_.values());
+  if (average_ && !keep_average) average_->reset(graph_.values());
   const bool again = started_;
   started_ = true;
   left_ = false;
@@ -407,7 +409,7 @@ StepValues Trainer::step() {
 
 StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
   std::optional<MovingAverageSwap> averaged;
-  if (average_) averaged.emplace(graph_, *average_);
+  if (has_average()) averaged.emplace(graph_, *average_);
   return evaluate_dataset(towers_.front().model, data, batch_size, options_.image);
 }
 
@@ -462,7 +464,7 @@ class KeptVariables {
 StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t batch_size) {
   if (!replicas_ || num_workers_ == 1) return evaluate(part, batch_size);
   const KeptVariables kept(graph_);
-  if (average_) std::copy(average_->values().begin(), average_->values().end(), graph_.values().begin());
+  if (has_average()) std::copy(average_->values().begin(), average_->values().end(), graph_.values().begin());
   {
     const StallWatch watch("the chief's parameters for an evaluation");
     replicas_->bcast(graph_.values(), 0);
@@ -491,7 +493,7 @@ Checkpoint Trainer::checkpoint() {
   // The data position of a resume counts batches per step.
   if (options_.accumulation_steps > 1)
     checkpoint.metadata["accumulation_steps"] = std::to_string(options_.accumulation_steps);
-  if (average_) add_moving_averages(checkpoint, graph_, average_->values());
+  if (has_average()) add_moving_averages(checkpoint, graph_, average_->values());
   return checkpoint;
 }
 

@@ -145,10 +145,10 @@ class Trainer {
   /// cluster, evaluate(part).
   StepMetrics evaluate_across(const data::Dataset& part, std::int64_t batch_size = 1000);
   /// The moving average of the parameters (TrainerOptions::moving_average_decay) on the chief,
-  /// null elsewhere and without one. It starts at the parameters training starts from, or at the
-  /// averages of the checkpoint restored, where it holds them.
+  /// null elsewhere, without one, and before the first start(). It starts at the parameters
+  /// training starts from, or at the averages of the checkpoint restored, where it holds them.
   const ExponentialMovingAverage* moving_average() const {
-    return average_ ? &*average_ : nullptr;
+    return has_average() ? &*average_ : nullptr;
   }
   /// Leaves training (collective with the ps tasks for modes with a store). With `fetch` the
   /// graph first takes the final parameters (fetch_parameters()), and keeps them: evaluate() and
@@ -241,6 +241,8 @@ class Trainer {
   void compute_batch(bool last_batch, StepValues& values, float share);
   void accumulate_batches(int k, std::uint64_t step_seed, StepValues& values);
   void tower_thread(std::size_t index);
+  // Whether the chief's moving average has started (from start() on).
+  bool has_average() const { return average_ && !average_->values().empty(); }
 
   Graph& graph_;
   TrainerOptions options_;

@@ -340,11 +340,15 @@ COHORT_MPI_TEST_CASE("ValidationHook shared in allreduce mode: every worker its 
       .log = false, .shared = true});
   auto own = std::make_shared<ValidationHook>(
       ValidationHookOptions{.data = whole, .every_steps = 2, .batch_size = 16, .log = false});
+  // One example: the other worker's part is empty.
+  auto tiny = std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = data::synthetic(1, 7).shard(w.server.replica_index(), 2), .every_steps = 2,
+      .log = false, .shared = true});
   {
     MonitoredSessionOptions options;
     options.master = w.server.target();
     options.is_chief = w.server.is_chief();
-    options.hooks = {shared, StopAtStepHook::last(kSteps)};
+    options.hooks = {shared, tiny, StopAtStepHook::last(kSteps)};
     options.chief_only_hooks = {own};
     options.stop_on_signals = false;
     MonitoredSession session(w.trainer, options);
@@ -352,8 +356,10 @@ COHORT_MPI_TEST_CASE("ValidationHook shared in allreduce mode: every worker its 
   }
   // At steps 2, 4 and at the end (5), on both workers; the chief's own evaluations alike.
   REQUIRE(shared->history().size() == 3);
+  REQUIRE(tiny->history().size() == 3);
   std::vector<double> chief;
   for (const Validation& v : shared->history()) chief.insert(chief.end(), {v.loss, v.metrics.at(0)});
+  for (const Validation& v : tiny->history()) chief.push_back(v.loss);
   comm.bcast(std::span<double>(chief), 0);
   const std::int64_t steps[] = {2, 4, kSteps};
   for (std::size_t i = 0; i < 3; ++i) {
@@ -362,6 +368,8 @@ COHORT_MPI_TEST_CASE("ValidationHook shared in allreduce mode: every worker its 
     CHECK(v.global_step == steps[i]);
     CHECK(v.loss == chief[2 * i]);
     CHECK(v.metrics.at(0) == chief[2 * i + 1]);
+    CHECK(tiny->history()[i].loss == chief[6 + i]);
+    CHECK(tiny->history()[i].loss > 0);
     if (w.server.is_chief()) {
       REQUIRE(own->history().size() == 3);
       CHECK(own->history()[i].global_step == v.global_step);

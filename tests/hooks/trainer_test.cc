@@ -180,6 +180,12 @@ TEST_CASE("the chief's moving average: of the parameters each step starts from, 
   options.moving_average_decay = 0.9;
   Graph graph;
   Trainer trainer(nullptr, graph, model, data, test::sgd(0.2), options);
+  // Before the first start there is no average yet: the parameters are evaluated and saved.
+  CHECK(trainer.moving_average() == nullptr);
+  CHECK_NOTHROW(trainer.evaluate(data));
+  const Checkpoint before = trainer.checkpoint();
+  CHECK(before.find("hidden1/kernel") != nullptr);
+  CHECK(before.find("hidden1/kernel/ExponentialMovingAverage") == nullptr);
   const auto recorder = std::make_shared<ParametersBefore>(trainer);
   MonitoredSessionOptions session_options = test::with_hooks({StopAtStepHook::last(6), recorder});
   session_options.checkpoint_dir = dir / "ckpt";
