@@ -150,6 +150,18 @@ COHORT_DEFINE_int(eval_every_steps, 0,
                   "workers share each evaluation out), printed and written as an eval run beside the "
                   "summaries (0: at the end only)",
                   Range{0, 1e15}, kSameOnAllRanks);
+COHORT_DEFINE_int(patience, 0,
+                  "with --eval_every_steps: stop after this many evaluations without a lower test "
+                  "loss (Keras's EarlyStopping; 0: never)", Range{0, 1e9}, kSameOnAllRanks);
+COHORT_DEFINE_int(reduce_lr_patience, 0,
+                  "with --eval_every_steps: multiply the learning rate by --reduce_lr_factor after "
+                  "this many evaluations without a lower test loss (Keras's ReduceLROnPlateau; 0: never)",
+                  Range{0, 1e9}, kSameOnAllRanks);
+COHORT_DEFINE_float(reduce_lr_factor, 0.1, "with --reduce_lr_patience: the factor",
+                    Range{1e-6, 0.999999}, kSameOnAllRanks);
+COHORT_DEFINE_float(min_delta, 0.0,
+                    "with --patience or --reduce_lr_patience: a lower test loss must be lower by more than this",
+                    Range{0, 1e30}, kSameOnAllRanks);
 COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps (0: never)",
     Range{0, 1e15});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this JSON file");
@@ -419,6 +431,9 @@ int Main(int argc, char** argv) {
   if (mode == cohort::Mode::kLocal && workers > 1)
     throw cohort::InvalidArgument("--mode=local trains in one process; this job has " +
                                   std::to_string(workers) + " workers");
+  if ((FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0) && FLAGS_eval_every_steps == 0)
+    throw cohort::InvalidArgument("--patience and --reduce_lr_patience count evaluations without "
+                                  "improvement: give --eval_every_steps too");
   if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault_task >= workers)
     throw cohort::InvalidArgument("--inject_fault_task=" + std::to_string(FLAGS_inject_fault_task) +
                                   ": this job has " + std::to_string(workers) + " workers");
@@ -555,7 +570,9 @@ int Main(int argc, char** argv) {
   if (FLAGS_eval_every_steps > 0 && (shared_evaluations || chief)) {
     auto validation = std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
         .data = shared_evaluations ? test_part : test_data, .every_steps = FLAGS_eval_every_steps,
-        .at_end = false, .shared = shared_evaluations});
+        .at_end = false, .min_delta = FLAGS_min_delta, .patience = FLAGS_patience,
+        .reduce_lr_factor = FLAGS_reduce_lr_patience > 0 ? FLAGS_reduce_lr_factor : 0.0,
+        .reduce_lr_patience = FLAGS_reduce_lr_patience, .shared = shared_evaluations});
     (shared_evaluations ? session_options.hooks : session_options.chief_only_hooks).push_back(validation);
   }
 

@@ -3,7 +3,8 @@
 # in allreduce mode the workers share each evaluation out (each its part, the chief's
 # parameters). Either way every evaluation is printed, and the one at the last step is the final
 # evaluation's (shared out at the end in both modes): the same accuracy, and the same loss to
-# its sum's rounding.
+# its sum's rounding. Then --patience and --reduce_lr_patience stop training and lower the
+# learning rate in both modes.
 #
 #   eval_every_steps_test.sh TRAIN MPIEXEC NP_FLAG
 set -euo pipefail
@@ -25,5 +26,19 @@ for mode in sync allreduce; do
       d = x[2] - y[2]; exit !(x[1] == y[1] && d <= 0.0002 && d >= -0.0002) }' \
     || { echo "$mode: the evaluation at step 100 ($last) is not the final one ($final)"; exit 1; }
   echo "$mode: evaluated at steps 50 and 100, the last as the final evaluation ($final)"
+
+  # No evaluation can beat the first by 1e9: the learning rate is lowered after each evaluation
+  # without improvement, and the second ends training on every worker.
+  status=0
+  out=$("$mpiexec" "$np_flag" $((ps + 2)) --oversubscribe "$train" --ps_tasks=$ps --mode=$mode \
+          --min_delta=1e9 --train_steps=1000 --eval_every_steps=20 --patience=2 --reduce_lr_patience=1 \
+          --log_every_steps=0 --print_cluster=false 2>&1) || status=$?
+  echo "$out"
+  ((status == 0)) || { echo "$mode: the job that stops early failed ($status)"; exit 1; }
+  for line in "^validation: loss has not improved in 1 evaluation: learning rate scaled to 0.1 of the schedule's$" \
+              "^validation: loss has not improved in 2 evaluations: stopping$" "^final: global step 60, "; do
+    grep -qE "$line" <<<"$out" || { echo "$mode: no line $line"; exit 1; }
+  done
+  echo "$mode: stopped early at step 60"
 done
 echo "eval_every_steps test passed"
