@@ -69,6 +69,10 @@ COHORT_DEFINE_bool(decode_on_use, false,
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
+COHORT_DEFINE_string(class_weights, "",
+                     "weigh each class's images by balanced (n / (classes x the class's n), over the "
+                     "whole training set) or by a weight per class, in the classes' order, separated "
+                     "by commas (empty: all 1)");
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling, flips and dropout",
@@ -301,9 +305,26 @@ int Main(int argc, char** argv) {
   adam.learning_rate.base = FLAGS_learning_rate;
   const cohort::Shape example = train.example_shape();
   const int num_classes = train.num_classes();
+  // --class_weights: as given, or balanced over every worker's labels.
+  std::vector<float> class_weights;
+  if (!FLAGS_class_weights.empty()) {
+    cohort::ReplicaSum workers(server.replicas());
+    class_weights = cohort::data::class_weights(FLAGS_class_weights, train, &workers, "--class_weights");
+    if (server.is_chief()) {
+      std::printf("class weights:");
+      for (const float w : class_weights) std::printf(" %.4g", w);
+      std::printf("\n");
+    }
+  }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return network(g, example, num_classes); }, train,
-      cohort::Optimizer::create(adam), options);
+      &server, graph,
+      [&](cohort::Graph& g) {
+        cohort::Model model = network(g, example, num_classes);
+        if (!class_weights.empty())
+          model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, class_weights));
+        return model;
+      },
+      train, cohort::Optimizer::create(adam), options);
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),

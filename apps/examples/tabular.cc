@@ -74,6 +74,10 @@ COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default m
                      cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
                                             "categorical_cross_entropy", "mean_squared_error",
                                             "mse", "mean_absolute_error", "mae", "huber"});
+COHORT_DEFINE_string(class_weights, "",
+                     "softmax_cross_entropy: weigh each class's examples by balanced (n / (classes x "
+                     "the class's n), over the whole training set) or by a weight per class, separated "
+                     "by commas (empty: all 1)");
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, auc");
 COHORT_DEFINE_int(window, 0,
@@ -158,9 +162,9 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
 }
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
-// target value.
+// target value; the loss --loss, or softmax cross-entropy with `class_weights` when there are any.
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
-                    const cohort::TargetSpec& targets) {
+                    const cohort::TargetSpec& targets, const std::vector<float>& class_weights) {
   cohort::Model model(graph);
   cohort::Node x = model.input(input);
   cohort::Node mask;  // the padding's, with --mask_zero
@@ -190,7 +194,10 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
   const std::int64_t outputs =
       targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
-  model.set_loss(cohort::make_loss(FLAGS_loss));  // with its default metrics
+  // With its default metrics.
+  model.set_loss(class_weights.empty()
+                     ? cohort::make_loss(FLAGS_loss)
+                     : std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, class_weights));
   for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
     model.add_metric(cohort::make_metric(name));
   return model;
@@ -267,8 +274,22 @@ int Main(int argc, char** argv) {
   cohort::OptimizerOptions optimizer;
   optimizer.name = FLAGS_optimizer;
   optimizer.learning_rate.base = FLAGS_learning_rate;
+  // --class_weights: as given, or balanced over every worker's labels.
+  std::vector<float> class_weights;
+  if (!FLAGS_class_weights.empty()) {
+    if (FLAGS_loss != "softmax_cross_entropy")
+      throw cohort::InvalidArgument("--class_weights weigh the classes of softmax_cross_entropy, not of --loss=" +
+                                    FLAGS_loss);
+    cohort::ReplicaSum workers(server.replicas());
+    class_weights = cohort::data::class_weights(FLAGS_class_weights, train, &workers, "--class_weights");
+    if (server.is_chief()) {
+      std::printf("class weights:");
+      for (const float w : class_weights) std::printf(" %.4g", w);
+      std::printf("\n");
+    }
+  }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, input, targets); }, train,
+      &server, graph, [&](cohort::Graph& g) { return build(g, input, targets, class_weights); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);

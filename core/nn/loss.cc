@@ -81,10 +81,16 @@ std::string TargetSpec::to_string() const {
   return "float targets " + cohort::to_string(shape);
 }
 
-SoftmaxCrossEntropyLoss::SoftmaxCrossEntropyLoss(float label_smoothing) : op_(label_smoothing) {}
+SoftmaxCrossEntropyLoss::SoftmaxCrossEntropyLoss(float label_smoothing, std::vector<float> class_weights)
+    : op_(label_smoothing, std::move(class_weights)) {}
 
 void SoftmaxCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_labels("loss " + name(), prediction, targets);
+  const std::size_t weights = class_weights().size();
+  if (weights != 0 && static_cast<std::int64_t>(weights) != num_elements(prediction))
+    throw InvalidArgument("loss " + name() + ": " + std::to_string(weights) +
+                          " class weights for a model of " + std::to_string(num_elements(prediction)) +
+                          " classes");
 }
 
 float SoftmaxCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {

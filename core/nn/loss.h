@@ -59,16 +59,20 @@ class Loss {
 };
 
 /// Softmax cross-entropy of logits [N, classes] against class labels, with label smoothing: the
-/// target is (1 - s) one-hot + s / classes (TensorFlow's label_smoothing).
+/// target is (1 - s) one-hot + s / classes (TensorFlow's label_smoothing); with class weights
+/// (one per class, >= 0), each example's loss times its class's weight, so that a rare class
+/// counts for more (Keras's class_weight; see data::class_weights). The weighted loss is the one
+/// reported, in training and evaluation alike; the metrics are not weighted.
 class SoftmaxCrossEntropyLoss final : public Loss {
  public:
-  explicit SoftmaxCrossEntropyLoss(float label_smoothing = 0.0f);
+  explicit SoftmaxCrossEntropyLoss(float label_smoothing = 0.0f, std::vector<float> class_weights = {});
   std::string name() const override { return "softmax_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override { op_.backward(grad); }
   Tensor probabilities(const Tensor& output) const override;
   float label_smoothing() const { return op_.label_smoothing(); }
+  const std::vector<float>& class_weights() const { return op_.class_weights(); }
 
  private:
   SoftmaxCrossEntropy op_;

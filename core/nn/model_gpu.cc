@@ -68,9 +68,12 @@ void Model::set_gpu(int device, bool allow_tf32) {
     throw InvalidArgument("Model: GPU towers run a stack of layers; this model is a graph "
                           "(a layer with several inputs, or several inputs)");
   const auto* loss = dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get());
-  if (loss == nullptr || loss->label_smoothing() != 0.0f)
+  if (loss == nullptr || loss->label_smoothing() != 0.0f || !loss->class_weights().empty())
     throw InvalidArgument("Model: GPU towers compute softmax cross-entropy without label "
-                          "smoothing; this model's loss is " + loss_->name());
+                          "smoothing or class weights; this model's loss is " + loss_->name() +
+                          (loss == nullptr ? "" : loss->label_smoothing() != 0.0f
+                                                      ? ", with label smoothing"
+                                                      : ", with class weights"));
   check_ready();
   gpu::set_device(device);
   std::unique_ptr<ModelGpu, ModelGpuDeleter> state(

@@ -8,8 +8,10 @@
 # - a job resumed from --checkpoint_dir evaluates the parameters the first one left;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
+# - a rare class (5% of the rows): balanced class weights raise its test recall to 0.75 or more,
+#   at least 0.2 above the unweighted model's;
 # - bad input: a truncated .npy file, data that does not fit the model's input, a loss that does
-#   not fit the labels, a missing value in a CSV file, a test CSV without a training column and
+#   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
 #   job within seconds, with a one-line error naming the file on every worker.
 #
@@ -66,6 +68,18 @@ np.save("ml_test_x33.npy", rng.normal(size=(100, 3, 3)).astype(np.float32))
 np.save("ml_test_y33.npy", np.zeros((100, 5), np.float32))
 with open("ml_train_x.npy", "rb") as f:
     open("truncated_x.npy", "wb").write(f.read(100))
+
+# A rare class: about 5% of the rows, where x0 + x1 plus noise is high; the noise leaves many of
+# them looking like the common class.
+def rare(n):
+    x = rng.normal(size=(n, 2))
+    y = (x[:, 0] + x[:, 1] + rng.normal(0, 0.7, size=n) > 2.6).astype(int)
+    return np.concatenate([x, y[:, None]], axis=1)
+train = rare(6000)
+np.savetxt("rare_train.csv", train, delimiter=",", header="x0,x1,y", comments="", fmt=["%.6f", "%.6f", "%d"])
+np.savetxt("rare_test.csv", rare(4000), delimiter=",", header="x0,x1,y", comments="", fmt=["%.6f", "%.6f", "%d"])
+counts = np.bincount(train[:, 2].astype(int), minlength=2)
+open("rare_weights.txt", "w").write(" ".join("%.4g" % (len(train) / (2 * c)) for c in counts) + "\n")
 PY
 
 . "$(dirname "$0")/example_jobs.sh"
@@ -149,6 +163,22 @@ auc=$(metric ml.json auc)
 /usr/bin/python3 -c "import sys; sys.exit(0 if 0.97 <= $auc <= 1 else 1)" \
   || { echo "multi-label: test AUC $auc, expected at least 0.97"; exit 1; }
 
+# A rare class (5% of the rows): weighed as much in all as the common one (--class_weights=
+# balanced, counted over the 3 workers' parts), the model finds far more of its examples (the
+# test recall of class 1) than without weights, which leave it to the common class where in doubt.
+for weights in "" balanced; do
+  run "rare_${weights:-plain}" --train=rare_train.csv --test=rare_test.csv --label_column=y \
+    --hidden=16 --train_steps=600 --metrics=recall ${weights:+--class_weights=$weights} \
+    --metrics_json="rare_${weights:-plain}.json" || { echo "the rare-class job ($weights) failed"; exit 1; }
+done
+grep -qxF "class weights: $(cat rare_weights.txt)" rare_balanced.log \
+  || { echo "rare class: the weights are not n / (2 n_c) of the whole file ($(cat rare_weights.txt))"; exit 1; }
+recall_plain=$(metric rare_plain.json recall)
+recall_balanced=$(metric rare_balanced.json recall)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $recall_balanced >= 0.75 and $recall_balanced >= $recall_plain + 0.2 else 1)" \
+  || { echo "rare class: test recall $recall_balanced with balanced weights, $recall_plain without;" \
+              "expected at least 0.75 and 0.2 more"; exit 1; }
+
 # Checkpoints: a second job on the same --checkpoint_dir resumes at the first's last step, trains
 # no more, and evaluates the same parameters.
 for name in first resumed; do
@@ -176,9 +206,14 @@ expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross
   --train=ml_train_x.npy,ml_train_y.npy --loss=softmax_cross_entropy
 expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is not a finite number \(a missing value\?\)" \
   --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error
+expect_failure class_weights_count "--class_weights '1,2,3': 3 weights for 2 classes" \
+  --train=rare_train.csv --label_column=y --class_weights=1,2,3
+expect_failure class_weights_loss "--class_weights weigh the classes of softmax_cross_entropy, not of --loss=mean_squared_error" \
+  --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --class_weights=balanced
 REPORTERS=0 expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
   --train=reg_train.csv --test=reg_test_no_f5.csv --target_columns=y1,y2 --loss=mean_squared_error
 REPORTERS=0 expect_failure test_shape "ml_test_x33\.npy, ml_test_y33\.npy: the data's examples are \[3, 3\], the model's input takes \[4, 4\]" \
   --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x33.npy,ml_test_y33.npy \
   --loss=sigmoid_cross_entropy --train_steps=100000000
-echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy"
+echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy," \
+  "rare-class test recall $recall_plain without weights, $recall_balanced with balanced ones"

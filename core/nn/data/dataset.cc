@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -338,6 +340,50 @@ void FeatureSums::moments(std::vector<float>& mean, std::vector<float>& std) con
     // Relative to the mean's size: a spread that is rounding error is no spread.
     std[j] = variance > 1e-12 * std::max(1.0, m * m) ? static_cast<float>(std::sqrt(variance)) : 1.0f;
   }
+}
+
+}  // namespace cohort::data
+
+namespace cohort::data {
+
+std::vector<float> class_weights(const std::string& spec, const Dataset& data,
+                                 CrossReplicaSum* replicas, const std::string& what) {
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument(what + " '" + spec + "': " + why);
+  };
+  if (!data.has_labels()) throw bad("the data has float targets, not class labels");
+  const int classes = data.num_classes();
+  if (spec == "balanced") {
+    // Each class's examples, with the total last, summed over the replicas in one reduction.
+    std::vector<double> counts(static_cast<std::size_t>(classes) + 1, 0.0);
+    for (std::int64_t i = 0; i < data.size(); ++i)
+      if (const std::int32_t label = data.label(i); label >= 0 && label < classes)
+        counts[static_cast<std::size_t>(label)] += 1;
+    counts.back() = static_cast<double>(data.size());
+    if (replicas) replicas->sum(counts);
+    std::vector<float> weights(static_cast<std::size_t>(classes), 1.0f);
+    for (std::size_t c = 0; c < weights.size(); ++c)
+      if (counts[c] > 0) weights[c] = static_cast<float>(counts.back() / (classes * counts[c]));
+    return weights;
+  }
+  std::vector<float> weights;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = std::min(spec.find(',', begin), spec.size());
+    const std::string item = spec.substr(begin, end - begin);
+    char* stop = nullptr;
+    const float w = std::strtof(item.c_str(), &stop);
+    if (item.empty() || stop != item.c_str() + item.size() || !std::isfinite(w) || w < 0)
+      throw bad("'" + item + "' is not a weight >= 0 (give \"balanced\", or a weight per class, "
+                "separated by commas)");
+    weights.push_back(w);
+    if (end == spec.size()) break;
+    begin = end + 1;
+  }
+  if (static_cast<int>(weights.size()) != classes)
+    throw bad(std::to_string(weights.size()) + (weights.size() == 1 ? " weight" : " weights") +
+              " for " + std::to_string(classes) + " classes");
+  return weights;
 }
 
 }  // namespace cohort::data

@@ -178,6 +178,16 @@ struct FeatureSums {
 /// Sums over every example of `data`.
 FeatureSums feature_sums(const Dataset& data);
 
+/// Class weights for SoftmaxCrossEntropyLoss from `spec`: "balanced", n / (classes * n_c) for
+/// each class c of data's labels (scikit-learn's and Keras's usual choice, so that every class
+/// weighs as much in all; a class without examples weighs 1), counted over every replica's part
+/// when `replicas` is given (collective: each replica passes its own); or one weight >= 0 per
+/// class, separated by commas. InvalidArgument naming `what` (a flag) for another spec, a list
+/// of another length than data's classes, or data without class labels.
+std::vector<float> class_weights(const std::string& spec, const Dataset& data,
+                                 CrossReplicaSum* replicas = nullptr,
+                                 const std::string& what = "class weights");
+
 /// A worker's share of a dataset: the examples index, index + count, index + 2 count, ... (what
 /// Dataset::shard(index, count) keeps).
 struct ShardSpec {

@@ -283,20 +283,26 @@ void dropout_mask(std::uint64_t key, float rate, std::span<float> mask);
 
 /// Mean softmax cross-entropy of a batch of logits [N, classes] against integer labels, computed
 /// stably (log-sum-exp with the row max subtracted), with label smoothing s: the target is
-/// (1 - s) onehot(label) + s / classes. Not a Layer: it takes the labels. Keeps the softmax of the
-/// last forward() for backward().
+/// (1 - s) onehot(label) + s / classes; with class weights, each example's loss is multiplied by
+/// its label's weight before the mean over the N examples (Keras's class_weight, TensorFlow's
+/// weights of a sparse softmax cross-entropy). Not a Layer: it takes the labels. Keeps the softmax
+/// of the last forward() for backward().
 class SoftmaxCrossEntropy {
  public:
-  /// 0 <= label_smoothing < 1, else InvalidArgument.
-  explicit SoftmaxCrossEntropy(float label_smoothing = 0.0f);
-  /// The mean loss. Throws InvalidArgument when labels.size() != N or a label is out of range.
+  /// 0 <= label_smoothing < 1, and class weights finite and >= 0 (empty: all 1), else
+  /// InvalidArgument.
+  explicit SoftmaxCrossEntropy(float label_smoothing = 0.0f, std::vector<float> class_weights = {});
+  /// The mean loss. Throws InvalidArgument when labels.size() != N, a label is out of range, or
+  /// there are class weights and not one for each class.
   float forward(const Tensor& logits, std::span<const std::int32_t> labels);
-  /// grad_logits = (softmax - target) / N for the last forward().
+  /// grad_logits = weight(label) (softmax - target) / N for the last forward().
   void backward(Tensor& grad_logits) const;
   float label_smoothing() const { return smoothing_; }
+  const std::vector<float>& class_weights() const { return weights_; }
 
  private:
   float smoothing_ = 0.0f;
+  std::vector<float> weights_;
   Tensor probabilities_;
   std::vector<std::int32_t> labels_;
 };

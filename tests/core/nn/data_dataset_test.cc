@@ -258,6 +258,21 @@ TEST_CASE("feature_sums: per feature (the last axis), shards add up to the whole
   CHECK_THROWS_AS(FeatureSums{}.moments(mean, std), cohort::InvalidArgument);
 }
 
+TEST_CASE("class_weights: balanced by the label counts, or one given per class") {
+  // 6 examples of 4 classes, the last absent: n / (classes n_c) = 6 / 16, 6 / 4, 6 / 4, and 1.
+  const Dataset data = Dataset::from_arrays(Tensor({6, 2}), {0, 0, 0, 0, 1, 2}, 4);
+  CHECK(class_weights("balanced", data) == std::vector<float>{0.375f, 1.5f, 1.5f, 1.0f});
+  CHECK(class_weights("1,2.5,0,1e-3", data) == std::vector<float>{1.0f, 2.5f, 0.0f, 1e-3f});
+  CHECK_THROWS_WITH_AS(class_weights("1,2", data, nullptr, "--class_weights"),
+                       "--class_weights '1,2': 2 weights for 4 classes", cohort::InvalidArgument);
+  for (const char* bad : {"1,,2,3", "1,2,3,", "1,-2,3,4", "1,x,3,4", "1,nan,3,4", "Balanced"})
+    CHECK_THROWS_WITH_AS(class_weights(bad, data), doctest::Contains("is not a weight >= 0"),
+                         cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(class_weights("balanced", Dataset::from_arrays(Tensor({2, 2}), Tensor({2, 1}))),
+                       "class weights 'balanced': the data has float targets, not class labels",
+                       cohort::InvalidArgument);
+}
+
 TEST_CASE("a default Dataset is empty and usable") {
   const Dataset empty;
   CHECK(empty.size() == 0);

@@ -56,6 +56,42 @@ TEST_CASE("softmax cross-entropy with label smoothing: the smoothed target's cro
   CHECK_THROWS_AS(SoftmaxCrossEntropyLoss(1.0f), InvalidArgument);
 }
 
+TEST_CASE("softmax cross-entropy with class weights: each example's loss times its class's weight") {
+  Tensor x = random_tensor({4, 3}, 8, -2.0f, 2.0f);
+  const std::vector<std::int32_t> labels = {0, 2, 1, 2};
+  const std::vector<float> weights = {0.5f, 3.0f, 2.0f};
+  SoftmaxCrossEntropyLoss weighted(0.0f, weights), smooth_weighted(0.1f, weights), plain;
+  const Targets t{labels, nullptr};
+  double expected = 0;
+  for (int r = 0; r < 4; ++r) {
+    double sum = 0;
+    for (int c = 0; c < 3; ++c) sum += std::exp(double(x[r * 3 + c]));
+    const auto label = static_cast<std::size_t>(labels[static_cast<std::size_t>(r)]);
+    expected -= weights[label] * (double(x[r * 3 + static_cast<int>(label)]) - std::log(sum)) / 4;
+  }
+  CHECK(weighted.forward(x, t) == doctest::Approx(expected).epsilon(1e-5));
+  check_gradient(weighted, x, t);
+  check_gradient(smooth_weighted, x, t);
+  // Weights of 1 are no weights.
+  SoftmaxCrossEntropyLoss ones(0.0f, {1.0f, 1.0f, 1.0f});
+  CHECK(ones.forward(x, t) == plain.forward(x, t));
+  Tensor g1, g2;
+  ones.backward(g1);
+  plain.backward(g2);
+  CHECK(std::vector<float>(g1.span().begin(), g1.span().end()) ==
+        std::vector<float>(g2.span().begin(), g2.span().end()));
+  // A weight per class, each finite and >= 0.
+  CHECK_THROWS_WITH_AS(SoftmaxCrossEntropyLoss(0.0f, {1.0f, -1.0f}),
+                       "SoftmaxCrossEntropy: the weight of class 1, -1.000000, is not a finite number >= 0",
+                       InvalidArgument);
+  SoftmaxCrossEntropyLoss two(0.0f, {1.0f, 2.0f});
+  CHECK_THROWS_WITH_AS(two.check({3}, TargetSpec::classes(3)),
+                       "loss softmax_cross_entropy: 2 class weights for a model of 3 classes",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(two.forward(x, t), "SoftmaxCrossEntropy: 2 class weights for 3 classes",
+                       InvalidArgument);
+}
+
 TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against their formulas") {
   Tensor x = random_tensor({2, 3}, 6, -3.0f, 3.0f);
   Tensor y({2, 3}, std::vector<float>{1, 0, 1, 0, 0, 1});
