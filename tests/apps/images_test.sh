@@ -7,9 +7,10 @@
 # - the training folder alone, a fifth held out (--validation_split=0.2): the same bar on it;
 # - a second run on 1 process restores the first run's checkpoint (the same test loss and accuracy,
 #   no more training) and classifies the test set's bags: at least 80% called "Bag";
-# - allreduce on 2 workers, every image resized to 32x32 and read as RGB, with random flips:
-#   the same bar; and the same run with the images decoded as batches take them
-#   (--decode_on_use) ends with the same test loss and accuracy;
+# - allreduce on 2 workers, every image resized to 32x32 and read as RGB, with random flips and
+#   balanced class weights (those of the whole folder): the same bar; and the same run with the
+#   images decoded as batches take them (--decode_on_use) ends with the same test loss and
+#   accuracy;
 # - bad input: a missing folder, an image that does not decode, a missing image to classify and
 #   a test folder with a class the training set lacks each end the job within seconds, with one
 #   line naming the file or folder on every worker that read it.
@@ -102,16 +103,21 @@ called_bag=$(grep -c "^test/Bag/[0-9]*\.\(png\|jpg\),Bag,0\?[.0-9e-]*$" predicti
 echo "predict: $called_bag of $bags bags called Bag"
 
 run resized 2 --mode=allreduce --train=train --test=test --train_steps=300 --height=32 --width=32 \
-  --channels=3 --horizontal_flip --metrics_json=resized.json \
+  --channels=3 --horizontal_flip --class_weights=balanced --metrics_json=resized.json \
   || { echo "the resized allreduce job failed"; exit 1; }
 grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes, global step 300," resized.log \
   || { echo "resized: the images were not read as 32x32 RGB"; exit 1; }
 check_accuracy resized 0.80
+# Balanced class weights, n / (10 n_c) over the whole training folder, though each worker reads
+# its part.
+weights=$(/usr/bin/python3 -c 'import os; n = [len(os.listdir("train/" + c)) for c in sorted(os.listdir("train"))]; print(" ".join("%.4g" % (sum(n) / (len(n) * k)) for k in n))')
+grep -qxF "class weights: $weights" resized.log || { echo "resized: the class weights are not $weights"; exit 1; }
 
 # The same run with the training images decoded as batches take them: the same batches, so the
 # same model to the last digit printed.
 run on_use 2 --mode=allreduce --train=train --test=test --train_steps=300 --height=32 --width=32 \
-  --channels=3 --horizontal_flip --decode_on_use || { echo "the decode-on-use job failed"; exit 1; }
+  --channels=3 --horizontal_flip --class_weights=balanced --decode_on_use \
+  || { echo "the decode-on-use job failed"; exit 1; }
 grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes (decoded on use), " on_use.log \
   || { echo "on_use: the images were not decoded on use"; exit 1; }
 [[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" resized.log) ]] \
