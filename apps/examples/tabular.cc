@@ -282,11 +282,7 @@ int Main(int argc, char** argv) {
                                     FLAGS_loss);
     cohort::ReplicaSum workers(server.replicas());
     class_weights = cohort::data::class_weights(FLAGS_class_weights, train, &workers, "--class_weights");
-    if (server.is_chief()) {
-      std::printf("class weights:");
-      for (const float w : class_weights) std::printf(" %.4g", w);
-      std::printf("\n");
-    }
+    if (server.is_chief()) std::printf("%s\n", cohort::data::describe_class_weights(class_weights).c_str());
   }
   cohort::Trainer trainer(
       &server, graph, [&](cohort::Graph& g) { return build(g, input, targets, class_weights); }, train,

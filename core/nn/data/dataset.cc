@@ -386,4 +386,14 @@ std::vector<float> class_weights(const std::string& spec, const Dataset& data,
   return weights;
 }
 
+std::string describe_class_weights(const std::vector<float>& weights) {
+  std::string text = "class weights:";
+  for (const float w : weights) {
+    char item[32];
+    std::snprintf(item, sizeof item, " %.4g", static_cast<double>(w));
+    text += item;
+  }
+  return text;
+}
+
 }  // namespace cohort::data

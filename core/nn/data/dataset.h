@@ -187,6 +187,8 @@ FeatureSums feature_sums(const Dataset& data);
 std::vector<float> class_weights(const std::string& spec, const Dataset& data,
                                  CrossReplicaSum* replicas = nullptr,
                                  const std::string& what = "class weights");
+/// "class weights: 0.5279 9.464", each to 4 significant digits, for a program's log.
+std::string describe_class_weights(const std::vector<float>& weights);
 
 /// A worker's share of a dataset: the examples index, index + count, index + 2 count, ... (what
 /// Dataset::shard(index, count) keeps).
