@@ -567,8 +567,9 @@ int Main(int argc, char** argv) {
     session_options.hooks.push_back(std::make_shared<FaultInjectionHook>(FLAGS_inject_fault, FLAGS_inject_fault_step));
   if (FLAGS_log_every_steps > 0)
     session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, target, per_step));
+  std::shared_ptr<cohort::ValidationHook> validation;
   if (FLAGS_eval_every_steps > 0 && (shared_evaluations || chief)) {
-    auto validation = std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
+    validation = std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
         .data = shared_evaluations ? test_part : test_data, .every_steps = FLAGS_eval_every_steps,
         .at_end = false, .min_delta = FLAGS_min_delta, .patience = FLAGS_patience,
         .reduce_lr_factor = FLAGS_reduce_lr_patience > 0 ? FLAGS_reduce_lr_factor : 0.0,
@@ -608,7 +609,10 @@ int Main(int argc, char** argv) {
       const nlohmann::json metrics = {
           {"global_step", final_step}, {"train_steps", target},
           // A run that ended before train_steps: the signal that stopped it (0: none).
-          {"stop_signal", cohort::stop_signal_received()}, {"test_accuracy", m.accuracy},
+          {"stop_signal", cohort::stop_signal_received()},
+          // A run --patience ended before train_steps.
+          {"stopped_early", validation != nullptr && validation->stopped()},
+          {"test_accuracy", m.accuracy},
           {"test_loss", m.loss}, {"train_images_per_sec", images_per_sec},
           {"train_examples", examples},
           {"wall_seconds", seconds}, {"cohort_version", cohort::version()}, {"model", FLAGS_model}, {"mode", FLAGS_mode},

@@ -78,6 +78,10 @@ COHORT_DEFINE_string(class_weights, "",
                      "softmax_cross_entropy: weigh each class's examples by balanced (n / (classes x "
                      "the class's n), over the whole training set) or by a weight per class, separated "
                      "by commas (empty: all 1)");
+COHORT_DEFINE_string(pos_weight, "",
+                     "sigmoid_cross_entropy: weigh each output's positive targets by balanced (its "
+                     "negatives over its positives, over the whole training set) or by a weight, one "
+                     "for all outputs or one per output, separated by commas (empty: 1)");
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, auc");
 COHORT_DEFINE_int(window, 0,
@@ -162,9 +166,10 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
 }
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
-// target value; the loss --loss, or softmax cross-entropy with `class_weights` when there are any.
+// target value; the loss --loss, with the class or positive weights `weights` where there are
+// any (--class_weights, --pos_weight).
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
-                    const cohort::TargetSpec& targets, const std::vector<float>& class_weights) {
+                    const cohort::TargetSpec& targets, const std::vector<float>& weights) {
   cohort::Model model(graph);
   cohort::Node x = model.input(input);
   cohort::Node mask;  // the padding's, with --mask_zero
@@ -195,9 +200,12 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
       targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
   // With its default metrics.
-  model.set_loss(class_weights.empty()
-                     ? cohort::make_loss(FLAGS_loss)
-                     : std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, class_weights));
+  if (weights.empty())
+    model.set_loss(cohort::make_loss(FLAGS_loss));
+  else if (FLAGS_loss == "softmax_cross_entropy")
+    model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, weights));
+  else
+    model.set_loss(std::make_unique<cohort::SigmoidCrossEntropyLoss>(weights));
   for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
     model.add_metric(cohort::make_metric(name));
   return model;
@@ -274,18 +282,25 @@ int Main(int argc, char** argv) {
   cohort::OptimizerOptions optimizer;
   optimizer.name = FLAGS_optimizer;
   optimizer.learning_rate.base = FLAGS_learning_rate;
-  // --class_weights: as given, or balanced over every worker's labels.
-  std::vector<float> class_weights;
-  if (!FLAGS_class_weights.empty()) {
-    if (FLAGS_loss != "softmax_cross_entropy")
-      throw cohort::InvalidArgument("--class_weights weigh the classes of softmax_cross_entropy, not of --loss=" +
-                                    FLAGS_loss);
+  // --class_weights or --pos_weight: as given, or balanced over every worker's labels or targets.
+  std::vector<float> weights;
+  if (!FLAGS_class_weights.empty() || !FLAGS_pos_weight.empty()) {
+    const bool classes = !FLAGS_class_weights.empty();
+    const std::string flag = classes ? "--class_weights" : "--pos_weight";
+    const std::string loss = classes ? "softmax_cross_entropy" : "sigmoid_cross_entropy";
+    if (classes && !FLAGS_pos_weight.empty())
+      throw cohort::InvalidArgument("--class_weights and --pos_weight weigh different losses: give one");
+    if (FLAGS_loss != loss)
+      throw cohort::InvalidArgument(flag + " weighs " + loss + ", not --loss=" + FLAGS_loss);
     cohort::ReplicaSum workers(server.replicas());
-    class_weights = cohort::data::class_weights(FLAGS_class_weights, train, &workers, "--class_weights");
-    if (server.is_chief()) std::printf("%s\n", cohort::data::describe_class_weights(class_weights).c_str());
+    weights = classes ? cohort::data::class_weights(FLAGS_class_weights, train, &workers, flag)
+                      : cohort::data::positive_weights(FLAGS_pos_weight, train, &workers, flag);
+    if (server.is_chief())
+      std::printf("%s\n", cohort::data::describe_class_weights(
+                               weights, classes ? "class weights" : "positive weights").c_str());
   }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, input, targets, class_weights); }, train,
+      &server, graph, [&](cohort::Graph& g) { return build(g, input, targets, weights); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);

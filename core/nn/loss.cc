@@ -99,14 +99,32 @@ float SoftmaxCrossEntropyLoss::forward(const Tensor& predictions, const Targets&
   return op_.forward(predictions, targets.labels);
 }
 
+SigmoidCrossEntropyLoss::SigmoidCrossEntropyLoss(std::vector<float> pos_weight)
+    : pos_weight_(std::move(pos_weight)) {
+  for (std::size_t j = 0; j < pos_weight_.size(); ++j)
+    if (!(std::isfinite(pos_weight_[j]) && pos_weight_[j] >= 0.0f))
+      throw InvalidArgument("loss " + name() + ": positive weight " + std::to_string(j) + ", " +
+                            std::to_string(pos_weight_[j]) + ", is not a finite number >= 0");
+}
+
 void SigmoidCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
+  const auto weights = static_cast<std::int64_t>(pos_weight_.size());
+  if (weights > 1 && weights != num_elements(prediction))
+    throw InvalidArgument("loss " + name() + ": " + std::to_string(weights) +
+                          " positive weights for a model of " + std::to_string(num_elements(prediction)) +
+                          " outputs (give one for each, or one for all)");
 }
 
 float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("loss " + name(), predictions, targets);
   grad_.resize(predictions.shape());
   const std::int64_t n = predictions.size();
+  const std::int64_t outputs = predictions.rank() > 0 && predictions.dim(0) > 0 ? n / predictions.dim(0) : n;
+  const auto weights = static_cast<std::int64_t>(pos_weight_.size());
+  if (weights > 1 && weights != outputs)
+    throw InvalidArgument("loss " + name() + ": " + std::to_string(weights) +
+                          " positive weights for " + std::to_string(outputs) + " outputs an example");
   const float scale = 1.0f / static_cast<float>(n);
   const float* x = predictions.data();
   const float* y = t.data();
@@ -114,9 +132,16 @@ float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets&
   double loss = 0.0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float xi = x[i];
-    loss += std::max(xi, 0.0f) - xi * y[i] + std::log1p(std::exp(-std::abs(xi)));
     const float sigmoid = xi >= 0 ? 1.0f / (1.0f + std::exp(-xi)) : std::exp(xi) / (1.0f + std::exp(xi));
-    g[i] = (sigmoid - y[i]) * scale;
+    if (weights == 0) {
+      loss += std::max(xi, 0.0f) - xi * y[i] + std::log1p(std::exp(-std::abs(xi)));
+      g[i] = (sigmoid - y[i]) * scale;
+      continue;
+    }
+    // l = 1 + (pw - 1) t weighs the positive part; -log(sigmoid(x)) = log(1 + exp(-|x|)) + max(-x, 0).
+    const float l = 1.0f + (pos_weight_[static_cast<std::size_t>(weights == 1 ? 0 : i % outputs)] - 1.0f) * y[i];
+    loss += (1.0f - y[i]) * xi + l * (std::log1p(std::exp(-std::abs(xi))) + std::max(-xi, 0.0f));
+    g[i] = ((1.0f - y[i]) - l * (1.0f - sigmoid)) * scale;
   }
   return static_cast<float>(loss / static_cast<double>(n));
 }

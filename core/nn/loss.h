@@ -80,9 +80,16 @@ class SoftmaxCrossEntropyLoss final : public Loss {
 
 /// Sigmoid cross-entropy of logits against float targets in [0, 1] of the same shape, averaged
 /// over every element (multi-label classification), computed stably:
-/// max(x, 0) - x t + log(1 + exp(-|x|)).
+/// max(x, 0) - x t + log(1 + exp(-|x|)). With positive weights, an output's positive targets
+/// weigh pw times more: (1 - t) x + (1 + (pw - 1) t) (log(1 + exp(-|x|)) + max(-x, 0))
+/// (TensorFlow's weighted_cross_entropy_with_logits, PyTorch's BCEWithLogitsLoss pos_weight), for
+/// labels that are rarely 1 (see data::positive_weights).
 class SigmoidCrossEntropyLoss final : public Loss {
  public:
+  /// One weight per output of an example, or one for every output; empty: 1. Each finite and
+  /// >= 0, else InvalidArgument.
+  explicit SigmoidCrossEntropyLoss(std::vector<float> pos_weight = {});
+  const std::vector<float>& pos_weight() const { return pos_weight_; }
   std::string name() const override { return "sigmoid_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
@@ -90,6 +97,7 @@ class SigmoidCrossEntropyLoss final : public Loss {
   Tensor probabilities(const Tensor& output) const override;
 
  private:
+  std::vector<float> pos_weight_;
   Tensor grad_;
 };
 

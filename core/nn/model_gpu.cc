@@ -71,9 +71,8 @@ void Model::set_gpu(int device, bool allow_tf32) {
   if (loss == nullptr || loss->label_smoothing() != 0.0f || !loss->class_weights().empty())
     throw InvalidArgument("Model: GPU towers compute softmax cross-entropy without label "
                           "smoothing or class weights; this model's loss is " + loss_->name() +
-                          (loss == nullptr ? "" : loss->label_smoothing() != 0.0f
-                                                      ? ", with label smoothing"
-                                                      : ", with class weights"));
+                          (loss != nullptr && loss->label_smoothing() != 0.0f ? ", with label smoothing" : "") +
+                          (loss != nullptr && !loss->class_weights().empty() ? ", with class weights" : ""));
   check_ready();
   gpu::set_device(device);
   std::unique_ptr<ModelGpu, ModelGpuDeleter> state(

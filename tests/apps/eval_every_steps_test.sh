@@ -4,11 +4,12 @@
 # parameters). Either way every evaluation is printed, and the one at the last step is the final
 # evaluation's (shared out at the end in both modes): the same accuracy, and the same loss to
 # its sum's rounding. Then --patience and --reduce_lr_patience stop training and lower the
-# learning rate in both modes.
+# learning rate in both modes, and the metrics file says training stopped early.
 #
-#   eval_every_steps_test.sh TRAIN MPIEXEC NP_FLAG
+#   eval_every_steps_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
-train=$1 mpiexec=$2 np_flag=$3
+train=$1 mpiexec=$2 np_flag=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
 for mode in sync allreduce; do
   ps=0
   [ "$mode" = sync ] && ps=1
@@ -32,13 +33,15 @@ for mode in sync allreduce; do
   status=0
   out=$("$mpiexec" "$np_flag" $((ps + 2)) --oversubscribe "$train" --ps_tasks=$ps --mode=$mode \
           --min_delta=1e9 --train_steps=1000 --eval_every_steps=20 --patience=2 --reduce_lr_patience=1 \
-          --log_every_steps=0 --print_cluster=false 2>&1) || status=$?
+          --log_every_steps=0 --print_cluster=false --metrics_json="$work/$mode.json" 2>&1) || status=$?
   echo "$out"
   ((status == 0)) || { echo "$mode: the job that stops early failed ($status)"; exit 1; }
   for line in "^validation: loss has not improved in 1 evaluation: learning rate scaled to 0.1 of the schedule's$" \
               "^validation: loss has not improved in 2 evaluations: stopping$" "^final: global step 60, "; do
     grep -qE "$line" <<<"$out" || { echo "$mode: no line $line"; exit 1; }
   done
+  /usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); sys.exit(0 if m["stopped_early"] is True and m["global_step"] == 60 else 1)' \
+    "$work/$mode.json" || { echo "$mode: the metrics file does not say training stopped early"; exit 1; }
   echo "$mode: stopped early at step 60"
 done
 echo "eval_every_steps test passed"

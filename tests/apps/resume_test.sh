@@ -84,7 +84,7 @@ echo "== the chief's metrics file says what ran and how it ended"
 import json, sys
 m = json.load(open(sys.argv[1]))
 expected = {"global_step": 300, "train_steps": 300, "mode": "allreduce", "model": "mlp",
-            "workers": 2, "ps_tasks": 0, "batch_size": 64, "stop_signal": 0,
+            "workers": 2, "ps_tasks": 0, "batch_size": 64, "stop_signal": 0, "stopped_early": False,
             "optimizer": "adam (beta1 0.9, beta2 0.999, epsilon 1e-08)",
             # --learning_rate=0.001 times the 2 batches a step averages (--lr_scaling=linear)
             "learning_rate": 0.002, "lr_schedule": "constant", "label_smoothing": 0.0,

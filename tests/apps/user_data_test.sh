@@ -9,7 +9,8 @@
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
 # - a rare class (5% of the rows): balanced class weights raise its test recall to 0.75 or more,
-#   at least 0.2 above the unweighted model's;
+#   at least 0.2 above the unweighted model's, and so does a balanced positive weight of a sigmoid
+#   output;
 # - bad input: a truncated .npy file, data that does not fit the model's input, a loss that does
 #   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
@@ -79,7 +80,9 @@ train = rare(6000)
 np.savetxt("rare_train.csv", train, delimiter=",", header="x0,x1,y", comments="", fmt=["%.6f", "%.6f", "%d"])
 np.savetxt("rare_test.csv", rare(4000), delimiter=",", header="x0,x1,y", comments="", fmt=["%.6f", "%.6f", "%d"])
 counts = np.bincount(train[:, 2].astype(int), minlength=2)
-open("rare_weights.txt", "w").write(" ".join("%.4g" % (len(train) / (2 * c)) for c in counts) + "\n")
+# The class weights n / (2 n_c), then the positive weight n_0 / n_1.
+open("rare_weights.txt", "w").write(" ".join(["%.4g" % (len(train) / (2 * c)) for c in counts] +
+                                             ["%.4g" % (counts[0] / counts[1])]) + "\n")
 PY
 
 . "$(dirname "$0")/example_jobs.sh"
@@ -171,13 +174,22 @@ for weights in "" balanced; do
     --hidden=16 --train_steps=600 --metrics=recall ${weights:+--class_weights=$weights} \
     --metrics_json="rare_${weights:-plain}.json" || { echo "the rare-class job ($weights) failed"; exit 1; }
 done
-grep -qxF "class weights: $(cat rare_weights.txt)" rare_balanced.log \
-  || { echo "rare class: the weights are not n / (2 n_c) of the whole file ($(cat rare_weights.txt))"; exit 1; }
+grep -qxF "class weights: $(cut -d' ' -f1,2 rare_weights.txt)" rare_balanced.log \
+  || { echo "rare class: the weights are not n / (2 n_c) of the whole file ($(cut -d' ' -f1,2 rare_weights.txt))"; exit 1; }
 recall_plain=$(metric rare_plain.json recall)
 recall_balanced=$(metric rare_balanced.json recall)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $recall_balanced >= 0.75 and $recall_balanced >= $recall_plain + 0.2 else 1)" \
   || { echo "rare class: test recall $recall_balanced with balanced weights, $recall_plain without;" \
               "expected at least 0.75 and 0.2 more"; exit 1; }
+# The same as a sigmoid output against 0/1 targets, its positives weighed by negatives / positives.
+run rare_sigmoid --train=rare_train.csv --test=rare_test.csv --target_columns=y \
+  --loss=sigmoid_cross_entropy --hidden=16 --train_steps=600 --metrics=recall --pos_weight=balanced \
+  --metrics_json=rare_sigmoid.json || { echo "the rare-class sigmoid job failed"; exit 1; }
+grep -qxF "positive weights: $(cut -d' ' -f3 rare_weights.txt)" rare_sigmoid.log \
+  || { echo "rare class: the positive weight is not negatives / positives ($(cut -d' ' -f3 rare_weights.txt))"; exit 1; }
+recall_sigmoid=$(metric rare_sigmoid.json recall)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $recall_sigmoid >= 0.75 else 1)" \
+  || { echo "rare class: test recall $recall_sigmoid with a balanced positive weight, expected at least 0.75"; exit 1; }
 
 # Checkpoints: a second job on the same --checkpoint_dir resumes at the first's last step, trains
 # no more, and evaluates the same parameters.
@@ -208,7 +220,7 @@ expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is 
   --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error
 expect_failure class_weights_count "--class_weights '1,2,3': 3 weights for 2 classes" \
   --train=rare_train.csv --label_column=y --class_weights=1,2,3
-expect_failure class_weights_loss "--class_weights weigh the classes of softmax_cross_entropy, not of --loss=mean_squared_error" \
+expect_failure class_weights_loss "--class_weights weighs softmax_cross_entropy, not --loss=mean_squared_error" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --class_weights=balanced
 REPORTERS=0 expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
   --train=reg_train.csv --test=reg_test_no_f5.csv --target_columns=y1,y2 --loss=mean_squared_error
@@ -216,4 +228,5 @@ REPORTERS=0 expect_failure test_shape "ml_test_x33\.npy, ml_test_y33\.npy: the d
   --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x33.npy,ml_test_y33.npy \
   --loss=sigmoid_cross_entropy --train_steps=100000000
 echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy," \
-  "rare-class test recall $recall_plain without weights, $recall_balanced with balanced ones"
+  "rare-class test recall $recall_plain without weights, $recall_balanced with balanced ones," \
+  "$recall_sigmoid with a balanced positive weight"

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/data/dataset.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -346,12 +347,40 @@ void FeatureSums::moments(std::vector<float>& mean, std::vector<float>& std) con
 
 namespace cohort::data {
 
+namespace {
+
+// A list of weights >= 0 separated by commas, at least one of them positive (plain decimal or
+// exponent notation, no spaces); InvalidArgument naming `what` and `spec` otherwise.
+std::vector<float> parse_weights(const std::string& spec, const std::string& what) {
+  std::vector<float> weights;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = std::min(spec.find(',', begin), spec.size());
+    const std::string item = spec.substr(begin, end - begin);
+    float w = 0;
+    const auto [stop, error] =
+        std::from_chars(item.data(), item.data() + item.size(), w, std::chars_format::general);
+    if (item.empty() || error != std::errc() || stop != item.data() + item.size() ||
+        !std::isfinite(w) || w < 0)
+      throw InvalidArgument(what + " '" + spec + "': '" + item + "' is not a finite number >= 0 "
+                            "(give \"balanced\", or weights separated by commas)");
+    weights.push_back(w);
+    if (end < spec.size()) {
+      begin = end + 1;
+      continue;
+    }
+    if (std::none_of(weights.begin(), weights.end(), [](float v) { return v > 0; }))
+      throw InvalidArgument(what + " '" + spec + "': every weight is 0, which would train nothing");
+    return weights;
+  }
+}
+
+}  // namespace
+
 std::vector<float> class_weights(const std::string& spec, const Dataset& data,
                                  CrossReplicaSum* replicas, const std::string& what) {
-  const auto bad = [&](const std::string& why) {
-    return InvalidArgument(what + " '" + spec + "': " + why);
-  };
-  if (!data.has_labels()) throw bad("the data has float targets, not class labels");
+  if (!data.has_labels())
+    throw InvalidArgument(what + " '" + spec + "': the data has float targets, not class labels");
   const int classes = data.num_classes();
   if (spec == "balanced") {
     // Each class's examples, with the total last, summed over the replicas in one reduction.
@@ -366,28 +395,43 @@ std::vector<float> class_weights(const std::string& spec, const Dataset& data,
       if (counts[c] > 0) weights[c] = static_cast<float>(counts.back() / (classes * counts[c]));
     return weights;
   }
-  std::vector<float> weights;
-  std::size_t begin = 0;
-  for (;;) {
-    const std::size_t end = std::min(spec.find(',', begin), spec.size());
-    const std::string item = spec.substr(begin, end - begin);
-    char* stop = nullptr;
-    const float w = std::strtof(item.c_str(), &stop);
-    if (item.empty() || stop != item.c_str() + item.size() || !std::isfinite(w) || w < 0)
-      throw bad("'" + item + "' is not a weight >= 0 (give \"balanced\", or a weight per class, "
-                "separated by commas)");
-    weights.push_back(w);
-    if (end == spec.size()) break;
-    begin = end + 1;
-  }
+  std::vector<float> weights = parse_weights(spec, what);
   if (static_cast<int>(weights.size()) != classes)
-    throw bad(std::to_string(weights.size()) + (weights.size() == 1 ? " weight" : " weights") +
-              " for " + std::to_string(classes) + " classes");
+    throw InvalidArgument(what + " '" + spec + "': " + std::to_string(weights.size()) +
+                          (weights.size() == 1 ? " weight" : " weights") + " for " +
+                          std::to_string(classes) + " classes");
   return weights;
 }
 
-std::string describe_class_weights(const std::vector<float>& weights) {
-  std::string text = "class weights:";
+std::vector<float> positive_weights(const std::string& spec, const Dataset& data,
+                                    CrossReplicaSum* replicas, const std::string& what) {
+  if (data.has_labels())
+    throw InvalidArgument(what + " '" + spec + "': the data has class labels, not float targets");
+  const auto outputs = static_cast<std::size_t>(data.target_size());
+  if (spec == "balanced") {
+    // Each output's positives, with the examples last, summed over the replicas in one reduction.
+    std::vector<double> sums(outputs + 1, 0.0);
+    for (std::int64_t i = 0; i < data.size(); ++i) {
+      const std::span<const float> t = data.target(i);
+      for (std::size_t j = 0; j < outputs; ++j) sums[j] += static_cast<double>(t[j]);
+    }
+    sums.back() = static_cast<double>(data.size());
+    if (replicas) replicas->sum(sums);
+    std::vector<float> weights(outputs, 1.0f);
+    for (std::size_t j = 0; j < outputs; ++j)
+      if (sums[j] > 0) weights[j] = static_cast<float>((sums.back() - sums[j]) / sums[j]);
+    return weights;
+  }
+  std::vector<float> weights = parse_weights(spec, what);
+  if (weights.size() != 1 && weights.size() != outputs)
+    throw InvalidArgument(what + " '" + spec + "': " + std::to_string(weights.size()) +
+                          " weights for " + std::to_string(outputs) +
+                          " outputs (give one for each, or one for all)");
+  return weights;
+}
+
+std::string describe_class_weights(const std::vector<float>& weights, const std::string& what) {
+  std::string text = what + ":";
   for (const float w : weights) {
     char item[32];
     std::snprintf(item, sizeof item, " %.4g", static_cast<double>(w));

@@ -179,16 +179,28 @@ struct FeatureSums {
 FeatureSums feature_sums(const Dataset& data);
 
 /// Class weights for SoftmaxCrossEntropyLoss from `spec`: "balanced", n / (classes * n_c) for
-/// each class c of data's labels (scikit-learn's and Keras's usual choice, so that every class
-/// weighs as much in all; a class without examples weighs 1), counted over every replica's part
-/// when `replicas` is given (collective: each replica passes its own); or one weight >= 0 per
-/// class, separated by commas. InvalidArgument naming `what` (a flag) for another spec, a list
-/// of another length than data's classes, or data without class labels.
+/// each class c of data's labels, so that every class weighs as much in all (scikit-learn's
+/// compute_class_weight("balanced") where every class has examples; a class without any weighs
+/// 1, and still counts among the classes), counted over every replica's part when `replicas` is
+/// given (collective: each replica passes its own); or one weight >= 0 per class, separated by
+/// commas, not all 0. InvalidArgument naming `what` (a flag) for another spec, a list of another
+/// length than data's classes, or data without class labels.
 std::vector<float> class_weights(const std::string& spec, const Dataset& data,
                                  CrossReplicaSum* replicas = nullptr,
                                  const std::string& what = "class weights");
-/// "class weights: 0.5279 9.464", each to 4 significant digits, for a program's log.
-std::string describe_class_weights(const std::vector<float>& weights);
+/// Positive weights for SigmoidCrossEntropyLoss from `spec`: "balanced", for each output the
+/// negatives over the positives among data's float targets (a target t counting t positive and
+/// 1 - t negative; an output never positive weighs 1), counted over every replica's part when
+/// `replicas` is given (collective: each replica passes its own); or one weight >= 0 for every
+/// output, or one per output, separated by commas, not all 0. InvalidArgument naming `what` (a
+/// flag) for another spec, a list of another length, or data with class labels.
+std::vector<float> positive_weights(const std::string& spec, const Dataset& data,
+                                    CrossReplicaSum* replicas = nullptr,
+                                    const std::string& what = "positive weights");
+/// "class weights: 0.5279 9.464" (`what`: "class weights"), each to 4 significant digits, for
+/// a program's log.
+std::string describe_class_weights(const std::vector<float>& weights,
+                                   const std::string& what = "class weights");
 
 /// A worker's share of a dataset: the examples index, index + count, index + 2 count, ... (what
 /// Dataset::shard(index, count) keeps).

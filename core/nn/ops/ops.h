@@ -284,9 +284,8 @@ void dropout_mask(std::uint64_t key, float rate, std::span<float> mask);
 /// Mean softmax cross-entropy of a batch of logits [N, classes] against integer labels, computed
 /// stably (log-sum-exp with the row max subtracted), with label smoothing s: the target is
 /// (1 - s) onehot(label) + s / classes; with class weights, each example's loss is multiplied by
-/// its label's weight before the mean over the N examples (Keras's class_weight, TensorFlow's
-/// weights of a sparse softmax cross-entropy). Not a Layer: it takes the labels. Keeps the softmax
-/// of the last forward() for backward().
+/// its label's weight before the mean over the N examples (Keras's class_weight). Not a Layer: it
+/// takes the labels. Keeps the softmax of the last forward() for backward().
 class SoftmaxCrossEntropy {
  public:
   /// 0 <= label_smoothing < 1, and class weights finite and >= 0 (empty: all 1), else

@@ -265,11 +265,34 @@ TEST_CASE("class_weights: balanced by the label counts, or one given per class")
   CHECK(class_weights("1,2.5,0,1e-3", data) == std::vector<float>{1.0f, 2.5f, 0.0f, 1e-3f});
   CHECK_THROWS_WITH_AS(class_weights("1,2", data, nullptr, "--class_weights"),
                        "--class_weights '1,2': 2 weights for 4 classes", cohort::InvalidArgument);
-  for (const char* bad : {"1,,2,3", "1,2,3,", "1,-2,3,4", "1,x,3,4", "1,nan,3,4", "Balanced"})
-    CHECK_THROWS_WITH_AS(class_weights(bad, data), doctest::Contains("is not a weight >= 0"),
+  for (const char* bad : {"1,,2,3", "1,2,3,", "1,-2,3,4", "1,x,3,4", "1,nan,3,4", "Balanced", "1, 2,3,4",
+                          "1 ,2,3,4", "0x1,2,3,4", "+1,2,3,4", "1e40,2,3,4", "inf,2,3,4"})
+    CHECK_THROWS_WITH_AS(class_weights(bad, data), doctest::Contains("is not a finite number >= 0"),
                          cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(class_weights("0,0,0,0", data), "class weights '0,0,0,0': every weight is 0, which would train nothing",
+                       cohort::InvalidArgument);
   CHECK_THROWS_WITH_AS(class_weights("balanced", Dataset::from_arrays(Tensor({2, 2}), Tensor({2, 1}))),
                        "class weights 'balanced': the data has float targets, not class labels",
+                       cohort::InvalidArgument);
+}
+
+TEST_CASE("positive_weights: balanced by each output's negatives over its positives, or as given") {
+  // 4 examples of 3 outputs: the first positive once, the second twice and a half, the third never.
+  Tensor targets({4, 3});
+  const float rows[4][3] = {{1, 1, 0}, {0, 1, 0}, {0, 0.5f, 0}, {0, 0, 0}};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) targets[i * 3 + j] = rows[i][j];
+  const Dataset data = Dataset::from_arrays(Tensor({4, 2}), targets);
+  CHECK(positive_weights("balanced", data) == std::vector<float>{3.0f, 1.5f / 2.5f, 1.0f});
+  CHECK(positive_weights("2", data) == std::vector<float>{2.0f});
+  CHECK(positive_weights("2,0.5,1", data) == std::vector<float>{2.0f, 0.5f, 1.0f});
+  CHECK_THROWS_WITH_AS(positive_weights("1,2", data, nullptr, "--pos_weight"),
+                       "--pos_weight '1,2': 2 weights for 3 outputs (give one for each, or one for all)",
+                       cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(positive_weights("1,-1,1", data), doctest::Contains("is not a finite number >= 0"),
+                       cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(positive_weights("balanced", Dataset::from_arrays(Tensor({2, 2}), {0, 1}, 2)),
+                       "positive weights 'balanced': the data has class labels, not float targets",
                        cohort::InvalidArgument);
 }
 

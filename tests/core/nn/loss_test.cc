@@ -92,6 +92,39 @@ TEST_CASE("softmax cross-entropy with class weights: each example's loss times i
                        InvalidArgument);
 }
 
+TEST_CASE("sigmoid cross-entropy with positive weights: TensorFlow's weighted_cross_entropy_with_logits") {
+  Tensor x = random_tensor({4, 3}, 9, -4.0f, 4.0f);
+  Tensor y({4, 3});
+  for (std::int64_t i = 0; i < y.size(); ++i) y[i] = (i % 3 == 0 || i == 4) ? 1.0f : 0.0f;
+  y[5] = 0.25f;  // a soft target
+  const Targets t{{}, &y};
+  const std::vector<float> pos = {3.0f, 0.5f, 2.0f};
+  SigmoidCrossEntropyLoss weighted(pos), one_for_all({4.0f}), plain, ones({1.0f, 1.0f, 1.0f});
+  // -(pw t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x))), averaged.
+  const auto expected = [&](auto weight) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < x.size(); ++i) {
+      const double s = 1 / (1 + std::exp(-double(x[i])));
+      sum -= weight(i) * y[i] * std::log(s) + (1 - y[i]) * std::log(1 - s);
+    }
+    return sum / double(x.size());
+  };
+  CHECK(weighted.forward(x, t) == doctest::Approx(expected([&](std::int64_t i) { return pos[i % 3]; })).epsilon(1e-5));
+  CHECK(one_for_all.forward(x, t) == doctest::Approx(expected([](std::int64_t) { return 4.0; })).epsilon(1e-5));
+  CHECK(ones.forward(x, t) == doctest::Approx(plain.forward(x, t)).epsilon(1e-6));
+  check_gradient(weighted, x, t);
+  check_gradient(one_for_all, x, t);
+  CHECK_THROWS_WITH_AS(SigmoidCrossEntropyLoss({1.0f, -2.0f}),
+                       "loss sigmoid_cross_entropy: positive weight 1, -2.000000, is not a finite number >= 0",
+                       InvalidArgument);
+  SigmoidCrossEntropyLoss two({1.0f, 2.0f});
+  CHECK_THROWS_WITH_AS(two.check({3}, TargetSpec::values({3})),
+                       "loss sigmoid_cross_entropy: 2 positive weights for a model of 3 outputs (give one "
+                       "for each, or one for all)",
+                       InvalidArgument);
+  CHECK_THROWS_AS(two.forward(x, t), InvalidArgument);
+}
+
 TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against their formulas") {
   Tensor x = random_tensor({2, 3}, 6, -3.0f, 3.0f);
   Tensor y({2, 3}, std::vector<float>{1, 0, 1, 0, 0, 1});
