@@ -426,7 +426,7 @@ std::vector<float> positive_weights(const std::string& spec, const Dataset& data
   if (weights.size() != 1 && weights.size() != outputs)
     throw InvalidArgument(what + " '" + spec + "': " + std::to_string(weights.size()) +
                           " weights for " + std::to_string(outputs) +
-                          " outputs (give one for each, or one for all)");
+                          (outputs == 1 ? " output (give one)" : " outputs (give one for each, or one for all)"));
   return weights;
 }
 
