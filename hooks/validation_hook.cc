@@ -1,8 +1,10 @@
 #include "cohort/hooks/validation_hook.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -51,7 +53,7 @@ ValidationHook::~ValidationHook() = default;
 void ValidationHook::begin() {
   next_ = -1;
   history_.clear();
-  best_ = -1;
+  best_.reset();
   without_improvement_ = 0;
   plateau_ = 0;
   cooldown_ = 0;
@@ -142,7 +144,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
                                 : v.monitored > best->monitored + options_.min_delta));
   history_.push_back(v);
   if (v.improved) {
-    best_ = static_cast<std::int64_t>(history_.size()) - 1;
+    best_ = v;
     without_improvement_ = 0;
     if (!options_.best_dir.empty() && chief_) best_checkpoint_ = session.save_checkpoint(options_.best_dir);
   } else {
@@ -177,6 +179,64 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     return true;
   }
   return false;
+}
+
+namespace {
+
+// The metadata keys of a hook monitoring `monitor`.
+std::string state_key(const std::string& monitor, const char* field) {
+  return "validation/" + monitor + "/" + field;
+}
+
+}  // namespace
+
+void ValidationHook::save_state(std::map<std::string, std::string>& metadata) const {
+  if (!chief_) return;
+  const auto put = [&](const char* field, const std::string& value) {
+    metadata[state_key(options_.monitor, field)] = value;
+  };
+  if (best_) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", best_->monitored);  // read back exactly
+    put("best", text);
+    put("best_step", std::to_string(best_->global_step));
+  }
+  put("without_improvement", std::to_string(without_improvement_));
+  put("plateau", std::to_string(plateau_));
+  put("cooldown", std::to_string(cooldown_));
+}
+
+void ValidationHook::restore_state(const std::map<std::string, std::string>& metadata) {
+  const auto get = [&](const char* field) -> std::optional<std::string> {
+    const auto it = metadata.find(state_key(options_.monitor, field));
+    if (it == metadata.end()) return std::nullopt;
+    return it->second;
+  };
+  const auto bad = [&](const char* field, const std::string& value) {
+    return CheckpointError("the checkpoint's " + state_key(options_.monitor, field) + " is '" + value +
+                           "', not a " + (std::string(field) == "best" ? "number" : "count"));
+  };
+  const auto count = [&](const char* field) -> std::int64_t {
+    const std::optional<std::string> value = get(field);
+    if (!value) return 0;
+    std::int64_t n = -1;
+    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), n);
+    if (error != std::errc() || end != value->data() + value->size() || n < 0) throw bad(field, *value);
+    return n;
+  };
+  without_improvement_ = count("without_improvement");
+  plateau_ = count("plateau");
+  cooldown_ = count("cooldown");
+  if (const std::optional<std::string> best = get("best")) {
+    char* end = nullptr;
+    Validation v;
+    v.monitored = std::strtod(best->c_str(), &end);
+    if (end == best->c_str() || *end != '\0' || std::isnan(v.monitored)) throw bad("best", *best);
+    v.global_step = count("best_step");
+    v.improved = true;
+    if (options_.monitor == "loss") v.loss = v.monitored;
+    best_ = v;
+  }
 }
 
 void ValidationHook::reduce_on_plateau(MonitoredSession& session, const Validation& v) {

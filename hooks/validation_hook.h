@@ -5,6 +5,7 @@
 // save_best_only; TensorFlow's train_and_evaluate with stop_if_no_decrease_hook).
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,16 +44,16 @@ struct ValidationHookOptions {
   /// reduce_lr_factor (in (0, 1); 0: never), from the chief's next step and in every mode
   /// (Trainer::set_learning_rate_scale, on top of the schedule); then reduce_lr_cooldown
   /// evaluations pass before the count starts again. The factors together never go below
-  /// min_learning_rate_scale. The scale is kept in checkpoints; the counts are the session's.
+  /// min_learning_rate_scale. The scale and the counts are kept in checkpoints.
   double reduce_lr_factor = 0;
   std::int64_t reduce_lr_patience = 0;
   std::int64_t reduce_lr_cooldown = 0;
   double min_learning_rate_scale = 0;
   /// Keep the best parameters: a checkpoint written here at each improvement (the latest
-  /// checkpoint in it is this session's best), which restore_checkpoint or warm_start_from can
-  /// load. Empty: none. It must not be the session's checkpoint_dir. The best value and the
-  /// evaluations without improvement are the session's own: a job restarted from its
-  /// checkpoints starts them afresh (its first evaluation is its best so far). In the async
+  /// checkpoint in it is the best), which restore_checkpoint or warm_start_from can load. Empty:
+  /// none. It must not be the session's checkpoint_dir. The best value and the evaluations
+  /// without improvement (towards patience and a reduction) are kept in the session's
+  /// checkpoints, so that a job restarted from them goes on counting (save_state). In the async
   /// modes other workers' pushes may reach the parameters between the evaluation and the save.
   std::string best_dir{};
   /// A line on stdout per evaluation.
@@ -97,11 +98,18 @@ class ValidationHook : public SessionRunHook {
   void after_run(RunContext& context, const SessionRunValues& values) override;
   void end(MonitoredSession& session) override;
   std::string collective() const override;
+  /// The best value, its step, and the counts towards patience and a reduction, so that a job
+  /// restarted from its checkpoints (a requeued batch job) goes on counting: under
+  /// "validation/<monitor>/...". The chief's; on the other workers of a shared hook the counts
+  /// start afresh, and the chief's stop ends training for all.
+  void save_state(std::map<std::string, std::string>& metadata) const override;
+  void restore_state(const std::map<std::string, std::string>& metadata) override;
 
   /// Every evaluation of this session, in order.
   const std::vector<Validation>& history() const { return history_; }
-  /// The best evaluation so far, none before the first.
-  const Validation* best() const { return best_ < 0 ? nullptr : &history_[static_cast<std::size_t>(best_)]; }
+  /// The best evaluation so far, none before the first; one restored from a checkpoint
+  /// (restore_state) holds the monitored value and its step alone.
+  const Validation* best() const { return best_ ? &*best_ : nullptr; }
   /// The checkpoint of the best evaluation (empty without best_dir).
   const std::string& best_checkpoint() const { return best_checkpoint_; }
   /// True once it has ended training for want of improvement.
@@ -123,7 +131,7 @@ class ValidationHook : public SessionRunHook {
   std::unique_ptr<SummaryWriter> writer_;
   std::int64_t next_ = -1;
   std::vector<Validation> history_;
-  std::int64_t best_ = -1;  // index into history_
+  std::optional<Validation> best_;  // of this session, or of the run it resumes
   std::int64_t without_improvement_ = 0;
   std::int64_t plateau_ = 0;   // evaluations without improvement counted towards a reduction
   std::int64_t cooldown_ = 0;  // evaluations still to pass before counting again

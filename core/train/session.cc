@@ -144,6 +144,7 @@ void MonitoredSession::create() {
       const std::string from = options_.checkpoint_dir + ", global step " + std::to_string(step);
       try {
         trainer_.restore(*checkpoint);
+        for (auto& hook : all_hooks()) hook->restore_state(checkpoint->metadata);
       } catch (const CheckpointError& e) {
         throw CheckpointError(from + ": " + e.what());
       } catch (const InvalidArgument& e) {
@@ -261,6 +262,7 @@ std::string MonitoredSession::save_checkpoint(const std::string& dir) {
   if (dir.empty() && !checkpoints_) throw Error("save_checkpoint: the session has no checkpoint_dir");
   CheckpointManager& manager = checkpoint_manager(dir);
   Checkpoint checkpoint = trainer_.checkpoint();
+  for (const auto& hook : all_hooks()) hook->save_state(checkpoint.metadata);
   const std::int64_t step = checkpoint.global_step();
   return manager.save(step, std::move(checkpoint));
 }

@@ -75,6 +75,14 @@ class SessionRunHook {
   /// What the hook is, when it takes part in collectives over the replicas and so must run on
   /// every one of them (a session refuses it among chief_only_hooks); empty otherwise.
   virtual std::string collective() const { return {}; }
+  /// State the hook keeps across a restart of the job (an early stop's count of evaluations
+  /// without improvement): the chief's session adds it to the metadata of every checkpoint it
+  /// saves, and gives the metadata of the checkpoint it restores back to restore_state(),
+  /// after begin() and before after_create_session(). Keys should name the hook
+  /// ("validation/loss/best"); restore_state must accept metadata without them (a checkpoint
+  /// written before, or without the hook). A bad value is a CheckpointError.
+  virtual void save_state(std::map<std::string, std::string>& /*metadata*/) const {}
+  virtual void restore_state(const std::map<std::string, std::string>& /*metadata*/) {}
 };
 
 using HookList = std::vector<std::shared_ptr<SessionRunHook>>;

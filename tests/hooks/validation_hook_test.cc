@@ -150,6 +150,42 @@ TEST_CASE("ValidationHook reduces the learning rate on a plateau, with a cooldow
   CHECK(u.trainer.learning_rate_scale() == doctest::Approx(0.2));
 }
 
+TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints") {
+  test::TempDir dir("validation_restart");
+  // Nothing can beat the first evaluation (step 2) by 1e9. Patience 3, a reduction after 2: the
+  // first run evaluates at 2 and 4 and saves; the second, restored at step 4, reduces the rate at
+  // 6 and stops at 8, as one run would have.
+  const auto run = [&](std::int64_t last, bool save) {
+    auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+        .data = held_out(), .every_steps = 2, .at_end = false, .min_delta = 1e9, .patience = 3,
+        .reduce_lr_factor = 0.5, .reduce_lr_patience = 2, .log = false});
+    LocalTraining t;
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(last)});
+    options.chief_only_hooks = {hook};
+    options.checkpoint_dir = dir.str() + "/ckpt";
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+    if (save) session.save_checkpoint();
+    return std::make_pair(hook, t.trainer.global_step());
+  };
+  const auto [first, first_step] = run(4, true);
+  CHECK(first_step == 4);
+  CHECK(first->history().size() == 2);
+  const auto [resumed, resumed_step] = run(100, false);
+  CHECK(resumed_step == 8);
+  CHECK(resumed->stopped());
+  CHECK(resumed->reductions() == 1);
+  REQUIRE(resumed->best() != nullptr);
+  CHECK(resumed->best()->global_step == 2);
+  CHECK(resumed->best()->monitored == first->best()->monitored);
+  // A bad count in the checkpoint is named.
+  ValidationHook hook({.data = held_out()});
+  CHECK_THROWS_WITH_AS(hook.restore_state({{"validation/loss/plateau", "-1"}}),
+                       "the checkpoint's validation/loss/plateau is '-1', not a count", CheckpointError);
+  CHECK_THROWS_WITH_AS(hook.restore_state({{"validation/loss/best", "x"}}),
+                       "the checkpoint's validation/loss/best is 'x', not a number", CheckpointError);
+}
+
 TEST_CASE("ValidationHook refuses bad options, a monitor the model lacks and data that does not fit") {
   CHECK_THROWS_WITH_AS(ValidationHook({}), "ValidationHook: the validation data is empty", InvalidArgument);
   CHECK_THROWS_AS(ValidationHook({.data = held_out(), .every_steps = 0}), InvalidArgument);
