@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/io/checkpoint.h"
 #include "cohort/core/io/summary_writer.h"
 #include "cohort/core/nn/evaluation.h"
 #include "cohort/core/train/trainer.h"
@@ -60,6 +62,8 @@ void ValidationHook::begin() {
   reductions_ = 0;
   best_checkpoint_.clear();
   stopped_ = false;
+  stop_at_start_ = false;
+  state_.clear();
 }
 
 std::string ValidationHook::collective() const {
@@ -106,6 +110,14 @@ SessionRunArgs ValidationHook::before_run(RunContext&) {
 
 void ValidationHook::after_run(RunContext& context, const SessionRunValues& values) {
   if (!active_) return;
+  if (std::exchange(stop_at_start_, false)) {
+    stopped_ = true;
+    if (options_.log && chief_)
+      std::printf("validation: %s had not improved in %s before the restart: stopping\n",
+                  options_.monitor.c_str(), evaluations(without_improvement_).c_str());
+    context.request_stop();
+    return;
+  }
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
   const std::int64_t every = options_.every_steps;
   if (next_ < 0) next_ = (step + every - 1) / every * every;  // the first multiple from here
@@ -171,6 +183,9 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     std::fflush(stdout);
   }
   if (options_.reduce_lr_factor > 0 && training && chief_) reduce_on_plateau(session, v);
+  // What a restart goes on from: the evaluations during training, not the one after its end
+  // (which one run of the whole job would make only once).
+  if (training) keep_state();
   if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
     stopped_ = true;
     if (options_.log && chief_)
@@ -191,9 +206,13 @@ std::string state_key(const std::string& monitor, const char* field) {
 }  // namespace
 
 void ValidationHook::save_state(std::map<std::string, std::string>& metadata) const {
-  if (!chief_) return;
+  for (const auto& [key, value] : state_) metadata[key] = value;
+}
+
+void ValidationHook::keep_state() {
+  state_.clear();
   const auto put = [&](const char* field, const std::string& value) {
-    metadata[state_key(options_.monitor, field)] = value;
+    state_[state_key(options_.monitor, field)] = value;
   };
   if (best_) {
     char text[32];
@@ -234,9 +253,20 @@ void ValidationHook::restore_state(const std::map<std::string, std::string>& met
     if (end == best->c_str() || *end != '\0' || std::isnan(v.monitored)) throw bad("best", *best);
     v.global_step = count("best_step");
     v.improved = true;
-    if (options_.monitor == "loss") v.loss = v.monitored;
+    v.loss = options_.monitor == "loss" ? v.monitored : std::numeric_limits<double>::quiet_NaN();
     best_ = v;
+    // The best checkpoint, if kept: the latest in best_dir.
+    if (!options_.best_dir.empty()) {
+      try {
+        best_checkpoint_ = CheckpointManager(options_.best_dir, 0).latest_path().value_or("");
+      } catch (const Error&) {
+        best_checkpoint_.clear();
+      }
+    }
   }
+  keep_state();
+  // Patience that ran out before the restart (and is no longer) ends training at once.
+  stop_at_start_ = options_.patience > 0 && without_improvement_ >= options_.patience;
 }
 
 void ValidationHook::reduce_on_plateau(MonitoredSession& session, const Validation& v) {

@@ -98,10 +98,12 @@ class ValidationHook : public SessionRunHook {
   void after_run(RunContext& context, const SessionRunValues& values) override;
   void end(MonitoredSession& session) override;
   std::string collective() const override;
-  /// The best value, its step, and the counts towards patience and a reduction, so that a job
-  /// restarted from its checkpoints (a requeued batch job) goes on counting: under
-  /// "validation/<monitor>/...". The chief's; on the other workers of a shared hook the counts
-  /// start afresh, and the chief's stop ends training for all.
+  /// The best value, its step, and the counts towards patience and a reduction, as of the last
+  /// evaluation during training (not the one after the end), so that a job restarted from its
+  /// checkpoints (a requeued batch job) goes on counting as one run would: under
+  /// "validation/<monitor>/..." (two hooks with the same monitor would share them). Restored
+  /// with patience run out, training stops at the first step. The chief's; on the other workers
+  /// of a shared hook the counts start afresh, and the chief's stop ends training for all.
   void save_state(std::map<std::string, std::string>& metadata) const override;
   void restore_state(const std::map<std::string, std::string>& metadata) override;
 
@@ -123,6 +125,8 @@ class ValidationHook : public SessionRunHook {
   bool validate(MonitoredSession& session, std::int64_t step, bool training = true);
   // After an evaluation: reduces the learning rate when reduce_lr_patience has run out.
   void reduce_on_plateau(MonitoredSession& session, const Validation& v);
+  // Takes the state save_state() writes from the counts as they stand.
+  void keep_state();
 
   ValidationHookOptions options_;
   bool active_ = false;  // evaluates: on the chief, or on every worker when shared
@@ -138,6 +142,8 @@ class ValidationHook : public SessionRunHook {
   std::int64_t reductions_ = 0;
   std::string best_checkpoint_;
   bool stopped_ = false;
+  bool stop_at_start_ = false;  // restored with patience run out: stop at the first step
+  std::map<std::string, std::string> state_;  // for save_state, as of the last evaluation in training
 };
 
 }  // namespace cohort

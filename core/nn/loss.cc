@@ -122,7 +122,7 @@ float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets&
   const std::int64_t n = predictions.size();
   const std::int64_t outputs = predictions.rank() > 0 && predictions.dim(0) > 0 ? n / predictions.dim(0) : n;
   const auto weights = static_cast<std::int64_t>(pos_weight_.size());
-  if (weights > 1 && weights != outputs)
+  if (weights > 1 && n > 0 && weights != outputs)
     throw InvalidArgument("loss " + name() + ": " + std::to_string(weights) +
                           " positive weights for " + std::to_string(outputs) + " outputs an example");
   const float scale = 1.0f / static_cast<float>(n);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "cohort/hooks/checkpoint_saver_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "cohort/hooks/validation_hook.h"
 #include "hooks/hook_test_support.h"
@@ -152,32 +153,43 @@ TEST_CASE("ValidationHook reduces the learning rate on a plateau, with a cooldow
 
 TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints") {
   test::TempDir dir("validation_restart");
-  // Nothing can beat the first evaluation (step 2) by 1e9. Patience 3, a reduction after 2: the
-  // first run evaluates at 2 and 4 and saves; the second, restored at step 4, reduces the rate at
-  // 6 and stops at 8, as one run would have.
-  const auto run = [&](std::int64_t last, bool save) {
+  // Nothing can beat the first evaluation (step 2) by 1e9. Patience 3, a reduction after 2, a
+  // checkpoint at the start and at the end (after the evaluation at the end, which one run of the
+  // whole job would make only once, and which therefore does not count). The first run
+  // evaluates at 2 and 4 (and 5, its end); the second, restored at step 5, reduces the rate at 6
+  // and stops at 8, as one run would have; a third, restored there, stops at once.
+  std::int64_t first_run_steps = 0;
+  const auto run = [&]() {
     auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
-        .data = held_out(), .every_steps = 2, .at_end = false, .min_delta = 1e9, .patience = 3,
+        .data = held_out(), .every_steps = 2, .min_delta = 1e9, .patience = 3,
         .reduce_lr_factor = 0.5, .reduce_lr_patience = 2, .log = false});
     LocalTraining t;
-    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(last)});
-    options.chief_only_hooks = {hook};
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(first_run_steps)});
+    options.chief_only_hooks = {hook, std::make_shared<CheckpointSaverHook>(
+                                          CheckpointSaverHookOptions{.every_steps = 1000})};
     options.checkpoint_dir = dir.str() + "/ckpt";
-    MonitoredSession session(t.trainer, options);
-    test::train(session);
-    if (save) session.save_checkpoint();
+    {
+      MonitoredSession session(t.trainer, options);
+      test::train(session);
+    }
     return std::make_pair(hook, t.trainer.global_step());
   };
-  const auto [first, first_step] = run(4, true);
-  CHECK(first_step == 4);
-  CHECK(first->history().size() == 2);
-  const auto [resumed, resumed_step] = run(100, false);
+  first_run_steps = 5;
+  const auto [first, first_step] = run();
+  CHECK(first_step == 5);
+  CHECK(first->history().size() == 3);
+  first_run_steps = 100;
+  const auto [resumed, resumed_step] = run();
   CHECK(resumed_step == 8);
   CHECK(resumed->stopped());
   CHECK(resumed->reductions() == 1);
   REQUIRE(resumed->best() != nullptr);
   CHECK(resumed->best()->global_step == 2);
   CHECK(resumed->best()->monitored == first->best()->monitored);
+  const auto [again, again_step] = run();
+  CHECK(again_step == 9);
+  CHECK(again->stopped());
+  CHECK(again->history().size() == 1);  // the evaluation at the end alone
   // A bad count in the checkpoint is named.
   ValidationHook hook({.data = held_out()});
   CHECK_THROWS_WITH_AS(hook.restore_state({{"validation/loss/plateau", "-1"}}),
