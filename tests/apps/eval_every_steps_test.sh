@@ -4,7 +4,8 @@
 # parameters). Either way every evaluation is printed, and the one at the last step is the final
 # evaluation's (shared out at the end in both modes): the same accuracy, and the same loss to
 # its sum's rounding. Then --patience and --reduce_lr_patience stop training and lower the
-# learning rate in both modes, and the metrics file says training stopped early.
+# learning rate in both modes, and the metrics file says training stopped early; and a job
+# started again on its checkpoints goes on counting.
 #
 #   eval_every_steps_test.sh TRAIN MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -43,5 +44,20 @@ for mode in sync allreduce; do
   /usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); sys.exit(0 if m["stopped_early"] is True and m["global_step"] == 60 else 1)' \
     "$work/$mode.json" || { echo "$mode: the metrics file does not say training stopped early"; exit 1; }
   echo "$mode: stopped early at step 60"
+
+  # The same counts across a restart: a first job of 40 steps evaluates at 20 (the best) and 40,
+  # and its checkpoint keeps the count; the job started again on its checkpoints stops at 80, as
+  # one job would have (counting afresh, it would go on to 120).
+  for steps in 40 1000; do
+    status=0
+    out=$("$mpiexec" "$np_flag" $((ps + 2)) --oversubscribe "$train" --ps_tasks=$ps --mode=$mode \
+            --min_delta=1e9 --train_steps=$steps --eval_every_steps=20 --patience=3 \
+            --checkpoint_dir="$work/$mode-ckpt" --log_every_steps=0 --print_cluster=false 2>&1) || status=$?
+    echo "$out"
+    ((status == 0)) || { echo "$mode: the job of $steps steps failed ($status)"; exit 1; }
+  done
+  grep -q "^final: global step 80, " <<<"$out" \
+    || { echo "$mode: the job started again did not stop at step 80"; exit 1; }
+  echo "$mode: stopped at step 80 after a restart at step 40"
 done
 echo "eval_every_steps test passed"
