@@ -69,6 +69,10 @@ COHORT_DEFINE_bool(decode_on_use, false,
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
+COHORT_DEFINE_float(moving_average_decay, 0.0,
+                    "keep a moving average of the parameters with this decay (e.g. 0.99) on the "
+                    "chief, and evaluate, checkpoint and predict (given again with --predict) with it (0: none)",
+                    cohort::flags::Range{0, 0.999999});
 COHORT_DEFINE_string(class_weights, "",
                      "weigh each class's images by balanced (n / (classes x the class's n), over the "
                      "whole training set) or by a weight per class, in the classes' order, separated "
@@ -284,6 +288,7 @@ int Main(int argc, char** argv) {
   options.batch_size = FLAGS_batch_size;
   options.seed = static_cast<std::uint64_t>(FLAGS_seed);
   options.image.horizontal_flip = FLAGS_horizontal_flip;
+  options.moving_average_decay = FLAGS_moving_average_decay;
   if (arrays) {
     // Arrays of any range (bytes, counts, fluxes): standardised by the whole training set's
     // statistics per channel (one for all of a grey [n, height, width] array), summed over
@@ -342,6 +347,10 @@ int Main(int argc, char** argv) {
       std::ofstream(FLAGS_metrics_json)
           << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy << "}\n";
     if (!FLAGS_predict.empty()) {
+      // With the moving averages, where the chief keeps them, as the evaluation above.
+      std::optional<cohort::MovingAverageSwap> averaged;
+      if (const cohort::ExponentialMovingAverage* average = trainer.moving_average())
+        averaged.emplace(trainer.graph(), *average);
       const std::vector<std::string> paths = images_to_predict();
       if (FLAGS_predictions.empty()) {
         predict(trainer.model(), paths, example, classes, std::cout);

@@ -105,6 +105,10 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
                      cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_float(moving_average_decay, 0.0,
+                    "keep a moving average of the parameters with this decay (e.g. 0.99) on the "
+                    "chief, and evaluate, checkpoint with it (0: none)",
+                    cohort::flags::Range{0, 0.999999});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
@@ -271,6 +275,7 @@ int Main(int argc, char** argv) {
       cluster.num_tasks("ps"), server.worker_device()))};
   cohort::TrainerOptions options;
   options.batch_size = FLAGS_batch_size;
+  options.moving_average_decay = FLAGS_moving_average_decay;
   if (FLAGS_standardize) {
     // The whole training set's statistics, from every worker's shard.
     cohort::data::FeatureSums sums = cohort::data::feature_sums(train);

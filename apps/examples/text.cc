@@ -61,6 +61,10 @@ COHORT_DEFINE_int(units, 64, "filters, recurrent units or the Transformer's widt
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_float(learning_rate, 0.002, "Adam's learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_float(moving_average_decay, 0.0,
+                    "keep a moving average of the parameters with this decay (e.g. 0.99) on the "
+                    "chief, and evaluate, checkpoint (--predict then uses it) with it (0: none)",
+                    cohort::flags::Range{0, 0.999999});
 COHORT_DEFINE_int(batch_size, 32, "texts per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
@@ -187,7 +191,8 @@ void predict() {
   cohort::CheckpointManager checkpoints(dir);
   const std::optional<cohort::Checkpoint> latest = checkpoints.restore_latest();
   if (!latest) throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": no checkpoint to predict with");
-  cohort::restore_variables(*latest, graph);
+  // The moving averages where the checkpoint holds them (the job trained with them).
+  cohort::restore_variables(*latest, graph, /*moving_averages=*/true);
   const std::vector<std::string> paths = texts_to_predict();
   std::vector<std::string> texts;
   for (const std::string& path : paths) {
@@ -296,6 +301,7 @@ int Main(int argc, char** argv) {
   options.batch_size = FLAGS_batch_size;
   options.seed = static_cast<std::uint64_t>(FLAGS_seed);
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  options.moving_average_decay = FLAGS_moving_average_decay;
   if (FLAGS_freeze_word_vectors) options.trainable_vars = "(?!embedding/embeddings$)";
   // Pre-trained word vectors: the chief makes them a checkpoint of the embedding alone and
   // starts from it (a warm start: a checkpoint in --checkpoint_dir wins, so a restart resumes).
