@@ -426,20 +426,6 @@ void Trainer::finish(bool fetch) {
 
 namespace {
 
-// The replicas' sums, each a wait on the others that a stalled replica must not make endless.
-class WatchedReplicaSum final : public CrossReplicaSum {
- public:
-  explicit WatchedReplicaSum(const mpi::Comm& replicas) : comm_(replicas) {}
-  void sum(std::span<double> values) override {
-    const StallWatch watch("an evaluation's sums over the replicas");
-    comm_.allreduce(values);
-  }
-  int replicas() const override { return comm_.size(); }
-
- private:
-  const mpi::Comm& comm_;
-};
-
 // A graph's parameters and state as they were, put back at the end of its scope.
 class KeptVariables {
  public:
@@ -470,7 +456,7 @@ StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t bat
     replicas_->bcast(graph_.values(), 0);
     replicas_->bcast(graph_.state(), 0);
   }
-  WatchedReplicaSum sum(*replicas_);
+  ReplicaSum sum(*replicas_, "an evaluation's sums over the replicas");
   return evaluate_dataset(towers_.front().model, part, sum, batch_size, options_.image);
 }
 
