@@ -17,6 +17,11 @@
 // any number type (--hdf5_images) and integer labels (--hdf5_labels): used at their size, and
 // standardised per channel by the whole training set's mean and deviation.
 //
+// Without --test, --validation_split holds out a fraction of --train to evaluate on (Keras's
+// validation_split), chosen by --seed alike on every worker: of a folder's images (of every
+// class), of HDF5 arrays or of TFRecord records (each worker then reads the whole set, and keeps
+// its shard of the rest).
+//
 // --train and --test name a folder, or TFRecord files (comma-separated; a name ending in
 // .tfrecord or .tfrecords, with .gz or not, or holding a * ? or [ pattern) whose --tfrecord_image feature
 // holds a PNG or JPEG image and --tfrecord_label feature an int64 label (classes are then
@@ -50,7 +55,7 @@ COHORT_DEFINE_string(train, "",
                      "training images: a folder with a subfolder of images per class, or TFRecord files");
 COHORT_DEFINE_string(test, "", "test images, the same way (empty: evaluate on the training images, or on --validation_split's)");
 COHORT_DEFINE_float(validation_split, 0,
-                    "without --test (with it, not used): hold out this fraction of --train's folder (shuffled by --seed) to evaluate on",
+                    "without --test (with it, not used): hold out this fraction of --train (shuffled by --seed) to evaluate on",
                     cohort::flags::Range{0, 1});
 COHORT_DEFINE_string(tfrecord_image, "image/encoded", "TFRecord: the feature holding the encoded image");
 COHORT_DEFINE_string(tfrecord_label, "image/class/label", "TFRecord: the int64 feature holding the class label");
@@ -167,12 +172,20 @@ bool is_tfrecord(const std::string& spec) {
 // `classes` gets the set's.
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
                            cohort::data::ImageFolderOptions layout, std::vector<std::string>& classes) {
+  // A folder splits itself; arrays and records split here, the same way (Dataset::split, by
+  // --seed): every worker reads the whole set, and keeps its shard of the training part.
+  const bool split = layout.validation_split > 0;
+  const auto part = [&](cohort::data::Dataset whole) {
+    if (!split) return whole;
+    auto [fit, held_out] = whole.split(layout.validation_split, layout.seed);
+    return layout.subset == cohort::data::ImageFolderOptions::Subset::kValidation
+               ? std::move(held_out)
+               : fit.shard(layout.shard.index, layout.shard.count);
+  };
+  const cohort::data::ShardSpec shard = split ? cohort::data::ShardSpec{} : layout.shard;
   if (is_hdf5(spec)) {
-    if (layout.validation_split > 0)
-      throw cohort::InvalidArgument("--validation_split: for a folder of images; --" + what + "=" + spec +
-                                    " is an HDF5 file");
-    cohort::data::Dataset data = cohort::data::dataset_from_hdf5(
-        spec, FLAGS_hdf5_images, FLAGS_hdf5_labels, static_cast<int>(classes.size()), layout.shard);
+    cohort::data::Dataset data = part(cohort::data::dataset_from_hdf5(
+        spec, FLAGS_hdf5_images, FLAGS_hdf5_labels, static_cast<int>(classes.size()), shard));
     const cohort::Shape shape = data.example_shape();
     const std::string in = "--" + what + "=" + spec + ": dataset '" + FLAGS_hdf5_images + "'";
     if (!data.has_labels() || (shape.size() != 2 && shape.size() != 3))
@@ -194,9 +207,6 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     layout.class_names = classes;
     return cohort::data::load_image_folder(spec, layout, &classes);
   }
-  if (layout.validation_split > 0)
-    throw cohort::InvalidArgument("--validation_split: for a folder of images; --" + what + "=" +
-                                  spec + " is TFRecord files");
   cohort::data::TFRecordOptions records;
   records.features = FLAGS_tfrecord_image;
   records.label = FLAGS_tfrecord_label;
@@ -204,10 +214,10 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   records.height = layout.height;
   records.width = layout.width;
   records.channels = layout.channels;
-  records.shard = layout.shard;
+  records.shard = shard;
   records.in_memory = layout.in_memory;
   cohort::data::Dataset data =
-      cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records);
+      part(cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records));
   if (classes.empty())
     for (int c = 0; c < data.num_classes(); ++c) classes.push_back(std::to_string(c));
   return data;
@@ -229,9 +239,10 @@ int Main(int argc, char** argv) {
   if (arrays && !FLAGS_predict.empty())
     throw cohort::InvalidArgument("--predict classifies image files, and --train=" + FLAGS_train +
                                   " is an HDF5 file of standardised arrays: evaluate them with --test");
-  if (arrays && FLAGS_test.empty())
-    throw cohort::InvalidArgument("--test is required with an HDF5 --train=" + FLAGS_train +
-                                  " (a file of its own: the training arrays are not split)");
+  if (arrays && FLAGS_test.empty() && FLAGS_validation_split == 0)
+    throw cohort::InvalidArgument("--test or --validation_split is required with an HDF5 --train=" +
+                                  FLAGS_train + " (the arrays are standardised by the training set's "
+                                  "statistics, so it cannot be its own test set)");
   if (!FLAGS_test.empty() && is_hdf5(FLAGS_test) != arrays)
     throw cohort::InvalidArgument("--test=" + FLAGS_test + " and --train=" + FLAGS_train +
                                   ": both HDF5 files or neither (HDF5 arrays are standardised, "
@@ -345,7 +356,8 @@ int Main(int argc, char** argv) {
                 static_cast<long long>(trainer.global_step()), m.loss, m.accuracy);
     if (!FLAGS_metrics_json.empty())
       std::ofstream(FLAGS_metrics_json)
-          << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy << "}\n";
+          << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy
+          << ", \"test_examples\": " << test->size() << "}\n";
     if (!FLAGS_predict.empty()) {
       // With the moving averages, where the chief keeps them, as the evaluation above.
       std::optional<cohort::MovingAverageSwap> averaged;

@@ -15,8 +15,10 @@
 # And images in HDF5 arrays (apps/examples/images.cc, its CNN, standardised by the training set):
 # - the same uint8 [n, 28, 28] Fashion-MNIST arrays: test accuracy at least 0.8;
 # - float32 [n, 16, 16, 3] images of values around 1000 whose class is which channel is
-#   brightest, with --horizontal_flip: test accuracy at least 0.95;
-# - float targets, a test set of another size or kind, a missing --test, --height and --predict
+#   brightest, with --horizontal_flip and a fifth of them held out (--validation_split): 960
+#   images trained on and test accuracy at least 0.95 on the 240 held out;
+# - float targets, a test set of another size or kind, neither --test nor --validation_split,
+#   --height and --predict
 #   each end the job in one line.
 #
 #   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR IMAGES
@@ -135,9 +137,13 @@ run_job "$images" images_fashion 2 --train=fashion_train.h5 --test=fashion_test.
   --metrics_json=images_fashion.json || { echo "the HDF5 images job failed"; exit 1; }
 grep -q "^images: 2 workers, 6000 images of \[28, 28\] in 10 classes, global step 300, " images_fashion.log \
   || { echo "images_fashion: not 6000 images of [28, 28] in 10 classes"; exit 1; }
-run_job "$images" images_channels 2 --train=channels_train.h5 --test=channels_test.h5 --filters=8 \
-  --hidden=16 --horizontal_flip --train_steps=150 --metrics_json=images_channels.json \
+run_job "$images" images_channels 2 --train=channels_train.h5 --validation_split=0.2 --seed=2 \
+  --filters=8 --hidden=16 --horizontal_flip --train_steps=150 --metrics_json=images_channels.json \
   || { echo "the HDF5 RGB images job failed"; exit 1; }
+# A fifth of the 1200 held out: 960 to train on (the workers' shards of the same split), 240 to test.
+grep -q "^images: 2 workers, 960 images of \[16, 16, 3\] in 3 classes, " images_channels.log \
+  || { echo "images_channels: not 960 training images of [16, 16, 3] in 3 classes"; exit 1; }
+check images_channels test_examples "==" 240
 check images_fashion accuracy ">=" 0.8
 check images_channels accuracy ">=" 0.95
 expect_job_failure "$images" images_targets \
@@ -151,7 +157,8 @@ expect_job_failure "$images" images_height \
   "0 1 2" --train=channels_train.h5 --height=8 --width=8
 expect_job_failure "$images" images_predict "--predict classifies image files, .*" \
   "0 1 2" --train=channels_train.h5 --predict=anything
-expect_job_failure "$images" images_no_test "--test is required with an HDF5 --train=channels_train.h5 .*" \
+expect_job_failure "$images" images_no_test \
+  "--test or --validation_split is required with an HDF5 --train=channels_train.h5 .*" \
   "0 1 2" --train=channels_train.h5
 expect_job_failure "$images" images_mixed \
   "--test=photos and --train=channels_train.h5: both HDF5 files or neither .*" \

@@ -6,7 +6,8 @@
 #   gzip-compressed, named by a pattern), as TensorFlow's image pipelines store them: sync mode,
 #   1 ps task and 2 workers, 300 steps, test accuracy at least 0.80, as from the same images in
 #   folders (tests/apps/images_test.sh); kept encoded and decoded as batches take them
-#   (--decode_on_use), the same test loss and accuracy;
+#   (--decode_on_use), the same test loss and accuracy; without --test, --validation_split=0.2
+#   trains on 2400 of the records and evaluates on the 600 held out;
 # - apps/examples/tabular.cc on a regression stored as float lists (6 features, 2 targets, the
 #   data of tests/apps/user_data_test.sh): test MSE below 0.05, as from CSV;
 # - a record with a broken checksum ends the job within seconds, naming the file and record.
@@ -90,6 +91,15 @@ grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes (decoded
   || { echo "on_use: the images were not decoded on use"; exit 1; }
 [[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" sync.log) ]] \
   || { echo "decoded on use, the run ended elsewhere than with the images in memory"; exit 1; }
+
+# Without --test, a fifth of the records held out (--validation_split), kept encoded: 2400 to train
+# on (the workers' shards of the same split) and 600 to evaluate on.
+run split 2 --train='records/train-*' --validation_split=0.2 --seed=5 --decode_on_use \
+  --train_steps=20 --metrics_json=split.json || { echo "the validation-split job failed"; exit 1; }
+grep -q "^images: 2 workers, 2400 images of \[28, 28, 1\] in 10 classes (decoded on use), " split.log \
+  || { echo "split: not 2400 of the 3000 records trained on"; exit 1; }
+[[ $(json_value split.json test_examples) == 600 ]] \
+  || { echo "split: $(json_value split.json test_examples) records evaluated, not the 600 held out"; exit 1; }
 
 run_job "$tabular" regression 3 --train=records/regression-train.tfrecord --test=records/regression-test.tfrecord \
   --target_columns=y --loss=mean_squared_error --hidden=64,64 --train_steps=1500 \
