@@ -37,6 +37,9 @@ ValidationHook::ValidationHook(ValidationHookOptions options) : options_(std::mo
   if (options_.patience < 0) throw bad("patience must be >= 0, got " + std::to_string(options_.patience));
   if (!(options_.min_delta >= 0)) throw bad("min_delta must be >= 0");
   if (options_.monitor.empty()) throw bad("monitor is empty");
+  if (options_.name.empty() || options_.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                               "0123456789_-.") != std::string::npos)
+    throw bad("name '" + options_.name + "' must be letters, digits, '_', '-' and '.'");
   if (!(options_.reduce_lr_factor >= 0 && options_.reduce_lr_factor < 1))
     throw bad("reduce_lr_factor must be in (0, 1) (0: no reduction), got " +
               std::to_string(options_.reduce_lr_factor));
@@ -98,7 +101,8 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
                           " is the session's checkpoint_dir; the best checkpoints need a directory of their own");
   std::string dir = options_.output_dir;
   if (dir.empty() && !(s.summary_dir.empty() && s.checkpoint_dir.empty()))
-    dir = (s.summary_dir.empty() ? s.checkpoint_dir : s.summary_dir) + "/eval";
+    dir = (s.summary_dir.empty() ? s.checkpoint_dir : s.summary_dir) +
+          (options_.name == "validation" ? "/eval" : "/eval_" + options_.name);
   // A second session with the same hook keeps the writer (and its event file).
   if (!dir.empty() && !writer_) writer_ = std::make_unique<SummaryWriter>(dir);
 }
@@ -113,8 +117,8 @@ void ValidationHook::after_run(RunContext& context, const SessionRunValues& valu
   if (std::exchange(stop_at_start_, false)) {
     stopped_ = true;
     if (options_.log && chief_)
-      std::printf("validation: %s had not improved in %s before the restart: stopping\n",
-                  options_.monitor.c_str(), evaluations(without_improvement_).c_str());
+      std::printf("%s: %s had not improved in %s before the restart: stopping\n",
+                  options_.name.c_str(), options_.monitor.c_str(), evaluations(without_improvement_).c_str());
     context.request_stop();
     return;
   }
@@ -169,7 +173,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     writer_->flush();
   }
   if (options_.log && chief_) {
-    std::printf("validation at global step %lld: loss %.4f", static_cast<long long>(step), v.loss);
+    std::printf("%s at global step %lld: loss %.4f", options_.name.c_str(), static_cast<long long>(step), v.loss);
     for (std::size_t i = 0; i < metric_names_.size(); ++i)
       std::printf(", %s %.4f", metric_names_[i].c_str(), v.metrics[i]);
     if (v.improved) {
@@ -189,8 +193,8 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
     stopped_ = true;
     if (options_.log && chief_)
-      std::printf("validation: %s has not improved in %s: stopping\n", options_.monitor.c_str(),
-                  evaluations(without_improvement_).c_str());
+      std::printf("%s: %s has not improved in %s: stopping\n", options_.name.c_str(),
+                  options_.monitor.c_str(), evaluations(without_improvement_).c_str());
     return true;
   }
   return false;
@@ -198,12 +202,9 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
 
 namespace {
 
-// The metadata keys of a hook monitoring `monitor`.
-std::string state_key(const std::string& monitor, const char* field) {
-  return "validation/" + monitor + "/" + field;
-}
-
 }  // namespace
+
+std::string ValidationHook::state_scope() const { return options_.name + "/" + options_.monitor + "/"; }
 
 void ValidationHook::save_state(std::map<std::string, std::string>& metadata) const {
   for (const auto& [key, value] : state_) metadata[key] = value;
@@ -212,7 +213,7 @@ void ValidationHook::save_state(std::map<std::string, std::string>& metadata) co
 void ValidationHook::keep_state() {
   state_.clear();
   const auto put = [&](const char* field, const std::string& value) {
-    state_[state_key(options_.monitor, field)] = value;
+    state_[state_scope() + field] = value;
   };
   if (best_) {
     char text[32];
@@ -227,12 +228,12 @@ void ValidationHook::keep_state() {
 
 void ValidationHook::restore_state(const std::map<std::string, std::string>& metadata) {
   const auto get = [&](const char* field) -> std::optional<std::string> {
-    const auto it = metadata.find(state_key(options_.monitor, field));
+    const auto it = metadata.find(state_scope() + field);
     if (it == metadata.end()) return std::nullopt;
     return it->second;
   };
   const auto bad = [&](const char* field, const std::string& value) {
-    return CheckpointError("the checkpoint's " + state_key(options_.monitor, field) + " is '" + value +
+    return CheckpointError("the checkpoint's " + state_scope() + field + " is '" + value +
                            "', not a " + (std::string(field) == "best" ? "number" : "count"));
   };
   const auto count = [&](const char* field) -> std::int64_t {
@@ -288,8 +289,8 @@ void ValidationHook::reduce_on_plateau(MonitoredSession& session, const Validati
   cooldown_ = options_.reduce_lr_cooldown;
   ++reductions_;
   if (options_.log) {
-    std::printf("validation: %s has not improved in %s: learning rate scaled to %g of the schedule's\n",
-                options_.monitor.c_str(), evaluations(options_.reduce_lr_patience).c_str(), next);
+    std::printf("%s: %s has not improved in %s: learning rate scaled to %g of the schedule's\n",
+                options_.name.c_str(), options_.monitor.c_str(), evaluations(options_.reduce_lr_patience).c_str(), next);
     std::fflush(stdout);
   }
 }

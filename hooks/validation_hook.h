@@ -58,6 +58,12 @@ struct ValidationHookOptions {
   std::string best_dir{};
   /// A line on stdout per evaluation.
   bool log = true;
+  /// Names the evaluation, for a session with several (a validation set and a test set, say):
+  /// its log lines ("<name> at global step ..."), its summaries' default output_dir ("eval" for
+  /// "validation", else "eval_<name>", as TensorFlow's named evaluations) and its state in
+  /// checkpoints ("<name>/<monitor>/..."). Two hooks of one session need different names (or
+  /// monitors). Letters, digits, '_', '-' and '.'.
+  std::string name = "validation";
   /// Share each evaluation out among the workers (Trainer::evaluate_across), in allreduce mode
   /// (or local mode with one worker, where it is the chief's own): give the hook in `hooks`, on
   /// every worker, each with its own part of the held-out data as `data` (Dataset::shard(worker
@@ -101,11 +107,12 @@ class ValidationHook : public SessionRunHook {
   /// The best value, its step, and the counts towards patience and a reduction, as of the last
   /// evaluation during training (not the one after the end), so that a job restarted from its
   /// checkpoints (a requeued batch job) goes on counting as one run would: under
-  /// "validation/<monitor>/..." (two hooks with the same monitor would share them). Restored
+  /// "<name>/<monitor>/..." (state_scope). Restored
   /// with patience run out, training stops at the first step. The chief's; on the other workers
   /// of a shared hook the counts start afresh, and the chief's stop ends training for all.
   void save_state(std::map<std::string, std::string>& metadata) const override;
   void restore_state(const std::map<std::string, std::string>& metadata) override;
+  std::string state_scope() const override;
 
   /// Every evaluation of this session, in order.
   const std::vector<Validation>& history() const { return history_; }

@@ -339,11 +339,11 @@ COHORT_MPI_TEST_CASE("ValidationHook shared in allreduce mode: every worker its 
       .data = whole.shard(w.server.replica_index(), 2), .every_steps = 2, .batch_size = 16,
       .log = false, .shared = true});
   auto own = std::make_shared<ValidationHook>(
-      ValidationHookOptions{.data = whole, .every_steps = 2, .batch_size = 16, .log = false});
+      ValidationHookOptions{.data = whole, .every_steps = 2, .batch_size = 16, .log = false, .name = "own"});
   // One example: the other worker's part is empty.
   auto tiny = std::make_shared<ValidationHook>(ValidationHookOptions{
       .data = data::synthetic(1, 7).shard(w.server.replica_index(), 2), .every_steps = 2,
-      .log = false, .shared = true});
+      .log = false, .name = "tiny", .shared = true});
   {
     MonitoredSessionOptions options;
     options.master = w.server.target();

@@ -198,6 +198,54 @@ TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints
                        "the checkpoint's validation/loss/best is 'x', not a number", CheckpointError);
 }
 
+TEST_CASE("Two named ValidationHooks evaluate, write and keep their states apart") {
+  test::TempDir dir("validation_named");
+  const data::Dataset other = data::synthetic(48, 11);
+  const auto run = [&](std::int64_t last) {
+    // Nothing beats the first evaluation by 1e9: each hook counts its evaluations without one.
+    auto validation = std::make_shared<ValidationHook>(ValidationHookOptions{
+        .data = held_out(), .every_steps = 2, .min_delta = 1e9, .log = false});
+    auto named = std::make_shared<ValidationHook>(ValidationHookOptions{
+        .data = other, .every_steps = 3, .min_delta = 1e9, .log = false, .name = "test"});
+    LocalTraining t;
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(last)});
+    options.chief_only_hooks = {validation, named, std::make_shared<CheckpointSaverHook>(
+                                                     CheckpointSaverHookOptions{.every_steps = 1000})};
+    options.checkpoint_dir = dir.str() + "/ckpt";
+    {
+      MonitoredSession session(t.trainer, options);
+      test::train(session);
+    }
+    return std::make_pair(validation, named);
+  };
+  const auto [validation, named] = run(6);
+  CHECK(test::steps_of(test::read_csv(dir.str() + "/ckpt/eval/metrics.csv"), "loss") ==
+        std::vector<std::int64_t>{2, 4, 6});
+  CHECK(test::steps_of(test::read_csv(dir.str() + "/ckpt/eval_test/metrics.csv"), "loss") ==
+        std::vector<std::int64_t>{3, 6});
+  CHECK(validation->history().back().loss != named->history().back().loss);  // other data
+  // Restored from the checkpoint at step 6: each goes on from its own best and count (as of
+  // its last evaluation in training, 4 and 3), which another's would have overwritten.
+  const auto [validation2, named2] = run(6);
+  REQUIRE(validation2->best() != nullptr);
+  REQUIRE(named2->best() != nullptr);
+  CHECK(validation2->best()->global_step == 2);
+  CHECK(validation2->best()->monitored == validation->best()->monitored);
+  CHECK(named2->best()->global_step == 3);
+  CHECK(named2->best()->monitored == named->best()->monitored);
+  // Two hooks of the same name and monitor would overwrite each other's state: refused.
+  LocalTraining t;
+  MonitoredSessionOptions options = test::with_hooks({});
+  options.hooks.push_back(std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out()}));
+  options.chief_only_hooks = {std::make_shared<ValidationHook>(ValidationHookOptions{.data = other})};
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       "MonitoredSession: two hooks keep their state in checkpoints under 'validation/loss/': "
+                       "give them different names",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(ValidationHook({.data = held_out(), .name = "a/b"}),
+                       "ValidationHook: name 'a/b' must be letters, digits, '_', '-' and '.'", InvalidArgument);
+}
+
 TEST_CASE("ValidationHook refuses bad options, a monitor the model lacks and data that does not fit") {
   CHECK_THROWS_WITH_AS(ValidationHook({}), "ValidationHook: the validation data is empty", InvalidArgument);
   CHECK_THROWS_AS(ValidationHook({.data = held_out(), .every_steps = 0}), InvalidArgument);
