@@ -34,9 +34,10 @@
 // units, ReLU), dropout and the logits. The chief prints the test accuracy (and writes it with
 // the loss to --metrics_json). With --checkpoint_dir the chief restores the latest checkpoint
 // there and saves one at the end, so a second run with the same --train_steps trains no further:
-// with --predict it then only classifies new images (a folder of them, at any depth, or files),
-// writing path, class and probability per image (the classes are --train's subfolders, or the
-// labels' numbers).
+// with --predict it then only classifies new images (a folder of them, at any depth, or files;
+// with HDF5 arrays, an HDF5 file's --hdf5_images, standardised as the training arrays), writing
+// path (or row index), class and probability per image (the classes are --train's subfolders,
+// or the labels' numbers).
 #include <cohort/cohort.h>
 
 #include <algorithm>
@@ -45,6 +46,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <span>
@@ -138,25 +140,57 @@ std::vector<std::string> images_to_predict() {
   return paths;
 }
 
-// Classifies `paths` with the trained model, a batch at a time: path, class, probability (the
-// softmax of the logits) per image, as CSV.
-void predict(cohort::Model& model, const std::vector<std::string>& paths, const cohort::Shape& example,
-             const std::vector<std::string>& classes, std::ostream& out) {
-  out << "path,class,probability\n";
-  constexpr std::size_t kBatch = 256;
-  for (std::size_t begin = 0; begin < paths.size(); begin += kBatch) {
-    const std::vector<std::string> batch(paths.begin() + static_cast<std::ptrdiff_t>(begin),
-                                         paths.begin() + static_cast<std::ptrdiff_t>(std::min(paths.size(), begin + kBatch)));
-    const cohort::Tensor images = cohort::data::load_images(
-        batch, example[0], example[1], static_cast<int>(example[2]));
-    const cohort::Tensor probabilities = model.predict_probabilities(images);
-    const auto k = static_cast<std::size_t>(probabilities.dim(1));
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const float* row = probabilities.data() + i * k;
-      const std::size_t best = static_cast<std::size_t>(std::max_element(row, row + k) - row);
-      out << batch[i] << "," << classes[best] << "," << row[best] << "\n";
-    }
+// The model's class and its probability (the softmax of the logits) for each of `images`, as
+// CSV rows named by name(i).
+void write_classes(cohort::Model& model, const cohort::Tensor& images, const std::vector<std::string>& classes,
+                   const std::function<std::string(std::int64_t)>& name, std::ostream& out) {
+  const cohort::Tensor probabilities = model.predict_probabilities(images);
+  const std::int64_t k = probabilities.dim(1);
+  for (std::int64_t i = 0; i < probabilities.dim(0); ++i) {
+    const float* row = probabilities.data() + i * k;
+    const auto best = static_cast<std::size_t>(std::max_element(row, row + k) - row);
+    out << name(i) << "," << classes[best] << "," << row[best] << "\n";
   }
+}
+
+constexpr std::int64_t kPredictBatch = 256;
+
+// Classifies image files `paths`, a batch at a time: path, class, probability per image.
+std::int64_t predict_files(cohort::Model& model, const std::vector<std::string>& paths,
+                           const cohort::Shape& example, const std::vector<std::string>& classes,
+                           std::ostream& out) {
+  out << "path,class,probability\n";
+  const auto n = static_cast<std::int64_t>(paths.size());
+  for (std::int64_t begin = 0; begin < n; begin += kPredictBatch) {
+    const std::vector<std::string> batch(paths.begin() + begin, paths.begin() + std::min(n, begin + kPredictBatch));
+    const cohort::Tensor images = cohort::data::load_images(batch, example[0], example[1], static_cast<int>(example[2]));
+    write_classes(model, images, classes, [&](std::int64_t i) { return batch[static_cast<std::size_t>(i)]; }, out);
+  }
+  return n;
+}
+
+// Classifies the images of an HDF5 file's dataset --hdf5_images, standardised as the training
+// arrays were (`image`): index (the row in the file), class, probability per image.
+std::int64_t predict_arrays(cohort::Model& model, const std::string& path, const cohort::Shape& example,
+                            const std::vector<std::string>& classes, const cohort::data::ImageOptions& image,
+                            std::ostream& out) {
+  const cohort::data::NpyArray array = cohort::data::load_hdf5(path, FLAGS_hdf5_images);
+  const cohort::Shape shape = array.values.shape();
+  if (shape.size() != example.size() + 1 || !std::equal(example.begin(), example.end(), shape.begin() + 1))
+    throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' holds " +
+                                  cohort::to_string(shape) + ", not images of the training images' shape " +
+                                  cohort::to_string(example));
+  out << "index,class,probability\n";
+  const std::int64_t n = shape[0], size = array.values.size() / std::max<std::int64_t>(n, 1);
+  for (std::int64_t begin = 0; begin < n; begin += kPredictBatch) {
+    cohort::Shape batch_shape = shape;
+    batch_shape[0] = std::min(n, begin + kPredictBatch) - begin;
+    cohort::Tensor images(batch_shape);
+    std::copy_n(array.values.data() + begin * size, images.size(), images.data());
+    image.normalize(std::span<float>(images.data(), static_cast<std::size_t>(images.size())));
+    write_classes(model, images, classes, [&](std::int64_t i) { return std::to_string(begin + i); }, out);
+  }
+  return n;
 }
 
 bool is_hdf5(const std::string& spec) { return spec.ends_with(".h5") || spec.ends_with(".hdf5"); }
@@ -236,9 +270,10 @@ int Main(int argc, char** argv) {
   if (arrays && (FLAGS_height > 0 || FLAGS_width > 0 || FLAGS_channels > 0))
     throw cohort::InvalidArgument("--height, --width and --channels: for decoded images; --train=" +
                                   FLAGS_train + " is an HDF5 file, whose images are used at their size");
-  if (arrays && !FLAGS_predict.empty())
-    throw cohort::InvalidArgument("--predict classifies image files, and --train=" + FLAGS_train +
-                                  " is an HDF5 file of standardised arrays: evaluate them with --test");
+  if (!FLAGS_predict.empty() && arrays != is_hdf5(FLAGS_predict))
+    throw cohort::InvalidArgument("--predict=" + FLAGS_predict + " and --train=" + FLAGS_train +
+                                  ": both HDF5 files or neither (HDF5 arrays are standardised, "
+                                  "decoded images are not)");
   if (arrays && FLAGS_test.empty() && FLAGS_validation_split == 0)
     throw cohort::InvalidArgument("--test or --validation_split is required with an HDF5 --train=" +
                                   FLAGS_train + " (the arrays are standardised by the training set's "
@@ -363,14 +398,17 @@ int Main(int argc, char** argv) {
       std::optional<cohort::MovingAverageSwap> averaged;
       if (const cohort::ExponentialMovingAverage* average = trainer.moving_average())
         averaged.emplace(trainer.graph(), *average);
-      const std::vector<std::string> paths = images_to_predict();
+      const auto predict = [&](std::ostream& out) {
+        return arrays ? predict_arrays(trainer.model(), FLAGS_predict, example, classes, options.image, out)
+                      : predict_files(trainer.model(), images_to_predict(), example, classes, out);
+      };
       if (FLAGS_predictions.empty()) {
-        predict(trainer.model(), paths, example, classes, std::cout);
+        predict(std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        predict(trainer.model(), paths, example, classes, out);
+        const std::int64_t count = predict(out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
-        std::printf("images: %zu predictions written to %s\n", paths.size(),
+        std::printf("images: %lld predictions written to %s\n", static_cast<long long>(count),
                     FLAGS_predictions.c_str());
       }
     }

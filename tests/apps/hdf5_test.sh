@@ -17,8 +17,9 @@
 # - float32 [n, 16, 16, 3] images of values around 1000 whose class is which channel is
 #   brightest, with --horizontal_flip and a fifth of them held out (--validation_split): 960
 #   images trained on and test accuracy at least 0.95 on the 240 held out;
+#   --predict on the test file classifies its images in the same proportion (0.95);
 # - float targets, a test set of another size or kind, neither --test nor --validation_split,
-#   --height and --predict
+#   --height, a --predict file of image files or of another image size
 #   each end the job in one line.
 #
 #   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR IMAGES
@@ -139,11 +140,25 @@ grep -q "^images: 2 workers, 6000 images of \[28, 28\] in 10 classes, global ste
   || { echo "images_fashion: not 6000 images of [28, 28] in 10 classes"; exit 1; }
 run_job "$images" images_channels 2 --train=channels_train.h5 --validation_split=0.2 --seed=2 \
   --filters=8 --hidden=16 --horizontal_flip --train_steps=150 --metrics_json=images_channels.json \
+  --predict=channels_test.h5 --predictions=channels_predictions.csv \
   || { echo "the HDF5 RGB images job failed"; exit 1; }
 # A fifth of the 1200 held out: 960 to train on (the workers' shards of the same split), 240 to test.
 grep -q "^images: 2 workers, 960 images of \[16, 16, 3\] in 3 classes, " images_channels.log \
   || { echo "images_channels: not 960 training images of [16, 16, 3] in 3 classes"; exit 1; }
 check images_channels test_examples "==" 240
+# --predict on an HDF5 file: its 300 images classified (standardised as the training arrays: not,
+# they would stay at chance) as its labels say, at least as well as the bar.
+/usr/bin/python3 - <<'PY' || { echo "images_channels: the predictions are wrong"; exit 1; }
+import csv, h5py, numpy as np
+rows = list(csv.reader(open("channels_predictions.csv")))
+assert rows[0] == ["index", "class", "probability"], rows[0]
+labels = h5py.File("channels_test.h5")["labels"][:]
+assert [int(r[0]) for r in rows[1:]] == list(range(len(labels))), "not one row per image, in order"
+right = np.mean([int(r[1]) == labels[int(r[0])] for r in rows[1:]])
+assert all(1 / 3 <= float(r[2]) <= 1 for r in rows[1:]), "a probability out of range"
+print(f"images_channels: {right:.3f} of the {len(labels)} predictions right")
+assert right >= 0.95
+PY
 check images_fashion accuracy ">=" 0.8
 check images_channels accuracy ">=" 0.95
 expect_job_failure "$images" images_targets \
@@ -155,8 +170,12 @@ expect_job_failure "$images" images_test_size \
 expect_job_failure "$images" images_height \
   "--height, --width and --channels: for decoded images; --train=channels_train.h5 is an HDF5 file, .*" \
   "0 1 2" --train=channels_train.h5 --height=8 --width=8
-expect_job_failure "$images" images_predict "--predict classifies image files, .*" \
+expect_job_failure "$images" images_predict \
+  "--predict=anything and --train=channels_train.h5: both HDF5 files or neither .*" \
   "0 1 2" --train=channels_train.h5 --predict=anything
+expect_job_failure "$images" images_predict_size \
+  "--predict=channels_small.h5: dataset 'images' holds \[10, 8, 8, 3\], not images of the training images' shape \[16, 16, 3\]" \
+  "0" --train=channels_train.h5 --test=channels_test.h5 --train_steps=1 --predict=channels_small.h5
 expect_job_failure "$images" images_no_test \
   "--test or --validation_split is required with an HDF5 --train=channels_train.h5 .*" \
   "0 1 2" --train=channels_train.h5

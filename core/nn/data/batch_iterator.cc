@@ -9,6 +9,15 @@
 #include "cohort/core/nn/threads.h"
 
 namespace cohort::data {
+
+void ImageOptions::normalize(std::span<float> values) const {
+  const std::size_t channels = mean.size();
+  if (channels == 0) return;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::size_t c = channels == 1 ? 0 : i % channels;
+    values[i] = (values[i] - mean[c]) / std[c];
+  }
+}
 namespace {
 
 void check_image_options(const ImageOptions& image, const Dataset& dataset) {
@@ -156,13 +165,7 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
   }
   if (randomize_ && image.augment)  // its own stream: the crops and flips draw as before
     image.augment(std::span<float>(out, static_cast<std::size_t>(size)), detail::mix_seed(seed, 0xa6));
-  if (image.normalizes()) {
-    const std::size_t channels = image.mean.size();
-    for (std::int64_t i = 0; i < size; ++i) {
-      const std::size_t c = channels == 1 ? 0 : static_cast<std::size_t>(i) % channels;
-      out[i] = (out[i] - image.mean[c]) / image.std[c];
-    }
-  }
+  image.normalize(std::span<float>(out, static_cast<std::size_t>(size)));
 }
 
 void BatchIterator::make_examples(std::int64_t b, float* out) const {

@@ -42,6 +42,9 @@ struct ImageOptions {
   std::function<void(std::span<float> example, std::uint64_t seed)> augment{};
 
   bool normalizes() const { return !mean.empty(); }
+  /// The normalisation alone, in place, on whole examples one after another (a batch): what
+  /// new data to predict needs, as training and evaluation saw theirs.
+  void normalize(std::span<float> values) const;
   bool randomizes() const { return crop_padding > 0 || horizontal_flip || augment; }
   bool moves_pixels() const { return crop_padding > 0 || horizontal_flip; }
 };

@@ -26,6 +26,7 @@ class Handle {
   ~Handle() {
     if (id_ >= 0) close_(id_);
   }
+  Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, -1)), close_(other.close_) {}
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   hid_t get() const { return id_; }
@@ -142,20 +143,31 @@ NpyArray read_dataset(hid_t file, const std::string& path, const std::string& ke
   return array;
 }
 
-}  // namespace
-
-Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key,
-                          const std::string& targets_key, int num_classes, ShardSpec shard) {
+// `path` opened for reading, or a DataError saying why not.
+Handle open_file(const std::string& path, ShardSpec shard) {
   detail::check_shard(shard, path);
   detail::file_size(path, "an HDF5 file");
-  const Handle file(quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }),
-                    H5Fclose);
+  Handle file(quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }), H5Fclose);
   if (!file.valid()) {
     if (quietly([&] { return H5Fis_hdf5(path.c_str()); }) > 0)
       fail(path, "an HDF5 file that cannot be opened for reading (truncated or damaged, or locked "
                  "by a program writing it, which HDF5_USE_FILE_LOCKING=FALSE reads past)");
     fail(path, "not an HDF5 file, or not one this HDF5 library reads");
   }
+  return file;
+}
+
+}  // namespace
+
+NpyArray load_hdf5(const std::string& path, const std::string& key, ShardSpec shard) {
+  const Handle file = open_file(path, shard);
+  Shape shape;
+  return read_dataset(file.get(), path, key, shard, shape);
+}
+
+Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key,
+                          const std::string& targets_key, int num_classes, ShardSpec shard) {
+  const Handle file = open_file(path, shard);
   Shape features_shape, targets_shape;
   NpyArray features = read_dataset(file.get(), path, features_key, shard, features_shape);
   NpyArray targets = read_dataset(file.get(), path, targets_key, {}, targets_shape);

@@ -66,6 +66,10 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
                          const std::string& targets_key = "y", int num_classes = 0,
                          ShardSpec shard = {});
 
+/// Reads one dataset of an HDF5 file (`key`, a path in the file), converted to float32 as
+/// dataset_from_hdf5 converts it (and with a `shard`, only its rows): new examples to predict.
+NpyArray load_hdf5(const std::string& path, const std::string& key, ShardSpec shard = {});
+
 /// The same from two datasets of an HDF5 file (h5py's, an HPC code's output):
 /// `features_key` and `targets_key` are paths in the file ("x", "train/images"); any integer or
 /// float type, stored contiguous, chunked or compressed, converted as it is read; an integer
