@@ -32,14 +32,20 @@
 // Each worker reads only its shard of the training data, and the chief alone the test data
 // (without --test: the training data, whole). The model's input takes the data's example shape
 // (--input_shape, if given, must agree). Both sets are checked against the model before
-// training. The chief prints the test loss and metrics, and writes them to --metrics_json.
+// training. The chief prints the test loss and metrics, and writes them to --metrics_json; with
+// --predict it then predicts for new examples (a CSV file with the training file's feature
+// columns, or a features array), standardised as in training, and writes them as CSV.
 #include <cohort/cohort.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -113,6 +119,11 @@ COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Ran
 COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
+COHORT_DEFINE_string(predict, "",
+                     "chief, after training (or restored from --checkpoint_dir at --train_steps): predict for the examples of "
+                     "this file (FILE.csv with the training file's feature columns, FEATURES.npy, or FILE.npz or FILE.h5 with "
+                     "--features_key)");
+COHORT_DEFINE_string(predictions, "", "write --predict's predictions here as CSV (empty: to stdout)");
 COHORT_DEFINE_bool(standardize, false,
                    "scale each feature to mean 0 and standard deviation 1, by the training data's "
                    "(all workers' shards), in training and evaluation");
@@ -167,6 +178,69 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     throw cohort::InvalidArgument("--" + what + "=" + spec +
                                   ": expected FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz, FILE.h5 or TFRecord files");
   return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
+}
+
+// --predict's examples: a CSV file's columns `csv_features` (the training file's), or the
+// features array of a .npy, .npz or HDF5 file, [n, example...].
+cohort::Tensor load_features(const std::string& spec, const std::vector<std::string>& csv_features) {
+  if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
+    cohort::data::CsvOptions csv;
+    csv.delimiter = FLAGS_csv_delimiter[0];
+    csv.header = FLAGS_csv_header;
+    csv.feature_columns = csv_features;
+    return cohort::data::load_csv_features(spec, csv);
+  }
+  if (ends_with(spec, ".npy")) return cohort::data::load_npy(spec).values;
+  if (ends_with(spec, ".npz")) {
+    std::map<std::string, cohort::data::NpyArray> arrays = cohort::data::load_npz(spec);
+    const auto it = arrays.find(FLAGS_features_key);
+    if (it == arrays.end())
+      throw cohort::InvalidArgument("--predict=" + spec + ": no array '" + FLAGS_features_key +
+                                    "' (--features_key) in it");
+    return std::move(it->second.values);
+  }
+  if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
+    return cohort::data::load_hdf5(spec, FLAGS_features_key).values;
+  throw cohort::InvalidArgument("--predict=" + spec + ": expected FILE.csv, FEATURES.npy, FILE.npz or FILE.h5");
+}
+
+// Writes the model's prediction for each example of `features` (standardised by `image` as the
+// training data were), a CSV row each after its index: the class and its probability for class
+// labels, each target's probability for sigmoid cross-entropy, else each target's value
+// (columns named by `target_names`, or y0, y1, ...).
+void predict(cohort::Model& model, const cohort::Tensor& features, const cohort::data::ImageOptions& image,
+             const cohort::TargetSpec& targets, const std::vector<std::string>& target_names,
+             std::ostream& out) {
+  const std::int64_t outputs = targets.labels ? 0 : cohort::num_elements(targets.shape);
+  out << "index";
+  if (targets.labels) out << ",class,probability";
+  for (std::int64_t j = 0; j < outputs; ++j)
+    out << "," << (static_cast<std::size_t>(outputs) == target_names.size() ? target_names[static_cast<std::size_t>(j)]
+                                                                            : "y" + std::to_string(j));
+  out << "\n";
+  constexpr std::int64_t kBatch = 1024;
+  const std::int64_t n = features.dim(0), size = features.size() / std::max<std::int64_t>(n, 1);
+  for (std::int64_t begin = 0; begin < n; begin += kBatch) {
+    cohort::Shape shape = features.shape();
+    shape[0] = std::min(n, begin + kBatch) - begin;
+    cohort::Tensor batch(shape);
+    std::copy_n(features.data() + begin * size, batch.size(), batch.data());
+    image.normalize(std::span<float>(batch.data(), static_cast<std::size_t>(batch.size())));
+    const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
+    const cohort::Tensor values = probabilities ? model.predict_probabilities(batch) : model.predict(batch);
+    const std::int64_t k = values.size() / shape[0];
+    for (std::int64_t i = 0; i < shape[0]; ++i) {
+      const float* row = values.data() + i * k;
+      out << begin + i;
+      if (targets.labels) {
+        const std::int64_t best = std::max_element(row, row + k) - row;
+        out << "," << best << "," << row[best];
+      } else {
+        for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
+      }
+      out << "\n";
+    }
+  }
 }
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
@@ -238,6 +312,11 @@ int Main(int argc, char** argv) {
   if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
     throw cohort::InvalidArgument("--validation_split=" + std::to_string(FLAGS_validation_split) +
                                   " with --test=" + FLAGS_test + ": give one set to evaluate on");
+  if (FLAGS_window > 0 && !FLAGS_predict.empty())
+    throw cohort::InvalidArgument("--predict with --window=" + std::to_string(FLAGS_window) +
+                                  ": predictions are for examples, not for a series' windows");
+  if (!FLAGS_predict.empty() && FLAGS_csv_delimiter.size() != 1)
+    throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter + ": expected one character");
   if (FLAGS_window > 0 && FLAGS_validation_split > 0)
     throw cohort::InvalidArgument("--validation_split with --window=" + std::to_string(FLAGS_window) +
                                   ": windows held out at random share rows with the training windows; "
@@ -309,6 +388,15 @@ int Main(int argc, char** argv) {
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);
+  std::optional<cohort::Tensor> to_predict;  // the chief's
+  if (server.is_chief() && !FLAGS_predict.empty()) {
+    to_predict = load_features(FLAGS_predict, csv_features);
+    const cohort::Shape shape = to_predict->shape();
+    if (shape.size() != input.size() + 1 || !std::equal(input.begin(), input.end(), shape.begin() + 1))
+      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": examples of shape " +
+                                    cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
+                                    ", not the model's input " + cohort::to_string(input));
+  }
 
   const bool judges = FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0 || !FLAGS_best_dir.empty();
   if (judges && FLAGS_eval_every_steps == 0)
@@ -344,6 +432,24 @@ int Main(int argc, char** argv) {
     }
     std::printf("\n");
     if (!FLAGS_metrics_json.empty()) std::ofstream(FLAGS_metrics_json) << json << "}\n";
+    if (to_predict) {
+      // With the moving averages, where the chief keeps them, as the evaluation above.
+      std::optional<cohort::MovingAverageSwap> averaged;
+      if (const cohort::ExponentialMovingAverage* average = trainer.moving_average())
+        averaged.emplace(trainer.graph(), *average);
+      const cohort::Tensor& features = *to_predict;
+      const std::vector<std::string> target_names =
+          cohort::flags::split_list("target_columns", FLAGS_target_columns);
+      if (FLAGS_predictions.empty()) {
+        predict(trainer.model(), features, options.image, targets, target_names, std::cout);
+      } else {
+        std::ofstream out(FLAGS_predictions);
+        predict(trainer.model(), features, options.image, targets, target_names, out);
+        if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
+        std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(features.dim(0)),
+                    FLAGS_predictions.c_str());
+      }
+    }
   }
   server.done();
   return 0;

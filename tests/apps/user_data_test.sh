@@ -11,6 +11,10 @@
 # - a rare class (5% of the rows): balanced class weights raise its test recall to 0.75 or more,
 #   at least 0.2 above the unweighted model's, and so does a balanced positive weight of a sigmoid
 #   output;
+# - --predict on the test files (CSV with the columns in another order and a label column it
+#   does not read, standardised features, .npy): a row per example whose values score the test
+#   MSE, binary accuracy and recall the job printed; a --predict file without a training
+#   column, or of another example shape, ends the job before training;
 # - bad input: a truncated .npy file, data that does not fit the model's input, a loss that does
 #   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
@@ -88,11 +92,37 @@ PY
 . "$(dirname "$0")/example_jobs.sh"
 run() { run_job "$tabular" "$1" 3 "${@:2}"; }  # run NAME ARGS...: 3 ranks
 metric() { json_value "$@"; }  # metric FILE NAME
+# predicted NAME KIND DATA VALUE: --predict's CSV NAME.csv, scored against DATA's answers (KIND
+# mse: the test file's y1,y2 columns; binary_accuracy: the .npy targets; recall: the label y's
+# class 1), gives VALUE, the test metric the job printed (the same model, the same
+# standardisation, the columns matched by name), with a row per example in order.
+predicted() {
+  /usr/bin/python3 - "$@" <<'PY' || { echo "$1: --predict's predictions do not score the job's test $2 ($4)"; exit 1; }
+import csv, sys
+import numpy as np
+name, kind, data, expected = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+rows = list(csv.DictReader(open(f"{name}.csv")))
+if kind == "mse":
+    truth = list(csv.DictReader(open(data)))
+    value = np.mean([(float(p[c]) - float(t[c])) ** 2 for p, t in zip(rows, truth) for c in ("y1", "y2")])
+elif kind == "binary_accuracy":
+    truth = np.load(data).reshape(len(rows), -1)
+    probabilities = np.array([[float(r[f"y{j}"]) for j in range(truth.shape[1])] for r in rows])
+    value = np.mean((probabilities > 0.5) == (truth > 0.5))
+else:
+    truth = [int(t["y"]) for t in csv.DictReader(open(data))]
+    value = sum(int(p["class"]) == 1 and y == 1 for p, y in zip(rows, truth)) / truth.count(1)
+assert [int(r["index"]) for r in rows] == list(range(len(truth))), "not one row per example, in order"
+print(f"{name}: test {kind} {value:.5f} from the predictions, {expected:.5f} from the job")
+assert abs(value - expected) <= 1e-4 + 1e-3 * abs(expected)
+PY
+}
 
 run regression --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 \
   --loss=mean_squared_error --hidden=64,64 --train_steps=1500 --metrics_json=reg.json \
-  || { echo "the regression job failed"; exit 1; }
+  --predict=reg_test.csv --predictions=reg_predictions.csv || { echo "the regression job failed"; exit 1; }
 mse=$(metric reg.json mse)
+predicted reg_predictions mse reg_test.csv "$mse"
 /usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
   || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
 
@@ -108,8 +138,10 @@ mse=$(metric reg_sync.json mse)
 # the model learns them as it learns the plain ones; as they are, it does not.
 run standardized --train=reg_scaled_train.csv --test=reg_scaled_test.csv --target_columns=y1,y2 \
   --loss=mean_squared_error --hidden=64,64 --train_steps=1500 --standardize \
-  --metrics_json=reg_std.json || { echo "the standardised regression job failed"; exit 1; }
+  --metrics_json=reg_std.json --predict=reg_scaled_test.csv --predictions=std_predictions.csv \
+  || { echo "the standardised regression job failed"; exit 1; }
 mse_std=$(metric reg_std.json mse)
+predicted std_predictions mse reg_scaled_test.csv "$mse_std"
 run unstandardized --train=reg_scaled_train.csv --test=reg_scaled_test.csv --target_columns=y1,y2 \
   --loss=mean_squared_error --hidden=64,64 --train_steps=1500 \
   --metrics_json=reg_raw.json || { echo "the unstandardised regression job failed"; exit 1; }
@@ -153,8 +185,10 @@ halved="validation: loss has not improved in 1 evaluation: learning rate scaled 
 # over all of it, not averaged over batches).
 run multilabel --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
   --loss=sigmoid_cross_entropy --hidden=64 --train_steps=1000 --metrics=precision,recall,auc \
-  --metrics_json=ml.json || { echo "the multi-label job failed"; exit 1; }
+  --metrics_json=ml.json --predict=ml_test_x.npy --predictions=ml_predictions.csv \
+  || { echo "the multi-label job failed"; exit 1; }
 accuracy=$(metric ml.json binary_accuracy)
+predicted ml_predictions binary_accuracy ml_test_y.npy "$accuracy"
 /usr/bin/python3 -c "import sys; sys.exit(0 if $accuracy >= 0.93 else 1)" \
   || { echo "multi-label: test binary accuracy $accuracy, expected at least 0.93"; exit 1; }
 for name in precision recall; do
@@ -172,8 +206,10 @@ auc=$(metric ml.json auc)
 for weights in "" balanced; do
   run "rare_${weights:-plain}" --train=rare_train.csv --test=rare_test.csv --label_column=y \
     --hidden=16 --train_steps=600 --metrics=recall ${weights:+--class_weights=$weights} \
-    --metrics_json="rare_${weights:-plain}.json" || { echo "the rare-class job ($weights) failed"; exit 1; }
+    --metrics_json="rare_${weights:-plain}.json" --predict=rare_test.csv \
+    --predictions="rare_${weights:-plain}_predictions.csv" || { echo "the rare-class job ($weights) failed"; exit 1; }
 done
+predicted rare_balanced_predictions recall rare_test.csv "$(metric rare_balanced.json recall)"
 grep -qxF "class weights: $(cut -d' ' -f1,2 rare_weights.txt)" rare_balanced.log \
   || { echo "rare class: the weights are not n / (2 n_c) of the whole file ($(cut -d' ' -f1,2 rare_weights.txt))"; exit 1; }
 recall_plain=$(metric rare_plain.json recall)
@@ -227,6 +263,13 @@ REPORTERS=0 expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(co
 REPORTERS=0 expect_failure test_shape "ml_test_x33\.npy, ml_test_y33\.npy: the data's examples are \[3, 3\], the model's input takes \[4, 4\]" \
   --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x33.npy,ml_test_y33.npy \
   --loss=sigmoid_cross_entropy --train_steps=100000000
+# --predict's file too, read and checked before training.
+REPORTERS=0 expect_failure predict_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
+  --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 --loss=mean_squared_error \
+  --predict=reg_test_no_f5.csv --train_steps=100000000
+REPORTERS=0 expect_failure predict_shape "--predict=ml_test_x33\.npy: examples of shape \[3, 3\], not the model's input \[4, 4\]" \
+  --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
+  --loss=sigmoid_cross_entropy --predict=ml_test_x33.npy --train_steps=100000000
 echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy," \
   "rare-class test recall $recall_plain without weights, $recall_balanced with balanced ones," \
   "$recall_sigmoid with a balanced positive weight"

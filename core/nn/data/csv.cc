@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -152,6 +153,40 @@ class CsvReader {
       throw InvalidArgument(path_ + ": load_csv needs a label_column or target_columns");
     if (!options_.label_column.empty() && !options_.target_columns.empty())
       throw InvalidArgument(path_ + ": load_csv takes a label_column or target_columns, not both");
+    const auto [kept, rows, largest] = read_rows();
+    const auto nf = static_cast<std::int64_t>(feature_columns_.size());
+    Tensor x({kept, nf}, features_);
+    if (label_column_ < 0) {
+      const auto nt = static_cast<std::int64_t>(target_columns_.size());
+      return Dataset::from_arrays(std::move(x), Tensor({kept, nt}, targets_), path_);
+    }
+    int num_classes = options_.num_classes;
+    if (num_classes == 0) num_classes = largest + 1;
+    // More classes than rows, by far: most likely a column of values to predict (a price, an
+    // id) taken for labels, which would make a model with that many outputs.
+    if (options_.num_classes == 0 && num_classes > 1000 && num_classes > rows)
+      std::fprintf(stderr,
+                   "[%s] warning: %s: label column %s counts %d classes (its largest label + 1) "
+                   "for %lld rows: values to predict are target_columns, not a label\n",
+                   process_label().c_str(), path_.c_str(), quote(options_.label_column).c_str(),
+                   num_classes, static_cast<long long>(rows));
+    return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
+  }
+
+  // The feature columns alone (load_csv_features).
+  Tensor read_features() {
+    if (!options_.label_column.empty() || !options_.target_columns.empty())
+      throw InvalidArgument(path_ + ": load_csv_features reads features alone: no label_column or "
+                            "target_columns (other columns are not read)");
+    if (options_.feature_columns.empty())
+      throw InvalidArgument(path_ + ": load_csv_features needs the feature_columns");
+    const std::int64_t kept = std::get<0>(read_rows());
+    return Tensor({kept, static_cast<std::int64_t>(feature_columns_.size())}, features_);
+  }
+
+ private:
+  // Reads every row, keeping the shard's values: {rows kept, rows in the file, largest label}.
+  std::tuple<std::int64_t, std::int64_t, std::int32_t> read_rows() {
     if (options_.num_classes < 0)
       throw InvalidArgument(path_ + ": num_classes " + std::to_string(options_.num_classes));
     const ShardSpec shard = options_.shard;
@@ -208,26 +243,10 @@ class CsvReader {
     }
     if (!resolved) fail(path_, "empty file: no rows");
     if (rows == 0) fail(path_, "no data rows, only a header");
-
-    const auto nf = static_cast<std::int64_t>(feature_columns_.size());
-    Tensor x({kept, nf}, features_);
-    if (label_column_ < 0) {
-      const auto nt = static_cast<std::int64_t>(target_columns_.size());
-      return Dataset::from_arrays(std::move(x), Tensor({kept, nt}, targets_), path_);
-    }
-    int num_classes = options_.num_classes;
-    if (num_classes == 0) num_classes = largest + 1;
-    // More classes than rows, by far: most likely a column of values to predict (a price, an
-    // id) taken for labels, which would make a model with that many outputs.
-    if (options_.num_classes == 0 && num_classes > 1000 && num_classes > rows)
-      std::fprintf(stderr,
-                   "[%s] warning: %s: label column %s counts %d classes (its largest label + 1) "
-                   "for %lld rows: values to predict are target_columns, not a label\n",
-                   process_label().c_str(), path_.c_str(), quote(options_.label_column).c_str(),
-                   num_classes, static_cast<long long>(rows));
-    return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
+    return {kept, rows, largest};
   }
 
+ public:
   // The feature columns read() used, by name (by index without a header).
   std::vector<std::string> feature_names() const {
     std::vector<std::string> out;
@@ -390,6 +409,10 @@ Dataset load_csv(const std::string& path, const CsvOptions& options,
   Dataset data = reader.read();
   if (feature_columns) *feature_columns = reader.feature_names();
   return data;
+}
+
+Tensor load_csv_features(const std::string& path, const CsvOptions& options) {
+  return CsvReader(path, options).read_features();
 }
 
 }  // namespace cohort::data

@@ -117,6 +117,11 @@ struct CsvOptions {
 /// (a test set), its columns are matched by name, in whatever order that file has them.
 Dataset load_csv(const std::string& path, const CsvOptions& options,
                  std::vector<std::string>* feature_columns = nullptr);
+/// The same file's feature columns alone, [n, features], for new rows to predict: `options`'
+/// feature_columns name them (load_csv's, from the training file: matched by name, in any order
+/// here), with neither a label_column nor target_columns; other columns (a label, an id) are
+/// not read.
+Tensor load_csv_features(const std::string& path, const CsvOptions& options);
 
 /// How to read a folder of images (load_image_folder).
 struct ImageFolderOptions {

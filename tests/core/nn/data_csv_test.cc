@@ -300,6 +300,27 @@ TEST_CASE("CSV: a second file of the same table, its columns in another order, m
   CHECK(features == std::vector<std::string>{"0", "2"});
 }
 
+TEST_CASE("CSV: new rows to predict, the training file's feature columns alone") {
+  TempDir dir("data_loaders_test");
+  // In another order, with an id column of text and no label: neither is read.
+  spit(dir / "new.csv", "id,c,a,b\nx,30,10,20\ny,31,11,21\n");
+  const cohort::Tensor x = cohort::data::load_csv_features(dir / "new.csv", {.feature_columns = {"a", "b", "c"}});
+  CHECK(x.shape() == Shape{2, 3});
+  CHECK(std::vector<float>(x.data(), x.data() + x.size()) == std::vector<float>{10, 20, 30, 11, 21, 31});
+  CHECK(invalid_argument([&] {
+          cohort::data::load_csv_features(dir / "new.csv", {.label_column = "id", .feature_columns = {"a"}});
+        }).ends_with("new.csv: load_csv_features reads features alone: no label_column or target_columns "
+                     "(other columns are not read)"));
+  CHECK(invalid_argument([&] { cohort::data::load_csv_features(dir / "new.csv", {}); })
+            .ends_with("new.csv: load_csv_features needs the feature_columns"));
+  CHECK(invalid_argument([&] {
+          cohort::data::load_csv_features(dir / "new.csv", {.feature_columns = {"a", "d"}});
+        }).ends_with("new.csv: no column 'd' (columns: 'id', 'c', 'a', 'b')"));
+  spit(dir / "bad.csv", "a,b\n1,\n");
+  CHECK(data_error([&] { cohort::data::load_csv_features(dir / "bad.csv", {.feature_columns = {"a", "b"}}); })
+            .ends_with("bad.csv: line 2, column 1 ('b'): empty field, expected a number"));
+}
+
 // ---- scale ---------------------------------------------------------------------------------
 
 TEST_CASE("CSV: read a piece at a time: lines across pieces, a line longer than one, gzip") {
