@@ -57,6 +57,7 @@ ValidationHook::~ValidationHook() = default;
 
 void ValidationHook::begin() {
   next_ = -1;
+  evaluated_at_ = -1;
   history_.clear();
   best_.reset();
   without_improvement_ = 0;
@@ -189,7 +190,10 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   if (options_.reduce_lr_factor > 0 && training && chief_) reduce_on_plateau(session, v);
   // What a restart goes on from: the evaluations during training, not the one after its end
   // (which one run of the whole job would make only once).
-  if (training) keep_state();
+  if (training) {
+    evaluated_at_ = step;
+    keep_state();
+  }
   if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
     stopped_ = true;
     if (options_.log && chief_)
@@ -224,6 +228,7 @@ void ValidationHook::keep_state() {
   put("without_improvement", std::to_string(without_improvement_));
   put("plateau", std::to_string(plateau_));
   put("cooldown", std::to_string(cooldown_));
+  if (evaluated_at_ >= 0) put("evaluated_at", std::to_string(evaluated_at_));
 }
 
 void ValidationHook::restore_state(const std::map<std::string, std::string>& metadata) {
@@ -247,6 +252,13 @@ void ValidationHook::restore_state(const std::map<std::string, std::string>& met
   without_improvement_ = count("without_improvement");
   plateau_ = count("plateau");
   cooldown_ = count("cooldown");
+  // The next evaluation is due every_steps after the last one the state counts: one that a
+  // checkpoint saved just before it (a CheckpointSaverHook ahead of this hook in the list) left
+  // out is made at the first step after the restart.
+  if (get("evaluated_at")) {
+    evaluated_at_ = count("evaluated_at");
+    next_ = evaluated_at_ + options_.every_steps;
+  }
   if (const std::optional<std::string> best = get("best")) {
     char* end = nullptr;
     Validation v;

@@ -107,7 +107,8 @@ class ValidationHook : public SessionRunHook {
   /// The best value, its step, and the counts towards patience and a reduction, as of the last
   /// evaluation during training (not the one after the end), so that a job restarted from its
   /// checkpoints (a requeued batch job) goes on counting as one run would: under
-  /// "<name>/<monitor>/..." (state_scope). Restored
+  /// "<name>/<monitor>/..." (state_scope), with the step of that evaluation, from which the next
+  /// is due (one a checkpoint saved just before it left out comes at the first step). Restored
   /// with patience run out, training stops at the first step. The chief's; on the other workers
   /// of a shared hook the counts start afresh, and the chief's stop ends training for all.
   void save_state(std::map<std::string, std::string>& metadata) const override;
@@ -140,7 +141,8 @@ class ValidationHook : public SessionRunHook {
   bool chief_ = false;   // prints, writes, saves and lowers the learning rate
   std::vector<std::string> metric_names_;
   std::unique_ptr<SummaryWriter> writer_;
-  std::int64_t next_ = -1;
+  std::int64_t next_ = -1;         // the step from which the next evaluation is due
+  std::int64_t evaluated_at_ = -1;  // the last evaluation during training (or before the restart)
   std::vector<Validation> history_;
   std::optional<Validation> best_;  // of this session, or of the run it resumes
   std::int64_t without_improvement_ = 0;

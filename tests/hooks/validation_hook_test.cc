@@ -198,6 +198,36 @@ TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints
                        "the checkpoint's validation/loss/best is 'x', not a number", CheckpointError);
 }
 
+TEST_CASE("ValidationHook after a CheckpointSaverHook: the evaluation a checkpoint left out comes after the restart") {
+  test::TempDir dir("validation_saver_first");
+  // Nothing beats the first evaluation (step 2) by 1e9; patience 2: one run stops at step 6.
+  // The saver, ahead of the hook, saves at step 4 before the hook evaluates there: the state in
+  // that checkpoint is step 2's. Restored, the hook evaluates at the first step (5), as the one
+  // it missed, and stops at 6, as one run would; a next evaluation only at 6 would stop at 8.
+  const auto run = [&](std::int64_t last) {
+    auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+        .data = held_out(), .every_steps = 2, .min_delta = 1e9, .patience = 2, .log = false});
+    LocalTraining t;
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(last)});
+    options.chief_only_hooks = {std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 2}),
+                                hook};
+    options.checkpoint_dir = dir.str() + "/ckpt";
+    {
+      MonitoredSession session(t.trainer, options);
+      test::train(session);
+    }
+    return std::make_pair(hook, t.trainer.global_step());
+  };
+  const auto [first, first_step] = run(4);
+  CHECK(first_step == 4);
+  const auto [resumed, resumed_step] = run(100);
+  CHECK(resumed->stopped());
+  CHECK(resumed_step == 6);
+  REQUIRE(resumed->history().size() == 2);
+  CHECK(resumed->history()[0].global_step == 5);
+  CHECK(resumed->history()[1].global_step == 6);
+}
+
 TEST_CASE("Two named ValidationHooks evaluate, write and keep their states apart") {
   test::TempDir dir("validation_named");
   const data::Dataset other = data::synthetic(48, 11);
