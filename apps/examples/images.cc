@@ -140,11 +140,12 @@ std::vector<std::string> images_to_predict() {
   return paths;
 }
 
-// The model's class and its probability (the softmax of the logits) for each of `images`, as
-// CSV rows named by name(i).
-void write_classes(cohort::Model& model, const cohort::Tensor& images, const std::vector<std::string>& classes,
+// The trained model's class and its probability (the softmax of the logits) for each of
+// `images` (Trainer::predict_probabilities: standardised as the training images were, with the
+// moving averages where kept), as CSV rows named by name(i).
+void write_classes(cohort::Trainer& trainer, const cohort::Tensor& images, const std::vector<std::string>& classes,
                    const std::function<std::string(std::int64_t)>& name, std::ostream& out) {
-  const cohort::Tensor probabilities = model.predict_probabilities(images);
+  const cohort::Tensor probabilities = trainer.predict_probabilities(images);
   const std::int64_t k = probabilities.dim(1);
   for (std::int64_t i = 0; i < probabilities.dim(0); ++i) {
     const float* row = probabilities.data() + i * k;
@@ -153,44 +154,34 @@ void write_classes(cohort::Model& model, const cohort::Tensor& images, const std
   }
 }
 
-constexpr std::int64_t kPredictBatch = 256;
-
-// Classifies image files `paths`, a batch at a time: path, class, probability per image.
-std::int64_t predict_files(cohort::Model& model, const std::vector<std::string>& paths,
+// Classifies image files `paths`, decoded a batch at a time: path, class, probability per image.
+std::int64_t predict_files(cohort::Trainer& trainer, const std::vector<std::string>& paths,
                            const cohort::Shape& example, const std::vector<std::string>& classes,
                            std::ostream& out) {
+  constexpr std::int64_t kBatch = 256;
   out << "path,class,probability\n";
   const auto n = static_cast<std::int64_t>(paths.size());
-  for (std::int64_t begin = 0; begin < n; begin += kPredictBatch) {
-    const std::vector<std::string> batch(paths.begin() + begin, paths.begin() + std::min(n, begin + kPredictBatch));
+  for (std::int64_t begin = 0; begin < n; begin += kBatch) {
+    const std::vector<std::string> batch(paths.begin() + begin, paths.begin() + std::min(n, begin + kBatch));
     const cohort::Tensor images = cohort::data::load_images(batch, example[0], example[1], static_cast<int>(example[2]));
-    write_classes(model, images, classes, [&](std::int64_t i) { return batch[static_cast<std::size_t>(i)]; }, out);
+    write_classes(trainer, images, classes, [&](std::int64_t i) { return batch[static_cast<std::size_t>(i)]; }, out);
   }
   return n;
 }
 
-// Classifies the images of an HDF5 file's dataset --hdf5_images, standardised as the training
-// arrays were (`image`): index (the row in the file), class, probability per image.
-std::int64_t predict_arrays(cohort::Model& model, const std::string& path, const cohort::Shape& example,
-                            const std::vector<std::string>& classes, const cohort::data::ImageOptions& image,
-                            std::ostream& out) {
-  const cohort::data::NpyArray array = cohort::data::load_hdf5(path, FLAGS_hdf5_images);
-  const cohort::Shape shape = array.values.shape();
+// Classifies the images of an HDF5 file's dataset --hdf5_images: index (the row in the file),
+// class, probability per image.
+std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, const cohort::Shape& example,
+                            const std::vector<std::string>& classes, std::ostream& out) {
+  const cohort::Tensor images = cohort::data::load_hdf5(path, FLAGS_hdf5_images).values;
+  const cohort::Shape shape = images.shape();
   if (shape.size() != example.size() + 1 || !std::equal(example.begin(), example.end(), shape.begin() + 1))
     throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' holds " +
                                   cohort::to_string(shape) + ", not images of the training images' shape " +
                                   cohort::to_string(example));
   out << "index,class,probability\n";
-  const std::int64_t n = shape[0], size = array.values.size() / std::max<std::int64_t>(n, 1);
-  for (std::int64_t begin = 0; begin < n; begin += kPredictBatch) {
-    cohort::Shape batch_shape = shape;
-    batch_shape[0] = std::min(n, begin + kPredictBatch) - begin;
-    cohort::Tensor images(batch_shape);
-    std::copy_n(array.values.data() + begin * size, images.size(), images.data());
-    image.normalize(std::span<float>(images.data(), static_cast<std::size_t>(images.size())));
-    write_classes(model, images, classes, [&](std::int64_t i) { return std::to_string(begin + i); }, out);
-  }
-  return n;
+  write_classes(trainer, images, classes, [](std::int64_t i) { return std::to_string(i); }, out);
+  return shape[0];
 }
 
 bool is_hdf5(const std::string& spec) { return spec.ends_with(".h5") || spec.ends_with(".hdf5"); }
@@ -394,13 +385,9 @@ int Main(int argc, char** argv) {
           << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy
           << ", \"test_examples\": " << test->size() << "}\n";
     if (!FLAGS_predict.empty()) {
-      // With the moving averages, where the chief keeps them, as the evaluation above.
-      std::optional<cohort::MovingAverageSwap> averaged;
-      if (const cohort::ExponentialMovingAverage* average = trainer.moving_average())
-        averaged.emplace(trainer.graph(), *average);
       const auto predict = [&](std::ostream& out) {
-        return arrays ? predict_arrays(trainer.model(), FLAGS_predict, example, classes, options.image, out)
-                      : predict_files(trainer.model(), images_to_predict(), example, classes, out);
+        return arrays ? predict_arrays(trainer, FLAGS_predict, example, classes, out)
+                      : predict_files(trainer, images_to_predict(), example, classes, out);
       };
       if (FLAGS_predictions.empty()) {
         predict(std::cout);

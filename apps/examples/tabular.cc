@@ -45,7 +45,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -204,42 +203,32 @@ cohort::Tensor load_features(const std::string& spec, const std::vector<std::str
   throw cohort::InvalidArgument("--predict=" + spec + ": expected FILE.csv, FEATURES.npy, FILE.npz or FILE.h5");
 }
 
-// Writes the model's prediction for each example of `features` (standardised by `image` as the
-// training data were), a CSV row each after its index: the class and its probability for class
-// labels, each target's probability for sigmoid cross-entropy, else each target's value
-// (columns named by `target_names`, or y0, y1, ...).
-void predict(cohort::Model& model, const cohort::Tensor& features, const cohort::data::ImageOptions& image,
-             const cohort::TargetSpec& targets, const std::vector<std::string>& target_names,
-             std::ostream& out) {
-  const std::int64_t outputs = targets.labels ? 0 : cohort::num_elements(targets.shape);
+// Writes the trained model's prediction for each example of `features` (Trainer::predict:
+// standardised as the training data were, with the moving averages where kept), a CSV row each
+// after its index: the class and its probability for class labels, each target's probability
+// for sigmoid cross-entropy, else each target's value (columns named by `target_names`, or y0,
+// y1, ...).
+void predict(cohort::Trainer& trainer, const cohort::Tensor& features, const cohort::TargetSpec& targets,
+             const std::vector<std::string>& target_names, std::ostream& out) {
+  const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
+  const cohort::Tensor values = probabilities ? trainer.predict_probabilities(features) : trainer.predict(features);
+  const std::int64_t n = values.dim(0), k = n == 0 ? 0 : values.size() / n;
   out << "index";
   if (targets.labels) out << ",class,probability";
-  for (std::int64_t j = 0; j < outputs; ++j)
-    out << "," << (static_cast<std::size_t>(outputs) == target_names.size() ? target_names[static_cast<std::size_t>(j)]
-                                                                            : "y" + std::to_string(j));
+  for (std::int64_t j = 0; j < k && !targets.labels; ++j)
+    out << "," << (static_cast<std::size_t>(k) == target_names.size() ? target_names[static_cast<std::size_t>(j)]
+                                                                      : "y" + std::to_string(j));
   out << "\n";
-  constexpr std::int64_t kBatch = 1024;
-  const std::int64_t n = features.dim(0), size = features.size() / std::max<std::int64_t>(n, 1);
-  for (std::int64_t begin = 0; begin < n; begin += kBatch) {
-    cohort::Shape shape = features.shape();
-    shape[0] = std::min(n, begin + kBatch) - begin;
-    cohort::Tensor batch(shape);
-    std::copy_n(features.data() + begin * size, batch.size(), batch.data());
-    image.normalize(std::span<float>(batch.data(), static_cast<std::size_t>(batch.size())));
-    const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
-    const cohort::Tensor values = probabilities ? model.predict_probabilities(batch) : model.predict(batch);
-    const std::int64_t k = values.size() / shape[0];
-    for (std::int64_t i = 0; i < shape[0]; ++i) {
-      const float* row = values.data() + i * k;
-      out << begin + i;
-      if (targets.labels) {
-        const std::int64_t best = std::max_element(row, row + k) - row;
-        out << "," << best << "," << row[best];
-      } else {
-        for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
-      }
-      out << "\n";
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = values.data() + i * k;
+    out << i;
+    if (targets.labels) {
+      const std::int64_t best = std::max_element(row, row + k) - row;
+      out << "," << best << "," << row[best];
+    } else {
+      for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
     }
+    out << "\n";
   }
 }
 
@@ -433,18 +422,14 @@ int Main(int argc, char** argv) {
     std::printf("\n");
     if (!FLAGS_metrics_json.empty()) std::ofstream(FLAGS_metrics_json) << json << "}\n";
     if (to_predict) {
-      // With the moving averages, where the chief keeps them, as the evaluation above.
-      std::optional<cohort::MovingAverageSwap> averaged;
-      if (const cohort::ExponentialMovingAverage* average = trainer.moving_average())
-        averaged.emplace(trainer.graph(), *average);
       const cohort::Tensor& features = *to_predict;
       const std::vector<std::string> target_names =
           cohort::flags::split_list("target_columns", FLAGS_target_columns);
       if (FLAGS_predictions.empty()) {
-        predict(trainer.model(), features, options.image, targets, target_names, std::cout);
+        predict(trainer, features, targets, target_names, std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        predict(trainer.model(), features, options.image, targets, target_names, out);
+        predict(trainer, features, targets, target_names, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
         std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(features.dim(0)),
                     FLAGS_predictions.c_str());

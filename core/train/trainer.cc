@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -411,6 +415,53 @@ StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size
   std::optional<MovingAverageSwap> averaged;
   if (has_average()) averaged.emplace(graph_, *average_);
   return evaluate_dataset(towers_.front().model, data, batch_size, options_.image);
+}
+
+namespace {
+
+// `run`'s outputs for `features`, `batch_size` examples at a time, each batch normalised by
+// `image` first, stacked in order.
+Tensor predict_batches(const Tensor& features, const data::ImageOptions& image, std::int64_t batch_size,
+                       const std::function<Tensor(const Tensor&)>& run) {
+  if (features.rank() < 1) throw InvalidArgument("predict: features of shape " + to_string(features.shape()) +
+                                                 ": expected [examples, ...]");
+  if (batch_size < 1) throw InvalidArgument("predict: batch_size must be >= 1, got " + std::to_string(batch_size));
+  const std::int64_t n = features.dim(0);
+  const std::int64_t size = n == 0 ? 0 : features.size() / n;
+  Tensor out;
+  for (std::int64_t begin = 0; begin < n; begin += batch_size) {
+    Shape shape = features.shape();
+    shape[0] = std::min(n, begin + batch_size) - begin;
+    Tensor batch(shape);
+    std::copy_n(features.data() + begin * size, batch.size(), batch.data());
+    image.normalize(std::span<float>(batch.data(), static_cast<std::size_t>(batch.size())));
+    const Tensor values = run(batch);
+    if (begin == 0) {
+      Shape whole = values.shape();
+      whole[0] = n;
+      out = Tensor(whole);
+    }
+    std::copy_n(values.data(), values.size(), out.data() + begin * (values.size() / shape[0]));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor Trainer::predict(const Tensor& features, std::int64_t batch_size) {
+  std::optional<MovingAverageSwap> averaged;
+  if (has_average()) averaged.emplace(graph_, *average_);
+  Model& model = towers_.front().model;
+  return predict_batches(features, options_.image, batch_size,
+                         [&](const Tensor& batch) { return model.predict(batch); });
+}
+
+Tensor Trainer::predict_probabilities(const Tensor& features, std::int64_t batch_size) {
+  std::optional<MovingAverageSwap> averaged;
+  if (has_average()) averaged.emplace(graph_, *average_);
+  Model& model = towers_.front().model;
+  return predict_batches(features, options_.image, batch_size,
+                         [&](const Tensor& batch) { return model.predict_probabilities(batch); });
 }
 
 void Trainer::finish(bool fetch) {

@@ -144,6 +144,14 @@ class Trainer {
   /// after. At the end of training in any mode, or between steps in allreduce mode; without a
   /// cluster, evaluate(part).
   StepMetrics evaluate_across(const data::Dataset& part, std::int64_t batch_size = 1000);
+  /// The model's output for new examples `features` [n, example...], as evaluate() sees data:
+  /// tower 0 without dropout, the options' image normalisation, the moving averages where this
+  /// replica keeps them; a classifier's logits, a regression's values [n, output...], computed
+  /// batch_size examples at a time. Host models (Model::predict).
+  Tensor predict(const Tensor& features, std::int64_t batch_size = 1000);
+  /// The same as the probabilities under the model's loss (Model::predict_probabilities: a
+  /// softmax per row, a sigmoid per logit; InvalidArgument for a regression).
+  Tensor predict_probabilities(const Tensor& features, std::int64_t batch_size = 1000);
   /// The moving average of the parameters (TrainerOptions::moving_average_decay) on the chief,
   /// null elsewhere, without one, and before the first start(). It starts at the parameters
   /// training starts from, or at the averages of the checkpoint restored, where it holds them.

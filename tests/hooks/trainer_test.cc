@@ -258,4 +258,48 @@ TEST_CASE("the chief's moving average: of the parameters each step starts from, 
                        "moving average decay 1 is not in (0, 1)", InvalidArgument);
 }
 
+TEST_CASE("Trainer::predict: new examples as evaluate() sees data, normalised, with the averages") {
+  const data::Dataset data = data::synthetic(64, 5);
+  const auto model = [](Graph& g) { return mlp(g, {8}); };
+  TrainerOptions options = test::trainer_options();
+  options.moving_average_decay = 0.9;
+  options.image.mean = {0.5f};
+  options.image.std = {2.0f};
+  Graph graph;
+  Trainer trainer(nullptr, graph, model, data, test::sgd(0.2), options);
+  {
+    MonitoredSession session(trainer, test::with_hooks({StopAtStepHook::last(4)}));
+    test::train(session);
+  }
+  // Ten examples, predicted three at a time.
+  Shape shape = data.example_shape();
+  shape.insert(shape.begin(), 10);
+  Tensor features(shape);
+  for (std::int64_t i = 0; i < 10; ++i)
+    std::ranges::copy(data.example(i), features.data() + i * data.example_size());
+  const std::vector<float> parameters = copy(graph.values());
+  const Tensor logits = trainer.predict(features, 3);
+  const Tensor probabilities = trainer.predict_probabilities(features, 3);
+  CHECK(copy(graph.values()) == parameters);
+  // The same as the averages' model on (x - 0.5) / 2, all ten at once.
+  Graph averaged;
+  Model averaged_model = model(averaged);
+  restore_variables(trainer.checkpoint(), averaged, /*moving_averages=*/true);
+  Tensor normalised = features;
+  for (std::int64_t i = 0; i < normalised.size(); ++i) normalised.data()[i] = (normalised.data()[i] - 0.5f) / 2.0f;
+  const Tensor expected = averaged_model.predict(normalised);
+  REQUIRE(logits.shape() == expected.shape());
+  REQUIRE(probabilities.shape() == expected.shape());
+  for (std::int64_t i = 0; i < expected.size(); ++i) CHECK(logits.data()[i] == doctest::Approx(expected.data()[i]).epsilon(1e-5));
+  const Tensor expected_probabilities = averaged_model.predict_probabilities(normalised);
+  for (std::int64_t i = 0; i < expected.size(); ++i)
+    CHECK(probabilities.data()[i] == doctest::Approx(expected_probabilities.data()[i]).epsilon(1e-5));
+  // Not the parameters' own answers.
+  Graph plain;
+  Model plain_model = model(plain);
+  restore_variables(trainer.checkpoint(), plain);
+  CHECK(copy(plain_model.predict(normalised).span()) != copy(expected.span()));
+  CHECK_THROWS_AS(trainer.predict(features, 0), InvalidArgument);
+}
+
 }  // namespace cohort
