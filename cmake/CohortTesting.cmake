@@ -114,14 +114,7 @@ function(cohort_add_run_test)
     "-DCOMMAND=${launcher};${T_COMMAND}" "-DREGEX=${T_REGEX}" "-DNOT_REGEX=${T_NOT_REGEX}"
     "-DEXPECT_FAIL=${T_EXPECT_FAIL}" "-DEXIT_CODE=${T_EXIT_CODE}"
     -P ${PROJECT_SOURCE_DIR}/cmake/CohortRunCheck.cmake)
-  # A job that must fail: mpiexec sends its signals to the ranks at once rather than after a
-  # second each (odls_base_sigkill_timeout, 1 by default), which is all that most of these
-  # tests spent after the error line. Jobs that are meant to be stopped keep the grace: their
-  # ranks write a checkpoint between the SIGTERM and the SIGKILL.
   set(env ${COHORT_TEST_ENV} ${T_ENV})
-  if(T_EXPECT_FAIL)
-    list(APPEND env OMPI_MCA_odls_base_sigkill_timeout=0)
-  endif()
   # One process (no launcher, or one rank of one program) shares the two cores with another test.
   set(processors 2)
   if(NOT T_NP OR (T_NP EQUAL 1 AND NOT ":" IN_LIST T_COMMAND))
