@@ -57,7 +57,6 @@ ValidationHook::~ValidationHook() = default;
 
 void ValidationHook::begin() {
   next_ = -1;
-  evaluated_at_ = -1;
   history_.clear();
   best_.reset();
   without_improvement_ = 0;
@@ -190,10 +189,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   if (options_.reduce_lr_factor > 0 && training && chief_) reduce_on_plateau(session, v);
   // What a restart goes on from: the evaluations during training, not the one after its end
   // (which one run of the whole job would make only once).
-  if (training) {
-    evaluated_at_ = step;
-    keep_state();
-  }
+  if (training) keep_state();
   if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
     stopped_ = true;
     if (options_.log && chief_)
@@ -204,20 +200,23 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   return false;
 }
 
-namespace {
+std::string ValidationHook::state_scope() const { return options_.name + "/"; }
 
-}  // namespace
-
-std::string ValidationHook::state_scope() const { return options_.name + "/" + options_.monitor + "/"; }
+std::string ValidationHook::state_key(const char* field) const {
+  return state_scope() + options_.monitor + "/" + field;
+}
 
 void ValidationHook::save_state(std::map<std::string, std::string>& metadata) const {
   for (const auto& [key, value] : state_) metadata[key] = value;
+  // The step the next evaluation is due at, as the save finds it: one due at this very step
+  // that a CheckpointSaverHook ahead of this hook saved before, still due.
+  if (next_ >= 0) metadata[state_key("next_evaluation")] = std::to_string(next_);
 }
 
 void ValidationHook::keep_state() {
   state_.clear();
   const auto put = [&](const char* field, const std::string& value) {
-    state_[state_scope() + field] = value;
+    state_[state_key(field)] = value;
   };
   if (best_) {
     char text[32];
@@ -228,17 +227,16 @@ void ValidationHook::keep_state() {
   put("without_improvement", std::to_string(without_improvement_));
   put("plateau", std::to_string(plateau_));
   put("cooldown", std::to_string(cooldown_));
-  if (evaluated_at_ >= 0) put("evaluated_at", std::to_string(evaluated_at_));
 }
 
 void ValidationHook::restore_state(const std::map<std::string, std::string>& metadata) {
   const auto get = [&](const char* field) -> std::optional<std::string> {
-    const auto it = metadata.find(state_scope() + field);
+    const auto it = metadata.find(state_key(field));
     if (it == metadata.end()) return std::nullopt;
     return it->second;
   };
   const auto bad = [&](const char* field, const std::string& value) {
-    return CheckpointError("the checkpoint's " + state_scope() + field + " is '" + value +
+    return CheckpointError("the checkpoint's " + state_key(field) + " is '" + value +
                            "', not a " + (std::string(field) == "best" ? "number" : "count"));
   };
   const auto count = [&](const char* field) -> std::int64_t {
@@ -252,13 +250,9 @@ void ValidationHook::restore_state(const std::map<std::string, std::string>& met
   without_improvement_ = count("without_improvement");
   plateau_ = count("plateau");
   cooldown_ = count("cooldown");
-  // The next evaluation is due every_steps after the last one the state counts: one that a
-  // checkpoint saved just before it (a CheckpointSaverHook ahead of this hook in the list) left
-  // out is made at the first step after the restart.
-  if (get("evaluated_at")) {
-    evaluated_at_ = count("evaluated_at");
-    next_ = evaluated_at_ + options_.every_steps;
-  }
+  // An evaluation that was due when the checkpoint was saved is made at the first step. Not
+  // for a shared hook: its other workers, which restore nothing, count from the step alone.
+  if (get("next_evaluation") && !options_.shared) next_ = count("next_evaluation");
   if (const std::optional<std::string> best = get("best")) {
     char* end = nullptr;
     Validation v;

@@ -61,8 +61,8 @@ struct ValidationHookOptions {
   /// Names the evaluation, for a session with several (a validation set and a test set, say):
   /// its log lines ("<name> at global step ..."), its summaries' default output_dir ("eval" for
   /// "validation", else "eval_<name>", as TensorFlow's named evaluations) and its state in
-  /// checkpoints ("<name>/<monitor>/..."). Two hooks of one session need different names (or
-  /// monitors). Letters, digits, '_', '-' and '.'.
+  /// checkpoints ("<name>/<monitor>/..."). Two hooks of one session need different names.
+  /// Letters, digits, '_', '-' and '.'.
   std::string name = "validation";
   /// Share each evaluation out among the workers (Trainer::evaluate_across), in allreduce mode
   /// (or local mode with one worker, where it is the chief's own): give the hook in `hooks`, on
@@ -107,12 +107,14 @@ class ValidationHook : public SessionRunHook {
   /// The best value, its step, and the counts towards patience and a reduction, as of the last
   /// evaluation during training (not the one after the end), so that a job restarted from its
   /// checkpoints (a requeued batch job) goes on counting as one run would: under
-  /// "<name>/<monitor>/..." (state_scope), with the step of that evaluation, from which the next
-  /// is due (one a checkpoint saved just before it left out comes at the first step). Restored
+  /// "<name>/<monitor>/...", with the step the next evaluation is due at (one due when the
+  /// checkpoint was saved, by a CheckpointSaverHook ahead of this hook, comes at the first step;
+  /// not for a shared hook). Restored
   /// with patience run out, training stops at the first step. The chief's; on the other workers
   /// of a shared hook the counts start afresh, and the chief's stop ends training for all.
   void save_state(std::map<std::string, std::string>& metadata) const override;
   void restore_state(const std::map<std::string, std::string>& metadata) override;
+  /// "<name>/": a session refuses two hooks of the same name.
   std::string state_scope() const override;
 
   /// Every evaluation of this session, in order.
@@ -135,14 +137,15 @@ class ValidationHook : public SessionRunHook {
   void reduce_on_plateau(MonitoredSession& session, const Validation& v);
   // Takes the state save_state() writes from the counts as they stand.
   void keep_state();
+  // "<name>/<monitor>/<field>": a key of that state.
+  std::string state_key(const char* field) const;
 
   ValidationHookOptions options_;
   bool active_ = false;  // evaluates: on the chief, or on every worker when shared
   bool chief_ = false;   // prints, writes, saves and lowers the learning rate
   std::vector<std::string> metric_names_;
   std::unique_ptr<SummaryWriter> writer_;
-  std::int64_t next_ = -1;         // the step from which the next evaluation is due
-  std::int64_t evaluated_at_ = -1;  // the last evaluation during training (or before the restart)
+  std::int64_t next_ = -1;  // the step from which the next evaluation is due
   std::vector<Validation> history_;
   std::optional<Validation> best_;  // of this session, or of the run it resumes
   std::int64_t without_improvement_ = 0;

@@ -179,6 +179,7 @@ std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, c
     throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' holds " +
                                   cohort::to_string(shape) + ", not images of the training images' shape " +
                                   cohort::to_string(example));
+  if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' is empty");
   out << "index,class,probability\n";
   write_classes(trainer, images, classes, [](std::int64_t i) { return std::to_string(i); }, out);
   return shape[0];
@@ -202,10 +203,10 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   const bool split = layout.validation_split > 0;
   const auto part = [&](cohort::data::Dataset whole) {
     if (!split) return whole;
-    auto [fit, held_out] = whole.split(layout.validation_split, layout.seed);
-    return layout.subset == cohort::data::ImageFolderOptions::Subset::kValidation
-               ? std::move(held_out)
-               : fit.shard(layout.shard.index, layout.shard.count);
+    const bool validation = layout.subset == cohort::data::ImageFolderOptions::Subset::kValidation;
+    return validation ? whole.split_part(layout.validation_split, layout.seed, true)
+                      : whole.split_part(layout.validation_split, layout.seed, false, layout.shard.index,
+                                         layout.shard.count);
   };
   const cohort::data::ShardSpec shard = split ? cohort::data::ShardSpec{} : layout.shard;
   if (is_hdf5(spec)) {

@@ -183,6 +183,9 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
 // features array of a .npy, .npz or HDF5 file, [n, example...].
 cohort::Tensor load_features(const std::string& spec, const std::vector<std::string>& csv_features) {
   if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
+    if (csv_features.empty())
+      throw cohort::InvalidArgument("--predict=" + spec + ": a CSV file of the training file's feature columns, "
+                                    "and --train=" + FLAGS_train + " is not a CSV file");
     cohort::data::CsvOptions csv;
     csv.delimiter = FLAGS_csv_delimiter[0];
     csv.header = FLAGS_csv_header;
@@ -320,10 +323,10 @@ int Main(int argc, char** argv) {
     return FLAGS_window > 0 ? rows.windows(FLAGS_window, FLAGS_horizon) : rows;
   };
   if (FLAGS_validation_split > 0) {
-    auto [fit, held_out] = windowed(load("train", FLAGS_train, csv_features))
-                               .split(FLAGS_validation_split, static_cast<std::uint64_t>(FLAGS_seed));
-    train = fit.shard(mine.index, mine.count);
-    if (server.is_chief()) test = std::move(held_out);
+    const cohort::data::Dataset whole = windowed(load("train", FLAGS_train, csv_features));
+    const auto seed = static_cast<std::uint64_t>(FLAGS_seed);
+    train = whole.split_part(FLAGS_validation_split, seed, false, mine.index, mine.count);
+    if (server.is_chief()) test = whole.split_part(FLAGS_validation_split, seed, true);
   } else {
     train = FLAGS_window > 0
                 ? windowed(load("train", FLAGS_train, csv_features)).shard(mine.index, mine.count)
@@ -381,6 +384,7 @@ int Main(int argc, char** argv) {
   if (server.is_chief() && !FLAGS_predict.empty()) {
     to_predict = load_features(FLAGS_predict, csv_features);
     const cohort::Shape shape = to_predict->shape();
+    if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
     if (shape.size() != input.size() + 1 || !std::equal(input.begin(), input.end(), shape.begin() + 1))
       throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": examples of shape " +
                                     cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +

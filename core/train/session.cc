@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <optional>
-#include <set>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -79,12 +79,13 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
     if (const std::string what = hook ? hook->collective() : ""; !what.empty())
       throw InvalidArgument("MonitoredSession: " + what + " is among chief_only_hooks, but every "
                             "replica must run it: give it in hooks");
-  std::set<std::string> scopes;
+  std::map<std::string, const SessionRunHook*> scopes;  // each hook's, once however often given
   for (const HookList* hooks : {&o.hooks, &o.chief_only_hooks})
     for (const auto& hook : *hooks)
-      if (const std::string scope = hook ? hook->state_scope() : ""; !scope.empty() && !scopes.insert(scope).second)
-        throw InvalidArgument("MonitoredSession: two hooks keep their state in checkpoints under '" + scope +
-                              "': give them different names");
+      if (const std::string scope = hook ? hook->state_scope() : ""; !scope.empty())
+        if (const auto [at, fresh] = scopes.emplace(scope, hook.get()); !fresh && at->second != hook.get())
+          throw InvalidArgument("MonitoredSession: two hooks keep their state in checkpoints under '" + scope +
+                                "': give them different names");
   if (o.max_wait_secs.count() < 0)
     throw InvalidArgument("MonitoredSession: max_wait_secs must be >= 0");
   if (o.step_time_every_steps < 0)

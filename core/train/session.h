@@ -83,8 +83,8 @@ class SessionRunHook {
   /// written before, or without the hook). A bad value is a CheckpointError.
   virtual void save_state(std::map<std::string, std::string>& /*metadata*/) const {}
   virtual void restore_state(const std::map<std::string, std::string>& /*metadata*/) {}
-  /// What save_state's keys start with ("validation/loss/"), where it writes any: a session
-  /// refuses two hooks of the same scope, whose states would overwrite each other.
+  /// What save_state's keys start with ("validation/"), where it writes any: a session refuses
+  /// two hooks of the same scope, whose states would overwrite each other.
   virtual std::string state_scope() const { return {}; }
 };
 

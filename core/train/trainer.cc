@@ -427,21 +427,30 @@ Tensor predict_batches(const Tensor& features, const data::ImageOptions& image, 
                                                  ": expected [examples, ...]");
   if (batch_size < 1) throw InvalidArgument("predict: batch_size must be >= 1, got " + std::to_string(batch_size));
   const std::int64_t n = features.dim(0);
-  const std::int64_t size = n == 0 ? 0 : features.size() / n;
+  if (n == 0) throw InvalidArgument("predict: features of shape " + to_string(features.shape()) + " hold no examples");
+  // Per channel (the last axis), as the training batches: the same count of them.
+  const Shape& shape = features.shape();
+  if (image.mean.size() > 1 && (shape.size() < 2 || shape.back() != static_cast<std::int64_t>(image.mean.size())))
+    throw InvalidArgument("predict: features of shape " + to_string(shape) + ", and the normalisation has " +
+                          std::to_string(image.mean.size()) + " channels");
+  const std::int64_t size = features.size() / n;
   Tensor out;
   for (std::int64_t begin = 0; begin < n; begin += batch_size) {
-    Shape shape = features.shape();
-    shape[0] = std::min(n, begin + batch_size) - begin;
-    Tensor batch(shape);
+    Shape rows = shape;
+    rows[0] = std::min(n, begin + batch_size) - begin;
+    Tensor batch(rows);
     std::copy_n(features.data() + begin * size, batch.size(), batch.data());
     image.normalize(std::span<float>(batch.data(), static_cast<std::size_t>(batch.size())));
     const Tensor values = run(batch);
+    if (values.rank() < 1 || values.dim(0) != rows[0])
+      throw Error("predict: the model gave " + to_string(values.shape()) + " for " + std::to_string(rows[0]) +
+                  " examples");
     if (begin == 0) {
       Shape whole = values.shape();
       whole[0] = n;
       out = Tensor(whole);
     }
-    std::copy_n(values.data(), values.size(), out.data() + begin * (values.size() / shape[0]));
+    std::copy_n(values.data(), values.size(), out.data() + begin * (values.size() / rows[0]));
   }
   return out;
 }

@@ -201,9 +201,9 @@ TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints
 TEST_CASE("ValidationHook after a CheckpointSaverHook: the evaluation a checkpoint left out comes after the restart") {
   test::TempDir dir("validation_saver_first");
   // Nothing beats the first evaluation (step 2) by 1e9; patience 2: one run stops at step 6.
-  // The saver, ahead of the hook, saves at step 4 before the hook evaluates there: the state in
-  // that checkpoint is step 2's. Restored, the hook evaluates at the first step (5), as the one
-  // it missed, and stops at 6, as one run would; a next evaluation only at 6 would stop at 8.
+  // The saver, ahead of the hook, saves at step 4 before the hook evaluates there: the counts in
+  // that checkpoint are step 2's, and the evaluation at 4 still due. Restored, the hook makes it
+  // at the first step (5) and stops at 6, as one run would; the next one only at 6 would stop at 8.
   const auto run = [&](std::int64_t last) {
     auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
         .data = held_out(), .every_steps = 2, .min_delta = 1e9, .patience = 2, .log = false});
@@ -263,13 +263,19 @@ TEST_CASE("Two named ValidationHooks evaluate, write and keep their states apart
   CHECK(validation2->best()->monitored == validation->best()->monitored);
   CHECK(named2->best()->global_step == 3);
   CHECK(named2->best()->monitored == named->best()->monitored);
-  // Two hooks of the same name and monitor would overwrite each other's state: refused.
+  // Two hooks of the same name would write to the same keys and directory: refused, whatever
+  // they monitor. One hook given twice is not two.
   LocalTraining t;
   MonitoredSessionOptions options = test::with_hooks({});
-  options.hooks.push_back(std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out()}));
-  options.chief_only_hooks = {std::make_shared<ValidationHook>(ValidationHookOptions{.data = other})};
-  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
-                       "MonitoredSession: two hooks keep their state in checkpoints under 'validation/loss/': "
+  const auto one = std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out(), .log = false});
+  options.hooks.push_back(one);
+  options.chief_only_hooks = {one};
+  CHECK_NOTHROW(MonitoredSession(t.trainer, options));
+  options.chief_only_hooks = {
+      std::make_shared<ValidationHook>(ValidationHookOptions{.data = other, .monitor = "accuracy"})};
+  LocalTraining u;
+  CHECK_THROWS_WITH_AS(MonitoredSession(u.trainer, options),
+                       "MonitoredSession: two hooks keep their state in checkpoints under 'validation/': "
                        "give them different names",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(ValidationHook({.data = held_out(), .name = "a/b"}),

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/data/dataset.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -276,7 +277,7 @@ Dataset Dataset::windows(std::int64_t length, std::int64_t horizon, std::int64_t
   return Dataset(std::move(storage));
 }
 
-std::pair<Dataset, Dataset> Dataset::split(double fraction, std::uint64_t seed) const {
+std::array<std::vector<std::int64_t>, 2> Dataset::split_indices(double fraction, std::uint64_t seed) const {
   char text[32];
   std::snprintf(text, sizeof text, "%g", fraction);
   const std::string what = "Dataset " + name() + ": validation split " + text;
@@ -288,9 +289,25 @@ std::pair<Dataset, Dataset> Dataset::split(double fraction, std::uint64_t seed) 
     throw InvalidArgument(what + " of " + std::to_string(n) + " examples leaves the " +
                           (validation == 0 ? "validation" : "training") + " part empty");
   const std::vector<char> held = detail::held_out(n, validation, seed);
-  std::vector<std::int64_t> parts[2];
+  std::array<std::vector<std::int64_t>, 2> parts;
   for (std::size_t i = 0; i < n; ++i) parts[held[i] != 0].push_back(static_cast<std::int64_t>(i));
+  return parts;
+}
+
+std::pair<Dataset, Dataset> Dataset::split(double fraction, std::uint64_t seed) const {
+  const auto parts = split_indices(fraction, seed);
   return {subset(parts[0]), subset(parts[1])};
+}
+
+Dataset Dataset::split_part(double fraction, std::uint64_t seed, bool validation, int index, int count) const {
+  if (count < 1 || index < 0 || index >= count)
+    throw InvalidArgument("Dataset " + name() + ": shard " + std::to_string(index) + " of " +
+                          std::to_string(count));
+  const std::vector<std::int64_t> part = split_indices(fraction, seed)[validation ? 1 : 0];
+  std::vector<std::int64_t> mine;
+  for (std::size_t i = static_cast<std::size_t>(index); i < part.size(); i += static_cast<std::size_t>(count))
+    mine.push_back(part[i]);
+  return subset(mine);
 }
 
 FeatureSums feature_sums(const Dataset& data) {

@@ -14,6 +14,7 @@
 // Fashion-MNIST pixels are stored as float32 in [0, 1] (the byte value / 255); per-channel
 // normalisation is a batch option (ImageOptions in batch_iterator.h).
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -131,6 +132,10 @@ class Dataset {
   /// same parts (load_image_folder's validation_split chooses the same positions). Throws
   /// InvalidArgument unless 0 < fraction < 1 and both parts hold an example.
   std::pair<Dataset, Dataset> split(double fraction, std::uint64_t seed) const;
+  /// One part of split(fraction, seed) (the validation part if `validation`), and of it the
+  /// examples shard(index, count) would keep, without copies of the rest: a worker's share of
+  /// the training part, or the chief's validation part.
+  Dataset split_part(double fraction, std::uint64_t seed, bool validation, int index = 0, int count = 1) const;
 
   /// A time series' windows (Keras's timeseries_dataset_from_array): this dataset's examples
   /// are the series' steps in order (a table's rows), and window i is the `length` steps from
@@ -145,6 +150,8 @@ class Dataset {
   const std::shared_ptr<const Storage>& storage() const { return storage_; }
 
  private:
+  // split()'s positions: {training, validation}, each in this dataset's order.
+  std::array<std::vector<std::int64_t>, 2> split_indices(double fraction, std::uint64_t seed) const;
   // Throws std::out_of_range unless 0 <= i < size().
   void check_index(std::int64_t i) const;
   // [n, example...]: the features', or the source's.

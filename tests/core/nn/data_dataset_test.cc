@@ -181,6 +181,12 @@ TEST_CASE("subset and split: chosen examples in their order, Keras's validation 
   const auto other = whole.split(0.2, 10);
   CHECK(same_pixels(again.second, validation));
   CHECK_FALSE(same_pixels(other.second, validation));
+  // One part alone, and a worker's shard of it: what split() and shard() would give.
+  CHECK(same_pixels(whole.split_part(0.2, 9, true), validation));
+  for (int index = 0; index < 3; ++index)
+    CHECK(same_pixels(whole.split_part(0.2, 9, false, index, 3), training.shard(index, 3)));
+  CHECK_THROWS_AS(whole.split_part(0.2, 9, false, 3, 3), cohort::InvalidArgument);
+  CHECK_THROWS_AS(whole.split_part(1.0, 9, false), cohort::InvalidArgument);
 
   CHECK_THROWS_WITH_AS(whole.split(1.0, 1), "Dataset synthetic(n=103, seed=3): validation split 1 is not a fraction in (0, 1)",
                        cohort::InvalidArgument);
