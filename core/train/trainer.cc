@@ -458,19 +458,20 @@ Tensor predict_batches(const Tensor& features, const data::ImageOptions& image, 
 }  // namespace
 
 Tensor Trainer::predict(const Tensor& features, std::int64_t batch_size) {
-  std::optional<MovingAverageSwap> averaged;
-  if (has_average()) averaged.emplace(graph_, *average_);
-  Model& model = towers_.front().model;
-  return predict_batches(features, options_.image, batch_size,
-                         [&](const Tensor& batch) { return model.predict(batch); });
+  return predict_outputs(features, batch_size, /*probabilities=*/false);
 }
 
 Tensor Trainer::predict_probabilities(const Tensor& features, std::int64_t batch_size) {
+  return predict_outputs(features, batch_size, /*probabilities=*/true);
+}
+
+Tensor Trainer::predict_outputs(const Tensor& features, std::int64_t batch_size, bool probabilities) {
   std::optional<MovingAverageSwap> averaged;
   if (has_average()) averaged.emplace(graph_, *average_);
   Model& model = towers_.front().model;
-  return predict_batches(features, options_.image, batch_size,
-                         [&](const Tensor& batch) { return model.predict_probabilities(batch); });
+  return predict_batches(features, options_.image, batch_size, [&](const Tensor& batch) {
+    return probabilities ? model.predict_probabilities(batch) : Tensor(model.predict(batch));
+  });
 }
 
 void Trainer::finish(bool fetch) {

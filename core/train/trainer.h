@@ -238,6 +238,8 @@ class Trainer {
   std::int64_t dropped_gradients() const { return replication_->dropped_gradients(); }
 
  private:
+  // predict() or predict_probabilities().
+  Tensor predict_outputs(const Tensor& features, std::int64_t batch_size, bool probabilities);
   struct Tower {
     Model model;
     data::Batch batch;
