@@ -33,7 +33,7 @@ say "GPU: $gpu_name"
 say "building ($build, sm_$archs) ..."
 timeout 240 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCOHORT_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$archs" >>"$log" 2>&1 || fail "configure failed: see $log"
-timeout 300 cmake --build "$build" -j "$(nproc)" --target bench_train gpu_device_test \
+timeout 300 cmake --build "$build" -j "$(env -u OMP_NUM_THREADS nproc)" --target bench_train gpu_device_test \
   gpu_ops_parity_test gpu_model_parity_test >>"$log" 2>&1 || fail "build failed: see $log"
 say "built in $((SECONDS - started)) s"
 

@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
-# The cores, counted before mpi_env.sh sets OMP_NUM_THREADS=1, which nproc would report instead.
-jobs=$(nproc)
+# The cores this process may use (nproc alone reports OMP_NUM_THREADS, which mpi_env.sh sets to 1).
+jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 . scripts/mpi_env.sh
 # Where the time goes, phase by phase (bash's SECONDS counts from the start).
 phase() { echo "== $1 (${SECONDS} s so far)"; }

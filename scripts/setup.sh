@@ -54,6 +54,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-jobs=$(nproc)
+# The cores this process may use (nproc alone reports OMP_NUM_THREADS where it is set, as
+# HPC shells often set it to 1).
+jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build build -j "$jobs" "${target[@]}"
