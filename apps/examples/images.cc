@@ -204,9 +204,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   const auto part = [&](cohort::data::Dataset whole) {
     if (!split) return whole;
     const bool validation = layout.subset == cohort::data::ImageFolderOptions::Subset::kValidation;
-    return validation ? whole.split_part(layout.validation_split, layout.seed, true)
-                      : whole.split_part(layout.validation_split, layout.seed, false, layout.shard.index,
-                                         layout.shard.count);
+    return whole.split_part(layout.validation_split, layout.seed, validation, layout.shard.index, layout.shard.count);
   };
   const cohort::data::ShardSpec shard = split ? cohort::data::ShardSpec{} : layout.shard;
   if (is_hdf5(spec)) {

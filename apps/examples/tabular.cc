@@ -137,18 +137,25 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 // The dataset named by a --train or --test value, or `shard`'s part of it (the other rows' values
 // are never held). A CSV file's feature columns: given (a test file read with the training
 // file's, matched by name), else every other column, and returned.
+bool is_csv(const std::string& spec) { return ends_with(spec, ".csv") || ends_with(spec, ".csv.gz"); }
+
+// How --csv_delimiter and --csv_header say to read a CSV file, with `feature_columns`.
+cohort::data::CsvOptions csv_options(const std::vector<std::string>& feature_columns) {
+  if (FLAGS_csv_delimiter.size() != 1)
+    throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter + ": expected one character");
+  cohort::data::CsvOptions csv;
+  csv.delimiter = FLAGS_csv_delimiter[0];
+  csv.header = FLAGS_csv_header;
+  csv.feature_columns = feature_columns;
+  return csv;
+}
+
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
                            std::vector<std::string>& csv_features, cohort::data::ShardSpec shard = {}) {
-  if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
-    if (FLAGS_csv_delimiter.size() != 1)
-      throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter +
-                                    ": expected one character");
-    cohort::data::CsvOptions csv;
-    csv.delimiter = FLAGS_csv_delimiter[0];
-    csv.header = FLAGS_csv_header;
+  if (is_csv(spec)) {
+    cohort::data::CsvOptions csv = csv_options(csv_features);
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
-    csv.feature_columns = csv_features;
     csv.shard = shard;
     return cohort::data::load_csv(spec, csv, &csv_features);
   }
@@ -182,15 +189,11 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
 // --predict's examples: a CSV file's columns `csv_features` (the training file's), or the
 // features array of a .npy, .npz or HDF5 file, [n, example...].
 cohort::Tensor load_features(const std::string& spec, const std::vector<std::string>& csv_features) {
-  if (ends_with(spec, ".csv") || ends_with(spec, ".csv.gz")) {
+  if (is_csv(spec)) {
     if (csv_features.empty())
       throw cohort::InvalidArgument("--predict=" + spec + ": a CSV file of the training file's feature columns, "
                                     "and --train=" + FLAGS_train + " is not a CSV file");
-    cohort::data::CsvOptions csv;
-    csv.delimiter = FLAGS_csv_delimiter[0];
-    csv.header = FLAGS_csv_header;
-    csv.feature_columns = csv_features;
-    return cohort::data::load_csv_features(spec, csv);
+    return cohort::data::load_csv_features(spec, csv_options(csv_features));
   }
   if (ends_with(spec, ".npy")) return cohort::data::load_npy(spec).values;
   if (ends_with(spec, ".npz")) {
@@ -215,7 +218,7 @@ void predict(cohort::Trainer& trainer, const cohort::Tensor& features, const coh
              const std::vector<std::string>& target_names, std::ostream& out) {
   const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
   const cohort::Tensor values = probabilities ? trainer.predict_probabilities(features) : trainer.predict(features);
-  const std::int64_t n = values.dim(0), k = n == 0 ? 0 : values.size() / n;
+  const std::int64_t n = values.dim(0), k = values.size() / n;  // Trainer::predict refuses n = 0
   out << "index";
   if (targets.labels) out << ",class,probability";
   for (std::int64_t j = 0; j < k && !targets.labels; ++j)
@@ -307,8 +310,6 @@ int Main(int argc, char** argv) {
   if (FLAGS_window > 0 && !FLAGS_predict.empty())
     throw cohort::InvalidArgument("--predict with --window=" + std::to_string(FLAGS_window) +
                                   ": predictions are for examples, not for a series' windows");
-  if (!FLAGS_predict.empty() && FLAGS_csv_delimiter.size() != 1)
-    throw cohort::InvalidArgument("--csv_delimiter=" + FLAGS_csv_delimiter + ": expected one character");
   if (FLAGS_window > 0 && FLAGS_validation_split > 0)
     throw cohort::InvalidArgument("--validation_split with --window=" + std::to_string(FLAGS_window) +
                                   ": windows held out at random share rows with the training windows; "
