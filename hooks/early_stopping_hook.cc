@@ -4,8 +4,21 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/loss.h"
 
 namespace cohort {
+
+bool lower_is_better(EarlyStoppingMode mode, const std::string& metric) {
+  switch (mode) {
+    case EarlyStoppingMode::kMin:
+      return true;
+    case EarlyStoppingMode::kMax:
+      return false;
+    case EarlyStoppingMode::kAuto:
+      break;
+  }
+  return !higher_is_better(metric);
+}
 
 EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options) : options_(std::move(options)) {
   if (options_.metric.empty()) throw InvalidArgument("EarlyStoppingHook: metric is empty");
@@ -36,10 +49,9 @@ void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& v
   sum_ = 0;
   count_ = 0;
   // A NaN average never improves, so a diverged run runs out of patience.
-  const bool improved =
-      !std::isnan(mean) &&
-      (!best_ || (options_.mode == EarlyStoppingMode::kMin ? mean < *best_ - options_.min_delta
-                                                          : mean > *best_ + options_.min_delta));
+  const bool lower = lower_is_better(options_.mode, options_.metric);
+  const bool improved = !std::isnan(mean) && (!best_ || (lower ? mean < *best_ - options_.min_delta
+                                                               : mean > *best_ + options_.min_delta));
   if (improved) {
     best_ = mean;
     bad_checks_ = 0;

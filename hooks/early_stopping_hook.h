@@ -10,14 +10,19 @@
 namespace cohort {
 
 enum class EarlyStoppingMode {
-  kMin,  ///< lower is better (a loss)
-  kMax,  ///< higher is better (an accuracy)
+  kAuto,  ///< by the metric's name (cohort::higher_is_better): higher for an accuracy, precision,
+          ///< recall or auc, lower for a loss and any other (Keras's mode="auto")
+  kMin,   ///< lower is better (a loss)
+  kMax,   ///< higher is better (an accuracy)
 };
+
+/// Whether `mode`, for the metric `metric`, counts a lower value as the better one.
+bool lower_is_better(EarlyStoppingMode mode, const std::string& metric);
 
 struct EarlyStoppingHookOptions {
   /// A fetchable scalar, e.g. "loss" or "accuracy".
   std::string metric = "loss";
-  EarlyStoppingMode mode = EarlyStoppingMode::kMin;
+  EarlyStoppingMode mode = EarlyStoppingMode::kAuto;
   /// Stop after this many checks in a row without improvement.
   std::int64_t patience = 5;
   /// An improvement must beat the best value so far by more than this.
@@ -28,7 +33,8 @@ struct EarlyStoppingHookOptions {
 
 /// Every `every_n_steps` runs, averages `metric` over the runs since the previous check (single
 /// batches are noisy) and compares the average with the best so far: it improves when it is
-/// below best - min_delta (kMin) or above best + min_delta (kMax). After `patience` checks in a
+/// below best - min_delta (kMin) or above best + min_delta (kMax; kAuto picks by the metric's
+/// name). After `patience` checks in a
 /// row without improvement it requests a stop. (TensorFlow's stop_if_no_decrease_hook does the
 /// same on evaluation results.)
 ///

@@ -154,7 +154,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   }
   if (options_.monitor == "loss") v.monitored = v.loss;
   const Validation* best = this->best();
-  const bool lower = options_.mode == EarlyStoppingMode::kMin;
+  const bool lower = lower_is_better(options_.mode, options_.monitor);
   v.improved = !std::isnan(v.monitored) &&
                (!best || (lower ? v.monitored < best->monitored - options_.min_delta
                                 : v.monitored > best->monitored + options_.min_delta));

@@ -546,6 +546,10 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
                         "categorical_accuracy, mse, mae, precision, recall, auc)");
 }
 
+bool higher_is_better(const std::string& name) {
+  return name.ends_with("accuracy") || name == "precision" || name == "recall" || name == "auc";
+}
+
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
   std::vector<std::unique_ptr<Metric>> metrics;
   if (dynamic_cast<const SoftmaxCrossEntropyLoss*>(&loss))

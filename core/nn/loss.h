@@ -308,6 +308,10 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing =
 /// (positive class 1 where the targets are class labels); InvalidArgument naming the known ones
 /// otherwise.
 std::unique_ptr<Metric> make_metric(const std::string& name);
+/// Whether a higher value of the loss or metric `name` is the better one: the accuracies
+/// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy"), "precision",
+/// "recall" and "auc"; a loss, "mse", "mae" and any other name: lower is better.
+bool higher_is_better(const std::string& name);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
 /// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical
 /// cross-entropy, mse for mean squared error, mse and mae for mean absolute error and Huber,

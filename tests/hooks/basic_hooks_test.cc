@@ -206,13 +206,27 @@ TEST_CASE("EarlyStoppingHook stops after `patience` checks without improvement")
   CHECK(hook.stopped());
   CHECK(*hook.best() == doctest::Approx(0.8));
 
-  EarlyStoppingHook max_hook({.metric = "accuracy", .mode = EarlyStoppingMode::kMax, .patience = 1, .every_n_steps = 1});
-  RunContext context(session, {});
-  max_hook.after_run(context, values_of({{"accuracy", 0.5}}));
-  max_hook.after_run(context, values_of({{"accuracy", 0.6}}));
-  CHECK_FALSE(context.stop_requested());
-  max_hook.after_run(context, values_of({{"accuracy", 0.6}}));
-  CHECK(context.stop_requested());
+  // Higher is better, asked for or (the default, kAuto) by the metric's name.
+  for (const EarlyStoppingMode mode : {EarlyStoppingMode::kMax, EarlyStoppingMode::kAuto}) {
+    EarlyStoppingHook max_hook({.metric = "accuracy", .mode = mode, .patience = 1, .every_n_steps = 1});
+    RunContext context(session, {});
+    max_hook.after_run(context, values_of({{"accuracy", 0.5}}));
+    max_hook.after_run(context, values_of({{"accuracy", 0.6}}));
+    CHECK_FALSE(context.stop_requested());
+    CHECK(*max_hook.best() == doctest::Approx(0.6));
+    max_hook.after_run(context, values_of({{"accuracy", 0.6}}));
+    CHECK(context.stop_requested());
+  }
+  for (const char* higher : {"accuracy", "top5_accuracy", "binary_accuracy", "precision", "recall", "auc"}) {
+    CAPTURE(higher);
+    CHECK_FALSE(lower_is_better(EarlyStoppingMode::kAuto, higher));
+    CHECK(lower_is_better(EarlyStoppingMode::kMin, higher));
+  }
+  for (const char* lower : {"loss", "mse", "mae"}) {
+    CAPTURE(lower);
+    CHECK(lower_is_better(EarlyStoppingMode::kAuto, lower));
+    CHECK_FALSE(lower_is_better(EarlyStoppingMode::kMax, lower));
+  }
 
   CHECK_THROWS_AS(EarlyStoppingHook({.patience = 0}), InvalidArgument);
   CHECK_THROWS_AS(EarlyStoppingHook({.every_n_steps = 0}), InvalidArgument);

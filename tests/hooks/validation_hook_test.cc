@@ -2,6 +2,7 @@
 // it stops training, and when it reduces the learning rate.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -47,6 +48,41 @@ TEST_CASE("ValidationHook evaluates every N global steps and at the end, and wri
   const Validation* best = hook->best();
   REQUIRE(best != nullptr);
   for (const Validation& v : hook->history()) CHECK(best->loss <= v.loss);
+}
+
+TEST_CASE("ValidationHook judges an accuracy by its highest value unless told otherwise") {
+  // Evaluations at 2, 4, ..., 12 of a model learning: with the default mode (kAuto) an accuracy
+  // improves when it rises; with kMin (as a loss) when it falls.
+  for (const EarlyStoppingMode mode : {EarlyStoppingMode::kAuto, EarlyStoppingMode::kMin}) {
+    CAPTURE(static_cast<int>(mode));
+    LocalTraining t;
+    auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+        .data = held_out(), .every_steps = 2, .monitor = "accuracy", .mode = mode, .log = false});
+    {
+      MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(12)});
+      options.chief_only_hooks = {hook};
+      MonitoredSession session(t.trainer, options);
+      test::train(session);
+    }
+    const std::vector<Validation>& history = hook->history();
+    REQUIRE(history.size() == 6);
+    bool changed = false;
+    for (std::size_t i = 1; i < history.size(); ++i) {
+      CAPTURE(i);
+      changed |= history[i].monitored != history[0].monitored;
+      double best = history[0].monitored;
+      for (std::size_t j = 1; j < i; ++j)
+        best = mode == EarlyStoppingMode::kMin ? std::min(best, history[j].monitored)
+                                               : std::max(best, history[j].monitored);
+      CHECK(history[i].improved ==
+            (mode == EarlyStoppingMode::kMin ? history[i].monitored < best : history[i].monitored > best));
+      CHECK(history[i].monitored == history[i].metrics.at(0));
+    }
+    CHECK(changed);  // else both modes would agree
+    for (const Validation& v : history)
+      CHECK((mode == EarlyStoppingMode::kMin ? hook->best()->monitored <= v.monitored
+                                             : hook->best()->monitored >= v.monitored));
+  }
 }
 
 TEST_CASE("ValidationHook keeps the best parameters and stops after `patience` evaluations without improvement") {
