@@ -17,6 +17,7 @@
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"
 #include "cohort/core/io/checkpoint.h"
+#include "cohort/core/io/results_file.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/io/summary_writer.h"
 #include "cohort/core/nn/composite.h"

@@ -6,17 +6,12 @@
 //
 // Every rank runs this program; the cluster spec decides which are ps tasks and which workers.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +22,7 @@
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/dist/worker_gpus.h"
+#include "cohort/core/io/results_file.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/nn/cpu_level.h"
 #include "cohort/core/nn/data/dataset.h"
@@ -311,24 +307,6 @@ class FaultInjectionHook : public cohort::SessionRunHook {
   std::int64_t step_;
 };
 
-// --metrics_json is written at the end: a file that cannot be is said at the start.
-void check_writable(const std::string& path) {
-  const std::filesystem::path file(path);
-  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
-  std::error_code ec;
-  std::string fault;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    fault = "no directory " + dir.string();
-  } else if (std::filesystem::is_directory(file, ec)) {
-    fault = "is a directory";
-  } else if (::access(dir.c_str(), W_OK) != 0) {
-    fault = "cannot write in " + dir.string() + ": " + std::strerror(errno);
-  } else if (std::filesystem::exists(file, ec) && ::access(path.c_str(), W_OK) != 0) {
-    fault = std::string("cannot write the file: ") + std::strerror(errno);
-  }
-  if (!fault.empty()) throw cohort::InvalidArgument("--metrics_json=" + path + ": " + fault);
-}
-
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
   // From the start: Slurm's warning signal may come while the data is still loading.
@@ -437,7 +415,8 @@ int Main(int argc, char** argv) {
   if (!FLAGS_inject_fault.empty() && FLAGS_inject_fault_task >= workers)
     throw cohort::InvalidArgument("--inject_fault_task=" + std::to_string(FLAGS_inject_fault_task) +
                                   ": this job has " + std::to_string(workers) + " workers");
-  if (server.is_chief() && !FLAGS_metrics_json.empty()) check_writable(FLAGS_metrics_json);
+  // --metrics_json is written at the end: a file that cannot be is said at the start.
+  if (server.is_chief() && !FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");
   cohort::set_intra_op_threads(static_cast<int>(FLAGS_threads));
 
   // Every worker reads its shard of the training set alone: 1/workers of the examples.

@@ -256,6 +256,11 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  // The chief writes its results at the end: paths that cannot be written end the job now.
+  if (server.is_chief()) {
+    if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");
+    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions");
+  }
   const bool arrays = is_hdf5(FLAGS_train);
   if (arrays && (FLAGS_height > 0 || FLAGS_width > 0 || FLAGS_channels > 0))
     throw cohort::InvalidArgument("--height, --width and --channels: for decoded images; --train=" +
@@ -380,9 +385,8 @@ int Main(int argc, char** argv) {
                 train.in_memory() ? "" : " (decoded on use)",
                 static_cast<long long>(trainer.global_step()), m.loss, m.accuracy);
     if (!FLAGS_metrics_json.empty())
-      std::ofstream(FLAGS_metrics_json)
-          << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy
-          << ", \"test_examples\": " << test->size() << "}\n";
+      cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"accuracy", m.accuracy},
+                                                     {"test_examples", test->size()}});
     if (!FLAGS_predict.empty()) {
       const auto predict = [&](std::ostream& out) {
         return arrays ? predict_arrays(trainer, FLAGS_predict, example, classes, out)

@@ -28,7 +28,9 @@
 // ending in .tfrecord or .tfrecords, with .gz or not, or a pattern such as
 // 'data/part-*.tfrecord'): their
 // --tfrecord_features feature holds the features, --label_column names the label feature or
-// --target_columns the one target feature. A test CSV's columns are matched to the training file's by name.
+// --target_columns the one target feature. A CSV file's features are every other column, or
+// those of --feature_columns, or all but --ignore_columns (an id, a date, text); a test CSV's
+// columns are matched to the training file's by name.
 // Each worker reads only its shard of the training data, and the chief alone the test data
 // (without --test: the training data, whole). The model's input takes the data's example shape
 // (--input_shape, if given, must agree). Both sets are checked against the model before
@@ -73,6 +75,10 @@ COHORT_DEFINE_string(label_column, "",
                      "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
 COHORT_DEFINE_string(target_columns, "",
                      "CSV: comma-separated columns of float targets; TFRecord: the one feature of float targets");
+COHORT_DEFINE_string(feature_columns, "",
+                     "CSV: the feature columns, comma-separated (empty: every column that is not the label, a target or in --ignore_columns)");
+COHORT_DEFINE_string(ignore_columns, "",
+                     "CSV: columns that are not features, comma-separated: an id, a date, text (not read)");
 COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
@@ -153,7 +159,17 @@ cohort::data::CsvOptions csv_options(const std::vector<std::string>& feature_col
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
                            std::vector<std::string>& csv_features, cohort::data::ShardSpec shard = {}) {
   if (is_csv(spec)) {
-    cohort::data::CsvOptions csv = csv_options(csv_features);
+    if (FLAGS_label_column.empty() && FLAGS_target_columns.empty())
+      throw cohort::InvalidArgument("--" + what + "=" + spec +
+                                    ": a CSV file needs --label_column (class labels) or --target_columns "
+                                    "(float targets): the column(s) to learn");
+    if (!FLAGS_feature_columns.empty() && !FLAGS_ignore_columns.empty())
+      throw cohort::InvalidArgument("--feature_columns and --ignore_columns: give one of them");
+    // The training file's features: as given, or its columns less the label, the targets and
+    // those ignored; a test file's are then the training file's, matched by name.
+    cohort::data::CsvOptions csv = csv_options(
+        csv_features.empty() ? cohort::flags::split_list("feature_columns", FLAGS_feature_columns) : csv_features);
+    if (csv_features.empty()) csv.ignore_columns = cohort::flags::split_list("ignore_columns", FLAGS_ignore_columns);
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
     csv.shard = shard;
@@ -293,6 +309,14 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  // The chief writes its results at the end: paths that cannot be written end the job now.
+  if (server.is_chief()) {
+    if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");
+    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions");
+  }
+  if (!is_csv(FLAGS_train) && !(FLAGS_feature_columns.empty() && FLAGS_ignore_columns.empty()))
+    throw cohort::InvalidArgument("--feature_columns and --ignore_columns: for CSV files; --train=" + FLAGS_train +
+                                  " is not one");
   if (FLAGS_standardize && FLAGS_vocabulary > 0)
     throw cohort::InvalidArgument("--standardize with --vocabulary=" + std::to_string(FLAGS_vocabulary) +
                                   ": token ids must stay integers; standardise values, not ids");
@@ -419,13 +443,13 @@ int Main(int argc, char** argv) {
     std::printf("tabular: %d workers, %lld examples, global step %lld, test loss %.5f",
                 server.num_replicas(), static_cast<long long>(examples),
                 static_cast<long long>(trainer.global_step()), m.loss);
-    std::string json = "{\"loss\": " + std::to_string(m.loss);
+    std::vector<cohort::JsonField> json{{"loss", m.loss}};
     for (std::size_t i = 0; i < names.size(); ++i) {
       std::printf(", %s %.5f", names[i].c_str(), m.metrics[i]);
-      json += ", \"" + names[i] + "\": " + std::to_string(m.metrics[i]);
+      json.emplace_back(names[i], m.metrics[i]);
     }
     std::printf("\n");
-    if (!FLAGS_metrics_json.empty()) std::ofstream(FLAGS_metrics_json) << json << "}\n";
+    if (!FLAGS_metrics_json.empty()) cohort::write_json_object(FLAGS_metrics_json, json);
     if (to_predict) {
       const cohort::Tensor& features = *to_predict;
       const std::vector<std::string> target_names =

@@ -226,6 +226,11 @@ int Main(int argc, char** argv) {
     server.join();
     return 0;
   }
+  // The chief writes its results at the end: paths that cannot be written end the job now.
+  if (server.is_chief()) {
+    if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");
+    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions");
+  }
   if (!FLAGS_predict.empty()) {
     if (FLAGS_checkpoint_dir.empty())
       throw cohort::InvalidArgument("--predict needs --checkpoint_dir, where a job trained the model");
@@ -359,8 +364,7 @@ int Main(int argc, char** argv) {
                 static_cast<long long>(tokens), static_cast<long long>(trainer.global_step()),
                 m.loss, m.accuracy);
     if (!FLAGS_metrics_json.empty())
-      std::ofstream(FLAGS_metrics_json)
-          << "{\"loss\": " << m.loss << ", \"accuracy\": " << m.accuracy << "}\n";
+      cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"accuracy", m.accuracy}});
   }
   server.done();
   return 0;

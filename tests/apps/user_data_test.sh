@@ -15,7 +15,10 @@
 #   does not read, standardised features, .npy): a row per example whose values score the test
 #   MSE, binary accuracy and recall the job printed; a --predict file without a training
 #   column, or of another example shape, ends the job before training;
-# - bad input: a truncated .npy file, data that does not fit the model's input, a loss that does
+# - a CSV file with an id and a text column, left out by --ignore_columns or by --feature_columns,
+#   gives the plain file's model exactly;
+# - bad input: a CSV file with no column named to learn, a text column not ignored, an ignored
+#   column the file lacks, a --predictions path that cannot be written, a truncated .npy file, data that does not fit the model's input, a loss that does
 #   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
 #   job within seconds, with a one-line error naming the file on every worker.
@@ -83,6 +86,11 @@ def rare(n):
 train = rare(6000)
 np.savetxt("rare_train.csv", train, delimiter=",", header="x0,x1,y", comments="", fmt=["%.6f", "%.6f", "%d"])
 np.savetxt("rare_test.csv", rare(4000), delimiter=",", header="x0,x1,y", comments="", fmt=["%.6f", "%.6f", "%d"])
+# The same rows with an id and a text column among them: --ignore_columns' case.
+with open("rare_ids.csv", "w") as f:
+    f.write("id,x0,note,x1,y\n")
+    for i, (a, b, y) in enumerate(train):
+        f.write(f'r{i:05d},{a:.6f},"a note, with a comma",{b:.6f},{int(y)}\n')
 counts = np.bincount(train[:, 2].astype(int), minlength=2)
 # The class weights n / (2 n_c), then the positive weight n_0 / n_1.
 open("rare_weights.txt", "w").write(" ".join(["%.4g" % (len(train) / (2 * c)) for c in counts] +
@@ -210,6 +218,18 @@ for weights in "" balanced; do
     --predictions="rare_${weights:-plain}_predictions.csv" || { echo "the rare-class job ($weights) failed"; exit 1; }
 done
 predicted rare_balanced_predictions recall rare_test.csv "$(metric rare_balanced.json recall)"
+# The same rows among an id and a text column, left out by --ignore_columns or by naming the
+# features: the same model as from the plain file (its test file has neither column).
+for columns in --ignore_columns=id,note --feature_columns=x0,x1; do
+  name=rare_${columns%%=*}; name=${name/--/}
+  run "$name" --train=rare_ids.csv --test=rare_test.csv --label_column=y --hidden=16 \
+    --train_steps=600 --metrics=recall "$columns" --metrics_json="$name.json" \
+    || { echo "the rare-class job with $columns failed"; exit 1; }
+  for key in loss recall; do
+    [[ $(metric "$name.json" $key) == $(metric rare_plain.json $key) ]] \
+      || { echo "$columns: test $key $(metric "$name.json" $key), not the plain file's $(metric rare_plain.json $key)"; exit 1; }
+  done
+done
 grep -qxF "class weights: $(cut -d' ' -f1,2 rare_weights.txt)" rare_balanced.log \
   || { echo "rare class: the weights are not n / (2 n_c) of the whole file ($(cut -d' ' -f1,2 rare_weights.txt))"; exit 1; }
 recall_plain=$(metric rare_plain.json recall)
@@ -258,6 +278,15 @@ expect_failure class_weights_count "--class_weights '1,2,3': 3 weights for 2 cla
   --train=rare_train.csv --label_column=y --class_weights=1,2,3
 expect_failure class_weights_loss "--class_weights weighs softmax_cross_entropy, not --loss=mean_squared_error" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --class_weights=balanced
+expect_failure no_label "--train=rare_train\.csv: a CSV file needs --label_column \(class labels\) or --target_columns \(float targets\): the column\(s\) to learn" \
+  --train=rare_train.csv
+expect_failure text_column "rare_ids\.csv: line 2, column 0 \('id'\): 'r00000' is not a number" \
+  --train=rare_ids.csv --label_column=y --ignore_columns=note
+expect_failure ignore_missing "rare_ids\.csv: no column 'notes' \(columns: .*\)" \
+  --train=rare_ids.csv --label_column=y --ignore_columns=id,notes
+REPORTERS=0 expect_failure predictions_dir "--predictions=no/such/dir/p\.csv: no directory no/such/dir" \
+  --train=rare_train.csv --label_column=y --predict=rare_test.csv --predictions=no/such/dir/p.csv \
+  --train_steps=100000000
 REPORTERS=0 expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
   --train=reg_train.csv --test=reg_test_no_f5.csv --target_columns=y1,y2 --loss=mean_squared_error
 REPORTERS=0 expect_failure test_shape "ml_test_x33\.npy, ml_test_y33\.npy: the data's examples are \[3, 3\], the model's input takes \[4, 4\]" \

@@ -367,6 +367,8 @@ class CsvReader {
   }
 
   void resolve() {
+    if (!options_.feature_columns.empty() && !options_.ignore_columns.empty())
+      throw InvalidArgument(path_ + ": give feature_columns or ignore_columns, not both");
     // Each column has one role: a label among the features would be learned from itself.
     std::map<int, std::string> used;  // column -> its role
     const auto take = [&](const std::string& column, const std::string& role) {
@@ -381,12 +383,13 @@ class CsvReader {
       target_columns_.push_back(take(column, "a target"));
     for (const std::string& column : options_.feature_columns)
       feature_columns_.push_back(take(column, "a feature"));
+    for (const std::string& column : options_.ignore_columns) take(column, "ignored");
     if (options_.feature_columns.empty())
       for (int c = 0; c < columns_; ++c)
         if (!used.contains(c)) feature_columns_.push_back(c);
     if (feature_columns_.empty())
-      fail(path_, "no feature columns: all " + std::to_string(columns_) +
-                      " columns are the label or targets");
+      fail(path_, "no feature columns: all " + std::to_string(columns_) + " columns are the label" +
+                      (options_.ignore_columns.empty() ? " or targets" : ", targets or ignored"));
   }
 
   const std::string& path_;

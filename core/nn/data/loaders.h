@@ -89,8 +89,11 @@ struct CsvOptions {
   std::string label_column{};
   /// Columns of float targets (names or indices), or empty (then label_column is required).
   std::vector<std::string> target_columns{};
-  /// The feature columns; empty: every column that is not the label or a target.
+  /// The feature columns; empty: every column that is not the label, a target or ignored.
   std::vector<std::string> feature_columns{};
+  /// Without feature_columns: columns left out of the features (an id, a date, a text column),
+  /// which are then not read.
+  std::vector<std::string> ignore_columns{};
   /// With label_column: the number of classes; 0: the largest label + 1.
   int num_classes = 0;
   /// A worker's share of the rows (what Dataset::shard keeps): only they are kept, though every
@@ -106,7 +109,8 @@ struct CsvOptions {
 /// quotes, are dropped; a quote left open or text after a closing quote, in any column, is a
 /// DataError naming the line. Columns that are not used are not parsed as numbers, so they may
 /// hold text. Every value must be a finite number (`nan`, a missing value's usual mark, is
-/// refused). Unknown columns, or neither a label nor target columns: InvalidArgument. A column
+/// refused). Unknown columns, neither a label nor target columns, or both feature_columns and
+/// ignore_columns: InvalidArgument. A column
 /// is named by the header or by its 0-based index; a name that is another column's index is
 /// refused as ambiguous. A header of numbers only is warned of on stderr (it may be a first row
 /// of data, lost), unless it is the indices themselves, "0,1,2", as pandas writes for unnamed

@@ -28,9 +28,10 @@ using cohort::test::TempDir;
 
 namespace {
 
-Dataset csv(const TempDir& dir, const std::string& text, const CsvOptions& options) {
+Dataset csv(const TempDir& dir, const std::string& text, const CsvOptions& options,
+            std::vector<std::string>* feature_columns = nullptr) {
   spit(dir / "t.csv", text);
-  return cohort::data::load_csv(dir / "t.csv", options);
+  return cohort::data::load_csv(dir / "t.csv", options, feature_columns);
 }
 
 std::string csv_error(const TempDir& dir, const std::string& text, const CsvOptions& options) {
@@ -98,6 +99,12 @@ TEST_CASE("CSV: no header, columns by index; targets; chosen features; delimiter
   const Dataset chosen = csv(dir, "id,a,b,c,label\nfoo,1,2,3,1\nbar,4,5,6,0\n",
                              {.label_column = "label", .feature_columns = {"c", "a"}});
   CHECK(example(chosen, 1) == std::vector<float>{6, 4});
+  // Or every other column but those ignored, text ones among them, in the file's order.
+  std::vector<std::string> used;
+  const Dataset ignored = csv(dir, "id,a,note,b,label\nfoo,1,\"x, y\",2,1\nbar,4,z,5,0\n",
+                              {.label_column = "label", .ignore_columns = {"note", "id"}}, &used);
+  CHECK(example(ignored, 1) == std::vector<float>{4, 5});
+  CHECK(used == std::vector<std::string>{"a", "b"});
 
   const Dataset semicolon = csv(dir, "a;b;y\r\n1;2;3\r\n\r\n  \r\n4 ; 5;6\r\n",
                                 {.delimiter = ';', .target_columns = {"y"}});
@@ -165,6 +172,8 @@ TEST_CASE("CSV errors name the file, the line and the column") {
         path + ": no data rows, only a header");
   CHECK(csv_error(dir, "label\n1\n", {.label_column = "label"}) ==
         path + ": no feature columns: all 1 columns are the label or targets");
+  CHECK(csv_error(dir, "id,label\nx,1\n", {.label_column = "label", .ignore_columns = {"id"}}) ==
+        path + ": no feature columns: all 2 columns are the label, targets or ignored");
   // Control bytes (a terminal escape, a NUL) are escaped; a name given twice is refused.
   CHECK(csv_error(dir, "a,y\n\033[31m,1\n", {.target_columns = {"y"}}) ==
         path + ": line 2, column 0 ('a'): '\\x1b[31m' is not a number");
@@ -202,6 +211,12 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   CHECK(invalid({.target_columns = {"b", "b"}}) == path + ": column 'b' is given as a target and as a target");
   CHECK(invalid({.label_column = "label", .feature_columns = {"a", "a"}}) ==
         path + ": column 'a' is given as a feature and as a feature");
+  CHECK(invalid({.label_column = "label", .ignore_columns = {"c"}}) ==
+        path + ": no column 'c' (columns: 'a', 'b', 'label')");
+  CHECK(invalid({.label_column = "label", .ignore_columns = {"label"}}) ==
+        path + ": column 'label' is given as the label and as ignored");
+  CHECK(invalid({.label_column = "label", .feature_columns = {"a"}, .ignore_columns = {"b"}}) ==
+        path + ": give feature_columns or ignore_columns, not both");
 }
 
 TEST_CASE("CSV: missing values, CR line ends, and a column spec that is ambiguous") {

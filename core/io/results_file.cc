@@ -1,0 +1,69 @@
+#include "cohort/core/io/results_file.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/io/file.h"
+
+namespace cohort {
+
+void check_writable(const std::string& path, const std::string& flag) {
+  const std::filesystem::path file(path);
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code ec;
+  std::string fault;
+  if (path.empty()) {
+    fault = "no file named";
+  } else if (!std::filesystem::is_directory(dir, ec)) {
+    fault = "no directory " + dir.string();
+  } else if (std::filesystem::is_directory(file, ec)) {
+    fault = "is a directory";
+  } else if (::access(dir.c_str(), W_OK) != 0) {
+    fault = "cannot write in " + dir.string() + ": " + std::strerror(errno);
+  } else if (std::filesystem::exists(file, ec) && ::access(path.c_str(), W_OK) != 0) {
+    fault = std::string("cannot write the file: ") + std::strerror(errno);
+  }
+  if (!fault.empty()) throw InvalidArgument(flag + "=" + path + ": " + fault);
+}
+
+void write_json_object(const std::string& path, const std::vector<JsonField>& fields) {
+  nlohmann::ordered_json object = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : fields) {
+    if (std::holds_alternative<double>(value) || std::holds_alternative<float>(value)) {
+      double number = 0;
+      if (const float* single = std::get_if<float>(&value)) {
+        // The double of the float's shortest decimal form, which nlohmann writes as short.
+        char digits[32];
+        const auto end = std::to_chars(digits, digits + sizeof digits, *single).ptr;
+        std::from_chars(digits, end, number);
+      } else {
+        number = std::get<double>(value);
+      }
+      // nlohmann writes a non-finite number as null too; said here, where it is decided.
+      object[name] = std::isfinite(number) ? nlohmann::ordered_json(number) : nlohmann::ordered_json();
+    } else if (const std::int64_t* count = std::get_if<std::int64_t>(&value)) {
+      object[name] = *count;
+    } else {
+      object[name] = std::get<std::string>(value);
+    }
+  }
+  const std::string text = object.dump(2) + "\n";
+  const std::span<const std::byte> bytes = std::as_bytes(std::span(text));
+  try {
+    write_file_atomically(path, std::span(&bytes, 1));
+  } catch (const CheckpointError& e) {
+    throw Error(std::string("cannot write the results: ") + e.what());
+  }
+}
+
+}  // namespace cohort

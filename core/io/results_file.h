@@ -1,0 +1,28 @@
+#pragma once
+// The files a job writes its results to at its end (a metrics JSON, predictions): checked at
+// its start, so that a path that cannot be written fails the job before training, not after.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace cohort {
+
+/// Throws InvalidArgument "<flag>=<path>: <fault>" unless a file can be written at `path`: its
+/// directory exists and may be written in, and `path` is not a directory nor a file that may not
+/// be written. `flag` names where the path came from ("--metrics_json").
+void check_writable(const std::string& path, const std::string& flag);
+
+/// One member of a results file: a number, a count or a text.
+using JsonField = std::pair<std::string, std::variant<double, float, std::int64_t, std::string>>;
+
+/// Replaces `path` (crash-safely, as write_file_atomically) with one JSON object of `fields`, in
+/// their order; numbers in the fewest digits that read back as the same double, or float (a
+/// float 0.9828f is written 0.9828, not as the double it widens to); a NaN or an infinity (a
+/// diverged loss) as null, since JSON has neither. Throws Error naming `path` when it cannot be
+/// written.
+void write_json_object(const std::string& path, const std::vector<JsonField>& fields);
+
+}  // namespace cohort
