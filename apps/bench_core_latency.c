@@ -9,11 +9,13 @@
  * one L3 (about 50 ns) or far apart (about 300 ns), and move them while a benchmark runs.
  * scripts/bench_scaling.sh prints it before and after every run (docs/BENCHMARKS.md). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 enum { kSamples = 5 };
@@ -53,11 +55,26 @@ static int compare(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+/* A CPU number: digits only, below CPU_SETSIZE; -1 (with a message) otherwise. */
+static int parse_cpu(const char* text) {
+  char* end = NULL;
+  errno = 0;
+  const long cpu = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || cpu < 0 || cpu >= CPU_SETSIZE) {
+    fprintf(stderr, "bench_core_latency: '%s' is not a CPU number (0 to %d)\n", text, CPU_SETSIZE - 1);
+    return -1;
+  }
+  return (int)cpu;
+}
+
 int main(int argc, char** argv) {
   int cpus[2] = {-1, -1};
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: bench_core_latency [cpu_a cpu_b]  (default: the first two CPUs this process may use)\n");
+    return 0;
+  }
   if (argc == 3) {
-    cpus[0] = atoi(argv[1]);
-    cpus[1] = atoi(argv[2]);
+    if ((cpus[0] = parse_cpu(argv[1])) < 0 || (cpus[1] = parse_cpu(argv[2])) < 0) return 2;
   } else if (argc == 1) {
     cpu_set_t mine;
     CPU_ZERO(&mine);

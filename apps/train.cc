@@ -338,6 +338,15 @@ int Main(int argc, char** argv) {
                                     FLAGS_optimizer + "; --optimizer=momentum is SGD with momentum)");
   if (FLAGS_lr_schedule == "piecewise" && FLAGS_lr_boundaries.empty())
     throw cohort::InvalidArgument("--lr_schedule=piecewise: needs --lr_boundaries, the steps where the rate falls");
+  if (FLAGS_lr_schedule == "piecewise") {
+    const std::vector<std::int64_t> boundaries =
+        cohort::flags::parse_size_list("lr_boundaries", FLAGS_lr_boundaries, std::int64_t{1} << 50);
+    for (std::size_t i = 1; i < boundaries.size(); ++i)
+      if (boundaries[i] <= boundaries[i - 1])
+        throw cohort::InvalidArgument("--lr_boundaries=" + FLAGS_lr_boundaries + ": the steps must increase (" +
+                                      std::to_string(boundaries[i]) + " after " +
+                                      std::to_string(boundaries[i - 1]) + ")");
+  }
   if (FLAGS_lr_schedule != "piecewise" && !FLAGS_lr_boundaries.empty())
     throw cohort::InvalidArgument("--lr_boundaries=" + FLAGS_lr_boundaries +
                                   ": the piecewise schedule only (this run's is --lr_schedule=" +

@@ -141,7 +141,9 @@ int Main(int argc, char** argv) {
   if (train_x.empty()) {
     // Each replica writes its own copy (the directory may not be shared between nodes).
     const std::string dir = FLAGS_export_dir + "/replica" + std::to_string(server.replica_index());
-    std::filesystem::create_directories(dir);
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) throw cohort::InvalidArgument("--export_dir=" + FLAGS_export_dir + ": cannot make " + dir + ": " + error.message());
     std::tie(train_x, train_y) = export_npy(cohort::data::Split::kTrain, 12000, dir + "/train");
     std::tie(test_x, test_y) = export_npy(cohort::data::Split::kTest, 2000, dir + "/test");
   }

@@ -53,8 +53,13 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
   // A dilated filter spans (k - 1) * d + 1 pixels; padding and output size follow that extent.
   const std::int64_t extent_h = (options_.kernel_h - 1) * options_.dilation_h + 1;
   const std::int64_t extent_w = (options_.kernel_w - 1) * options_.dilation_w + 1;
-  const SpatialDim h = spatial_dim(input[0], extent_h, options_.stride_h, options_.padding);
-  const SpatialDim w = spatial_dim(input[1], extent_w, options_.stride_w, options_.padding);
+  SpatialDim h, w;
+  try {
+    h = spatial_dim(input[0], extent_h, options_.stride_h, options_.padding);
+    w = spatial_dim(input[1], extent_w, options_.stride_w, options_.padding);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("Conv2D \"" + name_ + "\": input " + to_string(input) + ": " + e.what());
+  }
   im2col::Geometry& g = geometry_;
   g.in_h = input[0];
   g.in_w = input[1];

@@ -9,7 +9,7 @@ namespace cohort {
 
 SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride, Padding padding) {
   if (in < 1 || window < 1 || stride < 1)
-    throw InvalidArgument("spatial_dim: input " + std::to_string(in) + ", window " +
+    throw InvalidArgument("input " + std::to_string(in) + ", window " +
                           std::to_string(window) + ", stride " + std::to_string(stride) +
                           ": each must be >= 1");
   if (padding == Padding::kSame) {
@@ -21,7 +21,7 @@ SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride
   // last element or (with a stride) before it.
   if (padding == Padding::kCausal) return {(in + stride - 1) / stride, window - 1, 0};
   if (window > in)
-    throw InvalidArgument("spatial_dim: VALID window " + std::to_string(window) +
+    throw InvalidArgument("VALID window " + std::to_string(window) +
                           " is larger than the input " + std::to_string(in));
   return {(in - window) / stride + 1, 0, 0};
 }

@@ -351,7 +351,10 @@ TEST_CASE("Conv2D rejects bad options and inputs") {
                        InvalidArgument);
   Conv2D layer("c", options(1, 5, 5, 1, Padding::kValid));
   CHECK_THROWS_AS(layer.build(graph, {28, 28}), InvalidArgument);
-  CHECK_THROWS_AS(layer.build(graph, {3, 3, 1}), InvalidArgument);
+  // The layer is named, as the pooling layers name theirs: a stack too deep for its images.
+  CHECK_THROWS_WITH_AS(layer.build(graph, {3, 3, 1}),
+                       "Conv2D \"c\": input [3, 3, 1]: VALID window 5 is larger than the input 3",
+                       InvalidArgument);
   Conv2D he("he", options(4, 3, 3, 1, Padding::kSame));
   he.build(graph, {8, 8, 2});
   CHECK(graph.find("he/kernel")->shape == Shape{3, 3, 2, 4});
