@@ -71,6 +71,8 @@ COHORT_DEFINE_int(reduce_lr_patience, 0,
                   cohort::flags::Range{0, 1e9});
 COHORT_DEFINE_float(reduce_lr_factor, 0.1, "with --reduce_lr_patience: the factor", cohort::flags::Range{1e-6, 0.999999});
 COHORT_DEFINE_string(best_dir, "", "with --eval_every_steps: keep a checkpoint of the parameters with the lowest loss here");
+COHORT_DEFINE_bool(restore_best, false,
+                   "with --best_dir: evaluate, predict and export with the best evaluation's parameters (its latest checkpoint), not the last step's (Keras's restore_best_weights)");
 COHORT_DEFINE_string(label_column, "",
                      "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
 COHORT_DEFINE_string(target_columns, "",
@@ -420,6 +422,8 @@ int Main(int argc, char** argv) {
   if (judges && FLAGS_eval_every_steps == 0)
     throw cohort::InvalidArgument("--patience, --reduce_lr_patience and --best_dir judge the evaluations of "
                                   "--eval_every_steps, which is 0");
+  if (FLAGS_restore_best && FLAGS_best_dir.empty())
+    throw cohort::InvalidArgument("--restore_best: needs --best_dir, where the best parameters are kept");
   cohort::HookList chief_only;
   // On the chief, which holds the test data; the final evaluation is the program's own, below.
   if (FLAGS_eval_every_steps > 0 && test)
@@ -438,6 +442,17 @@ int Main(int argc, char** argv) {
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
+    if (FLAGS_restore_best) {
+      // The latest checkpoint in --best_dir is the best evaluation's (of this job, or of the job
+      // it resumes).
+      if (const std::optional<cohort::Checkpoint> best = cohort::CheckpointManager(FLAGS_best_dir).restore_latest()) {
+        trainer.load_parameters(*best);
+        std::printf("tabular: the best evaluation's parameters, of global step %lld (--restore_best)\n",
+                    static_cast<long long>(best->global_step()));
+      } else {
+        std::printf("tabular: no checkpoint in --best_dir=%s: the last step's parameters\n", FLAGS_best_dir.c_str());
+      }
+    }
     const cohort::StepMetrics m = trainer.evaluate(*test);
     const auto& names = trainer.model().metric_names();
     std::printf("tabular: %d workers, %lld examples, global step %lld, test loss %.5f",

@@ -591,6 +591,19 @@ void Trainer::restore(const Checkpoint& checkpoint) {
   }
 }
 
+void Trainer::load_parameters(const Checkpoint& checkpoint) {
+  if (!left_)
+    throw InvalidArgument("Trainer::load_parameters: after finish() (training would overwrite the "
+                          "parameters it loads)");
+  load_naming_the_model(checkpoint, options_.model_name, [&] { restore_variables(checkpoint, graph_); });
+  if (average_) {
+    // A checkpoint without averages: its variables are what evaluate() sees.
+    std::vector<float> averages(graph_.values().begin(), graph_.values().end());
+    restore_moving_averages(checkpoint, graph_, averages);
+    average_->reset(averages);
+  }
+}
+
 std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string& vars) {
   std::size_t loaded = graph_.variables().size();
   if (vars.empty()) {

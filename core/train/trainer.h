@@ -224,6 +224,12 @@ class Trainer {
   /// into the graph, optimizer and average (before start(..., restored = true)). Throws
   /// CheckpointError when it does not fit the model.
   void restore(const Checkpoint& checkpoint);
+  /// After finish(): loads a checkpoint's variables and layer state, and its moving averages
+  /// where this replica keeps them, for evaluate(), predict() and checkpoint() (Keras's
+  /// restore_best_weights, from ValidationHook's best_checkpoint(); the optimizer state is left
+  /// as it is). Throws InvalidArgument before finish() (training would overwrite them),
+  /// CheckpointError when it does not fit the model.
+  void load_parameters(const Checkpoint& checkpoint);
   /// Loads a checkpoint's variables (and layer state) alone, as a starting point: the optimizer
   /// starts afresh (before start(0, restored = true)). With `vars` (a regular expression, see
   /// restore_variables_matching()) only the variables it selects; the others start from their

@@ -17,6 +17,7 @@
 #   column, or of another example shape, ends the job before training;
 # - a CSV file with an id and a text column, left out by --ignore_columns or by --feature_columns,
 #   gives the plain file's model exactly;
+# - --restore_best: the final evaluation is of the best evaluation's parameters;
 # - bad input: a CSV file with no column named to learn, a text column not ignored, an ignored
 #   column the file lacks, a --predictions path that cannot be written, a truncated .npy file, data that does not fit the model's input, a loss that does
 #   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
@@ -178,7 +179,7 @@ mae=$(metric reg_held_out.json mae)
 run early_stop --mode=sync --ps_tasks=1 --train=reg_train.csv --validation_split=0.2 \
   --target_columns=y1,y2 --loss=mean_squared_error --train_steps=1500 --eval_every_steps=50 \
   --patience=2 --min_delta=1e9 --best_dir=best --reduce_lr_patience=1 --reduce_lr_factor=0.5 \
-  || { echo "the early-stopping job failed"; exit 1; }
+  --restore_best --metrics_json=early_stop.json || { echo "the early-stopping job failed"; exit 1; }
 grep -q "^validation: loss has not improved in 2 evaluations: stopping$" early_stop.log \
   && grep -q "^tabular: 2 workers, 3200 examples, global step 150, " early_stop.log \
   || { echo "early_stop: training did not stop at global step 150"; exit 1; }
@@ -188,6 +189,14 @@ halved="validation: loss has not improved in 1 evaluation: learning rate scaled 
   || { echo "early_stop: the learning rate was not halved at steps 100 and 150"; exit 1; }
 [[ -f best/model.ckpt-50.safetensors && ! -f best/model.ckpt-100.safetensors ]] \
   || { ls best; echo "early_stop: best/ does not hold step 50's checkpoint alone"; exit 1; }
+# --restore_best: the final evaluation is of step 50's parameters (its loss as the evaluation at
+# 50 printed it), not of step 150's.
+best_loss=$(sed -n 's/^validation at global step 50: loss \([0-9.]*\),.*/\1/p' early_stop.log)
+last_loss=$(sed -n 's/^validation at global step 150: loss \([0-9.]*\),.*/\1/p' early_stop.log)
+final_loss=$(metric early_stop.json loss)
+grep -q "^tabular: the best evaluation's parameters, of global step 50 (--restore_best)$" early_stop.log \
+  && /usr/bin/python3 -c "import sys; sys.exit(0 if abs($final_loss - $best_loss) <= 6e-5 and abs($best_loss - $last_loss) > 1e-3 else 1)" \
+  || { echo "early_stop: final loss $final_loss, not step 50's $best_loss (step 150's: $last_loss)"; exit 1; }
 
 # With precision, recall and the ROC curve's area over every label of the test set (counted
 # over all of it, not averaged over batches).

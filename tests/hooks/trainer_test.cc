@@ -258,6 +258,61 @@ TEST_CASE("the chief's moving average: of the parameters each step starts from, 
                        "moving average decay 1 is not in (0, 1)", InvalidArgument);
 }
 
+TEST_CASE("Trainer::load_parameters: after training, a checkpoint's parameters and averages are evaluated") {
+  const data::Dataset data = data::synthetic(64, 5);
+  const auto model = [](Graph& g) { return mlp(g, {8}); };
+  TrainerOptions options = test::trainer_options();
+  options.moving_average_decay = 0.9;
+  // A checkpoint of step 3, taken during training (a best_dir's), and its evaluation.
+  Checkpoint at_3;
+  StepMetrics evaluated_at_3;
+  class Snapshot : public SessionRunHook {
+   public:
+    Snapshot(Trainer& trainer, Checkpoint& checkpoint, StepMetrics& metrics, const data::Dataset& data)
+        : trainer_(trainer), checkpoint_(checkpoint), metrics_(metrics), data_(data) {}
+    void after_run(RunContext&, const SessionRunValues&) override {
+      if (trainer_.global_step() != 3) return;
+      checkpoint_ = trainer_.checkpoint();
+      metrics_ = trainer_.evaluate(data_);
+    }
+
+   private:
+    Trainer& trainer_;
+    Checkpoint& checkpoint_;
+    StepMetrics& metrics_;
+    const data::Dataset& data_;
+  };
+  Graph graph;
+  Trainer trainer(nullptr, graph, model, data, test::sgd(0.2), options);
+  CHECK_THROWS_WITH_AS(trainer.load_parameters(trainer.checkpoint()),
+                       "Trainer::load_parameters: after finish() (training would overwrite the parameters it loads)",
+                       InvalidArgument);
+  {
+    MonitoredSession session(trainer, test::with_hooks({StopAtStepHook::last(8),
+                                                        std::make_shared<Snapshot>(trainer, at_3, evaluated_at_3, data)}));
+    test::train(session);
+  }
+  REQUIRE(at_3.find("hidden1/kernel/ExponentialMovingAverage") != nullptr);
+  const StepMetrics last = trainer.evaluate(data);
+  CHECK(last.loss != evaluated_at_3.loss);
+  trainer.load_parameters(at_3);
+  CHECK(trainer.global_step() == 8);
+  CHECK(trainer.evaluate(data).loss == evaluated_at_3.loss);  // the averages of step 3, not 8
+  // Its checkpoint now holds step 3's parameters and averages.
+  const Checkpoint again = trainer.checkpoint();
+  for (const char* name : {"hidden1/kernel", "hidden1/kernel/ExponentialMovingAverage"}) {
+    CAPTURE(name);
+    const CheckpointTensor* was = at_3.find(name);
+    const CheckpointTensor* is = again.find(name);
+    REQUIRE((was != nullptr && is != nullptr));
+    CHECK(is->values == was->values);
+  }
+  // A checkpoint of another model is refused, naming the mismatch.
+  Graph other_graph;
+  Trainer other(nullptr, other_graph, [](Graph& g) { return mlp(g, {4}); }, data, test::sgd(0.2), test::trainer_options());
+  CHECK_THROWS_AS(trainer.load_parameters(other.checkpoint()), CheckpointError);
+}
+
 TEST_CASE("Trainer::predict: new examples as evaluate() sees data, normalised, with the averages") {
   const data::Dataset data = data::synthetic(64, 5);
   const auto model = [](Graph& g) { return mlp(g, {8}); };
