@@ -32,8 +32,8 @@ struct NpyArray {
   bool integral = false;  ///< an integer or bool dtype
 };
 
-/// Reads a .npy file (format versions 1, 2 and 3): little-endian (or byte-sized) bool, int8-64,
-/// uint8-64, float32 and float64 arrays, C order. A 0-d array is read as shape [1]. With a
+/// Reads a .npy file (format versions 1, 2 and 3): bool, int8-64, uint8-64, float16, float32 and
+/// float64 arrays of either byte order, C order, converted to float32. A 0-d array is read as shape [1]. With a
 /// `shard`, only its rows (entries of the first dimension) are read and kept: index,
 /// index + count, ... (InvalidArgument unless 0 <= index < count).
 NpyArray load_npy(const std::string& path, ShardSpec shard = {});

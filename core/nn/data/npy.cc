@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "cohort/core/nn/data/files.h"
 
 namespace cohort::data {
@@ -33,9 +35,13 @@ struct NpyHeader {
   std::string descr;
   char kind = 0;       // 'b' bool, 'i' signed, 'u' unsigned, 'f' float
   int item_size = 0;   // bytes per element
+  bool big_endian = false;
   Shape shape;         // as the file gives it: empty for a 0-d array
   std::int64_t count = 1;
   std::uint64_t data_bytes = 0;
+
+  // Stored in the other byte order than this machine's (numpy's '>f4' on x86-64).
+  bool swapped() const { return big_endian != (std::endian::native == std::endian::big); }
 
   std::string layout() const {
     return "shape " + to_string(shape) + " of '" + descr + "'";
@@ -213,17 +219,14 @@ class HeaderParser {
         error == std::errc() && end == rest.data() + rest.size() &&
         ((kind == 'b' && size == 1) ||
          ((kind == 'i' || kind == 'u') && (size == 1 || size == 2 || size == 4 || size == 8)) ||
-         (kind == 'f' && (size == 4 || size == 8)));
+         (kind == 'f' && (size == 2 || size == 4 || size == 8)));
     if (!supported)
       fail(where_, "unsupported dtype '" + descr +
-                       "' (supported: bool, int8-64, uint8-64, float32, float64)");
-    if (order == '>' && size > 1)
-      fail(where_, "big-endian dtype '" + descr +
-                       "' is not supported: save little-endian (e.g. a.astype('<" + kind +
-                       std::to_string(size) + "'))");
+                       "' (supported: bool, int8-64, uint8-64, float16, float32, float64)");
     if (order == '|' && size > 1) fail(where_, "dtype '" + descr + "' has no byte order");
     header.kind = kind;
     header.item_size = size;
+    header.big_endian = size > 1 && (order == '>' || (order == '=' && std::endian::native == std::endian::big));
   }
 
   std::string_view text_;
@@ -277,31 +280,50 @@ void check_data_size(const NpyHeader& header, std::uint64_t present, const std::
     fail(where, std::to_string(present - header.data_bytes) + " bytes after the data: " + expected);
 }
 
+// Converts `n` elements of type T at `in`, of the other byte order than this machine's where
+// `swap`, to float32 at `out`.
 template <typename T>
-void convert_as(const char* in, std::int64_t n, float* out) {
+void convert_as(const char* in, std::int64_t n, float* out, bool swap) {
   for (std::int64_t i = 0; i < n; ++i) {
+    char bytes[sizeof(T)];
+    std::memcpy(bytes, in + i * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+    if (swap) std::reverse(bytes, bytes + sizeof(T));
     T v;
-    std::memcpy(&v, in + i * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+    std::memcpy(&v, bytes, sizeof(T));
     out[i] = static_cast<float>(v);
   }
 }
 
 // Converts `n` elements of the header's dtype at `in` to float32 at `out`.
 void convert(const NpyHeader& h, const char* in, std::int64_t n, float* out) {
+  const bool swap = h.swapped();
+  if (swap || h.item_size == 2) {
+    switch (h.kind * 16 + h.item_size) {
+      case 'i' * 16 + 2: return convert_as<std::int16_t>(in, n, out, swap);
+      case 'i' * 16 + 4: return convert_as<std::int32_t>(in, n, out, swap);
+      case 'i' * 16 + 8: return convert_as<std::int64_t>(in, n, out, swap);
+      case 'u' * 16 + 2: return convert_as<std::uint16_t>(in, n, out, swap);
+      case 'u' * 16 + 4: return convert_as<std::uint32_t>(in, n, out, swap);
+      case 'u' * 16 + 8: return convert_as<std::uint64_t>(in, n, out, swap);
+      case 'f' * 16 + 2: return convert_as<Eigen::half>(in, n, out, swap);  // IEEE binary16
+      case 'f' * 16 + 4: return convert_as<float>(in, n, out, swap);
+      case 'f' * 16 + 8: return convert_as<double>(in, n, out, swap);
+    }
+  }
   switch (h.kind * 16 + h.item_size) {
     case 'b' * 16 + 1:
       for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] != 0 ? 1.0f : 0.0f;
       break;
-    case 'i' * 16 + 1: convert_as<std::int8_t>(in, n, out); break;
-    case 'i' * 16 + 2: convert_as<std::int16_t>(in, n, out); break;
-    case 'i' * 16 + 4: convert_as<std::int32_t>(in, n, out); break;
-    case 'i' * 16 + 8: convert_as<std::int64_t>(in, n, out); break;
-    case 'u' * 16 + 1: convert_as<std::uint8_t>(in, n, out); break;
-    case 'u' * 16 + 2: convert_as<std::uint16_t>(in, n, out); break;
-    case 'u' * 16 + 4: convert_as<std::uint32_t>(in, n, out); break;
-    case 'u' * 16 + 8: convert_as<std::uint64_t>(in, n, out); break;
+    case 'i' * 16 + 1: convert_as<std::int8_t>(in, n, out, false); break;
+    case 'i' * 16 + 2: convert_as<std::int16_t>(in, n, out, false); break;
+    case 'i' * 16 + 4: convert_as<std::int32_t>(in, n, out, false); break;
+    case 'i' * 16 + 8: convert_as<std::int64_t>(in, n, out, false); break;
+    case 'u' * 16 + 1: convert_as<std::uint8_t>(in, n, out, false); break;
+    case 'u' * 16 + 2: convert_as<std::uint16_t>(in, n, out, false); break;
+    case 'u' * 16 + 4: convert_as<std::uint32_t>(in, n, out, false); break;
+    case 'u' * 16 + 8: convert_as<std::uint64_t>(in, n, out, false); break;
     case 'f' * 16 + 4: std::memcpy(out, in, static_cast<std::size_t>(n) * 4); break;
-    case 'f' * 16 + 8: convert_as<double>(in, n, out); break;
+    case 'f' * 16 + 8: convert_as<double>(in, n, out, false); break;
   }
 }
 
@@ -407,7 +429,7 @@ NpyArray read_npy(const std::string& path, ShardSpec shard, Shape& file_shape) {
     }
     return array;
   }
-  if (header.kind == 'f' && header.item_size == 4) {
+  if (header.kind == 'f' && header.item_size == 4 && !header.swapped()) {
     // The common case (float32 images) goes straight from the file into the tensor.
     read_exactly(f.in, reinterpret_cast<char*>(out), header.data_bytes, path);
     return array;
