@@ -150,7 +150,7 @@ void write_classes(cohort::Trainer& trainer, const cohort::Tensor& images, const
   for (std::int64_t i = 0; i < probabilities.dim(0); ++i) {
     const float* row = probabilities.data() + i * k;
     const auto best = static_cast<std::size_t>(std::max_element(row, row + k) - row);
-    out << name(i) << "," << classes[best] << "," << row[best] << "\n";
+    out << cohort::data::csv_field(name(i)) << "," << cohort::data::csv_field(classes[best]) << "," << row[best] << "\n";
   }
 }
 

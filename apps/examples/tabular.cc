@@ -74,7 +74,7 @@ COHORT_DEFINE_string(best_dir, "", "with --eval_every_steps: keep a checkpoint o
 COHORT_DEFINE_bool(restore_best, false,
                    "with --best_dir: evaluate, predict and export with the best evaluation's parameters (its latest checkpoint), not the last step's (Keras's restore_best_weights)");
 COHORT_DEFINE_string(label_column, "",
-                     "CSV: the column of integer class labels (a name, or a 0-based index); TFRecord: the int64 label feature");
+                     "CSV: the column of class labels (a name, or a 0-based index), class indices or class names; TFRecord: the int64 label feature");
 COHORT_DEFINE_string(target_columns, "",
                      "CSV: comma-separated columns of float targets; TFRecord: the one feature of float targets");
 COHORT_DEFINE_string(feature_columns, "",
@@ -158,8 +158,15 @@ cohort::data::CsvOptions csv_options(const std::vector<std::string>& feature_col
   return csv;
 }
 
-cohort::data::Dataset load(const std::string& what, const std::string& spec,
-                           std::vector<std::string>& csv_features, cohort::data::ShardSpec shard = {}) {
+// What reading the training CSV file settles for every other file of its table: the feature
+// columns, and the classes of a label column of names (empty for class indices).
+struct CsvTable {
+  std::vector<std::string> features;
+  std::vector<std::string> classes;
+};
+
+cohort::data::Dataset load(const std::string& what, const std::string& spec, CsvTable& table,
+                           cohort::data::ShardSpec shard = {}) {
   if (is_csv(spec)) {
     if (FLAGS_label_column.empty() && FLAGS_target_columns.empty())
       throw cohort::InvalidArgument("--" + what + "=" + spec +
@@ -169,13 +176,15 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
       throw cohort::InvalidArgument("--feature_columns and --ignore_columns: give one of them");
     // The training file's features: as given, or its columns less the label, the targets and
     // those ignored; a test file's are then the training file's, matched by name.
-    cohort::data::CsvOptions csv = csv_options(
-        csv_features.empty() ? cohort::flags::split_list("feature_columns", FLAGS_feature_columns) : csv_features);
-    if (csv_features.empty()) csv.ignore_columns = cohort::flags::split_list("ignore_columns", FLAGS_ignore_columns);
+    const bool first = table.features.empty();
+    cohort::data::CsvOptions csv =
+        csv_options(first ? cohort::flags::split_list("feature_columns", FLAGS_feature_columns) : table.features);
+    if (first) csv.ignore_columns = cohort::flags::split_list("ignore_columns", FLAGS_ignore_columns);
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+    csv.class_names = table.classes;
     csv.shard = shard;
-    return cohort::data::load_csv(spec, csv, &csv_features);
+    return cohort::data::load_csv(spec, csv, &table.features, &table.classes);
   }
   if (ends_with(spec, ".npz"))
     return cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
@@ -229,11 +238,12 @@ cohort::Tensor load_features(const std::string& spec, const std::vector<std::str
 
 // Writes the trained model's prediction for each example of `features` (Trainer::predict:
 // standardised as the training data were, with the moving averages where kept), a CSV row each
-// after its index: the class and its probability for class labels, each target's probability
-// for sigmoid cross-entropy, else each target's value (columns named by `target_names`, or y0,
-// y1, ...).
+// after its index: the class (by name where `classes` names them) and its probability for class
+// labels, each target's probability for sigmoid cross-entropy, else each target's value (columns
+// named by `target_names`, or y0, y1, ...).
 void predict(cohort::Trainer& trainer, const cohort::Tensor& features, const cohort::TargetSpec& targets,
-             const std::vector<std::string>& target_names, std::ostream& out) {
+             const std::vector<std::string>& target_names, const std::vector<std::string>& classes,
+             std::ostream& out) {
   const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
   const cohort::Tensor values = probabilities ? trainer.predict_probabilities(features) : trainer.predict(features);
   const std::int64_t n = values.dim(0), k = values.size() / n;  // Trainer::predict refuses n = 0
@@ -248,7 +258,8 @@ void predict(cohort::Trainer& trainer, const cohort::Tensor& features, const coh
     out << i;
     if (targets.labels) {
       const std::int64_t best = std::max_element(row, row + k) - row;
-      out << "," << best << "," << row[best];
+      out << "," << (classes.empty() ? std::to_string(best) : cohort::data::csv_field(classes[static_cast<std::size_t>(best)]))
+          << "," << row[best];
     } else {
       for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
     }
@@ -341,7 +352,7 @@ int Main(int argc, char** argv) {
                                   ": windows held out at random share rows with the training windows; "
                                   "give the series' later part as --test");
   const cohort::data::ShardSpec mine{server.replica_index(), server.num_replicas()};
-  std::vector<std::string> csv_features;
+  CsvTable table;
   cohort::data::Dataset train;
   std::optional<cohort::data::Dataset> test;
   // With --window, a file is one series: its windows are made from the whole of it (they
@@ -350,17 +361,17 @@ int Main(int argc, char** argv) {
     return FLAGS_window > 0 ? rows.windows(FLAGS_window, FLAGS_horizon) : rows;
   };
   if (FLAGS_validation_split > 0) {
-    const cohort::data::Dataset whole = windowed(load("train", FLAGS_train, csv_features));
+    const cohort::data::Dataset whole = windowed(load("train", FLAGS_train, table));
     const auto seed = static_cast<std::uint64_t>(FLAGS_seed);
     train = whole.split_part(FLAGS_validation_split, seed, false, mine.index, mine.count);
     if (server.is_chief()) test = whole.split_part(FLAGS_validation_split, seed, true);
   } else {
     train = FLAGS_window > 0
-                ? windowed(load("train", FLAGS_train, csv_features)).shard(mine.index, mine.count)
-                : load("train", FLAGS_train, csv_features, mine);
+                ? windowed(load("train", FLAGS_train, table)).shard(mine.index, mine.count)
+                : load("train", FLAGS_train, table, mine);
     if (server.is_chief())
-      test = windowed(FLAGS_test.empty() ? load("train", FLAGS_train, csv_features)
-                                         : load("test", FLAGS_test, csv_features));
+      test = windowed(FLAGS_test.empty() ? load("train", FLAGS_train, table)
+                                         : load("test", FLAGS_test, table));
   }
   const std::int64_t examples = server.replicas().allreduce(train.size());
   const cohort::Shape input = FLAGS_input_shape.empty()
@@ -409,7 +420,7 @@ int Main(int argc, char** argv) {
   if (test) cohort::check_dataset(trainer.model(), *test);
   std::optional<cohort::Tensor> to_predict;  // the chief's
   if (server.is_chief() && !FLAGS_predict.empty()) {
-    to_predict = load_features(FLAGS_predict, csv_features);
+    to_predict = load_features(FLAGS_predict, table.features);
     const cohort::Shape shape = to_predict->shape();
     if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
     if (shape.size() != input.size() + 1 || !std::equal(input.begin(), input.end(), shape.begin() + 1))
@@ -470,10 +481,10 @@ int Main(int argc, char** argv) {
       const std::vector<std::string> target_names =
           cohort::flags::split_list("target_columns", FLAGS_target_columns);
       if (FLAGS_predictions.empty()) {
-        predict(trainer, features, targets, target_names, std::cout);
+        predict(trainer, features, targets, target_names, table.classes, std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        predict(trainer, features, targets, target_names, out);
+        predict(trainer, features, targets, target_names, table.classes, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
         std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(features.dim(0)),
                     FLAGS_predictions.c_str());

@@ -167,14 +167,6 @@ std::vector<std::string> texts_to_predict() {
   return paths;
 }
 
-// A CSV field: quoted where it holds a comma, a quote or a line break.
-std::string csv_field(const std::string& value) {
-  if (value.find_first_of(",\"\n\r") == std::string::npos) return value;
-  std::string quoted = "\"";
-  for (const char c : value) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 // Classifies --predict's texts with the latest checkpoint of --checkpoint_dir, and the
 // vocabulary, classes and settings beside it: path, class, probability, a line each.
 void predict() {
@@ -209,8 +201,8 @@ void predict() {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const float* row = probabilities.data() + static_cast<std::int64_t>(i) * n;
     const std::int64_t best = std::max_element(row, row + n) - row;
-    out << csv_field(paths[i]) << ',' << csv_field(classes[static_cast<std::size_t>(best)]) << ','
-        << row[best] << '\n';
+    out << cohort::data::csv_field(paths[i]) << ','
+        << cohort::data::csv_field(classes[static_cast<std::size_t>(best)]) << ',' << row[best] << '\n';
   }
   out.flush();
   if (!out) throw cohort::InvalidArgument("--predictions=" + FLAGS_predictions + ": cannot write it");

@@ -19,8 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cohort/core/base/error.h"
 #include "cohort/core/base/crc32c.h"
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/data/loaders.h"
 
 namespace cohort {
 namespace summary {
@@ -235,17 +236,6 @@ std::string hostname() {
   return name;
 }
 
-// RFC 4180 quoting, only when a tag needs it, so ordinary tags stay plain for awk and gnuplot.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + '"';
-}
-
 // Shortest text that reads back to the same double ("nan", "inf" for the non-finite ones, which
 // Python's float() and strtod both accept).
 std::string shortest(double v) {
@@ -339,7 +329,7 @@ void SummaryWriter::add_scalars(const std::vector<std::pair<std::string, double>
   std::snprintf(time_text, sizeof time_text, "%.6f", wall_time);
   std::string rows;
   for (const auto& [tag, value] : values)
-    rows += std::to_string(step) + "," + time_text + "," + csv_field(tag) + "," + shortest(value) + "\n";
+    rows += std::to_string(step) + "," + time_text + "," + data::csv_field(tag) + "," + shortest(value) + "\n";
   write_all(csv_.get(), csv_file_, rows);
 }
 

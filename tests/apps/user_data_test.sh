@@ -15,6 +15,8 @@
 #   does not read, standardised features, .npy): a row per example whose values score the test
 #   MSE, binary accuracy and recall the job printed; a --predict file without a training
 #   column, or of another example shape, ends the job before training;
+# - a CSV label column of class names: a test accuracy of 0.9 or more, the predictions written by
+#   name, and a test file with a name the training file lacks refused;
 # - a CSV file with an id and a text column, left out by --ignore_columns or by --feature_columns,
 #   gives the plain file's model exactly;
 # - --restore_best: the final evaluation is of the best evaluation's parameters;
@@ -92,6 +94,18 @@ with open("rare_ids.csv", "w") as f:
     f.write("id,x0,note,x1,y\n")
     for i, (a, b, y) in enumerate(train):
         f.write(f'r{i:05d},{a:.6f},"a note, with a comma",{b:.6f},{int(y)}\n')
+# Three classes by name (as iris' species), in no order; a test file with a name training lacks.
+names = np.array(["virginica", "setosa", "versicolor"])
+centres = np.array([[2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7]])
+for split, n in (("train", 3000), ("test", 600)):
+    k = rng.integers(0, 3, size=n)
+    x = centres[k] + rng.normal(0, 0.6, size=(n, 2))
+    with open(f"species_{split}.csv", "w") as f:
+        f.write("x0,species,x1\n")
+        for (a, b), c in zip(x, k):
+            f.write(f"{a:.6f},{names[c]},{b:.6f}\n")
+with open("species_unknown.csv", "w") as f:
+    f.write("x0,species,x1\n0.1,setosa,0.2\n0.3,iris,0.4\n")
 counts = np.bincount(train[:, 2].astype(int), minlength=2)
 # The class weights n / (2 n_c), then the positive weight n_0 / n_1.
 open("rare_weights.txt", "w").write(" ".join(["%.4g" % (len(train) / (2 * c)) for c in counts] +
@@ -103,7 +117,7 @@ run() { run_job "$tabular" "$1" 3 "${@:2}"; }  # run NAME ARGS...: 3 ranks
 metric() { json_value "$@"; }  # metric FILE NAME
 # predicted NAME KIND DATA VALUE: --predict's CSV NAME.csv, scored against DATA's answers (KIND
 # mse: the test file's y1,y2 columns; binary_accuracy: the .npy targets; recall: the label y's
-# class 1), gives VALUE, the test metric the job printed (the same model, the same
+# class 1; accuracy: the class names of the species column), gives VALUE, the test metric the job printed (the same model, the same
 # standardisation, the columns matched by name), with a row per example in order.
 predicted() {
   /usr/bin/python3 - "$@" <<'PY' || { echo "$1: --predict's predictions do not score the job's test $2 ($4)"; exit 1; }
@@ -118,6 +132,9 @@ elif kind == "binary_accuracy":
     truth = np.load(data).reshape(len(rows), -1)
     probabilities = np.array([[float(r[f"y{j}"]) for j in range(truth.shape[1])] for r in rows])
     value = np.mean((probabilities > 0.5) == (truth > 0.5))
+elif kind == "accuracy":
+    truth = [t["species"] for t in csv.DictReader(open(data))]
+    value = np.mean([p["class"] == t for p, t in zip(rows, truth)])
 else:
     truth = [int(t["y"]) for t in csv.DictReader(open(data))]
     value = sum(int(p["class"]) == 1 and y == 1 for p, y in zip(rows, truth)) / truth.count(1)
@@ -227,6 +244,14 @@ for weights in "" balanced; do
     --predictions="rare_${weights:-plain}_predictions.csv" || { echo "the rare-class job ($weights) failed"; exit 1; }
 done
 predicted rare_balanced_predictions recall rare_test.csv "$(metric rare_balanced.json recall)"
+# Classes by name: numbered in sorted order on every worker alike, the test file's names matched
+# to them, and the predictions written by name.
+run species --train=species_train.csv --test=species_test.csv --label_column=species --hidden=16 \
+  --train_steps=300 --metrics_json=species.json --predict=species_test.csv --predictions=species_predictions.csv \
+  || { echo "the job with class names failed"; exit 1; }
+species_accuracy=$(metric species.json accuracy)
+predicted species_predictions accuracy species_test.csv "$species_accuracy"
+at_least "$species_accuracy" 0.9 || { echo "class names: test accuracy $species_accuracy, expected at least 0.9"; exit 1; }
 # The same rows among an id and a text column, left out by --ignore_columns or by naming the
 # features: the same model as from the plain file (its test file has neither column).
 for columns in --ignore_columns=id,note --feature_columns=x0,x1; do
@@ -293,6 +318,8 @@ expect_failure text_column "rare_ids\.csv: line 2, column 0 \('id'\): 'r00000' i
   --train=rare_ids.csv --label_column=y --ignore_columns=note
 expect_failure ignore_missing "rare_ids\.csv: no column 'notes' \(columns: .*\)" \
   --train=rare_ids.csv --label_column=y --ignore_columns=id,notes
+REPORTERS=0 expect_failure unknown_class "species_unknown\.csv: line 3, column 1 \('species'\): label 'iris' is not one of the 3 classes \(class_names; the training file's\)" \
+  --train=species_train.csv --test=species_unknown.csv --label_column=species --train_steps=100000000
 REPORTERS=0 expect_failure predictions_dir "--predictions=no/such/dir/p\.csv: no directory no/such/dir" \
   --train=rare_train.csv --label_column=y --predict=rare_test.csv --predictions=no/such/dir/p.csv \
   --train_steps=100000000

@@ -153,6 +153,8 @@ class CsvReader {
       throw InvalidArgument(path_ + ": load_csv needs a label_column or target_columns");
     if (!options_.label_column.empty() && !options_.target_columns.empty())
       throw InvalidArgument(path_ + ": load_csv takes a label_column or target_columns, not both");
+    if (!options_.class_names.empty() && options_.num_classes != 0)
+      throw InvalidArgument(path_ + ": load_csv takes class_names or num_classes, not both");
     const auto [kept, rows, largest] = read_rows();
     const auto nf = static_cast<std::int64_t>(feature_columns_.size());
     Tensor x({kept, nf}, features_);
@@ -162,16 +164,25 @@ class CsvReader {
     }
     int num_classes = options_.num_classes;
     if (num_classes == 0) num_classes = largest + 1;
+    if (label_names_) {
+      number_names();
+      num_classes = static_cast<int>(class_names_.size());
+    }
     // More classes than rows, by far: most likely a column of values to predict (a price, an
     // id) taken for labels, which would make a model with that many outputs.
-    if (options_.num_classes == 0 && num_classes > 1000 && num_classes > rows)
+    if (options_.num_classes == 0 && options_.class_names.empty() && num_classes > 1000 && num_classes > rows)
       std::fprintf(stderr,
-                   "[%s] warning: %s: label column %s counts %d classes (its largest label + 1) "
-                   "for %lld rows: values to predict are target_columns, not a label\n",
+                   "[%s] warning: %s: label column %s counts %d classes (%s) for %lld rows: values "
+                   "to predict are target_columns, not a label\n",
                    process_label().c_str(), path_.c_str(), quote(options_.label_column).c_str(),
-                   num_classes, static_cast<long long>(rows));
+                   num_classes, label_names_ ? "distinct names" : "its largest label + 1",
+                   static_cast<long long>(rows));
     return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
   }
+
+  // The classes' names read() found, sorted (the given class_names, or none for a column of
+  // class indices).
+  const std::vector<std::string>& class_names() const { return class_names_; }
 
   // The feature columns alone (load_csv_features).
   Tensor read_features() {
@@ -229,6 +240,8 @@ class CsvReader {
                         ")");
       // Every row is checked, so that every shard of a bad file fails alike, and every label
       // counts towards num_classes; the shard's rows alone are kept.
+      // The first row's label says how the column holds classes: by index, or by name.
+      if (rows == 0 && label_column_ >= 0) start_labels(fields);
       if (rows++ % shard.count != shard.index) {
         for (int c : feature_columns_) number(fields, c, line_number);
         for (int c : target_columns_) number(fields, c, line_number);
@@ -287,12 +300,55 @@ class CsvReader {
     field_error(line, c, quote(field) + " is out of range for float32");
   }
 
-  std::int32_t label(const std::vector<std::string_view>& fields, std::int64_t line) const {
+  // Class names, given (a second file of the table) or where the first row's label is not a
+  // number: every label is then a name ("setosa"; "1" too).
+  void start_labels(const std::vector<std::string_view>& fields) {
+    double value = 0;
+    label_names_ = !options_.class_names.empty() ||
+             parse_number(fields[static_cast<std::size_t>(label_column_)], value) == std::errc::invalid_argument;
+    if (!options_.class_names.empty()) {
+      class_names_ = options_.class_names;
+      for (std::size_t i = 0; i < class_names_.size(); ++i)
+        if (!name_ids_.emplace(class_names_[i], static_cast<std::int32_t>(i)).second)
+          throw InvalidArgument(path_ + ": class_names holds " + quote(class_names_[i]) + " twice");
+    }
+  }
+
+  // Ids in the order the names came (given names: their index), then sorted.
+  std::int32_t name_id(std::string_view field, std::int64_t line) {
+    if (field.empty()) field_error(line, label_column_, "empty label, expected a class name");
+    if (const auto found = name_ids_.find(field); found != name_ids_.end()) return found->second;
+    if (!options_.class_names.empty())
+      field_error(line, label_column_, "label " + quote(field) + " is not one of the " +
+                                           std::to_string(class_names_.size()) +
+                                           " classes (class_names; the training file's)");
+    const auto id = static_cast<std::int32_t>(name_ids_.size());
+    name_ids_.emplace(std::string(field), id);
+    return id;
+  }
+
+  // Found names: numbered in sorted order (Keras's StringLookup and scikit-learn's LabelEncoder
+  // number them so), which every worker's shard agrees on, since every row's label is read.
+  void number_names() {
+    if (!options_.class_names.empty()) return;
+    std::vector<std::int32_t> sorted(name_ids_.size());
+    for (const auto& [name, id] : name_ids_) {  // std::map: in sorted order
+      sorted[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(class_names_.size());
+      class_names_.push_back(name);
+    }
+    for (std::int32_t& label : labels_) label = sorted[static_cast<std::size_t>(label)];
+  }
+
+  std::int32_t label(const std::vector<std::string_view>& fields, std::int64_t line) {
     const int c = label_column_;
     const std::string_view field = fields[static_cast<std::size_t>(c)];
+    if (label_names_) return name_id(field, line);
     double value = 0;
-    if (parse_number(field, value) != std::errc())
-      field_error(line, c, "label " + quote(field) + " is not an integer");
+    const std::errc parsed = parse_number(field, value);
+    if (parsed == std::errc::invalid_argument)
+      field_error(line, c, "label " + quote(field) + " is a name, where the first row's is a class "
+                           "index (a column of class names must start with a name)");
+    if (parsed != std::errc()) field_error(line, c, "label " + quote(field) + " is not an integer");
     // "3.0" is a label too: pandas writes an integer column that way once it held a NaN.
     if (!std::isfinite(value) || value != std::floor(value))
       field_error(line, c, "label " + quote(field) + " is not an integer");
@@ -402,16 +458,30 @@ class CsvReader {
   std::vector<float> features_;
   std::vector<float> targets_;
   std::vector<std::int32_t> labels_;
+  bool label_names_ = false;  // the label column holds class names
+  std::map<std::string, std::int32_t, std::less<>> name_ids_;
+  std::vector<std::string> class_names_;
 };
 
 }  // namespace
 
 Dataset load_csv(const std::string& path, const CsvOptions& options,
-                 std::vector<std::string>* feature_columns) {
+                 std::vector<std::string>* feature_columns, std::vector<std::string>* class_names) {
   CsvReader reader(path, options);
   Dataset data = reader.read();
   if (feature_columns) *feature_columns = reader.feature_names();
+  if (class_names) *class_names = reader.class_names();
   return data;
+}
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + '"';
 }
 
 Tensor load_csv_features(const std::string& path, const CsvOptions& options) {

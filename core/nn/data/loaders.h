@@ -18,6 +18,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cohort/core/nn/data/dataset.h"
@@ -85,7 +86,9 @@ struct CsvOptions {
   char delimiter = ',';
   /// The first row names the columns (columns are then named by it; else by 0-based index).
   bool header = true;
-  /// A column of integer class labels (a name, or an index as text), or empty.
+  /// A column of class labels (the column's name, or its index as text), or empty: class indices
+  /// (0, 1, ...), or class names ("setosa", "virginica") where the first row's is not a number,
+  /// numbered in sorted order (as Keras's StringLookup and scikit-learn's LabelEncoder do).
   std::string label_column{};
   /// Columns of float targets (names or indices), or empty (then label_column is required).
   std::vector<std::string> target_columns{};
@@ -94,8 +97,11 @@ struct CsvOptions {
   /// Without feature_columns: columns left out of the features (an id, a date, a text column),
   /// which are then not read.
   std::vector<std::string> ignore_columns{};
-  /// With label_column: the number of classes; 0: the largest label + 1.
+  /// With label_column: the number of classes; 0: the largest label + 1 (or the names found).
   int num_classes = 0;
+  /// With label_column: the class names, as load_csv gave them for another file of the same
+  /// table (the training file's): every label is then one of them, by name, and takes its index.
+  std::vector<std::string> class_names{};
   /// A worker's share of the rows (what Dataset::shard keeps): only they are kept, though every
   /// row is read and checked, and num_classes 0 counts every label, so that every shard agrees.
   ShardSpec shard{};
@@ -119,8 +125,16 @@ struct CsvOptions {
 /// `feature_columns`, if given, receives the feature columns used, in order, by name (by index
 /// without a header): given as CsvOptions::feature_columns for another file of the same table
 /// (a test set), its columns are matched by name, in whatever order that file has them.
+/// `class_names`, if given, receives the classes of a label column of names, sorted (empty for
+/// class indices): given as CsvOptions::class_names for another file, its labels take the same
+/// indices. A name in another file that is not among them is a DataError naming the line.
 Dataset load_csv(const std::string& path, const CsvOptions& options,
-                 std::vector<std::string>* feature_columns = nullptr);
+                 std::vector<std::string>* feature_columns = nullptr,
+                 std::vector<std::string>* class_names = nullptr);
+/// `text` as a field of a CSV file (RFC 4180): as it is, or quoted where it holds a comma, a quote
+/// or a line end, its quotes doubled. For files a program writes (predictions, metrics).
+std::string csv_field(std::string_view text);
+
 /// The same file's feature columns alone, [n, features], for new rows to predict: `options`'
 /// feature_columns name them (load_csv's, from the training file: matched by name, in any order
 /// here), with neither a label_column nor target_columns; other columns (a label, an id) are

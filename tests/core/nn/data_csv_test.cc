@@ -38,6 +38,12 @@ std::string csv_error(const TempDir& dir, const std::string& text, const CsvOpti
   return data_error([&] { csv(dir, text, options); });
 }
 
+std::vector<std::int32_t> labels(const Dataset& d) {
+  std::vector<std::int32_t> out;
+  for (std::int64_t i = 0; i < d.size(); ++i) out.push_back(d.label(i));
+  return out;
+}
+
 std::vector<float> example(const Dataset& d, std::int64_t i) {
   const auto e = d.example(i);
   return {e.begin(), e.end()};
@@ -295,6 +301,52 @@ TEST_CASE("CSV: a shard, read alone, is the table's shard; every row is still ch
   bad.shard = {2, 2};
   CHECK(invalid_argument([&] { csv(dir, rows, bad); }) ==
         dir / "t.csv" + ": shard index 2 of count 2 (need 0 <= index < count)");
+}
+
+TEST_CASE("CSV: a label column of class names, numbered in sorted order, the same in every shard and file") {
+  TempDir dir("data_loaders_test");
+  const std::string rows = "x,species\n1,virginica\n2,setosa\n3,versicolor\n4,setosa\n5,\"virginica\"\n";
+  spit(dir / "train.csv", rows);
+  std::vector<std::string> classes;
+  const Dataset whole = cohort::data::load_csv(dir / "train.csv", {.label_column = "species"}, nullptr, &classes);
+  CHECK(classes == std::vector<std::string>{"setosa", "versicolor", "virginica"});
+  CHECK(whole.num_classes() == 3);
+  CHECK(labels(whole) == std::vector<std::int32_t>{2, 0, 1, 0, 2});
+  // A shard numbers them alike: every row's name is read.
+  for (int index = 0; index < 2; ++index) {
+    CAPTURE(index);
+    std::vector<std::string> shard_classes;
+    const Dataset shard = cohort::data::load_csv(
+        dir / "train.csv", {.label_column = "species", .shard = {index, 2}}, nullptr, &shard_classes);
+    CHECK(shard_classes == classes);
+    check_same_dataset(shard, whole.shard(index, 2));
+  }
+  // A test file, read with the training file's names: a number there is a name too, and one
+  // the training file lacks is refused, naming the line.
+  spit(dir / "test.csv", "species,x\nsetosa,7\nvirginica,8\n");
+  const Dataset test = cohort::data::load_csv(dir / "test.csv", {.label_column = "species", .class_names = classes});
+  CHECK(test.num_classes() == 3);
+  CHECK(labels(test) == std::vector<std::int32_t>{0, 2});
+  spit(dir / "other.csv", "species,x\nsetosa,7\niris,8\n");
+  CHECK(data_error([&] { cohort::data::load_csv(dir / "other.csv", {.label_column = "species", .class_names = classes}); }) ==
+        dir / "other.csv" + ": line 3, column 0 ('species'): label 'iris' is not one of the 3 classes (class_names; "
+                            "the training file's)");
+  // A column of numbers read as names when names are given: "1" is the class named 1.
+  spit(dir / "numbers.csv", "x,y\n1,2\n2,1\n");
+  CHECK(labels(cohort::data::load_csv(dir / "numbers.csv", {.label_column = "y", .class_names = {"1", "2"}})) ==
+        std::vector<std::int32_t>{1, 0});
+  // The first row decides: indices, then a name; or names, then an empty label.
+  CHECK(csv_error(dir, "x,y\n1,0\n2,cat\n", {.label_column = "y"}) ==
+        dir / "t.csv" + ": line 3, column 1 ('y'): label 'cat' is a name, where the first row's is a class index "
+                        "(a column of class names must start with a name)");
+  CHECK(csv_error(dir, "x,y\n1,cat\n2,\n", {.label_column = "y"}) ==
+        dir / "t.csv" + ": line 3, column 1 ('y'): empty label, expected a class name");
+  CHECK(invalid_argument([&] { cohort::data::load_csv(dir / "train.csv", {.label_column = "species", .num_classes = 3,
+                                                                          .class_names = classes}); }) ==
+        dir / "train.csv" + ": load_csv takes class_names or num_classes, not both");
+  CHECK(invalid_argument([&] { cohort::data::load_csv(dir / "train.csv", {.label_column = "species",
+                                                                          .class_names = {"a", "a"}}); }) ==
+        dir / "train.csv" + ": class_names holds 'a' twice");
 }
 
 TEST_CASE("CSV: a second file of the same table, its columns in another order, matched by name") {
