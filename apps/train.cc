@@ -479,8 +479,7 @@ int Main(int argc, char** argv) {
   // Epochs are counted globally: a global step consumes this many examples.
   const std::int64_t per_step = options.examples_per_global_step(workers);
   const std::int64_t target =
-      FLAGS_train_steps > 0 ? FLAGS_train_steps
-                            : (FLAGS_epochs * train_examples + per_step - 1) / per_step;
+      FLAGS_train_steps > 0 ? FLAGS_train_steps : options.steps_for_epochs(FLAGS_epochs, train_examples, workers);
   const cohort::OptimizerOptions optimizer = optimizer_options(
       target, per_step / FLAGS_batch_size, (train_examples + per_step - 1) / per_step);
   cohort::Trainer trainer(

@@ -11,7 +11,7 @@ namespace cohort {
 
 enum class EarlyStoppingMode {
   kAuto,  ///< by the metric's name (cohort::higher_is_better): higher for an accuracy, precision,
-          ///< recall or auc, lower for a loss and any other (Keras's mode="auto")
+          ///< recall, f1 or auc, lower for a loss and any other (Keras's mode="auto")
   kMin,   ///< lower is better (a loss)
   kMax,   ///< higher is better (an accuracy)
 };

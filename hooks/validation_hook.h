@@ -32,8 +32,8 @@ struct ValidationHookOptions {
   /// one); empty: "eval" in the session's summary_dir, else in its checkpoint_dir, else none.
   std::string output_dir{};
   /// What "better" means: "loss" or one of the model's metrics ("accuracy", "mse", ...), lower
-  /// or higher being better (kAuto: higher for an accuracy, precision, recall or auc, lower for
-  /// the loss, "mse" and "mae").
+  /// or higher being better (kAuto: higher for an accuracy, precision, recall, f1 or auc, lower
+  /// for the loss, "mse" and "mae").
   std::string monitor = "loss";
   EarlyStoppingMode mode = EarlyStoppingMode::kAuto;
   /// An improvement must beat the best so far by more than this.

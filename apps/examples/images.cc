@@ -85,7 +85,9 @@ COHORT_DEFINE_string(class_weights, "",
                      "whole training set) or by a weight per class, in the classes' order, separated "
                      "by commas (empty: all 1)");
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
-COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(train_steps, 300, "global steps to train (not with --epochs)", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(epochs, 0, "passes over the training images, counted globally, instead of --train_steps (0: --train_steps)",
+                  cohort::flags::Range{0, 1e6});
 COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling, flips and dropout",
                   cohort::flags::Range{0, 1e15});
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
@@ -249,6 +251,9 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
 
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
+  if (FLAGS_epochs > 0 && cohort::flags::Registry::global().given("train_steps"))
+    throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
+                                  std::to_string(FLAGS_train_steps) + ": give one");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   if (!server.is_computing()) {
@@ -311,6 +316,9 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--train=" + FLAGS_train + ": the workers found different "
                                   "numbers of classes (this one " +
                                   std::to_string(classes_found) + "): do they all see the same folder?");
+  if (classes_found < 2)
+    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": one class (" + classes.front() +
+                                  "): a classifier needs two or more");
   std::optional<cohort::data::Dataset> test;
   if (server.is_chief()) {
     // The training set's size and channels (which the first image may have decided) and classes.
@@ -368,11 +376,14 @@ int Main(int argc, char** argv) {
       },
       train, cohort::Optimizer::create(adam), options);
 
+  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  const std::int64_t train_steps =
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
-      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+      .hooks = {cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()}});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters

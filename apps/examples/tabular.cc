@@ -33,7 +33,8 @@
 // columns are matched to the training file's by name.
 // Each worker reads only its shard of the training data, and the chief alone the test data
 // (without --test: the training data, whole). The model's input takes the data's example shape
-// (--input_shape, if given, must agree). Both sets are checked against the model before
+// (--input_shape, if given, must hold as many values: a CSV row of 64 read as [8, 8] steps and
+// features with --input_shape=8,8). Both sets are checked against the model before
 // training. The chief prints the test loss and metrics, and writes them to --metrics_json; with
 // --predict it then predicts for new examples (a CSV file with the training file's feature
 // columns, or a features array), standardised as in training, and writes them as CSV.
@@ -72,7 +73,7 @@ COHORT_DEFINE_int(reduce_lr_patience, 0,
 COHORT_DEFINE_float(reduce_lr_factor, 0.1, "with --reduce_lr_patience: the factor", cohort::flags::Range{1e-6, 0.999999});
 COHORT_DEFINE_string(best_dir, "", "with --eval_every_steps: keep a checkpoint of the parameters with the lowest loss here");
 COHORT_DEFINE_bool(restore_best, false,
-                   "with --best_dir: evaluate, predict and export with the best evaluation's parameters (its latest checkpoint), not the last step's (Keras's restore_best_weights)");
+                   "with --best_dir: evaluate and predict with the best evaluation's parameters, not the last step's (Keras's restore_best_weights)");
 COHORT_DEFINE_string(label_column, "",
                      "CSV: the column of class labels (a name, or a 0-based index), class indices or class names; TFRecord: the int64 label feature");
 COHORT_DEFINE_string(target_columns, "",
@@ -96,7 +97,7 @@ COHORT_DEFINE_string(pos_weight, "",
                      "negatives over its positives, over the whole training set) or by a weight, one "
                      "for all outputs or one per output, separated by commas (empty: 1)");
 COHORT_DEFINE_string(metrics, "",
-                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, auc");
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3)");
 COHORT_DEFINE_int(window, 0,
                   "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example)",
                   cohort::flags::Range{0, 1 << 20});
@@ -112,7 +113,9 @@ COHORT_DEFINE_int(vocabulary, 0, "the features are token ids below this: an Embe
 COHORT_DEFINE_int(embedding_dim, 32, "with --vocabulary: the length of each token's vector", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_bool(mask_zero, false,
                    "lstm, gru, bilstm, transformer: a step that is 0 (its id, or every feature) is padding, which the model skips (Keras's mask_zero and Masking)");
-COHORT_DEFINE_string(input_shape, "", "the model's input shape, e.g. 8 or 4,4, which the data's must match (empty: the data's)");
+COHORT_DEFINE_string(input_shape, "",
+                     "the shape the model reads each example in, e.g. 8 or 4,4: the data's, or of as many values, "
+                     "reshaped (flat rows as steps,features for a sequence model; empty: the data's)");
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
@@ -123,7 +126,9 @@ COHORT_DEFINE_float(moving_average_decay, 0.0,
                     "chief, and evaluate, checkpoint with it (0: none)",
                     cohort::flags::Range{0, 0.999999});
 COHORT_DEFINE_int(batch_size, 32, "examples per worker step", cohort::flags::Range{1, 1 << 20});
-COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(train_steps, 500, "global steps to train (not with --epochs)", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(epochs, 0, "passes over the training examples, counted globally, instead of --train_steps (0: --train_steps)",
+                  cohort::flags::Range{0, 1e6});
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and metrics to this JSON file");
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
 COHORT_DEFINE_string(predict, "",
@@ -159,10 +164,11 @@ cohort::data::CsvOptions csv_options(const std::vector<std::string>& feature_col
 }
 
 // What reading the training CSV file settles for every other file of its table: the feature
-// columns, and the classes of a label column of names (empty for class indices).
+// columns, and the classes of its label column: by name, or (empty) their count.
 struct CsvTable {
   std::vector<std::string> features;
   std::vector<std::string> classes;
+  int num_classes = 0;
 };
 
 cohort::data::Dataset load(const std::string& what, const std::string& spec, CsvTable& table,
@@ -183,8 +189,11 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
     csv.class_names = table.classes;
+    if (table.classes.empty()) csv.num_classes = table.num_classes;  // indices, as the training file's
     csv.shard = shard;
-    return cohort::data::load_csv(spec, csv, &table.features, &table.classes);
+    cohort::data::Dataset data = cohort::data::load_csv(spec, csv, &table.features, &table.classes);
+    if (data.has_labels()) table.num_classes = data.num_classes();
+    return data;
   }
   if (ends_with(spec, ".npz"))
     return cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
@@ -270,10 +279,14 @@ void predict(cohort::Trainer& trainer, const cohort::Tensor& features, const coh
 // --model's layers (with an Embedding first for token ids), then one output per class or per
 // target value; the loss --loss, with the class or positive weights `weights` where there are
 // any (--class_weights, --pos_weight).
-cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
+cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohort::Shape& input,
                     const cohort::TargetSpec& targets, const std::vector<float>& weights) {
   cohort::Model model(graph);
-  cohort::Node x = model.input(input);
+  // --input_shape of the data's size reads each example in that shape (flat rows as [steps,
+  // features] for a sequence model); of another size, the model refuses the data.
+  const bool reshaped = input != data && cohort::num_elements(input) == cohort::num_elements(data);
+  cohort::Node x = model.input(reshaped ? data : input);
+  if (reshaped) x = model.apply(cohort::reshape("input_shape", input), x);
   cohort::Node mask;  // the padding's, with --mask_zero
   if (FLAGS_mask_zero && (input.size() == 1 || input.size() == 2))
     mask = model.apply(cohort::padding_mask("mask"), x);
@@ -315,6 +328,9 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& input,
 
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
+  if (FLAGS_epochs > 0 && cohort::flags::Registry::global().given("train_steps"))
+    throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
+                                  std::to_string(FLAGS_train_steps) + ": give one");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   cohort::Server server(cluster);
   if (!server.is_computing()) {
@@ -414,7 +430,7 @@ int Main(int argc, char** argv) {
                                weights, classes ? "class weights" : "positive weights").c_str());
   }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, input, targets, weights); }, train,
+      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);
@@ -423,10 +439,11 @@ int Main(int argc, char** argv) {
     to_predict = load_features(FLAGS_predict, table.features);
     const cohort::Shape shape = to_predict->shape();
     if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
-    if (shape.size() != input.size() + 1 || !std::equal(input.begin(), input.end(), shape.begin() + 1))
+    const cohort::Shape& takes = trainer.model().example_shape();
+    if (shape.size() != takes.size() + 1 || !std::equal(takes.begin(), takes.end(), shape.begin() + 1))
       throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": examples of shape " +
                                     cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
-                                    ", not the model's input " + cohort::to_string(input));
+                                    ", not the model's input " + cohort::to_string(takes));
   }
 
   const bool judges = FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0 || !FLAGS_best_dir.empty();
@@ -437,31 +454,39 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--restore_best: needs --best_dir, where the best parameters are kept");
   cohort::HookList chief_only;
   // On the chief, which holds the test data; the final evaluation is the program's own, below.
-  if (FLAGS_eval_every_steps > 0 && test)
-    chief_only.push_back(std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
+  std::shared_ptr<cohort::ValidationHook> validation;
+  if (FLAGS_eval_every_steps > 0 && test) {
+    validation = std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
         .data = *test, .every_steps = FLAGS_eval_every_steps, .at_end = false, .min_delta = FLAGS_min_delta,
         .patience = FLAGS_patience,
         .reduce_lr_factor = FLAGS_reduce_lr_patience > 0 ? FLAGS_reduce_lr_factor : 0.0,
-        .reduce_lr_patience = FLAGS_reduce_lr_patience, .best_dir = FLAGS_best_dir}));
+        .reduce_lr_patience = FLAGS_reduce_lr_patience, .best_dir = FLAGS_best_dir});
+    chief_only.push_back(validation);
+  }
+  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  const std::int64_t train_steps =
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
-      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+      .hooks = {cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .chief_only_hooks = chief_only});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
     if (FLAGS_restore_best) {
-      // The latest checkpoint in --best_dir is the best evaluation's (of this job, or of the job
-      // it resumes).
-      if (const std::optional<cohort::Checkpoint> best = cohort::CheckpointManager(FLAGS_best_dir).restore_latest()) {
-        trainer.load_parameters(*best);
+      // The best evaluation's checkpoint, of this job or of the job it resumes (none when no
+      // evaluation gave a loss: every one NaN).
+      const std::string best = validation ? validation->best_checkpoint() : std::string();
+      if (!best.empty()) {
+        const cohort::Checkpoint checkpoint = cohort::read_checkpoint(best);
+        trainer.load_parameters(checkpoint);
         std::printf("tabular: the best evaluation's parameters, of global step %lld (--restore_best)\n",
-                    static_cast<long long>(best->global_step()));
+                    static_cast<long long>(checkpoint.global_step()));
       } else {
-        std::printf("tabular: no checkpoint in --best_dir=%s: the last step's parameters\n", FLAGS_best_dir.c_str());
+        std::printf("tabular: no best evaluation in this job: the last step's parameters (--restore_best)\n");
       }
     }
     const cohort::StepMetrics m = trainer.evaluate(*test);

@@ -66,7 +66,9 @@ COHORT_DEFINE_float(moving_average_decay, 0.0,
                     "chief, and evaluate, checkpoint (--predict then uses it) with it (0: none)",
                     cohort::flags::Range{0, 0.999999});
 COHORT_DEFINE_int(batch_size, 32, "texts per worker step", cohort::flags::Range{1, 1 << 20});
-COHORT_DEFINE_int(train_steps, 500, "global steps to train", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(train_steps, 500, "global steps to train (not with --epochs)", cohort::flags::Range{1, 1e12});
+COHORT_DEFINE_int(epochs, 0, "passes over the training texts, counted globally, instead of --train_steps (0: --train_steps)",
+                  cohort::flags::Range{0, 1e6});
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
 COHORT_DEFINE_string(predict, "",
@@ -210,6 +212,9 @@ void predict() {
 
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
+  if (FLAGS_epochs > 0 && cohort::flags::Registry::global().given("train_steps"))
+    throw cohort::InvalidArgument("--epochs=" + std::to_string(FLAGS_epochs) + " with --train_steps=" +
+                                  std::to_string(FLAGS_train_steps) + ": give one");
   if (FLAGS_freeze_word_vectors && FLAGS_word_vectors.empty())
     throw cohort::InvalidArgument("--freeze_word_vectors keeps the vectors of --word_vectors, which is empty");
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
@@ -246,6 +251,9 @@ int Main(int argc, char** argv) {
   // Every worker adapts the vocabulary to the whole training set, and keeps its shard.
   const cohort::data::Dataset train =
       cohort::data::load_text_folder(FLAGS_train, vectorizer, read, &classes);
+  if (classes.size() < 2)
+    throw cohort::InvalidArgument("--train=" + FLAGS_train + ": one class (" + classes.front() +
+                                  "): a classifier needs two or more");
   const std::int64_t texts = server.replicas().allreduce(train.size());
   const std::int64_t tokens = vectorizer.vocabulary_size();
   // Workers that read different folders (a copy per node that differs) would train different
@@ -336,11 +344,14 @@ int Main(int argc, char** argv) {
       &server, graph,
       [&](cohort::Graph& g) { return classifier(g, text.sequence_length, tokens, num_classes); },
       train, cohort::Optimizer::create(adam), options);
+  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  const std::int64_t train_steps =
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, texts, server.num_replicas()) : FLAGS_train_steps;
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
-      .hooks = {cohort::StopAtStepHook::last(FLAGS_train_steps),
+      .hooks = {cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .warm_start_from = vectors_checkpoint,
       .warm_start_vars = vectors_checkpoint.empty() ? "" : "embedding/embeddings$"});

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -21,16 +22,20 @@ void check_writable(const std::string& path, const std::string& flag) {
   const std::filesystem::path file(path);
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
   std::string fault;
   if (path.empty()) {
     fault = "no file named";
+  } else if (std::filesystem::is_directory(status)) {
+    fault = "is a directory";
+  } else if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    // A terminal, a pipe, /dev/stdout: written in place.
+    if (::access(path.c_str(), W_OK) != 0) fault = std::string("cannot write to it: ") + std::strerror(errno);
   } else if (!std::filesystem::is_directory(dir, ec)) {
     fault = "no directory " + dir.string();
-  } else if (std::filesystem::is_directory(file, ec)) {
-    fault = "is a directory";
   } else if (::access(dir.c_str(), W_OK) != 0) {
     fault = "cannot write in " + dir.string() + ": " + std::strerror(errno);
-  } else if (std::filesystem::exists(file, ec) && ::access(path.c_str(), W_OK) != 0) {
+  } else if (std::filesystem::exists(status) && ::access(path.c_str(), W_OK) != 0) {
     fault = std::string("cannot write the file: ") + std::strerror(errno);
   }
   if (!fault.empty()) throw InvalidArgument(flag + "=" + path + ": " + fault);
@@ -58,6 +63,14 @@ void write_json_object(const std::string& path, const std::vector<JsonField>& fi
     }
   }
   const std::string text = object.dump(2) + "\n";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    // A terminal, a pipe, /dev/stdout: written to, not replaced.
+    std::ofstream out(path, std::ios::binary);
+    if (!(out << text) || !out.flush()) throw Error(path + ": cannot write the results to it");
+    return;
+  }
   const std::span<const std::byte> bytes = std::as_bytes(std::span(text));
   try {
     write_file_atomically(path, std::span(&bytes, 1));

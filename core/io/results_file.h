@@ -12,13 +12,15 @@ namespace cohort {
 
 /// Throws InvalidArgument "<flag>=<path>: <fault>" unless a file can be written at `path`: its
 /// directory exists and may be written in, and `path` is not a directory nor a file that may not
-/// be written. `flag` names where the path came from ("--metrics_json").
+/// be written; or `path` is a terminal, a pipe or a device (/dev/stdout) that may be written to.
+/// `flag` names where the path came from ("--metrics_json").
 void check_writable(const std::string& path, const std::string& flag);
 
 /// One member of a results file: a number, a count or a text.
 using JsonField = std::pair<std::string, std::variant<double, float, std::int64_t, std::string>>;
 
-/// Replaces `path` (crash-safely, as write_file_atomically) with one JSON object of `fields`, in
+/// Replaces `path` (crash-safely, as write_file_atomically; a terminal, pipe or device is written
+/// to) with one JSON object of `fields`, in
 /// their order; numbers in the fewest digits that read back as the same double, or float (a
 /// float 0.9828f is written 0.9828, not as the double it widens to); a NaN or an infinity (a
 /// diverged loss) as null, since JSON has neither. Throws Error naming `path` when it cannot be

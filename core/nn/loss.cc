@@ -1,8 +1,10 @@
 #include "cohort/core/nn/loss.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <system_error>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -416,13 +418,21 @@ double Metric::from_counts(std::span<const double> counts) const {
   return counts.size() == 2 && counts[1] > 0 ? counts[0] / counts[1] : 0.0;
 }
 
-BinaryDecisionMetric::BinaryDecisionMetric(int positive_class) : positive_class_(positive_class) {
+BinaryDecisionMetric::BinaryDecisionMetric(int positive_class, bool class_named)
+    : positive_class_(positive_class), class_named_(class_named) {
   if (positive_class < 0)
     throw InvalidArgument("positive_class = " + std::to_string(positive_class) + ", must be >= 0");
 }
 
 void BinaryDecisionMetric::check(const Shape& prediction, const TargetSpec& targets) const {
-  if (!targets.labels) return check_values("metric " + name(), prediction, targets);
+  if (!targets.labels) {
+    // 0/1 targets: every output is a decision, counted together; a class picks none of them.
+    if (positive_class_ != 1 || class_named_)
+      mismatch("metric " + name(), prediction, targets,
+               "a class is for class labels; of 0/1 targets every output counts (" +
+                   name().substr(0, name().find('@')) + ")");
+    return check_values("metric " + name(), prediction, targets);
+  }
   check_labels("metric " + name(), prediction, targets);
   if (classes_of(prediction) <= positive_class_)
     mismatch("metric " + name(), prediction, targets,
@@ -453,6 +463,11 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
   }
 }
 
+std::string BinaryDecisionMetric::named(const char* base) const {
+  return positive_class_ == 1 && !class_named_ ? std::string(base)
+                                                : std::string(base) + "@" + std::to_string(positive_class_);
+}
+
 double BinaryDecisionMetric::from_counts(std::span<const double> c) const {
   return c[0] + c[1] > 0 ? c[0] / (c[0] + c[1]) : 0.0;
 }
@@ -478,6 +493,19 @@ std::vector<double> Recall::counts(const Tensor& predictions, const Targets& tar
   return c;
 }
 
+
+std::vector<double> F1Score::counts(const Tensor& predictions, const Targets& targets, float) {
+  std::vector<double> c(3);  // true positives, false positives, false negatives
+  each_decision(predictions, targets, [&](float, bool predicted, bool positive) {
+    if (predicted || positive) c[predicted ? (positive ? 0 : 1) : 2] += 1;
+  });
+  return c;
+}
+
+double F1Score::from_counts(std::span<const double> c) const {
+  const double denominator = 2 * c[0] + c[1] + c[2];
+  return denominator > 0 ? 2 * c[0] / denominator : 0.0;
+}
 
 // Keras's thresholds: -epsilon, 1/(T-1), ..., (T-2)/(T-1), 1 + epsilon. A score is above the
 // first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k.
@@ -533,9 +561,23 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   if (name == "categorical_accuracy") return std::make_unique<CategoricalAccuracy>();
   if (name == "mse") return std::make_unique<MeanSquaredError>();
   if (name == "mae") return std::make_unique<MeanAbsoluteError>();
-  if (name == "precision") return std::make_unique<Precision>();
-  if (name == "recall") return std::make_unique<Recall>();
-  if (name == "auc") return std::make_unique<Auc>();
+  // A decision metric, of class 1 or of the class after '@' ("recall@3").
+  const std::size_t at = name.find('@');
+  const std::string base = name.substr(0, at);
+  int positive_class = 1;
+  if (at != std::string::npos) {
+    const std::string digits = name.substr(at + 1);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), positive_class);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || positive_class < 0 ||
+        (base != "precision" && base != "recall" && base != "f1" && base != "auc"))
+      throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1 "
+                            "and auc: precision@3)");
+  }
+  const bool named = at != std::string::npos;
+  if (base == "precision") return std::make_unique<Precision>(positive_class, named);
+  if (base == "recall") return std::make_unique<Recall>(positive_class, named);
+  if (base == "f1") return std::make_unique<F1Score>(positive_class, named);
+  if (base == "auc") return std::make_unique<Auc>(positive_class, named);
   if (name.starts_with("top") && name.ends_with("_accuracy") && name.size() > 12) {
     const std::string k = name.substr(3, name.size() - 12);
     if (k.find_first_not_of("0123456789") == std::string::npos && k.size() < 6 && k[0] != '0')
@@ -543,11 +585,13 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   }
   throw InvalidArgument("unknown metric '" + name +
                         "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
-                        "categorical_accuracy, mse, mae, precision, recall, auc)");
+                        "categorical_accuracy, mse, mae, precision, recall, f1, auc; of class k: "
+                        "precision@k, recall@k, f1@k, auc@k)");
 }
 
 bool higher_is_better(const std::string& name) {
-  return name.ends_with("accuracy") || name == "precision" || name == "recall" || name == "auc";
+  const std::string base = name.substr(0, name.find('@'));
+  return base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" || base == "auc";
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {

@@ -201,8 +201,12 @@ class BinaryDecisionMetric : public Metric {
   int positive_class() const { return positive_class_; }
 
  protected:
-  /// `positive_class` >= 0 (used with class labels only), else InvalidArgument.
-  explicit BinaryDecisionMetric(int positive_class);
+  /// `positive_class` >= 0 (used with class labels only), else InvalidArgument; `class_named`:
+  /// the name gives the class even when it is 1 ("recall@1", as asked for by that name).
+  BinaryDecisionMetric(int positive_class, bool class_named);
+  /// `base` ("precision"), with "@<class>" for a positive class other than 1 ("precision@3"),
+  /// or where the class was named.
+  std::string named(const char* base) const;
   /// Calls f(score, predicted_positive, positive) for each decision of the batch; the score is
   /// the positive's probability.
   template <typename F>
@@ -210,22 +214,37 @@ class BinaryDecisionMetric : public Metric {
 
  private:
   int positive_class_;
+  bool class_named_;
 };
 
 /// Of the examples predicted positive, the fraction that are ("precision"; 0 when none is).
 class Precision final : public BinaryDecisionMetric {
  public:
-  explicit Precision(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
-  std::string name() const override { return "precision"; }
+  explicit Precision(int positive_class = 1, bool class_named = false)
+      : BinaryDecisionMetric(positive_class, class_named) {}
+  std::string name() const override { return named("precision"); }
   std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
 };
 
 /// Of the positive examples, the fraction predicted so ("recall"; 0 when there is none).
 class Recall final : public BinaryDecisionMetric {
  public:
-  explicit Recall(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
-  std::string name() const override { return "recall"; }
+  explicit Recall(int positive_class = 1, bool class_named = false)
+      : BinaryDecisionMetric(positive_class, class_named) {}
+  std::string name() const override { return named("recall"); }
   std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
+};
+
+/// The harmonic mean of precision and recall ("f1"), 2 tp / (2 tp + fp + fn), counted over
+/// every decision (micro-averaged, as Keras's F1Score with average="micro"; 0 when there is no
+/// positive, predicted or true).
+class F1Score final : public BinaryDecisionMetric {
+ public:
+  explicit F1Score(int positive_class = 1, bool class_named = false)
+      : BinaryDecisionMetric(positive_class, class_named) {}
+  std::string name() const override { return named("f1"); }
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
+  double from_counts(std::span<const double> counts) const override;
 };
 
 /// The area under the ROC curve ("auc"), as Keras's AUC computes it: the positives' and
@@ -234,8 +253,9 @@ class Recall final : public BinaryDecisionMetric {
 class Auc final : public BinaryDecisionMetric {
  public:
   static constexpr int kThresholds = 200;
-  explicit Auc(int positive_class = 1) : BinaryDecisionMetric(positive_class) {}
-  std::string name() const override { return "auc"; }
+  explicit Auc(int positive_class = 1, bool class_named = false)
+      : BinaryDecisionMetric(positive_class, class_named) {}
+  std::string name() const override { return named("auc"); }
   std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
   double from_counts(std::span<const double> counts) const override;
 };
@@ -304,13 +324,14 @@ class MeanAbsoluteError final : public Metric {
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
-/// "binary_accuracy", "categorical_accuracy", "mse", "mae", "precision", "recall" or "auc"
-/// (positive class 1 where the targets are class labels); InvalidArgument naming the known ones
-/// otherwise.
+/// "binary_accuracy", "categorical_accuracy", "mse", "mae", "precision", "recall", "f1" or "auc"
+/// (positive class 1 where the targets are class labels; "precision@3" and the like: class 3);
+/// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Metric> make_metric(const std::string& name);
 /// Whether a higher value of the loss or metric `name` is the better one: the accuracies
 /// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy"), "precision",
-/// "recall" and "auc"; a loss, "mse", "mae" and any other name: lower is better.
+/// "recall", "f1" and "auc" (of any class, "recall@3"); a loss, "mse", "mae" and any other name:
+/// lower is better.
 bool higher_is_better(const std::string& name);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
 /// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical

@@ -635,6 +635,11 @@ std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
   return step;
 }
 
+std::int64_t TrainerOptions::steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers) const {
+  const std::int64_t per_step = examples_per_global_step(workers);
+  return (epochs * examples + per_step - 1) / per_step;
+}
+
 std::int64_t Trainer::examples_per_global_step() const {
   return options_.examples_per_global_step(num_workers_);
 }

@@ -73,6 +73,9 @@ struct TrainerOptions {
   /// modes, k (or all replicas') batches in sync, every replica's in allreduce; each times
   /// accumulation_steps.
   std::int64_t examples_per_global_step(int workers) const;
+  /// The global steps of `epochs` passes over `examples` training examples (every worker's
+  /// together), counted globally: ceil(epochs * examples / examples_per_global_step(workers)).
+  std::int64_t steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers) const;
 };
 
 /// The values of one step, by name: what a session can fetch.

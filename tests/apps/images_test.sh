@@ -13,9 +13,10 @@
 #   balanced class weights (those of the whole folder): the same bar; and the same run with the
 #   images decoded as batches take them (--decode_on_use) ends with the same test loss and
 #   accuracy;
-# - bad input: a missing folder, an image that does not decode, a missing image to classify and
-#   a test folder with a class the training set lacks each end the job within seconds, with one
-#   line naming the file or folder on every worker that read it.
+# - bad input: a missing folder, an image that does not decode, a missing image to classify, a
+#   test folder with a class the training set lacks and a folder of one class each end the job
+#   within seconds, with one line naming the file or folder on every worker that read it; a
+#   class subfolder without images is warned of.
 #
 #   images_test.sh EXAMPLE MPIEXEC NP_FLAG DATA_DIR WORKDIR
 set -euo pipefail
@@ -64,6 +65,14 @@ os.makedirs("extra_class/Bag", exist_ok=True)
 os.makedirs("extra_class/Hat", exist_ok=True)
 Image.fromarray(images[0], "L").save("extra_class/Bag/0.png")
 Image.fromarray(images[1], "L").save("extra_class/Hat/1.png")
+# One class alone; and two with images beside an empty third.
+os.makedirs("one_class/Bag", exist_ok=True)
+for name in ("Bag", "Coat", "Hat"):
+    os.makedirs(f"with_empty/{name}", exist_ok=True)
+for j in range(4):
+    Image.fromarray(images[j], "L").save(f"one_class/Bag/{j}.png")
+    Image.fromarray(images[j], "L").save(f"with_empty/Bag/{j}.png")
+    Image.fromarray(images[4 + j], "L").save(f"with_empty/Coat/{j}.png")
 PY
 
 . "$here/example_jobs.sh"
@@ -137,4 +146,11 @@ expect_failure predict_missing "nothing\.png: no such file" "0" --train=small --
   --train_steps=1 --batch_size=4
 expect_failure extra_class "extra_class: subfolder Hat is not one of the 10 classes given \(.*\)" "0" \
   --train=train --test=extra_class --train_steps=100000000
+expect_failure one_class "--train=one_class: one class \(Bag\): a classifier needs two or more" "0 1 2" \
+  --train=one_class
+# A class subfolder without images is a class no example trains: said, and the job goes on.
+run with_empty 1 --train=with_empty --train_steps=2 --batch_size=4 || { echo "the job with an empty class failed"; exit 1; }
+grep -q "warning: with_empty: 1 class subfolder without images (Hat): classes no example trains$" with_empty.log \
+  && grep -q "^images: 1 workers, 8 images of \[28, 28, 1\] in 3 classes, " with_empty.log \
+  || { echo "with_empty: no warning of the empty class Hat, or not 3 classes"; exit 1; }
 echo "image folder test passed: sync $(json_value sync.json accuracy), resized allreduce $(json_value resized.json accuracy)"

@@ -4,7 +4,10 @@
 #   vary by about 0.6 around their mean; the noise added is 0.01), with the test file's columns
 #   in another order (matched by name), and the same in sync mode with 1 ps task and 2 workers;
 # - features on scales far apart: with --standardize the same bar, without it twice the error;
-# - a CSV file without a header (--csv_header=false): every row is an example;
+# - the same rows read as [3, 2] sequences by a GRU (--input_shape): the same bar, and its
+#   predictions score it;
+# - a CSV file without a header (--csv_header=false): every row is an example, and --epochs=2
+#   of them the global steps two passes take;
 # - a job resumed from --checkpoint_dir evaluates the parameters the first one left;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
@@ -104,6 +107,8 @@ for split, n in (("train", 3000), ("test", 600)):
         f.write("x0,species,x1\n")
         for (a, b), c in zip(x, k):
             f.write(f"{a:.6f},{names[c]},{b:.6f}\n")
+with open("rare_named_test.csv", "w") as f:
+    f.write("x0,x1,y\n0.1,0.2,yes\n0.3,0.4,no\n")
 with open("species_unknown.csv", "w") as f:
     f.write("x0,species,x1\n0.1,setosa,0.2\n0.3,iris,0.4\n")
 counts = np.bincount(train[:, 2].astype(int), minlength=2)
@@ -159,6 +164,15 @@ run regression_sync --mode=sync --ps_tasks=1 --train=reg_train.csv --test=reg_te
 mse=$(metric reg_sync.json mse)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
   || { echo "sync-mode regression: test MSE $mse, expected below 0.05"; exit 1; }
+
+# The six features read as three steps of two by a GRU (--input_shape reshapes each row), and
+# predicted for in the file's own shape.
+run reshaped --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 --loss=mse --model=gru \
+  --input_shape=3,2 --units=32 --train_steps=600 --learning_rate=0.005 --metrics_json=reshaped.json \
+  --predict=reg_test.csv --predictions=reshaped_predictions.csv || { echo "the reshaped GRU job failed"; exit 1; }
+mse_gru=$(metric reshaped.json mse)
+predicted reshaped_predictions mse reg_test.csv "$mse_gru"
+at_most "$mse_gru" 0.05 || { echo "reshaped GRU: test MSE $mse_gru, expected below 0.05"; exit 1; }
 
 # Features on scales far apart: standardised by the training data's statistics (all shards'),
 # the model learns them as it learns the plain ones; as they are, it does not.
@@ -246,12 +260,15 @@ done
 predicted rare_balanced_predictions recall rare_test.csv "$(metric rare_balanced.json recall)"
 # Classes by name: numbered in sorted order on every worker alike, the test file's names matched
 # to them, and the predictions written by name.
+# Its metrics of one class by number ('setosa' is class 0, 'virginica' 2).
 run species --train=species_train.csv --test=species_test.csv --label_column=species --hidden=16 \
-  --train_steps=300 --metrics_json=species.json --predict=species_test.csv --predictions=species_predictions.csv \
-  || { echo "the job with class names failed"; exit 1; }
+  --train_steps=300 --metrics=recall@0,f1@2 --metrics_json=species.json --predict=species_test.csv \
+  --predictions=species_predictions.csv || { echo "the job with class names failed"; exit 1; }
 species_accuracy=$(metric species.json accuracy)
 predicted species_predictions accuracy species_test.csv "$species_accuracy"
-at_least "$species_accuracy" 0.9 || { echo "class names: test accuracy $species_accuracy, expected at least 0.9"; exit 1; }
+for value in "$species_accuracy" "$(metric species.json recall@0)" "$(metric species.json f1@2)"; do
+  at_least "$value" 0.9 || { echo "class names: test accuracy, setosa's recall, virginica's F1: $value, expected at least 0.9"; exit 1; }
+done
 # The same rows among an id and a text column, left out by --ignore_columns or by naming the
 # features: the same model as from the plain file (its test file has neither column).
 for columns in --ignore_columns=id,note --feature_columns=x0,x1; do
@@ -292,10 +309,11 @@ grep -q "^tabular: 3 workers, 4000 examples, global step 200, " checkpoint_resum
   && [[ "$(metric checkpoint_first.json mse)" == "$(metric checkpoint_resumed.json mse)" ]] \
   || { echo "checkpoint: the resumed job is not at step 200 with the same test MSE"; exit 1; }
 
+# Two epochs of the 500 rows, counted globally: 3 workers' batches of 32 a step, 11 steps.
 run no_header --train=reg_no_header.csv --csv_header=false --target_columns=6,7 \
-  --loss=mean_squared_error --train_steps=20 || { echo "the job without a CSV header failed"; exit 1; }
-grep -q "^tabular: 3 workers, 500 examples, " no_header.log \
-  || { echo "no_header: not all 500 rows were read as examples"; exit 1; }
+  --loss=mean_squared_error --epochs=2 || { echo "the job without a CSV header failed"; exit 1; }
+grep -q "^tabular: 3 workers, 500 examples, global step 11, " no_header.log \
+  || { echo "no_header: not all 500 rows were read as examples, or 2 epochs are not 11 steps"; exit 1; }
 
 # expect_failure NAME REGEX ARGS...: the job fails, quickly, every worker saying REGEX in one line
 # (with REPORTERS="0", the chief alone: the test data is the chief's alone to read).
@@ -320,6 +338,10 @@ expect_failure ignore_missing "rare_ids\.csv: no column 'notes' \(columns: .*\)"
   --train=rare_ids.csv --label_column=y --ignore_columns=id,notes
 REPORTERS=0 expect_failure unknown_class "species_unknown\.csv: line 3, column 1 \('species'\): label 'iris' is not one of the 3 classes \(class_names; the training file's\)" \
   --train=species_train.csv --test=species_unknown.csv --label_column=species --train_steps=100000000
+expect_failure epochs_and_steps "--epochs=2 with --train_steps=100: give one" \
+  --train=rare_train.csv --label_column=y --epochs=2 --train_steps=100
+REPORTERS=0 expect_failure names_for_indices "rare_named_test\.csv: label column 'y' holds class names \('no', \.\.\.\) where class indices below 2 were asked for \(num_classes\)" \
+  --train=rare_train.csv --test=rare_named_test.csv --label_column=y --train_steps=100000000
 REPORTERS=0 expect_failure predictions_dir "--predictions=no/such/dir/p\.csv: no directory no/such/dir" \
   --train=rare_train.csv --label_column=y --predict=rare_test.csv --predictions=no/such/dir/p.csv \
   --train_steps=100000000

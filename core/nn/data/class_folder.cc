@@ -74,6 +74,7 @@ std::vector<ClassFile> list_class_folder(const std::string& dir,
   std::int64_t skipped = 0;
   std::string skipped_example;
   std::vector<ClassFile> files;
+  std::vector<std::string> empty;  // classes of the folder's own subfolders without a file
   for (std::size_t label = 0; label < classes.size(); ++label) {
     const fs::path folder = fs::path(dir) / classes[label];
     std::error_code ec;
@@ -101,6 +102,7 @@ std::vector<ClassFile> list_class_folder(const std::string& dir,
     }
     if (ec) fail(listing.string(), "cannot list it: " + ec.message());
     std::sort(paths.begin(), paths.end());
+    if (paths.empty() && given.empty()) empty.push_back(classes[label]);
     for (std::string& path : paths)
       files.push_back({std::move(path), static_cast<std::int32_t>(label)});
   }
@@ -108,6 +110,11 @@ std::vector<ClassFile> list_class_folder(const std::string& dir,
     std::fprintf(stderr, "[%s] warning: %s: passed over %lld files without %s (one is %s)\n",
                  process_label().c_str(), dir.c_str(), static_cast<long long>(skipped), kind.names,
                  skipped_example.c_str());
+  // Keras counts them as classes too; the model gets outputs no training example ever asks for.
+  if (!empty.empty() && !files.empty())
+    std::fprintf(stderr, "[%s] warning: %s: %zu class subfolder%s without %s (%s): classes no example trains\n",
+                 process_label().c_str(), dir.c_str(), empty.size(), empty.size() == 1 ? "" : "s", kind.files,
+                 join_names(empty).c_str());
   if (files.empty())
     fail(dir, std::string("no ") + kind.extensions + " " + kind.files + " in its " +
                   std::to_string(classes.size()) + " class subfolders (" + join_names(classes) +

@@ -165,6 +165,12 @@ class CsvReader {
     int num_classes = options_.num_classes;
     if (num_classes == 0) num_classes = largest + 1;
     if (label_names_) {
+      // Names found where indices were asked for (num_classes: a test file of a table whose
+      // training file holds indices) would be numbered on their own, matched to nothing.
+      if (options_.num_classes != 0 && options_.class_names.empty())
+        fail(path_, "label column " + quote(options_.label_column) + " holds class names (" +
+                        quote(name_ids_.begin()->first) + ", ...) where class indices below " +
+                        std::to_string(options_.num_classes) + " were asked for (num_classes)");
       number_names();
       num_classes = static_cast<int>(class_names_.size());
     }
@@ -304,8 +310,9 @@ class CsvReader {
   // number: every label is then a name ("setosa"; "1" too).
   void start_labels(const std::vector<std::string_view>& fields) {
     double value = 0;
+    const std::string_view first = fields[static_cast<std::size_t>(label_column_)];
     label_names_ = !options_.class_names.empty() ||
-             parse_number(fields[static_cast<std::size_t>(label_column_)], value) == std::errc::invalid_argument;
+                   (!first.empty() && parse_number(first, value) == std::errc::invalid_argument);
     if (!options_.class_names.empty()) {
       class_names_ = options_.class_names;
       for (std::size_t i = 0; i < class_names_.size(); ++i)
@@ -343,6 +350,7 @@ class CsvReader {
     const int c = label_column_;
     const std::string_view field = fields[static_cast<std::size_t>(c)];
     if (label_names_) return name_id(field, line);
+    if (field.empty()) field_error(line, c, "empty label, expected a class index");
     double value = 0;
     const std::errc parsed = parse_number(field, value);
     if (parsed == std::errc::invalid_argument)

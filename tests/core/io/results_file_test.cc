@@ -26,6 +26,8 @@ TEST_CASE("check_writable says which flag names a path that cannot be written, a
   std::filesystem::create_directory(dir / "sub");
   CHECK_THROWS_WITH_AS(check_writable(dir / "sub", "--predictions"),
                        ("--predictions=" + (dir / "sub") + ": is a directory").c_str(), InvalidArgument);
+  // A device is written to in place: /dev/stdout for a pipeline (/dev/null here).
+  CHECK_NOTHROW(check_writable("/dev/null", "--predictions"));
   CHECK_THROWS_WITH_AS(check_writable(dir / "m.json/x", "--predictions"),
                        ("--predictions=" + (dir / "m.json/x") + ": no directory " + (dir / "m.json")).c_str(),
                        InvalidArgument);
@@ -53,6 +55,9 @@ TEST_CASE("write_json_object writes the fields in order, floats as short as they
         "  \"model\": \"mlp \\\"small\\\"\"\n"
         "}\n");
   CHECK_THROWS_AS(write_json_object(dir / "no/such/m.json", {{"loss", 1.0}}), Error);
+  // Written to a device, not renamed over it (as root, a rename would replace /dev/null).
+  write_json_object("/dev/null", {{"loss", 1.0}});
+  CHECK(std::filesystem::is_character_file("/dev/null"));
   // Nothing is left behind by a write that failed, nor by one that succeeded.
   int files = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path)) ++files;

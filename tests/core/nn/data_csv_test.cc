@@ -341,6 +341,12 @@ TEST_CASE("CSV: a label column of class names, numbered in sorted order, the sam
                         "(a column of class names must start with a name)");
   CHECK(csv_error(dir, "x,y\n1,cat\n2,\n", {.label_column = "y"}) ==
         dir / "t.csv" + ": line 3, column 1 ('y'): empty label, expected a class name");
+  CHECK(csv_error(dir, "x,y\n1,\n2,0\n", {.label_column = "y"}) ==
+        dir / "t.csv" + ": line 2, column 1 ('y'): empty label, expected a class index");
+  // Names where indices were asked for (a test file of a table whose training file has indices).
+  CHECK(csv_error(dir, "x,y\n1,dog\n2,cat\n", {.label_column = "y", .num_classes = 3}) ==
+        dir / "t.csv" + ": label column 'y' holds class names ('cat', ...) where class indices below 3 "
+                        "were asked for (num_classes)");
   CHECK(invalid_argument([&] { cohort::data::load_csv(dir / "train.csv", {.label_column = "species", .num_classes = 3,
                                                                           .class_names = classes}); }) ==
         dir / "train.csv" + ": load_csv takes class_names or num_classes, not both");

@@ -215,6 +215,32 @@ TEST_CASE("precision and recall, of sigmoid outputs and of one class of a classi
   CHECK(Recall(2).compute(rows, Targets{labels, nullptr}) == doctest::Approx(0.0));
   CHECK_THROWS_AS(Precision(3).check({3}, TargetSpec::classes(3)), InvalidArgument);
   CHECK_THROWS_AS(Recall(-1), InvalidArgument);
+  // F1, their harmonic mean from the counts: sigmoid outputs tp 1, fp 1, fn 1: 2/4; class 0 of
+  // the classifier tp 1, fp 1, fn 0: 2/3; no positive anywhere: 0.
+  CHECK(F1Score().compute(logits, t) == doctest::Approx(0.5));
+  CHECK(F1Score(0).compute(rows, Targets{labels, nullptr}) == doctest::Approx(2.0 / 3));
+  Tensor negatives({1, 2}, std::vector<float>{-1, -2});
+  Tensor zeros({1, 2}, std::vector<float>{0, 0});
+  CHECK(F1Score().compute(negatives, Targets{{}, &zeros}) == 0.0f);
+  // By name, of class 1 or of the class after '@'.
+  CHECK(make_metric("f1")->name() == "f1");
+  CHECK(make_metric("recall@1")->name() == "recall@1");  // fetched by the name asked for
+  CHECK(make_metric("recall@0")->name() == "recall@0");
+  CHECK(make_metric("recall@0")->compute(rows, Targets{labels, nullptr}) == doctest::Approx(1.0));
+  CHECK(make_metric("precision@12")->name() == "precision@12");
+  CHECK(make_metric("auc@2")->name() == "auc@2");
+  for (const char* bad : {"recall@", "recall@-1", "recall@x", "accuracy@1", "f1@1.5"})
+    CHECK_THROWS_WITH_AS(make_metric(bad), doctest::Contains("a class after '@' is for precision, recall, f1 and auc"),
+                         InvalidArgument);
+  // Of 0/1 targets every output counts together: a class is refused, not ignored.
+  CHECK_NOTHROW(make_metric("recall")->check({5}, TargetSpec::values({5})));
+  CHECK_THROWS_WITH_AS(make_metric("recall@3")->check({5}, TargetSpec::values({5})),
+                       doctest::Contains("metric recall@3 does not fit the data: predictions [5] per example"),
+                       InvalidArgument);
+  CHECK_THROWS_AS(make_metric("f1@1")->check({5}, TargetSpec::values({5})), InvalidArgument);
+  CHECK(higher_is_better("f1@3"));
+  CHECK(higher_is_better("precision@0"));
+  CHECK_FALSE(higher_is_better("mse"));
 }
 
 TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ranking") {
@@ -245,7 +271,7 @@ TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ran
   const Tensor second({200, 1}, std::vector<float>(logits.data() + 200, logits.data() + 400));
   const Tensor t1({200, 1}, std::vector<float>(targets.data(), targets.data() + 200));
   const Tensor t2({200, 1}, std::vector<float>(targets.data() + 200, targets.data() + 400));
-  for (Metric* metric : std::initializer_list<Metric*>{new Auc(), new Precision(), new Recall()}) {
+  for (Metric* metric : std::initializer_list<Metric*>{new Auc(), new Precision(), new Recall(), new F1Score()}) {
     std::unique_ptr<Metric> owned(metric);
     CAPTURE(metric->name());
     std::vector<double> sum = metric->counts(first, Targets{{}, &t1}, 0);
@@ -266,7 +292,7 @@ TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ran
   CHECK(make_metric("auc")->name() == "auc");
   CHECK(make_metric("top3_accuracy")->name() == "top3_accuracy");
   CHECK_THROWS_AS(make_metric("top0_accuracy"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(make_metric("f1"), doctest::Contains("unknown metric 'f1'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(make_metric("f2"), doctest::Contains("unknown metric 'f2'"), InvalidArgument);
 }
 
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {

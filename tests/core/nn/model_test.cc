@@ -131,7 +131,7 @@ TEST_CASE("evaluate_dataset: counting metrics over every example, whatever the b
   const data::Dataset data = data::synthetic(90, 4);
   const StepMetrics whole = evaluate_dataset(model, data, 1000);
   const StepMetrics batched = evaluate_dataset(model, data, 7);
-  REQUIRE(model.metric_names() == std::vector<std::string>{"accuracy", "precision", "auc"});
+  REQUIRE(model.metric_names() == std::vector<std::string>{"accuracy", "precision@3", "auc@3"});
   for (std::size_t i = 0; i < 3; ++i) CHECK(batched.metrics[i] == doctest::Approx(whole.metrics[i]));
   CHECK(batched.loss == doctest::Approx(whole.loss));
   // The one batch of all 90 is what compute() gives on the whole output.
