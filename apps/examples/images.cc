@@ -35,9 +35,9 @@
 // the loss to --metrics_json). With --checkpoint_dir the chief restores the latest checkpoint
 // there and saves one at the end, so a second run with the same --train_steps trains no further:
 // with --predict it then only classifies new images (a folder of them, at any depth, or files;
-// with HDF5 arrays, an HDF5 file's --hdf5_images, standardised as the training arrays), writing
-// path (or row index), class and probability per image (the classes are --train's subfolders,
-// or the labels' numbers).
+// TFRecord files' --tfrecord_image feature; with HDF5 arrays, an HDF5 file's --hdf5_images,
+// standardised as the training arrays), writing path (or record or row index), class and
+// probability per image (the classes are --train's subfolders, or the labels' numbers).
 #include <cohort/cohort.h>
 
 #include <algorithm>
@@ -92,7 +92,8 @@ COHORT_DEFINE_int(seed, 1, "seed for initialisation, shuffling, flips and dropou
                   cohort::flags::Range{0, 1e15});
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
 COHORT_DEFINE_string(predict, "",
-                     "chief, after training: images to classify, a folder (every PNG and JPEG in it) or files, comma-separated");
+                     "chief, after training: images to classify, a folder (every PNG and JPEG in it) or files, comma-separated, "
+                     "or TFRecord files (their --tfrecord_image feature)");
 COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
 
@@ -114,6 +115,14 @@ cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int cl
   x = model.apply(cohort::dropout("dropout", 0.3f), x);
   model.apply(cohort::dense("logits", classes), x);
   return model;
+}
+
+bool is_hdf5(const std::string& spec) { return spec.ends_with(".h5") || spec.ends_with(".hdf5"); }
+
+bool is_tfrecord(const std::string& spec) {
+  for (const char* suffix : {".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz"})
+    if (spec.ends_with(suffix)) return true;
+  return spec.find_first_of("*?[") != std::string::npos;
 }
 
 // --predict's images: the PNG and JPEG files under a folder, sorted, or the files given.
@@ -171,6 +180,23 @@ std::int64_t predict_files(cohort::Trainer& trainer, const std::vector<std::stri
   return n;
 }
 
+// Classifies the encoded images of TFRecord files' --tfrecord_image feature, decoded at the
+// training images' size and channels: index (over the files' records, in order), class,
+// probability per image.
+std::int64_t predict_records(cohort::Trainer& trainer, const cohort::Shape& example,
+                             const std::vector<std::string>& classes, std::ostream& out) {
+  cohort::data::TFRecordOptions records;
+  records.features = FLAGS_tfrecord_image;
+  records.height = example[0];
+  records.width = example[1];
+  records.channels = static_cast<int>(example[2]);
+  const cohort::Tensor images =
+      cohort::data::load_tfrecord_features(cohort::flags::split_list("predict", FLAGS_predict), records);
+  out << "index,class,probability\n";
+  write_classes(trainer, images, classes, [](std::int64_t i) { return std::to_string(i); }, out);
+  return images.dim(0);
+}
+
 // Classifies the images of an HDF5 file's dataset --hdf5_images: index (the row in the file),
 // class, probability per image.
 std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, const cohort::Shape& example,
@@ -187,13 +213,6 @@ std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, c
   return shape[0];
 }
 
-bool is_hdf5(const std::string& spec) { return spec.ends_with(".h5") || spec.ends_with(".hdf5"); }
-
-bool is_tfrecord(const std::string& spec) {
-  for (const char* suffix : {".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz"})
-    if (spec.ends_with(suffix)) return true;
-  return spec.find_first_of("*?[") != std::string::npos;
-}
 
 // The images of --`what` (train or test), `spec`: `layout.shard`'s part, of `layout`'s size and
 // channels (0: the first image's); with `classes` given (a test set), labelled by them, else
@@ -400,8 +419,9 @@ int Main(int argc, char** argv) {
                                                      {"test_examples", test->size()}});
     if (!FLAGS_predict.empty()) {
       const auto predict = [&](std::ostream& out) {
-        return arrays ? predict_arrays(trainer, FLAGS_predict, example, classes, out)
-                      : predict_files(trainer, images_to_predict(), example, classes, out);
+        if (arrays) return predict_arrays(trainer, FLAGS_predict, example, classes, out);
+        if (is_tfrecord(FLAGS_predict)) return predict_records(trainer, example, classes, out);
+        return predict_files(trainer, images_to_predict(), example, classes, out);
       };
       if (FLAGS_predictions.empty()) {
         predict(std::cout);

@@ -5,7 +5,8 @@
 #   encoded PNG and JPEG images with int64 labels (the training set in three files, one
 #   gzip-compressed, named by a pattern), as TensorFlow's image pipelines store them: sync mode,
 #   1 ps task and 2 workers, 300 steps, test accuracy at least 0.80, as from the same images in
-#   folders (tests/apps/images_test.sh); kept encoded and decoded as batches take them
+#   folders (tests/apps/images_test.sh), and --predict on the test records scores the same;
+#   kept encoded and decoded as batches take them
 #   (--decode_on_use), the same test loss and accuracy; without --test, --validation_split=0.2
 #   trains on 2400 of the records and evaluates on the 600 held out;
 # - apps/examples/tabular.cc on a regression stored as float lists (6 features, 2 targets, the
@@ -78,12 +79,26 @@ PY
 run() { run_job "$example" "$@"; }  # run NAME NP ARGS...
 
 run sync 3 --ps_tasks=1 --mode=sync --train='records/train-*' --test=records/test.tfrecord \
-  --train_steps=300 --metrics_json=sync.json || { echo "the sync-mode job failed"; exit 1; }
+  --train_steps=300 --metrics_json=sync.json --predict=records/test.tfrecord --predictions=predictions.csv \
+  || { echo "the sync-mode job failed"; exit 1; }
 grep -q "^images: 2 workers, 3000 images of \[28, 28, 1\] in 10 classes, global step 300," sync.log \
   || { echo "sync: not every record was read, or not as 28x28 grey"; exit 1; }
 accuracy=$(json_value sync.json accuracy)
 at_least "$accuracy" 0.80 \
   || { echo "sync: test accuracy $accuracy, expected at least 0.80"; exit 1; }
+# --predict on the test records: a row per record, in order, whose classes score the test
+# accuracy the job printed.
+/usr/bin/python3 - "$data_dir" "$here/../support" "$accuracy" <<'PY' || { echo "sync: the predictions do not score the test accuracy $accuracy"; exit 1; }
+import csv, sys
+sys.path.insert(0, sys.argv[2])
+from fashion_mnist import first
+_, labels = first(sys.argv[1], "t10k", 1000)
+rows = list(csv.DictReader(open("predictions.csv")))
+assert [int(r["index"]) for r in rows] == list(range(1000)), "not a row per record, in order"
+value = sum(int(r["class"]) == int(y) for r, y in zip(rows, labels)) / 1000
+print(f"predictions: test accuracy {value:.4f}, the job's {float(sys.argv[3]):.4f}")
+assert abs(value - float(sys.argv[3])) < 1e-4
+PY
 # The images kept encoded and decoded as batches take them: the same run to the last digit.
 run on_use 3 --ps_tasks=1 --mode=sync --train='records/train-*' --test=records/test.tfrecord \
   --train_steps=300 --decode_on_use || { echo "the decode-on-use job failed"; exit 1; }

@@ -244,5 +244,9 @@ struct TFRecordOptions {
 /// or infinite value, a label that is not one int64 in [0, 2^31 - 1), a count that differs from
 /// the first record's: a DataError naming the file and the record. Bad options: InvalidArgument.
 Dataset load_tfrecord(const std::vector<std::string>& files, const TFRecordOptions& options);
+/// The features alone of TFRecord files, [n, example...]: new examples to predict, read and
+/// checked as load_tfrecord reads them (options' label and target empty; images decoded, at
+/// options' height, width and channels). The records in the order of the files, then of the file.
+Tensor load_tfrecord_features(const std::vector<std::string>& files, TFRecordOptions options);
 
 }  // namespace cohort::data

@@ -359,10 +359,7 @@ class Collector {
   }
 
   Dataset dataset(const std::vector<std::string>& files) {
-    if (records_ == 0)
-      detail::fail(files.front(), "no records" + std::string(files.size() > 1 ? " in any of the files" : ""));
-    const std::string name = files.size() == 1 ? files.front()
-                                               : files.front() + " and " + std::to_string(files.size() - 1) + " more";
+    const std::string name = check_records(files);
     auto storage = std::make_shared<Storage>();
     storage->name = name;
     if (options_.label.empty()) {
@@ -372,35 +369,55 @@ class Collector {
       storage->labels = std::move(kept_labels_);
       storage->num_classes = resolve_classes(labels_, options_.num_classes, name);
     }
+    if (*input_ == Input::kImage && !options_.in_memory) {
+      const detail::ImageLayout layout = image_layout();
+      storage->source_shape = {kept_, layout.height, layout.width, layout.channels};
+      storage->source = detail::encoded_images(std::move(images_), image_name(files), layout, name);
+    } else {
+      storage->features = features(files, name);
+    }
+    return Dataset(std::move(storage));
+  }
+
+  // The kept records' features alone, [kept, example...] (load_tfrecord_features).
+  Tensor features(const std::vector<std::string>& files) { return features(files, check_records(files)); }
+
+ private:
+  // The files' name in messages; a DataError when they hold no record.
+  std::string check_records(const std::vector<std::string>& files) const {
+    if (records_ == 0)
+      detail::fail(files.front(), "no records" + std::string(files.size() > 1 ? " in any of the files" : ""));
+    return files.size() == 1 ? files.front() : files.front() + " and " + std::to_string(files.size() - 1) + " more";
+  }
+
+  // Numbers as they are, or images decoded.
+  Tensor features(const std::vector<std::string>& files, const std::string& name) {
     if (*input_ != Input::kImage) {
       Shape shape{kept_};
       const Shape example = options_.shape.empty()
                                 ? Shape{static_cast<std::int64_t>(values_per_record_)}
                                 : options_.shape;
       shape.insert(shape.end(), example.begin(), example.end());
-      storage->features = Tensor(shape, numbers_);
-      return Dataset(std::move(storage));
+      return Tensor(shape, numbers_);
     }
-    // An image's name in messages, made when needed: "PATH: record N (feature 'F')".
-    const std::function<std::string(std::int64_t)> image_name =
-        [files, records = std::move(image_records_), feature = options_.features](std::int64_t i) {
-          const auto& [file, record] = records[static_cast<std::size_t>(i)];
-          return files[file] + ": record " + std::to_string(record) + " (feature '" + feature + "')";
-        };
-    const detail::ImageLayout layout = detail::image_layout(
-        options_.height, options_.width, options_.channels, first_image_, first_);
-    if (options_.in_memory) {
-      storage->features = detail::decode_images(
-          kept_, [&](std::int64_t i) { return images_[static_cast<std::size_t>(i)]; },
-          image_name, layout, name);
-    } else {
-      storage->source_shape = {kept_, layout.height, layout.width, layout.channels};
-      storage->source = detail::encoded_images(std::move(images_), image_name, layout, name);
-    }
-    return Dataset(std::move(storage));
+    return detail::decode_images(
+        kept_, [&](std::int64_t i) { return images_[static_cast<std::size_t>(i)]; },
+        image_name(files), image_layout(), name);
   }
 
- private:
+  // An image's name in messages, made when needed: "PATH: record N (feature 'F')".
+  std::function<std::string(std::int64_t)> image_name(const std::vector<std::string>& files) {
+    return [files, records = std::move(image_records_), feature = options_.features](std::int64_t i) {
+      const auto& [file, record] = records[static_cast<std::size_t>(i)];
+      return files[file] + ": record " + std::to_string(record) + " (feature '" + feature + "')";
+    };
+  }
+
+  detail::ImageLayout image_layout() const {
+    return detail::image_layout(options_.height, options_.width, options_.channels, first_image_, first_);
+  }
+
+
   // How the features of every record are read, from the first record.
   enum class Input { kNumbers, kImage, kRawBytes };
 
@@ -475,6 +492,7 @@ class Collector {
       labels_.push_back(y.ints[0]);
       return;
     }
+    if (options_.target.empty()) return;  // features alone
     if (y.kind == Feature::kBytes)
       detail::fail(where, "target feature '" + options_.target + "' is a bytes_list, expected numbers");
     if (y.size() != targets_per_record_)
@@ -506,10 +524,10 @@ class Collector {
         append(x, numbers_);
         break;
     }
-    if (options_.label.empty()) {
-      append(y, targets_);
-    } else {
+    if (!options_.label.empty()) {
       kept_labels_.push_back(static_cast<std::int32_t>(y.ints[0]));
+    } else if (!options_.target.empty()) {
+      append(y, targets_);
     }
     ++kept_;
   }
@@ -531,22 +549,26 @@ class Collector {
 
 }  // namespace
 
-Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
-  detail::check_shard(options.shard, "load_tfrecord");
+namespace {
+
+// Reads every record of `files` (patterns expanded) into `collector`: the features, and the
+// label or target where `options` names one. Returns the files read.
+std::vector<std::string> read_records(const std::vector<std::string>& file_names, const TFRecordOptions& options,
+                                      Collector& collector, const char* caller) {
+  detail::check_shard(options.shard, caller);
   if (options.num_classes < 0)
-    throw InvalidArgument("load_tfrecord: num_classes " + std::to_string(options.num_classes));
-  detail::check_image_options("load_tfrecord", options.height, options.width, options.channels);
-  if (options.features.empty()) throw InvalidArgument("load_tfrecord: no features feature named");
-  if (options.label.empty() == options.target.empty())
-    throw InvalidArgument("load_tfrecord: name a label feature or a target feature (one of them)");
+    throw InvalidArgument(std::string(caller) + ": num_classes " + std::to_string(options.num_classes));
+  detail::check_image_options(caller, options.height, options.width, options.channels);
+  if (options.features.empty()) throw InvalidArgument(std::string(caller) + ": no features feature named");
   if (options.features == options.label || options.features == options.target)
-    throw InvalidArgument("load_tfrecord: feature '" + options.features +
+    throw InvalidArgument(std::string(caller) + ": feature '" + options.features +
                           "' named both as the features and as the label or target");
   const std::vector<std::string> files = expand(file_names);
-  const std::vector<std::string> names{options.features,
-                                       options.label.empty() ? options.target : options.label};
-  Collector collector(options);
-  std::vector<Feature> parsed(2);
+  std::vector<std::string> names{options.features};
+  if (!options.label.empty() || !options.target.empty())
+    names.push_back(options.label.empty() ? options.target : options.label);
+  std::vector<Feature> parsed(names.size());
+  const Feature none;  // the outcome of a record read for its features alone
   std::vector<std::string> seen;  // every feature's name, for a message about one missing
   std::string data;
   std::int64_t index = 0;  // over all files
@@ -560,17 +582,37 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
         detail::fail(reader.where(), "not a tf.train.Example: " + e.what);
       }
       const std::string where = reader.where();
-      for (std::size_t k = 0; k < 2; ++k) {
+      for (std::size_t k = 0; k < names.size(); ++k) {
         if (!parsed[k].present)
           detail::fail(where, "no feature '" + names[k] + "' (it has: " + join(seen) + ")");
         if (parsed[k].kind == Feature::kMissing)
           detail::fail(where, "feature '" + names[k] + "' holds no list (an empty Feature)");
       }
-      collector.add(parsed[0], parsed[1], where,
+      collector.add(parsed[0], names.size() > 1 ? parsed[1] : none, where,
                     index++ % options.shard.count == options.shard.index, file, reader.index());
     }
   }
+  return files;
+}
+
+}  // namespace
+
+Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
+  if (options.label.empty() == options.target.empty())
+    throw InvalidArgument("load_tfrecord: name a label feature or a target feature (one of them)");
+  Collector collector(options);
+  const std::vector<std::string> files = read_records(file_names, options, collector, "load_tfrecord");
   return collector.dataset(files);
+}
+
+Tensor load_tfrecord_features(const std::vector<std::string>& file_names, TFRecordOptions options) {
+  if (!options.label.empty() || !options.target.empty())
+    throw InvalidArgument("load_tfrecord_features reads features alone: no label or target (other "
+                          "features are not read)");
+  options.in_memory = true;
+  Collector collector(options);
+  const std::vector<std::string> files = read_records(file_names, options, collector, "load_tfrecord_features");
+  return collector.features(files);
 }
 
 }  // namespace cohort::data

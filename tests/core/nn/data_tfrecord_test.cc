@@ -30,9 +30,12 @@ COHORT_DECLARE_string(data_dir);
 }
 
 namespace fs = std::filesystem;
+using cohort::InvalidArgument;
 using cohort::Shape;
+using cohort::Tensor;
 using cohort::data::Dataset;
 using cohort::data::load_tfrecord;
+using cohort::data::load_tfrecord_features;
 using cohort::data::TFRecordOptions;
 using cohort::test::check_same_dataset;
 using cohort::test::data_error;
@@ -265,6 +268,26 @@ TEST_CASE("images in records: encoded PNG decoded, raw bytes with a shape") {
   options.width = 6;
   options.channels = 3;
   CHECK(load_tfrecord({dir / "png.tfrecord"}, options).example_shape() == Shape{4, 6, 3});
+  // The features alone (new images to predict): decoded at the size asked for, the labels not
+  // read, in memory even when asked otherwise.
+  TFRecordOptions features;
+  features.features = "image/encoded";
+  features.height = 4;
+  features.width = 6;
+  features.channels = 3;
+  features.in_memory = false;
+  const Tensor alone = load_tfrecord_features({dir / "png.tfrecord"}, features);
+  const Dataset resized = load_tfrecord({dir / "png.tfrecord"}, options);
+  REQUIRE(alone.shape() == Shape{4, 4, 6, 3});
+  CHECK(std::vector<float>(alone.span().begin(), alone.span().end()) ==
+        std::vector<float>(resized.storage()->features.span().begin(), resized.storage()->features.span().end()));
+  TFRecordOptions numbers;
+  numbers.features = "x";
+  spit(dir / "three.tfrecord", three_records());
+  CHECK(load_tfrecord_features({dir / "three.tfrecord"}, numbers).shape() == Shape{3, 4});
+  numbers.label = "y";
+  CHECK_THROWS_WITH_AS(load_tfrecord_features({dir / "three.tfrecord"}, numbers),
+                       doctest::Contains("load_tfrecord_features reads features alone"), InvalidArgument);
   raw_options.shape = {};
   CHECK(data_error([&] { load_tfrecord({dir / "raw.tfrecord"}, raw_options); }) ==
         dir / "raw.tfrecord" + ": record 0: feature 'image_raw' holds bytes that are not a PNG or "
