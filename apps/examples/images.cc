@@ -75,7 +75,15 @@ COHORT_DEFINE_bool(decode_on_use, false,
                    "decode each image as a batch takes it, keeping only its path (folders) or its encoded bytes (TFRecord)");
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
-COHORT_DEFINE_float(learning_rate, 0.002, "learning rate (Adam)", cohort::flags::Range{0, 10});
+COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
+                     cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
+COHORT_DEFINE_float(learning_rate, 0.002, "learning rate", cohort::flags::Range{0, 10});
+COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential) or by a tenth at the end (step)",
+                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential", "step"});
+COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});
+COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2, or decoupled with --optimizer=adamw", cohort::flags::Range{0, 1});
+COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)", cohort::flags::Range{0, 1e30});
+COHORT_DEFINE_float(dropout, 0.3, "the fraction of the dense layer's units dropped in training", cohort::flags::Range{0, 0.99});
 COHORT_DEFINE_float(moving_average_decay, 0.0,
                     "keep a moving average of the parameters with this decay (e.g. 0.99) on the "
                     "chief, and evaluate, checkpoint and predict (given again with --predict) with it (0: none)",
@@ -112,7 +120,7 @@ cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int cl
     x = model.apply(cohort::max_pool2d(block + "/pool", 2), x);
   }
   x = model.apply(cohort::dense("hidden", FLAGS_hidden, cohort::Activation::kRelu), x);
-  x = model.apply(cohort::dropout("dropout", 0.3f), x);
+  x = model.apply(cohort::dropout("dropout", static_cast<float>(FLAGS_dropout)), x);
   model.apply(cohort::dense("logits", classes), x);
   return model;
 }
@@ -373,9 +381,18 @@ int Main(int argc, char** argv) {
     sums.moments(options.image.mean, options.image.std);
   }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
-  cohort::OptimizerOptions adam;
-  adam.name = "adam";
-  adam.learning_rate.base = FLAGS_learning_rate;
+  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  const std::int64_t train_steps =
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
+  cohort::OptimizerOptions optimizer;
+  optimizer.name = FLAGS_optimizer;
+  optimizer.learning_rate = cohort::LearningRateSchedule::for_run(FLAGS_lr_schedule, FLAGS_learning_rate, train_steps,
+                                                               FLAGS_lr_warmup_steps);
+  optimizer.weight_decay = FLAGS_weight_decay;
+  optimizer.clip_norm = FLAGS_clip_norm;
+  if (server.is_chief())
+    std::printf("images: %lld global steps, %s, learning rate %g (%s)\n", static_cast<long long>(train_steps),
+                cohort::describe(optimizer).c_str(), FLAGS_learning_rate, FLAGS_lr_schedule.c_str());
   const cohort::Shape example = train.example_shape();
   const int num_classes = train.num_classes();
   // --class_weights: as given, or balanced over every worker's labels.
@@ -393,11 +410,8 @@ int Main(int argc, char** argv) {
           model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, class_weights));
         return model;
       },
-      train, cohort::Optimizer::create(adam), options);
+      train, cohort::Optimizer::create(optimizer), options);
 
-  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
-  const std::int64_t train_steps =
-      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),

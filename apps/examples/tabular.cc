@@ -121,6 +121,11 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
                      cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential) or by a tenth at the end (step)",
+                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential", "step"});
+COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});
+COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2, or decoupled with --optimizer=adamw", cohort::flags::Range{0, 1});
+COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)", cohort::flags::Range{0, 1e30});
 COHORT_DEFINE_float(moving_average_decay, 0.0,
                     "keep a moving average of the parameters with this decay (e.g. 0.99) on the "
                     "chief, and evaluate, checkpoint with it (0: none)",
@@ -409,9 +414,18 @@ int Main(int argc, char** argv) {
     sums.moments(options.image.mean, options.image.std);
   }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  const std::int64_t train_steps =
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
   cohort::OptimizerOptions optimizer;
   optimizer.name = FLAGS_optimizer;
-  optimizer.learning_rate.base = FLAGS_learning_rate;
+  optimizer.learning_rate = cohort::LearningRateSchedule::for_run(FLAGS_lr_schedule, FLAGS_learning_rate, train_steps,
+                                                               FLAGS_lr_warmup_steps);
+  optimizer.weight_decay = FLAGS_weight_decay;
+  optimizer.clip_norm = FLAGS_clip_norm;
+  if (server.is_chief())
+    std::printf("tabular: %lld global steps, %s, learning rate %g (%s)\n", static_cast<long long>(train_steps),
+                cohort::describe(optimizer).c_str(), FLAGS_learning_rate, FLAGS_lr_schedule.c_str());
   // --class_weights or --pos_weight: as given, or balanced over every worker's labels or targets.
   std::vector<float> weights;
   if (!FLAGS_class_weights.empty() || !FLAGS_pos_weight.empty()) {
@@ -463,9 +477,6 @@ int Main(int argc, char** argv) {
         .reduce_lr_patience = FLAGS_reduce_lr_patience, .best_dir = FLAGS_best_dir});
     chief_only.push_back(validation);
   }
-  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
-  const std::int64_t train_steps =
-      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),

@@ -60,7 +60,14 @@ COHORT_DEFINE_string(model, "conv1d", "the sequence encoder",
 COHORT_DEFINE_int(units, 64, "filters, recurrent units or the Transformer's width", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
-COHORT_DEFINE_float(learning_rate, 0.002, "Adam's learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
+                     cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
+COHORT_DEFINE_float(learning_rate, 0.002, "learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential) or by a tenth at the end (step)",
+                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential", "step"});
+COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});
+COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2, or decoupled with --optimizer=adamw", cohort::flags::Range{0, 1});
+COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)", cohort::flags::Range{0, 1e30});
 COHORT_DEFINE_float(moving_average_decay, 0.0,
                     "keep a moving average of the parameters with this decay (e.g. 0.99) on the "
                     "chief, and evaluate, checkpoint (--predict then uses it) with it (0: none)",
@@ -336,17 +343,23 @@ int Main(int argc, char** argv) {
                              .string();
     cohort::write_checkpoint(vectors_checkpoint, vectors);
   }
-  cohort::OptimizerOptions adam;
-  adam.name = "adam";
-  adam.learning_rate.base = FLAGS_learning_rate;
+  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  const std::int64_t train_steps =
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, texts, server.num_replicas()) : FLAGS_train_steps;
+  cohort::OptimizerOptions optimizer;
+  optimizer.name = FLAGS_optimizer;
+  optimizer.learning_rate = cohort::LearningRateSchedule::for_run(FLAGS_lr_schedule, FLAGS_learning_rate, train_steps,
+                                                               FLAGS_lr_warmup_steps);
+  optimizer.weight_decay = FLAGS_weight_decay;
+  optimizer.clip_norm = FLAGS_clip_norm;
+  if (server.is_chief())
+    std::printf("text: %lld global steps, %s, learning rate %g (%s)\n", static_cast<long long>(train_steps),
+                cohort::describe(optimizer).c_str(), FLAGS_learning_rate, FLAGS_lr_schedule.c_str());
   const int num_classes = static_cast<int>(classes.size());
   cohort::Trainer trainer(
       &server, graph,
       [&](cohort::Graph& g) { return classifier(g, text.sequence_length, tokens, num_classes); },
-      train, cohort::Optimizer::create(adam), options);
-  // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
-  const std::int64_t train_steps =
-      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, texts, server.num_replicas()) : FLAGS_train_steps;
+      train, cohort::Optimizer::create(optimizer), options);
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),

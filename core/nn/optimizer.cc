@@ -92,6 +92,19 @@ LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& n
                         "' (known: constant, step, exponential, cosine, polynomial, piecewise)");
 }
 
+LearningRateSchedule LearningRateSchedule::for_run(const std::string& kind, double base, std::int64_t steps,
+                                                   std::int64_t warmup_steps) {
+  LearningRateSchedule schedule;
+  schedule.kind = parse_kind(kind);
+  if (schedule.kind == Kind::kPiecewise)
+    throw InvalidArgument("learning-rate schedule 'piecewise' needs its boundaries: not for a run by its length");
+  schedule.base = base;
+  schedule.warmup_steps = warmup_steps;
+  schedule.decay_steps = std::max<std::int64_t>(1, steps - warmup_steps);
+  schedule.check();
+  return schedule;
+}
+
 namespace {
 
 // The gradient an update reads at element i: g[i], or g[i] + plus[i] for two gradients summed

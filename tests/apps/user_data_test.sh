@@ -2,7 +2,8 @@
 # Training on the user's own data (apps/examples/tabular.cc) with 3 workers in allreduce mode:
 # - a regression from a CSV file: the test mean squared error must fall below 0.05 (the targets
 #   vary by about 0.6 around their mean; the noise added is 0.01), with the test file's columns
-#   in another order (matched by name), and the same in sync mode with 1 ps task and 2 workers;
+#   in another order (matched by name), and the same in sync mode with 1 ps task and 2 workers
+#   (with momentum, a cosine schedule after a warm-up and clipped gradients);
 # - features on scales far apart: with --standardize the same bar, without it twice the error;
 # - the same rows read as [3, 2] sequences by a GRU (--input_shape): the same bar, and its
 #   predictions score it;
@@ -158,9 +159,13 @@ predicted reg_predictions mse reg_test.csv "$mse"
   || { echo "regression: test MSE $mse, expected below 0.05"; exit 1; }
 
 # The same in sync mode, 1 ps task and 2 workers: the parameters come from the ps at the end.
+# With SGD and momentum, a cosine schedule after a warm-up, and clipped gradients.
 run regression_sync --mode=sync --ps_tasks=1 --train=reg_train.csv --test=reg_test.csv \
-  --target_columns=y1,y2 --loss=mean_squared_error --hidden=64,64 --train_steps=800 \
+  --target_columns=y1,y2 --loss=mean_squared_error --hidden=64,64 --train_steps=800 --optimizer=momentum \
+  --learning_rate=0.05 --lr_schedule=cosine --lr_warmup_steps=50 --clip_norm=5 \
   --metrics_json=reg_sync.json || { echo "the sync-mode regression job failed"; exit 1; }
+grep -qx "tabular: 800 global steps, momentum 0.9, gradients clipped to norm 5, learning rate 0.05 (cosine)" regression_sync.log \
+  || { echo "regression_sync: not momentum, a cosine schedule and clipping"; exit 1; }
 mse=$(metric reg_sync.json mse)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $mse < 0.05 else 1)" \
   || { echo "sync-mode regression: test MSE $mse, expected below 0.05"; exit 1; }

@@ -431,6 +431,15 @@ TEST_CASE("cosine schedule with warmup: linear rise, half a cosine down to the f
   CHECK(s.at(110) == doctest::Approx(0.1));
   CHECK(s.at(500) == doctest::Approx(0.1));
   CHECK_THROWS_AS(LearningRateSchedule::parse_kind("linear"), cohort::InvalidArgument);
+  // The same for a run of 110 steps by its length: the rest after the warm-up is the decay.
+  const LearningRateSchedule run = LearningRateSchedule::for_run("cosine", 1.0, 110, 10);
+  for (const std::int64_t step : {0, 9, 10, 60, 110, 500}) CHECK(run.at(step) == doctest::Approx(s.at(step)));
+  const LearningRateSchedule linear = LearningRateSchedule::for_run("polynomial", 2.0, 100);
+  CHECK(linear.at(50) == doctest::Approx(2.0 * (0.1 + 0.9 * 0.5)));
+  CHECK(LearningRateSchedule::for_run("constant", 0.5, 100).at(99) == 0.5);
+  CHECK_THROWS_WITH_AS(LearningRateSchedule::for_run("piecewise", 1.0, 100), doctest::Contains("needs its boundaries"),
+                       cohort::InvalidArgument);
+  CHECK_THROWS_AS(LearningRateSchedule::for_run("cosine", 0.0, 100), cohort::InvalidArgument);
 }
 
 TEST_CASE("frozen parameters: untouched by every optimizer, a zero delta, out of the clipping norm") {
