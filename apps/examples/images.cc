@@ -78,8 +78,8 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
                      cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate", cohort::flags::Range{0, 10});
-COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential) or by a tenth at the end (step)",
-                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential", "step"});
+COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential)",
+                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential"});
 COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});
 COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2, or decoupled with --optimizer=adamw", cohort::flags::Range{0, 1});
 COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)", cohort::flags::Range{0, 1e30});
@@ -127,10 +127,14 @@ cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int cl
 
 bool is_hdf5(const std::string& spec) { return spec.ends_with(".h5") || spec.ends_with(".hdf5"); }
 
-bool is_tfrecord(const std::string& spec) {
+bool named_tfrecord(const std::string& spec) {
   for (const char* suffix : {".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz"})
     if (spec.ends_with(suffix)) return true;
-  return spec.find_first_of("*?[") != std::string::npos;
+  return false;
+}
+
+bool is_tfrecord(const std::string& spec) {
+  return named_tfrecord(spec) || spec.find_first_of("*?[") != std::string::npos;
 }
 
 // --predict's images: the PNG and JPEG files under a folder, sorted, or the files given.
@@ -434,7 +438,9 @@ int Main(int argc, char** argv) {
     if (!FLAGS_predict.empty()) {
       const auto predict = [&](std::ostream& out) {
         if (arrays) return predict_arrays(trainer, FLAGS_predict, example, classes, out);
-        if (is_tfrecord(FLAGS_predict)) return predict_records(trainer, example, classes, out);
+        // Named as records, or a pattern beside records to train on (a folder's name may hold '[').
+        if (named_tfrecord(FLAGS_predict) || (is_tfrecord(FLAGS_predict) && is_tfrecord(FLAGS_train)))
+          return predict_records(trainer, example, classes, out);
         return predict_files(trainer, images_to_predict(), example, classes, out);
       };
       if (FLAGS_predictions.empty()) {

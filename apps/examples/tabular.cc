@@ -88,6 +88,7 @@ COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default m
                      cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
                                             "categorical_cross_entropy", "mean_squared_error",
                                             "mse", "mean_absolute_error", "mae", "huber"});
+COHORT_DEFINE_float(huber_delta, 1.0, "--loss=huber: where the loss turns from squared to linear", cohort::flags::Range{1e-6, 1e9});
 COHORT_DEFINE_string(class_weights, "",
                      "softmax_cross_entropy: weigh each class's examples by balanced (n / (classes x "
                      "the class's n), over the whole training set) or by a weight per class, separated "
@@ -121,8 +122,8 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
                      cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
-COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential) or by a tenth at the end (step)",
-                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential", "step"});
+COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential)",
+                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential"});
 COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});
 COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2, or decoupled with --optimizer=adamw", cohort::flags::Range{0, 1});
 COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)", cohort::flags::Range{0, 1e30});
@@ -320,7 +321,9 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
       targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
   // With its default metrics.
-  if (weights.empty())
+  if (FLAGS_loss == "huber")
+    model.set_loss(std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta)));
+  else if (weights.empty())
     model.set_loss(cohort::make_loss(FLAGS_loss));
   else if (FLAGS_loss == "softmax_cross_entropy")
     model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, weights));
@@ -343,6 +346,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
+  if (cohort::flags::Registry::global().given("huber_delta") && FLAGS_loss != "huber")
+    throw cohort::InvalidArgument("--huber_delta: for --loss=huber, not --loss=" + FLAGS_loss);
   // The chief writes its results at the end: paths that cannot be written end the job now.
   if (server.is_chief()) {
     if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");

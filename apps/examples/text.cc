@@ -63,8 +63,8 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
                      cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
 COHORT_DEFINE_float(learning_rate, 0.002, "learning rate", cohort::flags::Range{0, 1e3});
-COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential) or by a tenth at the end (step)",
-                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential", "step"});
+COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential)",
+                     cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential"});
 COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});
 COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2, or decoupled with --optimizer=adamw", cohort::flags::Range{0, 1});
 COHORT_DEFINE_float(clip_norm, 0.0, "clip gradients to this global norm (0: no clipping)", cohort::flags::Range{0, 1e30});

@@ -96,8 +96,12 @@ LearningRateSchedule LearningRateSchedule::for_run(const std::string& kind, doub
                                                    std::int64_t warmup_steps) {
   LearningRateSchedule schedule;
   schedule.kind = parse_kind(kind);
-  if (schedule.kind == Kind::kPiecewise)
-    throw InvalidArgument("learning-rate schedule 'piecewise' needs its boundaries: not for a run by its length");
+  if (schedule.kind == Kind::kPiecewise || schedule.kind == Kind::kStep)
+    throw InvalidArgument("learning-rate schedule '" + kind +
+                          "' needs its boundaries or step length: not for a run by its length");
+  if (warmup_steps > 0 && warmup_steps >= steps)
+    throw InvalidArgument("learning-rate schedule: a warm-up of " + std::to_string(warmup_steps) +
+                          " steps is not shorter than the run of " + std::to_string(steps));
   schedule.base = base;
   schedule.warmup_steps = warmup_steps;
   schedule.decay_steps = std::max<std::int64_t>(1, steps - warmup_steps);

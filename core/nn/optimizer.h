@@ -45,10 +45,11 @@ struct LearningRateSchedule {
   /// "constant", "step", "exponential", "cosine", "polynomial" or "piecewise"; anything else is
   /// an InvalidArgument.
   static Kind parse_kind(const std::string& name);
-  /// A schedule of `kind` (parse_kind's names but "piecewise") for a run of `steps` global steps
-  /// from `base`: after `warmup_steps` of linear warm-up, over the rest ("cosine" and
-  /// "polynomial" down to a tenth of `base`, "exponential" to a tenth at the end, "step" once,
-  /// at the end). What a program's --lr_schedule gives without more flags.
+  /// A schedule of `kind` ("constant", "cosine", "polynomial" or "exponential") for a run of
+  /// `steps` global steps from `base`: after `warmup_steps` of linear warm-up (fewer than
+  /// `steps`), over the rest, down to a tenth of `base` at the end. What a program's
+  /// --lr_schedule gives without more flags. InvalidArgument for another kind or a warm-up as
+  /// long as the run.
   static LearningRateSchedule for_run(const std::string& kind, double base, std::int64_t steps,
                                       std::int64_t warmup_steps = 0);
   /// InvalidArgument naming the first setting out of range for this kind.

@@ -196,10 +196,10 @@ mse_raw=$(metric reg_raw.json mse)
               "at least twice that"; exit 1; }
 
 # Without a test file, a fifth of the training file held out (the same fifth on every worker)
-# and evaluated on, with the Huber loss: 3200 rows train, and the MSE on the 800 held out is as
-# low as on the test file.
+# and evaluated on, with the Huber loss (turning linear at 0.5): 3200 rows train, and the MSE
+# on the 800 held out is as low as on the test file.
 run held_out --train=reg_train.csv --validation_split=0.2 --seed=3 --target_columns=y1,y2 \
-  --loss=huber --hidden=64,64 --train_steps=1500 --metrics_json=reg_held_out.json \
+  --loss=huber --huber_delta=0.5 --hidden=64,64 --train_steps=1500 --metrics_json=reg_held_out.json \
   || { echo "the job with a validation split failed"; exit 1; }
 grep -q "^tabular: 3 workers, 3200 examples, " held_out.log \
   || { echo "held_out: the training part is not 3200 rows"; exit 1; }
@@ -343,6 +343,8 @@ expect_failure ignore_missing "rare_ids\.csv: no column 'notes' \(columns: .*\)"
   --train=rare_ids.csv --label_column=y --ignore_columns=id,notes
 REPORTERS=0 expect_failure unknown_class "species_unknown\.csv: line 3, column 1 \('species'\): label 'iris' is not one of the 3 classes \(class_names; the training file's\)" \
   --train=species_train.csv --test=species_unknown.csv --label_column=species --train_steps=100000000
+expect_failure huber_delta "--huber_delta: for --loss=huber, not --loss=mean_squared_error" \
+  --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --huber_delta=2
 expect_failure epochs_and_steps "--epochs=2 with --train_steps=100: give one" \
   --train=rare_train.csv --label_column=y --epochs=2 --train_steps=100
 REPORTERS=0 expect_failure names_for_indices "rare_named_test\.csv: label column 'y' holds class names \('no', \.\.\.\) where class indices below 2 were asked for \(num_classes\)" \

@@ -437,8 +437,13 @@ TEST_CASE("cosine schedule with warmup: linear rise, half a cosine down to the f
   const LearningRateSchedule linear = LearningRateSchedule::for_run("polynomial", 2.0, 100);
   CHECK(linear.at(50) == doctest::Approx(2.0 * (0.1 + 0.9 * 0.5)));
   CHECK(LearningRateSchedule::for_run("constant", 0.5, 100).at(99) == 0.5);
-  CHECK_THROWS_WITH_AS(LearningRateSchedule::for_run("piecewise", 1.0, 100), doctest::Contains("needs its boundaries"),
+  for (const char* kind : {"piecewise", "step"})
+    CHECK_THROWS_WITH_AS(LearningRateSchedule::for_run(kind, 1.0, 100), doctest::Contains("needs its boundaries"),
+                         cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(LearningRateSchedule::for_run("cosine", 1.0, 100, 100),
+                       "learning-rate schedule: a warm-up of 100 steps is not shorter than the run of 100",
                        cohort::InvalidArgument);
+  CHECK(LearningRateSchedule::for_run("exponential", 1.0, 100, 10).at(100) == doctest::Approx(0.1));  // at the end
   CHECK_THROWS_AS(LearningRateSchedule::for_run("cosine", 0.0, 100), cohort::InvalidArgument);
 }
 
