@@ -294,36 +294,28 @@ void convert_as(const char* in, std::int64_t n, float* out, bool swap) {
   }
 }
 
-// Converts `n` elements of the header's dtype at `in` to float32 at `out`.
+// Converts `n` elements of the header's dtype at `in` to float32 at `out`, byte-swapped where
+// the file has the other byte order.
 void convert(const NpyHeader& h, const char* in, std::int64_t n, float* out) {
   const bool swap = h.swapped();
-  if (swap || h.item_size == 2) {
-    switch (h.kind * 16 + h.item_size) {
-      case 'i' * 16 + 2: return convert_as<std::int16_t>(in, n, out, swap);
-      case 'i' * 16 + 4: return convert_as<std::int32_t>(in, n, out, swap);
-      case 'i' * 16 + 8: return convert_as<std::int64_t>(in, n, out, swap);
-      case 'u' * 16 + 2: return convert_as<std::uint16_t>(in, n, out, swap);
-      case 'u' * 16 + 4: return convert_as<std::uint32_t>(in, n, out, swap);
-      case 'u' * 16 + 8: return convert_as<std::uint64_t>(in, n, out, swap);
-      case 'f' * 16 + 2: return convert_as<Eigen::half>(in, n, out, swap);  // IEEE binary16
-      case 'f' * 16 + 4: return convert_as<float>(in, n, out, swap);
-      case 'f' * 16 + 8: return convert_as<double>(in, n, out, swap);
-    }
-  }
   switch (h.kind * 16 + h.item_size) {
     case 'b' * 16 + 1:
       for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] != 0 ? 1.0f : 0.0f;
       break;
     case 'i' * 16 + 1: convert_as<std::int8_t>(in, n, out, false); break;
-    case 'i' * 16 + 2: convert_as<std::int16_t>(in, n, out, false); break;
-    case 'i' * 16 + 4: convert_as<std::int32_t>(in, n, out, false); break;
-    case 'i' * 16 + 8: convert_as<std::int64_t>(in, n, out, false); break;
+    case 'i' * 16 + 2: convert_as<std::int16_t>(in, n, out, swap); break;
+    case 'i' * 16 + 4: convert_as<std::int32_t>(in, n, out, swap); break;
+    case 'i' * 16 + 8: convert_as<std::int64_t>(in, n, out, swap); break;
     case 'u' * 16 + 1: convert_as<std::uint8_t>(in, n, out, false); break;
-    case 'u' * 16 + 2: convert_as<std::uint16_t>(in, n, out, false); break;
-    case 'u' * 16 + 4: convert_as<std::uint32_t>(in, n, out, false); break;
-    case 'u' * 16 + 8: convert_as<std::uint64_t>(in, n, out, false); break;
-    case 'f' * 16 + 4: std::memcpy(out, in, static_cast<std::size_t>(n) * 4); break;
-    case 'f' * 16 + 8: convert_as<double>(in, n, out, false); break;
+    case 'u' * 16 + 2: convert_as<std::uint16_t>(in, n, out, swap); break;
+    case 'u' * 16 + 4: convert_as<std::uint32_t>(in, n, out, swap); break;
+    case 'u' * 16 + 8: convert_as<std::uint64_t>(in, n, out, swap); break;
+    case 'f' * 16 + 2: convert_as<Eigen::half>(in, n, out, swap); break;  // IEEE binary16
+    case 'f' * 16 + 4:
+      if (swap) convert_as<float>(in, n, out, true);
+      else std::memcpy(out, in, static_cast<std::size_t>(n) * 4);
+      break;
+    case 'f' * 16 + 8: convert_as<double>(in, n, out, swap); break;
   }
 }
 
