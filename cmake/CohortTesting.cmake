@@ -4,8 +4,13 @@
 set(COHORT_TEST_TIMEOUT 120 CACHE STRING "Default ctest timeout per test, seconds")
 set(COHORT_MPIEXEC_FLAGS --oversubscribe CACHE STRING "Extra flags for MPIEXEC_EXECUTABLE in tests")
 
-# Environment for every MPI test: more ranks than cores must not starve each other.
-set(COHORT_TEST_ENV OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1)
+# Environment for every MPI test: more ranks than cores must not starve each other. When a rank
+# exits with an error, Open MPI's mpirun sends the job's processes SIGCONT, SIGTERM and SIGKILL a
+# second apart (odls_base_sigkill_timeout), even where all of them have exited already: two idle
+# seconds for each of the many failing jobs the tests run. Without that pause, SIGKILL follows
+# SIGTERM at once; the tests that check what a rank does on SIGTERM send it to the rank themselves.
+set(COHORT_TEST_ENV OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+    OMPI_MCA_odls_base_sigkill_timeout=0)
 execute_process(COMMAND id -u OUTPUT_VARIABLE cohort_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(cohort_uid STREQUAL "0")
   list(APPEND COHORT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
