@@ -1,8 +1,9 @@
 // Prints, as JSON, the variables of an LSTM, a GRU, a bidirectional LSTM, multi-head attention
-// (plain and causal), an LSTM and a GRU under a padding mask and a masked cross-attention, the
-// inputs, the output, a gradient of the output and the gradients each layer computes from it: what
-// torch_parity_test.py checks against PyTorch's LSTM, GRU and MultiheadAttention, implementations
-// independent of Cohort's.
+// (plain and causal), an LSTM and a GRU under a padding mask, a masked cross-attention,
+// transposed convolutions and an upsampling, the inputs, the output, a gradient of the output and
+// the gradients each layer computes from it: what torch_parity_test.py checks against PyTorch's
+// LSTM, GRU, MultiheadAttention, ConvTranspose2d and Upsample, implementations independent of
+// Cohort's.
 #include <cstdio>
 #include <memory>
 #include <span>
@@ -13,6 +14,7 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/ops/attention.h"
 #include "cohort/core/nn/ops/recurrent.h"
+#include "cohort/core/nn/ops/upsampling.h"
 
 using namespace cohort;
 
@@ -24,8 +26,9 @@ void print(const char* name, std::span<const float> values) {
   std::printf("]");
 }
 
-// One layer's case: its variables (in the graph's order), inputs, output and gradients. The
-// layer takes a sequence [steps, features] ("x"), and, where `value` is given, the value of a
+// One layer's case: its variables (in the graph's order), inputs, output and gradients, and the
+// shapes of the input and the output. The layer takes an example of shape `example` ("x": a
+// sequence [steps, features], or an image), and, where `value` is given, the value of a
 // cross-attention ("value"); where `lengths` are given, a mask of each example's first
 // lengths[b] steps of its last sequence input ("mask").
 void run(const char* name, Layer& layer, const Shape& example, std::int64_t batch,
@@ -86,8 +89,14 @@ void run(const char* name, Layer& layer, const Shape& example, std::int64_t batc
   }
   if (!lengths.empty()) tensors.push_back({"mask", &inputs.back()});
   for (auto [key, t] : tensors) {
-    std::printf(", ");
+    std::printf("%s", separator);
+    separator = ", ";
     print(key, t->span());
+  }
+  for (auto [key, t] : {std::pair{"x_shape", &inputs[0]}, std::pair{"y_shape", &y}}) {
+    const std::vector<float> dims(t->shape().begin(), t->shape().end());
+    std::printf(", ");
+    print(key, dims);
   }
   std::printf("}");
 }
@@ -119,5 +128,32 @@ int main() {
   // Cross-attention of 5 query steps to a value of 7 steps of 6 features, masked.
   MultiHeadAttention cross("mha", heads, 0, false, 0.0f, /*cross=*/true);
   run("cross_attention", cross, {5, features}, batch, {steps, 6}, lengths);
+  // Transposed convolutions of a [5, 6, 3] image to 4 filters: SAME with an odd padding (the
+  // extra row after) and an even one, VALID with overlapping windows and with gaps, a ReLU.
+  struct TransposeCase {
+    const char* name;
+    std::int64_t kernel_h, kernel_w, stride_h, stride_w;
+    Padding padding;
+    Activation activation;
+  };
+  for (const TransposeCase& c : {
+           TransposeCase{"conv_transpose_same_3x3_2x2", 3, 3, 2, 2, Padding::kSame, Activation::kNone},
+           TransposeCase{"conv_transpose_same_4x4_2x2_relu", 4, 4, 2, 2, Padding::kSame, Activation::kRelu},
+           TransposeCase{"conv_transpose_same_3x2_2x1", 3, 2, 2, 1, Padding::kSame, Activation::kNone},
+           TransposeCase{"conv_transpose_valid_3x3_2x2", 3, 3, 2, 2, Padding::kValid, Activation::kNone},
+           TransposeCase{"conv_transpose_valid_1x1_3x3", 1, 1, 3, 3, Padding::kValid, Activation::kNone}}) {
+    Conv2DTranspose::Options o;
+    o.filters = 4;
+    o.kernel_h = c.kernel_h;
+    o.kernel_w = c.kernel_w;
+    o.stride_h = c.stride_h;
+    o.stride_w = c.stride_w;
+    o.padding = c.padding;
+    o.activation = c.activation;
+    Conv2DTranspose layer("up", o);
+    run(c.name, layer, {5, 6, 3}, batch);
+  }
+  UpSampling2D upsampling("up", 2, 3);
+  run("upsampling", upsampling, {5, 6, 3}, batch);
   std::printf("}\n");
 }

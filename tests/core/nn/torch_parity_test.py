@@ -1,7 +1,7 @@
-"""Cohort's LSTM, GRU, Bidirectional and MultiHeadAttention against PyTorch's: the same weights and input give
-the same outputs and the same gradients of the input and of every variable, to 1e-5; padding masks
-against PyTorch's packed sequences and key padding mask, cross-attention against its attention
-with a key and value of their own width.
+"""Cohort's LSTM, GRU, Bidirectional, MultiHeadAttention, Conv2DTranspose and UpSampling2D against
+PyTorch's: the same weights and input give the same outputs and the same gradients of the input
+and of every variable, to 1e-5; padding masks against PyTorch's packed sequences and key padding
+mask, cross-attention against its attention with a key and value of their own width.
 
 Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
 
@@ -160,6 +160,54 @@ for i, part in enumerate(("query", "key", "value")):
 compare(f"{name} output kernel gradient", v["grad:attention_output/kernel"],
         module.out_proj.weight.grad.numpy().T)
 
+
+def image(v, key):
+    """The case's NHWC tensor `key` ("x", "y", ...) as NCHW, of the shape the dump gives."""
+    shape = v["x_shape" if key in ("x", "grad_x") else "y_shape"].astype(np.int64)
+    return np.array(v[key]).reshape(shape).transpose(0, 3, 1, 2)
+
+
+# Transposed convolutions, named conv_transpose_{same,valid}_{kh}x{kw}_{sh}x{sw}[_relu]: PyTorch's
+# full scatter ((in - 1) * stride + kernel, no padding), then cropped or extended to Keras's size
+# as TensorFlow's padding says (SAME: the padding max(kernel - stride, 0) split with the extra one
+# after; VALID: none), by F.pad, which crops where its padding is negative. PyTorch's weight is
+# [in, out, kh, kw], Keras's [kh, kw, out, in].
+for name in [key for key in data if key.startswith("conv_transpose_")]:
+    v = {key: np.array(value) for key, value in data[name].items()}
+    padding, kernel, strides, *activation = name.split("_")[2:]
+    kh, kw = (int(k) for k in kernel.split("x"))
+    sh, sw = (int(k) for k in strides.split("x"))
+    x = torch.tensor(image(v, "x"), requires_grad=True)
+    channels, filters = x.shape[1], v["bias"].size
+    module = torch.nn.ConvTranspose2d(channels, filters, (kh, kw), stride=(sh, sw), bias=False)
+    module.weight.data = tensor(v["kernel"].reshape(kh, kw, filters, channels).transpose(3, 2, 0, 1))
+    bias = torch.zeros(filters, requires_grad=True)
+    bias.data = tensor(v["bias"])
+    full = module(x)
+    out_h, out_w = (int(d) for d in v["y_shape"][1:3])
+    top = max(kh - sh, 0) // 2 if padding == "same" else 0
+    left = max(kw - sw, 0) // 2 if padding == "same" else 0
+    y = torch.nn.functional.pad(full, (-left, out_w - full.shape[3] + left, -top, out_h - full.shape[2] + top))
+    y = y + bias.reshape(1, filters, 1, 1)
+    if activation == ["relu"]:
+        y = torch.relu(y)
+    compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
+    (y * tensor(image(v, "grad_y"))).sum().backward()
+    compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
+    compare(f"{name} kernel gradient", v["grad:kernel"], module.weight.grad.numpy().transpose(2, 3, 1, 0))
+    compare(f"{name} bias gradient", v["grad:bias"], bias.grad.numpy())
+
+# UpSampling2D: PyTorch's nearest-neighbour Upsample by the same factors.
+name = "upsampling"
+v = {key: np.array(value) for key, value in data[name].items()}
+x = torch.tensor(image(v, "x"), requires_grad=True)
+factor = tuple(int(o // i) for o, i in zip(v["y_shape"][1:3], v["x_shape"][1:3]))
+y = torch.nn.Upsample(scale_factor=factor, mode="nearest")(x)
+compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
+(y * tensor(image(v, "grad_y"))).sum().backward()
+compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
+
 if failures:
     sys.exit("differ from PyTorch: " + ", ".join(failures))
-print("LSTM, GRU, Bidirectional and MultiHeadAttention (masked and cross) agree with PyTorch")
+print("LSTM, GRU, Bidirectional, MultiHeadAttention (masked and cross), Conv2DTranspose and "
+      "UpSampling2D agree with PyTorch")

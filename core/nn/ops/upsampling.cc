@@ -1,0 +1,289 @@
+#include "cohort/core/nn/ops/upsampling.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "cohort/core/base/error.h"
+#include "cohort/core/nn/graph.h"
+#include "cohort/core/nn/ops/bias_grad.h"
+#include "cohort/core/nn/ops/gemm.h"
+#include "cohort/core/nn/threads.h"
+
+namespace cohort {
+namespace {
+
+using ops_detail::gemm;
+
+// As Conv2D's: one chunk's column buffer is kept near this size, to stay in L2.
+constexpr std::int64_t kColumnChunkBytes = 768 * 1024;
+
+std::string image_shape_error(const char* kind, const std::string& name, const Shape& input) {
+  return std::string(kind) + " \"" + name + "\": input " + to_string(input) +
+         " is not [height, width, channels]";
+}
+
+}  // namespace
+
+Conv2DTranspose::Conv2DTranspose(std::string name, Options options)
+    : name_(std::move(name)), options_(options) {
+  const Options& o = options_;
+  if (o.filters < 1 || o.kernel_h < 1 || o.kernel_w < 1 || o.stride_h < 1 || o.stride_w < 1)
+    throw InvalidArgument("Conv2DTranspose \"" + name_ + "\": filters " +
+                          std::to_string(o.filters) + ", kernel " + std::to_string(o.kernel_h) +
+                          "x" + std::to_string(o.kernel_w) + ", stride " +
+                          std::to_string(o.stride_h) + "x" + std::to_string(o.stride_w) +
+                          ": each must be >= 1");
+  if (o.padding == Padding::kCausal)
+    throw InvalidArgument("Conv2DTranspose \"" + name_ + "\": padding is SAME or VALID, not causal");
+}
+
+Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+    throw InvalidArgument(image_shape_error("Conv2DTranspose", name_, input));
+  // Keras's output size; the convolution from it back to the input's size then has the input's
+  // size exactly (SAME: ceil(out / stride) = in; VALID: (out - k) / stride + 1 = in).
+  auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s) {
+    return options_.padding == Padding::kSame ? in * s : in * s + std::max<std::int64_t>(k - s, 0);
+  };
+  im2col::Geometry& g = geometry_;
+  g.in_h = out_size(input[0], options_.kernel_h, options_.stride_h);
+  g.in_w = out_size(input[1], options_.kernel_w, options_.stride_w);
+  g.in_c = options_.filters;
+  g.kernel_h = options_.kernel_h;
+  g.kernel_w = options_.kernel_w;
+  g.stride_h = options_.stride_h;
+  g.stride_w = options_.stride_w;
+  const SpatialDim h = spatial_dim(g.in_h, g.kernel_h, g.stride_h, options_.padding);
+  const SpatialDim w = spatial_dim(g.in_w, g.kernel_w, g.stride_w, options_.padding);
+  g.pad_top = h.pad_before;
+  g.pad_left = w.pad_before;
+  g.out_h = h.out;
+  g.out_w = w.out;
+  if (g.out_h != input[0] || g.out_w != input[1])  // the sizes above are made to agree
+    throw Error("Conv2DTranspose \"" + name_ + "\": internal: the convolution of " +
+                std::to_string(g.in_h) + "x" + std::to_string(g.in_w) + " gives " +
+                std::to_string(g.out_h) + "x" + std::to_string(g.out_w));
+  in_c_ = input[2];
+  const std::int64_t in_c = in_c_;
+  const std::int64_t bytes_per_image =
+      g.rows_per_image() * std::max(g.patch(), in_c) * std::int64_t{sizeof(float)};
+  chunk_ = std::max<std::int64_t>(1, kColumnChunkBytes / bytes_per_image);
+  graph_ = &graph;
+  kernel_offset_ = graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, in_c},
+                                      options_.kernel_initializer, VariableOptions{.decay = true})
+                       .offset;
+  bias_offset_ = graph.get_variable(name_ + "/bias", {g.in_c}, Initializer::zeros()).offset;
+  return {g.in_h, g.in_w, g.in_c};
+}
+
+void Conv2DTranspose::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const im2col::Geometry& g = geometry_;
+  const std::int64_t n = input.dim(0), in_c = input.dim(3), patch = g.patch();
+  const float* values = graph_->values().data();
+  const float* kernel = values + kernel_offset_;  // [patch, in_c]
+  const float* bias = values + bias_offset_;
+  output.resize({n, g.in_h, g.in_w, g.in_c});
+  const std::int64_t chunks = (n + chunk_ - 1) / chunk_;
+  const int threads = static_cast<int>(std::min<std::int64_t>(std::max(1, intra_op_threads()), chunks));
+  const std::int64_t column_size = chunk_ * g.rows_per_image() * patch;
+  columns_.resize({threads * column_size});
+  const bool relu = options_.activation == Activation::kRelu;
+
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (std::int64_t i = 0; i < chunks; ++i) {
+    const std::int64_t b0 = i * chunk_, count = std::min(chunk_, n - b0);
+    float* columns = columns_.data() + intra_op_thread_index() * column_size;
+    float* out = output.data() + b0 * g.image_size();
+    // Each input pixel's contribution to every tap of its window, then the windows summed onto
+    // the output (col2im): Conv2D's input gradient.
+    gemm(false, true, count * g.rows_per_image(), patch, in_c,
+         input.data() + b0 * g.rows_per_image() * in_c, kernel, 0.0f, columns);
+    std::memset(out, 0, static_cast<std::size_t>(count * g.image_size()) * sizeof(float));
+    im2col::add_rows(g, columns, count, out);
+    for (std::int64_t p = 0; p < count * g.in_h * g.in_w; ++p) {
+      float* pixel = out + p * g.in_c;
+      for (std::int64_t c = 0; c < g.in_c; ++c) {
+        const float v = pixel[c] + bias[c];
+        pixel[c] = relu && v < 0.0f ? 0.0f : v;
+      }
+    }
+  }
+}
+
+void Conv2DTranspose::backward(const Tensor& input, const Tensor& output,
+                               const Tensor& grad_output, Tensor* grad_input,
+                               std::span<float> grads) {
+  const im2col::Geometry& g = geometry_;
+  const std::int64_t n = input.dim(0), in_c = input.dim(3), patch = g.patch();
+  const float* kernel = graph_->values().data() + kernel_offset_;
+  float* grad_kernel = grads.data() + kernel_offset_;
+  const bool relu = options_.activation == Activation::kRelu;
+  // The bias's gradient, and the pre-activation gradient where a ReLU is fused.
+  const std::int64_t pixels = n * g.in_h * g.in_w;
+  if (relu) grad_pre_.resize({pixels * g.in_c});
+  ops_detail::relu_and_bias_grad(grad_output.data(), output.data(), grad_pre_.data(), pixels,
+                                 g.in_c, relu, grads.data() + bias_offset_, false);
+  const float* dz = relu ? grad_pre_.data() : grad_output.data();
+  if (grad_input != nullptr) grad_input->resize(input.shape());
+  const std::int64_t column_size = chunk_ * g.rows_per_image() * patch;
+  columns_.resize({column_size});
+  // Chunk by chunk, on this thread (the forward pass is the one spread over the intra-op
+  // threads): the output gradient's windows (im2col, Conv2D's forward), then the kernel's
+  // gradient and the input's from the same columns.
+  for (std::int64_t b0 = 0; b0 < n; b0 += chunk_) {
+    const std::int64_t count = std::min(chunk_, n - b0), rows = count * g.rows_per_image();
+    im2col::to_rows(g, dz + b0 * g.image_size(), count, columns_.data());
+    const float* x = input.data() + b0 * g.rows_per_image() * in_c;
+    gemm(true, false, patch, in_c, rows, columns_.data(), x, b0 == 0 ? 0.0f : 1.0f, grad_kernel);
+    if (grad_input != nullptr)
+      gemm(false, false, rows, in_c, patch, columns_.data(), kernel, 0.0f,
+           grad_input->data() + b0 * g.rows_per_image() * in_c);
+  }
+}
+
+double Conv2DTranspose::flops_per_example() const {
+  return 3.0 * input_grad_flops_per_example() +
+         2.0 * static_cast<double>(geometry_.image_size());  // + bias and its gradient
+}
+
+double Conv2DTranspose::input_grad_flops_per_example() const {
+  return 2.0 * static_cast<double>(geometry_.rows_per_image() * geometry_.patch() * in_c_);
+}
+
+UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w)
+    : name_(std::move(name)), size_h_(size_h), size_w_(size_w) {
+  if (size_h < 1 || size_w < 1)
+    throw InvalidArgument("UpSampling2D \"" + name_ + "\": size " + std::to_string(size_h) + "x" +
+                          std::to_string(size_w) + ": each must be >= 1");
+}
+
+Shape UpSampling2D::build(Graph&, const Shape& input) {
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+    throw InvalidArgument(image_shape_error("UpSampling2D", name_, input));
+  h_ = input[0];
+  w_ = input[1];
+  c_ = input[2];
+  return {h_ * size_h_, w_ * size_w_, c_};
+}
+
+void UpSampling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0), out_w = w_ * size_w_;
+  output.resize({n, h_ * size_h_, out_w, c_});
+  const std::size_t pixel_bytes = static_cast<std::size_t>(c_) * sizeof(float);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t y = 0; y < h_; ++y) {
+      // The first of the size_h output rows, pixel by pixel; the others copy it whole.
+      float* row = output.data() + ((b * h_ + y) * size_h_) * out_w * c_;
+      const float* in = input.data() + (b * h_ + y) * w_ * c_;
+      for (std::int64_t x = 0; x < w_; ++x)
+        for (std::int64_t r = 0; r < size_w_; ++r)
+          std::memcpy(row + (x * size_w_ + r) * c_, in + x * c_, pixel_bytes);
+      for (std::int64_t r = 1; r < size_h_; ++r)
+        std::memcpy(row + r * out_w * c_, row, static_cast<std::size_t>(out_w) * pixel_bytes);
+    }
+}
+
+void UpSampling2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                            Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  const std::int64_t n = input.dim(0), out_w = w_ * size_w_;
+  grad_input->resize(input.shape());
+  grad_input->set_zero();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t y = 0; y < h_ * size_h_; ++y) {
+      const float* dy = grad_output.data() + (b * h_ * size_h_ + y) * out_w * c_;
+      float* dx = grad_input->data() + (b * h_ + y / size_h_) * w_ * c_;
+      for (std::int64_t x = 0; x < out_w; ++x)
+        for (std::int64_t c = 0; c < c_; ++c) dx[(x / size_w_) * c_ + c] += dy[x * c_ + c];
+    }
+}
+
+Reframe2D::Reframe2D(std::string name, Border border, int sign)
+    : name_(std::move(name)), border_(border), sign_(sign) {
+  if (border.top < 0 || border.bottom < 0 || border.left < 0 || border.right < 0)
+    throw InvalidArgument(std::string(sign > 0 ? "ZeroPadding2D" : "Cropping2D") + " \"" + name_ +
+                          "\": top, bottom, left and right must be >= 0");
+}
+
+Shape Reframe2D::build(Graph&, const Shape& input) {
+  const char* kind = sign_ > 0 ? "ZeroPadding2D" : "Cropping2D";
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+    throw InvalidArgument(image_shape_error(kind, name_, input));
+  in_ = input;
+  out_ = {input[0] + sign_ * (border_.top + border_.bottom),
+          input[1] + sign_ * (border_.left + border_.right), input[2]};
+  if (out_[0] < 1 || out_[1] < 1)
+    throw InvalidArgument(std::string(kind) + " \"" + name_ + "\": cropping " +
+                          std::to_string(border_.top) + "+" + std::to_string(border_.bottom) +
+                          " rows and " + std::to_string(border_.left) + "+" +
+                          std::to_string(border_.right) + " columns leaves nothing of input " +
+                          to_string(input));
+  return out_;
+}
+
+namespace {
+
+// Copies each image of `from` [n, fh, fw, c] into `to` [n, th, tw, c] at row `top`, column `left`
+// of the larger one: `to` larger when `into` (its frame zeroed first), else `from` larger and the
+// window at (top, left) of it read.
+void copy_window(const float* from, const Shape& from_shape, float* to, const Shape& to_shape,
+                 std::int64_t n, std::int64_t top, std::int64_t left, bool into) {
+  const Shape& small = into ? from_shape : to_shape;
+  const Shape& large = into ? to_shape : from_shape;
+  const std::int64_t c = small[2];
+  const std::size_t row_bytes = static_cast<std::size_t>(small[1] * c) * sizeof(float);
+  if (into)
+    std::fill_n(to, n * large[0] * large[1] * c, 0.0f);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t y = 0; y < small[0]; ++y) {
+      const std::int64_t small_at = ((b * small[0]) + y) * small[1] * c;
+      const std::int64_t large_at = ((b * large[0] + top + y) * large[1] + left) * c;
+      if (into) std::memcpy(to + large_at, from + small_at, row_bytes);
+      else std::memcpy(to + small_at, from + large_at, row_bytes);
+    }
+}
+
+}  // namespace
+
+void Reframe2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t n = input.dim(0);
+  output.resize({n, out_[0], out_[1], out_[2]});
+  copy_window(input.data(), in_, output.data(), out_, n, border_.top, border_.left, sign_ > 0);
+}
+
+void Reframe2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                         Tensor* grad_input, std::span<float>) {
+  if (grad_input == nullptr) return;
+  const std::int64_t n = input.dim(0);
+  grad_input->resize(input.shape());
+  copy_window(grad_output.data(), out_, grad_input->data(), in_, n, border_.top, border_.left,
+              sign_ < 0);
+}
+
+std::unique_ptr<Layer> conv2d_transpose(std::string name, std::int64_t filters,
+                                        std::int64_t kernel, Activation activation,
+                                        std::int64_t stride, Padding padding) {
+  Conv2DTranspose::Options options;
+  options.filters = filters;
+  options.kernel_h = options.kernel_w = kernel;
+  options.stride_h = options.stride_w = stride;
+  options.padding = padding;
+  options.activation = activation;
+  return std::make_unique<Conv2DTranspose>(std::move(name), options);
+}
+
+std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size) {
+  return std::make_unique<UpSampling2D>(std::move(name), size, size);
+}
+
+std::unique_ptr<Layer> zero_padding2d(std::string name, Border border) {
+  return std::make_unique<Reframe2D>(std::move(name), border, +1);
+}
+
+std::unique_ptr<Layer> cropping2d(std::string name, Border border) {
+  return std::make_unique<Reframe2D>(std::move(name), border, -1);
+}
+
+}  // namespace cohort

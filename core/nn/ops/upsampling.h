@@ -1,0 +1,120 @@
+#pragma once
+// Layers that make an image larger or change its frame, the decoder half of an autoencoder, a
+// U-Net or a GAN's generator: Conv2DTranspose (a learned upsampling), UpSampling2D (repeated
+// pixels), ZeroPadding2D and Cropping2D (rows and columns added or taken off at the edges, as a
+// U-Net's skip connections need to match sizes). All on NHWC images [height, width, channels].
+//
+//   x = model.apply(conv2d_transpose("up1", 64, 4, Activation::kRelu, 2), x);  // [7, 7] -> [14, 14]
+//   x = model.apply(upsampling2d("up2", 2), x);                                // [14, 14] -> [28, 28]
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cohort/core/nn/initializer.h"
+#include "cohort/core/nn/layer.h"
+#include "cohort/core/nn/ops/im2col.h"
+#include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/tensor.h"
+
+namespace cohort {
+
+/// The transpose of a 2-D convolution (Keras's Conv2DTranspose; also called a fractionally
+/// strided convolution or, loosely, a deconvolution): each input pixel scatters its channels
+/// through the filter onto a window of the output, windows `stride` apart, so an [H, W, C] input
+/// becomes [H * stride, W * stride, filters] with SAME padding and [H * stride + max(k - stride,
+/// 0), ...] with VALID, as Keras computes them. It is exactly the input gradient of the Conv2D of
+/// the same kernel, stride and padding from the output's size to the input's (TensorFlow's
+/// conv2d_transpose), computed the same way (matrix product and col2im). Variables
+/// "<name>/kernel" [kh, kw, filters, in] (Keras's layout; Glorot uniform, Keras's default) and
+/// "<name>/bias" [filters] (zeros); the kernel is decayed.
+class Conv2DTranspose : public Layer {
+ public:
+  struct Options {
+    std::int64_t filters = 1;
+    std::int64_t kernel_h = 3, kernel_w = 3;
+    std::int64_t stride_h = 1, stride_w = 1;
+    Padding padding = Padding::kSame;  ///< kSame or kValid
+    Activation activation = Activation::kNone;
+    Initializer kernel_initializer = Initializer::glorot_uniform();
+  };
+  Conv2DTranspose(std::string name, Options options);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+  double input_grad_flops_per_example() const override;
+
+ private:
+  std::string name_;
+  Options options_;
+  Graph* graph_ = nullptr;
+  // The convolution this layer is the transpose of: its input is this layer's output, its output
+  // this layer's input, its filters this layer's input channels.
+  im2col::Geometry geometry_;
+  std::int64_t in_c_ = 0;  // the input's channels
+  std::int64_t kernel_offset_ = 0, bias_offset_ = 0;
+  std::int64_t chunk_ = 1;  // images per matrix product, so that the columns stay in cache
+  Tensor columns_, grad_pre_;
+};
+
+/// Repeats each pixel `size_h` times down and `size_w` times across (Keras's UpSampling2D with
+/// its default nearest-neighbour interpolation): [H, W, C] -> [H * size_h, W * size_w, C]. Its
+/// gradient sums each block back onto its pixel. No variables.
+class UpSampling2D : public Layer {
+ public:
+  UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+
+ private:
+  std::string name_;
+  std::int64_t size_h_, size_w_;
+  std::int64_t h_ = 0, w_ = 0, c_ = 0;  // the input's
+};
+
+/// The rows and columns an image gains (ZeroPadding2D) or loses (Cropping2D) at each edge.
+struct Border {
+  std::int64_t top = 0, bottom = 0, left = 0, right = 0;
+  /// The same on every edge.
+  static Border all(std::int64_t n) { return {n, n, n, n}; }
+};
+
+/// Adds rows and columns of zeros around each image (Keras's ZeroPadding2D) when `sign` is +1,
+/// or takes them off (Keras's Cropping2D) when it is -1: the two are each other's gradient.
+/// No variables.
+class Reframe2D : public Layer {
+ public:
+  Reframe2D(std::string name, Border border, int sign);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+
+ private:
+  std::string name_;
+  Border border_;
+  int sign_;
+  Shape in_, out_;  // one example's
+};
+
+/// Square kernel and stride.
+std::unique_ptr<Layer> conv2d_transpose(std::string name, std::int64_t filters,
+                                        std::int64_t kernel,
+                                        Activation activation = Activation::kNone,
+                                        std::int64_t stride = 1, Padding padding = Padding::kSame);
+std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size = 2);
+std::unique_ptr<Layer> zero_padding2d(std::string name, Border border);
+std::unique_ptr<Layer> cropping2d(std::string name, Border border);
+
+}  // namespace cohort
