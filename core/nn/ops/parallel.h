@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cohort/core/nn/threads.h"
 
@@ -24,6 +25,35 @@ void in_ranges(std::int64_t total, F&& f, std::int64_t granule = 16) {
     const std::int64_t begin = std::min(total, granules * t / threads * granule);
     const std::int64_t end = std::min(total, granules * (t + 1) / threads * granule);
     if (end > begin) f(begin, end - begin);
+  }
+}
+
+/// For a sum over a batch computed in parallel (a kernel's gradient): runs f(begin, count, sum)
+/// over [0, total) cut as in_ranges cuts it, each thread adding into a `size`-float sum of its own,
+/// zeroed first; the calling thread's is `out`, the others' live in `scratch` and are added onto
+/// `out` at the end. `out` holds the whole sum after, also for a total of 0.
+template <typename F>
+void summed_over_ranges(std::int64_t total, float* out, std::int64_t size,
+                        std::vector<float>& scratch, F&& f, std::int64_t granule = 1) {
+  const std::int64_t granules = (total + granule - 1) / granule;
+  const int threads = static_cast<int>(
+      std::clamp<std::int64_t>(intra_op_threads(), 1, std::max<std::int64_t>(granules, 1)));
+  std::fill_n(out, size, 0.0f);
+  if (threads <= 1) {
+    if (total > 0) f(std::int64_t{0}, total, out);
+    return;
+  }
+  scratch.assign(static_cast<std::size_t>((threads - 1) * size), 0.0f);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) {
+    const std::int64_t begin = std::min(total, granules * t / threads * granule);
+    const std::int64_t end = std::min(total, granules * (t + 1) / threads * granule);
+    float* sum = t == 0 ? out : scratch.data() + (t - 1) * size;
+    if (end > begin) f(begin, end - begin, sum);
+  }
+  for (int t = 1; t < threads; ++t) {
+    const float* sum = scratch.data() + (t - 1) * size;
+    for (std::int64_t i = 0; i < size; ++i) out[i] += sum[i];
   }
 }
 

@@ -9,6 +9,7 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
+#include "cohort/core/nn/ops/parallel.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {
@@ -86,7 +87,8 @@ void Conv2DTranspose::forward(const Tensor& input, Tensor& output, const OpConte
   const float* bias = values + bias_offset_;
   output.resize({n, g.in_h, g.in_w, g.in_c});
   const std::int64_t chunks = (n + chunk_ - 1) / chunk_;
-  const int threads = static_cast<int>(std::min<std::int64_t>(std::max(1, intra_op_threads()), chunks));
+  const int threads =
+      static_cast<int>(std::clamp<std::int64_t>(intra_op_threads(), 1, std::max<std::int64_t>(chunks, 1)));
   const std::int64_t column_size = chunk_ * g.rows_per_image() * patch;
   columns_.resize({threads * column_size});
   const bool relu = options_.activation == Activation::kRelu;
@@ -128,19 +130,26 @@ void Conv2DTranspose::backward(const Tensor& input, const Tensor& output,
   const float* dz = relu ? grad_pre_.data() : grad_output.data();
   if (grad_input != nullptr) grad_input->resize(input.shape());
   const std::int64_t column_size = chunk_ * g.rows_per_image() * patch;
-  columns_.resize({column_size});
-  // Chunk by chunk, on this thread (the forward pass is the one spread over the intra-op
-  // threads): the output gradient's windows (im2col, Conv2D's forward), then the kernel's
-  // gradient and the input's from the same columns.
-  for (std::int64_t b0 = 0; b0 < n; b0 += chunk_) {
-    const std::int64_t count = std::min(chunk_, n - b0), rows = count * g.rows_per_image();
-    im2col::to_rows(g, dz + b0 * g.image_size(), count, columns_.data());
-    const float* x = input.data() + b0 * g.rows_per_image() * in_c;
-    gemm(true, false, patch, in_c, rows, columns_.data(), x, b0 == 0 ? 0.0f : 1.0f, grad_kernel);
-    if (grad_input != nullptr)
-      gemm(false, false, rows, in_c, patch, columns_.data(), kernel, 0.0f,
-           grad_input->data() + b0 * g.rows_per_image() * in_c);
-  }
+  columns_.resize({std::max(1, intra_op_threads()) * column_size});
+  // The images shared out over the threads, each thread's chunk by chunk: the output gradient's
+  // windows (im2col, Conv2D's forward), then the kernel's gradient (summed over the threads) and
+  // the input's from the same columns.
+  ops_detail::summed_over_ranges(
+      n, grad_kernel, patch * in_c, partials_,
+      [&](std::int64_t first, std::int64_t images, float* kernel_sum) {
+        float* columns = columns_.data() + intra_op_thread_index() * column_size;
+        for (std::int64_t b0 = first; b0 < first + images; b0 += chunk_) {
+          const std::int64_t count = std::min(chunk_, first + images - b0);
+          const std::int64_t rows = count * g.rows_per_image();
+          im2col::to_rows(g, dz + b0 * g.image_size(), count, columns);
+          const float* x = input.data() + b0 * g.rows_per_image() * in_c;
+          gemm(true, false, patch, in_c, rows, columns, x, 1.0f, kernel_sum);
+          if (grad_input != nullptr)
+            gemm(false, false, rows, in_c, patch, columns, kernel, 0.0f,
+                 grad_input->data() + b0 * g.rows_per_image() * in_c);
+        }
+      },
+      chunk_);
 }
 
 double Conv2DTranspose::flops_per_example() const {

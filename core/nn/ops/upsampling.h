@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cohort/core/nn/initializer.h"
 #include "cohort/core/nn/layer.h"
@@ -60,6 +61,7 @@ class Conv2DTranspose : public Layer {
   std::int64_t kernel_offset_ = 0, bias_offset_ = 0;
   std::int64_t chunk_ = 1;  // images per matrix product, so that the columns stay in cache
   Tensor columns_, grad_pre_;
+  std::vector<float> partials_;  // the kernel gradient's sums of the threads after the first
 };
 
 /// Repeats each pixel `size_h` times down and `size_w` times across (Keras's UpSampling2D with
