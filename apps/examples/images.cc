@@ -30,8 +30,9 @@
 // be among the training set's classes (labels follow the training set's order). Without --height and --width every
 // training image must have the first's size; with them each is resized (bilinear). Test images
 // are given the training images' size and channels, resized if need be. The network: per
-// --filters entry a 3x3 convolution with ReLU and a 2x2 max-pool, then a dense layer (--hidden
-// units, ReLU), dropout and the logits. The chief prints the test accuracy (and writes it with
+// --filters entry a 3x3 convolution with ReLU (after the first, separable ones with
+// --conv=separable) and a 2x2 max-pool, then a dense layer (--hidden units, ReLU), dropout and
+// the logits. The chief prints the test accuracy (and writes it with
 // the loss to --metrics_json). With --checkpoint_dir the chief restores the latest checkpoint
 // there and saves one at the end, so a second run with the same --train_steps trains no further:
 // with --predict it then only classifies new images (a folder of them, at any depth, or files;
@@ -69,6 +70,10 @@ COHORT_DEFINE_int(width, 0, "resize every image to this width", cohort::flags::R
 COHORT_DEFINE_int(channels, 0, "1 (grey) or 3 (RGB); 0: the first image's",
                   cohort::flags::Range{0, 3});
 COHORT_DEFINE_string(filters, "32,64", "filters of each convolution block, comma-separated");
+COHORT_DEFINE_string(conv, "standard",
+                     "the convolutions after the first block: standard, or separable (depthwise, "
+                     "then 1x1: Xception's and MobileNet's)",
+                     cohort::flags::Choices{"standard", "separable"});
 COHORT_DEFINE_int(hidden, 128, "units of the dense layer before the logits", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_bool(horizontal_flip, false, "mirror training images left-right at random");
 COHORT_DEFINE_bool(decode_on_use, false,
@@ -116,7 +121,11 @@ cohort::Model network(cohort::Graph& graph, const cohort::Shape& example, int cl
       cohort::flags::parse_size_list("filters", FLAGS_filters, 1 << 16);
   for (std::size_t i = 0; i < filters.size(); ++i) {
     const std::string block = "block" + std::to_string(i + 1);
-    x = model.apply(cohort::conv2d(block + "/conv", filters[i], 3, cohort::Activation::kRelu), x);
+    // The first block sees few channels, which a separable convolution would hardly mix.
+    if (FLAGS_conv == "separable" && i > 0)
+      x = model.apply(cohort::separable_conv2d(block + "/conv", filters[i], 3, cohort::Activation::kRelu), x);
+    else
+      x = model.apply(cohort::conv2d(block + "/conv", filters[i], 3, cohort::Activation::kRelu), x);
     x = model.apply(cohort::max_pool2d(block + "/pool", 2), x);
   }
   x = model.apply(cohort::dense("hidden", FLAGS_hidden, cohort::Activation::kRelu), x);

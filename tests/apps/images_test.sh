@@ -13,6 +13,7 @@
 #   balanced class weights (those of the whole folder): the same bar; and the same run with the
 #   images decoded as batches take them (--decode_on_use) ends with the same test loss and
 #   accuracy;
+# - the second convolution separable (--conv=separable): the same bar;
 # - bad input: a missing folder, an image that does not decode, a missing image to classify, a
 #   test folder with a class the training set lacks and a folder of one class each end the job
 #   within seconds, with one line naming the file or folder on every worker that read it; a
@@ -135,6 +136,11 @@ grep -q "^images: 2 workers, 3000 images of \[32, 32, 3\] in 10 classes (decoded
   || { echo "on_use: the images were not decoded on use"; exit 1; }
 [[ $(grep -o "global step 300, test loss.*" on_use.log) == $(grep -o "global step 300, test loss.*" resized.log) ]] \
   || { echo "decoded on use, the run ended elsewhere than with the images in memory"; exit 1; }
+
+# The second block's convolution separable (depthwise 3x3, then 1x1): the same bar.
+run separable 2 --mode=allreduce --train=train --test=test --train_steps=300 --conv=separable \
+  --metrics_json=separable.json || { echo "the separable-convolution job failed"; exit 1; }
+check_accuracy separable 0.80
 
 # expect_failure NAME REGEX WORKERS ARGS...: 3 workers in allreduce mode; the job fails within
 # seconds, each worker in WORKERS saying REGEX in one line.

@@ -1,9 +1,9 @@
 // Prints, as JSON, the variables of an LSTM, a GRU, a bidirectional LSTM, multi-head attention
 // (plain and causal), an LSTM and a GRU under a padding mask, a masked cross-attention,
-// transposed convolutions and an upsampling, the inputs, the output, a gradient of the output and
-// the gradients each layer computes from it: what torch_parity_test.py checks against PyTorch's
-// LSTM, GRU, MultiheadAttention, ConvTranspose2d and Upsample, implementations independent of
-// Cohort's.
+// transposed, depthwise and separable convolutions and an upsampling, the inputs, the output, a
+// gradient of the output and the gradients each layer computes from it: what
+// torch_parity_test.py checks against PyTorch's LSTM, GRU, MultiheadAttention, ConvTranspose2d,
+// Conv2d and Upsample, implementations independent of Cohort's.
 #include <cstdio>
 #include <memory>
 #include <span>
@@ -13,6 +13,7 @@
 #include "cohort/core/nn/gradient_check.h"
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/ops/attention.h"
+#include "cohort/core/nn/ops/depthwise.h"
 #include "cohort/core/nn/ops/recurrent.h"
 #include "cohort/core/nn/ops/upsampling.h"
 
@@ -155,5 +156,14 @@ int main() {
   }
   UpSampling2D upsampling("up", 2, 3);
   run("upsampling", upsampling, {5, 6, 3}, batch);
+  // Depthwise and separable convolutions of the same image, named
+  // {depthwise,separable}_{same,valid}_{kernel}_{stride}_{depth multiplier}[_relu].
+  DepthwiseConv2D depthwise("dw", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2,
+                                   .depth_multiplier = 2, .activation = Activation::kRelu});
+  run("depthwise_same_3_2_2_relu", depthwise, {5, 6, 3}, batch);
+  DepthwiseConv2D valid("dw", {.kernel_h = 2, .kernel_w = 2, .padding = Padding::kValid});
+  run("depthwise_valid_2_1_1", valid, {5, 6, 3}, batch);
+  auto separable = separable_conv2d("sep", 4, 3, Activation::kRelu, 1, Padding::kSame, 2);
+  run("separable_same_3_1_2_relu", *separable, {5, 6, 3}, batch);
   std::printf("}\n");
 }

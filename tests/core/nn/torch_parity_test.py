@@ -1,7 +1,8 @@
-"""Cohort's LSTM, GRU, Bidirectional, MultiHeadAttention, Conv2DTranspose and UpSampling2D against
-PyTorch's: the same weights and input give the same outputs and the same gradients of the input
-and of every variable, to 1e-5; padding masks against PyTorch's packed sequences and key padding
-mask, cross-attention against its attention with a key and value of their own width.
+"""Cohort's LSTM, GRU, Bidirectional, MultiHeadAttention, Conv2DTranspose, UpSampling2D,
+DepthwiseConv2D and SeparableConv2D against PyTorch's: the same weights and input give the same
+outputs and the same gradients of the input and of every variable, to 1e-5; padding masks
+against PyTorch's packed sequences and key padding mask, cross-attention against its attention
+with a key and value of their own width.
 
 Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
 
@@ -207,7 +208,55 @@ compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
 (y * tensor(image(v, "grad_y"))).sum().backward()
 compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
 
+
+def tf_padding(size, kernel, stride, same):
+    """TensorFlow's padding before and after one dimension (SAME: the extra one after)."""
+    if not same:
+        return 0, 0
+    pad = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+    return pad // 2, pad - pad // 2
+
+
+# Depthwise convolutions: PyTorch's Conv2d with groups = channels, its weight [C x M, 1, k, k]
+# with Keras's output channel order c x M + m; the input padded as TensorFlow pads it. A
+# separable one: that, then a 1x1 Conv2d with the bias.
+for name in [key for key in data if key.startswith(("depthwise_", "separable_"))]:
+    v = {key: np.array(value) for key, value in data[name].items()}
+    kind, padding, kernel, stride, multiplier, *activation = name.split("_")
+    k, s_, m = int(kernel), int(stride), int(multiplier)
+    x = torch.tensor(image(v, "x"), requires_grad=True)
+    c = x.shape[1]
+    top, bottom = tf_padding(x.shape[2], k, s_, padding == "same")
+    left, right = tf_padding(x.shape[3], k, s_, padding == "same")
+    prefix = "depthwise/" if kind == "separable" else ""
+    depthwise = torch.nn.Conv2d(c, c * m, k, stride=s_, groups=c, bias=False)
+    depthwise.weight.data = tensor(v[prefix + "kernel"].reshape(k, k, c, m).transpose(2, 3, 0, 1).reshape(c * m, 1, k, k))
+    y = depthwise(torch.nn.functional.pad(x, (left, right, top, bottom)))
+    if kind == "depthwise":
+        bias = torch.zeros(c * m, requires_grad=True)
+        bias.data = tensor(v["bias"])
+    else:
+        filters = v["pointwise/bias"].size
+        pointwise = torch.nn.Conv2d(c * m, filters, 1, bias=False)
+        pointwise.weight.data = tensor(v["pointwise/kernel"].reshape(c * m, filters).T.reshape(filters, c * m, 1, 1))
+        y = pointwise(y)
+        bias = torch.zeros(filters, requires_grad=True)
+        bias.data = tensor(v["pointwise/bias"])
+    y = y + bias.reshape(1, -1, 1, 1)
+    if activation == ["relu"]:
+        y = torch.relu(y)
+    compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
+    (y * tensor(image(v, "grad_y"))).sum().backward()
+    compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
+    compare(f"{name} depthwise kernel gradient", v["grad:" + prefix + "kernel"],
+            depthwise.weight.grad.numpy().reshape(c, m, k, k).transpose(2, 3, 0, 1))
+    if kind == "separable":
+        compare(f"{name} pointwise kernel gradient", v["grad:pointwise/kernel"],
+                pointwise.weight.grad.numpy().reshape(-1, c * m).T)
+    compare(f"{name} bias gradient", v["grad:" + ("bias" if kind == "depthwise" else "pointwise/bias")],
+            bias.grad.numpy())
+
 if failures:
     sys.exit("differ from PyTorch: " + ", ".join(failures))
-print("LSTM, GRU, Bidirectional, MultiHeadAttention (masked and cross), Conv2DTranspose and "
-      "UpSampling2D agree with PyTorch")
+print("LSTM, GRU, Bidirectional, MultiHeadAttention (masked and cross), Conv2DTranspose, "
+      "UpSampling2D, DepthwiseConv2D and SeparableConv2D agree with PyTorch")
