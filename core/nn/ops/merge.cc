@@ -128,6 +128,78 @@ double Multiply::flops_per_example() const {
   return static_cast<double>(inputs_ * inputs_ * size_);  // forward, and each input's gradient
 }
 
+Shape Subtract::build_node(Graph& graph, std::span<const Shape> inputs) {
+  if (inputs.size() != 2)
+    throw InvalidArgument("Subtract \"" + name_ + "\": takes two inputs (the first less the second), given " +
+                          std::to_string(inputs.size()));
+  return ElementwiseMerge::build_node(graph, inputs);
+}
+
+void Subtract::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
+  check_inputs(inputs);
+  output.resize(inputs[0]->shape());
+  flat(output) = flat(*inputs[0]) - flat(*inputs[1]);
+}
+
+void Subtract::backward_node(std::span<const Tensor* const>, const Tensor&, const Tensor& grad_output,
+                             std::span<Tensor* const> grad_inputs, std::span<float>) {
+  for (std::size_t i = 0; i < grad_inputs.size(); ++i) {
+    if (grad_inputs[i] == nullptr) continue;
+    grad_inputs[i]->resize(grad_output.shape());
+    if (i == 0) flat(*grad_inputs[i]) = flat(grad_output);
+    else flat(*grad_inputs[i]) = -flat(grad_output);
+  }
+}
+
+void Average::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
+  check_inputs(inputs);
+  output.resize(inputs[0]->shape());
+  flat(output) = flat(*inputs[0]);
+  for (std::size_t i = 1; i < inputs.size(); ++i) flat(output) += flat(*inputs[i]);
+  flat(output) *= 1.0f / static_cast<float>(inputs.size());
+}
+
+void Average::backward_node(std::span<const Tensor* const> inputs, const Tensor&,
+                            const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                            std::span<float>) {
+  const float share = 1.0f / static_cast<float>(inputs.size());
+  for (Tensor* g : grad_inputs) {
+    if (g == nullptr) continue;
+    g->resize(grad_output.shape());
+    flat(*g) = flat(grad_output) * share;
+  }
+}
+
+double Average::flops_per_example() const {
+  return static_cast<double>((inputs_ + 1) * size_);
+}
+
+void Extremum::forward_node(std::span<const Tensor* const> inputs, Tensor& output, const OpContext&) {
+  check_inputs(inputs);
+  output.resize(inputs[0]->shape());
+  flat(output) = flat(*inputs[0]);
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    if (largest_) flat(output) = flat(output).cwiseMax(flat(*inputs[i]));
+    else flat(output) = flat(output).cwiseMin(flat(*inputs[i]));
+  }
+}
+
+void Extremum::backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                             const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                             std::span<float>) {
+  for (Tensor* g : grad_inputs)
+    if (g != nullptr) {
+      g->resize(grad_output.shape());
+      g->set_zero();
+    }
+  for (std::int64_t e = 0; e < output.size(); ++e)
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if ((*inputs[i])[e] == output[e]) {  // the first input holding the value
+        if (grad_inputs[i] != nullptr) (*grad_inputs[i])[e] = grad_output[e];
+        break;
+      }
+}
+
 Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {
   if (inputs.size() < 2)
     throw InvalidArgument("Concatenate \"" + name_ + "\": needs two or more inputs, given " +
@@ -249,6 +321,10 @@ std::unique_ptr<Layer> add(std::string name, Activation activation) {
 }
 
 std::unique_ptr<Layer> multiply(std::string name) { return std::make_unique<Multiply>(std::move(name)); }
+std::unique_ptr<Layer> subtract(std::string name) { return std::make_unique<Subtract>(std::move(name)); }
+std::unique_ptr<Layer> average(std::string name) { return std::make_unique<Average>(std::move(name)); }
+std::unique_ptr<Layer> maximum(std::string name) { return std::make_unique<Extremum>(std::move(name), true); }
+std::unique_ptr<Layer> minimum(std::string name) { return std::make_unique<Extremum>(std::move(name), false); }
 
 std::unique_ptr<Layer> concatenate(std::string name, int axis) {
   return std::make_unique<Concatenate>(std::move(name), axis);

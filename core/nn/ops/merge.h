@@ -1,6 +1,6 @@
 #pragma once
-// Layers that join several inputs (MergeLayer): Add, Multiply and Concatenate; and Slice, which
-// takes one apart.
+// Layers that join several inputs (MergeLayer): Add, Multiply, Subtract, Average, Maximum,
+// Minimum and Concatenate; and Slice, which takes one apart.
 
 #include <cstdint>
 #include <span>
@@ -59,6 +59,51 @@ class Multiply : public ElementwiseMerge {
                      const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
                      std::span<float> grads) override;
   double flops_per_example() const override;
+};
+
+/// The first input less the second (Keras's Subtract): exactly two inputs of one shape.
+class Subtract : public ElementwiseMerge {
+ public:
+  explicit Subtract(std::string name) : ElementwiseMerge(std::move(name), "Subtract") {}
+
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) override;
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+};
+
+/// The element-wise mean of two or more inputs of one shape (Keras's Average: an ensemble of
+/// branches).
+class Average : public ElementwiseMerge {
+ public:
+  explicit Average(std::string name) : ElementwiseMerge(std::move(name), "Average") {}
+
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+  double flops_per_example() const override;
+};
+
+/// The element-wise largest (Keras's Maximum) or smallest (Minimum) of two or more inputs of one
+/// shape; each element's gradient goes to the first input that holds the value, as TensorFlow's
+/// maximum of two gives it to the first on a tie.
+class Extremum : public ElementwiseMerge {
+ public:
+  Extremum(std::string name, bool largest)
+      : ElementwiseMerge(std::move(name), largest ? "Maximum" : "Minimum"), largest_(largest) {}
+
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override;
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override;
+
+ private:
+  bool largest_;
 };
 
 /// Two or more inputs joined along one axis of the example shape (`axis` counts from 0; a

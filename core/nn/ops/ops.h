@@ -338,6 +338,10 @@ std::unique_ptr<Layer> global_max_pool2d(std::string name);
 std::unique_ptr<Layer> add(std::string name, Activation activation = Activation::kNone);
 std::unique_ptr<Layer> concatenate(std::string name, int axis = -1);
 std::unique_ptr<Layer> multiply(std::string name);
+std::unique_ptr<Layer> subtract(std::string name);  ///< two inputs: the first less the second
+std::unique_ptr<Layer> average(std::string name);
+std::unique_ptr<Layer> maximum(std::string name);
+std::unique_ptr<Layer> minimum(std::string name);
 /// merge.h: [begin, begin + size) of each example along `axis` (the last by default).
 std::unique_ptr<Layer> slice(std::string name, std::int64_t begin, std::int64_t size,
                              int axis = -1);

@@ -1,4 +1,5 @@
-// Tests of core/nn/ops/merge.h: Add, Multiply, Concatenate and Slice.
+// Tests of core/nn/ops/merge.h: Add, Multiply, Subtract, Average, Maximum, Minimum, Concatenate
+// and Slice.
 #include "cohort/core/nn/ops/merge.h"
 
 #include <doctest/doctest.h>
@@ -166,6 +167,77 @@ TEST_CASE("Multiply: the element-wise product; each input's gradient the output'
   }
   CHECK_THROWS_AS(layer.build_node(graph, std::vector<Shape>{{2}, {3}}), InvalidArgument);
   CHECK(multiply("x")->name() == "x");
+}
+
+TEST_CASE("Subtract, Average, Maximum and Minimum by hand; their gradients") {
+  Graph graph;
+  Tensor a({1, 3}, std::vector<float>{1, 5, 2}), b({1, 3}, std::vector<float>{4, 5, -1}),
+      c({1, 3}, std::vector<float>{0, 7, 2});
+  const Tensor dy({1, 3}, std::vector<float>{1, 2, 3});
+  const Tensor* two[] = {&a, &b};
+  const Tensor* three[] = {&a, &b, &c};
+  Tensor y, da, db, dc;
+  Tensor* grads[] = {&da, &db, &dc};
+
+  Subtract difference("diff");
+  CHECK(difference.build_node(graph, std::vector<Shape>{{3}, {3}}) == Shape{3});
+  difference.forward_node(two, y, {});
+  CHECK(values(y) == std::vector<float>{-3, 0, 3});
+  difference.backward_node(two, y, dy, std::span<Tensor* const>(grads, 2), {});
+  CHECK(values(da) == std::vector<float>{1, 2, 3});
+  CHECK(values(db) == std::vector<float>{-1, -2, -3});
+  CHECK_THROWS_WITH_AS(subtract("diff")->build_node(graph, std::vector<Shape>{{3}, {3}, {3}}),
+                       "Subtract \"diff\": takes two inputs (the first less the second), given 3",
+                       InvalidArgument);
+
+  Average mean("mean");
+  mean.build_node(graph, std::vector<Shape>{{3}, {3}, {3}});
+  mean.forward_node(three, y, {});
+  CHECK(y[0] == doctest::Approx(5.0 / 3));
+  CHECK(y[1] == doctest::Approx(17.0 / 3));
+  CHECK(y[2] == doctest::Approx(1.0));
+  mean.backward_node(three, y, dy, grads, {});
+  for (const Tensor* g : {&da, &db, &dc})
+    for (int i = 0; i < 3; ++i) CHECK((*g)[i] == doctest::Approx(dy[i] / 3.0));
+
+  // Ties (5 and 5; 2 and 2) give the gradient to the first input holding the value.
+  Extremum largest("max", true), smallest("min", false);
+  largest.build_node(graph, std::vector<Shape>{{3}, {3}, {3}});
+  smallest.build_node(graph, std::vector<Shape>{{3}, {3}, {3}});
+  largest.forward_node(three, y, {});
+  CHECK(values(y) == std::vector<float>{4, 7, 2});
+  largest.backward_node(three, y, dy, grads, {});
+  CHECK(values(da) == std::vector<float>{0, 0, 3});
+  CHECK(values(db) == std::vector<float>{1, 0, 0});
+  CHECK(values(dc) == std::vector<float>{0, 2, 0});
+  smallest.forward_node(three, y, {});
+  CHECK(values(y) == std::vector<float>{0, 5, -1});
+  smallest.backward_node(three, y, dy, grads, {});
+  CHECK(values(da) == std::vector<float>{0, 2, 0});
+  CHECK(values(db) == std::vector<float>{0, 0, 3});
+  CHECK(values(dc) == std::vector<float>{1, 0, 0});
+
+  // Finite differences, on inputs whose elements are apart (no ties to step across): ramps 0.05
+  // apart, each input's shifted by a third of that from the last's.
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(subtract("s"));
+  layers.push_back(average("a"));
+  layers.push_back(maximum("x"));
+  layers.push_back(minimum("n"));
+  for (auto& layer : layers) {
+    CAPTURE(layer->name());
+    const std::size_t count = layer->name() == "s" ? 2 : 3;
+    Graph g;
+    layer->build_node(g, std::vector<Shape>(count, Shape{3, 4}));
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < count; ++i) {
+      inputs.push_back(spaced_tensor({2, 3, 4}, 30 + i, 0.05f));
+      for (float& v : inputs.back().span()) v += 0.0167f * static_cast<float>(i);
+    }
+    std::vector<Tensor*> pointers;
+    for (Tensor& t : inputs) pointers.push_back(&t);
+    expect_layer_gradients(*layer, g, pointers);
+  }
 }
 
 TEST_CASE("Concatenate along the channels, by hand") {
