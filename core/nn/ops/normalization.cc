@@ -483,6 +483,129 @@ double LayerNormalization::flops_per_example() const {
   return 20.0 * static_cast<double>(per_example_);
 }
 
+GroupNormalization::GroupNormalization(std::string name, std::int64_t groups, float epsilon)
+    : name_(std::move(name)), groups_(groups), epsilon_(epsilon) {
+  if (groups_ < 1)
+    throw InvalidArgument("GroupNormalization \"" + name_ + "\": groups = " + std::to_string(groups_) +
+                          ", must be >= 1");
+  if (!(epsilon_ > 0.0f))
+    throw InvalidArgument("GroupNormalization \"" + name_ + "\": epsilon = " + format(epsilon_) +
+                          ", must be > 0");
+}
+
+Shape GroupNormalization::build(Graph& graph, const Shape& input) {
+  if (input.empty() || num_elements(input) < 1)
+    throw InvalidArgument("GroupNormalization \"" + name_ + "\": bad input shape " + to_string(input) +
+                          ": it needs a channel axis (the last)");
+  if (input.back() % groups_ != 0)
+    throw InvalidArgument("GroupNormalization \"" + name_ + "\": " + std::to_string(input.back()) +
+                          " channels (input " + to_string(input) + ") do not split into " +
+                          std::to_string(groups_) + " groups");
+  graph_ = &graph;
+  channels_ = input.back();
+  positions_ = num_elements(input) / channels_;
+  const Shape shape{channels_};
+  const VariableOptions trainable{.trainable = true, .decay = false};
+  gamma_offset_ =
+      graph.get_variable(name_ + "/gamma", shape, Initializer::constant(1.0f), trainable).offset;
+  beta_offset_ = graph.get_variable(name_ + "/beta", shape, Initializer::zeros(), trainable).offset;
+  return input;
+}
+
+void GroupNormalization::forward(const Tensor& input, Tensor& output, const OpContext&) {
+  const std::int64_t c = channels_, width = c / groups_, p_count = positions_;
+  const std::int64_t units = input.dim(0) * groups_;  // (example, group) pairs
+  const float* gamma = graph_->values().data() + gamma_offset_;
+  const float* beta = graph_->values().data() + beta_offset_;
+  output.resize(input.shape());
+  x_hat_.resize(input.shape());
+  inv_std_.resize(static_cast<std::size_t>(units));
+  const double count = static_cast<double>(p_count * width);
+  in_row_ranges(units, threads_for(units, p_count * width), [&](int, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t u = begin; u < end; ++u) {
+      // The group's channels [c0, c0 + width) at every position of example b.
+      const std::int64_t b = u / groups_, c0 = (u % groups_) * width;
+      const float* x = input.data() + b * p_count * c + c0;
+      double sum = 0;
+      for (std::int64_t p = 0; p < p_count; ++p)
+        for (std::int64_t k = 0; k < width; ++k) sum += x[p * c + k];
+      const double mean = sum / count;
+      double squares = 0;  // about the mean, as LayerNormalization's
+      for (std::int64_t p = 0; p < p_count; ++p)
+        for (std::int64_t k = 0; k < width; ++k) {
+          const double centred = x[p * c + k] - mean;
+          squares += centred * centred;
+        }
+      const auto inv_std = static_cast<float>(1.0 / std::sqrt(squares / count + epsilon_));
+      const auto mean_f = static_cast<float>(mean);
+      inv_std_[static_cast<std::size_t>(u)] = inv_std;
+      float* x_hat = x_hat_.data() + b * p_count * c + c0;
+      float* y = output.data() + b * p_count * c + c0;
+      for (std::int64_t p = 0; p < p_count; ++p)
+        for (std::int64_t k = 0; k < width; ++k) {
+          const float h = (x[p * c + k] - mean_f) * inv_std;
+          x_hat[p * c + k] = h;
+          y[p * c + k] = h * gamma[c0 + k] + beta[c0 + k];
+        }
+    }
+  });
+}
+
+void GroupNormalization::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
+                                  Tensor* grad_input, std::span<float> grads) {
+  const std::int64_t c = channels_, width = c / groups_, p_count = positions_;
+  const std::int64_t units = input.dim(0) * groups_;
+  const float* gamma = graph_->values().data() + gamma_offset_;
+  const int threads = threads_for(units, p_count * width);
+  if (grad_input != nullptr) grad_input->resize(input.shape());
+  // Per thread: [dbeta (C), dgamma (C)] partials, summed over its groups.
+  partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
+  const double count = static_cast<double>(p_count * width);
+  in_row_ranges(units, threads, [&](int t, std::int64_t begin, std::int64_t end) {
+    double* s = partials_.data() + t * 2 * c;
+    double* s2 = s + c;
+    for (std::int64_t u = begin; u < end; ++u) {
+      const std::int64_t b = u / groups_, c0 = (u % groups_) * width;
+      const std::int64_t at = b * p_count * c + c0;
+      const float* dy = grad_output.data() + at;
+      const float* x_hat = x_hat_.data() + at;
+      double sum_g = 0, sum_g_x_hat = 0;  // of g = dy * gamma, the gradient of x_hat
+      for (std::int64_t p = 0; p < p_count; ++p)
+        for (std::int64_t k = 0; k < width; ++k) {
+          const std::int64_t i = p * c + k;
+          s[c0 + k] += dy[i];
+          s2[c0 + k] += static_cast<double>(dy[i]) * x_hat[i];
+          const float g = dy[i] * gamma[c0 + k];
+          sum_g += g;
+          sum_g_x_hat += static_cast<double>(g) * x_hat[i];
+        }
+      if (grad_input == nullptr) continue;
+      // dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat)), over the group.
+      const float inv_std = inv_std_[static_cast<std::size_t>(u)];
+      const auto mean_g = static_cast<float>(sum_g / count);
+      const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / count);
+      float* dx = grad_input->data() + at;
+      for (std::int64_t p = 0; p < p_count; ++p)
+        for (std::int64_t k = 0; k < width; ++k) {
+          const std::int64_t i = p * c + k;
+          dx[i] = inv_std * (dy[i] * gamma[c0 + k] - mean_g - x_hat[i] * mean_g_x_hat);
+        }
+    }
+  });
+  for (int t = 1; t < threads; ++t)
+    for (std::int64_t i = 0; i < 2 * c; ++i) partials_[i] += partials_[t * 2 * c + i];
+  float* grad_gamma = grads.data() + gamma_offset_;
+  float* grad_beta = grads.data() + beta_offset_;
+  for (std::int64_t k = 0; k < c; ++k) {
+    grad_beta[k] = static_cast<float>(partials_[k]);
+    grad_gamma[k] = static_cast<float>(partials_[c + k]);
+  }
+}
+
+double GroupNormalization::flops_per_example() const {
+  return 20.0 * static_cast<double>(positions_ * channels_);  // as LayerNormalization's
+}
+
 // ---------------------------------------------------------------------------------------------
 // The terse constructors (ops.h).
 
@@ -498,6 +621,10 @@ std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized, Activatio
 
 std::unique_ptr<Layer> layer_norm(std::string name, float epsilon) {
   return std::make_unique<LayerNormalization>(std::move(name), epsilon);
+}
+
+std::unique_ptr<Layer> group_norm(std::string name, std::int64_t groups, float epsilon) {
+  return std::make_unique<GroupNormalization>(std::move(name), groups, epsilon);
 }
 
 }  // namespace cohort

@@ -1,6 +1,6 @@
 #pragma once
-// Normalisation layers: BatchNormalization (with synchronised statistics across replicas) and
-// LayerNormalization.
+// Normalisation layers: BatchNormalization (with synchronised statistics across replicas),
+// LayerNormalization and GroupNormalization.
 
 #include <cstdint>
 #include <span>
@@ -94,6 +94,36 @@ class LayerNormalization : public Layer {
   Tensor x_hat_;
   std::vector<float> inv_std_;    // per row
   std::vector<double> partials_;  // per intra-op thread, [2 * F] parameter gradient sums each
+};
+
+/// Group normalisation (Keras's GroupNormalization, PyTorch's GroupNorm): each example's channels
+/// (the last axis, C) split into `groups` groups of C / groups, each group normalised over its
+/// channels at every position, y = gamma * (x - mean) / sqrt(var + epsilon) + beta, with
+/// "<name>/gamma" (ones) and "<name>/beta" (zeros) of [C]. Statistics of one example alone:
+/// the same in training and inference, and for any batch size (a U-Net's or a detector's batches
+/// of a few images, where batch normalisation's estimates are poor). groups = C is instance
+/// normalisation; groups = 1 normalises the whole example.
+class GroupNormalization : public Layer {
+ public:
+  GroupNormalization(std::string name, std::int64_t groups = 32, float epsilon = 1e-3f);
+
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override;
+
+ private:
+  std::string name_;
+  std::int64_t groups_;
+  float epsilon_;
+  Graph* graph_ = nullptr;
+  std::int64_t channels_ = 0, positions_ = 0;  // per example: C, and the elements / C
+  std::int64_t gamma_offset_ = 0, beta_offset_ = 0;
+  Tensor x_hat_;
+  std::vector<float> inv_std_;    // per example and group
+  std::vector<double> partials_;  // per intra-op thread, [2 * C] parameter gradient sums each
 };
 
 }  // namespace cohort

@@ -329,6 +329,8 @@ std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized = false,
                                   Activation activation = Activation::kNone,
                                   float momentum = 0.9f, float epsilon = 1e-3f);
 std::unique_ptr<Layer> layer_norm(std::string name, float epsilon = 1e-3f);
+/// normalization.h: `groups` groups of the channels, each normalised per example.
+std::unique_ptr<Layer> group_norm(std::string name, std::int64_t groups = 32, float epsilon = 1e-3f);
 /// Square window and stride (stride 0: = window), pooling.h.
 std::unique_ptr<Layer> avg_pool2d(std::string name, std::int64_t window, std::int64_t stride = 0,
                                   Padding padding = Padding::kValid);

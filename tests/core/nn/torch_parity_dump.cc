@@ -1,9 +1,9 @@
 // Prints, as JSON, the variables of an LSTM, a GRU, a bidirectional LSTM, multi-head attention
 // (plain and causal), an LSTM and a GRU under a padding mask, a masked cross-attention,
-// transposed, depthwise and separable convolutions and an upsampling, the inputs, the output, a
-// gradient of the output and the gradients each layer computes from it: what
-// torch_parity_test.py checks against PyTorch's LSTM, GRU, MultiheadAttention, ConvTranspose2d,
-// Conv2d and Upsample, implementations independent of Cohort's.
+// transposed, depthwise and separable convolutions, an upsampling and a group normalisation, the
+// inputs, the output, a gradient of the output and the gradients each layer computes from it:
+// what torch_parity_test.py checks against PyTorch's LSTM, GRU, MultiheadAttention,
+// ConvTranspose2d, Conv2d, Upsample and GroupNorm, implementations independent of Cohort's.
 #include <cstdio>
 #include <memory>
 #include <span>
@@ -14,6 +14,7 @@
 #include "cohort/core/nn/graph.h"
 #include "cohort/core/nn/ops/attention.h"
 #include "cohort/core/nn/ops/depthwise.h"
+#include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/recurrent.h"
 #include "cohort/core/nn/ops/upsampling.h"
 
@@ -41,10 +42,11 @@ void run(const char* name, Layer& layer, const Shape& example, std::int64_t batc
   if (!lengths.empty()) shapes.push_back({mask_steps});
   layer.build_node(graph, shapes);
   graph.initialize(3);
-  // Biases that are not zero, so that their places in the sums are checked too.
+  // Biases (and a normalisation's scale and shift) that are not their initial zeros and ones, so
+  // that their places in the sums are checked too.
   std::uint64_t seed = 17;
   for (const Variable& v : graph.variables())
-    if (v.name.ends_with("bias")) {
+    if (v.name.ends_with("bias") || v.name.ends_with("gamma") || v.name.ends_with("beta")) {
       const Tensor random = random_tensor({v.size}, seed++);
       std::copy(random.span().begin(), random.span().end(), graph.values(v).begin());
     }
@@ -165,5 +167,7 @@ int main() {
   run("depthwise_valid_2_1_1", valid, {5, 6, 3}, batch);
   auto separable = separable_conv2d("sep", 4, 3, Activation::kRelu, 1, Padding::kSame, 2);
   run("separable_same_3_1_2_relu", *separable, {5, 6, 3}, batch);
+  GroupNormalization group_norm("gn", 2);
+  run("group_norm", group_norm, {5, 6, 4}, batch);
   std::printf("}\n");
 }

@@ -1,8 +1,8 @@
 """Cohort's LSTM, GRU, Bidirectional, MultiHeadAttention, Conv2DTranspose, UpSampling2D,
-DepthwiseConv2D and SeparableConv2D against PyTorch's: the same weights and input give the same
-outputs and the same gradients of the input and of every variable, to 1e-5; padding masks
-against PyTorch's packed sequences and key padding mask, cross-attention against its attention
-with a key and value of their own width.
+DepthwiseConv2D, SeparableConv2D and GroupNormalization against PyTorch's: the same weights and
+input give the same outputs and the same gradients of the input and of every variable, to 1e-5;
+padding masks against PyTorch's packed sequences and key padding mask, cross-attention against
+its attention with a key and value of their own width.
 
 Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
 
@@ -35,7 +35,7 @@ def compare(what, ours, theirs):
 
 
 def tensor(values):
-    return torch.tensor(np.ascontiguousarray(values))
+    return torch.tensor(np.ascontiguousarray(values, dtype=np.float64))
 
 
 def run(module, v, out_size, mask=None):
@@ -256,7 +256,21 @@ for name in [key for key in data if key.startswith(("depthwise_", "separable_"))
     compare(f"{name} bias gradient", v["grad:" + ("bias" if kind == "depthwise" else "pointwise/bias")],
             bias.grad.numpy())
 
+# GroupNormalization: PyTorch's GroupNorm with the same groups and epsilon (Keras's 1e-3).
+name = "group_norm"
+v = {key: np.array(value) for key, value in data[name].items()}
+x = torch.tensor(image(v, "x"), requires_grad=True)
+module = torch.nn.GroupNorm(2, x.shape[1], eps=1e-3)
+module.weight.data = tensor(v["gamma"])
+module.bias.data = tensor(v["beta"])
+y = module(x)
+compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
+(y * tensor(image(v, "grad_y"))).sum().backward()
+compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
+compare(f"{name} gamma gradient", v["grad:gamma"], module.weight.grad.numpy())
+compare(f"{name} beta gradient", v["grad:beta"], module.bias.grad.numpy())
+
 if failures:
     sys.exit("differ from PyTorch: " + ", ".join(failures))
 print("LSTM, GRU, Bidirectional, MultiHeadAttention (masked and cross), Conv2DTranspose, "
-      "UpSampling2D, DepthwiseConv2D and SeparableConv2D agree with PyTorch")
+      "UpSampling2D, DepthwiseConv2D, SeparableConv2D and GroupNormalization agree with PyTorch")
