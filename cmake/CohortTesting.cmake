@@ -56,7 +56,10 @@ function(cohort_add_test_program name)
   # The test code itself checks and compares; the work it checks runs in the libraries, built as
   # configured. -O1 compiles it in three quarters of -O3's time.
   target_compile_options(${name} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:-O1>)
-  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
+  # Each test file keeps its helpers file-local, and two files of a program may name theirs alike:
+  # never compiled as one unit, whatever CMAKE_UNITY_BUILD says.
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests"
+                                           UNITY_BUILD OFF)
 endfunction()
 
 # cohort_add_test(NAME SOURCES ... [LIBS ...] [LABELS ...] [MAIN target])

@@ -51,11 +51,12 @@ phase "tests run"
 # built in), the no-CUDA check, those tests, the refusal of GPU towers and one epoch of training.
 echo "== CPU-only build (COHORT_WITH_CUDA=OFF)"
 mkdir -p build-cpu-only
-# One copy of the CPU kernels there (-march=native), at -O1: the copies per CPU level and the
-# optimised code are the main build's business, and tested there; this build checks what CUDA's
-# absence changes, and compiles in four fifths of the time.
+# One copy of the CPU kernels there (-march=native), at -O1, and each library's sources compiled
+# as a few units (CMake's unity build): the copies per CPU level, the optimised code and the
+# sources one by one are the main build's business, and tested there; this build checks what
+# CUDA's absence changes, and compiles in three fifths of the time a plain -O1 build takes.
 if ! { cmake -S . -B build-cpu-only -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
-             -DCOHORT_WITH_CUDA=OFF -DCOHORT_NATIVE=ON &&
+             -DCOHORT_WITH_CUDA=OFF -DCOHORT_NATIVE=ON -DCMAKE_UNITY_BUILD=ON &&
        cmake --build build-cpu-only -j "$jobs" --target cpu_only_checks; } >build-cpu-only/build.log 2>&1; then
   tail -n 50 build-cpu-only/build.log
   echo "CPU-only build failed: see build-cpu-only/build.log" >&2

@@ -60,15 +60,16 @@ std::string spec_text(const std::string& flag) {
   return text.str();
 }
 
-enum class Mode { kCounts = 0, kJobNames = 1, kExplicit = 2 };
+// How the flags describe the cluster: by task counts, by each rank's job name, or by a spec.
+enum class Described { kCounts = 0, kJobNames = 1, kExplicit = 2 };
 
-const char* mode_flag(Mode mode) {
+const char* mode_flag(Described mode) {
   switch (mode) {
-    case Mode::kCounts:
+    case Described::kCounts:
       return "--ps_tasks";
-    case Mode::kJobNames:
+    case Described::kJobNames:
       return "--job_name";
-    case Mode::kExplicit:
+    case Described::kExplicit:
       return "--cluster_spec";
   }
   return "?";
@@ -191,9 +192,9 @@ void warn_of_ignored_parts(const ClusterSpec& spec, const std::map<int, std::str
 }  // namespace
 
 ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options) {
-  const Mode mode = !options.cluster_spec.empty() ? Mode::kExplicit
-                    : !options.job_name.empty()   ? Mode::kJobNames
-                                                  : Mode::kCounts;
+  const Described mode = !options.cluster_spec.empty() ? Described::kExplicit
+                         : !options.job_name.empty()   ? Described::kJobNames
+                                                       : Described::kCounts;
   std::string error;
   ClusterSpec::JobList jobs;
   std::map<int, std::string> addresses;
@@ -205,10 +206,10 @@ ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options)
     if (options.task_index >= 0 && options.job_name.empty())
       throw InvalidArgument("--task_index=" + std::to_string(options.task_index) +
                             " needs --job_name: a task index is only checked within a job");
-    if (options.ps_tasks != 0 && mode != Mode::kCounts)
+    if (options.ps_tasks != 0 && mode != Described::kCounts)
       throw InvalidArgument("--ps_tasks=" + std::to_string(options.ps_tasks) + " conflicts with " +
                             mode_flag(mode) + "; give one way to build the cluster");
-    if (mode == Mode::kExplicit) {
+    if (mode == Described::kExplicit) {
       const std::string text = spec_text(options.cluster_spec);
       try {
         jobs = parse_cluster_spec_json(text, world.size(), &addresses, &ignored);
@@ -226,12 +227,12 @@ ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options)
   const int highest = world.allreduce(static_cast<int>(mode), mpi::Op::kMax);
   if (lowest != highest)
     throw InvalidArgument(std::string("ranks disagree on how to build the cluster: some use ") +
-                          mode_flag(static_cast<Mode>(highest)) + ", others " +
-                          mode_flag(static_cast<Mode>(lowest)) +
+                          mode_flag(static_cast<Described>(highest)) + ", others " +
+                          mode_flag(static_cast<Described>(lowest)) +
                           " (in an MPMD launch give every rank the same way)");
 
-  ClusterSpec spec = mode == Mode::kExplicit ? ClusterSpec::from_ranks(world, jobs)
-                     : mode == Mode::kJobNames
+  ClusterSpec spec = mode == Described::kExplicit ? ClusterSpec::from_ranks(world, jobs)
+                     : mode == Described::kJobNames
                          ? ClusterSpec::from_job_names(world, options.job_name)
                          : ClusterSpec::from_counts(world, options.ps_tasks);
 
@@ -245,7 +246,7 @@ ClusterSpec build_cluster(const mpi::Comm& world, const ClusterOptions& options)
             " --task_index=" + std::to_string(options.task_index) + " but it is " +
             mine.to_string() + " (task indices follow rank order within a job)";
   throw_if_any(spec.world(), error);
-  if (spec.my_rank() == 0) warn_of_ignored_parts(spec, addresses, ignored, mode == Mode::kExplicit);
+  if (spec.my_rank() == 0) warn_of_ignored_parts(spec, addresses, ignored, mode == Described::kExplicit);
   return spec;
 }
 
