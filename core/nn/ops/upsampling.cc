@@ -164,22 +164,28 @@ double Conv2DTranspose::input_grad_flops_per_example() const {
 UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w)
     : name_(std::move(name)), size_h_(size_h), size_w_(size_w) {
   if (size_h < 1 || size_w < 1)
-    throw InvalidArgument("UpSampling2D \"" + name_ + "\": size " + std::to_string(size_h) + "x" +
-                          std::to_string(size_w) + ": each must be >= 1");
+    throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": size " + std::to_string(size_h) +
+                          "x" + std::to_string(size_w) + ": each must be >= 1");
 }
 
+const char* UpSampling2D::kind() const { return sequence_ ? "UpSampling1D" : "UpSampling2D"; }
+
 Shape UpSampling2D::build(Graph&, const Shape& input) {
-  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
-    throw InvalidArgument(image_shape_error("UpSampling2D", name_, input));
-  h_ = input[0];
-  w_ = input[1];
-  c_ = input[2];
+  sequence_ = input.size() == 2 && size_w_ == 1;
+  const Shape image = sequence_ ? Shape{input[0], 1, input[1]} : input;
+  if (image.size() != 3 || image[0] < 1 || image[1] < 1 || image[2] < 1)
+    throw InvalidArgument(image_shape_error(kind(), name_, input));
+  h_ = image[0];
+  w_ = image[1];
+  c_ = image[2];
+  if (sequence_) return {h_ * size_h_, c_};
   return {h_ * size_h_, w_ * size_w_, c_};
 }
 
 void UpSampling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), out_w = w_ * size_w_;
-  output.resize({n, h_ * size_h_, out_w, c_});
+  if (sequence_) output.resize({n, h_ * size_h_, c_});
+  else output.resize({n, h_ * size_h_, out_w, c_});
   const std::size_t pixel_bytes = static_cast<std::size_t>(c_) * sizeof(float);
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t y = 0; y < h_; ++y) {
@@ -212,23 +218,31 @@ void UpSampling2D::backward(const Tensor& input, const Tensor&, const Tensor& gr
 Reframe2D::Reframe2D(std::string name, Border border, int sign)
     : name_(std::move(name)), border_(border), sign_(sign) {
   if (border.top < 0 || border.bottom < 0 || border.left < 0 || border.right < 0)
-    throw InvalidArgument(std::string(sign > 0 ? "ZeroPadding2D" : "Cropping2D") + " \"" + name_ +
+    throw InvalidArgument(std::string(kind()) + " \"" + name_ +
                           "\": top, bottom, left and right must be >= 0");
 }
 
+const char* Reframe2D::kind() const {
+  if (sign_ > 0) return sequence_ ? "ZeroPadding1D" : "ZeroPadding2D";
+  return sequence_ ? "Cropping1D" : "Cropping2D";
+}
+
 Shape Reframe2D::build(Graph&, const Shape& input) {
-  const char* kind = sign_ > 0 ? "ZeroPadding2D" : "Cropping2D";
-  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
-    throw InvalidArgument(image_shape_error(kind, name_, input));
-  in_ = input;
-  out_ = {input[0] + sign_ * (border_.top + border_.bottom),
-          input[1] + sign_ * (border_.left + border_.right), input[2]};
-  if (out_[0] < 1 || out_[1] < 1)
-    throw InvalidArgument(std::string(kind) + " \"" + name_ + "\": cropping " +
-                          std::to_string(border_.top) + "+" + std::to_string(border_.bottom) +
-                          " rows and " + std::to_string(border_.left) + "+" +
-                          std::to_string(border_.right) + " columns leaves nothing of input " +
-                          to_string(input));
+  sequence_ = input.size() == 2 && border_.left == 0 && border_.right == 0;
+  const Shape image = sequence_ ? Shape{input[0], 1, input[1]} : input;
+  if (image.size() != 3 || image[0] < 1 || image[1] < 1 || image[2] < 1)
+    throw InvalidArgument(image_shape_error(kind(), name_, input));
+  in_ = image;
+  out_ = {image[0] + sign_ * (border_.top + border_.bottom),
+          image[1] + sign_ * (border_.left + border_.right), image[2]};
+  if (out_[0] < 1 || out_[1] < 1) {
+    const std::string rows = std::to_string(border_.top) + "+" + std::to_string(border_.bottom);
+    const std::string columns = std::to_string(border_.left) + "+" + std::to_string(border_.right);
+    throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": cropping " +
+                          (sequence_ ? rows + " steps" : rows + " rows and " + columns + " columns") +
+                          " leaves nothing of input " + to_string(input));
+  }
+  if (sequence_) return {out_[0], out_[2]};
   return out_;
 }
 
@@ -258,7 +272,8 @@ void copy_window(const float* from, const Shape& from_shape, float* to, const Sh
 
 void Reframe2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0);
-  output.resize({n, out_[0], out_[1], out_[2]});
+  if (sequence_) output.resize({n, out_[0], out_[2]});
+  else output.resize({n, out_[0], out_[1], out_[2]});
   copy_window(input.data(), in_, output.data(), out_, n, border_.top, border_.left, sign_ > 0);
 }
 
@@ -285,6 +300,18 @@ std::unique_ptr<Layer> conv2d_transpose(std::string name, std::int64_t filters,
 
 std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size) {
   return std::make_unique<UpSampling2D>(std::move(name), size, size);
+}
+
+std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size) {
+  return std::make_unique<UpSampling2D>(std::move(name), size, 1);
+}
+
+std::unique_ptr<Layer> zero_padding1d(std::string name, std::int64_t before, std::int64_t after) {
+  return std::make_unique<Reframe2D>(std::move(name), Border{before, after, 0, 0}, +1);
+}
+
+std::unique_ptr<Layer> cropping1d(std::string name, std::int64_t before, std::int64_t after) {
+  return std::make_unique<Reframe2D>(std::move(name), Border{before, after, 0, 0}, -1);
 }
 
 std::unique_ptr<Layer> zero_padding2d(std::string name, Border border) {

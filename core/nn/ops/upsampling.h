@@ -2,7 +2,8 @@
 // Layers that make an image larger or change its frame, the decoder half of an autoencoder, a
 // U-Net or a GAN's generator: Conv2DTranspose (a learned upsampling), UpSampling2D (repeated
 // pixels), ZeroPadding2D and Cropping2D (rows and columns added or taken off at the edges, as a
-// U-Net's skip connections need to match sizes). All on NHWC images [height, width, channels].
+// U-Net's skip connections need to match sizes). On NHWC images [height, width, channels]; the
+// last three also on sequences [steps, channels] (their 1-D forms).
 //
 //   x = model.apply(conv2d_transpose("up1", 64, 4, Activation::kRelu, 2), x);  // [7, 7] -> [14, 14]
 //   x = model.apply(upsampling2d("up2", 2), x);                                // [14, 14] -> [28, 28]
@@ -66,7 +67,8 @@ class Conv2DTranspose : public Layer {
 
 /// Repeats each pixel `size_h` times down and `size_w` times across (Keras's UpSampling2D with
 /// its default nearest-neighbour interpolation): [H, W, C] -> [H * size_h, W * size_w, C]. Its
-/// gradient sums each block back onto its pixel. No variables.
+/// gradient sums each block back onto its pixel. No variables. With size_w 1 it also takes a
+/// sequence [T, C] to [T * size_h, C] (Keras's UpSampling1D).
 class UpSampling2D : public Layer {
  public:
   UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w);
@@ -78,9 +80,12 @@ class UpSampling2D : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
 
  private:
+  const char* kind() const;  // "UpSampling1D" (built on a sequence) or "UpSampling2D", for messages
+
   std::string name_;
   std::int64_t size_h_, size_w_;
-  std::int64_t h_ = 0, w_ = 0, c_ = 0;  // the input's
+  std::int64_t h_ = 0, w_ = 0, c_ = 0;  // the input's (a sequence's width 1)
+  bool sequence_ = false;               // the input is [steps, channels]
 };
 
 /// The rows and columns an image gains (ZeroPadding2D) or loses (Cropping2D) at each edge.
@@ -92,7 +97,8 @@ struct Border {
 
 /// Adds rows and columns of zeros around each image (Keras's ZeroPadding2D) when `sign` is +1,
 /// or takes them off (Keras's Cropping2D) when it is -1: the two are each other's gradient.
-/// No variables.
+/// No variables. Without left and right, it also takes a sequence [T, C], its steps the rows
+/// (Keras's ZeroPadding1D and Cropping1D).
 class Reframe2D : public Layer {
  public:
   Reframe2D(std::string name, Border border, int sign);
@@ -104,10 +110,13 @@ class Reframe2D : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
 
  private:
+  const char* kind() const;  // "ZeroPadding2D", "Cropping1D" (built on a sequence), ..., for messages
+
   std::string name_;
   Border border_;
   int sign_;
-  Shape in_, out_;  // one example's
+  Shape in_, out_;         // one example's, as images (a sequence's width 1)
+  bool sequence_ = false;  // the input is [steps, channels]
 };
 
 /// Square kernel and stride.
@@ -116,6 +125,11 @@ std::unique_ptr<Layer> conv2d_transpose(std::string name, std::int64_t filters,
                                         Activation activation = Activation::kNone,
                                         std::int64_t stride = 1, Padding padding = Padding::kSame);
 std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size = 2);
+/// Sequences [steps, channels]: each step repeated `size` times; zero steps added, or steps taken
+/// off, before the first and after the last.
+std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size = 2);
+std::unique_ptr<Layer> zero_padding1d(std::string name, std::int64_t before, std::int64_t after);
+std::unique_ptr<Layer> cropping1d(std::string name, std::int64_t before, std::int64_t after);
 std::unique_ptr<Layer> zero_padding2d(std::string name, Border border);
 std::unique_ptr<Layer> cropping2d(std::string name, Border border);
 

@@ -372,3 +372,34 @@ TEST_CASE("a convolutional autoencoder with a U-Net's skip connections learns to
   MESSAGE("reconstruction mse " << first << " -> " << last << " (the mean pixel's: " << variance << ")");
   CHECK(last < 0.1 * variance);
 }
+
+TEST_CASE("UpSampling1D, ZeroPadding1D and Cropping1D: the same on a sequence [steps, channels]") {
+  Graph graph;
+  const Tensor x({1, 3, 2}, std::vector<float>{1, -1, 2, -2, 3, -3});
+  Tensor y, dx;
+  auto up = upsampling1d("up", 2);
+  CHECK(up->build(graph, {3, 2}) == Shape{6, 2});
+  up->forward(x, y, {});
+  CHECK(y.shape() == Shape{1, 6, 2});
+  CHECK(values(y) == std::vector<float>{1, -1, 1, -1, 2, -2, 2, -2, 3, -3, 3, -3});
+  auto pad = zero_padding1d("pad", 1, 2);
+  CHECK(pad->build(graph, {3, 2}) == Shape{6, 2});
+  pad->forward(x, y, {});
+  CHECK(values(y) == std::vector<float>{0, 0, 1, -1, 2, -2, 3, -3, 0, 0, 0, 0});
+  auto crop = cropping1d("crop", 1, 0);
+  CHECK(crop->build(graph, {3, 2}) == Shape{2, 2});
+  crop->forward(x, y, {});
+  CHECK(y.shape() == Shape{1, 2, 2});
+  CHECK(values(y) == std::vector<float>{2, -2, 3, -3});
+  for (auto* layer : {up.get(), pad.get(), crop.get()}) {
+    CAPTURE(layer->name());
+    Tensor input = random_tensor({2, 3, 2}, 11);
+    expect_layer_gradients(*layer, graph, input);
+  }
+  CHECK_THROWS_WITH_AS(cropping1d("crop", 2, 1)->build(graph, {3, 2}),
+                       "Cropping1D \"crop\": cropping 2+1 steps leaves nothing of input [3, 2]",
+                       InvalidArgument);
+  // The 2-D forms with a width to change do not take a sequence.
+  CHECK_THROWS_WITH_AS(upsampling2d("up", 2)->build(graph, {3, 2}),
+                       "UpSampling2D \"up\": input [3, 2] is not [height, width, channels]", InvalidArgument);
+}
