@@ -50,30 +50,10 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
                           "filter one row high); this filter is " +
                           std::to_string(options_.kernel_h) + "x" +
                           std::to_string(options_.kernel_w));
-  // A dilated filter spans (k - 1) * d + 1 pixels; padding and output size follow that extent.
-  const std::int64_t extent_h = (options_.kernel_h - 1) * options_.dilation_h + 1;
-  const std::int64_t extent_w = (options_.kernel_w - 1) * options_.dilation_w + 1;
-  SpatialDim h, w;
-  try {
-    h = spatial_dim(input[0], extent_h, options_.stride_h, options_.padding);
-    w = spatial_dim(input[1], extent_w, options_.stride_w, options_.padding);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument("Conv2D \"" + name_ + "\": input " + to_string(input) + ": " + e.what());
-  }
-  im2col::Geometry& g = geometry_;
-  g.in_h = input[0];
-  g.in_w = input[1];
-  g.in_c = input[2];
-  g.kernel_h = options_.kernel_h;
-  g.kernel_w = options_.kernel_w;
-  g.stride_h = options_.stride_h;
-  g.stride_w = options_.stride_w;
-  g.pad_top = h.pad_before;
-  g.pad_left = w.pad_before;
-  g.out_h = h.out;
-  g.out_w = w.out;
-  g.dilation_h = options_.dilation_h;
-  g.dilation_w = options_.dilation_w;
+  geometry_ = conv_geometry("Conv2D", name_, input, options_.kernel_h, options_.kernel_w,
+                            options_.stride_h, options_.stride_w, options_.padding,
+                            options_.dilation_h, options_.dilation_w);
+  const im2col::Geometry& g = geometry_;
   pointwise_ = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1;
   // Patch rows copy kw * in contiguous floats at a time (in at a time when dilated); below a
   // 16-float vector that is mostly loop overhead, and the tap-major layout copies whole output

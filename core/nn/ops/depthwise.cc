@@ -30,26 +30,9 @@ Shape DepthwiseConv2D::build(Graph& graph, const Shape& input) {
   if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
     throw InvalidArgument("DepthwiseConv2D \"" + name_ + "\": input " + to_string(input) +
                           " is not [height, width, channels]");
-  SpatialDim h, w;
-  try {
-    h = spatial_dim(input[0], options_.kernel_h, options_.stride_h, options_.padding);
-    w = spatial_dim(input[1], options_.kernel_w, options_.stride_w, options_.padding);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument("DepthwiseConv2D \"" + name_ + "\": input " + to_string(input) + ": " +
-                          e.what());
-  }
-  im2col::Geometry& g = geometry_;
-  g.in_h = input[0];
-  g.in_w = input[1];
-  g.in_c = input[2];
-  g.kernel_h = options_.kernel_h;
-  g.kernel_w = options_.kernel_w;
-  g.stride_h = options_.stride_h;
-  g.stride_w = options_.stride_w;
-  g.pad_top = h.pad_before;
-  g.pad_left = w.pad_before;
-  g.out_h = h.out;
-  g.out_w = w.out;
+  geometry_ = conv_geometry("DepthwiseConv2D", name_, input, options_.kernel_h, options_.kernel_w,
+                            options_.stride_h, options_.stride_w, options_.padding);
+  const im2col::Geometry& g = geometry_;
   const std::int64_t channels = g.in_c * options_.depth_multiplier;
   graph_ = &graph;
   kernel_offset_ =

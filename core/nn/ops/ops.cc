@@ -26,6 +26,36 @@ SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride
   return {(in - window) / stride + 1, 0, 0};
 }
 
+im2col::Geometry conv_geometry(const char* kind, const std::string& name, const Shape& image,
+                               std::int64_t kernel_h, std::int64_t kernel_w, std::int64_t stride_h,
+                               std::int64_t stride_w, Padding padding, std::int64_t dilation_h,
+                               std::int64_t dilation_w) {
+  // A dilated filter spans (k - 1) * d + 1 pixels; padding and output size follow that extent.
+  SpatialDim h, w;
+  try {
+    h = spatial_dim(image[0], (kernel_h - 1) * dilation_h + 1, stride_h, padding);
+    w = spatial_dim(image[1], (kernel_w - 1) * dilation_w + 1, stride_w, padding);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(kind) + " \"" + name + "\": input " + to_string(image) + ": " +
+                          e.what());
+  }
+  im2col::Geometry g;
+  g.in_h = image[0];
+  g.in_w = image[1];
+  g.in_c = image[2];
+  g.kernel_h = kernel_h;
+  g.kernel_w = kernel_w;
+  g.stride_h = stride_h;
+  g.stride_w = stride_w;
+  g.pad_top = h.pad_before;
+  g.pad_left = w.pad_before;
+  g.out_h = h.out;
+  g.out_w = w.out;
+  g.dilation_h = dilation_h;
+  g.dilation_w = dilation_w;
+  return g;
+}
+
 std::unique_ptr<Layer> dense(std::string name, std::int64_t units, Activation activation,
                              bool flatten) {
   return std::make_unique<Dense>(std::move(name), units, activation,

@@ -61,6 +61,14 @@ struct SpatialDim {
 };
 SpatialDim spatial_dim(std::int64_t in, std::int64_t window, std::int64_t stride, Padding padding);
 
+/// The geometry of a 2-D convolution of an image [height, width, channels] by a kh x kw filter
+/// (its taps `dilation` apart) at `stride`, with `padding` (spatial_dim's sizes for the filter's
+/// extent). InvalidArgument "<kind> \"<name>\": input [..]: ..." where the filter does not fit.
+im2col::Geometry conv_geometry(const char* kind, const std::string& name, const Shape& image,
+                               std::int64_t kernel_h, std::int64_t kernel_w, std::int64_t stride_h,
+                               std::int64_t stride_w, Padding padding, std::int64_t dilation_h = 1,
+                               std::int64_t dilation_w = 1);
+
 /// Fully connected layer: output = activation(flatten(input) * kernel + bias), with variables
 /// "<name>/kernel" [in, units] (Glorot uniform by default) and "<name>/bias" [units] (zeros).
 /// The input's non-batch dimensions are flattened, so a Flatten before a Dense is optional. With

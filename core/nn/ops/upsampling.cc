@@ -48,20 +48,12 @@ Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
   auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s) {
     return options_.padding == Padding::kSame ? in * s : in * s + std::max<std::int64_t>(k - s, 0);
   };
-  im2col::Geometry& g = geometry_;
-  g.in_h = out_size(input[0], options_.kernel_h, options_.stride_h);
-  g.in_w = out_size(input[1], options_.kernel_w, options_.stride_w);
-  g.in_c = options_.filters;
-  g.kernel_h = options_.kernel_h;
-  g.kernel_w = options_.kernel_w;
-  g.stride_h = options_.stride_h;
-  g.stride_w = options_.stride_w;
-  const SpatialDim h = spatial_dim(g.in_h, g.kernel_h, g.stride_h, options_.padding);
-  const SpatialDim w = spatial_dim(g.in_w, g.kernel_w, g.stride_w, options_.padding);
-  g.pad_top = h.pad_before;
-  g.pad_left = w.pad_before;
-  g.out_h = h.out;
-  g.out_w = w.out;
+  geometry_ = conv_geometry("Conv2DTranspose", name_,
+                            {out_size(input[0], options_.kernel_h, options_.stride_h),
+                             out_size(input[1], options_.kernel_w, options_.stride_w), options_.filters},
+                            options_.kernel_h, options_.kernel_w, options_.stride_h,
+                            options_.stride_w, options_.padding);
+  const im2col::Geometry& g = geometry_;
   if (g.out_h != input[0] || g.out_w != input[1])  // the sizes above are made to agree
     throw Error("Conv2DTranspose \"" + name_ + "\": internal: the convolution of " +
                 std::to_string(g.in_h) + "x" + std::to_string(g.in_w) + " gives " +

@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "cohort/core/nn/gradient_check.h"
 #include "cohort/core/nn/threads.h"
@@ -49,6 +52,30 @@ inline void expect_model_gradients(Model& model, const Tensor& images,
                                   std::span<const std::int32_t> labels, const OpContext& context,
                                   const GradientCheckOptions& options = {}) {
   expect_model_gradients(model, images, Targets{labels, nullptr}, context, options);
+}
+
+/// Runs `layer` (built in `graph`) forward and backward on `x` with 1 intra-op thread, then with
+/// `threads`: the outputs and the input's gradient must be equal, and the variables' gradients
+/// equal but for the order of their sums (to 1e-5). The gradients start as NaN each time, so a
+/// backward pass that adds to them instead of writing them fails.
+inline void expect_same_on_threads(Layer& layer, Graph& graph, const Tensor& x, int threads) {
+  std::vector<std::vector<float>> outputs, input_grads, grads;
+  for (const int count : {1, threads}) {
+    set_intra_op_threads(count);
+    Tensor y, dx;
+    layer.forward(x, y, {});
+    std::vector<float> g(static_cast<std::size_t>(graph.num_parameters()),
+                         std::numeric_limits<float>::quiet_NaN());
+    layer.backward(x, y, random_tensor(y.shape(), 8), &dx, g);
+    set_intra_op_threads(1);
+    outputs.emplace_back(y.span().begin(), y.span().end());
+    input_grads.emplace_back(dx.span().begin(), dx.span().end());
+    grads.push_back(std::move(g));
+  }
+  CHECK(outputs[0] == outputs[1]);
+  CHECK(input_grads[0] == input_grads[1]);
+  for (std::size_t i = 0; i < grads[0].size(); ++i)
+    REQUIRE(grads[1][i] == doctest::Approx(grads[0][i]).epsilon(1e-5));
 }
 
 }  // namespace cohort::testing

@@ -142,23 +142,7 @@ TEST_CASE("DepthwiseConv2D gradients, with and without a bias; 1 and 3 threads a
   layer.build(graph, {12, 12, 8});
   graph.initialize(6);
   const Tensor x = random_tensor({5, 12, 12, 8}, 7);
-  std::vector<std::vector<float>> outputs, input_grads, grads;
-  for (const int threads : {1, 3}) {
-    set_intra_op_threads(threads);
-    Tensor y, dx;
-    layer.forward(x, y, {});
-    std::vector<float> g(static_cast<std::size_t>(graph.num_parameters()),
-                         std::numeric_limits<float>::quiet_NaN());
-    layer.backward(x, y, random_tensor(y.shape(), 8), &dx, g);
-    set_intra_op_threads(1);
-    outputs.emplace_back(y.span().begin(), y.span().end());
-    input_grads.emplace_back(dx.span().begin(), dx.span().end());
-    grads.push_back(g);
-  }
-  CHECK(outputs[0] == outputs[1]);
-  CHECK(input_grads[0] == input_grads[1]);
-  for (std::size_t i = 0; i < grads[0].size(); ++i)
-    REQUIRE(grads[1][i] == doctest::Approx(grads[0][i]).epsilon(1e-5));
+  cohort::testing::expect_same_on_threads(layer, graph, x, 3);
 }
 
 TEST_CASE("SeparableConv2D is a depthwise convolution, then a 1x1 one with the bias and activation") {

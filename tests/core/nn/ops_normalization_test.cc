@@ -776,22 +776,7 @@ TEST_CASE("GroupNormalization gradients; two threads compute what one does") {
   layer.build(graph, {16, 16, 32});
   graph.initialize(2);
   const Tensor x = random_tensor({6, 16, 16, 32}, 19);
-  std::vector<std::vector<float>> outputs, input_grads, grads;
-  for (const int threads : {1, 2}) {
-    set_intra_op_threads(threads);
-    Tensor y, dx;
-    layer.forward(x, y, {});
-    std::vector<float> g(static_cast<std::size_t>(graph.num_parameters()), 123.0f);
-    layer.backward(x, y, random_tensor(y.shape(), 20), &dx, g);
-    set_intra_op_threads(1);
-    outputs.emplace_back(y.span().begin(), y.span().end());
-    input_grads.emplace_back(dx.span().begin(), dx.span().end());
-    grads.push_back(g);
-  }
-  CHECK(outputs[0] == outputs[1]);
-  CHECK(input_grads[0] == input_grads[1]);
-  for (std::size_t i = 0; i < grads[0].size(); ++i)
-    REQUIRE(grads[1][i] == doctest::Approx(grads[0][i]).epsilon(1e-5));
+  cohort::testing::expect_same_on_threads(layer, graph, x, 2);
 }
 
 TEST_CASE("GroupNormalization refuses channels that do not split into its groups, naming it") {
