@@ -21,11 +21,6 @@ using ConstUnalignedMap = Eigen::Map<const Matrix>;
 using ConstRowMap = Eigen::Map<const Eigen::RowVectorXf>;
 using RowMap = Eigen::Map<Eigen::RowVectorXf>;
 
-// The column buffer of one chunk of images is kept near this size, so that im2col writes it into
-// L2 and the matrix product reads it back from there (2 MB of L2 per core on the machines this
-// was tuned on; the packed filter and output block need the rest).
-constexpr std::int64_t kColumnChunkBytes = 768 * 1024;
-
 }  // namespace
 
 Conv2D::Conv2D(std::string name, Options options)
@@ -89,7 +84,7 @@ Conv2D::Plan Conv2D::plan(std::int64_t n) const {
     const std::int64_t bytes_per_image = geometry_.rows_per_image() *
                                          std::max(geometry_.patch(), options_.filters) *
                                          std::int64_t{sizeof(float)};
-    largest = std::max<std::int64_t>(1, kColumnChunkBytes / bytes_per_image);
+    largest = std::max<std::int64_t>(1, im2col::kChunkBytes / bytes_per_image);
   }
   const std::int64_t threads = std::max<std::int64_t>(1, intra_op_threads());
   const std::int64_t per_thread = (n + threads - 1) / threads;

@@ -33,7 +33,7 @@ class DepthwiseConv2D : public Layer {
   struct Options {
     std::int64_t kernel_h = 3, kernel_w = 3;
     std::int64_t stride_h = 1, stride_w = 1;
-    Padding padding = Padding::kSame;  ///< kSame or kValid
+    Padding padding = Padding::kSame;  ///< kSame or kValid (SAME by default, as Conv2D's; Keras's is VALID)
     std::int64_t depth_multiplier = 1;
     Activation activation = Activation::kNone;
     bool use_bias = true;
@@ -61,7 +61,8 @@ class DepthwiseConv2D : public Layer {
 
 /// Keras's SeparableConv2D: a DepthwiseConv2D without bias ("<name>/depthwise/kernel"), then a
 /// 1x1 Conv2D to `filters` channels with the bias and the activation ("<name>/pointwise/kernel",
-/// "<name>/pointwise/bias"). A composite layer (composite.h).
+/// "<name>/pointwise/bias"; Keras names them depthwise_kernel, pointwise_kernel and bias). A
+/// composite layer (composite.h).
 class SeparableConv2D : public CompositeLayer {
  public:
   SeparableConv2D(std::string name, std::int64_t filters, DepthwiseConv2D::Options depthwise);

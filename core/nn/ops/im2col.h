@@ -18,6 +18,12 @@
 
 namespace cohort::im2col {
 
+/// The column buffer of one chunk of images is kept near this size by the layers that cut their
+/// batch into chunks (Conv2D, Conv2DTranspose), so that im2col writes it into L2 and the matrix
+/// product reads it back from there (2 MB of L2 per core on the machines this was tuned on; the
+/// packed filter and output block need the rest).
+inline constexpr std::int64_t kChunkBytes = 768 * 1024;
+
 /// The shape of one convolution (per image), as Conv2D computes it.
 struct Geometry {
   std::int64_t in_h = 0, in_w = 0, in_c = 0;

@@ -1,6 +1,7 @@
 #include "cohort/core/nn/ops/merge.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -193,11 +194,14 @@ void Extremum::backward_node(std::span<const Tensor* const> inputs, const Tensor
       g->set_zero();
     }
   for (std::int64_t e = 0; e < output.size(); ++e)
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      if ((*inputs[i])[e] == output[e]) {  // the first input holding the value
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const float x = (*inputs[i])[e];
+      // The first input holding the value (a NaN the output has: the first NaN input).
+      if (x == output[e] || (std::isnan(x) && std::isnan(output[e]))) {
         if (grad_inputs[i] != nullptr) (*grad_inputs[i])[e] = grad_output[e];
         break;
       }
+    }
 }
 
 Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {

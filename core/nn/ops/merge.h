@@ -90,7 +90,7 @@ class Average : public ElementwiseMerge {
 
 /// The element-wise largest (Keras's Maximum) or smallest (Minimum) of two or more inputs of one
 /// shape; each element's gradient goes to the first input that holds the value, as TensorFlow's
-/// maximum of two gives it to the first on a tie.
+/// maximum of two gives it to the first on a tie (a NaN in the output: to the first NaN input).
 class Extremum : public ElementwiseMerge {
  public:
   Extremum(std::string name, bool largest)

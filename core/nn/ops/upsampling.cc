@@ -17,12 +17,11 @@ namespace {
 
 using ops_detail::gemm;
 
-// As Conv2D's: one chunk's column buffer is kept near this size, to stay in L2.
-constexpr std::int64_t kColumnChunkBytes = 768 * 1024;
-
-std::string image_shape_error(const char* kind, const std::string& name, const Shape& input) {
-  return std::string(kind) + " \"" + name + "\": input " + to_string(input) +
-         " is not [height, width, channels]";
+// "<kind> \"<name>\": input [..] is not [height, width, channels]" (or [steps, channels]).
+std::string shape_error(const char* kind, const std::string& name, const Shape& input,
+                        bool sequences = false) {
+  return std::string(kind) + " \"" + name + "\": input " + to_string(input) + " is not " +
+         (sequences ? "[steps, channels]" : "[height, width, channels]");
 }
 
 }  // namespace
@@ -42,7 +41,7 @@ Conv2DTranspose::Conv2DTranspose(std::string name, Options options)
 
 Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
   if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
-    throw InvalidArgument(image_shape_error("Conv2DTranspose", name_, input));
+    throw InvalidArgument(shape_error("Conv2DTranspose", name_, input));
   // Keras's output size; the convolution from it back to the input's size then has the input's
   // size exactly (SAME: ceil(out / stride) = in; VALID: (out - k) / stride + 1 = in).
   auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s) {
@@ -62,7 +61,7 @@ Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
   const std::int64_t in_c = in_c_;
   const std::int64_t bytes_per_image =
       g.rows_per_image() * std::max(g.patch(), in_c) * std::int64_t{sizeof(float)};
-  chunk_ = std::max<std::int64_t>(1, kColumnChunkBytes / bytes_per_image);
+  chunk_ = std::max<std::int64_t>(1, im2col::kChunkBytes / bytes_per_image);
   graph_ = &graph;
   kernel_offset_ = graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, in_c},
                                       options_.kernel_initializer, VariableOptions{.decay = true})
@@ -153,30 +152,32 @@ double Conv2DTranspose::input_grad_flops_per_example() const {
   return 2.0 * static_cast<double>(geometry_.rows_per_image() * geometry_.patch() * in_c_);
 }
 
-UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w)
-    : name_(std::move(name)), size_h_(size_h), size_w_(size_w) {
-  if (size_h < 1 || size_w < 1)
-    throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": size " + std::to_string(size_h) +
-                          "x" + std::to_string(size_w) + ": each must be >= 1");
+UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w, bool sequences)
+    : name_(std::move(name)), size_h_(size_h), size_w_(size_w), sequences_(sequences) {
+  if (size_h < 1 || size_w < 1 || (sequences && size_w != 1))
+    throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": size " +
+                          (sequences ? std::to_string(size_h)
+                                     : std::to_string(size_h) + "x" + std::to_string(size_w)) +
+                          ": " + (size_h < 1 || size_w < 1 ? "must be >= 1" : "a sequence has no width"));
 }
 
-const char* UpSampling2D::kind() const { return sequence_ ? "UpSampling1D" : "UpSampling2D"; }
+const char* UpSampling2D::kind() const { return sequences_ ? "UpSampling1D" : "UpSampling2D"; }
 
 Shape UpSampling2D::build(Graph&, const Shape& input) {
-  sequence_ = input.size() == 2 && size_w_ == 1;
-  const Shape image = sequence_ ? Shape{input[0], 1, input[1]} : input;
-  if (image.size() != 3 || image[0] < 1 || image[1] < 1 || image[2] < 1)
-    throw InvalidArgument(image_shape_error(kind(), name_, input));
+  const Shape image = sequences_ && input.size() == 2 ? Shape{input[0], 1, input[1]} : input;
+  if ((sequences_ && input.size() != 2) || image.size() != 3 || image[0] < 1 || image[1] < 1 ||
+      image[2] < 1)
+    throw InvalidArgument(shape_error(kind(), name_, input, sequences_));
   h_ = image[0];
   w_ = image[1];
   c_ = image[2];
-  if (sequence_) return {h_ * size_h_, c_};
+  if (sequences_) return {h_ * size_h_, c_};
   return {h_ * size_h_, w_ * size_w_, c_};
 }
 
 void UpSampling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), out_w = w_ * size_w_;
-  if (sequence_) output.resize({n, h_ * size_h_, c_});
+  if (sequences_) output.resize({n, h_ * size_h_, c_});
   else output.resize({n, h_ * size_h_, out_w, c_});
   const std::size_t pixel_bytes = static_cast<std::size_t>(c_) * sizeof(float);
   for (std::int64_t b = 0; b < n; ++b)
@@ -207,23 +208,27 @@ void UpSampling2D::backward(const Tensor& input, const Tensor&, const Tensor& gr
     }
 }
 
-Reframe2D::Reframe2D(std::string name, Border border, int sign)
-    : name_(std::move(name)), border_(border), sign_(sign) {
+Reframe2D::Reframe2D(std::string name, Border border, int sign, bool sequences)
+    : name_(std::move(name)), border_(border), sign_(sign), sequences_(sequences) {
   if (border.top < 0 || border.bottom < 0 || border.left < 0 || border.right < 0)
-    throw InvalidArgument(std::string(kind()) + " \"" + name_ +
-                          "\": top, bottom, left and right must be >= 0");
+    throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": " +
+                          (sequences ? "before and after" : "top, bottom, left and right") +
+                          " must be >= 0");
+  if (sequences && (border.left != 0 || border.right != 0))
+    throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": a sequence has no width to " +
+                          (sign > 0 ? "pad" : "crop"));
 }
 
 const char* Reframe2D::kind() const {
-  if (sign_ > 0) return sequence_ ? "ZeroPadding1D" : "ZeroPadding2D";
-  return sequence_ ? "Cropping1D" : "Cropping2D";
+  if (sign_ > 0) return sequences_ ? "ZeroPadding1D" : "ZeroPadding2D";
+  return sequences_ ? "Cropping1D" : "Cropping2D";
 }
 
 Shape Reframe2D::build(Graph&, const Shape& input) {
-  sequence_ = input.size() == 2 && border_.left == 0 && border_.right == 0;
-  const Shape image = sequence_ ? Shape{input[0], 1, input[1]} : input;
-  if (image.size() != 3 || image[0] < 1 || image[1] < 1 || image[2] < 1)
-    throw InvalidArgument(image_shape_error(kind(), name_, input));
+  const Shape image = sequences_ && input.size() == 2 ? Shape{input[0], 1, input[1]} : input;
+  if ((sequences_ && input.size() != 2) || image.size() != 3 || image[0] < 1 || image[1] < 1 ||
+      image[2] < 1)
+    throw InvalidArgument(shape_error(kind(), name_, input, sequences_));
   in_ = image;
   out_ = {image[0] + sign_ * (border_.top + border_.bottom),
           image[1] + sign_ * (border_.left + border_.right), image[2]};
@@ -231,10 +236,10 @@ Shape Reframe2D::build(Graph&, const Shape& input) {
     const std::string rows = std::to_string(border_.top) + "+" + std::to_string(border_.bottom);
     const std::string columns = std::to_string(border_.left) + "+" + std::to_string(border_.right);
     throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": cropping " +
-                          (sequence_ ? rows + " steps" : rows + " rows and " + columns + " columns") +
+                          (sequences_ ? rows + " steps" : rows + " rows and " + columns + " columns") +
                           " leaves nothing of input " + to_string(input));
   }
-  if (sequence_) return {out_[0], out_[2]};
+  if (sequences_) return {out_[0], out_[2]};
   return out_;
 }
 
@@ -264,7 +269,7 @@ void copy_window(const float* from, const Shape& from_shape, float* to, const Sh
 
 void Reframe2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0);
-  if (sequence_) output.resize({n, out_[0], out_[2]});
+  if (sequences_) output.resize({n, out_[0], out_[2]});
   else output.resize({n, out_[0], out_[1], out_[2]});
   copy_window(input.data(), in_, output.data(), out_, n, border_.top, border_.left, sign_ > 0);
 }
@@ -295,15 +300,15 @@ std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size) {
 }
 
 std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size) {
-  return std::make_unique<UpSampling2D>(std::move(name), size, 1);
+  return std::make_unique<UpSampling2D>(std::move(name), size, 1, /*sequences=*/true);
 }
 
 std::unique_ptr<Layer> zero_padding1d(std::string name, std::int64_t before, std::int64_t after) {
-  return std::make_unique<Reframe2D>(std::move(name), Border{before, after, 0, 0}, +1);
+  return std::make_unique<Reframe2D>(std::move(name), Border{before, after, 0, 0}, +1, /*sequences=*/true);
 }
 
 std::unique_ptr<Layer> cropping1d(std::string name, std::int64_t before, std::int64_t after) {
-  return std::make_unique<Reframe2D>(std::move(name), Border{before, after, 0, 0}, -1);
+  return std::make_unique<Reframe2D>(std::move(name), Border{before, after, 0, 0}, -1, /*sequences=*/true);
 }
 
 std::unique_ptr<Layer> zero_padding2d(std::string name, Border border) {

@@ -37,7 +37,7 @@ class Conv2DTranspose : public Layer {
     std::int64_t filters = 1;
     std::int64_t kernel_h = 3, kernel_w = 3;
     std::int64_t stride_h = 1, stride_w = 1;
-    Padding padding = Padding::kSame;  ///< kSame or kValid
+    Padding padding = Padding::kSame;  ///< kSame or kValid (SAME by default, as Conv2D's; Keras's is VALID)
     Activation activation = Activation::kNone;
     Initializer kernel_initializer = Initializer::glorot_uniform();
   };
@@ -67,11 +67,12 @@ class Conv2DTranspose : public Layer {
 
 /// Repeats each pixel `size_h` times down and `size_w` times across (Keras's UpSampling2D with
 /// its default nearest-neighbour interpolation): [H, W, C] -> [H * size_h, W * size_w, C]. Its
-/// gradient sums each block back onto its pixel. No variables. With size_w 1 it also takes a
-/// sequence [T, C] to [T * size_h, C] (Keras's UpSampling1D).
+/// gradient sums each block back onto its pixel. No variables. Its 1-D form (`sequences`,
+/// upsampling1d) takes a sequence [T, C] to [T * size_h, C] (Keras's UpSampling1D).
 class UpSampling2D : public Layer {
  public:
-  UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w);
+  /// `sequences`: the 1-D form, for inputs [T, C] (size_w must be 1); else images.
+  UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w, bool sequences = false);
 
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -80,12 +81,12 @@ class UpSampling2D : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
 
  private:
-  const char* kind() const;  // "UpSampling1D" (built on a sequence) or "UpSampling2D", for messages
+  const char* kind() const;  // "UpSampling1D" or "UpSampling2D", for messages
 
   std::string name_;
   std::int64_t size_h_, size_w_;
+  bool sequences_;                      // the 1-D form: inputs [steps, channels]
   std::int64_t h_ = 0, w_ = 0, c_ = 0;  // the input's (a sequence's width 1)
-  bool sequence_ = false;               // the input is [steps, channels]
 };
 
 /// The rows and columns an image gains (ZeroPadding2D) or loses (Cropping2D) at each edge.
@@ -97,11 +98,12 @@ struct Border {
 
 /// Adds rows and columns of zeros around each image (Keras's ZeroPadding2D) when `sign` is +1,
 /// or takes them off (Keras's Cropping2D) when it is -1: the two are each other's gradient.
-/// No variables. Without left and right, it also takes a sequence [T, C], its steps the rows
-/// (Keras's ZeroPadding1D and Cropping1D).
+/// No variables. Its 1-D form (`sequences`, zero_padding1d and cropping1d) takes a sequence
+/// [T, C], its steps the rows (Keras's ZeroPadding1D and Cropping1D).
 class Reframe2D : public Layer {
  public:
-  Reframe2D(std::string name, Border border, int sign);
+  /// `sequences`: the 1-D form, for inputs [T, C] (left and right must be 0); else images.
+  Reframe2D(std::string name, Border border, int sign, bool sequences = false);
 
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -110,13 +112,13 @@ class Reframe2D : public Layer {
                 Tensor* grad_input, std::span<float> grads) override;
 
  private:
-  const char* kind() const;  // "ZeroPadding2D", "Cropping1D" (built on a sequence), ..., for messages
+  const char* kind() const;  // "ZeroPadding2D", "Cropping1D", ..., for messages
 
   std::string name_;
   Border border_;
   int sign_;
-  Shape in_, out_;         // one example's, as images (a sequence's width 1)
-  bool sequence_ = false;  // the input is [steps, channels]
+  bool sequences_;  // the 1-D form: inputs [steps, channels]
+  Shape in_, out_;  // one example's, as images (a sequence's width 1)
 };
 
 /// Square kernel and stride.

@@ -217,6 +217,17 @@ TEST_CASE("Subtract, Average, Maximum and Minimum by hand; their gradients") {
   CHECK(values(db) == std::vector<float>{0, 0, 3});
   CHECK(values(dc) == std::vector<float>{1, 0, 0});
 
+  // A NaN that reaches the output takes the gradient, at the first input holding one.
+  Tensor nan_a({1, 1}, std::vector<float>{1}), nan_b({1, 1}, std::vector<float>{std::nanf("")});
+  const Tensor* with_nan[] = {&nan_a, &nan_b};
+  Extremum pair("max2", true);
+  pair.build_node(graph, std::vector<Shape>{{1}, {1}});
+  pair.forward_node(with_nan, y, {});
+  Tensor d1({1, 1}, std::vector<float>{5});
+  pair.backward_node(with_nan, y, d1, std::span<Tensor* const>(grads, 2), {});
+  if (std::isnan(y[0])) CHECK(values(db) == std::vector<float>{5});
+  else CHECK(values(da) == std::vector<float>{5});
+
   // Finite differences, on inputs whose elements are apart (no ties to step across): ramps 0.05
   // apart, each input's shifted by a third of that from the last's.
   std::vector<std::unique_ptr<Layer>> layers;

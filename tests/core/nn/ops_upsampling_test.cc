@@ -399,7 +399,17 @@ TEST_CASE("UpSampling1D, ZeroPadding1D and Cropping1D: the same on a sequence [s
   CHECK_THROWS_WITH_AS(cropping1d("crop", 2, 1)->build(graph, {3, 2}),
                        "Cropping1D \"crop\": cropping 2+1 steps leaves nothing of input [3, 2]",
                        InvalidArgument);
-  // The 2-D forms with a width to change do not take a sequence.
+  // Each form takes its own kind of input: the 2-D forms no sequence, the 1-D forms no image.
   CHECK_THROWS_WITH_AS(upsampling2d("up", 2)->build(graph, {3, 2}),
                        "UpSampling2D \"up\": input [3, 2] is not [height, width, channels]", InvalidArgument);
+  CHECK_THROWS_WITH_AS(zero_padding2d("pad", {1, 1, 0, 0})->build(graph, {3, 2}),
+                       "ZeroPadding2D \"pad\": input [3, 2] is not [height, width, channels]",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(upsampling1d("up", 2)->build(graph, {3, 3, 2}),
+                       "UpSampling1D \"up\": input [3, 3, 2] is not [steps, channels]", InvalidArgument);
+  CHECK_THROWS_WITH_AS(cropping1d("crop", 1, 1)->build(graph, {4, 4, 1}),
+                       "Cropping1D \"crop\": input [4, 4, 1] is not [steps, channels]", InvalidArgument);
+  CHECK_THROWS_WITH_AS(zero_padding1d("pad", -1, 0),
+                       "ZeroPadding1D \"pad\": before and after must be >= 0", InvalidArgument);
+  CHECK_THROWS_WITH_AS(upsampling1d("up", 0), "UpSampling1D \"up\": size 0: must be >= 1", InvalidArgument);
 }
