@@ -73,30 +73,28 @@ void DepthwiseConv2D::forward(const Tensor& input, Tensor& output, const OpConte
   const float* bias = bias_offset_ >= 0 ? values + bias_offset_ : nullptr;
   const bool relu = options_.activation == Activation::kRelu;
   output.resize({n, g.out_h, g.out_w, channels});
-  const int threads =
-      static_cast<int>(std::clamp<std::int64_t>(intra_op_threads(), 1, std::max<std::int64_t>(n, 1)));
-
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (std::int64_t b = 0; b < n; ++b) {
-    const float* image = input.data() + b * g.image_size();
-    for (std::int64_t oy = 0; oy < g.out_h; ++oy)
-      for (std::int64_t ox = 0; ox < g.out_w; ++ox) {
-        float* out = output.data() + ((b * g.out_h + oy) * g.out_w + ox) * channels;
-        for (std::int64_t q = 0; q < channels; ++q) out[q] = bias != nullptr ? bias[q] : 0.0f;
-        for_each_tap(g, oy, ox, [&](std::int64_t tap, std::int64_t pixel) {
-          const float* x = image + pixel * c_in;
-          const float* k = kernel + tap * channels;
-          if (m_count == 1) {
-            for (std::int64_t c = 0; c < c_in; ++c) out[c] += x[c] * k[c];
-          } else {
-            for (std::int64_t c = 0; c < c_in; ++c)
-              for (std::int64_t m = 0; m < m_count; ++m) out[c * m_count + m] += x[c] * k[c * m_count + m];
-          }
-        });
-        if (relu)
-          for (std::int64_t q = 0; q < channels; ++q) out[q] = std::max(out[q], 0.0f);
-      }
-  }
+  // The images shared out over the threads.
+  ops_detail::in_ranges(
+      n,
+      [&](std::int64_t first, std::int64_t images) {
+        for (std::int64_t b = first; b < first + images; ++b) {
+          const float* image = input.data() + b * g.image_size();
+          for (std::int64_t oy = 0; oy < g.out_h; ++oy)
+            for (std::int64_t ox = 0; ox < g.out_w; ++ox) {
+              float* out = output.data() + ((b * g.out_h + oy) * g.out_w + ox) * channels;
+              for (std::int64_t q = 0; q < channels; ++q) out[q] = bias != nullptr ? bias[q] : 0.0f;
+              for_each_tap(g, oy, ox, [&](std::int64_t tap, std::int64_t pixel) {
+                const float* x = image + pixel * c_in;
+                const float* k = kernel + tap * channels;
+                for (std::int64_t c = 0; c < c_in; ++c)
+                  for (std::int64_t m = 0; m < m_count; ++m) out[c * m_count + m] += x[c] * k[c * m_count + m];
+              });
+              if (relu)
+                for (std::int64_t q = 0; q < channels; ++q) out[q] = std::max(out[q], 0.0f);
+            }
+        }
+      },
+      1);
 }
 
 void DepthwiseConv2D::backward(const Tensor& input, const Tensor& output,

@@ -54,6 +54,77 @@ void add_partials(const std::vector<double>& partials, int threads, std::int64_t
   }
 }
 
+// One group of layer or group normalisation: `width` channels at each of `positions` positions,
+// `stride` floats from one position to the next, read from x (and written to x_hat and y at the
+// same places). Writes x_hat = (x - mean) / sqrt(var + epsilon) and y = gamma x_hat + beta (gamma
+// and beta per channel) and returns 1 / sqrt(var + epsilon). Two passes: the variance about the
+// mean, free of the cancellation of E[x^2] - E[x]^2.
+float normalize_group(const float* __restrict x, float* __restrict x_hat, float* __restrict y,
+                      const float* gamma, const float* beta, std::int64_t positions,
+                      std::int64_t stride, std::int64_t width, float epsilon) {
+  const double count = static_cast<double>(positions * width);
+  double sum = 0;
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t k = 0; k < width; ++k) sum += x[p * stride + k];
+  const double mean = sum / count;
+  double squares = 0;
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t k = 0; k < width; ++k) {
+      const double centred = x[p * stride + k] - mean;
+      squares += centred * centred;
+    }
+  const auto inv_std = static_cast<float>(1.0 / std::sqrt(squares / count + epsilon));
+  const auto mean_f = static_cast<float>(mean);
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t k = 0; k < width; ++k) {
+      const std::int64_t i = p * stride + k;
+      const float h = (x[i] - mean_f) * inv_std;
+      x_hat[i] = h;
+      y[i] = h * gamma[k] + beta[k];
+    }
+  return inv_std;
+}
+
+// normalize_group's backward pass: adds each channel's sums of dy (to s) and dy x_hat (to s2),
+// the gradients of beta and gamma, and writes dx = inv_std (g - mean(g) - x_hat mean(g x_hat)),
+// g = dy gamma, unless dx is null.
+void normalize_group_backward(const float* __restrict dy, const float* __restrict x_hat,
+                              const float* gamma, float inv_std, std::int64_t positions,
+                              std::int64_t stride, std::int64_t width, double* __restrict s,
+                              double* __restrict s2, float* __restrict dx) {
+  const double count = static_cast<double>(positions * width);
+  double sum_g = 0, sum_g_x_hat = 0;
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t k = 0; k < width; ++k) {
+      const std::int64_t i = p * stride + k;
+      s[k] += dy[i];
+      s2[k] += static_cast<double>(dy[i]) * x_hat[i];
+      const float g = dy[i] * gamma[k];
+      sum_g += g;
+      sum_g_x_hat += static_cast<double>(g) * x_hat[i];
+    }
+  if (dx == nullptr) return;
+  const auto mean_g = static_cast<float>(sum_g / count);
+  const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / count);
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t k = 0; k < width; ++k) {
+      const std::int64_t i = p * stride + k;
+      dx[i] = inv_std * (dy[i] * gamma[k] - mean_g - x_hat[i] * mean_g_x_hat);
+    }
+}
+
+// The threads' [sum dy (C), sum dy x_hat (C)] partials added in thread order, in place in the
+// first thread's, and written as beta's and gamma's gradients.
+void write_scale_shift_grads(std::vector<double>& partials, int threads, std::int64_t c,
+                             float* grad_gamma, float* grad_beta) {
+  for (int t = 1; t < threads; ++t)
+    for (std::int64_t i = 0; i < 2 * c; ++i) partials[i] += partials[t * 2 * c + i];
+  for (std::int64_t k = 0; k < c; ++k) {
+    grad_beta[k] = static_cast<float>(partials[k]);
+    grad_gamma[k] = static_cast<float>(partials[c + k]);
+  }
+}
+
 // Calls f with whether a ReLU is fused as a compile-time constant, so that the loops inside
 // carry no branch.
 template <typename F>
@@ -406,30 +477,10 @@ void LayerNormalization::forward(const Tensor& input, Tensor& output, const OpCo
   x_hat_.resize(input.shape());
   inv_std_.resize(static_cast<std::size_t>(rows));
   in_row_ranges(rows, threads_for(rows, f), [&](int, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      const float* __restrict x = input.data() + r * f;
-      float* __restrict x_hat = x_hat_.data() + r * f;
-      float* __restrict y = output.data() + r * f;
-      // Two passes over a row that is in cache: the variance about the mean, free of the
-      // cancellation of E[x^2] - E[x]^2.
-      double sum = 0;
-      for (std::int64_t k = 0; k < f; ++k) sum += x[k];
-      const double mean = sum / static_cast<double>(f);
-      double squares = 0;
-      for (std::int64_t k = 0; k < f; ++k) {
-        const double centred = x[k] - mean;
-        squares += centred * centred;
-      }
-      const double var = squares / static_cast<double>(f);
-      const auto inv_std = static_cast<float>(1.0 / std::sqrt(var + epsilon_));
-      const auto mean_f = static_cast<float>(mean);
-      inv_std_[static_cast<std::size_t>(r)] = inv_std;
-      for (std::int64_t k = 0; k < f; ++k) {
-        const float h = (x[k] - mean_f) * inv_std;
-        x_hat[k] = h;
-        y[k] = h * gamma[k] + beta[k];
-      }
-    }
+    for (std::int64_t r = begin; r < end; ++r)
+      inv_std_[static_cast<std::size_t>(r)] =
+          normalize_group(input.data() + r * f, x_hat_.data() + r * f, output.data() + r * f, gamma,
+                          beta, 1, f, f, epsilon_);
   });
 }
 
@@ -443,38 +494,13 @@ void LayerNormalization::backward(const Tensor& input, const Tensor&, const Tens
   // Per thread: [dbeta (F), dgamma (F)] partials, summed over its rows.
   partials_.assign(static_cast<std::size_t>(threads * 2 * f), 0.0);
   in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
-    double* __restrict s = partials_.data() + t * 2 * f;
-    double* __restrict s2 = s + f;
-    for (std::int64_t r = begin; r < end; ++r) {
-      const float* __restrict dy = grad_output.data() + r * f;
-      const float* __restrict x_hat = x_hat_.data() + r * f;
-      double sum_g = 0, sum_g_x_hat = 0;  // of g = dy * gamma, the gradient of x_hat
-      for (std::int64_t k = 0; k < f; ++k) {
-        s[k] += dy[k];
-        s2[k] += static_cast<double>(dy[k]) * x_hat[k];
-        const float g = dy[k] * gamma[k];
-        sum_g += g;
-        sum_g_x_hat += static_cast<double>(g) * x_hat[k];
-      }
-      if (grad_input == nullptr) continue;
-      // dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat)).
-      const float inv_std = inv_std_[static_cast<std::size_t>(r)];
-      const auto mean_g = static_cast<float>(sum_g / static_cast<double>(f));
-      const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / static_cast<double>(f));
-      float* __restrict dx = grad_input->data() + r * f;
-      for (std::int64_t k = 0; k < f; ++k)
-        dx[k] = inv_std * (dy[k] * gamma[k] - mean_g - x_hat[k] * mean_g_x_hat);
-    }
+    double* sums = partials_.data() + t * 2 * f;
+    for (std::int64_t r = begin; r < end; ++r)
+      normalize_group_backward(grad_output.data() + r * f, x_hat_.data() + r * f, gamma,
+                               inv_std_[static_cast<std::size_t>(r)], 1, f, f, sums, sums + f,
+                               grad_input != nullptr ? grad_input->data() + r * f : nullptr);
   });
-  // partials hold [sum dy, sum dy * x_hat]: add them in thread order, in place in thread 0's.
-  for (int t = 1; t < threads; ++t)
-    for (std::int64_t i = 0; i < 2 * f; ++i) partials_[i] += partials_[t * 2 * f + i];
-  float* grad_gamma = grads.data() + gamma_offset_;
-  float* grad_beta = grads.data() + beta_offset_;
-  for (std::int64_t k = 0; k < f; ++k) {
-    grad_beta[k] = static_cast<float>(partials_[k]);
-    grad_gamma[k] = static_cast<float>(partials_[f + k]);
-  }
+  write_scale_shift_grads(partials_, threads, f, grads.data() + gamma_offset_, grads.data() + beta_offset_);
 }
 
 double LayerNormalization::flops_per_example() const {
@@ -520,33 +546,13 @@ void GroupNormalization::forward(const Tensor& input, Tensor& output, const OpCo
   output.resize(input.shape());
   x_hat_.resize(input.shape());
   inv_std_.resize(static_cast<std::size_t>(units));
-  const double count = static_cast<double>(p_count * width);
   in_row_ranges(units, threads_for(units, p_count * width), [&](int, std::int64_t begin, std::int64_t end) {
     for (std::int64_t u = begin; u < end; ++u) {
       // The group's channels [c0, c0 + width) at every position of example b.
-      const std::int64_t b = u / groups_, c0 = (u % groups_) * width;
-      const float* x = input.data() + b * p_count * c + c0;
-      double sum = 0;
-      for (std::int64_t p = 0; p < p_count; ++p)
-        for (std::int64_t k = 0; k < width; ++k) sum += x[p * c + k];
-      const double mean = sum / count;
-      double squares = 0;  // about the mean, as LayerNormalization's
-      for (std::int64_t p = 0; p < p_count; ++p)
-        for (std::int64_t k = 0; k < width; ++k) {
-          const double centred = x[p * c + k] - mean;
-          squares += centred * centred;
-        }
-      const auto inv_std = static_cast<float>(1.0 / std::sqrt(squares / count + epsilon_));
-      const auto mean_f = static_cast<float>(mean);
-      inv_std_[static_cast<std::size_t>(u)] = inv_std;
-      float* x_hat = x_hat_.data() + b * p_count * c + c0;
-      float* y = output.data() + b * p_count * c + c0;
-      for (std::int64_t p = 0; p < p_count; ++p)
-        for (std::int64_t k = 0; k < width; ++k) {
-          const float h = (x[p * c + k] - mean_f) * inv_std;
-          x_hat[p * c + k] = h;
-          y[p * c + k] = h * gamma[c0 + k] + beta[c0 + k];
-        }
+      const std::int64_t b = u / groups_, c0 = (u % groups_) * width, at = b * p_count * c + c0;
+      inv_std_[static_cast<std::size_t>(u)] =
+          normalize_group(input.data() + at, x_hat_.data() + at, output.data() + at, gamma + c0,
+                          beta + c0, p_count, c, width, epsilon_);
     }
   });
 }
@@ -560,46 +566,16 @@ void GroupNormalization::backward(const Tensor& input, const Tensor&, const Tens
   if (grad_input != nullptr) grad_input->resize(input.shape());
   // Per thread: [dbeta (C), dgamma (C)] partials, summed over its groups.
   partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
-  const double count = static_cast<double>(p_count * width);
   in_row_ranges(units, threads, [&](int t, std::int64_t begin, std::int64_t end) {
-    double* s = partials_.data() + t * 2 * c;
-    double* s2 = s + c;
+    double* sums = partials_.data() + t * 2 * c;
     for (std::int64_t u = begin; u < end; ++u) {
-      const std::int64_t b = u / groups_, c0 = (u % groups_) * width;
-      const std::int64_t at = b * p_count * c + c0;
-      const float* dy = grad_output.data() + at;
-      const float* x_hat = x_hat_.data() + at;
-      double sum_g = 0, sum_g_x_hat = 0;  // of g = dy * gamma, the gradient of x_hat
-      for (std::int64_t p = 0; p < p_count; ++p)
-        for (std::int64_t k = 0; k < width; ++k) {
-          const std::int64_t i = p * c + k;
-          s[c0 + k] += dy[i];
-          s2[c0 + k] += static_cast<double>(dy[i]) * x_hat[i];
-          const float g = dy[i] * gamma[c0 + k];
-          sum_g += g;
-          sum_g_x_hat += static_cast<double>(g) * x_hat[i];
-        }
-      if (grad_input == nullptr) continue;
-      // dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat)), over the group.
-      const float inv_std = inv_std_[static_cast<std::size_t>(u)];
-      const auto mean_g = static_cast<float>(sum_g / count);
-      const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / count);
-      float* dx = grad_input->data() + at;
-      for (std::int64_t p = 0; p < p_count; ++p)
-        for (std::int64_t k = 0; k < width; ++k) {
-          const std::int64_t i = p * c + k;
-          dx[i] = inv_std * (dy[i] * gamma[c0 + k] - mean_g - x_hat[i] * mean_g_x_hat);
-        }
+      const std::int64_t b = u / groups_, c0 = (u % groups_) * width, at = b * p_count * c + c0;
+      normalize_group_backward(grad_output.data() + at, x_hat_.data() + at, gamma + c0,
+                               inv_std_[static_cast<std::size_t>(u)], p_count, c, width, sums + c0,
+                               sums + c + c0, grad_input != nullptr ? grad_input->data() + at : nullptr);
     }
   });
-  for (int t = 1; t < threads; ++t)
-    for (std::int64_t i = 0; i < 2 * c; ++i) partials_[i] += partials_[t * 2 * c + i];
-  float* grad_gamma = grads.data() + gamma_offset_;
-  float* grad_beta = grads.data() + beta_offset_;
-  for (std::int64_t k = 0; k < c; ++k) {
-    grad_beta[k] = static_cast<float>(partials_[k]);
-    grad_gamma[k] = static_cast<float>(partials_[c + k]);
-  }
+  write_scale_shift_grads(partials_, threads, c, grads.data() + gamma_offset_, grads.data() + beta_offset_);
 }
 
 double GroupNormalization::flops_per_example() const {

@@ -24,6 +24,16 @@ std::string shape_error(const char* kind, const std::string& name, const Shape& 
          (sequences ? "[steps, channels]" : "[height, width, channels]");
 }
 
+// The input of a layer's 2-D form (`sequences` false: an image [H, W, C]) or 1-D form (a sequence
+// [T, C], seen as the image [T, 1, C]), as an image; InvalidArgument naming the layer otherwise.
+Shape as_image(const char* kind, const std::string& name, const Shape& input, bool sequences) {
+  const Shape image = sequences && input.size() == 2 ? Shape{input[0], 1, input[1]} : input;
+  if ((sequences && input.size() != 2) || image.size() != 3 || image[0] < 1 || image[1] < 1 ||
+      image[2] < 1)
+    throw InvalidArgument(shape_error(kind, name, input, sequences));
+  return image;
+}
+
 }  // namespace
 
 Conv2DTranspose::Conv2DTranspose(std::string name, Options options)
@@ -53,17 +63,12 @@ Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
                             options_.kernel_h, options_.kernel_w, options_.stride_h,
                             options_.stride_w, options_.padding);
   const im2col::Geometry& g = geometry_;
-  if (g.out_h != input[0] || g.out_w != input[1])  // the sizes above are made to agree
-    throw Error("Conv2DTranspose \"" + name_ + "\": internal: the convolution of " +
-                std::to_string(g.in_h) + "x" + std::to_string(g.in_w) + " gives " +
-                std::to_string(g.out_h) + "x" + std::to_string(g.out_w));
   in_c_ = input[2];
-  const std::int64_t in_c = in_c_;
   const std::int64_t bytes_per_image =
-      g.rows_per_image() * std::max(g.patch(), in_c) * std::int64_t{sizeof(float)};
+      g.rows_per_image() * std::max(g.patch(), in_c_) * std::int64_t{sizeof(float)};
   chunk_ = std::max<std::int64_t>(1, im2col::kChunkBytes / bytes_per_image);
   graph_ = &graph;
-  kernel_offset_ = graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, in_c},
+  kernel_offset_ = graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, in_c_},
                                       options_.kernel_initializer, VariableOptions{.decay = true})
                        .offset;
   bias_offset_ = graph.get_variable(name_ + "/bias", {g.in_c}, Initializer::zeros()).offset;
@@ -77,32 +82,33 @@ void Conv2DTranspose::forward(const Tensor& input, Tensor& output, const OpConte
   const float* kernel = values + kernel_offset_;  // [patch, in_c]
   const float* bias = values + bias_offset_;
   output.resize({n, g.in_h, g.in_w, g.in_c});
-  const std::int64_t chunks = (n + chunk_ - 1) / chunk_;
-  const int threads =
-      static_cast<int>(std::clamp<std::int64_t>(intra_op_threads(), 1, std::max<std::int64_t>(chunks, 1)));
   const std::int64_t column_size = chunk_ * g.rows_per_image() * patch;
-  columns_.resize({threads * column_size});
+  columns_.resize({ops_detail::range_threads(n, chunk_) * column_size});
   const bool relu = options_.activation == Activation::kRelu;
-
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (std::int64_t i = 0; i < chunks; ++i) {
-    const std::int64_t b0 = i * chunk_, count = std::min(chunk_, n - b0);
-    float* columns = columns_.data() + intra_op_thread_index() * column_size;
-    float* out = output.data() + b0 * g.image_size();
-    // Each input pixel's contribution to every tap of its window, then the windows summed onto
-    // the output (col2im): Conv2D's input gradient.
-    gemm(false, true, count * g.rows_per_image(), patch, in_c,
-         input.data() + b0 * g.rows_per_image() * in_c, kernel, 0.0f, columns);
-    std::memset(out, 0, static_cast<std::size_t>(count * g.image_size()) * sizeof(float));
-    im2col::add_rows(g, columns, count, out);
-    for (std::int64_t p = 0; p < count * g.in_h * g.in_w; ++p) {
-      float* pixel = out + p * g.in_c;
-      for (std::int64_t c = 0; c < g.in_c; ++c) {
-        const float v = pixel[c] + bias[c];
-        pixel[c] = relu && v < 0.0f ? 0.0f : v;
-      }
-    }
-  }
+  // The images shared out over the threads, each thread's chunk by chunk.
+  ops_detail::in_ranges(
+      n,
+      [&](std::int64_t first, std::int64_t images) {
+        float* columns = columns_.data() + intra_op_thread_index() * column_size;
+        for (std::int64_t b0 = first; b0 < first + images; b0 += chunk_) {
+          const std::int64_t count = std::min(chunk_, first + images - b0);
+          float* out = output.data() + b0 * g.image_size();
+          // Each input pixel's contribution to every tap of its window, then the windows summed
+          // onto the output (col2im): Conv2D's input gradient.
+          gemm(false, true, count * g.rows_per_image(), patch, in_c,
+               input.data() + b0 * g.rows_per_image() * in_c, kernel, 0.0f, columns);
+          std::memset(out, 0, static_cast<std::size_t>(count * g.image_size()) * sizeof(float));
+          im2col::add_rows(g, columns, count, out);
+          for (std::int64_t p = 0; p < count * g.in_h * g.in_w; ++p) {
+            float* pixel = out + p * g.in_c;
+            for (std::int64_t c = 0; c < g.in_c; ++c) {
+              const float v = pixel[c] + bias[c];
+              pixel[c] = relu && v < 0.0f ? 0.0f : v;
+            }
+          }
+        }
+      },
+      chunk_);
 }
 
 void Conv2DTranspose::backward(const Tensor& input, const Tensor& output,
@@ -121,7 +127,7 @@ void Conv2DTranspose::backward(const Tensor& input, const Tensor& output,
   const float* dz = relu ? grad_pre_.data() : grad_output.data();
   if (grad_input != nullptr) grad_input->resize(input.shape());
   const std::int64_t column_size = chunk_ * g.rows_per_image() * patch;
-  columns_.resize({std::max(1, intra_op_threads()) * column_size});
+  columns_.resize({ops_detail::range_threads(n, chunk_) * column_size});
   // The images shared out over the threads, each thread's chunk by chunk: the output gradient's
   // windows (im2col, Conv2D's forward), then the kernel's gradient (summed over the threads) and
   // the input's from the same columns.
@@ -164,10 +170,7 @@ UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t s
 const char* UpSampling2D::kind() const { return sequences_ ? "UpSampling1D" : "UpSampling2D"; }
 
 Shape UpSampling2D::build(Graph&, const Shape& input) {
-  const Shape image = sequences_ && input.size() == 2 ? Shape{input[0], 1, input[1]} : input;
-  if ((sequences_ && input.size() != 2) || image.size() != 3 || image[0] < 1 || image[1] < 1 ||
-      image[2] < 1)
-    throw InvalidArgument(shape_error(kind(), name_, input, sequences_));
+  const Shape image = as_image(kind(), name_, input, sequences_);
   h_ = image[0];
   w_ = image[1];
   c_ = image[2];
@@ -225,10 +228,7 @@ const char* Reframe2D::kind() const {
 }
 
 Shape Reframe2D::build(Graph&, const Shape& input) {
-  const Shape image = sequences_ && input.size() == 2 ? Shape{input[0], 1, input[1]} : input;
-  if ((sequences_ && input.size() != 2) || image.size() != 3 || image[0] < 1 || image[1] < 1 ||
-      image[2] < 1)
-    throw InvalidArgument(shape_error(kind(), name_, input, sequences_));
+  const Shape image = as_image(kind(), name_, input, sequences_);
   in_ = image;
   out_ = {image[0] + sign_ * (border_.top + border_.bottom),
           image[1] + sign_ * (border_.left + border_.right), image[2]};
