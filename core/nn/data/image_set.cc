@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -12,30 +11,10 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/files.h"
 #include "cohort/core/nn/data/image_decode.h"
+#include "cohort/core/nn/ops/resize.h"
 
 namespace cohort::data::detail {
 namespace {
-
-// Bilinear resizing with half-pixel centres (TensorFlow's tf.image.resize, antialias off):
-// output pixel i samples the input at (i + 0.5) * in / out - 0.5, clamped to the edge pixels.
-struct Taps {
-  std::vector<std::int64_t> low, high;
-  std::vector<float> weight;  // of `high`
-};
-
-Taps taps(std::int64_t in, std::int64_t out) {
-  Taps t;
-  const double scale = static_cast<double>(in) / static_cast<double>(out);
-  for (std::int64_t i = 0; i < out; ++i) {
-    const double at = std::clamp((static_cast<double>(i) + 0.5) * scale - 0.5, 0.0,
-                                 static_cast<double>(in - 1));
-    const auto low = static_cast<std::int64_t>(std::floor(at));
-    t.low.push_back(low);
-    t.high.push_back(std::min(low + 1, in - 1));
-    t.weight.push_back(static_cast<float>(at - static_cast<double>(low)));
-  }
-  return t;
-}
 
 // `image` as height x width values / 255 into `out`.
 void write_example(const Pixels& image, std::int64_t height, std::int64_t width,
@@ -48,8 +27,8 @@ void write_example(const Pixels& image, std::int64_t height, std::int64_t width,
       out[i] = static_cast<float>(in[i]) / 255.0f;
     return;
   }
-  const Taps rows = taps(image.height, height);
-  const Taps cols = taps(image.width, width);
+  const ops_detail::ResizeTaps rows = ops_detail::linear_taps(image.height, height);
+  const ops_detail::ResizeTaps cols = ops_detail::linear_taps(image.width, width);
   const auto at = [&](std::int64_t y, std::int64_t x, int k) {
     return static_cast<float>(in[(y * image.width + x) * c + k]);
   };

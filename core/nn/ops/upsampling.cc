@@ -158,8 +158,10 @@ double Conv2DTranspose::input_grad_flops_per_example() const {
   return 2.0 * static_cast<double>(geometry_.rows_per_image() * geometry_.patch() * in_c_);
 }
 
-UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w, bool sequences)
-    : name_(std::move(name)), size_h_(size_h), size_w_(size_w), sequences_(sequences) {
+UpSampling2D::UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w,
+                           Interpolation interpolation, bool sequences)
+    : name_(std::move(name)), size_h_(size_h), size_w_(size_w), interpolation_(interpolation),
+      sequences_(sequences) {
   if (size_h < 1 || size_w < 1 || (sequences && size_w != 1))
     throw InvalidArgument(std::string(kind()) + " \"" + name_ + "\": size " +
                           (sequences ? std::to_string(size_h)
@@ -174,41 +176,91 @@ Shape UpSampling2D::build(Graph&, const Shape& input) {
   h_ = image[0];
   w_ = image[1];
   c_ = image[2];
+  const auto taps = interpolation_ == Interpolation::kBilinear ? ops_detail::linear_taps
+                                                               : ops_detail::nearest_taps;
+  rows_ = taps(h_, h_ * size_h_);
+  columns_ = taps(w_, w_ * size_w_);
   if (sequences_) return {h_ * size_h_, c_};
   return {h_ * size_h_, w_ * size_w_, c_};
 }
 
+namespace {
+
+// The input pixels an output pixel reads, [pixel index within the image, weight], those of
+// weight 0 left out (so a nearest-neighbour output is its pixel exactly, whatever the others
+// hold): the product of a row's taps and a column's.
+struct Reads {
+  std::int64_t pixel[4];
+  float weight[4];
+  int count = 0;
+};
+
+Reads reads(const ops_detail::ResizeTaps& rows, const ops_detail::ResizeTaps& columns,
+            std::int64_t width, std::int64_t y, std::int64_t x) {
+  Reads r;
+  const std::int64_t ys[2] = {rows.low[y], rows.high[y]}, xs[2] = {columns.low[x], columns.high[x]};
+  const float wy[2] = {1.0f - rows.weight[y], rows.weight[y]};
+  const float wx[2] = {1.0f - columns.weight[x], columns.weight[x]};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      if (wy[i] * wx[j] != 0.0f) {
+        r.pixel[r.count] = ys[i] * width + xs[j];
+        r.weight[r.count++] = wy[i] * wx[j];
+      }
+  return r;
+}
+
+}  // namespace
+
 void UpSampling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
-  const std::int64_t n = input.dim(0), out_w = w_ * size_w_;
-  if (sequences_) output.resize({n, h_ * size_h_, c_});
-  else output.resize({n, h_ * size_h_, out_w, c_});
-  const std::size_t pixel_bytes = static_cast<std::size_t>(c_) * sizeof(float);
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t y = 0; y < h_; ++y) {
-      // The first of the size_h output rows, pixel by pixel; the others copy it whole.
-      float* row = output.data() + ((b * h_ + y) * size_h_) * out_w * c_;
-      const float* in = input.data() + (b * h_ + y) * w_ * c_;
-      for (std::int64_t x = 0; x < w_; ++x)
-        for (std::int64_t r = 0; r < size_w_; ++r)
-          std::memcpy(row + (x * size_w_ + r) * c_, in + x * c_, pixel_bytes);
-      for (std::int64_t r = 1; r < size_h_; ++r)
-        std::memcpy(row + r * out_w * c_, row, static_cast<std::size_t>(out_w) * pixel_bytes);
-    }
+  const std::int64_t n = input.dim(0), out_h = h_ * size_h_, out_w = w_ * size_w_;
+  if (sequences_) output.resize({n, out_h, c_});
+  else output.resize({n, out_h, out_w, c_});
+  ops_detail::in_ranges(
+      n,
+      [&](std::int64_t first, std::int64_t images) {
+        for (std::int64_t b = first; b < first + images; ++b) {
+          const float* in = input.data() + b * h_ * w_ * c_;
+          float* out = output.data() + b * out_h * out_w * c_;
+          for (std::int64_t y = 0; y < out_h; ++y)
+            for (std::int64_t x = 0; x < out_w; ++x, out += c_) {
+              const Reads r = reads(rows_, columns_, w_, y, x);
+              const float* p = in + r.pixel[0] * c_;
+              for (std::int64_t c = 0; c < c_; ++c) out[c] = r.weight[0] * p[c];
+              for (int t = 1; t < r.count; ++t) {
+                p = in + r.pixel[t] * c_;
+                for (std::int64_t c = 0; c < c_; ++c) out[c] += r.weight[t] * p[c];
+              }
+            }
+        }
+      },
+      1);
 }
 
 void UpSampling2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
                             Tensor* grad_input, std::span<float>) {
   if (grad_input == nullptr) return;
-  const std::int64_t n = input.dim(0), out_w = w_ * size_w_;
+  const std::int64_t n = input.dim(0), out_h = h_ * size_h_, out_w = w_ * size_w_;
   grad_input->resize(input.shape());
   grad_input->set_zero();
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t y = 0; y < h_ * size_h_; ++y) {
-      const float* dy = grad_output.data() + (b * h_ * size_h_ + y) * out_w * c_;
-      float* dx = grad_input->data() + (b * h_ + y / size_h_) * w_ * c_;
-      for (std::int64_t x = 0; x < out_w; ++x)
-        for (std::int64_t c = 0; c < c_; ++c) dx[(x / size_w_) * c_ + c] += dy[x * c_ + c];
-    }
+  // Each image's outputs, in order, back onto the pixels they read.
+  ops_detail::in_ranges(
+      n,
+      [&](std::int64_t first, std::int64_t images) {
+        for (std::int64_t b = first; b < first + images; ++b) {
+          const float* dy = grad_output.data() + b * out_h * out_w * c_;
+          float* dx = grad_input->data() + b * h_ * w_ * c_;
+          for (std::int64_t y = 0; y < out_h; ++y)
+            for (std::int64_t x = 0; x < out_w; ++x, dy += c_) {
+              const Reads r = reads(rows_, columns_, w_, y, x);
+              for (int t = 0; t < r.count; ++t) {
+                float* d = dx + r.pixel[t] * c_;
+                for (std::int64_t c = 0; c < c_; ++c) d[c] += r.weight[t] * dy[c];
+              }
+            }
+        }
+      },
+      1);
 }
 
 Reframe2D::Reframe2D(std::string name, Border border, int sign, bool sequences)
@@ -295,12 +347,15 @@ std::unique_ptr<Layer> conv2d_transpose(std::string name, std::int64_t filters,
   return std::make_unique<Conv2DTranspose>(std::move(name), options);
 }
 
-std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size) {
-  return std::make_unique<UpSampling2D>(std::move(name), size, size);
+std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size,
+                                    Interpolation interpolation) {
+  return std::make_unique<UpSampling2D>(std::move(name), size, size, interpolation);
 }
 
-std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size) {
-  return std::make_unique<UpSampling2D>(std::move(name), size, 1, /*sequences=*/true);
+std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size,
+                                    Interpolation interpolation) {
+  return std::make_unique<UpSampling2D>(std::move(name), size, 1, interpolation,
+                                        /*sequences=*/true);
 }
 
 std::unique_ptr<Layer> zero_padding1d(std::string name, std::int64_t before, std::int64_t after) {

@@ -1,12 +1,13 @@
 #pragma once
 // Layers that make an image larger or change its frame, the decoder half of an autoencoder, a
-// U-Net or a GAN's generator: Conv2DTranspose (a learned upsampling), UpSampling2D (repeated
-// pixels), ZeroPadding2D and Cropping2D (rows and columns added or taken off at the edges, as a
-// U-Net's skip connections need to match sizes). On NHWC images [height, width, channels]; the
+// U-Net or a GAN's generator: Conv2DTranspose (a learned upsampling), UpSampling2D (repeated or
+// interpolated pixels), ZeroPadding2D and Cropping2D (rows and columns added or taken off at the
+// edges, as a U-Net's skip connections need to match sizes). On NHWC images [height, width, channels]; the
 // last three also on sequences [steps, channels] (their 1-D forms).
 //
 //   x = model.apply(conv2d_transpose("up1", 64, 4, Activation::kRelu, 2), x);  // [7, 7] -> [14, 14]
 //   x = model.apply(upsampling2d("up2", 2), x);                                // [14, 14] -> [28, 28]
+//   x = model.apply(upsampling2d("up3", 2, Interpolation::kBilinear), x);      // [28, 28] -> [56, 56]
 
 #include <cstdint>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "cohort/core/nn/layer.h"
 #include "cohort/core/nn/ops/im2col.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/resize.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort {
@@ -65,14 +67,23 @@ class Conv2DTranspose : public Layer {
   std::vector<float> partials_;  // the kernel gradient's sums of the threads after the first
 };
 
-/// Repeats each pixel `size_h` times down and `size_w` times across (Keras's UpSampling2D with
-/// its default nearest-neighbour interpolation): [H, W, C] -> [H * size_h, W * size_w, C]. Its
-/// gradient sums each block back onto its pixel. No variables. Its 1-D form (`sequences`,
-/// upsampling1d) takes a sequence [T, C] to [T * size_h, C] (Keras's UpSampling1D).
+/// How UpSampling2D fills the pixels between the input's.
+enum class Interpolation {
+  kNearest,   ///< each pixel repeated (Keras's default)
+  kBilinear,  ///< linear in each axis, half-pixel centres (Keras's "bilinear", PyTorch's align_corners=False)
+};
+
+/// Makes each image `size_h` times taller and `size_w` times wider (Keras's UpSampling2D):
+/// [H, W, C] -> [H * size_h, W * size_w, C]. kNearest (the default) repeats each pixel; kBilinear
+/// interpolates between the four nearest, the edges held (tf.image.resize's bilinear, PyTorch's
+/// Upsample with align_corners=False). Its gradient sends each output's back to the pixels it
+/// read, by their weights. No variables. Its 1-D form (`sequences`, upsampling1d) takes a
+/// sequence [T, C] to [T * size_h, C] (Keras's UpSampling1D; kBilinear is then linear).
 class UpSampling2D : public Layer {
  public:
   /// `sequences`: the 1-D form, for inputs [T, C] (size_w must be 1); else images.
-  UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w, bool sequences = false);
+  UpSampling2D(std::string name, std::int64_t size_h, std::int64_t size_w,
+               Interpolation interpolation = Interpolation::kNearest, bool sequences = false);
 
   const std::string& name() const override { return name_; }
   Shape build(Graph& graph, const Shape& input) override;
@@ -85,8 +96,10 @@ class UpSampling2D : public Layer {
 
   std::string name_;
   std::int64_t size_h_, size_w_;
+  Interpolation interpolation_;
   bool sequences_;                      // the 1-D form: inputs [steps, channels]
   std::int64_t h_ = 0, w_ = 0, c_ = 0;  // the input's (a sequence's width 1)
+  ops_detail::ResizeTaps rows_, columns_;  // where each output row and column reads
 };
 
 /// The rows and columns an image gains (ZeroPadding2D) or loses (Cropping2D) at each edge.
@@ -126,10 +139,12 @@ std::unique_ptr<Layer> conv2d_transpose(std::string name, std::int64_t filters,
                                         std::int64_t kernel,
                                         Activation activation = Activation::kNone,
                                         std::int64_t stride = 1, Padding padding = Padding::kSame);
-std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size = 2);
+std::unique_ptr<Layer> upsampling2d(std::string name, std::int64_t size = 2,
+                                    Interpolation interpolation = Interpolation::kNearest);
 /// Sequences [steps, channels]: each step repeated `size` times; zero steps added, or steps taken
 /// off, before the first and after the last.
-std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size = 2);
+std::unique_ptr<Layer> upsampling1d(std::string name, std::int64_t size = 2,
+                                    Interpolation interpolation = Interpolation::kNearest);
 std::unique_ptr<Layer> zero_padding1d(std::string name, std::int64_t before, std::int64_t after);
 std::unique_ptr<Layer> cropping1d(std::string name, std::int64_t before, std::int64_t after);
 std::unique_ptr<Layer> zero_padding2d(std::string name, Border border);

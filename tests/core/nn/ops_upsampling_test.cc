@@ -282,6 +282,47 @@ TEST_CASE("UpSampling2D repeats each pixel; its gradient sums each block") {
                        InvalidArgument);
 }
 
+TEST_CASE("bilinear UpSampling2D and UpSampling1D interpolate with half-pixel centres") {
+  // A sequence [3 steps, 1 channel] doubled: output i samples step (i + 0.5) / 2 - 0.5, the
+  // edges held.
+  Graph graph;
+  auto linear = upsampling1d("up", 2, Interpolation::kBilinear);
+  CHECK(linear->build(graph, {3, 1}) == Shape{6, 1});
+  const Tensor steps({1, 3, 1}, std::vector<float>{4, 8, -4});
+  Tensor y, dx;
+  linear->forward(steps, y, {});
+  CHECK(values(y) == std::vector<float>{4, 5, 7, 5, -1, -4});
+  // Each step's weights over its outputs sum to 2, the factor: a gradient of ones gives 2 each.
+  const Tensor ones({1, 6, 1}, std::vector<float>(6, 1.0f));
+  linear->backward(steps, y, ones, &dx, {});
+  CHECK(values(dx) == std::vector<float>{2, 2, 2});
+  // A 2x2 image with two channels, tripled down and doubled across: the rows and columns
+  // interpolate alike, and channel 1 (channel 0 negated) stays the negative.
+  UpSampling2D image("up", 3, 2, Interpolation::kBilinear);
+  CHECK(image.build(graph, {2, 2, 2}) == Shape{6, 4, 2});
+  const Tensor x({1, 2, 2, 2}, std::vector<float>{0, 0, 6, -6, 12, -12, 18, -18});
+  image.forward(x, y, {});
+  // Along the rows (at 0, 0, 1/3, 2/3, 1, 1 of the way down) and the columns (0, 1/4, 3/4, 1).
+  const float down[6] = {0, 0, 1.0f / 3, 2.0f / 3, 1, 1}, across[4] = {0, 0.25f, 0.75f, 1};
+  for (int r = 0; r < 6; ++r)
+    for (int q = 0; q < 4; ++q) {
+      CAPTURE(r);
+      CAPTURE(q);
+      const float expected = 12 * down[r] + 6 * across[q];
+      CHECK(y[(r * 4 + q) * 2] == doctest::Approx(expected).epsilon(1e-6));
+      CHECK(y[(r * 4 + q) * 2 + 1] == doctest::Approx(-expected).epsilon(1e-6));
+    }
+  const Tensor all_ones({1, 6, 4, 2}, std::vector<float>(48, 1.0f));
+  image.backward(x, y, all_ones, &dx, {});
+  for (const float v : dx.span()) CHECK(v == doctest::Approx(6.0f));
+  Tensor random = random_tensor({3, 3, 4, 2}, 5);
+  Graph other;
+  UpSampling2D larger("up", 2, 3, Interpolation::kBilinear);
+  larger.build(other, {3, 4, 2});
+  expect_layer_gradients(larger, other, random);
+  cohort::testing::expect_same_on_threads(larger, other, random, 3);
+}
+
 TEST_CASE("ZeroPadding2D and Cropping2D: each other's inverse and gradient") {
   Graph graph;
   Reframe2D pad("pad", {1, 2, 0, 3}, +1);

@@ -157,7 +157,9 @@ int main() {
     run(c.name, layer, {5, 6, 3}, batch);
   }
   UpSampling2D upsampling("up", 2, 3);
-  run("upsampling", upsampling, {5, 6, 3}, batch);
+  run("upsampling_nearest", upsampling, {5, 6, 3}, batch);
+  UpSampling2D bilinear("up", 3, 2, Interpolation::kBilinear);
+  run("upsampling_bilinear", bilinear, {5, 6, 3}, batch);
   // Depthwise and separable convolutions of the same image, named
   // {depthwise,separable}_{same,valid}_{kernel}_{stride}_{depth multiplier}[_relu].
   DepthwiseConv2D depthwise("dw", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2,

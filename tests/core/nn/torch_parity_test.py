@@ -198,15 +198,18 @@ for name in [key for key in data if key.startswith("conv_transpose_")]:
     compare(f"{name} kernel gradient", v["grad:kernel"], module.weight.grad.numpy().transpose(2, 3, 1, 0))
     compare(f"{name} bias gradient", v["grad:bias"], bias.grad.numpy())
 
-# UpSampling2D: PyTorch's nearest-neighbour Upsample by the same factors.
-name = "upsampling"
-v = {key: np.array(value) for key, value in data[name].items()}
-x = torch.tensor(image(v, "x"), requires_grad=True)
-factor = tuple(int(o // i) for o, i in zip(v["y_shape"][1:3], v["x_shape"][1:3]))
-y = torch.nn.Upsample(scale_factor=factor, mode="nearest")(x)
-compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
-(y * tensor(image(v, "grad_y"))).sum().backward()
-compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
+# UpSampling2D: PyTorch's Upsample by the same factors, nearest-neighbour and bilinear (half-pixel
+# centres: align_corners=False).
+for name in ["upsampling_nearest", "upsampling_bilinear"]:
+    v = {key: np.array(value) for key, value in data[name].items()}
+    x = torch.tensor(image(v, "x"), requires_grad=True)
+    factor = tuple(int(o // i) for o, i in zip(v["y_shape"][1:3], v["x_shape"][1:3]))
+    mode = name.split("_")[1]
+    y = torch.nn.Upsample(scale_factor=factor, mode=mode,
+                          **({"align_corners": False} if mode == "bilinear" else {}))(x)
+    compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
+    (y * tensor(image(v, "grad_y"))).sum().backward()
+    compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
 
 
 def tf_padding(size, kernel, stride, same):
