@@ -15,12 +15,14 @@ namespace cohort {
 DepthwiseConv2D::DepthwiseConv2D(std::string name, Options options)
     : name_(std::move(name)), options_(options) {
   const Options& o = options_;
+  const auto pair = [](std::int64_t h, std::int64_t w) {
+    return std::to_string(h) + "x" + std::to_string(w);
+  };
   if (o.kernel_h < 1 || o.kernel_w < 1 || o.stride_h < 1 || o.stride_w < 1 ||
-      o.depth_multiplier < 1)
+      o.dilation_h < 1 || o.dilation_w < 1 || o.depth_multiplier < 1)
     throw InvalidArgument("DepthwiseConv2D \"" + name_ + "\": kernel " +
-                          std::to_string(o.kernel_h) + "x" + std::to_string(o.kernel_w) +
-                          ", stride " + std::to_string(o.stride_h) + "x" +
-                          std::to_string(o.stride_w) + ", depth multiplier " +
+                          pair(o.kernel_h, o.kernel_w) + ", stride " + pair(o.stride_h, o.stride_w) +
+                          ", dilation " + pair(o.dilation_h, o.dilation_w) + ", depth multiplier " +
                           std::to_string(o.depth_multiplier) + ": each must be >= 1");
   if (o.padding == Padding::kCausal)
     throw InvalidArgument("DepthwiseConv2D \"" + name_ + "\": padding is SAME or VALID, not causal");
@@ -31,7 +33,8 @@ Shape DepthwiseConv2D::build(Graph& graph, const Shape& input) {
     throw InvalidArgument("DepthwiseConv2D \"" + name_ + "\": input " + to_string(input) +
                           " is not [height, width, channels]");
   geometry_ = conv_geometry("DepthwiseConv2D", name_, input, options_.kernel_h, options_.kernel_w,
-                            options_.stride_h, options_.stride_w, options_.padding);
+                            options_.stride_h, options_.stride_w, options_.padding,
+                            options_.dilation_h, options_.dilation_w);
   const im2col::Geometry& g = geometry_;
   const std::int64_t channels = g.in_c * options_.depth_multiplier;
   graph_ = &graph;
@@ -52,10 +55,10 @@ namespace {
 template <typename F>
 void for_each_tap(const im2col::Geometry& g, std::int64_t oy, std::int64_t ox, F&& f) {
   for (std::int64_t i = 0; i < g.kernel_h; ++i) {
-    const std::int64_t iy = oy * g.stride_h - g.pad_top + i;
+    const std::int64_t iy = oy * g.stride_h - g.pad_top + i * g.dilation_h;
     if (iy < 0 || iy >= g.in_h) continue;
     for (std::int64_t j = 0; j < g.kernel_w; ++j) {
-      const std::int64_t ix = ox * g.stride_w - g.pad_left + j;
+      const std::int64_t ix = ox * g.stride_w - g.pad_left + j * g.dilation_w;
       if (ix < 0 || ix >= g.in_w) continue;
       f(i * g.kernel_w + j, iy * g.in_w + ix);
     }

@@ -26,7 +26,7 @@ namespace cohort {
 /// channel c's m-th filter (PyTorch's Conv2d with groups = C has the same order). Variables
 /// "<name>/kernel" [kh, kw, C, depth_multiplier] (Keras's layout; Glorot uniform, Keras's
 /// default; decayed) and, with `use_bias`, "<name>/bias" [C x depth_multiplier] (zeros). Sizes and
-/// padding as Conv2D's, SAME or VALID (no dilation). Computed directly, a tap at a time over a
+/// padding as Conv2D's, SAME or VALID, and dilation. Computed directly, a tap at a time over a
 /// pixel's channels (contiguous in NHWC), the images shared out over the intra-op threads.
 class DepthwiseConv2D : public Layer {
  public:
@@ -34,6 +34,8 @@ class DepthwiseConv2D : public Layer {
     std::int64_t kernel_h = 3, kernel_w = 3;
     std::int64_t stride_h = 1, stride_w = 1;
     Padding padding = Padding::kSame;  ///< kSame or kValid (SAME by default, as Conv2D's; Keras's is VALID)
+    /// The filter's taps this far apart (atrous, as DeepLab's; Keras's dilation_rate).
+    std::int64_t dilation_h = 1, dilation_w = 1;
     std::int64_t depth_multiplier = 1;
     Activation activation = Activation::kNone;
     bool use_bias = true;

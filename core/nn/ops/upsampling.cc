@@ -39,30 +39,60 @@ Shape as_image(const char* kind, const std::string& name, const Shape& input, bo
 Conv2DTranspose::Conv2DTranspose(std::string name, Options options)
     : name_(std::move(name)), options_(options) {
   const Options& o = options_;
-  if (o.filters < 1 || o.kernel_h < 1 || o.kernel_w < 1 || o.stride_h < 1 || o.stride_w < 1)
+  const auto pair = [](std::int64_t h, std::int64_t w) {
+    return std::to_string(h) + "x" + std::to_string(w);
+  };
+  if (o.filters < 1 || o.kernel_h < 1 || o.kernel_w < 1 || o.stride_h < 1 || o.stride_w < 1 ||
+      o.dilation_h < 1 || o.dilation_w < 1)
     throw InvalidArgument("Conv2DTranspose \"" + name_ + "\": filters " +
-                          std::to_string(o.filters) + ", kernel " + std::to_string(o.kernel_h) +
-                          "x" + std::to_string(o.kernel_w) + ", stride " +
-                          std::to_string(o.stride_h) + "x" + std::to_string(o.stride_w) +
-                          ": each must be >= 1");
+                          std::to_string(o.filters) + ", kernel " + pair(o.kernel_h, o.kernel_w) +
+                          ", stride " + pair(o.stride_h, o.stride_w) + ", dilation " +
+                          pair(o.dilation_h, o.dilation_w) + ": each must be >= 1");
   if (o.padding == Padding::kCausal)
     throw InvalidArgument("Conv2DTranspose \"" + name_ + "\": padding is SAME or VALID, not causal");
+  if (o.output_padding_h.has_value() != o.output_padding_w.has_value())
+    throw InvalidArgument("Conv2DTranspose \"" + name_ +
+                          "\": output_padding is set for one axis only; set both or neither");
+  if (o.output_padding_h &&
+      (*o.output_padding_h < 0 || *o.output_padding_h >= o.stride_h || *o.output_padding_w < 0 ||
+       *o.output_padding_w >= o.stride_w))
+    throw InvalidArgument("Conv2DTranspose \"" + name_ + "\": output_padding " +
+                          pair(*o.output_padding_h, *o.output_padding_w) +
+                          ": each must be >= 0 and less than the stride " +
+                          pair(o.stride_h, o.stride_w));
 }
 
 Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
   if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
     throw InvalidArgument(shape_error("Conv2DTranspose", name_, input));
-  // Keras's output size; the convolution from it back to the input's size then has the input's
-  // size exactly (SAME: ceil(out / stride) = in; VALID: (out - k) / stride + 1 = in).
-  auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s) {
-    return options_.padding == Padding::kSame ? in * s : in * s + std::max<std::int64_t>(k - s, 0);
+  const Options& o = options_;
+  const bool same = o.padding == Padding::kSame;
+  // Keras's output size. The convolution from it back to the input's size then has the input's
+  // size exactly (SAME: ceil(out / stride) = in; VALID: (out - k') / stride + 1 = in), but for
+  // an output_padding that Keras takes and TensorFlow then refuses (checked below).
+  auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d,
+                      std::optional<std::int64_t> output_padding) {
+    const std::int64_t extent = (k - 1) * d + 1;
+    if (output_padding) return (in - 1) * s + extent - 2 * (same ? extent / 2 : 0) + *output_padding;
+    return same ? in * s : in * s + std::max<std::int64_t>(extent - s, 0);
   };
-  geometry_ = conv_geometry("Conv2DTranspose", name_,
-                            {out_size(input[0], options_.kernel_h, options_.stride_h),
-                             out_size(input[1], options_.kernel_w, options_.stride_w), options_.filters},
-                            options_.kernel_h, options_.kernel_w, options_.stride_h,
-                            options_.stride_w, options_.padding);
+  const Shape out = {out_size(input[0], o.kernel_h, o.stride_h, o.dilation_h, o.output_padding_h),
+                     out_size(input[1], o.kernel_w, o.stride_w, o.dilation_w, o.output_padding_w),
+                     o.filters};
+  const auto refused = [&](const std::string& why) {
+    return InvalidArgument("Conv2DTranspose \"" + name_ + "\": output_padding " +
+                           std::to_string(*o.output_padding_h) + "x" +
+                           std::to_string(*o.output_padding_w) + " gives input " +
+                           to_string(input) + " the output " + to_string(out) + ", " + why);
+  };
+  if (out[0] < 1 || out[1] < 1) throw refused("which has no pixels");
+  geometry_ = conv_geometry("Conv2DTranspose", name_, out, o.kernel_h, o.kernel_w, o.stride_h,
+                            o.stride_w, o.padding, o.dilation_h, o.dilation_w);
   const im2col::Geometry& g = geometry_;
+  if (g.out_h != input[0] || g.out_w != input[1])
+    throw refused("from which its convolution gives " + std::to_string(g.out_h) + "x" +
+                  std::to_string(g.out_w) + ", not the input's " + std::to_string(input[0]) +
+                  "x" + std::to_string(input[1]));
   in_c_ = input[2];
   const std::int64_t bytes_per_image =
       g.rows_per_image() * std::max(g.patch(), in_c_) * std::int64_t{sizeof(float)};

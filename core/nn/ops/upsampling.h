@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,10 +28,11 @@ namespace cohort {
 /// The transpose of a 2-D convolution (Keras's Conv2DTranspose; also called a fractionally
 /// strided convolution or, loosely, a deconvolution): each input pixel scatters its channels
 /// through the filter onto a window of the output, windows `stride` apart, so an [H, W, C] input
-/// becomes [H * stride, W * stride, filters] with SAME padding and [H * stride + max(k - stride,
-/// 0), ...] with VALID, as Keras computes them. It is exactly the input gradient of the Conv2D of
-/// the same kernel, stride and padding from the output's size to the input's (TensorFlow's
-/// conv2d_transpose), computed the same way (matrix product and col2im). Variables
+/// becomes [H * stride, W * stride, filters] with SAME padding and [H * stride + max(k' - stride,
+/// 0), ...] with VALID (k' the filter's extent, k with no dilation), as Keras computes them, or
+/// the size `output_padding` picks. It is exactly the input gradient of the Conv2D of
+/// the same kernel, stride, padding and dilation from the output's size to the input's
+/// (TensorFlow's conv2d_transpose), computed the same way (matrix product and col2im). Variables
 /// "<name>/kernel" [kh, kw, filters, in] (Keras's layout; Glorot uniform, Keras's default) and
 /// "<name>/bias" [filters] (zeros); the kernel is decayed.
 class Conv2DTranspose : public Layer {
@@ -40,6 +42,14 @@ class Conv2DTranspose : public Layer {
     std::int64_t kernel_h = 3, kernel_w = 3;
     std::int64_t stride_h = 1, stride_w = 1;
     Padding padding = Padding::kSame;  ///< kSame or kValid (SAME by default, as Conv2D's; Keras's is VALID)
+    /// The filter's taps this far apart (an atrous transpose; Keras's dilation_rate).
+    std::int64_t dilation_h = 1, dilation_w = 1;
+    /// Keras's output_padding, 0 to stride - 1, for the other sizes a strided Conv2D maps to the
+    /// input's: the output [(H - 1) * stride + k' - 2 p + output_padding, ...], k' = (k - 1) *
+    /// dilation + 1, p = k' / 2 (SAME) or 0 (VALID), the size of PyTorch's ConvTranspose2d with
+    /// padding p. Its rows are placed as TensorFlow pads (for an even k' with SAME, one row
+    /// fewer before than PyTorch's padding takes off). Unset: the sizes above.
+    std::optional<std::int64_t> output_padding_h, output_padding_w;
     Activation activation = Activation::kNone;
     Initializer kernel_initializer = Initializer::glorot_uniform();
   };

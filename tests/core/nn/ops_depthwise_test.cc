@@ -30,12 +30,14 @@ std::span<float> variable(Graph& graph, const std::string& name) {
 struct Case {
   std::int64_t kernel, stride, multiplier;
   Padding padding;
+  std::int64_t dilation = 1;
 };
 
 std::string describe(const Case& c) {
   return "kernel " + std::to_string(c.kernel) + ", stride " + std::to_string(c.stride) +
          ", multiplier " + std::to_string(c.multiplier) +
-         (c.padding == Padding::kSame ? ", SAME" : ", VALID");
+         (c.padding == Padding::kSame ? ", SAME" : ", VALID") + ", dilation " +
+         std::to_string(c.dilation);
 }
 
 DepthwiseConv2D::Options options(const Case& c, Activation activation = Activation::kNone) {
@@ -43,6 +45,7 @@ DepthwiseConv2D::Options options(const Case& c, Activation activation = Activati
   o.kernel_h = o.kernel_w = c.kernel;
   o.stride_h = o.stride_w = c.stride;
   o.padding = c.padding;
+  o.dilation_h = o.dilation_w = c.dilation;
   o.depth_multiplier = c.multiplier;
   o.activation = activation;
   return o;
@@ -51,6 +54,7 @@ DepthwiseConv2D::Options options(const Case& c, Activation activation = Activati
 const std::vector<Case> kCases = {
     {3, 1, 1, Padding::kSame}, {3, 2, 1, Padding::kSame}, {5, 1, 2, Padding::kSame},
     {3, 2, 3, Padding::kValid}, {2, 1, 1, Padding::kValid},
+    {3, 1, 2, Padding::kSame, 2}, {2, 2, 1, Padding::kValid, 3},  // dilated (atrous)
 };
 
 }  // namespace
@@ -75,6 +79,7 @@ TEST_CASE("DepthwiseConv2D equals Conv2D with a kernel that joins each channel t
       o.kernel_h = o.kernel_w = c.kernel;
       o.stride_h = o.stride_w = c.stride;
       o.padding = c.padding;
+      o.dilation_h = o.dilation_w = c.dilation;
       o.activation = activation;
       o.algorithm = Conv2D::Options::Algorithm::kIm2col;
       Graph full_graph;
@@ -181,7 +186,7 @@ TEST_CASE("SeparableConv2D is a depthwise convolution, then a 1x1 one with the b
 
 TEST_CASE("DepthwiseConv2D and SeparableConv2D refuse what they cannot do, naming the layer") {
   CHECK_THROWS_WITH_AS(depthwise_conv2d("dw", 3, Activation::kNone, 1, Padding::kSame, 0),
-                       doctest::Contains("DepthwiseConv2D \"dw\": kernel 3x3, stride 1x1, depth multiplier 0"),
+                       doctest::Contains("DepthwiseConv2D \"dw\": kernel 3x3, stride 1x1, dilation 1x1, depth multiplier 0"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(depthwise_conv2d("dw", 3, Activation::kNone, 1, Padding::kCausal),
                        doctest::Contains("not causal"), InvalidArgument);

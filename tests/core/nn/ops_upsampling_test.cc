@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,37 +39,48 @@ std::span<float> variable(Graph& graph, const std::string& name) {
 struct Case {
   std::int64_t kernel_h, kernel_w, stride_h, stride_w;
   Padding padding;
+  std::int64_t dilation = 1;                   // on both axes
+  std::optional<std::int64_t> output_padding = std::nullopt;  // on both axes
 };
 
 std::string describe(const Case& c) {
   return "kernel " + std::to_string(c.kernel_h) + "x" + std::to_string(c.kernel_w) + ", stride " +
          std::to_string(c.stride_h) + "x" + std::to_string(c.stride_w) +
-         (c.padding == Padding::kSame ? ", SAME" : ", VALID");
+         (c.padding == Padding::kSame ? ", SAME" : ", VALID") + ", dilation " +
+         std::to_string(c.dilation) +
+         (c.output_padding ? ", output_padding " + std::to_string(*c.output_padding) : "");
 }
 
 // The transposed convolution from its definition, in double: every input pixel adds
-// x * kernel[i][j] onto output pixel (y * stride + i - pad_top, x * stride + j - pad_left) of the
-// full scatter, which SAME then crops as TensorFlow does (the extra padding row after). Written
-// from the definition, independently of im2col.
+// x * kernel[i][j] onto output pixel (y * stride + i * dilation - pad_top, x * stride + j *
+// dilation - pad_left) of the full scatter, which SAME then crops as TensorFlow pads a convolution
+// of the output's size (the extra padding row after). Sizes as Keras's. Written from the
+// definition, independently of im2col.
 Tensor reference_transpose(const Tensor& in, const std::vector<float>& kernel,
                            const std::vector<float>& bias, std::int64_t filters, const Case& c,
                            bool relu) {
   const std::int64_t n = in.dim(0), h = in.dim(1), w = in.dim(2), ch = in.dim(3);
+  const bool same = c.padding == Padding::kSame;
   auto size = [&](std::int64_t i, std::int64_t k, std::int64_t s) {
-    return c.padding == Padding::kSame ? i * s : i * s + std::max<std::int64_t>(k - s, 0);
+    const std::int64_t extent = (k - 1) * c.dilation + 1;
+    if (c.output_padding) return (i - 1) * s + extent - (same ? extent / 2 * 2 : 0) + *c.output_padding;
+    return same ? i * s : i * s + std::max<std::int64_t>(extent - s, 0);
   };
   const std::int64_t oh = size(h, c.kernel_h, c.stride_h), ow = size(w, c.kernel_w, c.stride_w);
-  auto pad = [&](std::int64_t k, std::int64_t s) {
-    return c.padding == Padding::kSame ? std::max<std::int64_t>(k - s, 0) / 2 : 0;
+  // TensorFlow's SAME padding of a convolution from `out` to `in`: half before, the odd one after.
+  auto pad = [&](std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s) {
+    const std::int64_t extent = (k - 1) * c.dilation + 1;
+    return same ? std::max<std::int64_t>((in - 1) * s + extent - out, 0) / 2 : 0;
   };
-  const std::int64_t pt = pad(c.kernel_h, c.stride_h), pl = pad(c.kernel_w, c.stride_w);
+  const std::int64_t pt = pad(h, oh, c.kernel_h, c.stride_h), pl = pad(w, ow, c.kernel_w, c.stride_w);
   std::vector<double> out(static_cast<std::size_t>(n * oh * ow * filters), 0.0);
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t y = 0; y < h; ++y)
       for (std::int64_t x = 0; x < w; ++x)
         for (std::int64_t i = 0; i < c.kernel_h; ++i)
           for (std::int64_t j = 0; j < c.kernel_w; ++j) {
-            const std::int64_t r = y * c.stride_h + i - pt, q = x * c.stride_w + j - pl;
+            const std::int64_t r = y * c.stride_h + i * c.dilation - pt;
+            const std::int64_t q = x * c.stride_w + j * c.dilation - pl;
             if (r < 0 || r >= oh || q < 0 || q >= ow) continue;
             for (std::int64_t f = 0; f < filters; ++f)
               for (std::int64_t k = 0; k < ch; ++k)
@@ -92,6 +104,12 @@ const std::vector<Case> kCases = {
     {2, 2, 2, 2, Padding::kValid},  // windows that tile the output
     {3, 3, 2, 2, Padding::kValid},  // windows that overlap
     {1, 1, 3, 3, Padding::kValid},  // windows with gaps between them
+    {3, 3, 1, 1, Padding::kSame, 2},         // dilated
+    {2, 3, 2, 2, Padding::kValid, 2},        // dilated and strided
+    {3, 3, 2, 2, Padding::kSame, 1, 0},      // output_padding 0: 2 H - 1 rows
+    {4, 4, 2, 2, Padding::kSame, 1, 1},      // 2 H - 1 rows, padded 1 before and 2 after
+    {3, 2, 3, 3, Padding::kValid, 1, 2},     // rows after the last window: the bias alone
+    {3, 3, 2, 2, Padding::kValid, 2, 1},     // dilated, with output_padding
 };
 
 Conv2DTranspose make(const Case& c, std::int64_t filters, Activation activation = Activation::kNone) {
@@ -102,6 +120,8 @@ Conv2DTranspose make(const Case& c, std::int64_t filters, Activation activation 
   o.stride_h = c.stride_h;
   o.stride_w = c.stride_w;
   o.padding = c.padding;
+  o.dilation_h = o.dilation_w = c.dilation;
+  o.output_padding_h = o.output_padding_w = c.output_padding;
   o.activation = activation;
   return Conv2DTranspose("up", o);
 }
@@ -131,13 +151,20 @@ TEST_CASE("Conv2DTranspose: Keras's output sizes and the scatter of its definiti
       CHECK(Shape{y.dim(1), y.dim(2), y.dim(3)} == out);
       for (std::int64_t i = 0; i < y.size(); ++i) REQUIRE(y[i] == doctest::Approx(expected[i]).epsilon(1e-5));
     }
-  Graph a, b, c;
-  CHECK(make(kCases[0], 4).build(a, {7, 7, 8}) == Shape{14, 14, 4});
-  CHECK(make(kCases[5], 4).build(b, {7, 7, 8}) == Shape{15, 15, 4});
-  CHECK(make(kCases[6], 4).build(c, {7, 7, 8}) == Shape{21, 21, 4});
+  const auto built = [](const Case& c) {
+    Graph graph;
+    return make(c, 4).build(graph, {7, 7, 8});
+  };
+  CHECK(built({3, 3, 2, 2, Padding::kSame}) == Shape{14, 14, 4});
+  CHECK(built({3, 3, 2, 2, Padding::kValid}) == Shape{15, 15, 4});
+  CHECK(built({1, 1, 3, 3, Padding::kValid}) == Shape{21, 21, 4});
+  CHECK(built({3, 3, 1, 1, Padding::kValid, 2}) == Shape{11, 11, 4});    // 7 + 5 - 1
+  CHECK(built({3, 3, 2, 2, Padding::kSame, 1, 0}) == Shape{13, 13, 4});  // PyTorch's padding 1
+  CHECK(built({3, 3, 2, 2, Padding::kSame, 1, 1}) == Shape{14, 14, 4});  // as if unset
+  CHECK(built({3, 3, 2, 2, Padding::kValid, 1, 1}) == Shape{16, 16, 4});
 }
 
-TEST_CASE("Conv2DTranspose is the adjoint of Conv2D with the same kernel, stride and padding") {
+TEST_CASE("Conv2DTranspose is the adjoint of Conv2D with the same kernel, stride, padding, dilation") {
   // <conv(u), v> = <u, conv_transpose(v)> for the kernel both share, without bias: the property
   // that makes it Conv2D's input gradient (TensorFlow's definition of conv2d_transpose).
   for (const Case& c : kCases) {
@@ -152,6 +179,7 @@ TEST_CASE("Conv2DTranspose is the adjoint of Conv2D with the same kernel, stride
     o.stride_h = c.stride_h;
     o.stride_w = c.stride_w;
     o.padding = c.padding;
+    o.dilation_h = o.dilation_w = c.dilation;
     o.algorithm = Conv2D::Options::Algorithm::kIm2col;
     Graph conv_graph;
     Conv2D conv("up", o);
@@ -172,22 +200,55 @@ TEST_CASE("Conv2DTranspose is the adjoint of Conv2D with the same kernel, stride
 }
 
 TEST_CASE("Conv2DTranspose gradients of the input, the kernel and the bias") {
-  for (const Case& c : kCases)
-    for (const bool relu : {false, true}) {
-      const std::string what = describe(c) + (relu ? ", ReLU" : ", no activation");
-      INFO(what);
-      Graph graph;
-      Conv2DTranspose layer = make(c, 3, relu ? Activation::kRelu : Activation::kNone);
-      layer.build(graph, {4, 3, 2});
-      graph.initialize(5);
-      // Biases away from 0: where windows leave gaps (stride 3, kernel 1), an output is its bias.
-      const std::vector<float> bias = {0.2f, -0.3f, 0.25f};
-      std::copy(bias.begin(), bias.end(), variable(graph, "up/bias").begin());
-      Tensor x = random_tensor({2, 4, 3, 2}, 6);
-      GradientCheckOptions check;
-      check.step = 1e-3;  // a smaller step than the default crosses fewer of the ReLU's kinks
-      expect_layer_gradients(layer, graph, x, {}, check);
+  for (const Case& c : kCases) {
+    INFO(describe(c));
+    Graph graph;
+    Conv2DTranspose layer = make(c, 3);
+    layer.build(graph, {4, 3, 2});
+    graph.initialize(5);
+    // Biases away from 0: where windows leave gaps (stride 3, kernel 1), an output is its bias.
+    const std::vector<float> bias = {0.2f, -0.3f, 0.25f};
+    std::copy(bias.begin(), bias.end(), variable(graph, "up/bias").begin());
+    Tensor x = random_tensor({2, 4, 3, 2}, 6);
+    expect_layer_gradients(layer, graph, x);
+  }
+}
+
+TEST_CASE("Conv2DTranspose with a fused ReLU: the linear layer's outputs and gradients, masked") {
+  // Exactly, where finite differences would trip on the outputs that sit near the ReLU's kink:
+  // the ReLU's outputs are the linear layer's clipped at 0, and its gradients are the linear
+  // layer's for the output gradient kept where the output is positive.
+  for (const Case& c : kCases) {
+    INFO(describe(c));
+    Graph graph;
+    Conv2DTranspose linear = make(c, 3), relu = make(c, 3, Activation::kRelu);
+    linear.build(graph, {4, 3, 2});
+    relu.build(graph, {4, 3, 2});  // the same variables
+    graph.initialize(5);
+    const std::vector<float> bias = {0.2f, -0.3f, 0.25f};
+    std::copy(bias.begin(), bias.end(), variable(graph, "up/bias").begin());
+    const Tensor x = random_tensor({2, 4, 3, 2}, 6);
+    Tensor y_linear, y_relu;
+    linear.forward(x, y_linear, {});
+    relu.forward(x, y_relu, {});
+    const Tensor dy = random_tensor(y_linear.shape(), 3);
+    Tensor dy_kept = dy;
+    std::int64_t kept = 0;
+    for (std::int64_t i = 0; i < dy.size(); ++i) {
+      REQUIRE(y_relu[i] == std::max(y_linear[i], 0.0f));
+      kept += y_linear[i] > 0.0f;
+      if (!(y_linear[i] > 0.0f)) dy_kept[i] = 0.0f;
     }
+    CHECK(kept > 0);
+    CHECK(kept < dy.size());
+    std::vector<float> grads_linear(static_cast<std::size_t>(graph.num_parameters())),
+        grads_relu(grads_linear.size());
+    Tensor dx_linear, dx_relu;
+    linear.backward(x, y_linear, dy_kept, &dx_linear, grads_linear);
+    relu.backward(x, y_relu, dy, &dx_relu, grads_relu);
+    CHECK(grads_relu == grads_linear);
+    CHECK(values(dx_relu) == values(dx_linear));
+  }
 }
 
 TEST_CASE("Conv2DTranspose: a batch in chunks on 1 or 3 threads gives the sums of its images") {
@@ -243,6 +304,35 @@ TEST_CASE("Conv2DTranspose refuses what it cannot do, naming the layer") {
   o.filters = 2;
   o.padding = Padding::kCausal;
   CHECK_THROWS_WITH_AS(Conv2DTranspose("up", o), doctest::Contains("not causal"), InvalidArgument);
+  o.padding = Padding::kSame;
+  o.dilation_w = 0;
+  CHECK_THROWS_WITH_AS(Conv2DTranspose("up", o), doctest::Contains("dilation 1x0: each must be >= 1"),
+                       InvalidArgument);
+  o.dilation_w = 1;
+  o.stride_h = o.stride_w = 2;
+  o.output_padding_h = 1;
+  CHECK_THROWS_WITH_AS(Conv2DTranspose("up", o),
+                       "Conv2DTranspose \"up\": output_padding is set for one axis only; set both or neither",
+                       InvalidArgument);
+  o.output_padding_w = 2;
+  CHECK_THROWS_WITH_AS(Conv2DTranspose("up", o),
+                       "Conv2DTranspose \"up\": output_padding 1x2: each must be >= 0 and less than "
+                       "the stride 2x2",
+                       InvalidArgument);
+  // An even kernel with SAME padding and output_padding 0: Keras gives 2 (H - 1) rows, from
+  // which the strided convolution gives H - 1, not H (TensorFlow refuses it as it runs).
+  o.kernel_h = o.kernel_w = 4;
+  o.output_padding_h = o.output_padding_w = 0;
+  Graph even;
+  CHECK_THROWS_WITH_AS(Conv2DTranspose("up", o).build(even, {5, 6, 2}),
+                       "Conv2DTranspose \"up\": output_padding 0x0 gives input [5, 6, 2] the output "
+                       "[8, 10, 2], from which its convolution gives 4x5, not the input's 5x6",
+                       InvalidArgument);
+  Graph empty;
+  CHECK_THROWS_WITH_AS(Conv2DTranspose("up", o).build(empty, {1, 1, 2}),
+                       "Conv2DTranspose \"up\": output_padding 0x0 gives input [1, 1, 2] the output "
+                       "[0, 0, 2], which has no pixels",
+                       InvalidArgument);
   Graph graph;
   CHECK_THROWS_WITH_AS(conv2d_transpose("up", 2, 3)->build(graph, {28, 28}),
                        "Conv2DTranspose \"up\": input [28, 28] is not [height, width, channels]",
@@ -454,3 +544,4 @@ TEST_CASE("UpSampling1D, ZeroPadding1D and Cropping1D: the same on a sequence [s
                        "ZeroPadding1D \"pad\": before and after must be >= 0", InvalidArgument);
   CHECK_THROWS_WITH_AS(upsampling1d("up", 0), "UpSampling1D \"up\": size 0: must be >= 1", InvalidArgument);
 }
+

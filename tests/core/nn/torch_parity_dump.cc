@@ -6,6 +6,7 @@
 // ConvTranspose2d, Conv2d, Upsample and GroupNorm, implementations independent of Cohort's.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -132,19 +133,27 @@ int main() {
   MultiHeadAttention cross("mha", heads, 0, false, 0.0f, /*cross=*/true);
   run("cross_attention", cross, {5, features}, batch, {steps, 6}, lengths);
   // Transposed convolutions of a [5, 6, 3] image to 4 filters: SAME with an odd padding (the
-  // extra row after) and an even one, VALID with overlapping windows and with gaps, a ReLU.
+  // extra row after) and an even one, VALID with overlapping windows and with gaps, a ReLU,
+  // dilation (_d) and output_padding (_op).
   struct TransposeCase {
     const char* name;
     std::int64_t kernel_h, kernel_w, stride_h, stride_w;
     Padding padding;
     Activation activation;
+    std::int64_t dilation = 1;
+    std::optional<std::int64_t> output_padding = std::nullopt;
   };
   for (const TransposeCase& c : {
            TransposeCase{"conv_transpose_same_3x3_2x2", 3, 3, 2, 2, Padding::kSame, Activation::kNone},
            TransposeCase{"conv_transpose_same_4x4_2x2_relu", 4, 4, 2, 2, Padding::kSame, Activation::kRelu},
            TransposeCase{"conv_transpose_same_3x2_2x1", 3, 2, 2, 1, Padding::kSame, Activation::kNone},
            TransposeCase{"conv_transpose_valid_3x3_2x2", 3, 3, 2, 2, Padding::kValid, Activation::kNone},
-           TransposeCase{"conv_transpose_valid_1x1_3x3", 1, 1, 3, 3, Padding::kValid, Activation::kNone}}) {
+           TransposeCase{"conv_transpose_valid_1x1_3x3", 1, 1, 3, 3, Padding::kValid, Activation::kNone},
+           TransposeCase{"conv_transpose_same_3x3_1x1_d2", 3, 3, 1, 1, Padding::kSame, Activation::kNone, 2},
+           TransposeCase{"conv_transpose_valid_2x3_2x2_d2", 2, 3, 2, 2, Padding::kValid, Activation::kNone, 2},
+           TransposeCase{"conv_transpose_same_3x3_2x2_op0", 3, 3, 2, 2, Padding::kSame, Activation::kNone, 1, 0},
+           TransposeCase{"conv_transpose_same_4x4_2x2_op1", 4, 4, 2, 2, Padding::kSame, Activation::kNone, 1, 1},
+           TransposeCase{"conv_transpose_valid_3x3_2x2_d2_op1_relu", 3, 3, 2, 2, Padding::kValid, Activation::kRelu, 2, 1}}) {
     Conv2DTranspose::Options o;
     o.filters = 4;
     o.kernel_h = c.kernel_h;
@@ -153,6 +162,8 @@ int main() {
     o.stride_w = c.stride_w;
     o.padding = c.padding;
     o.activation = c.activation;
+    o.dilation_h = o.dilation_w = c.dilation;
+    o.output_padding_h = o.output_padding_w = c.output_padding;
     Conv2DTranspose layer("up", o);
     run(c.name, layer, {5, 6, 3}, batch);
   }
@@ -161,12 +172,15 @@ int main() {
   UpSampling2D bilinear("up", 3, 2, Interpolation::kBilinear);
   run("upsampling_bilinear", bilinear, {5, 6, 3}, batch);
   // Depthwise and separable convolutions of the same image, named
-  // {depthwise,separable}_{same,valid}_{kernel}_{stride}_{depth multiplier}[_relu].
+  // {depthwise,separable}_{same,valid}_{kernel}_{stride}_{depth multiplier}[_d{dilation}][_relu].
   DepthwiseConv2D depthwise("dw", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2,
                                    .depth_multiplier = 2, .activation = Activation::kRelu});
   run("depthwise_same_3_2_2_relu", depthwise, {5, 6, 3}, batch);
   DepthwiseConv2D valid("dw", {.kernel_h = 2, .kernel_w = 2, .padding = Padding::kValid});
   run("depthwise_valid_2_1_1", valid, {5, 6, 3}, batch);
+  DepthwiseConv2D dilated("dw", {.kernel_h = 3, .kernel_w = 3, .dilation_h = 2, .dilation_w = 2,
+                                 .depth_multiplier = 2});
+  run("depthwise_same_3_1_2_d2", dilated, {5, 6, 3}, batch);
   auto separable = separable_conv2d("sep", 4, 3, Activation::kRelu, 1, Padding::kSame, 2);
   run("separable_same_3_1_2_relu", *separable, {5, 6, 3}, batch);
   GroupNormalization group_norm("gn", 2);

@@ -168,29 +168,32 @@ def image(v, key):
     return np.array(v[key]).reshape(shape).transpose(0, 3, 1, 2)
 
 
-# Transposed convolutions, named conv_transpose_{same,valid}_{kh}x{kw}_{sh}x{sw}[_relu]: PyTorch's
-# full scatter ((in - 1) * stride + kernel, no padding), then cropped or extended to Keras's size
-# as TensorFlow's padding says (SAME: the padding max(kernel - stride, 0) split with the extra one
-# after; VALID: none), by F.pad, which crops where its padding is negative. PyTorch's weight is
-# [in, out, kh, kw], Keras's [kh, kw, out, in].
+# Transposed convolutions, named conv_transpose_{same,valid}_{kh}x{kw}_{sh}x{sw}[_d{dilation}]
+# [_op{output_padding}][_relu]: PyTorch's full scatter ((in - 1) * stride + extent, no padding,
+# extent = (kernel - 1) * dilation + 1), then cropped or extended to Cohort's size as TensorFlow
+# pads a convolution from that size (SAME: the padding (in - 1) * stride + extent - out split
+# with the extra one after; VALID: none), by F.pad, which crops where its padding is negative
+# (and adds zero rows, which get the bias alone, where output_padding asks for rows after the
+# last window). PyTorch's weight is [in, out, kh, kw], Keras's [kh, kw, out, in].
 for name in [key for key in data if key.startswith("conv_transpose_")]:
     v = {key: np.array(value) for key, value in data[name].items()}
-    padding, kernel, strides, *activation = name.split("_")[2:]
+    padding, kernel, strides, *rest = name.split("_")[2:]
     kh, kw = (int(k) for k in kernel.split("x"))
     sh, sw = (int(k) for k in strides.split("x"))
+    d = next((int(t[1:]) for t in rest if t.startswith("d")), 1)
     x = torch.tensor(image(v, "x"), requires_grad=True)
     channels, filters = x.shape[1], v["bias"].size
-    module = torch.nn.ConvTranspose2d(channels, filters, (kh, kw), stride=(sh, sw), bias=False)
+    module = torch.nn.ConvTranspose2d(channels, filters, (kh, kw), stride=(sh, sw), dilation=d, bias=False)
     module.weight.data = tensor(v["kernel"].reshape(kh, kw, filters, channels).transpose(3, 2, 0, 1))
     bias = torch.zeros(filters, requires_grad=True)
     bias.data = tensor(v["bias"])
     full = module(x)
     out_h, out_w = (int(d) for d in v["y_shape"][1:3])
-    top = max(kh - sh, 0) // 2 if padding == "same" else 0
-    left = max(kw - sw, 0) // 2 if padding == "same" else 0
+    top = max(full.shape[2] - out_h, 0) // 2 if padding == "same" else 0
+    left = max(full.shape[3] - out_w, 0) // 2 if padding == "same" else 0
     y = torch.nn.functional.pad(full, (-left, out_w - full.shape[3] + left, -top, out_h - full.shape[2] + top))
     y = y + bias.reshape(1, filters, 1, 1)
-    if activation == ["relu"]:
+    if "relu" in rest:
         y = torch.relu(y)
     compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
     (y * tensor(image(v, "grad_y"))).sum().backward()
@@ -225,14 +228,15 @@ def tf_padding(size, kernel, stride, same):
 # separable one: that, then a 1x1 Conv2d with the bias.
 for name in [key for key in data if key.startswith(("depthwise_", "separable_"))]:
     v = {key: np.array(value) for key, value in data[name].items()}
-    kind, padding, kernel, stride, multiplier, *activation = name.split("_")
+    kind, padding, kernel, stride, multiplier, *rest = name.split("_")
     k, s_, m = int(kernel), int(stride), int(multiplier)
+    d = next((int(t[1:]) for t in rest if t.startswith("d")), 1)
     x = torch.tensor(image(v, "x"), requires_grad=True)
     c = x.shape[1]
-    top, bottom = tf_padding(x.shape[2], k, s_, padding == "same")
-    left, right = tf_padding(x.shape[3], k, s_, padding == "same")
+    top, bottom = tf_padding(x.shape[2], (k - 1) * d + 1, s_, padding == "same")
+    left, right = tf_padding(x.shape[3], (k - 1) * d + 1, s_, padding == "same")
     prefix = "depthwise/" if kind == "separable" else ""
-    depthwise = torch.nn.Conv2d(c, c * m, k, stride=s_, groups=c, bias=False)
+    depthwise = torch.nn.Conv2d(c, c * m, k, stride=s_, dilation=d, groups=c, bias=False)
     depthwise.weight.data = tensor(v[prefix + "kernel"].reshape(k, k, c, m).transpose(2, 3, 0, 1).reshape(c * m, 1, k, k))
     y = depthwise(torch.nn.functional.pad(x, (left, right, top, bottom)))
     if kind == "depthwise":
@@ -246,7 +250,7 @@ for name in [key for key in data if key.startswith(("depthwise_", "separable_"))
         bias = torch.zeros(filters, requires_grad=True)
         bias.data = tensor(v["pointwise/bias"])
     y = y + bias.reshape(1, -1, 1, 1)
-    if activation == ["relu"]:
+    if "relu" in rest:
         y = torch.relu(y)
     compare(f"{name} outputs", image(v, "y"), y.detach().numpy())
     (y * tensor(image(v, "grad_y"))).sum().backward()
