@@ -11,11 +11,12 @@ Shape MaskableLayer::build_node(Graph& graph, std::span<const Shape> inputs) {
   const auto count = static_cast<std::size_t>(num_inputs());
   masked_ = inputs.size() == count + 1;
   if (masked_) {
-    const Shape& keys = inputs[count - 1];  // the sequence the mask is of
+    const auto index = static_cast<std::size_t>(masked_input());
+    const Shape& keys = inputs[index];  // the sequence the mask is of
     if (keys.size() != 2 || inputs[count] != Shape{keys[0]})
       throw InvalidArgument(
           "layer \"" + name() + "\": mask " + to_string(inputs[count]) + " does not fit its " +
-          (count > 1 ? "last input " : "input ") + to_string(keys) +
+          (count == 1 ? "input " : index + 1 == count ? "last input " : "first input ") + to_string(keys) +
           ": a mask is [steps] of a sequence [steps, features]" +
           (count == 1 && inputs[count].size() == 2
                ? " (a query and a value: cross_attention() takes them)"

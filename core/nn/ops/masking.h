@@ -55,6 +55,8 @@ class MaskableLayer : public Layer {
     backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
   }
 
+  /// Which input (of those before the mask) the mask is of: by default the last.
+  virtual int masked_input() const { return num_inputs() - 1; }
   /// Whether the layer was built with a mask.
   bool masked() const { return masked_; }
   /// The mask of the forward or backward pass under way, [batch, steps] (non-zero: read), or

@@ -61,6 +61,8 @@ Recurrent::Recurrent(const char* kind, std::string name, std::int64_t units, int
       units_(units),
       gates_(gates),
       return_sequences_(options.return_sequences),
+      initial_state_(options.initial_state),
+      return_state_(options.return_state),
       recurrent_bias_(recurrent_bias),
       dropout_(options.dropout),
       recurrent_dropout_(options.recurrent_dropout),
@@ -73,6 +75,9 @@ Recurrent::Recurrent(const char* kind, std::string name, std::int64_t units, int
                                     std::pair{recurrent_dropout_, "recurrent_dropout"}})
     if (!(rate >= 0.0f && rate < 1.0f))
       throw InvalidArgument(what + label + " = " + std::to_string(rate) + ", must be in [0, 1)");
+  if (return_state_ && return_sequences_)
+    throw InvalidArgument(what + "return_state and return_sequences: a layer gives one output "
+                                 "(a second layer over the same input gives the other)");
 }
 
 Shape Recurrent::build(Graph& graph, const Shape& input) {
@@ -92,8 +97,42 @@ Shape Recurrent::build(Graph& graph, const Shape& input) {
           .offset;
   const Shape bias = recurrent_bias_ ? Shape{2, columns} : Shape{columns};
   bias_offset_ = graph.get_variable(name_ + "/bias", bias, Initializer::zeros()).offset;
+  if (return_state_) return {state_size()};
   if (return_sequences_) return {steps_, units_};
   return {units_};
+}
+
+Shape Recurrent::build_inputs(Graph& graph, std::span<const Shape> inputs) {
+  if (initial_state_ && inputs[1] != Shape{state_size()})
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": initial state " +
+                          to_string(inputs[1]) + " is not [" + std::to_string(state_size()) + "]" +
+                          (cell_state_size() > 0 ? " (h and c side by side)" : " (h)"));
+  return build(graph, inputs[0]);
+}
+
+void Recurrent::forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
+                               const OpContext& context) {
+  initial_ = inputs.size() > 1 ? inputs[1] : nullptr;
+  try {
+    forward(*inputs[0], output, context);
+  } catch (...) {
+    initial_ = nullptr;
+    throw;
+  }
+  initial_ = nullptr;
+}
+
+void Recurrent::backward_inputs(std::span<const Tensor* const> inputs, const Tensor& output,
+                                const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                                std::span<float> grads) {
+  grad_initial_ = grad_inputs.size() > 1 ? grad_inputs[1] : nullptr;
+  try {
+    backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
+  } catch (...) {
+    grad_initial_ = nullptr;
+    throw;
+  }
+  grad_initial_ = nullptr;
 }
 
 // The examples of a batch recur independently: the intra-op threads each take a slice of them
@@ -130,10 +169,17 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& co
   xs_.resize({t_count, n, columns});
   rs_.resize({t_count, n, columns});
   hs_.resize({t_count, n, u});
-  zeros_.resize({n, u});
-  zeros_.set_zero();
-  output.resize(return_sequences_ ? Shape{n, t_count, u} : Shape{n, u});
-  begin(t_count, n, false);
+  // The output before the first step: the given state's h, or zeros.
+  from_state_ = initial_ != nullptr;
+  const std::int64_t state = state_size();
+  h0_.resize({n, u});
+  if (from_state_) {
+    for (std::int64_t b = 0; b < n; ++b) std::copy_n(initial_->data() + b * state, u, h0_.data() + b * u);
+  } else {
+    h0_.set_zero();
+  }
+  output.resize(return_state_ ? Shape{n, state} : return_sequences_ ? Shape{n, t_count, u} : Shape{n, u});
+  begin(t_count, n, false, from_state_ ? initial_->data() : nullptr);
   in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
     for (std::int64_t t = 0; t < t_count; ++t) {
       // The step's input times the kernel, onto the broadcast bias.
@@ -144,14 +190,13 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& co
     }
     for (std::int64_t t = 0; t < t_count; ++t) {
       float* r = rs_.data() + (t * n + b0) * columns;
-      const float* h_prev =
-          t == 0 ? zeros_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
+      const float* h_prev = t == 0 ? h0_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
       if (recurrent_bias_) {
         broadcast_rows(bias + columns, rows, columns, r);
       } else {
         std::fill_n(r, rows * columns, 0.0f);
       }
-      if (t > 0) {
+      if (t > 0 || from_state_) {  // (zeros before the first step contribute nothing)
         const float* product = h_prev;  // what enters the recurrent product
         if (states_dropped_) {
           float* dropped = dropped_states_.data() + (t * n + b0) * u;
@@ -174,9 +219,11 @@ void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& co
         }
       });
     }
+    if (return_state_) final_cell_state(b0, rows, output.data());
     for (std::int64_t b = b0; b < b0 + rows; ++b) {
-      if (!return_sequences_) {
-        std::copy_n(hs_.data() + ((t_count - 1) * n + b) * u, u, output.data() + b * u);
+      if (!return_sequences_) {  // the last output, alone or as the state's first part
+        std::copy_n(hs_.data() + ((t_count - 1) * n + b) * u, u,
+                    output.data() + b * (return_state_ ? state : u));
         continue;
       }
       for (std::int64_t t = 0; t < t_count; ++t) {
@@ -205,7 +252,11 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
   dh_prev_.resize({n, u});
   if (states_dropped_) grad_state_.resize({n, u});
   if (grad_input != nullptr) grad_input->resize(input.shape());
-  begin(t_count, n, true);
+  const std::int64_t state = state_size();
+  // With a given initial state, step 0's last output is a variable: its gradient is taken too.
+  const bool to_state = from_state_;
+  if (to_state && grad_initial_ != nullptr) grad_initial_->resize({n, state});
+  begin(t_count, n, true, return_state_ ? grad_output.data() : nullptr);
   in_ranges(n, [&](std::int64_t b0, std::int64_t rows) {
     // The slice's dLoss/dh of the step being taken back, and of the step before it.
     float* dh = dh_.data() + b0 * u;
@@ -218,13 +269,15 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
         for (std::int64_t b = 0; b < rows; ++b) {
           const std::int64_t example = b0 + b;
           if (return_sequences_ && !mask_reads(mask(), example, t)) continue;  // a constant 0 there
-          const float* g = grad_output.data() +
-                           (return_sequences_ ? (example * t_count + t) * u : example * u);
+          const float* g =
+              grad_output.data() + (return_sequences_ ? (example * t_count + t) * u
+                                                      : example * (return_state_ ? state : u));
           for (std::int64_t j = 0; j < u; ++j) dh[b * u + j] += g[j];
         }
       }
-      const float* h_prev = t == 0 ? zeros_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
-      if (t > 0) std::fill_n(dh_prev, rows * u, 0.0f);
+      const float* h_prev = t == 0 ? h0_.data() + b0 * u : hs_.data() + ((t - 1) * n + b0) * u;
+      const bool before = t > 0 || to_state;  // whether the output before step t is a variable
+      if (before) std::fill_n(dh_prev, rows * u, 0.0f);
       const float* x = xs_.data() + (t * n + b0) * columns;
       const float* r = rs_.data() + (t * n + b0) * columns;
       float* dx = dxs_.data() + (t * n + b0) * columns;
@@ -233,24 +286,29 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
         if (read) {
           step_backward(t, b0 + s, count, dh + s * u, x + s * columns, r + s * columns,
                         h_prev + s * u, dx + s * columns, dr + s * columns,
-                        t == 0 ? nullptr : dh_prev + s * u);
+                        before ? dh_prev + s * u : nullptr);
           return;
         }
         // Padding: the gradient passes to the step before unchanged; the kernels get none.
         std::fill_n(dx + s * columns, count * columns, 0.0f);
         std::fill_n(dr + s * columns, count * columns, 0.0f);
-        if (t > 0) std::copy_n(dh + s * u, count * u, dh_prev + s * u);
+        if (before) std::copy_n(dh + s * u, count * u, dh_prev + s * u);
       });
-      if (t > 0 && !states_dropped_) {  // the output before the first step is a constant
+      if (before && !states_dropped_) {
         gemm(false, true, rows, u, columns, 1.0f, dr, columns, recurrent, columns, 1.0f, dh_prev,
              u);
-      } else if (t > 0) {  // through the recurrent dropout's mask
+      } else if (before) {  // through the recurrent dropout's mask
         float* grad_state = grad_state_.data() + b0 * u;
         gemm(false, true, rows, u, columns, 1.0f, dr, columns, recurrent, columns, 0.0f,
              grad_state, u);
         RowArray(dh_prev, rows * u) += ConstRowArray(grad_state, rows * u) *
                                        ConstRowArray(state_mask_.data() + b0 * u, rows * u);
       }
+    }
+    if (to_state && grad_initial_ != nullptr) {  // dh_prev now holds dLoss/d(the initial h)
+      for (std::int64_t b = 0; b < rows; ++b)
+        std::copy_n(dh_prev + b * u, u, grad_initial_->data() + (b0 + b) * state);
+      initial_cell_state_grad(b0, rows, grad_initial_->data());
     }
     if (grad_input != nullptr) {
       for (std::int64_t t = 0; t < t_count; ++t)
@@ -274,10 +332,12 @@ void Recurrent::backward(const Tensor& input, const Tensor&, const Tensor& grad_
   std::fill_n(grad_recurrent, u * columns, 0.0f);
   const float* states = states_dropped_ ? dropped_states_.data() : nullptr;
   in_ranges(u, [&](std::int64_t u0, std::int64_t count) {
-    for (std::int64_t t = 1; t < t_count; ++t)
+    for (std::int64_t t = to_state ? 0 : 1; t < t_count; ++t) {
+      const float* h_prev = t == 0 ? h0_.data() : hs_.data() + (t - 1) * n * u;
       gemm(true, false, count, columns, n, 1.0f,
-           states != nullptr ? states + t * n * u + u0 : hs_.data() + (t - 1) * n * u + u0, u,
+           (states != nullptr ? states + t * n * u : h_prev) + u0, u,
            drs_.data() + t * n * columns, columns, 1.0f, grad_recurrent + u0 * columns, columns);
+    }
   }, 1);
   bias_grad(dxs_.data(), t_count * n, columns, grad_bias);
   if (recurrent_bias_) bias_grad(drs_.data(), t_count * n, columns, grad_bias + columns);
@@ -302,15 +362,44 @@ LSTM::LSTM(std::string name, std::int64_t units, const RecurrentOptions& options
     : Recurrent("LSTM", std::move(name), units, 4, options, false),
       forget_bias_(options.forget_bias) {}
 
-void LSTM::begin(std::int64_t steps, std::int64_t batch, bool backward) {
+void LSTM::begin(std::int64_t steps, std::int64_t batch, bool backward, const float* state) {
   batch_ = batch;
+  const std::int64_t u = units_, width = state_size();
+  // The cell state's part of each row of `state`: c0 forward, dLoss/dc of the last step backward.
+  Tensor& to = backward ? dc_ : c0_;
+  if (state != nullptr) {
+    to.resize({batch, u});
+    for (std::int64_t b = 0; b < batch; ++b) std::copy_n(state + b * width + u, u, to.data() + b * u);
+  }
   if (!backward) {
-    cs_.resize({steps, batch, units_});
+    cs_.resize({steps, batch, u});
+    from_c0_ = state != nullptr;
     return;
   }
-  dc_.resize({batch, units_});
-  dc_.set_zero();
-  tanh_c_.resize({intra_op_threads(), units_});
+  if (state == nullptr) {
+    dc_.resize({batch, u});
+    dc_.set_zero();
+  }
+  tanh_c_.resize({intra_op_threads(), u});
+}
+
+void LSTM::final_cell_state(std::int64_t first, std::int64_t rows, float* state) const {
+  const std::int64_t u = units_, width = state_size();
+  const float* last = cs_.data() + (cs_.dim(0) - 1) * batch_ * u;
+  for (std::int64_t b = first; b < first + rows; ++b)
+    std::copy_n(last + b * u, u, state + b * width + u);
+}
+
+void LSTM::initial_cell_state_grad(std::int64_t first, std::int64_t rows, float* state) const {
+  // dc_ holds what reached the cell state before step 0.
+  const std::int64_t u = units_, width = state_size();
+  for (std::int64_t b = first; b < first + rows; ++b)
+    std::copy_n(dc_.data() + b * u, u, state + b * width + u);
+}
+
+const float* LSTM::c_prev(std::int64_t t, std::int64_t first) const {
+  if (t > 0) return cs_.data() + ((t - 1) * batch_ + first) * units_;
+  return from_c0_ ? c0_.data() + first * units_ : nullptr;
 }
 
 // The cells' element-wise work runs over whole gate blocks of one example as Eigen arrays:
@@ -319,7 +408,7 @@ void LSTM::step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, f
                         const float* /*h_prev*/, float* h) {
   const std::int64_t u = units_;
   float* c = cs_.data() + (t * batch_ + first) * u;
-  const float* c_prev = t == 0 ? nullptr : c - batch_ * u;
+  const float* c_prev = this->c_prev(t, first);
   for (std::int64_t b = 0; b < rows; ++b) {
     // The i, f, g, o blocks of u; the activations replace the sums.
     float* gate = x + b * 4 * u;
@@ -343,7 +432,7 @@ void LSTM::step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, 
                          const float* x, const float*, const float*, float* dx, float* dr, float*) {
   const std::int64_t u = units_;
   const float* c = cs_.data() + (t * batch_ + first) * u;
-  const float* c_prev = t == 0 ? nullptr : c - batch_ * u;
+  const float* c_prev = this->c_prev(t, first);
   RowArray tanh_c(tanh_c_.data() + intra_op_thread_index() * u, u);  // this thread's
   for (std::int64_t b = 0; b < rows; ++b) {
     const float* gate = x + b * 4 * u;
@@ -369,10 +458,11 @@ void LSTM::step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, 
 
 void LSTM::carry(std::int64_t t, std::int64_t first, std::int64_t rows) {
   float* c = cs_.data() + (t * batch_ + first) * units_;
-  if (t == 0) {
+  const float* before = c_prev(t, first);
+  if (before == nullptr) {
     std::fill_n(c, rows * units_, 0.0f);
   } else {
-    std::copy_n(c - batch_ * units_, rows * units_, c);
+    std::copy_n(before, rows * units_, c);
   }
 }
 
@@ -445,6 +535,13 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
   if (forward_->name() == backward_->name())
     throw InvalidArgument("Bidirectional \"" + name_ + "\": its two layers are both named \"" +
                           forward_->name() + "\" and would share their variables");
+  for (const Layer* inner : {forward_.get(), backward_.get()}) {
+    const auto* recurrent = dynamic_cast<const Recurrent*>(inner);
+    if (inner->num_inputs() != 1 || (recurrent != nullptr && recurrent->returns_state()))
+      throw InvalidArgument("Bidirectional \"" + name_ + "\": its layer \"" + inner->name() +
+                            "\" takes an initial state or returns its state, which a "
+                            "Bidirectional does not pass");
+  }
   // A layer owns the variables under its name (its gradients, its parameter count): the inner
   // layers' must be under this one's.
   for (const Layer* inner : {forward_.get(), backward_.get()})

@@ -1,8 +1,10 @@
 #pragma once
 // Recurrent layers over sequences [steps, features]: LSTM and GRU, each returning its last
 // output [units] or every step's [steps, units] (return_sequences: for another recurrent layer,
-// or a Dense at every step), and Bidirectional. Both start from a zero state and run forward in
-// time; the backward pass is back-propagation through time over the whole sequence. Applied to
+// or a Dense at every step), and Bidirectional. Both start from a zero state, or from one given
+// as a second input (an encoder's final state, which a layer returns instead of its output when
+// asked), and run forward in time; the backward pass is back-propagation through time over the
+// whole sequence. Applied to
 // {sequence, mask} (masking.h), a padded step leaves the state as it was and gives zeros, so
 // that each example's last output is that of its last step read, wherever its padding is. The
 // recurrences run step by step (each intra-op thread a slice of the batch), so a recurrent layer
@@ -10,6 +12,10 @@
 //
 //   Model model(graph, {28, 28});                       // 28 steps of 28 features
 //   model.add(lstm("lstm", 128)).add(dense("logits", 10));
+//
+//   Node state = model.apply(lstm("encoder", 64, {.return_state = true}), source);  // [h, c]
+//   Node y = model.apply(lstm("decoder", 64, {.return_sequences = true, .initial_state = true}),
+//                        {target, state});
 
 #include <cstdint>
 #include <memory>
@@ -35,6 +41,14 @@ struct RecurrentOptions {
   float recurrent_dropout = 0.0f;
   /// LSTM: added to the forget gate's sum (LSTM's forget_bias); a GRU refuses another value.
   float forget_bias = 1.0f;
+  /// The layer is applied to {sequence, state} (or {sequence, state, mask}) and starts from
+  /// `state` instead of zeros: Keras's initial_state, PyTorch's (h_0, c_0). The state is
+  /// [state_size()] per example: an LSTM's [2 units], h then c side by side; a GRU's [units].
+  bool initial_state = false;
+  /// The output is the final state [state_size()] instead of the last output (an LSTM's h, which
+  /// is the last output, then c; a GRU's h): Keras's return_state, PyTorch's (h_n, c_n), for
+  /// another layer to start from. Not with return_sequences: a layer gives one output.
+  bool return_state = false;
 };
 
 /// What the recurrent layers share: the variables "<name>/kernel" [features, gates * units]
@@ -47,6 +61,12 @@ struct RecurrentOptions {
 class Recurrent : public MaskableLayer {
  public:
   const std::string& name() const override { return name_; }
+  /// 2 with RecurrentOptions::initial_state: {sequence, state}; else 1.
+  int num_inputs() const override { return initial_state_ ? 2 : 1; }
+  /// What the state holds per example: the output's units and the cell's own state.
+  std::int64_t state_size() const { return units_ + cell_state_size(); }
+  /// Whether the output is the final state (RecurrentOptions::return_state).
+  bool returns_state() const { return return_state_; }
   Shape build(Graph& graph, const Shape& input) override;
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
@@ -62,20 +82,42 @@ class Recurrent : public MaskableLayer {
   Recurrent(const char* kind, std::string name, std::int64_t units, int gates,
             const RecurrentOptions& options, bool recurrent_bias);
 
-  /// Called before the steps of a forward pass (backward false) or of a backward pass.
-  virtual void begin(std::int64_t steps, std::int64_t batch, bool backward) = 0;
+  Shape build_inputs(Graph& graph, std::span<const Shape> inputs) override;
+  void forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
+                      const OpContext& context) override;
+  void backward_inputs(std::span<const Tensor* const> inputs, const Tensor& output,
+                       const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                       std::span<float> grads) override;
+  int masked_input() const override { return 0; }  // the sequence, not the state
+
+  /// The floats of the cell's own state beyond the output (an LSTM's c), per example.
+  virtual std::int64_t cell_state_size() const { return 0; }
+  /// Called before the steps of a forward pass (backward false) or of a backward pass. `state`
+  /// rows [batch, state_size()], the cell's own part from column `units`: in a forward pass the
+  /// initial state (null: zeros); in a backward pass dLoss/d(the final state) (null: none).
+  virtual void begin(std::int64_t steps, std::int64_t batch, bool backward,
+                     const float* state) = 0;
+  /// After a forward pass, the cell's own final state into rows [first, first + rows) of
+  /// `state` [batch, state_size()], from column `units`.
+  virtual void final_cell_state(std::int64_t /*first*/, std::int64_t /*rows*/,
+                                float* /*state*/) const {}
+  /// After a backward pass from an initial state, dLoss/d(the cell's own initial state) into the
+  /// same place.
+  virtual void initial_cell_state_grad(std::int64_t /*first*/, std::int64_t /*rows*/,
+                                       float* /*state*/) const {}
   /// Step t forward for `rows` examples of the batch from example `first` (a thread's slice;
   /// the pointers are to the slice's first row): `x` holds the step's input times the kernel
   /// plus the bias, `r` the last output times the recurrent kernel (plus the recurrent bias),
   /// each [rows, gates * units]; the cell may overwrite both with what its backward pass needs.
-  /// `h_prev` is the last output (zeros at step 0); writes this step's output into h [rows,
-  /// units]. Slices run concurrently: a cell's own buffers are indexed by `first`.
+  /// `h_prev` is the last output (the initial state's, or zeros, at step 0); writes this step's
+  /// output into h [rows, units]. Slices run concurrently: a cell's own buffers are indexed by `first`.
   virtual void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x,
                             float* r, const float* h_prev, float* h) = 0;
   /// Step t backward for the same slice, steps taken from the last to the first: `dh` is
   /// dLoss/dh_t, complete; `x`, `r` and `h_prev` as step_forward left and read them. Writes
   /// dLoss/d(x) into dx and dLoss/d(r) into dr, and adds to dh_prev (null at step 0) what
-  /// reaches the last output other than through r.
+  /// reaches the last output other than through r.  (At step 0 dh_prev is null unless the
+  /// layer started from a given state.)
   virtual void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows,
                              const float* dh, const float* x, const float* r,
                              const float* h_prev, float* dx, float* dr, float* dh_prev) = 0;
@@ -94,6 +136,7 @@ class Recurrent : public MaskableLayer {
 
  private:
   bool return_sequences_;
+  bool initial_state_, return_state_;
   bool recurrent_bias_;
   float dropout_, recurrent_dropout_;
   std::string dropout_key_, recurrent_dropout_key_;  // the masks' names: "<name>/dropout", ...
@@ -106,7 +149,10 @@ class Recurrent : public MaskableLayer {
   Tensor xs_;     // [steps, batch, gates * units]: each step's x, as the cell left it
   Tensor rs_;     // [steps, batch, gates * units]: each step's r, as the cell left it
   Tensor hs_;     // [steps, batch, units]: each step's output
-  Tensor zeros_;  // [batch, units]: the output before the first step
+  Tensor h0_;     // [batch, units]: the output before the first step (the initial state's, or 0)
+  bool from_state_ = false;                // the last forward pass started from a given state
+  const Tensor* initial_ = nullptr;        // during a forward pass: the given state
+  Tensor* grad_initial_ = nullptr;         // during a backward pass: its gradient, or null
   Tensor dxs_;    // [steps, batch, gates * units]: dLoss/dx of each step
   Tensor drs_;    // [steps, batch, gates * units]: dLoss/dr of each step
   Tensor dh_, dh_prev_;  // [batch, units]
@@ -130,7 +176,10 @@ class LSTM final : public Recurrent {
   LSTM(std::string name, std::int64_t units, const RecurrentOptions& options);
 
  protected:
-  void begin(std::int64_t steps, std::int64_t batch, bool backward) override;
+  std::int64_t cell_state_size() const override { return units_; }
+  void begin(std::int64_t steps, std::int64_t batch, bool backward, const float* state) override;
+  void final_cell_state(std::int64_t first, std::int64_t rows, float* state) const override;
+  void initial_cell_state_grad(std::int64_t first, std::int64_t rows, float* state) const override;
   void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x, float* r,
                     const float* h_prev, float* h) override;
   void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, const float* dh,
@@ -140,9 +189,14 @@ class LSTM final : public Recurrent {
   double cell_flops() const override;
 
  private:
+  // The cell state before step `t` of rows from `first`: c0_'s at step 0 (null for zeros).
+  const float* c_prev(std::int64_t t, std::int64_t first) const;
+
   float forget_bias_;
   std::int64_t batch_ = 0;  // of the pass begin() started
   Tensor cs_;  // [steps, batch, units]: each step's cell state
+  Tensor c0_;  // [batch, units]: the initial cell state, where one was given
+  bool from_c0_ = false;
   Tensor dc_;  // [batch, units]: dLoss/dc of the step after the one being taken back
   Tensor tanh_c_;  // [threads, units]: each thread's tanh of one example's cell state
 };
@@ -158,7 +212,7 @@ class GRU final : public Recurrent {
   GRU(std::string name, std::int64_t units, const RecurrentOptions& options);
 
  protected:
-  void begin(std::int64_t, std::int64_t, bool) override {}
+  void begin(std::int64_t, std::int64_t, bool, const float*) override {}
   void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x, float* r,
                     const float* h_prev, float* h) override;
   void step_backward(std::int64_t t, std::int64_t first, std::int64_t rows, const float* dh,

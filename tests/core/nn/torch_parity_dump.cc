@@ -31,9 +31,9 @@ void print(const char* name, std::span<const float> values) {
 
 // One layer's case: its variables (in the graph's order), inputs, output and gradients, and the
 // shapes of the input and the output. The layer takes an example of shape `example` ("x": a
-// sequence [steps, features], or an image), and, where `value` is given, the value of a
-// cross-attention ("value"); where `lengths` are given, a mask of each example's first
-// lengths[b] steps of its last sequence input ("mask").
+// sequence [steps, features], or an image), and, where `value` is given, a second input
+// ("value": a cross-attention's value, a recurrent layer's initial state); where `lengths` are
+// given, a mask of each example's first lengths[b] steps of its last sequence input ("mask").
 void run(const char* name, Layer& layer, const Shape& example, std::int64_t batch,
          const Shape& value = {}, const std::vector<std::int64_t>& lengths = {}) {
   Graph graph;
@@ -116,6 +116,11 @@ int main() {
   run("lstm", lstm, {steps, features}, batch);
   GRU gru("rnn", units, /*return_sequences=*/true);
   run("gru", gru, {steps, features}, batch);
+  // From a given initial state to the final state (PyTorch's (h_0, c_0) and (h_n, c_n)).
+  LSTM lstm_state("rnn", units, {.initial_state = true, .return_state = true});
+  run("lstm_state", lstm_state, {steps, features}, batch, {2 * units});
+  GRU gru_state("rnn", units, {.initial_state = true, .return_state = true});
+  run("gru_state", gru_state, {steps, features}, batch, {units});
   Bidirectional bilstm("rnn", std::make_unique<LSTM>("rnn/forward", units, true),
                        std::make_unique<LSTM>("rnn/backward", units, true));
   run("bidirectional_lstm", bilstm, {steps, features}, batch);

@@ -2,7 +2,8 @@
 DepthwiseConv2D, SeparableConv2D and GroupNormalization against PyTorch's: the same weights and
 input give the same outputs and the same gradients of the input and of every variable, to 1e-5;
 padding masks against PyTorch's packed sequences and key padding mask, cross-attention against
-its attention with a key and value of their own width.
+its attention with a key and value of their own width, LSTM and GRU from a given initial state to
+their final state against PyTorch's (h_0, c_0) and (h_n, c_n).
 
 Usage: torch_parity_test.py DUMP (the program that prints Cohort's side as JSON).
 
@@ -58,11 +59,30 @@ def run(module, v, out_size, mask=None):
     compare(f"{name} input gradient", v["grad_x"], x.grad.numpy())
 
 
-for name in ("lstm", "gru", "masked_lstm", "masked_gru"):
+def run_from_state(module, v, lstm):
+    """Runs `module` from the case's initial state ("value": h, and c for an LSTM, side by side)
+    to its final state (h_n and c_n side by side, Cohort's output); compares the final state and
+    the gradients of the input and of the initial state."""
+    x = torch.tensor(np.array(v["x"]).reshape(n, steps, features), requires_grad=True)
+    state = torch.tensor(np.array(v["value"]).reshape(n, -1), requires_grad=True)
+    h0 = state[:, :units].unsqueeze(0)
+    if lstm:
+        _, (h, c) = module(x, (h0, state[:, units:].unsqueeze(0)))
+        final = torch.cat([h[0], c[0]], dim=1)
+    else:
+        final = module(x, h0)[1][0]
+    compare(f"{name} final state", v["y"], final.detach().numpy())
+    (final * tensor(np.array(v["grad_y"]).reshape(final.shape))).sum().backward()
+    compare(f"{name} input gradient", v["grad_x"], x.grad.numpy())
+    compare(f"{name} initial state gradient", v["grad_value"], state.grad.numpy())
+
+
+for name in ("lstm", "gru", "masked_lstm", "masked_gru", "lstm_state", "gru_state"):
     v = {key: np.array(value) for key, value in data[name].items()}
-    gates = 4 if name.endswith("lstm") else 3
+    lstm = "lstm" in name
+    gates = 4 if lstm else 3
     columns = gates * units
-    if name.endswith("lstm"):
+    if lstm:
         order = np.arange(columns)
         module = torch.nn.LSTM(features, units, batch_first=True)
         input_bias = v["bias"].copy()
@@ -77,13 +97,16 @@ for name in ("lstm", "gru", "masked_lstm", "masked_gru"):
     module.weight_hh_l0.data = tensor(v["recurrent_kernel"].reshape(units, columns).T[order])
     module.bias_ih_l0.data = tensor(input_bias[order])
     module.bias_hh_l0.data = tensor(recurrent_bias[order])
-    run(module, v, units)
+    if name.endswith("_state"):
+        run_from_state(module, v, lstm)
+    else:
+        run(module, v, units)
     back = np.argsort(order)
     compare(f"{name} kernel gradient", v["grad:kernel"], module.weight_ih_l0.grad.numpy()[back].T)
     compare(f"{name} recurrent kernel gradient", v["grad:recurrent_kernel"],
             module.weight_hh_l0.grad.numpy()[back].T)
     bias_grad = module.bias_ih_l0.grad.numpy()[back]
-    if name.endswith("gru"):
+    if not lstm:
         bias_grad = np.concatenate([bias_grad, module.bias_hh_l0.grad.numpy()[back]])
     compare(f"{name} bias gradient", v["grad:bias"], bias_grad)
 
