@@ -237,14 +237,17 @@ std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, c
 
 // The images of --`what` (train or test), `spec`: `layout.shard`'s part, of `layout`'s size and
 // channels (0: the first image's); with `classes` given (a test set), labelled by them, else
-// `classes` gets the set's.
+// `classes` gets the set's. With a validation split of arrays or records, `held_out` (where
+// given) gets the whole validation part of the same read.
 cohort::data::Dataset load(const std::string& what, const std::string& spec,
-                           cohort::data::ImageFolderOptions layout, std::vector<std::string>& classes) {
+                           cohort::data::ImageFolderOptions layout, std::vector<std::string>& classes,
+                           std::optional<cohort::data::Dataset>* held_out = nullptr) {
   // A folder splits itself; arrays and records split here, the same way (Dataset::split, by
   // --seed): every worker reads the whole set, and keeps its shard of the training part.
   const bool split = layout.validation_split > 0;
   const auto part = [&](cohort::data::Dataset whole) {
     if (!split) return whole;
+    if (held_out != nullptr) *held_out = whole.split_part(layout.validation_split, layout.seed, true);
     const bool validation = layout.subset == cohort::data::ImageFolderOptions::Subset::kValidation;
     return whole.split_part(layout.validation_split, layout.seed, validation, layout.shard.index, layout.shard.count);
   };
@@ -336,7 +339,10 @@ int Main(int argc, char** argv) {
     read.seed = static_cast<std::uint64_t>(FLAGS_seed);
   }
   std::vector<std::string> classes;
-  const cohort::data::Dataset train = load("train", FLAGS_train, read, classes);
+  // The chief's held-out part of arrays or records, from the read that gives its training part.
+  std::optional<cohort::data::Dataset> held_out;
+  const cohort::data::Dataset train =
+      load("train", FLAGS_train, read, classes, server.is_chief() ? &held_out : nullptr);
   const std::int64_t examples = server.replicas().allreduce(train.size());
   // Workers that listed different folders (a copy per node that differs) would train on shards
   // of different sets, or build models of different sizes and hang: compare the class lists.
@@ -367,8 +373,9 @@ int Main(int argc, char** argv) {
     read.width = train.example_shape()[1];
     read.channels = train.example_shape().size() == 3 ? static_cast<int>(train.example_shape()[2]) : 0;
     read.subset = cohort::data::ImageFolderOptions::Subset::kValidation;  // with a split
-    test = FLAGS_test.empty() ? load("train", FLAGS_train, read, classes)
-                              : load("test", FLAGS_test, read, classes);
+    if (held_out) test = std::move(held_out);
+    else if (FLAGS_test.empty()) test = load("train", FLAGS_train, read, classes);  // a folder's split, or all
+    else test = load("test", FLAGS_test, read, classes);
   }
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(

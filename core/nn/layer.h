@@ -134,8 +134,9 @@ class Layer {
 
   /// How many inputs the layer takes: 1 for most; 0 for any number from 2 up (Add, Concatenate).
   virtual int num_inputs() const { return 1; }
-  /// Whether the layer may also be applied to {inputs..., mask}, the mask [steps] of its (last)
-  /// sequence input [steps, features] saying which steps to read (MaskableLayer, ops/masking.h).
+  /// Whether the layer may also be applied to {inputs..., mask}, the mask [steps] of its
+  /// sequence input [steps, features] (the last, or the one the layer names) saying which steps
+  /// to read (MaskableLayer, ops/masking.h).
   virtual bool takes_mask() const { return false; }
   virtual Shape build_node(Graph& graph, std::span<const Shape> inputs) {
     return build(graph, inputs[0]);

@@ -26,8 +26,9 @@
 namespace cohort {
 
 /// A layer over sequences [steps, features] that may be applied to {sequence, mask} as well as
-/// to the sequence alone (or, for a layer of several inputs, to them and the mask of the last:
-/// cross-attention's {query, value, value's mask}). It implements the general forms; a subclass
+/// to the sequence alone (or, for a layer of several inputs, to them and the mask of one of
+/// them, by default the last: cross-attention's {query, value, value's mask}; a recurrent
+/// layer's {sequence, initial state, sequence's mask}). It implements the general forms; a subclass
 /// implements the single-input ones (or the *_inputs forms below) and reads the pass's mask
 /// through mask(). The mask gets no gradient (a zero one where the graph asks).
 class MaskableLayer : public Layer {

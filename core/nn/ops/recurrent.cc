@@ -140,6 +140,9 @@ void Recurrent::backward_inputs(std::span<const Tensor* const> inputs, const Ten
 // of the time-major buffers are contiguous. The kernels' gradients, sums over every example,
 // are then split by the kernels' rows instead.
 void Recurrent::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  if (initial_state_ && initial_ == nullptr)
+    throw InvalidArgument(std::string(kind_) + " \"" + name_ + "\": built to start from a given "
+                          "state (initial_state): apply it to {sequence, state}");
   const std::int64_t n = input.dim(0), t_count = steps_, u = units_, columns = gates_ * u;
   const float* values = graph_->values().data();
   const float* kernel = values + kernel_offset_;

@@ -81,8 +81,8 @@ Shape Conv2DTranspose::build(Graph& graph, const Shape& input) {
                      o.filters};
   const auto refused = [&](const std::string& why) {
     return InvalidArgument("Conv2DTranspose \"" + name_ + "\": output_padding " +
-                           std::to_string(*o.output_padding_h) + "x" +
-                           std::to_string(*o.output_padding_w) + " gives input " +
+                           std::to_string(o.output_padding_h.value_or(-1)) + "x" +
+                           std::to_string(o.output_padding_w.value_or(-1)) + " gives input " +
                            to_string(input) + " the output " + to_string(out) + ", " + why);
   };
   if (out[0] < 1 || out[1] < 1) throw refused("which has no pixels");

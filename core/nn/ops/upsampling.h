@@ -47,8 +47,10 @@ class Conv2DTranspose : public Layer {
     /// Keras's output_padding, 0 to stride - 1, for the other sizes a strided Conv2D maps to the
     /// input's: the output [(H - 1) * stride + k' - 2 p + output_padding, ...], k' = (k - 1) *
     /// dilation + 1, p = k' / 2 (SAME) or 0 (VALID), the size of PyTorch's ConvTranspose2d with
-    /// padding p. Its rows are placed as TensorFlow pads (for an even k' with SAME, one row
-    /// fewer before than PyTorch's padding takes off). Unset: the sizes above.
+    /// padding p. Its rows are placed as TensorFlow pads: with SAME, max(2 p - output_padding,
+    /// 0) / 2 rows (rounded down) are taken off before, where PyTorch takes off p, so that the
+    /// image sits up to ceil(output_padding / 2) rows lower than PyTorch's. Unset: the sizes
+    /// above.
     std::optional<std::int64_t> output_padding_h, output_padding_w;
     Activation activation = Activation::kNone;
     Initializer kernel_initializer = Initializer::glorot_uniform();

@@ -252,107 +252,122 @@ TEST_CASE("LSTM and GRU from a given state: a sequence read in two halves is rea
   // starts from it and reads steps 4-6. Its final state must be the whole sequence's, and the
   // gradients sent back through the state must add up to the whole's: the input's, by step, and
   // the variables' (summed over the two layers). Under a padding mask too, with an example whose
-  // padding straddles the halves and one that reads nothing in the second.
+  // padding straddles the halves and one that reads nothing in the second; with both dropouts
+  // (the same masks for the halves: one per sequence, for every step); on 1 and 3 threads.
   const std::int64_t n = 3, steps = 7, first = 4, features = 3, units = 5;
-  for (bool gru : {false, true})
-    for (bool masked : {false, true}) {
-      CAPTURE(gru);
-      CAPTURE(masked);
-      auto make_layer = [&](bool initial) -> std::unique_ptr<Recurrent> {
-        const RecurrentOptions o{.initial_state = initial, .return_state = true};
-        if (gru) return std::make_unique<GRU>("rnn", units, o);
-        return std::make_unique<LSTM>("rnn", units, o);
-      };
-      auto whole = make_layer(false), head = make_layer(false), tail = make_layer(true);
-      const std::int64_t state = units * (gru ? 1 : 2);
-      CHECK(whole->state_size() == state);
-      Graph graph;
-      const auto shapes = [&](std::int64_t count, bool with_state) {
-        std::vector<Shape> s = {{count, features}};
-        if (with_state) s.push_back({state});
-        if (masked) s.push_back({count});
-        return s;
-      };
-      CHECK(whole->build_node(graph, shapes(steps, false)) == Shape{state});
-      head->build_node(graph, shapes(first, false));  // the same variables
-      tail->build_node(graph, shapes(steps - first, true));
-      graph.initialize(3);
-      auto bias = graph.values(*graph.find("rnn/bias"));
-      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
-      const Tensor x = random_tensor({n, steps, features}, 4, -2.0f, 2.0f);
-      Tensor mask({n, steps}, std::vector<float>(n * steps, 1.0f));
-      mask[0 * steps + 6] = 0.0f;                                           // the last step
-      for (const std::int64_t t : {2, 3, 4}) mask[1 * steps + t] = 0.0f;  // across the halves
-      for (std::int64_t t = first; t < steps; ++t) mask[2 * steps + t] = 0.0f;
-      const Tensor x_head = steps_of(x, 0, first), x_tail = steps_of(x, first, steps - first);
-      Tensor mask_head({n, first}), mask_tail({n, steps - first});
-      for (std::int64_t b = 0; b < n; ++b)
-        for (std::int64_t t = 0; t < steps; ++t)
-          (t < first ? mask_head[b * first + t] : mask_tail[b * (steps - first) + t - first]) =
-              mask[b * steps + t];
-      const auto with_mask = [&](std::vector<const Tensor*> inputs, const Tensor& m) {
-        if (masked) inputs.push_back(&m);
-        return inputs;
-      };
-      Tensor y_whole, y_head, y_tail;
-      whole->forward_node(with_mask({&x}, mask), y_whole, {});
-      head->forward_node(with_mask({&x_head}, mask_head), y_head, {});
-      tail->forward_node(with_mask({&x_tail, &y_head}, mask_tail), y_tail, {});
-      REQUIRE(y_tail.shape() == y_whole.shape());
-      for (std::int64_t i = 0; i < y_whole.size(); ++i)
-        REQUIRE(y_tail[i] == doctest::Approx(y_whole[i]).epsilon(1e-5));
-      // Backward: the whole at once, and the tail then the head through the state between them.
-      const Tensor dy = random_tensor(y_whole.shape(), 5);
-      const auto parameters = static_cast<std::size_t>(graph.num_parameters());
-      std::vector<float> g_whole(parameters), g_head(parameters), g_tail(parameters);
-      Tensor dx_whole, dx_head, dx_tail, d_state, d_mask;
-      const auto targets = [&](std::vector<Tensor*> grads) {
-        if (masked) grads.push_back(&d_mask);
-        return grads;
-      };
-      whole->backward_node(with_mask({&x}, mask), y_whole, dy, targets({&dx_whole}), g_whole);
-      tail->backward_node(with_mask({&x_tail, &y_head}, mask_tail), y_tail, dy,
-                          targets({&dx_tail, &d_state}), g_tail);
-      REQUIRE(d_state.shape() == Shape{n, state});
-      head->backward_node(with_mask({&x_head}, mask_head), y_head, d_state, targets({&dx_head}),
-                          g_head);
-      const Tensor dx_halves = [&] {
-        Tensor joined({n, steps, features});
-        for (std::int64_t b = 0; b < n; ++b) {
-          std::copy_n(dx_head.data() + b * first * features, first * features,
-                      joined.data() + b * steps * features);
-          std::copy_n(dx_tail.data() + b * (steps - first) * features, (steps - first) * features,
-                      joined.data() + (b * steps + first) * features);
-        }
-        return joined;
-      }();
-      for (std::int64_t i = 0; i < dx_whole.size(); ++i)
-        REQUIRE(dx_halves[i] == doctest::Approx(dx_whole[i]).epsilon(1e-5).scale(1e-3));
-      for (std::size_t i = 0; i < parameters; ++i)
-        REQUIRE(g_head[i] + g_tail[i] == doctest::Approx(g_whole[i]).epsilon(1e-5).scale(1e-3));
-    }
+  for (int variant = 0; variant < 16; ++variant) {
+    const bool gru = (variant & 1) != 0, masked = (variant & 2) != 0, dropout = (variant & 4) != 0;
+    const int threads = (variant & 8) != 0 ? 3 : 1;
+    CAPTURE(gru);
+    CAPTURE(masked);
+    CAPTURE(dropout);
+    CAPTURE(threads);
+    const OpContext context{.training = true, .seed = 7};
+    auto make_layer = [&](bool initial) -> std::unique_ptr<Recurrent> {
+      const float rate = dropout ? 0.3f : 0.0f;
+      const RecurrentOptions o{.dropout = rate, .recurrent_dropout = rate,
+                               .initial_state = initial, .return_state = true};
+      if (gru) return std::make_unique<GRU>("rnn", units, o);
+      return std::make_unique<LSTM>("rnn", units, o);
+    };
+    auto whole = make_layer(false), head = make_layer(false), tail = make_layer(true);
+    const std::int64_t state = units * (gru ? 1 : 2);
+    CHECK(whole->state_size() == state);
+    Graph graph;
+    const auto shapes = [&](std::int64_t count, bool with_state) {
+      std::vector<Shape> s = {{count, features}};
+      if (with_state) s.push_back({state});
+      if (masked) s.push_back({count});
+      return s;
+    };
+    CHECK(whole->build_node(graph, shapes(steps, false)) == Shape{state});
+    head->build_node(graph, shapes(first, false));  // the same variables
+    tail->build_node(graph, shapes(steps - first, true));
+    graph.initialize(3);
+    auto bias = graph.values(*graph.find("rnn/bias"));
+    for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+    const Tensor x = random_tensor({n, steps, features}, 4, -2.0f, 2.0f);
+    Tensor mask({n, steps}, std::vector<float>(n * steps, 1.0f));
+    mask[0 * steps + 6] = 0.0f;                                           // the last step
+    for (const std::int64_t t : {2, 3, 4}) mask[1 * steps + t] = 0.0f;  // across the halves
+    for (std::int64_t t = first; t < steps; ++t) mask[2 * steps + t] = 0.0f;
+    const Tensor x_head = steps_of(x, 0, first), x_tail = steps_of(x, first, steps - first);
+    Tensor mask_head({n, first}), mask_tail({n, steps - first});
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t t = 0; t < steps; ++t)
+        (t < first ? mask_head[b * first + t] : mask_tail[b * (steps - first) + t - first]) =
+            mask[b * steps + t];
+    const auto with_mask = [&](std::vector<const Tensor*> inputs, const Tensor& m) {
+      if (masked) inputs.push_back(&m);
+      return inputs;
+    };
+    set_intra_op_threads(threads);
+    Tensor y_whole, y_head, y_tail;
+    whole->forward_node(with_mask({&x}, mask), y_whole, context);
+    head->forward_node(with_mask({&x_head}, mask_head), y_head, context);
+    tail->forward_node(with_mask({&x_tail, &y_head}, mask_tail), y_tail, context);
+    REQUIRE(y_tail.shape() == y_whole.shape());
+    for (std::int64_t i = 0; i < y_whole.size(); ++i)
+      REQUIRE(y_tail[i] == doctest::Approx(y_whole[i]).epsilon(1e-5));
+    // Backward: the whole at once, and the tail then the head through the state between them.
+    const Tensor dy = random_tensor(y_whole.shape(), 5);
+    const auto parameters = static_cast<std::size_t>(graph.num_parameters());
+    std::vector<float> g_whole(parameters), g_head(parameters), g_tail(parameters);
+    Tensor dx_whole, dx_head, dx_tail, d_state, d_mask;
+    const auto targets = [&](std::vector<Tensor*> grads) {
+      if (masked) grads.push_back(&d_mask);
+      return grads;
+    };
+    whole->backward_node(with_mask({&x}, mask), y_whole, dy, targets({&dx_whole}), g_whole);
+    tail->backward_node(with_mask({&x_tail, &y_head}, mask_tail), y_tail, dy,
+                        targets({&dx_tail, &d_state}), g_tail);
+    REQUIRE(d_state.shape() == Shape{n, state});
+    head->backward_node(with_mask({&x_head}, mask_head), y_head, d_state, targets({&dx_head}),
+                        g_head);
+    set_intra_op_threads(1);
+    const Tensor dx_halves = [&] {
+      Tensor joined({n, steps, features});
+      for (std::int64_t b = 0; b < n; ++b) {
+        std::copy_n(dx_head.data() + b * first * features, first * features,
+                    joined.data() + b * steps * features);
+        std::copy_n(dx_tail.data() + b * (steps - first) * features, (steps - first) * features,
+                    joined.data() + (b * steps + first) * features);
+      }
+      return joined;
+    }();
+    for (std::int64_t i = 0; i < dx_whole.size(); ++i)
+      REQUIRE(dx_halves[i] == doctest::Approx(dx_whole[i]).epsilon(1e-5).scale(1e-3));
+    for (std::size_t i = 0; i < parameters; ++i)
+      REQUIRE(g_head[i] + g_tail[i] == doctest::Approx(g_whole[i]).epsilon(1e-5).scale(1e-3));
+  }
 }
 
-TEST_CASE("LSTM and GRU gradients of the initial state and to the final state: finite differences") {
-  for (bool gru : {false, true})
-    for (bool return_state : {false, true}) {
-      CAPTURE(gru);
-      CAPTURE(return_state);
-      const RecurrentOptions o{.return_sequences = !return_state, .initial_state = true,
-                               .return_state = return_state};
-      std::unique_ptr<Recurrent> layer;
-      if (gru) layer = std::make_unique<GRU>("rnn", 4, o);
-      else layer = std::make_unique<LSTM>("rnn", 4, o);
-      Graph graph;
-      layer->build_node(graph, std::vector<Shape>{{5, 3}, {layer->state_size()}});
-      graph.initialize(2);
-      Tensor x = random_tensor({2, 5, 3}, 4);
-      Tensor state = random_tensor({2, layer->state_size()}, 7);
-      Tensor* inputs[] = {&x, &state};
-      GradientCheckOptions check;
-      check.step = 1e-3;
-      expect_layer_gradients(*layer, graph, inputs, {}, check);
-    }
+TEST_CASE("LSTM and GRU from and to a state: gradients match finite differences") {
+  // With the dropouts too: the recurrent one applies to the initial state where it enters the
+  // recurrent product.
+  for (int variant = 0; variant < 8; ++variant) {
+    const bool gru = (variant & 1) != 0, return_state = (variant & 2) != 0;
+    const bool dropout = (variant & 4) != 0;
+    CAPTURE(gru);
+    CAPTURE(return_state);
+    CAPTURE(dropout);
+    const float rate = dropout ? 0.25f : 0.0f;
+    const RecurrentOptions o{.return_sequences = !return_state, .dropout = rate,
+                             .recurrent_dropout = rate, .initial_state = true,
+                             .return_state = return_state};
+    std::unique_ptr<Recurrent> layer;
+    if (gru) layer = std::make_unique<GRU>("rnn", 4, o);
+    else layer = std::make_unique<LSTM>("rnn", 4, o);
+    Graph graph;
+    layer->build_node(graph, std::vector<Shape>{{5, 3}, {layer->state_size()}});
+    graph.initialize(2);
+    Tensor x = random_tensor({2, 5, 3}, 4);
+    Tensor state = random_tensor({2, layer->state_size()}, 7);
+    Tensor* inputs[] = {&x, &state};
+    GradientCheckOptions check;
+    check.step = 1e-3;
+    expect_layer_gradients(*layer, graph, inputs, {.training = true, .seed = 3}, check);
+  }
 }
 
 TEST_CASE("Recurrent states: what does not fit is refused, naming the layer") {
@@ -369,6 +384,14 @@ TEST_CASE("Recurrent states: what does not fit is refused, naming the layer") {
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(model.apply(gru("gru", 5, {.initial_state = true}), {x, h}),
                        "GRU \"gru\": initial state [4] is not [5] (h)", InvalidArgument);
+  GRU alone("gru", 4, {.initial_state = true});
+  Graph other;
+  alone.build(other, {6, 3});
+  Tensor y;
+  CHECK_THROWS_WITH_AS(alone.forward(random_tensor({2, 6, 3}, 1), y, {}),
+                       "GRU \"gru\": built to start from a given state (initial_state): apply it "
+                       "to {sequence, state}",
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(model.apply(gru("gru", 4, {.initial_state = true}), x),
                        doctest::Contains("layer \"gru\" takes 2 inputs (and optionally a mask), given 1"),
                        InvalidArgument);

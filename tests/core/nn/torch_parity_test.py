@@ -198,6 +198,7 @@ def image(v, key):
 # with the extra one after; VALID: none), by F.pad, which crops where its padding is negative
 # (and adds zero rows, which get the bias alone, where output_padding asks for rows after the
 # last window). PyTorch's weight is [in, out, kh, kw], Keras's [kh, kw, out, in].
+placed_as_pytorch = 0
 for name in [key for key in data if key.startswith("conv_transpose_")]:
     v = {key: np.array(value) for key, value in data[name].items()}
     padding, kernel, strides, *rest = name.split("_")[2:]
@@ -211,7 +212,7 @@ for name in [key for key in data if key.startswith("conv_transpose_")]:
     bias = torch.zeros(filters, requires_grad=True)
     bias.data = tensor(v["bias"])
     full = module(x)
-    out_h, out_w = (int(d) for d in v["y_shape"][1:3])
+    out_h, out_w = (int(size) for size in v["y_shape"][1:3])
     top = max(full.shape[2] - out_h, 0) // 2 if padding == "same" else 0
     left = max(full.shape[3] - out_w, 0) // 2 if padding == "same" else 0
     y = torch.nn.functional.pad(full, (-left, out_w - full.shape[3] + left, -top, out_h - full.shape[2] + top))
@@ -223,6 +224,24 @@ for name in [key for key in data if key.startswith("conv_transpose_")]:
     compare(f"{name} input gradient", image(v, "grad_x"), x.grad.numpy())
     compare(f"{name} kernel gradient", v["grad:kernel"], module.weight.grad.numpy().transpose(2, 3, 1, 0))
     compare(f"{name} bias gradient", v["grad:bias"], bias.grad.numpy())
+    # With output_padding: PyTorch's own ConvTranspose2d(padding=p, output_padding), p = k' / 2
+    # (SAME) or 0, gives the same size, and the same image where TensorFlow's padding before is p.
+    output_padding = next((int(t[2:]) for t in rest if t.startswith("op")), None)
+    if output_padding is not None:
+        p_h = ((kh - 1) * d + 1) // 2 if padding == "same" else 0
+        p_w = ((kw - 1) * d + 1) // 2 if padding == "same" else 0
+        direct = torch.nn.functional.conv_transpose2d(
+            x.detach(), module.weight.detach(), tensor(v["bias"]), stride=(sh, sw),
+            padding=(p_h, p_w), output_padding=output_padding, dilation=d)
+        if tuple(direct.shape[2:]) != (out_h, out_w):
+            sys.exit(f"{name}: PyTorch's output_padding gives {tuple(direct.shape[2:])}, Cohort {(out_h, out_w)}")
+        if (top, left) == (p_h, p_w):
+            compare(f"{name} outputs, PyTorch's padding {p_h}x{p_w}",
+                    image(v, "y"), (torch.relu(direct) if "relu" in rest else direct).numpy())
+            placed_as_pytorch += 1
+
+if placed_as_pytorch < 2:
+    sys.exit(f"only {placed_as_pytorch} output_padding cases compared with PyTorch's own padding")
 
 # UpSampling2D: PyTorch's Upsample by the same factors, nearest-neighbour and bilinear (half-pixel
 # centres: align_corners=False).
