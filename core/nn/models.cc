@@ -1,6 +1,8 @@
 #include "cohort/core/nn/models.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -176,29 +178,52 @@ Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t he
 
 }  // namespace
 
+namespace {
+
+// The decoder's input of each of `rows`, `copies` times over (row b's copies together): the
+// rows with [begin, begin + steps) emptied but for the start token. InvalidArgument, naming
+// `caller`, where that range is not within the rows.
+Tensor decoder_input(const char* caller, const Tensor& rows, std::int64_t begin,
+                     std::int64_t steps, float start_token, std::int64_t copies) {
+  if (rows.rank() != 2 || begin < 0 || steps < 1 || begin + steps > rows.dim(1))
+    throw InvalidArgument(std::string(caller) + ": the decoder's input [" + std::to_string(begin) +
+                          ", " + std::to_string(begin + steps) + ") is not within rows " +
+                          to_string(rows.shape()));
+  const std::int64_t n = rows.dim(0), width = rows.dim(1);
+  Tensor input({n * copies, width});
+  for (std::int64_t i = 0; i < n * copies; ++i) {
+    float* row = input.data() + i * width;
+    std::copy_n(rows.data() + (i / copies) * width, width, row);
+    std::fill_n(row + begin, steps, 0.0f);
+    row[begin] = start_token;
+  }
+  return input;
+}
+
+// The model's output for `input` (n examples), checked to be `steps` rows of classes per
+// example; the number of classes.
+std::int64_t decoder_classes(const char* caller, const Tensor& output, std::int64_t n,
+                             std::int64_t steps) {
+  const std::int64_t classes = output.size() / (n * steps);
+  if (output.dim(0) != n || (output.rank() == 3 && output.dim(1) != steps) || classes < 2 ||
+      classes * n * steps != output.size())
+    throw InvalidArgument(std::string(caller) + ": output " + to_string(output.shape()) +
+                          " is not " + std::to_string(steps) + " rows of classes per example");
+  return classes;
+}
+
+}  // namespace
+
 Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
                      float start_token) {
-  if (rows.rank() != 2 || begin < 0 || steps < 1 || begin + steps > rows.dim(1))
-    throw InvalidArgument("greedy_decode: the decoder's input [" + std::to_string(begin) + ", " +
-                          std::to_string(begin + steps) + ") is not within rows " +
-                          to_string(rows.shape()));
+  Tensor input = decoder_input("greedy_decode", rows, begin, steps, start_token, 1);
   const std::int64_t n = rows.dim(0), width = rows.dim(1);
   Tensor tokens({n, steps});
   if (n == 0) return tokens;
-  Tensor input = rows;
-  for (std::int64_t b = 0; b < n; ++b) {
-    float* decoder = input.data() + b * width + begin;
-    std::fill_n(decoder, steps, 0.0f);
-    decoder[0] = start_token;
-  }
   for (std::int64_t t = 0; t < steps; ++t) {
     // A causal decoder's output at step t reads its input up to t alone: the tokens so far.
     const Tensor& output = model.predict(input);
-    const std::int64_t classes = output.size() / (n * steps);
-    if (output.dim(0) != n || (output.rank() == 3 && output.dim(1) != steps) || classes < 2 ||
-        classes * n * steps != output.size())
-      throw InvalidArgument("greedy_decode: output " + to_string(output.shape()) + " is not " +
-                            std::to_string(steps) + " rows of classes per example");
+    const std::int64_t classes = decoder_classes("greedy_decode", output, n, steps);
     for (std::int64_t b = 0; b < n; ++b) {
       const float* row = output.data() + (b * steps + t) * classes;
       const auto token = static_cast<float>(std::max_element(row, row + classes) - row);
@@ -207,6 +232,119 @@ Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
     }
   }
   return tokens;
+}
+
+Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
+                   float start_token, const BeamOptions& options,
+                   std::vector<double>* log_probabilities) {
+  const std::int64_t k_count = options.beam_width;
+  if (k_count < 1)
+    throw InvalidArgument("beam_decode: beam_width " + std::to_string(k_count) + ": must be >= 1");
+  Tensor input = decoder_input("beam_decode", rows, begin, steps, start_token, k_count);
+  const std::int64_t n = rows.dim(0), width = rows.dim(1), beams = n * k_count;
+  Tensor result({n, steps});
+  if (log_probabilities != nullptr) log_probabilities->assign(static_cast<std::size_t>(n), 0.0);
+  if (n == 0) return result;
+  // Beam i = b * beam_width + k of row b: its tokens so far, score, and length where it ended.
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  std::vector<std::int64_t> tokens(static_cast<std::size_t>(beams * steps), 0), next_tokens = tokens;
+  std::vector<double> score(static_cast<std::size_t>(beams), kNone), next_score = score;
+  std::vector<std::int64_t> ended(static_cast<std::size_t>(beams), 0), next_ended = ended;  // 0: not
+  for (std::int64_t b = 0; b < n; ++b) score[static_cast<std::size_t>(b * k_count)] = 0.0;
+  struct Candidate {
+    double score;
+    std::int64_t parent, token;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<double> log_p;
+  for (std::int64_t t = 0; t < steps; ++t) {
+    const Tensor& output = model.predict(input);
+    const std::int64_t classes = decoder_classes("beam_decode", output, beams, steps);
+    if (options.end_token >= classes)
+      throw InvalidArgument("beam_decode: end_token " + std::to_string(options.end_token) +
+                            " is not one of the output's " + std::to_string(classes) + " classes");
+    log_p.resize(static_cast<std::size_t>(classes));
+    for (std::int64_t b = 0; b < n; ++b) {
+      candidates.clear();
+      for (std::int64_t k = 0; k < k_count; ++k) {
+        const auto i = static_cast<std::size_t>(b * k_count + k);
+        if (score[i] == kNone) continue;
+        if (ended[i] > 0) {  // an ended sequence stays as it is
+          candidates.push_back({score[i], k, options.end_token});
+          continue;
+        }
+        // log softmax of the step's logits, in double.
+        const float* logits = output.data() + (static_cast<std::int64_t>(i) * steps + t) * classes;
+        const double most = *std::max_element(logits, logits + classes);
+        double sum = 0.0;
+        for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(double(logits[c]) - most);
+        const double log_sum = most + std::log(sum);
+        for (std::int64_t c = 0; c < classes; ++c)
+          candidates.push_back({score[i] + double(logits[c]) - log_sum, k, c});
+      }
+      // The best beam_width, ties to the earlier beam and then the lower token.
+      const auto kept = std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(k_count));
+      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept),
+                        candidates.end(), [](const Candidate& x, const Candidate& y) {
+                          if (x.score != y.score) return x.score > y.score;
+                          return x.parent != y.parent ? x.parent < y.parent : x.token < y.token;
+                        });
+      for (std::int64_t k = 0; k < k_count; ++k) {
+        const auto i = static_cast<std::size_t>(b * k_count + k);
+        if (static_cast<std::size_t>(k) >= kept) {
+          next_score[i] = kNone;
+          continue;
+        }
+        const Candidate& c = candidates[static_cast<std::size_t>(k)];
+        const auto parent = static_cast<std::size_t>(b * k_count + c.parent);
+        std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(parent) * steps, t,
+                    next_tokens.begin() + static_cast<std::ptrdiff_t>(i) * steps);
+        next_tokens[i * static_cast<std::size_t>(steps) + static_cast<std::size_t>(t)] = c.token;
+        next_score[i] = c.score;
+        next_ended[i] = ended[parent] > 0 ? ended[parent] : (c.token == options.end_token ? t + 1 : 0);
+      }
+    }
+    std::swap(tokens, next_tokens);
+    std::swap(score, next_score);
+    std::swap(ended, next_ended);
+    // Every sequence ended: the later steps hold the end token, with no more passes.
+    bool all_ended = options.end_token >= 0;
+    for (std::size_t i = 0; all_ended && i < score.size(); ++i)
+      all_ended = score[i] == kNone || ended[i] > 0;
+    if (all_ended) {
+      for (std::int64_t i = 0; i < beams; ++i)
+        std::fill(tokens.begin() + i * steps + t + 1, tokens.begin() + (i + 1) * steps,
+                  options.end_token);
+      break;
+    }
+    // Each beam's tokens so far into its decoder input, after the start token.
+    if (t + 1 < steps)
+      for (std::int64_t i = 0; i < beams; ++i)
+        for (std::int64_t s = 0; s <= t; ++s)
+          input[i * width + begin + s + 1] =
+              static_cast<float>(tokens[static_cast<std::size_t>(i * steps + s)]);
+  }
+  // Each row's best, its length penalised.
+  for (std::int64_t b = 0; b < n; ++b) {
+    std::int64_t best = -1;
+    double best_value = kNone;
+    for (std::int64_t k = 0; k < k_count; ++k) {
+      const auto i = static_cast<std::size_t>(b * k_count + k);
+      if (score[i] == kNone) continue;
+      const double length = static_cast<double>(ended[i] > 0 ? ended[i] : steps);
+      const double value = score[i] / std::pow((5.0 + length) / 6.0, options.length_penalty);
+      if (best < 0 || value > best_value) {
+        best = k;
+        best_value = value;
+      }
+    }
+    const std::int64_t i = b * k_count + best;
+    for (std::int64_t t = 0; t < steps; ++t)
+      result[b * steps + t] = static_cast<float>(tokens[static_cast<std::size_t>(i * steps + t)]);
+    if (log_probabilities != nullptr)
+      (*log_probabilities)[static_cast<std::size_t>(b)] = score[static_cast<std::size_t>(i)];
+  }
+  return result;
 }
 
 Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units,

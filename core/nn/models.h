@@ -82,6 +82,31 @@ Node transformer_decoder_block(Model& model, Node x, Node memory, const std::str
 Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
                      float start_token);
 
+/// How beam_decode searches.
+struct BeamOptions {
+  /// The sequences kept at each step (1: greedy_decode's tokens).
+  int beam_width = 4;
+  /// A token that ends a sequence (its later steps then hold it and add nothing to its score);
+  /// -1: none, every sequence is `steps` long.
+  int end_token = -1;
+  /// GNMT's length penalty alpha (Wu et al. 2016): the sequences compared at the end by their
+  /// log-probability over ((5 + length) / 6)^alpha, so that ended ones are not favoured for
+  /// being short; 0: by their log-probability.
+  double length_penalty = 0.0;
+};
+
+/// Beam search with the same decoder and rows as greedy_decode: at each step every kept
+/// sequence is extended by each token, scored by the sum of its tokens' log-probabilities (a
+/// softmax of the output's logits over the classes), and the `beam_width` best are kept; returns
+/// the best sequence of each row, [rows, steps], and where `log_probabilities` is given, its
+/// score (before the length penalty) per row. One pass of the model per step over rows x
+/// beam_width examples. With a beam as wide as every sequence of steps - 1 tokens, the search is
+/// exhaustive. InvalidArgument as greedy_decode's, and for a beam_width below 1 or an end_token
+/// that is not a class.
+Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
+                   float start_token, const BeamOptions& options = {},
+                   std::vector<double>* log_probabilities = nullptr);
+
 /// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
 /// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another
 /// such convolution; the max over the steps), "lstm", "gru", "bilstm" (an LSTM each way, 2 units

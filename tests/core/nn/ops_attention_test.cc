@@ -16,6 +16,7 @@
 #include "cohort/core/nn/ops/merge.h"
 #include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/recurrent.h"
 #include "core/nn/gradient_check.h"
 #include "core/nn/train_loop.h"
 
@@ -25,6 +26,8 @@ using cohort::testing::random_tensor;
 using cohort::testing::train_with_adam;
 
 namespace {
+
+std::vector<float> values(const Tensor& t) { return {t.span().begin(), t.span().end()}; }
 
 // A projection of one row: bias + row x kernel [in, out], in double.
 std::vector<double> project(const Graph& graph, const std::string& part, const double* row,
@@ -346,4 +349,116 @@ TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two h
   }
   MESSAGE("held-out sequences decoded exactly ", exact, " of ", held_out);
   CHECK(exact * 10 >= held_out * 9);  // 90% of them
+  // A beam of one is greedy decoding; a beam of 4 reverses as many or more.
+  CHECK(values(beam_decode(model, test_rows, steps, steps, static_cast<float>(start), {.beam_width = 1})) ==
+        values(decoded));
+  const Tensor beamed = beam_decode(model, test_rows, steps, steps, static_cast<float>(start));
+  std::int64_t beam_exact = 0;
+  for (std::int64_t b = 0; b < held_out; ++b) {
+    bool same = true;
+    for (std::int64_t t = 0; t < steps; ++t)
+      same = same && beamed[b * steps + t] == test_rows[b * 2 * steps + steps - 1 - t];
+    beam_exact += same ? 1 : 0;
+  }
+  MESSAGE("held-out sequences decoded exactly by a beam of 4: ", beam_exact, " of ", held_out);
+  CHECK(beam_exact >= exact);
+}
+
+TEST_CASE("Beam search as wide as every sequence finds the most probable one, by brute force") {
+  // An untrained decoder (its outputs are what they are: the search must find their best, not
+  // the right answer) over 3 classes, 3 steps, the start token 3: an LSTM started from an LSTM
+  // encoder's state of a source of 2 tokens held before it in each row. Every sequence of 3 tokens is scored by one teacher-forced
+  // pass: the sum of its tokens' log-probabilities, up to and with the end token where there is
+  // one (the tokens after it are the end token), then over GNMT's length penalty where asked.
+  const std::int64_t source = 2, steps = 3, classes = 3, n = 16;
+  const float start = 3.0f;
+  Graph graph;
+  Model model(graph);
+  const Node row = model.input({source + steps});
+  const Node memory = model.apply(embedding("source_embed", 4, 8),
+                                  model.apply(slice("source", 0, source), row));
+  const Node state = model.apply(lstm("encoder", 8, {.return_state = true}), memory);
+  Node x = model.apply(embedding("target_embed", 4, 8), model.apply(slice("target", source, steps), row));
+  x = model.apply(lstm("decoder", 8, {.return_sequences = true, .initial_state = true}), {x, state});
+  model.apply(dense("logits", classes, Activation::kNone, /*flatten=*/false), x);
+  graph.initialize(4);
+  // Weights three times their initial scale: outputs sure enough of themselves, and dependent
+  // enough on the tokens before, that a token less likely now can lead to a likelier sequence.
+  for (float& v : graph.values()) v *= 3.0f;
+  Tensor rows({n, source + steps});
+  for (std::int64_t b = 0; b < n; ++b) {
+    rows[b * (source + steps)] = static_cast<float>(b % 3);
+    rows[b * (source + steps) + 1] = static_cast<float>((b / 3) % 3);
+  }
+  // Each row's 27 sequences in one batch: row b's sequence q at b * 27 + q.
+  const std::int64_t all = 27;
+  Tensor forced({n * all, source + steps});
+  for (std::int64_t i = 0; i < n * all; ++i) {
+    const std::int64_t q = i % all;
+    float* r = forced.data() + i * (source + steps);
+    std::copy_n(rows.data() + (i / all) * (source + steps), source, r);
+    r[source] = start;
+    r[source + 1] = static_cast<float>(q / 9);
+    r[source + 2] = static_cast<float>((q / 3) % 3);
+  }
+  const Tensor logits = model.predict(forced);
+  const auto token = [](std::int64_t q, std::int64_t t) { return t == 0 ? q / 9 : t == 1 ? (q / 3) % 3 : q % 3; };
+  for (const int end : {-1, 2})
+    for (const double penalty : {0.0, 1.0}) {
+      if (end < 0 && penalty > 0) continue;  // all of one length: the penalty changes nothing
+      CAPTURE(end);
+      CAPTURE(penalty);
+      const int width = penalty > 0 ? 27 : 9;  // every prefix; with the penalty, every sequence
+      std::vector<double> found;
+      const Tensor best = beam_decode(model, rows, source, steps, start,
+                                      {.beam_width = width, .end_token = end, .length_penalty = penalty},
+                                      &found);
+      for (std::int64_t b = 0; b < n; ++b) {
+        CAPTURE(b);
+        double best_value = -1e300, best_score = 0;
+        std::int64_t best_q = -1;
+        for (std::int64_t q = 0; q < all; ++q) {
+          double score = 0;
+          std::int64_t length = steps;
+          bool canonical = true;  // after an end token, only end tokens
+          for (std::int64_t t = 0; t < steps; ++t) {
+            if (length < steps) {
+              canonical = canonical && token(q, t) == end;
+              continue;
+            }
+            const float* l = logits.data() + ((b * all + q) * steps + t) * classes;
+            double sum = 0;
+            for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(double(l[c]));
+            score += double(l[token(q, t)]) - std::log(sum);
+            if (token(q, t) == end) length = t + 1;
+          }
+          if (!canonical) continue;
+          const double value = score / std::pow((5.0 + static_cast<double>(length)) / 6.0, penalty);
+          if (value > best_value) {
+            best_value = value;
+            best_score = score;
+            best_q = q;
+          }
+        }
+        CHECK(found[static_cast<std::size_t>(b)] == doctest::Approx(best_score).epsilon(1e-6));
+        for (std::int64_t t = 0; t < steps; ++t) CHECK(best[b * steps + t] == static_cast<float>(token(best_q, t)));
+      }
+      // Greedy decoding (a beam of one) never does better, and here it misses some rows' best.
+      std::vector<double> greedy;
+      beam_decode(model, rows, source, steps, start, {.beam_width = 1, .end_token = end}, &greedy);
+      std::int64_t missed = 0;
+      for (std::int64_t b = 0; b < n; ++b) {
+        const auto i = static_cast<std::size_t>(b);
+        CHECK(greedy[i] <= found[i] + 1e-9);
+        missed += greedy[i] < found[i] - 1e-9 ? 1 : 0;
+      }
+      MESSAGE("greedy decoding missed the most probable sequence of ", missed, " rows of ", n);
+      CHECK(missed > 0);  // the search was tested where it matters
+    }
+  CHECK_THROWS_WITH_AS(beam_decode(model, rows, source, steps, start, {.beam_width = 0}),
+                       "beam_decode: beam_width 0: must be >= 1", InvalidArgument);
+  CHECK_THROWS_WITH_AS(beam_decode(model, rows, source, steps, start, {.end_token = 3}),
+                       "beam_decode: end_token 3 is not one of the output's 3 classes", InvalidArgument);
+  CHECK_THROWS_WITH_AS(beam_decode(model, rows, 4, steps, start),
+                       "beam_decode: the decoder's input [4, 7) is not within rows [16, 5]", InvalidArgument);
 }
