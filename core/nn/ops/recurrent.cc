@@ -538,12 +538,19 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
   if (forward_->name() == backward_->name())
     throw InvalidArgument("Bidirectional \"" + name_ + "\": its two layers are both named \"" +
                           forward_->name() + "\" and would share their variables");
-  for (const Layer* inner : {forward_.get(), backward_.get()}) {
-    const auto* recurrent = dynamic_cast<const Recurrent*>(inner);
-    if (inner->num_inputs() != 1 || (recurrent != nullptr && recurrent->returns_state()))
+  for (const Layer* inner : {forward_.get(), backward_.get()})
+    if (inner->num_inputs() != 1)
       throw InvalidArgument("Bidirectional \"" + name_ + "\": its layer \"" + inner->name() +
-                            "\" takes an initial state or returns its state, which a "
-                            "Bidirectional does not pass");
+                            "\" takes an initial state, which a Bidirectional does not pass");
+  const auto returns_state = [](const Layer& inner) {
+    const auto* recurrent = dynamic_cast<const Recurrent*>(&inner);
+    return recurrent != nullptr && recurrent->returns_state();
+  };
+  if (returns_state(*forward_) != returns_state(*backward_)) {
+    const bool first = returns_state(*forward_);
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": \"" +
+                          (first ? forward_ : backward_)->name() + "\" returns its state and \"" +
+                          (first ? backward_ : forward_)->name() + "\" its output; both or neither");
   }
   // A layer owns the variables under its name (its gradients, its parameter count): the inner
   // layers' must be under this one's.

@@ -228,7 +228,9 @@ class GRU final : public Recurrent {
 /// Each gives [units] (the last step it read) or [steps, units] (every step's, the backward
 /// layer's put back in time order); the output is the two side by side along the last axis.
 /// With a mask, each layer gets the mask of the steps it reads (the backward one's reversed), so
-/// the backward layer starts at each example's last step read.
+/// the backward layer starts at each example's last step read. Layers that return their state
+/// (both, or neither) give their final states side by side (Keras's forward and backward states,
+/// an LSTM's [h, c] each); a layer that takes an initial state is refused.
 class Bidirectional : public MaskableLayer {
  public:
   Bidirectional(std::string name, std::unique_ptr<Layer> forward, std::unique_ptr<Layer> backward);

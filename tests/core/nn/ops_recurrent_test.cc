@@ -399,10 +399,15 @@ TEST_CASE("Recurrent states: what does not fit is refused, naming the layer") {
   CHECK_THROWS_WITH_AS(model.apply(gru("gru", 4, {.initial_state = true}), {x, h, mask}),
                        doctest::Contains("mask [5] does not fit its first input [6, 3]"),
                        InvalidArgument);
+  CHECK_THROWS_WITH_AS(bidirectional("bi", lstm("bi/forward", 4),
+                                     lstm("bi/backward", 4, {.initial_state = true})),
+                       "Bidirectional \"bi\": its layer \"bi/backward\" takes an initial state, "
+                       "which a Bidirectional does not pass",
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(bidirectional("bi", lstm("bi/forward", 4, {.return_state = true}),
                                      lstm("bi/backward", 4)),
-                       "Bidirectional \"bi\": its layer \"bi/forward\" takes an initial state or "
-                       "returns its state, which a Bidirectional does not pass",
+                       "Bidirectional \"bi\": \"bi/forward\" returns its state and \"bi/backward\" "
+                       "its output; both or neither",
                        InvalidArgument);
 }
 
@@ -476,20 +481,25 @@ TEST_CASE("Stacked LSTMs learn to remember a sequence's first sign over 12 noisy
 }
 
 TEST_CASE("Bidirectional: the forward layer on the sequence, the backward one on it reversed") {
+  // Each layer's last output, every step's, or (return_state) its final state: an LSTM's [h, c],
+  // 8 floats, beside a GRU's h, 3.
   const std::int64_t n = 2, steps = 5, features = 3;
-  for (bool sequences : {false, true}) {
-    CAPTURE(sequences);
+  for (const char* mode : {"last", "sequences", "states"}) {
+    CAPTURE(mode);
+    const bool sequences = std::string(mode) == "sequences";
+    const RecurrentOptions o{.return_sequences = sequences, .return_state = std::string(mode) == "states"};
+    const std::int64_t wf = o.return_state ? 8 : 4, wb = 3, width = wf + wb;
     Graph graph;
-    Bidirectional layer("bi", std::make_unique<LSTM>("bi/forward", 4, sequences),
-                        std::make_unique<GRU>("bi/backward", 3, sequences));
-    CHECK(layer.build(graph, {steps, features}) == (sequences ? Shape{steps, 7} : Shape{7}));
+    Bidirectional layer("bi", std::make_unique<LSTM>("bi/forward", 4, o),
+                        std::make_unique<GRU>("bi/backward", 3, o));
+    CHECK(layer.build(graph, {steps, features}) == (sequences ? Shape{steps, width} : Shape{width}));
     graph.initialize(8);
     const Tensor x = random_tensor({n, steps, features}, 3);
     Tensor y;
     layer.forward(x, y, {});
     // The same variables through layers of their own, the reversed input made by hand.
-    LSTM forward("bi/forward", 4, sequences);
-    GRU backward("bi/backward", 3, sequences);
+    LSTM forward("bi/forward", 4, o);
+    GRU backward("bi/backward", 3, o);
     forward.build(graph, {steps, features});
     backward.build(graph, {steps, features});
     Tensor reversed({n, steps, features});
@@ -503,11 +513,11 @@ TEST_CASE("Bidirectional: the forward layer on the sequence, the backward one on
     const std::int64_t positions = sequences ? steps : 1;
     for (std::int64_t b = 0; b < n; ++b)
       for (std::int64_t t = 0; t < positions; ++t) {
-        for (std::int64_t j = 0; j < 4; ++j)
-          CHECK(y[(b * positions + t) * 7 + j] == yf[(b * positions + t) * 4 + j]);
-        for (std::int64_t j = 0; j < 3; ++j)
-          CHECK(y[(b * positions + t) * 7 + 4 + j] ==
-                yb[(b * positions + positions - 1 - t) * 3 + j]);
+        for (std::int64_t j = 0; j < wf; ++j)
+          CHECK(y[(b * positions + t) * width + j] == yf[(b * positions + t) * wf + j]);
+        for (std::int64_t j = 0; j < wb; ++j)
+          CHECK(y[(b * positions + t) * width + wf + j] ==
+                yb[(b * positions + positions - 1 - t) * wb + j]);
       }
     Tensor input = random_tensor({n, steps, features}, 6);
     GradientCheckOptions check;
