@@ -245,104 +245,108 @@ Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::in
   Tensor result({n, steps});
   if (log_probabilities != nullptr) log_probabilities->assign(static_cast<std::size_t>(n), 0.0);
   if (n == 0) return result;
-  // Beam i = b * beam_width + k of row b: its tokens so far, score, and length where it ended.
+  const auto penalised = [&](double score, std::int64_t length) {
+    return score / std::pow((5.0 + static_cast<double>(length)) / 6.0, options.length_penalty);
+  };
+  // The open sequences: beam i = b * beam_width + k of row b, its tokens so far and score
+  // (-infinity: no sequence). A sequence that emits the end token leaves the beam for its row's
+  // ended ones (the beam_width best by their penalised score), as in GNMT's search, so that the
+  // open ones keep every place.
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   std::vector<std::int64_t> tokens(static_cast<std::size_t>(beams * steps), 0), next_tokens = tokens;
   std::vector<double> score(static_cast<std::size_t>(beams), kNone), next_score = score;
-  std::vector<std::int64_t> ended(static_cast<std::size_t>(beams), 0), next_ended = ended;  // 0: not
   for (std::int64_t b = 0; b < n; ++b) score[static_cast<std::size_t>(b * k_count)] = 0.0;
+  struct Ended {
+    double score;
+    std::int64_t length;
+    std::vector<std::int64_t> tokens;
+  };
+  std::vector<std::vector<Ended>> ended(static_cast<std::size_t>(n));
   struct Candidate {
     double score;
     std::int64_t parent, token;
   };
   std::vector<Candidate> candidates;
-  std::vector<double> log_p;
   for (std::int64_t t = 0; t < steps; ++t) {
     const Tensor& output = model.predict(input);
     const std::int64_t classes = decoder_classes("beam_decode", output, beams, steps);
     if (options.end_token >= classes)
       throw InvalidArgument("beam_decode: end_token " + std::to_string(options.end_token) +
                             " is not one of the output's " + std::to_string(classes) + " classes");
-    log_p.resize(static_cast<std::size_t>(classes));
     for (std::int64_t b = 0; b < n; ++b) {
       candidates.clear();
       for (std::int64_t k = 0; k < k_count; ++k) {
         const auto i = static_cast<std::size_t>(b * k_count + k);
         if (score[i] == kNone) continue;
-        if (ended[i] > 0) {  // an ended sequence stays as it is
-          candidates.push_back({score[i], k, options.end_token});
-          continue;
-        }
         // log softmax of the step's logits, in double.
         const float* logits = output.data() + (static_cast<std::int64_t>(i) * steps + t) * classes;
         const double most = *std::max_element(logits, logits + classes);
         double sum = 0.0;
         for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(double(logits[c]) - most);
         const double log_sum = most + std::log(sum);
+        if (!std::isfinite(log_sum))
+          throw InvalidArgument("beam_decode: the output of row " + std::to_string(b) +
+                                " holds logits that are not finite at step " + std::to_string(t));
         for (std::int64_t c = 0; c < classes; ++c)
           candidates.push_back({score[i] + double(logits[c]) - log_sum, k, c});
       }
-      // The best beam_width, ties to the earlier beam and then the lower token.
-      const auto kept = std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(k_count));
-      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept),
-                        candidates.end(), [](const Candidate& x, const Candidate& y) {
-                          if (x.score != y.score) return x.score > y.score;
-                          return x.parent != y.parent ? x.parent < y.parent : x.token < y.token;
-                        });
-      for (std::int64_t k = 0; k < k_count; ++k) {
-        const auto i = static_cast<std::size_t>(b * k_count + k);
-        if (static_cast<std::size_t>(k) >= kept) {
-          next_score[i] = kNone;
+      // Best first, ties to the earlier beam and then the lower token. An ended candidate joins
+      // the ended ones; the first beam_width others stay open.
+      std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+        if (x.score != y.score) return x.score > y.score;
+        return x.parent != y.parent ? x.parent < y.parent : x.token < y.token;
+      });
+      std::int64_t open = 0;
+      std::vector<Ended>& done = ended[static_cast<std::size_t>(b)];
+      for (const Candidate& c : candidates) {
+        const auto parent = static_cast<std::ptrdiff_t>(b * k_count + c.parent) * steps;
+        if (c.token == options.end_token) {
+          Ended e{c.score, t + 1, std::vector<std::int64_t>(tokens.begin() + parent,
+                                                             tokens.begin() + parent + steps)};
+          std::fill(e.tokens.begin() + t, e.tokens.end(), c.token);
+          done.push_back(std::move(e));
           continue;
         }
-        const Candidate& c = candidates[static_cast<std::size_t>(k)];
-        const auto parent = static_cast<std::size_t>(b * k_count + c.parent);
-        std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(parent) * steps, t,
-                    next_tokens.begin() + static_cast<std::ptrdiff_t>(i) * steps);
-        next_tokens[i * static_cast<std::size_t>(steps) + static_cast<std::size_t>(t)] = c.token;
-        next_score[i] = c.score;
-        next_ended[i] = ended[parent] > 0 ? ended[parent] : (c.token == options.end_token ? t + 1 : 0);
+        if (open == k_count) continue;
+        const auto i = static_cast<std::ptrdiff_t>(b * k_count + open++);
+        std::copy_n(tokens.begin() + parent, t, next_tokens.begin() + i * steps);
+        next_tokens[static_cast<std::size_t>(i * steps + t)] = c.token;
+        next_score[static_cast<std::size_t>(i)] = c.score;
       }
+      for (std::int64_t k = open; k < k_count; ++k) next_score[static_cast<std::size_t>(b * k_count + k)] = kNone;
+      // The beam_width best ended ones.
+      std::stable_sort(done.begin(), done.end(), [&](const Ended& x, const Ended& y) {
+        return penalised(x.score, x.length) > penalised(y.score, y.length);
+      });
+      if (static_cast<std::int64_t>(done.size()) > k_count) done.resize(static_cast<std::size_t>(k_count));
     }
     std::swap(tokens, next_tokens);
     std::swap(score, next_score);
-    std::swap(ended, next_ended);
-    // Every sequence ended: the later steps hold the end token, with no more passes.
-    bool all_ended = options.end_token >= 0;
-    for (std::size_t i = 0; all_ended && i < score.size(); ++i)
-      all_ended = score[i] == kNone || ended[i] > 0;
-    if (all_ended) {
-      for (std::int64_t i = 0; i < beams; ++i)
-        std::fill(tokens.begin() + i * steps + t + 1, tokens.begin() + (i + 1) * steps,
-                  options.end_token);
-      break;
-    }
-    // Each beam's tokens so far into its decoder input, after the start token.
+    // Each open sequence's tokens so far into its decoder input, after the start token.
     if (t + 1 < steps)
       for (std::int64_t i = 0; i < beams; ++i)
         for (std::int64_t s = 0; s <= t; ++s)
           input[i * width + begin + s + 1] =
               static_cast<float>(tokens[static_cast<std::size_t>(i * steps + s)]);
   }
-  // Each row's best, its length penalised.
+  // Each row's best of its ended and open sequences, by the penalised score.
   for (std::int64_t b = 0; b < n; ++b) {
-    std::int64_t best = -1;
-    double best_value = kNone;
+    const std::int64_t* best = nullptr;
+    double best_value = kNone, best_score = kNone;
+    const auto consider = [&](double s, std::int64_t length, const std::int64_t* sequence) {
+      if (s == kNone || (best != nullptr && !(penalised(s, length) > best_value))) return;
+      best = sequence;
+      best_value = penalised(s, length);
+      best_score = s;
+    };
+    for (const Ended& e : ended[static_cast<std::size_t>(b)]) consider(e.score, e.length, e.tokens.data());
     for (std::int64_t k = 0; k < k_count; ++k) {
       const auto i = static_cast<std::size_t>(b * k_count + k);
-      if (score[i] == kNone) continue;
-      const double length = static_cast<double>(ended[i] > 0 ? ended[i] : steps);
-      const double value = score[i] / std::pow((5.0 + length) / 6.0, options.length_penalty);
-      if (best < 0 || value > best_value) {
-        best = k;
-        best_value = value;
-      }
+      consider(score[i], steps, tokens.data() + i * static_cast<std::size_t>(steps));
     }
-    const std::int64_t i = b * k_count + best;
-    for (std::int64_t t = 0; t < steps; ++t)
-      result[b * steps + t] = static_cast<float>(tokens[static_cast<std::size_t>(i * steps + t)]);
-    if (log_probabilities != nullptr)
-      (*log_probabilities)[static_cast<std::size_t>(b)] = score[static_cast<std::size_t>(i)];
+    if (best == nullptr) throw Error("beam_decode: row " + std::to_string(b) + " kept no sequence");
+    for (std::int64_t t = 0; t < steps; ++t) result[b * steps + t] = static_cast<float>(best[t]);
+    if (log_probabilities != nullptr) (*log_probabilities)[static_cast<std::size_t>(b)] = best_score;
   }
   return result;
 }

@@ -84,7 +84,7 @@ Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
 
 /// How beam_decode searches.
 struct BeamOptions {
-  /// The sequences kept at each step (1: greedy_decode's tokens).
+  /// The sequences kept open at each step (1 without an end token: greedy_decode's tokens).
   int beam_width = 4;
   /// A token that ends a sequence (its later steps then hold it and add nothing to its score);
   /// -1: none, every sequence is `steps` long.
@@ -95,14 +95,16 @@ struct BeamOptions {
   double length_penalty = 0.0;
 };
 
-/// Beam search with the same decoder and rows as greedy_decode: at each step every kept
+/// Beam search with the same decoder and rows as greedy_decode: at each step every open
 /// sequence is extended by each token, scored by the sum of its tokens' log-probabilities (a
-/// softmax of the output's logits over the classes), and the `beam_width` best are kept; returns
-/// the best sequence of each row, [rows, steps], and where `log_probabilities` is given, its
-/// score (before the length penalty) per row. One pass of the model per step over rows x
-/// beam_width examples. With a beam as wide as every sequence of steps - 1 tokens, the search is
-/// exhaustive. InvalidArgument as greedy_decode's, and for a beam_width below 1 or an end_token
-/// that is not a class.
+/// softmax of the output's logits over the classes), and the `beam_width` best stay open; one
+/// that emits the end token leaves the beam for its row's ended sequences (the beam_width best by
+/// the penalised score), as in GNMT's search. Returns each row's best sequence, open or ended, by
+/// the penalised score, [rows, steps], and where `log_probabilities` is given, its score (before
+/// the penalty) per row. One pass of the model per step over rows x beam_width examples. With a
+/// beam as wide as every sequence of steps - 1 tokens, the search is exhaustive. InvalidArgument
+/// as greedy_decode's, for a beam_width below 1, an end_token that is not a class, and logits
+/// that are not finite.
 Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
                    float start_token, const BeamOptions& options = {},
                    std::vector<double>* log_probabilities = nullptr);

@@ -361,7 +361,7 @@ TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two h
     beam_exact += same ? 1 : 0;
   }
   MESSAGE("held-out sequences decoded exactly by a beam of 4: ", beam_exact, " of ", held_out);
-  CHECK(beam_exact >= exact);
+  CHECK(beam_exact * 10 >= held_out * 9);
 }
 
 TEST_CASE("Beam search as wide as every sequence finds the most probable one, by brute force") {
@@ -404,15 +404,19 @@ TEST_CASE("Beam search as wide as every sequence finds the most probable one, by
   const Tensor logits = model.predict(forced);
   const auto token = [](std::int64_t q, std::int64_t t) { return t == 0 ? q / 9 : t == 1 ? (q / 3) % 3 : q % 3; };
   for (const int end : {-1, 2})
-    for (const double penalty : {0.0, 1.0}) {
+    for (const double penalty : {0.0, 3.0}) {
       if (end < 0 && penalty > 0) continue;  // all of one length: the penalty changes nothing
       CAPTURE(end);
       CAPTURE(penalty);
-      const int width = penalty > 0 ? 27 : 9;  // every prefix; with the penalty, every sequence
-      std::vector<double> found;
+      std::vector<double> found;  // a beam of every sequence of 2 tokens
       const Tensor best = beam_decode(model, rows, source, steps, start,
-                                      {.beam_width = width, .end_token = end, .length_penalty = penalty},
+                                      {.beam_width = 9, .end_token = end, .length_penalty = penalty},
                                       &found);
+      if (penalty > 0) {  // a penalty this strong changes which sequences win, here
+        const Tensor unpenalised = beam_decode(model, rows, source, steps, start,
+                                               {.beam_width = 9, .end_token = end});
+        CHECK(values(best) != values(unpenalised));
+      }
       for (std::int64_t b = 0; b < n; ++b) {
         CAPTURE(b);
         double best_value = -1e300, best_score = 0;
@@ -443,14 +447,19 @@ TEST_CASE("Beam search as wide as every sequence finds the most probable one, by
         CHECK(found[static_cast<std::size_t>(b)] == doctest::Approx(best_score).epsilon(1e-6));
         for (std::int64_t t = 0; t < steps; ++t) CHECK(best[b * steps + t] == static_cast<float>(token(best_q, t)));
       }
-      // Greedy decoding (a beam of one) never does better, and here it misses some rows' best.
+      // Without an end token a beam of one is greedy decoding, which never finds a likelier
+      // sequence and here misses some rows' likeliest. (The scores of one sequence differ by the
+      // rounding of batches of other sizes.)
+      if (end >= 0) continue;
       std::vector<double> greedy;
-      beam_decode(model, rows, source, steps, start, {.beam_width = 1, .end_token = end}, &greedy);
+      const Tensor one = beam_decode(model, rows, source, steps, start, {.beam_width = 1}, &greedy);
+      CHECK(values(one) == values(greedy_decode(model, rows, source, steps, start)));
       std::int64_t missed = 0;
       for (std::int64_t b = 0; b < n; ++b) {
         const auto i = static_cast<std::size_t>(b);
-        CHECK(greedy[i] <= found[i] + 1e-9);
-        missed += greedy[i] < found[i] - 1e-9 ? 1 : 0;
+        const double margin = 1e-5 * std::abs(found[i]);
+        CHECK(greedy[i] <= found[i] + margin);
+        missed += greedy[i] < found[i] - margin ? 1 : 0;
       }
       MESSAGE("greedy decoding missed the most probable sequence of ", missed, " rows of ", n);
       CHECK(missed > 0);  // the search was tested where it matters
