@@ -89,6 +89,10 @@ void DepthwiseConv2D::forward(const Tensor& input, Tensor& output, const OpConte
               for_each_tap(g, oy, ox, [&](std::int64_t tap, std::int64_t pixel) {
                 const float* x = image + pixel * c_in;
                 const float* k = kernel + tap * channels;
+                if (m_count == 1) {  // one filter per channel (MobileNet's): contiguous, vectorised
+                  for (std::int64_t c = 0; c < c_in; ++c) out[c] += x[c] * k[c];
+                  return;
+                }
                 for (std::int64_t c = 0; c < c_in; ++c)
                   for (std::int64_t m = 0; m < m_count; ++m) out[c * m_count + m] += x[c] * k[c * m_count + m];
               });
@@ -133,11 +137,17 @@ void DepthwiseConv2D::backward(const Tensor& input, const Tensor& output,
               for_each_tap(g, oy, ox, [&](std::int64_t tap, std::int64_t pixel) {
                 const float* x = image + pixel * c_in;
                 float* dk = grad_kernel + tap * channels;
+                const float* k = kernel + tap * channels;
+                float* dx = grad_image != nullptr ? grad_image + pixel * c_in : nullptr;
+                if (m_count == 1) {  // contiguous, vectorised
+                  for (std::int64_t c = 0; c < c_in; ++c) dk[c] += x[c] * d[c];
+                  if (dx != nullptr)
+                    for (std::int64_t c = 0; c < c_in; ++c) dx[c] += k[c] * d[c];
+                  return;
+                }
                 for (std::int64_t c = 0; c < c_in; ++c)
                   for (std::int64_t m = 0; m < m_count; ++m) dk[c * m_count + m] += x[c] * d[c * m_count + m];
-                if (grad_image == nullptr) return;
-                const float* k = kernel + tap * channels;
-                float* dx = grad_image + pixel * c_in;
+                if (dx == nullptr) return;
                 for (std::int64_t c = 0; c < c_in; ++c)
                   for (std::int64_t m = 0; m < m_count; ++m) dx[c] += k[c * m_count + m] * d[c * m_count + m];
               });
