@@ -41,7 +41,7 @@ using cohort::flags::Choices;
 using cohort::flags::Range;
 
 COHORT_DEFINE_string(model, "mlp", "model to train",
-    Choices{"mlp", "cnn", "small_cnn", "resnet", "lstm", "gru", "transformer"}, kSameOnAllRanks);
+    Choices{"mlp", "cnn", "small_cnn", "resnet", "mobilenet", "lstm", "gru", "transformer"}, kSameOnAllRanks);
 COHORT_DEFINE_int(resnet_blocks, 2, "resnet: residual blocks per stage (3 stages of 16, 32, 64 filters)",
     Range{1, 64}, kSameOnAllRanks);
 COHORT_DEFINE_bool(sync_batch_norm, false,

@@ -100,6 +100,18 @@ class Transformer(nn.Module):
         return self.logits(self.norm(self.blocks(x)).mean(dim=1))
 
 
+def mobilenet():
+    """Cohort's built-in mobilenet: conv 3x3 of 32 + BN + ReLU, five depthwise-separable blocks
+    (3x3 depthwise + BN + ReLU, 1x1 + BN + ReLU), global average pooling, Dense."""
+    layers, channels = [nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()], 32
+    for filters, stride in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1)):
+        layers += [nn.Conv2d(channels, channels, 3, stride=stride, padding=1, groups=channels, bias=False),
+                   nn.BatchNorm2d(channels), nn.ReLU(),
+                   nn.Conv2d(channels, filters, 1), nn.BatchNorm2d(filters), nn.ReLU()]
+        channels = filters
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
+
+
 def models():
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                         nn.Linear(128, 10))
@@ -109,8 +121,8 @@ def models():
     small = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                           nn.Linear(1568, 10))
-    return {"mlp": mlp, "cnn": cnn, "small_cnn": small, "resnet": resnet(), "lstm": Rows(nn.LSTM),
-            "gru": Rows(nn.GRU), "transformer": Transformer()}
+    return {"mlp": mlp, "cnn": cnn, "small_cnn": small, "resnet": resnet(), "mobilenet": mobilenet(),
+            "lstm": Rows(nn.LSTM), "gru": Rows(nn.GRU), "transformer": Transformer()}
 
 
 def training_step(model, opt, x, y):

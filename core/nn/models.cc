@@ -8,6 +8,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/attention.h"
+#include "cohort/core/nn/ops/depthwise.h"
 #include "cohort/core/nn/ops/merge.h"
 #include "cohort/core/nn/ops/normalization.h"
 #include "cohort/core/nn/ops/ops.h"
@@ -90,6 +91,31 @@ Model resnet(Graph& graph, const ResNetOptions& options) {
       x = basic_block(model, x, name, channels, options.widths[s], stride, sync);
       channels = options.widths[s];
     }
+  }
+  x = model.apply(global_avg_pool2d("pool"), x);
+  model.apply(dense("logits", kClasses), x);
+  return model;
+}
+
+Model mobilenet(Graph& graph) {
+  Model model(graph);
+  Node x = model.input(kImageShape);
+  x = model.apply(conv2d("stem/conv", 32, 3), x);
+  x = model.apply(batch_norm("stem/bn", false, Activation::kRelu), x);
+  struct Block {
+    std::int64_t filters, stride;
+  };
+  int b = 0;
+  for (const Block& block : {Block{64, 1}, Block{128, 2}, Block{128, 1}, Block{256, 2}, Block{256, 1}}) {
+    const std::string name = "block" + std::to_string(++b);
+    x = model.apply(std::make_unique<DepthwiseConv2D>(
+                        name + "/depthwise", DepthwiseConv2D::Options{.stride_h = block.stride,
+                                                                      .stride_w = block.stride,
+                                                                      .use_bias = false}),
+                    x);
+    x = model.apply(batch_norm(name + "/depthwise_bn", false, Activation::kRelu), x);
+    x = model.apply(conv2d(name + "/pointwise", block.filters, 1), x);
+    x = model.apply(batch_norm(name + "/pointwise_bn", false, Activation::kRelu), x);
   }
   x = model.apply(global_avg_pool2d("pool"), x);
   model.apply(dense("logits", kClasses), x);
@@ -394,10 +420,12 @@ Model build_model(const std::string& name, Graph& graph, const std::vector<std::
   if (name == "cnn") return cnn(graph);
   if (name == "small_cnn") return small_cnn(graph);
   if (name == "resnet") return resnet(graph, resnet_options);
+  if (name == "mobilenet") return mobilenet(graph);
   if (name == "lstm" || name == "gru") return rnn(graph, name);
   if (name == "transformer") return transformer(graph);
   throw InvalidArgument("unknown model \"" + name +
-                        "\"; known models: mlp, cnn, small_cnn, resnet, lstm, gru, transformer");
+                        "\"; known models: mlp, cnn, small_cnn, resnet, mobilenet, lstm, gru, "
+                        "transformer");
 }
 
 }  // namespace cohort

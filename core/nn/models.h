@@ -43,6 +43,14 @@ struct ResNetOptions {
 /// parameters.
 Model resnet(Graph& graph, const ResNetOptions& options = {});
 
+/// A MobileNet (Howard et al. 2017) for 28x28x1 images: conv 3x3 of 32 filters + batch norm +
+/// ReLU, then five depthwise-separable blocks (a 3x3 depthwise convolution, then a 1x1
+/// convolution, each followed by batch norm and ReLU) to 64, 128 (stride 2), 128, 256 (stride 2)
+/// and 256 channels, global average pooling and Dense 10. Variables "stem/...",
+/// "block<b>/depthwise...", "block<b>/pointwise...", "logits/..."; 137k parameters. CPU only
+/// (DepthwiseConv2D has no GPU path).
+Model mobilenet(Graph& graph);
+
 /// A recurrent classifier that reads each image row by row, as a sequence of 28 steps of 28
 /// pixels: Reshape, an LSTM (`cell` "lstm") or a GRU ("gru") of `units`, Dense 10. Variables
 /// "<cell>/...", "logits/...".
@@ -136,8 +144,8 @@ struct TransformerOptions {
 /// "norm/...", "logits/...".
 Model transformer(Graph& graph, const TransformerOptions& options = {});
 
-/// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", "lstm" and "gru" (rnn()'s
-/// two cells) or "transformer"); `hidden` is used by mlp only, `resnet_options` by resnet only.
+/// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", "mobilenet", "lstm" and "gru"
+/// (rnn()'s two cells) or "transformer"); `hidden` is used by mlp only, `resnet_options` by resnet only.
 /// Throws InvalidArgument naming the known models for any other name.
 Model build_model(const std::string& name, Graph& graph,
                   const std::vector<std::int64_t>& hidden = {256, 128},

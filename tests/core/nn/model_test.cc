@@ -207,13 +207,32 @@ TEST_CASE("built-in models: shapes, variables and FLOPs") {
   CHECK(transformer_graph.num_parameters() == 71370);
   CHECK_THROWS_AS(transformer(transformer_graph, {.dim = 30, .heads = 4}), InvalidArgument);
 
+  Graph mobile_graph;
+  Model mobile = mobilenet(mobile_graph);
+  CHECK(mobile_graph.find("stem/conv/kernel")->shape == Shape{3, 3, 1, 32});
+  CHECK(mobile_graph.find("block2/depthwise/kernel")->shape == Shape{3, 3, 64, 1});
+  CHECK(mobile_graph.find("block2/depthwise/bias") == nullptr);  // the batch norm's beta is the bias
+  CHECK(mobile_graph.find("block5/pointwise/kernel")->shape == Shape{1, 1, 256, 256});
+  CHECK(mobile_graph.find("logits/kernel")->shape == Shape{256, 10});
+  CHECK(mobile.num_classes() == 10);
+  {
+    // Stem, five blocks (a 3x3 depthwise kernel and a batch norm's gamma and beta per channel
+    // in, a 1x1 kernel with bias and a batch norm per channel out), logits.
+    std::int64_t expected = 9 * 32 + 32 + 2 * 32, in = 32;
+    for (const std::int64_t out : {64, 128, 128, 256, 256}) {
+      expected += 9 * in + 2 * in + in * out + out + 2 * out;
+      in = out;
+    }
+    CHECK(mobile_graph.num_parameters() == expected + 256 * 10 + 10);
+  }
+
   Graph other;
   CHECK(build_model("small_cnn", other).layers().size() == s.layers().size());
   try {
     build_model("vgg", other);
     FAIL("no exception");
   } catch (const InvalidArgument& e) {
-    CHECK(std::string(e.what()).find("mlp, cnn, small_cnn, resnet, lstm, gru, transformer") != std::string::npos);
+    CHECK(std::string(e.what()).find("mlp, cnn, small_cnn, resnet, mobilenet, lstm, gru, transformer") != std::string::npos);
   }
 }
 
@@ -452,7 +471,7 @@ TEST_CASE("SGD in place: Dense kernels updated in the backward pass, as apply() 
 }
 
 TEST_CASE("weight decay marks the kernels of Dense and Conv2D, not biases or batch norm") {
-  for (const char* name : {"mlp", "cnn", "resnet"}) {
+  for (const char* name : {"mlp", "cnn", "resnet", "mobilenet"}) {
     CAPTURE(name);
     Graph graph;
     Model model = build_model(name, graph);
