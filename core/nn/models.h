@@ -145,7 +145,8 @@ struct TransformerOptions {
 Model transformer(Graph& graph, const TransformerOptions& options = {});
 
 /// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", "mobilenet", "lstm" and "gru"
-/// (rnn()'s two cells) or "transformer"); `hidden` is used by mlp only, `resnet_options` by resnet only.
+/// (rnn()'s two cells) or "transformer"); `hidden` is used by mlp only, `resnet_options` by
+/// resnet only.
 /// Throws InvalidArgument naming the known models for any other name.
 Model build_model(const std::string& name, Graph& graph,
                   const std::vector<std::int64_t>& hidden = {256, 128},

@@ -110,7 +110,8 @@ class Recurrent : public MaskableLayer {
   /// plus the bias, `r` the last output times the recurrent kernel (plus the recurrent bias),
   /// each [rows, gates * units]; the cell may overwrite both with what its backward pass needs.
   /// `h_prev` is the last output (the initial state's, or zeros, at step 0); writes this step's
-  /// output into h [rows, units]. Slices run concurrently: a cell's own buffers are indexed by `first`.
+  /// output into h [rows, units]. Slices run concurrently: a cell's own buffers are indexed by
+  /// `first`.
   virtual void step_forward(std::int64_t t, std::int64_t first, std::int64_t rows, float* x,
                             float* r, const float* h_prev, float* h) = 0;
   /// Step t backward for the same slice, steps taken from the last to the first: `dh` is

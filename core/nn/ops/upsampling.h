@@ -2,8 +2,8 @@
 // Layers that make an image larger or change its frame, the decoder half of an autoencoder, a
 // U-Net or a GAN's generator: Conv2DTranspose (a learned upsampling), UpSampling2D (repeated or
 // interpolated pixels), ZeroPadding2D and Cropping2D (rows and columns added or taken off at the
-// edges, as a U-Net's skip connections need to match sizes). On NHWC images [height, width, channels]; the
-// last three also on sequences [steps, channels] (their 1-D forms).
+// edges, as a U-Net's skip connections need to match sizes). On NHWC images [height, width,
+// channels]; the last three also on sequences [steps, channels] (their 1-D forms).
 //
 //   x = model.apply(conv2d_transpose("up1", 64, 4, Activation::kRelu, 2), x);  // [7, 7] -> [14, 14]
 //   x = model.apply(upsampling2d("up2", 2), x);                                // [14, 14] -> [28, 28]

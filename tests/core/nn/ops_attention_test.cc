@@ -337,29 +337,27 @@ TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two h
   const float accuracy = model.evaluate(test_rows, held_out_per_step).metrics[0];
   MESSAGE("held-out per-step accuracy ", accuracy);
   CHECK(accuracy > 0.95f);
-  // Without the targets: decoded token by token from the start token alone.
+  // Without the targets: decoded token by token from the start token alone, greedily and by a
+  // beam of 4 (a beam of one is greedy decoding); each must reverse 90% of the sequences exactly.
+  const auto reversed = [&](const Tensor& decoded) {
+    REQUIRE(decoded.shape() == Shape{held_out, steps});
+    std::int64_t exact = 0;
+    for (std::int64_t b = 0; b < held_out; ++b) {
+      bool same = true;
+      for (std::int64_t t = 0; t < steps; ++t)
+        same = same && decoded[b * steps + t] == test_rows[b * 2 * steps + steps - 1 - t];
+      exact += same ? 1 : 0;
+    }
+    return exact;
+  };
   const Tensor decoded = greedy_decode(model, test_rows, steps, steps, static_cast<float>(start));
-  REQUIRE(decoded.shape() == Shape{held_out, steps});
-  std::int64_t exact = 0;
-  for (std::int64_t b = 0; b < held_out; ++b) {
-    bool same = true;
-    for (std::int64_t t = 0; t < steps; ++t)
-      same = same && decoded[b * steps + t] == test_rows[b * 2 * steps + steps - 1 - t];
-    exact += same ? 1 : 0;
-  }
+  const std::int64_t exact = reversed(decoded);
   MESSAGE("held-out sequences decoded exactly ", exact, " of ", held_out);
-  CHECK(exact * 10 >= held_out * 9);  // 90% of them
-  // A beam of one is greedy decoding; a beam of 4 reverses as many or more.
+  CHECK(exact * 10 >= held_out * 9);
   CHECK(values(beam_decode(model, test_rows, steps, steps, static_cast<float>(start), {.beam_width = 1})) ==
         values(decoded));
-  const Tensor beamed = beam_decode(model, test_rows, steps, steps, static_cast<float>(start));
-  std::int64_t beam_exact = 0;
-  for (std::int64_t b = 0; b < held_out; ++b) {
-    bool same = true;
-    for (std::int64_t t = 0; t < steps; ++t)
-      same = same && beamed[b * steps + t] == test_rows[b * 2 * steps + steps - 1 - t];
-    beam_exact += same ? 1 : 0;
-  }
+  const std::int64_t beam_exact =
+      reversed(beam_decode(model, test_rows, steps, steps, static_cast<float>(start)));
   MESSAGE("held-out sequences decoded exactly by a beam of 4: ", beam_exact, " of ", held_out);
   CHECK(beam_exact * 10 >= held_out * 9);
 }
@@ -367,9 +365,10 @@ TEST_CASE("An encoder-decoder Transformer learns to reverse sequences, the two h
 TEST_CASE("Beam search as wide as every sequence finds the most probable one, by brute force") {
   // An untrained decoder (its outputs are what they are: the search must find their best, not
   // the right answer) over 3 classes, 3 steps, the start token 3: an LSTM started from an LSTM
-  // encoder's state of a source of 2 tokens held before it in each row. Every sequence of 3 tokens is scored by one teacher-forced
-  // pass: the sum of its tokens' log-probabilities, up to and with the end token where there is
-  // one (the tokens after it are the end token), then over GNMT's length penalty where asked.
+  // encoder's state of a source of 2 tokens held before it in each row. Every sequence of 3
+  // tokens is scored by one teacher-forced pass: the sum of its tokens' log-probabilities, up to
+  // and with the end token where there is one (the tokens after it are the end token), then over
+  // GNMT's length penalty where asked.
   const std::int64_t source = 2, steps = 3, classes = 3, n = 16;
   const float start = 3.0f;
   Graph graph;
