@@ -25,27 +25,11 @@ Shape MaskableLayer::build_node(Graph& graph, std::span<const Shape> inputs) {
   return build_inputs(graph, inputs.first(count));
 }
 
-namespace {
-
-// Holds a layer's mask pointer for one call, cleared as the call ends, also by an exception: the
-// pass's mask is never kept beyond it.
-class MaskForCall {
- public:
-  MaskForCall(const Tensor*& slot, const Tensor* mask) : slot_(slot) { slot_ = mask; }
-  ~MaskForCall() { slot_ = nullptr; }
-  MaskForCall(const MaskForCall&) = delete;
-  MaskForCall& operator=(const MaskForCall&) = delete;
-
- private:
-  const Tensor*& slot_;
-};
-
-}  // namespace
-
 void MaskableLayer::forward_node(std::span<const Tensor* const> inputs, Tensor& output,
                                  const OpContext& context) {
   const auto count = static_cast<std::size_t>(num_inputs());
-  const MaskForCall call(mask_, inputs.size() == count + 1 ? inputs[count] : nullptr);
+  const Tensor* mask = inputs.size() == count + 1 ? inputs[count] : nullptr;
+  const ops_detail::ForCall<const Tensor> call(mask_, mask);
   forward_inputs(inputs.first(count), output, context);
 }
 
@@ -54,7 +38,8 @@ void MaskableLayer::backward_node(std::span<const Tensor* const> inputs, const T
                                   std::span<float> grads) {
   const auto count = static_cast<std::size_t>(num_inputs());
   {
-    const MaskForCall call(mask_, inputs.size() == count + 1 ? inputs[count] : nullptr);
+    const Tensor* mask = inputs.size() == count + 1 ? inputs[count] : nullptr;
+    const ops_detail::ForCall<const Tensor> call(mask_, mask);
     backward_inputs(inputs.first(count), output, grad_output, grad_inputs.first(count), grads);
   }
   if (inputs.size() == count + 1 && grad_inputs[count] != nullptr) {

@@ -91,6 +91,24 @@ class PaddingMask : public Layer {
 /// padding_mask("mask") over token ids: id 0 is padding (TextVectorizer's).
 std::unique_ptr<Layer> padding_mask(std::string name, float value = 0.0f);
 
+namespace ops_detail {
+
+/// Points `slot` at `value` while it lives, then back at null, also where an exception ends the
+/// call: what a layer is given for one pass (a mask, an initial state) is never kept beyond it.
+template <typename T>
+class ForCall {
+ public:
+  ForCall(T*& slot, T* value) : slot_(slot) { slot_ = value; }
+  ~ForCall() { slot_ = nullptr; }
+  ForCall(const ForCall&) = delete;
+  ForCall& operator=(const ForCall&) = delete;
+
+ private:
+  T*& slot_;
+};
+
+}  // namespace ops_detail
+
 /// Whether step t of example b is read under `mask` [batch, steps] (null: every step is).
 inline bool mask_reads(const Tensor* mask, std::int64_t b, std::int64_t t) {
   return mask == nullptr || (*mask)[b * mask->dim(1) + t] != 0.0f;

@@ -112,27 +112,17 @@ Shape Recurrent::build_inputs(Graph& graph, std::span<const Shape> inputs) {
 
 void Recurrent::forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
                                const OpContext& context) {
-  initial_ = inputs.size() > 1 ? inputs[1] : nullptr;
-  try {
-    forward(*inputs[0], output, context);
-  } catch (...) {
-    initial_ = nullptr;
-    throw;
-  }
-  initial_ = nullptr;
+  const ops_detail::ForCall<const Tensor> call(initial_,
+                                               inputs.size() > 1 ? inputs[1] : nullptr);
+  forward(*inputs[0], output, context);
 }
 
 void Recurrent::backward_inputs(std::span<const Tensor* const> inputs, const Tensor& output,
                                 const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
                                 std::span<float> grads) {
-  grad_initial_ = grad_inputs.size() > 1 ? grad_inputs[1] : nullptr;
-  try {
-    backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
-  } catch (...) {
-    grad_initial_ = nullptr;
-    throw;
-  }
-  grad_initial_ = nullptr;
+  const ops_detail::ForCall<Tensor> call(grad_initial_,
+                                         grad_inputs.size() > 1 ? grad_inputs[1] : nullptr);
+  backward(*inputs[0], output, grad_output, grad_inputs[0], grads);
 }
 
 // The examples of a batch recur independently: the intra-op threads each take a slice of them

@@ -10,6 +10,7 @@
 #include "cohort/core/nn/ops/bias_grad.h"
 #include "cohort/core/nn/ops/gemm.h"
 #include "cohort/core/nn/ops/parallel.h"
+#include "cohort/core/nn/ops/resize.h"
 #include "cohort/core/nn/threads.h"
 
 namespace cohort {
@@ -208,39 +209,27 @@ Shape UpSampling2D::build(Graph&, const Shape& input) {
   c_ = image[2];
   const auto taps = interpolation_ == Interpolation::kBilinear ? ops_detail::linear_taps
                                                                : ops_detail::nearest_taps;
-  rows_ = taps(h_, h_ * size_h_);
-  columns_ = taps(w_, w_ * size_w_);
+  const ops_detail::ResizeTaps rows = taps(h_, h_ * size_h_), columns = taps(w_, w_ * size_w_);
+  // Each output pixel's reads: the product of its row's taps and its column's.
+  reads_.clear();
+  for (std::int64_t y = 0; y < h_ * size_h_; ++y)
+    for (std::int64_t x = 0; x < w_ * size_w_; ++x) {
+      Reads r;
+      const std::int64_t ys[2] = {rows.low[y], rows.high[y]};
+      const std::int64_t xs[2] = {columns.low[x], columns.high[x]};
+      const float wy[2] = {1.0f - rows.weight[y], rows.weight[y]};
+      const float wx[2] = {1.0f - columns.weight[x], columns.weight[x]};
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j)
+          if (wy[i] * wx[j] != 0.0f) {
+            r.pixel[r.count] = ys[i] * w_ + xs[j];
+            r.weight[r.count++] = wy[i] * wx[j];
+          }
+      reads_.push_back(r);
+    }
   if (sequences_) return {h_ * size_h_, c_};
   return {h_ * size_h_, w_ * size_w_, c_};
 }
-
-namespace {
-
-// The input pixels an output pixel reads, [pixel index within the image, weight], those of
-// weight 0 left out (so a nearest-neighbour output is its pixel exactly, whatever the others
-// hold): the product of a row's taps and a column's.
-struct Reads {
-  std::int64_t pixel[4];
-  float weight[4];
-  int count = 0;
-};
-
-Reads reads(const ops_detail::ResizeTaps& rows, const ops_detail::ResizeTaps& columns,
-            std::int64_t width, std::int64_t y, std::int64_t x) {
-  Reads r;
-  const std::int64_t ys[2] = {rows.low[y], rows.high[y]}, xs[2] = {columns.low[x], columns.high[x]};
-  const float wy[2] = {1.0f - rows.weight[y], rows.weight[y]};
-  const float wx[2] = {1.0f - columns.weight[x], columns.weight[x]};
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j)
-      if (wy[i] * wx[j] != 0.0f) {
-        r.pixel[r.count] = ys[i] * width + xs[j];
-        r.weight[r.count++] = wy[i] * wx[j];
-      }
-  return r;
-}
-
-}  // namespace
 
 void UpSampling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), out_h = h_ * size_h_, out_w = w_ * size_w_;
@@ -252,16 +241,15 @@ void UpSampling2D::forward(const Tensor& input, Tensor& output, const OpContext&
         for (std::int64_t b = first; b < first + images; ++b) {
           const float* in = input.data() + b * h_ * w_ * c_;
           float* out = output.data() + b * out_h * out_w * c_;
-          for (std::int64_t y = 0; y < out_h; ++y)
-            for (std::int64_t x = 0; x < out_w; ++x, out += c_) {
-              const Reads r = reads(rows_, columns_, w_, y, x);
-              const float* p = in + r.pixel[0] * c_;
-              for (std::int64_t c = 0; c < c_; ++c) out[c] = r.weight[0] * p[c];
-              for (int t = 1; t < r.count; ++t) {
-                p = in + r.pixel[t] * c_;
-                for (std::int64_t c = 0; c < c_; ++c) out[c] += r.weight[t] * p[c];
-              }
+          for (const Reads& r : reads_) {
+            const float* p = in + r.pixel[0] * c_;
+            for (std::int64_t c = 0; c < c_; ++c) out[c] = r.weight[0] * p[c];
+            for (int t = 1; t < r.count; ++t) {
+              p = in + r.pixel[t] * c_;
+              for (std::int64_t c = 0; c < c_; ++c) out[c] += r.weight[t] * p[c];
             }
+            out += c_;
+          }
         }
       },
       1);
@@ -280,14 +268,13 @@ void UpSampling2D::backward(const Tensor& input, const Tensor&, const Tensor& gr
         for (std::int64_t b = first; b < first + images; ++b) {
           const float* dy = grad_output.data() + b * out_h * out_w * c_;
           float* dx = grad_input->data() + b * h_ * w_ * c_;
-          for (std::int64_t y = 0; y < out_h; ++y)
-            for (std::int64_t x = 0; x < out_w; ++x, dy += c_) {
-              const Reads r = reads(rows_, columns_, w_, y, x);
-              for (int t = 0; t < r.count; ++t) {
-                float* d = dx + r.pixel[t] * c_;
-                for (std::int64_t c = 0; c < c_; ++c) d[c] += r.weight[t] * dy[c];
-              }
+          for (const Reads& r : reads_) {
+            for (int t = 0; t < r.count; ++t) {
+              float* d = dx + r.pixel[t] * c_;
+              for (std::int64_t c = 0; c < c_; ++c) d[c] += r.weight[t] * dy[c];
             }
+            dy += c_;
+          }
         }
       },
       1);

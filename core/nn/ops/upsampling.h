@@ -20,7 +20,6 @@
 #include "cohort/core/nn/layer.h"
 #include "cohort/core/nn/ops/im2col.h"
 #include "cohort/core/nn/ops/ops.h"
-#include "cohort/core/nn/ops/resize.h"
 #include "cohort/core/nn/tensor.h"
 
 namespace cohort {
@@ -111,7 +110,15 @@ class UpSampling2D : public Layer {
   Interpolation interpolation_;
   bool sequences_;                      // the 1-D form: inputs [steps, channels]
   std::int64_t h_ = 0, w_ = 0, c_ = 0;  // the input's (a sequence's width 1)
-  ops_detail::ResizeTaps rows_, columns_;  // where each output row and column reads
+  // The input pixels each output pixel of an image reads (indices within the image) and their
+  // weights, those of weight 0 left out (so a nearest-neighbour output is its pixel exactly,
+  // whatever the others hold); output pixels row by row, fixed by build().
+  struct Reads {
+    std::int64_t pixel[4];
+    float weight[4];
+    int count = 0;
+  };
+  std::vector<Reads> reads_;
 };
 
 /// The rows and columns an image gains (ZeroPadding2D) or loses (Cropping2D) at each edge.
