@@ -16,7 +16,8 @@
 //
 // --window reads a file's rows as one time series (Keras's timeseries_dataset_from_array): each
 // example is that many consecutive rows, its target (or label) that of the row --horizon after
-// the window's last.
+// the window's last. --predict then forecasts from every window of its file's rows, the last
+// window's forecast being for --horizon rows past its end.
 //
 // --standardize scales each feature (the examples' last axis, at every step alike) by the training
 // data's mean and standard deviation. --mask_zero takes the steps that are 0 (a token id 0, or a
@@ -140,7 +141,7 @@ COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint f
 COHORT_DEFINE_string(predict, "",
                      "chief, after training (or restored from --checkpoint_dir at --train_steps): predict for the examples of "
                      "this file (FILE.csv with the training file's feature columns, FEATURES.npy, or FILE.npz or FILE.h5 with "
-                     "--features_key)");
+                     "--features_key); with --window, for every window of its rows read as one series");
 COHORT_DEFINE_string(predictions, "", "write --predict's predictions here as CSV (empty: to stdout)");
 COHORT_DEFINE_bool(standardize, false,
                    "scale each feature to mean 0 and standard deviation 1, by the training data's "
@@ -251,35 +252,60 @@ cohort::Tensor load_features(const std::string& spec, const std::vector<std::str
   throw cohort::InvalidArgument("--predict=" + spec + ": expected FILE.csv, FEATURES.npy, FILE.npz or FILE.h5");
 }
 
-// Writes the trained model's prediction for each example of `features` (Trainer::predict:
+// --predict's examples `begin` to `begin + count`: rows of `rows`, or with --window the
+// windows of the series `rows` (window i: rows i to i + window - 1), [count, window, row...].
+cohort::Tensor examples(const cohort::Tensor& rows, std::int64_t begin, std::int64_t count) {
+  const std::int64_t row = rows.size() / rows.dim(0);
+  const std::int64_t span = FLAGS_window > 0 ? FLAGS_window : 1;  // rows per example
+  cohort::Shape shape = rows.shape();
+  shape[0] = count;
+  if (FLAGS_window > 0) shape.insert(shape.begin() + 1, FLAGS_window);
+  cohort::Tensor out(shape);
+  for (std::int64_t i = 0; i < count; ++i)
+    std::copy_n(rows.data() + (begin + i) * row, span * row, out.data() + i * span * row);
+  return out;
+}
+
+// Writes the trained model's prediction for each example of `rows` (Trainer::predict:
 // standardised as the training data were, with the moving averages where kept), a CSV row each
 // after its index: the class (by name where `classes` names them) and its probability for class
 // labels, each target's probability for sigmoid cross-entropy, else each target's value (columns
-// named by `target_names`, or y0, y1, ...).
-void predict(cohort::Trainer& trainer, const cohort::Tensor& features, const cohort::TargetSpec& targets,
-             const std::vector<std::string>& target_names, const std::vector<std::string>& classes,
-             std::ostream& out) {
+// named by `target_names`, or y0, y1, ...). With --window, every window of the series `rows` is
+// an example, down to the one ending at its last row, and `target_row` says which row of the
+// series it forecasts (past its end for the last --horizon windows). Returns the examples.
+std::int64_t predict(cohort::Trainer& trainer, const cohort::Tensor& rows, const cohort::TargetSpec& targets,
+                     const std::vector<std::string>& target_names, const std::vector<std::string>& classes,
+                     std::ostream& out) {
+  constexpr std::int64_t kChunk = 4096;  // examples made and predicted at a time
   const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
-  const cohort::Tensor values = probabilities ? trainer.predict_probabilities(features) : trainer.predict(features);
-  const std::int64_t n = values.dim(0), k = values.size() / n;  // Trainer::predict refuses n = 0
-  out << "index";
-  if (targets.labels) out << ",class,probability";
-  for (std::int64_t j = 0; j < k && !targets.labels; ++j)
-    out << "," << (static_cast<std::size_t>(k) == target_names.size() ? target_names[static_cast<std::size_t>(j)]
-                                                                      : "y" + std::to_string(j));
-  out << "\n";
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* row = values.data() + i * k;
-    out << i;
-    if (targets.labels) {
-      const std::int64_t best = std::max_element(row, row + k) - row;
-      out << "," << (classes.empty() ? std::to_string(best) : cohort::data::csv_field(classes[static_cast<std::size_t>(best)]))
-          << "," << row[best];
-    } else {
-      for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
+  const std::int64_t n = FLAGS_window > 0 ? rows.dim(0) - FLAGS_window + 1 : rows.dim(0);
+  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
+    const cohort::Tensor chunk = examples(rows, begin, std::min(kChunk, n - begin));
+    const cohort::Tensor values = probabilities ? trainer.predict_probabilities(chunk) : trainer.predict(chunk);
+    const std::int64_t k = values.size() / values.dim(0);
+    if (begin == 0) {
+      out << "index" << (FLAGS_window > 0 ? ",target_row" : "");
+      if (targets.labels) out << ",class,probability";
+      for (std::int64_t j = 0; j < k && !targets.labels; ++j)
+        out << "," << (static_cast<std::size_t>(k) == target_names.size() ? target_names[static_cast<std::size_t>(j)]
+                                                                          : "y" + std::to_string(j));
+      out << "\n";
     }
-    out << "\n";
+    for (std::int64_t i = 0; i < values.dim(0); ++i) {
+      const float* row = values.data() + i * k;
+      out << begin + i;
+      if (FLAGS_window > 0) out << "," << begin + i + FLAGS_window - 1 + FLAGS_horizon;
+      if (targets.labels) {
+        const std::int64_t best = std::max_element(row, row + k) - row;
+        out << "," << (classes.empty() ? std::to_string(best) : cohort::data::csv_field(classes[static_cast<std::size_t>(best)]))
+            << "," << row[best];
+      } else {
+        for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
+      }
+      out << "\n";
+    }
   }
+  return n;
 }
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
@@ -370,9 +396,6 @@ int Main(int argc, char** argv) {
   if (FLAGS_validation_split > 0 && !FLAGS_test.empty())
     throw cohort::InvalidArgument("--validation_split=" + std::to_string(FLAGS_validation_split) +
                                   " with --test=" + FLAGS_test + ": give one set to evaluate on");
-  if (FLAGS_window > 0 && !FLAGS_predict.empty())
-    throw cohort::InvalidArgument("--predict with --window=" + std::to_string(FLAGS_window) +
-                                  ": predictions are for examples, not for a series' windows");
   if (FLAGS_window > 0 && FLAGS_validation_split > 0)
     throw cohort::InvalidArgument("--validation_split with --window=" + std::to_string(FLAGS_window) +
                                   ": windows held out at random share rows with the training windows; "
@@ -455,14 +478,20 @@ int Main(int argc, char** argv) {
   if (test) cohort::check_dataset(trainer.model(), *test);
   std::optional<cohort::Tensor> to_predict;  // the chief's
   if (server.is_chief() && !FLAGS_predict.empty()) {
+    // Examples, or with --window a series: rows of the shape of the model's steps.
     to_predict = load_features(FLAGS_predict, table.features);
     const cohort::Shape shape = to_predict->shape();
     if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
-    const cohort::Shape& takes = trainer.model().example_shape();
+    const cohort::Shape& model_takes = trainer.model().example_shape();
+    const cohort::Shape takes = FLAGS_window > 0 ? cohort::Shape(model_takes.begin() + 1, model_takes.end()) : model_takes;
     if (shape.size() != takes.size() + 1 || !std::equal(takes.begin(), takes.end(), shape.begin() + 1))
-      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": examples of shape " +
-                                    cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
-                                    ", not the model's input " + cohort::to_string(takes));
+      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + (FLAGS_window > 0 ? ": rows" : ": examples") +
+                                    " of shape " + cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
+                                    ", not the model's " + (FLAGS_window > 0 ? "steps " : "input ") +
+                                    cohort::to_string(takes));
+    if (shape[0] < FLAGS_window)
+      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": " + std::to_string(shape[0]) +
+                                    " rows, fewer than --window=" + std::to_string(FLAGS_window));
   }
 
   const bool judges = FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0 || !FLAGS_best_dir.empty();
@@ -518,16 +547,15 @@ int Main(int argc, char** argv) {
     std::printf("\n");
     if (!FLAGS_metrics_json.empty()) cohort::write_json_object(FLAGS_metrics_json, json);
     if (to_predict) {
-      const cohort::Tensor& features = *to_predict;
       const std::vector<std::string> target_names =
           cohort::flags::split_list("target_columns", FLAGS_target_columns);
       if (FLAGS_predictions.empty()) {
-        predict(trainer, features, targets, target_names, table.classes, std::cout);
+        predict(trainer, *to_predict, targets, target_names, table.classes, std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        predict(trainer, features, targets, target_names, table.classes, out);
+        const std::int64_t count = predict(trainer, *to_predict, targets, target_names, table.classes, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
-        std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(features.dim(0)),
+        std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(count),
                     FLAGS_predictions.c_str());
       }
     }

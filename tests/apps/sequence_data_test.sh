@@ -15,7 +15,9 @@
 #   a GRU: test mean squared error below 2% of the targets' variance (measured 0.3%);
 # - a CSV table read as one series (--window=24): windows of 24 rows through an LSTM, each
 #   forecasting the next row's value: test MSE below 2% of the targets' variance (measured
-#   0.2%); --validation_split with --window is refused;
+#   0.2%); --predict forecasts from each window of the test file, scoring the same MSE on the
+#   rows it has; --validation_split with --window, and a file to predict shorter than a
+#   window, are refused;
 # - examples that are not sequences ([2, 2, 2]), --standardize on token ids and --mask_zero
 #   with a model that reads every step are refused in one line.
 #
@@ -147,19 +149,37 @@ sys.exit(0 if mse < 0.02 * variance else "series: the GRU's forecast is not 50x 
 PY
 
 # The CSV table as one series: windows of 24 rows, the target "y" of the row after each.
+# --predict forecasts from every window of the test file's rows: those whose target row is in
+# the file score the test MSE, and the last forecasts the row past its end.
 run weather --model=lstm --units=32 --window=24 --train=weather_train.csv --test=weather_test.csv \
   --target_columns=y --loss=mse --learning_rate=0.003 --train_steps=600 --metrics_json=weather.json \
+  --predict=weather_test.csv --predictions=weather_predictions.csv \
   || { echo "the windowed LSTM job failed"; exit 1; }
 grep -q "^tabular: 2 workers, 4976 examples, " weather.log \
   || { echo "weather: not the 4976 windows of 24 rows of 5000"; exit 1; }
 /usr/bin/python3 - <<'PY' || exit 1
-import json, sys
+import csv, json, sys
 import numpy as np
 mse = json.load(open("weather.json"))["mse"]
-y = np.loadtxt("weather_test.csv", delimiter=",", skiprows=1)[24:, 2]
-print(f"weather: test MSE {mse:.4f}, the targets' variance {y.var():.4f}")
-sys.exit(0 if mse < 0.02 * y.var() else "weather: the windowed forecast is not 50x better than the mean")
+y = np.loadtxt("weather_test.csv", delimiter=",", skiprows=1)[:, 2]
+print(f"weather: test MSE {mse:.4f}, the targets' variance {y[24:].var():.4f}")
+if mse >= 0.02 * y[24:].var():
+    sys.exit("weather: the windowed forecast is not 50x better than the mean")
+rows = list(csv.reader(open("weather_predictions.csv")))
+if rows[0] != ["index", "target_row", "y"]:
+    sys.exit(f"weather: predictions headed {rows[0]}")
+p = np.array(rows[1:], dtype=float)
+if len(p) != 1000 - 24 + 1 or (p[:, 0] != np.arange(len(p))).any() or (p[:, 1] != p[:, 0] + 24).any():
+    sys.exit(f"weather: {len(p)} predictions, not one per window of 24 of 1000 rows, each for the next row")
+inside = p[:, 1] < len(y)
+predicted = float(np.mean((p[inside, 2] - y[p[inside, 1].astype(int)]) ** 2))
+print(f"weather: the predictions' MSE {predicted:.6f} over {inside.sum()} windows, the test MSE {mse:.6f}")
+sys.exit(0 if abs(predicted - mse) <= 1e-3 * mse else "weather: the predictions do not score the test MSE")
 PY
+/usr/bin/python3 -c "import numpy as np; np.savetxt('weather_short.csv', np.loadtxt('weather_test.csv', delimiter=',', skiprows=1)[:10], delimiter=',', header='a,b,y', comments='', fmt='%.6f')"
+expect_job_failure "$tabular" window_short_predict "--predict=weather_short.csv: 10 rows, fewer than --window=24" \
+  0 --model=lstm --window=24 --train=weather_train.csv --target_columns=y --loss=mse --train_steps=1 \
+  --predict=weather_short.csv
 
 expect_job_failure "$tabular" window_split \
   "--validation_split with --window=24: windows held out at random share rows with the training windows; give the series' later part as --test" \
