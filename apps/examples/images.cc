@@ -186,15 +186,17 @@ void write_classes(cohort::Trainer& trainer, const cohort::Tensor& images, const
   }
 }
 
+// --predict's images decoded (or read) at a time: memory for any number of them is bounded.
+constexpr std::int64_t kPredictBatch = 256;
+
 // Classifies image files `paths`, decoded a batch at a time: path, class, probability per image.
 std::int64_t predict_files(cohort::Trainer& trainer, const std::vector<std::string>& paths,
                            const cohort::Shape& example, const std::vector<std::string>& classes,
                            std::ostream& out) {
-  constexpr std::int64_t kBatch = 256;
   out << "path,class,probability\n";
   const auto n = static_cast<std::int64_t>(paths.size());
-  for (std::int64_t begin = 0; begin < n; begin += kBatch) {
-    const std::vector<std::string> batch(paths.begin() + begin, paths.begin() + std::min(n, begin + kBatch));
+  for (std::int64_t begin = 0; begin < n; begin += kPredictBatch) {
+    const std::vector<std::string> batch(paths.begin() + begin, paths.begin() + std::min(n, begin + kPredictBatch));
     const cohort::Tensor images = cohort::data::load_images(batch, example[0], example[1], static_cast<int>(example[2]));
     write_classes(trainer, images, classes, [&](std::int64_t i) { return batch[static_cast<std::size_t>(i)]; }, out);
   }
@@ -202,8 +204,8 @@ std::int64_t predict_files(cohort::Trainer& trainer, const std::vector<std::stri
 }
 
 // Classifies the encoded images of TFRecord files' --tfrecord_image feature, decoded at the
-// training images' size and channels: index (over the files' records, in order), class,
-// probability per image.
+// training images' size and channels a batch at a time as the records are read: index (over
+// the files' records, in order), class, probability per image.
 std::int64_t predict_records(cohort::Trainer& trainer, const cohort::Shape& example,
                              const std::vector<std::string>& classes, std::ostream& out) {
   cohort::data::TFRecordOptions records;
@@ -211,29 +213,37 @@ std::int64_t predict_records(cohort::Trainer& trainer, const cohort::Shape& exam
   records.height = example[0];
   records.width = example[1];
   records.channels = static_cast<int>(example[2]);
-  const cohort::Tensor images =
-      cohort::data::load_tfrecord_features(cohort::flags::split_list("predict", FLAGS_predict), records);
   out << "index,class,probability\n";
-  write_classes(trainer, images, classes, [](std::int64_t i) { return std::to_string(i); }, out);
-  return images.dim(0);
+  std::int64_t n = 0;
+  cohort::data::for_each_tfrecord_batch(
+      cohort::flags::split_list("predict", FLAGS_predict), records, kPredictBatch, [&](const cohort::Tensor& images) {
+        write_classes(trainer, images, classes, [&](std::int64_t i) { return std::to_string(n + i); }, out);
+        n += images.dim(0);
+      });
+  return n;
 }
 
-// Classifies the images of an HDF5 file's dataset --hdf5_images: index (the row in the file),
-// class, probability per image.
+// Classifies the images of an HDF5 file's dataset --hdf5_images, read a batch of rows at a
+// time: index (the row in the file), class, probability per image.
 std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, const cohort::Shape& example,
                             const std::vector<std::string>& classes, std::ostream& out) {
-  const cohort::Tensor images = cohort::data::load_hdf5(path, FLAGS_hdf5_images).values;
-  const cohort::Shape shape = images.shape();
-  if (shape.size() != example.size() + 1 || !std::equal(example.begin(), example.end(), shape.begin() + 1))
-    throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' holds " +
-                                  cohort::to_string(shape) + ", not images of the training images' shape " +
-                                  cohort::to_string(example));
-  if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' is empty");
-  out << "index,class,probability\n";
-  write_classes(trainer, images, classes, [](std::int64_t i) { return std::to_string(i); }, out);
-  return shape[0];
+  std::int64_t n = 0;
+  const auto take = [&](const cohort::data::NpyArray& rows, const cohort::Shape& shape) {
+    if (n == 0) {
+      if (shape.size() != example.size() + 1 || !std::equal(example.begin(), example.end(), shape.begin() + 1))
+        throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' holds " +
+                                      cohort::to_string(shape) + ", not images of the training images' shape " +
+                                      cohort::to_string(example));
+      if (shape[0] == 0)
+        throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' is empty");
+      out << "index,class,probability\n";
+    }
+    write_classes(trainer, rows.values, classes, [&](std::int64_t i) { return std::to_string(n + i); }, out);
+    n += rows.values.dim(0);
+  };
+  cohort::data::for_each_hdf5_batch(path, FLAGS_hdf5_images, kPredictBatch, take);
+  return n;
 }
-
 
 // The images of --`what` (train or test), `spec`: `layout.shard`'s part, of `layout`'s size and
 // channels (0: the first image's); with `classes` given (a test set), labelled by them, else

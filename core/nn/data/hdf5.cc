@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,10 +79,22 @@ std::string dataset_names(hid_t file) {
   return names.empty() ? "none" : names;
 }
 
-// Dataset `key` of `file`: all of it, or the rows `shard` keeps (index, index + count, ...), as
-// float32; its shape in the file into `file_shape`.
-NpyArray read_dataset(hid_t file, const std::string& path, const std::string& key,
-                      ShardSpec shard, Shape& file_shape) {
+// Which rows of a dataset are read: start, start + stride, ... below end (where given).
+struct Rows {
+  hsize_t start = 0;
+  hsize_t stride = 1;
+  std::optional<hsize_t> end;
+};
+
+// The rows `shard` keeps: index, index + count, ...
+Rows shard_rows(ShardSpec shard) {
+  return {static_cast<hsize_t>(shard.index), static_cast<hsize_t>(shard.count), std::nullopt};
+}
+
+// Dataset `key` of `file`: its rows `rows` (every one by default) as float32; its shape in the
+// file into `file_shape`. A scalar is one row.
+NpyArray read_dataset(hid_t file, const std::string& path, const std::string& key, Rows rows,
+                      Shape& file_shape) {
   const Handle dataset(quietly([&] { return H5Dopen2(file, key.c_str(), H5P_DEFAULT); }),
                        H5Dclose);
   if (!dataset.valid())
@@ -102,24 +115,23 @@ NpyArray read_dataset(hid_t file, const std::string& path, const std::string& ke
   for (hsize_t d : dims) file_shape.push_back(static_cast<std::int64_t>(d));
   if (file_shape.empty()) file_shape = {1};  // a scalar
   Shape shape = file_shape;
-  if (shard.count > 1 && rank == 0 && shard.index > 0) {  // a scalar is the first shard's row
+  const hsize_t end = std::min(rows.end.value_or(static_cast<hsize_t>(file_shape[0])),
+                               static_cast<hsize_t>(file_shape[0]));
+  const hsize_t count = end > rows.start ? (end - rows.start + rows.stride - 1) / rows.stride : 0;
+  if (rank == 0 && count == 0) {  // a scalar is the first row's
     shape[0] = 0;
     H5Sselect_none(space.get());
-  } else if (shard.count > 1 && rank > 0) {
-    // The shard's rows: a hyperslab of every count-th row from index.
-    const hsize_t rows = dims[0] > static_cast<hsize_t>(shard.index)
-                             ? (dims[0] - static_cast<hsize_t>(shard.index) + shard.count - 1) /
-                                   static_cast<hsize_t>(shard.count)
-                             : 0;
-    std::vector<hsize_t> start(dims.size(), 0), stride(dims.size(), 1), count = dims;
-    start[0] = static_cast<hsize_t>(shard.index);
-    stride[0] = static_cast<hsize_t>(shard.count);
-    count[0] = rows;
-    shape[0] = static_cast<std::int64_t>(rows);
-    if (rows > 0 && H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), stride.data(),
-                                        count.data(), nullptr) < 0)
-      fail(path, "dataset '" + key + "': its shard's rows cannot be selected");
-    if (rows == 0) H5Sselect_none(space.get());
+  } else if (rank > 0 && count < dims[0]) {
+    // A hyperslab of every stride-th row from start.
+    std::vector<hsize_t> start(dims.size(), 0), stride(dims.size(), 1), counts = dims;
+    start[0] = rows.start;
+    stride[0] = rows.stride;
+    counts[0] = count;
+    shape[0] = static_cast<std::int64_t>(count);
+    if (count > 0 && H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), stride.data(),
+                                         counts.data(), nullptr) < 0)
+      fail(path, "dataset '" + key + "': rows from " + std::to_string(rows.start) + " cannot be selected");
+    if (count == 0) H5Sselect_none(space.get());
   }
   // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc.
   NpyArray array{Tensor(), kind == H5T_INTEGER ? "<i8" : "<f8", kind == H5T_INTEGER};
@@ -162,14 +174,29 @@ Handle open_file(const std::string& path, ShardSpec shard) {
 NpyArray load_hdf5(const std::string& path, const std::string& key, ShardSpec shard) {
   const Handle file = open_file(path, shard);
   Shape shape;
-  return read_dataset(file.get(), path, key, shard, shape);
+  return read_dataset(file.get(), path, key, shard_rows(shard), shape);
+}
+
+void for_each_hdf5_batch(const std::string& path, const std::string& key, std::int64_t batch_size,
+                         const std::function<void(const NpyArray& rows, const Shape& shape)>& take) {
+  if (batch_size < 1)
+    throw InvalidArgument("for_each_hdf5_batch: batch size " + std::to_string(batch_size) + ", expected >= 1");
+  const Handle file = open_file(path, {});
+  Shape shape;
+  const auto size = static_cast<hsize_t>(batch_size);
+  hsize_t start = 0;
+  do {  // the first batch gives the dataset's shape
+    const NpyArray rows = read_dataset(file.get(), path, key, {start, 1, start + size}, shape);
+    take(rows, shape);
+    start += size;
+  } while (start < static_cast<hsize_t>(shape[0]));
 }
 
 Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key,
                           const std::string& targets_key, int num_classes, ShardSpec shard) {
   const Handle file = open_file(path, shard);
   Shape features_shape, targets_shape;
-  NpyArray features = read_dataset(file.get(), path, features_key, shard, features_shape);
+  NpyArray features = read_dataset(file.get(), path, features_key, shard_rows(shard), features_shape);
   NpyArray targets = read_dataset(file.get(), path, targets_key, {}, targets_shape);
   return detail::dataset_of_arrays(std::move(features), features_shape, std::move(targets), path,
                                    features_key, targets_key, num_classes, shard);

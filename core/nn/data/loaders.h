@@ -15,6 +15,7 @@
 // in one line.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -70,6 +71,12 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
 /// Reads one dataset of an HDF5 file (`key`, a path in the file), converted to float32 as
 /// dataset_from_hdf5 converts it (and with a `shard`, only its rows): new examples to predict.
 NpyArray load_hdf5(const std::string& path, const std::string& key, ShardSpec shard = {});
+/// The same a batch of rows at a time: `take` gets rows [b, b + batch_size) of the dataset in
+/// turn (the last batch fewer; a scalar or an empty dataset: one call), and the dataset's shape
+/// in the file, read as they are taken, so a dataset of any size is never held whole. What
+/// `take` throws ends the read. Errors as load_hdf5's.
+void for_each_hdf5_batch(const std::string& path, const std::string& key, std::int64_t batch_size,
+                         const std::function<void(const NpyArray& rows, const Shape& shape)>& take);
 
 /// The same from two datasets of an HDF5 file (h5py's, an HPC code's output):
 /// `features_key` and `targets_key` are paths in the file ("x", "train/images"); any integer or
@@ -248,5 +255,11 @@ Dataset load_tfrecord(const std::vector<std::string>& files, const TFRecordOptio
 /// checked as load_tfrecord reads them (options' label and target empty; images decoded, at
 /// options' height, width and channels). The records in the order of the files, then of the file.
 Tensor load_tfrecord_features(const std::vector<std::string>& files, TFRecordOptions options);
+/// The same a batch at a time, as the records are read: `take` gets the features of each
+/// `batch_size` records in turn, [batch_size, example...] (the last batch fewer), so files of any
+/// size are never held whole (a large set of images to predict). What `take` throws ends the
+/// read. Errors as load_tfrecord_features's, a bad record's only after the batches before it.
+void for_each_tfrecord_batch(const std::vector<std::string>& files, TFRecordOptions options,
+                             std::int64_t batch_size, const std::function<void(const Tensor&)>& take);
 
 }  // namespace cohort::data

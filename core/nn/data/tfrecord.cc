@@ -379,8 +379,19 @@ class Collector {
     return Dataset(std::move(storage));
   }
 
-  // The kept records' features alone, [kept, example...] (load_tfrecord_features).
-  Tensor features(const std::vector<std::string>& files) { return features(files, check_records(files)); }
+  // The kept records' features alone, [kept, example...] (load_tfrecord_features), which are
+  // then let go: the next call gives the records kept after them.
+  Tensor take_features(const std::vector<std::string>& files) {
+    Tensor out = features(files, check_records(files));
+    numbers_.clear();
+    images_.clear();
+    image_records_.clear();
+    kept_ = 0;
+    return out;
+  }
+
+  std::int64_t kept() const { return kept_; }
+  std::int64_t records() const { return records_; }
 
  private:
   // The files' name in messages; a DataError when they hold no record.
@@ -552,9 +563,11 @@ class Collector {
 namespace {
 
 // Reads every record of `files` (patterns expanded) into `collector`: the features, and the
-// label or target where `options` names one. Returns the files read.
-std::vector<std::string> read_records(const std::vector<std::string>& file_names, const TFRecordOptions& options,
-                                      Collector& collector, const char* caller) {
+// label or target where `options` names one, calling `after_each` (where given) with the files
+// after each record. Returns the files read.
+std::vector<std::string> read_records(
+    const std::vector<std::string>& file_names, const TFRecordOptions& options, Collector& collector,
+    const char* caller, const std::function<void(const std::vector<std::string>&)>& after_each = {}) {
   detail::check_shard(options.shard, caller);
   if (options.num_classes < 0)
     throw InvalidArgument(std::string(caller) + ": num_classes " + std::to_string(options.num_classes));
@@ -590,6 +603,7 @@ std::vector<std::string> read_records(const std::vector<std::string>& file_names
       }
       collector.add(parsed[0], names.size() > 1 ? parsed[1] : none, where,
                     index++ % options.shard.count == options.shard.index, file, reader.index());
+      if (after_each) after_each(files);
     }
   }
   return files;
@@ -606,13 +620,27 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
 }
 
 Tensor load_tfrecord_features(const std::vector<std::string>& file_names, TFRecordOptions options) {
+  Tensor all;
+  for_each_tfrecord_batch(file_names, std::move(options), std::numeric_limits<std::int64_t>::max(),
+                          [&](const Tensor& features) { all = features; });
+  return all;
+}
+
+void for_each_tfrecord_batch(const std::vector<std::string>& file_names, TFRecordOptions options,
+                             std::int64_t batch_size, const std::function<void(const Tensor&)>& take) {
   if (!options.label.empty() || !options.target.empty())
     throw InvalidArgument("load_tfrecord_features reads features alone: no label or target (other "
                           "features are not read)");
+  if (batch_size < 1)
+    throw InvalidArgument("for_each_tfrecord_batch: batch size " + std::to_string(batch_size) + ", expected >= 1");
   options.in_memory = true;
   Collector collector(options);
-  const std::vector<std::string> files = read_records(file_names, options, collector, "load_tfrecord_features");
-  return collector.features(files);
+  const std::vector<std::string> files =
+      read_records(file_names, options, collector, "load_tfrecord_features", [&](const std::vector<std::string>& files) {
+        if (collector.kept() == batch_size) take(collector.take_features(files));
+      });
+  // The last batch, or the error of files without a record.
+  if (collector.kept() > 0 || collector.records() == 0) take(collector.take_features(files));
 }
 
 }  // namespace cohort::data

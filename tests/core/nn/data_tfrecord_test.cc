@@ -35,6 +35,7 @@ using cohort::Shape;
 using cohort::Tensor;
 using cohort::data::Dataset;
 using cohort::data::load_tfrecord;
+using cohort::data::for_each_tfrecord_batch;
 using cohort::data::load_tfrecord_features;
 using cohort::data::TFRecordOptions;
 using cohort::test::check_same_dataset;
@@ -281,10 +282,28 @@ TEST_CASE("images in records: encoded PNG decoded, raw bytes with a shape") {
   REQUIRE(alone.shape() == Shape{4, 4, 6, 3});
   CHECK(std::vector<float>(alone.span().begin(), alone.span().end()) ==
         std::vector<float>(resized.storage()->features.span().begin(), resized.storage()->features.span().end()));
+  // A batch at a time, as read: 3 images, then 1, the same values in the same order.
+  std::vector<Shape> batches;
+  std::vector<float> batched;
+  for_each_tfrecord_batch({dir / "png.tfrecord"}, features, 3, [&](const Tensor& batch) {
+    batches.push_back(batch.shape());
+    batched.insert(batched.end(), batch.span().begin(), batch.span().end());
+  });
+  CHECK(batches == std::vector<Shape>{{3, 4, 6, 3}, {1, 4, 6, 3}});
+  CHECK(batched == std::vector<float>(alone.span().begin(), alone.span().end()));
+  CHECK(invalid_argument([&] { for_each_tfrecord_batch({dir / "png.tfrecord"}, features, 0, [](const Tensor&) {}); }) ==
+        "for_each_tfrecord_batch: batch size 0, expected >= 1");
   TFRecordOptions numbers;
   numbers.features = "x";
   spit(dir / "three.tfrecord", three_records());
   CHECK(load_tfrecord_features({dir / "three.tfrecord"}, numbers).shape() == Shape{3, 4});
+  // Numbers, in batches that end where the records do: no empty batch after them.
+  batches.clear();
+  for_each_tfrecord_batch({dir / "three.tfrecord"}, numbers, 3, [&](const Tensor& batch) { batches.push_back(batch.shape()); });
+  CHECK(batches == std::vector<Shape>{{3, 4}});
+  spit(dir / "empty.tfrecord", "");
+  CHECK(data_error([&] { for_each_tfrecord_batch({dir / "empty.tfrecord"}, numbers, 3, [](const Tensor&) {}); }) ==
+        dir / "empty.tfrecord" + ": no records");
   numbers.label = "y";
   CHECK_THROWS_WITH_AS(load_tfrecord_features({dir / "three.tfrecord"}, numbers),
                        doctest::Contains("load_tfrecord_features reads features alone"), InvalidArgument);
