@@ -520,6 +520,16 @@ void reverse_steps(const float* from, std::int64_t n, std::int64_t steps, std::i
 
 }  // namespace
 
+namespace {
+
+// The state `layer` starts from when it takes one (a Recurrent built with initial_state), else 0.
+std::int64_t initial_state_size(const Layer& layer) {
+  const auto* recurrent = dynamic_cast<const Recurrent*>(&layer);
+  return recurrent != nullptr && layer.num_inputs() == 2 ? recurrent->state_size() : 0;
+}
+
+}  // namespace
+
 Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
                              std::unique_ptr<Layer> backward)
     : name_(std::move(name)), forward_(std::move(forward)), backward_(std::move(backward)) {
@@ -529,19 +539,25 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
     throw InvalidArgument("Bidirectional \"" + name_ + "\": its two layers are both named \"" +
                           forward_->name() + "\" and would share their variables");
   for (const Layer* inner : {forward_.get(), backward_.get()})
-    if (inner->num_inputs() != 1)
-      throw InvalidArgument("Bidirectional \"" + name_ + "\": its layer \"" + inner->name() +
-                            "\" takes an initial state, which a Bidirectional does not pass");
+    if (inner->num_inputs() != 1 && initial_state_size(*inner) == 0)
+      throw InvalidArgument("Bidirectional \"" + name_ + "\": its layer \"" + inner->name() + "\" takes " +
+                            std::to_string(inner->num_inputs()) +
+                            " inputs; a Bidirectional passes a sequence, and a recurrent layer's initial state");
+  // Both layers, or neither, start from a given state or return theirs.
+  const auto both_or_neither = [&](bool first, bool second, const char* does, const char* does_not) {
+    if (first == second) return;
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": \"" + (first ? forward_ : backward_)->name() +
+                          "\" " + does + " and \"" + (first ? backward_ : forward_)->name() + "\" " +
+                          does_not + "; both or neither");
+  };
   const auto returns_state = [](const Layer& inner) {
     const auto* recurrent = dynamic_cast<const Recurrent*>(&inner);
     return recurrent != nullptr && recurrent->returns_state();
   };
-  if (returns_state(*forward_) != returns_state(*backward_)) {
-    const bool first = returns_state(*forward_);
-    throw InvalidArgument("Bidirectional \"" + name_ + "\": \"" +
-                          (first ? forward_ : backward_)->name() + "\" returns its state and \"" +
-                          (first ? backward_ : forward_)->name() + "\" its output; both or neither");
-  }
+  both_or_neither(returns_state(*forward_), returns_state(*backward_), "returns its state", "its output");
+  both_or_neither(initial_state_size(*forward_) > 0, initial_state_size(*backward_) > 0,
+                  "takes an initial state", "does not");
+  initial_state_ = initial_state_size(*forward_) > 0;
   // A layer owns the variables under its name (its gradients, its parameter count): the inner
   // layers' must be under this one's.
   for (const Layer* inner : {forward_.get(), backward_.get()})
@@ -552,21 +568,53 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
 }
 
 Shape Bidirectional::build(Graph& graph, const Shape& input) {
+  return build_inputs(graph, std::span(&input, 1));
+}
+
+void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+  const Tensor* inputs[] = {&input};
+  forward_inputs(inputs, output, context);
+}
+
+void Bidirectional::backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                             Tensor* grad_input, std::span<float> grads) {
+  const Tensor* inputs[] = {&input};
+  Tensor* grad_inputs[] = {grad_input};
+  backward_inputs(inputs, output, grad_output, grad_inputs, grads);
+}
+
+Shape Bidirectional::build_inputs(Graph& graph, std::span<const Shape> inputs) {
+  const Shape& input = inputs[0];
   const std::string what = "Bidirectional \"" + name_ + "\": input " + to_string(input);
   if (input.size() != 2 || input[0] < 1 || input[1] < 1)
     throw InvalidArgument(what + " is not [steps, features]");
+  if (initial_state_ && inputs.size() < 2)
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": its layers start from a given state: apply it to "
+                          "{sequence, state}");
   steps_ = input[0];
   features_ = input[1];
-  std::vector<Shape> inputs = {input};
+  forward_state_ = initial_state_size(*forward_);
+  backward_state_ = initial_state_size(*backward_);
+  if (initial_state_ && inputs[1] != Shape{forward_state_ + backward_state_})
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": initial state " + to_string(inputs[1]) + " is not [" +
+                          std::to_string(forward_state_ + backward_state_) + "] (the forward layer's state [" +
+                          std::to_string(forward_state_) + "], then the backward layer's [" +
+                          std::to_string(backward_state_) + "])");
+  std::vector<Shape> forward_inputs = {input}, backward_inputs = {input};
+  if (initial_state_) {
+    forward_inputs.push_back({forward_state_});
+    backward_inputs.push_back({backward_state_});
+  }
   if (masked()) {
     for (const Layer* inner : {forward_.get(), backward_.get()})
       if (!inner->takes_mask())
         throw InvalidArgument("Bidirectional \"" + name_ + "\" has a mask, which its layer \"" +
                               inner->name() + "\" does not take");
-    inputs.push_back({steps_});
+    forward_inputs.push_back({steps_});
+    backward_inputs.push_back({steps_});
   }
-  const Shape f = forward_->build_node(graph, inputs);
-  const Shape b = backward_->build_node(graph, inputs);
+  const Shape f = forward_->build_node(graph, forward_inputs);
+  const Shape b = backward_->build_node(graph, backward_inputs);
   const bool f_sequences = f.size() == 2 && f[0] == steps_;
   const bool b_sequences = b.size() == 2 && b[0] == steps_;
   if ((f.size() != 1 && !f_sequences) || f_sequences != b_sequences || f.size() != b.size())
@@ -580,19 +628,40 @@ Shape Bidirectional::build(Graph& graph, const Shape& input) {
   return {forward_units_ + backward_units_};
 }
 
-void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext& context) {
+void Bidirectional::forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
+                                   const OpContext& context) {
+  const Tensor& input = *inputs[0];
   const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
+  if (initial_state_ && inputs.size() < 2)
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": built to start from a given state: apply it to "
+                          "{sequence, state}");
   reversed_.resize(input.shape());
   reverse_steps(input.data(), n, steps_, features_, reversed_.data());
   if (mask() != nullptr) {
     reversed_mask_.resize(mask()->shape());
     reverse_steps(mask()->data(), n, steps_, 1, reversed_mask_.data());
   }
-  const std::size_t given = mask() != nullptr ? 2 : 1;  // the inner layers' inputs
-  const Tensor* forward_inputs[] = {&input, mask()};
-  const Tensor* backward_inputs[] = {&reversed_, &reversed_mask_};
-  forward_->forward_node(std::span(forward_inputs, given), forward_out_, context);
-  backward_->forward_node(std::span(backward_inputs, given), backward_out_, context);
+  // The inner layers' inputs: the sequence (reversed for the backward one), its part of the
+  // state, the mask.
+  std::vector<const Tensor*> forward_in = {&input}, backward_in = {&reversed_};
+  if (initial_state_) {
+    const std::int64_t fs = forward_state_, bs = backward_state_;
+    forward_initial_.resize({n, fs});
+    backward_initial_.resize({n, bs});
+    for (std::int64_t b = 0; b < n; ++b) {
+      const float* row = inputs[1]->data() + b * (fs + bs);
+      std::copy_n(row, fs, forward_initial_.data() + b * fs);
+      std::copy_n(row + fs, bs, backward_initial_.data() + b * bs);
+    }
+    forward_in.push_back(&forward_initial_);
+    backward_in.push_back(&backward_initial_);
+  }
+  if (mask() != nullptr) {
+    forward_in.push_back(mask());
+    backward_in.push_back(&reversed_mask_);
+  }
+  forward_->forward_node(forward_in, forward_out_, context);
+  backward_->forward_node(backward_in, backward_out_, context);
   const std::int64_t positions = sequences_ ? steps_ : 1;
   output.resize(sequences_ ? Shape{n, steps_, uf + ub} : Shape{n, uf + ub});
   for (std::int64_t b = 0; b < n; ++b)
@@ -604,8 +673,10 @@ void Bidirectional::forward(const Tensor& input, Tensor& output, const OpContext
     }
 }
 
-void Bidirectional::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
-                             Tensor* grad_input, std::span<float> grads) {
+void Bidirectional::backward_inputs(std::span<const Tensor* const> inputs, const Tensor&,
+                                    const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                                    std::span<float> grads) {
+  const Tensor& input = *inputs[0];
   const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
   const std::int64_t positions = sequences_ ? steps_ : 1;
   forward_grad_.resize(forward_out_.shape());
@@ -616,17 +687,35 @@ void Bidirectional::backward(const Tensor& input, const Tensor&, const Tensor& g
       std::copy_n(row, uf, forward_grad_.data() + (b * positions + t) * uf);
       std::copy_n(row + uf, ub, backward_grad_.data() + (b * positions + positions - 1 - t) * ub);
     }
-  const bool to_input = grad_input != nullptr;
-  Tensor* forward_grads[] = {to_input ? &forward_grad_input_ : nullptr, nullptr};
-  Tensor* backward_grads[] = {to_input ? &backward_grad_input_ : nullptr, nullptr};
-  const std::size_t given = mask() != nullptr ? 2 : 1;
-  const Tensor* forward_inputs[] = {&input, mask()};
-  const Tensor* backward_inputs[] = {&reversed_, &reversed_mask_};
-  forward_->backward_node(std::span(forward_inputs, given), forward_out_, forward_grad_,
-                          std::span(forward_grads, given), grads);
-  backward_->backward_node(std::span(backward_inputs, given), backward_out_, backward_grad_,
-                           std::span(backward_grads, given), grads);
-  if (!to_input) return;
+  Tensor* grad_input = grad_inputs[0];
+  Tensor* grad_state = initial_state_ ? grad_inputs[1] : nullptr;
+  std::vector<const Tensor*> forward_in = {&input}, backward_in = {&reversed_};
+  std::vector<Tensor*> forward_grads = {grad_input != nullptr ? &forward_grad_input_ : nullptr};
+  std::vector<Tensor*> backward_grads = {grad_input != nullptr ? &backward_grad_input_ : nullptr};
+  if (initial_state_) {
+    forward_in.push_back(&forward_initial_);
+    backward_in.push_back(&backward_initial_);
+    forward_grads.push_back(grad_state != nullptr ? &forward_grad_state_ : nullptr);
+    backward_grads.push_back(grad_state != nullptr ? &backward_grad_state_ : nullptr);
+  }
+  if (mask() != nullptr) {
+    forward_in.push_back(mask());
+    backward_in.push_back(&reversed_mask_);
+    forward_grads.push_back(nullptr);
+    backward_grads.push_back(nullptr);
+  }
+  forward_->backward_node(forward_in, forward_out_, forward_grad_, forward_grads, grads);
+  backward_->backward_node(backward_in, backward_out_, backward_grad_, backward_grads, grads);
+  if (grad_state != nullptr) {
+    const std::int64_t fs = forward_state_, bs = backward_state_;
+    grad_state->resize({n, fs + bs});
+    for (std::int64_t b = 0; b < n; ++b) {
+      float* row = grad_state->data() + b * (fs + bs);
+      std::copy_n(forward_grad_state_.data() + b * fs, fs, row);
+      std::copy_n(backward_grad_state_.data() + b * bs, bs, row + fs);
+    }
+  }
+  if (grad_input == nullptr) return;
   grad_input->resize(input.shape());
   reverse_steps(backward_grad_input_.data(), n, steps_, features_, grad_input->data());
   for (std::int64_t i = 0; i < grad_input->size(); ++i)

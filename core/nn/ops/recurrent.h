@@ -231,12 +231,18 @@ class GRU final : public Recurrent {
 /// With a mask, each layer gets the mask of the steps it reads (the backward one's reversed), so
 /// the backward layer starts at each example's last step read. Layers that return their state
 /// (both, or neither) give their final states side by side (Keras's forward and backward states,
-/// an LSTM's [h, c] each); a layer that takes an initial state is refused.
+/// an LSTM's [h, c] each). Layers built to start from a given state (both, or neither) make the
+/// Bidirectional one of {sequence, state} (or {sequence, state, mask}), the state the forward
+/// layer's then the backward layer's side by side, as another Bidirectional returns them
+/// (Keras's initial_state of a Bidirectional); the backward layer starts from its part at the
+/// sequence's end.
 class Bidirectional : public MaskableLayer {
  public:
   Bidirectional(std::string name, std::unique_ptr<Layer> forward, std::unique_ptr<Layer> backward);
 
   const std::string& name() const override { return name_; }
+  /// 2 where the layers start from a given state: {sequence, state}; else 1.
+  int num_inputs() const override { return initial_state_ ? 2 : 1; }
   Shape build(Graph& graph, const Shape& input) override;
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
@@ -244,17 +250,30 @@ class Bidirectional : public MaskableLayer {
   double flops_per_example() const override;
   double input_grad_flops_per_example() const override;
 
+ protected:
+  Shape build_inputs(Graph& graph, std::span<const Shape> inputs) override;
+  void forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
+                      const OpContext& context) override;
+  void backward_inputs(std::span<const Tensor* const> inputs, const Tensor& output,
+                       const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                       std::span<float> grads) override;
+  int masked_input() const override { return 0; }  // the sequence, not the state
+
  private:
   std::string name_;
   std::unique_ptr<Layer> forward_, backward_;
+  bool initial_state_ = false;  // the layers start from a given state
   std::int64_t steps_ = 0, features_ = 0;
   std::int64_t forward_units_ = 0, backward_units_ = 0;
+  std::int64_t forward_state_ = 0, backward_state_ = 0;  // the given state's parts
   bool sequences_ = false;  // the layers give every step's output
   Tensor reversed_;         // the input, reversed in time
   Tensor reversed_mask_;    // the mask, reversed in time
+  Tensor forward_initial_, backward_initial_;  // the given state, split
   Tensor forward_out_, backward_out_;
   Tensor forward_grad_, backward_grad_;  // of the two outputs
   Tensor forward_grad_input_, backward_grad_input_;
+  Tensor forward_grad_state_, backward_grad_state_;
 };
 
 /// Terse constructors.

@@ -401,8 +401,19 @@ TEST_CASE("Recurrent states: what does not fit is refused, naming the layer") {
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(bidirectional("bi", lstm("bi/forward", 4),
                                      lstm("bi/backward", 4, {.initial_state = true})),
-                       "Bidirectional \"bi\": its layer \"bi/backward\" takes an initial state, "
-                       "which a Bidirectional does not pass",
+                       "Bidirectional \"bi\": \"bi/backward\" takes an initial state and "
+                       "\"bi/forward\" does not; both or neither",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(model.apply(bidirectional("bi", lstm("bi/forward", 4, {.initial_state = true}),
+                                                 gru("bi/backward", 3, {.initial_state = true})),
+                                   {x, h}),
+                       "Bidirectional \"bi\": initial state [4] is not [11] (the forward layer's state "
+                       "[8], then the backward layer's [3])",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(model.apply(bidirectional("bi", gru("bi/forward", 4, {.initial_state = true}),
+                                                 gru("bi/backward", 4, {.initial_state = true})),
+                                   x),
+                       doctest::Contains("layer \"bi\" takes 2 inputs (and optionally a mask), given 1"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(bidirectional("bi", lstm("bi/forward", 4, {.return_state = true}),
                                      lstm("bi/backward", 4)),
@@ -523,6 +534,106 @@ TEST_CASE("Bidirectional: the forward layer on the sequence, the backward one on
     GradientCheckOptions check;
     check.step = 1e-3;
     expect_layer_gradients(layer, graph, input, {}, check);
+  }
+}
+
+TEST_CASE("Bidirectional from a given state: each layer starts from its part, the backward one at the end") {
+  // An LSTM forward (state [h, c], 8) and a GRU backward (state h, 3) from a state [11]: the
+  // outputs and every gradient are those of the two layers run alone on their parts, with and
+  // without a padding mask; and the gradients match finite differences.
+  const std::int64_t n = 3, steps = 5, features = 3, fs = 8, bs = 3;
+  for (const char* mode : {"last", "sequences", "states"}) {
+    for (const bool masked : {false, true}) {
+      CAPTURE(mode);
+      CAPTURE(masked);
+      const bool sequences = std::string(mode) == "sequences";
+      const RecurrentOptions o{.return_sequences = sequences, .initial_state = true,
+                               .return_state = std::string(mode) == "states"};
+      const std::int64_t wf = o.return_state ? fs : 4, wb = 3, width = wf + wb;
+      Graph graph;
+      Bidirectional layer("bi", std::make_unique<LSTM>("bi/forward", 4, o),
+                          std::make_unique<GRU>("bi/backward", 3, o));
+      CHECK(layer.num_inputs() == 2);
+      const auto shapes = [&](std::int64_t state) {
+        std::vector<Shape> s{{steps, features}, {state}};
+        if (masked) s.push_back({steps});
+        return s;
+      };
+      CHECK(layer.build_node(graph, shapes(fs + bs)) == (sequences ? Shape{steps, width} : Shape{width}));
+      LSTM forward("bi/forward", 4, o);  // the same variables, through layers of their own
+      GRU backward("bi/backward", 3, o);
+      forward.build_node(graph, shapes(fs));
+      backward.build_node(graph, shapes(bs));
+      graph.initialize(8);
+      const Tensor x = random_tensor({n, steps, features}, 3);
+      const Tensor state = random_tensor({n, fs + bs}, 4);
+      Tensor mask({n, steps}, std::vector<float>(n * steps, 1.0f));
+      mask[0 * steps + 4] = 0.0f;  // padded at the back, at the front, and in the middle
+      mask[1 * steps + 0] = mask[1 * steps + 1] = 0.0f;
+      mask[2 * steps + 2] = 0.0f;
+      const auto with_mask = [&](std::vector<const Tensor*> inputs, const Tensor& m) {
+        if (masked) inputs.push_back(&m);
+        return inputs;
+      };
+      Tensor y;
+      layer.forward_node(with_mask({&x, &state}, mask), y, {});
+      Tensor reversed({n, steps, features}), reversed_mask({n, steps}), sf({n, fs}), sb({n, bs});
+      for (std::int64_t b = 0; b < n; ++b) {
+        for (std::int64_t t = 0; t < steps; ++t) {
+          reversed_mask[b * steps + steps - 1 - t] = mask[b * steps + t];
+          for (std::int64_t i = 0; i < features; ++i)
+            reversed[(b * steps + steps - 1 - t) * features + i] = x[(b * steps + t) * features + i];
+        }
+        for (std::int64_t i = 0; i < fs + bs; ++i) (i < fs ? sf[b * fs + i] : sb[b * bs + i - fs]) = state[b * (fs + bs) + i];
+      }
+      Tensor yf, yb;
+      forward.forward_node(with_mask({&x, &sf}, mask), yf, {});
+      backward.forward_node(with_mask({&reversed, &sb}, reversed_mask), yb, {});
+      const std::int64_t positions = sequences ? steps : 1;
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t t = 0; t < positions; ++t) {
+          for (std::int64_t j = 0; j < wf; ++j)
+            REQUIRE(y[(b * positions + t) * width + j] == yf[(b * positions + t) * wf + j]);
+          for (std::int64_t j = 0; j < wb; ++j)
+            REQUIRE(y[(b * positions + t) * width + wf + j] == yb[(b * positions + positions - 1 - t) * wb + j]);
+        }
+      // Backward: the state's gradient is the two layers' side by side, the variables' their sum.
+      const Tensor dy = random_tensor(y.shape(), 5);
+      Tensor dyf(yf.shape()), dyb(yb.shape());
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t t = 0; t < positions; ++t) {
+          std::copy_n(dy.data() + (b * positions + t) * width, wf, dyf.data() + (b * positions + t) * wf);
+          std::copy_n(dy.data() + (b * positions + t) * width + wf, wb,
+                      dyb.data() + (b * positions + positions - 1 - t) * wb);
+        }
+      const auto parameters = static_cast<std::size_t>(graph.num_parameters());
+      std::vector<float> g(parameters), g_alone(parameters);
+      Tensor dx, d_state, d_mask, dxf, dxb, dsf, dsb;
+      const auto targets = [&](std::vector<Tensor*> grads) {
+        if (masked) grads.push_back(&d_mask);
+        return grads;
+      };
+      layer.backward_node(with_mask({&x, &state}, mask), y, dy, targets({&dx, &d_state}), g);
+      forward.backward_node(with_mask({&x, &sf}, mask), yf, dyf, targets({&dxf, &dsf}), g_alone);
+      backward.backward_node(with_mask({&reversed, &sb}, reversed_mask), yb, dyb, targets({&dxb, &dsb}), g_alone);
+      REQUIRE(d_state.shape() == Shape{n, fs + bs});
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t i = 0; i < fs + bs; ++i)
+          REQUIRE(d_state[b * (fs + bs) + i] == (i < fs ? dsf[b * fs + i] : dsb[b * bs + i - fs]));
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t t = 0; t < steps; ++t)
+          for (std::int64_t i = 0; i < features; ++i)
+            REQUIRE(dx[(b * steps + t) * features + i] ==
+                    doctest::Approx(dxf[(b * steps + t) * features + i] +
+                                    dxb[(b * steps + steps - 1 - t) * features + i]).epsilon(1e-6));
+      for (std::size_t i = 0; i < parameters; ++i) REQUIRE(g[i] == doctest::Approx(g_alone[i]).epsilon(1e-6));
+      if (masked) continue;  // a mask has no gradient to check
+      Tensor input = random_tensor({n, steps, features}, 6), given = random_tensor({n, fs + bs}, 7);
+      Tensor* inputs[] = {&input, &given};
+      GradientCheckOptions check;
+      check.step = 1e-3;
+      expect_layer_gradients(layer, graph, inputs, {}, check);
+    }
   }
 }
 
