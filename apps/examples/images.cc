@@ -213,10 +213,10 @@ std::int64_t predict_records(cohort::Trainer& trainer, const cohort::Shape& exam
   records.height = example[0];
   records.width = example[1];
   records.channels = static_cast<int>(example[2]);
-  out << "index,class,probability\n";
   std::int64_t n = 0;
   cohort::data::for_each_tfrecord_batch(
       cohort::flags::split_list("predict", FLAGS_predict), records, kPredictBatch, [&](const cohort::Tensor& images) {
+        if (n == 0) out << "index,class,probability\n";
         write_classes(trainer, images, classes, [&](std::int64_t i) { return std::to_string(n + i); }, out);
         n += images.dim(0);
       });

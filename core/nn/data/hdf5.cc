@@ -91,69 +91,87 @@ Rows shard_rows(ShardSpec shard) {
   return {static_cast<hsize_t>(shard.index), static_cast<hsize_t>(shard.count), std::nullopt};
 }
 
-// Dataset `key` of `file`: its rows `rows` (every one by default) as float32; its shape in the
-// file into `file_shape`. A scalar is one row.
-NpyArray read_dataset(hid_t file, const std::string& path, const std::string& key, Rows rows,
-                      Shape& file_shape) {
-  const Handle dataset(quietly([&] { return H5Dopen2(file, key.c_str(), H5P_DEFAULT); }),
-                       H5Dclose);
-  if (!dataset.valid())
-    fail(path, "no dataset '" + key + "' (datasets present: " + dataset_names(file) + ")");
-  const Handle type(H5Dget_type(dataset.get()), H5Tclose);
-  const H5T_class_t kind = H5Tget_class(type.get());
-  if (kind != H5T_INTEGER && kind != H5T_FLOAT)
-    fail(path, "dataset '" + key + "' holds " + type_class_name(kind) +
-                   ", not integers or floats");
-  const Handle space(H5Dget_space(dataset.get()), H5Sclose);
-  if (H5Sget_simple_extent_type(space.get()) == H5S_NULL)
-    fail(path, "dataset '" + key + "' holds no data (an empty dataspace)");
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
-  if (rank < 0 || H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
-    fail(path, "dataset '" + key + "': its shape cannot be read");
-  file_shape.clear();
-  for (hsize_t d : dims) file_shape.push_back(static_cast<std::int64_t>(d));
-  if (file_shape.empty()) file_shape = {1};  // a scalar
-  Shape shape = file_shape;
-  const hsize_t end = std::min(rows.end.value_or(static_cast<hsize_t>(file_shape[0])),
-                               static_cast<hsize_t>(file_shape[0]));
-  const hsize_t count = end > rows.start ? (end - rows.start + rows.stride - 1) / rows.stride : 0;
-  if (rank == 0 && count == 0) {  // a scalar is the first row's
-    shape[0] = 0;
-    H5Sselect_none(space.get());
-  } else if (rank > 0 && count < dims[0]) {
-    // A hyperslab of every stride-th row from start.
-    std::vector<hsize_t> start(dims.size(), 0), stride(dims.size(), 1), counts = dims;
-    start[0] = rows.start;
-    stride[0] = rows.stride;
-    counts[0] = count;
-    shape[0] = static_cast<std::int64_t>(count);
-    if (count > 0 && H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), stride.data(),
-                                         counts.data(), nullptr) < 0)
-      fail(path, "dataset '" + key + "': rows from " + std::to_string(rows.start) + " cannot be selected");
-    if (count == 0) H5Sselect_none(space.get());
+// Dataset `key` of `file`, opened and checked once (integers or floats, a shape), then read a
+// selection of rows at a time. A scalar is one row.
+class OpenDataset {
+ public:
+  OpenDataset(hid_t file, const std::string& path, const std::string& key)
+      : path_(path),
+        key_(key),
+        dataset_(quietly([&] { return H5Dopen2(file, key.c_str(), H5P_DEFAULT); }), H5Dclose) {
+    if (!dataset_.valid())
+      fail(path, "no dataset '" + key + "' (datasets present: " + dataset_names(file) + ")");
+    const Handle type(H5Dget_type(dataset_.get()), H5Tclose);
+    kind_ = H5Tget_class(type.get());
+    if (kind_ != H5T_INTEGER && kind_ != H5T_FLOAT)
+      fail(path, "dataset '" + key + "' holds " + type_class_name(kind_) +
+                     ", not integers or floats");
+    const Handle space(H5Dget_space(dataset_.get()), H5Sclose);
+    if (H5Sget_simple_extent_type(space.get()) == H5S_NULL)
+      fail(path, "dataset '" + key + "' holds no data (an empty dataspace)");
+    rank_ = H5Sget_simple_extent_ndims(space.get());
+    dims_.resize(static_cast<std::size_t>(std::max(rank_, 0)));
+    if (rank_ < 0 || H5Sget_simple_extent_dims(space.get(), dims_.data(), nullptr) < 0)
+      fail(path, "dataset '" + key + "': its shape cannot be read");
+    for (hsize_t d : dims_) shape_.push_back(static_cast<std::int64_t>(d));
+    if (shape_.empty()) shape_ = {1};  // a scalar
   }
-  // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc.
-  NpyArray array{Tensor(), kind == H5T_INTEGER ? "<i8" : "<f8", kind == H5T_INTEGER};
-  try {
-    array.values = Tensor(shape);
-  } catch (const std::bad_alloc&) {
-    fail(path, "dataset '" + key + "' " + to_string(shape) + " does not fit in memory as float32");
+
+  // Its shape in the file ([1] for a scalar).
+  const Shape& shape() const { return shape_; }
+
+  // Its rows `rows` (every one by default), as float32.
+  NpyArray read(Rows rows) const {
+    const Handle space(H5Dget_space(dataset_.get()), H5Sclose);
+    Shape shape = shape_;
+    const hsize_t end = std::min(rows.end.value_or(static_cast<hsize_t>(shape_[0])),
+                                 static_cast<hsize_t>(shape_[0]));
+    const hsize_t count = end > rows.start ? (end - rows.start + rows.stride - 1) / rows.stride : 0;
+    if (rank_ == 0 && count == 0) {  // a scalar is the first row's
+      shape[0] = 0;
+      H5Sselect_none(space.get());
+    } else if (rank_ > 0 && count < dims_[0]) {
+      // A hyperslab of every stride-th row from start.
+      std::vector<hsize_t> start(dims_.size(), 0), stride(dims_.size(), 1), counts = dims_;
+      start[0] = rows.start;
+      stride[0] = rows.stride;
+      counts[0] = count;
+      shape[0] = static_cast<std::int64_t>(count);
+      if (count > 0 && H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), stride.data(),
+                                           counts.data(), nullptr) < 0)
+        fail(path_, "dataset '" + key_ + "': rows from " + std::to_string(rows.start) + " cannot be selected");
+      if (count == 0) H5Sselect_none(space.get());
+    }
+    // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc.
+    NpyArray array{Tensor(), kind_ == H5T_INTEGER ? "<i8" : "<f8", kind_ == H5T_INTEGER};
+    try {
+      array.values = Tensor(shape);
+    } catch (const std::bad_alloc&) {
+      fail(path_, "dataset '" + key_ + "' " + to_string(shape) + " does not fit in memory as float32");
+    }
+    std::vector<hsize_t> memory_dims;
+    for (std::int64_t d : shape) memory_dims.push_back(static_cast<hsize_t>(d));
+    const Handle memory(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(),
+                                         nullptr),
+                        H5Sclose);
+    if (!memory.valid()) fail(path_, "dataset '" + key_ + "': no memory space for " + to_string(shape));
+    const herr_t status = array.values.size() == 0 ? 0 : quietly([&] {
+      return H5Dread(dataset_.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT,
+                     array.values.data());
+    });
+    if (status < 0)
+      fail(path_, "dataset '" + key_ + "' cannot be read (truncated, or a filter this HDF5 lacks)");
+    return array;
   }
-  std::vector<hsize_t> memory_dims;
-  for (std::int64_t d : shape) memory_dims.push_back(static_cast<hsize_t>(d));
-  const Handle memory(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(),
-                                       nullptr),
-                      H5Sclose);
-  if (!memory.valid()) fail(path, "dataset '" + key + "': no memory space for " + to_string(shape));
-  const herr_t status = array.values.size() == 0 ? 0 : quietly([&] {
-    return H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT,
-                   array.values.data());
-  });
-  if (status < 0)
-    fail(path, "dataset '" + key + "' cannot be read (truncated, or a filter this HDF5 lacks)");
-  return array;
-}
+
+ private:
+  std::string path_, key_;
+  Handle dataset_;
+  H5T_class_t kind_ = H5T_NO_CLASS;
+  int rank_ = 0;
+  std::vector<hsize_t> dims_;
+  Shape shape_;
+};
 
 // `path` opened for reading, or a DataError saying why not.
 Handle open_file(const std::string& path, ShardSpec shard) {
@@ -173,8 +191,7 @@ Handle open_file(const std::string& path, ShardSpec shard) {
 
 NpyArray load_hdf5(const std::string& path, const std::string& key, ShardSpec shard) {
   const Handle file = open_file(path, shard);
-  Shape shape;
-  return read_dataset(file.get(), path, key, shard_rows(shard), shape);
+  return OpenDataset(file.get(), path, key).read(shard_rows(shard));
 }
 
 void for_each_hdf5_batch(const std::string& path, const std::string& key, std::int64_t batch_size,
@@ -182,23 +199,22 @@ void for_each_hdf5_batch(const std::string& path, const std::string& key, std::i
   if (batch_size < 1)
     throw InvalidArgument("for_each_hdf5_batch: batch size " + std::to_string(batch_size) + ", expected >= 1");
   const Handle file = open_file(path, {});
-  Shape shape;
+  const OpenDataset dataset(file.get(), path, key);
   const auto size = static_cast<hsize_t>(batch_size);
+  const auto rows = static_cast<hsize_t>(dataset.shape()[0]);
   hsize_t start = 0;
-  do {  // the first batch gives the dataset's shape
-    const NpyArray rows = read_dataset(file.get(), path, key, {start, 1, start + size}, shape);
-    take(rows, shape);
+  do {  // one call for an empty dataset too
+    take(dataset.read({start, 1, start + size}), dataset.shape());
     start += size;
-  } while (start < static_cast<hsize_t>(shape[0]));
+  } while (start < rows);
 }
 
 Dataset dataset_from_hdf5(const std::string& path, const std::string& features_key,
                           const std::string& targets_key, int num_classes, ShardSpec shard) {
   const Handle file = open_file(path, shard);
-  Shape features_shape, targets_shape;
-  NpyArray features = read_dataset(file.get(), path, features_key, shard_rows(shard), features_shape);
-  NpyArray targets = read_dataset(file.get(), path, targets_key, {}, targets_shape);
-  return detail::dataset_of_arrays(std::move(features), features_shape, std::move(targets), path,
+  const OpenDataset features(file.get(), path, features_key);
+  const OpenDataset targets(file.get(), path, targets_key);
+  return detail::dataset_of_arrays(features.read(shard_rows(shard)), features.shape(), targets.read({}), path,
                                    features_key, targets_key, num_classes, shard);
 }
 

@@ -256,9 +256,10 @@ Dataset load_tfrecord(const std::vector<std::string>& files, const TFRecordOptio
 /// options' height, width and channels). The records in the order of the files, then of the file.
 Tensor load_tfrecord_features(const std::vector<std::string>& files, TFRecordOptions options);
 /// The same a batch at a time, as the records are read: `take` gets the features of each
-/// `batch_size` records in turn, [batch_size, example...] (the last batch fewer), so files of any
-/// size are never held whole (a large set of images to predict). What `take` throws ends the
-/// read. Errors as load_tfrecord_features's, a bad record's only after the batches before it.
+/// `batch_size` records in turn, [batch_size, example...] (the last batch fewer; at least one
+/// call, [0, example...] where a shard keeps no record), so files of any size are never held
+/// whole (a large set of images to predict). What `take` throws ends the read. Errors as
+/// load_tfrecord_features's, a bad record's only after the batches before it.
 void for_each_tfrecord_batch(const std::vector<std::string>& files, TFRecordOptions options,
                              std::int64_t batch_size, const std::function<void(const Tensor&)>& take);
 

@@ -391,7 +391,6 @@ class Collector {
   }
 
   std::int64_t kept() const { return kept_; }
-  std::int64_t records() const { return records_; }
 
  private:
   // The files' name in messages; a DataError when they hold no record.
@@ -619,15 +618,12 @@ Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecord
   return collector.dataset(files);
 }
 
-Tensor load_tfrecord_features(const std::vector<std::string>& file_names, TFRecordOptions options) {
-  Tensor all;
-  for_each_tfrecord_batch(file_names, std::move(options), std::numeric_limits<std::int64_t>::max(),
-                          [&](const Tensor& features) { all = features; });
-  return all;
-}
+namespace {
 
-void for_each_tfrecord_batch(const std::vector<std::string>& file_names, TFRecordOptions options,
-                             std::int64_t batch_size, const std::function<void(const Tensor&)>& take) {
+// The features alone of `file_names`' records, handed to `take` each `batch_size` kept records
+// as they are read, and at the end the rest: at least once, where the shard keeps no record too.
+void read_features(const std::vector<std::string>& file_names, TFRecordOptions options,
+                   std::int64_t batch_size, const std::function<void(Tensor)>& take) {
   if (!options.label.empty() || !options.target.empty())
     throw InvalidArgument("load_tfrecord_features reads features alone: no label or target (other "
                           "features are not read)");
@@ -635,12 +631,29 @@ void for_each_tfrecord_batch(const std::vector<std::string>& file_names, TFRecor
     throw InvalidArgument("for_each_tfrecord_batch: batch size " + std::to_string(batch_size) + ", expected >= 1");
   options.in_memory = true;
   Collector collector(options);
+  bool taken = false;
   const std::vector<std::string> files =
       read_records(file_names, options, collector, "load_tfrecord_features", [&](const std::vector<std::string>& files) {
-        if (collector.kept() == batch_size) take(collector.take_features(files));
+        if (collector.kept() < batch_size) return;
+        take(collector.take_features(files));
+        taken = true;
       });
-  // The last batch, or the error of files without a record.
-  if (collector.kept() > 0 || collector.records() == 0) take(collector.take_features(files));
+  // The last batch; or the error of files without a record.
+  if (collector.kept() > 0 || !taken) take(collector.take_features(files));
+}
+
+}  // namespace
+
+Tensor load_tfrecord_features(const std::vector<std::string>& file_names, TFRecordOptions options) {
+  Tensor all;
+  read_features(file_names, std::move(options), std::numeric_limits<std::int64_t>::max(),
+                [&](Tensor features) { all = std::move(features); });
+  return all;
+}
+
+void for_each_tfrecord_batch(const std::vector<std::string>& file_names, TFRecordOptions options,
+                             std::int64_t batch_size, const std::function<void(const Tensor&)>& take) {
+  read_features(file_names, std::move(options), batch_size, [&](Tensor features) { take(features); });
 }
 
 }  // namespace cohort::data

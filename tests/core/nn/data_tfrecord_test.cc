@@ -301,6 +301,10 @@ TEST_CASE("images in records: encoded PNG decoded, raw bytes with a shape") {
   batches.clear();
   for_each_tfrecord_batch({dir / "three.tfrecord"}, numbers, 3, [&](const Tensor& batch) { batches.push_back(batch.shape()); });
   CHECK(batches == std::vector<Shape>{{3, 4}});
+  // A shard that keeps none of the records: no features, of the example's shape.
+  numbers.shard = {3, 4};
+  CHECK(load_tfrecord_features({dir / "three.tfrecord"}, numbers).shape() == Shape{0, 4});
+  numbers.shard = {};
   spit(dir / "empty.tfrecord", "");
   CHECK(data_error([&] { for_each_tfrecord_batch({dir / "empty.tfrecord"}, numbers, 3, [](const Tensor&) {}); }) ==
         dir / "empty.tfrecord" + ": no records");
