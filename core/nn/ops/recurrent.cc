@@ -567,6 +567,12 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
                             "/forward\"), so that its variables are the Bidirectional's");
 }
 
+void Bidirectional::check_inputs(std::size_t given) const {
+  if (initial_state_ && given < 2)
+    throw InvalidArgument("Bidirectional \"" + name_ + "\": its layers start from a given state "
+                          "(initial_state): apply it to {sequence, state}");
+}
+
 Shape Bidirectional::build(Graph& graph, const Shape& input) {
   return build_inputs(graph, std::span(&input, 1));
 }
@@ -584,13 +590,11 @@ void Bidirectional::backward(const Tensor& input, const Tensor& output, const Te
 }
 
 Shape Bidirectional::build_inputs(Graph& graph, std::span<const Shape> inputs) {
+  check_inputs(inputs.size());
   const Shape& input = inputs[0];
   const std::string what = "Bidirectional \"" + name_ + "\": input " + to_string(input);
   if (input.size() != 2 || input[0] < 1 || input[1] < 1)
     throw InvalidArgument(what + " is not [steps, features]");
-  if (initial_state_ && inputs.size() < 2)
-    throw InvalidArgument("Bidirectional \"" + name_ + "\": its layers start from a given state: apply it to "
-                          "{sequence, state}");
   steps_ = input[0];
   features_ = input[1];
   forward_state_ = initial_state_size(*forward_);
@@ -630,11 +634,9 @@ Shape Bidirectional::build_inputs(Graph& graph, std::span<const Shape> inputs) {
 
 void Bidirectional::forward_inputs(std::span<const Tensor* const> inputs, Tensor& output,
                                    const OpContext& context) {
+  check_inputs(inputs.size());
   const Tensor& input = *inputs[0];
   const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
-  if (initial_state_ && inputs.size() < 2)
-    throw InvalidArgument("Bidirectional \"" + name_ + "\": built to start from a given state: apply it to "
-                          "{sequence, state}");
   reversed_.resize(input.shape());
   reverse_steps(input.data(), n, steps_, features_, reversed_.data());
   if (mask() != nullptr) {
@@ -676,6 +678,7 @@ void Bidirectional::forward_inputs(std::span<const Tensor* const> inputs, Tensor
 void Bidirectional::backward_inputs(std::span<const Tensor* const> inputs, const Tensor&,
                                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
                                     std::span<float> grads) {
+  check_inputs(inputs.size());
   const Tensor& input = *inputs[0];
   const std::int64_t n = input.dim(0), uf = forward_units_, ub = backward_units_;
   const std::int64_t positions = sequences_ ? steps_ : 1;

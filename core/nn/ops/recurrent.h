@@ -260,6 +260,10 @@ class Bidirectional : public MaskableLayer {
   int masked_input() const override { return 0; }  // the sequence, not the state
 
  private:
+  // InvalidArgument where the layers start from a given state and `given` inputs hold none (the
+  // single-input forms, called directly).
+  void check_inputs(std::size_t given) const;
+
   std::string name_;
   std::unique_ptr<Layer> forward_, backward_;
   bool initial_state_ = false;  // the layers start from a given state

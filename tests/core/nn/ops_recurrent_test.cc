@@ -627,6 +627,15 @@ TEST_CASE("Bidirectional from a given state: each layer starts from its part, th
                     doctest::Approx(dxf[(b * steps + t) * features + i] +
                                     dxb[(b * steps + steps - 1 - t) * features + i]).epsilon(1e-6));
       for (std::size_t i = 0; i < parameters; ++i) REQUIRE(g[i] == doctest::Approx(g_alone[i]).epsilon(1e-6));
+      // Asked for the state's gradient alone, or the sequence's alone: the same.
+      std::vector<float> g_again(parameters);
+      Tensor d_state_alone, dx_alone;
+      layer.backward_node(with_mask({&x, &state}, mask), y, dy, targets({nullptr, &d_state_alone}), g_again);
+      REQUIRE(std::vector<float>(d_state_alone.span().begin(), d_state_alone.span().end()) ==
+              std::vector<float>(d_state.span().begin(), d_state.span().end()));
+      layer.backward_node(with_mask({&x, &state}, mask), y, dy, targets({&dx_alone, nullptr}), g_again);
+      REQUIRE(std::vector<float>(dx_alone.span().begin(), dx_alone.span().end()) ==
+              std::vector<float>(dx.span().begin(), dx.span().end()));
       if (masked) continue;  // a mask has no gradient to check
       Tensor input = random_tensor({n, steps, features}, 6), given = random_tensor({n, fs + bs}, 7);
       Tensor* inputs[] = {&input, &given};
