@@ -65,7 +65,43 @@ void for_each_tap(const im2col::Geometry& g, std::int64_t oy, std::int64_t ox, F
   }
 }
 
+// Image `image` [pixels, c_in] with each channel's value repeated m_count times, [pixels, c_in
+// m_count] into `out`: each output channel's input beside it, so that a depth multiplier above 1
+// runs the same contiguous, vectorised loops as one filter per channel.
+void expand_channels(const float* __restrict image, std::int64_t pixels, std::int64_t c_in,
+                     std::int64_t m_count, float* __restrict out) {
+  const std::int64_t values = pixels * c_in;
+  if (m_count == 2) {  // the common multiplier, written so that it vectorises (interleaved stores)
+    for (std::int64_t i = 0; i < values; ++i) out[2 * i] = out[2 * i + 1] = image[i];
+    return;
+  }
+  for (std::int64_t i = 0; i < values; ++i)
+    for (std::int64_t m = 0; m < m_count; ++m) out[i * m_count + m] = image[i];
+}
+
+// The reverse: out[i] = the sum of the m_count values of `expanded` at i, for `values` values.
+void sum_filters(const float* __restrict expanded, std::int64_t values, std::int64_t m_count,
+                 float* __restrict out) {
+  if (m_count == 2) {
+    for (std::int64_t i = 0; i < values; ++i) out[i] = expanded[2 * i] + expanded[2 * i + 1];
+    return;
+  }
+  for (std::int64_t i = 0; i < values; ++i) {
+    float sum = 0.0f;
+    for (std::int64_t m = 0; m < m_count; ++m) sum += expanded[i * m_count + m];
+    out[i] = sum;
+  }
+}
+
 }  // namespace
+
+float* DepthwiseConv2D::scratch(std::int64_t images, int parts) {
+  if (options_.depth_multiplier == 1) return nullptr;
+  const std::int64_t size = geometry_.in_h * geometry_.in_w * geometry_.in_c * options_.depth_multiplier;
+  const auto need = static_cast<std::size_t>(ops_detail::range_threads(images, 1) * parts * size);
+  if (scratch_.size() < need) scratch_.resize(need);
+  return scratch_.data();
+}
 
 void DepthwiseConv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const im2col::Geometry& g = geometry_;
@@ -76,25 +112,28 @@ void DepthwiseConv2D::forward(const Tensor& input, Tensor& output, const OpConte
   const float* bias = bias_offset_ >= 0 ? values + bias_offset_ : nullptr;
   const bool relu = options_.activation == Activation::kRelu;
   output.resize({n, g.out_h, g.out_w, channels});
-  // The images shared out over the threads.
+  const std::int64_t in_pixels = g.in_h * g.in_w;
+  float* expanded = scratch(n, 1);  // a thread's image, expanded (depth multiplier > 1)
+  // The images shared out over the threads; each output channel's input at the same place in the
+  // input (or in the expanded image), so the loops over channels are contiguous and vectorise.
   ops_detail::in_ranges(
       n,
       [&](std::int64_t first, std::int64_t images) {
+        float* mine = m_count > 1 ? expanded + intra_op_thread_index() * in_pixels * channels : nullptr;
         for (std::int64_t b = first; b < first + images; ++b) {
           const float* image = input.data() + b * g.image_size();
+          if (m_count > 1) {
+            expand_channels(image, in_pixels, c_in, m_count, mine);
+            image = mine;
+          }
           for (std::int64_t oy = 0; oy < g.out_h; ++oy)
             for (std::int64_t ox = 0; ox < g.out_w; ++ox) {
               float* out = output.data() + ((b * g.out_h + oy) * g.out_w + ox) * channels;
               for (std::int64_t q = 0; q < channels; ++q) out[q] = bias != nullptr ? bias[q] : 0.0f;
               for_each_tap(g, oy, ox, [&](std::int64_t tap, std::int64_t pixel) {
-                const float* x = image + pixel * c_in;
+                const float* x = image + pixel * channels;
                 const float* k = kernel + tap * channels;
-                if (m_count == 1) {  // one filter per channel (MobileNet's): contiguous, vectorised
-                  for (std::int64_t c = 0; c < c_in; ++c) out[c] += x[c] * k[c];
-                  return;
-                }
-                for (std::int64_t c = 0; c < c_in; ++c)
-                  for (std::int64_t m = 0; m < m_count; ++m) out[c * m_count + m] += x[c] * k[c * m_count + m];
+                for (std::int64_t q = 0; q < channels; ++q) out[q] += x[q] * k[q];
               });
               if (relu)
                 for (std::int64_t q = 0; q < channels; ++q) out[q] = std::max(out[q], 0.0f);
@@ -124,34 +163,41 @@ void DepthwiseConv2D::backward(const Tensor& input, const Tensor& output,
     grad_input->resize(input.shape());
     grad_input->set_zero();
   }
-  // The images shared out over the threads, the kernel's gradient summed over them.
+  // The images shared out over the threads, the kernel's gradient summed over them. With a
+  // depth multiplier above 1, as in forward: the image expanded, and its gradient taken expanded
+  // then summed over each channel's filters.
+  const std::int64_t in_pixels = g.in_h * g.in_w;
+  float* expanded = scratch(n, 2);  // a thread's image and its gradient, expanded
   ops_detail::summed_over_ranges(
       n, grads.data() + kernel_offset_, g.kernel_h * g.kernel_w * channels, partials_,
       [&](std::int64_t first, std::int64_t images, float* grad_kernel) {
+        float* mine = m_count > 1 ? expanded + intra_op_thread_index() * 2 * in_pixels * channels : nullptr;
         for (std::int64_t b = first; b < first + images; ++b) {
           const float* image = input.data() + b * g.image_size();
           float* grad_image = grad_input != nullptr ? grad_input->data() + b * g.image_size() : nullptr;
+          float* grad_expanded = grad_image;
+          if (m_count > 1) {
+            expand_channels(image, in_pixels, c_in, m_count, mine);
+            image = mine;
+            if (grad_image != nullptr) {
+              grad_expanded = mine + in_pixels * channels;
+              std::fill_n(grad_expanded, in_pixels * channels, 0.0f);
+            }
+          }
           for (std::int64_t oy = 0; oy < g.out_h; ++oy)
             for (std::int64_t ox = 0; ox < g.out_w; ++ox) {
               const float* d = dz + ((b * g.out_h + oy) * g.out_w + ox) * channels;
               for_each_tap(g, oy, ox, [&](std::int64_t tap, std::int64_t pixel) {
-                const float* x = image + pixel * c_in;
+                const float* x = image + pixel * channels;
                 float* dk = grad_kernel + tap * channels;
+                for (std::int64_t q = 0; q < channels; ++q) dk[q] += x[q] * d[q];
+                if (grad_expanded == nullptr) return;
                 const float* k = kernel + tap * channels;
-                float* dx = grad_image != nullptr ? grad_image + pixel * c_in : nullptr;
-                if (m_count == 1) {  // contiguous, vectorised
-                  for (std::int64_t c = 0; c < c_in; ++c) dk[c] += x[c] * d[c];
-                  if (dx != nullptr)
-                    for (std::int64_t c = 0; c < c_in; ++c) dx[c] += k[c] * d[c];
-                  return;
-                }
-                for (std::int64_t c = 0; c < c_in; ++c)
-                  for (std::int64_t m = 0; m < m_count; ++m) dk[c * m_count + m] += x[c] * d[c * m_count + m];
-                if (dx == nullptr) return;
-                for (std::int64_t c = 0; c < c_in; ++c)
-                  for (std::int64_t m = 0; m < m_count; ++m) dx[c] += k[c * m_count + m] * d[c * m_count + m];
+                float* dx = grad_expanded + pixel * channels;
+                for (std::int64_t q = 0; q < channels; ++q) dx[q] += k[q] * d[q];
               });
             }
+          if (m_count > 1 && grad_image != nullptr) sum_filters(grad_expanded, in_pixels * c_in, m_count, grad_image);
         }
       });
 }

@@ -58,7 +58,12 @@ class DepthwiseConv2D : public Layer {
   im2col::Geometry geometry_;  // sizes and padding (in_c: the input's channels)
   std::int64_t kernel_offset_ = 0, bias_offset_ = -1;  // -1: no bias
   Tensor grad_pre_, grad_bias_;
+  // With a depth multiplier above 1, `parts` images of [pixels, channels] per thread of a pass
+  // over `images` images, kept between passes; null for one filter per channel.
+  float* scratch(std::int64_t images, int parts);
+
   std::vector<float> partials_;  // the kernel gradient's sums of the threads after the first
+  std::vector<float> scratch_;   // the threads' expanded images (and their gradients)
 };
 
 /// Keras's SeparableConv2D: a DepthwiseConv2D without bias ("<name>/depthwise/kernel"), then a
