@@ -1,5 +1,5 @@
 # Sourced by the tests that run the example programs on data of their own (user_data_test.sh,
-# images_test.sh, tfrecord_test.sh). The caller sets $mpiexec and $np_flag.
+# images_test.sh, tfrecord_test.sh, denoise_test.sh, ...). The caller sets $mpiexec and $np_flag.
 
 # run_job PROGRAM NAME NP ARGS...: PROGRAM on NP ranks (oversubscribed, at most 120 s), its
 # output in NAME.log and printed; returns the job's status.

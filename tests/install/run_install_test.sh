@@ -63,7 +63,7 @@ for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
          share/cohort/slurm/gpu.sbatch share/cohort/examples/CMakeLists.txt \
          share/cohort/examples/guide.cc share/cohort/examples/custom_model.cc \
          share/cohort/examples/residual_npy.cc share/cohort/examples/tabular.cc \
-         share/cohort/examples/images.cc share/cohort/examples/text.cc \
+         share/cohort/examples/images.cc share/cohort/examples/text.cc share/cohort/examples/denoise.cc \
          share/doc/cohort/README.md share/doc/cohort/INSTALL.md share/doc/cohort/GUIDE.md \
          "share/modulefiles/cohort/$version"; do
   [[ -f $prefix/$f ]] || fail "not installed: $f"
@@ -166,7 +166,7 @@ cohort-train --help | grep -- '--checkpoint_dir' > /dev/null
 cmake -S $examples -B $work/examples > $work/examples-configure.log ||
   { cat $work/examples-configure.log; exit 1; }
 cmake --build $work/examples -j 2 > $work/examples-build.log || { cat $work/examples-build.log; exit 1; }
-(cd $work/examples && ls guide custom_model images residual_npy tabular text > /dev/null)
+(cd $work/examples && ls guide custom_model denoise images residual_npy tabular text > /dev/null)
 echo 'built the installed examples against the module'
 # Where the CUDA toolkit is not to be found (a login node without a CUDA module), programs that do
 # not link Cohort::gpu, as these, still configure.

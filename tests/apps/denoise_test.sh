@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Images out, on several workers (apps/examples/denoise.cc): a U-Net trained to remove Gaussian
+# noise (standard deviation 0.3) from Fashion-MNIST images,
+# - in allreduce mode on 2 workers and in sync mode on 1 ps + 2 workers, 300 steps each: the
+#   test error must fall below a quarter of the noisy inputs' own (a 3x3 median filter leaves
+#   0.46 of it, a 3x3 mean 0.54);
+# - its --predictions (the outputs for the 2000 test images) score the test error the job printed
+#   against the clean images (to 1e-3 of it);
+# - image pairs of its own (inputs and targets of other channels: an image and its mask) train
+#   with sigmoid cross-entropy and predict probabilities;
+# - images whose size the model cannot halve twice, and pairs that do not match, are refused in
+#   one line.
+#
+#   denoise_test.sh DENOISE MPIEXEC NP_FLAG WORKDIR DATA_DIR
+set -euo pipefail
+denoise=$1 mpiexec=$2 np_flag=$3 work=$4 data_dir=$5
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+. "$here/example_jobs.sh"
+
+# The test error, and the noisy inputs' own, from the job's last line.
+errors() { sed -nE 's/.*test mean_squared_error ([0-9.]+) \(the inputs. own: ([0-9.]+)\)$/\1 \2/p' "$1.log"; }
+check_denoised() {  # check_denoised NAME
+  local line
+  line=$(errors "$1")
+  [[ -n $line ]] || { echo "$1: no test error printed"; exit 1; }
+  read -r error own <<< "$line"
+  echo "$1: test error $error, the noisy inputs' $own"
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $error < 0.25 * $own else 1)" \
+    || { echo "$1: the test error $error is not below a quarter of the inputs' $own"; exit 1; }
+}
+
+run_job "$denoise" allreduce 2 --mode=allreduce --predictions=allreduce.npy \
+  || { echo "the allreduce job failed"; exit 1; }
+check_denoised allreduce
+grep -q "^denoise: 2 workers, [0-9]* parameters, global step 300, " allreduce.log \
+  || { echo "allreduce: not 2 workers to step 300"; exit 1; }
+PYTHONPATH="$here/../support" /usr/bin/python3 - "$data_dir" "$(errors allreduce | cut -d' ' -f1)" <<'PY' || exit 1
+import sys
+import numpy as np
+from fashion_mnist import first
+images, _ = first(sys.argv[1], "t10k", 2000)
+clean = (images / 255.0).astype(np.float32).reshape(2000, 28, 28, 1)
+predicted = np.load("allreduce.npy")
+if predicted.shape != clean.shape:
+    sys.exit(f"allreduce: predictions of shape {predicted.shape}, expected {clean.shape}")
+error, printed = float(np.mean((predicted - clean) ** 2)), float(sys.argv[2])
+print(f"allreduce: the predictions' error {error:.5f}, the job's {printed:.5f}")
+sys.exit(0 if abs(error - printed) <= 1e-3 * printed else "allreduce: the predictions do not score the job's test error")
+PY
+
+run_job "$denoise" sync 3 --ps_tasks=1 --mode=sync || { echo "the sync job failed"; exit 1; }
+check_denoised sync
+
+# Pairs of its own: 16x16 images of a bright square on noise, 3 channels, and the square's mask.
+/usr/bin/python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(3)
+for split, n in (("train", 2000), ("test", 400)):
+    images = rng.uniform(0, 0.5, size=(n, 16, 16, 3)).astype(np.float32)
+    masks = np.zeros((n, 16, 16), np.float32)
+    for i in range(n):
+        y, x, s = rng.integers(0, 10), rng.integers(0, 10), rng.integers(3, 7)
+        images[i, y:y + s, x:x + s, :] += 0.5
+        masks[i, y:y + s, x:x + s] = 1.0
+    np.save(f"squares_{split}.npy", images)
+    np.save(f"masks_{split}.npy", masks)
+np.save("odd_size.npy", np.zeros((10, 18, 16), np.float32))
+np.save("small.npy", np.zeros((2000, 8, 8, 3), np.float32))
+PY
+run_job "$denoise" masks 2 --train=squares_train.npy,masks_train.npy --test=squares_test.npy,masks_test.npy \
+  --loss=sigmoid_cross_entropy --predictions=masks.npy || { echo "the mask job failed"; exit 1; }
+/usr/bin/python3 - <<'PY' || exit 1
+import sys
+import numpy as np
+p, masks = np.load("masks.npy"), np.load("masks_test.npy")[..., None]
+if p.shape != masks.shape or p.min() < 0 or p.max() > 1:
+    sys.exit(f"masks: predictions of shape {p.shape} in [{p.min()}, {p.max()}], expected probabilities {masks.shape}")
+right = float(np.mean((p > 0.5) == (masks > 0.5)))
+print(f"masks: {right:.4f} of the pixels classed right")
+sys.exit(0 if right > 0.98 else "masks: fewer than 98% of the pixels right")
+PY
+
+expect_job_failure "$denoise" odd_size \
+  "--train=odd_size.npy: images of 18x16; the model halves them twice, so their height and width must be multiples of 4" \
+  "0 1 2" --train=odd_size.npy
+expect_job_failure "$denoise" unmatched \
+  "squares_test.npy: features \[400, 16, 16, 3\] and targets masks_train.npy \[2000, 16, 16\] differ in their first dimension: 400 vs 2000 examples" \
+  "0 1 2" --train=squares_test.npy,masks_train.npy
+expect_job_failure "$denoise" other_size \
+  "--train=small.npy,masks_train.npy: images of 8x8 and targets of 16x16: the model's output is of its input's size" \
+  "0 1 2" --train=small.npy,masks_train.npy
+echo "denoise test passed"
