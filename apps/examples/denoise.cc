@@ -11,7 +11,8 @@
 // --train and --test name CLEAN.npy (images [n, height, width] or [n, height, width, channels],
 // whose noisy copies, with Gaussian noise of standard deviation --noise clipped to [0, 1], are
 // the inputs; the same copies for every worker and run, by --seed) or INPUTS.npy,TARGETS.npy
-// (pairs, as many of each, of the same height and width; the channels may differ). Height and
+// (pairs, as many of each, of the same height and width; the channels may differ). Clean images,
+// and the targets of sigmoid cross-entropy, are values in [0, 1] (bytes / 255). Height and
 // width must be multiples of 4 (the model halves them twice). Each worker reads its shard of the
 // training files; the chief evaluates on the test files (without --test: Fashion-MNIST's first
 // 2000 test images; without --train, its 60000 training images), prints the test loss
@@ -20,6 +21,7 @@
 #include <cohort/cohort.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -32,7 +34,7 @@ COHORT_DEFINE_string(train, "", "training images: CLEAN.npy, or INPUTS.npy,TARGE
 COHORT_DEFINE_string(test, "", "test images, in the same form (empty: Fashion-MNIST's first 2000 test images)");
 COHORT_DEFINE_float(noise, 0.3, "CLEAN.npy: the standard deviation of the Gaussian noise added to make the inputs",
                     cohort::flags::Range{0, 10});
-COHORT_DEFINE_int(seed, 1, "the noise's seed (an image's noise depends on it and the image's index alone)",
+COHORT_DEFINE_int(seed, 1, "the noise's seed (an image's noise depends on it, its set and its index alone)",
                   cohort::flags::Range{0, 1e15});
 COHORT_DEFINE_string(loss, "mean_squared_error", "the loss per pixel",
                      cohort::flags::Choices{"mean_squared_error", "sigmoid_cross_entropy"});
@@ -47,8 +49,17 @@ COHORT_DEFINE_string(predictions, "", "chief: write the model's outputs for the 
 namespace {
 
 // `array` (of the .npy file `path`, given by flag `what`) as images [n, height, width, channels]
-// (a channel added to [n, height, width]).
-cohort::Tensor as_images(const cohort::Tensor& array, const std::string& path, const std::string& what) {
+// (a channel added to [n, height, width]), its values finite, and in [0, 1] where `unit` (clean
+// images, which the noise is clipped to; targets of sigmoid cross-entropy). Its rows are the
+// file's rows `shard` keeps, for messages.
+cohort::Tensor as_images(const cohort::Tensor& array, const std::string& path, const std::string& what,
+                         cohort::data::ShardSpec shard, bool unit) {
+  const std::int64_t per_row = array.size() / std::max<std::int64_t>(array.dim(0), 1);
+  for (std::int64_t i = 0; i < array.size(); ++i)
+    if (!std::isfinite(array[i]) || (unit && (array[i] < 0.0f || array[i] > 1.0f)))
+      throw cohort::InvalidArgument(what + "=" + path + ": image " + std::to_string(shard.index + i / per_row * shard.count) +
+                                    " holds " + std::to_string(array[i]) +
+                                    (unit ? ", not a value in [0, 1] (scale the images: bytes / 255)" : ", not finite"));
   cohort::Shape shape = array.shape();
   if (shape.size() == 3) shape.push_back(1);
   if (shape.size() != 4)
@@ -61,14 +72,16 @@ cohort::Tensor as_images(const cohort::Tensor& array, const std::string& path, c
   return cohort::Tensor(shape, array.span());
 }
 
-// `clean` [n, ...] with Gaussian noise of --noise, clipped to [0, 1]: the noise of row r (the
-// file's row first + r * step) depends on --seed and that row alone, so every worker and run
-// makes the same.
-cohort::Tensor noisy(const cohort::Tensor& clean, std::int64_t first, std::int64_t step) {
+// `clean` [n, ...] of set `what` with Gaussian noise of --noise, clipped to [0, 1]: the noise of
+// row r (the file's row first + r * step) depends on --seed, the set and that row alone, so every
+// worker and run makes the same (with one C++ library: their normal distributions differ).
+cohort::Tensor noisy(const cohort::Tensor& clean, const std::string& what, std::int64_t first, std::int64_t step) {
   cohort::Tensor out = clean;
+  if (FLAGS_noise == 0) return out;
   const std::int64_t n = clean.dim(0), size = clean.size() / std::max<std::int64_t>(n, 1);
+  const std::uint64_t set = what == "test" ? 0x5851F42D4C957F2DULL : 0;
   for (std::int64_t r = 0; r < n; ++r) {
-    std::mt19937_64 random(static_cast<std::uint64_t>(FLAGS_seed) * 0x9E3779B97F4A7C15ULL +
+    std::mt19937_64 random((static_cast<std::uint64_t>(FLAGS_seed) * 0x9E3779B97F4A7C15ULL ^ set) +
                            static_cast<std::uint64_t>(first + r * step));
     std::normal_distribution<float> gaussian(0.0f, static_cast<float>(FLAGS_noise));
     float* image = out.data() + r * size;
@@ -94,8 +107,8 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, coh
   const std::string flag = "--" + what;
   if (files.size() <= 1) {
     cohort::Tensor clean = files.empty() ? fashion_mnist(what, shard)
-                                         : as_images(cohort::data::load_npy(files[0], shard).values, files[0], flag);
-    cohort::Tensor inputs = noisy(clean, shard.index, shard.count);
+                                         : as_images(cohort::data::load_npy(files[0], shard).values, files[0], flag, shard, true);
+    cohort::Tensor inputs = noisy(clean, what, shard.index, shard.count);
     return cohort::data::Dataset::from_arrays(std::move(inputs), std::move(clean),
                                               files.empty() ? "Fashion-MNIST" : files[0]);
   }
@@ -106,8 +119,9 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, coh
   if (pairs.has_labels())
     throw cohort::InvalidArgument(flag + "=" + spec + ": " + files[1] + " holds a class label per image, "
                                   "not target images");
-  cohort::Tensor inputs = as_images(pairs.storage()->features, files[0], flag);
-  cohort::Tensor targets = as_images(pairs.storage()->targets, files[1], flag);
+  cohort::Tensor inputs = as_images(pairs.storage()->features, files[0], flag, shard, false);
+  cohort::Tensor targets =
+      as_images(pairs.storage()->targets, files[1], flag, shard, FLAGS_loss == "sigmoid_cross_entropy");
   if (inputs.dim(1) != targets.dim(1) || inputs.dim(2) != targets.dim(2))
     throw cohort::InvalidArgument(flag + "=" + spec + ": images of " + std::to_string(inputs.dim(1)) + "x" +
                                   std::to_string(inputs.dim(2)) + " and targets of " + std::to_string(targets.dim(1)) +

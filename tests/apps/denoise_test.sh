@@ -2,14 +2,14 @@
 # Images out, on several workers (apps/examples/denoise.cc): a U-Net trained to remove Gaussian
 # noise (standard deviation 0.3) from Fashion-MNIST images,
 # - in allreduce mode on 2 workers and in sync mode on 1 ps + 2 workers, 300 steps each: the
-#   test error must fall below a quarter of the noisy inputs' own (a 3x3 median filter leaves
+#   test error must fall below 0.3 of the noisy inputs' own (measured 0.2; a 3x3 median filter leaves
 #   0.46 of it, a 3x3 mean 0.54);
 # - its --predictions (the outputs for the 2000 test images) score the test error the job printed
 #   against the clean images (to 1e-3 of it);
 # - image pairs of its own (inputs and targets of other channels: an image and its mask) train
 #   with sigmoid cross-entropy and predict probabilities;
-# - images whose size the model cannot halve twice, and pairs that do not match, are refused in
-#   one line.
+# - images whose size the model cannot halve twice, pairs that do not match, and values outside
+#   [0, 1] where the loss needs them there are refused in one line.
 #
 #   denoise_test.sh DENOISE MPIEXEC NP_FLAG WORKDIR DATA_DIR
 set -euo pipefail
@@ -27,8 +27,8 @@ check_denoised() {  # check_denoised NAME
   [[ -n $line ]] || { echo "$1: no test error printed"; exit 1; }
   read -r error own <<< "$line"
   echo "$1: test error $error, the noisy inputs' $own"
-  /usr/bin/python3 -c "import sys; sys.exit(0 if $error < 0.25 * $own else 1)" \
-    || { echo "$1: the test error $error is not below a quarter of the inputs' $own"; exit 1; }
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $error < 0.3 * $own else 1)" \
+    || { echo "$1: the test error $error is not below 0.3 of the inputs' $own"; exit 1; }
 }
 
 run_job "$denoise" allreduce 2 --mode=allreduce --predictions=allreduce.npy \
@@ -52,6 +52,8 @@ PY
 
 run_job "$denoise" sync 3 --ps_tasks=1 --mode=sync || { echo "the sync job failed"; exit 1; }
 check_denoised sync
+grep -q "^denoise: 2 workers, [0-9]* parameters, global step 300, " sync.log \
+  || { echo "sync: not 2 workers to step 300"; exit 1; }
 
 # Pairs of its own: 16x16 images of a bright square on noise, 3 channels, and the square's mask.
 /usr/bin/python3 - <<'PY'
@@ -68,6 +70,8 @@ for split, n in (("train", 2000), ("test", 400)):
     np.save(f"masks_{split}.npy", masks)
 np.save("odd_size.npy", np.zeros((10, 18, 16), np.float32))
 np.save("small.npy", np.zeros((2000, 8, 8, 3), np.float32))
+np.save("bytes.npy", np.full((10, 16, 16), 255, np.uint8))
+np.save("mask_bytes.npy", (np.load("masks_train.npy") * 255).astype(np.uint8))
 PY
 run_job "$denoise" masks 2 --train=squares_train.npy,masks_train.npy --test=squares_test.npy,masks_test.npy \
   --loss=sigmoid_cross_entropy --predictions=masks.npy || { echo "the mask job failed"; exit 1; }
@@ -91,4 +95,11 @@ expect_job_failure "$denoise" unmatched \
 expect_job_failure "$denoise" other_size \
   "--train=small.npy,masks_train.npy: images of 8x8 and targets of 16x16: the model's output is of its input's size" \
   "0 1 2" --train=small.npy,masks_train.npy
+# Values a loss cannot take: clean images of bytes, and masks of 0 and 255 for sigmoid cross-entropy.
+expect_job_failure "$denoise" bytes \
+  "--train=bytes.npy: image [0-9] holds 255.000000, not a value in \[0, 1\] \(scale the images: bytes / 255\)" \
+  "0 1 2" --train=bytes.npy
+expect_job_failure "$denoise" mask_bytes \
+  "--train=mask_bytes.npy: image [0-9]+ holds 255.000000, not a value in \[0, 1\] \(scale the images: bytes / 255\)" \
+  "0 1 2" --train=squares_train.npy,mask_bytes.npy --loss=sigmoid_cross_entropy
 echo "denoise test passed"
