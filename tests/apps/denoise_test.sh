@@ -2,8 +2,8 @@
 # Images out, on several workers (apps/examples/denoise.cc): a U-Net trained to remove Gaussian
 # noise (standard deviation 0.3) from Fashion-MNIST images,
 # - in allreduce mode on 2 workers and in sync mode on 1 ps + 2 workers, 300 steps each: the
-#   test error must fall below 0.3 of the noisy inputs' own (measured 0.2; a 3x3 median filter leaves
-#   0.46 of it, a 3x3 mean 0.54);
+#   test error must fall below 0.3 of the noisy inputs' own (measured 0.2; a 3x3 median filter
+#   leaves 0.46 of it, a 3x3 mean 0.54);
 # - its --predictions (the outputs for the 2000 test images) score the test error the job printed
 #   against the clean images (to 1e-3 of it);
 # - image pairs of its own (inputs and targets of other channels: an image and its mask) train
