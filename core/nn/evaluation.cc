@@ -20,7 +20,7 @@ struct Totals {
 Totals add_up(Model& model, const data::Dataset& data, std::int64_t batch_size,
               const data::ImageOptions& image) {
   check_dataset(model, data);
-  auto batches = data::BatchIterator::in_order(data, batch_size, image);
+  auto batches = data::BatchIterator::in_order(data, model.inference_batch(batch_size), image);
   data::Batch batch;
   Totals totals;
   auto* before = model.count_metrics(&totals.counts);  // a caller's own totals, set again after

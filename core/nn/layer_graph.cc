@@ -365,6 +365,13 @@ const std::vector<std::pair<std::int64_t, std::int64_t>>& LayerGraph::unused_ran
   return unused_ranges_;
 }
 
+std::int64_t LayerGraph::activation_floats_per_example() const {
+  std::int64_t floats = 0;
+  for (const NodeInfo& node : nodes_)
+    if (node.live || node.layer < 0) floats += num_elements(node.shape);
+  return floats;
+}
+
 double LayerGraph::flops_per_example(bool inputs_need_grad) const {
   // Whether anything at or before each node has variables: a layer whose inputs have none
   // computes no input gradient.

@@ -93,6 +93,9 @@ class LayerGraph {
   /// gradient of a layer with nothing trainable before it is not computed, unless the inputs'
   /// gradients are asked for).
   double flops_per_example(bool inputs_need_grad = false) const;
+  /// The floats of one example's activations in a forward pass: every node the output depends
+  /// on (the inputs too), each of which keeps its output.
+  std::int64_t activation_floats_per_example() const;
   Graph& graph() { return *graph_; }
   const Graph& graph() const { return *graph_; }
 

@@ -21,6 +21,7 @@
 //   graph.initialize(seed);
 //   StepMetrics m = model.train_step(images, labels, grads, {.training = true, .seed = step});
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -177,6 +178,20 @@ class Model {
   /// Training (forward + backward) FLOPs per example, as executed: the first layer's input
   /// gradient is not computed and not counted.
   double flops_per_example() const { return layers_.flops_per_example(); }
+
+  /// The floats of activations an inference pass (evaluation, prediction) may hold at once:
+  /// 64M (256 MB). Each node keeps its output for the next pass, so a batch of 1000 through a
+  /// MobileNet of 224x224 images would otherwise hold tens of GB.
+  static constexpr std::int64_t kInferenceActivationFloats = std::int64_t{1} << 26;
+  /// The batch an inference pass asked to take `requested` examples at a time takes: fewer where
+  /// their activations would exceed kInferenceActivationFloats, at least 1 (a `requested` below 1
+  /// is returned for the caller to refuse). The results do not depend on it, up to the rounding
+  /// of sums over batches: inference treats every example alike.
+  std::int64_t inference_batch(std::int64_t requested) const {
+    if (requested < 1) return requested;
+    const std::int64_t per_example = std::max<std::int64_t>(layers_.activation_floats_per_example(), 1);
+    return std::clamp<std::int64_t>(kInferenceActivationFloats / per_example, 1, requested);
+  }
 
   /// The layers in the order they were applied.
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_.layers(); }

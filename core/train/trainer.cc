@@ -469,7 +469,7 @@ Tensor Trainer::predict_outputs(const Tensor& features, std::int64_t batch_size,
   std::optional<MovingAverageSwap> averaged;
   if (has_average()) averaged.emplace(graph_, *average_);
   Model& model = towers_.front().model;
-  return predict_batches(features, options_.image, batch_size, [&](const Tensor& batch) {
+  return predict_batches(features, options_.image, model.inference_batch(batch_size), [&](const Tensor& batch) {
     return probabilities ? model.predict_probabilities(batch) : Tensor(model.predict(batch));
   });
 }

@@ -142,6 +142,29 @@ TEST_CASE("evaluate_dataset: counting metrics over every example, whatever the b
   CHECK(whole.metrics[2] == doctest::Approx(Auc(3).compute(logits, Targets{labels, nullptr})));
 }
 
+TEST_CASE("inference batches: capped by their activations, the results the same") {
+  // A stack's activations: the input, each node's output (a branch the output does not use is
+  // not counted).
+  Graph graph;
+  Model small(graph);
+  Node x = small.input({6}, "x");
+  small.apply(dense("unused", 100), x);
+  Node h = small.apply(dense("h", 5), x);
+  small.apply(dense("y", 3), h);
+  CHECK(small.inference_batch(1000) == 1000);
+  CHECK(small.inference_batch(7) == 7);
+  CHECK(small.inference_batch(0) == 0);  // left for the caller to refuse
+  // One example of 2^22 floats in and through a Dense of as many: 2^23 + 3 floats, so a batch
+  // holds 7 of them within the 2^26 floats (nothing is allocated here).
+  Graph big_graph;
+  Model big(big_graph);
+  Node wide = big.input({std::int64_t{1} << 22}, "wide");
+  big.apply(dense("y", 3), big.apply(activation("same", "relu"), wide));
+  CHECK(big.inference_batch(1000) == Model::kInferenceActivationFloats / ((std::int64_t{1} << 23) + 3));
+  CHECK(big.inference_batch(1000) == 7);
+  CHECK(big.inference_batch(2) == 2);
+}
+
 TEST_CASE("summary: each node's layer, output shape and parameters, as Keras prints them") {
   Graph graph;
   Model model = mlp(graph, {16});
