@@ -195,23 +195,28 @@ void predict() {
   // The moving averages where the checkpoint holds them (the job trained with them).
   cohort::restore_variables(*latest, graph, /*moving_averages=*/true);
   const std::vector<std::string> paths = texts_to_predict();
-  std::vector<std::string> texts;
-  for (const std::string& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw cohort::InvalidArgument("--predict: " + path + ": cannot read it");
-    texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  const cohort::Tensor probabilities = model.predict_probabilities(vectorizer.vectorize(texts));
   std::ofstream file;
   if (!FLAGS_predictions.empty()) file.open(FLAGS_predictions);
   std::ostream& out = FLAGS_predictions.empty() ? std::cout : file;
   out << "path,class,probability\n";
+  // A batch of texts read, vectorised and classified at a time: any number of them fits.
+  constexpr std::size_t kBatch = 256;
   const auto n = static_cast<std::int64_t>(classes.size());
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    const float* row = probabilities.data() + static_cast<std::int64_t>(i) * n;
-    const std::int64_t best = std::max_element(row, row + n) - row;
-    out << cohort::data::csv_field(paths[i]) << ','
-        << cohort::data::csv_field(classes[static_cast<std::size_t>(best)]) << ',' << row[best] << '\n';
+  for (std::size_t begin = 0; begin < paths.size(); begin += kBatch) {
+    const std::size_t end = std::min(paths.size(), begin + kBatch);
+    std::vector<std::string> texts;
+    for (std::size_t i = begin; i < end; ++i) {
+      std::ifstream in(paths[i], std::ios::binary);
+      if (!in) throw cohort::InvalidArgument("--predict: " + paths[i] + ": cannot read it");
+      texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const cohort::Tensor probabilities = model.predict_probabilities(vectorizer.vectorize(texts));
+    for (std::size_t i = begin; i < end; ++i) {
+      const float* row = probabilities.data() + static_cast<std::int64_t>(i - begin) * n;
+      const std::int64_t best = std::max_element(row, row + n) - row;
+      out << cohort::data::csv_field(paths[i]) << ','
+          << cohort::data::csv_field(classes[static_cast<std::size_t>(best)]) << ',' << row[best] << '\n';
+    }
   }
   out.flush();
   if (!out) throw cohort::InvalidArgument("--predictions=" + FLAGS_predictions + ": cannot write it");
