@@ -12,12 +12,12 @@
 // whose noisy copies, with Gaussian noise of standard deviation --noise clipped to [0, 1], are
 // the inputs; the same copies for every worker and run, by --seed) or INPUTS.npy,TARGETS.npy
 // (pairs, as many of each, of the same height and width; the channels may differ). Clean images,
-// and the targets of sigmoid cross-entropy, are values in [0, 1] (bytes / 255). Height and
+// and the masks of sigmoid cross-entropy and Dice, are values in [0, 1] (bytes / 255). Height and
 // width must be multiples of 4 (the model halves them twice). Each worker reads its shard of the
 // training files; the chief evaluates on the test files (without --test: Fashion-MNIST's first
 // 2000 test images; without --train, its 60000 training images), prints the test loss
 // beside the noisy inputs' own error, and writes the model's outputs for the test inputs to
-// --predictions (.npy; probabilities with --loss=sigmoid_cross_entropy).
+// --predictions (.npy; probabilities with --loss=sigmoid_cross_entropy or dice).
 #include <cohort/cohort.h>
 
 #include <algorithm>
@@ -36,8 +36,9 @@ COHORT_DEFINE_float(noise, 0.3, "CLEAN.npy: the standard deviation of the Gaussi
                     cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(seed, 1, "the noise's seed (an image's noise depends on it, its set and its index alone)",
                   cohort::flags::Range{0, 1e15});
-COHORT_DEFINE_string(loss, "mean_squared_error", "the loss per pixel",
-                     cohort::flags::Choices{"mean_squared_error", "sigmoid_cross_entropy"});
+COHORT_DEFINE_string(loss, "mean_squared_error",
+                     "the loss: per pixel (mean_squared_error; sigmoid_cross_entropy for masks) or per image's mask (dice)",
+                     cohort::flags::Choices{"mean_squared_error", "sigmoid_cross_entropy", "dice"});
 COHORT_DEFINE_int(filters, 16, "filters of the first level (the second has twice as many)", cohort::flags::Range{1, 4096});
 COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, async, ssp need --ps_tasks)",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
@@ -50,8 +51,8 @@ namespace {
 
 // `array` (of the .npy file `path`, given by flag `what`) as images [n, height, width, channels]
 // (a channel added to [n, height, width]), its values finite, and in [0, 1] where `unit` (clean
-// images, which the noise is clipped to; targets of sigmoid cross-entropy). Its rows are the
-// file's rows `shard` keeps, for messages.
+// images, which the noise is clipped to; masks of sigmoid cross-entropy and Dice). Its rows are
+// the file's rows `shard` keeps, for messages.
 cohort::Tensor as_images(const cohort::Tensor& array, const std::string& path, const std::string& what,
                          cohort::data::ShardSpec shard, bool unit) {
   const std::int64_t per_row = array.size() / std::max<std::int64_t>(array.dim(0), 1);
@@ -121,7 +122,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, coh
                                   "not target images");
   cohort::Tensor inputs = as_images(pairs.storage()->features, files[0], flag, shard, false);
   cohort::Tensor targets =
-      as_images(pairs.storage()->targets, files[1], flag, shard, FLAGS_loss == "sigmoid_cross_entropy");
+      as_images(pairs.storage()->targets, files[1], flag, shard, FLAGS_loss != "mean_squared_error");
   if (inputs.dim(1) != targets.dim(1) || inputs.dim(2) != targets.dim(2))
     throw cohort::InvalidArgument(flag + "=" + spec + ": images of " + std::to_string(inputs.dim(1)) + "x" +
                                   std::to_string(inputs.dim(2)) + " and targets of " + std::to_string(targets.dim(1)) +
@@ -131,7 +132,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, coh
 
 // The U-Net: [H, W, C] down to [H/2, W/2, F] and [H/4, W/4, 2F], back up to [H/2, W/2] joined
 // with the first level, to [H, W] joined with the input, and a 3x3 convolution to the targets'
-// channels (linear: pixel values, or logits for sigmoid cross-entropy).
+// channels (linear: pixel values, or logits for sigmoid cross-entropy and Dice).
 cohort::Model unet(cohort::Graph& graph, const cohort::Shape& input, std::int64_t out_channels) {
   const std::int64_t f = FLAGS_filters;
   cohort::Model model(graph);
@@ -195,7 +196,7 @@ int Main(int argc, char** argv) {
     }
     std::printf("\n");
     if (!FLAGS_predictions.empty()) {
-      const bool probabilities = FLAGS_loss == "sigmoid_cross_entropy";
+      const bool probabilities = FLAGS_loss != "mean_squared_error";
       cohort::data::save_npy(FLAGS_predictions,
                              probabilities ? trainer.predict_probabilities(inputs) : trainer.predict(inputs));
       std::printf("denoise: the outputs for %lld test images written to %s\n",

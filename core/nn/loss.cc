@@ -63,6 +63,25 @@ float sigmoid(float x) {
   return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
+// Each logit's sigmoid.
+Tensor sigmoids(const Tensor& logits) {
+  Tensor p(logits.shape());
+  for (std::int64_t i = 0; i < logits.size(); ++i) p[i] = sigmoid(logits[i]);
+  return p;
+}
+
+// InvalidArgument naming loss `name` unless every target is in [0, 1]: outside, a mask of 0 and
+// 255 say, a sigmoid's loss has no lower bound and training would run on, its loss below 0.
+void check_probabilities(const std::string& name, const Tensor& targets) {
+  for (std::int64_t i = 0; i < targets.size(); ++i)
+    if (!(targets[i] >= 0.0f && targets[i] <= 1.0f)) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", static_cast<double>(targets[i]));
+      throw InvalidArgument("loss " + name + ": target " + value + " (value " + std::to_string(i) +
+                            " of the batch) is not in [0, 1], a probability per logit (bytes: divide by 255)");
+    }
+}
+
 // The softmax of n logits into y, shifted by their largest (every exponent <= 0).
 void softmax(const float* x, std::int64_t n, float* y) {
   const float top = *std::max_element(x, x + n);
@@ -131,6 +150,7 @@ float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets&
   const float* x = predictions.data();
   const float* y = t.data();
   float* g = grad_.data();
+  check_probabilities(name(), t);
   double loss = 0.0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float xi = x[i];
@@ -279,11 +299,7 @@ Tensor SoftmaxCrossEntropyLoss::probabilities(const Tensor& output) const {
   return p;
 }
 
-Tensor SigmoidCrossEntropyLoss::probabilities(const Tensor& output) const {
-  Tensor p(output.shape());
-  for (std::int64_t i = 0; i < output.size(); ++i) p[i] = sigmoid(output[i]);
-  return p;
-}
+Tensor SigmoidCrossEntropyLoss::probabilities(const Tensor& output) const { return sigmoids(output); }
 
 void MeanAbsoluteErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
@@ -300,6 +316,49 @@ float MeanAbsoluteErrorLoss::forward(const Tensor& predictions, const Targets& t
 }
 
 void MeanAbsoluteErrorLoss::backward(Tensor& grad) { grad = grad_; }
+
+DiceLoss::DiceLoss(float smooth) : smooth_(smooth) {
+  if (!(smooth > 0.0f) || !std::isfinite(smooth))
+    throw InvalidArgument("loss dice: smooth " + std::to_string(smooth) + " is not a finite number > 0");
+}
+
+void DiceLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("loss " + name(), prediction, targets);
+}
+
+float DiceLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  check_probabilities(name(), t);
+  grad_.resize(predictions.shape());
+  const std::int64_t examples = predictions.rank() > 0 ? predictions.dim(0) : 1;
+  if (examples == 0) return 0.0f;
+  const std::int64_t size = predictions.size() / examples;
+  const double s = smooth_;
+  double loss = 0.0;
+  for (std::int64_t b = 0; b < examples; ++b) {
+    const float* x = predictions.data() + b * size;
+    const float* y = t.data() + b * size;
+    float* g = grad_.data() + b * size;
+    double overlap = 0.0, total = 0.0;  // sum(p t), sum(p) + sum(t)
+    for (std::int64_t i = 0; i < size; ++i) {
+      const float p = sigmoid(x[i]);
+      g[i] = p;  // kept for the gradient below
+      overlap += double{p} * y[i];
+      total += double{p} + y[i];
+    }
+    const double numerator = 2.0 * overlap + s, denominator = total + s;
+    loss += 1.0 - numerator / denominator;
+    // d(1 - N / D)/dp_i = -(2 t_i D - N) / D^2, times dp/dx = p (1 - p), over the examples.
+    const double scale = 1.0 / (denominator * denominator * static_cast<double>(examples));
+    for (std::int64_t i = 0; i < size; ++i) {
+      const double p = g[i];
+      g[i] = static_cast<float>(-(2.0 * y[i] * denominator - numerator) * scale * p * (1.0 - p));
+    }
+  }
+  return static_cast<float>(loss / static_cast<double>(examples));
+}
+
+Tensor DiceLoss::probabilities(const Tensor& output) const { return sigmoids(output); }
 
 HuberLoss::HuberLoss(float delta) : delta_(delta) {
   if (!(delta > 0) || !std::isfinite(delta)) {
@@ -549,10 +608,11 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
   if (name == "mean_squared_error" || name == "mse") return std::make_unique<MeanSquaredErrorLoss>();
   if (name == "mean_absolute_error" || name == "mae") return std::make_unique<MeanAbsoluteErrorLoss>();
   if (name == "huber") return std::make_unique<HuberLoss>();
+  if (name == "dice") return std::make_unique<DiceLoss>();
   throw InvalidArgument("unknown loss '" + name +
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
                         "categorical_cross_entropy, mean_squared_error, mean_absolute_error, "
-                        "huber)");
+                        "huber, dice)");
 }
 
 std::unique_ptr<Metric> make_metric(const std::string& name) {
@@ -598,7 +658,7 @@ std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
   std::vector<std::unique_ptr<Metric>> metrics;
   if (dynamic_cast<const SoftmaxCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<Accuracy>());
-  else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss))
+  else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss) || dynamic_cast<const DiceLoss*>(&loss))
     metrics.push_back(std::make_unique<BinaryAccuracy>());
   else if (dynamic_cast<const CategoricalCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<CategoricalAccuracy>());

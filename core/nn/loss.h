@@ -168,6 +168,28 @@ class HuberLoss final : public Loss {
   Tensor grad_;
 };
 
+/// Soft Dice loss of logits against float targets in [0, 1] of the same shape (segmentation
+/// masks): each example's 1 - (2 sum(p t) + s) / (sum(p) + sum(t) + s) over all its values, p the
+/// logits' sigmoids, averaged over the examples; s (1 by default) keeps an example without
+/// object or prediction from dividing by 0, the common form of Keras and PyTorch code. Each
+/// example's overlap counts whatever share of the image its object covers, where a per-pixel
+/// cross-entropy is ruled by the background. Its probabilities are the sigmoids.
+class DiceLoss final : public Loss {
+ public:
+  /// smooth > 0, else InvalidArgument.
+  explicit DiceLoss(float smooth = 1.0f);
+  std::string name() const override { return "dice"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override { grad = grad_; }
+  Tensor probabilities(const Tensor& output) const override;
+  float smooth() const { return smooth_; }
+
+ private:
+  float smooth_;
+  Tensor grad_;
+};
+
 /// A quantity reported beside the loss (not differentiated). compute() gives the batch mean.
 class Metric {
  public:
@@ -320,7 +342,7 @@ class MeanAbsoluteError final : public Metric {
 
 /// The loss named `name` ("softmax_cross_entropy", "sigmoid_cross_entropy",
 /// "categorical_cross_entropy", "mean_squared_error" or "mse", "mean_absolute_error" or "mae",
-/// "huber" with delta 1);
+/// "huber" with delta 1, "dice" with smooth 1);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),

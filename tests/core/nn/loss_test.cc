@@ -125,6 +125,44 @@ TEST_CASE("sigmoid cross-entropy with positive weights: TensorFlow's weighted_cr
   CHECK_THROWS_AS(two.forward(x, t), InvalidArgument);
 }
 
+TEST_CASE("Dice loss against its formula, its gradient by finite differences") {
+  // 3 examples of 2x2x1: overlapping, an empty mask, a full one.
+  Tensor x = random_tensor({3, 2, 2, 1}, 8, -3.0f, 3.0f);
+  Tensor y({3, 2, 2, 1}, std::vector<float>{1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1});
+  const Targets t{{}, &y};
+  for (const float smooth : {1.0f, 0.1f}) {
+    CAPTURE(smooth);
+    DiceLoss dice(smooth);
+    double expected = 0;
+    for (int b = 0; b < 3; ++b) {
+      double overlap = 0, total = 0;
+      for (int i = 0; i < 4; ++i) {
+        const double p = 1 / (1 + std::exp(-double(x[b * 4 + i])));
+        overlap += p * y[b * 4 + i];
+        total += p + y[b * 4 + i];
+      }
+      expected += (1 - (2 * overlap + smooth) / (total + smooth)) / 3;
+    }
+    CHECK(dice.forward(x, t) == doctest::Approx(expected).epsilon(1e-6));
+    check_gradient(dice, x, t);
+  }
+  // A perfect prediction's loss nears 0, the opposite's nears 1.
+  Tensor sure({3, 2, 2, 1}), wrong({3, 2, 2, 1});
+  for (std::int64_t i = 0; i < 12; ++i) {
+    sure[i] = y[i] > 0.5f ? 20.0f : -20.0f;
+    wrong[i] = -sure[i];
+  }
+  DiceLoss dice;
+  CHECK(dice.forward(sure, t) < 1e-6f);
+  CHECK(dice.forward(wrong, t) > 0.6f);  // the empty mask's example scores 1 - 1 / 5
+  CHECK(make_loss("dice")->name() == "dice");
+  CHECK(dice.probabilities(sure)[0] == doctest::Approx(1.0f));
+  CHECK_THROWS_WITH_AS(DiceLoss(0.0f), "loss dice: smooth 0.000000 is not a finite number > 0", InvalidArgument);
+  Tensor bytes({3, 2, 2, 1}, std::vector<float>(12, 255.0f));
+  CHECK_THROWS_WITH_AS(dice.forward(x, Targets{{}, &bytes}), doctest::Contains("loss dice: target 255 (value 0"),
+                       InvalidArgument);
+}
+
 TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against their formulas") {
   Tensor x = random_tensor({2, 3}, 6, -3.0f, 3.0f);
   Tensor y({2, 3}, std::vector<float>{1, 0, 1, 0, 0, 1});
@@ -137,6 +175,15 @@ TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against th
   }
   CHECK(bce.forward(x, t) == doctest::Approx(expected).epsilon(1e-5));
   check_gradient(bce, x, t);
+  // A target that is not a probability (a mask of 0 and 255, a NaN) ends the step, named.
+  Tensor bytes({2, 3}, std::vector<float>{255, 0, 255, 0, 0, 1});
+  CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &bytes}),
+                       "loss sigmoid_cross_entropy: target 255 (value 0 of the batch) is not in [0, 1], a "
+                       "probability per logit (bytes: divide by 255)",
+                       InvalidArgument);
+  Tensor nan({2, 3}, std::vector<float>{0, 1, 0, 1, std::nanf(""), 1});
+  CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &nan}), doctest::Contains("target nan (value 4 of the batch)"),
+                       InvalidArgument);
   Tensor huge({1, 2}, std::vector<float>{100.0f, -100.0f});
   Tensor ones({1, 2}, std::vector<float>{0.0f, 1.0f});
   CHECK(std::isfinite(bce.forward(huge, Targets{{}, &ones})));
@@ -340,7 +387,7 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK(make_loss("mse")->name() == "mean_squared_error");
   CHECK_THROWS_WITH_AS(make_loss("hinge"),
                        "unknown loss 'hinge' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                       "categorical_cross_entropy, mean_squared_error, mean_absolute_error, huber)",
+                       "categorical_cross_entropy, mean_squared_error, mean_absolute_error, huber, dice)",
                        InvalidArgument);
 }
 
