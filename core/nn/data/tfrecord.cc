@@ -608,18 +608,6 @@ std::vector<std::string> read_records(
   return files;
 }
 
-}  // namespace
-
-Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
-  if (options.label.empty() == options.target.empty())
-    throw InvalidArgument("load_tfrecord: name a label feature or a target feature (one of them)");
-  Collector collector(options);
-  const std::vector<std::string> files = read_records(file_names, options, collector, "load_tfrecord");
-  return collector.dataset(files);
-}
-
-namespace {
-
 // The features alone of `file_names`' records, handed to `take` each `batch_size` kept records
 // as they are read, and at the end the rest: at least once, where the shard keeps no record too.
 void read_features(const std::vector<std::string>& file_names, TFRecordOptions options,
@@ -643,6 +631,14 @@ void read_features(const std::vector<std::string>& file_names, TFRecordOptions o
 }
 
 }  // namespace
+
+Dataset load_tfrecord(const std::vector<std::string>& file_names, const TFRecordOptions& options) {
+  if (options.label.empty() == options.target.empty())
+    throw InvalidArgument("load_tfrecord: name a label feature or a target feature (one of them)");
+  Collector collector(options);
+  const std::vector<std::string> files = read_records(file_names, options, collector, "load_tfrecord");
+  return collector.dataset(files);
+}
 
 Tensor load_tfrecord_features(const std::vector<std::string>& file_names, TFRecordOptions options) {
   Tensor all;
