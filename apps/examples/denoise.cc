@@ -11,13 +11,15 @@
 // --train and --test name CLEAN.npy (images [n, height, width] or [n, height, width, channels],
 // whose noisy copies, with Gaussian noise of standard deviation --noise clipped to [0, 1], are
 // the inputs; the same copies for every worker and run, by --seed) or INPUTS.npy,TARGETS.npy
-// (pairs, as many of each, of the same height and width; the channels may differ). Clean images,
+// (pairs, as many of each, of the same height and width; the channels may differ), or an HDF5
+// file FILE.h5 holding either in datasets --hdf5_inputs (and --hdf5_targets). Clean images,
 // and the masks of sigmoid cross-entropy and Dice, are values in [0, 1] (bytes / 255). Height and
 // width must be multiples of 4 (the model halves them twice). Each worker reads its shard of the
-// training files; the chief evaluates on the test files (without --test: Fashion-MNIST's first
-// 2000 test images; without --train, its 60000 training images), prints the test loss
-// beside the noisy inputs' own error, and writes the model's outputs for the test inputs to
-// --predictions (.npy; probabilities with --loss=sigmoid_cross_entropy or dice).
+// training files; the chief evaluates on the test files (--test, required with --train; without
+// either, Fashion-MNIST's 60000 training images and its first 2000 test images), prints the
+// test loss (with mean_squared_error and targets shaped as the inputs, beside the noisy inputs'
+// own error), and writes the model's outputs for the test inputs to --predictions (.npy;
+// probabilities with --loss=sigmoid_cross_entropy or dice).
 #include <cohort/cohort.h>
 
 #include <algorithm>
@@ -30,8 +32,10 @@
 #include <utility>
 #include <vector>
 
-COHORT_DEFINE_string(train, "", "training images: CLEAN.npy, or INPUTS.npy,TARGETS.npy (empty: Fashion-MNIST's)");
-COHORT_DEFINE_string(test, "", "test images, in the same form (empty: Fashion-MNIST's first 2000 test images)");
+COHORT_DEFINE_string(train, "", "training images: CLEAN.npy, INPUTS.npy,TARGETS.npy or FILE.h5 (empty: Fashion-MNIST's)");
+COHORT_DEFINE_string(test, "", "test images, in the same form (with --train; without either: Fashion-MNIST's)");
+COHORT_DEFINE_string(hdf5_inputs, "x", "FILE.h5: the dataset of clean images, or of inputs with --hdf5_targets (a path, as group/x)");
+COHORT_DEFINE_string(hdf5_targets, "", "FILE.h5: the dataset of target images (empty: --hdf5_inputs are clean images to add noise to)");
 COHORT_DEFINE_float(noise, 0.3, "CLEAN.npy: the standard deviation of the Gaussian noise added to make the inputs",
                     cohort::flags::Range{0, 10});
 COHORT_DEFINE_int(seed, 1, "the noise's seed (an image's noise depends on it, its set and its index alone)",
@@ -101,28 +105,43 @@ cohort::Tensor fashion_mnist(const std::string& what, cohort::data::ShardSpec sh
   return cohort::Tensor({count, 28, 28, 1}, all.span().first(static_cast<std::size_t>(count * 784)));
 }
 
-// The pairs of --`what`=`spec` (CLEAN.npy, INPUTS.npy,TARGETS.npy, or empty: Fashion-MNIST's
-// clean images) that `shard` keeps.
+bool is_hdf5(const std::string& path) { return path.ends_with(".h5") || path.ends_with(".hdf5"); }
+
+// The pairs of --`what`=`spec` that `shard` keeps: clean images and their noisy copies
+// (CLEAN.npy, FILE.h5's dataset --hdf5_inputs, or empty: Fashion-MNIST's), or inputs and targets
+// (INPUTS.npy,TARGETS.npy, or FILE.h5 with --hdf5_targets).
 cohort::data::Dataset load(const std::string& what, const std::string& spec, cohort::data::ShardSpec shard) {
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   const std::string flag = "--" + what;
-  if (files.size() <= 1) {
-    cohort::Tensor clean = files.empty() ? fashion_mnist(what, shard)
-                                         : as_images(cohort::data::load_npy(files[0], shard).values, files[0], flag, shard, true);
+  const bool hdf5 = files.size() == 1 && is_hdf5(files[0]);
+  if (files.size() > 2 || (files.size() == 2 && (is_hdf5(files[0]) || is_hdf5(files[1]))))
+    throw cohort::InvalidArgument(flag + "=" + spec + ": expected CLEAN.npy, INPUTS.npy,TARGETS.npy or FILE.h5");
+  if (files.size() == 1 && !hdf5 && !FLAGS_hdf5_targets.empty())
+    throw cohort::InvalidArgument("--hdf5_targets=" + FLAGS_hdf5_targets + ": for an HDF5 file, and " + flag + "=" +
+                                  spec + " is not one");
+  if (files.empty() || (files.size() == 1 && FLAGS_hdf5_targets.empty())) {
+    cohort::Tensor clean =
+        files.empty()
+            ? fashion_mnist(what, shard)
+            : as_images(hdf5 ? cohort::data::load_hdf5(files[0], FLAGS_hdf5_inputs, shard).values
+                             : cohort::data::load_npy(files[0], shard).values,
+                        files[0], flag, shard, true);
     cohort::Tensor inputs = noisy(clean, what, shard.index, shard.count);
     return cohort::data::Dataset::from_arrays(std::move(inputs), std::move(clean),
                                               files.empty() ? "Fashion-MNIST" : files[0]);
   }
-  if (files.size() != 2)
-    throw cohort::InvalidArgument(flag + "=" + spec + ": expected CLEAN.npy or INPUTS.npy,TARGETS.npy");
   // As many of each (checked over the whole files), this worker's shard of them.
-  const cohort::data::Dataset pairs = cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
+  const cohort::data::Dataset pairs =
+      hdf5 ? cohort::data::dataset_from_hdf5(files[0], FLAGS_hdf5_inputs, FLAGS_hdf5_targets, 0, shard)
+           : cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
+  const std::string inputs_name = hdf5 ? files[0] + " '" + FLAGS_hdf5_inputs + "'" : files[0];
+  const std::string targets_name = hdf5 ? files[0] + " '" + FLAGS_hdf5_targets + "'" : files[1];
   if (pairs.has_labels())
-    throw cohort::InvalidArgument(flag + "=" + spec + ": " + files[1] + " holds a class label per image, "
+    throw cohort::InvalidArgument(flag + "=" + spec + ": " + targets_name + " holds a class label per image, "
                                   "not target images");
-  cohort::Tensor inputs = as_images(pairs.storage()->features, files[0], flag, shard, false);
+  cohort::Tensor inputs = as_images(pairs.storage()->features, inputs_name, flag, shard, false);
   cohort::Tensor targets =
-      as_images(pairs.storage()->targets, files[1], flag, shard, FLAGS_loss != "mean_squared_error");
+      as_images(pairs.storage()->targets, targets_name, flag, shard, FLAGS_loss != "mean_squared_error");
   if (inputs.dim(1) != targets.dim(1) || inputs.dim(2) != targets.dim(2))
     throw cohort::InvalidArgument(flag + "=" + spec + ": images of " + std::to_string(inputs.dim(1)) + "x" +
                                   std::to_string(inputs.dim(2)) + " and targets of " + std::to_string(targets.dim(1)) +
@@ -158,6 +177,9 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (server.is_chief() && !FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions");
+  if (FLAGS_train.empty() != FLAGS_test.empty())
+    throw cohort::InvalidArgument(FLAGS_train.empty() ? "--test=" + FLAGS_test + " without --train: give the training images too"
+                                                      : "--train=" + FLAGS_train + " without --test: give the test images too");
   const cohort::data::Dataset train = load("train", FLAGS_train, {server.replica_index(), server.num_replicas()});
   std::optional<cohort::data::Dataset> test;  // the chief's
   if (server.is_chief()) test = load("test", FLAGS_test, {});

@@ -179,9 +179,10 @@ class Model {
   /// gradient is not computed and not counted.
   double flops_per_example() const { return layers_.flops_per_example(); }
 
-  /// The floats of activations an inference pass (evaluation, prediction) may hold at once:
-  /// 64M (256 MB). Each node keeps its output for the next pass, so a batch of 1000 through a
-  /// MobileNet of 224x224 images would otherwise hold tens of GB.
+  /// The floats of the nodes' outputs an inference pass (evaluation, prediction) may hold at
+  /// once: 64M (256 MB; a layer's own scratch comes on top). Each node keeps its output for the
+  /// next pass, so a batch of 1000 through a MobileNet of 224x224 images would otherwise hold
+  /// tens of GB.
   static constexpr std::int64_t kInferenceActivationFloats = std::int64_t{1} << 26;
   /// The batch an inference pass asked to take `requested` examples at a time takes: fewer where
   /// their activations would exceed kInferenceActivationFloats, at least 1 (a `requested` below 1

@@ -9,6 +9,7 @@
 # - image pairs of its own (inputs and targets of other channels: an image and its mask) train
 #   with sigmoid cross-entropy (98% of the pixels right) and with the Dice loss (a mean Dice
 #   coefficient of the predicted masks above 0.9), and predict probabilities;
+# - the same pairs, and clean images, from HDF5 files give the same runs to the last digit;
 # - images whose size the model cannot halve twice, pairs that do not match, and values outside
 #   [0, 1] where the loss needs them there are refused in one line.
 #
@@ -16,6 +17,9 @@
 set -euo pipefail
 denoise=$1 mpiexec=$2 np_flag=$3 work=$4 data_dir=$5
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../support/skip.sh"
+/usr/bin/python3 -c "import numpy, h5py" 2>/dev/null ||
+  skip "/usr/bin/python3 cannot import numpy and h5py" "install python3-numpy python3-h5py"
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 . "$here/example_jobs.sh"
@@ -86,6 +90,33 @@ right = float(np.mean((p > 0.5) == (masks > 0.5)))
 print(f"masks: {right:.4f} of the pixels classed right")
 sys.exit(0 if right > 0.98 else "masks: fewer than 98% of the pixels right")
 PY
+# The same pairs, and the squares alone as clean images, from an HDF5 file (h5py's, in a group):
+# the same runs to the last digit.
+/usr/bin/python3 - <<'PY'
+import h5py
+import numpy as np
+for split in ("train", "test"):
+    with h5py.File(f"squares_{split}.h5", "w") as f:
+        f.create_dataset("scans/images", data=np.load(f"squares_{split}.npy"), compression="gzip")
+        f.create_dataset("scans/masks", data=np.load(f"masks_{split}.npy").astype(np.uint8))
+PY
+run_job "$denoise" masks_h5 2 --train=squares_train.h5 --test=squares_test.h5 --hdf5_inputs=scans/images \
+  --hdf5_targets=scans/masks --loss=sigmoid_cross_entropy || { echo "the HDF5 mask job failed"; exit 1; }
+loss() { sed -nE 's/.*(global step .*)/\1/p' "$1.log" | head -1; }
+[[ -n $(loss masks) && $(loss masks_h5) == "$(loss masks)" ]] \
+  || { echo "masks_h5: '$(loss masks_h5)', where the .npy files gave '$(loss masks)'"; exit 1; }
+run_job "$denoise" clean_npy 2 --train=masks_train.npy --test=masks_test.npy --train_steps=50 \
+  || { echo "the clean .npy job failed"; exit 1; }
+/usr/bin/python3 -c "
+import h5py, numpy as np
+for split in ('train', 'test'):
+    with h5py.File(f'masks_{split}.h5', 'w') as f:
+        f['x'] = np.load(f'masks_{split}.npy')"
+run_job "$denoise" clean_h5 2 --train=masks_train.h5 --test=masks_test.h5 --train_steps=50 \
+  || { echo "the clean HDF5 job failed"; exit 1; }
+[[ -n $(loss clean_npy) && $(loss clean_h5) == "$(loss clean_npy)" ]] \
+  || { echo "clean_h5: '$(loss clean_h5)', where the .npy file gave '$(loss clean_npy)'"; exit 1; }
+
 # The same masks by the Dice loss: each image's overlap, whatever the square's share of it.
 run_job "$denoise" dice 2 --train=squares_train.npy,masks_train.npy --test=squares_test.npy,masks_test.npy \
   --loss=dice --predictions=dice.npy || { echo "the Dice job failed"; exit 1; }
@@ -101,18 +132,20 @@ PY
 
 expect_job_failure "$denoise" odd_size \
   "--train=odd_size.npy: images of 18x16; the model halves them twice, so their height and width must be multiples of 4" \
-  "0 1 2" --train=odd_size.npy
+  "0 1 2" --train=odd_size.npy --test=odd_size.npy
+expect_job_failure "$denoise" no_test "--train=masks_train.npy without --test: give the test images too" \
+  "0 1 2" --train=masks_train.npy
 expect_job_failure "$denoise" unmatched \
   "squares_test.npy: features \[400, 16, 16, 3\] and targets masks_train.npy \[2000, 16, 16\] differ in their first dimension: 400 vs 2000 examples" \
-  "0 1 2" --train=squares_test.npy,masks_train.npy
+  "0 1 2" --train=squares_test.npy,masks_train.npy --test=squares_test.npy,masks_test.npy
 expect_job_failure "$denoise" other_size \
   "--train=small.npy,masks_train.npy: images of 8x8 and targets of 16x16: the model's output is of its input's size" \
-  "0 1 2" --train=small.npy,masks_train.npy
+  "0 1 2" --train=small.npy,masks_train.npy --test=squares_test.npy,masks_test.npy
 # Values a loss cannot take: clean images of bytes, and masks of 0 and 255 for sigmoid cross-entropy.
 expect_job_failure "$denoise" bytes \
   "--train=bytes.npy: image [0-9] holds 255.000000, not a value in \[0, 1\] \(scale the images: bytes / 255\)" \
-  "0 1 2" --train=bytes.npy
+  "0 1 2" --train=bytes.npy --test=bytes.npy
 expect_job_failure "$denoise" mask_bytes \
   "--train=mask_bytes.npy: image [0-9]+ holds 255.000000, not a value in \[0, 1\] \(scale the images: bytes / 255\)" \
-  "0 1 2" --train=squares_train.npy,mask_bytes.npy --loss=sigmoid_cross_entropy
+  "0 1 2" --train=squares_train.npy,mask_bytes.npy --test=squares_test.npy,masks_test.npy --loss=sigmoid_cross_entropy
 echo "denoise test passed"
