@@ -86,10 +86,14 @@ COHORT_DEFINE_string(ignore_columns, "",
 COHORT_DEFINE_bool(csv_header, true, "CSV: the first row names the columns");
 COHORT_DEFINE_string(csv_delimiter, ",", "CSV: the character between fields");
 COHORT_DEFINE_string(loss, "softmax_cross_entropy", "the loss (and its default metrics)",
-                     cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy",
+                     cohort::flags::Choices{"softmax_cross_entropy", "sigmoid_cross_entropy", "focal",
                                             "categorical_cross_entropy", "mean_squared_error",
                                             "mse", "mean_absolute_error", "mae", "huber"});
 COHORT_DEFINE_float(huber_delta, 1.0, "--loss=huber: where the loss turns from squared to linear", cohort::flags::Range{1e-6, 1e9});
+COHORT_DEFINE_float(focal_gamma, 2.0, "--loss=focal: how fast an easy example's loss fades ((1 - p_t)^gamma; 0: none)",
+                    cohort::flags::Range{0, 100});
+COHORT_DEFINE_float(focal_alpha, 0.25, "--loss=focal: the positive targets' weight, the negatives' 1 - alpha (below 0: none)",
+                    cohort::flags::Range{-1, 1});
 COHORT_DEFINE_string(class_weights, "",
                      "softmax_cross_entropy: weigh each class's examples by balanced (n / (classes x "
                      "the class's n), over the whole training set) or by a weight per class, separated "
@@ -269,15 +273,16 @@ cohort::Tensor examples(const cohort::Tensor& rows, std::int64_t begin, std::int
 // Writes the trained model's prediction for each example of `rows` (Trainer::predict:
 // standardised as the training data were, with the moving averages where kept), a CSV row each
 // after its index: the class (by name where `classes` names them) and its probability for class
-// labels, each target's probability for sigmoid cross-entropy, else each target's value (columns
-// named by `target_names`, or y0, y1, ...). With --window, every window of the series `rows` is
-// an example, down to the one ending at its last row, and `target_row` says which row of the
-// series it forecasts (past its end for the last --horizon windows). Returns the examples.
+// labels, each target's probability for sigmoid cross-entropy and the focal loss, else each
+// target's value (columns named by `target_names`, or y0, y1, ...). With --window, every window
+// of the series `rows` is an example, down to the one ending at its last row, and `target_row`
+// says which row of the series it forecasts (past its end for the last --horizon windows).
+// Returns the examples.
 std::int64_t predict(cohort::Trainer& trainer, const cohort::Tensor& rows, const cohort::TargetSpec& targets,
                      const std::vector<std::string>& target_names, const std::vector<std::string>& classes,
                      std::ostream& out) {
   constexpr std::int64_t kChunk = 4096;  // examples made and predicted at a time
-  const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy";
+  const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy" || FLAGS_loss == "focal";
   const std::int64_t n = FLAGS_window > 0 ? rows.dim(0) - FLAGS_window + 1 : rows.dim(0);
   for (std::int64_t begin = 0; begin < n; begin += kChunk) {
     const cohort::Tensor chunk = examples(rows, begin, std::min(kChunk, n - begin));
@@ -349,6 +354,9 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
   // With its default metrics.
   if (FLAGS_loss == "huber")
     model.set_loss(std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta)));
+  else if (FLAGS_loss == "focal")
+    model.set_loss(std::make_unique<cohort::FocalLoss>(static_cast<float>(FLAGS_focal_gamma),
+                                                       static_cast<float>(FLAGS_focal_alpha)));
   else if (weights.empty())
     model.set_loss(cohort::make_loss(FLAGS_loss));
   else if (FLAGS_loss == "softmax_cross_entropy")
@@ -374,6 +382,9 @@ int Main(int argc, char** argv) {
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
   if (cohort::flags::Registry::global().given("huber_delta") && FLAGS_loss != "huber")
     throw cohort::InvalidArgument("--huber_delta: for --loss=huber, not --loss=" + FLAGS_loss);
+  for (const char* flag : {"focal_gamma", "focal_alpha"})
+    if (cohort::flags::Registry::global().given(flag) && FLAGS_loss != "focal")
+      throw cohort::InvalidArgument("--" + std::string(flag) + ": for --loss=focal, not --loss=" + FLAGS_loss);
   // The chief writes its results at the end: paths that cannot be written end the job now.
   if (server.is_chief()) {
     if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");

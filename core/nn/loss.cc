@@ -317,6 +317,42 @@ float MeanAbsoluteErrorLoss::forward(const Tensor& predictions, const Targets& t
 
 void MeanAbsoluteErrorLoss::backward(Tensor& grad) { grad = grad_; }
 
+FocalLoss::FocalLoss(float gamma, float alpha) : gamma_(gamma), alpha_(alpha) {
+  if (!(gamma >= 0.0f) || !std::isfinite(gamma) || !(alpha < 0.0f || alpha <= 1.0f))
+    throw InvalidArgument("loss focal: gamma " + std::to_string(gamma) + " and alpha " + std::to_string(alpha) +
+                          ": gamma must be a finite number >= 0, alpha in [0, 1] (or below 0: none)");
+}
+
+void FocalLoss::check(const Shape& prediction, const TargetSpec& targets) const {
+  check_values("loss " + name(), prediction, targets);
+}
+
+float FocalLoss::forward(const Tensor& predictions, const Targets& targets) {
+  const Tensor& t = values_of("loss " + name(), predictions, targets);
+  check_probabilities(name(), t);
+  grad_.resize(predictions.shape());
+  const std::int64_t n = predictions.size();
+  if (n == 0) return 0.0f;
+  const double gamma = gamma_, scale = 1.0 / static_cast<double>(n);
+  double loss = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double x = predictions[i], y = t[i];
+    const double p = sigmoid(predictions[i]);
+    const double ce = std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));
+    const double q = 1.0 - (p * y + (1.0 - p) * (1.0 - y));  // 1 - p_t
+    const double weight = alpha_ >= 0.0f ? alpha_ * y + (1.0 - alpha_) * (1.0 - y) : 1.0;
+    const double fade = gamma == 0.0 ? 1.0 : std::pow(q, gamma);
+    loss += weight * ce * fade;
+    // d/dx: (p - t) fade + ce gamma q^(gamma - 1) dq/dx, dq/dx = -(2t - 1) p (1 - p); the second
+    // term is 0 where gamma is 0 or q is (p saturated: p (1 - p) = 0 too).
+    const double dfade = gamma == 0.0 || q <= 0.0 ? 0.0 : gamma * std::pow(q, gamma - 1.0) * -(2.0 * y - 1.0) * p * (1.0 - p);
+    grad_[i] = static_cast<float>(weight * ((p - y) * fade + ce * dfade) * scale);
+  }
+  return static_cast<float>(loss * scale);
+}
+
+Tensor FocalLoss::probabilities(const Tensor& output) const { return sigmoids(output); }
+
 DiceLoss::DiceLoss(float smooth) : smooth_(smooth) {
   if (!(smooth > 0.0f) || !std::isfinite(smooth))
     throw InvalidArgument("loss dice: smooth " + std::to_string(smooth) + " is not a finite number > 0");
@@ -609,10 +645,11 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
   if (name == "mean_absolute_error" || name == "mae") return std::make_unique<MeanAbsoluteErrorLoss>();
   if (name == "huber") return std::make_unique<HuberLoss>();
   if (name == "dice") return std::make_unique<DiceLoss>();
+  if (name == "focal") return std::make_unique<FocalLoss>();
   throw InvalidArgument("unknown loss '" + name +
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
                         "categorical_cross_entropy, mean_squared_error, mean_absolute_error, "
-                        "huber, dice)");
+                        "huber, dice, focal)");
 }
 
 std::unique_ptr<Metric> make_metric(const std::string& name) {
@@ -658,7 +695,8 @@ std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
   std::vector<std::unique_ptr<Metric>> metrics;
   if (dynamic_cast<const SoftmaxCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<Accuracy>());
-  else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss) || dynamic_cast<const DiceLoss*>(&loss))
+  else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss) || dynamic_cast<const DiceLoss*>(&loss) ||
+           dynamic_cast<const FocalLoss*>(&loss))
     metrics.push_back(std::make_unique<BinaryAccuracy>());
   else if (dynamic_cast<const CategoricalCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<CategoricalAccuracy>());

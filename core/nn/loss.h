@@ -168,6 +168,30 @@ class HuberLoss final : public Loss {
   Tensor grad_;
 };
 
+/// Focal loss of logits against float targets in [0, 1] of the same shape (Lin et al., 2017):
+/// sigmoid cross-entropy times (1 - p_t)^gamma, p_t = p t + (1 - p)(1 - t) the probability the
+/// model gives the target, and times alpha t + (1 - alpha)(1 - t) where alpha >= 0, averaged over
+/// every element: an easy example's loss fades, so the many easy negatives of a rare class do not
+/// rule the gradient (torchvision's sigmoid_focal_loss with reduction "mean", Keras's
+/// BinaryFocalCrossentropy with apply_class_balancing when alpha >= 0). gamma 0 and alpha < 0 is
+/// sigmoid cross-entropy. Its probabilities are the sigmoids.
+class FocalLoss final : public Loss {
+ public:
+  /// gamma >= 0 and alpha < 0 (none) or in [0, 1], else InvalidArgument.
+  explicit FocalLoss(float gamma = 2.0f, float alpha = 0.25f);
+  std::string name() const override { return "focal"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override { grad = grad_; }
+  Tensor probabilities(const Tensor& output) const override;
+  float gamma() const { return gamma_; }
+  float alpha() const { return alpha_; }
+
+ private:
+  float gamma_, alpha_;
+  Tensor grad_;
+};
+
 /// Soft Dice loss of logits against float targets in [0, 1] of the same shape (segmentation
 /// masks): each example's 1 - (2 sum(p t) + s) / (sum(p) + sum(t) + s) over all its values, p the
 /// logits' sigmoids, averaged over the examples; s (1 by default) keeps an example without
@@ -342,7 +366,7 @@ class MeanAbsoluteError final : public Metric {
 
 /// The loss named `name` ("softmax_cross_entropy", "sigmoid_cross_entropy",
 /// "categorical_cross_entropy", "mean_squared_error" or "mse", "mean_absolute_error" or "mae",
-/// "huber" with delta 1, "dice" with smooth 1);
+/// "huber" with delta 1, "dice" with smooth 1, "focal" with gamma 2 and alpha 0.25);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),

@@ -125,6 +125,45 @@ TEST_CASE("sigmoid cross-entropy with positive weights: TensorFlow's weighted_cr
   CHECK_THROWS_AS(two.forward(x, t), InvalidArgument);
 }
 
+TEST_CASE("Focal loss: sigmoid cross-entropy at gamma 0, its formula, its gradient by finite differences") {
+  Tensor x = random_tensor({4, 3}, 9, -4.0f, 4.0f);
+  Tensor y({4, 3}, std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0.3f, 0});
+  const Targets t{{}, &y};
+  // gamma 0 without alpha: the plain loss and gradient.
+  FocalLoss plain(0.0f, -1.0f);
+  SigmoidCrossEntropyLoss bce;
+  CHECK(plain.forward(x, t) == doctest::Approx(bce.forward(x, t)).epsilon(1e-6));
+  Tensor g_plain, g_bce;
+  plain.backward(g_plain);
+  bce.backward(g_bce);
+  for (std::int64_t i = 0; i < x.size(); ++i) CHECK(g_plain[i] == doctest::Approx(g_bce[i]).epsilon(1e-5));
+  for (const auto& [gamma, alpha] : {std::pair{2.0f, 0.25f}, std::pair{0.5f, -1.0f}, std::pair{1.0f, 0.75f}}) {
+    CAPTURE(gamma);
+    CAPTURE(alpha);
+    FocalLoss focal(gamma, alpha);
+    double expected = 0;
+    for (std::int64_t i = 0; i < x.size(); ++i) {
+      const double p = 1 / (1 + std::exp(-double(x[i]))), target = y[i];
+      const double ce = -(target * std::log(p) + (1 - target) * std::log(1 - p));
+      const double p_t = p * target + (1 - p) * (1 - target);
+      const double weight = alpha >= 0 ? alpha * target + (1 - alpha) * (1 - target) : 1.0;
+      expected += weight * ce * std::pow(1 - p_t, gamma) / double(x.size());
+    }
+    CHECK(focal.forward(x, t) == doctest::Approx(expected).epsilon(1e-5));
+    check_gradient(focal, x, t);
+  }
+  // An easy example weighs less than under cross-entropy: the point of it.
+  Tensor easy({1, 1}, std::vector<float>{4.0f}), one({1, 1}, std::vector<float>{1.0f});
+  CHECK(FocalLoss(2.0f, -1.0f).forward(easy, Targets{{}, &one}) <
+        0.01f * SigmoidCrossEntropyLoss().forward(easy, Targets{{}, &one}));
+  CHECK(make_loss("focal")->name() == "focal");
+  CHECK_THROWS_WITH_AS(FocalLoss(-1.0f, 0.25f),
+                       "loss focal: gamma -1.000000 and alpha 0.250000: gamma must be a finite number >= 0, alpha in "
+                       "[0, 1] (or below 0: none)",
+                       InvalidArgument);
+  CHECK_THROWS_AS(FocalLoss(2.0f, 1.5f), InvalidArgument);
+}
+
 TEST_CASE("Dice loss against its formula, its gradient by finite differences") {
   // 3 examples of 2x2x1: overlapping, an empty mask, a full one.
   Tensor x = random_tensor({3, 2, 2, 1}, 8, -3.0f, 3.0f);
@@ -387,7 +426,7 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK(make_loss("mse")->name() == "mean_squared_error");
   CHECK_THROWS_WITH_AS(make_loss("hinge"),
                        "unknown loss 'hinge' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                       "categorical_cross_entropy, mean_squared_error, mean_absolute_error, huber, dice)",
+                       "categorical_cross_entropy, mean_squared_error, mean_absolute_error, huber, dice, focal)",
                        InvalidArgument);
 }
 
