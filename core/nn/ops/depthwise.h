@@ -52,16 +52,16 @@ class DepthwiseConv2D : public Layer {
   double input_grad_flops_per_example() const override;
 
  private:
+  // With a depth multiplier above 1, `parts` images of [pixels, channels] per thread of a pass
+  // over `images` images, kept between passes; null for one filter per channel.
+  float* scratch(std::int64_t images, int parts);
+
   std::string name_;
   Options options_;
   Graph* graph_ = nullptr;
   im2col::Geometry geometry_;  // sizes and padding (in_c: the input's channels)
   std::int64_t kernel_offset_ = 0, bias_offset_ = -1;  // -1: no bias
   Tensor grad_pre_, grad_bias_;
-  // With a depth multiplier above 1, `parts` images of [pixels, channels] per thread of a pass
-  // over `images` images, kept between passes; null for one filter per channel.
-  float* scratch(std::int64_t images, int parts);
-
   std::vector<float> partials_;  // the kernel gradient's sums of the threads after the first
   std::vector<float> scratch_;   // the threads' expanded images (and their gradients)
 };
