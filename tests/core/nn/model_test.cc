@@ -163,6 +163,22 @@ TEST_CASE("inference batches: capped by their activations, the results the same"
   CHECK(big.inference_batch(1000) == Model::kInferenceActivationFloats / ((std::int64_t{1} << 23) + 3));
   CHECK(big.inference_batch(1000) == 7);
   CHECK(big.inference_batch(2) == 2);
+  // Capped where it matters, the same metrics: 2^18 floats an example through the wide layer
+  // hold 255 examples a batch, and 600 examples evaluated 1000 at a time go 255 at a time.
+  Graph wide_graph;
+  Model broad(wide_graph);
+  Node in = broad.input({4}, "in");
+  broad.apply(dense("y", 3), broad.apply(dense("wide", std::int64_t{1} << 18, Activation::kRelu), in));
+  wide_graph.initialize(5);
+  CHECK(broad.inference_batch(1000) == Model::kInferenceActivationFloats / (4 + (std::int64_t{1} << 18) + 3));
+  CHECK(broad.inference_batch(1000) == 255);
+  std::vector<std::int32_t> labels(600);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 3);
+  const data::Dataset data = data::Dataset::from_arrays(random_tensor({600, 4}, 3), labels, 3);
+  const StepMetrics capped = evaluate_dataset(broad, data, 1000);
+  const StepMetrics small_batches = evaluate_dataset(broad, data, 50);
+  CHECK(capped.loss == doctest::Approx(small_batches.loss).epsilon(1e-5));
+  CHECK(capped.metrics[0] == small_batches.metrics[0]);
 }
 
 TEST_CASE("summary: each node's layer, output shape and parameters, as Keras prints them") {
