@@ -16,10 +16,12 @@ set -euo pipefail
 train=$1 mpiexec=$2 np_flag=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 
-# launch FLAGS...: 1 ps, 2 workers and an evaluator (MPMD), sync mode, each given FLAGS.
+# launch FLAGS...: 1 ps, 2 workers and an evaluator (MPMD), sync mode, each given FLAGS. A job
+# still running after 60 s (they take seconds) is ended, so that a hang fails the part of the
+# test it hung in, with its log, rather than the whole test by its time limit.
 launch() {
   local args=(--mode=sync --log_every_steps=0 --print_cluster=false "$@")
-  "$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
+  timeout -k 5 60 "$mpiexec" "$np_flag" 1 --oversubscribe "$train" --job_name=ps "${args[@]}" \
     : "$np_flag" 2 "$train" --job_name=worker "${args[@]}" \
     : "$np_flag" 1 "$train" --job_name=evaluator "${args[@]}"
 }
@@ -28,8 +30,9 @@ launch() {
 job() {
   local steps=$1 dir=$2 log=$3
   shift 3
-  launch --train_steps="$steps" --save_checkpoint_steps=100 --checkpoint_dir="$dir" "$@" > "$log" 2>&1 \
-    || { cat "$log"; echo "the job failed"; exit 1; }
+  local status=0
+  launch --train_steps="$steps" --save_checkpoint_steps=100 --checkpoint_dir="$dir" "$@" > "$log" 2>&1 || status=$?
+  ((status == 0)) || { cat "$log"; echo "the job failed (status $status; 124 or 137: still running after 60 s)"; exit 1; }
   cat "$log"
 }
 
@@ -100,11 +103,16 @@ launch_and_stop_evaluator() {
 
 launch_and_stop_evaluator "$work/stalled.log" --train_steps=300 --wait_timeout_secs=2 \
   --stall_timeout_secs=3 --checkpoint_dir="$work/ckpt3"
+# The others give up on it by themselves. Then mpiexec ends the job, but its SIGTERM cannot end
+# a stopped process, and it would wait for the evaluator for good: the test kills it once the
+# others have given up.
+wait_for_line "$work/stalled.log" "error: no progress for 3 s in MPI_Finalize" "$job"
+kill -KILL "$evaluator" 2>/dev/null || true
 status=0
 wait "$job" || status=$?
-kill -KILL "$evaluator" 2>/dev/null || true
 cat "$work/stalled.log"
 [ "$status" -ne 0 ] || { echo "the job with a stalled evaluator exited 0"; exit 1; }
+((status != 124 && status != 137)) || { echo "the job with a stalled evaluator was still running after 60 s"; exit 1; }
 grep -qE "^final: global step 300, " "$work/stalled.log" || { echo "training did not finish"; exit 1; }
 grep -qE "error: no progress for 3 s in MPI_Finalize, which waits for every process of the job" \
   "$work/stalled.log" || { echo "nobody gave up on the stalled evaluator"; exit 1; }
@@ -119,6 +127,7 @@ status=0
 wait "$job" || status=$?
 cat "$work/damaged.log"
 [ "$status" -ne 0 ] || { echo "the job whose final checkpoint was damaged exited 0"; exit 1; }
+((status != 124 && status != 137)) || { echo "the job whose final checkpoint was damaged was still running after 60 s"; exit 1; }
 grep -qE "^\[evaluator:0 rank 3\] error: evaluator:0: the final checkpoint could not be evaluated: .*model\.ckpt-300\.safetensors" \
   "$work/damaged.log" || { echo "the evaluator did not name the damaged final checkpoint"; exit 1; }
 

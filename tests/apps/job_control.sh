@@ -25,7 +25,7 @@ export COHORT_TEST_JOB_TAG="test-$$-$RANDOM"
 rank_pids() {
   local program=$2 want=${3:-[0-9]+} pid environ
   for pid in $(pgrep -f -- "$program"); do
-    environ=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) || continue
+    environ=$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ") || continue
     grep -qxF "COHORT_TEST_JOB_TAG=$COHORT_TEST_JOB_TAG" <<<"$environ" || continue
     grep -qxE "OMPI_COMM_WORLD_RANK=$want" <<<"$environ" && echo "$pid"
   done
