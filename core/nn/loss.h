@@ -56,6 +56,9 @@ class Loss {
   /// softmax of each row of logits; sigmoid cross-entropy: each logit's sigmoid). A loss of
   /// values (regression) has none: InvalidArgument naming it.
   virtual Tensor probabilities(const Tensor& output) const;
+  /// The activation this loss applies to the model's output itself, whose output is then logits:
+  /// "softmax", "sigmoid", or empty (the loss compares the output as it is).
+  virtual std::string output_activation() const { return {}; }
 };
 
 /// Softmax cross-entropy of logits [N, classes] against class labels, with label smoothing: the
@@ -71,6 +74,7 @@ class SoftmaxCrossEntropyLoss final : public Loss {
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override { op_.backward(grad); }
   Tensor probabilities(const Tensor& output) const override;
+  std::string output_activation() const override { return "softmax"; }
   float label_smoothing() const { return op_.label_smoothing(); }
   const std::vector<float>& class_weights() const { return op_.class_weights(); }
 
@@ -95,6 +99,7 @@ class SigmoidCrossEntropyLoss final : public Loss {
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override;
   Tensor probabilities(const Tensor& output) const override;
+  std::string output_activation() const override { return "sigmoid"; }
 
  private:
   std::vector<float> pos_weight_;
@@ -118,6 +123,7 @@ class CategoricalCrossEntropyLoss final : public Loss {
   /// The softmax of each row of classes: rows of the targets' last axis as check() last saw
   /// them (a flat output of [steps * classes] too), else of the output's last axis.
   Tensor probabilities(const Tensor& output) const override;
+  std::string output_activation() const override { return "softmax"; }
 
  private:
   Tensor grad_;
@@ -184,6 +190,7 @@ class FocalLoss final : public Loss {
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override { grad = grad_; }
   Tensor probabilities(const Tensor& output) const override;
+  std::string output_activation() const override { return "sigmoid"; }
   float gamma() const { return gamma_; }
   float alpha() const { return alpha_; }
 
@@ -207,6 +214,7 @@ class DiceLoss final : public Loss {
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override { grad = grad_; }
   Tensor probabilities(const Tensor& output) const override;
+  std::string output_activation() const override { return "sigmoid"; }
   float smooth() const { return smooth_; }
 
  private:

@@ -13,8 +13,8 @@ Model::Model(Graph& graph) : layers_(graph), loss_value_(Shape{}) {
 }
 
 Model::Model(Graph& graph, Shape example_shape, int num_classes) : Model(graph) {
-  if (num_classes < 1)
-    throw InvalidArgument("Model: num_classes = " + std::to_string(num_classes) + ", must be >= 1");
+  if (num_classes < 0)
+    throw InvalidArgument("Model: num_classes = " + std::to_string(num_classes) + ", must be >= 0 (0: not declared)");
   declared_classes_ = num_classes;
   input(std::move(example_shape));
 }
@@ -144,8 +144,7 @@ void Model::check_ready() const {
                           std::to_string(declared_classes_) +
                           "] logits: Model(graph, example_shape, num_classes) declares " +
                           std::to_string(declared_classes_) +
-                          " classes (10 unless given); give what the last layer outputs, such as "
-                          "1 for one regression target");
+                          " classes; give what the last layer outputs, or leave it out");
 }
 
 void Model::check_data(const Shape& example, const TargetSpec& targets) const {
@@ -158,18 +157,15 @@ void Model::check_data(const Shape& example, const TargetSpec& targets) const {
                           ", the model's input takes " + to_string(example_shape()));
   const Shape& prediction = layers_.shape(layers_.output());
   loss_->check(prediction, targets);
-  // Keras's habit, a softmax (or sigmoid) as the last layer, would apply it twice: these losses
-  // take logits.
+  // Keras's habit, a softmax (or sigmoid) as the last layer, would apply it twice where the loss
+  // takes logits.
   if (const auto* last = dynamic_cast<const ElementwiseActivation*>(layers_.layer(layers_.output()))) {
-    const bool softmax = last->kind() == ElementwiseActivation::Kind::kSoftmax &&
-                         (dynamic_cast<const SoftmaxCrossEntropyLoss*>(loss_.get()) ||
-                          dynamic_cast<const CategoricalCrossEntropyLoss*>(loss_.get()));
-    const bool sigmoid = last->kind() == ElementwiseActivation::Kind::kSigmoid &&
-                         dynamic_cast<const SigmoidCrossEntropyLoss*>(loss_.get());
-    if (softmax || sigmoid)
-      throw InvalidArgument("the model ends in a " + std::string(softmax ? "softmax" : "sigmoid") +
-                            " (layer \"" + last->name() + "\"), and loss " + loss_->name() +
-                            " applies its own to the model's output: remove that layer (the loss "
+    const std::string applied = loss_->output_activation();
+    const bool twice = (applied == "softmax" && last->kind() == ElementwiseActivation::Kind::kSoftmax) ||
+                       (applied == "sigmoid" && last->kind() == ElementwiseActivation::Kind::kSigmoid);
+    if (twice)
+      throw InvalidArgument("the model ends in a " + applied + " (layer \"" + last->name() + "\"), and loss " +
+                            loss_->name() + " applies its own to the model's output: remove that layer (the loss "
                             "takes logits, as Keras's with from_logits=True)");
   }
   for (const auto& metric : metrics_) metric->check(prediction, targets);

@@ -67,10 +67,12 @@ class Model {
   /// An empty model: declare inputs with input(), apply layers, set a loss (softmax
   /// cross-entropy with accuracy when none is set).
   explicit Model(Graph& graph);
-  /// A sequential classifier: one input of `example_shape` (without the batch dimension, e.g.
-  /// {28, 28, 1}), layers appended with add(), the last giving `num_classes` logits; softmax
-  /// cross-entropy and accuracy.
-  Model(Graph& graph, Shape example_shape, int num_classes = 10);
+  /// A sequential model: one input of `example_shape` (without the batch dimension, e.g.
+  /// {28, 28, 1}), layers appended with add(); softmax cross-entropy and accuracy until another
+  /// loss is set. The last layer's output is what the loss checks against the data (a class's
+  /// logits, a regression's values, an image); a `num_classes` above 0 also declares that it
+  /// gives [num_classes] logits, checked at the first step.
+  Model(Graph& graph, Shape example_shape, int num_classes = 0);
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
   Model(const Model&) = delete;

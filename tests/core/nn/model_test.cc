@@ -77,7 +77,27 @@ TEST_CASE("Model rejects bad layers and batches") {
   CHECK_THROWS_AS(model.train_step(x, std::vector<std::int32_t>{0, 2}, grads, {}), InvalidArgument);
   std::vector<float> short_grads(3);
   CHECK_THROWS_AS(model.train_step(x, labels, short_grads, {}), InvalidArgument);
-  CHECK_THROWS_AS(Model(graph, {4}, 0), InvalidArgument);
+  CHECK_THROWS_AS(Model(graph, {4}, -1), InvalidArgument);
+}
+
+TEST_CASE("the sequential form takes any output unless a class count is declared") {
+  Graph graph;
+  Model regression(graph, {13});
+  regression.add(dense("hidden", 8, Activation::kRelu)).add(dense("out", 1));
+  regression.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK_NOTHROW(regression.check_data({13}, TargetSpec::values({1})));
+  Model image(graph, {4, 4, 1});
+  image.add(conv2d("conv", 2, 3));
+  image.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK_NOTHROW(image.check_data({4, 4, 1}, TargetSpec::values({4, 4, 2})));
+
+  Model declared(graph, {4}, 3);
+  declared.add(dense("logits5", 5));
+  CHECK_THROWS_WITH_AS(declared.check_data({4}, TargetSpec::classes(5)),
+                       "Model: the last layer outputs [5] per example, expected [3] logits: Model(graph, "
+                       "example_shape, num_classes) declares 3 classes; give what the last layer outputs, or "
+                       "leave it out",
+                       InvalidArgument);
 }
 
 TEST_CASE("a softmax or sigmoid before a loss that applies its own is refused, naming the layer") {
@@ -98,6 +118,22 @@ TEST_CASE("a softmax or sigmoid before a loss that applies its own is refused, n
   multi_label.add(dense("logits", 3)).add(activation("sigmoid", "sigmoid"));
   multi_label.set_loss(std::make_unique<SigmoidCrossEntropyLoss>());
   CHECK_THROWS_AS(multi_label.check_data({4}, TargetSpec::values({3})), InvalidArgument);
+  // Focal and Dice take logits too (a Keras U-Net ends in a sigmoid before its Dice loss).
+  for (const std::string loss : {"focal", "dice", "categorical_cross_entropy"}) {
+    CAPTURE(loss);
+    multi_label.set_loss(make_loss(loss));
+    const bool softmax = loss == "categorical_cross_entropy";
+    if (softmax) {
+      CHECK_NOTHROW(multi_label.check_data({4}, TargetSpec::values({3})));
+    } else {
+      CHECK_THROWS_WITH_AS(multi_label.check_data({4}, TargetSpec::values({3})),
+                           ("the model ends in a sigmoid (layer \"sigmoid\"), and loss " + multi_label.loss().name() +
+                            " applies its own to the model's output: remove that layer (the loss takes logits, as "
+                            "Keras's with from_logits=True)")
+                               .c_str(),
+                           InvalidArgument);
+    }
+  }
 }
 
 TEST_CASE("predict_classes and predict_probabilities follow the logits; a regression refuses both") {
