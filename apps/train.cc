@@ -58,7 +58,7 @@ COHORT_DEFINE_int(batch_size, 64, "examples per worker step",
 COHORT_DEFINE_string(optimizer, "momentum", "the optimizer, with TensorFlow 1's formulas",
     Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"}, kSameOnAllRanks);
 COHORT_DEFINE_float(learning_rate, 0.01, "learning rate of one worker's batch (see --lr_scaling)",
-    Range{0, 1e6}, kSameOnAllRanks);
+    Range{.min = 0, .max = 1e6, .min_excluded = true}, kSameOnAllRanks);
 COHORT_DEFINE_float(momentum, 0.9, "momentum of the momentum optimizer, or of rmsprop's steps where given (below 1)",
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_bool(nesterov, false, "Nesterov momentum", kSameOnAllRanks);

@@ -11,7 +11,7 @@ COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Rang
 COHORT_DEFINE_string(mode, "sync", "how workers combine updates",
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"},
                      cohort::flags::kSameOnAllRanks);
-COHORT_DEFINE_float(learning_rate, 0.05, "learning rate", cohort::flags::Range{0, 10});
+COHORT_DEFINE_float(learning_rate, 0.05, "learning rate", cohort::flags::Range{.min = 0, .max = 10, .min_excluded = true});
 COHORT_DEFINE_int(hidden_units, 64, "units of the hidden layer", cohort::flags::Range{1, 1 << 16});
 
 namespace {

@@ -26,7 +26,7 @@ COHORT_DEFINE_int(train_steps, 1000, "global steps to train", cohort::flags::Ran
 COHORT_DEFINE_string(checkpoint_dir, "",
                      "the chief restores from and writes checkpoints and summaries here "
                      "(empty: none)");
-COHORT_DEFINE_float(learning_rate, 0.05, "learning rate of plain SGD", cohort::flags::Range{0, 10});
+COHORT_DEFINE_float(learning_rate, 0.05, "learning rate of plain SGD", cohort::flags::Range{.min = 0, .max = 10, .min_excluded = true});
 COHORT_DEFINE_int(hidden_units, 128, "units of the hidden layer", cohort::flags::Range{1, 1 << 16});
 COHORT_DEFINE_bool(sync_replicas, false,
                    "with ps tasks: aggregate every worker's gradients each step (sync SGD), "

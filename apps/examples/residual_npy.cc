@@ -28,7 +28,7 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_int(train_steps, 200, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_float(learning_rate, 0.05, "learning rate (momentum 0.9, cosine decay)",
-                    cohort::flags::Range{0, 10});
+                    cohort::flags::Range{.min = 0, .max = 10, .min_excluded = true});
 COHORT_DEFINE_int(filters, 16, "filters of the residual blocks", cohort::flags::Range{1, 4096});
 COHORT_DEFINE_int(batch_size, 64, "examples per worker step", cohort::flags::Range{1, 1 << 20});
 COHORT_DEFINE_int(num_classes, 0, "classes of the labels (0: the largest training label + 1)",

@@ -126,7 +126,7 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_string(optimizer, "adam", "the optimizer",
                      cohort::flags::Choices{"sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad"});
-COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{0, 1e3});
+COHORT_DEFINE_float(learning_rate, 0.01, "learning rate", cohort::flags::Range{.min = 0, .max = 1e3, .min_excluded = true});
 COHORT_DEFINE_string(lr_schedule, "constant", "the learning rate over training: constant, or after --lr_warmup_steps down to a tenth (cosine, polynomial: linear, exponential)",
                      cohort::flags::Choices{"constant", "cosine", "polynomial", "exponential"});
 COHORT_DEFINE_int(lr_warmup_steps, 0, "global steps over which the learning rate rises linearly to its value", cohort::flags::Range{0, 1e12});

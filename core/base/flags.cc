@@ -184,9 +184,9 @@ void check_value(const Flag& flag, bool from_environment) {
   };
   if (flag.range && (flag.type == Type::kInt || flag.type == Type::kFloat)) {
     const double v = numeric_value(flag);
-    if (!(v >= flag.range->min && v <= flag.range->max))  // NaN fails both
-      throw refuse("out of range, expected " + to_text(flag.range->min) + " to " +
-                   to_text(flag.range->max));
+    const bool above_min = flag.range->min_excluded ? v > flag.range->min : v >= flag.range->min;
+    if (!(above_min && v <= flag.range->max))  // NaN fails both
+      throw refuse("out of range, expected " + flag.range->to_string());
   }
   if (!flag.choices.empty() && flag.type == Type::kString) {
     const std::string& text = *static_cast<const std::string*>(flag.value);
@@ -200,6 +200,10 @@ void check_value(const Flag& flag, bool from_environment) {
 }
 
 }  // namespace
+
+std::string Range::to_string() const {
+  return min_excluded ? "above " + to_text(min) + " up to " + to_text(max) : to_text(min) + " to " + to_text(max);
+}
 
 std::vector<std::string> split_list(const std::string& name, const std::string& text) {
   std::vector<std::string> items;
@@ -546,8 +550,7 @@ std::string Registry::help(const std::string& program) const {
       out << "  --" << flag->name << " (" << type_name(flag->type) << ", default ";
       if (flag->type == Type::kString) out << '"' << flag->default_text << '"';
       else out << flag->default_text;
-      if (flag->range)
-        out << ", " << to_text(flag->range->min) << " to " << to_text(flag->range->max);
+      if (flag->range) out << ", " << flag->range->to_string();
       if (!flag->choices.empty()) {
         out << ", one of";
         for (const std::string& choice : flag->choices) out << ' ' << (choice.empty() ? "\"\"" : choice);

@@ -41,10 +41,16 @@ class FlagError : public InvalidArgument {
 enum class Type { kString, kInt, kBool, kFloat };
 const char* type_name(Type type);
 
-/// A numeric flag's accepted values, bounds included; NaN is never in range.
+/// A numeric flag's accepted values, bounds included (the lower one left out where
+/// `min_excluded`: Range{.min = 0, .max = 10, .min_excluded = true} for a positive rate); NaN is
+/// never in range.
 struct Range {
   double min;
   double max;
+  bool min_excluded = false;
+
+  /// "1 to 4096", "above 0 up to 10".
+  std::string to_string() const;
 };
 
 /// A string flag's accepted values: anything else is refused at parse time, naming the flag, its

@@ -331,6 +331,13 @@ TEST_CASE("a numeric flag outside its range is refused, from any source") {
   CHECK(f.error({"--batch_size=1", "--learning_rate=nan"}).find("--learning_rate=nan: out of range") == 0);
   CHECK(f.error({"--batch_size=1", "--learning_rate=1e300"}).find("out of range, expected 0 to 10") !=
         std::string::npos);
+  // A positive rate: its lower bound left out.
+  const_cast<Flag*>(f.registry.find("learning_rate"))->range = cohort::flags::Range{.min = 0, .max = 10, .min_excluded = true};
+  CHECK(f.error({"--batch_size=1", "--learning_rate=0"}) ==
+        "--learning_rate=0: out of range, expected above 0 up to 10");
+  f.parse({"--batch_size=1", "--learning_rate=1e-30"});
+  CHECK(f.registry.help("prog").find("above 0 up to 10") != std::string::npos);
+  const_cast<Flag*>(f.registry.find("learning_rate"))->range = cohort::flags::Range{0, 10};
   f.env["COHORT_BATCH_SIZE"] = "100000";
   CHECK(f.error({}) == "COHORT_BATCH_SIZE=100000 (the environment's --batch_size): out of range, "
                        "expected 1 to 4096");
