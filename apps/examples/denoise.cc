@@ -48,7 +48,7 @@ COHORT_DEFINE_string(mode, "allreduce", "how workers combine updates (sync, asyn
                      cohort::flags::Choices{"sync", "async", "ssp", "allreduce"});
 COHORT_DEFINE_int(train_steps, 300, "global steps to train", cohort::flags::Range{1, 1e12});
 COHORT_DEFINE_int(batch_size, 32, "images per worker step", cohort::flags::Range{1, 1 << 20});
-COHORT_DEFINE_float(learning_rate, 0.003, "Adam's learning rate", cohort::flags::Range{0, 10});
+COHORT_DEFINE_float(learning_rate, 0.003, "Adam's learning rate", cohort::flags::Range{.min = 0, .max = 10, .min_excluded = true});
 COHORT_DEFINE_string(predictions, "", "chief: write the model's outputs for the test inputs to this .npy file");
 
 namespace {
@@ -116,9 +116,10 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, coh
   const bool hdf5 = files.size() == 1 && is_hdf5(files[0]);
   if (files.size() > 2 || (files.size() == 2 && (is_hdf5(files[0]) || is_hdf5(files[1]))))
     throw cohort::InvalidArgument(flag + "=" + spec + ": expected CLEAN.npy, INPUTS.npy,TARGETS.npy or FILE.h5");
-  if (files.size() == 1 && !hdf5 && !FLAGS_hdf5_targets.empty())
-    throw cohort::InvalidArgument("--hdf5_targets=" + FLAGS_hdf5_targets + ": for an HDF5 file, and " + flag + "=" +
-                                  spec + " is not one");
+  if (!hdf5 && (!FLAGS_hdf5_targets.empty() || cohort::flags::Registry::global().given("hdf5_inputs")))
+    throw cohort::InvalidArgument(
+        (FLAGS_hdf5_targets.empty() ? "--hdf5_inputs=" + FLAGS_hdf5_inputs : "--hdf5_targets=" + FLAGS_hdf5_targets) +
+        ": for an HDF5 file, and " + flag + "=" + spec + (files.empty() ? " gives none" : " is not one"));
   if (files.empty() || (files.size() == 1 && FLAGS_hdf5_targets.empty())) {
     cohort::Tensor clean =
         files.empty()

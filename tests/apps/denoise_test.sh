@@ -148,4 +148,7 @@ expect_job_failure "$denoise" bytes \
 expect_job_failure "$denoise" mask_bytes \
   "--train=mask_bytes.npy: image [0-9]+ holds 255.000000, not a value in \[0, 1\] \(scale the images: bytes / 255\)" \
   "0 1 2" --train=squares_train.npy,mask_bytes.npy --test=squares_test.npy,masks_test.npy --loss=sigmoid_cross_entropy
+# HDF5 dataset names with no HDF5 file: Fashion-MNIST would have been trained on in their place.
+expect_job_failure "$denoise" hdf5_no_file "--hdf5_targets=masks: for an HDF5 file, and --train= gives none" \
+  "0 1 2" --hdf5_targets=masks --train_steps=5
 echo "denoise test passed"
