@@ -165,7 +165,7 @@ COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoin
     kSameOnAllRanks);
 COHORT_DEFINE_string(summary_dir, "", "chief: write summaries here (empty: --checkpoint_dir)");
 COHORT_DEFINE_string(warm_start_from, "",
-    "chief: without a checkpoint in --checkpoint_dir, start from this checkpoint's variables (a file, or a directory's latest) at step 0, the optimizer afresh",
+    "chief: without a checkpoint in --checkpoint_dir, start from this checkpoint's variables (a file, or a directory's latest) at step 0, the optimizer afresh; the file may be another framework's safetensors of the model's variable names (docs/GUIDE.md)",
     kSameOnAllRanks);
 COHORT_DEFINE_string(warm_start_vars, "",
     "with --warm_start_from: a regular expression choosing the variables to load, matched from the start of the name (empty: all); the others start from their initialisers",

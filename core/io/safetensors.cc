@@ -4,6 +4,8 @@
 #include <array>
 #include <bit>
 #include <charconv>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -11,8 +13,10 @@
 #include <string_view>
 #include <utility>
 
+#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "cohort/core/base/bfloat16.h"
 #include "cohort/core/base/crc32c.h"
 
 namespace cohort {
@@ -95,10 +99,11 @@ std::uint32_t header_crc(std::span<const std::byte, 8> length, std::string_view 
   return crc.value();
 }
 
-// 4 * the element count of `shape`, or nullopt when that does not fit in 63 bits.
-std::optional<std::uint64_t> float_bytes(const std::vector<std::uint64_t>& dims) {
+// `element` bytes times the element count of `shape`, or nullopt when that does not fit in 63
+// bits.
+std::optional<std::uint64_t> tensor_bytes(const std::vector<std::uint64_t>& dims, std::uint64_t element) {
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
-  std::uint64_t bytes = kFloatBytes;
+  std::uint64_t bytes = element;
   for (std::uint64_t d : dims) {
     if (bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / d)
       return std::nullopt;
@@ -107,12 +112,17 @@ std::optional<std::uint64_t> float_bytes(const std::vector<std::uint64_t>& dims)
   return bytes;
 }
 
+// The floating-point dtypes another framework's file may hold, with their sizes; Cohort writes F32.
+constexpr std::array<std::pair<std::string_view, std::uint64_t>, 4> kFloatDtypes = {
+    {{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F64", 8}}};
+
 // One header entry, validated, before the layout checks.
 struct Entry {
   std::string name;
   Shape shape;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
+  std::string dtype = "F32";
 };
 
 std::string offsets_text(const Entry& e) {
@@ -133,14 +143,20 @@ class HeaderParser {
     throw CheckpointError(path_ + ": " + fault);
   }
 
-  Entry entry(const std::string& name, const ordered_json& value) const {
+  // `any_float`: a file of another framework's, whose tensors may be of any of kFloatDtypes;
+  // else a Cohort checkpoint's, of F32.
+  Entry entry(const std::string& name, const ordered_json& value, bool any_float) const {
     const std::string tensor = "tensor " + quote(name);
     if (!value.is_object()) fail(tensor + ": header entry is not a JSON object");
     const auto dtype = value.find("dtype");
     if (dtype == value.end() || !dtype->is_string()) fail(tensor + ": no \"dtype\" string");
-    if (dtype->get<std::string>() != "F32")
-      fail(tensor + " has dtype " + dtype->get<std::string>() +
-           ", expected F32 (Cohort checkpoints hold float32 tensors only)");
+    const std::string type = dtype->get<std::string>();
+    const auto known = std::find_if(kFloatDtypes.begin(), kFloatDtypes.end(),
+                                    [&](const auto& d) { return d.first == type; });
+    if (!any_float && type != "F32")
+      fail(tensor + " has dtype " + type + ", expected F32 (Cohort checkpoints hold float32 tensors only)");
+    if (known == kFloatDtypes.end())
+      fail(tensor + " has dtype " + type + ", expected F32, F16, BF16 or F64 (floating-point weights)");
 
     const auto shape = value.find("shape");
     if (shape == value.end()) fail(tensor + ": no \"shape\"");
@@ -164,11 +180,11 @@ class HeaderParser {
            offsets->dump());
 
     Entry e{name, Shape(dims.begin(), dims.end()), (*offsets)[0].get<std::uint64_t>(),
-            (*offsets)[1].get<std::uint64_t>()};
-    const auto bytes = float_bytes(dims);
+            (*offsets)[1].get<std::uint64_t>(), type};
+    const auto bytes = tensor_bytes(dims, known->second);
     if (!bytes) fail(tensor + ": shape " + to_string(e.shape) + " is too large");
     if (*bytes != e.end - e.begin)
-      fail(tensor + ": shape " + to_string(e.shape) + " of F32 needs " + std::to_string(*bytes) +
+      fail(tensor + ": shape " + to_string(e.shape) + " of " + type + " needs " + std::to_string(*bytes) +
            " bytes, but data_offsets " + offsets_text(e) + " span " +
            std::to_string(e.end - e.begin));
     return e;
@@ -311,7 +327,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
       if (d < 0) bad("tensor " + quote(t.name) + " has a negative dimension: " + to_string(t.shape));
       dims.push_back(static_cast<std::uint64_t>(d));
     }
-    const auto bytes = float_bytes(dims);
+    const auto bytes = tensor_bytes(dims, kFloatBytes);
     if (!bytes || *bytes / kFloatBytes != t.values.size())
       bad("tensor " + quote(t.name) + " has shape " + to_string(t.shape) + " but holds " +
           std::to_string(t.values.size()) + " values");
@@ -348,7 +364,31 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
   write_file_atomically(path, pieces, before_rename);
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
+namespace {
+
+// Converts tensor `name`'s `raw` elements of `dtype` (F16, BF16, F64) to float32 at `out`.
+void convert_to_float(const HeaderParser& parser, const std::string& name, const std::string& dtype,
+                      std::span<const std::byte> raw, std::span<float> out) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (dtype == "F64") {
+      double v;
+      std::memcpy(&v, raw.data() + 8 * i, 8);
+      if (std::isfinite(v) && std::abs(v) > std::numeric_limits<float>::max())
+        parser.fail("tensor " + quote(name) + " element " + std::to_string(i) + " is " + std::to_string(v) +
+                    ", beyond float32's range");
+      out[i] = static_cast<float>(v);
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, raw.data() + 2 * i, 2);
+      out[i] = dtype == "BF16" ? bf16::to_float(bits)
+                               : static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
+    }
+  }
+}
+
+// A Cohort checkpoint, verified; or where `foreign` and the file's metadata has no
+// format_version, another program's safetensors file (read_safetensors()).
+Checkpoint read_file(const std::string& path, bool foreign) {
   const HeaderParser parser(path);
   const ReadFile file(path);
   const std::uint64_t file_size = file.size();
@@ -401,39 +441,52 @@ Checkpoint read_checkpoint(const std::string& path) {
     parser.fail(std::string("header is a JSON ") + header.type_name() + ", not an object");
 
   Checkpoint checkpoint;
-  bool have_metadata = false;
+  const auto metadata = header.find(kMetadataKey);
+  if (metadata != header.end()) checkpoint.metadata = parser.metadata(*metadata);
+  // A file that says it is Cohort's is held to a checkpoint's rules, however it is read.
+  const bool cohort = !foreign || checkpoint.metadata.contains("format_version");
   std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      checkpoint.metadata = parser.metadata(value);
-      have_metadata = true;
-    } else {
-      entries.push_back(parser.entry(key, value));
-    }
-  }
+  for (const auto& [key, value] : header.items())
+    if (key != kMetadataKey) entries.push_back(parser.entry(key, value, !cohort));
   const std::uint64_t data_begin = 8 + header_size;
   parser.check_layout(entries, file_size - data_begin, file_size);
-  if (!have_metadata)
-    parser.fail("header has no " + kMetadataKey +
-                " (a Cohort checkpoint records format_version, global_step and its checksums "
-                "there)");
-  const std::uint32_t expected_crc = parser.check_metadata(checkpoint.metadata, header_crc_text);
+  std::optional<std::uint32_t> expected_crc;
+  if (cohort) {
+    if (metadata == header.end())
+      parser.fail("header has no " + kMetadataKey +
+                  " (a Cohort checkpoint records format_version, global_step and its checksums "
+                  "there)");
+    expected_crc = parser.check_metadata(checkpoint.metadata, header_crc_text);
+  }
 
   Crc32c crc;
+  std::vector<std::byte> raw;  // a tensor of another dtype, before its conversion
   checkpoint.tensors.reserve(entries.size());
   for (Entry& e : entries) {
     CheckpointTensor& t = checkpoint.tensors.emplace_back();
     t.name = std::move(e.name);
     t.shape = std::move(e.shape);
-    t.values.resize((e.end - e.begin) / kFloatBytes);
-    file.read(t.values.data(), e.end - e.begin, data_begin + e.begin,
-              "the data of tensor " + quote(t.name));
-    crc.update(t.values.data(), e.end - e.begin);
+    t.values.resize(static_cast<std::size_t>(num_elements(t.shape)));
+    const std::string what = "the data of tensor " + quote(t.name);
+    if (e.dtype == "F32") {
+      file.read(t.values.data(), e.end - e.begin, data_begin + e.begin, what);
+      crc.update(t.values.data(), e.end - e.begin);
+    } else {
+      raw.resize(e.end - e.begin);
+      file.read(raw.data(), e.end - e.begin, data_begin + e.begin, what);
+      convert_to_float(parser, t.name, e.dtype, raw, t.values);
+    }
   }
-  if (crc.value() != expected_crc)
+  if (expected_crc && crc.value() != *expected_crc)
     parser.fail("checksum mismatch: the data region's crc32c is " + hex8(crc.value()) +
-                ", " + kMetadataKey + " says " + hex8(expected_crc) + " (the data is corrupt)");
+                ", " + kMetadataKey + " says " + hex8(*expected_crc) + " (the data is corrupt)");
   return checkpoint;
 }
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) { return read_file(path, false); }
+
+Checkpoint read_safetensors(const std::string& path) { return read_file(path, true); }
 
 }  // namespace cohort

@@ -120,4 +120,14 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
 /// Blocking; reads the file once. Thread-safe.
 Checkpoint read_checkpoint(const std::string& path);
 
+/// Reads the tensors of any safetensors file: weights another framework saved (Hugging Face's
+/// save_file from PyTorch, NumPy or TensorFlow), to warm-start a Cohort model from. Its tensors
+/// may be F32, F16, BF16 or F64, each converted to float32 (an F64 value beyond float32's range
+/// is refused, naming the tensor); its metadata is returned as the file holds it, often none,
+/// and nothing in it is required. The layout rules of read_checkpoint() hold. A file whose
+/// metadata has format_version is a Cohort checkpoint and is read as read_checkpoint() reads
+/// it, checksums and all. Throws CheckpointError naming the file and the fault (another dtype
+/// than those: integers, booleans, float8). Blocking; thread-safe.
+Checkpoint read_safetensors(const std::string& path);
+
 }  // namespace cohort

@@ -49,6 +49,17 @@ struct Problems {
   void add(const std::string& problem) { text += (text.empty() ? "" : "; ") + problem; }
 };
 
+// Where a tensor of `file` shape is another framework's layout of a variable of `model` shape
+// (PyTorch's), what to do about it; else "".
+std::string layout_hint(const Shape& file, const Shape& model) {
+  if (model.size() == 2 && file == Shape{model[1], model[0]})
+    return " (transpose it: a dense kernel is [inputs, outputs], PyTorch's Linear weight [outputs, inputs])";
+  if (model.size() == 4 && file == Shape{model[3], model[2], model[0], model[1]})
+    return " (permute it: a convolution kernel is [height, width, inputs, outputs], PyTorch's Conv2d "
+           "weight [outputs, inputs, height, width])";
+  return "";
+}
+
 // The checkpoint's tensor `name` if it has v's shape, else null with a problem added: missing
 // there, or of another shape.
 const CheckpointTensor* find_fitting(const Checkpoint& checkpoint, const std::string& name,
@@ -58,7 +69,7 @@ const CheckpointTensor* find_fitting(const Checkpoint& checkpoint, const std::st
     problems.add(name + " " + to_string(v.shape) + " is missing from the checkpoint");
   else if (t->shape != v.shape)
     problems.add(name + " is " + to_string(t->shape) + " in the checkpoint but " +
-                 to_string(v.shape) + " in the model");
+                 to_string(v.shape) + " in the model" + layout_hint(t->shape, v.shape));
   else
     return t;
   return nullptr;

@@ -174,7 +174,7 @@ void MonitoredSession::create() {
       if (std::filesystem::is_directory(from, ec))
         checkpoint = CheckpointManager(from).restore_latest();
       else if (std::filesystem::exists(from, ec))
-        checkpoint = read_checkpoint(from);
+        checkpoint = read_safetensors(from);  // Cohort's, or weights another framework saved
       if (!checkpoint)
         throw CheckpointError(std::filesystem::exists(from, ec) ? "no checkpoint in the directory"
                                                                 : "no such file or directory");
@@ -186,8 +186,10 @@ void MonitoredSession::create() {
     const std::size_t all = trainer_.graph().variables().size();
     const std::string which = loaded == all ? "" : ", " + std::to_string(loaded) + " of " +
                                                         std::to_string(all) + " variables";
-    std::printf("warm start from %s (its global step %lld%s); training starts at global step 0\n",
-                from.c_str(), static_cast<long long>(checkpoint->global_step()), which.c_str());
+    const auto step = checkpoint->count("global_step");  // none in another framework's file
+    std::printf("warm start from %s (%s%s); training starts at global step 0\n", from.c_str(),
+                step ? ("its global step " + std::to_string(*step)).c_str() : "no global step in it",
+                which.c_str());
     std::fflush(stdout);
   }
   trainer_.start(step, restored, options_.max_wait_secs);

@@ -156,7 +156,8 @@ struct SessionOptions {
   /// A checkpoint file, or a directory whose latest checkpoint is taken, that the chief loads
   /// the variables from when checkpoint_dir holds no checkpoint (TensorFlow's Scaffold init_fn,
   /// or an Estimator's warm start): training starts there at global step 0, the optimizer and
-  /// the data afresh. A checkpoint in checkpoint_dir wins, so a restarted job resumes. Its
+  /// the data afresh. The file may also be weights another framework saved in safetensors,
+  /// under the model's variable names and layouts (read_safetensors()). A checkpoint in checkpoint_dir wins, so a restarted job resumes. Its
   /// variables must be the model's (a CheckpointError names those that differ).
   std::string warm_start_from{};
   /// With warm_start_from: a regular expression choosing the variables to load, matched from

@@ -371,6 +371,76 @@ TEST_CASE("damaged and malformed files are rejected precisely") {
 
 // Writes the files core_checkpoint_python_reader checks: a checkpoint and, in JSON, what it
 // must find in it (float values as their IEEE-754 bit patterns, so the comparison is exact).
+TEST_CASE("read_safetensors takes another framework's file: F16, BF16 and F64 to float32, no metadata") {
+  const TempDir dir("safetensors_foreign");
+  const std::string path = dir / "weights.safetensors";
+  // 1.0, -2.0, 0.5 and 65504 (the largest half), then a half subnormal (2^-24): exact in float32.
+  const std::vector<std::uint16_t> f16 = {0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001};
+  const std::vector<std::uint16_t> bf16 = {0x3f80, 0xc040, 0x7f7f};  // 1, -3, bfloat16's largest
+  const std::vector<double> f64 = {0.1, -1e-30, 3e38};
+  const std::vector<float> f32 = {4.5f, -0.25f};
+  std::string data;
+  data.append(reinterpret_cast<const char*>(f16.data()), 10);
+  data.append(reinterpret_cast<const char*>(bf16.data()), 6);
+  data.append(reinterpret_cast<const char*>(f64.data()), 24);
+  data += floats(f32);
+  auto entry = [](const char* dtype, std::vector<std::int64_t> shape, std::uint64_t begin, std::uint64_t end) {
+    return nlohmann::ordered_json{{"dtype", dtype}, {"shape", shape}, {"data_offsets", {begin, end}}};
+  };
+  // As Hugging Face's save_file writes it: no __metadata__ at all, or one of its own.
+  nlohmann::ordered_json header{{"fc.weight", entry("F16", {5}, 0, 10)},
+                                {"fc.bias", entry("BF16", {3}, 10, 16)},
+                                {"head.weight", entry("F64", {3, 1}, 16, 40)},
+                                {"head.bias", entry("F32", {2}, 40, 48)}};
+  spit(path, raw_file(header.dump(), data));
+  for (const bool with_metadata : {false, true}) {
+    CAPTURE(with_metadata);
+    if (with_metadata) {
+      header["__metadata__"] = {{"format", "pt"}};
+      spit(path, raw_file(header.dump(), data));
+    }
+    const Checkpoint c = cohort::read_safetensors(path);
+    CHECK(c.metadata.size() == (with_metadata ? 1u : 0u));
+    REQUIRE(c.tensors.size() == 4);
+    CHECK(c.find("fc.weight")->values == std::vector<float>{1.0f, -2.0f, 0.5f, 65504.0f, std::ldexp(1.0f, -24)});
+    CHECK(c.find("fc.bias")->values == std::vector<float>{1.0f, -3.0f, std::bit_cast<float>(0x7f7f0000u)});
+    CHECK(c.find("head.weight")->shape == cohort::Shape{3, 1});
+    CHECK(c.find("head.weight")->values == std::vector<float>{static_cast<float>(f64[0]), static_cast<float>(f64[1]),
+                                                              static_cast<float>(f64[2])});
+    CHECK(c.find("head.bias")->values == f32);
+    CHECK_FALSE(c.count("global_step"));
+    // read_checkpoint holds it to a Cohort checkpoint's rules.
+    CHECK_THROWS_AS(cohort::read_checkpoint(path), CheckpointError);
+  }
+
+  const auto error = [&](const nlohmann::ordered_json& h, const std::string& d) {
+    spit(path, raw_file(h.dump(), d));
+    try {
+      cohort::read_safetensors(path);
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::vector<double> huge = {1e39};
+  CHECK(error({{"w", entry("F64", {1}, 0, 8)}}, std::string(reinterpret_cast<const char*>(huge.data()), 8)) ==
+        path + ": tensor 'w' element 0 is " + std::to_string(1e39) + ", beyond float32's range");
+  CHECK(error({{"step", entry("I64", {1}, 0, 8)}}, std::string(8, '\0')) ==
+        path + ": tensor 'step' has dtype I64, expected F32, F16, BF16 or F64 (floating-point weights)");
+  CHECK(error({{"w", entry("BF16", {3}, 0, 8)}}, std::string(8, '\0')) ==
+        path + ": tensor 'w': shape [3] of BF16 needs 6 bytes, but data_offsets [0, 8] span 8");
+  CHECK(error({{"w", entry("F16", {4}, 0, 8)}}, std::string(6, '\0')).find("run past the end") != std::string::npos);
+
+  // A Cohort checkpoint read this way is verified as read_checkpoint verifies it.
+  Checkpoint own = sample();
+  cohort::write_checkpoint(path, own);
+  CHECK(cohort::read_safetensors(path).tensors.size() == own.tensors.size());
+  std::string bytes = slurp(path);
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  spit(path, bytes);
+  CHECK_THROWS_WITH_AS(cohort::read_safetensors(path), doctest::Contains("checksum mismatch"), CheckpointError);
+}
+
 TEST_CASE("files for the numpy reader") {
   const fs::path dir = COHORT_CHECKPOINT_PYTHON_DIR;
   fs::create_directories(dir);
