@@ -63,6 +63,8 @@ COHORT_DEFINE_float(validation_split, 0,
 COHORT_DEFINE_string(tfrecord_image, "image/encoded", "TFRecord: the feature holding the encoded image");
 COHORT_DEFINE_string(tfrecord_label, "image/class/label", "TFRecord: the int64 feature holding the class label");
 COHORT_DEFINE_string(hdf5_images, "images", "HDF5: the dataset of images, [n, height, width] or [n, height, width, channels]");
+COHORT_DEFINE_bool(channels_first, false,
+                   "HDF5: the images are [n, channels, height, width] (PyTorch's layout): turn them to [n, height, width, channels]");
 COHORT_DEFINE_string(hdf5_labels, "labels", "HDF5: the dataset of integer class labels [n]");
 COHORT_DEFINE_int(height, 0, "resize every image to this height (0, with --width=0: keep the size)",
                   cohort::flags::Range{0, 1 << 16});
@@ -228,18 +230,22 @@ std::int64_t predict_records(cohort::Trainer& trainer, const cohort::Shape& exam
 std::int64_t predict_arrays(cohort::Trainer& trainer, const std::string& path, const cohort::Shape& example,
                             const std::vector<std::string>& classes, std::ostream& out) {
   std::int64_t n = 0;
-  const auto take = [&](const cohort::data::NpyArray& rows, const cohort::Shape& shape) {
+  const auto take = [&](const cohort::data::NpyArray& batch, const cohort::Shape& file_shape) {
+    const std::string in = "--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "'";
+    cohort::Tensor turned;
+    if (FLAGS_channels_first) turned = cohort::data::channels_last(batch.values, in);
+    const cohort::Tensor& rows = FLAGS_channels_first ? turned : batch.values;
+    cohort::Shape shape = file_shape;
+    if (FLAGS_channels_first && shape.size() == 4) shape = {shape[0], shape[2], shape[3], shape[1]};
     if (n == 0) {
       if (shape.size() != example.size() + 1 || !std::equal(example.begin(), example.end(), shape.begin() + 1))
-        throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' holds " +
-                                      cohort::to_string(shape) + ", not images of the training images' shape " +
-                                      cohort::to_string(example));
-      if (shape[0] == 0)
-        throw cohort::InvalidArgument("--predict=" + path + ": dataset '" + FLAGS_hdf5_images + "' is empty");
+        throw cohort::InvalidArgument(in + " holds " + cohort::to_string(shape) +
+                                      ", not images of the training images' shape " + cohort::to_string(example));
+      if (shape[0] == 0) throw cohort::InvalidArgument(in + " is empty");
       out << "index,class,probability\n";
     }
-    write_classes(trainer, rows.values, classes, [&](std::int64_t i) { return std::to_string(n + i); }, out);
-    n += rows.values.dim(0);
+    write_classes(trainer, rows, classes, [&](std::int64_t i) { return std::to_string(n + i); }, out);
+    n += rows.dim(0);
   };
   cohort::data::for_each_hdf5_batch(path, FLAGS_hdf5_images, kPredictBatch, take);
   return n;
@@ -263,10 +269,13 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
   };
   const cohort::data::ShardSpec shard = split ? cohort::data::ShardSpec{} : layout.shard;
   if (is_hdf5(spec)) {
-    cohort::data::Dataset data = part(cohort::data::dataset_from_hdf5(
-        spec, FLAGS_hdf5_images, FLAGS_hdf5_labels, static_cast<int>(classes.size()), shard));
-    const cohort::Shape shape = data.example_shape();
     const std::string in = "--" + what + "=" + spec + ": dataset '" + FLAGS_hdf5_images + "'";
+    cohort::data::Dataset data = cohort::data::dataset_from_hdf5(
+        spec, FLAGS_hdf5_images, FLAGS_hdf5_labels, static_cast<int>(classes.size()), shard);
+    if (FLAGS_channels_first) data = cohort::data::channels_last(data, in);
+    else cohort::data::check_not_channels_first(data.example_shape(), in, "--channels_first");
+    data = part(std::move(data));
+    const cohort::Shape shape = data.example_shape();
     if (!data.has_labels() || (shape.size() != 2 && shape.size() != 3))
       throw cohort::InvalidArgument(in + " holds examples of shape " + cohort::to_string(shape) +
                                     " with " + (data.has_labels() ? "labels" : "float targets") +
@@ -335,6 +344,9 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--test=" + FLAGS_test + " and --train=" + FLAGS_train +
                                   ": both HDF5 files or neither (HDF5 arrays are standardised, "
                                   "decoded images are not)");
+  if (!arrays && FLAGS_channels_first)
+    throw cohort::InvalidArgument("--channels_first: for HDF5 arrays; --train=" + FLAGS_train +
+                                  " holds encoded images, which are read channels-last");
   if (arrays && FLAGS_decode_on_use)
     throw cohort::InvalidArgument("--decode_on_use: for encoded images; --train=" + FLAGS_train +
                                   " is an HDF5 file of arrays, held in memory");

@@ -31,6 +31,8 @@ COHORT_DEFINE_float(learning_rate, 0.05, "learning rate (momentum 0.9, cosine de
                     cohort::flags::Range{.min = 0, .max = 10, .min_excluded = true});
 COHORT_DEFINE_int(filters, 16, "filters of the residual blocks", cohort::flags::Range{1, 4096});
 COHORT_DEFINE_int(batch_size, 64, "examples per worker step", cohort::flags::Range{1, 1 << 20});
+COHORT_DEFINE_bool(channels_first, false,
+                   "the images are [n, channels, height, width] (PyTorch's layout): turn them to [n, height, width, channels]");
 COHORT_DEFINE_int(num_classes, 0, "classes of the labels (0: the largest training label + 1)",
                   cohort::flags::Range{0, 1 << 24});
 
@@ -74,8 +76,8 @@ cohort::Model residual_network(cohort::Graph& graph, const cohort::Shape& exampl
 }
 
 // The `split` ("train", "test") of --<split>_features=`x`, --<split>_labels=`y`:
-// images [n, rows, cols, channels], or [n, rows, cols], which become [n, rows, cols, 1], with
-// class labels.
+// images [n, rows, cols, channels], or [n, rows, cols], which become [n, rows, cols, 1], or with
+// --channels_first [n, channels, rows, cols], turned; with class labels.
 cohort::data::Dataset images(cohort::data::Dataset data, const std::string& split,
                              const std::string& x, const std::string& y) {
   if (!data.has_labels())
@@ -86,12 +88,14 @@ cohort::data::Dataset images(cohort::data::Dataset data, const std::string& spli
     throw cohort::InvalidArgument("--" + split + "_features=" + x + ": examples of shape " +
                                   cohort::to_string(data.example_shape()) +
                                   ", expected images [rows, cols] or [rows, cols, channels]");
-  if (rank != 2) return data;
+  const std::string what = "--" + split + "_features=" + x;
+  if (!FLAGS_channels_first) cohort::data::check_not_channels_first(data.example_shape(), what, "--channels_first");
+  if (FLAGS_channels_first) return cohort::data::channels_last(data, what);
+  if (rank == 3) return data;
   auto storage = std::make_shared<cohort::data::Storage>(*data.storage());
   cohort::Shape shape = storage->features.shape();
   shape.push_back(1);
-  cohort::Tensor features(shape, storage->features.span());
-  storage->features = std::move(features);
+  storage->features = cohort::Tensor(shape, storage->features.span());
   return cohort::data::Dataset(storage);
 }
 

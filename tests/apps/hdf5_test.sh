@@ -18,6 +18,8 @@
 #   brightest, with --horizontal_flip and a fifth of them held out (--validation_split): 960
 #   images trained on and test accuracy at least 0.95 on the 240 held out;
 #   --predict on the test file classifies its images in the same proportion (0.95);
+# - the same images channels-first ([n, 3, 16, 16], PyTorch's layout) with --channels_first: the
+#   same metrics and predictions to the last digit; without it, refused in one line;
 # - float targets, a test set of another size or kind, neither --test nor --validation_split,
 #   --height, a --predict file of image files or of another image size
 #   each end the job in one line.
@@ -70,6 +72,9 @@ for split, n in (("train", 1200), ("test", 300)):  # the brightest channel is th
     pictures[np.arange(n), :, :, labels] += 30
     with h5py.File(f"channels_{split}.h5", "w") as f:
         f["images"] = pictures.astype(np.float32)
+        f["labels"] = labels.astype(np.uint8)
+    with h5py.File(f"channels_first_{split}.h5", "w") as f:  # PyTorch's layout, [n, 3, 16, 16]
+        f["images"] = pictures.astype(np.float32).transpose(0, 3, 1, 2)
         f["labels"] = labels.astype(np.uint8)
 with h5py.File("channels_small.h5", "w") as f:  # a test set of smaller images
     f["images"] = np.zeros((10, 8, 8, 3), dtype=np.float32)
@@ -159,6 +164,16 @@ assert all(1 / 3 <= float(r[2]) <= 1 for r in rows[1:]), "a probability out of r
 print(f"images_channels: {right:.3f} of the {len(labels)} predictions right")
 assert right >= 0.95
 PY
+# The same images channels-first, turned by --channels_first: the same run to the last digit.
+run_job "$images" images_channels_first 2 --train=channels_first_train.h5 --validation_split=0.2 --seed=2 \
+  --filters=8 --hidden=16 --horizontal_flip --train_steps=150 --metrics_json=images_channels_first.json \
+  --predict=channels_first_test.h5 --predictions=channels_first_predictions.csv --channels_first \
+  || { echo "the channels-first HDF5 images job failed"; exit 1; }
+cmp -s images_channels.json images_channels_first.json && cmp -s channels_predictions.csv channels_first_predictions.csv \
+  || { echo "images_channels_first: not the channels-last run's metrics and predictions"; exit 1; }
+expect_job_failure "$images" images_channels_first_unsaid \
+  "--train=channels_first_train.h5: dataset 'images': images of \[3, 16, 16\] look channels-first \(\[channels, height, width\], PyTorch's layout\), where Cohort's are \[height, width, channels\]: give --channels_first to turn them" \
+  "0 1 2" --train=channels_first_train.h5 --validation_split=0.2
 check images_fashion accuracy ">=" 0.8
 check images_channels accuracy ">=" 0.95
 expect_job_failure "$images" images_targets \

@@ -68,6 +68,19 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
                          const std::string& targets_key = "y", int num_classes = 0,
                          ShardSpec shard = {});
 
+/// Images [n, channels, height, width] (PyTorch's layout) as Cohort's [n, height, width,
+/// channels]. InvalidArgument naming `what` unless `images` has four dimensions.
+Tensor channels_last(const Tensor& images, const std::string& what);
+/// The same for a dataset's images (held as floats): its labels or targets as they are.
+Dataset channels_last(const Dataset& data, const std::string& what);
+
+/// Throws InvalidArgument naming `what` where images of `example` shape look like PyTorch's
+/// layout, [channels, height, width]: three dimensions, the first 1, 3 or 4 and the other two
+/// above 4 (a [3, 32, 32] image). Read as Cohort reads images, [height, width, channels], they
+/// would train on nonsense without a word; the message names `flag`, the user's way to have
+/// them transposed (channels_last()).
+void check_not_channels_first(const Shape& example, const std::string& what, const std::string& flag);
+
 /// Reads one dataset of an HDF5 file (`key`, a path in the file), converted to float32 as
 /// dataset_from_hdf5 converts it (and with a `shard`, only its rows): new examples to predict.
 NpyArray load_hdf5(const std::string& path, const std::string& key, ShardSpec shard = {});

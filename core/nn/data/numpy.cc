@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -178,6 +179,36 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
   NpyArray targets = archive.read(targets_key);
   return detail::dataset_of_arrays(std::move(features), features_shape, std::move(targets), path,
                                    features_key, targets_key, num_classes, shard);
+}
+
+Tensor channels_last(const Tensor& images, const std::string& what) {
+  if (images.rank() != 4)
+    throw InvalidArgument(what + ": " + to_string(images.shape()) +
+                          ", not images [n, channels, height, width] to turn channels-last");
+  const std::int64_t n = images.dim(0), c = images.dim(1), hw = images.dim(2) * images.dim(3);
+  Tensor out({n, images.dim(2), images.dim(3), c});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* in = images.data() + i * c * hw;
+    float* o = out.data() + i * c * hw;
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t p = 0; p < hw; ++p) o[p * c + ch] = in[ch * hw + p];
+  }
+  return out;
+}
+
+Dataset channels_last(const Dataset& data, const std::string& what) {
+  auto storage = std::make_shared<Storage>(*data.storage());
+  if (storage->source) throw InvalidArgument(what + ": images read as they are used cannot be turned channels-last");
+  storage->features = channels_last(storage->features, what);
+  return Dataset(std::move(storage));
+}
+
+void check_not_channels_first(const Shape& example, const std::string& what, const std::string& flag) {
+  if (example.size() == 3 && (example[0] == 1 || example[0] == 3 || example[0] == 4) && example[1] > 4 &&
+      example[2] > 4)
+    throw InvalidArgument(what + ": images of " + to_string(example) +
+                          " look channels-first ([channels, height, width], PyTorch's layout), where Cohort's are "
+                          "[height, width, channels]: give " + flag + " to turn them");
 }
 
 Dataset detail::dataset_of_arrays(NpyArray features, const Shape& features_shape,

@@ -689,3 +689,33 @@ TEST_CASE("save_npy of int32 labels reads back as class labels") {
   CHECK(data.num_classes() == 4);
   for (std::int64_t i = 0; i < 4; ++i) CHECK(data.label(i) == labels[static_cast<std::size_t>(i)]);
 }
+
+TEST_CASE("channels_last turns PyTorch's image layout into Cohort's; check_not_channels_first spots it") {
+  // Two images of 2 channels, 2 x 3 pixels: value 100 i + 10 c + p for image i, channel c, pixel p.
+  Tensor nchw({2, 2, 2, 3});
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t c = 0; c < 2; ++c)
+      for (std::int64_t p = 0; p < 6; ++p) nchw.data()[(i * 2 + c) * 6 + p] = static_cast<float>(100 * i + 10 * c + p);
+  const Tensor nhwc = cohort::data::channels_last(nchw, "x.npy");
+  CHECK(nhwc.shape() == Shape{2, 2, 3, 2});
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t p = 0; p < 6; ++p)
+      for (std::int64_t c = 0; c < 2; ++c)
+        CHECK(nhwc.data()[(i * 6 + p) * 2 + c] == static_cast<float>(100 * i + 10 * c + p));
+  CHECK_THROWS_WITH_AS(cohort::data::channels_last(Tensor({2, 28, 28}), "x.npy"),
+                       "x.npy: [2, 28, 28], not images [n, channels, height, width] to turn channels-last",
+                       cohort::InvalidArgument);
+
+  for (const Shape& pytorch : {Shape{3, 32, 32}, Shape{1, 28, 28}, Shape{4, 64, 48}}) {
+    CAPTURE(pytorch);
+    CHECK_THROWS_AS(cohort::data::check_not_channels_first(pytorch, "x.npy", "--channels_first"),
+                    cohort::InvalidArgument);
+  }
+  CHECK_THROWS_WITH_AS(cohort::data::check_not_channels_first({3, 32, 32}, "--train=x.npy", "--channels_first"),
+                       "--train=x.npy: images of [3, 32, 32] look channels-first ([channels, height, width], "
+                       "PyTorch's layout), where Cohort's are [height, width, channels]: give --channels_first "
+                       "to turn them",
+                       cohort::InvalidArgument);
+  for (const Shape& cohort_layout : {Shape{32, 32, 3}, Shape{28, 28, 1}, Shape{28, 28}, Shape{3, 4, 4}, Shape{1, 1, 8}})
+    CHECK_NOTHROW(cohort::data::check_not_channels_first(cohort_layout, "x.npy", "--channels_first"));
+}
