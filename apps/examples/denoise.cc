@@ -66,6 +66,8 @@ cohort::Tensor as_images(const cohort::Tensor& array, const std::string& path, c
                                     " holds " + std::to_string(array[i]) +
                                     (unit ? ", not a value in [0, 1] (scale the images: bytes / 255)" : ", not finite"));
   cohort::Shape shape = array.shape();
+  cohort::data::check_not_channels_first(cohort::Shape(shape.begin() + 1, shape.end()), what + "=" + path,
+                                         "save them as numpy's x.transpose(0, 2, 3, 1)");
   if (shape.size() == 3) shape.push_back(1);
   if (shape.size() != 4)
     throw cohort::InvalidArgument(what + "=" + path + ": an array of shape " + cohort::to_string(array.shape()) +

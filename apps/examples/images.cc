@@ -273,7 +273,7 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec,
     cohort::data::Dataset data = cohort::data::dataset_from_hdf5(
         spec, FLAGS_hdf5_images, FLAGS_hdf5_labels, static_cast<int>(classes.size()), shard);
     if (FLAGS_channels_first) data = cohort::data::channels_last(data, in);
-    else cohort::data::check_not_channels_first(data.example_shape(), in, "--channels_first");
+    else cohort::data::check_not_channels_first(data.example_shape(), in, "give --channels_first to turn them");
     data = part(std::move(data));
     const cohort::Shape shape = data.example_shape();
     if (!data.has_labels() || (shape.size() != 2 && shape.size() != 3))

@@ -89,7 +89,7 @@ cohort::data::Dataset images(cohort::data::Dataset data, const std::string& spli
                                   cohort::to_string(data.example_shape()) +
                                   ", expected images [rows, cols] or [rows, cols, channels]");
   const std::string what = "--" + split + "_features=" + x;
-  if (!FLAGS_channels_first) cohort::data::check_not_channels_first(data.example_shape(), what, "--channels_first");
+  if (!FLAGS_channels_first) cohort::data::check_not_channels_first(data.example_shape(), what, "give --channels_first to turn them");
   if (FLAGS_channels_first) return cohort::data::channels_last(data, what);
   if (rank == 3) return data;
   auto storage = std::make_shared<cohort::data::Storage>(*data.storage());

@@ -10,8 +10,9 @@
 #   with sigmoid cross-entropy (98% of the pixels right) and with the Dice loss (a mean Dice
 #   coefficient of the predicted masks above 0.9), and predict probabilities;
 # - the same pairs, and clean images, from HDF5 files give the same runs to the last digit;
-# - images whose size the model cannot halve twice, pairs that do not match, and values outside
-#   [0, 1] where the loss needs them there are refused in one line.
+# - images whose size the model cannot halve twice, pairs that do not match, values outside
+#   [0, 1] where the loss needs them there, and images in PyTorch's layout are refused in one
+#   line.
 #
 #   denoise_test.sh DENOISE MPIEXEC NP_FLAG WORKDIR DATA_DIR
 set -euo pipefail
@@ -75,6 +76,7 @@ for split, n in (("train", 2000), ("test", 400)):
     np.save(f"masks_{split}.npy", masks)
 np.save("odd_size.npy", np.zeros((10, 18, 16), np.float32))
 np.save("small.npy", np.zeros((2000, 8, 8, 3), np.float32))
+np.save("channels_first.npy", np.zeros((10, 3, 16, 16), np.float32))  # PyTorch's layout
 np.save("bytes.npy", np.full((10, 16, 16), 255, np.uint8))
 np.save("mask_bytes.npy", (np.load("masks_train.npy") * 255).astype(np.uint8))
 PY
@@ -148,6 +150,9 @@ expect_job_failure "$denoise" bytes \
 expect_job_failure "$denoise" mask_bytes \
   "--train=mask_bytes.npy: image [0-9]+ holds 255.000000, not a value in \[0, 1\] \(scale the images: bytes / 255\)" \
   "0 1 2" --train=squares_train.npy,mask_bytes.npy --test=squares_test.npy,masks_test.npy --loss=sigmoid_cross_entropy
+expect_job_failure "$denoise" channels_first \
+  "--train=channels_first.npy: images of \[3, 16, 16\] look channels-first \(\[channels, height, width\], PyTorch's layout\), where Cohort's are \[height, width, channels\]: save them as numpy's x.transpose\(0, 2, 3, 1\)" \
+  "0 1 2" --train=channels_first.npy --test=channels_first.npy
 # HDF5 dataset names with no HDF5 file: Fashion-MNIST would have been trained on in their place.
 expect_job_failure "$denoise" hdf5_no_file "--hdf5_targets=masks: for an HDF5 file, and --train= gives none" \
   "0 1 2" --hdf5_targets=masks --train_steps=5

@@ -77,9 +77,9 @@ Dataset channels_last(const Dataset& data, const std::string& what);
 /// Throws InvalidArgument naming `what` where images of `example` shape look like PyTorch's
 /// layout, [channels, height, width]: three dimensions, the first 1, 3 or 4 and the other two
 /// above 4 (a [3, 32, 32] image). Read as Cohort reads images, [height, width, channels], they
-/// would train on nonsense without a word; the message names `flag`, the user's way to have
-/// them transposed (channels_last()).
-void check_not_channels_first(const Shape& example, const std::string& what, const std::string& flag);
+/// would train on nonsense without a word; the message ends in `remedy`, what the user is to do
+/// ("give --channels_first to turn them", where the program calls channels_last() for that).
+void check_not_channels_first(const Shape& example, const std::string& what, const std::string& remedy);
 
 /// Reads one dataset of an HDF5 file (`key`, a path in the file), converted to float32 as
 /// dataset_from_hdf5 converts it (and with a `shard`, only its rows): new examples to predict.

@@ -203,12 +203,12 @@ Dataset channels_last(const Dataset& data, const std::string& what) {
   return Dataset(std::move(storage));
 }
 
-void check_not_channels_first(const Shape& example, const std::string& what, const std::string& flag) {
+void check_not_channels_first(const Shape& example, const std::string& what, const std::string& remedy) {
   if (example.size() == 3 && (example[0] == 1 || example[0] == 3 || example[0] == 4) && example[1] > 4 &&
       example[2] > 4)
     throw InvalidArgument(what + ": images of " + to_string(example) +
                           " look channels-first ([channels, height, width], PyTorch's layout), where Cohort's are "
-                          "[height, width, channels]: give " + flag + " to turn them");
+                          "[height, width, channels]: " + remedy);
 }
 
 Dataset detail::dataset_of_arrays(NpyArray features, const Shape& features_shape,

@@ -708,14 +708,14 @@ TEST_CASE("channels_last turns PyTorch's image layout into Cohort's; check_not_c
 
   for (const Shape& pytorch : {Shape{3, 32, 32}, Shape{1, 28, 28}, Shape{4, 64, 48}}) {
     CAPTURE(pytorch);
-    CHECK_THROWS_AS(cohort::data::check_not_channels_first(pytorch, "x.npy", "--channels_first"),
+    CHECK_THROWS_AS(cohort::data::check_not_channels_first(pytorch, "x.npy", "give --channels_first to turn them"),
                     cohort::InvalidArgument);
   }
-  CHECK_THROWS_WITH_AS(cohort::data::check_not_channels_first({3, 32, 32}, "--train=x.npy", "--channels_first"),
+  CHECK_THROWS_WITH_AS(cohort::data::check_not_channels_first({3, 32, 32}, "--train=x.npy", "give --channels_first to turn them"),
                        "--train=x.npy: images of [3, 32, 32] look channels-first ([channels, height, width], "
                        "PyTorch's layout), where Cohort's are [height, width, channels]: give --channels_first "
                        "to turn them",
                        cohort::InvalidArgument);
   for (const Shape& cohort_layout : {Shape{32, 32, 3}, Shape{28, 28, 1}, Shape{28, 28}, Shape{3, 4, 4}, Shape{1, 1, 8}})
-    CHECK_NOTHROW(cohort::data::check_not_channels_first(cohort_layout, "x.npy", "--channels_first"));
+    CHECK_NOTHROW(cohort::data::check_not_channels_first(cohort_layout, "x.npy", "give --channels_first to turn them"));
 }
