@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -233,27 +234,80 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
   return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
 }
 
-// --predict's examples: a CSV file's columns `csv_features` (the training file's), or the
-// features array of a .npy, .npz or HDF5 file, [n, example...].
-cohort::Tensor load_features(const std::string& spec, const std::vector<std::string>& csv_features) {
+constexpr std::int64_t kPredictRows = 4096;  // rows of --predict read and predicted at a time
+
+// Rows `begin` to `begin + count` of `rows`.
+cohort::Tensor slice_rows(const cohort::Tensor& rows, std::int64_t begin, std::int64_t count) {
+  const std::int64_t row = rows.dim(0) > 0 ? rows.size() / rows.dim(0) : 0;
+  cohort::Shape shape = rows.shape();
+  shape[0] = count;
+  return cohort::Tensor(shape, rows.span().subspan(static_cast<std::size_t>(begin * row),
+                                                   static_cast<std::size_t>(count * row)));
+}
+
+// `a`'s rows, then `b`'s (of the same shape).
+cohort::Tensor join_rows(const cohort::Tensor& a, const cohort::Tensor& b) {
+  cohort::Shape shape = b.shape();
+  shape[0] += a.dim(0);
+  cohort::Tensor out(shape);
+  std::copy_n(a.data(), a.size(), out.data());
+  std::copy_n(b.data(), b.size(), out.data() + a.size());
+  return out;
+}
+
+// Calls `take` with --predict's rows in order, kPredictRows at a time: a CSV file's columns
+// `csv_features` (the training file's) and an HDF5 file's dataset --features_key are read as they
+// are taken, so that a file of any size is never held whole; the features array of a .npy or
+// .npz file is read whole first. Rows are [k, example...].
+void for_each_predict_batch(const std::string& spec, const std::vector<std::string>& csv_features,
+                            const std::function<void(const cohort::Tensor&)>& take) {
   if (is_csv(spec)) {
     if (csv_features.empty())
       throw cohort::InvalidArgument("--predict=" + spec + ": a CSV file of the training file's feature columns, "
                                     "and --train=" + FLAGS_train + " is not a CSV file");
-    return cohort::data::load_csv_features(spec, csv_options(csv_features));
+    return cohort::data::for_each_csv_features_batch(spec, csv_options(csv_features), kPredictRows, take);
   }
-  if (ends_with(spec, ".npy")) return cohort::data::load_npy(spec).values;
-  if (ends_with(spec, ".npz")) {
+  if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
+    return cohort::data::for_each_hdf5_batch(
+        spec, FLAGS_features_key, kPredictRows,
+        [&](const cohort::data::NpyArray& rows, const cohort::Shape&) { take(rows.values); });
+  cohort::Tensor all;
+  if (ends_with(spec, ".npy")) {
+    all = cohort::data::load_npy(spec).values;
+  } else if (ends_with(spec, ".npz")) {
     std::map<std::string, cohort::data::NpyArray> arrays = cohort::data::load_npz(spec);
     const auto it = arrays.find(FLAGS_features_key);
     if (it == arrays.end())
       throw cohort::InvalidArgument("--predict=" + spec + ": no array '" + FLAGS_features_key +
                                     "' (--features_key) in it");
-    return std::move(it->second.values);
+    all = std::move(it->second.values);
+  } else {
+    throw cohort::InvalidArgument("--predict=" + spec + ": expected FILE.csv, FEATURES.npy, FILE.npz or FILE.h5");
   }
-  if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
-    return cohort::data::load_hdf5(spec, FLAGS_features_key).values;
-  throw cohort::InvalidArgument("--predict=" + spec + ": expected FILE.csv, FEATURES.npy, FILE.npz or FILE.h5");
+  if (all.dim(0) == 0) take(all);
+  for (std::int64_t begin = 0; begin < all.dim(0); begin += kPredictRows)
+    take(slice_rows(all, begin, std::min(kPredictRows, all.dim(0) - begin)));
+}
+
+// Reads --predict through before training, so that a fault of any row ends the job now, not
+// after the run: its rows must be examples of the model's input (`model_takes`), or with
+// --window rows of its steps, at least --window of them.
+void check_predict_file(const std::vector<std::string>& csv_features, const cohort::Shape& model_takes) {
+  const cohort::Shape takes = FLAGS_window > 0 ? cohort::Shape(model_takes.begin() + 1, model_takes.end()) : model_takes;
+  std::int64_t rows = 0;
+  for_each_predict_batch(FLAGS_predict, csv_features, [&](const cohort::Tensor& batch) {
+    const cohort::Shape& shape = batch.shape();
+    if (shape.size() != takes.size() + 1 || !std::equal(takes.begin(), takes.end(), shape.begin() + 1))
+      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + (FLAGS_window > 0 ? ": rows" : ": examples") +
+                                    " of shape " + cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
+                                    ", not the model's " + (FLAGS_window > 0 ? "steps " : "input ") +
+                                    cohort::to_string(takes));
+    rows += shape[0];
+  });
+  if (rows == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
+  if (rows < FLAGS_window)
+    throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": " + std::to_string(rows) +
+                                  " rows, fewer than --window=" + std::to_string(FLAGS_window));
 }
 
 // --predict's examples `begin` to `begin + count`: rows of `rows`, or with --window the
@@ -270,23 +324,29 @@ cohort::Tensor examples(const cohort::Tensor& rows, std::int64_t begin, std::int
   return out;
 }
 
-// Writes the trained model's prediction for each example of `rows` (Trainer::predict:
+// Writes the trained model's prediction for each example of --predict (Trainer::predict:
 // standardised as the training data were, with the moving averages where kept), a CSV row each
 // after its index: the class (by name where `classes` names them) and its probability for class
 // labels, each target's probability for sigmoid cross-entropy and the focal loss, else each
 // target's value (columns named by `target_names`, or y0, y1, ...). With --window, every window
-// of the series `rows` is an example, down to the one ending at its last row, and `target_row`
+// of the series of rows is an example, down to the one ending at its last row, and `target_row`
 // says which row of the series it forecasts (past its end for the last --horizon windows).
-// Returns the examples.
-std::int64_t predict(cohort::Trainer& trainer, const cohort::Tensor& rows, const cohort::TargetSpec& targets,
-                     const std::vector<std::string>& target_names, const std::vector<std::string>& classes,
-                     std::ostream& out) {
-  constexpr std::int64_t kChunk = 4096;  // examples made and predicted at a time
+// Reads the file kPredictRows at a time (for_each_predict_batch). Returns the examples.
+std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& csv_features,
+                     const cohort::TargetSpec& targets, const std::vector<std::string>& target_names,
+                     const std::vector<std::string>& classes, std::ostream& out) {
   const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy" || FLAGS_loss == "focal";
-  const std::int64_t n = FLAGS_window > 0 ? rows.dim(0) - FLAGS_window + 1 : rows.dim(0);
-  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
-    const cohort::Tensor chunk = examples(rows, begin, std::min(kChunk, n - begin));
-    const cohort::Tensor values = probabilities ? trainer.predict_probabilities(chunk) : trainer.predict(chunk);
+  const std::int64_t span = FLAGS_window > 0 ? FLAGS_window : 1;  // rows per example
+  cohort::Tensor carry;  // the last span - 1 rows read: the first rows of windows still to come
+  std::int64_t begin = 0;  // the index of the next example
+  for_each_predict_batch(FLAGS_predict, csv_features, [&](const cohort::Tensor& batch) {
+    const cohort::Tensor rows = carry.rank() > 0 ? join_rows(carry, batch) : batch;
+    if (span > 1) carry = slice_rows(rows, std::max<std::int64_t>(0, rows.dim(0) - (span - 1)),
+                                     std::min(span - 1, rows.dim(0)));
+    const std::int64_t count = rows.dim(0) - span + 1;
+    if (count <= 0) return;
+    const cohort::Tensor values =
+        probabilities ? trainer.predict_probabilities(examples(rows, 0, count)) : trainer.predict(examples(rows, 0, count));
     const std::int64_t k = values.size() / values.dim(0);
     if (begin == 0) {
       out << "index" << (FLAGS_window > 0 ? ",target_row" : "");
@@ -309,8 +369,9 @@ std::int64_t predict(cohort::Trainer& trainer, const cohort::Tensor& rows, const
       }
       out << "\n";
     }
-  }
-  return n;
+    begin += count;
+  });
+  return begin;
 }
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
@@ -487,23 +548,8 @@ int Main(int argc, char** argv) {
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test);
-  std::optional<cohort::Tensor> to_predict;  // the chief's
-  if (server.is_chief() && !FLAGS_predict.empty()) {
-    // Examples, or with --window a series: rows of the shape of the model's steps.
-    to_predict = load_features(FLAGS_predict, table.features);
-    const cohort::Shape shape = to_predict->shape();
-    if (shape[0] == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
-    const cohort::Shape& model_takes = trainer.model().example_shape();
-    const cohort::Shape takes = FLAGS_window > 0 ? cohort::Shape(model_takes.begin() + 1, model_takes.end()) : model_takes;
-    if (shape.size() != takes.size() + 1 || !std::equal(takes.begin(), takes.end(), shape.begin() + 1))
-      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + (FLAGS_window > 0 ? ": rows" : ": examples") +
-                                    " of shape " + cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
-                                    ", not the model's " + (FLAGS_window > 0 ? "steps " : "input ") +
-                                    cohort::to_string(takes));
-    if (shape[0] < FLAGS_window)
-      throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": " + std::to_string(shape[0]) +
-                                    " rows, fewer than --window=" + std::to_string(FLAGS_window));
-  }
+  // Examples, or with --window a series: rows of the shape of the model's steps.
+  if (server.is_chief() && !FLAGS_predict.empty()) check_predict_file(table.features, trainer.model().example_shape());
 
   const bool judges = FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0 || !FLAGS_best_dir.empty();
   if (judges && FLAGS_eval_every_steps == 0)
@@ -557,14 +603,14 @@ int Main(int argc, char** argv) {
     }
     std::printf("\n");
     if (!FLAGS_metrics_json.empty()) cohort::write_json_object(FLAGS_metrics_json, json);
-    if (to_predict) {
+    if (!FLAGS_predict.empty()) {
       const std::vector<std::string> target_names =
           cohort::flags::split_list("target_columns", FLAGS_target_columns);
       if (FLAGS_predictions.empty()) {
-        predict(trainer, *to_predict, targets, target_names, table.classes, std::cout);
+        predict(trainer, table.features, targets, target_names, table.classes, std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        const std::int64_t count = predict(trainer, *to_predict, targets, target_names, table.classes, out);
+        const std::int64_t count = predict(trainer, table.features, targets, target_names, table.classes, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
         std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(count),
                     FLAGS_predictions.c_str());

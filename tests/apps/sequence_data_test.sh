@@ -149,11 +149,14 @@ sys.exit(0 if mse < 0.02 * variance else "series: the GRU's forecast is not 50x 
 PY
 
 # The CSV table as one series: windows of 24 rows, the target "y" of the row after each.
-# --predict forecasts from every window of the test file's rows: those whose target row is in
-# the file score the test MSE, and the last forecasts the row past its end.
+# --predict forecasts from every window of the test file's rows, here written out five times
+# (5000 rows, read 4096 at a time): those of the first copy whose target row is in it score the
+# test MSE, the last forecasts the row past its end, and every copy's windows, the fifth's across
+# the reads included, forecast as the first's.
+{ cat weather_test.csv; for copy in 2 3 4 5; do tail -n +2 weather_test.csv; done; } > weather_copies.csv
 run weather --model=lstm --units=32 --window=24 --train=weather_train.csv --test=weather_test.csv \
   --target_columns=y --loss=mse --learning_rate=0.003 --train_steps=600 --metrics_json=weather.json \
-  --predict=weather_test.csv --predictions=weather_predictions.csv \
+  --predict=weather_copies.csv --predictions=weather_predictions.csv \
   || { echo "the windowed LSTM job failed"; exit 1; }
 grep -q "^tabular: 2 workers, 4976 examples, " weather.log \
   || { echo "weather: not the 4976 windows of 24 rows of 5000"; exit 1; }
@@ -169,8 +172,12 @@ rows = list(csv.reader(open("weather_predictions.csv")))
 if rows[0] != ["index", "target_row", "y"]:
     sys.exit(f"weather: predictions headed {rows[0]}")
 p = np.array(rows[1:], dtype=float)
-if len(p) != 1000 - 24 + 1 or (p[:, 0] != np.arange(len(p))).any() or (p[:, 1] != p[:, 0] + 24).any():
-    sys.exit(f"weather: {len(p)} predictions, not one per window of 24 of 1000 rows, each for the next row")
+if len(p) != 5000 - 24 + 1 or (p[:, 0] != np.arange(len(p))).any() or (p[:, 1] != p[:, 0] + 24).any():
+    sys.exit(f"weather: {len(p)} predictions, not one per window of 24 of 5000 rows, each for the next row")
+for copy in range(1, 5):
+    if not np.allclose(p[1000 * copy:1000 * copy + 977, 2], p[:977, 2], rtol=1e-5, atol=1e-6):
+        sys.exit(f"weather: the windows of copy {copy + 1} of the test rows forecast otherwise than the first's")
+p = p[:977]
 inside = p[:, 1] < len(y)
 predicted = float(np.mean((p[inside, 2] - y[p[inside, 1].astype(int)]) ** 2))
 print(f"weather: the predictions' MSE {predicted:.6f} over {inside.sum()} windows, the test MSE {mse:.6f}")

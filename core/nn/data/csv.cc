@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -190,14 +191,22 @@ class CsvReader {
   // class indices).
   const std::vector<std::string>& class_names() const { return class_names_; }
 
-  // The feature columns alone (load_csv_features).
-  Tensor read_features() {
+  // The feature columns alone (load_csv_features), or with a `take`, handed to it `batch` rows
+  // at a time (for_each_csv_features_batch).
+  Tensor read_features(std::int64_t batch = 0, const std::function<void(const Tensor&)>* take = nullptr) {
     if (!options_.label_column.empty() || !options_.target_columns.empty())
       throw InvalidArgument(path_ + ": load_csv_features reads features alone: no label_column or "
                             "target_columns (other columns are not read)");
     if (options_.feature_columns.empty())
       throw InvalidArgument(path_ + ": load_csv_features needs the feature_columns");
+    if (take && batch < 1) throw InvalidArgument(path_ + ": a batch of " + std::to_string(batch) + " rows");
+    batch_ = batch;
+    take_ = take;
     const std::int64_t kept = std::get<0>(read_rows());
+    if (take_) {
+      hand_over();
+      return {};
+    }
     return Tensor({kept, static_cast<std::int64_t>(feature_columns_.size())}, features_);
   }
 
@@ -259,6 +268,7 @@ class CsvReader {
       if (label_column_ >= 0)
         largest = std::max(largest, labels_.emplace_back(label(fields, line_number)));
       ++kept;
+      if (take_ && kept % batch_ == 0) hand_over();
     }
     if (!resolved) fail(path_, "empty file: no rows");
     if (rows == 0) fail(path_, "no data rows, only a header");
@@ -275,6 +285,14 @@ class CsvReader {
   }
 
  private:
+  // The rows of features_ to take_, then none held.
+  void hand_over() {
+    if (features_.empty()) return;
+    const auto nf = static_cast<std::int64_t>(feature_columns_.size());
+    (*take_)(Tensor({static_cast<std::int64_t>(features_.size()) / nf, nf}, features_));
+    features_.clear();
+  }
+
   // "column 3 ('price')", or "column 3" without a header.
   std::string column_name(int c) const {
     std::string out = "column " + std::to_string(c);
@@ -463,7 +481,9 @@ class CsvReader {
   int label_column_ = -1;
   std::vector<int> target_columns_;
   std::vector<int> feature_columns_;
-  std::vector<float> features_;
+  std::vector<float> features_;  // of the rows kept (with a take_, those not yet handed over)
+  std::int64_t batch_ = 0;       // rows a take_ gets at a time
+  const std::function<void(const Tensor&)>* take_ = nullptr;
   std::vector<float> targets_;
   std::vector<std::int32_t> labels_;
   bool label_names_ = false;  // the label column holds class names
@@ -494,6 +514,11 @@ std::string csv_field(std::string_view text) {
 
 Tensor load_csv_features(const std::string& path, const CsvOptions& options) {
   return CsvReader(path, options).read_features();
+}
+
+void for_each_csv_features_batch(const std::string& path, const CsvOptions& options, std::int64_t batch_size,
+                                 const std::function<void(const Tensor&)>& take) {
+  CsvReader(path, options).read_features(batch_size, &take);
 }
 
 }  // namespace cohort::data

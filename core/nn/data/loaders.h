@@ -160,6 +160,13 @@ std::string csv_field(std::string_view text);
 /// here), with neither a label_column nor target_columns; other columns (a label, an id) are
 /// not read.
 Tensor load_csv_features(const std::string& path, const CsvOptions& options);
+/// The same a batch of rows at a time: `take` gets the feature columns of rows [b, b +
+/// batch_size) in turn ([k, features], the last batch fewer), as they are read, so that a file
+/// of any size is never held whole (a batch_size below 1: InvalidArgument). Every row is checked
+/// as load_csv_features checks it, a fault found after some batches were taken; what `take`
+/// throws ends the read.
+void for_each_csv_features_batch(const std::string& path, const CsvOptions& options, std::int64_t batch_size,
+                                 const std::function<void(const Tensor&)>& take);
 
 /// How to read a folder of images (load_image_folder).
 struct ImageFolderOptions {

@@ -394,6 +394,43 @@ TEST_CASE("CSV: new rows to predict, the training file's feature columns alone")
             .ends_with("bad.csv: line 2, column 1 ('b'): empty field, expected a number"));
 }
 
+TEST_CASE("CSV: rows to predict a batch at a time, as load_csv_features reads them whole") {
+  TempDir dir("data_loaders_test");
+  std::string text = "id,c,a,b\n";
+  for (int r = 0; r < 10; ++r)
+    text += "row" + std::to_string(r) + "," + std::to_string(3 * r) + "," + std::to_string(r) + ",0.5\n";
+  spit(dir / "new.csv", text);
+  const cohort::data::CsvOptions options{.feature_columns = {"a", "b", "c"}};
+  const cohort::Tensor whole = cohort::data::load_csv_features(dir / "new.csv", options);
+  std::vector<float> joined;
+  std::vector<std::int64_t> sizes;
+  cohort::data::for_each_csv_features_batch(dir / "new.csv", options, 4, [&](const cohort::Tensor& rows) {
+    REQUIRE(rows.dim(1) == 3);
+    sizes.push_back(rows.dim(0));
+    joined.insert(joined.end(), rows.data(), rows.data() + rows.size());
+  });
+  CHECK(sizes == std::vector<std::int64_t>{4, 4, 2});
+  CHECK(joined == std::vector<float>(whole.data(), whole.data() + whole.size()));
+  sizes.clear();
+  cohort::data::for_each_csv_features_batch(dir / "new.csv", options, 5, [&](const cohort::Tensor& rows) {
+    sizes.push_back(rows.dim(0));
+  });
+  CHECK(sizes == std::vector<std::int64_t>{5, 5});
+  CHECK(invalid_argument([&] {
+          cohort::data::for_each_csv_features_batch(dir / "new.csv", options, 0, [](const cohort::Tensor&) {});
+        }).ends_with("new.csv: a batch of 0 rows"));
+
+  // A bad row after two batches: they were taken, and the fault names its line.
+  spit(dir / "bad.csv", text + "row10,30,x,0.5\n");
+  sizes.clear();
+  CHECK(data_error([&] {
+          cohort::data::for_each_csv_features_batch(dir / "bad.csv", options, 4, [&](const cohort::Tensor& rows) {
+            sizes.push_back(rows.dim(0));
+          });
+        }).ends_with("bad.csv: line 12, column 2 ('a'): 'x' is not a number"));
+  CHECK(sizes == std::vector<std::int64_t>{4, 4});
+}
+
 // ---- scale ---------------------------------------------------------------------------------
 
 TEST_CASE("CSV: read a piece at a time: lines across pieces, a line longer than one, gzip") {
