@@ -8,7 +8,8 @@
 #      warning (SIGUSR1 to the batch shell, as --signal=B:USR1 does) while it trains: every task,
 #      the ps among them, exits 0, the job checkpoints, requeues itself, and the second run
 #      resumes from the checkpoint and finishes;
-#   3. runs it with COHORT_LAUNCHER=mpirun and --mode async (one ps task by default);
+#   3. runs it with COHORT_LAUNCHER=mpirun and --mode async (one ps task by default), and sends
+#      the walltime warning while it trains: the job checkpoints, requeues and finishes;
 #   4. runs slurm/gpu.sbatch on four fake GPUs (GRES backed by links to /dev/null): every rank
 #      gets its own CUDA_VISIBLE_DEVICES;
 #   5. cancels a training job with scancel: the ranks checkpoint on SIGTERM, the job is not
@@ -275,14 +276,36 @@ awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "$out: test accuracy $a
 log "requeue: the guide stopped and checkpointed at step $stopped, restored it, finished $steps steps, test accuracy $accuracy"
 
 # ---- 3. The same script launching with mpirun instead of srun, in async mode asked for as two
-# arguments, --mode async (the script gives it 1 ps task, as for --mode=async). Async workers may
-# overshoot the last step by a few.
-COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=100 \
-  submit_and_wait "$work/job3" "$src/slurm/single_node.sbatch" --mode async
+# arguments, --mode async (the script gives it 1 ps task, as for --mode=async), and the walltime
+# warning while it trains: mpirun hands it to the ranks, the job checkpoints, requeues itself,
+# and the second run resumes and finishes. Async workers may overshoot the last step by a few.
+steps=3000
+mkdir -p "$work/job3" && cd "$work/job3"
+COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=$steps timeout "$(time_left)" \
+  sbatch --wait --parsable "$src/slurm/single_node.sbatch" --mode async >sbatch.out 2>sbatch.err &
+waiter=$!
+until [[ -s sbatch.out ]]; do
+  kill -0 "$waiter" 2>/dev/null || { cat sbatch.err; fail "sbatch single_node.sbatch did not submit"; }
+  sleep 0.1
+done
+job=$(head -n1 sbatch.out)
+out=$work/job3/cohort-$job.out
+wait_for_output "^step [1-9][0-9]*/$steps "
+scancel --signal=USR1 --batch "$job"
+status=0
+wait "$waiter" || status=$?
+cat "$out"
 ((status == 0)) || fail "sbatch --wait single_node.sbatch with COHORT_LAUNCHER=mpirun exited with status $status"
 grep -q "mode async, 7 workers" "$out" || fail "$out: mpirun did not start 1 ps task and 7 workers"
-check_finished '1[0-9]{2}'
-log "single_node.sbatch with mpirun, async mode: 1 ps + 7 workers, test accuracy $accuracy"
+stopped=$(sed -nE 's/^stopped by signal 10 at global step ([0-9]+)$/\1/p' "$out" | head -n1)
+[[ -n $stopped ]] || fail "the chief did not stop on the warning that mpirun forwarded"
+grep -q "requeueing job $job" "$out" || fail "job $job (mpirun) did not requeue itself after the warning"
+# In async mode the chief's checkpoint may count the pushes of workers that stopped after it.
+restored=$(sed -nE 's/^restored from .* at global step ([0-9]+)$/\1/p' "$out" | head -n1)
+[[ -n $restored ]] && ((restored >= stopped && restored < stopped + 20)) ||
+  fail "the requeued run (mpirun) did not restore a checkpoint of the step it stopped at, $stopped (restored: '$restored')"
+check_finished '30[0-9]{2}'
+log "single_node.sbatch with mpirun, async mode: 1 ps + 7 workers, stopped at step $stopped by the warning, requeued, finished with test accuracy $accuracy"
 
 # ---- 4. gpu.sbatch: one fake GPU per rank. A wrapper reports each rank's device and where train
 # is told to compute, then runs train on the CPU (fake GPUs cannot compute).
