@@ -16,7 +16,9 @@
 #      requeued;
 #   6. sends the walltime warning while the ranks are still starting (no handler yet, so SIGUSR1
 #      ends them: the launcher exits 138): the job requeues itself anyway and the second run
-#      trains to the end.
+#      trains to the end;
+#   7. runs a job array of two tasks as a sweep (COHORT_ARRAY_ARGS): each takes its own
+#      arguments and checkpoints in its own directory.
 # Then it cancels what is left and stops the daemons by their pids.
 #
 # Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM GUIDE_PROGRAM
@@ -378,4 +380,25 @@ grep -q "^cohort: the walltime warning ended the ranks before they checkpointed;
 grep -q "^cohort: job $job, run 2," "$out" || fail "job $job did not run a second time"
 check_finished 60
 log "the warning during start-up: the ranks ended on SIGUSR1, the job requeued, run 2 trained 60 steps"
+
+# ---- 7. A sweep as a job array: each task appends its line of COHORT_ARRAY_ARGS to the
+# arguments and keeps its checkpoints in a directory of its own under the array's.
+mkdir -p "$work/job7" && cd "$work/job7"
+printf -- '--train_steps=20\n--train_steps=30 --learning_rate=0.02\n' >sweep.txt
+job=$(COHORT_ARRAY_ARGS=$work/job7/sweep.txt COHORT_CHECKPOINT_DIR=$work/job7/ckpt \
+        sbatch --parsable --array=0-1 "$src/slurm/single_node.sbatch")
+while [[ -n $(squeue -h -r -j "$job" -o %i 2>/dev/null) ]]; do
+  ((SECONDS < deadline)) || fail "array job $job did not end"
+  sleep 0.5
+done
+cat cohort-*.out
+for steps in 20 30; do
+  out=$(grep -lE "^final: global step $steps, " cohort-*.out) || fail "no task of array job $job trained $steps steps"
+done
+# 0.02 times the 8 workers' batches (--lr_scaling), against 0.01 times 8 by default.
+grep -q "^momentum 0.9, learning rate 0.16 (--learning_rate times 8 batches" $(grep -lE "^final: global step 30, " cohort-*.out) ||
+  fail "array task 1 did not take --learning_rate=0.02 from its line"
+[[ -f ckpt/0/model.ckpt-20.safetensors && -f ckpt/1/model.ckpt-30.safetensors ]] ||
+  fail "the array's tasks did not checkpoint in ckpt/0 and ckpt/1: $(ls -R ckpt)"
+log "job array $job: task 0 trained 20 steps into ckpt/0, task 1 30 steps at its own learning rate into ckpt/1"
 log "PASS"
