@@ -62,7 +62,7 @@ function(cohort_library name)
   set_target_properties(${target} PROPERTIES OUTPUT_NAME ${target} EXPORT_NAME ${name})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${COHORT_BUILD_INCLUDE_DIR}>
-    $<INSTALL_INTERFACE:include>)
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   cohort_target_defaults(${target})
   # Calls between a library's own functions may be inlined and bound inside it.
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)

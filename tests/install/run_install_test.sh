@@ -4,7 +4,8 @@
 # (the modulefile copied into a module tree of its own, as a site would) and
 #   - runs cohort-train --help from PATH,
 #   - builds the installed examples (share/cohort/examples: their CMakeLists.txt, find_package
-#     (Cohort)) out of tree, checks that --help names the guide's flags by guide.cc alone, and
+#     (Cohort)) out of tree, installs them (they run without a library path), checks that --help
+#     names the guide's flags by guide.cc alone, and
 #     runs the guide example (docs/GUIDE.md) with mpirun on 3 ranks (1 ps, 2 workers, sync SGD)
 #     with its settings given as a batch script gives them (COHORT_PS_TASKS, COHORT_TRAIN_STEPS,
 #     COHORT_CHECKPOINT_DIR, and COHORT_MODEL and COHORT_MODE, which it does not define): it exits
@@ -168,6 +169,12 @@ cmake -S $examples -B $work/examples > $work/examples-configure.log ||
 cmake --build $work/examples -j 2 > $work/examples-build.log || { cat $work/examples-build.log; exit 1; }
 (cd $work/examples && ls guide custom_model denoise images residual_npy tabular text > /dev/null)
 echo 'built the installed examples against the module'
+# Installed in turn (a user's cmake --install), a program finds Cohort's libraries with no library path.
+cmake --install $work/examples --prefix $work/examples-installed > $work/examples-install.log ||
+  { cat $work/examples-install.log; exit 1; }
+$work/examples-installed/bin/guide --help | grep -qxF 'Flags from guide.cc:' ||
+  { echo 'the installed guide does not run'; $work/examples-installed/bin/guide --help 2>&1 | head -3; exit 1; }
+echo 'installed the examples: they run without LD_LIBRARY_PATH'
 # Where the CUDA toolkit is not to be found (a login node without a CUDA module), programs that do
 # not link Cohort::gpu, as these, still configure.
 cmake -S $examples -B $work/examples-no-cuda -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=TRUE \
