@@ -71,12 +71,14 @@ struct ReplicationOptions {
   /// holds as many workers. False: MPI_Allreduce alone.
   bool shared_memory_sums = true;
   /// Every wait on other tasks gives up after this long (0: never), naming what it waited for.
-  std::chrono::milliseconds wait_timeout{0};
+  /// Long by default, so that a task that hangs (a hook stuck on a file system, say) ends the
+  /// job within the hour rather than at its time limit; `train` sets --wait_timeout_secs.
+  std::chrono::milliseconds wait_timeout{std::chrono::minutes(30)};
   /// A wait inside MPI (a collective, a transfer to a stalled ps, the end of training, where no
   /// poll can time out) ends the job after this long (0: never): StallWatch::timeout(), which
   /// the Trainer sets. Long: a chief may keep the others waiting a while (restoring,
   /// evaluating, saving).
-  std::chrono::milliseconds stall_timeout{0};
+  std::chrono::milliseconds stall_timeout{std::chrono::minutes(30)};
   /// The ps modes, where the memory is one-sided: whether a wait polls for up to a millisecond
   /// before it sleeps (and a sync step goes in pieces). Unset: where every worker on the node
   /// has a CPU for each of its threads. Where the memory is served, waits sleep.
