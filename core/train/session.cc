@@ -1,5 +1,6 @@
 #include "cohort/core/train/session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -274,6 +275,16 @@ std::string MonitoredSession::save_checkpoint(const std::string& dir) {
   Checkpoint checkpoint = trainer_.checkpoint();
   for (const auto& hook : all_hooks()) hook->save_state(checkpoint.metadata);
   const std::int64_t step = checkpoint.global_step();
+  // Diverged parameters are not written: a requeued job would restore them, and keep-the-last-N
+  // would push the finite checkpoints out. (A replica's NaN reaches the chief's parameters
+  // through its gradients before that replica's NanTensorHook can end the job.)
+  for (const CheckpointTensor& t : checkpoint.tensors) {
+    const auto bad = std::find_if(t.values.begin(), t.values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != t.values.end())
+      throw CheckpointError("not writing the checkpoint of global step " + std::to_string(step) + ": " + t.name +
+                            " holds " + std::to_string(*bad) + " (training diverged); " + manager.directory() +
+                            " keeps its last finite checkpoint");
+  }
   return manager.save(step, std::move(checkpoint));
 }
 

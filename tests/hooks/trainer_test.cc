@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -355,6 +356,32 @@ TEST_CASE("Trainer::predict: new examples as evaluate() sees data, normalised, w
   restore_variables(trainer.checkpoint(), plain);
   CHECK(copy(plain_model.predict(normalised).span()) != copy(expected.span()));
   CHECK_THROWS_AS(trainer.predict(features, 0), InvalidArgument);
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("a checkpoint of diverged parameters is not written, and the last finite one stays") {
+  test::TempDir dir("trainer_test_diverged");
+  const data::Dataset data = data::synthetic(64, 5);
+  Graph graph;
+  Trainer trainer(nullptr, graph, [](Graph& g) { return mlp(g, {8}); }, data, test::sgd(0.2), test::trainer_options());
+  MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(3)});
+  options.checkpoint_dir = dir / "ckpt";
+  MonitoredSession session(trainer, options);
+  test::train(session);
+  const std::string finite = session.save_checkpoint();
+  graph.values(*graph.find("hidden1/bias"))[2] = std::nanf("");
+  CHECK_THROWS_WITH_AS(session.save_checkpoint(),
+                       ("not writing the checkpoint of global step 3: hidden1/bias holds nan (training diverged); " +
+                        options.checkpoint_dir + " keeps its last finite checkpoint")
+                           .c_str(),
+                       CheckpointError);
+  CHECK(CheckpointManager(options.checkpoint_dir).latest_path() == finite);
+  graph.values(*graph.find("hidden1/bias"))[2] = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_AS(session.save_checkpoint(), CheckpointError);
+  graph.values(*graph.find("hidden1/bias"))[2] = 0.0f;
 }
 
 }  // namespace cohort
