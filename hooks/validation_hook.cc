@@ -124,7 +124,13 @@ void ValidationHook::after_run(RunContext& context, const SessionRunValues& valu
   }
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
   const std::int64_t every = options_.every_steps;
-  if (next_ < 0) next_ = (step + every - 1) / every * every;  // the first multiple from here
+  if (next_ < 0) {
+    next_ = (step + every - 1) / every * every;  // the first multiple from here
+    // A shared evaluation is a collective, and at a session's first step the chief alone may
+    // stop instead (stop_at_start_: patience that ran out before a restart, which the chief
+    // alone restores): every worker leaves the first step's evaluation out.
+    if (options_.shared && next_ == step) next_ += every;
+  }
   if (step < next_) return;
   next_ = (step / every + 1) * every;
   if (validate(context.session(), step)) context.request_stop();

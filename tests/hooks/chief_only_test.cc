@@ -381,6 +381,38 @@ COHORT_MPI_TEST_CASE("ValidationHook shared in allreduce mode: every worker its 
   }
 }
 
+COHORT_MPI_TEST_CASE("a shared ValidationHook whose patience ran out before a restart stops every worker at once", 2) {
+  Worker w(comm);
+  const bool chief = w.server.is_chief();
+  const std::string dir = shared_dir(comm, "shared_validation_restart");
+  const auto run = [&] {
+    // Never better by 1e9: the second evaluation runs out of patience.
+    auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+        .data = data::synthetic(20, 3).shard(w.server.replica_index(), 2), .every_steps = 1, .at_end = false,
+        .min_delta = 1e9, .patience = 1, .log = false, .shared = true});
+    MonitoredSessionOptions options;
+    options.master = w.server.target();
+    options.is_chief = chief;
+    options.checkpoint_dir = chief ? dir : "";
+    options.hooks = {hook, StopAtStepHook::last(50)};
+    options.stop_on_signals = false;
+    MonitoredSession session(w.trainer, options);
+    test::train(session);
+    if (chief) session.save_checkpoint();  // with the hook's state: no patience left
+    session.close();
+    return hook->history().size();
+  };
+  // Evaluations at steps 2 and 3 (the first step's is left out), then the stop.
+  CHECK(run() == 2);
+  CHECK(w.trainer.global_step() == 3);
+  // Restored at step 3 with no patience left: one step, then every worker stops (no worker
+  // waits in an evaluation the chief does not join).
+  CHECK(run() == 0);
+  CHECK(w.trainer.global_step() == 4);
+  comm.barrier();
+  if (chief) std::filesystem::remove_all(dir);
+}
+
 COHORT_MPI_TEST_CASE("each worker draws its batches from a seed of its own; worker 0 draws as local mode", 2) {
   // Both workers hold the same data: with one seed they would take the same batches.
   const data::Dataset data = data::synthetic(128, 5);
