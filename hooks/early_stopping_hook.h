@@ -42,8 +42,10 @@ struct EarlyStoppingHookOptions {
 ///         cohort::EarlyStoppingHookOptions{.metric = "loss", .patience = 3, .every_n_steps = 500}));
 ///
 /// Each worker judges its own batches; in allreduce mode one worker's stop stops all, in the ps
-/// modes the chief's does. Throws InvalidArgument at construction for bad options. Not
-/// thread-safe (used by the session).
+/// modes the chief's stops all and another worker's takes that worker out alone (the chief
+/// warns that it left). To judge by the chief's batches alone, give it in chief_only_hooks. A
+/// held-out set judges better than training batches: ValidationHook's patience. Throws
+/// InvalidArgument at construction for bad options. Not thread-safe (used by the session).
 class EarlyStoppingHook : public SessionRunHook {
  public:
   explicit EarlyStoppingHook(EarlyStoppingHookOptions options);

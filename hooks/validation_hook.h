@@ -71,7 +71,9 @@ struct ValidationHookOptions {
   /// index, workers); a part may be empty). Every worker evaluates
   /// its part on the chief's parameters and gets the whole set's metrics; the chief alone
   /// prints, writes summaries, saves the best and lowers the learning rate, and training stops
-  /// when patience runs out, on every worker alike. false: the chief evaluates all of `data`.
+  /// when patience runs out, on every worker alike. A shared hook does not evaluate at a
+  /// session's first step (where the chief may instead stop, its patience restored run out).
+  /// false: the chief evaluates all of `data`.
   bool shared = false;
 };
 
