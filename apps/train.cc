@@ -206,11 +206,12 @@ cohort::OptimizerOptions optimizer_options(std::int64_t steps, std::int64_t batc
   const bool scaled = FLAGS_lr_scaling == "linear" && batches > 1;
   cohort::OptimizerOptions o;
   o.name = FLAGS_optimizer;
-  o.learning_rate.base = FLAGS_learning_rate * static_cast<double>(scaled ? batches : 1);
+  o.learning_rate.base = FLAGS_learning_rate;
   o.learning_rate.kind = cohort::LearningRateSchedule::parse_kind(FLAGS_lr_schedule);
   o.learning_rate.decay_rate = FLAGS_lr_decay_rate;
-  o.learning_rate.warmup_steps =
-      FLAGS_lr_warmup_steps >= 0 ? FLAGS_lr_warmup_steps : (scaled ? std::min(epoch, steps / 2) : 0);
+  o.learning_rate.warmup_steps = std::max<std::int64_t>(0, FLAGS_lr_warmup_steps);
+  if (scaled)  // an epoch's warm-up, at most half the run, unless --lr_warmup_steps says
+    o.learning_rate = o.learning_rate.linearly_scaled(batches, FLAGS_lr_warmup_steps >= 0 ? 0 : std::min(epoch, steps / 2));
   o.learning_rate.decay_steps =
       FLAGS_lr_decay_steps > 0 ? FLAGS_lr_decay_steps
                                : std::max<std::int64_t>(1, steps - o.learning_rate.warmup_steps);

@@ -109,6 +109,17 @@ LearningRateSchedule LearningRateSchedule::for_run(const std::string& kind, doub
   return schedule;
 }
 
+LearningRateSchedule LearningRateSchedule::linearly_scaled(std::int64_t batches, std::int64_t warmup_steps) const {
+  if (batches < 1 || warmup_steps < 0)
+    throw InvalidArgument("learning-rate schedule: scaled for " + std::to_string(batches) + " batches with a warm-up of " +
+                          std::to_string(warmup_steps) + " steps");
+  LearningRateSchedule scaled = *this;
+  if (batches == 1) return scaled;
+  scaled.base *= static_cast<double>(batches);
+  if (scaled.warmup_steps == 0) scaled.warmup_steps = warmup_steps;
+  return scaled;
+}
+
 namespace {
 
 // The gradient an update reads at element i: g[i], or g[i] + plus[i] for two gradients summed

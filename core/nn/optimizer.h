@@ -52,6 +52,14 @@ struct LearningRateSchedule {
   /// long as the run.
   static LearningRateSchedule for_run(const std::string& kind, double base, std::int64_t steps,
                                       std::int64_t warmup_steps = 0);
+  /// Goyal et al.'s linear scaling rule, as Horovod programs apply it (the rate times
+  /// hvd.size(), with a warm-up): this schedule, meant for one worker's batch, with its base times
+  /// `batches` (the batches a global step averages, TrainerOptions::examples_per_global_step(
+  /// workers) / batch_size: the workers in sync and allreduce modes, 1 in async and ssp) and,
+  /// where it has no warm-up of its own, a linear one over `warmup_steps` (an epoch's global
+  /// steps, say), after which it runs as before. Unchanged for `batches` of 1. InvalidArgument
+  /// for `batches` below 1 or a negative warm-up.
+  LearningRateSchedule linearly_scaled(std::int64_t batches, std::int64_t warmup_steps) const;
   /// InvalidArgument naming the first setting out of range for this kind.
   void check() const;
 };

@@ -273,6 +273,22 @@ TEST_CASE("learning-rate schedules on the global step") {
                        cohort::InvalidArgument);
 }
 
+TEST_CASE("the linear scaling rule: the base times the batches, a warm-up where there is none") {
+  const LearningRateSchedule one = LearningRateSchedule::for_run("cosine", 0.01, 1000);
+  const LearningRateSchedule eight = one.linearly_scaled(8, 100);
+  CHECK(eight.base == doctest::Approx(0.08));
+  CHECK(eight.warmup_steps == 100);
+  CHECK(eight.at(0) == doctest::Approx(0.08 / 100));  // the warm-up's first step
+  CHECK(eight.at(99) == doctest::Approx(0.08));
+  CHECK(eight.at(100 + 500) == doctest::Approx(8 * one.at(500)));  // then as before, eight times
+  // One batch a step (async): unchanged; a warm-up of its own is kept.
+  CHECK(one.linearly_scaled(1, 100).base == one.base);
+  CHECK(one.linearly_scaled(1, 100).warmup_steps == 0);
+  CHECK(LearningRateSchedule::for_run("cosine", 0.01, 1000, 50).linearly_scaled(4, 100).warmup_steps == 50);
+  CHECK_THROWS_AS(one.linearly_scaled(0, 10), cohort::InvalidArgument);
+  CHECK_THROWS_AS(one.linearly_scaled(2, -1), cohort::InvalidArgument);
+}
+
 TEST_CASE("polynomial, piecewise and function schedules, with warm-up") {
   LearningRateSchedule s;
   s.base = 0.1;
