@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/composite.h"
 #include "cohort/core/nn/ops/elementwise.h"
 
 namespace cohort {
@@ -158,8 +159,11 @@ void Model::check_data(const Shape& example, const TargetSpec& targets) const {
   const Shape& prediction = layers_.shape(layers_.output());
   loss_->check(prediction, targets);
   // Keras's habit, a softmax (or sigmoid) as the last layer, would apply it twice where the loss
-  // takes logits.
-  if (const auto* last = dynamic_cast<const ElementwiseActivation*>(layers_.layer(layers_.output()))) {
+  // takes logits: the last layer, or the last of a composite's (dense(..., "softmax")).
+  const Layer* output_layer = layers_.layer(layers_.output());
+  while (const auto* composite = dynamic_cast<const CompositeLayer*>(output_layer))
+    output_layer = composite->layers().empty() ? nullptr : composite->layers().back().get();
+  if (const auto* last = dynamic_cast<const ElementwiseActivation*>(output_layer)) {
     const std::string applied = loss_->output_activation();
     const bool twice = (applied == "softmax" && last->kind() == ElementwiseActivation::Kind::kSoftmax) ||
                        (applied == "sigmoid" && last->kind() == ElementwiseActivation::Kind::kSigmoid);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/composite.h"
 #include "cohort/core/nn/ops/ops.h"
 
 namespace cohort {
@@ -71,6 +72,47 @@ std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64
   options.padding = padding;
   options.activation = activation;
   return std::make_unique<Conv2D>(std::move(name), options);
+}
+
+namespace {
+
+// A layer, then the activation Keras would give it by name: the layer keeps its own name (and
+// its variables theirs), the activation is "<name>/<function>".
+class ActivatedLayer final : public CompositeLayer {
+ public:
+  ActivatedLayer(std::unique_ptr<Layer> layer, std::string function)
+      : CompositeLayer(layer->name()), layer_(std::move(layer)), function_(std::move(function)) {}
+
+ protected:
+  Node compose(Node input) override {
+    const Node output = apply(std::move(layer_), input);
+    return apply(activation(scoped(function_), function_), output);
+  }
+
+ private:
+  std::unique_ptr<Layer> layer_;
+  std::string function_;
+};
+
+// `make(activation)` for an activation by name: fused ReLU, none, or the layer and then it.
+template <typename Make>
+std::unique_ptr<Layer> with_activation(const std::string& name, const std::string& function, Make make) {
+  if (function.empty() || function == "linear") return make(Activation::kNone);
+  if (function == "relu") return make(Activation::kRelu);
+  activation(name + "/" + function, function);  // refuses a function it does not know, naming the known ones
+  return std::make_unique<ActivatedLayer>(make(Activation::kNone), function);
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> dense(std::string name, std::int64_t units, const std::string& function, bool flatten) {
+  return with_activation(name, function, [&](Activation a) { return dense(name, units, a, flatten); });
+}
+
+std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
+                              const std::string& function, std::int64_t stride, Padding padding) {
+  return with_activation(name, function,
+                         [&](Activation a) { return conv2d(name, filters, kernel, a, stride, padding); });
 }
 
 std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::int64_t stride,

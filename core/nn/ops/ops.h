@@ -326,6 +326,16 @@ std::unique_ptr<Layer> dense(std::string name, std::int64_t units,
 std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
                               Activation activation = Activation::kNone, std::int64_t stride = 1,
                               Padding padding = Padding::kSame);
+/// Keras's Dense(units, activation="tanh") and Conv2D(..., activation="sigmoid"): the layer under
+/// `name` (its variables "<name>/kernel" and "<name>/bias", as without an activation), then the
+/// activation() `function` names, as the sublayer "<name>/<function>" of a composite. "relu" is
+/// fused as Activation::kRelu (no composite), "" and "linear" are none; another name that
+/// activation() does not know is an InvalidArgument.
+std::unique_ptr<Layer> dense(std::string name, std::int64_t units, const std::string& function,
+                             bool flatten = true);
+std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
+                              const std::string& function, std::int64_t stride = 1,
+                              Padding padding = Padding::kSame);
 std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::int64_t stride = 0,
                                   Padding padding = Padding::kValid);  ///< stride 0: = window
 std::unique_ptr<Layer> relu(std::string name);

@@ -12,6 +12,7 @@
 #include "cohort/core/nn/models.h"
 #include "cohort/core/nn/optimizer.h"
 #include "cohort/core/placement/gpu_placement.h"
+#include "cohort/core/nn/composite.h"
 #include "core/nn/gradient_check.h"
 
 using namespace cohort;
@@ -78,6 +79,40 @@ TEST_CASE("Model rejects bad layers and batches") {
   std::vector<float> short_grads(3);
   CHECK_THROWS_AS(model.train_step(x, labels, short_grads, {}), InvalidArgument);
   CHECK_THROWS_AS(Model(graph, {4}, -1), InvalidArgument);
+}
+
+TEST_CASE("an activation by name, as Keras's Dense(activation=...): the layer's variables, then the function") {
+  Graph graph;
+  Model named(graph, {5});
+  named.add(dense("hidden", 4, "tanh")).add(dense("out", 3, "linear"));
+  Model plain(graph, {5});  // the same variables, the activation as a layer of its own
+  plain.add(dense("hidden", 4)).add(activation("tanh", "tanh")).add(dense("out", 3));
+  graph.initialize(3);
+  std::vector<std::string> names;
+  for (const Variable& v : graph.variables()) names.push_back(v.name);
+  CHECK(names == std::vector<std::string>{"hidden/kernel", "hidden/bias", "out/kernel", "out/bias"});
+  const Tensor x = random_tensor({4, 5}, 5);
+  const Tensor a = named.predict(x);
+  const Tensor b = plain.predict(x);
+  CHECK(std::vector<float>(a.data(), a.data() + a.size()) == std::vector<float>(b.data(), b.data() + b.size()));
+  // Gradients through the composite: its backward pass is the layers'.
+  Graph g2;
+  Model conv(g2, {6, 6, 2});
+  conv.add(conv2d("conv", 3, 3, "sigmoid")).add(dense("logits", 2, "relu"));
+  g2.initialize(4);
+  const auto* composite = dynamic_cast<const CompositeLayer*>(conv.layers().front().get());
+  REQUIRE(composite != nullptr);
+  CHECK(composite->name() == "conv");
+  CHECK(composite->layers().at(1)->name() == "conv/sigmoid");
+  expect_model_gradients(conv, random_tensor({3, 6, 6, 2}, 72), std::vector<std::int32_t>{0, 1, 1}, {});
+  CHECK_THROWS_WITH_AS(dense("hidden", 4, "tanhh"), doctest::Contains("tanhh"), InvalidArgument);
+  // A softmax by name before a loss that applies its own is refused as a softmax layer is.
+  Graph g3;
+  Model twice(g3, {5});
+  twice.add(dense("probabilities", 3, "softmax"));
+  CHECK_THROWS_WITH_AS(twice.check_data({5}, TargetSpec::classes(3)),
+                       doctest::Contains("the model ends in a softmax (layer \"probabilities/softmax\")"),
+                       InvalidArgument);
 }
 
 TEST_CASE("the sequential form takes any output unless a class count is declared") {
