@@ -112,9 +112,13 @@ std::optional<std::uint64_t> tensor_bytes(const std::vector<std::uint64_t>& dims
   return bytes;
 }
 
-// The floating-point dtypes another framework's file may hold, with their sizes; Cohort writes F32.
-constexpr std::array<std::pair<std::string_view, std::uint64_t>, 4> kFloatDtypes = {
-    {{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F64", 8}}};
+// The dtypes of the safetensors format, with their sizes: the first four, floating point, are
+// read as float32 from another framework's file; the others (a PyTorch BatchNorm's I64
+// num_batches_tracked, say) are passed over there. Cohort writes F32.
+constexpr std::array<std::pair<std::string_view, std::uint64_t>, 15> kDtypes = {
+    {{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F64", 8}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+     {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}}};
+constexpr std::size_t kFloatDtypes = 4;
 
 // One header entry, validated, before the layout checks.
 struct Entry {
@@ -123,6 +127,7 @@ struct Entry {
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
   std::string dtype = "F32";
+  bool floating = true;  // one of the first kFloatDtypes of kDtypes
 };
 
 std::string offsets_text(const Entry& e) {
@@ -143,20 +148,18 @@ class HeaderParser {
     throw CheckpointError(path_ + ": " + fault);
   }
 
-  // `any_float`: a file of another framework's, whose tensors may be of any of kFloatDtypes;
-  // else a Cohort checkpoint's, of F32.
-  Entry entry(const std::string& name, const ordered_json& value, bool any_float) const {
+  // `foreign`: a file of another framework's, whose tensors may be of any of kDtypes; else a
+  // Cohort checkpoint's, of F32.
+  Entry entry(const std::string& name, const ordered_json& value, bool foreign) const {
     const std::string tensor = "tensor " + quote(name);
     if (!value.is_object()) fail(tensor + ": header entry is not a JSON object");
     const auto dtype = value.find("dtype");
     if (dtype == value.end() || !dtype->is_string()) fail(tensor + ": no \"dtype\" string");
     const std::string type = dtype->get<std::string>();
-    const auto known = std::find_if(kFloatDtypes.begin(), kFloatDtypes.end(),
-                                    [&](const auto& d) { return d.first == type; });
-    if (!any_float && type != "F32")
+    const auto known = std::find_if(kDtypes.begin(), kDtypes.end(), [&](const auto& d) { return d.first == type; });
+    if (!foreign && type != "F32")
       fail(tensor + " has dtype " + type + ", expected F32 (Cohort checkpoints hold float32 tensors only)");
-    if (known == kFloatDtypes.end())
-      fail(tensor + " has dtype " + type + ", expected F32, F16, BF16 or F64 (floating-point weights)");
+    if (known == kDtypes.end()) fail(tensor + " has dtype " + type + ", not one of the safetensors format's");
 
     const auto shape = value.find("shape");
     if (shape == value.end()) fail(tensor + ": no \"shape\"");
@@ -180,7 +183,8 @@ class HeaderParser {
            offsets->dump());
 
     Entry e{name, Shape(dims.begin(), dims.end()), (*offsets)[0].get<std::uint64_t>(),
-            (*offsets)[1].get<std::uint64_t>(), type};
+            (*offsets)[1].get<std::uint64_t>(), type,
+            static_cast<std::size_t>(known - kDtypes.begin()) < kFloatDtypes};
     const auto bytes = tensor_bytes(dims, known->second);
     if (!bytes) fail(tensor + ": shape " + to_string(e.shape) + " is too large");
     if (*bytes != e.end - e.begin)
@@ -366,23 +370,27 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
 
 namespace {
 
-// Converts tensor `name`'s `raw` elements of `dtype` (F16, BF16, F64) to float32 at `out`.
+// Converts tensor `name`'s `raw` elements of `dtype` (F32, F16, BF16, F64) to float32 at `out`,
+// each finite and within float32's range (another framework's weights, checked as they come in).
 void convert_to_float(const HeaderParser& parser, const std::string& name, const std::string& dtype,
                       std::span<const std::byte> raw, std::span<float> out) {
   for (std::size_t i = 0; i < out.size(); ++i) {
+    double v;
     if (dtype == "F64") {
-      double v;
       std::memcpy(&v, raw.data() + 8 * i, 8);
-      if (std::isfinite(v) && std::abs(v) > std::numeric_limits<float>::max())
-        parser.fail("tensor " + quote(name) + " element " + std::to_string(i) + " is " + std::to_string(v) +
-                    ", beyond float32's range");
-      out[i] = static_cast<float>(v);
+    } else if (dtype == "F32") {
+      float f;
+      std::memcpy(&f, raw.data() + 4 * i, 4);
+      v = f;
     } else {
       std::uint16_t bits;
       std::memcpy(&bits, raw.data() + 2 * i, 2);
-      out[i] = dtype == "BF16" ? bf16::to_float(bits)
-                               : static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
+      v = dtype == "BF16" ? bf16::to_float(bits) : static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
     }
+    if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max())
+      parser.fail("tensor " + quote(name) + " element " + std::to_string(i) + " is " + std::to_string(v) +
+                  (std::isfinite(v) ? ", beyond float32's range" : ", not a finite weight"));
+    out[i] = static_cast<float>(v);
   }
 }
 
@@ -460,15 +468,16 @@ Checkpoint read_file(const std::string& path, bool foreign) {
   }
 
   Crc32c crc;
-  std::vector<std::byte> raw;  // a tensor of another dtype, before its conversion
+  std::vector<std::byte> raw;  // another framework's tensor, before its conversion
   checkpoint.tensors.reserve(entries.size());
   for (Entry& e : entries) {
+    if (!e.floating) continue;  // another framework's counter or mask: no weight
     CheckpointTensor& t = checkpoint.tensors.emplace_back();
     t.name = std::move(e.name);
     t.shape = std::move(e.shape);
     t.values.resize(static_cast<std::size_t>(num_elements(t.shape)));
     const std::string what = "the data of tensor " + quote(t.name);
-    if (e.dtype == "F32") {
+    if (cohort) {
       file.read(t.values.data(), e.end - e.begin, data_begin + e.begin, what);
       crc.update(t.values.data(), e.end - e.begin);
     } else {

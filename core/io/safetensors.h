@@ -121,13 +121,14 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
 Checkpoint read_checkpoint(const std::string& path);
 
 /// Reads the tensors of any safetensors file: weights another framework saved (Hugging Face's
-/// save_file from PyTorch, NumPy or TensorFlow), to warm-start a Cohort model from. Its tensors
-/// may be F32, F16, BF16 or F64, each converted to float32 (an F64 value beyond float32's range
-/// is refused, naming the tensor); its metadata is returned as the file holds it, often none,
-/// and nothing in it is required. The layout rules of read_checkpoint() hold. A file whose
-/// metadata has format_version is a Cohort checkpoint and is read as read_checkpoint() reads
-/// it, checksums and all. Throws CheckpointError naming the file and the fault (another dtype
-/// than those: integers, booleans, float8). Blocking; thread-safe.
+/// save_file from PyTorch, NumPy or TensorFlow), to warm-start a Cohort model from. Its F32,
+/// F16, BF16 and F64 tensors are converted to float32, each value checked finite and within
+/// float32's range (else refused, naming the tensor and the element); tensors of the format's
+/// other dtypes (integers, booleans, float8: a BatchNorm's num_batches_tracked) are passed
+/// over. Its metadata is returned as the file holds it, often none, and nothing in it is
+/// required. The layout rules of read_checkpoint() hold. A file whose metadata has
+/// format_version is a Cohort checkpoint and is read as read_checkpoint() reads it, checksums
+/// and all. Throws CheckpointError naming the file and the fault. Blocking; thread-safe.
 Checkpoint read_safetensors(const std::string& path);
 
 }  // namespace cohort

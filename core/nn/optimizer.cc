@@ -116,7 +116,13 @@ LearningRateSchedule LearningRateSchedule::linearly_scaled(std::int64_t batches,
   LearningRateSchedule scaled = *this;
   if (batches == 1) return scaled;
   scaled.base *= static_cast<double>(batches);
-  if (scaled.warmup_steps == 0) scaled.warmup_steps = warmup_steps;
+  if (scaled.warmup_steps == 0 && warmup_steps > 0) {
+    scaled.warmup_steps = warmup_steps;
+    // A decay over the run (cosine, polynomial) still ends where it did: the warm-up comes out
+    // of it. A step or exponential decay keeps its period.
+    if (kind == Kind::kCosine || kind == Kind::kPolynomial)
+      scaled.decay_steps = std::max<std::int64_t>(1, decay_steps - warmup_steps);
+  }
   return scaled;
 }
 

@@ -57,8 +57,9 @@ struct LearningRateSchedule {
   /// `batches` (the batches a global step averages, TrainerOptions::examples_per_global_step(
   /// workers) / batch_size: the workers in sync and allreduce modes, 1 in async and ssp) and,
   /// where it has no warm-up of its own, a linear one over `warmup_steps` (an epoch's global
-  /// steps, say), after which it runs as before. Unchanged for `batches` of 1. InvalidArgument
-  /// for `batches` below 1 or a negative warm-up.
+  /// steps, say), taken out of a cosine or polynomial decay so that it still ends at the same
+  /// step (a step or exponential decay keeps its period). Unchanged for `batches` of 1.
+  /// InvalidArgument for `batches` below 1 or a negative warm-up.
   LearningRateSchedule linearly_scaled(std::int64_t batches, std::int64_t warmup_steps) const;
   /// InvalidArgument naming the first setting out of range for this kind.
   void check() const;

@@ -170,6 +170,7 @@ void MonitoredSession::create() {
     const std::string& from = options_.warm_start_from;
     std::optional<Checkpoint> checkpoint;
     std::size_t loaded = 0;
+    std::string origin;
     try {
       std::error_code ec;
       if (std::filesystem::is_directory(from, ec))
@@ -179,6 +180,11 @@ void MonitoredSession::create() {
       if (!checkpoint)
         throw CheckpointError(std::filesystem::exists(from, ec) ? "no checkpoint in the directory"
                                                                 : "no such file or directory");
+      // Another framework's file has no format_version, and often no global step.
+      if (!checkpoint->metadata.contains("format_version"))
+        origin = "another framework's weights, taken in Cohort's layouts (a square kernel as it is)";
+      else
+        origin = "its global step " + std::to_string(checkpoint->global_step());
       loaded = trainer_.warm_start(*checkpoint, options_.warm_start_vars);
     } catch (const CheckpointError& e) {
       throw CheckpointError("warm_start_from " + from + ": " + e.what());
@@ -187,9 +193,7 @@ void MonitoredSession::create() {
     const std::size_t all = trainer_.graph().variables().size();
     const std::string which = loaded == all ? "" : ", " + std::to_string(loaded) + " of " +
                                                         std::to_string(all) + " variables";
-    const auto step = checkpoint->count("global_step");  // none in another framework's file
-    std::printf("warm start from %s (%s%s); training starts at global step 0\n", from.c_str(),
-                step ? ("its global step " + std::to_string(*step)).c_str() : "no global step in it",
+    std::printf("warm start from %s (%s%s); training starts at global step 0\n", from.c_str(), origin.c_str(),
                 which.c_str());
     std::fflush(stdout);
   }

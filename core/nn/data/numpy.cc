@@ -185,6 +185,10 @@ Tensor channels_last(const Tensor& images, const std::string& what) {
   if (images.rank() != 4)
     throw InvalidArgument(what + ": " + to_string(images.shape()) +
                           ", not images [n, channels, height, width] to turn channels-last");
+  const auto few = [](std::int64_t d) { return d == 1 || d == 3 || d == 4; };  // channels of an image
+  if (!few(images.dim(1)) && few(images.dim(3)))
+    throw InvalidArgument(what + ": images of " + to_string(Shape(images.shape().begin() + 1, images.shape().end())) +
+                          " look channels-last already ([height, width, channels]), not [channels, height, width]");
   const std::int64_t n = images.dim(0), c = images.dim(1), hw = images.dim(2) * images.dim(3);
   Tensor out({n, images.dim(2), images.dim(3), c});
   for (std::int64_t i = 0; i < n; ++i) {

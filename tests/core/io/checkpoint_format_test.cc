@@ -425,8 +425,20 @@ TEST_CASE("read_safetensors takes another framework's file: F16, BF16 and F64 to
   const std::vector<double> huge = {1e39};
   CHECK(error({{"w", entry("F64", {1}, 0, 8)}}, std::string(reinterpret_cast<const char*>(huge.data()), 8)) ==
         path + ": tensor 'w' element 0 is " + std::to_string(1e39) + ", beyond float32's range");
-  CHECK(error({{"step", entry("I64", {1}, 0, 8)}}, std::string(8, '\0')) ==
-        path + ": tensor 'step' has dtype I64, expected F32, F16, BF16 or F64 (floating-point weights)");
+  CHECK(error({{"w", entry("F8_E9", {1}, 0, 1)}}, std::string(1, '\0')) ==
+        path + ": tensor 'w' has dtype F8_E9, not one of the safetensors format's");
+  const std::vector<std::uint16_t> half_nan = {0x3c00, 0x7e00};
+  CHECK(error({{"w", entry("F16", {2}, 0, 4)}}, std::string(reinterpret_cast<const char*>(half_nan.data()), 4)) ==
+        path + ": tensor 'w' element 1 is nan, not a finite weight");
+  // A tensor of integers (a PyTorch BatchNorm's num_batches_tracked) is passed over: no weight.
+  spit(path, raw_file(nlohmann::ordered_json{{"bn.num_batches_tracked", entry("I64", {}, 0, 8)},
+                                             {"bn.weight", entry("F32", {2}, 8, 16)}}
+                          .dump(),
+                      std::string(8, '\0') + floats({1.5f, 2.5f})));
+  const Checkpoint with_counter = cohort::read_safetensors(path);
+  REQUIRE(with_counter.tensors.size() == 1);
+  CHECK(with_counter.tensors[0].name == "bn.weight");
+  CHECK(with_counter.tensors[0].values == std::vector<float>{1.5f, 2.5f});
   CHECK(error({{"w", entry("BF16", {3}, 0, 8)}}, std::string(8, '\0')) ==
         path + ": tensor 'w': shape [3] of BF16 needs 6 bytes, but data_offsets [0, 8] span 8");
   CHECK(error({{"w", entry("F16", {4}, 0, 8)}}, std::string(6, '\0')).find("run past the end") != std::string::npos);

@@ -691,17 +691,22 @@ TEST_CASE("save_npy of int32 labels reads back as class labels") {
 }
 
 TEST_CASE("channels_last turns PyTorch's image layout into Cohort's; check_not_channels_first spots it") {
-  // Two images of 2 channels, 2 x 3 pixels: value 100 i + 10 c + p for image i, channel c, pixel p.
-  Tensor nchw({2, 2, 2, 3});
+  // Two images of 3 channels, 2 x 5 pixels: value 100 i + 10 c + p for image i, channel c, pixel p.
+  Tensor nchw({2, 3, 2, 5});
   for (std::int64_t i = 0; i < 2; ++i)
-    for (std::int64_t c = 0; c < 2; ++c)
-      for (std::int64_t p = 0; p < 6; ++p) nchw.data()[(i * 2 + c) * 6 + p] = static_cast<float>(100 * i + 10 * c + p);
+    for (std::int64_t c = 0; c < 3; ++c)
+      for (std::int64_t p = 0; p < 10; ++p) nchw.data()[(i * 3 + c) * 10 + p] = static_cast<float>(100 * i + 10 * c + p);
   const Tensor nhwc = cohort::data::channels_last(nchw, "x.npy");
-  CHECK(nhwc.shape() == Shape{2, 2, 3, 2});
+  CHECK(nhwc.shape() == Shape{2, 2, 5, 3});
   for (std::int64_t i = 0; i < 2; ++i)
-    for (std::int64_t p = 0; p < 6; ++p)
-      for (std::int64_t c = 0; c < 2; ++c)
-        CHECK(nhwc.data()[(i * 6 + p) * 2 + c] == static_cast<float>(100 * i + 10 * c + p));
+    for (std::int64_t p = 0; p < 10; ++p)
+      for (std::int64_t c = 0; c < 3; ++c)
+        CHECK(nhwc.data()[(i * 10 + p) * 3 + c] == static_cast<float>(100 * i + 10 * c + p));
+  // Images channels-last already: turning them would make 32 channels of 3 columns.
+  CHECK_THROWS_WITH_AS(cohort::data::channels_last(Tensor({2, 32, 32, 3}), "x.npy"),
+                       "x.npy: images of [32, 32, 3] look channels-last already ([height, width, channels]), not "
+                       "[channels, height, width]",
+                       cohort::InvalidArgument);
   CHECK_THROWS_WITH_AS(cohort::data::channels_last(Tensor({2, 28, 28}), "x.npy"),
                        "x.npy: [2, 28, 28], not images [n, channels, height, width] to turn channels-last",
                        cohort::InvalidArgument);

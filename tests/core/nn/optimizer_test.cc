@@ -280,7 +280,15 @@ TEST_CASE("the linear scaling rule: the base times the batches, a warm-up where 
   CHECK(eight.warmup_steps == 100);
   CHECK(eight.at(0) == doctest::Approx(0.08 / 100));  // the warm-up's first step
   CHECK(eight.at(99) == doctest::Approx(0.08));
-  CHECK(eight.at(100 + 500) == doctest::Approx(8 * one.at(500)));  // then as before, eight times
+  // The cosine then runs over the rest of the run, to the same floor at the same step.
+  CHECK(eight.decay_steps == 900);
+  CHECK(eight.at(100 + 450) == doctest::Approx(0.08 * (0.1 + 0.9 * 0.5)));  // halfway down
+  CHECK(eight.at(1000) == doctest::Approx(8 * one.at(1000)));
+  // A step decay keeps its period.
+  LearningRateSchedule step = one;
+  step.kind = LearningRateSchedule::Kind::kStep;
+  step.decay_steps = 300;
+  CHECK(step.linearly_scaled(2, 100).decay_steps == 300);
   // One batch a step (async): unchanged; a warm-up of its own is kept.
   CHECK(one.linearly_scaled(1, 100).base == one.base);
   CHECK(one.linearly_scaled(1, 100).warmup_steps == 0);
