@@ -370,28 +370,32 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
 
 namespace {
 
-// Converts tensor `name`'s `raw` elements of `dtype` (F32, F16, BF16, F64) to float32 at `out`,
-// each finite and within float32's range (another framework's weights, checked as they come in).
-void convert_to_float(const HeaderParser& parser, const std::string& name, const std::string& dtype,
-                      std::span<const std::byte> raw, std::span<float> out) {
+// `out[i]` = element i of `raw`, an array of T, as a double through `value`, each finite and
+// within float32's range (another framework's weights, checked as they come in).
+template <typename T, typename Value>
+void convert_as(const HeaderParser& parser, const std::string& name, std::span<const std::byte> raw,
+                std::span<float> out, Value value) {
   for (std::size_t i = 0; i < out.size(); ++i) {
-    double v;
-    if (dtype == "F64") {
-      std::memcpy(&v, raw.data() + 8 * i, 8);
-    } else if (dtype == "F32") {
-      float f;
-      std::memcpy(&f, raw.data() + 4 * i, 4);
-      v = f;
-    } else {
-      std::uint16_t bits;
-      std::memcpy(&bits, raw.data() + 2 * i, 2);
-      v = dtype == "BF16" ? bf16::to_float(bits) : static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
-    }
+    T element;
+    std::memcpy(&element, raw.data() + sizeof(T) * i, sizeof(T));
+    const double v = value(element);
     if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max())
       parser.fail("tensor " + quote(name) + " element " + std::to_string(i) + " is " + std::to_string(v) +
                   (std::isfinite(v) ? ", beyond float32's range" : ", not a finite weight"));
     out[i] = static_cast<float>(v);
   }
+}
+
+// Tensor `name`'s `raw` elements of `dtype` (F32, F16, BF16, F64) as float32 at `out`.
+void convert_to_float(const HeaderParser& parser, const std::string& name, const std::string& dtype,
+                      std::span<const std::byte> raw, std::span<float> out) {
+  if (dtype == "F64") return convert_as<double>(parser, name, raw, out, [](double v) { return v; });
+  if (dtype == "F32") return convert_as<float>(parser, name, raw, out, [](float v) { return double{v}; });
+  if (dtype == "BF16")
+    return convert_as<std::uint16_t>(parser, name, raw, out, [](std::uint16_t b) { return double{bf16::to_float(b)}; });
+  convert_as<std::uint16_t>(parser, name, raw, out, [](std::uint16_t b) {
+    return static_cast<double>(static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(b)));
+  });
 }
 
 // A Cohort checkpoint, verified; or where `foreign` and the file's metadata has no
