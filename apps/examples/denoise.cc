@@ -199,7 +199,7 @@ int Main(int argc, char** argv) {
   cohort::Trainer trainer(
       &server, graph, [&](cohort::Graph& g) { return unet(g, input, target.back()); }, train,
       cohort::Optimizer::create(adam), options);
-  if (test) cohort::check_dataset(trainer.model(), *test);  // now, not after the whole run
+  if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);  // now, not after the whole run
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),
       .is_chief = server.is_chief(),

@@ -447,12 +447,20 @@ int Main(int argc, char** argv) {
   cohort::Trainer trainer(
       &server, graph,
       [&](cohort::Graph& g) {
-        cohort::Model model = network(g, example, num_classes);
+        cohort::Model model = [&] {
+          try {
+            return network(g, example, num_classes);
+          } catch (const cohort::InvalidArgument& e) {  // a layer's own words, after the data's
+            throw cohort::InvalidArgument("--train=" + FLAGS_train + ": images of " + cohort::to_string(example) +
+                                          " do not fit the network: " + e.what());
+          }
+        }();
         if (!class_weights.empty())
           model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(0.0f, class_weights));
         return model;
       },
       train, cohort::Optimizer::create(optimizer), options);
+  if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);  // now, not after the whole run
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),

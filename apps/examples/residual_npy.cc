@@ -177,7 +177,7 @@ int Main(int argc, char** argv) {
   cohort::Trainer trainer(
       &server, graph, [&](cohort::Graph& g) { return residual_network(g, example, classes); },
       train, cohort::Optimizer::create(momentum), options);
-  if (test) cohort::check_dataset(trainer.model(), *test);  // now, not after the whole run
+  if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);  // now, not after the whole run
 
   auto session = cohort::MonitoredTrainingSession(trainer, {
       .master = server.target(),

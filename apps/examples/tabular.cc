@@ -42,6 +42,7 @@
 #include <cohort/cohort.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -302,6 +303,12 @@ void check_predict_file(const std::vector<std::string>& csv_features, const coho
                                     " of shape " + cohort::to_string(cohort::Shape(shape.begin() + 1, shape.end())) +
                                     ", not the model's " + (FLAGS_window > 0 ? "steps " : "input ") +
                                     cohort::to_string(takes));
+    const std::int64_t per_row = shape[0] > 0 ? batch.size() / shape[0] : 0;
+    for (std::int64_t i = 0; i < batch.size(); ++i)
+      if (!std::isfinite(batch[i]))  // a CSV file's are refused as read; an array's here
+        throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": " + (FLAGS_window > 0 ? "row " : "example ") +
+                                      std::to_string(rows + i / per_row) + " holds " + std::to_string(batch[i]) +
+                                      ", not a finite number");
     rows += shape[0];
   });
   if (rows == 0) throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": no examples in it");
@@ -547,7 +554,7 @@ int Main(int argc, char** argv) {
       &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
-  if (test) cohort::check_dataset(trainer.model(), *test);
+  if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);
   // Examples, or with --window a series: rows of the shape of the model's steps.
   if (server.is_chief() && !FLAGS_predict.empty()) check_predict_file(table.features, trainer.model().example_shape());
 

@@ -475,7 +475,10 @@ Checkpoint read_file(const std::string& path, bool foreign) {
   std::vector<std::byte> raw;  // another framework's tensor, before its conversion
   checkpoint.tensors.reserve(entries.size());
   for (Entry& e : entries) {
-    if (!e.floating) continue;  // another framework's counter or mask: no weight
+    if (!e.floating) {  // another framework's counter or mask: no weight
+      checkpoint.passed_over[e.name] = e.dtype;
+      continue;
+    }
     CheckpointTensor& t = checkpoint.tensors.emplace_back();
     t.name = std::move(e.name);
     t.shape = std::move(e.shape);

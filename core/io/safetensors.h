@@ -74,6 +74,9 @@ struct Checkpoint {
   /// The header's __metadata__: global_step, model, mode, format_version, the checksums and
   /// anything else the writer added.
   std::map<std::string, std::string> metadata;
+  /// read_safetensors() of another framework's file: its tensors that are not floating point
+  /// (integers, booleans, float8), by name, with their dtype ("I64"), which are not read.
+  std::map<std::string, std::string> passed_over;
 
   /// metadata["global_step"] as an integer; throws CheckpointError when it is absent or not a
   /// count (see count()).

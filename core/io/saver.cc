@@ -65,7 +65,10 @@ std::string layout_hint(const Shape& file, const Shape& model) {
 const CheckpointTensor* find_fitting(const Checkpoint& checkpoint, const std::string& name,
                                      const Variable& v, Problems& problems) {
   const CheckpointTensor* t = checkpoint.find(name);
-  if (!t)
+  const auto other = checkpoint.passed_over.find(name);
+  if (!t && other != checkpoint.passed_over.end())
+    problems.add(name + " is of dtype " + other->second + " in the file, not a floating-point weight");
+  else if (!t)
     problems.add(name + " " + to_string(v.shape) + " is missing from the checkpoint");
   else if (t->shape != v.shape)
     problems.add(name + " is " + to_string(t->shape) + " in the checkpoint but " +

@@ -96,7 +96,8 @@ StepMetrics evaluate_dataset(Model& model, const data::Dataset& part, CrossRepli
   return metrics_of(model, totals);
 }
 
-void check_dataset(const Model& model, const data::Dataset& data) {
+void check_dataset(const Model& model, const data::Dataset& data, bool whole) {
+  if (whole && data.size() == 0) throw InvalidArgument(data.name() + ": no examples to evaluate on");
   try {
     model.check_data(data.example_shape(), data.target_spec());
   } catch (const InvalidArgument& e) {

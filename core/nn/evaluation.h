@@ -25,7 +25,9 @@ StepMetrics evaluate_dataset(Model& model, const data::Dataset& part, CrossRepli
                              std::int64_t batch_size = 1000, const data::ImageOptions& image = {});
 
 /// Model::check_data for `data`: an InvalidArgument naming the dataset (its file) when its
-/// examples do not fit the model's input or its labels or targets do not fit the loss.
-void check_dataset(const Model& model, const data::Dataset& data);
+/// examples do not fit the model's input or its labels or targets do not fit the loss. With
+/// `whole` (a set evaluated by itself, such as a test set, not one worker's part of one), also
+/// when it holds no examples, whose metrics would be zeros.
+void check_dataset(const Model& model, const data::Dataset& data, bool whole = false);
 
 }  // namespace cohort

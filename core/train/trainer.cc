@@ -412,6 +412,7 @@ StepValues Trainer::step() {
 }
 
 StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
+  if (data.size() == 0) throw InvalidArgument("Trainer::evaluate: " + data.name() + " holds no examples");
   std::optional<MovingAverageSwap> averaged;
   if (has_average()) averaged.emplace(graph_, *average_);
   return evaluate_dataset(towers_.front().model, data, batch_size, options_.image);

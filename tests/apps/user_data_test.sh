@@ -25,7 +25,8 @@
 #   gives the plain file's model exactly;
 # - --restore_best: the final evaluation is of the best evaluation's parameters;
 # - bad input: a CSV file with no column named to learn, a text column not ignored, an ignored
-#   column the file lacks, a --predictions path that cannot be written, a truncated .npy file, data that does not fit the model's input, a loss that does
+#   column the file lacks, a --predictions path that cannot be written, a truncated .npy file, a
+#   NaN in a --predict array, an empty test set, data that does not fit the model's input, a loss that does
 #   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
 #   job within seconds, with a one-line error naming the file on every worker.
@@ -80,6 +81,11 @@ for split, n in (("train", 4000), ("test", 1000)):
     np.save(f"ml_{split}_x.npy", x)
     np.save(f"ml_{split}_y.npy", y)
 np.save("ml_test_x33.npy", rng.normal(size=(100, 3, 3)).astype(np.float32))
+nan_rows = np.load("ml_test_x.npy")
+nan_rows[70, 1, 2] = np.nan
+np.save("ml_test_x_nan.npy", nan_rows)
+np.save("ml_empty_x.npy", np.zeros((0, 4, 4), np.float32))
+np.save("ml_empty_y.npy", np.zeros((0, 5), np.float32))
 np.save("ml_test_y33.npy", np.zeros((100, 5), np.float32))
 with open("ml_train_x.npy", "rb") as f:
     open("truncated_x.npy", "wb").write(f.read(100))
@@ -374,6 +380,13 @@ REPORTERS=0 expect_failure predict_column "reg_test_no_f5\.csv: no column 'f5' \
 REPORTERS=0 expect_failure predict_shape "--predict=ml_test_x33\.npy: examples of shape \[3, 3\], not the model's input \[4, 4\]" \
   --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
   --loss=sigmoid_cross_entropy --predict=ml_test_x33.npy --train_steps=100000000
+REPORTERS=0 expect_failure predict_nan "--predict=ml_test_x_nan\.npy: example 70 holds nan, not a finite number" \
+  --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_test_y.npy \
+  --loss=sigmoid_cross_entropy --predict=ml_test_x_nan.npy --train_steps=100000000
+# An empty test set: its metrics would be zeros.
+REPORTERS=0 expect_failure test_empty "ml_empty_x\.npy, ml_empty_y\.npy: no examples to evaluate on" \
+  --train=ml_train_x.npy,ml_train_y.npy --test=ml_empty_x.npy,ml_empty_y.npy \
+  --loss=sigmoid_cross_entropy --train_steps=100000000
 echo "user data test passed: regression test MSE $mse, multi-label test binary accuracy $accuracy," \
   "rare-class test recall $recall_plain without weights, $recall_balanced with balanced ones," \
   "$recall_sigmoid with a balanced positive weight"

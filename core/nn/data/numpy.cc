@@ -182,9 +182,11 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
 }
 
 Tensor channels_last(const Tensor& images, const std::string& what) {
-  if (images.rank() != 4)
-    throw InvalidArgument(what + ": " + to_string(images.shape()) +
-                          ", not images [n, channels, height, width] to turn channels-last");
+  if (images.rank() != 4)  // the examples' shape: the file's row count may be a shard's
+    throw InvalidArgument(what + ": examples of " +
+                          (images.rank() == 0 ? std::string("[]")
+                                              : to_string(Shape(images.shape().begin() + 1, images.shape().end()))) +
+                          ", not images [channels, height, width] to turn channels-last");
   const auto few = [](std::int64_t d) { return d == 1 || d == 3 || d == 4; };  // channels of an image
   if (!few(images.dim(1)) && few(images.dim(3)))
     throw InvalidArgument(what + ": images of " + to_string(Shape(images.shape().begin() + 1, images.shape().end())) +

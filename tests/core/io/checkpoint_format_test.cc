@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -437,6 +438,7 @@ TEST_CASE("read_safetensors takes another framework's file: F16, BF16 and F64 to
                       std::string(8, '\0') + floats({1.5f, 2.5f})));
   const Checkpoint with_counter = cohort::read_safetensors(path);
   REQUIRE(with_counter.tensors.size() == 1);
+  CHECK(with_counter.passed_over == std::map<std::string, std::string>{{"bn.num_batches_tracked", "I64"}});
   CHECK(with_counter.tensors[0].name == "bn.weight");
   CHECK(with_counter.tensors[0].values == std::vector<float>{1.5f, 2.5f});
   CHECK(error({{"w", entry("BF16", {3}, 0, 8)}}, std::string(8, '\0')) ==

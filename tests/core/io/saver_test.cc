@@ -220,6 +220,14 @@ TEST_CASE("moving averages go through a checkpoint as <variable>/ExponentialMovi
                        doctest::Contains((first + " is [72] in the checkpoint but [3, 3, 1, 8] in the model").c_str()),
                        CheckpointError);
   CHECK_THROWS_AS(restore_variables(reshaped, eval_graph, true), CheckpointError);
+  // A variable another framework's file held as integers (read_safetensors passed it over).
+  Checkpoint integers = plain;
+  const std::string bias = graph.variables().back().name;
+  std::erase_if(integers.tensors, [&](const CheckpointTensor& t) { return t.name == bias; });
+  integers.passed_over[bias] = "I32";
+  CHECK_THROWS_WITH_AS(restore_variables(integers, eval_graph),
+                       doctest::Contains((bias + " is of dtype I32 in the file, not a floating-point weight").c_str()),
+                       CheckpointError);
   CHECK_THROWS_WITH_AS(add_moving_averages(written, graph, std::vector<float>(3)),
                        doctest::Contains("an average of 3 values for a graph of"), InvalidArgument);
   // An average of a variable the model lacks is no variable of it either.

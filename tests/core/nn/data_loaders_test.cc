@@ -708,7 +708,7 @@ TEST_CASE("channels_last turns PyTorch's image layout into Cohort's; check_not_c
                        "[channels, height, width]",
                        cohort::InvalidArgument);
   CHECK_THROWS_WITH_AS(cohort::data::channels_last(Tensor({2, 28, 28}), "x.npy"),
-                       "x.npy: [2, 28, 28], not images [n, channels, height, width] to turn channels-last",
+                       "x.npy: examples of [28, 28], not images [channels, height, width] to turn channels-last",
                        cohort::InvalidArgument);
 
   for (const Shape& pytorch : {Shape{3, 32, 32}, Shape{1, 28, 28}, Shape{4, 64, 48}}) {
