@@ -1,9 +1,13 @@
 #include "cohort/core/nn/cpu_level.h"
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <gnu/libc-version.h>
+#endif
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -154,9 +158,28 @@ const char* cpu_level() {
 #endif
 }
 
+std::string kernel_selection_note(std::string_view kernels, std::string_view cpu, std::string_view built,
+                                  std::string_view glibc) {
+  const int have = level_index(kernels), can = level_index(cpu);
+  if (have < 0 || can <= have || built.find(cpu) == std::string_view::npos) return "";
+  int major = 0, minor = 0;
+  const auto [dot, error] = std::from_chars(glibc.data(), glibc.data() + glibc.size(), major);
+  if (error != std::errc() || dot == glibc.data() + glibc.size() || *dot != '.') return "";
+  std::from_chars(dot + 1, glibc.data() + glibc.size(), minor);
+  if (major > 2 || (major == 2 && minor >= 33)) return "";
+  return "the loader took the " + std::string(kernels) + " copy: glibc " + std::string(glibc) +
+         " chooses by glibc-hwcaps from 2.33 on, so the " + std::string(cpu) + " one is not used";
+}
+
 std::string kernel_level_summary() {
   std::string line = std::string(kernel_level()) + " (" + level_features(kernel_level()) + ")";
   if (const char* cap = wanted_level()) line += ", capped by " + std::string(kVariable) + "=" + cap;
+#if defined(__GLIBC__)
+  else if (const std::string note = kernel_selection_note(kernel_level(), cpu_level(), COHORT_KERNEL_BUILT,
+                                                          gnu_get_libc_version());
+           !note.empty())
+    line += " (" + note + ")";
+#endif
   line += std::string("; CPU ") + cpu_level() + "; built " + COHORT_KERNEL_BUILT + "; GEMM " +
           ops_detail::gemm_libraries();
   if (const char* fell_back = std::getenv(kOpenBlasFellBackTo)) {

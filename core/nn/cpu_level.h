@@ -29,6 +29,14 @@ const char* cpu_level();
 /// x86-64-v2 x86-64-v3 x86-64-v4; GEMM OpenBLAS Haswell, oneDNN 2.6.3 AVX2 from 1M multiply-adds".
 std::string kernel_level_summary();
 
+/// Why the loader took kernels of level `kernels` below `cpu`'s where the build has a copy for
+/// it (`built`: "x86-64-v2 x86-64-v3 x86-64-v4"), when `glibc` ("2.28") is the reason: the loader
+/// chooses a library's copy by its glibc-hwcaps directory from glibc 2.33 on, and an older one
+/// (RHEL 8's, Ubuntu 20.04's) always loads the baseline. Empty otherwise. kernel_level_summary()
+/// adds it, unless COHORT_CPU_LEVEL caps the level.
+std::string kernel_selection_note(std::string_view kernels, std::string_view cpu, std::string_view built,
+                                  std::string_view glibc);
+
 /// The OpenBLAS kernels ("SkylakeX", "Haswell", "Nehalem") to use instead of `openblas_core`,
 /// OpenBLAS's own choice, on a CPU of `level`; nullptr when its choice stands. OpenBLAS built with
 /// DYNAMIC_ARCH (Debian's) picks its kernels from the CPU's model number, and falls back to its

@@ -92,3 +92,19 @@ TEST_CASE("OpenBLAS's fallback to its SSE3 kernels gives way to the kernels of t
 #endif
   }
 }
+
+TEST_CASE("kernels below the CPU's because glibc is older than 2.33 are explained in the header") {
+  const char* built = "x86-64-v2 x86-64-v3 x86-64-v4";
+  CHECK(cohort::kernel_selection_note("x86-64-v2", "x86-64-v4", built, "2.28") ==
+        "the loader took the x86-64-v2 copy: glibc 2.28 chooses by glibc-hwcaps from 2.33 on, so the "
+        "x86-64-v4 one is not used");
+  CHECK(cohort::kernel_selection_note("x86-64-v2", "x86-64-v3", built, "2.31").find("glibc 2.31") != std::string::npos);
+  // Nothing to explain: the CPU's level in use, a glibc that chooses, or no copy for the CPU's level.
+  CHECK(cohort::kernel_selection_note("x86-64-v4", "x86-64-v4", built, "2.28").empty());
+  CHECK(cohort::kernel_selection_note("x86-64-v2", "x86-64-v4", built, "2.36").empty());
+  CHECK(cohort::kernel_selection_note("x86-64-v2", "x86-64-v4", built, "3.0").empty());
+  CHECK(cohort::kernel_selection_note("x86-64-v4", "x86-64-v4", "x86-64-v4", "2.28").empty());
+  CHECK(cohort::kernel_selection_note("x86-64-v3", "x86-64-v4", "x86-64-v3", "2.28").empty());
+  CHECK(cohort::kernel_selection_note("generic", "generic", "", "2.28").empty());
+  CHECK(cohort::kernel_selection_note("x86-64-v2", "x86-64-v4", built, "unknown").empty());
+}
