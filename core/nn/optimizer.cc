@@ -415,6 +415,22 @@ void Optimizer::set_decay_ranges(std::vector<std::pair<std::int64_t, std::int64_
   decay_all_ = false;
 }
 
+void Optimizer::set_rate_factors(std::vector<RateFactor> ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](const RateFactor& a, const RateFactor& b) { return a.begin < b.begin; });
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const RateFactor& r = ranges[i];
+    const std::string range = "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
+    if (r.begin < 0 || r.end < r.begin)
+      throw InvalidArgument("optimizer: learning-rate range " + range + " is not a range of parameters");
+    if (!(r.factor > 0) || !std::isfinite(r.factor))
+      throw InvalidArgument("optimizer: learning-rate factor " + std::to_string(r.factor) + " for " + range +
+                            ": expected a finite factor above 0 (a frozen range is set_frozen_ranges')");
+    if (i > 0 && r.begin < ranges[i - 1].end)
+      throw InvalidArgument("optimizer: learning-rate ranges overlap at " + range);
+  }
+  rate_factors_ = std::move(ranges);
+}
+
 void Optimizer::set_frozen_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges) {
   std::sort(ranges.begin(), ranges.end());
   frozen_.clear();
@@ -471,33 +487,43 @@ void Optimizer::run_range(std::int64_t first, std::span<const float> grads, floa
     grad_scale = 1.0f;
   }
   const float scale = grad_scale * (clip ? clip_scale(grads, grad_scale, first) : 1.0f);
-  // The parameters [begin, end), not frozen: AdamW's decay acts on them directly, scaled by the
-  // learning rate, from their values before this step (applied first in place; added after a
-  // delta is written).
-  const auto train = [&](std::int64_t begin, std::int64_t end) {
+  // The parameters [begin, end), not frozen, at learning rate `rate`: AdamW's decay acts on them
+  // directly, scaled by the rate, from their values before this step (applied first in place;
+  // added after a delta is written).
+  const auto train = [&](std::int64_t begin, std::int64_t end, double rate) {
     if (begin >= end) return;
     const auto at = static_cast<std::size_t>(begin - first);
     const auto n = static_cast<std::size_t>(end - begin);
     const auto decay = [&] {
-      const float rate = static_cast<float>(lr) * wd;
+      const float decay_rate = static_cast<float>(rate) * wd;
       each_decayed(begin, end, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) out[i] -= rate * values[i];
+        for (std::int64_t i = b; i < e; ++i) out[i] -= decay_rate * values[i];
       });
     };
     if (wd > 0 && decoupled() && accumulate) decay();
-    update(begin, grads.subspan(at, n), plus.empty() ? plus : plus.subspan(at, n), scale, lr,
+    update(begin, grads.subspan(at, n), plus.empty() ? plus : plus.subspan(at, n), scale, rate,
            out.subspan(at, n), accumulate);
     if (wd > 0 && decoupled() && !accumulate) decay();
+  };
+  // [begin, end) in its stretches of one learning-rate factor each.
+  const auto train_by_factor = [&](std::int64_t begin, std::int64_t end) {
+    for (const RateFactor& r : rate_factors_) {
+      if (r.end <= begin || r.begin >= end) continue;
+      train(begin, std::max(r.begin, begin), lr);
+      train(std::max(r.begin, begin), std::min(r.end, end), lr * r.factor);
+      begin = std::min(r.end, end);
+    }
+    train(begin, end, lr);
   };
   // Between the frozen ranges; a frozen stretch's delta is zero.
   std::int64_t next = first;
   for (const auto& [begin, end] : frozen_) {
     if (end <= first || begin >= last) continue;
-    train(next, std::max(begin, first));
+    train_by_factor(next, std::max(begin, first));
     next = std::min(end, last);
     if (!accumulate) std::fill(out.begin() + (std::max(begin, first) - first), out.begin() + (next - first), 0.0f);
   }
-  train(next, last);
+  train_by_factor(next, last);
 }
 
 void Optimizer::check_learning_rate_scale(double scale) {
@@ -589,6 +615,8 @@ std::optional<float> InPlaceUpdate::rate(std::int64_t begin, std::int64_t end) c
       (optimizer_.decay_all_ || overlaps(optimizer_.decay_ranges_, begin, end)))
     return std::nullopt;
   if (overlaps(optimizer_.frozen_, begin, end)) return std::nullopt;  // finish() leaves them
+  for (const Optimizer::RateFactor& r : optimizer_.rate_factors_)  // another rate: the optimizer's
+    if (std::max(r.begin, begin) < std::min(r.end, end)) return std::nullopt;
   return -static_cast<float>(optimizer_.piece_lr_);  // Sgd::update's step
 }
 

@@ -152,6 +152,17 @@ class Optimizer {
   /// their slots untouched, and their gradients left out of the clipping norm. None until this
   /// is called.
   void set_frozen_ranges(std::vector<std::pair<std::int64_t, std::int64_t>> ranges);
+  /// A factor on the learning rate for each range [begin, end) of the parameters (PyTorch's
+  /// parameter groups: a pretrained backbone fine-tuned at a tenth of its new head's rate): the
+  /// update of a range, weight decay's included, is the one at factor times the rate; 1 where no
+  /// range says. The ranges are disjoint; a factor is finite and above 0 (a frozen range is
+  /// set_frozen_ranges'). InvalidArgument otherwise.
+  struct RateFactor {
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+    double factor = 1.0;
+  };
+  void set_rate_factors(std::vector<RateFactor> ranges);
 
   /// Global L2 norm of the last gradients seen (before clipping).
   double last_gradient_norm() const { return last_norm_; }
@@ -208,6 +219,7 @@ class Optimizer {
   std::vector<std::pair<std::int64_t, std::int64_t>> decay_ranges_;
   bool decay_all_ = true;
   std::vector<std::pair<std::int64_t, std::int64_t>> frozen_;  // sorted, disjoint
+  std::vector<RateFactor> rate_factors_;                       // sorted, disjoint
   std::vector<float> decayed_;  // gradients with the L2 term added
   double last_norm_ = 0.0;
   double learning_rate_scale_ = 1.0;

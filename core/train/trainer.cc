@@ -103,6 +103,25 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                             "' match no variable of the model (its variables: " + names + ")");
     optimizer_->set_frozen_ranges(std::move(frozen));
   }
+  if (!options_.learning_rate_factors.empty()) {
+    std::vector<Optimizer::RateFactor> factors;
+    std::vector<const Variable*> taken;
+    for (const auto& [pattern, factor] : options_.learning_rate_factors) {
+      const std::string what = "variables of learning-rate factor " + std::to_string(factor);
+      const std::vector<const Variable*> chosen = graph_.matching(pattern, what);
+      if (chosen.empty()) {
+        std::string names;
+        for (const Variable& v : graph_.variables()) names += (names.empty() ? "" : ", ") + v.name;
+        throw InvalidArgument(what + " '" + pattern + "' match no variable of the model (its variables: " + names + ")");
+      }
+      for (const Variable* v : chosen)
+        if (v->trainable && std::find(taken.begin(), taken.end(), v) == taken.end()) {
+          taken.push_back(v);
+          factors.push_back({v->offset, v->offset + v->size, factor});
+        }
+    }
+    optimizer_->set_rate_factors(std::move(factors));
+  }
   if (options_.sync_batch_norm && server) {
     const ReplicationOptions& r = options_.replication;
     const bool every_step = r.mode == Mode::kAllreduce ||

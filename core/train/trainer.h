@@ -63,6 +63,12 @@ struct TrainerOptions {
   /// no weight decay; batch normalisation's moving statistics still follow the data). Empty:
   /// every variable. A pattern that matches no variable is an InvalidArgument listing them.
   std::string trainable_vars{};
+  /// Factors on the learning rate by variable (PyTorch's parameter groups): pairs of a pattern
+  /// (Graph::matching's regular expression) and a factor above 0. A variable takes the factor
+  /// of the first pattern that matches it, 1 if none does; weight decay scales with it. A
+  /// pretrained backbone at a tenth of its new head's rate: {{"conv", 0.1}}. A pattern that
+  /// matches no variable is an InvalidArgument listing them.
+  std::vector<std::pair<std::string, double>> learning_rate_factors{};
   /// In (0, 1): the chief (replica 0) keeps an exponential moving average of the parameters with
   /// this decay (ExponentialMovingAverage, TensorFlow 1's with num_updates = the global step),
   /// updated from the parameters each of its steps starts from; its evaluate() uses the averages,

@@ -385,3 +385,46 @@ TEST_CASE("a checkpoint of diverged parameters is not written, and the last fini
 }
 
 }  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("learning-rate factors by variable: each variable's step at its factor, the first pattern's") {
+  const data::Dataset data = data::synthetic(64, 5);
+  const auto model = [](Graph& g) { return mlp(g, {8}); };
+  // One SGD step from the same start and batch, with and without factors: the change of a
+  // variable is its factor times the change at the base rate.
+  const auto step = [&](std::vector<std::pair<std::string, double>> factors) {
+    TrainerOptions options = test::trainer_options();
+    options.learning_rate_factors = std::move(factors);
+    Graph graph;
+    Trainer trainer(nullptr, graph, model, data, test::sgd(0.2), options);
+    trainer.start();
+    const std::vector<float> before(graph.values().begin(), graph.values().end());
+    trainer.step();
+    std::vector<float> change(before.size());
+    for (std::size_t i = 0; i < before.size(); ++i) change[i] = graph.values()[i] - before[i];
+    return change;
+  };
+  const std::vector<float> plain = step({});
+  const std::vector<float> factored = step({{"hidden1/kernel", 0.5}, {"hidden1", 0.25}, {"logits/bias", 2.0}});
+  Graph names;
+  Trainer probe(nullptr, names, model, data, test::sgd(0.2), test::trainer_options());
+  for (const Variable& v : names.variables()) {
+    CAPTURE(v.name);
+    const double factor = v.name == "hidden1/kernel" ? 0.5 : v.name == "hidden1/bias" ? 0.25 : v.name == "logits/bias" ? 2.0 : 1.0;
+    for (std::int64_t i = v.offset; i < v.offset + v.size; ++i)
+      CHECK(factored[static_cast<std::size_t>(i)] ==
+            doctest::Approx(factor * plain[static_cast<std::size_t>(i)]).epsilon(1e-3).scale(1e-5));
+  }
+  TrainerOptions options = test::trainer_options();
+  options.learning_rate_factors = {{"backbone", 0.1}};
+  Graph graph;
+  CHECK_THROWS_WITH_AS(Trainer(nullptr, graph, model, data, test::sgd(0.2), options),
+                       doctest::Contains("variables of learning-rate factor 0.100000 'backbone' match no variable of the model"),
+                       InvalidArgument);
+  options.learning_rate_factors = {{"hidden1", 0.0}};
+  Graph graph2;
+  CHECK_THROWS_AS(Trainer(nullptr, graph2, model, data, test::sgd(0.2), options), InvalidArgument);
+}
+
+}  // namespace cohort

@@ -273,6 +273,37 @@ TEST_CASE("learning-rate schedules on the global step") {
                        cohort::InvalidArgument);
 }
 
+TEST_CASE("learning-rate factors: a range's update is the one at its factor times the rate") {
+  for (const std::string name : {"sgd", "momentum", "adam", "adamw", "rmsprop"}) {
+    CAPTURE(name);
+    OptimizerOptions full = options(name, 0.1), quarter = options(name, 0.025);
+    full.weight_decay = quarter.weight_decay = 0.1;
+    auto factored = Optimizer::create(full);
+    factored->set_rate_factors({{2, 5, 0.25}});
+    auto at_full = Optimizer::create(full), at_quarter = Optimizer::create(quarter);
+    std::vector<float> v(8), a(8), b(8);
+    for (std::size_t i = 0; i < 8; ++i) v[i] = a[i] = b[i] = 0.3f * static_cast<float>(i) - 1.0f;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> g(8);
+      for (std::size_t i = 0; i < 8; ++i) g[i] = std::sin(static_cast<float>(i + 7 * step));
+      factored->apply(v, g, step);
+      at_full->apply(a, g, step);
+      at_quarter->apply(b, g, step);
+    }
+    for (std::size_t i = 0; i < 8; ++i) {
+      CAPTURE(i);
+      CHECK(v[i] == doctest::Approx(i >= 2 && i < 5 ? b[i] : a[i]).epsilon(1e-6));
+    }
+    CHECK(v[3] != doctest::Approx(a[3]).epsilon(1e-4));  // the factor did something
+  }
+  auto sgd = Optimizer::create(options("sgd", 0.1));
+  CHECK_THROWS_AS(sgd->set_rate_factors({{0, 4, 0.0}}), cohort::InvalidArgument);
+  CHECK_THROWS_AS(sgd->set_rate_factors({{0, 4, -1.0}}), cohort::InvalidArgument);
+  CHECK_THROWS_AS(sgd->set_rate_factors({{0, 4, std::nan("")}}), cohort::InvalidArgument);
+  CHECK_THROWS_AS(sgd->set_rate_factors({{0, 4, 0.5}, {3, 6, 2.0}}), cohort::InvalidArgument);
+  CHECK_THROWS_AS(sgd->set_rate_factors({{4, 2, 0.5}}), cohort::InvalidArgument);
+}
+
 TEST_CASE("the linear scaling rule: the base times the batches, a warm-up where there is none") {
   const LearningRateSchedule one = LearningRateSchedule::for_run("cosine", 0.01, 1000);
   const LearningRateSchedule eight = one.linearly_scaled(8, 100);
