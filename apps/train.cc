@@ -7,6 +7,7 @@
 // Every rank runs this program; the cluster spec decides which are ps tasks and which workers.
 #include <algorithm>
 #include <chrono>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -173,6 +174,9 @@ COHORT_DEFINE_string(warm_start_vars, "",
 COHORT_DEFINE_string(trainable_vars, "",
     "the variables to train, a regular expression matched from the start of their names (e.g. logits to fine-tune the head alone); the others are held as they are (empty: all)",
     kSameOnAllRanks);
+COHORT_DEFINE_string(lr_factors, "",
+    "factors on the learning rate by variable, PATTERN:FACTOR,... (e.g. hidden:0.1 to fine-tune the hidden layers at a tenth of the head's rate); each variable takes the first pattern matching the start of its name, the others 1",
+    kSameOnAllRanks);
 COHORT_DEFINE_int(save_checkpoint_steps, 0, "chief: checkpoint every N global steps (0: use --save_checkpoint_secs)",
     Range{0, 1e15});
 COHORT_DEFINE_int(save_checkpoint_secs, 600,
@@ -227,6 +231,30 @@ cohort::OptimizerOptions optimizer_options(std::int64_t steps, std::int64_t batc
   o.clip_norm = FLAGS_clip_norm;
   o.weight_decay = FLAGS_weight_decay;
   return o;
+}
+
+// --lr_factors as TrainerOptions::learning_rate_factors: InvalidArgument naming the flag for an
+// item that is not PATTERN:FACTOR with a regular expression and a factor above 0.
+std::vector<std::pair<std::string, double>> lr_factors_from_flag() {
+  std::vector<std::pair<std::string, double>> factors;
+  for (const std::string& item : cohort::flags::split_list("lr_factors", FLAGS_lr_factors)) {
+    const std::size_t colon = item.rfind(':');
+    double factor = 0;
+    const char* end = colon == std::string::npos ? nullptr : item.data() + item.size();
+    const bool number = end != nullptr &&
+                        std::from_chars(item.data() + colon + 1, end, factor).ptr == end;
+    if (!number || colon == 0 || !(factor > 0) || !std::isfinite(factor))
+      throw cohort::InvalidArgument("--lr_factors=" + FLAGS_lr_factors + ": '" + item +
+                                    "' is not PATTERN:FACTOR with a factor above 0");
+    const std::string pattern = item.substr(0, colon);
+    try {
+      static_cast<void>(cohort::Graph().matching(pattern, "variables of a learning-rate factor"));
+    } catch (const cohort::InvalidArgument& e) {
+      throw cohort::InvalidArgument("--lr_factors: " + std::string(e.what()));
+    }
+    factors.emplace_back(pattern, factor);
+  }
+  return factors;
 }
 
 // The model named by the flags, on `graph`.
@@ -361,6 +389,7 @@ int Main(int argc, char** argv) {
   } catch (const cohort::InvalidArgument& e) {
     throw cohort::InvalidArgument(std::string("--trainable_vars: ") + e.what());
   }
+  static_cast<void>(lr_factors_from_flag());  // refused now, before any data is read
   if (!FLAGS_warm_start_vars.empty()) {
     if (FLAGS_warm_start_from.empty())
       throw cohort::InvalidArgument("--warm_start_vars=" + FLAGS_warm_start_vars +
@@ -473,6 +502,7 @@ int Main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_stall_timeout_secs * 1000));
   options.model_name = FLAGS_model;
   options.trainable_vars = FLAGS_trainable_vars;
+  options.learning_rate_factors = lr_factors_from_flag();
   options.image = image_options();
   options.sync_batch_norm = FLAGS_sync_batch_norm;
   options.moving_average_decay = FLAGS_moving_average_decay;
@@ -525,6 +555,15 @@ int Main(int argc, char** argv) {
                     : ("--learning_rate times " + std::to_string(per_step / FLAGS_batch_size) +
                        " batches a step").c_str(),
                 FLAGS_lr_schedule.c_str(), static_cast<long long>(optimizer.learning_rate.warmup_steps));
+  if (chief && !FLAGS_lr_factors.empty()) {
+    std::string factors;
+    for (const auto& [pattern, factor] : options.learning_rate_factors) {
+      char text[32];
+      std::snprintf(text, sizeof text, " %g", factor);
+      factors += (factors.empty() ? "" : ", ") + pattern + text;
+    }
+    std::printf("learning-rate factors: %s (the others 1)\n", factors.c_str());
+  }
   if (chief && FLAGS_moving_average_decay > 0)
     std::printf("evaluated on the moving averages of the parameters, decay %g\n",
                 FLAGS_moving_average_decay);

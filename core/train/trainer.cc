@@ -107,7 +107,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     std::vector<Optimizer::RateFactor> factors;
     std::vector<const Variable*> taken;
     for (const auto& [pattern, factor] : options_.learning_rate_factors) {
-      const std::string what = "variables of learning-rate factor " + std::to_string(factor);
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", factor);
+      const std::string what = "variables of learning-rate factor " + std::string(text);
       const std::vector<const Variable*> chosen = graph_.matching(pattern, what);
       if (chosen.empty()) {
         std::string names;

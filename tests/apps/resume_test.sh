@@ -79,6 +79,38 @@ if held or still:
 PY
 done
 
+echo "== fine-tuning with learning-rate factors (--lr_factors): each variable's step at its factor"
+# In sync mode (the chief applies the update in pieces): one SGD step from the warm start, with
+# and without factors, the same batches; hidden2's bias moves by twice (its pattern comes first),
+# the other hidden variables by a tenth, the head as before.
+for factors in "" "hidden2/bias:2,hidden:0.1"; do
+  name=sgd-step${factors:+-factored}
+  "$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${args[@]}" --mode=sync --ps_tasks=1 \
+    --checkpoint_dir="$work/$name" --train_steps=1 --optimizer=sgd --learning_rate=0.05 \
+    --lr_scaling=none --warm_start_from="$work/momentum-straight" ${factors:+--lr_factors=$factors} \
+    > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }
+done
+grep -q "^learning-rate factors: hidden2/bias 2, hidden 0.1 (the others 1)$" "$work/sgd-step-factored.log" \
+  || { cat "$work/sgd-step-factored.log"; echo "no line of the factors"; exit 1; }
+/usr/bin/python3 - "$work" "$(dirname "$0")/../core/io" <<'PY' || exit 1
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from checkpoint_reader import load
+work = sys.argv[1]
+source, _ = load(f"{work}/momentum-straight/model.ckpt-300.safetensors")
+plain, _ = load(f"{work}/sgd-step/model.ckpt-1.safetensors")
+factored, _ = load(f"{work}/sgd-step-factored/model.ckpt-1.safetensors")
+for name in source:
+    if "/" not in name or name.startswith("optimizer"):
+        continue
+    factor = 0.1 if name.startswith("hidden") and name != "hidden2/bias" else 2.0 if name == "hidden2/bias" else 1.0
+    step, want = factored[name] - source[name], factor * (plain[name] - source[name])
+    if not np.allclose(step, want, rtol=1e-3, atol=1e-7) or not np.any(step):
+        sys.exit(f"lr factors: {name} moved by {np.abs(step).max()}, expected {factor} x {np.abs(plain[name] - source[name]).max()}")
+print("lr factors: every variable stepped at its factor")
+PY
+
 echo "== the chief's metrics file says what ran and how it ended"
 /usr/bin/python3 - "$work/adam-straight.json" <<'PY'
 import json, sys

@@ -420,7 +420,7 @@ TEST_CASE("learning-rate factors by variable: each variable's step at its factor
   options.learning_rate_factors = {{"backbone", 0.1}};
   Graph graph;
   CHECK_THROWS_WITH_AS(Trainer(nullptr, graph, model, data, test::sgd(0.2), options),
-                       doctest::Contains("variables of learning-rate factor 0.100000 'backbone' match no variable of the model"),
+                       doctest::Contains("variables of learning-rate factor 0.1 'backbone' match no variable of the model"),
                        InvalidArgument);
   options.learning_rate_factors = {{"hidden1", 0.0}};
   Graph graph2;
