@@ -695,8 +695,7 @@ std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
   std::vector<std::unique_ptr<Metric>> metrics;
   if (dynamic_cast<const SoftmaxCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<Accuracy>());
-  else if (dynamic_cast<const SigmoidCrossEntropyLoss*>(&loss) || dynamic_cast<const DiceLoss*>(&loss) ||
-           dynamic_cast<const FocalLoss*>(&loss))
+  else if (loss.output_activation() == "sigmoid")  // sigmoid cross-entropy, focal, Dice
     metrics.push_back(std::make_unique<BinaryAccuracy>());
   else if (dynamic_cast<const CategoricalCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<CategoricalAccuracy>());

@@ -21,6 +21,16 @@
 namespace cohort {
 namespace {
 
+// InvalidArgument: `what` 'pattern' (Graph::matching's) matches no variable of `graph`, listing
+// its variables (the trainable ones alone where `trainable_only`).
+[[noreturn]] void throw_no_match(const Graph& graph, const std::string& what, const std::string& pattern,
+                                 bool trainable_only) {
+  std::string names;
+  for (const Variable& v : graph.variables())
+    if (v.trainable || !trainable_only) names += (names.empty() ? "" : ", ") + v.name;
+  throw InvalidArgument(what + " '" + pattern + "' match no variable of the model (its variables: " + names + ")");
+}
+
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   // splitmix64 over the pair: dropout masks differ by step, worker and tower.
   std::uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
@@ -90,17 +100,13 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (!options_.trainable_vars.empty()) {
     const std::vector<const Variable*> chosen = graph_.matching(options_.trainable_vars, "variables to train");
     std::vector<std::pair<std::int64_t, std::int64_t>> frozen;
-    std::string names;
     bool any = false;
     for (const Variable& v : graph_.variables()) {
       if (!v.trainable) continue;  // state: no optimizer
-      names += (names.empty() ? "" : ", ") + v.name;
       if (std::find(chosen.begin(), chosen.end(), &v) != chosen.end()) any = true;
       else frozen.emplace_back(v.offset, v.offset + v.size);
     }
-    if (!any)
-      throw InvalidArgument("variables to train '" + options_.trainable_vars +
-                            "' match no variable of the model (its variables: " + names + ")");
+    if (!any) throw_no_match(graph_, "variables to train", options_.trainable_vars, /*trainable_only=*/true);
     optimizer_->set_frozen_ranges(std::move(frozen));
   }
   if (!options_.learning_rate_factors.empty()) {
@@ -111,11 +117,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
       std::snprintf(text, sizeof text, "%g", factor);
       const std::string what = "variables of learning-rate factor " + std::string(text);
       const std::vector<const Variable*> chosen = graph_.matching(pattern, what);
-      if (chosen.empty()) {
-        std::string names;
-        for (const Variable& v : graph_.variables()) names += (names.empty() ? "" : ", ") + v.name;
-        throw InvalidArgument(what + " '" + pattern + "' match no variable of the model (its variables: " + names + ")");
-      }
+      if (chosen.empty()) throw_no_match(graph_, what, pattern, /*trainable_only=*/false);
       for (const Variable* v : chosen)
         if (v->trainable && std::find(taken.begin(), taken.end(), v) == taken.end()) {
           taken.push_back(v);

@@ -181,14 +181,20 @@ Dataset dataset_from_npz(const std::string& path, const std::string& features_ke
                                    features_key, targets_key, num_classes, shard);
 }
 
+namespace {
+
+// Whether `d` is a plausible channel count of an image: grey, RGB or RGBA.
+bool image_channels(std::int64_t d) { return d == 1 || d == 3 || d == 4; }
+
+}  // namespace
+
 Tensor channels_last(const Tensor& images, const std::string& what) {
   if (images.rank() != 4)  // the examples' shape: the file's row count may be a shard's
     throw InvalidArgument(what + ": examples of " +
                           (images.rank() == 0 ? std::string("[]")
                                               : to_string(Shape(images.shape().begin() + 1, images.shape().end()))) +
                           ", not images [channels, height, width] to turn channels-last");
-  const auto few = [](std::int64_t d) { return d == 1 || d == 3 || d == 4; };  // channels of an image
-  if (!few(images.dim(1)) && few(images.dim(3)))
+  if (!image_channels(images.dim(1)) && image_channels(images.dim(3)))
     throw InvalidArgument(what + ": images of " + to_string(Shape(images.shape().begin() + 1, images.shape().end())) +
                           " look channels-last already ([height, width, channels]), not [channels, height, width]");
   const std::int64_t n = images.dim(0), c = images.dim(1), hw = images.dim(2) * images.dim(3);
@@ -210,8 +216,7 @@ Dataset channels_last(const Dataset& data, const std::string& what) {
 }
 
 void check_not_channels_first(const Shape& example, const std::string& what, const std::string& remedy) {
-  if (example.size() == 3 && (example[0] == 1 || example[0] == 3 || example[0] == 4) && example[1] > 4 &&
-      example[2] > 4)
+  if (example.size() == 3 && image_channels(example[0]) && example[1] > 4 && example[2] > 4)
     throw InvalidArgument(what + ": images of " + to_string(example) +
                           " look channels-first ([channels, height, width], PyTorch's layout), where Cohort's are "
                           "[height, width, channels]: " + remedy);

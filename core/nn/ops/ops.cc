@@ -80,27 +80,24 @@ namespace {
 // its variables theirs), the activation is "<name>/<function>".
 class ActivatedLayer final : public CompositeLayer {
  public:
-  ActivatedLayer(std::unique_ptr<Layer> layer, std::string function)
-      : CompositeLayer(layer->name()), layer_(std::move(layer)), function_(std::move(function)) {}
+  ActivatedLayer(std::unique_ptr<Layer> layer, std::unique_ptr<Layer> activation)
+      : CompositeLayer(layer->name()), layer_(std::move(layer)), activation_(std::move(activation)) {}
 
  protected:
-  Node compose(Node input) override {
-    const Node output = apply(std::move(layer_), input);
-    return apply(activation(scoped(function_), function_), output);
-  }
+  Node compose(Node input) override { return apply(std::move(activation_), apply(std::move(layer_), input)); }
 
  private:
-  std::unique_ptr<Layer> layer_;
-  std::string function_;
+  std::unique_ptr<Layer> layer_, activation_;
 };
 
-// `make(activation)` for an activation by name: fused ReLU, none, or the layer and then it.
+// `make(activation)` for an activation by name: fused ReLU, none, or the layer and then it
+// (activation() refuses a function it does not know, naming the known ones).
 template <typename Make>
 std::unique_ptr<Layer> with_activation(const std::string& name, const std::string& function, Make make) {
   if (function.empty() || function == "linear") return make(Activation::kNone);
   if (function == "relu") return make(Activation::kRelu);
-  activation(name + "/" + function, function);  // refuses a function it does not know, naming the known ones
-  return std::make_unique<ActivatedLayer>(make(Activation::kNone), function);
+  std::unique_ptr<Layer> after = activation(name + "/" + function, function);
+  return std::make_unique<ActivatedLayer>(make(Activation::kNone), std::move(after));
 }
 
 }  // namespace
