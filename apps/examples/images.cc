@@ -366,6 +366,7 @@ int Main(int argc, char** argv) {
   const cohort::data::Dataset train =
       load("train", FLAGS_train, read, classes, server.is_chief() ? &held_out : nullptr);
   const std::int64_t examples = server.replicas().allreduce(train.size());
+  if (examples == 0) throw cohort::InvalidArgument("--train=" + FLAGS_train + ": no images in it");
   // Workers that listed different folders (a copy per node that differs) would train on shards
   // of different sets, or build models of different sizes and hang: compare the class lists.
   const int classes_found = static_cast<int>(classes.size());

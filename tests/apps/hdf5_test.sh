@@ -21,8 +21,8 @@
 # - the same images channels-first ([n, 3, 16, 16], PyTorch's layout) with --channels_first: the
 #   same metrics and predictions to the last digit; without it, refused in one line;
 # - float targets, a test set of another size or kind, neither --test nor --validation_split,
-#   --height, a --predict file of image files or of another image size
-#   each end the job in one line.
+#   --height, a --predict file of image files or of another image size, a training file of no
+#   images each end the job in one line.
 #
 #   hdf5_test.sh TABULAR MPIEXEC NP_FLAG DATA_DIR WORKDIR IMAGES
 set -euo pipefail
@@ -79,6 +79,9 @@ for split, n in (("train", 1200), ("test", 300)):  # the brightest channel is th
 with h5py.File("channels_small.h5", "w") as f:  # a test set of smaller images
     f["images"] = np.zeros((10, 8, 8, 3), dtype=np.float32)
     f["labels"] = np.zeros(10, dtype=np.uint8)
+with h5py.File("channels_empty.h5", "w") as f:  # no images at all
+    f["images"] = np.zeros((0, 16, 16, 3), dtype=np.float32)
+    f["labels"] = np.zeros(0, dtype=np.uint8)
 with h5py.File("huge.h5", "w") as f:  # declared, never written: a few bytes on disk
     f.create_dataset("x", shape=(10**12, 4), dtype="f4", chunks=(1000, 4))
     f["y"] = np.zeros(4, dtype=np.float32)
@@ -182,6 +185,8 @@ expect_job_failure "$images" images_targets \
 expect_job_failure "$images" images_test_size \
   "--test=channels_small.h5: dataset 'images' holds images of shape \[8, 8, 3\], not the training images' .*" \
   "0" --train=channels_train.h5 --test=channels_small.h5
+expect_job_failure "$images" images_empty "--train=channels_empty.h5: no images in it" \
+  "0 1 2" --train=channels_empty.h5 --test=channels_test.h5
 expect_job_failure "$images" images_height \
   "--height, --width and --channels: for decoded images; --train=channels_train.h5 is an HDF5 file, .*" \
   "0 1 2" --train=channels_train.h5 --height=8 --width=8
