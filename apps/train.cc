@@ -410,6 +410,10 @@ int Main(int argc, char** argv) {
   }
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   const int ps_tasks = cluster.num_tasks("ps");
+  if (FLAGS_eval_every_steps > 0 && cluster.num_tasks("evaluator") > 0)
+    throw cohort::InvalidArgument("--eval_every_steps=" + std::to_string(FLAGS_eval_every_steps) +
+                                  " with an evaluator job: both evaluate the test set into " +
+                                  "--checkpoint_dir's eval directory; give one");
   cohort::Server server(cluster);
   // Allowed (benchmarks keep the same processes across modes), but rarely what a user meant.
   if (ps_tasks > 0 && (mode == cohort::Mode::kAllreduce || mode == cohort::Mode::kLocal) &&

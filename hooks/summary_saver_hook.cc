@@ -18,14 +18,17 @@ SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
 
 SummarySaverHook::~SummarySaverHook() = default;
 
-std::string SummarySaverHook::event_file() const { return writer_ ? writer_->event_file() : std::string(); }
 
 void SummarySaverHook::after_create_session(MonitoredSession& session) {
   timer_.reset();
   started_ = false;
-  // Opened here rather than in begin(): only now is it known whether this is the chief. A second
-  // session with the same hook keeps the writer (and its event file).
-  if (session.is_chief() && !writer_) writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
+  // Opened here rather than in begin(): only now is it known whether this is the chief. Each
+  // session has an event file of its own (as a restarted job's), and the directory is free again
+  // at its end, for the next session's hooks.
+  if (session.is_chief() && !writer_) {
+    writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
+    event_file_ = writer_->event_file();
+  }
   metrics_ = session.trainer().model().metric_names();
 }
 
@@ -73,6 +76,7 @@ void SummarySaverHook::write_histograms(Trainer& trainer, std::int64_t step) {
 
 void SummarySaverHook::end(MonitoredSession&) {
   if (writer_) writer_->flush();
+  writer_.reset();
 }
 
 }  // namespace cohort

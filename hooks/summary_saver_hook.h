@@ -57,15 +57,16 @@ class SummarySaverHook : public SessionRunHook {
   const SummarySaverHookOptions& options() const { return options_; }
   /// How many times it has written (each write is one event with every scalar).
   std::int64_t writes() const { return writes_; }
-  /// The event file, once the writer exists (chief, after after_create_session).
-  std::string event_file() const;
+  /// The latest session's event file (the chief's, from after_create_session on).
+  const std::string& event_file() const { return event_file_; }
 
  private:
   void write_histograms(Trainer& trainer, std::int64_t step);
 
   SummarySaverHookOptions options_;
   SecondOrStepTimer timer_;
-  std::unique_ptr<SummaryWriter> writer_;
+  std::unique_ptr<SummaryWriter> writer_;  // a session's, from after_create_session to end
+  std::string event_file_;
   std::vector<std::string> metrics_;  // the model's metric names
   std::int64_t writes_ = 0;
   bool started_ = false;  // the session start is written (at its first step)

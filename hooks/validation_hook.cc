@@ -103,7 +103,7 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
   if (dir.empty() && !(s.summary_dir.empty() && s.checkpoint_dir.empty()))
     dir = (s.summary_dir.empty() ? s.checkpoint_dir : s.summary_dir) +
           (options_.name == "validation" ? "/eval" : "/eval_" + options_.name);
-  // A second session with the same hook keeps the writer (and its event file).
+  // Each session has an event file of its own, and the directory is free again at its end.
   if (!dir.empty() && !writer_) writer_ = std::make_unique<SummaryWriter>(dir);
 }
 
@@ -142,6 +142,7 @@ void ValidationHook::end(MonitoredSession& session) {
   if (options_.at_end && (history_.empty() || history_.back().global_step != step))
     validate(session, step, /*training=*/false);
   if (writer_) writer_->flush();
+  writer_.reset();
 }
 
 bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool training) {

@@ -1,7 +1,6 @@
 #include "cohort/core/io/checkpoint.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +14,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -92,26 +90,13 @@ void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
   if (fd < 0)
     throw CheckpointError(directory_ + ": cannot write checkpoints there: " + path + ": " +
                           std::strerror(errno));
-  // The processes of a job killed a moment ago may take a few seconds to go (and drop the
-  // lock): a job restarted at once waits for them, a while.
-  const auto deadline = std::chrono::steady_clock::now() + patience;
-  bool told = false;
-  int unlockable = 0;  // errno where the file system takes no lock (NFS without lockd, Lustre's noflock)
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) {
-      unlockable = errno;
-      break;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::close(fd);
-      throw CheckpointError(directory_ + ": another job is writing checkpoints there (it has held " +
-                            path + " for " + std::to_string(patience.count()) +
-                            " s); give each job a checkpoint directory of its own");
-    }
-    if (!told) warn("waiting for " + path + ", held by another process (a job still writing here?)");
-    told = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const FileLock lock = lock_exclusively(fd, path, patience);
+  const int unlockable = lock == FileLock::kNotSupported ? errno : 0;
+  if (lock == FileLock::kHeldElsewhere) {
+    ::close(fd);
+    throw CheckpointError(directory_ + ": another job is writing checkpoints there (it has held " +
+                          path + " for " + std::to_string(patience.count()) +
+                          " s); give each job a checkpoint directory of its own");
   }
   writer_lock_ = std::shared_ptr<const int>(new int(fd), [](const int* open) {
     ::close(*open);

@@ -1,6 +1,7 @@
 #include "cohort/core/io/file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 #include <utility>
 
 namespace cohort {
@@ -70,6 +72,22 @@ void fsync_directory(const std::filesystem::path& dir, const std::string& path) 
 }
 
 }  // namespace
+
+FileLock lock_exclusively(int fd, const std::string& path, std::chrono::seconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  bool told = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return FileLock::kNotSupported;
+    if (std::chrono::steady_clock::now() >= deadline) return FileLock::kHeldElsewhere;
+    if (!told)
+      std::fprintf(stderr, "[%s] warning: waiting for %s, held by another process (a job still "
+                   "writing here?)\n", process_label().c_str(), path.c_str());
+    told = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return FileLock::kHeld;
+}
 
 void sync_directory_entry(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::absolute(path).lexically_normal().parent_path();

@@ -1,6 +1,7 @@
 #pragma once
 // Files replaced crash-safely and read back exactly: what checkpoints and their index are made of.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -44,6 +45,19 @@ void write_file_atomically(const std::string& path,
 /// Makes `path`'s entry in its directory durable: fsyncs the directory that holds it (a new
 /// directory's entry is lost with a power cut until then). Throws CheckpointError naming `path`.
 void sync_directory_entry(const std::string& path);
+
+/// What lock_exclusively() got.
+enum class FileLock {
+  kHeld,          ///< the lock is this open file's until it is closed (or the process dies)
+  kHeldElsewhere, ///< another open file holds it still, `patience` later
+  kNotSupported,  ///< the file system takes no lock (NFS without lockd, Lustre mounted noflock)
+};
+
+/// Takes an exclusive lock (flock) on the open file `fd`, at `path`. Another process's lock (or
+/// another open file's in this process) is waited for, up to `patience`, with one warning to
+/// stderr naming `path`: the processes of a job killed a moment before may take a few seconds
+/// to go, and the system drops their locks then. With kNotSupported, errno says why.
+FileLock lock_exclusively(int fd, const std::string& path, std::chrono::seconds patience);
 
 /// A file open for reading at any offset. Move-only; closes on destruction. Not thread-safe.
 class ReadFile {

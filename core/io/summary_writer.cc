@@ -2,6 +2,7 @@
 
 #include "cohort/core/io/summary_writer.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,17 +11,22 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <span>
 #include <system_error>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "cohort/core/base/crc32c.h"
 #include "cohort/core/base/error.h"
+#include "cohort/core/io/file.h"
 #include "cohort/core/nn/data/loaders.h"
 
 namespace cohort {
@@ -221,6 +227,12 @@ std::string histogram_event(
   return event;
 }
 
+// The metrics.csv files (device, inode) this process's writers hold, and the process (a child
+// made by fork() inherits its parent's list, not its locks).
+using HeldFile = std::tuple<dev_t, ino_t, pid_t>;
+std::mutex held_mutex;
+std::set<HeldFile> held_files;
+
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -261,7 +273,8 @@ void check_tag(const std::string& tag, std::int64_t step) {
 
 void SummaryWriter::FileCloser::operator()(std::FILE* file) const noexcept { std::fclose(file); }
 
-SummaryWriter::SummaryWriter(const std::string& logdir) : logdir_(logdir) {
+SummaryWriter::SummaryWriter(const std::string& logdir, std::chrono::seconds patience)
+    : logdir_(logdir) {
   if (logdir.empty()) throw InvalidArgument("summary logdir is empty");
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -274,6 +287,28 @@ SummaryWriter::SummaryWriter(const std::string& logdir) : logdir_(logdir) {
   csv_file_ = (fs::path(logdir) / "metrics.csv").string();
   csv_.reset(std::fopen(csv_file_.c_str(), "ab"));
   if (!csv_) throw Error("summaries: cannot open " + csv_file_ + ": " + std::strerror(errno));
+  // One writer a directory: two would cut each other's CSV rows (and mix their curves). One of
+  // this process is not waited for (nothing here will let it go), another's is (a job killed a
+  // moment before).
+  struct stat file{};
+  if (::fstat(::fileno(csv_.get()), &file) != 0)
+    throw Error("summaries: cannot stat " + csv_file_ + ": " + std::strerror(errno));
+  const HeldFile key{file.st_dev, file.st_ino, ::getpid()};
+  {
+    const std::lock_guard<std::mutex> lock(held_mutex);
+    if (held_files.contains(key))
+      throw Error(logdir + ": another summary writer of this process is writing there; give "
+                  "each writer a directory of its own");
+    if (lock_exclusively(::fileno(csv_.get()), csv_file_, patience) == FileLock::kHeldElsewhere)
+      throw Error(logdir + ": another summary writer is writing there (it has held " + csv_file_ +
+                  " for " + std::to_string(patience.count()) +
+                  " s); give each writer a directory of its own");
+    held_files.insert(key);
+  }
+  held_ = std::shared_ptr<const void>(nullptr, [key](const void*) {
+    const std::lock_guard<std::mutex> lock(held_mutex);
+    held_files.erase(key);
+  });
 
   // "x" (exclusive create) rather than a separate existence check, so two writers racing for
   // the same name cannot both get it.

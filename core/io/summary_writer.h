@@ -9,6 +9,7 @@
 // would add a code generator, a generated .proto copy and a runtime library to every build for
 // that. The CRC32C is core/base/crc32c.h (Boost.CRC). docs/SUMMARIES.md describes both formats.
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -32,6 +33,11 @@ namespace cohort {
 ///    A reader keeps, per tag, only the latest run's rows from where the steps go back
 ///    (scripts/plot_metrics.py does).
 ///
+/// A directory has one writer at a time: the writer holds a lock on its metrics.csv (flock, as
+/// the checkpoint directory's) until it is destroyed, and a second one, in this process or
+/// another, waits for it a while (a job killed a moment before) and then throws Error naming
+/// the directory. Where the file system takes no lock, nothing keeps two writers apart.
+///
 /// Each add_scalar() / add_scalars() call becomes one Event (one Summary holding its values) and
 /// as many CSV rows. Writes are buffered; flush() hands them to the OS, the destructor flushes too.
 /// Not thread-safe: use one writer from one thread (the chief's session) or lock around it.
@@ -42,8 +48,10 @@ namespace cohort {
 class SummaryWriter {
  public:
   /// Creates `logdir` (and its parents) if needed and opens both files. Throws Error naming the
-  /// path when the directory or a file cannot be created or opened.
-  explicit SummaryWriter(const std::string& logdir);
+  /// path when the directory or a file cannot be created or opened, or when another writer
+  /// holds the directory `patience` after it started waiting for it.
+  explicit SummaryWriter(const std::string& logdir,
+                         std::chrono::seconds patience = std::chrono::seconds(20));
 
   /// Records `value` under `tag` at `step`. TensorBoard stores it as a float (the CSV keeps the
   /// full double). Throws InvalidArgument for an empty tag, Error when a write fails.
@@ -100,6 +108,7 @@ class SummaryWriter {
   std::string logdir_;
   std::string event_file_;
   std::string csv_file_;
+  std::shared_ptr<const void> held_;  // metrics.csv among those this process's writers hold
   File events_;
   File csv_;
 };

@@ -8,6 +8,7 @@
 
 #include "cohort/hooks/checkpoint_saver_hook.h"
 #include "cohort/hooks/stop_at_step_hook.h"
+#include "cohort/hooks/summary_saver_hook.h"
 #include "cohort/hooks/validation_hook.h"
 #include "hooks/hook_test_support.h"
 
@@ -48,6 +49,23 @@ TEST_CASE("ValidationHook evaluates every N global steps and at the end, and wri
   const Validation* best = hook->best();
   REQUIRE(best != nullptr);
   for (const Validation& v : hook->history()) CHECK(best->loss <= v.loss);
+}
+
+TEST_CASE("ValidationHook writing into the training summaries' directory is refused, naming it") {
+  // The evaluations' loss would join the training loss's curve, and the two writers would cut
+  // each other's CSV rows.
+  test::TempDir dir("validation_same_dir");
+  LocalTraining t;
+  MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(2)});
+  options.chief_only_hooks = {
+      std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 1, .output_dir = dir.str()}),
+      std::make_shared<ValidationHook>(
+          ValidationHookOptions{.data = held_out(), .every_steps = 1, .output_dir = dir.str(), .log = false})};
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       (dir.str() + ": another summary writer of this process is writing there; give "
+                                    "each writer a directory of its own")
+                           .c_str(),
+                       Error);
 }
 
 TEST_CASE("ValidationHook judges an accuracy by its highest value unless told otherwise") {

@@ -5,6 +5,7 @@
 #include "cohort/core/io/summary_writer.h"
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -597,6 +598,52 @@ TEST_CASE("tags that need it are quoted in the CSV; bad input is refused") {
   CHECK(events[1].values.at(0).tag == "eval, \"top-1\"");
   CHECK(events[2].values.at(0).tag == "\xce\xbb");
   CHECK(std::isnan(events[3].values.at(0).simple_value));
+}
+
+TEST_CASE("a directory has one writer at a time; the next one takes it when that one is gone") {
+  cohort::test::TempDir dir("summary_writer_test");
+  const std::string logdir = dir.path.string();
+  std::optional<SummaryWriter> first(std::in_place, logdir);
+  first->add_scalar("loss", 1.0, 1);
+  first->flush();
+  // Another writer there (a second hook, or another job's evaluator) would cut the CSV's rows:
+  // one of this process is refused at once, one of another process after its patience.
+  const std::string here = logdir + ": another summary writer of this process is writing there; "
+                                    "give each writer a directory of its own";
+  CHECK_THROWS_WITH_AS(SummaryWriter(logdir + "/."), (logdir + "/." + here.substr(logdir.size())).c_str(),
+                       cohort::Error);
+  const auto from_another_process = [&] {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      int status = 0;
+      try {
+        SummaryWriter(logdir, std::chrono::seconds(0));
+      } catch (const cohort::Error& e) {
+        status = std::string(e.what()) == logdir + ": another summary writer is writing there (it has held " +
+                                              logdir + "/metrics.csv for 0 s); give each writer a directory of its own"
+                     ? 1
+                     : 3;
+      }
+      ::_exit(status);  // 0: it took the directory
+    }
+    int status = -1;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(from_another_process() == 1);
+  SummaryWriter moved = std::move(*first);  // the lock goes with the files
+  first.reset();
+  CHECK_THROWS_WITH_AS(SummaryWriter{logdir}, here.c_str(), cohort::Error);
+  CHECK(from_another_process() == 1);
+  moved.add_scalar("loss", 0.5, 2);
+  { SummaryWriter gone = std::move(moved); }
+  CHECK(from_another_process() == 0);
+  SummaryWriter next(logdir, std::chrono::seconds(0));
+  next.add_scalar("loss", 0.25, 3);
+  next.flush();
+  const auto lines = lines_of(read_file(dir / "metrics.csv"));
+  REQUIRE(lines.size() == 4);  // the refused writers wrote nothing
+  CHECK(lines[3].substr(lines[3].size() - 10) == ",loss,0.25");
 }
 
 TEST_CASE("a logdir that cannot be created is reported by path") {
