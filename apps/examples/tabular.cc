@@ -455,8 +455,13 @@ int Main(int argc, char** argv) {
       throw cohort::InvalidArgument("--" + std::string(flag) + ": for --loss=focal, not --loss=" + FLAGS_loss);
   // The chief writes its results at the end: paths that cannot be written end the job now.
   if (server.is_chief()) {
-    if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");
-    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions");
+    const std::vector<std::pair<std::string, std::string>> inputs{{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}};
+    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions", inputs);
+    if (!FLAGS_metrics_json.empty()) {
+      auto others = inputs;
+      others.emplace_back("--predictions", FLAGS_predictions);
+      cohort::check_writable(FLAGS_metrics_json, "--metrics_json", others);
+    }
   }
   if (!is_csv(FLAGS_train) && !(FLAGS_feature_columns.empty() && FLAGS_ignore_columns.empty()))
     throw cohort::InvalidArgument("--feature_columns and --ignore_columns: for CSV files; --train=" + FLAGS_train +

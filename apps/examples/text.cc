@@ -237,8 +237,13 @@ int Main(int argc, char** argv) {
   }
   // The chief writes its results at the end: paths that cannot be written end the job now.
   if (server.is_chief()) {
-    if (!FLAGS_metrics_json.empty()) cohort::check_writable(FLAGS_metrics_json, "--metrics_json");
-    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions");
+    const std::vector<std::pair<std::string, std::string>> inputs{{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}, {"--word_vectors", FLAGS_word_vectors}};
+    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions", inputs);
+    if (!FLAGS_metrics_json.empty()) {
+      auto others = inputs;
+      others.emplace_back("--predictions", FLAGS_predictions);
+      cohort::check_writable(FLAGS_metrics_json, "--metrics_json", others);
+    }
   }
   if (!FLAGS_predict.empty()) {
     if (FLAGS_checkpoint_dir.empty())

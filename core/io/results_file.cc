@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +21,8 @@
 
 namespace cohort {
 
-void check_writable(const std::string& path, const std::string& flag) {
+void check_writable(const std::string& path, const std::string& flag,
+                    const std::vector<std::pair<std::string, std::string>>& others) {
   const std::filesystem::path file(path);
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   std::error_code ec;
@@ -39,6 +43,27 @@ void check_writable(const std::string& path, const std::string& flag) {
     fault = std::string("cannot write the file: ") + std::strerror(errno);
   }
   if (!fault.empty()) throw InvalidArgument(flag + "=" + path + ": " + fault);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) return;  // written in place
+  const auto same = [&](const std::string& other) {
+    std::error_code mine, theirs;
+    if (std::filesystem::exists(status)) return std::filesystem::equivalent(file, other, mine);
+    // Not there yet: another output of the job that would go to the same place.
+    const auto a = std::filesystem::weakly_canonical(file, mine);
+    const auto b = std::filesystem::weakly_canonical(other, theirs);
+    return !mine && !theirs && a == b;
+  };
+  for (const auto& [other_flag, value] : others) {
+    std::vector<std::string> files{value};  // one path (a comma in its name), or a list
+    for (std::size_t begin = 0; begin < value.size();) {
+      const std::size_t comma = std::min(value.find(',', begin), value.size());
+      files.push_back(value.substr(begin, comma - begin));
+      begin = comma + 1;
+    }
+    for (const std::string& other : files)
+      if (!other.empty() && same(other))
+        throw InvalidArgument(flag + "=" + path + ": the same file as " + other_flag + "=" + value +
+                              ", which it would overwrite");
+  }
 }
 
 void write_json_object(const std::string& path, const std::vector<JsonField>& fields) {

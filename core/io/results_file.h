@@ -13,8 +13,12 @@ namespace cohort {
 /// Throws InvalidArgument "<flag>=<path>: <fault>" unless a file can be written at `path`: its
 /// directory exists and may be written in, and `path` is not a directory nor a file that may not
 /// be written; or `path` is a terminal, a pipe or a device (/dev/stdout) that may be written to.
-/// `flag` names where the path came from ("--metrics_json").
-void check_writable(const std::string& path, const std::string& flag);
+/// `flag` names where the path came from ("--metrics_json"). `others` are the job's other files
+/// ({"--predict", "new.csv"}; a value may list several, comma-separated): `path` must not be
+/// one of them, which it would overwrite (the same file, by std::filesystem::equivalent, or
+/// where there is none yet the same place, as another output of the job).
+void check_writable(const std::string& path, const std::string& flag,
+                    const std::vector<std::pair<std::string, std::string>>& others = {});
 
 /// One member of a results file: a number, a count or a text.
 using JsonField = std::pair<std::string, std::variant<double, float, std::int64_t, std::string>>;

@@ -25,7 +25,8 @@
 #   gives the plain file's model exactly;
 # - --restore_best: the final evaluation is of the best evaluation's parameters;
 # - bad input: a CSV file with no column named to learn, a text column not ignored, an ignored
-#   column the file lacks, a --predictions path that cannot be written, a truncated .npy file, a
+#   column the file lacks, a --predictions path that cannot be written or is the --predict file, a
+#   truncated .npy file, a
 #   NaN in a --predict array, an empty test set, data that does not fit the model's input, a loss that does
 #   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
@@ -367,6 +368,10 @@ REPORTERS=0 expect_failure names_for_indices "rare_named_test\.csv: label column
   --train=rare_train.csv --test=rare_named_test.csv --label_column=y --train_steps=100000000
 REPORTERS=0 expect_failure predictions_dir "--predictions=no/such/dir/p\.csv: no directory no/such/dir" \
   --train=rare_train.csv --label_column=y --predict=rare_test.csv --predictions=no/such/dir/p.csv \
+  --train_steps=100000000
+# The file to predict for is not overwritten by the predictions (nor is it read empty).
+REPORTERS=0 expect_failure predictions_over_input "--predictions=\./rare_test\.csv: the same file as --predict=rare_test\.csv, which it would overwrite" \
+  --train=rare_train.csv --label_column=y --predict=rare_test.csv --predictions=./rare_test.csv \
   --train_steps=100000000
 REPORTERS=0 expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
   --train=reg_train.csv --test=reg_test_no_f5.csv --target_columns=y1,y2 --loss=mean_squared_error

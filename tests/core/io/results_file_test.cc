@@ -33,6 +33,29 @@ TEST_CASE("check_writable says which flag names a path that cannot be written, a
                        InvalidArgument);
 }
 
+TEST_CASE("check_writable refuses a path that is one of the job's other files, which it would overwrite") {
+  test::TempDir dir("results");
+  test::spit(dir / "x.npy", "features");
+  test::spit(dir / "y.npy", "labels");
+  std::filesystem::create_directory(dir / "sub");
+  const std::vector<std::pair<std::string, std::string>> inputs{
+      {"--train", dir / "x.npy" + "," + dir / "y.npy"}, {"--predict", ""}};
+  // A member of a list, named by another spelling of its path.
+  CHECK_THROWS_WITH_AS(check_writable(dir / "sub/../y.npy", "--predictions", inputs),
+                       ("--predictions=" + (dir / "sub/../y.npy") + ": the same file as --train=" +
+                        (dir / "x.npy") + "," + (dir / "y.npy") + ", which it would overwrite")
+                           .c_str(),
+                       InvalidArgument);
+  // Another output of the job, not there yet.
+  CHECK_THROWS_WITH_AS(check_writable(dir / "p.csv", "--metrics_json", {{"--predictions", dir / "sub/../p.csv"}}),
+                       ("--metrics_json=" + (dir / "p.csv") + ": the same file as --predictions=" +
+                        (dir / "sub/../p.csv") + ", which it would overwrite")
+                           .c_str(),
+                       InvalidArgument);
+  CHECK_NOTHROW(check_writable(dir / "p.csv", "--predictions", inputs));
+  CHECK_NOTHROW(check_writable(dir / "x.npy.csv", "--predictions", inputs));
+}
+
 TEST_CASE("write_json_object writes the fields in order, floats as short as they read back, non-finite as null") {
   test::TempDir dir("results");
   const std::string path = dir / "m.json";
