@@ -194,11 +194,19 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
   const auto writer = checkpoint.metadata.find(kOptimizerKey);
   const std::optional<std::int64_t> iterations = checkpoint.count("optimizer_iterations");
   if (!options.reset_optimizer && writer != checkpoint.metadata.end() &&
-      writer->second != configured)
+      writer->second != configured) {
+    // The model first: a checkpoint of another model is that, whatever optimizer wrote it (and
+    // --reset_optimizer would not help). One that fits leaves the graph as it was.
+    const std::vector<float> values(graph.values().begin(), graph.values().end());
+    const std::vector<float> state(graph.state().begin(), graph.state().end());
+    restore_variables(checkpoint, graph);
+    std::copy(values.begin(), values.end(), graph.values().begin());
+    std::copy(state.begin(), state.end(), graph.state().begin());
     throw InvalidArgument("cannot restore the checkpoint: it was written by optimizer '" +
                           writer->second + "' and the optimizer is '" + configured +
                           "', whose state it does not hold; pass --reset_optimizer to restore the "
                           "variables and start '" + configured + "' afresh");
+  }
   restore_variables(checkpoint, graph);
   optimizer.prepare(static_cast<std::size_t>(graph.num_parameters()));
   if (options.reset_optimizer) {

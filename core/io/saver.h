@@ -28,9 +28,9 @@ RestoreOptions restore_options_from_flags();
 /// Loads `checkpoint` into the graph's values and the optimizer's slots and update count.
 ///
 /// A checkpoint records the optimizer that wrote it (metadata "optimizer"). When that is not the
-/// optimizer given, the restore is refused with InvalidArgument naming both, before anything is
-/// touched: the slots would not carry over and the update count would be wrong for the new
-/// optimizer. With options.reset_optimizer the variables are restored, the optimizer is reset,
+/// optimizer given, the restore is refused with InvalidArgument naming both, leaving the graph
+/// and the optimizer as they were: the slots would not carry over and the update count would be
+/// wrong for the new optimizer (a checkpoint of another model is refused as such first). With options.reset_optimizer the variables are restored, the optimizer is reset,
 /// and one line on stderr says so. A checkpoint without the field (written before it existed)
 /// restores as it always did: the slots found by name, the others left at zero.
 ///

@@ -1,6 +1,6 @@
 // Tests of core/io/saver.h across optimizers: a checkpoint records the optimizer that wrote it,
-// restoring it into another one is refused in one line, and --reset_optimizer restores the
-// variables and starts the optimizer afresh.
+// restoring it into another one is refused in one line (one of another model as such), and
+// --reset_optimizer restores the variables and starts the optimizer afresh.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -111,6 +111,17 @@ TEST_CASE("restoring into another optimizer is refused in one line, touching not
   // adamw keeps the same slots but is another optimizer: refused too.
   auto adamw = optimizer_named("adamw");
   CHECK_THROWS_AS(restore_checkpoint(a.checkpoint, graph, *adamw, {}), InvalidArgument);
+}
+
+TEST_CASE("a checkpoint of another model is refused as such, whatever optimizer wrote it") {
+  // --reset_optimizer would not help: the model's shapes are named, not the optimizer.
+  AdamCheckpoint a;
+  Graph graph;
+  mlp(graph, {16});
+  graph.initialize(99);
+  auto momentum = optimizer_named("momentum");
+  CHECK_THROWS_WITH_AS(restore_checkpoint(a.checkpoint, graph, *momentum, {}),
+                       doctest::Contains("checkpoint does not fit the model: "), CheckpointError);
 }
 
 TEST_CASE("reset_optimizer restores the variables and starts the optimizer afresh") {
