@@ -473,7 +473,8 @@ int Main(int argc, char** argv) {
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
       .hooks = {cohort::StopAtStepHook::last(train_steps),
-                std::make_shared<cohort::NanTensorHook>()}});
+                std::make_shared<cohort::NanTensorHook>()},
+      .settings = {{"classes", cohort::data::csv_row(classes)}}});  // a resumed job's must be the same
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {

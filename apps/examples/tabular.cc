@@ -184,6 +184,15 @@ struct CsvTable {
   int num_classes = 0;
 };
 
+// What the checkpoints' parameters mean beyond their shapes: the data's preparation and, from a
+// CSV file, the feature columns and class names. A resumed job must mean the same.
+std::map<std::string, std::string> settings(const CsvTable& table) {
+  std::map<std::string, std::string> settings = cohort::flags::flag_values({"standardize", "horizon"});
+  if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
+  if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
+  return settings;
+}
+
 cohort::data::Dataset load(const std::string& what, const std::string& spec, CsvTable& table,
                            cohort::data::ShardSpec shard = {}) {
   if (is_csv(spec)) {
@@ -586,7 +595,8 @@ int Main(int argc, char** argv) {
       .checkpoint_dir = FLAGS_checkpoint_dir,
       .hooks = {cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
-      .chief_only_hooks = chief_only});
+      .chief_only_hooks = chief_only,
+      .settings = settings(table)});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {

@@ -301,6 +301,16 @@ std::string value_text(const Flag& flag) {
   return {};
 }
 
+std::map<std::string, std::string> flag_values(std::initializer_list<const char*> names) {
+  std::map<std::string, std::string> values;
+  for (const char* name : names) {
+    const Flag* flag = Registry::global().find(name);
+    if (!flag) throw InvalidArgument(std::string("flag_values: no flag --") + name);
+    values.emplace(std::string("--") + name, value_text(*flag));
+  }
+  return values;
+}
+
 void Registry::set(const std::string& name, const std::string& text, const std::string& source) {
   const Flag* flag = find(name);
   if (!flag) throw FlagError("unknown flag --" + name);

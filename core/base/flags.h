@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -81,6 +82,11 @@ struct Flag {
 
 /// A flag's current value as text, in the form the command line takes.
 std::string value_text(const Flag& flag);
+
+/// The global registry's flags `names` as "--name" and value_text(): for SessionOptions::settings,
+/// the flags that decide what a model's parameters mean (how the data are prepared). Throws
+/// InvalidArgument for a name no flag has.
+std::map<std::string, std::string> flag_values(std::initializer_list<const char*> names);
 
 /// The largest --flagfile read, and the most items a list flag (e.g. "256,128") may hold.
 inline constexpr std::size_t kMaxFlagfileBytes = 1 << 20;

@@ -19,6 +19,9 @@
 namespace cohort {
 namespace {
 
+// Where a checkpoint's metadata keeps SessionOptions::settings.
+const std::string kSettingsScope = "settings/";
+
 // The one table of what run() can fetch: each name with how its value is read off a step. The
 // model's metrics ("accuracy", "top5_accuracy", "mse", ...) are fetchable by name beside them;
 // a metric the model lacks is not (it would read 0).
@@ -80,7 +83,7 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
     if (const std::string what = hook ? hook->collective() : ""; !what.empty())
       throw InvalidArgument("MonitoredSession: " + what + " is among chief_only_hooks, but every "
                             "replica must run it: give it in hooks");
-  std::map<std::string, const SessionRunHook*> scopes;  // each hook's, once however often given
+  std::map<std::string, const SessionRunHook*> scopes{{kSettingsScope, nullptr}};  // each hook's, once however often given
   for (const HookList* hooks : {&o.hooks, &o.chief_only_hooks})
     for (const auto& hook : *hooks)
       if (const std::string scope = hook ? hook->state_scope() : ""; !scope.empty())
@@ -152,6 +155,7 @@ void MonitoredSession::create() {
       step = checkpoint->global_step();
       const std::string from = options_.checkpoint_dir + ", global step " + std::to_string(step);
       try {
+        check_settings(checkpoint->metadata);
         trainer_.restore(*checkpoint);
         for (auto& hook : all_hooks()) hook->restore_state(checkpoint->metadata);
       } catch (const CheckpointError& e) {
@@ -278,6 +282,7 @@ std::string MonitoredSession::save_checkpoint(const std::string& dir) {
   CheckpointManager& manager = checkpoint_manager(dir);
   Checkpoint checkpoint = trainer_.checkpoint();
   for (const auto& hook : all_hooks()) hook->save_state(checkpoint.metadata);
+  for (const auto& [name, value] : options_.settings) checkpoint.metadata[kSettingsScope + name] = value;
   const std::int64_t step = checkpoint.global_step();
   // Diverged parameters are not written: a requeued job would restore them, and keep-the-last-N
   // would push the finite checkpoints out. (A replica's NaN reaches the chief's parameters
@@ -309,6 +314,13 @@ CheckpointManager& MonitoredSession::checkpoint_manager(const std::string& dir) 
 void MonitoredSession::release_checkpoint_dirs() {
   if (checkpoints_) checkpoints_->unlock();
   other_checkpoints_.clear();
+}
+
+void MonitoredSession::check_settings(const std::map<std::string, std::string>& metadata) const {
+  for (const auto& [name, value] : options_.settings)
+    if (const auto saved = metadata.find(kSettingsScope + name); saved != metadata.end() && saved->second != value)
+      throw InvalidArgument("its parameters were trained with " + name + "=" + saved->second + ", this job has " +
+                            name + "=" + value + ": give the same (or another checkpoint directory)");
 }
 
 void MonitoredSession::close() {

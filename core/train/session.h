@@ -165,6 +165,13 @@ struct SessionOptions {
   /// the others start from their initialisers, and the checkpoint's other tensors are ignored.
   /// Empty: every variable, and the checkpoint must hold exactly the model's.
   std::string warm_start_vars{};
+  /// What the parameters mean beyond their shapes, as names and values: how the data are
+  /// prepared and what the classes are ({"standardize", "true"}, {"classes", "cat,dog"}). The
+  /// chief records them in every checkpoint it saves ("settings/<name>" in its metadata) and
+  /// refuses to restore one that recorded another value of any of them (InvalidArgument naming
+  /// both), where training on would go on from parameters that mean something else. A
+  /// checkpoint that recorded none of a setting restores; warm starts are not checked.
+  std::map<std::string, std::string> settings{};
 };
 using MonitoredSessionOptions = SessionOptions;
 using MonitoredTrainingSessionOptions = SessionOptions;
@@ -242,6 +249,9 @@ class MonitoredSession {
   // The manager of `dir` (checkpoints_ for checkpoint_dir's), made and locked on first use.
   CheckpointManager& checkpoint_manager(const std::string& dir);
   void release_checkpoint_dirs();
+  // InvalidArgument unless a checkpoint's `metadata` recorded options_.settings' values, where
+  // it recorded them at all.
+  void check_settings(const std::map<std::string, std::string>& metadata) const;
   std::optional<std::int64_t> restored_step_;
   std::chrono::steady_clock::time_point start_;
   StepTrace trace_;

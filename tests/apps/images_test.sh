@@ -17,7 +17,8 @@
 # - bad input: a missing folder, an image that does not decode, a missing image to classify, a
 #   test folder with a class the training set lacks and a folder of one class each end the job
 #   within seconds, with one line naming the file or folder on every worker that read it; a
-#   class subfolder without images is warned of.
+#   class subfolder without images is warned of; a job resumed on classes of other names is
+#   refused.
 #
 #   images_test.sh EXAMPLE MPIEXEC NP_FLAG DATA_DIR WORKDIR
 set -euo pipefail
@@ -159,4 +160,11 @@ run with_empty 1 --train=with_empty --train_steps=2 --batch_size=4 || { echo "th
 grep -q "warning: with_empty: 1 class subfolder without images (Hat): classes no example trains$" with_empty.log \
   && grep -q "^images: 1 workers, 8 images of \[28, 28, 1\] in 3 classes, " with_empty.log \
   || { echo "with_empty: no warning of the empty class Hat, or not 3 classes"; exit 1; }
+# A job resumed on other classes (as many, named otherwise) is refused: the logits would mean
+# other things.
+run small_first 1 --train=small --train_steps=2 --batch_size=4 --checkpoint_dir=small_ckpt \
+  || { echo "the job on the small folder failed"; exit 1; }
+rm -rf renamed && cp -r small renamed && mv renamed/Coat renamed/Dress
+expect_failure renamed_classes "small_ckpt, global step 2: its parameters were trained with classes=Bag,Coat, this job has classes=Bag,Dress: give the same .*" \
+  "0" --train=renamed --train_steps=4 --batch_size=4 --checkpoint_dir=small_ckpt
 echo "image folder test passed: sync $(json_value sync.json accuracy), resized allreduce $(json_value resized.json accuracy)"

@@ -9,7 +9,8 @@
 #   predictions score it;
 # - a CSV file without a header (--csv_header=false): every row is an example, and --epochs=2
 #   of them the global steps two passes take;
-# - a job resumed from --checkpoint_dir evaluates the parameters the first one left;
+# - a job resumed from --checkpoint_dir evaluates the parameters the first one left, and one
+#   that would prepare the data otherwise (--standardize) is refused;
 # - a multi-label task (5 labels per example, examples of shape [4, 4]) from .npy files: the test
 #   binary accuracy must reach 0.93 (always answering 0 gets about 0.5);
 # - a rare class (5% of the rows): balanced class weights raise its test recall to 0.75 or more,
@@ -373,6 +374,10 @@ REPORTERS=0 expect_failure predictions_dir "--predictions=no/such/dir/p\.csv: no
 REPORTERS=0 expect_failure predictions_over_input "--predictions=\./rare_test\.csv: the same file as --predict=rare_test\.csv, which it would overwrite" \
   --train=rare_train.csv --label_column=y --predict=rare_test.csv --predictions=./rare_test.csv \
   --train_steps=100000000
+# The checkpoints of a job without --standardize do not resume with it (nor with other columns).
+REPORTERS=0 expect_failure resumed_standardized "tab_ckpt, global step 200: its parameters were trained with --standardize=false, this job has --standardize=true: give the same .*" \
+  --train=reg_train.csv --test=reg_test.csv --target_columns=y1,y2 --loss=mean_squared_error \
+  --train_steps=400 --checkpoint_dir=tab_ckpt --standardize
 REPORTERS=0 expect_failure test_column "reg_test_no_f5\.csv: no column 'f5' \(columns: .*\)" \
   --train=reg_train.csv --test=reg_test_no_f5.csv --target_columns=y1,y2 --loss=mean_squared_error
 REPORTERS=0 expect_failure test_shape "ml_test_x33\.npy, ml_test_y33\.npy: the data's examples are \[3, 3\], the model's input takes \[4, 4\]" \

@@ -103,6 +103,33 @@ TEST_CASE("a session holds its checkpoint directory from start to close(), not t
   CHECK(second.restored_step() == 2);
 }
 
+TEST_CASE("a checkpoint keeps the session's settings, and one trained under others is not resumed") {
+  test::TempDir dir("ckpt_settings");
+  const auto run = [&](std::map<std::string, std::string> settings, std::int64_t last) {
+    LocalTraining t;
+    auto saver = std::make_shared<CheckpointSaverHook>(CheckpointSaverHookOptions{.every_steps = 100});
+    MonitoredSessionOptions options = session_options(dir.str(), {saver, StopAtStepHook::last(last)});
+    options.settings = std::move(settings);
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+    session.close();
+    return session.restored_step().value_or(0);
+  };
+  CHECK(run({{"--standardize", "true"}, {"classes", "cat,dog"}}, 2) == 0);
+  CHECK(read_checkpoint(dir.str() + "/model.ckpt-2.safetensors").metadata.at("settings/classes") == "cat,dog");
+  // The same settings resume, and so do settings the checkpoint does not know of.
+  CHECK(run({{"--standardize", "true"}, {"classes", "cat,dog"}, {"--horizon", "1"}}, 3) == 2);
+  CHECK_THROWS_WITH_AS(run({{"--standardize", "false"}, {"classes", "cat,dog"}}, 4),
+                       (dir.str() + ", global step 3: its parameters were trained with --standardize=true, this "
+                                    "job has --standardize=false: give the same (or another checkpoint directory)")
+                           .c_str(),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(run({{"classes", "dog,cat"}}, 4), doctest::Contains("trained with classes=cat,dog"),
+                       InvalidArgument);
+  // A session with none resumes any (a program that does not say what its parameters mean).
+  CHECK(run({}, 4) == 3);
+}
+
 TEST_CASE("CheckpointSaverHook: a listener's after_save can stop training; every_secs; bad options") {
   test::TempDir dir("ckpt_stop");
   auto listener = std::make_shared<CountingListener>();

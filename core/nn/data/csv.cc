@@ -512,6 +512,12 @@ std::string csv_field(std::string_view text) {
   return quoted + '"';
 }
 
+std::string csv_row(const std::vector<std::string>& fields) {
+  std::string row;
+  for (std::size_t i = 0; i < fields.size(); ++i) row += (i == 0 ? "" : ",") + csv_field(fields[i]);
+  return row;
+}
+
 Tensor load_csv_features(const std::string& path, const CsvOptions& options) {
   return CsvReader(path, options).read_features();
 }

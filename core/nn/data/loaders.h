@@ -154,6 +154,8 @@ Dataset load_csv(const std::string& path, const CsvOptions& options,
 /// `text` as a field of a CSV file (RFC 4180): as it is, or quoted where it holds a comma, a quote
 /// or a line end, its quotes doubled. For files a program writes (predictions, metrics).
 std::string csv_field(std::string_view text);
+/// `fields` as a line of a CSV file (csv_field()s between commas, no line end).
+std::string csv_row(const std::vector<std::string>& fields);
 
 /// The same file's feature columns alone, [n, features], for new rows to predict: `options`'
 /// feature_columns name them (load_csv's, from the training file: matched by name, in any order
