@@ -93,6 +93,8 @@ int Main(int argc, char** argv) {
   // workers' updates meet (with ps tasks: sync or async SGD; without: allreduce).
   const auto train = cohort::data::fashion_mnist(
       cohort::data::Split::kTrain, {server.replica_index(), server.num_replicas()});
+  if (FLAGS_sync_replicas && ps_tasks == 0)
+    throw cohort::InvalidArgument("--sync_replicas: for ps tasks (--ps_tasks); without, the workers allreduce");
   cohort::TrainerOptions options;
   options.replication.mode = ps_tasks == 0          ? cohort::Mode::kAllreduce
                              : FLAGS_sync_replicas ? cohort::Mode::kSync
