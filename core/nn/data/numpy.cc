@@ -227,6 +227,9 @@ Dataset detail::dataset_of_arrays(NpyArray features, const Shape& features_shape
                                   const std::string& features_key,
                                   const std::string& targets_key, int num_classes,
                                   ShardSpec shard) {
+  if (features_key == targets_key)
+    fail(source, "the features and the targets are both array '" + features_key +
+                     "': name the targets' own array (a model would learn to copy its input)");
   const Names names{source, "features '" + features_key + "'", "targets '" + targets_key + "'",
                     source + ": targets '" + targets_key + "'", source};
   if (shard.count == 1) return make_dataset(std::move(features), std::move(targets), names, num_classes);

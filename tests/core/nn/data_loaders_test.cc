@@ -333,6 +333,9 @@ TEST_CASE(".npz archives, stored and deflated, load by name and as datasets") {
 
     CHECK(data_error([&] { cohort::data::dataset_from_npz(path, "x", "labels"); }) ==
           path + ": no array 'labels' (keys present: 't', 'x', 'y')");
+    CHECK(data_error([&] { cohort::data::dataset_from_npz(path, "x", "x"); }) ==
+          path + ": the features and the targets are both array 'x': name the targets' own array "
+                 "(a model would learn to copy its input)");
   }
 }
 
