@@ -23,6 +23,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "cohort/core/base/crc32c.h"
@@ -56,6 +57,14 @@ std::vector<std::string> expand(const std::vector<std::string>& given) {
     files.insert(files.end(), matched.begin(), matched.end());
   }
   if (files.empty()) throw InvalidArgument("load_tfrecord: no files");
+  // A file given twice (by two patterns, or spelt two ways) would weigh its examples double.
+  std::set<std::filesystem::path> distinct;
+  for (const std::string& file : files) {
+    std::error_code ec;
+    const std::filesystem::path place = std::filesystem::weakly_canonical(file, ec);
+    if (!ec && !distinct.insert(place).second)
+      detail::fail(file, "named twice among the files to read (its records would count twice)");
+  }
   return files;
 }
 

@@ -218,6 +218,11 @@ TEST_CASE("targets, int64 features, several files and patterns, shards") {
   // Files named one by one, in another order: records in the order given.
   const Dataset reversed = load_tfrecord({dir / "part-2.tfrecord", dir / "part-0.tfrecord"}, options);
   CHECK(values(reversed, 0) == std::vector<float>{6, 12, -6});
+  // A file given twice, by a pattern and by name (spelt another way), would count twice.
+  const std::string again = dir / "./part-1.tfrecord";
+  CHECK_THROWS_WITH_AS(load_tfrecord({dir / "part-*.tfrecord", again}, options),
+                       (again + ": named twice among the files to read (its records would count twice)").c_str(),
+                       cohort::data::DataError);
   for (int index = 0; index < 4; ++index) {
     CAPTURE(index);
     options.shard = {index, 4};
