@@ -81,8 +81,10 @@ cohort::Model residual_network(cohort::Graph& graph, const cohort::Shape& exampl
 cohort::data::Dataset images(cohort::data::Dataset data, const std::string& split,
                              const std::string& x, const std::string& y) {
   if (!data.has_labels())
-    throw cohort::InvalidArgument("--" + split + "_labels=" + y +
-                                  ": float values, where this classifier needs integer class labels");
+    throw cohort::InvalidArgument("--" + split + "_labels=" + y + ": targets of shape " +
+                                  cohort::to_string(data.target_shape()) +
+                                  " an example, where this classifier needs one integer class "
+                                  "label an example (an array [n] of integers)");
   const std::size_t rank = data.example_shape().size();
   if (rank != 2 && rank != 3)
     throw cohort::InvalidArgument("--" + split + "_features=" + x + ": examples of shape " +
