@@ -427,6 +427,9 @@ int Main(int argc, char** argv) {
     cohort::ReplicaSum workers(server.replicas());
     sums.add_over(workers);
     sums.moments(options.image.mean, options.image.std);
+    if (test && !FLAGS_test.empty())
+      if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
+        std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
   }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.

@@ -527,13 +527,15 @@ int Main(int argc, char** argv) {
   cohort::TrainerOptions options;
   options.batch_size = FLAGS_batch_size;
   options.moving_average_decay = FLAGS_moving_average_decay;
-  if (FLAGS_standardize) {
-    // The whole training set's statistics, from every worker's shard.
-    cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
-    cohort::ReplicaSum workers(server.replicas());
-    sums.add_over(workers);
-    sums.moments(options.image.mean, options.image.std);
-  }
+  // The whole training set's statistics, from every worker's shard: to standardise by, and to
+  // tell a test set prepared otherwise.
+  cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
+  cohort::ReplicaSum workers(server.replicas());
+  sums.add_over(workers);
+  if (FLAGS_standardize) sums.moments(options.image.mean, options.image.std);
+  if (test && !FLAGS_test.empty())
+    if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
+      std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
   const std::int64_t train_steps =

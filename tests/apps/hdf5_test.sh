@@ -20,6 +20,7 @@
 #   --predict on the test file classifies its images in the same proportion (0.95);
 # - the same images channels-first ([n, 3, 16, 16], PyTorch's layout) with --channels_first: the
 #   same metrics and predictions to the last digit; without it, refused in one line;
+# - a test set standardised where the training set is not: warned of;
 # - float targets, a test set of another size or kind, neither --test nor --validation_split,
 #   --height, a --predict file of image files or of another image size, a training file of no
 #   images each end the job in one line.
@@ -73,6 +74,10 @@ for split, n in (("train", 1200), ("test", 300)):  # the brightest channel is th
     with h5py.File(f"channels_{split}.h5", "w") as f:
         f["images"] = pictures.astype(np.float32)
         f["labels"] = labels.astype(np.uint8)
+    if split == "test":  # the same test images standardised, where the training ones are not
+        with h5py.File("channels_standardised.h5", "w") as f:
+            f["images"] = ((pictures - pictures.mean()) / pictures.std()).astype(np.float32)
+            f["labels"] = labels.astype(np.uint8)
     with h5py.File(f"channels_first_{split}.h5", "w") as f:  # PyTorch's layout, [n, 3, 16, 16]
         f["images"] = pictures.astype(np.float32).transpose(0, 3, 1, 2)
         f["labels"] = labels.astype(np.uint8)
@@ -174,6 +179,11 @@ run_job "$images" images_channels_first 2 --train=channels_first_train.h5 --vali
   || { echo "the channels-first HDF5 images job failed"; exit 1; }
 cmp -s images_channels.json images_channels_first.json && cmp -s channels_predictions.csv channels_first_predictions.csv \
   || { echo "images_channels_first: not the channels-last run's metrics and predictions"; exit 1; }
+# A test set prepared otherwise than the training set is said to be (and evaluated as it is).
+run_job "$images" images_standardised 1 --train=channels_train.h5 --test=channels_standardised.h5 \
+  --filters=8 --hidden=16 --train_steps=2 || { echo "the job with a standardised test set failed"; exit 1; }
+grep -q "^warning: --test=channels_standardised.h5: its values have mean .* the training data's 10[0-9][0-9] and .*: prepared otherwise" \
+  images_standardised.log || { echo "images_standardised: no warning of a test set of another scale"; exit 1; }
 expect_job_failure "$images" images_channels_first_unsaid \
   "--train=channels_first_train.h5: dataset 'images': images of \[3, 16, 16\] look channels-first \(\[channels, height, width\], PyTorch's layout\), where Cohort's are \[height, width, channels\]: give --channels_first to turn them" \
   "0 1 2" --train=channels_first_train.h5 --validation_split=0.2

@@ -328,6 +328,30 @@ FeatureSums feature_sums(const Dataset& data) {
   return sums;
 }
 
+std::string scale_mismatch(FeatureSums reference, const Dataset& data) {
+  if (reference.count <= 0 || data.size() == 0) return {};
+  FeatureSums other = feature_sums(data);
+  reference.pool();
+  other.pool();
+  const auto moments = [](const FeatureSums& s) {
+    const double mean = s.sum[0] / static_cast<double>(s.count);
+    return std::pair{mean, std::sqrt(std::max(0.0, s.sum_squares[0] / static_cast<double>(s.count) - mean * mean))};
+  };
+  const auto [mean, deviation] = moments(reference);
+  const auto [their_mean, their_deviation] = moments(other);
+  if (!(deviation > 0) || !std::isfinite(their_mean)) return {};
+  const bool shifted = std::abs(their_mean - mean) > 10 * deviation;
+  const bool spread = their_deviation > 20 * deviation || (their_deviation > 0 && 20 * their_deviation < deviation);
+  if (!shifted && !spread) return {};
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "its values have mean %.4g and standard deviation %.4g, the training data's %.4g and "
+                "%.4g: prepared otherwise (bytes 0-255 beside values in [0, 1], one set standardised "
+                "and not the other)?",
+                their_mean, their_deviation, mean, deviation);
+  return text;
+}
+
 void FeatureSums::add_over(CrossReplicaSum& replicas) {
   // One reduction: the count (exact in a double up to 2^53) and both sums.
   std::vector<double> all{static_cast<double>(count)};

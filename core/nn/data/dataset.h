@@ -185,6 +185,14 @@ struct FeatureSums {
 /// Sums over every example of `data`.
 FeatureSums feature_sums(const Dataset& data);
 
+/// Empty when `data`'s values lie on the scale of those `reference` summed (a training set's
+/// feature_sums()), else why not, in words: pooled over every feature, a mean more than 10 of
+/// the reference's standard deviations from its mean, or a standard deviation 20 times larger
+/// or smaller. Data prepared otherwise than the training data give that (bytes 0-255 beside
+/// values scaled to [0, 1]; values of a large scale standardised in one file and not in the
+/// other), and a model's outputs on them mean nothing. A milder drift is not told.
+std::string scale_mismatch(FeatureSums reference, const Dataset& data);
+
 /// Class weights for SoftmaxCrossEntropyLoss from `spec`: "balanced", n / (classes * n_c) for
 /// each class c of data's labels, so that every class weighs as much in all (scikit-learn's
 /// compute_class_weight("balanced") where every class has examples; a class without any weighs

@@ -222,6 +222,35 @@ TEST_CASE("a subset of examples made on use reads them from the same source") {
   CHECK(value >= 0);
 }
 
+TEST_CASE("scale_mismatch tells data prepared otherwise than the training data's") {
+  // Training values in [0, 1]; test sets of the same, of bytes, standardised, shifted far.
+  Tensor unit({200, 4}), bytes({50, 4}), standardised({50, 4}), shifted({50, 4}), near({50, 4});
+  for (std::int64_t i = 0; i < unit.size(); ++i) unit[i] = static_cast<float>((i * 37) % 101) / 100;
+  for (std::int64_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = 255 * unit[i];
+    standardised[i] = (bytes[i] - 127.5f) / 73.6f;
+    shifted[i] = unit[i] + 5;
+    near[i] = unit[i + 7] * 1.5f + 0.2f;  // another sample, a little off: not a fault
+  }
+  const std::vector<std::int32_t> labels(200, 0);
+  const auto set = [&](const Tensor& x) {
+    return Dataset::from_arrays(x, std::vector<std::int32_t>(labels.begin(), labels.begin() + x.shape()[0]), 2);
+  };
+  const FeatureSums reference = feature_sums(set(unit));
+  CHECK(scale_mismatch(reference, set(unit)).empty());
+  CHECK(scale_mismatch(reference, set(near)).empty());
+  CHECK(scale_mismatch(reference, set(bytes)).starts_with("its values have mean 12"));
+  const std::string message = scale_mismatch(reference, set(bytes));
+  CAPTURE(message);
+  CHECK(message.ends_with(", the training data's 0.5002 and 0.2916: prepared otherwise (bytes 0-255 beside "
+                          "values in [0, 1], one set standardised and not the other)?"));
+  // Bytes standardised beside bytes as they are (values in [0, 1] and standardised ones are too
+  // near each other to tell from a drift).
+  CHECK_FALSE(scale_mismatch(feature_sums(set(bytes)), set(standardised)).empty());
+  CHECK(scale_mismatch(feature_sums(set(standardised)), set(unit)).empty());
+  CHECK_FALSE(scale_mismatch(reference, set(shifted)).empty());
+}
+
 TEST_CASE("feature_sums: per feature (the last axis), shards add up to the whole, moments") {
   // 4 examples of shape [2, 3]: feature j of example i, row r is 10 * j + i + r.
   Tensor x({4, 2, 3});
