@@ -148,25 +148,32 @@ bool is_tfrecord(const std::string& spec) {
   return named_tfrecord(spec) || spec.find_first_of("*?[") != std::string::npos;
 }
 
+// Whether `path` is named as a PNG or JPEG file.
+bool is_image_file(const std::filesystem::path& path) {
+  std::string extension = path.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
+}
+
 // --predict's images: the PNG and JPEG files under a folder, sorted, or the files given.
 std::vector<std::string> images_to_predict() {
   namespace fs = std::filesystem;
   std::vector<std::string> paths;
   for (const std::string& given : cohort::flags::split_list("predict", FLAGS_predict)) {
     if (!fs::is_directory(given)) {
-      paths.push_back(given);  // a file, or a missing one, which load_images names
+      if (!fs::exists(given)) throw cohort::InvalidArgument("--predict=" + given + ": no such file or folder");
+      if (!is_image_file(given))
+        throw cohort::InvalidArgument("--predict=" + given + ": not a .png, .jpg or .jpeg file");
+      paths.push_back(given);
       continue;
     }
     std::vector<std::string> found;
-    for (const auto& entry : fs::recursive_directory_iterator(given)) {
-      std::string extension = entry.path().extension().string();
-      std::transform(extension.begin(), extension.end(), extension.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    for (const auto& entry : fs::recursive_directory_iterator(given))
       // As the folder reader: names starting with a dot are passed over.
       if (entry.is_regular_file() && !entry.path().filename().string().starts_with(".") &&
-          (extension == ".png" || extension == ".jpg" || extension == ".jpeg"))
+          is_image_file(entry.path()))
         found.push_back(entry.path().string());
-    }
     if (found.empty()) throw cohort::InvalidArgument("--predict=" + given + ": no .png, .jpg or .jpeg files in it");
     std::sort(found.begin(), found.end());
     paths.insert(paths.end(), found.begin(), found.end());
@@ -349,6 +356,11 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument("--test=" + FLAGS_test + " and --train=" + FLAGS_train +
                                   ": both HDF5 files or neither (HDF5 arrays are standardised, "
                                   "decoded images are not)");
+  // Images to classify that are not there, or not images, end the job now, not after training.
+  // Records: named as such, or a pattern beside records to train on (a folder's name may hold '[').
+  const bool predict_records_named =
+      named_tfrecord(FLAGS_predict) || (is_tfrecord(FLAGS_predict) && is_tfrecord(FLAGS_train));
+  if (server.is_chief() && !FLAGS_predict.empty() && !arrays && !predict_records_named) images_to_predict();
   if (!arrays && FLAGS_channels_first)
     throw cohort::InvalidArgument("--channels_first: for HDF5 arrays; --train=" + FLAGS_train +
                                   " holds encoded images, which are read channels-last");
@@ -494,9 +506,7 @@ int Main(int argc, char** argv) {
     if (!FLAGS_predict.empty()) {
       const auto predict = [&](std::ostream& out) {
         if (arrays) return predict_arrays(trainer, FLAGS_predict, example, classes, out);
-        // Named as records, or a pattern beside records to train on (a folder's name may hold '[').
-        if (named_tfrecord(FLAGS_predict) || (is_tfrecord(FLAGS_predict) && is_tfrecord(FLAGS_train)))
-          return predict_records(trainer, example, classes, out);
+        if (predict_records_named) return predict_records(trainer, example, classes, out);
         return predict_files(trainer, images_to_predict(), example, classes, out);
       };
       if (FLAGS_predictions.empty()) {

@@ -14,7 +14,8 @@
 #   images decoded as batches take them (--decode_on_use) ends with the same test loss and
 #   accuracy;
 # - the second convolution separable (--conv=separable): the same bar;
-# - bad input: a missing folder, an image that does not decode, a missing image to classify, a
+# - bad input: a missing folder, an image that does not decode, a missing image to classify or
+#   one that is not named as an image (both found before training), a
 #   test folder with a class the training set lacks and a folder of one class each end the job
 #   within seconds, with one line naming the file or folder on every worker that read it; a
 #   class subfolder without images is warned of; a job resumed on classes of other names is
@@ -149,8 +150,12 @@ expect_failure() { expect_job_failure "$example" "$@"; }
 expect_failure missing "missing: no such folder" "0 1 2" --train=missing
 # Sorted by class, then name, broken/Coat/2.png is image 6 of 8: worker 0's of 3.
 expect_failure broken "broken/Coat/2\.png: PNG: .*" "0" --train=broken
-expect_failure predict_missing "nothing\.png: no such file" "0" --train=small --predict=nothing.png \
-  --train_steps=1 --batch_size=4
+# Found before training (a step count no test could wait for says so), not after it.
+expect_failure predict_missing "--predict=nothing\.png: no such file or folder" "0" --train=small \
+  --predict=nothing.png --train_steps=100000000 --batch_size=4
+echo "not an image" > notes.txt
+expect_failure predict_not_image "--predict=notes\.txt: not a \.png, \.jpg or \.jpeg file" "0" --train=small \
+  --predict=small/Bag/0.png,notes.txt --train_steps=100000000 --batch_size=4
 expect_failure extra_class "extra_class: subfolder Hat is not one of the 10 classes given \(.*\)" "0" \
   --train=train --test=extra_class --train_steps=100000000
 expect_failure one_class "--train=one_class: one class \(Bag\): a classifier needs two or more" "0 1 2" \
