@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -204,10 +205,19 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
   const std::size_t first = adapt ? 0 : static_cast<std::size_t>(options.shard.index);
   std::vector<std::string> texts;
   std::vector<std::int32_t> labels;
+  std::size_t blank = 0;  // files without a word, whose examples would be padding alone
+  std::string blank_example;
   for (std::size_t i = first; i < files.size(); i += step) {
     texts.push_back(detail::read_whole_file(files[i].path, "a text file"));
     labels.push_back(files[i].label);
+    if (texts.back().find('\0') != std::string::npos)
+      detail::fail(files[i].path, "a NUL byte: not a text file (a binary file named .txt?)");
+    if (texts.back().find_first_not_of(" \t\n\v\f\r") == std::string::npos && blank++ == 0)
+      blank_example = files[i].path;
   }
+  if (blank > 0)
+    std::fprintf(stderr, "[%s] warning: %s: %zu text file%s without a word (one is %s): examples of padding alone\n",
+                 process_label().c_str(), dir.c_str(), blank, blank == 1 ? "" : "s", blank_example.c_str());
   if (adapt) {
     vectorizer.adapt(texts);
     std::vector<std::string> mine;

@@ -12,6 +12,7 @@
 
 #include "cohort/core/base/error.h"
 #include "loader_checks.h"
+#include "support/stderr_capture.h"
 #include "support/temp_dir.h"
 
 using cohort::Tensor;
@@ -139,6 +140,24 @@ TEST_CASE("load_text_folder: a folder without text files is a DataError naming i
         dir.str() + ": no .txt text files in its 1 class subfolders (a)");
   CHECK(data_error([&] { cohort::data::load_text_folder(dir / "missing", words); }) ==
         dir / "missing" + ": no such folder");
+}
+
+TEST_CASE("load_text_folder: a binary file named .txt is refused; a file without a word is warned of") {
+  cohort::test::TempDir dir("text_folder");
+  write_folder(dir, {{"neg", "bad film"}, {"pos", "good film"}, {"pos", " \n\t"}});
+  {
+    cohort::test::StderrCapture err(dir / "stderr.txt");
+    TextVectorizer words;
+    CHECK(cohort::data::load_text_folder(dir.str(), words).size() == 3);
+    const std::vector<std::string> lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].ends_with("warning: " + dir.str() + ": 1 text file without a word (one is " + dir.str() +
+                             "/pos/2.txt): examples of padding alone"));
+  }
+  spit(dir / "neg/data.txt", std::string("\x89PNG\0\0", 6));
+  TextVectorizer words;
+  CHECK(data_error([&] { cohort::data::load_text_folder(dir.str(), words); }) ==
+        dir / "neg/data.txt" + ": a NUL byte: not a text file (a binary file named .txt?)");
 }
 
 TEST_CASE("A vocabulary of characters survives its file: line feeds and backslashes escaped") {
