@@ -184,6 +184,11 @@ int Main(int argc, char** argv) {
   if (FLAGS_train.empty() != FLAGS_test.empty())
     throw cohort::InvalidArgument(FLAGS_train.empty() ? "--test=" + FLAGS_test + " without --train: give the training images too"
                                                       : "--train=" + FLAGS_train + " without --test: give the test images too");
+  // Pairs to train on and clean images to test on (or the reverse) are two tasks: the noise of
+  // the pairs is theirs, the clean images' this program's.
+  if (cohort::flags::split_list("train", FLAGS_train).size() != cohort::flags::split_list("test", FLAGS_test).size())
+    throw cohort::InvalidArgument("--test=" + FLAGS_test + " and --train=" + FLAGS_train +
+                                  ": not in the same form (clean images, or inputs and targets); give both alike");
   const cohort::data::Dataset train = load("train", FLAGS_train, {server.replica_index(), server.num_replicas()});
   std::optional<cohort::data::Dataset> test;  // the chief's
   if (server.is_chief()) test = load("test", FLAGS_test, {});

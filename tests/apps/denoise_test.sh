@@ -10,7 +10,8 @@
 #   with sigmoid cross-entropy (98% of the pixels right) and with the Dice loss (a mean Dice
 #   coefficient of the predicted masks above 0.9), and predict probabilities;
 # - the same pairs, and clean images, from HDF5 files give the same runs to the last digit;
-# - images whose size the model cannot halve twice, pairs that do not match, values outside
+# - images whose size the model cannot halve twice, pairs that do not match, pairs to train on
+#   beside clean images to test on, values outside
 #   [0, 1] where the loss needs them there, and images in PyTorch's layout are refused in one
 #   line.
 #
@@ -137,6 +138,9 @@ expect_job_failure "$denoise" odd_size \
   "0 1 2" --train=odd_size.npy --test=odd_size.npy
 expect_job_failure "$denoise" no_test "--train=masks_train.npy without --test: give the test images too" \
   "0 1 2" --train=masks_train.npy
+expect_job_failure "$denoise" other_forms \
+  "--test=masks_test.npy and --train=squares_train.npy,masks_train.npy: not in the same form \(clean images, or inputs and targets\); give both alike" \
+  "0 1 2" --train=squares_train.npy,masks_train.npy --test=masks_test.npy
 expect_job_failure "$denoise" unmatched \
   "squares_test.npy: features \[400, 16, 16, 3\] and targets masks_train.npy \[2000, 16, 16\] differ in their first dimension: 400 vs 2000 examples" \
   "0 1 2" --train=squares_test.npy,masks_train.npy --test=squares_test.npy,masks_test.npy
