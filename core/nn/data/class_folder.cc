@@ -69,7 +69,7 @@ std::string join_names(const std::vector<std::string>& names) {
 std::vector<ClassFile> list_class_folder(const std::string& dir,
                                          const std::vector<std::string>& given,
                                          const ClassFolderKind& kind,
-                                         std::vector<std::string>& classes) {
+                                         std::vector<std::string>& classes, bool warn) {
   classes = class_list(dir, subfolders(dir, kind), given, kind);
   std::int64_t skipped = 0;
   std::string skipped_example;
@@ -106,12 +106,12 @@ std::vector<ClassFile> list_class_folder(const std::string& dir,
     for (std::string& path : paths)
       files.push_back({std::move(path), static_cast<std::int32_t>(label)});
   }
-  if (skipped > 0)
+  if (warn && skipped > 0)
     std::fprintf(stderr, "[%s] warning: %s: passed over %lld files without %s (one is %s)\n",
                  process_label().c_str(), dir.c_str(), static_cast<long long>(skipped), kind.names,
                  skipped_example.c_str());
   // Keras counts them as classes too; the model gets outputs no training example ever asks for.
-  if (!empty.empty() && !files.empty())
+  if (warn && !empty.empty() && !files.empty())
     std::fprintf(stderr, "[%s] warning: %s: %zu class subfolder%s without %s (%s): classes no example trains\n",
                  process_label().c_str(), dir.c_str(), empty.size(), empty.size() == 1 ? "" : "s", kind.files,
                  join_names(empty).c_str());

@@ -31,11 +31,12 @@ std::string join_names(const std::vector<std::string>& names);
 /// The classes of `dir` (its subfolders, sorted, or `given` in that order, every subfolder one of
 /// them) and every file of `kind` under their subfolders, at any depth, in the order of the
 /// classes, then of the paths. Links to folders are followed, each folder once per class; hidden
-/// files and folders are passed over, and other files with one warning on stderr counting them.
+/// files and folders are passed over, and other files with one warning on stderr counting them
+/// (where `warn`: every worker lists the same folder, one of them says so).
 std::vector<ClassFile> list_class_folder(const std::string& dir,
                                          const std::vector<std::string>& given,
                                          const ClassFolderKind& kind,
-                                         std::vector<std::string>& classes);
+                                         std::vector<std::string>& classes, bool warn = true);
 
 /// Keras's validation_split over the files, chosen by `seed`: the validation subset (or, with
 /// `validation` false, the training one), each in the files' order.

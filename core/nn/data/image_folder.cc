@@ -55,7 +55,8 @@ Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& opti
   detail::check_image_options(dir, options.height, options.width, options.channels);
   std::vector<std::string> classes;
   std::vector<detail::ClassFile> entries =
-      detail::list_class_folder(dir, options.class_names, kImages, classes);
+      detail::list_class_folder(dir, options.class_names, kImages, classes,
+                                /*warn=*/options.shard.index == 0);
   if (options.validation_split != 0)
     entries = detail::class_folder_subset(
         std::move(entries), options.validation_split,

@@ -194,7 +194,8 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
   detail::check_shard(options.shard, dir);
   std::vector<std::string> classes;
   std::vector<detail::ClassFile> files =
-      detail::list_class_folder(dir, options.class_names, kTextFiles, classes);
+      detail::list_class_folder(dir, options.class_names, kTextFiles, classes,
+                                /*warn=*/options.shard.index == 0);
   if (options.validation_split != 0)
     files = detail::class_folder_subset(
         std::move(files), options.validation_split,
@@ -215,7 +216,7 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
     if (texts.back().find_first_not_of(" \t\n\v\f\r") == std::string::npos && blank++ == 0)
       blank_example = files[i].path;
   }
-  if (blank > 0)
+  if (blank > 0 && options.shard.index == 0)  // one worker says so
     std::fprintf(stderr, "[%s] warning: %s: %zu text file%s without a word (one is %s): examples of padding alone\n",
                  process_label().c_str(), dir.c_str(), blank, blank == 1 ? "" : "s", blank_example.c_str());
   if (adapt) {
