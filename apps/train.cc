@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -410,10 +411,14 @@ int Main(int argc, char** argv) {
   }
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   const int ps_tasks = cluster.num_tasks("ps");
-  if (FLAGS_eval_every_steps > 0 && cluster.num_tasks("evaluator") > 0)
+  // The evaluations during training go to the summaries' eval directory, the evaluator's to
+  // --checkpoint_dir's: not to one directory.
+  if (FLAGS_eval_every_steps > 0 && cluster.num_tasks("evaluator") > 0 &&
+      (FLAGS_summary_dir.empty() ||
+       std::filesystem::weakly_canonical(FLAGS_summary_dir) == std::filesystem::weakly_canonical(FLAGS_checkpoint_dir)))
     throw cohort::InvalidArgument("--eval_every_steps=" + std::to_string(FLAGS_eval_every_steps) +
-                                  " with an evaluator job: both evaluate the test set into " +
-                                  "--checkpoint_dir's eval directory; give one");
+                                  " with an evaluator job: both would write the test set's summaries to " +
+                                  "--checkpoint_dir's eval directory; give one, or a --summary_dir");
   cohort::Server server(cluster);
   // Allowed (benchmarks keep the same processes across modes), but rarely what a user meant.
   if (ps_tasks > 0 && (mode == cohort::Mode::kAllreduce || mode == cohort::Mode::kLocal) &&

@@ -22,18 +22,12 @@ SummarySaverHook::~SummarySaverHook() = default;
 void SummarySaverHook::after_create_session(MonitoredSession& session) {
   timer_.reset();
   started_ = false;
-  // Opened here rather than in begin(): only now is it known whether this is the chief. Each
-  // session has an event file of its own (as a restarted job's), and the directory is free again
-  // at its end, for the next session's hooks.
-  if (session.is_chief() && !writer_) {
-    writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
-    event_file_ = writer_->event_file();
-  }
+  chief_ = session.is_chief();
   metrics_ = session.trainer().model().metric_names();
 }
 
 SessionRunArgs SummarySaverHook::before_run(RunContext&) {
-  if (!writer_) return {};
+  if (!chief_) return {};
   // Scalars cost nothing to fetch, so every step fetches them and after_run decides.
   SessionRunArgs args{{"global_step", "loss", "learning_rate", "examples"}};
   args.fetches.insert(args.fetches.end(), metrics_.begin(), metrics_.end());
@@ -41,7 +35,14 @@ SessionRunArgs SummarySaverHook::before_run(RunContext&) {
 }
 
 void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& values) {
-  if (!writer_) return;
+  if (!chief_) return;
+  if (!writer_) {
+    // Opened at the first write, so that a session that fails to start holds no directory.
+    // Each session has an event file of its own (as a restarted job's), and the directory is
+    // free again at its end, for the next session's hooks.
+    writer_ = std::make_unique<SummaryWriter>(options_.output_dir);
+    event_file_ = writer_->event_file();
+  }
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
   if (!started_) {
     // The points an earlier run wrote from here on (it died after its last checkpoint) are

@@ -57,7 +57,7 @@ class SummarySaverHook : public SessionRunHook {
   const SummarySaverHookOptions& options() const { return options_; }
   /// How many times it has written (each write is one event with every scalar).
   std::int64_t writes() const { return writes_; }
-  /// The latest session's event file (the chief's, from after_create_session on).
+  /// The latest session's event file (the chief's, from its first step on).
   const std::string& event_file() const { return event_file_; }
 
  private:
@@ -69,6 +69,7 @@ class SummarySaverHook : public SessionRunHook {
   std::string event_file_;
   std::vector<std::string> metrics_;  // the model's metric names
   std::int64_t writes_ = 0;
+  bool chief_ = false;    // this session's task is the chief, which alone writes
   bool started_ = false;  // the session start is written (at its first step)
 };
 

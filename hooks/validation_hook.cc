@@ -99,12 +99,10 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
       std::filesystem::weakly_canonical(options_.best_dir) == std::filesystem::weakly_canonical(s.checkpoint_dir))
     throw InvalidArgument("ValidationHook: best_dir " + options_.best_dir +
                           " is the session's checkpoint_dir; the best checkpoints need a directory of their own");
-  std::string dir = options_.output_dir;
-  if (dir.empty() && !(s.summary_dir.empty() && s.checkpoint_dir.empty()))
-    dir = (s.summary_dir.empty() ? s.checkpoint_dir : s.summary_dir) +
-          (options_.name == "validation" ? "/eval" : "/eval_" + options_.name);
-  // Each session has an event file of its own, and the directory is free again at its end.
-  if (!dir.empty() && !writer_) writer_ = std::make_unique<SummaryWriter>(dir);
+  summary_dir_ = options_.output_dir;
+  if (summary_dir_.empty() && !(s.summary_dir.empty() && s.checkpoint_dir.empty()))
+    summary_dir_ = (s.summary_dir.empty() ? s.checkpoint_dir : s.summary_dir) +
+                   (options_.name == "validation" ? "/eval" : "/eval_" + options_.name);
 }
 
 SessionRunArgs ValidationHook::before_run(RunContext&) {
@@ -173,7 +171,10 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   } else {
     ++without_improvement_;
   }
-  if (writer_) {
+  if (chief_ && !summary_dir_.empty()) {
+    // Opened at the first write, so that a session that fails to start holds no directory.
+    // Each session has an event file of its own, and the directory is free again at its end.
+    if (!writer_) writer_ = std::make_unique<SummaryWriter>(summary_dir_);
     std::vector<std::pair<std::string, double>> scalars{{"loss", v.loss}};
     for (std::size_t i = 0; i < metric_names_.size(); ++i) scalars.emplace_back(metric_names_[i], v.metrics[i]);
     writer_->add_scalars(scalars, step);

@@ -147,7 +147,8 @@ class ValidationHook : public SessionRunHook {
   bool active_ = false;  // evaluates: on the chief, or on every worker when shared
   bool chief_ = false;   // prints, writes, saves and lowers the learning rate
   std::vector<std::string> metric_names_;
-  std::unique_ptr<SummaryWriter> writer_;
+  std::string summary_dir_;                 // where the chief writes its summaries (empty: none)
+  std::unique_ptr<SummaryWriter> writer_;  // a session's, from its first write to its end
   std::int64_t next_ = -1;  // the step from which the next evaluation is due
   std::vector<Validation> history_;
   std::optional<Validation> best_;  // of this session, or of the run it resumes

@@ -179,8 +179,9 @@ int Main(int argc, char** argv) {
     server.join();
     return 0;
   }
-  if (server.is_chief() && !FLAGS_predictions.empty())
-    cohort::check_writable(FLAGS_predictions, "--predictions", {{"--train", FLAGS_train}, {"--test", FLAGS_test}});
+  if (server.is_chief())
+    cohort::check_outputs({{"--predictions", FLAGS_predictions}},
+                          {{"--train", FLAGS_train}, {"--test", FLAGS_test}});
   if (FLAGS_train.empty() != FLAGS_test.empty())
     throw cohort::InvalidArgument(FLAGS_train.empty() ? "--test=" + FLAGS_test + " without --train: give the training images too"
                                                       : "--train=" + FLAGS_train + " without --test: give the test images too");

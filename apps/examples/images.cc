@@ -331,15 +331,9 @@ int Main(int argc, char** argv) {
   }
   if (FLAGS_train.empty()) throw cohort::InvalidArgument("--train is required");
   // The chief writes its results at the end: paths that cannot be written end the job now.
-  if (server.is_chief()) {
-    const std::vector<std::pair<std::string, std::string>> inputs{{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}};
-    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions", inputs);
-    if (!FLAGS_metrics_json.empty()) {
-      auto others = inputs;
-      others.emplace_back("--predictions", FLAGS_predictions);
-      cohort::check_writable(FLAGS_metrics_json, "--metrics_json", others);
-    }
-  }
+  if (server.is_chief())
+    cohort::check_outputs({{"--predictions", FLAGS_predictions}, {"--metrics_json", FLAGS_metrics_json}},
+                          {{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}});
   const bool arrays = is_hdf5(FLAGS_train);
   if (arrays && (FLAGS_height > 0 || FLAGS_width > 0 || FLAGS_channels > 0))
     throw cohort::InvalidArgument("--height, --width and --channels: for decoded images; --train=" +

@@ -187,7 +187,9 @@ struct CsvTable {
 // What the checkpoints' parameters mean beyond their shapes: the data's preparation and, from a
 // CSV file, the feature columns and class names. A resumed job must mean the same.
 std::map<std::string, std::string> settings(const CsvTable& table) {
-  std::map<std::string, std::string> settings = cohort::flags::flag_values({"standardize", "horizon"});
+  std::map<std::string, std::string> settings =
+      FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "window", "horizon"})
+                       : cohort::flags::flag_values({"standardize"});
   if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
   if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
   return settings;
@@ -463,15 +465,9 @@ int Main(int argc, char** argv) {
     if (cohort::flags::Registry::global().given(flag) && FLAGS_loss != "focal")
       throw cohort::InvalidArgument("--" + std::string(flag) + ": for --loss=focal, not --loss=" + FLAGS_loss);
   // The chief writes its results at the end: paths that cannot be written end the job now.
-  if (server.is_chief()) {
-    const std::vector<std::pair<std::string, std::string>> inputs{{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}};
-    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions", inputs);
-    if (!FLAGS_metrics_json.empty()) {
-      auto others = inputs;
-      others.emplace_back("--predictions", FLAGS_predictions);
-      cohort::check_writable(FLAGS_metrics_json, "--metrics_json", others);
-    }
-  }
+  if (server.is_chief())
+    cohort::check_outputs({{"--predictions", FLAGS_predictions}, {"--metrics_json", FLAGS_metrics_json}},
+                          {{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}});
   if (!is_csv(FLAGS_train) && !(FLAGS_feature_columns.empty() && FLAGS_ignore_columns.empty()))
     throw cohort::InvalidArgument("--feature_columns and --ignore_columns: for CSV files; --train=" + FLAGS_train +
                                   " is not one");
@@ -533,7 +529,8 @@ int Main(int argc, char** argv) {
   cohort::ReplicaSum workers(server.replicas());
   sums.add_over(workers);
   if (FLAGS_standardize) sums.moments(options.image.mean, options.image.std);
-  if (test && !FLAGS_test.empty())
+  // (Not a series' later part: a trend may take it anywhere.)
+  if (test && !FLAGS_test.empty() && FLAGS_window == 0)
     if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
       std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
   options.replication.mode = cohort::parse_mode(FLAGS_mode);

@@ -236,15 +236,14 @@ int Main(int argc, char** argv) {
     return 0;
   }
   // The chief writes its results at the end: paths that cannot be written end the job now.
-  if (server.is_chief()) {
-    const std::vector<std::pair<std::string, std::string>> inputs{{"--train", FLAGS_train}, {"--test", FLAGS_test}, {"--predict", FLAGS_predict}, {"--word_vectors", FLAGS_word_vectors}};
-    if (!FLAGS_predictions.empty()) cohort::check_writable(FLAGS_predictions, "--predictions", inputs);
-    if (!FLAGS_metrics_json.empty()) {
-      auto others = inputs;
-      others.emplace_back("--predictions", FLAGS_predictions);
-      cohort::check_writable(FLAGS_metrics_json, "--metrics_json", others);
-    }
-  }
+  if (server.is_chief())
+    cohort::check_outputs({{"--predictions", FLAGS_predictions},
+                           {"--metrics_json", FLAGS_metrics_json},
+                           {"--vocabulary_file", FLAGS_vocabulary_file}},
+                          {{"--train", FLAGS_train},
+                           {"--test", FLAGS_test},
+                           {"--predict", FLAGS_predict},
+                           {"--word_vectors", FLAGS_word_vectors}});
   if (!FLAGS_predict.empty()) {
     if (FLAGS_checkpoint_dir.empty())
       throw cohort::InvalidArgument("--predict needs --checkpoint_dir, where a job trained the model");

@@ -21,8 +21,7 @@
 
 namespace cohort {
 
-void check_writable(const std::string& path, const std::string& flag,
-                    const std::vector<std::pair<std::string, std::string>>& others) {
+void check_writable(const std::string& path, const std::string& flag, const NamedFiles& others) {
   const std::filesystem::path file(path);
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   std::error_code ec;
@@ -63,6 +62,14 @@ void check_writable(const std::string& path, const std::string& flag,
       if (!other.empty() && same(other))
         throw InvalidArgument(flag + "=" + path + ": the same file as " + other_flag + "=" + value +
                               ", which it would overwrite");
+  }
+}
+
+void check_outputs(const NamedFiles& outputs, NamedFiles inputs) {
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    check_writable(path, flag, inputs);
+    inputs.emplace_back(flag, path);
   }
 }
 

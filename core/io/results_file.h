@@ -10,6 +10,9 @@
 
 namespace cohort {
 
+/// A job's files, each a flag and its value ({"--predictions", "p.csv"}; an empty value: none).
+using NamedFiles = std::vector<std::pair<std::string, std::string>>;
+
 /// Throws InvalidArgument "<flag>=<path>: <fault>" unless a file can be written at `path`: its
 /// directory exists and may be written in, and `path` is not a directory nor a file that may not
 /// be written; or `path` is a terminal, a pipe or a device (/dev/stdout) that may be written to.
@@ -17,8 +20,11 @@ namespace cohort {
 /// ({"--predict", "new.csv"}; a value may list several, comma-separated): `path` must not be
 /// one of them, which it would overwrite (the same file, by std::filesystem::equivalent, or
 /// where there is none yet the same place, as another output of the job).
-void check_writable(const std::string& path, const std::string& flag,
-                    const std::vector<std::pair<std::string, std::string>>& others = {});
+void check_writable(const std::string& path, const std::string& flag, const NamedFiles& others = {});
+
+/// check_writable() for each of `outputs` that is given, against the `inputs` and the outputs
+/// before it: none may be written over another of the job's files.
+void check_outputs(const NamedFiles& outputs, NamedFiles inputs);
 
 /// One member of a results file: a number, a count or a text.
 using JsonField = std::pair<std::string, std::variant<double, float, std::int64_t, std::string>>;

@@ -227,8 +227,8 @@ std::string histogram_event(
   return event;
 }
 
-// The metrics.csv files (device, inode) this process's writers hold, and the process (a child
-// made by fork() inherits its parent's list, not its locks).
+// The metrics.csv files (device, inode) this process's writers hold, and the process: a child
+// made by fork() inherits the list, but a writer of its own is another process's.
 using HeldFile = std::tuple<dev_t, ino_t, pid_t>;
 std::mutex held_mutex;
 std::set<HeldFile> held_files;
@@ -285,7 +285,8 @@ SummaryWriter::SummaryWriter(const std::string& logdir, std::chrono::seconds pat
 
   // The CSV first: a directory where it cannot be opened is left without an empty event file.
   csv_file_ = (fs::path(logdir) / "metrics.csv").string();
-  csv_.reset(std::fopen(csv_file_.c_str(), "ab"));
+  // "e": close-on-exec, so that a program the process runs does not hold the lock below.
+  csv_.reset(std::fopen(csv_file_.c_str(), "abe"));
   if (!csv_) throw Error("summaries: cannot open " + csv_file_ + ": " + std::strerror(errno));
   // One writer a directory: two would cut each other's CSV rows (and mix their curves). One of
   // this process is not waited for (nothing here will let it go), another's is (a job killed a
@@ -318,7 +319,7 @@ SummaryWriter::SummaryWriter(const std::string& logdir, std::chrono::seconds pat
                                .string();
   for (int n = 0; !events_; ++n) {
     event_file_ = n == 0 ? base : base + "." + std::to_string(n);
-    events_.reset(std::fopen(event_file_.c_str(), "wbx"));
+    events_.reset(std::fopen(event_file_.c_str(), "wbxe"));
     if (!events_ && (errno != EEXIST || n == 1000))
       throw Error("cannot create event file " + event_file_ + ": " + std::strerror(errno));
   }

@@ -88,8 +88,11 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
     for (const auto& hook : *hooks)
       if (const std::string scope = hook ? hook->state_scope() : ""; !scope.empty())
         if (const auto [at, fresh] = scopes.emplace(scope, hook.get()); !fresh && at->second != hook.get())
-          throw InvalidArgument("MonitoredSession: two hooks keep their state in checkpoints under '" + scope +
-                                "': give them different names");
+          throw InvalidArgument(at->second == nullptr
+                                    ? "MonitoredSession: a hook keeps its state in checkpoints under '" + scope +
+                                          "', where the session keeps its settings: give it another name"
+                                    : "MonitoredSession: two hooks keep their state in checkpoints under '" + scope +
+                                          "': give them different names");
   if (o.max_wait_secs.count() < 0)
     throw InvalidArgument("MonitoredSession: max_wait_secs must be >= 0");
   if (o.step_time_every_steps < 0)

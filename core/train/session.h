@@ -166,7 +166,7 @@ struct SessionOptions {
   /// Empty: every variable, and the checkpoint must hold exactly the model's.
   std::string warm_start_vars{};
   /// What the parameters mean beyond their shapes, as names and values: how the data are
-  /// prepared and what the classes are ({"standardize", "true"}, {"classes", "cat,dog"}). The
+  /// prepared and what the classes are ({"--standardize", "true"}, {"classes", "cat,dog"}). The
   /// chief records them in every checkpoint it saves ("settings/<name>" in its metadata) and
   /// refuses to restore one that recorded another value of any of them (InvalidArgument naming
   /// both), where training on would go on from parameters that mean something else. A

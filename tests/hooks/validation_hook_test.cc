@@ -61,11 +61,38 @@ TEST_CASE("ValidationHook writing into the training summaries' directory is refu
       std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 1, .output_dir = dir.str()}),
       std::make_shared<ValidationHook>(
           ValidationHookOptions{.data = held_out(), .every_steps = 1, .output_dir = dir.str(), .log = false})};
-  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+  // Found at the first step, where both write first.
+  const auto train = [&] {
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+  };
+  CHECK_THROWS_WITH_AS(train(),
                        (dir.str() + ": another summary writer of this process is writing there; give "
                                     "each writer a directory of its own")
                            .c_str(),
                        Error);
+}
+
+TEST_CASE("A session that fails to start holds no summary directory: the next one takes it") {
+  test::TempDir dir("validation_failed_start");
+  LocalTraining t;
+  MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(2)});
+  options.summary_dir = dir.str();
+  options.chief_only_hooks = {
+      std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 1, .output_dir = dir.str()}),
+      std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out(), .monitor = "nonsense"})};
+  CHECK_THROWS_AS(MonitoredSession(t.trainer, options), InvalidArgument);
+  // The hooks of the failed start live on (in `options`); new ones write where they would have.
+  MonitoredSessionOptions again = test::with_hooks({StopAtStepHook::last(2)});
+  again.chief_only_hooks = {
+      std::make_shared<SummarySaverHook>(SummarySaverHookOptions{.every_steps = 1, .output_dir = dir.str()}),
+      std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out(), .every_steps = 1, .log = false})};
+  again.summary_dir = dir.str();
+  MonitoredSession session(t.trainer, again);
+  test::train(session);
+  session.close();
+  CHECK(test::steps_of(test::read_csv(dir.str() + "/metrics.csv"), "loss") == std::vector<std::int64_t>{1, 2});
+  CHECK(test::steps_of(test::read_csv(dir.str() + "/eval/metrics.csv"), "loss") == std::vector<std::int64_t>{1, 2});
 }
 
 TEST_CASE("ValidationHook judges an accuracy by its highest value unless told otherwise") {
@@ -354,7 +381,12 @@ TEST_CASE("ValidationHook refuses bad options, a monitor the model lacks and dat
   MonitoredSessionOptions options = test::with_hooks({});
   options.chief_only_hooks = {std::make_shared<ValidationHook>(
       ValidationHookOptions{.data = held_out(), .monitor = "mse"})};
-  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+  // Found at the first step, where both write first.
+  CHECK_THROWS_WITH_AS(
+      [&] {
+        MonitoredSession session(t.trainer, options);
+        test::train(session);
+      }(),
                        "ValidationHook: monitor 'mse' is not the loss or a metric of the model (loss, accuracy)",
                        InvalidArgument);
   LocalTraining u;

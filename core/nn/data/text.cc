@@ -211,12 +211,16 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
   for (std::size_t i = first; i < files.size(); i += step) {
     texts.push_back(detail::read_whole_file(files[i].path, "a text file"));
     labels.push_back(files[i].label);
-    if (texts.back().find('\0') != std::string::npos)
+    const std::string& text = texts.back();
+    if (text.starts_with("\xff\xfe") || text.starts_with("\xfe\xff"))
+      detail::fail(files[i].path, "UTF-16 text (its byte-order mark says so): save it as UTF-8");
+    if (text.find('\0') != std::string::npos)
       detail::fail(files[i].path, "a NUL byte: not a text file (a binary file named .txt?)");
-    if (texts.back().find_first_not_of(" \t\n\v\f\r") == std::string::npos && blank++ == 0)
+    if (text.find_first_not_of(" \t\n\v\f\r") == std::string::npos && blank++ == 0)
       blank_example = files[i].path;
   }
-  if (blank > 0 && options.shard.index == 0)  // one worker says so
+  // One worker says so, of the whole folder (with a vocabulary given, each reads its shard alone).
+  if (blank > 0 && options.shard.index == 0 && step == 1)
     std::fprintf(stderr, "[%s] warning: %s: %zu text file%s without a word (one is %s): examples of padding alone\n",
                  process_label().c_str(), dir.c_str(), blank, blank == 1 ? "" : "s", blank_example.c_str());
   if (adapt) {

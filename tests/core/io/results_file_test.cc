@@ -54,6 +54,13 @@ TEST_CASE("check_writable refuses a path that is one of the job's other files, w
                        InvalidArgument);
   CHECK_NOTHROW(check_writable(dir / "p.csv", "--predictions", inputs));
   CHECK_NOTHROW(check_writable(dir / "x.npy.csv", "--predictions", inputs));
+  // Several outputs: each against the inputs and the outputs before it; those not given pass.
+  CHECK_NOTHROW(check_outputs({{"--predictions", dir / "p.csv"}, {"--metrics_json", ""}}, inputs));
+  CHECK_THROWS_WITH_AS(check_outputs({{"--predictions", dir / "p.csv"}, {"--vocabulary_file", dir / "p.csv"}}, inputs),
+                       ("--vocabulary_file=" + (dir / "p.csv") + ": the same file as --predictions=" +
+                        (dir / "p.csv") + ", which it would overwrite")
+                           .c_str(),
+                       InvalidArgument);
 }
 
 TEST_CASE("write_json_object writes the fields in order, floats as short as they read back, non-finite as null") {

@@ -158,6 +158,9 @@ TEST_CASE("load_text_folder: a binary file named .txt is refused; a file without
   TextVectorizer words;
   CHECK(data_error([&] { cohort::data::load_text_folder(dir.str(), words); }) ==
         dir / "neg/data.txt" + ": a NUL byte: not a text file (a binary file named .txt?)");
+  spit(dir / "neg/data.txt", std::string("\xff\xfeh\0i\0", 6));  // Notepad's "Unicode"
+  CHECK(data_error([&] { cohort::data::load_text_folder(dir.str(), words); }) ==
+        dir / "neg/data.txt" + ": UTF-16 text (its byte-order mark says so): save it as UTF-8");
 }
 
 TEST_CASE("A vocabulary of characters survives its file: line feeds and backslashes escaped") {
