@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "cohort/core/base/error.h"
@@ -79,15 +80,25 @@ void check_options(const SessionOptions& o, const Trainer& trainer) {
                           ", but this replica is worker " + std::to_string(trainer.worker_index()) +
                           " of " + std::to_string(trainer.num_workers()) +
                           ", and the chief is worker 0: pass .is_chief = server.is_chief()");
+  std::set<const SessionRunHook*> given;
+  for (const HookList* hooks : {&o.hooks, &o.chief_only_hooks})
+    for (const auto& hook : *hooks) {
+      if (!hook)
+        throw InvalidArgument(std::string("MonitoredSession: an empty hook pointer among ") +
+                              (hooks == &o.hooks ? "hooks" : "chief_only_hooks"));
+      if (!given.insert(hook.get()).second)
+        throw InvalidArgument("MonitoredSession: a hook given twice (in hooks and chief_only_hooks, or "
+                              "twice in one): it would run twice a step");
+    }
   for (const auto& hook : o.chief_only_hooks)
-    if (const std::string what = hook ? hook->collective() : ""; !what.empty())
+    if (const std::string what = hook->collective(); !what.empty())
       throw InvalidArgument("MonitoredSession: " + what + " is among chief_only_hooks, but every "
                             "replica must run it: give it in hooks");
-  std::map<std::string, const SessionRunHook*> scopes{{kSettingsScope, nullptr}};  // each hook's, once however often given
+  std::map<std::string, const SessionRunHook*> scopes{{kSettingsScope, nullptr}};  // each hook's
   for (const HookList* hooks : {&o.hooks, &o.chief_only_hooks})
     for (const auto& hook : *hooks)
-      if (const std::string scope = hook ? hook->state_scope() : ""; !scope.empty())
-        if (const auto [at, fresh] = scopes.emplace(scope, hook.get()); !fresh && at->second != hook.get())
+      if (const std::string scope = hook->state_scope(); !scope.empty())
+        if (const auto [at, fresh] = scopes.emplace(scope, hook.get()); !fresh)
           throw InvalidArgument(at->second == nullptr
                                     ? "MonitoredSession: a hook keeps its state in checkpoints under '" + scope +
                                           "', where the session keeps its settings: give it another name"
@@ -222,7 +233,9 @@ void MonitoredSession::create() {
 bool MonitoredSession::should_stop() const { return stop_ || error_ || closed_; }
 
 SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) {
-  if (should_stop()) throw Error("MonitoredSession::run called after the session stopped");
+  if (should_stop())
+    throw Error(std::string("MonitoredSession::run called after the session ") +
+                (closed_ ? "was closed" : error_ ? "failed" : "stopped (should_stop())"));
   try {
     const std::vector<std::string>& metrics = trainer_.model().metric_names();
     check_fetches(fetches, metrics);

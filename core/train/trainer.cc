@@ -92,6 +92,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (options_.moving_average_decay != 0 && worker_index_ == 0)
     average_.emplace(options_.moving_average_decay);  // InvalidArgument outside (0, 1)
   for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
+  if (&towers_.front().model.graph() != &graph_)
+    throw InvalidArgument("Trainer: the model function built its model on another Graph than the "
+                          "trainer's: build it on the Graph& it is given");
   const data::Dataset& shard = batches_.dataset();
   check_dataset(towers_.front().model, shard);
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
@@ -200,6 +203,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
     replication_->start(graph_.values(), initial_step, max_wait);
   }
   if (average_ && !keep_average) average_->reset(graph_.values());
+  has_parameters_ = true;
   const bool again = started_;
   started_ = true;
   left_ = false;
@@ -434,7 +438,15 @@ StepValues Trainer::step() {
   return values;
 }
 
+void Trainer::check_has_parameters(const char* what) const {
+  if (!has_parameters_)
+    throw InvalidArgument(std::string("Trainer::") + what +
+                          ": the variables have no values yet: start a session (which initialises "
+                          "or restores them) or load_parameters() from a checkpoint first");
+}
+
 StepMetrics Trainer::evaluate(const data::Dataset& data, std::int64_t batch_size) {
+  check_has_parameters("evaluate");
   if (data.size() == 0) throw InvalidArgument("Trainer::evaluate: " + data.name() + " holds no examples");
   std::optional<MovingAverageSwap> averaged;
   if (has_average()) averaged.emplace(graph_, *average_);
@@ -490,6 +502,7 @@ Tensor Trainer::predict_probabilities(const Tensor& features, std::int64_t batch
 }
 
 Tensor Trainer::predict_outputs(const Tensor& features, std::int64_t batch_size, bool probabilities) {
+  check_has_parameters("predict");
   std::optional<MovingAverageSwap> averaged;
   if (has_average()) averaged.emplace(graph_, *average_);
   Model& model = towers_.front().model;
@@ -534,6 +547,7 @@ class KeptVariables {
 
 StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t batch_size) {
   if (!replicas_ || num_workers_ == 1) return evaluate(part, batch_size);
+  check_has_parameters("evaluate_across");
   const KeptVariables kept(graph_);
   if (has_average()) std::copy(average_->values().begin(), average_->values().end(), graph_.values().begin());
   {
@@ -606,6 +620,7 @@ void Trainer::restore(const Checkpoint& checkpoint) {
   }
   load_naming_the_model(checkpoint, options_.model_name,
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
+  has_parameters_ = true;
   set_learning_rate_scale(factor);
   if (average_) {
     // Averages from a checkpoint written without them start at its variables (in start()).
@@ -620,6 +635,7 @@ void Trainer::load_parameters(const Checkpoint& checkpoint) {
     throw InvalidArgument("Trainer::load_parameters: after finish() (training would overwrite the "
                           "parameters it loads)");
   load_naming_the_model(checkpoint, options_.model_name, [&] { restore_variables(checkpoint, graph_); });
+  has_parameters_ = true;
   if (average_) {
     // A checkpoint without averages: its variables are what evaluate() sees.
     std::vector<float> averages(graph_.values().begin(), graph_.values().end());
@@ -637,6 +653,7 @@ std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string&
     load_naming_the_model(checkpoint, options_.model_name,
                           [&] { loaded = restore_variables_matching(checkpoint, graph_, vars); });
   }
+  has_parameters_ = true;
   optimizer_->reset();
   set_learning_rate_scale(1);  // the warm start's training starts afresh
   average_restored_ = false;   // and its averages from the variables it starts from

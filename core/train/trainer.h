@@ -137,12 +137,17 @@ class Trainer {
   /// The InvalidArgument start() would throw before doing anything, if any (a session checks
   /// first, before its hooks begin and the chief restores).
   void check_can_start() const;
+  // InvalidArgument, naming Trainer::`what`, unless the variables were initialised or loaded.
+  void check_has_parameters(const char* what) const;
   /// One step: forward, backward, update. Between start() and finish() (an InvalidArgument
   /// otherwise).
   StepValues step();
   /// Loss and metrics of the current parameters over `data`, in order (tower 0, no dropout, batch
   /// norm on its moving statistics, the options' image normalisation); of their moving averages
-  /// where this replica keeps them (moving_average()).
+  /// where this replica keeps them (moving_average()). Like predict() and evaluate_across(), an
+  /// InvalidArgument before the variables have values (a session's start, which initialises or
+  /// restores them, restore(), warm_start() or load_parameters()): their zeros would score as a
+  /// model.
   StepMetrics evaluate(const data::Dataset& data, std::int64_t batch_size = 1000);
   /// evaluate() shared out among the replicas (collective over them: every replica calls it at
   /// the same point, with the same batch size): each evaluates `part`, its own
@@ -283,6 +288,7 @@ class Trainer {
   data::Batch batch_;
   std::vector<Tower> towers_;
   std::uint64_t step_seed_ = 0;
+  bool has_parameters_ = false;         // initialised or loaded: start(), restore(), load_parameters(), warm_start()
   bool started_ = false;                // start() done
   bool left_ = false;                   // finish() done
   std::int64_t start_step_ = 0;         // the global step at start()

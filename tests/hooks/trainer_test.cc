@@ -181,9 +181,14 @@ TEST_CASE("the chief's moving average: of the parameters each step starts from, 
   options.moving_average_decay = 0.9;
   Graph graph;
   Trainer trainer(nullptr, graph, model, data, test::sgd(0.2), options);
-  // Before the first start there is no average yet: the parameters are evaluated and saved.
+  // Before the first start there is no average yet, and no values to evaluate (their zeros would
+  // score as a model): the parameters are saved as they are.
   CHECK(trainer.moving_average() == nullptr);
-  CHECK_NOTHROW(trainer.evaluate(data));
+  CHECK_THROWS_WITH_AS(trainer.evaluate(data),
+                       "Trainer::evaluate: the variables have no values yet: start a session (which "
+                       "initialises or restores them) or load_parameters() from a checkpoint first",
+                       InvalidArgument);
+  CHECK_THROWS_AS(trainer.predict(Tensor({1, 28, 28, 1})), InvalidArgument);
   const Checkpoint before = trainer.checkpoint();
   CHECK(before.find("hidden1/kernel") != nullptr);
   CHECK(before.find("hidden1/kernel/ExponentialMovingAverage") == nullptr);
@@ -425,6 +430,16 @@ TEST_CASE("learning-rate factors by variable: each variable's step at its factor
   options.learning_rate_factors = {{"hidden1", 0.0}};
   Graph graph2;
   CHECK_THROWS_AS(Trainer(nullptr, graph2, model, data, test::sgd(0.2), options), InvalidArgument);
+}
+
+TEST_CASE("a model function that builds on another Graph than the trainer's is refused at once") {
+  const data::Dataset data = data::synthetic(64, 5);
+  Graph graph, other;
+  CHECK_THROWS_WITH_AS(
+      Trainer(nullptr, graph, [&](Graph&) { return mlp(other, {8}); }, data, test::sgd(0.2), test::trainer_options()),
+      "Trainer: the model function built its model on another Graph than the trainer's: build it on the "
+      "Graph& it is given",
+      InvalidArgument);
 }
 
 }  // namespace cohort

@@ -345,13 +345,20 @@ TEST_CASE("Two named ValidationHooks evaluate, write and keep their states apart
   CHECK(named2->best()->global_step == 3);
   CHECK(named2->best()->monitored == named->best()->monitored);
   // Two hooks of the same name would write to the same keys and directory: refused, whatever
-  // they monitor. One hook given twice is not two.
+  // they monitor. One hook given twice would run twice a step (evaluate twice, count its
+  // patience twice): refused too.
   LocalTraining t;
   MonitoredSessionOptions options = test::with_hooks({});
   const auto one = std::make_shared<ValidationHook>(ValidationHookOptions{.data = held_out(), .log = false});
   options.hooks.push_back(one);
   options.chief_only_hooks = {one};
-  CHECK_NOTHROW(MonitoredSession(t.trainer, options));
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       "MonitoredSession: a hook given twice (in hooks and chief_only_hooks, or twice in "
+                       "one): it would run twice a step",
+                       InvalidArgument);
+  options.chief_only_hooks = {nullptr};
+  CHECK_THROWS_WITH_AS(MonitoredSession(t.trainer, options),
+                       "MonitoredSession: an empty hook pointer among chief_only_hooks", InvalidArgument);
   options.chief_only_hooks = {
       std::make_shared<ValidationHook>(ValidationHookOptions{.data = other, .monitor = "accuracy"})};
   LocalTraining u;
