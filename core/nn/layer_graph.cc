@@ -144,7 +144,15 @@ const Tensor& LayerGraph::forward(std::span<const Tensor* const> inputs, const O
     if (node.layer < 0 || !node.live) continue;
     in_.clear();
     for (int i : node.inputs) in_.push_back(values_[static_cast<std::size_t>(i)]);
+    const Tensor& out = outputs_[n];
     layers_[static_cast<std::size_t>(node.layer)]->forward_node(in_, outputs_[n], context);
+    // A layer of the user's whose forward() writes another shape than its build() declared
+    // would be blamed on the layers after it, or on the labels.
+    if (out.rank() != static_cast<int>(node.shape.size()) + 1 || out.dim(0) != batch ||
+        !std::equal(node.shape.begin(), node.shape.end(), out.shape().begin() + 1))
+      throw InvalidArgument("Model: layer \"" + node.name + "\" wrote " + to_string(out.shape()) +
+                            " for a batch of " + std::to_string(batch) + ", where it declared examples of " +
+                            to_string(node.shape) + " (its build())");
     values_[n] = &outputs_[n];
   }
   return *values_[static_cast<std::size_t>(output_)];

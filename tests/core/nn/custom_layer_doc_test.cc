@@ -139,3 +139,23 @@ TEST_CASE("a model with the page's layer and loss checks its gradients and its d
   INFO(result.report);
   CHECK(result.ok());
 }
+
+TEST_CASE("a layer whose forward() writes another shape than its build() declared is named") {
+  // Scale that declares its input's shape but writes one feature too few.
+  class Short : public Scale {
+   public:
+    using Scale::Scale;
+    void forward(const cohort::Tensor& x, cohort::Tensor& y, const cohort::OpContext& context) override {
+      Scale::forward(x, y, context);
+      y.resize({x.dim(0), x.dim(1) - 1});
+    }
+  };
+  cohort::Graph graph;
+  cohort::Model model(graph, {6}, /*num_classes=*/2);
+  model.add(cohort::dense("hidden", 16)).add(std::make_unique<Short>("short")).add(cohort::dense("out", 2));
+  graph.initialize(3);
+  CHECK_THROWS_WITH_AS(model.predict(cohort::random_tensor({4, 6}, 1)),
+                       "Model: layer \"short\" wrote [4, 15] for a batch of 4, where it declared examples "
+                       "of [16] (its build())",
+                       cohort::InvalidArgument);
+}
