@@ -677,6 +677,9 @@ std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
 }
 
 std::int64_t TrainerOptions::steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers) const {
+  if (epochs < 1 || examples < 1)
+    throw InvalidArgument("steps_for_epochs: " + std::to_string(epochs) + " epochs of " + std::to_string(examples) +
+                          " examples: both must be >= 1");
   const std::int64_t per_step = examples_per_global_step(workers);
   return (epochs * examples + per_step - 1) / per_step;
 }

@@ -81,6 +81,7 @@ struct TrainerOptions {
   std::int64_t examples_per_global_step(int workers) const;
   /// The global steps of `epochs` passes over `examples` training examples (every worker's
   /// together), counted globally: ceil(epochs * examples / examples_per_global_step(workers)).
+  /// InvalidArgument unless both are at least 1.
   std::int64_t steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers) const;
 };
 

@@ -432,6 +432,16 @@ TEST_CASE("learning-rate factors by variable: each variable's step at its factor
   CHECK_THROWS_AS(Trainer(nullptr, graph2, model, data, test::sgd(0.2), options), InvalidArgument);
 }
 
+TEST_CASE("steps_for_epochs: the global steps of whole passes; no epochs or examples is refused") {
+  TrainerOptions options;
+  options.batch_size = 32;
+  options.replication.mode = Mode::kAllreduce;  // every worker's batch a global step
+  CHECK(options.steps_for_epochs(2, 100, 2) == 4);  // 200 examples, 64 a global step: 3.1 -> 4
+  CHECK_THROWS_WITH_AS(options.steps_for_epochs(-1, 100, 2),
+                       "steps_for_epochs: -1 epochs of 100 examples: both must be >= 1", InvalidArgument);
+  CHECK_THROWS_AS(options.steps_for_epochs(1, 0, 2), InvalidArgument);
+}
+
 TEST_CASE("a model function that builds on another Graph than the trainer's is refused at once") {
   const data::Dataset data = data::synthetic(64, 5);
   Graph graph, other;
