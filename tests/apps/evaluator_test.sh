@@ -87,11 +87,12 @@ assert sorted(averages) == sorted(v + "/ExponentialMovingAverage" for v in varia
 assert all(header[v]["shape"] == header[v + "/ExponentialMovingAverage"]["shape"] for v in variables)
 PY
 
-# launch_and_stop_evaluator LOG FLAGS...: launch in the background (pid in $job) and stop the
-# evaluator (SIGSTOP; pid in $evaluator) once training has begun.
+# launch_and_stop_evaluator LOG FLAGS...: launch in the background (pid in $job, its start in
+# $launched) and stop the evaluator (SIGSTOP; pid in $evaluator) once training has begun.
 launch_and_stop_evaluator() {
   local log=$1
   shift
+  launched=$SECONDS
   launch "$@" > "$log" 2>&1 &
   job=$!
   end_job_at_exit "$job" "$train"
@@ -108,16 +109,14 @@ launch_and_stop_evaluator "$work/stalled.log" --train_steps=300 --wait_timeout_s
 # others have given up.
 wait_for_line "$work/stalled.log" "error: no progress for 3 s in MPI_Finalize" "$job"
 kill -KILL "$evaluator" 2>/dev/null || true
-# What is tested, that the others give up by themselves, is seen by now; mpiexec's own teardown
-# of a job with a stopped rank is Open MPI's, and on a loaded machine the job was once seen still
-# running 60 s after its start: any rank of the job still there 20 s on is ended too.
-for _ in $(seq 200); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-kill -KILL $(rank_pids "$job" "$train") 2>/dev/null || true
 status=0
 wait "$job" || status=$?
 cat "$work/stalled.log"
 [ "$status" -ne 0 ] || { echo "the job with a stalled evaluator exited 0"; exit 1; }
-((status != 124 && status != 137)) || { echo "the job with a stalled evaluator was still running after 60 s"; exit 1; }
+# 124 or 137 from timeout once 60 s have passed; mpiexec itself exits 137 when it reports the
+# evaluator killed (by the test, above) before the others' errors.
+((status != 124 && status != 137)) || ((SECONDS - launched < 60)) ||
+  { echo "the job with a stalled evaluator was still running after 60 s"; exit 1; }
 grep -qE "^final: global step 300, " "$work/stalled.log" || { echo "training did not finish"; exit 1; }
 grep -qE "error: no progress for 3 s in MPI_Finalize, which waits for every process of the job" \
   "$work/stalled.log" || { echo "nobody gave up on the stalled evaluator"; exit 1; }
@@ -132,7 +131,8 @@ status=0
 wait "$job" || status=$?
 cat "$work/damaged.log"
 [ "$status" -ne 0 ] || { echo "the job whose final checkpoint was damaged exited 0"; exit 1; }
-((status != 124 && status != 137)) || { echo "the job whose final checkpoint was damaged was still running after 60 s"; exit 1; }
+((status != 124 && status != 137)) || ((SECONDS - launched < 60)) ||
+  { echo "the job whose final checkpoint was damaged was still running after 60 s"; exit 1; }
 grep -qE "^\[evaluator:0 rank 3\] error: evaluator:0: the final checkpoint could not be evaluated: .*model\.ckpt-300\.safetensors" \
   "$work/damaged.log" || { echo "the evaluator did not name the damaged final checkpoint"; exit 1; }
 
