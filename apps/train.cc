@@ -390,7 +390,7 @@ int Main(int argc, char** argv) {
   } catch (const cohort::InvalidArgument& e) {
     throw cohort::InvalidArgument(std::string("--trainable_vars: ") + e.what());
   }
-  static_cast<void>(lr_factors_from_flag());  // refused now, before any data is read
+  const auto learning_rate_factors = lr_factors_from_flag();  // refused now, before any data is read
   if (!FLAGS_warm_start_vars.empty()) {
     if (FLAGS_warm_start_from.empty())
       throw cohort::InvalidArgument("--warm_start_vars=" + FLAGS_warm_start_vars +
@@ -511,7 +511,7 @@ int Main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_stall_timeout_secs * 1000));
   options.model_name = FLAGS_model;
   options.trainable_vars = FLAGS_trainable_vars;
-  options.learning_rate_factors = lr_factors_from_flag();
+  options.learning_rate_factors = learning_rate_factors;
   options.image = image_options();
   options.sync_batch_norm = FLAGS_sync_batch_norm;
   options.moving_average_decay = FLAGS_moving_average_decay;

@@ -65,7 +65,7 @@ class SummarySaverHook : public SessionRunHook {
 
   SummarySaverHookOptions options_;
   SecondOrStepTimer timer_;
-  std::unique_ptr<SummaryWriter> writer_;  // a session's, from after_create_session to end
+  std::unique_ptr<SummaryWriter> writer_;  // a session's, from its first write to its end
   std::string event_file_;
   std::vector<std::string> metrics_;  // the model's metric names
   std::int64_t writes_ = 0;

@@ -354,7 +354,9 @@ int Main(int argc, char** argv) {
   // Records: named as such, or a pattern beside records to train on (a folder's name may hold '[').
   const bool predict_records_named =
       named_tfrecord(FLAGS_predict) || (is_tfrecord(FLAGS_predict) && is_tfrecord(FLAGS_train));
-  if (server.is_chief() && !FLAGS_predict.empty() && !arrays && !predict_records_named) images_to_predict();
+  std::vector<std::string> image_files;  // the chief's, to classify
+  if (server.is_chief() && !FLAGS_predict.empty() && !arrays && !predict_records_named)
+    image_files = images_to_predict();
   if (!arrays && FLAGS_channels_first)
     throw cohort::InvalidArgument("--channels_first: for HDF5 arrays; --train=" + FLAGS_train +
                                   " holds encoded images, which are read channels-last");
@@ -501,7 +503,7 @@ int Main(int argc, char** argv) {
       const auto predict = [&](std::ostream& out) {
         if (arrays) return predict_arrays(trainer, FLAGS_predict, example, classes, out);
         if (predict_records_named) return predict_records(trainer, example, classes, out);
-        return predict_files(trainer, images_to_predict(), example, classes, out);
+        return predict_files(trainer, image_files, example, classes, out);
       };
       if (FLAGS_predictions.empty()) {
         predict(std::cout);

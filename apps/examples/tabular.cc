@@ -524,15 +524,17 @@ int Main(int argc, char** argv) {
   options.batch_size = FLAGS_batch_size;
   options.moving_average_decay = FLAGS_moving_average_decay;
   // The whole training set's statistics, from every worker's shard: to standardise by, and to
-  // tell a test set prepared otherwise.
-  cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
-  cohort::ReplicaSum workers(server.replicas());
-  sums.add_over(workers);
-  if (FLAGS_standardize) sums.moments(options.image.mean, options.image.std);
-  // (Not a series' later part: a trend may take it anywhere.)
-  if (test && !FLAGS_test.empty() && FLAGS_window == 0)
-    if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
-      std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
+  // tell a test file prepared otherwise (not a series' later part: a trend may take it anywhere).
+  const bool compare_test = !FLAGS_test.empty() && FLAGS_window == 0;
+  if (FLAGS_standardize || compare_test) {
+    cohort::data::FeatureSums sums = cohort::data::feature_sums(train);
+    cohort::ReplicaSum workers(server.replicas());
+    sums.add_over(workers);
+    if (FLAGS_standardize) sums.moments(options.image.mean, options.image.std);
+    if (test && compare_test)
+      if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
+        std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
+  }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
   const std::int64_t train_steps =

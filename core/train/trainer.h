@@ -138,8 +138,6 @@ class Trainer {
   /// The InvalidArgument start() would throw before doing anything, if any (a session checks
   /// first, before its hooks begin and the chief restores).
   void check_can_start() const;
-  // InvalidArgument, naming Trainer::`what`, unless the variables were initialised or loaded.
-  void check_has_parameters(const char* what) const;
   /// One step: forward, backward, update. Between start() and finish() (an InvalidArgument
   /// otherwise).
   StepValues step();
@@ -259,6 +257,8 @@ class Trainer {
   std::int64_t dropped_gradients() const { return replication_->dropped_gradients(); }
 
  private:
+  // InvalidArgument, naming Trainer::`what`, unless the variables were initialised or loaded.
+  void check_has_parameters(const char* what) const;
   // predict() or predict_probabilities().
   Tensor predict_outputs(const Tensor& features, std::int64_t batch_size, bool probabilities);
   struct Tower {
