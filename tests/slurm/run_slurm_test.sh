@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Tests the batch scripts in slurm/ on a real Slurm: stands up a one-node cluster (munged,
-# slurmctld, slurmd from Debian's packages, all private to a temporary directory, started without
-# systemd), then
+# Tests the batch scripts in slurm/ on a real Slurm: stands up a one-node cluster (cluster.sh:
+# munged, slurmctld, slurmd from Debian's packages, all private to a temporary directory, started
+# without systemd), then
 #   1. runs slurm/single_node.sbatch --epochs=1 with `sbatch --wait`: training runs one epoch, the
 #      test accuracy is printed and the chief's checkpoint is in the submit directory;
 #   2. runs it with the installed guide example (a user's program) in ps mode, sends the walltime
@@ -22,213 +22,17 @@
 # Then it cancels what is left and stops the daemons by their pids.
 #
 # Usage: run_slurm_test.sh SOURCE_DIR TRAIN_PROGRAM GUIDE_PROGRAM
-# Exits 77 (ctest's SKIP_RETURN_CODE) when not root or when Slurm or munge is not installed;
-# COHORT_REQUIRE_TESTS=1 turns that into a failure. COHORT_KEEP_SLURM_TEST=1 keeps the temporary
-# directory (logs, job output, checkpoints); it is also kept when the test fails.
+# Skips (exit 77) as cluster.sh says; COHORT_KEEP_SLURM_TEST=1 keeps the temporary directory.
 set -euo pipefail
-
 src=$(cd "$1" && pwd)
 train=$(realpath "$2")
 guide=$3  # the installed guide example, built by the install test
 
-. "$(dirname "$0")/../support/skip.sh"
-[[ $(id -u) == 0 ]] || skip "the Slurm test starts slurmctld, slurmd and munged and needs root"
-for exe in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged mungekey sbatch scontrol sinfo \
-           squeue scancel srun runuser; do
-  command -v "$exe" >/dev/null ||
-    skip "$exe not found: install the Debian packages slurmctld slurmd slurm-client munge"
-done
-id munge >/dev/null 2>&1 || skip "no munge user: install the Debian package munge"
-
-started=$SECONDS
-work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-slurm.XXXXXX")
-chmod 755 "$work"  # munged (user munge) needs to reach its directory inside
-mkdir -p "$work"/{state,spool,log,tmp,dev,munge}
-chown munge:munge "$work/munge"
-conf=$work/slurm.conf
-export SLURM_CONF=$conf
-
-log() { printf '[%3ds] %s\n' $((SECONDS - started)) "$*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+. "$(dirname "$0")/cluster.sh"
 [[ -x $guide ]] || fail "the installed guide example $guide is missing: the install test (install_examples) builds it"
-
-# Pids of the daemons this test started, read from their pid files.
-daemon_pids() {
-  local f
-  for f in "$work/slurmd.pid" "$work/slurmctld.pid" "$work/munge/munged.pid"; do
-    [[ -s $f ]] && cat "$f"
-  done
-  return 0
-}
-
-cleanup() {
-  local status=$? pid i
-  trap - EXIT
-  if [[ -s $work/slurmctld.pid ]]; then
-    # Jobs first: slurmd leaves running steps behind when it stops.
-    scancel --full $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
-    for ((i = 0; i < 20; i++)); do
-      [[ -z $(squeue -h -o %i 2>/dev/null) ]] && break
-      sleep 0.5
-    done
-  fi
-  # Whatever of this cluster's jobs outlived the cancel (a step stuck in its cleanup), by pid:
-  # step daemons and tasks, whose environment names this test's slurm.conf.
-  for pid in $(pgrep -x slurmstepd || true) $(pgrep -x "${train##*/}" || true); do
-    if { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$conf"; then
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  done
-  for pid in $(daemon_pids); do
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 40; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.25
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  if ((status != 0)); then
-    for f in "$work"/log/*.log "$work"/munge/munged.log; do
-      [[ -f $f ]] && { echo "---- last lines of $f"; tail -n 20 "$f"; }
-    done
-    echo "kept $work for inspection"
-  elif [[ ${COHORT_KEEP_SLURM_TEST:-0} == 1 ]]; then
-    echo "kept $work"
-  else
-    rm -rf "$work"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap "exit 143" TERM INT
-
-# A port nothing listens on.
-free_port() {
-  local port i
-  for ((i = 0; i < 100; i++)); do
-    port=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && [[ $port != "${1:-}" ]]; then
-      echo "$port"
-      return
-    fi
-  done
-  fail "no free port found"
-}
-
-# Four fake GPUs for Slurm's GRES bookkeeping: links to /dev/null (no mknod needed in containers).
-for i in 0 1 2 3; do ln -s /dev/null "$work/dev/gpu$i"; done
-
-host=$(hostname -s)
-ctld_port=$(free_port)
-slurmd_port=$(free_port "$ctld_port")
-cat >"$conf" <<CONF
-ClusterName=cohortci
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-SlurmUser=root
-AuthType=auth/munge
-CredType=cred/munge
-# A requeued job waits out the credential lifetime before it runs again (120 s by default).
-AuthInfo=socket=$work/munge/munge.sock,cred_expire=5
-MpiDefault=pmix
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-GresTypes=gpu
-ReturnToService=2
-EnforcePartLimits=ALL
-# Advertise more CPUs than the machine has, so that 8 ranks fit on a small CI machine.
-SlurmdParameters=config_overrides
-# Schedule at once; forget finished jobs soon (keeps sbatch --wait polling every 2 s).
-SchedulerParameters=sched_interval=1,bf_interval=1
-MinJobAge=4
-# Seconds between SIGTERM and SIGKILL when a job is cancelled: time to checkpoint.
-KillWait=10
-StateSaveLocation=$work/state
-SlurmdSpoolDir=$work/spool
-TmpFS=$work/tmp
-SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd.pid
-SlurmctldLogFile=$work/log/slurmctld.log
-SlurmdLogFile=$work/log/slurmd.log
-MailProg=/bin/true
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-NodeName=$host NodeAddr=127.0.0.1 CPUs=8 Gres=gpu:4 State=UNKNOWN
-PartitionName=ci Nodes=ALL Default=YES OverSubscribe=YES MaxTime=INFINITE State=UP
-CONF
-cat >"$work/gres.conf" <<CONF
-AutoDetect=off
-Name=gpu File=$work/dev/gpu[0-3]
-CONF
-
-runuser -u munge -- mungekey --create --keyfile="$work/munge/munge.key"
-runuser -u munge -- /usr/sbin/munged --socket="$work/munge/munge.sock" \
-  --key-file="$work/munge/munge.key" --pid-file="$work/munge/munged.pid" \
-  --log-file="$work/munge/munged.log" --seed-file="$work/munge/seed"
-/usr/sbin/slurmctld -f "$conf"
-/usr/sbin/slurmd -f "$conf"
-state=""
-for ((i = 0; i < 120; i++)); do
-  state=$(sinfo -h -N -o %t 2>/dev/null || true)
-  [[ $state == idle ]] && break
-  sleep 0.25
-done
-[[ $state == idle ]] || fail "the node did not become idle (state '$state')"
-srun --mpi=list 2>&1 | grep -qw pmix || fail "Slurm has no pmix MPI plugin"
-log "one-node Slurm is up (node $host, slurmctld port $ctld_port)"
-
+job_program=${train##*/}
+start_cluster
 export COHORT_PROGRAM=$train COHORT_LAUNCHER=srun
-# Eight ranks on a machine with fewer cores must yield when idle; mpirun refuses root without these.
-export OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset COHORT_CHECKPOINT_DIR COHORT_MODEL COHORT_MODE COHORT_PS_TASKS COHORT_TRAIN_STEPS
-
-# Every wait below ends by this deadline, leaving time for the cleanup within ctest's timeout.
-deadline=$((SECONDS + ${COHORT_SLURM_TEST_BUDGET:-240}))
-time_left() {
-  local left=$((deadline - SECONDS))
-  ((left > 0)) || fail "out of time (COHORT_SLURM_TEST_BUDGET)"
-  echo "$left"
-}
-
-# submit_and_wait DIR SCRIPT [ARGS...]: `sbatch --wait` in DIR; sets `job`, `out` (the job's output
-# file) and `status` (sbatch's exit status: the job's, or 124 at the deadline). sbatch runs in the
-# background so that a SIGTERM (from ctest) is handled at once, not when sbatch returns.
-submit_and_wait() {
-  local dir=$1 pid
-  shift
-  mkdir -p "$dir" && cd "$dir"
-  status=0
-  timeout "$(time_left)" sbatch --wait --parsable "$@" >sbatch.out 2>sbatch.err &
-  pid=$!
-  wait "$pid" || status=$?
-  job=$(head -n1 sbatch.out)
-  [[ $job =~ ^[0-9]+$ ]] || { cat sbatch.err; fail "sbatch $* did not submit"; }
-  out=$dir/cohort-$job.out
-  [[ -f $out ]] && cat "$out"
-  return 0
-}
-
-# wait_for_output PATTERN: until the job's output matches (training is under way).
-wait_for_output() {
-  while ! grep -qE "$1" "$out" 2>/dev/null; do
-    ((SECONDS < deadline)) || fail "job $job: no output matching '$1'"
-    sleep 0.25
-  done
-}
-
-# check_finished STEPS: the job's last run trained to global step STEPS (a regex) and printed a
-# test accuracy above 0.5 (chance is 0.1).
-check_finished() {
-  accuracy=$(sed -nE "s/^final: global step $1, test accuracy ([0-9.]+),.*/\1/p" "$out" | tail -n1)
-  [[ -n $accuracy ]] || fail "$out: no 'final: global step $1, test accuracy ...'"
-  awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "$out: test accuracy $accuracy is not above 0.5"
-}
 
 # ---- 1. sbatch --wait the single-node script with an argument: it trains for as long as the
 # argument says (one epoch over 8 workers of 64: 118 global steps; no step count of the script's
@@ -247,16 +51,8 @@ log "single_node.sbatch --epochs=1: 118 steps, test accuracy $accuracy, checkpoi
 # takes those from the script's environment. The job checkpoints, requeues itself, and the
 # second run resumes from the checkpoint and finishes. sbatch --wait waits through the requeue.
 steps=600
-mkdir -p "$work/job2" && cd "$work/job2"
-COHORT_PROGRAM=$guide COHORT_MODE=sync COHORT_TRAIN_STEPS=$steps timeout "$(time_left)" \
-  sbatch --wait --parsable "$src/slurm/single_node.sbatch" --sync_replicas >sbatch.out 2>sbatch.err &
-waiter=$!
-until [[ -s sbatch.out ]]; do  # sbatch prints the job id before it waits
-  kill -0 "$waiter" 2>/dev/null || { cat sbatch.err; fail "sbatch single_node.sbatch did not submit"; }
-  sleep 0.1
-done
-job=$(head -n1 sbatch.out)
-out=$work/job2/cohort-$job.out
+COHORT_PROGRAM=$guide COHORT_MODE=sync COHORT_TRAIN_STEPS=$steps \
+  submit_in_background "$work/job2" "$src/slurm/single_node.sbatch" --sync_replicas
 wait_for_output "^global_step = [1-9][0-9]{2}, "  # the first run has trained 100 steps
 scancel --signal=USR1 --batch "$job"
 log "sent the walltime warning (SIGUSR1 to the batch shell) to job $job (the installed guide, 1 ps + 7 workers)"
@@ -282,16 +78,8 @@ log "requeue: the guide stopped and checkpointed at step $stopped, restored it, 
 # warning while it trains: mpirun hands it to the ranks, the job checkpoints, requeues itself,
 # and the second run resumes and finishes. Async workers may overshoot the last step by a few.
 steps=3000
-mkdir -p "$work/job3" && cd "$work/job3"
-COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=$steps timeout "$(time_left)" \
-  sbatch --wait --parsable "$src/slurm/single_node.sbatch" --mode async >sbatch.out 2>sbatch.err &
-waiter=$!
-until [[ -s sbatch.out ]]; do
-  kill -0 "$waiter" 2>/dev/null || { cat sbatch.err; fail "sbatch single_node.sbatch did not submit"; }
-  sleep 0.1
-done
-job=$(head -n1 sbatch.out)
-out=$work/job3/cohort-$job.out
+COHORT_LAUNCHER=mpirun COHORT_TRAIN_STEPS=$steps \
+  submit_in_background "$work/job3" "$src/slurm/single_node.sbatch" --mode async
 wait_for_output "^step [1-9][0-9]*/$steps "
 scancel --signal=USR1 --batch "$job"
 status=0
