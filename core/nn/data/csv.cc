@@ -234,6 +234,8 @@ class CsvReader {
     while (lines.next(line)) {
       if (++line_number == 1 && line.starts_with("\xef\xbb\xbf"))
         line.remove_prefix(3);  // a UTF-8 byte order mark
+      if (line_number == 1 && (line.starts_with("\xff\xfe") || line.starts_with("\xfe\xff")))
+        fail(path_, "UTF-16 text (its byte-order mark says so): save it as UTF-8");
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       if (const char* wrong = split(line, options_.delimiter, fields, unescaped))
         fail(path_, "line " + std::to_string(line_number) + ": " + wrong);
@@ -472,6 +474,21 @@ class CsvReader {
     if (feature_columns_.empty())
       fail(path_, "no feature columns: all " + std::to_string(columns_) + " columns are the label" +
                       (options_.ignore_columns.empty() ? " or targets" : ", targets or ignored"));
+    check_feature_names();
+  }
+
+  // Under a header, a feature is known by its name (a test file's columns are found by it): a
+  // column without one, such as the row index pandas writes first unless told index=False,
+  // would be learned from unseen (row numbers, in the order the rows were written).
+  void check_feature_names() const {
+    if (names_.empty()) return;
+    for (const int c : feature_columns_)
+      if (names_[static_cast<std::size_t>(c)].find_first_not_of(" \t") == std::string::npos)
+        fail(path_, "column " + std::to_string(c) + " has no name in the header" +
+                        (c == 0 ? " (the row index pandas writes unless to_csv is given index=False?)"
+                                : "") +
+                        ": name it, or leave it out with ignore_columns (\"" + std::to_string(c) +
+                        "\")");
   }
 
   const std::string& path_;

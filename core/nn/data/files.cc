@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 
@@ -69,22 +70,60 @@ std::string read_whole_file(const std::string& path, const char* what) {
   return text;
 }
 
-// Through zlib, or (Compression::kNone: zlib cannot be told to read a file as it is) stdio.
+// Through zlib's gz* interface, or stdio (Compression::kNone: zlib cannot be told to read a file
+// as it is; kZlib: a zlib stream, which the gz* interface does not read, inflated here).
 struct GzReader::File {
   gzFile gz = nullptr;
   std::FILE* plain = nullptr;
+  std::unique_ptr<z_stream> zlib;  // kZlib's stream, over `plain`
+  std::vector<unsigned char> input;
+  bool zlib_end = false;  // the stream's end is read
   ~File() {
     if (gz != nullptr) gzclose(gz);
+    if (zlib) inflateEnd(zlib.get());
     if (plain != nullptr) std::fclose(plain);
+  }
+
+  // Inflates up to `n` bytes into `out`; fewer at the stream's end or the file's (`cut` then).
+  std::int64_t inflate_into(unsigned char* out, std::int64_t n, const std::string& path, bool& cut) {
+    z_stream& z = *zlib;
+    std::int64_t total = 0;
+    while (total < n && !zlib_end) {
+      if (z.avail_in == 0) {
+        const std::size_t got = std::fread(input.data(), 1, input.size(), plain);
+        if (got == 0) {
+          if (std::ferror(plain)) fail(path, std::string("read error: ") + std::strerror(errno));
+          cut = true;
+          break;
+        }
+        z.next_in = input.data();
+        z.avail_in = static_cast<uInt>(got);
+      }
+      const auto want = static_cast<uInt>(std::min<std::int64_t>(n - total, 1 << 30));
+      z.next_out = out + total;
+      z.avail_out = want;
+      const int status = inflate(&z, Z_NO_FLUSH);
+      total += want - z.avail_out;
+      if (status == Z_STREAM_END) zlib_end = true;
+      else if (status != Z_OK && status != Z_BUF_ERROR)
+        fail(path, std::string("corrupt zlib data: ") + (z.msg != nullptr ? z.msg : "inflate failed"));
+    }
+    return total;
   }
 };
 
 GzReader::GzReader(const std::string& path, const char* what, Compression compression)
     : path_(path), file_(std::make_unique<File>()) {
   check_file(path, what);  // a missing file or a directory, said as such (a pipe is fine)
-  if (compression == Compression::kNone) {
+  if (compression != Compression::kDetect) {
     file_->plain = std::fopen(path.c_str(), "rb");
     if (file_->plain == nullptr) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    if (compression == Compression::kZlib) {
+      file_->zlib = std::make_unique<z_stream>();
+      if (inflateInit(file_->zlib.get()) != Z_OK) fail(path, "zlib cannot start inflating");
+      file_->input.resize(1 << 18);
+      gzip_ = zlib_ = true;
+    }
     return;
   }
   file_->gz = gzopen(path.c_str(), "rb");
@@ -99,6 +138,7 @@ GzReader::~GzReader() = default;
 std::int64_t GzReader::read(void* buffer, std::int64_t n) {
   std::int64_t total = 0;
   auto* out = static_cast<unsigned char*>(buffer);
+  if (file_->zlib) return file_->inflate_into(out, n, path_, stream_cut_);
   if (file_->plain != nullptr) {
     total = static_cast<std::int64_t>(std::fread(out, 1, static_cast<std::size_t>(n), file_->plain));
     if (total < n && std::ferror(file_->plain)) fail(path_, std::string("read error: ") + std::strerror(errno));

@@ -35,8 +35,9 @@ std::string read_whole_file(const std::string& path, const char* what);
 class GzReader {
  public:
   /// kDetect: gzip or plain by the magic bytes; kNone: plain whatever the first bytes are (a
-  /// format whose own first bytes may look like gzip's).
-  enum class Compression { kDetect, kNone };
+  /// format whose own first bytes may look like gzip's); kZlib: one zlib stream (RFC 1950, what
+  /// TensorFlow's "ZLIB" compression writes), which has no magic bytes of its own.
+  enum class Compression { kDetect, kNone, kZlib };
 
   /// Opens `path` (missing, a directory or unreadable: a DataError saying so; `what` names the
   /// format expected, e.g. "an IDX file").
@@ -45,14 +46,16 @@ class GzReader {
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
 
-  /// Reads up to `n` bytes; fewer only at the end of the data. A gzip stream that stops mid-way
-  /// reads as an early end (stream_cut() then says so); corrupt gzip data throws.
+  /// Reads up to `n` bytes; fewer only at the end of the data. A compressed stream that stops
+  /// mid-way reads as an early end (stream_cut() then says so); corrupt compressed data throws.
   std::int64_t read(void* buffer, std::int64_t n);
 
   const std::string& path() const { return path_; }
-  /// The file is gzip-compressed.
+  /// The file is gzip-compressed (or, with kZlib, zlib-compressed).
   bool gzip() const { return gzip_; }
-  /// The last read ended early because the gzip stream stops mid-way.
+  /// "gzip" or "zlib", for messages.
+  const char* compression() const { return zlib_ ? "zlib" : "gzip"; }
+  /// The last read ended early because the compressed stream stops mid-way.
   bool stream_cut() const { return stream_cut_; }
   /// " (after gunzip)" for a gzip file, "" otherwise: for messages about sizes.
   const char* decompressed() const { return gzip_ ? " (after gunzip)" : ""; }
@@ -62,6 +65,7 @@ class GzReader {
   std::string path_;
   std::unique_ptr<File> file_;
   bool gzip_ = false;
+  bool zlib_ = false;
   bool stream_cut_ = false;
 };
 

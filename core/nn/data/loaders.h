@@ -262,12 +262,13 @@ struct TFRecordOptions {
   bool in_memory = true;
 };
 
-/// Reads TFRecord files of tf.train.Example records (as tf.io.TFRecordWriter writes them, plain
-/// or GZIP-compressed: a file is plain when its first length's checksum holds, else gzip) into a
+/// Reads TFRecord files of tf.train.Example records (as tf.io.TFRecordWriter writes them, plain,
+/// GZIP- or ZLIB-compressed: a file is plain when its first length's checksum holds, else told by
+/// its first bytes) into a
 /// dataset, the records in the order of the files, then of the file. `files` may hold glob
 /// patterns ("data/train-*.tfrecord"), each replaced by the files it matches, sorted. Both
 /// checksums of every record are verified. Features other than those named are skipped. A
-/// missing or unmatched file, a truncated or corrupt record (a gzip stream cut short among
+/// missing or unmatched file, a truncated or corrupt record (a compressed stream cut short among
 /// them), a record that is not an Example, a feature missing from a record (the message lists
 /// those it has) or held as bytes where the first record holds numbers (or the reverse), a NaN
 /// or infinite value, a label that is not one int64 in [0, 2^31 - 1), a count that differs from

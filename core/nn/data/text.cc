@@ -55,6 +55,8 @@ TextVectorizer::TextVectorizer(TextOptions options) : options_(options) {
 }
 
 std::vector<std::string> TextVectorizer::tokens(std::string_view text) const {
+  // A UTF-8 byte order mark (which Windows editors write) is no part of the first word.
+  if (text.starts_with("\xef\xbb\xbf")) text.remove_prefix(3);
   std::string standard;
   standard.reserve(text.size());
   for (const char ch : text) {

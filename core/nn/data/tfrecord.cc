@@ -2,10 +2,10 @@
 //
 // A record is framed as uint64 length, uint32 masked CRC-32C of those 8 bytes, the data, uint32
 // masked CRC-32C of the data (little-endian; mask ((c >> 15) | (c << 17)) + 0xa282ead8), the
-// whole file optionally gzip-compressed. The data is a tf.train.Example, whose protobuf wire
-// format is read here by hand, as the summary writer writes Events: the messages take five field
-// kinds, while protoc and libprotobuf would add a code generator and a runtime library to every
-// build. The fields (tensorflow/core/example/example.proto, feature.proto):
+// whole file optionally compressed (gzip or zlib: TensorFlow's "GZIP" and "ZLIB"). The data is a
+// tf.train.Example, whose protobuf wire format is read here by hand, as the summary writer writes
+// Events: the messages take five field kinds, while protoc and libprotobuf would add a code
+// generator and a runtime library to every build. The fields (tensorflow/core/example/example.proto, feature.proto):
 //   Example  { Features features = 1; }
 //   Features { map<string, Feature> feature = 1; }      // entries { string key = 1; Feature value = 2; }
 //   Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
@@ -97,7 +97,9 @@ class RecordReader {
     pending_.resize(static_cast<std::size_t>(file_->read(pending_.data(), 12)));
     const bool plain = pending_.size() == 12 && length_checksum_holds(pending_);
     if (!plain) {
-      file_.emplace(path, kTFRecordFile, detail::GzReader::Compression::kDetect);
+      file_.emplace(path, kTFRecordFile,
+                    zlib_header(pending_) ? detail::GzReader::Compression::kZlib
+                                          : detail::GzReader::Compression::kDetect);
       pending_.clear();
     }
   }
@@ -111,7 +113,8 @@ class RecordReader {
     const std::int64_t got = static_cast<std::int64_t>(had) + file_->read(header.data() + had, static_cast<std::int64_t>(12 - had));
     if (got == 0) {
       // A gzip stream cut where a record ends would otherwise lose the rest in silence.
-      if (file_->stream_cut()) fail("the gzip stream ends early (a truncated file)");
+      if (file_->stream_cut())
+        fail(std::string("the ") + file_->compression() + " stream ends early (a truncated file)");
       return false;
     }
     if (got < 12) fail("truncated: " + std::to_string(got) + " of the 12 header bytes" + cut());
@@ -151,7 +154,17 @@ class RecordReader {
            masked_crc(header.substr(0, 8));
   }
 
-  std::string cut() const { return file_->stream_cut() ? ", the gzip stream ends early" : ""; }
+  // The two bytes a zlib stream starts with (RFC 1950): deflate with a window of at most 32 KiB,
+  // and a check that makes them a multiple of 31. gzip's (1f 8b) are not such bytes.
+  static bool zlib_header(std::string_view bytes) {
+    if (bytes.size() < 2) return false;
+    const auto method = static_cast<unsigned char>(bytes[0]), flags = static_cast<unsigned char>(bytes[1]);
+    return (method & 0x0f) == 8 && (method >> 4) <= 7 && (method * 256 + flags) % 31 == 0;
+  }
+
+  std::string cut() const {
+    return file_->stream_cut() ? std::string(", the ") + file_->compression() + " stream ends early" : "";
+  }
 
   [[noreturn]] void fail(const std::string& fault) const {
     detail::fail(file_->path(), "record " + std::to_string(index_) + " at byte " +

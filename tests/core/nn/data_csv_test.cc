@@ -189,6 +189,20 @@ TEST_CASE("CSV errors name the file, the line and the column") {
         path + ": the header names column 1 and column 2 both 'cls'");
   // A name given twice but never used is no harm.
   CHECK(csv(dir, "a,a,cls\n1,2,3\n", {.label_column = "cls"}).size() == 1);
+  // A feature column without a name, such as the row index pandas writes first, is refused
+  // rather than learned from; left out, the rest is read.
+  CHECK(csv_error(dir, ",a,label\n0,1.5,0\n1,2.5,1\n", {.label_column = "label"}) ==
+        path + ": column 0 has no name in the header (the row index pandas writes unless to_csv "
+               "is given index=False?): name it, or leave it out with ignore_columns (\"0\")");
+  CHECK(csv_error(dir, "a, ,label\n0,1,0\n", {.label_column = "label"}) ==
+        path + ": column 1 has no name in the header: name it, or leave it out with ignore_columns (\"1\")");
+  std::vector<std::string> named;
+  const Dataset indexed = csv(dir, ",a,label\n0,1.5,0\n1,2.5,1\n", {.label_column = "label", .ignore_columns = {"0"}}, &named);
+  CHECK(named == std::vector<std::string>{"a"});
+  CHECK(example(indexed, 1) == std::vector<float>{2.5f});
+  // UTF-16 (Windows' "Unicode"), told by its byte-order mark.
+  CHECK(csv_error(dir, std::string("\xff\xfe" "a\0,\0y\0\n\0", 12), {.target_columns = {"y"}}) ==
+        path + ": UTF-16 text (its byte-order mark says so): save it as UTF-8");
   CHECK(data_error([&] { cohort::data::load_csv(dir / "none.csv", {.label_column = "a"}); }) ==
         dir / "none.csv" + ": no such file");
 

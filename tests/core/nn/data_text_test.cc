@@ -45,9 +45,12 @@ TEST_CASE("TextVectorizer splits words as Keras does: lower case, no punctuation
   CHECK(words.tokens("The cat's hat,\tTHE  cat!\n") ==
         std::vector<std::string>{"the", "cats", "hat", "the", "cat"});
   CHECK(words.tokens("  ").empty());
+  // A UTF-8 byte order mark (Notepad's) is no part of the first word.
+  CHECK(words.tokens("\xef\xbb\xbfHello there") == std::vector<std::string>{"hello", "there"});
   CHECK(words.tokens("Café déjà-vu") == std::vector<std::string>{"café", "déjàvu"});  // ASCII only
   TextVectorizer characters({.split = TextOptions::Split::kCharacters});
   CHECK(characters.tokens("Ab é!") == std::vector<std::string>{"a", "b", " ", "é"});
+  CHECK(characters.tokens("\xef\xbb\xbf" "Ab") == std::vector<std::string>{"a", "b"});
   TextVectorizer raw({.lowercase = false, .strip_punctuation = false});
   CHECK(raw.tokens("Hi, you") == std::vector<std::string>{"Hi,", "you"});
 }

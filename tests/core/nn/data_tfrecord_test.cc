@@ -394,6 +394,54 @@ TEST_CASE("a gzip stream cut where a record ends is an error, not fewer records"
             " of the inflated data: the gzip stream ends early (a truncated file)");
 }
 
+// `bytes` as one zlib stream (RFC 1950), as TFRecordOptions(compression_type="ZLIB") writes a
+// file; the first `flush_after` bytes are flushed out first, and the stream's size then is
+// `*flushed_at`: a cut there ends the inflated data exactly after them.
+std::string zlib_stream(const std::string& bytes, std::size_t flush_after, std::size_t* flushed_at) {
+  z_stream z{};
+  REQUIRE(deflateInit(&z, Z_DEFAULT_COMPRESSION) == Z_OK);
+  std::string out(compressBound(static_cast<uLong>(bytes.size())) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  z.avail_in = static_cast<uInt>(flush_after);
+  REQUIRE(deflate(&z, Z_SYNC_FLUSH) == Z_OK);
+  *flushed_at = z.total_out;
+  z.avail_in = static_cast<uInt>(bytes.size() - flush_after);
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST_CASE("a ZLIB-compressed file reads as the plain one; a zlib stream cut short is an error") {
+  TempDir dir("data_tfrecord_test");
+  const std::string first = record(example({{"x", float_feature({1, 2})}, {"y", int64_feature({1})}}));
+  const std::string records = first + first + first;
+  spit(dir / "plain.tfrecord", records);
+  std::size_t cut_at = 0;
+  const std::string compressed = zlib_stream(records, 2 * first.size(), &cut_at);
+  REQUIRE(static_cast<unsigned char>(compressed[0]) == 0x78);  // zlib's usual first byte
+  spit(dir / "z.tfrecord", compressed);
+  TFRecordOptions options;
+  options.features = "x";
+  options.label = "y";
+  const Dataset plain = load_tfrecord({dir / "plain.tfrecord"}, options);
+  REQUIRE(plain.size() == 3);
+  check_same_dataset(load_tfrecord({dir / "z.tfrecord"}, options), plain);
+  spit(dir / "z.tfrecord", compressed.substr(0, cut_at));
+  CHECK(data_error([&] { load_tfrecord({dir / "z.tfrecord"}, options); }) ==
+        dir / "z.tfrecord" + ": record 2 at byte " + std::to_string(2 * first.size()) +
+            " of the inflated data: the zlib stream ends early (a truncated file)");
+  spit(dir / "z.tfrecord", compressed.substr(0, cut_at + 4));
+  CHECK(data_error([&] { load_tfrecord({dir / "z.tfrecord"}, options); }).find("the zlib stream ends early") !=
+        std::string::npos);
+  std::string corrupt = compressed;
+  corrupt[cut_at / 2] = static_cast<char>(corrupt[cut_at / 2] ^ 0x55);
+  spit(dir / "z.tfrecord", corrupt);
+  CHECK(data_error([&] { load_tfrecord({dir / "z.tfrecord"}, options); }).starts_with(dir / "z.tfrecord" + ": "));
+}
+
 TEST_CASE("bad files, records and options are named") {
   TempDir dir("data_tfrecord_test");
   const std::string good = three_records();
