@@ -52,7 +52,7 @@ hid_t quietly(Open&& open) {
 std::string type_class_name(H5T_class_t kind) {
   switch (kind) {
     case H5T_STRING: return "strings";
-    case H5T_COMPOUND: return "records of several fields";
+    case H5T_COMPOUND: return "records of several fields (a structured array, or h5py's complex numbers)";
     case H5T_ENUM: return "an enumeration (h5py's booleans: store them as integers)";
     case H5T_VLEN: return "variable-length sequences";
     case H5T_ARRAY: return "arrays in each element";
@@ -159,12 +159,36 @@ class OpenDataset {
       return H5Dread(dataset_.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT,
                      array.values.data());
     });
-    if (status < 0)
-      fail(path_, "dataset '" + key_ + "' cannot be read (truncated, or a filter this HDF5 lacks)");
+    if (status < 0) {
+      if (const std::string missing = missing_filter(); !missing.empty())
+        fail(path_, "dataset '" + key_ + "' is compressed with " + missing +
+                        ", which this HDF5 library lacks: write it with gzip compression (h5py's "
+                        "compression='gzip') or none");
+      fail(path_, "dataset '" + key_ + "' cannot be read (a truncated or corrupt file?)");
+    }
     return array;
   }
 
  private:
+  // The first filter of the dataset's pipeline this HDF5 library cannot apply, "filter 'lzf'
+  // (id 32000)" (h5py's LZF, a plugin), or "".
+  std::string missing_filter() const {
+    const Handle properties(H5Dget_create_plist(dataset_.get()), H5Pclose);
+    if (!properties.valid()) return "";
+    const int filters = H5Pget_nfilters(properties.get());
+    for (int i = 0; i < filters; ++i) {
+      unsigned flags = 0, config = 0;
+      std::size_t values = 0;
+      char name[256] = "";
+      const H5Z_filter_t id =
+          H5Pget_filter2(properties.get(), static_cast<unsigned>(i), &flags, &values, nullptr,
+                         sizeof name, name, &config);
+      if (id >= 0 && quietly([&] { return static_cast<hid_t>(H5Zfilter_avail(id)); }) <= 0)
+        return std::string("filter '") + name + "' (id " + std::to_string(id) + ")";
+    }
+    return "";
+  }
+
   std::string path_, key_;
   Handle dataset_;
   H5T_class_t kind_ = H5T_NO_CLASS;

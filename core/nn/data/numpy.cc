@@ -95,8 +95,9 @@ std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& n
     if (label < 0)
       fail(names.labels,
            "label " + std::to_string(static_cast<std::int64_t>(label)) + at + " is negative");
+    // Integers from 2^24 on were rounded on their way to float32: not named as if exact.
     if (label >= static_cast<float>(limit))
-      fail(names.labels, "label " + whole(label) + at +
+      fail(names.labels, (label < 0x1p24f ? "label " : "a label of about ") + whole(label) + at +
                              (num_classes > 0
                                   ? " is outside [0, " + std::to_string(num_classes) + ")"
                                   : " is too large for a class label"));
