@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -559,6 +560,17 @@ StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t bat
   return evaluate_dataset(towers_.front().model, part, sum, batch_size, options_.image);
 }
 
+namespace {
+
+// `value` as text that reads back exactly.
+std::string exactly(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+}  // namespace
+
 Checkpoint Trainer::checkpoint() {
   // The store's count: in the async modes other replicas' pushes have moved it past this
   // replica's last step. Read before the parameters, which then hold at least those pushes (a
@@ -570,11 +582,10 @@ Checkpoint Trainer::checkpoint() {
   checkpoint.metadata["model"] = options_.model_name;
   checkpoint.metadata["mode"] = to_string(options_.replication.mode);
   checkpoint.metadata["optimizer"] = optimizer_->options().name;
-  if (const double scale = learning_rate_scale(); scale != 1) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", scale);  // read back exactly
-    checkpoint.metadata["learning_rate_scale"] = text;
-  }
+  if (const double scale = learning_rate_scale(); scale != 1)
+    checkpoint.metadata["learning_rate_scale"] = exactly(scale);
+  // The schedule's rate where the checkpoint stands: a resume under another schedule is told.
+  checkpoint.metadata["learning_rate"] = exactly(optimizer_->options().learning_rate.at(step));
   // The data position of a resume counts batches per step.
   if (options_.accumulation_steps > 1)
     checkpoint.metadata["accumulation_steps"] = std::to_string(options_.accumulation_steps);
@@ -622,12 +633,33 @@ void Trainer::restore(const Checkpoint& checkpoint) {
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
   has_parameters_ = true;
   set_learning_rate_scale(factor);
+  warn_of_another_schedule(checkpoint);
   if (average_) {
     // Averages from a checkpoint written without them start at its variables (in start()).
     std::vector<float> averages(graph_.values().size());
     average_restored_ = restore_moving_averages(checkpoint, graph_, averages);
     if (average_restored_) average_->reset(averages);
   }
+}
+
+void Trainer::warn_of_another_schedule(const Checkpoint& checkpoint) const {
+  const auto saved = checkpoint.metadata.find("learning_rate");
+  if (saved == checkpoint.metadata.end()) return;
+  char* end = nullptr;
+  const double theirs = std::strtod(saved->second.c_str(), &end);
+  const std::int64_t step = checkpoint.global_step();
+  const double ours = optimizer_->options().learning_rate.at(step);
+  if (end == saved->second.c_str() || !std::isfinite(theirs) ||
+      std::abs(ours - theirs) <= 1e-6 * std::max(std::abs(ours), std::abs(theirs)))
+    return;
+  std::fprintf(stderr,
+               "[%s] warning: the learning rate at global step %lld was %.3g when the checkpoint "
+               "was written, and this run's schedule has %.3g there: the schedule changed (a decay "
+               "whose length follows the run's steps, as train's cosine does unless "
+               "--lr_decay_steps is given, changes with them); training goes on at this run's "
+               "rates\n",
+               process_label().c_str(), static_cast<long long>(step), theirs, ours);
+  std::fflush(stderr);
 }
 
 void Trainer::load_parameters(const Checkpoint& checkpoint) {

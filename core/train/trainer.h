@@ -257,6 +257,9 @@ class Trainer {
   std::int64_t dropped_gradients() const { return replication_->dropped_gradients(); }
 
  private:
+  // On stderr where this run's schedule gives another rate at `checkpoint`'s step than the one
+  // it recorded (a resume under a longer run, whose decay then jumps back up).
+  void warn_of_another_schedule(const Checkpoint& checkpoint) const;
   // InvalidArgument, naming Trainer::`what`, unless the variables were initialised or loaded.
   void check_has_parameters(const char* what) const;
   // predict() or predict_probabilities().

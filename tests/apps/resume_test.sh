@@ -26,10 +26,21 @@ for optimizer in momentum adam rmsprop; do
   run "$work/$optimizer-resumed" 300 "${flags[@]}"
   grep -q "restored from .* at global step 150$" "$work/$optimizer-resumed.log" \
     || { cat "$work/$optimizer-resumed.log"; echo "did not resume from step 150"; exit 1; }
+  ! grep "warning: the learning rate" "$work/$optimizer-resumed.log" || { echo "a constant rate was warned of"; exit 1; }
   /usr/bin/python3 "$(dirname "$0")/compare_checkpoints.py" --rtol 1e-6 \
     "$work/$optimizer-resumed/model.ckpt-300.safetensors" \
     "$work/$optimizer-straight/model.ckpt-300.safetensors"
 done
+
+echo "== a resume under a longer cosine decay: its rate at the checkpoint's step jumps, and is told"
+run "$work/cosine" 100 --lr_schedule=cosine
+run "$work/cosine" 200 --lr_schedule=cosine
+grep -q "warning: the learning rate at global step 100 was 0.002 when the checkpoint was written, and this run's schedule has 0.011 there" \
+  "$work/cosine.log" || { cat "$work/cosine.log"; echo "no word of the schedule's jump"; exit 1; }
+# The decay's length fixed at the last run's: the same rate at step 200, no word.
+run "$work/cosine" 300 --lr_schedule=cosine --lr_decay_steps=200
+grep -q "restored from .* at global step 200$" "$work/cosine.log" || { cat "$work/cosine.log"; exit 1; }
+! grep "warning: the learning rate" "$work/cosine.log" || { echo "the same schedule was warned of"; exit 1; }
 
 echo "== a finished run started again trains nothing, and says so"
 run "$work/momentum-straight" 200 --optimizer=momentum --learning_rate=0.01
