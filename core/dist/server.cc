@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "cohort/core/base/signals.h"
@@ -173,8 +174,10 @@ void Server::free_hosted() {
   }
   // Tasks arrive here at their own times; a sleeping barrier keeps early ones off the CPU before
   // the windows are freed (MPI_Win_free is collective and would spin). A task that never comes
-  // (stalled, while the others trained on without it) ends the job after the stall timeout.
-  const StallWatch watch("the wait for the other training tasks to finish");
+  // (stalled, while the others trained on without it) ends the job after the stall timeout; a
+  // task that left early waits without one, for those that train on.
+  std::optional<StallWatch> watch;
+  if (!left_early_) watch.emplace("the wait for the other training tasks to finish");
   mpi::Request barrier = training_.ibarrier();
   wait_until([&] { return barrier.test().has_value() || !barrier.active(); },
              std::chrono::milliseconds::zero(), [] { return std::string("the other tasks"); });

@@ -123,9 +123,14 @@ class Server {
   /// For computing tasks (worker, chief). Tells every ps and evaluator task that this task is
   /// finished; then, if memory is hosted, frees it together with the other training tasks
   /// (blocking until they are all done too, at most StallWatch::timeout(), then ending the
-  /// job). Calling it again does nothing. Throws
+  /// job; without that deadline after leave_early()). Calling it again does nothing. Throws
   /// InvalidArgument on other tasks.
   void done();
+
+  /// For computing tasks that leave training while the others train on (a stop signal or a
+  /// hook's stop of their own, in the ps modes): done() then waits for the others with no
+  /// deadline, since they may train for hours yet (their own waits keep theirs).
+  void leave_early() { left_early_ = true; }
 
   /// For computing tasks, after an error in this task's session (a replication's abandon()):
   /// done() then tells the ps tasks but leaves the hosted memory to the job's end instead of
@@ -159,6 +164,7 @@ class Server {
   std::vector<std::unique_ptr<Hosted>> hosted_;
   bool done_sent_ = false;
   bool abandoned_ = false;  // abandon(): the hosted memory is left, not freed
+  bool left_early_ = false;  // leave_early(): the others train on
   std::string transport_;  // how the hosted memory is reached (memory_transport())
   bool one_sided_ = false;
   int exceptions_at_start_ = 0;

@@ -231,18 +231,27 @@ std::string PsReplication::stats() const {
   return text;
 }
 
-void PsReplication::finish() {
+void PsReplication::finish() { retire(/*after_error=*/false); }
+
+void PsReplication::retire(bool after_error) {
   if (finished_) return;
   finished_ = true;
   // A retired replica's clock stops counting against the others' staleness bound.
   store_.write(ControlSlot::kWorkerBase, kRetiredClock, replica_);
   store_.fetch_add(ControlSlot::kRetired, 1);
-  if (server_.is_chief()) store_.write(ControlSlot::kStopped, 1);
+  if (server_.is_chief()) {
+    store_.write(ControlSlot::kStopped, 1);
+  } else if (!after_error && store_.read(ControlSlot::kStopped) == 0) {
+    // The chief trains on, and the others with it, maybe for hours (after a stop signal or a
+    // hook's stop of this task's own): this task's wait for them at the end is no stall. (At the
+    // last step an async worker may get here just before the chief: its wait is short.)
+    server_.leave_early();
+  }
   store_.close();
 }
 
 void PsReplication::abandon() {
-  finish();
+  retire(/*after_error=*/true);
   server_.abandon();
 }
 

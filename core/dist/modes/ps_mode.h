@@ -81,6 +81,11 @@ class PsReplication : public Replication, private GradientListener {
   void add_sent(std::span<const float> base, std::span<const float> values,
                 std::span<float> out) const;
 
+  /// finish() and abandon(): this replica leaves training (its clock no longer counts against
+  /// the others' staleness bound; the chief's leaving stops training). A non-chief that leaves,
+  /// but not after an error, while the chief trains on tells its Server (Server::leave_early).
+  void retire(bool after_error);
+
   /// --bucket_bytes > 0: the gradients leave in pieces (buckets.h), each through send_piece().
   bool in_pieces() const { return options_.bucket_bytes > 0; }
   /// The step's forward and backward pass is about to start (its listener is asked for): a mode
