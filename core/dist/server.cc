@@ -7,6 +7,8 @@
 #include <exception>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/stall_watch.h"
@@ -19,6 +21,7 @@ namespace {
 
 constexpr int kDoneTag = 1;
 constexpr int kHostTag = 2;
+constexpr int kArrivedTag = 3;  // on the training tasks' communicator: at the end, to free memory
 // The payload only has to exist: the sender's rank travels in the status.
 constexpr std::int32_t kDoneMessage = 1;
 constexpr std::int64_t kHostMagic = 0x436f68727448ll;  // identifies a request for hosted memory
@@ -85,8 +88,12 @@ Server::~Server() {
       // context id. Every computing task sends exactly once (at the latest from its destructor).
       serve(std::chrono::milliseconds::zero());
     }
-  } catch (...) {
-    // Destructors do not throw.
+  } catch (const std::exception& e) {
+    // Destructors do not throw: said here, and the job ended, since peers may wait on this task
+    // (a wait for a task that stalled at the end, say).
+    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
+    std::fflush(stderr);
+    mpi::Environment::abort(1);
   }
 }
 
@@ -172,15 +179,41 @@ void Server::free_hosted() {
     hosted_.clear();
     return;
   }
-  // Tasks arrive here at their own times; a sleeping barrier keeps early ones off the CPU before
-  // the windows are freed (MPI_Win_free is collective and would spin). A task that never comes
-  // (stalled, while the others trained on without it) ends the job after the stall timeout; a
-  // task that left early waits without one, for those that train on.
-  std::optional<StallWatch> watch;
-  if (!left_early_) watch.emplace("the wait for the other training tasks to finish");
-  mpi::Request barrier = training_.ibarrier();
-  wait_until([&] { return barrier.test().has_value() || !barrier.active(); },
-             std::chrono::milliseconds::zero(), [] { return std::string("the other tasks"); });
+  // Tasks arrive here at their own times. Each tells the others it has, then waits, sleeping,
+  // for word from every other before the windows are freed (MPI_Win_free is collective and would
+  // spin). A task that never comes (stalled, or lost, while the others trained on without it)
+  // is named when the stall timeout ends the wait; a task that left early waits without one.
+  const int me = training_.rank(), n = training_.size();
+  std::vector<mpi::Request> told;
+  for (int r = 0; r < n; ++r)
+    if (r != me)
+      told.push_back(training_.isend(std::span<const std::int32_t>(&kDoneMessage, 1), r, kArrivedTag));
+  std::vector<char> arrived(static_cast<std::size_t>(n), 0);
+  arrived[static_cast<std::size_t>(me)] = 1;
+  int missing = n - 1;
+  const auto heard = [&] {
+    while (const auto status = training_.iprobe(MPI_ANY_SOURCE, kArrivedTag)) {
+      std::int32_t message = 0;
+      training_.recv(std::span<std::int32_t>(&message, 1), status->MPI_SOURCE, kArrivedTag);
+      if (!std::exchange(arrived[static_cast<std::size_t>(status->MPI_SOURCE)], 1)) --missing;
+    }
+    return missing == 0;
+  };
+  // The computing tasks not come yet, else the ps tasks (which come once every computing task
+  // is done: while one is missing, they wait for it too).
+  const auto awaited = [&] {
+    std::string computing, others;
+    int r = 0;  // training ranks are the world's in order, less the evaluators
+    for (int rank = 0; rank < cluster_->size(); ++rank) {
+      const TaskId& task = cluster_->task_of(rank);
+      if (task.job == "evaluator" || arrived[static_cast<std::size_t>(r++)]) continue;
+      std::string& names = computing_job(task.job) ? computing : others;
+      names += (names.empty() ? "" : ", ") + task.to_string() + " (rank " + std::to_string(rank) + ")";
+    }
+    return (computing.empty() ? others : computing) + " to reach the end of training (stalled, or lost?)";
+  };
+  wait_until(heard, left_early_ ? std::chrono::milliseconds::zero() : StallWatch::timeout(), awaited);
+  told.clear();  // every other task has heard: the sends are complete
   for (auto& hosted : hosted_) hosted.reset();  // in creation order, as on every task
   hosted_.clear();
 }
