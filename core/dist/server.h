@@ -60,7 +60,8 @@ class Server {
   /// main still lets the other tasks finish; a non-computing task first serves, as join() does,
   /// until every done() has arrived (no message may outlive the control communicator). While an
   /// exception unwinds through it, it does neither (app::Run is about to end the job) and leaves
-  /// the hosted memory to MPI_Abort. Errors are ignored.
+  /// the hosted memory to MPI_Abort. An error (a task that never came) is printed and ends the
+  /// job (MPI_Abort), since a destructor cannot throw it.
   ~Server();
 
   const std::string& job_name() const { return task_.job; }
@@ -122,9 +123,9 @@ class Server {
 
   /// For computing tasks (worker, chief). Tells every ps and evaluator task that this task is
   /// finished; then, if memory is hosted, frees it together with the other training tasks
-  /// (blocking until they are all done too, at most StallWatch::timeout(), then ending the
-  /// job; without that deadline after leave_early()). Calling it again does nothing. Throws
-  /// InvalidArgument on other tasks.
+  /// (blocking until they are all done too, at most StallWatch::timeout(), then throwing an
+  /// Error naming those not come; without that deadline after leave_early()). Calling it again
+  /// does nothing. Throws InvalidArgument on other tasks.
   void done();
 
   /// For computing tasks that leave training while the others train on (a stop signal or a
