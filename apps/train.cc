@@ -75,7 +75,7 @@ COHORT_DEFINE_float(lr_decay_rate, 0.1, "step/exponential/piecewise: decay facto
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_string(lr_boundaries, "", "piecewise: the global steps (warm-up included) at which the rate is multiplied by --lr_decay_rate once more, e.g. 30000,60000,80000",
     kSameOnAllRanks);
-COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine/polynomial: its length (0: the run's global steps after the warm-up, so a resume with more --train_steps stretches it)",
+COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine/polynomial: its length; 0: the run's global steps after the warm-up (so a resume with more --train_steps stretches it)",
     Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(lr_warmup_steps, -1,
                   "global steps over which the rate rises linearly to its peak (-1: one epoch, at "

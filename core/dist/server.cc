@@ -94,6 +94,8 @@ Server::~Server() {
     std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), e.what());
     std::fflush(stderr);
     mpi::Environment::abort(1);
+  } catch (...) {
+    mpi::Environment::abort(1);
   }
 }
 
@@ -212,8 +214,16 @@ void Server::free_hosted() {
     }
     return (computing.empty() ? others : computing) + " to reach the end of training (stalled, or lost?)";
   };
-  wait_until(heard, left_early_ ? std::chrono::milliseconds::zero() : StallWatch::timeout(), awaited);
-  told.clear();  // every other task has heard: the sends are complete
+  try {
+    wait_until(heard, left_early_ ? std::chrono::milliseconds::zero() : StallWatch::timeout(), awaited);
+  } catch (...) {
+    // A task that never came never receives: its send must not be waited for on the way out.
+    for (mpi::Request& send : told) send.abandon();
+    throw;
+  }
+  // Every other task is here and receives what it has not yet; then the collective frees.
+  const StallWatch watch("the end of training's frees of the parameter memory");
+  told.clear();
   for (auto& hosted : hosted_) hosted.reset();  // in creation order, as on every task
   hosted_.clear();
 }

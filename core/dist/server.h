@@ -128,9 +128,9 @@ class Server {
   /// does nothing. Throws InvalidArgument on other tasks.
   void done();
 
-  /// For computing tasks that leave training while the others train on (a stop signal or a
-  /// hook's stop of their own, in the ps modes): done() then waits for the others with no
-  /// deadline, since they may train for hours yet (their own waits keep theirs).
+  /// For computing tasks that leave training while the others train on (a stop signal of their
+  /// own, in the ps modes): done() then waits for the others with no deadline, since they may
+  /// train for hours yet (their own waits keep theirs).
   void leave_early() { left_early_ = true; }
 
   /// For computing tasks, after an error in this task's session (a replication's abandon()):

@@ -654,10 +654,10 @@ void Trainer::warn_of_another_schedule(const Checkpoint& checkpoint) const {
     return;
   std::fprintf(stderr,
                "[%s] warning: the learning rate at global step %lld was %.3g when the checkpoint "
-               "was written, and this run's schedule has %.3g there: the schedule changed (a decay "
-               "whose length follows the run's steps, as train's cosine does unless "
-               "--lr_decay_steps is given, changes with them); training goes on at this run's "
-               "rates\n",
+               "was written, and this run's schedule has %.3g there: training goes on at this "
+               "run's rates (a decay whose length follows the run's steps, as train's does unless "
+               "--lr_decay_steps is given, changes with them; a rate scaled by the workers, with "
+               "their number)\n",
                process_label().c_str(), static_cast<long long>(step), theirs, ours);
   std::fflush(stderr);
 }

@@ -259,6 +259,20 @@ wait_for_output() {
   done
 }
 
+# check_requeued SLACK: the job's chief stopped on the walltime warning (SIGUSR1) at a global step,
+# the job requeued itself, ran again, and that run restored a checkpoint of that step or of up to
+# SLACK steps more (in async mode the chief's checkpoint may count the pushes of workers that
+# stopped after it); sets `stopped` and `restored`.
+check_requeued() {
+  stopped=$(sed -nE 's/^stopped by signal 10 at global step ([0-9]+)$/\1/p' "$out" | head -n1)
+  [[ -n $stopped ]] || fail "$out: the chief did not stop on the warning"
+  grep -q "requeueing job $job" "$out" || fail "job $job did not requeue itself after the warning"
+  grep -q "^cohort: job $job, run 2," "$out" || fail "job $job did not run a second time"
+  restored=$(sed -nE 's/^restored from .* at global step ([0-9]+)$/\1/p' "$out" | head -n1)
+  [[ -n $restored ]] && ((restored >= stopped && restored <= stopped + $1)) ||
+    fail "$out: the requeued run did not restore a checkpoint of the step it stopped at, $stopped (restored: '$restored')"
+}
+
 # check_finished STEPS: the job's last run trained to global step STEPS (a regex) and printed a
 # test accuracy above 0.5 (chance is 0.1); sets `accuracy`.
 check_finished() {

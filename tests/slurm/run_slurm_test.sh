@@ -62,12 +62,7 @@ cat "$out"
 ((status == 0)) || fail "sbatch --wait of the requeued job exited with status $status"
 grep -q "signal 10: serving until the computing tasks are done" "$out" ||
   fail "the guide's ps task did not report the warning while serving"
-stopped=$(sed -nE 's/^stopped by signal 10 at global step ([0-9]+)$/\1/p' "$out" | head -n1)
-[[ -n $stopped ]] || fail "the guide's chief did not stop on the warning"
-grep -q "requeueing job $job" "$out" || fail "job $job did not requeue itself after the warning"
-grep -q "^cohort: job $job, run 2," "$out" || fail "job $job did not run a second time"
-grep -qE "^restored from .* at global step $stopped$" "$out" ||
-  fail "the requeued run did not restore the checkpoint of step $stopped"
+check_requeued 0
 accuracy=$(sed -nE "s/^guide: 7 workers, 1 ps, mode sync, global step $steps, .*test accuracy ([0-9.]+)$/\1/p" "$out")
 [[ -n $accuracy ]] || fail "the requeued run did not finish $steps steps on 1 ps and 7 workers"
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "$out: test accuracy $accuracy is not above 0.5"
@@ -87,13 +82,7 @@ wait "$waiter" || status=$?
 cat "$out"
 ((status == 0)) || fail "sbatch --wait single_node.sbatch with COHORT_LAUNCHER=mpirun exited with status $status"
 grep -q "mode async, 7 workers" "$out" || fail "$out: mpirun did not start 1 ps task and 7 workers"
-stopped=$(sed -nE 's/^stopped by signal 10 at global step ([0-9]+)$/\1/p' "$out" | head -n1)
-[[ -n $stopped ]] || fail "the chief did not stop on the warning that mpirun forwarded"
-grep -q "requeueing job $job" "$out" || fail "job $job (mpirun) did not requeue itself after the warning"
-# In async mode the chief's checkpoint may count the pushes of workers that stopped after it.
-restored=$(sed -nE 's/^restored from .* at global step ([0-9]+)$/\1/p' "$out" | head -n1)
-[[ -n $restored ]] && ((restored >= stopped && restored < stopped + 20)) ||
-  fail "the requeued run (mpirun) did not restore a checkpoint of the step it stopped at, $stopped (restored: '$restored')"
+check_requeued 20
 check_finished '30[0-9]{2}'
 log "single_node.sbatch with mpirun, async mode: 1 ps + 7 workers, stopped at step $stopped by the warning, requeued, finished with test accuracy $accuracy"
 

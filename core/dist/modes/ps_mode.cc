@@ -241,10 +241,11 @@ void PsReplication::retire(bool after_error) {
   store_.fetch_add(ControlSlot::kRetired, 1);
   if (server_.is_chief()) {
     store_.write(ControlSlot::kStopped, 1);
-  } else if (!after_error && store_.read(ControlSlot::kStopped) == 0) {
-    // The chief trains on, and the others with it, maybe for hours (after a stop signal or a
-    // hook's stop of this task's own): this task's wait for them at the end is no stall. (At the
-    // last step an async worker may get here just before the chief: its wait is short.)
+  } else if (!after_error && stop_signal_received() != 0 &&
+             store_.read(ControlSlot::kStopped) == 0) {
+    // Stopped by a signal of its own while the chief trains on, and the others with it, maybe
+    // for hours: this task's wait for them at the end is no stall. (Where every task got the
+    // signal, the scheduler's kill bounds the job.)
     server_.leave_early();
   }
   store_.close();

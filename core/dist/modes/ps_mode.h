@@ -82,8 +82,9 @@ class PsReplication : public Replication, private GradientListener {
                 std::span<float> out) const;
 
   /// finish() and abandon(): this replica leaves training (its clock no longer counts against
-  /// the others' staleness bound; the chief's leaving stops training). A non-chief that leaves,
-  /// but not after an error, while the chief trains on tells its Server (Server::leave_early).
+  /// the others' staleness bound; the chief's leaving stops training). A non-chief stopped by a
+  /// signal of its own (not after an error) while the chief trains on tells its Server
+  /// (Server::leave_early).
   void retire(bool after_error);
 
   /// --bucket_bytes > 0: the gradients leave in pieces (buckets.h), each through send_piece().

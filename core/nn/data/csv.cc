@@ -478,10 +478,10 @@ class CsvReader {
   }
 
   // Under a header, a feature is known by its name (a test file's columns are found by it): a
-  // column without one, such as the row index pandas writes first unless told index=False,
-  // would be learned from unseen (row numbers, in the order the rows were written).
+  // column without one taken as a feature by default, such as the row index pandas writes first
+  // unless told index=False, would be learned from unseen (row numbers, in the order written).
   void check_feature_names() const {
-    if (names_.empty()) return;
+    if (names_.empty() || !options_.feature_columns.empty()) return;  // chosen, not taken by default
     for (const int c : feature_columns_)
       if (names_[static_cast<std::size_t>(c)].find_first_not_of(" \t") == std::string::npos)
         fail(path_, "column " + std::to_string(c) + " has no name in the header" +

@@ -155,11 +155,13 @@ class RecordReader {
   }
 
   // The two bytes a zlib stream starts with (RFC 1950): deflate with a window of at most 32 KiB,
-  // and a check that makes them a multiple of 31. gzip's (1f 8b) are not such bytes.
+  // no preset dictionary (TensorFlow's have none), and a check that makes them a multiple of 31.
+  // gzip's (1f 8b) are not such bytes.
   static bool zlib_header(std::string_view bytes) {
     if (bytes.size() < 2) return false;
     const auto method = static_cast<unsigned char>(bytes[0]), flags = static_cast<unsigned char>(bytes[1]);
-    return (method & 0x0f) == 8 && (method >> 4) <= 7 && (method * 256 + flags) % 31 == 0;
+    return (method & 0x0f) == 8 && (method >> 4) <= 7 && (flags & 0x20) == 0 &&
+           (method * 256 + flags) % 31 == 0;
   }
 
   std::string cut() const {

@@ -200,6 +200,9 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   const Dataset indexed = csv(dir, ",a,label\n0,1.5,0\n1,2.5,1\n", {.label_column = "label", .ignore_columns = {"0"}}, &named);
   CHECK(named == std::vector<std::string>{"a"});
   CHECK(example(indexed, 1) == std::vector<float>{2.5f});
+  // Chosen by index as a feature, it is the user's to name.
+  CHECK(example(csv(dir, ",a,label\n0,1.5,0\n1,2.5,1\n", {.label_column = "label", .feature_columns = {"0", "a"}}), 1) ==
+        std::vector<float>{1.0f, 2.5f});
   // UTF-16 (Windows' "Unicode"), told by its byte-order mark.
   CHECK(csv_error(dir, std::string("\xff\xfe" "a\0,\0y\0\n\0", 12), {.target_columns = {"y"}}) ==
         path + ": UTF-16 text (its byte-order mark says so): save it as UTF-8");
