@@ -3,8 +3,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cohort/core/base/stall_watch.h"
@@ -37,6 +39,7 @@ Environment::Environment(int& argc, char**& argv) {
   if (provided < MPI_THREAD_FUNNELED)
     throw Error("MPI_Init_thread granted thread level " + std::to_string(provided) +
                 ", Cohort needs MPI_THREAD_FUNNELED");
+  ending_ = Comm::world().dup();
 }
 
 Environment::~Environment() {
@@ -44,6 +47,22 @@ Environment::~Environment() {
   // MPI_Finalize waits for every process of the job: one that stalled (an evaluator, say) would
   // hold the others here for good once training is over.
   const StallWatch watch("MPI_Finalize, which waits for every process of the job");
+  // The processes wait for each other first in a barrier of their own, sleeping between tests:
+  // a peer that then fails and aborts the job ends them as it should, where Open MPI 4 may leave
+  // a process waiting inside MPI_Finalize's own exchange, and the job with it, running.
+  if (!ending_.is_null()) {
+    try {
+      Request barrier = ending_.ibarrier();
+      std::chrono::microseconds pause(20);
+      while (barrier.active() && !barrier.test()) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(2));
+      }
+      ending_ = Comm();
+    } catch (const std::exception&) {
+      // MPI_Finalize waits all the same.
+    }
+  }
   MPI_Finalize();
 }
 

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "cohort/mpi/comm.h"
+
 namespace cohort::mpi {
 
 /// Initialises MPI on construction and finalises it on destruction. One per process, made by
@@ -44,6 +46,7 @@ class Environment {
 
  private:
   bool owns_ = false;
+  Comm ending_;  // the world's duplicate, for the barrier before MPI_Finalize
 };
 
 }  // namespace cohort::mpi
