@@ -18,7 +18,6 @@ SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
 
 SummarySaverHook::~SummarySaverHook() = default;
 
-
 void SummarySaverHook::after_create_session(MonitoredSession& session) {
   timer_.reset();
   started_ = false;

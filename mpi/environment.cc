@@ -3,13 +3,12 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cohort/core/base/stall_watch.h"
+#include "cohort/core/base/wait.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort::mpi {
@@ -53,11 +52,8 @@ Environment::~Environment() {
   if (!ending_.is_null()) {
     try {
       Request barrier = ending_.ibarrier();
-      std::chrono::microseconds pause(20);
-      while (barrier.active() && !barrier.test()) {
-        std::this_thread::sleep_for(pause);
-        pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(2));
-      }
+      wait_until([&] { return !barrier.active() || barrier.test().has_value(); },
+                 std::chrono::milliseconds::zero(), [] { return std::string("the other processes"); });
       ending_ = Comm();
     } catch (const std::exception&) {
       // MPI_Finalize waits all the same.

@@ -148,14 +148,6 @@ bool is_tfrecord(const std::string& spec) {
   return named_tfrecord(spec) || spec.find_first_of("*?[") != std::string::npos;
 }
 
-// Whether `path` is named as a PNG or JPEG file.
-bool is_image_file(const std::filesystem::path& path) {
-  std::string extension = path.extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
-}
-
 // --predict's images: the PNG and JPEG files under a folder, sorted, or the files given.
 std::vector<std::string> images_to_predict() {
   namespace fs = std::filesystem;
@@ -163,7 +155,7 @@ std::vector<std::string> images_to_predict() {
   for (const std::string& given : cohort::flags::split_list("predict", FLAGS_predict)) {
     if (!fs::is_directory(given)) {
       if (!fs::exists(given)) throw cohort::InvalidArgument("--predict=" + given + ": no such file or folder");
-      if (!is_image_file(given))
+      if (!cohort::data::is_image_name(given))
         throw cohort::InvalidArgument("--predict=" + given + ": not a .png, .jpg or .jpeg file");
       paths.push_back(given);
       continue;
@@ -172,7 +164,7 @@ std::vector<std::string> images_to_predict() {
     for (const auto& entry : fs::recursive_directory_iterator(given))
       // As the folder reader: names starting with a dot are passed over.
       if (entry.is_regular_file() && !entry.path().filename().string().starts_with(".") &&
-          is_image_file(entry.path()))
+          cohort::data::is_image_name(entry.path().string()))
         found.push_back(entry.path().string());
     if (found.empty()) throw cohort::InvalidArgument("--predict=" + given + ": no .png, .jpg or .jpeg files in it");
     std::sort(found.begin(), found.end());

@@ -197,19 +197,10 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
       writer->second != configured) {
     // The model first: a checkpoint of another model is that, whatever optimizer wrote it (and
     // --reset_optimizer would not help). One that fits leaves the graph as it was.
-    const std::vector<float> values(graph.values().begin(), graph.values().end());
-    const std::vector<float> state(graph.state().begin(), graph.state().end());
-    const auto put_back = [&] {
-      std::copy(values.begin(), values.end(), graph.values().begin());
-      std::copy(state.begin(), state.end(), graph.state().begin());
-    };
-    try {
+    {
+      const KeptVariables kept(graph);
       restore_variables(checkpoint, graph);
-    } catch (...) {
-      put_back();
-      throw;
     }
-    put_back();
     throw InvalidArgument("cannot restore the checkpoint: it was written by optimizer '" +
                           writer->second + "' and the optimizer is '" + configured +
                           "', whose state it does not hold; pass --reset_optimizer to restore the "

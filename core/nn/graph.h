@@ -2,6 +2,7 @@
 // The variables of a model: trainable parameters laid out in one flat buffer, non-trainable state
 // (batch norm's moving statistics) in another.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -113,6 +114,26 @@ class Graph {
   mutable Tensor values_;
   mutable Tensor state_;
   mutable bool frozen_ = false;
+};
+
+/// A graph's parameters and state as they were, put back at the end of its scope (a look at
+/// other values that must leave the graph as it was, whatever happens meanwhile).
+class KeptVariables {
+ public:
+  explicit KeptVariables(Graph& graph)
+      : graph_(graph),
+        values_(graph.values().begin(), graph.values().end()),
+        state_(graph.state().begin(), graph.state().end()) {}
+  ~KeptVariables() {
+    std::copy(values_.begin(), values_.end(), graph_.values().begin());
+    std::copy(state_.begin(), state_.end(), graph_.state().begin());
+  }
+  KeptVariables(const KeptVariables&) = delete;
+  KeptVariables& operator=(const KeptVariables&) = delete;
+
+ private:
+  Graph& graph_;
+  std::vector<float> values_, state_;
 };
 
 }  // namespace cohort

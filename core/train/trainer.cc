@@ -523,29 +523,6 @@ void Trainer::finish(bool fetch) {
   left_ = true;
 }
 
-namespace {
-
-// A graph's parameters and state as they were, put back at the end of its scope.
-class KeptVariables {
- public:
-  explicit KeptVariables(Graph& graph)
-      : graph_(graph),
-        values_(graph.values().begin(), graph.values().end()),
-        state_(graph.state().begin(), graph.state().end()) {}
-  ~KeptVariables() {
-    std::copy(values_.begin(), values_.end(), graph_.values().begin());
-    std::copy(state_.begin(), state_.end(), graph_.state().begin());
-  }
-  KeptVariables(const KeptVariables&) = delete;
-  KeptVariables& operator=(const KeptVariables&) = delete;
-
- private:
-  Graph& graph_;
-  std::vector<float> values_, state_;
-};
-
-}  // namespace
-
 StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t batch_size) {
   if (!replicas_ || num_workers_ == 1) return evaluate(part, batch_size);
   check_has_parameters("evaluate_across");

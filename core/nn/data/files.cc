@@ -122,7 +122,7 @@ GzReader::GzReader(const std::string& path, const char* what, Compression compre
       file_->zlib = std::make_unique<z_stream>();
       if (inflateInit(file_->zlib.get()) != Z_OK) fail(path, "zlib cannot start inflating");
       file_->input.resize(1 << 18);
-      gzip_ = zlib_ = true;
+      gzip_ = true;
     }
     return;
   }
@@ -134,6 +134,8 @@ GzReader::GzReader(const std::string& path, const char* what, Compression compre
 }
 
 GzReader::~GzReader() = default;
+
+const char* GzReader::compression() const { return file_->zlib ? "zlib" : "gzip"; }
 
 std::int64_t GzReader::read(void* buffer, std::int64_t n) {
   std::int64_t total = 0;

@@ -54,7 +54,7 @@ class GzReader {
   /// The file is gzip-compressed (or, with kZlib, zlib-compressed).
   bool gzip() const { return gzip_; }
   /// "gzip" or "zlib", for messages.
-  const char* compression() const { return zlib_ ? "zlib" : "gzip"; }
+  const char* compression() const;
   /// The last read ended early because the compressed stream stops mid-way.
   bool stream_cut() const { return stream_cut_; }
   /// " (after gunzip)" for a gzip file, "" otherwise: for messages about sizes.
@@ -65,7 +65,6 @@ class GzReader {
   std::string path_;
   std::unique_ptr<File> file_;
   bool gzip_ = false;
-  bool zlib_ = false;
   bool stream_cut_ = false;
 };
 

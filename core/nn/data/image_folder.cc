@@ -19,12 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool image_name(const fs::path& path) {
-  std::string extension = path.extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
-}
+bool image_name(const fs::path& path) { return is_image_name(path.string()); }
 
 constexpr detail::ClassFolderKind kImages{"images", "a .png, .jpg or .jpeg name",
                                           ".png, .jpg or .jpeg", "<class>/<image>.png or .jpg",
@@ -48,6 +43,13 @@ Tensor read_images(const std::vector<std::string>& paths, const std::string& fir
 }
 
 }  // namespace
+
+bool is_image_name(const std::string& path) {
+  std::string extension = fs::path(path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
+}
 
 Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options,
                           std::vector<std::string>* class_names) {

@@ -226,6 +226,10 @@ struct ImageFolderOptions {
 Dataset load_image_folder(const std::string& dir, const ImageFolderOptions& options = {},
                           std::vector<std::string>* class_names = nullptr);
 
+/// Whether `path` is named as the images load_image_folder() takes: .png, .jpg or .jpeg, in
+/// any case (the name alone; the content decides the format when read).
+bool is_image_name(const std::string& path);
+
 /// The PNG and JPEG images at `paths`, decoded as load_image_folder() decodes them, into
 /// [n, height, width, channels] (the first image's size and channels where 0), in the order
 /// given: what a model trained on a folder predicts from (Model::predict). Throws DataError

@@ -5,7 +5,8 @@
 // whole file optionally compressed (gzip or zlib: TensorFlow's "GZIP" and "ZLIB"). The data is a
 // tf.train.Example, whose protobuf wire format is read here by hand, as the summary writer writes
 // Events: the messages take five field kinds, while protoc and libprotobuf would add a code
-// generator and a runtime library to every build. The fields (tensorflow/core/example/example.proto, feature.proto):
+// generator and a runtime library to every build. The fields
+// (tensorflow/core/example/example.proto, feature.proto):
 //   Example  { Features features = 1; }
 //   Features { map<string, Feature> feature = 1; }      // entries { string key = 1; Feature value = 2; }
 //   Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
