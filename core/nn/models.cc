@@ -191,15 +191,16 @@ namespace {
 // A Transformer encoder over a sequence node, down to one vector: every step projected to `dim`,
 // a position embedding, `blocks` pre-norm blocks (feed-forward 2 dim), a last normalisation, the
 // mean over the steps.
+// `prefix` comes before each layer's name ("" or "encoder/").
 Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t heads, int blocks,
-                         Node mask = {}) {
-  x = model.apply(dense("embed", dim, Activation::kNone, /*flatten=*/false), x);
-  x = model.apply(position_embedding("position"), x);
+                         Node mask = {}, const std::string& prefix = "") {
+  x = model.apply(dense(prefix + "embed", dim, Activation::kNone, /*flatten=*/false), x);
+  x = model.apply(position_embedding(prefix + "position"), x);
   for (int b = 1; b <= blocks; ++b)
-    x = transformer_block(model, x, "block" + std::to_string(b), heads, 2 * dim, 0.0f, false,
-                          mask);
-  x = model.apply(layer_norm("norm"), x);
-  return model.apply(global_avg_pool1d("pool"), with_mask({x}, mask));
+    x = transformer_block(model, x, prefix + "block" + std::to_string(b), heads, 2 * dim, 0.0f,
+                          false, mask);
+  x = model.apply(layer_norm(prefix + "norm"), x);
+  return model.apply(global_avg_pool1d(prefix + "pool"), with_mask({x}, mask));
 }
 
 }  // namespace
@@ -378,25 +379,26 @@ Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::in
 }
 
 Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units,
-                      Node mask) {
+                      Node mask, const std::string& name) {
+  const std::string prefix = name.empty() ? "" : name + "/";
   if (kind == "conv1d") {  // reads every step: its pooled steps have no mask
-    x = model.apply(conv1d("conv1", units, 5, Activation::kRelu), x);
-    if (model.shape(x)[0] >= 4) x = model.apply(max_pool1d("pool1", 2), x);
-    x = model.apply(conv1d("conv2", units, 5, Activation::kRelu), x);
-    return model.apply(global_max_pool1d("pool2"), x);
+    x = model.apply(conv1d(prefix + "conv1", units, 5, Activation::kRelu), x);
+    if (model.shape(x)[0] >= 4) x = model.apply(max_pool1d(prefix + "pool1", 2), x);
+    x = model.apply(conv1d(prefix + "conv2", units, 5, Activation::kRelu), x);
+    return model.apply(global_max_pool1d(prefix + "pool2"), x);
   }
-  if (kind == "lstm") return model.apply(lstm("lstm", units), with_mask({x}, mask));
-  if (kind == "gru") return model.apply(gru("gru", units), with_mask({x}, mask));
+  if (kind == "lstm") return model.apply(lstm(prefix + "lstm", units), with_mask({x}, mask));
+  if (kind == "gru") return model.apply(gru(prefix + "gru", units), with_mask({x}, mask));
   if (kind == "bilstm")
-    return model.apply(bidirectional("bilstm", lstm("bilstm/forward", units),
-                                     lstm("bilstm/backward", units)),
+    return model.apply(bidirectional(prefix + "bilstm", lstm(prefix + "bilstm/forward", units),
+                                     lstm(prefix + "bilstm/backward", units)),
                        with_mask({x}, mask));
   if (kind != "transformer")
     throw InvalidArgument("sequence_encoder: \"" + kind +
                           "\" is not conv1d, lstm, gru, bilstm or transformer");
   std::int64_t heads = 4;
   while (units % heads != 0) --heads;
-  return transformer_encoder(model, x, units, heads, 2, mask);
+  return transformer_encoder(model, x, units, heads, 2, mask, prefix);
 }
 
 Model transformer(Graph& graph, const TransformerOptions& options) {

@@ -126,8 +126,13 @@ Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::in
 /// (padding_mask()), if it has one: the recurrent layers, the attention and the mean skip the
 /// padded steps (the convolutions read them as they are). What example_tabular and example_text
 /// put between their inputs and their outputs. InvalidArgument for another kind.
+///
+/// Its layers are named after their part: conv1, pool1, conv2, pool2; lstm; gru; bilstm
+/// (bilstm/forward, bilstm/backward); embed, position, block1, block2 (transformer_block's
+/// names under each), norm, pool. A `name` puts them under it ("encoder/embed", ...), for a
+/// model that has layers of those names of its own, or two encoders.
 Node sequence_encoder(Model& model, Node x, const std::string& kind, std::int64_t units,
-                      Node mask = {});
+                      Node mask = {}, const std::string& name = "");
 
 /// How transformer() is built.
 struct TransformerOptions {

@@ -75,7 +75,7 @@ stray=$(find "$prefix/include" -type f ! -name '*.h')
 modulefile=$prefix/share/modulefiles/cohort/$version
 grep -q '^#%Module1.0' "$modulefile" || fail "the modulefile lacks #%Module1.0"
 grep -qxF "set prefix {$prefix}" "$modulefile" || fail "the modulefile does not name the prefix $prefix"
-grep -q 'Built with MPI [0-9.]* from .*mpicxx' "$modulefile" || fail "the modulefile does not name the MPI it was built with"
+grep -q 'Built with Open MPI [0-9.]* (MPI [0-9.]*) from .*mpicxx' "$modulefile" || fail "the modulefile does not name the MPI it was built with (library, release, standard)"
 # The CPU kernels once per level, where the build made them (the default build on x86-64).
 for copy in "$build"/lib/glibc-hwcaps/*/libcohort_nn.so; do
   [[ -f $copy ]] || continue

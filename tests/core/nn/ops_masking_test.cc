@@ -400,3 +400,37 @@ TEST_CASE("Cross-attention with the value's mask: each example's value steps rea
       CHECK(std::fabs(y[b * steps * features + i] - expected[i]) <= 1e-5 * scale);
   }
 }
+
+TEST_CASE("sequence_encoder under a name: the model keeps its own names, and two encoders fit") {
+  // The transformer kind names a layer "embed", as a model's own token embedding often is.
+  for (const char* kind : {"conv1d", "lstm", "gru", "bilstm", "transformer"}) {
+    CAPTURE(kind);
+    Graph graph;
+    Model model(graph);
+    Node ids = model.input({8});
+    Node mask = model.apply(padding_mask("mask"), ids);
+    Node x = model.apply(embedding("embed", 10, 8), ids);
+    Node a = sequence_encoder(model, x, kind, 8, mask, "first");
+    Node b = sequence_encoder(model, x, kind, 8, mask, "second");
+    model.apply(concatenate("both"), {a, b});
+    model.add(dense("logits", 2));
+    graph.initialize(1);
+    for (const Variable& v : graph.variables()) {
+      CAPTURE(v.name);
+      const bool own = v.name.rfind("embed/", 0) == 0 || v.name.rfind("logits/", 0) == 0;
+      CHECK((own || v.name.rfind("first/", 0) == 0 || v.name.rfind("second/", 0) == 0));
+    }
+    CHECK(graph.matching("^first/").size() == graph.matching("^second/").size());
+    CHECK_FALSE(graph.matching("^first/").empty());
+    Tensor batch({3, 8});
+    for (std::int64_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>(i % 7);
+    CHECK(model.predict(batch).shape() == Shape{3, 2});
+  }
+  // Without a name, the transformer's "embed" meets the model's: refused, naming it.
+  Graph graph;
+  Model model(graph);
+  Node ids = model.input({8});
+  Node x = model.apply(embedding("embed", 10, 8), ids);
+  CHECK_THROWS_WITH_AS(sequence_encoder(model, x, "transformer", 8),
+                       doctest::Contains("\"embed\" is already in the model"), InvalidArgument);
+}
