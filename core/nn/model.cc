@@ -210,6 +210,7 @@ void Model::record_metrics(const Tensor& output, const Targets& targets, StepMet
 StepMetrics Model::run(std::span<const Tensor* const> inputs, const Targets& targets,
                        std::span<float> grads, const OpContext& context) {
   check_ready();
+  forward_pending_ = false;
   if (!inputs.empty() && inputs[0]->rank() > 0) check_targets(targets, inputs[0]->dim(0));
   const Tensor& output = layers_.forward(inputs, context);
   const StepMetrics m = measure(output, targets);
@@ -274,10 +275,52 @@ const Tensor& Model::predict(std::span<const Tensor* const> inputs) {
     throw InvalidArgument("Model::predict: the model is on GPU " + std::to_string(gpu_device_) +
                           "; predict runs on the host");
   check_ready();
+  forward_pending_ = false;
   OpContext context;  // the inputs' count and shapes are checked by the forward pass
   context.training = false;
   context.update_state = false;
   return layers_.forward(inputs, context);
+}
+
+const Tensor& Model::forward(std::span<const Tensor* const> inputs, const OpContext& context) {
+  if (gpu_)
+    throw InvalidArgument("Model::forward: the model is on GPU " + std::to_string(gpu_device_) +
+                          "; a step of one's own runs on the host");
+  check_ready();
+  forward_pending_ = false;
+  const Tensor& output = layers_.forward(inputs, context);
+  forward_pending_ = true;
+  return output;
+}
+
+const Tensor& Model::forward(const Tensor& features, const OpContext& context) {
+  const Tensor* inputs[] = {&features};
+  return forward(inputs, context);
+}
+
+void Model::backward(const Tensor& grad_output, std::span<float> grads,
+                     std::span<Tensor* const> input_grads) {
+  if (!forward_pending_ || gpu_)
+    throw InvalidArgument("Model::backward: no forward() to take the gradient of (the model's last "
+                          "pass was another step, evaluate() or predict(), or there was none)");
+  const Tensor& output = *layers_.output_value();
+  if (grad_output.shape() != output.shape())
+    throw InvalidArgument("Model::backward: a gradient of shape " + to_string(grad_output.shape()) +
+                          " for an output of shape " + to_string(output.shape()));
+  if (static_cast<std::int64_t>(grads.size()) != graph().num_parameters())
+    throw InvalidArgument("Model::backward: " + std::to_string(grads.size()) +
+                          " gradient slots for " + std::to_string(graph().num_parameters()) +
+                          " parameters");
+  if (!input_grads.empty() && input_grads.size() != layers_.num_inputs())
+    throw InvalidArgument("Model::backward: " + std::to_string(input_grads.size()) +
+                          " input gradients for a model of " +
+                          std::to_string(layers_.num_inputs()) + " inputs");
+  no_input_grads_.assign(layers_.num_inputs(), nullptr);
+  std::copy(input_grads.begin(), input_grads.end(), no_input_grads_.begin());
+  for (const auto& [begin, end] : layers_.unused_ranges())
+    std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+  layers_.backward(grad_output, no_input_grads_, grads);
+  no_input_grads_.assign(layers_.num_inputs(), nullptr);
 }
 
 const Tensor& Model::predict(const Tensor& features) {

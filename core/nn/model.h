@@ -116,6 +116,22 @@ class Model {
   StepMetrics train_step(const Tensor& images, std::span<const std::int32_t> labels,
                          std::span<float> grads, const OpContext& context);
 
+  /// A training step of one's own, where train_step()'s one loss on the output does not fit: a
+  /// GAN's generator, trained through the discriminator's gradient with respect to its input; a
+  /// loss on the gradient of the input (a gradient penalty); several models chained. forward()
+  /// runs the layers on a batch as train_step() does (`context`: training, the seed, whether
+  /// layers with state update it) and returns the output, valid until the model's next pass.
+  /// backward() then takes dLoss/dOutput for that batch (the output's shape), overwrites all of
+  /// `grads` (graph().num_parameters() floats, as train_step()) and, for each input i with a
+  /// non-null input_grads[i] (none, or one entry per input), writes dLoss/dInput into it (resized
+  /// to the input's batch). train_step() is forward(), the loss, its gradient and backward().
+  /// Host only. InvalidArgument on a GPU, for backward() after anything but forward() (another
+  /// step, evaluate(), predict()), or for sizes that do not fit.
+  const Tensor& forward(std::span<const Tensor* const> inputs, const OpContext& context);
+  const Tensor& forward(const Tensor& features, const OpContext& context);
+  void backward(const Tensor& grad_output, std::span<float> grads,
+                std::span<Tensor* const> input_grads = {});
+
   /// Forward pass, loss and metrics only, with training = false (dropout off, batch norm on its
   /// moving statistics).
   StepMetrics evaluate(std::span<const Tensor* const> inputs, const Targets& targets);
@@ -236,6 +252,7 @@ class Model {
   std::unique_ptr<ModelGpu, ModelGpuDeleter> gpu_;
   int gpu_device_ = -1;
   Tensor gpu_logits_;  // the last GPU step's output, copied back
+  bool forward_pending_ = false;  // the last pass was forward(): backward() may follow
 };
 
 }  // namespace cohort
