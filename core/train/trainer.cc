@@ -90,6 +90,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (!options_.gpus.empty() && options_.gpus.size() != static_cast<std::size_t>(options_.towers))
     throw InvalidArgument(std::to_string(options_.gpus.size()) + " GPUs given for " +
                           std::to_string(options_.towers) + " towers");
+  if (options_.step && !options_.gpus.empty())
+    throw InvalidArgument("a training step of one's own (TrainerOptions::step) runs on the host: "
+                          "give no GPUs");
   if (options_.moving_average_decay != 0 && worker_index_ == 0)
     average_.emplace(options_.moving_average_decay);  // InvalidArgument outside (0, 1)
   for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
@@ -260,8 +263,21 @@ void Trainer::run_tower(std::size_t index) {
   context.training = true;
   context.seed = mix(step_seed_, index);
   context.update_state = index == 0;
-  tower.metrics = tower.model.train_step(tower.batch.features, tower.batch.view(), tower.grads,
-                                         context);
+  tower.metrics = tower_step(index, tower.batch, context);
+}
+
+StepMetrics Trainer::tower_step(std::size_t index, const data::Batch& batch,
+                                const OpContext& context) {
+  Tower& tower = towers_[index];
+  if (!options_.step)
+    return tower.model.train_step(batch.features, batch.view(), tower.grads, context);
+  // The gradient is whole only when the step returns, whatever its passes do before: nothing
+  // leaves, and nothing is applied, during them.
+  OpContext own = context;
+  own.gradients_ready = nullptr;
+  own.update_in_place = nullptr;
+  return options_.step(tower.model, static_cast<int>(index), batch.features, batch.view(),
+                       tower.grads, own);
 }
 
 namespace {
@@ -310,7 +326,7 @@ void Trainer::compute_batch(bool last_batch, StepValues& values, float share) {
     // SGD applied in place only where this batch's gradient is the step's.
     context.gradients_ready = last_batch ? replication_->gradient_listener(tower.grads) : nullptr;
     context.update_in_place = options_.accumulation_steps == 1 ? replication_->update_in_place() : nullptr;
-    tower.metrics = tower.model.train_step(batch_.features, batch_.view(), tower.grads, context);
+    tower.metrics = tower_step(0, batch_, context);
   } else {
     // Split the batch as evenly as possible; each tower copies its slice (a small cost next to
     // its forward and backward pass).

@@ -74,6 +74,19 @@ struct TrainerOptions {
   /// updated from the parameters each of its steps starts from; its evaluate() uses the averages,
   /// and its checkpoints hold them ("<variable>/ExponentialMovingAverage"). 0: none.
   double moving_average_decay = 0;
+  /// A training step of one's own in place of the model's train_step(), for what one loss on
+  /// the model's output does not express (a GAN: the discriminator's step and the generator's
+  /// through Model::forward() and Model::backward(), docs/MODELS.md). Given tower `tower`'s
+  /// model (the factory's), its batch and the step's context, it overwrites `grads` (the graph's
+  /// num_parameters() floats, every variable of the graph: a generator's as well as the model's)
+  /// with the step's gradient and returns the step's loss and metrics. Every mode then treats
+  /// that gradient as the model's (averaged over towers and replicas, applied by the optimizer
+  /// to every variable), and the session's hooks, checkpoints and evaluation are as ever.
+  /// Host towers only (InvalidArgument with gpus). Empty: Model::train_step.
+  using Step = std::function<StepMetrics(Model& model, int tower, const Tensor& features,
+                                         const Targets& targets, std::span<float> grads,
+                                         const OpContext& context)>;
+  Step step{};
 
   /// Examples one global step consumes over `workers` replicas: a replica's batch in the async
   /// modes, k (or all replicas') batches in sync, every replica's in allreduce; each times
@@ -273,6 +286,8 @@ class Trainer {
   };
   void run_tower(std::size_t index);
   void compute_batch(bool last_batch, StepValues& values, float share);
+  // Tower `index`'s step on `batch`: options_.step, or its model's train_step.
+  StepMetrics tower_step(std::size_t index, const data::Batch& batch, const OpContext& context);
   void accumulate_batches(int k, std::uint64_t step_seed, StepValues& values);
   void tower_thread(std::size_t index);
   // Whether the chief's moving average has started (from start() on).

@@ -167,7 +167,7 @@ cohort-train --help | grep -- '--checkpoint_dir' > /dev/null
 cmake -S $examples -B $work/examples > $work/examples-configure.log ||
   { cat $work/examples-configure.log; exit 1; }
 cmake --build $work/examples -j 2 > $work/examples-build.log || { cat $work/examples-build.log; exit 1; }
-(cd $work/examples && ls guide custom_model denoise images residual_npy tabular text > /dev/null)
+(cd $work/examples && ls guide custom_model denoise gan images residual_npy tabular text > /dev/null)
 echo 'built the installed examples against the module'
 # Installed in turn (a user's cmake --install), a program finds Cohort's libraries with no library path.
 cmake --install $work/examples --prefix $work/examples-installed > $work/examples-install.log ||
