@@ -117,8 +117,8 @@ COHORT_DEFINE_int(replicas_to_aggregate, 0, "sync mode: gradients per step (0: a
     Range{0, 1 << 24}, kSameOnAllRanks);
 COHORT_DEFINE_int(staleness, 2, "ssp mode: steps a worker may run ahead of the slowest",
     Range{0, 1e9}, kSameOnAllRanks);
-COHORT_DEFINE_int(fusion_bytes, 64 << 20, "allreduce mode: bytes per fused MPI_Allreduce",
-    Range{1, 1e12}, kSameOnAllRanks);
+COHORT_DEFINE_int(fusion_bytes, 64 << 20, "allreduce mode: bytes per fused MPI_Allreduce (at least one float's 4)",
+    Range{4, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_bool(shared_memory_sums, true,
                    "allreduce mode (float32, no buckets): the workers of a node sum their "
                    "gradients in the memory they share, MPI_Allreduce across nodes; false: "
@@ -203,6 +203,12 @@ COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it f
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A timeout flag in seconds as milliseconds, rounded up: a positive timeout below a millisecond
+// must not become 0, which means "never".
+std::chrono::milliseconds at_least_a_millisecond(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000)));
+}
 
 // `steps`: the run's global steps, the default length of a decay; `batches`: the batches a global
 // step averages (the linear scaling factor); `epoch`: the global steps of one epoch.
@@ -427,7 +433,7 @@ int Main(int argc, char** argv) {
                  "warning: --mode=%s with %d ps task%s: they hold no parameters and only wait "
                  "(the ps modes are sync, async and ssp)\n",
                  FLAGS_mode.c_str(), ps_tasks, ps_tasks == 1 ? "" : "s");
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs * 1000));
+  const auto timeout = at_least_a_millisecond(FLAGS_wait_timeout_secs);
   if (server.job_name() == "ps") {
     // A ps serves the parameter store until every worker is done; it reports what that cost it.
     const auto begin = Clock::now();
@@ -507,8 +513,7 @@ int Main(int argc, char** argv) {
   options.replication.shared_memory_sums = FLAGS_shared_memory_sums;
   options.replication.prefetch = FLAGS_prefetch;
   options.replication.wait_timeout = timeout;
-  options.replication.stall_timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(FLAGS_stall_timeout_secs * 1000));
+  options.replication.stall_timeout = at_least_a_millisecond(FLAGS_stall_timeout_secs);
   options.model_name = FLAGS_model;
   options.trainable_vars = FLAGS_trainable_vars;
   options.learning_rate_factors = learning_rate_factors;
@@ -591,7 +596,8 @@ int Main(int argc, char** argv) {
   session_options.log_step_count_steps = 0;  // the progress hook below says it
   session_options.keep_checkpoint_max = static_cast<int>(FLAGS_keep_checkpoint_max);
   session_options.keep_checkpoint_every_n_hours = FLAGS_keep_checkpoint_every_n_hours;
-  session_options.max_wait_secs = std::chrono::seconds(static_cast<std::int64_t>(FLAGS_wait_timeout_secs));
+  session_options.max_wait_secs =
+      std::chrono::seconds(static_cast<std::int64_t>(std::ceil(FLAGS_wait_timeout_secs)));
   session_options.config.log_device_placement = log_placement;
   session_options.hooks.push_back(cohort::StopAtStepHook::last(target));
   // A diverged run (a NaN loss, on any worker) stops with an error rather than train on.
@@ -660,8 +666,11 @@ int Main(int argc, char** argv) {
           {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
           {"gradient_bytes_sent", gradient_bytes}};
       std::ofstream out(FLAGS_metrics_json);
-      if (!out) throw cohort::Error("--metrics_json=" + FLAGS_metrics_json + ": cannot write the file");
       out << metrics.dump(2) << "\n";
+      out.close();
+      if (!out)
+        throw cohort::Error("--metrics_json=" + FLAGS_metrics_json +
+                            ": cannot write the file (a full disk, a lost mount?)");
     }
   }
   return 0;

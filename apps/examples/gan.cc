@@ -92,7 +92,9 @@ cohort::StepMetrics gan_step(GanTower& tower, cohort::Model& discriminator,
   // The generator's: through the discriminator, whose own gradient here is not wanted.
   tower.all_real.resize({n, 1});
   for (std::int64_t i = 0; i < n; ++i) tower.all_real[i] = 1.0f;
-  const cohort::Tensor& logits = discriminator.forward(fake, context);
+  cohort::OpContext again = context;
+  again.update_state = false;  // a second pass: batch norm's statistics, if any, once a step
+  const cohort::Tensor& logits = discriminator.forward(fake, again);
   tower.generator_loss.forward(logits, cohort::Targets{{}, &tower.all_real});
   tower.generator_loss.backward(tower.grad_logits);
   tower.discriminator_grads.resize(grads.size());

@@ -145,6 +145,8 @@ int Main(int argc, char** argv) {
     throw cohort::InvalidArgument(
         "--test_features without --train_features: give the training files too");
   if (train_x.empty()) {
+    if (FLAGS_export_dir.empty())
+      throw cohort::InvalidArgument("--export_dir is empty: give the directory to write Fashion-MNIST's .npy files into");
     // Each replica writes its own copy (the directory may not be shared between nodes).
     const std::string dir = FLAGS_export_dir + "/replica" + std::to_string(server.replica_index());
     std::error_code error;

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -51,6 +52,10 @@ void throw_if_any(const mpi::Comm& world, const std::string& local_error) {
 std::string spec_text(const std::string& flag) {
   const auto first = flag.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && flag[first] == '{') return flag;
+  std::error_code error;
+  if (std::filesystem::is_directory(flag, error))
+    throw InvalidArgument("--cluster_spec=" + quote(flag) +
+                          " is a directory: give the JSON, or a file that holds it");
   std::ifstream in(flag);
   if (!in)
     throw InvalidArgument("--cluster_spec=" + quote(flag) +

@@ -204,9 +204,22 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
       ready_from = (*order)[next].offset;
     if (ready_from < before) listener->ready(ready_from);
   };
+  // An input whose gradient is asked for and that the output does not depend on: zeros.
+  const auto zero_unreached_inputs = [&] {
+    for (std::size_t k = 0; k < inputs_.size(); ++k) {
+      const auto id = static_cast<std::size_t>(inputs_[k]);
+      if (grad_inputs[k] == nullptr || grad_written_[id] || values_[id] == nullptr) continue;
+      grad_inputs[k]->resize(values_[id]->shape());
+      flat(*grad_inputs[k]).setZero();
+    }
+  };
   const auto out = static_cast<std::size_t>(output_);
   if (nodes_[out].layer < 0) {  // the output is an input itself
-    if (grad_targets_[out] != nullptr) *grad_targets_[out] = grad_output;
+    if (grad_targets_[out] != nullptr) {
+      *grad_targets_[out] = grad_output;
+      grad_written_[out] = 1;
+    }
+    zero_unreached_inputs();
     if (listener != nullptr) listener->ready(0);
     return;
   }
@@ -248,6 +261,7 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
       slot_[n] = -1;
     }
   }
+  zero_unreached_inputs();
   if (listener != nullptr && ready_from > 0) listener->ready(0);
 }
 

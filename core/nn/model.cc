@@ -22,6 +22,7 @@ Model::Model(Graph& graph, Shape example_shape, int num_classes) : Model(graph) 
 
 Node Model::input(Shape shape, std::string name) {
   if (gpu_) throw InvalidArgument("Model::input: the model is on a GPU");
+  forward_pending_ = false;  // a changed graph has no pass to take the gradient of
   return layers_.input(std::move(shape), std::move(name));
 }
 
@@ -29,6 +30,7 @@ Node Model::apply(std::unique_ptr<Layer> layer, std::span<const Node> inputs) {
   if (gpu_)
     throw InvalidArgument("Model: the model is on GPU " + std::to_string(gpu_device_) +
                           "; apply every layer before set_gpu()");
+  forward_pending_ = false;
   const Node node = layers_.apply(std::move(layer), inputs);
   layers_.set_output(node);
   return node;
@@ -48,7 +50,10 @@ Model& Model::add(std::unique_ptr<Layer> layer) {
   return *this;
 }
 
-void Model::set_output(Node output) { layers_.set_output(output); }
+void Model::set_output(Node output) {
+  forward_pending_ = false;
+  layers_.set_output(output);
+}
 
 Model& Model::set_loss(std::unique_ptr<Loss> loss) {
   if (!loss) throw InvalidArgument("Model::set_loss: null loss");
@@ -303,7 +308,10 @@ void Model::backward(const Tensor& grad_output, std::span<float> grads,
   if (!forward_pending_ || gpu_)
     throw InvalidArgument("Model::backward: no forward() to take the gradient of (the model's last "
                           "pass was another step, evaluate() or predict(), or there was none)");
-  const Tensor& output = *layers_.output_value();
+  check_ready();
+  const Tensor* last = layers_.output_value();
+  if (last == nullptr) throw InvalidArgument("Model::backward: no forward() to take the gradient of");
+  const Tensor& output = *last;
   if (grad_output.shape() != output.shape())
     throw InvalidArgument("Model::backward: a gradient of shape " + to_string(grad_output.shape()) +
                           " for an output of shape " + to_string(output.shape()));

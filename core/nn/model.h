@@ -124,9 +124,13 @@ class Model {
   /// backward() then takes dLoss/dOutput for that batch (the output's shape), overwrites all of
   /// `grads` (graph().num_parameters() floats, as train_step()) and, for each input i with a
   /// non-null input_grads[i] (none, or one entry per input), writes dLoss/dInput into it (resized
-  /// to the input's batch). train_step() is forward(), the loss, its gradient and backward().
-  /// Host only. InvalidArgument on a GPU, for backward() after anything but forward() (another
-  /// step, evaluate(), predict()), or for sizes that do not fit.
+  /// to the input's batch; zeros for an input the output does not depend on). train_step() is
+  /// forward(), the loss, its gradient and backward(). backward() reads the tensors forward()
+  /// was given: they must live, unchanged, until it returns. A second pass of a model with state
+  /// (batch normalisation) in one step wants context.update_state = false, lest it update the
+  /// moving statistics twice. Host only. InvalidArgument on a GPU, for backward() after anything
+  /// but forward() (another step, evaluate(), predict(), a layer applied), or for sizes that do
+  /// not fit.
   const Tensor& forward(std::span<const Tensor* const> inputs, const OpContext& context);
   const Tensor& forward(const Tensor& features, const OpContext& context);
   void backward(const Tensor& grad_output, std::span<float> grads,

@@ -56,6 +56,7 @@ void copy_async(void* to, const void* from, std::size_t bytes, cudaMemcpyKind ki
 }  // namespace
 
 void Model::set_gpu(int device, bool allow_tf32) {
+  forward_pending_ = false;
   gpu_.reset();
   gpu_device_ = -1;
   if (device < 0) return;

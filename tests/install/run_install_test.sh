@@ -75,7 +75,12 @@ stray=$(find "$prefix/include" -type f ! -name '*.h')
 modulefile=$prefix/share/modulefiles/cohort/$version
 grep -q '^#%Module1.0' "$modulefile" || fail "the modulefile lacks #%Module1.0"
 grep -qxF "set prefix {$prefix}" "$modulefile" || fail "the modulefile does not name the prefix $prefix"
-grep -q 'Built with Open MPI [0-9.]* (MPI [0-9.]*) from .*mpicxx' "$modulefile" || fail "the modulefile does not name the MPI it was built with (library, release, standard)"
+# The MPI library and its release (Open MPI's as its mpirun gives it), and the standard's version.
+built_with='Built with .* (MPI [0-9.]*) from .*mpicxx'
+if ompi=$(mpirun --version 2>/dev/null | sed -nE 's/.*\(Open MPI\) ([0-9.]+).*/\1/p') && [[ -n $ompi ]]; then
+  built_with="Built with Open MPI $ompi (MPI [0-9.]*) from .*mpicxx"
+fi
+grep -q "$built_with" "$modulefile" || fail "the modulefile does not name the MPI it was built with: no '$built_with'"
 # The CPU kernels once per level, where the build made them (the default build on x86-64).
 for copy in "$build"/lib/glibc-hwcaps/*/libcohort_nn.so; do
   [[ -f $copy ]] || continue

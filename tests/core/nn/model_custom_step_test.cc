@@ -164,6 +164,29 @@ TEST_CASE("backward refuses what does not follow a forward pass or does not fit"
   const Tensor ones = filled({2, 1}, 1.0f);
   model.train_step(x, Targets{{}, &ones}, grads, {});
   CHECK_THROWS_AS(model.backward(grad, grads), InvalidArgument);
+  model.forward(x, {});
+  model.add(relu("more"));  // the graph changed: its last pass is not the model's
+  CHECK_THROWS_WITH_AS(model.backward(grad, grads), doctest::Contains("no forward()"),
+                       InvalidArgument);
+}
+
+TEST_CASE("backward gives zeros for an input the output does not depend on") {
+  Graph graph;
+  Model model(graph);
+  Node used = model.input({3}, "used");
+  model.input({2}, "unused");
+  model.set_output(discriminator_layers(model, used));
+  graph.initialize(1);
+  const Tensor a = random_tensor({4, 3}, 1), b = random_tensor({4, 2}, 2);
+  const Tensor* inputs[] = {&a, &b};
+  model.forward(inputs, {});
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  Tensor grad_a, grad_b = filled({7}, 42.0f);
+  Tensor* input_grads[] = {&grad_a, &grad_b};
+  model.backward(filled({4, 1}, 1.0f), grads, input_grads);
+  CHECK(grad_a.shape() == a.shape());
+  REQUIRE(grad_b.shape() == b.shape());
+  CHECK(std::all_of(grad_b.data(), grad_b.data() + grad_b.size(), [](float v) { return v == 0.0f; }));
 }
 
 TEST_CASE("a GAN learns a normal distribution: steps of its own through forward and backward") {
