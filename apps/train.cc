@@ -343,6 +343,46 @@ class FaultInjectionHook : public cohort::SessionRunHook {
   std::int64_t step_;
 };
 
+// Flags that only some runs read, given (on the command line or in the environment, where a
+// site's default may set them for every run) to one that does not: a line each, so that a
+// setting that does nothing is not mistaken for one that does.
+void warn_of_ignored_flags(cohort::Mode mode, int ps_tasks) {
+  const std::string schedule = FLAGS_lr_schedule;
+  const bool decays = schedule != "constant";
+  const bool checkpoints = !FLAGS_checkpoint_dir.empty();
+  const struct {
+    const char* flag;
+    bool read;
+    const char* only;
+  } scoped[] = {
+      {"staleness", mode == cohort::Mode::kSsp, "in ssp mode"},
+      {"fusion_bytes", mode == cohort::Mode::kAllreduce, "in allreduce mode"},
+      {"shared_memory_sums", mode == cohort::Mode::kAllreduce, "in allreduce mode"},
+      {"hidden", FLAGS_model == "mlp", "by --model=mlp"},
+      {"resnet_blocks", FLAGS_model == "resnet", "by --model=resnet"},
+      {"lr_decay_rate", decays, "by a decaying --lr_schedule"},
+      {"lr_decay_steps", decays && schedule != "piecewise", "by --lr_schedule=step, exponential, cosine or polynomial"},
+      {"min_delta", FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0, "with --patience or --reduce_lr_patience"},
+      {"reduce_lr_factor", FLAGS_reduce_lr_patience > 0, "with --reduce_lr_patience"},
+      {"save_checkpoint_steps", checkpoints, "with --checkpoint_dir"},
+      {"save_checkpoint_secs", checkpoints, "with --checkpoint_dir"},
+      {"keep_checkpoint_max", checkpoints, "with --checkpoint_dir"},
+      {"keep_checkpoint_every_n_hours", checkpoints, "with --checkpoint_dir"},
+      {"summary_histograms", checkpoints || !FLAGS_summary_dir.empty(), "with --checkpoint_dir or --summary_dir"},
+      {"placement_strategy", ps_tasks > 0, "with ps tasks"},
+      {"max_shard_bytes", ps_tasks > 0, "with ps tasks"},
+      {"inject_fault_task", !FLAGS_inject_fault.empty(), "with --inject_fault"},
+      {"inject_fault_step", !FLAGS_inject_fault.empty(), "with --inject_fault"},
+      {"tf32", FLAGS_device != "cpu", "with GPU towers (--device)"},
+  };
+  const cohort::flags::Registry& flags = cohort::flags::Registry::global();
+  for (const auto& s : scoped)
+    if (!s.read && flags.given(s.flag))
+      std::fprintf(stderr, "warning: --%s is read only %s: this run (--model=%s, --mode=%s, "
+                   "--lr_schedule=%s) ignores it\n",
+                   s.flag, s.only, FLAGS_model.c_str(), FLAGS_mode.c_str(), schedule.c_str());
+}
+
 int Main(int argc, char** argv) {
   cohort::app::refuse_arguments(argc, argv);
   // From the start: Slurm's warning signal may come while the data is still loading.
@@ -426,6 +466,7 @@ int Main(int argc, char** argv) {
                                   " with an evaluator job: both would write the test set's summaries to " +
                                   "--checkpoint_dir's eval directory; give one, or a --summary_dir");
   cohort::Server server(cluster);
+  if (server.is_chief()) warn_of_ignored_flags(mode, ps_tasks);
   // Allowed (benchmarks keep the same processes across modes), but rarely what a user meant.
   if (ps_tasks > 0 && (mode == cohort::Mode::kAllreduce || mode == cohort::Mode::kLocal) &&
       server.is_chief())
@@ -480,9 +521,14 @@ int Main(int argc, char** argv) {
   server.replicas().allreduce(std::span(&train_examples, 1));
 
   // Collective over the replicas (their node-local ranks share out the GPUs).
-  const std::vector<int> gpus = cohort::worker_gpus(cohort::parse_compute_device(FLAGS_device),
-                                                    static_cast<int>(FLAGS_towers),
-                                                    server.replicas());
+  const std::vector<int> gpus = [&] {
+    try {
+      return cohort::worker_gpus(cohort::parse_compute_device(FLAGS_device),
+                                 static_cast<int>(FLAGS_towers), server.replicas());
+    } catch (const cohort::InvalidArgument& e) {
+      throw cohort::InvalidArgument("--device=" + FLAGS_device + ": " + e.what());
+    }
+  }();
   cohort::DeviceSpec compute = cohort::DeviceSpec::parse(server.worker_device());
   if (!gpus.empty()) {
     compute.device_type = "GPU";

@@ -38,6 +38,13 @@ After its description a flag may carry properties:
   schedules and compressions have one;
 - `cohort::flags::kSameOnAllRanks`: `app::Run` compares the value across the ranks at start-up
   and refuses a mismatch (`--mode differs between ranks: rank 0 has 'sync', rank 2 has 'async'`).
+  Flags or not, a `Trainer` checks as it is built that every replica builds the chief's model
+  and training (the variables, the optimizer and its learning rate, the mode's choices): ranks
+  given different flags stop there, the differing one naming its first difference.
+
+`train` warns (its chief, once) of a flag given, on the command line or in the environment, to
+a run that does not read it: `warning: --staleness is read only in ssp mode: this run
+(--model=mlp, --mode=sync, --lr_schedule=cosine) ignores it`.
 
 List flags (`--hidden=256,128`) are read with `cohort::flags::split_list` or `parse_size_list`:
 at most 64 items, each bad item named.
