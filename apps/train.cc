@@ -350,11 +350,7 @@ void warn_of_ignored_flags(cohort::Mode mode, int ps_tasks) {
   const std::string schedule = FLAGS_lr_schedule;
   const bool decays = schedule != "constant";
   const bool checkpoints = !FLAGS_checkpoint_dir.empty();
-  const struct {
-    const char* flag;
-    bool read;
-    const char* only;
-  } scoped[] = {
+  const cohort::flags::Scope scoped[] = {
       {"staleness", mode == cohort::Mode::kSsp, "in ssp mode"},
       {"fusion_bytes", mode == cohort::Mode::kAllreduce, "in allreduce mode"},
       {"shared_memory_sums", mode == cohort::Mode::kAllreduce, "in allreduce mode"},
@@ -375,12 +371,9 @@ void warn_of_ignored_flags(cohort::Mode mode, int ps_tasks) {
       {"inject_fault_step", !FLAGS_inject_fault.empty(), "with --inject_fault"},
       {"tf32", FLAGS_device != "cpu", "with GPU towers (--device)"},
   };
-  const cohort::flags::Registry& flags = cohort::flags::Registry::global();
-  for (const auto& s : scoped)
-    if (!s.read && flags.given(s.flag))
-      std::fprintf(stderr, "warning: --%s is read only %s: this run (--model=%s, --mode=%s, "
-                   "--lr_schedule=%s) ignores it\n",
-                   s.flag, s.only, FLAGS_model.c_str(), FLAGS_mode.c_str(), schedule.c_str());
+  const std::string run = "--model=" + FLAGS_model + ", --mode=" + FLAGS_mode + ", --lr_schedule=" + schedule;
+  for (const std::string& warning : cohort::flags::Registry::global().unread(scoped, run))
+    std::fprintf(stderr, "%s\n", warning.c_str());
 }
 
 int Main(int argc, char** argv) {

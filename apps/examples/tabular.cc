@@ -464,6 +464,25 @@ int Main(int argc, char** argv) {
   for (const char* flag : {"focal_gamma", "focal_alpha"})
     if (cohort::flags::Registry::global().given(flag) && FLAGS_loss != "focal")
       throw cohort::InvalidArgument("--" + std::string(flag) + ": for --loss=focal, not --loss=" + FLAGS_loss);
+  if (server.is_chief()) {
+    const auto keyed = [](const std::string& spec) {
+      return ends_with(spec, ".npz") || ends_with(spec, ".h5") || ends_with(spec, ".hdf5");
+    };
+    const cohort::flags::Scope scoped[] = {
+        {"hidden", FLAGS_model == "mlp", "by --model=mlp"},
+        {"units", FLAGS_model != "mlp", "by a sequence --model"},
+        {"embedding_dim", FLAGS_vocabulary > 0, "with --vocabulary"},
+        {"horizon", FLAGS_window > 0, "with --window"},
+        {"csv_header", is_csv(FLAGS_train), "for CSV files"},
+        {"csv_delimiter", is_csv(FLAGS_train), "for CSV files"},
+        {"features_key", keyed(FLAGS_train) || keyed(FLAGS_predict), "for .npz and HDF5 files"},
+        {"targets_key", keyed(FLAGS_train), "for .npz and HDF5 files"},
+        {"min_delta", FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0, "with --patience or --reduce_lr_patience"},
+        {"reduce_lr_factor", FLAGS_reduce_lr_patience > 0, "with --reduce_lr_patience"},
+    };
+    for (const std::string& warning : cohort::flags::Registry::global().unread(scoped, "--train=" + FLAGS_train + ", --model=" + FLAGS_model))
+      std::fprintf(stderr, "%s\n", warning.c_str());
+  }
   // The chief writes its results at the end: paths that cannot be written end the job now.
   if (server.is_chief())
     cohort::check_outputs({{"--predictions", FLAGS_predictions}, {"--metrics_json", FLAGS_metrics_json}},

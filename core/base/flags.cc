@@ -291,6 +291,15 @@ std::vector<std::string> Registry::misspelt_environment(const std::vector<std::s
   return warnings;
 }
 
+std::vector<std::string> Registry::unread(std::span<const Scope> scopes, const std::string& run) const {
+  std::vector<std::string> warnings;
+  for (const Scope& scope : scopes)
+    if (!scope.read && given(scope.flag))
+      warnings.push_back("warning: --" + std::string(scope.flag) + " is read only " + scope.only +
+                         ": this run" + (run.empty() ? "" : " (" + run + ")") + " ignores it");
+  return warnings;
+}
+
 std::string value_text(const Flag& flag) {
   switch (flag.type) {
     case Type::kString: return *static_cast<const std::string*>(flag.value);

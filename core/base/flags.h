@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,14 @@ std::vector<std::string> split_list(const std::string& name, const std::string& 
 std::vector<std::int64_t> parse_size_list(const std::string& name, const std::string& text,
                                           std::int64_t max);
 
+/// A flag that some of a program's settings leave unread: whether this run reads it, and where
+/// it is read ("in ssp mode", "with --checkpoint_dir").
+struct Scope {
+  const char* flag;
+  bool read;
+  const char* only;
+};
+
 /// The flags known to a program. The global registry is the only process-wide mutable state in
 /// Cohort's libraries; it is filled during static initialisation and read by app::Run.
 /// Not thread-safe: define flags at namespace scope, parse once from the main thread.
@@ -129,6 +138,12 @@ class Registry {
   /// rather than leaving its default (gflags' !is_default): a program may refuse a flag its other
   /// settings ignore.
   bool given(const std::string& name) const { return given_.contains(name); }
+
+  /// A warning for each flag of `scopes` given to this run (given()) that it does not read:
+  /// "warning: --staleness is read only in ssp mode: this run (RUN) ignores it", the parenthesis
+  /// where `run` is not empty. A setting given to no effect, in silence, is mistaken for one that
+  /// works (a site's COHORT_<NAME> included). For the one process that speaks for the job.
+  std::vector<std::string> unread(std::span<const Scope> scopes, const std::string& run = "") const;
 
   /// Warnings for the environment variables among `names` that look meant for a flag of this
   /// program and are not one: COHORT_<X> where X is a near miss of a flag's name

@@ -97,6 +97,21 @@ TEST_CASE("given() tells the flags the command line or the environment set from 
   CHECK_FALSE(f.registry.given("batch_size"));
 }
 
+TEST_CASE("unread() warns of the flags given to a run that does not read them") {
+  Fixture f;
+  f.env["COHORT_SHUFFLE"] = "true";
+  f.parse({"--batch_size=64"});
+  const cohort::flags::Scope scopes[] = {{"batch_size", false, "in sync mode"},
+                                 {"shuffle", false, "with --data_dir"},
+                                 {"learning_rate", false, "by sgd"},   // not given: no word
+                                 {"data_dir", true, "always"}};
+  const std::vector<std::string> warnings = f.registry.unread(scopes, "--mode=async");
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0] == "warning: --batch_size is read only in sync mode: this run (--mode=async) ignores it");
+  CHECK(warnings[1] == "warning: --shuffle is read only with --data_dir: this run (--mode=async) ignores it");
+  CHECK(f.registry.unread(scopes).back() == "warning: --shuffle is read only with --data_dir: this run ignores it");
+}
+
 TEST_CASE("unknown flags are refused with a suggestion") {
   Fixture f;
   CHECK(f.error({"--lerning_rate=0.1"}) ==
