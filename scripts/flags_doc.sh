@@ -44,7 +44,9 @@ After its description a flag may carry properties:
 
 `train` warns (its chief, once) of a flag given, on the command line or in the environment, to
 a run that does not read it: `warning: --staleness is read only in ssp mode: this run
-(--model=mlp, --mode=sync, --lr_schedule=cosine) ignores it`.
+(--model=mlp, --mode=sync, --lr_schedule=cosine) ignores it`. A program does the same for its
+own flags with `cohort::flags::Registry::global().unread(scopes, run)`, each scope a flag,
+whether this run reads it, and where it is read.
 
 List flags (`--hidden=256,128`) are read with `cohort::flags::split_list` or `parse_size_list`:
 at most 64 items, each bad item named.
