@@ -118,7 +118,9 @@ class Model {
 
   /// A training step of one's own, where train_step()'s one loss on the output does not fit: a
   /// GAN's generator, trained through the discriminator's gradient with respect to its input; a
-  /// loss on the gradient of the input (a gradient penalty); several models chained. forward()
+  /// gradient with respect to the input itself (a saliency map, an adversarial example); several
+  /// models chained. Not a loss on that gradient (a WGAN-GP penalty), whose own gradient needs a
+  /// second backward pass through the backward pass, which layers do not have. forward()
   /// runs the layers on a batch as train_step() does (`context`: training, the seed, whether
   /// layers with state update it) and returns the output, valid until the model's next pass.
   /// backward() then takes dLoss/dOutput for that batch (the output's shape), overwrites all of
