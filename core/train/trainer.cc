@@ -16,9 +16,9 @@
 #include "cohort/core/base/stall_watch.h"
 #include "cohort/core/dist/cross_replica_sum.h"
 #include "cohort/core/dist/server.h"
-#include "cohort/mpi/comm.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/nn/evaluation.h"
+#include "cohort/mpi/comm.h"
 
 namespace cohort {
 namespace {
