@@ -553,7 +553,10 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
   for (std::int64_t r = 0; r < n; ++r) {
     const float* row = predictions.data() + r * classes;
     softmax(row, classes, p.data());
-    f(p[static_cast<std::size_t>(positive_class_)], std::max_element(row, row + classes) - row == positive_class_,
+    // A row with a logit that is not finite predicts no class (as Accuracy and TopKAccuracy).
+    const bool finite = std::all_of(row, row + classes, [](float v) { return std::isfinite(v); });
+    f(p[static_cast<std::size_t>(positive_class_)],
+      finite && std::max_element(row, row + classes) - row == positive_class_,
       targets.labels[static_cast<std::size_t>(r)] == positive_class_);
   }
 }
@@ -603,12 +606,16 @@ double F1Score::from_counts(std::span<const double> c) const {
 }
 
 // Keras's thresholds: -epsilon, 1/(T-1), ..., (T-2)/(T-1), 1 + epsilon. A score is above the
-// first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k.
+// first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k
+// (k = 0: NaN, above none).
 std::vector<double> Auc::counts(const Tensor& predictions, const Targets& targets, float) {
   constexpr int T = kThresholds;
   std::vector<double> c(2 * T);
   each_decision(predictions, targets, [&](float score, bool, bool positive) {
-    if (!(score >= 0.0f)) score = 0.0f;  // NaN (a diverged model): below every threshold but the first
+    if (std::isnan(score)) {  // a diverged model's: above no threshold, as Keras counts it
+      c[positive ? 0 : T] += 1;
+      return;
+    }
     const double steps = std::ceil(static_cast<double>(score) * (T - 1)) - 1;
     const int above = 1 + static_cast<int>(std::clamp(steps, 0.0, static_cast<double>(T - 2)));
     c[static_cast<std::size_t>((positive ? 0 : T) + above)] += 1;
@@ -624,7 +631,7 @@ double Auc::from_counts(std::span<const double> c) const {
     tp[j] = tp[j + 1] + c[j + 1];
     fp[j] = fp[j + 1] + c[T + j + 1];
   }
-  const double positives = tp[0], negatives = fp[0];
+  const double positives = tp[0] + c[0], negatives = fp[0] + c[T];  // with those above none
   if (positives == 0 || negatives == 0) return 0.0;
   double area = 0;
   for (int j = 0; j + 1 < T; ++j) {

@@ -314,7 +314,8 @@ class Auc final : public BinaryDecisionMetric {
   double from_counts(std::span<const double> counts) const override;
 };
 
-/// Fraction of examples whose top prediction is the label (the first maximum on ties).
+/// Fraction of examples whose top prediction is the label (the first maximum on ties); a row
+/// with a logit that is not finite predicts no class.
 class Accuracy final : public Metric {
  public:
   std::string name() const override { return "accuracy"; }

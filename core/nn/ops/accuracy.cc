@@ -16,6 +16,9 @@ float accuracy(const Tensor& logits, std::span<const std::int32_t> labels) {
   auto x = matrix(logits, n, logits.size() / n);
   std::int64_t correct = 0;
   for (std::int64_t i = 0; i < n; ++i) {
+    // A row with a logit that is not finite (a diverged model) predicts no class, as
+    // TensorFlow's in_top_k and TopKAccuracy have it.
+    if (!x.row(i).allFinite()) continue;
     Eigen::Index best = 0;
     x.row(i).maxCoeff(&best);
     if (best == labels[static_cast<std::size_t>(i)]) ++correct;

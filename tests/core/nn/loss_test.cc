@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "cohort/core/base/error.h"
@@ -365,10 +366,14 @@ TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ran
     for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += more[k];
     CHECK(metric->from_counts(sum) == doctest::Approx(metric->compute(logits, t)));
   }
-  // A diverged model's NaN scores count below every threshold but the first, in bounds.
+  // A diverged model's NaN scores are above no threshold, as Keras counts them: a positive that
+  // has one is never found (here the only one, 0), and another half of the time (0.5).
   Tensor diverged({1, 3}, std::vector<float>{std::nanf(""), 2, -1});
   Tensor mixed({1, 3}, std::vector<float>{1, 0, 0});
-  CHECK(std::isfinite(auc.compute(diverged, Targets{{}, &mixed})));
+  CHECK(auc.compute(diverged, Targets{{}, &mixed}) == 0.0f);
+  Tensor half({1, 3}, std::vector<float>{std::nanf(""), 3, -3});
+  Tensor two({1, 3}, std::vector<float>{1, 1, 0});
+  CHECK(auc.compute(half, Targets{{}, &two}) == doctest::Approx(0.5));
   Tensor separated({2, 2}, std::vector<float>{3, -3, 5, -4});
   Tensor truth({2, 2}, std::vector<float>{1, 0, 1, 0});
   CHECK(auc.compute(separated, Targets{{}, &truth}) == doctest::Approx(1.0));
@@ -398,6 +403,14 @@ TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   const std::vector<std::int32_t> last = {2, 2};
   CHECK(TopKAccuracy(1).compute(ties, Targets{last, nullptr}) == doctest::Approx(0.5));
   CHECK(TopKAccuracy(3).compute(ties, Targets{last, nullptr}) == doctest::Approx(0.5));
+  // Nor does a row with an infinite logit predict a class for Accuracy, or a class decision.
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor diverged({2, 3}, std::vector<float>{inf, 0, 1,  //
+                                             2, 0, 1});
+  const std::vector<std::int32_t> first = {0, 0};
+  CHECK(Accuracy().compute(diverged, Targets{first, nullptr}) == doctest::Approx(0.5));
+  CHECK(Precision(0).compute(diverged, Targets{first, nullptr}) == doctest::Approx(1.0));
+  CHECK(Recall(0).compute(diverged, Targets{first, nullptr}) == doctest::Approx(0.5));
   Tensor logits({1, 4}, std::vector<float>{2, -1, 0.5f, -3});
   Tensor targets({1, 4}, std::vector<float>{1, 1, 0, 0});
   CHECK(BinaryAccuracy().compute(logits, Targets{{}, &targets}) == doctest::Approx(0.5));
