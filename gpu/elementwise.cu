@@ -129,15 +129,19 @@ __global__ void accuracy_kernel(std::size_t n, std::size_t classes, const float*
     // Each lane's first maximum, then the lowest index among the lanes' equal maxima.
     float best = -INFINITY;
     std::int64_t at = -1;
-    for (std::size_t k = lane; k < classes; k += 32)
+    bool finite = true;  // a row with a logit that is not finite predicts no class (as on the host)
+    for (std::size_t k = lane; k < classes; k += 32) {
+      finite = finite && isfinite(x[k]);
       if (at < 0 || x[k] > best) best = x[k], at = static_cast<std::int64_t>(k);
+    }
+    finite = __all_sync(0xffffffffu, finite);
     for (int offset = 16; offset > 0; offset /= 2) {
       const float other = __shfl_xor_sync(0xffffffffu, best, offset);
       const std::int64_t other_at = __shfl_xor_sync(0xffffffffu, at, offset);
       if (other_at >= 0 && (at < 0 || other > best || (other == best && other_at < at)))
         best = other, at = other_at;
     }
-    if (lane == 0 && at == labels[row]) ++correct;
+    if (lane == 0 && finite && at == labels[row]) ++correct;
   }
   if (lane == 0) warp_count[warp] = correct;
   __syncthreads();
