@@ -465,6 +465,7 @@ int Main(int argc, char** argv) {
     if (cohort::flags::Registry::global().given(flag) && FLAGS_loss != "focal")
       throw cohort::InvalidArgument("--" + std::string(flag) + ": for --loss=focal, not --loss=" + FLAGS_loss);
   if (server.is_chief()) {
+    const bool csv = is_csv(FLAGS_train) || is_csv(FLAGS_test) || is_csv(FLAGS_predict);
     const auto keyed = [](const std::string& spec) {
       return ends_with(spec, ".npz") || ends_with(spec, ".h5") || ends_with(spec, ".hdf5");
     };
@@ -473,10 +474,10 @@ int Main(int argc, char** argv) {
         {"units", FLAGS_model != "mlp", "by a sequence --model"},
         {"embedding_dim", FLAGS_vocabulary > 0, "with --vocabulary"},
         {"horizon", FLAGS_window > 0, "with --window"},
-        {"csv_header", is_csv(FLAGS_train), "for CSV files"},
-        {"csv_delimiter", is_csv(FLAGS_train), "for CSV files"},
-        {"features_key", keyed(FLAGS_train) || keyed(FLAGS_predict), "for .npz and HDF5 files"},
-        {"targets_key", keyed(FLAGS_train), "for .npz and HDF5 files"},
+        {"csv_header", csv, "for CSV files"},
+        {"csv_delimiter", csv, "for CSV files"},
+        {"features_key", keyed(FLAGS_train) || keyed(FLAGS_test) || keyed(FLAGS_predict), "for .npz and HDF5 files"},
+        {"targets_key", keyed(FLAGS_train) || keyed(FLAGS_test), "for .npz and HDF5 files"},
         {"min_delta", FLAGS_patience > 0 || FLAGS_reduce_lr_patience > 0, "with --patience or --reduce_lr_patience"},
         {"reduce_lr_factor", FLAGS_reduce_lr_patience > 0, "with --reduce_lr_patience"},
     };

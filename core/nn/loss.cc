@@ -262,7 +262,9 @@ std::vector<double> CategoricalAccuracy::counts(const Tensor& predictions, const
     const float* x = predictions.data() + r * classes;
     const float* y = t.data() + r * classes;
     if (!has_target(y, classes)) continue;
-    c[0] += std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
+    // A row with a logit that is not finite predicts no class (as Accuracy).
+    const bool finite = std::all_of(x, x + classes, [](float v) { return std::isfinite(v); });
+    c[0] += finite && std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
     c[1] += 1;
   }
   return c;
@@ -612,7 +614,7 @@ std::vector<double> Auc::counts(const Tensor& predictions, const Targets& target
   constexpr int T = kThresholds;
   std::vector<double> c(2 * T);
   each_decision(predictions, targets, [&](float score, bool, bool positive) {
-    if (std::isnan(score)) {  // a diverged model's: above no threshold, as Keras counts it
+    if (std::isnan(score)) {  // a diverged model's: above no threshold (no comparison holds)
       c[positive ? 0 : T] += 1;
       return;
     }

@@ -67,14 +67,31 @@ std::string replica_layout(const Graph& graph, const Optimizer& optimizer,
                 static_cast<long long>(rate.decay_steps), static_cast<long long>(rate.warmup_steps),
                 rate.power);
   text += "optimizer " + o.name + ": " + describe(o) + "\n" + numbers + "\n";
+  if (!rate.boundaries.empty() || !rate.factors.empty()) {
+    text += "learning rate boundaries";
+    for (const std::int64_t b : rate.boundaries) text += " " + std::to_string(b);
+    text += ", factors";
+    for (const double f : rate.factors) {
+      std::snprintf(numbers, sizeof numbers, " %.9g", f);
+      text += numbers;
+    }
+    text += "\n";
+  }
+  for (const auto& [pattern, factor] : options.learning_rate_factors) {
+    std::snprintf(numbers, sizeof numbers, "%.9g", factor);
+    text += "learning rate factor " + std::string(numbers) + " on '" + pattern + "'\n";
+  }
+  // The mode and what it reads of the options.
   const ReplicationOptions& r = options.replication;
   text += std::string("mode ") + to_string(r.mode) + ", compression " + to_string(r.compression) +
-          ", fusion " + std::to_string(r.fusion_bytes) + " bytes, buckets " +
-          std::to_string(r.bucket_bytes) + " bytes, shared-memory sums " +
-          (r.shared_memory_sums ? "on" : "off") + ", " +
-          std::to_string(r.replicas_to_aggregate) + " to aggregate, staleness " +
-          std::to_string(r.staleness) + ", prefetch " + (r.prefetch ? "on" : "off") + "\n";
-  text += "trainable '" + options.trainable_vars + "', accumulation " +
+          ", buckets " + std::to_string(r.bucket_bytes) + " bytes";
+  if (r.mode == Mode::kAllreduce)
+    text += ", fusion " + std::to_string(r.fusion_bytes) + " bytes, shared-memory sums " +
+            (r.shared_memory_sums ? "on" : "off");
+  if (r.mode == Mode::kSync) text += ", " + std::to_string(r.replicas_to_aggregate) + " to aggregate";
+  if (r.mode == Mode::kSsp) text += ", staleness " + std::to_string(r.staleness);
+  if (r.mode == Mode::kAsync) text += std::string(", prefetch ") + (r.prefetch ? "on" : "off");
+  text += "\ntrainable '" + options.trainable_vars + "', accumulation " +
           std::to_string(options.accumulation_steps) + ", synchronised batch norm " +
           (options.sync_batch_norm ? "on" : "off") + "\n";
   return text;
@@ -204,8 +221,11 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                             std::to_string(options_.towers));
     if (num_workers_ > 1) cross_replica_ = std::make_unique<ReplicaSum>(server->replicas());
   }
-  if (server && options_.replication.mode != Mode::kLocal && num_workers_ > 1)
+  if (server && options_.replication.mode != Mode::kLocal && num_workers_ > 1) {
+    // A replica that skips it (another mode, no trainer) leaves the others to the stall timeout.
+    const StallWatch watch("the check that every replica builds the chief's model");
     check_replicas_agree(server->replicas(), replica_layout(graph_, *optimizer_, options_));
+  }
   // The parameters first: a model too large for memory is named as such (Graph), not met as a
   // bare bad_alloc in the gradients' allocation below.
   static_cast<void>(graph_.values());
