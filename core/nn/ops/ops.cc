@@ -90,25 +90,29 @@ class ActivatedLayer final : public CompositeLayer {
   std::unique_ptr<Layer> layer_, activation_;
 };
 
-// `make(activation)` for an activation by name: fused ReLU, none, or the layer and then it
-// (activation() refuses a function it does not know, naming the known ones).
+// `make(activation)` for an activation by name: fused ReLU, none, or the layer and then it.
 template <typename Make>
-std::unique_ptr<Layer> with_activation(const std::string& name, const std::string& function, Make make) {
-  if (function.empty() || function == "linear") return make(Activation::kNone);
+std::unique_ptr<Layer> with_activation(const std::string& function, Make make) {
   if (function == "relu") return make(Activation::kRelu);
-  std::unique_ptr<Layer> after = activation(name + "/" + function, function);
-  return std::make_unique<ActivatedLayer>(make(Activation::kNone), std::move(after));
+  return activated(make(Activation::kNone), function);
 }
 
 }  // namespace
 
+std::unique_ptr<Layer> activated(std::unique_ptr<Layer> layer, const std::string& function) {
+  if (!layer) throw InvalidArgument("activated: no layer");
+  if (function.empty() || function == "linear") return layer;
+  std::unique_ptr<Layer> after = activation(layer->name() + "/" + function, function);
+  return std::make_unique<ActivatedLayer>(std::move(layer), std::move(after));
+}
+
 std::unique_ptr<Layer> dense(std::string name, std::int64_t units, const std::string& function, bool flatten) {
-  return with_activation(name, function, [&](Activation a) { return dense(name, units, a, flatten); });
+  return with_activation(function, [&](Activation a) { return dense(name, units, a, flatten); });
 }
 
 std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
                               const std::string& function, std::int64_t stride, Padding padding) {
-  return with_activation(name, function,
+  return with_activation(function,
                          [&](Activation a) { return conv2d(name, filters, kernel, a, stride, padding); });
 }
 

@@ -336,6 +336,11 @@ std::unique_ptr<Layer> dense(std::string name, std::int64_t units, const std::st
 std::unique_ptr<Layer> conv2d(std::string name, std::int64_t filters, std::int64_t kernel,
                               const std::string& function, std::int64_t stride = 1,
                               Padding padding = Padding::kSame);
+/// Any layer, then the activation() `function` names, in the same way: one layer of the layer's
+/// name (its variables keep theirs), the activation its sublayer "<name>/<function>"; "" and
+/// "linear" give the layer as it is. For the layers whose constructors take no activation by
+/// name: activated(conv2d_transpose("up", 1, 4, Activation::kNone, 2), "tanh").
+std::unique_ptr<Layer> activated(std::unique_ptr<Layer> layer, const std::string& function);
 std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::int64_t stride = 0,
                                   Padding padding = Padding::kValid);  ///< stride 0: = window
 std::unique_ptr<Layer> relu(std::string name);

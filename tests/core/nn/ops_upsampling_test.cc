@@ -545,3 +545,22 @@ TEST_CASE("UpSampling1D, ZeroPadding1D and Cropping1D: the same on a sequence [s
   CHECK_THROWS_WITH_AS(upsampling1d("up", 0), "UpSampling1D \"up\": size 0: must be >= 1", InvalidArgument);
 }
 
+
+TEST_CASE("activated() puts an activation by name after any layer, its variables named as before") {
+  Graph graph;
+  Model with(graph);
+  with.apply(activated(conv2d_transpose("up", 3, 3, Activation::kNone, 2), "tanh"), with.input({4, 4, 2}));
+  Model without(graph);  // the same layer's name: the same variables
+  without.apply(conv2d_transpose("up", 3, 3, Activation::kNone, 2), without.input({4, 4, 2}));
+  graph.initialize(3);
+  REQUIRE(graph.variables().size() == 2);
+  CHECK(graph.variables()[0].name.rfind("up/", 0) == 0);
+  Tensor x({2, 4, 4, 2});
+  for (std::int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i));
+  const Tensor a = with.predict(x);
+  const Tensor& b = without.predict(x);
+  REQUIRE(a.shape() == b.shape());
+  for (std::int64_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(std::tanh(b[i])).epsilon(1e-6));
+  CHECK(activated(relu("r"), "")->name() == "r");  // "" and "linear": the layer as it is
+  CHECK_THROWS_WITH_AS(activated(relu("r"), "tanhh"), doctest::Contains("tanhh"), InvalidArgument);
+}
