@@ -56,6 +56,7 @@
 #include "cohort/core/placement/replica_device_setter.h"
 #include "cohort/core/train/app.h"
 #include "cohort/core/train/evaluator.h"
+#include "cohort/core/train/replica_agreement.h"
 #include "cohort/core/train/session.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
