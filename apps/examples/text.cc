@@ -17,10 +17,11 @@
 // accuracy.
 //
 // With --checkpoint_dir the chief keeps checkpoints there, beside what they go with: the
-// vocabulary (vocabulary.txt), the classes (classes.txt) and the flags that shape the model and
-// its input (settings.txt); a restarted job resumes from the latest, and refuses a training
-// folder, classes or flags that are not the checkpoint's. --predict then classifies new texts
-// with the latest checkpoint, with those settings, without training:
+// vocabulary (vocabulary.txt) and the classes (classes.txt); the flags that shape the model and
+// its input are recorded in each checkpoint (SessionOptions::settings). A restarted job resumes
+// from the latest, and refuses a training folder, classes or flags that are not the
+// checkpoint's. --predict then classifies new texts with the latest checkpoint, with its
+// settings, without training:
 //
 //   build/bin/example_text --checkpoint_dir=ckpt --predict=new_reviews --predictions=labels.csv
 #include <cohort/cohort.h>
@@ -33,6 +34,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -99,26 +101,17 @@ cohort::Model classifier(cohort::Graph& graph, std::int64_t length, std::int64_t
   return model;
 }
 
-// The flags a checkpoint's model and input depend on, as "name=value" lines.
-std::vector<std::string> settings() {
-  return {"split=" + FLAGS_split, "max_tokens=" + std::to_string(FLAGS_max_tokens),
-          "sequence_length=" + std::to_string(FLAGS_sequence_length),
-          "embedding_dim=" + std::to_string(FLAGS_embedding_dim), "model=" + FLAGS_model,
-          "units=" + std::to_string(FLAGS_units)};
+// The flags a checkpoint's model and input depend on (SessionOptions::settings, recorded in
+// every checkpoint): a resumed job must give the same, and --predict takes them from it.
+std::map<std::string, std::string> settings() {
+  return cohort::flags::flag_values({"split", "max_tokens", "sequence_length", "embedding_dim", "model", "units"});
 }
 
-// Sets those flags from a checkpoint's settings.txt.
-void adopt_settings(const std::vector<std::string>& lines) {
-  for (const std::string& line : lines) {
-    const std::size_t eq = line.find('=');
-    const std::string name = line.substr(0, eq), value = eq == std::string::npos ? "" : line.substr(eq + 1);
-    if (name == "split") FLAGS_split = value;
-    else if (name == "max_tokens") FLAGS_max_tokens = std::stoll(value);
-    else if (name == "sequence_length") FLAGS_sequence_length = std::stoll(value);
-    else if (name == "embedding_dim") FLAGS_embedding_dim = std::stoll(value);
-    else if (name == "model") FLAGS_model = value;
-    else if (name == "units") FLAGS_units = std::stoll(value);
-  }
+// Sets those flags from a checkpoint's settings (its metadata's "settings/--NAME").
+void adopt_settings(const cohort::Checkpoint& checkpoint) {
+  for (const auto& [name, value] : settings())
+    if (const auto saved = checkpoint.metadata.find("settings/" + name); saved != checkpoint.metadata.end())
+      cohort::flags::Registry::global().set(name.substr(2), saved->second, "--checkpoint_dir=" + FLAGS_checkpoint_dir);
 }
 
 cohort::data::TextOptions text_options() {
@@ -180,7 +173,10 @@ std::vector<std::string> texts_to_predict() {
 // vocabulary, classes and settings beside it: path, class, probability, a line each.
 void predict() {
   const std::string dir = FLAGS_checkpoint_dir;
-  adopt_settings(lines(dir + "/settings.txt"));
+  cohort::CheckpointManager checkpoints(dir);
+  const std::optional<cohort::Checkpoint> latest = checkpoints.restore_latest();
+  if (!latest) throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": no checkpoint to predict with");
+  adopt_settings(*latest);
   const cohort::data::TextOptions text = text_options();
   cohort::data::TextVectorizer vectorizer(text);
   vectorizer.load_vocabulary(dir + "/vocabulary.txt");
@@ -189,9 +185,6 @@ void predict() {
   cohort::Model model = classifier(graph, text.sequence_length, vectorizer.vocabulary_size(),
                                    static_cast<int>(classes.size()));
   graph.initialize(0);
-  cohort::CheckpointManager checkpoints(dir);
-  const std::optional<cohort::Checkpoint> latest = checkpoints.restore_latest();
-  if (!latest) throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": no checkpoint to predict with");
   // The moving averages where the checkpoint holds them (the job trained with them).
   cohort::restore_variables(*latest, graph, /*moving_averages=*/true);
   const std::vector<std::string> paths = texts_to_predict();
@@ -295,9 +288,6 @@ int Main(int argc, char** argv) {
       // What the checkpoints' ids and logits mean, beside them; a resumed job must mean the same.
       const std::string dir = FLAGS_checkpoint_dir;
       std::filesystem::create_directories(dir);
-      if (std::filesystem::exists(dir + "/settings.txt") && lines(dir + "/settings.txt") != settings())
-        throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": its checkpoints were trained with "
-                                      "other settings (" + dir + "/settings.txt); give the same flags");
       if (std::filesystem::exists(dir + "/vocabulary.txt")) {
         cohort::data::TextOptions any = text;
         any.max_tokens = 1 << 24;
@@ -312,7 +302,6 @@ int Main(int argc, char** argv) {
                                       "checkpoints in " + dir + " were trained with (" + dir + "/classes.txt)");
       vectorizer.save_vocabulary(dir + "/vocabulary.txt");
       write_lines(dir + "/classes.txt", classes);
-      write_lines(dir + "/settings.txt", settings());
     }
   }
 
@@ -376,7 +365,8 @@ int Main(int argc, char** argv) {
       .hooks = {cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .warm_start_from = vectors_checkpoint,
-      .warm_start_vars = vectors_checkpoint.empty() ? "" : "embedding/embeddings$"});
+      .warm_start_vars = vectors_checkpoint.empty() ? "" : "embedding/embeddings$",
+      .settings = settings()});
   if (!vectors_checkpoint.empty()) std::filesystem::remove(vectors_checkpoint);
   vectors_checkpoint.clear();
   while (!session->should_stop()) session->run();

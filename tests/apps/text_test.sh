@@ -57,7 +57,8 @@ at_least words words.json 0.55
   || { head -3 vocabulary.txt; echo "words: the vocabulary file does not start with '', [UNK], the"; exit 1; }
 
 # The checkpoint classifies new texts (the held-out GPL-3 paragraphs) without training, with the
-# vocabulary and classes kept beside it: as many of them called GPL-3 as the test accuracy says.
+# flags it recorded (not the defaults: 32, 128) and the vocabulary and classes kept beside it: as
+# many of them called GPL-3 as the test accuracy says.
 run predict --checkpoint_dir=ckpt --predict=test/GPL-3 --predictions=gpl3.csv \
   || { echo "the prediction job failed"; exit 1; }
 /usr/bin/python3 - <<'PY' || exit 1
@@ -69,10 +70,10 @@ print(f"predict: {called} of {len(rows)} GPL-3 paragraphs called GPL-3")
 if len(rows) != files or called < 0.5 * files or not all(0 < float(r["probability"]) <= 1 for r in rows):
     sys.exit(f"predict: {len(rows)} rows for {files} files, {called} called GPL-3")
 PY
-# A checkpoint's settings and vocabulary go with it: other flags, or a training folder that
-# makes another vocabulary, are refused.
+# A checkpoint's settings (recorded in it) and vocabulary go with it: other flags, or a training
+# folder that makes another vocabulary, are refused.
 expect_job_failure "$text" other_settings \
-  "--checkpoint_dir=ckpt: its checkpoints were trained with other settings \(ckpt/settings\.txt\); give the same flags" \
+  "ckpt, global step 150: its parameters were trained with --embedding_dim=32, this job has --embedding_dim=64: give the same \(or another checkpoint directory\)" \
   "0" --train=train --checkpoint_dir=ckpt --train_steps=300 --units=64
 mkdir -p fewer && cp -r train/GPL-3 train/MPL-2.0 fewer/
 expect_job_failure "$text" other_vocabulary \
