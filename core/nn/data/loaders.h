@@ -47,6 +47,13 @@ void save_npy(const std::string& path, const Tensor& values);
 /// Writes class labels as a little-endian int32 .npy file of shape [n] (what dataset_from_npy
 /// reads back as labels).
 void save_npy(const std::string& path, std::span<const std::int32_t> labels);
+/// Writes `image` ([height, width], or [height, width, channels] of 1 or 3: grey or RGB, the
+/// layout the image readers give) as an 8-bit PNG file, for a person to look at (a generator's
+/// samples, a model's denoised images): each value mapped from [low, high] to 0-255, rounded,
+/// values outside clipped. The image readers read it back as the value's byte / 255. Throws
+/// InvalidArgument naming `path` for another shape, a value that is not finite (naming where),
+/// or a range that is not low < high; Error where the file cannot be written.
+void save_png(const std::string& path, const Tensor& image, float low = 0.0f, float high = 1.0f);
 
 /// A dataset of the features in one array and the labels or targets in another. An integral
 /// array of n values ([n] or [n, 1]) gives class labels (num_classes 0: the largest label + 1);

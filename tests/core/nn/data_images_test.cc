@@ -623,3 +623,40 @@ TEST_CASE("a validation split: the two subsets part the folder, by the seed, eac
   CHECK(data_error([&] { load_image_folder(dir.str(), options); })
             .find("leaves the validation subset empty") != std::string::npos);
 }
+
+TEST_CASE("save_png writes images the folder reader reads back, grey and RGB, from any range") {
+  TempDir dir("data_images_test");
+  // Values on the byte grid: read back exactly (byte / 255).
+  cohort::Tensor grey({5, 7});
+  for (std::int64_t i = 0; i < grey.size(); ++i) grey[i] = static_cast<float>((i * 37) % 256) / 255.0f;
+  fs::create_directories(dir / "grey/x");
+  cohort::data::save_png(dir / "grey/x/a.png", grey);
+  // RGB from [-1, 1] (a tanh generator's range), a value outside clipped.
+  cohort::Tensor colour({4, 3, 3});
+  for (std::int64_t i = 0; i < colour.size(); ++i) colour[i] = static_cast<float>((i * 53) % 256) / 255.0f * 2 - 1;
+  colour[5] = 7.0f;
+  fs::create_directories(dir / "colour/x");
+  cohort::data::save_png(dir / "colour/x/b.png", colour, -1.0f, 1.0f);
+
+  const Dataset g = load_image_folder(dir / "grey");
+  REQUIRE(g.size() == 1);
+  REQUIRE(g.example_shape() == cohort::Shape{5, 7, 1});
+  for (std::int64_t i = 0; i < grey.size(); ++i) CHECK(g.example(0)[i] == doctest::Approx(grey[i]).epsilon(1e-6));
+  const Dataset c = load_image_folder(dir / "colour");
+  REQUIRE(c.example_shape() == cohort::Shape{4, 3, 3});
+  for (std::int64_t i = 0; i < colour.size(); ++i) {
+    CAPTURE(i);
+    const float expected = i == 5 ? 1.0f : (colour[i] + 1) / 2;  // back on [0, 1]
+    CHECK(c.example(0)[i] == doctest::Approx(expected).epsilon(1e-5));
+  }
+
+  cohort::Tensor bad({2, 2, 2});
+  CHECK_THROWS_WITH_AS(cohort::data::save_png(dir / "x.png", bad),
+                       doctest::Contains("channels] of 1 or 3 channels, not [2, 2, 2]"), cohort::InvalidArgument);
+  grey[8] = std::nanf("");
+  CHECK_THROWS_WITH_AS(cohort::data::save_png(dir / "x.png", grey),
+                       doctest::Contains("value nan at row 1, column 1 is not finite"), cohort::InvalidArgument);
+  CHECK_THROWS_AS(cohort::data::save_png(dir / "x.png", colour, 1.0f, 1.0f), cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(cohort::data::save_png(dir / "no/such/x.png", colour, -1.0f, 1.0f),
+                       doctest::Contains("cannot write the PNG file"), cohort::Error);
+}
