@@ -22,6 +22,12 @@ std::string per_example(const Shape& prediction) { return "predictions " + to_st
                         " per example, " + targets.to_string() + "; " + why);
 }
 
+// Whether a classifier's row of logits predicts a class at all: not where a logit is not finite
+// (a diverged model), as TensorFlow's in_top_k has it, for every metric alike.
+bool predicts_a_class(const float* logits, std::int64_t classes) {
+  return std::all_of(logits, logits + classes, [](float v) { return std::isfinite(v); });
+}
+
 // Classes of a prediction [classes] (a vector of logits), or 0 when it is not one.
 std::int64_t classes_of(const Shape& prediction) {
   return prediction.size() == 1 ? prediction[0] : 0;
@@ -262,9 +268,7 @@ std::vector<double> CategoricalAccuracy::counts(const Tensor& predictions, const
     const float* x = predictions.data() + r * classes;
     const float* y = t.data() + r * classes;
     if (!has_target(y, classes)) continue;
-    // A row with a logit that is not finite predicts no class (as Accuracy).
-    const bool finite = std::all_of(x, x + classes, [](float v) { return std::isfinite(v); });
-    c[0] += finite && std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
+    c[0] += predicts_a_class(x, classes) && std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
     c[1] += 1;
   }
   return c;
@@ -474,12 +478,8 @@ float TopKAccuracy::compute(const Tensor& predictions, const Targets& targets) {
     // is not finite (a diverged model scores no hit).
     const float own = row[label];
     std::int64_t better = 0;
-    bool finite = true;
-    for (std::int64_t c = 0; c < classes; ++c) {
-      better += row[c] > own ? 1 : 0;
-      finite = finite && std::isfinite(row[c]);
-    }
-    hits += finite && better < k_ ? 1 : 0;
+    for (std::int64_t c = 0; c < classes; ++c) better += row[c] > own ? 1 : 0;
+    hits += predicts_a_class(row, classes) && better < k_ ? 1 : 0;
   }
   return static_cast<float>(hits) / static_cast<float>(n);
 }
@@ -555,10 +555,8 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
   for (std::int64_t r = 0; r < n; ++r) {
     const float* row = predictions.data() + r * classes;
     softmax(row, classes, p.data());
-    // A row with a logit that is not finite predicts no class (as Accuracy and TopKAccuracy).
-    const bool finite = std::all_of(row, row + classes, [](float v) { return std::isfinite(v); });
     f(p[static_cast<std::size_t>(positive_class_)],
-      finite && std::max_element(row, row + classes) - row == positive_class_,
+      predicts_a_class(row, classes) && std::max_element(row, row + classes) - row == positive_class_,
       targets.labels[static_cast<std::size_t>(r)] == positive_class_);
   }
 }

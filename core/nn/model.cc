@@ -221,11 +221,11 @@ StepMetrics Model::run(std::span<const Tensor* const> inputs, const Targets& tar
   const StepMetrics m = measure(output, targets);
   if (grads.empty()) return m;
   loss_->backward(grad_output_);
-  no_input_grads_.assign(layers_.num_inputs(), nullptr);
+  input_grads_.assign(layers_.num_inputs(), nullptr);  // a step asks for none
   // Zeroed first: a listener may send them as soon as the backward pass begins.
   for (const auto& [begin, end] : layers_.unused_ranges())
     std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
-  layers_.backward(grad_output_, no_input_grads_, grads, context.gradients_ready);
+  layers_.backward(grad_output_, input_grads_, grads, context.gradients_ready);
   return m;
 }
 
@@ -305,13 +305,12 @@ const Tensor& Model::forward(const Tensor& features, const OpContext& context) {
 
 void Model::backward(const Tensor& grad_output, std::span<float> grads,
                      std::span<Tensor* const> input_grads) {
-  if (!forward_pending_ || gpu_)
+  // Set by forward() alone, which a GPU model refuses; cleared by every other pass, a changed
+  // graph and set_gpu(): the output's value is forward()'s.
+  if (!forward_pending_)
     throw InvalidArgument("Model::backward: no forward() to take the gradient of (the model's last "
                           "pass was another step, evaluate() or predict(), or there was none)");
-  check_ready();
-  const Tensor* last = layers_.output_value();
-  if (last == nullptr) throw InvalidArgument("Model::backward: no forward() to take the gradient of");
-  const Tensor& output = *last;
+  const Tensor& output = *layers_.output_value();
   if (grad_output.shape() != output.shape())
     throw InvalidArgument("Model::backward: a gradient of shape " + to_string(grad_output.shape()) +
                           " for an output of shape " + to_string(output.shape()));
@@ -323,12 +322,11 @@ void Model::backward(const Tensor& grad_output, std::span<float> grads,
     throw InvalidArgument("Model::backward: " + std::to_string(input_grads.size()) +
                           " input gradients for a model of " +
                           std::to_string(layers_.num_inputs()) + " inputs");
-  no_input_grads_.assign(layers_.num_inputs(), nullptr);
-  std::copy(input_grads.begin(), input_grads.end(), no_input_grads_.begin());
+  input_grads_.assign(layers_.num_inputs(), nullptr);
+  std::copy(input_grads.begin(), input_grads.end(), input_grads_.begin());
   for (const auto& [begin, end] : layers_.unused_ranges())
     std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
-  layers_.backward(grad_output, no_input_grads_, grads);
-  no_input_grads_.assign(layers_.num_inputs(), nullptr);
+  layers_.backward(grad_output, input_grads_, grads);
 }
 
 const Tensor& Model::predict(const Tensor& features) {

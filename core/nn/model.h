@@ -254,7 +254,7 @@ class Model {
   Tensor grad_output_;
   Tensor loss_value_;
   std::vector<Tensor> metric_values_;
-  std::vector<Tensor*> no_input_grads_;
+  std::vector<Tensor*> input_grads_;  // where a backward pass writes dLoss/dInput (null: not asked)
   std::unique_ptr<ModelGpu, ModelGpuDeleter> gpu_;
   int gpu_device_ = -1;
   Tensor gpu_logits_;  // the last GPU step's output, copied back

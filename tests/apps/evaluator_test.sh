@@ -97,8 +97,7 @@ launch_and_stop_evaluator() {
   job=$!
   end_job_at_exit "$job" "$train"
   wait_for_line "$log" "^training mlp" "$job"
-  evaluator=$(rank_pids "$job" "$train" 3)
-  [ -n "$evaluator" ] || { echo "could not find the evaluator's process"; exit 1; }
+  evaluator=$(rank_pid "$job" "$train" 3 "the evaluator")
   kill -STOP "$evaluator"
 }
 

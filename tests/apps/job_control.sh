@@ -32,6 +32,19 @@ rank_pids() {
   return 0
 }
 
+# rank_pid JOB PROGRAM RANK WHAT [LOG]: the pid of this test's rank RANK of PROGRAM; where there
+# is none, says so naming WHAT (and prints LOG) on stderr, and fails (under set -e, the test).
+rank_pid() {
+  local pid
+  pid=$(rank_pids "$1" "$2" "$3")
+  if [ -z "$pid" ]; then
+    echo "could not find $4's process" >&2
+    [ -z "${5:-}" ] || cat "$5" >&2
+    return 1
+  fi
+  echo "$pid"
+}
+
 # end_job_at_exit JOB PROGRAM: however the test exits, JOB and this test's ranks of PROGRAM that
 # are still there are killed (a stopped one too, an orphan too), so that a failed test leaves no
 # job behind. Replaces the test's EXIT trap.

@@ -18,8 +18,7 @@ job=$!
 end_job_at_exit "$job" "$train"
 # The signal at about step 100 of 20000 (seconds before the end on any machine).
 wait_for_line "$work/log" "^step [0-9]+/" "$job"
-worker=$(rank_pids "$job" "$train" 2)
-[ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
+worker=$(rank_pid "$job" "$train" 2 "worker 1" "$work/log")
 kill -TERM "$worker" || { echo "worker 1 was gone before the signal"; cat "$work/log"; exit 1; }
 signalled=$EPOCHREALTIME
 status=0

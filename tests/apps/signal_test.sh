@@ -15,8 +15,7 @@ job=$!
 end_job_at_exit "$job" "$train"
 wait_for_line "$work/first.log" "^step ([5-9][0-9]|[1-9][0-9][0-9])/" "$job"
 # The chief is worker 0: rank 1 (rank 0 is the ps).
-chief=$(rank_pids "$job" "$train" 1)
-[ -n "$chief" ] || { echo "could not find the chief's process"; exit 1; }
+chief=$(rank_pid "$job" "$train" 1 "the chief")
 kill -TERM "$chief"
 status=0
 wait "$job" || status=$?

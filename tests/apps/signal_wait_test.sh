@@ -16,8 +16,7 @@ job=$!
 end_job_at_exit "$job" "$train"
 wait_for_line "$work/log" "^step (1[0-9]|20)/" "$job"
 sleep 1  # step 20 is reached within milliseconds: the worker is now waiting
-worker=$(rank_pids "$job" "$train" 2)
-[ -n "$worker" ] || { echo "could not find worker 1's process"; cat "$work/log"; exit 1; }
+worker=$(rank_pid "$job" "$train" 2 "worker 1" "$work/log")
 sent=$(date +%s%3N)
 kill -TERM "$worker"
 # Gone: no process, or a zombie its launcher has not reaped yet (it may be busy ending the others).

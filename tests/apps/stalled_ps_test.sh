@@ -15,8 +15,7 @@ rm -rf "$work" && mkdir -p "$work"
 job=$!
 end_job_at_exit "$job" "$train"
 wait_for_line "$work/log" "^step [0-9]+/" "$job"
-ps=$(rank_pids "$job" "$train" 0)
-[ -n "$ps" ] || { echo "could not find the ps task's process"; cat "$work/log"; exit 1; }
+ps=$(rank_pid "$job" "$train" 0 "the ps task" "$work/log")
 kill -STOP "$ps"
 status=0
 timeout 90 tail --pid="$job" -f /dev/null || { echo "FAIL: the job did not end"; cat "$work/log"; exit 1; }
