@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/dist/fusion.h"
+#include "cohort/mpi/environment.h"
 #include "cohort/mpi/error.h"
 
 namespace cohort {
@@ -13,11 +15,13 @@ namespace {
 // Floats summed at a time: every node rank's block stays in L1 while it is added in.
 constexpr std::size_t kBlock = 2048;
 
-// Where the result starts in the node's rank 0's part: on the line after its input.
-std::size_t result_offset(std::size_t count) {
-  constexpr std::size_t kLine = mpi::SharedMemory<float>::kAlignment / sizeof(float);
-  return (count + kLine - 1) / kLine * kLine;
-}
+constexpr std::size_t kLine = mpi::SharedMemory<float>::kAlignment / sizeof(float);
+
+// Where a rank's left_word() lies: on the line after its input.
+std::size_t word_offset(std::size_t count) { return (count + kLine - 1) / kLine * kLine; }
+
+// Where the result starts in the node's rank 0's part: on the line after its word.
+std::size_t result_offset(std::size_t count) { return word_offset(count) + kLine; }
 
 }  // namespace
 
@@ -27,11 +31,12 @@ std::unique_ptr<NodeSum> NodeSum::make(const mpi::Comm& ranks, std::size_t count
   const int most = ranks.allreduce(node.size(), mpi::Op::kMax);
   if (most == 1 || most != ranks.allreduce(node.size(), mpi::Op::kMin)) return nullptr;
   mpi::Comm across = ranks.split(node.rank(), ranks.rank());
+  std::vector<int> of_node = node.allgather(ranks.rank());
   // Where MPI has no shared-memory window (Open MPI without its osc sm component), none.
   std::unique_ptr<NodeSum> sum;
   int made = 1;
   try {
-    sum.reset(new NodeSum(node, std::move(across), count));
+    sum.reset(new NodeSum(node, std::move(across), count, std::move(of_node)));
   } catch (const mpi::MpiError&) {
     made = 0;
   }
@@ -39,10 +44,44 @@ std::unique_ptr<NodeSum> NodeSum::make(const mpi::Comm& ranks, std::size_t count
   return sum;
 }
 
-NodeSum::NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count)
+NodeSum::NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count, std::vector<int> ranks)
     : across_(std::move(across)),
       count_(count),
-      memory_(node, node.rank() == 0 ? result_offset(count) + count : count) {}
+      ranks_(std::move(ranks)),
+      memory_(node, result_offset(count) + (node.rank() == 0 ? count : 0)) {}
+
+NodeSum::~NodeSum() {
+  if (left_ || std::uncaught_exceptions() > exceptions_at_start_ || !mpi::Environment::active()) return;
+  try {
+    leave();
+  } catch (const Parted&) {
+    memory_.abandon();  // the rank that sums on fails, and the job ends with it
+  } catch (const std::exception&) {
+  }
+}
+
+float& NodeSum::left_word() { return memory_.local()[word_offset(count_)]; }
+
+float NodeSum::left_word(int rank) { return memory_.of(rank)[word_offset(count_)]; }
+
+std::vector<int> NodeSum::parted() {
+  std::vector<int> others;
+  const float mine = left_word();
+  for (int r = 0; r < memory_.comm().size(); ++r)
+    if (left_word(r) != mine) others.push_back(ranks_[static_cast<std::size_t>(r)]);
+  return others;
+}
+
+void NodeSum::leave() {
+  if (left_) return;
+  left_word() = 1;
+  left_ = true;
+  memory_.barrier();
+  const std::vector<int> others = parted();
+  if (others.empty()) return;
+  memory_.barrier();  // the second of the sum() that those ranks are in
+  throw Parted("left the sums while other ranks summed on", others);
+}
 
 std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) { return sum(fusion_bytes, count_); }
 
@@ -71,8 +110,13 @@ std::span<const float> NodeSum::sum(std::int64_t fusion_bytes, std::size_t count
   const std::span<float> result = memory_.of(0).subspan(result_offset(count_), count);
   const auto [first, last] = slice(count);
   const bool across = across_.size() > 1;
+  if (std::exchange(left_, false)) left_word() = 0;  // back after a leave()
   // Every input is complete, and every rank is done reading the last result.
   memory_.barrier();
+  if (const std::vector<int> others = parted(); !others.empty()) {
+    memory_.barrier();  // the second of their leave()
+    throw Parted("summed on while other ranks left the sums", others);
+  }
   if (values.empty()) {
     add(first, last, result.data(), nullptr, false);
   } else {

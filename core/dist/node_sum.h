@@ -4,10 +4,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "cohort/core/base/error.h"
 #include "cohort/mpi/comm.h"
 #include "cohort/mpi/shared_memory.h"
 
@@ -51,11 +55,37 @@ class NodeSum {
   std::span<const float> sum(std::int64_t fusion_bytes, std::span<const std::span<float>> values);
   /// The values [first, second) of the first `count` that this rank adds up over the node.
   std::pair<std::size_t, std::size_t> slice(std::size_t count) const;
+  /// Collective over the ranks, in place of a sum(): this rank leaves the sums (its training
+  /// ends; a later sum() takes it back). Where every rank leaves alike, it returns. Where some
+  /// rank calls sum() instead (it runs on past where this one stopped), the two sides learn it
+  /// rather than wait for each other for good: that sum() throws Parted naming the ranks that
+  /// left, and leave() throws Parted naming the ranks that sum on. Across nodes, the ranks of
+  /// the node of a rank that leaves learn it, and their error ends the job (app::Run).
+  void leave();
+  /// What sum() and leave() throw where the ranks part: `ranks` are the others' ranks in the
+  /// communicator given to make().
+  class Parted : public Error {
+   public:
+    Parted(const std::string& what, std::vector<int> ranks) : Error(what), ranks(std::move(ranks)) {}
+    std::vector<int> ranks;
+  };
   /// After an error: the destruction takes no collective step (mpi::SharedMemory::abandon).
-  void abandon() noexcept { memory_.abandon(); }
+  void abandon() noexcept {
+    memory_.abandon();
+    left_ = true;
+  }
+  /// Leaves (leave()) unless it has, or was abandoned; where it parts from a rank that sums on,
+  /// it frees nothing (that rank's error ends the job).
+  ~NodeSum();
 
  private:
-  NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count);
+  NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count, std::vector<int> ranks);
+  // This rank's word on whether it has left the sums (1) or sums (0), and each rank's.
+  float& left_word();
+  float left_word(int rank);
+  // After the first of a sum's or leave()'s two barriers: the node ranks whose word differs from
+  // this rank's, as ranks of make()'s communicator; empty where all agree.
+  std::vector<int> parted();
   std::span<const float> sum(std::int64_t fusion_bytes, std::size_t count,
                              std::span<const std::span<float>> values);
   // out[i] := the sum over the node's ranks of their values i, for i in [begin, end); this
@@ -65,9 +95,12 @@ class NodeSum {
 
   mpi::Comm across_;  // the ranks with this node rank, one per node
   std::size_t count_;
-  // Over this node's ranks: each rank's input; on the node's rank 0, after its input (from the
-  // next line on), the result.
+  std::vector<int> ranks_;  // each node rank's rank in make()'s communicator
+  // Over this node's ranks: each rank's input, then on the next line its left_word(); on the
+  // node's rank 0, on the line after that, the result.
   mpi::SharedMemory<float> memory_;
+  bool left_ = false;  // leave() (or abandon()) since the last sum()
+  int exceptions_at_start_ = std::uncaught_exceptions();
 };
 
 /// Calls fn(x, at, n) for each stretch of the values [begin, end) of `pieces` (spans that follow

@@ -4,14 +4,18 @@
 // on for --steps (the ps modes, whose memory it shares), and the job must still end within
 // seconds with the program's status (1 where it returned 0), not hang. --fail_in=end: the hook throws
 // in end(), from the session's destructor (the program never calls close()), which cannot throw:
-// the program returns 0 and must still fail.
+// the program returns 0 and must still fail. --fail_in=loop: no hook fails, but the program's own
+// loop ends early on that worker (uneven data, say), after --fail_at steps; it closes its session
+// and returns 0 while its peers train on: in allreduce mode both sides must fail within seconds,
+// naming each other, not wait for each other for good.
 #include <cstdio>
 #include <memory>
 
 #include "cohort/cohort.h"
 
 COHORT_DEFINE_string(mode, "allreduce", "training mode");
-COHORT_DEFINE_string(fail_in, "after_run", "where worker 1's hook throws: after_run or end");
+COHORT_DEFINE_string(fail_in, "after_run", "where the failing worker's hook throws (after_run, end), or loop");
+COHORT_DEFINE_int(replica, 1, "the failing worker's replica index");
 COHORT_DEFINE_int(fail_at, 3, "after_run: the step at which it throws");
 COHORT_DEFINE_int(steps, 1000, "after_run: the steps the others train for");
 COHORT_DEFINE_int(status, 1, "after_run: what the failed worker's program returns");
@@ -51,8 +55,15 @@ int Main(int, char**) {
       cohort::Optimizer::create(sgd), options);
   cohort::SessionOptions session_options{.master = server.target(), .is_chief = server.is_chief()};
   session_options.hooks.push_back(cohort::StopAtStepHook::last(FLAGS_fail_in == "end" ? 10 : FLAGS_steps));
-  if (server.replica_index() == 1) session_options.hooks.push_back(std::make_shared<FailingHook>());
+  if (server.replica_index() == FLAGS_replica) session_options.hooks.push_back(std::make_shared<FailingHook>());
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
+  if (FLAGS_fail_in == "loop") {
+    const int steps = server.replica_index() == FLAGS_replica ? FLAGS_fail_at : FLAGS_steps;
+    for (int i = 0; i < steps && !session->should_stop(); ++i) session->run();
+    session->close();
+    server.done();
+    return 0;
+  }
   if (FLAGS_fail_in == "end") {
     while (!session->should_stop()) session->run();
     return 0;  // the session closes as it is destroyed

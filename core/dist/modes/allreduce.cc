@@ -34,7 +34,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
   // Collective over the replicas (NodeSum::make).
   AllreduceReplication(Server& server, std::int64_t parameters, Optimizer& optimizer,
                        const ReplicationOptions& options)
-      : comm_(server.replicas()),
+      : server_(server),
+        comm_(server.replicas()),
         optimizer_(optimizer),
         fusion_bytes_(options.fusion_bytes),
         bucket_bytes_(options.bucket_bytes),
@@ -65,7 +66,13 @@ class AllreduceReplication final : public Replication, private GradientListener 
     if (node_sum_) {
       const std::span<float> input = node_sum_->input();
       if (grads.data() != input.data()) std::copy(grads.begin(), grads.end(), input.begin());
-      sum = node_sum_->sum(fusion_bytes_);
+      try {
+        sum = node_sum_->sum(fusion_bytes_);
+      } catch (const NodeSum::Parted& e) {
+        throw Error(parted("this replica went on to global step " + std::to_string(step_ + 1) +
+                               ", but " + replicas(e.ranks) + " ended training at step " +
+                               std::to_string(step_)));
+      }
       bytes_sent_ += static_cast<std::int64_t>(grads.size_bytes());
     } else if (bucket_bytes_ > 0) {
       // Without a listener this step (a GPU tower), every bucket starts here.
@@ -103,7 +110,19 @@ class AllreduceReplication final : public Replication, private GradientListener 
     if (node_sum_) node_sum_->abandon();
     for (mpi::Request& request : requests_) request.abandon();
   }
-  void finish() override {}
+  // A replica whose training ends while the others run on (a loop of the program's own that
+  // stopped on one replica) would leave them waiting in their next sum for good: where the
+  // replicas share a node's memory, the two sides meet there and both fail instead.
+  void finish() override {
+    if (!node_sum_) return;
+    try {
+      node_sum_->leave();
+    } catch (const NodeSum::Parted& e) {
+      throw Error(parted("this replica ended training at global step " + std::to_string(step_) +
+                         ", but " + replicas(e.ranks) + " went on to step " +
+                         std::to_string(step_ + 1)));
+    }
+  }
   // Nothing collective from here on unless a new start() (collective: every replica is back)
   // takes training up again, as a program that caught an error every rank hit alike may.
   void abandon() override { abandoned_ = true; }
@@ -125,6 +144,18 @@ class AllreduceReplication final : public Replication, private GradientListener 
   static constexpr int kChief = 0;  // replica 0, rank 0 of the replicas' communicator
 
   bool bf16() const { return compression_ == Compression::kBf16; }
+
+  std::string replicas(const std::vector<int>& ranks) const {
+    std::string names;
+    for (const int replica : ranks)
+      names += (names.empty() ? "" : ", ") + server_.replica_task(replica).to_string() + " (rank " +
+               std::to_string(server_.replica_rank(replica)) + ")";
+    return names;
+  }
+  static std::string parted(const std::string& what) {
+    return what + ": every replica must run the same steps; let the session stop them together "
+                  "(should_stop(); TrainerOptions::epochs for uneven data)";
+  }
 
   void open_buckets(std::span<float> grads) {
     grads_ = grads;
@@ -176,6 +207,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
     open_ = false;
   }
 
+  const Server& server_;
   const mpi::Comm& comm_;
   Optimizer& optimizer_;
   std::int64_t fusion_bytes_;
