@@ -78,8 +78,8 @@ COHORT_DEFINE_string(lr_boundaries, "", "piecewise: the global steps (warm-up in
 COHORT_DEFINE_int(lr_decay_steps, 0, "step/exponential: global steps per decay; cosine/polynomial: its length; 0: the run's global steps after the warm-up (so a resume with more --train_steps stretches it)",
     Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(lr_warmup_steps, -1,
-                  "global steps over which the rate rises linearly to its peak (-1: one epoch, at "
-                  "most half the run, when --lr_scaling raises the rate, else none)", Range{-1, 1e15}, kSameOnAllRanks);
+                  "global steps over which the rate rises linearly to its peak (-1: when --lr_scaling "
+                  "raises the rate, from --learning_rate over one epoch, at most half the run; else none)", Range{-1, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_float(weight_decay, 0.0, "weight decay of kernels: L2 (sgd, momentum, adam) or decoupled (adamw)",
     Range{0, 1}, kSameOnAllRanks);
 COHORT_DEFINE_float(label_smoothing, 0.0, "softmax cross-entropy label smoothing",
@@ -600,14 +600,15 @@ int Main(int argc, char** argv) {
   if (chief && compression != cohort::Compression::kNone)
     std::printf("gradients on the wire as %s, with error feedback\n", cohort::to_string(compression));
   if (chief)
-    std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps\n",
+    std::printf("%s, learning rate %g (%s), %s schedule, warm-up %lld steps%s\n",
                 cohort::describe(optimizer).c_str(),
                 optimizer.learning_rate.base,
                 optimizer.learning_rate.base == FLAGS_learning_rate
                     ? "as given"
                     : ("--learning_rate times " + std::to_string(per_step / FLAGS_batch_size) +
                        " batches a step").c_str(),
-                FLAGS_lr_schedule.c_str(), static_cast<long long>(optimizer.learning_rate.warmup_steps));
+                FLAGS_lr_schedule.c_str(), static_cast<long long>(optimizer.learning_rate.warmup_steps),
+                optimizer.learning_rate.warmup_from > 0 ? " from --learning_rate" : "");
   if (chief && !FLAGS_lr_factors.empty()) {
     std::string factors;
     for (const auto& [pattern, factor] : options.learning_rate_factors) {

@@ -55,6 +55,9 @@ void check_values(const std::string& what, const Shape& prediction, const Target
 // The batch's float targets, checked against the predictions.
 const Tensor& values_of(const std::string& what, const Tensor& predictions, const Targets& targets) {
   if (targets.values == nullptr) throw InvalidArgument(what + ": the batch has no float targets");
+  // A mean over no examples is no value (softmax cross-entropy refuses it alike).
+  if (predictions.rank() < 1 || predictions.dim(0) < 1)
+    throw InvalidArgument(what + ": predictions " + to_string(predictions.shape()) + " have no batch");
   const Tensor& t = *targets.values;
   if (t.size() != predictions.size() || t.dim(0) != predictions.dim(0))
     throw InvalidArgument(what + ": targets " + to_string(t.shape()) + " for predictions " +

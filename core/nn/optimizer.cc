@@ -21,7 +21,8 @@ std::string number(double value) {
 
 double LearningRateSchedule::at(std::int64_t step) const {
   if (step < warmup_steps)
-    return base * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+    return base * (warmup_from + (1.0 - warmup_from) * static_cast<double>(step + 1) /
+                                     static_cast<double>(warmup_steps));
   if (kind != Kind::kPiecewise) step -= warmup_steps;  // its boundaries are global steps
   switch (kind) {
     case Kind::kConstant:
@@ -62,7 +63,16 @@ void LearningRateSchedule::check() const {
   if (base <= 0 || !std::isfinite(base))
     throw bad("the rate must be a positive number, got " + number(base));
   if (warmup_steps < 0) throw bad("warmup steps must be >= 0, got " + std::to_string(warmup_steps));
+  if (!(warmup_from >= 0 && warmup_from < 1))
+    throw bad("the warm-up's start must be in [0, 1) of the rate, got " + number(warmup_from));
   if (decay_steps <= 0) throw bad("decay steps must be > 0, got " + std::to_string(decay_steps));
+  // A rate that decays: by a factor above 0 (step, exponential), or to a fraction of the base
+  // in [0, 1] (cosine, polynomial); piecewise has factors of its own.
+  if ((kind == Kind::kStep || kind == Kind::kExponential) && !(decay_rate > 0 && std::isfinite(decay_rate)))
+    throw bad("the decay rate must be > 0, got " + number(decay_rate));
+  if ((kind == Kind::kCosine || kind == Kind::kPolynomial) && !(decay_rate >= 0 && decay_rate <= 1))
+    throw bad("the decay rate (the fraction of the rate it ends at) must be in [0, 1], got " +
+              number(decay_rate));
   if (kind == Kind::kPolynomial && !(power > 0 && std::isfinite(power)))
     throw bad("polynomial power must be > 0, got " + number(power));
   if (kind == Kind::kPiecewise) {
@@ -118,6 +128,7 @@ LearningRateSchedule LearningRateSchedule::linearly_scaled(std::int64_t batches,
   scaled.base *= static_cast<double>(batches);
   if (scaled.warmup_steps == 0 && warmup_steps > 0) {
     scaled.warmup_steps = warmup_steps;
+    scaled.warmup_from = 1.0 / static_cast<double>(batches);
     // A decay over the run (cosine, polynomial) still ends where it did: the warm-up comes out
     // of it. A step or exponential decay keeps its period.
     if (kind == Kind::kCosine || kind == Kind::kPolynomial)
@@ -353,28 +364,30 @@ std::string describe(const OptimizerOptions& options) {
 std::unique_ptr<Optimizer> Optimizer::create(const OptimizerOptions& options) {
   const auto bad = [](const std::string& what) { return InvalidArgument("optimizer: " + what); };
   options.learning_rate.check();
-  if (options.clip_norm < 0) throw bad("clip norm must be >= 0, got " + number(options.clip_norm));
+  if (!(options.clip_norm >= 0)) throw bad("clip norm must be >= 0, got " + number(options.clip_norm));
   if (options.weight_decay < 0 || !std::isfinite(options.weight_decay))
     throw bad("weight decay must be >= 0, got " + number(options.weight_decay));
   if (options.nesterov && options.name != "momentum")
     throw bad("Nesterov momentum needs the momentum optimizer, not " + options.name);
   if (options.name == "sgd") return std::make_unique<Sgd>(options);
   if (options.name == "momentum") {
-    if (options.momentum < 0 || options.momentum >= 1)
+    if (!(options.momentum >= 0 && options.momentum < 1))
       throw bad("momentum must be in [0, 1), got " + number(options.momentum));
     return std::make_unique<Momentum>(options);
   }
   if (options.name == "adam" || options.name == "adamw") {
-    if (options.beta1 < 0 || options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1)
-      throw bad("adam betas must be in [0, 1)");
+    if (!(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1))
+      throw bad("adam betas must be in [0, 1), got " + number(options.beta1) + " and " + number(options.beta2));
+    if (!(options.epsilon > 0 && std::isfinite(options.epsilon)))
+      throw bad("adam epsilon must be > 0, got " + number(options.epsilon));
     return std::make_unique<Adam>(options);
   }
   if (options.name == "rmsprop") {
-    if (options.rho < 0 || options.rho >= 1)
+    if (!(options.rho >= 0 && options.rho < 1))
       throw bad("rmsprop rho must be in [0, 1), got " + number(options.rho));
-    if (options.rmsprop_momentum < 0 || options.rmsprop_momentum >= 1)
+    if (!(options.rmsprop_momentum >= 0 && options.rmsprop_momentum < 1))
       throw bad("rmsprop momentum must be in [0, 1), got " + number(options.rmsprop_momentum));
-    if (!(options.epsilon > 0))
+    if (!(options.epsilon > 0 && std::isfinite(options.epsilon)))
       throw bad("rmsprop epsilon must be > 0, got " + number(options.epsilon));
     return std::make_unique<RmsProp>(options);
   }

@@ -37,9 +37,12 @@ struct LearningRateSchedule {
   std::vector<double> factors = {};
   /// kFunction: base * function(step), as PyTorch's LambdaLR.
   std::function<double(std::int64_t)> function = {};
-  /// The first warmup_steps steps rise linearly from base / warmup_steps to base (then the
-  /// schedule runs from step 0 of its own, but for kPiecewise's boundaries).
+  /// The first warmup_steps steps rise linearly to base (then the schedule runs from step 0 of
+  /// its own, but for kPiecewise's boundaries): from base / warmup_steps, or where warmup_from
+  /// is above 0, from about base * warmup_from (base * (warmup_from + (1 - warmup_from) /
+  /// warmup_steps) at step 0).
   std::int64_t warmup_steps = 0;
+  double warmup_from = 0.0;
 
   double at(std::int64_t step) const;
   /// "constant", "step", "exponential", "cosine", "polynomial" or "piecewise"; anything else is
@@ -57,9 +60,11 @@ struct LearningRateSchedule {
   /// `batches` (the batches a global step averages, TrainerOptions::examples_per_global_step(
   /// workers) / batch_size: the workers in sync and allreduce modes, 1 in async and ssp) and,
   /// where it has no warm-up of its own, a linear one over `warmup_steps` (an epoch's global
-  /// steps, say), taken out of a cosine or polynomial decay so that it still ends at the same
-  /// step (a step or exponential decay keeps its period). Unchanged for `batches` of 1.
-  /// InvalidArgument for `batches` below 1 or a negative warm-up.
+  /// steps, say) from one batch's rate (the unscaled base: warmup_from = 1 / batches), as
+  /// Goyal et al.'s and Horovod's LearningRateWarmupCallback's. It is taken out of a cosine or
+  /// polynomial decay so that it still ends at the same step (a step or exponential decay keeps
+  /// its period); one as long as that decay or longer leaves the decay a single step. Unchanged
+  /// for `batches` of 1. InvalidArgument for `batches` below 1 or a negative warm-up.
   LearningRateSchedule linearly_scaled(std::int64_t batches, std::int64_t warmup_steps) const;
   /// InvalidArgument naming the first setting out of range for this kind.
   void check() const;
@@ -164,7 +169,8 @@ class Optimizer {
   };
   void set_rate_factors(std::vector<RateFactor> ranges);
 
-  /// Global L2 norm of the last gradients seen (before clipping).
+  /// Global L2 norm of the last gradients seen, before clipping; measured only where clip_norm is
+  /// set (the norm costs a pass over the gradients), 0 otherwise.
   double last_gradient_norm() const { return last_norm_; }
 
   /// Named state buffers (e.g. "momentum", "adam_m"), each as long as the parameters once the

@@ -18,12 +18,12 @@ std::string replica_layout(const Graph& graph, const Optimizer& optimizer,
     text += "variable " + v.name + " " + to_string(v.shape) + (v.trainable ? "" : " (state)") + "\n";
   const OptimizerOptions& o = optimizer.options();
   const LearningRateSchedule& rate = o.learning_rate;
-  char numbers[160];
+  char numbers[256];
   std::snprintf(numbers, sizeof numbers,
-                "learning rate %.9g (schedule %d: decay %.9g every %lld, warm-up %lld, power %.9g)",
+                "learning rate %.9g (schedule %d: decay %.9g every %lld, warm-up %lld from %.9g, power %.9g)",
                 rate.base, static_cast<int>(rate.kind), rate.decay_rate,
                 static_cast<long long>(rate.decay_steps), static_cast<long long>(rate.warmup_steps),
-                rate.power);
+                rate.warmup_from, rate.power);
   text += "optimizer " + o.name + ": " + describe(o) + "\n" + numbers + "\n";
   if (!rate.boundaries.empty() || !rate.factors.empty()) {
     text += "learning rate boundaries";

@@ -518,3 +518,24 @@ TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis,
   CHECK(loss.forward(x, tn) == 0.0f);
   CHECK(accuracy.compute(x, tn) == 0.0f);
 }
+
+TEST_CASE("every loss refuses a batch of no examples, naming itself") {
+  for (const std::string name : {"sigmoid_cross_entropy", "mse", "mae", "huber", "focal", "dice",
+                                 "categorical_cross_entropy"}) {
+    CAPTURE(name);
+    const auto loss = make_loss(name);
+    const Tensor predictions(Shape{0, 3});
+    const Tensor values(Shape{0, 3});
+    Targets targets;
+    targets.values = &values;
+    try {
+      loss->forward(predictions, targets);
+      FAIL("accepted");
+    } catch (const InvalidArgument& e) {
+      CHECK(std::string(e.what()) == "loss " + loss->name() + ": predictions [0, 3] have no batch");
+    }
+  }
+  const auto softmax = make_loss("softmax_cross_entropy");
+  Targets labels;
+  CHECK_THROWS_AS(softmax->forward(Tensor(Shape{0, 3}), labels), InvalidArgument);
+}

@@ -309,7 +309,9 @@ TEST_CASE("the linear scaling rule: the base times the batches, a warm-up where 
   const LearningRateSchedule eight = one.linearly_scaled(8, 100);
   CHECK(eight.base == doctest::Approx(0.08));
   CHECK(eight.warmup_steps == 100);
-  CHECK(eight.at(0) == doctest::Approx(0.08 / 100));  // the warm-up's first step
+  // Goyal et al.'s warm-up: from one batch's rate up to eight's.
+  CHECK(eight.at(0) == doctest::Approx(0.01 + 0.07 / 100));
+  CHECK(eight.at(49) == doctest::Approx(0.01 + 0.07 * 0.5));
   CHECK(eight.at(99) == doctest::Approx(0.08));
   // The cosine then runs over the rest of the run, to the same floor at the same step.
   CHECK(eight.decay_steps == 900);
@@ -326,6 +328,52 @@ TEST_CASE("the linear scaling rule: the base times the batches, a warm-up where 
   CHECK(LearningRateSchedule::for_run("cosine", 0.01, 1000, 50).linearly_scaled(4, 100).warmup_steps == 50);
   CHECK_THROWS_AS(one.linearly_scaled(0, 10), cohort::InvalidArgument);
   CHECK_THROWS_AS(one.linearly_scaled(2, -1), cohort::InvalidArgument);
+}
+
+TEST_CASE("settings out of range, NaN among them, are refused with the setting named") {
+  using Kind = LearningRateSchedule::Kind;
+  const double nan = std::nan("");
+  // The optimizer `name` with one setting changed.
+  const auto with = [](const std::string& name, auto change) {
+    OptimizerOptions o;
+    o.name = name;
+    change(o);
+    return o;
+  };
+  const auto refused = [](const OptimizerOptions& o, const std::string& words) {
+    CAPTURE(words);
+    try {
+      Optimizer::create(o);
+      FAIL("accepted");
+    } catch (const cohort::InvalidArgument& e) {
+      CHECK(std::string(e.what()).find(words) != std::string::npos);
+    }
+  };
+  refused(with("momentum", [&](auto& o) { o.momentum = nan; }), "momentum must be in [0, 1), got nan");
+  refused(with("adam", [&](auto& o) { o.beta1 = nan; }), "adam betas must be in [0, 1), got nan and 0.999");
+  refused(with("adam", [&](auto& o) { o.epsilon = 0; }), "adam epsilon must be > 0, got 0");
+  refused(with("adamw", [&](auto& o) { o.epsilon = nan; }), "adam epsilon must be > 0");
+  refused(with("rmsprop", [&](auto& o) { o.rho = nan; }), "rmsprop rho must be in [0, 1)");
+  refused(with("rmsprop", [&](auto& o) { o.rmsprop_momentum = nan; }), "rmsprop momentum must be in [0, 1)");
+  refused(with("sgd", [&](auto& o) { o.clip_norm = nan; }), "clip norm must be >= 0, got nan");
+  const auto schedule = [&](Kind kind, double decay_rate) {
+    return with("sgd", [&](auto& o) {
+      o.learning_rate.kind = kind;
+      o.learning_rate.decay_rate = decay_rate;
+    });
+  };
+  refused(schedule(Kind::kStep, -0.5), "the decay rate must be > 0, got -0.5");
+  refused(schedule(Kind::kExponential, nan), "the decay rate must be > 0");
+  refused(schedule(Kind::kCosine, 2), "must be in [0, 1], got 2");
+  refused(schedule(Kind::kPolynomial, -1), "must be in [0, 1], got -1");
+  refused(with("sgd", [&](auto& o) {
+            o.learning_rate.warmup_steps = 10;
+            o.learning_rate.warmup_from = 1;
+          }),
+          "the warm-up's start must be in [0, 1)");
+  // A kind that does not read the decay rate takes any; an infinite clip norm clips nothing.
+  CHECK_NOTHROW(Optimizer::create(schedule(Kind::kConstant, -1)));
+  CHECK_NOTHROW(Optimizer::create(with("sgd", [](auto& o) { o.clip_norm = std::numeric_limits<double>::infinity(); })));
 }
 
 TEST_CASE("polynomial, piecewise and function schedules, with warm-up") {
