@@ -94,6 +94,15 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
   }
   check_dataset(model, options_.data);
   if (!chief_) return;
+  // Patience that ran out before the restart (and is no longer) ends training before its first
+  // step, as a StopAtStepHook restored at its last step does: no step, no new checkpoint.
+  if (std::exchange(stop_at_start_, false)) {
+    stopped_ = true;
+    if (options_.log)
+      std::printf("%s: %s had not improved in %s before the restart: stopping\n",
+                  options_.name.c_str(), options_.monitor.c_str(), evaluations(without_improvement_).c_str());
+    session.request_stop();
+  }
   const SessionOptions& s = session.options();
   if (!options_.best_dir.empty() && !s.checkpoint_dir.empty() &&
       std::filesystem::weakly_canonical(options_.best_dir) == std::filesystem::weakly_canonical(s.checkpoint_dir))
@@ -112,23 +121,9 @@ SessionRunArgs ValidationHook::before_run(RunContext&) {
 
 void ValidationHook::after_run(RunContext& context, const SessionRunValues& values) {
   if (!active_) return;
-  if (std::exchange(stop_at_start_, false)) {
-    stopped_ = true;
-    if (options_.log && chief_)
-      std::printf("%s: %s had not improved in %s before the restart: stopping\n",
-                  options_.name.c_str(), options_.monitor.c_str(), evaluations(without_improvement_).c_str());
-    context.request_stop();
-    return;
-  }
   const auto step = static_cast<std::int64_t>(values.get("global_step"));
   const std::int64_t every = options_.every_steps;
-  if (next_ < 0) {
-    next_ = (step + every - 1) / every * every;  // the first multiple from here
-    // A shared evaluation is a collective, and at a session's first step the chief alone may
-    // stop instead (stop_at_start_: patience that ran out before a restart, which the chief
-    // alone restores): every worker leaves the first step's evaluation out.
-    if (options_.shared && next_ == step) next_ += every;
-  }
+  if (next_ < 0) next_ = (step + every - 1) / every * every;  // the first multiple from here
   if (step < next_) return;
   next_ = (step / every + 1) * every;
   if (validate(context.session(), step)) context.request_stop();
@@ -194,11 +189,13 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     }
     std::fflush(stdout);
   }
-  if (options_.reduce_lr_factor > 0 && training && chief_) reduce_on_plateau(session, v);
+  const bool out_of_patience = options_.patience > 0 && without_improvement_ >= options_.patience;
+  // A rate lowered for steps that will not come would only be reported.
+  if (options_.reduce_lr_factor > 0 && training && chief_ && !out_of_patience) reduce_on_plateau(session, v);
   // What a restart goes on from: the evaluations during training, not the one after its end
   // (which one run of the whole job would make only once).
   if (training) keep_state();
-  if (options_.patience > 0 && without_improvement_ >= options_.patience && !stopped_) {
+  if (out_of_patience && !stopped_) {
     stopped_ = true;
     if (options_.log && chief_)
       std::printf("%s: %s has not improved in %s: stopping\n", options_.name.c_str(),

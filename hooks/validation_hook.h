@@ -158,7 +158,7 @@ class ValidationHook : public SessionRunHook {
   std::int64_t reductions_ = 0;
   std::string best_checkpoint_;
   bool stopped_ = false;
-  bool stop_at_start_ = false;  // restored with patience run out: stop at the first step
+  bool stop_at_start_ = false;  // restored with patience run out: stop before the first step
   std::map<std::string, std::string> state_;  // for save_state, as of the last evaluation in training
 };
 

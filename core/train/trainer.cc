@@ -206,7 +206,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
     // (which a session before this one on the same trainer has moved).
     graph_.initialize(options_.seed);
     optimizer_->reset();
-    set_learning_rate_scale(1);  // a session before this one on the same trainer may have reduced it
+    replication_->set_learning_rate_scale(1);  // a session before this one on the same trainer may have reduced it
   }
   {
     const StallWatch watch("the start of training, with the other tasks");
@@ -302,6 +302,11 @@ void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
 
 void Trainer::set_learning_rate_scale(double scale) {
   Optimizer::check_learning_rate_scale(scale);
+  // Another replica's scale would be dropped at its next step without a word.
+  if (started_ && !left_ && num_workers_ > 1 && replicas_ != nullptr && replicas_->rank() != 0)
+    throw InvalidArgument("Trainer::set_learning_rate_scale(" + std::to_string(scale) + ") on " + target_ +
+                          ", which is not the chief: the chief sets the scale and every worker follows it "
+                          "(give it in a hook on the chief: chief_only_hooks)");
   replication_->set_learning_rate_scale(scale);  // step() gives the optimizer what it agrees
 }
 

@@ -229,7 +229,8 @@ class Trainer {
   /// it through the mode, from the chief's next step in allreduce mode, within a step or two in
   /// the ps modes (Replication::set_learning_rate_scale). Kept in checkpoints and restored with
   /// them; a session that starts from the initialisers, or a warm start, starts at 1.
-  /// InvalidArgument outside (0, 1].
+  /// InvalidArgument outside (0, 1], and on another replica than the chief while it trains
+  /// with others (its scale would be dropped).
   void set_learning_rate_scale(double scale);
   /// The factor this replica's steps use (1 until the chief sets another).
   double learning_rate_scale() const { return replication_->learning_rate_scale(); }

@@ -402,13 +402,13 @@ COHORT_MPI_TEST_CASE("a shared ValidationHook whose patience ran out before a re
     session.close();
     return hook->history().size();
   };
-  // Evaluations at steps 2 and 3 (the first step's is left out), then the stop.
+  // Evaluations at steps 1 and 2, then the stop.
   CHECK(run() == 2);
-  CHECK(w.trainer.global_step() == 3);
-  // Restored at step 3 with no patience left: one step, then every worker stops (no worker
-  // waits in an evaluation the chief does not join).
+  CHECK(w.trainer.global_step() == 2);
+  // Restored at step 2 with no patience left: every worker stops before a step (none waits in
+  // an evaluation the chief does not join).
   CHECK(run() == 0);
-  CHECK(w.trainer.global_step() == 4);
+  CHECK(w.trainer.global_step() == 2);
   comm.barrier();
   if (chief) std::filesystem::remove_all(dir);
 }
@@ -531,6 +531,22 @@ COHORT_MPI_TEST_CASE("async mode: GlobalStepWaiterHook stops waiting when the ch
   const auto began = std::chrono::steady_clock::now();
   wait_in_async_mode(comm, 5, 1000000);
   CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds(20));
+}
+
+COHORT_MPI_TEST_CASE("a learning-rate scale set on another worker than the chief is refused, not dropped", 2) {
+  Worker w(comm);
+  MonitoredSession session(w.trainer, {.master = w.server.target(), .is_chief = w.server.is_chief(),
+                                       .hooks = {StopAtStepHook::last(2)}, .stop_on_signals = false});
+  if (w.server.is_chief()) {
+    CHECK_NOTHROW(w.trainer.set_learning_rate_scale(0.5));
+  } else {
+    CHECK_THROWS_WITH_AS(w.trainer.set_learning_rate_scale(0.5),
+                         doctest::Contains("which is not the chief: the chief sets the scale"),
+                         InvalidArgument);
+  }
+  test::train(session);
+  session.close();
+  CHECK(w.trainer.learning_rate_scale() == 0.5);  // the chief's, on every worker
 }
 
 }  // namespace cohort
