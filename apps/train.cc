@@ -299,8 +299,8 @@ std::string duration(double seconds) {
 // to go.
 class ProgressHook : public cohort::SessionRunHook {
  public:
-  ProgressHook(std::int64_t every, std::int64_t target, std::int64_t per_step)
-      : every_(every), target_(target), per_step_(per_step) {}
+  ProgressHook(std::int64_t every, std::shared_ptr<const cohort::StopAtStepHook> stop, std::int64_t per_step)
+      : every_(every), stop_(std::move(stop)), per_step_(per_step) {}
   cohort::SessionRunArgs before_run(cohort::RunContext&) override {
     return {{"global_step", "loss", "accuracy", "learning_rate"}};
   }
@@ -311,16 +311,19 @@ class ProgressHook : public cohort::SessionRunHook {
     const auto now = Clock::now();
     const double rate = static_cast<double>((step - last_step_) * per_step_) /
                         std::chrono::duration<double>(now - last_time_).count();
-    const double eta = static_cast<double>((target_ - step) * per_step_) / rate;
+    const std::int64_t target = stop_->last_step().value_or(step);
+    const double eta = static_cast<double>((target - step) * per_step_) / rate;
     std::printf("step %lld/%lld  loss %.4f  accuracy %.3f  lr %.3g  %.0f images/s  eta %s\n",
-                static_cast<long long>(step), static_cast<long long>(target_), v.get("loss"),
+                static_cast<long long>(step), static_cast<long long>(target), v.get("loss"),
                 v.get("accuracy"), v.get("learning_rate"), rate, duration(eta).c_str());
     std::fflush(stdout);
     last_step_ = step, last_time_ = now, next_ = (step / every_ + 1) * every_;
   }
 
  private:
-  std::int64_t every_, target_, per_step_;
+  std::int64_t every_;
+  std::shared_ptr<const cohort::StopAtStepHook> stop_;  // its last step: the target
+  std::int64_t per_step_;
   std::int64_t last_step_ = -1, next_ = 0;
   Clock::time_point last_time_;
 };
@@ -639,7 +642,11 @@ int Main(int argc, char** argv) {
   session_options.max_wait_secs =
       std::chrono::seconds(static_cast<std::int64_t>(std::ceil(FLAGS_wait_timeout_secs)));
   session_options.config.log_device_placement = log_placement;
-  session_options.hooks.push_back(cohort::StopAtStepHook::last(target));
+  // Epochs count examples: a job resumed with other workers or another batch size trains the
+  // rest of them, in its own steps.
+  const auto stop = FLAGS_train_steps > 0 ? cohort::StopAtStepHook::last(target)
+                                          : cohort::StopAtStepHook::after_examples(FLAGS_epochs * train_examples);
+  session_options.hooks.push_back(stop);
   // A diverged run (a NaN loss, on any worker) stops with an error rather than train on.
   session_options.hooks.push_back(std::make_shared<cohort::NanTensorHook>());
   if (!FLAGS_profile_file.empty())
@@ -648,7 +655,7 @@ int Main(int argc, char** argv) {
   if (!FLAGS_inject_fault.empty() && server.replica_index() == FLAGS_inject_fault_task)
     session_options.hooks.push_back(std::make_shared<FaultInjectionHook>(FLAGS_inject_fault, FLAGS_inject_fault_step));
   if (FLAGS_log_every_steps > 0)
-    session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, target, per_step));
+    session_options.chief_only_hooks.push_back(std::make_shared<ProgressHook>(FLAGS_log_every_steps, stop, per_step));
   std::shared_ptr<cohort::ValidationHook> validation;
   if (FLAGS_eval_every_steps > 0 && (shared_evaluations || chief)) {
     validation = std::make_shared<cohort::ValidationHook>(cohort::ValidationHookOptions{
@@ -661,9 +668,14 @@ int Main(int argc, char** argv) {
 
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
   const std::int64_t first_step = trainer.global_step();
-  if (chief && first_step >= target)
+  const std::int64_t last_step = stop->last_step().value_or(target);
+  if (chief && first_step >= last_step)
     std::printf("restored at global step %lld, at or past the last step, %lld: nothing left to train\n",
-                static_cast<long long>(first_step), static_cast<long long>(target));
+                static_cast<long long>(first_step), static_cast<long long>(last_step));
+  else if (chief && last_step != target)
+    std::printf("the rest of %lld epochs: to global step %lld, at %lld examples a step\n",
+                static_cast<long long>(FLAGS_epochs), static_cast<long long>(last_step),
+                static_cast<long long>(per_step));
   const auto start = Clock::now();
   while (!session->should_stop()) session->run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -689,7 +701,7 @@ int Main(int argc, char** argv) {
                 duration(seconds).c_str(), stats.empty() ? "" : ", ", stats.c_str());
     if (!FLAGS_metrics_json.empty()) {
       const nlohmann::json metrics = {
-          {"global_step", final_step}, {"train_steps", target},
+          {"global_step", final_step}, {"train_steps", last_step},
           // A run that ended before train_steps: the signal that stopped it (0: none).
           {"stop_signal", cohort::stop_signal_received()},
           // A run --patience ended before train_steps.

@@ -26,18 +26,24 @@ class StopAtStepHook : public SessionRunHook {
   /// Stops `num_steps` global steps after the step at after_create_session(). Throws
   /// InvalidArgument if it is negative.
   static std::shared_ptr<StopAtStepHook> num(std::int64_t num_steps);
+  /// Stops at the first global step by which the whole training, resumes included, has taken
+  /// `examples` examples (Trainer::examples_at): epochs counted by examples, so that a job
+  /// resumed with other workers or another batch size still trains `examples` in all. Throws
+  /// InvalidArgument if it is below 1.
+  static std::shared_ptr<StopAtStepHook> after_examples(std::int64_t examples);
 
   void after_create_session(MonitoredSession& session) override;
   SessionRunArgs before_run(RunContext& context) override;
   void after_run(RunContext& context, const SessionRunValues& values) override;
 
-  /// The step training stops at; for num() known once the session exists.
+  /// The step training stops at; for num() and after_examples() known once the session exists.
   std::optional<std::int64_t> last_step() const { return last_step_; }
 
  private:
-  StopAtStepHook(std::optional<std::int64_t> last_step, std::int64_t num_steps);
+  StopAtStepHook(std::optional<std::int64_t> last_step, std::int64_t num_steps, std::int64_t examples = 0);
 
   std::optional<std::int64_t> last_step_;
+  std::int64_t examples_ = 0;  // after_examples()
   std::int64_t num_steps_;
 };
 

@@ -179,8 +179,17 @@ void MonitoredSession::create() {
       }
       restored = true;
       restored_step_ = step;
-      std::printf("restored from %s at global step %lld\n", options_.checkpoint_dir.c_str(),
-                  static_cast<long long>(step));
+      // A checkpoint written at another global batch (other workers, batch size or
+      // accumulation) says what its steps held.
+      const std::int64_t per_step = trainer_.examples_per_global_step();
+      const std::optional<std::int64_t> examples = trainer_.restored_examples();
+      std::string held;
+      if (examples && *examples != step * per_step)
+        held = " (" + std::to_string(*examples) + " examples trained, " +
+               std::to_string(*examples / per_step) + " of this run's steps of " +
+               std::to_string(per_step) + ": the data and epochs go on from there)";
+      std::printf("restored from %s at global step %lld%s\n", options_.checkpoint_dir.c_str(),
+                  static_cast<long long>(step), held.c_str());
       std::fflush(stdout);
     }
   }

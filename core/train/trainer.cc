@@ -1,6 +1,7 @@
 #include "cohort/core/train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -219,7 +220,22 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   left_ = false;
   start_step_ = replication_->global_step();
   applied_at_start_ = replication_->gradients_applied().value_or(0);
-  batches_taken_ = replication_->batches_at(start_step_) * options_.accumulation_steps;
+  // The examples trained before this start: those of the checkpoint the chief restored (another
+  // run may have taken more or fewer a step: other workers, batch size or accumulation), else
+  // this run's global steps' worth.
+  // The chief's count, at its start step: in the async modes another replica may start later.
+  const std::int64_t per_step = examples_per_global_step();
+  std::array<std::int64_t, 2> count = {start_step_ * per_step, start_step_};
+  if (restored && restored_examples_) count[0] = *restored_examples_;
+  restored_examples_.reset();
+  if (replicas_ != nullptr && num_workers_ > 1) {
+    const StallWatch watch("the start of training, with the other workers");
+    replicas_->bcast(std::span<std::int64_t>(count), 0);
+  }
+  examples_at_start_ = count[0];
+  examples_step_ = count[1];
+  // The data resumes where as many examples leave it under this run's steps.
+  batches_taken_ = replication_->batches_at(examples_at(start_step_) / per_step) * options_.accumulation_steps;
   if (start_step_ > 0 || again) {
     const std::int64_t per_epoch = batches_.batches_per_epoch();
     batches_.seek(batches_taken_ / per_epoch, (batches_taken_ % per_epoch) * options_.batch_size);
@@ -590,9 +606,8 @@ Checkpoint Trainer::checkpoint() {
     checkpoint.metadata["learning_rate_scale"] = exactly(scale);
   // The schedule's rate where the checkpoint stands: a resume under another schedule is told.
   checkpoint.metadata["learning_rate"] = exactly(optimizer_->options().learning_rate.at(step));
-  // The data position of a resume counts batches per step.
-  if (options_.accumulation_steps > 1)
-    checkpoint.metadata["accumulation_steps"] = std::to_string(options_.accumulation_steps);
+  // What a resume's data position and epochs count, whatever examples a step then takes.
+  checkpoint.metadata["examples"] = std::to_string(examples_at(step));
   if (has_average()) add_moving_averages(checkpoint, graph_, average_->values());
   return checkpoint;
 }
@@ -617,13 +632,15 @@ void load_naming_the_model(const Checkpoint& checkpoint, const std::string& mode
 }  // namespace
 
 void Trainer::restore(const Checkpoint& checkpoint) {
-  const auto written = checkpoint.metadata.find("accumulation_steps");
-  const std::string theirs = written == checkpoint.metadata.end() ? "1" : written->second;
-  if (theirs != std::to_string(options_.accumulation_steps))
-    throw InvalidArgument("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
-                          " was written with " + theirs + " batches accumulated a step, this run takes " +
-                          std::to_string(options_.accumulation_steps) +
-                          ": its data would resume at another position (give the same accumulation_steps)");
+  std::optional<std::int64_t> examples;
+  if (const auto written = checkpoint.metadata.find("examples"); written != checkpoint.metadata.end()) {
+    char* end = nullptr;
+    const long long n = std::strtoll(written->second.c_str(), &end, 10);
+    if (end == written->second.c_str() || *end != '\0' || n < 0)
+      throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
+                            " has examples '" + written->second + "', not a count");
+    examples = n;
+  }
   const auto scale = checkpoint.metadata.find("learning_rate_scale");
   double factor = 1;
   if (scale != checkpoint.metadata.end()) {
@@ -636,6 +653,7 @@ void Trainer::restore(const Checkpoint& checkpoint) {
   load_naming_the_model(checkpoint, options_.model_name,
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });
   has_parameters_ = true;
+  restored_examples_ = examples;
   set_learning_rate_scale(factor);
   warn_of_another_schedule(checkpoint);
   if (average_) {
@@ -729,6 +747,12 @@ bool Trainer::end_of_input() const {
   return options_.epochs > 0 && batches_taken_ + options_.accumulation_steps >
                                     options_.epochs * batches_.batches_per_epoch();
 }
+
+std::int64_t Trainer::examples_at(std::int64_t step) const {
+  return examples_at_start_ + (step - examples_step_) * examples_per_global_step();
+}
+
+std::optional<std::int64_t> Trainer::restored_examples() const { return restored_examples_; }
 
 std::int64_t Trainer::examples_trained() const {
   if (const auto applied = replication_->gradients_applied())

@@ -214,11 +214,21 @@ class Trainer {
   /// batch, which leaves out the workers that left; elsewhere the global steps since start()
   /// times examples_per_global_step(). The numerator of a run's images/s.
   std::int64_t examples_trained() const;
+  /// The examples trained over the whole training, resumes included, up to global `step` (at or
+  /// after the session's start): those of the checkpoint it started from (or its global steps'
+  /// worth, when it holds no count), then examples_per_global_step() a step. What a checkpoint
+  /// records, so that a resume with other workers, another batch size or accumulation finds
+  /// its data position and counts its epochs by examples, not by steps
+  /// (StopAtStepHook::after_examples).
+  std::int64_t examples_at(std::int64_t step) const;
+  /// On the chief, between restore() and the session's start: the examples the checkpoint
+  /// recorded (none from a checkpoint that holds no count).
+  std::optional<std::int64_t> restored_examples() const;
 
   /// True once this replica has trained on options.epochs passes over its data (never with
-  /// epochs = 0). The position counts from the global step a session starts at, as the data's
-  /// resumed order does: exact in local and allreduce modes and in sync mode without backup
-  /// workers, the replica's share of the global step otherwise.
+  /// epochs = 0). The position counts from the examples a session starts at, in this run's
+  /// steps, as the data's resumed order does: exact in local and allreduce modes and in sync
+  /// mode without backup workers, the replica's share of the global step otherwise.
   bool end_of_input() const;
 
   /// Whether to stop after this step, given this replica's wish: agreed across the replicas in
@@ -313,6 +323,9 @@ class Trainer {
   bool left_ = false;                   // finish() done
   std::int64_t start_step_ = 0;         // the global step at start()
   std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
+  std::int64_t examples_at_start_ = 0;  // the examples trained up to global step examples_step_,
+  std::int64_t examples_step_ = 0;      // the chief's at start()
+  std::optional<std::int64_t> restored_examples_;  // restore()'s checkpoint's, for start()
   std::vector<float> accumulated_;      // accumulation_steps > 1: the step's gradient sum so far
   std::int64_t applied_at_start_ = 0;   // replication_->gradients_applied() at start()
   std::optional<ExponentialMovingAverage> average_;  // the chief's, with moving_average_decay

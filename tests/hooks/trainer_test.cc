@@ -72,26 +72,33 @@ TEST_CASE("accumulating 4 batches of 8 is one step of the same 32 examples") {
   CHECK(c.global_step() == 1);
 }
 
-TEST_CASE("a checkpoint resumes only with the accumulation that wrote it: its data position counts batches") {
-  const data::Dataset data = data::synthetic(64, 5);
+TEST_CASE("a checkpoint counts its examples: a resume at another accumulation takes up its data and epochs there") {
+  test::TempDir dir("resume_examples");
+  const data::Dataset data = data::synthetic(64, 5);  // 8 batches an epoch
   const auto model = [](Graph& g) { return mlp(g, {8}); };
-  TrainerOptions two = test::trainer_options();
-  two.accumulation_steps = 2;
-  Graph graph_a;
-  Trainer a(nullptr, graph_a, model, data, test::sgd(), two);
-  {
-    MonitoredSession session(a, test::with_hooks({StopAtStepHook::last(1)}));
+  const auto run = [&](int accumulation, std::int64_t last_step) {
+    TrainerOptions options = test::trainer_options();
+    options.accumulation_steps = accumulation;
+    options.epochs = 1;
+    Graph graph;
+    Trainer trainer(nullptr, graph, model, data, test::sgd(), options);
+    MonitoredSessionOptions session_options = test::with_hooks({StopAtStepHook::last(last_step)});
+    session_options.checkpoint_dir = dir.str();
+    MonitoredSession session(trainer, session_options);
     test::train(session);
-  }
-  const Checkpoint checkpoint = a.checkpoint();
-  Graph graph_b;
-  Trainer b(nullptr, graph_b, model, data, test::sgd(), test::trainer_options());
-  CHECK_THROWS_WITH_AS(b.restore(checkpoint), doctest::Contains("was written with 2 batches accumulated a step, "
-                                                                "this run takes 1"),
-                       InvalidArgument);
-  Graph graph_c;
-  Trainer c(nullptr, graph_c, model, data, test::sgd(), two);
-  c.restore(checkpoint);
+    session.save_checkpoint();
+    session.close();
+    return std::make_pair(trainer.global_step(), trainer.checkpoint().metadata.at("examples"));
+  };
+  // One step of 2 batches: 16 examples, 2 batches into the epoch.
+  const auto [first_step, first_examples] = run(2, 1);
+  CHECK(first_step == 1);
+  CHECK(first_examples == "16");
+  // Resumed one batch a step: the 6 batches left of the epoch, not the 7 that counting its one
+  // step as one batch would leave.
+  const auto [step, examples] = run(1, 100);
+  CHECK(step == 7);
+  CHECK(examples == "64");
 }
 
 TEST_CASE("an accumulating step that fails part way gives its batches back: the retry sees the same ones") {
