@@ -71,9 +71,7 @@ struct ValidationHookOptions {
   /// index, workers); a part may be empty). Every worker evaluates
   /// its part on the chief's parameters and gets the whole set's metrics; the chief alone
   /// prints, writes summaries, saves the best and lowers the learning rate, and training stops
-  /// when patience runs out, on every worker alike. A shared hook does not evaluate at a
-  /// session's first step (where the chief may instead stop, its patience restored run out).
-  /// false: the chief evaluates all of `data`.
+  /// when patience runs out, on every worker alike. false: the chief evaluates all of `data`.
   bool shared = false;
 };
 
@@ -111,9 +109,9 @@ class ValidationHook : public SessionRunHook {
   /// evaluation during training (not the one after the end), so that a job restarted from its
   /// checkpoints (a requeued batch job) goes on counting as one run would: under
   /// "<name>/<monitor>/...", with the step the next evaluation is due at (one due when the
-  /// checkpoint was saved, by a CheckpointSaverHook ahead of this hook, comes at the first step;
-  /// not for a shared hook). Restored
-  /// with patience run out, training stops at the first step. The chief's; on the other workers
+  /// checkpoint was saved, by a CheckpointSaverHook ahead of this hook, comes at the first step).
+  /// Restored with patience run out, training stops before its first step (no step, no new
+  /// checkpoint). The chief's; on the other workers
   /// of a shared hook the counts start afresh, and the chief's stop ends training for all.
   void save_state(std::map<std::string, std::string>& metadata) const override;
   void restore_state(const std::map<std::string, std::string>& metadata) override;

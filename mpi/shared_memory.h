@@ -91,6 +91,8 @@ class SharedMemory {
   /// collective step, for a rank that leaves after an error while its peers may wait in another
   /// collective (the job then ends with it, see app::Run). Not usable afterwards.
   void abandon() noexcept { win_ = MPI_WIN_NULL; }
+  /// Made and not abandoned.
+  bool active() const { return win_ != MPI_WIN_NULL; }
 
   const Comm& comm() const { return comm_; }
   /// Collective. What any rank wrote before it, every rank reads after it (MPI's unified memory

@@ -78,9 +78,18 @@ void NodeSum::leave() {
   left_ = true;
   memory_.barrier();
   const std::vector<int> others = parted();
+  // The second of the sum() that the others are in, or where all leave, the point from which
+  // every rank has read the words (rejoin() may then write its own).
+  memory_.barrier();
   if (others.empty()) return;
-  memory_.barrier();  // the second of the sum() that those ranks are in
+  memory_.abandon();  // those ranks fail: none frees the memory with this one
   throw Parted("left the sums while other ranks summed on", others);
+}
+
+void NodeSum::rejoin() {
+  if (!left_ || !memory_.active()) return;
+  left_word() = 0;
+  left_ = false;
 }
 
 std::span<const float> NodeSum::sum(std::int64_t fusion_bytes) { return sum(fusion_bytes, count_); }
@@ -110,11 +119,13 @@ std::span<const float> NodeSum::sum(std::int64_t fusion_bytes, std::size_t count
   const std::span<float> result = memory_.of(0).subspan(result_offset(count_), count);
   const auto [first, last] = slice(count);
   const bool across = across_.size() > 1;
-  if (std::exchange(left_, false)) left_word() = 0;  // back after a leave()
+  if (left_) throw Error("NodeSum::sum after leave(), without rejoin()");
   // Every input is complete, and every rank is done reading the last result.
   memory_.barrier();
   if (const std::vector<int> others = parted(); !others.empty()) {
     memory_.barrier();  // the second of their leave()
+    memory_.abandon();  // they fail, or this rank does: none frees the memory
+    left_ = true;
     throw Parted("summed on while other ranks left the sums", others);
   }
   if (values.empty()) {

@@ -56,12 +56,17 @@ class NodeSum {
   /// The values [first, second) of the first `count` that this rank adds up over the node.
   std::pair<std::size_t, std::size_t> slice(std::size_t count) const;
   /// Collective over the ranks, in place of a sum(): this rank leaves the sums (its training
-  /// ends; a later sum() takes it back). Where every rank leaves alike, it returns. Where some
-  /// rank calls sum() instead (it runs on past where this one stopped), the two sides learn it
-  /// rather than wait for each other for good: that sum() throws Parted naming the ranks that
-  /// left, and leave() throws Parted naming the ranks that sum on. Across nodes, the ranks of
-  /// the node of a rank that leaves learn it, and their error ends the job (app::Run).
+  /// ends). Where every rank leaves alike, it returns. Where some rank calls sum() instead (it
+  /// runs on past where this one stopped), the two sides learn it rather than wait for each
+  /// other for good: that sum() throws Parted naming the ranks that left, and leave() throws
+  /// Parted naming the ranks that sum on; both then leave the memory to the job's end
+  /// (abandon()). Across nodes, the summing ranks of the node of a rank that leaves learn it,
+  /// and their error ends the job (app::Run); a node whose ranks all leave at once is not seen
+  /// by the other nodes, which wait in their sum until the stall timeout.
   void leave();
+  /// After a leave() that every rank made alike, and once every rank is past it (a collective
+  /// step of the caller's own between them): this rank sums again. Local.
+  void rejoin();
   /// What sum() and leave() throw where the ranks part: `ranks` are the others' ranks in the
   /// communicator given to make().
   class Parted : public Error {
@@ -99,7 +104,7 @@ class NodeSum {
   // Over this node's ranks: each rank's input, then on the next line its left_word(); on the
   // node's rank 0, on the line after that, the result.
   mpi::SharedMemory<float> memory_;
-  bool left_ = false;  // leave() (or abandon()) since the last sum()
+  bool left_ = false;  // leave() (or abandon()) since the last rejoin()
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
 

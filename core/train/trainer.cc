@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -199,8 +200,10 @@ Trainer::~Trainer() {
 
 void Trainer::start(std::int64_t initial_step, bool restored,
                     std::optional<std::chrono::milliseconds> max_wait) {
-  // The averages restore() loaded, for this start alone (one that fails leaves none behind).
+  // The averages and the count restore() loaded, for this start alone (one that fails leaves
+  // none behind).
   const bool keep_average = std::exchange(average_restored_, false) && restored;
+  const std::optional<std::int64_t> restored_examples = std::exchange(restored_examples_, std::nullopt);
   check_can_start();
   if (!restored) {
     // From the initialisers, as TensorFlow's init op: the variables and the optimizer's slots
@@ -226,9 +229,9 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   // The chief's count, at its start step: in the async modes another replica may start later.
   const std::int64_t per_step = examples_per_global_step();
   std::array<std::int64_t, 2> count = {start_step_ * per_step, start_step_};
-  if (restored && restored_examples_) count[0] = *restored_examples_;
-  restored_examples_.reset();
-  if (replicas_ != nullptr && num_workers_ > 1) {
+  if (restored && restored_examples) count[0] = *restored_examples;
+  // Local mode's replicas train apart: each counts its own.
+  if (replicas_ != nullptr && num_workers_ > 1 && options_.replication.mode != Mode::kLocal) {
     const StallWatch watch("the start of training, with the other workers");
     replicas_->bcast(std::span<std::int64_t>(count), 0);
   }
@@ -319,7 +322,8 @@ void copy_rows(const Tensor& from, std::int64_t first, std::int64_t count, Tenso
 void Trainer::set_learning_rate_scale(double scale) {
   Optimizer::check_learning_rate_scale(scale);
   // Another replica's scale would be dropped at its next step without a word.
-  if (started_ && !left_ && num_workers_ > 1 && replicas_ != nullptr && replicas_->rank() != 0)
+  if (started_ && !left_ && num_workers_ > 1 && replicas_ != nullptr && replicas_->rank() != 0 &&
+      options_.replication.mode != Mode::kLocal)
     throw InvalidArgument("Trainer::set_learning_rate_scale(" + std::to_string(scale) + ") on " + target_ +
                           ", which is not the chief: the chief sets the scale and every worker follows it "
                           "(give it in a hook on the chief: chief_only_hooks)");
@@ -559,7 +563,14 @@ void Trainer::finish(bool fetch) {
   if (left_) return;
   if (fetch) {
     fetch_parameters();
-    replication_->finish();
+    try {
+      replication_->finish();
+    } catch (...) {
+      // Training is over all the same, and nothing collective is left to do.
+      replication_->abandon();
+      left_ = true;
+      throw;
+    }
   } else {
     replication_->abandon();
   }
@@ -632,14 +643,24 @@ void load_naming_the_model(const Checkpoint& checkpoint, const std::string& mode
 }  // namespace
 
 void Trainer::restore(const Checkpoint& checkpoint) {
+  // The examples its steps held; a checkpoint that does not count them held this run's batch
+  // a step, but for the batches it accumulated, which it names where there were several.
   std::optional<std::int64_t> examples;
-  if (const auto written = checkpoint.metadata.find("examples"); written != checkpoint.metadata.end()) {
+  const auto count = [&](const char* key) -> std::optional<long long> {
+    const auto written = checkpoint.metadata.find(key);
+    if (written == checkpoint.metadata.end()) return std::nullopt;
     char* end = nullptr;
+    errno = 0;
     const long long n = std::strtoll(written->second.c_str(), &end, 10);
-    if (end == written->second.c_str() || *end != '\0' || n < 0)
+    if (end == written->second.c_str() || *end != '\0' || n < 0 || errno == ERANGE)
       throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
-                            " has examples '" + written->second + "', not a count");
-    examples = n;
+                            " has " + key + " '" + written->second + "', not a count");
+    return n;
+  };
+  if (const auto n = count("examples")) {
+    examples = *n;
+  } else if (const auto accumulated = count("accumulation_steps")) {
+    examples = checkpoint.global_step() * (examples_per_global_step() / options_.accumulation_steps) * *accumulated;
   }
   const auto scale = checkpoint.metadata.find("learning_rate_scale");
   double factor = 1;

@@ -218,8 +218,9 @@ mae=$(metric reg_held_out.json mae)
 
 # Evaluations during training (ValidationHook), in sync mode with a ps task: the chief's stop
 # for want of improvement ends every task. No evaluation can beat the first (at step 50) by 1e9,
-# so two more end training at step 150 of 1500, and the best checkpoint is step 50's. Each of
-# those two halves the learning rate first (--reduce_lr_patience=1).
+# so two more end training at step 150 of 1500, and the best checkpoint is step 50's. The first
+# of those two halves the learning rate (--reduce_lr_patience=1); the second, which stops
+# training, lowers no rate that no step would use.
 run early_stop --mode=sync --ps_tasks=1 --train=reg_train.csv --validation_split=0.2 \
   --target_columns=y1,y2 --loss=mean_squared_error --train_steps=1500 --eval_every_steps=50 \
   --patience=2 --min_delta=1e9 --best_dir=best --reduce_lr_patience=1 --reduce_lr_factor=0.5 \
@@ -228,9 +229,8 @@ grep -q "^validation: loss has not improved in 2 evaluations: stopping$" early_s
   && grep -q "^tabular: 2 workers, 3200 examples, global step 150, " early_stop.log \
   || { echo "early_stop: training did not stop at global step 150"; exit 1; }
 halved="validation: loss has not improved in 1 evaluation: learning rate scaled to"
-[[ $(grep "learning rate scaled" early_stop.log) == \
-   "$halved 0.5 of the schedule's"$'\n'"$halved 0.25 of the schedule's" ]] \
-  || { echo "early_stop: the learning rate was not halved at steps 100 and 150"; exit 1; }
+[[ $(grep "learning rate scaled" early_stop.log) == "$halved 0.5 of the schedule's" ]] \
+  || { echo "early_stop: the learning rate was not halved at step 100 alone"; exit 1; }
 [[ -f best/model.ckpt-50.safetensors && ! -f best/model.ckpt-100.safetensors ]] \
   || { ls best; echo "early_stop: best/ does not hold step 50's checkpoint alone"; exit 1; }
 # --restore_best: the final evaluation is of step 50's parameters (its loss as the evaluation at

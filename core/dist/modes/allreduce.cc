@@ -51,6 +51,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
     share_optimizer_state(comm_, optimizer_, values.size());
     abandoned_ = false;
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
+    // Every replica is past its last finish() (this allreduce holds them all).
+    if (node_sum_) node_sum_->rejoin();
   }
   void before_step(std::span<float>) override {}
   std::span<float> gradient_memory() override {
@@ -69,6 +71,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
       try {
         sum = node_sum_->sum(fusion_bytes_);
       } catch (const NodeSum::Parted& e) {
+        abandoned_ = true;
         throw Error(parted("this replica went on to global step " + std::to_string(step_ + 1) +
                                ", but " + replicas(e.ranks) + " ended training at step " +
                                std::to_string(step_)));
@@ -118,6 +121,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
     try {
       node_sum_->leave();
     } catch (const NodeSum::Parted& e) {
+      abandoned_ = true;
       throw Error(parted("this replica ended training at global step " + std::to_string(step_) +
                          ", but " + replicas(e.ranks) + " went on to step " +
                          std::to_string(step_ + 1)));
