@@ -614,7 +614,9 @@ int Main(int argc, char** argv) {
       .master = server.target(),
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
-      .hooks = {cohort::StopAtStepHook::last(train_steps),
+      // Epochs count examples, so that a job resumed with other workers trains the rest of them.
+      .hooks = {FLAGS_epochs > 0 ? cohort::StopAtStepHook::after_examples(FLAGS_epochs * examples)
+                                  : cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .chief_only_hooks = chief_only,
       .settings = settings(table)});

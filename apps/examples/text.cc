@@ -362,7 +362,9 @@ int Main(int argc, char** argv) {
       .master = server.target(),
       .is_chief = server.is_chief(),
       .checkpoint_dir = FLAGS_checkpoint_dir,
-      .hooks = {cohort::StopAtStepHook::last(train_steps),
+      // Epochs count examples, so that a job resumed with other workers trains the rest of them.
+      .hooks = {FLAGS_epochs > 0 ? cohort::StopAtStepHook::after_examples(FLAGS_epochs * texts)
+                                  : cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .warm_start_from = vectors_checkpoint,
       .warm_start_vars = vectors_checkpoint.empty() ? "" : "embedding/embeddings$",
