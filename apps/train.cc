@@ -220,6 +220,10 @@ cohort::OptimizerOptions optimizer_options(std::int64_t steps, std::int64_t batc
   o.learning_rate.base = FLAGS_learning_rate;
   o.learning_rate.kind = cohort::LearningRateSchedule::parse_kind(FLAGS_lr_schedule);
   o.learning_rate.decay_rate = FLAGS_lr_decay_rate;
+  if (FLAGS_lr_decay_rate <= 0 && (o.learning_rate.kind == cohort::LearningRateSchedule::Kind::kStep ||
+                                   o.learning_rate.kind == cohort::LearningRateSchedule::Kind::kExponential))
+    throw cohort::InvalidArgument("--lr_decay_rate=0 with --lr_schedule=" + FLAGS_lr_schedule +
+                                  ": the rate is multiplied by it, so it must be > 0");
   o.learning_rate.warmup_steps = std::max<std::int64_t>(0, FLAGS_lr_warmup_steps);
   if (scaled)  // an epoch's warm-up, at most half the run, unless --lr_warmup_steps says
     o.learning_rate = o.learning_rate.linearly_scaled(batches, FLAGS_lr_warmup_steps >= 0 ? 0 : std::min(epoch, steps / 2));
