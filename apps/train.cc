@@ -125,8 +125,8 @@ COHORT_DEFINE_bool(shared_memory_sums, true,
                    "MPI_Allreduce alone",
                    kSameOnAllRanks);
 COHORT_DEFINE_int(bucket_bytes, 0,
-                  "send the gradients during the backward pass, in buckets of this many bytes "
-                  "(0: after it; allreduce mode then sends --fusion_bytes pieces)",
+                  "send the gradients during the backward pass, in buckets of this many bytes, "
+                  "at most 256 of them (0: after it; allreduce mode then sends --fusion_bytes pieces)",
                   Range{0, 1e12}, kSameOnAllRanks);
 COHORT_DEFINE_bool(prefetch, false,
                    "async mode: pull the next step's parameters during the step, ahead of this "
@@ -359,8 +359,13 @@ void warn_of_ignored_flags(cohort::Mode mode, int ps_tasks) {
   const bool checkpoints = !FLAGS_checkpoint_dir.empty();
   const cohort::flags::Scope scoped[] = {
       {"staleness", mode == cohort::Mode::kSsp, "in ssp mode"},
-      {"fusion_bytes", mode == cohort::Mode::kAllreduce, "in allreduce mode"},
-      {"shared_memory_sums", mode == cohort::Mode::kAllreduce, "in allreduce mode"},
+      {"fusion_bytes", mode == cohort::Mode::kAllreduce && FLAGS_bucket_bytes == 0,
+       "in allreduce mode without --bucket_bytes"},
+      {"shared_memory_sums",
+       mode == cohort::Mode::kAllreduce && FLAGS_bucket_bytes == 0 && FLAGS_compression == "none",
+       "in allreduce mode without --bucket_bytes or --compression"},
+      {"sync_batch_norm", FLAGS_model == "resnet" || FLAGS_model == "mobilenet",
+       "by the models with batch normalisation (--model=resnet, mobilenet)"},
       {"hidden", FLAGS_model == "mlp", "by --model=mlp"},
       {"resnet_blocks", FLAGS_model == "resnet", "by --model=resnet"},
       {"lr_decay_rate", decays, "by a decaying --lr_schedule"},
@@ -571,6 +576,10 @@ int Main(int argc, char** argv) {
   const std::int64_t per_step = options.examples_per_global_step(workers);
   const std::int64_t target =
       FLAGS_train_steps > 0 ? FLAGS_train_steps : options.steps_for_epochs(FLAGS_epochs, train_examples, workers);
+  if (FLAGS_lr_warmup_steps > 0 && FLAGS_lr_warmup_steps >= target)
+    throw cohort::InvalidArgument("--lr_warmup_steps=" + std::to_string(FLAGS_lr_warmup_steps) +
+                                  " is not shorter than the run's " + std::to_string(target) +
+                                  " global steps: the rate would never reach its peak");
   const cohort::OptimizerOptions optimizer = optimizer_options(
       target, per_step / FLAGS_batch_size, (train_examples + per_step - 1) / per_step);
   cohort::Trainer trainer(

@@ -97,11 +97,11 @@ Model resnet(Graph& graph, const ResNetOptions& options) {
   return model;
 }
 
-Model mobilenet(Graph& graph) {
+Model mobilenet(Graph& graph, bool sync_batch_norm) {
   Model model(graph);
   Node x = model.input(kImageShape);
   x = model.apply(conv2d("stem/conv", 32, 3), x);
-  x = model.apply(batch_norm("stem/bn", false, Activation::kRelu), x);
+  x = model.apply(batch_norm("stem/bn", sync_batch_norm, Activation::kRelu), x);
   struct Block {
     std::int64_t filters, stride;
   };
@@ -113,9 +113,9 @@ Model mobilenet(Graph& graph) {
                                                                       .stride_w = block.stride,
                                                                       .use_bias = false}),
                     x);
-    x = model.apply(batch_norm(name + "/depthwise_bn", false, Activation::kRelu), x);
+    x = model.apply(batch_norm(name + "/depthwise_bn", sync_batch_norm, Activation::kRelu), x);
     x = model.apply(conv2d(name + "/pointwise", block.filters, 1), x);
-    x = model.apply(batch_norm(name + "/pointwise_bn", false, Activation::kRelu), x);
+    x = model.apply(batch_norm(name + "/pointwise_bn", sync_batch_norm, Activation::kRelu), x);
   }
   x = model.apply(global_avg_pool2d("pool"), x);
   model.apply(dense("logits", kClasses), x);
@@ -422,7 +422,7 @@ Model build_model(const std::string& name, Graph& graph, const std::vector<std::
   if (name == "cnn") return cnn(graph);
   if (name == "small_cnn") return small_cnn(graph);
   if (name == "resnet") return resnet(graph, resnet_options);
-  if (name == "mobilenet") return mobilenet(graph);
+  if (name == "mobilenet") return mobilenet(graph, resnet_options.sync_batch_norm);
   if (name == "lstm" || name == "gru") return rnn(graph, name);
   if (name == "transformer") return transformer(graph);
   throw InvalidArgument("unknown model \"" + name +

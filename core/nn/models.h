@@ -48,8 +48,9 @@ Model resnet(Graph& graph, const ResNetOptions& options = {});
 /// convolution, each followed by batch norm and ReLU) to 64, 128 (stride 2), 128, 256 (stride 2)
 /// and 256 channels, global average pooling and Dense 10. Variables "stem/...",
 /// "block<b>/depthwise...", "block<b>/pointwise...", "logits/..."; 137k parameters. CPU only
-/// (DepthwiseConv2D has no GPU path).
-Model mobilenet(Graph& graph);
+/// (DepthwiseConv2D has no GPU path). `sync_batch_norm`: its statistics synchronised over the
+/// replicas, as resnet()'s.
+Model mobilenet(Graph& graph, bool sync_batch_norm = false);
 
 /// A recurrent classifier that reads each image row by row, as a sequence of 28 steps of 28
 /// pixels: Reshape, an LSTM (`cell` "lstm") or a GRU ("gru") of `units`, Dense 10. Variables
@@ -151,7 +152,8 @@ Model transformer(Graph& graph, const TransformerOptions& options = {});
 
 /// The built-in model `name` ("mlp", "cnn", "small_cnn", "resnet", "mobilenet", "lstm" and "gru"
 /// (rnn()'s two cells) or "transformer"); `hidden` is used by mlp only, `resnet_options` by
-/// resnet only.
+/// resnet only, but for its sync_batch_norm, which mobilenet (the other model with batch
+/// normalisation) takes too.
 /// Throws InvalidArgument naming the known models for any other name.
 Model build_model(const std::string& name, Graph& graph,
                   const std::vector<std::int64_t>& hidden = {256, 128},

@@ -86,7 +86,8 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   if (options_.accumulation_steps > 1 && options_.replication.bucket_bytes > 0)
     throw InvalidArgument("gradient accumulation (" + std::to_string(options_.accumulation_steps) +
                           " batches a step) with buckets sent during the backward pass: a bucket "
-                          "would leave before the step's gradient is whole; use one");
+                          "would leave before the step's gradient is whole; use accumulation or "
+                          "buckets, not both (accumulation_steps, bucket_bytes)");
   if (options_.batch_size < options_.towers)
     throw InvalidArgument("--batch_size=" + std::to_string(options_.batch_size) +
                           " is smaller than --towers=" + std::to_string(options_.towers));
