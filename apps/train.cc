@@ -569,13 +569,24 @@ int Main(int argc, char** argv) {
   options.trainable_vars = FLAGS_trainable_vars;
   options.learning_rate_factors = learning_rate_factors;
   options.image = image_options();
-  options.sync_batch_norm = FLAGS_sync_batch_norm;
+  // Only where a model has batch normalisation (elsewhere the flag is warned of as unread).
+  options.sync_batch_norm = FLAGS_sync_batch_norm && (FLAGS_model == "resnet" || FLAGS_model == "mobilenet");
   options.moving_average_decay = FLAGS_moving_average_decay;
 
   // Epochs are counted globally: a global step consumes this many examples.
   const std::int64_t per_step = options.examples_per_global_step(workers);
-  const std::int64_t target =
-      FLAGS_train_steps > 0 ? FLAGS_train_steps : options.steps_for_epochs(FLAGS_epochs, train_examples, workers);
+  // Epochs count examples: a job resumed from a checkpoint written at another global batch
+  // (other workers, batch size or accumulation) plans the rest of them in this run's steps, its
+  // learning-rate schedule included.
+  const cohort::ResumePoint resumed =
+      FLAGS_train_steps > 0 ? cohort::ResumePoint{} : cohort::resume_point(server, FLAGS_checkpoint_dir, options);
+  const std::int64_t target = FLAGS_train_steps > 0
+                                  ? FLAGS_train_steps
+                                  : options.steps_for_epochs(FLAGS_epochs, train_examples, workers, resumed);
+  if (server.is_chief() && resumed.examples != resumed.global_step * per_step)
+    std::printf("the rest of %lld epochs after the checkpoint's %lld examples: to global step %lld, at %lld examples a step\n",
+                static_cast<long long>(FLAGS_epochs), static_cast<long long>(resumed.examples),
+                static_cast<long long>(target), static_cast<long long>(per_step));
   if (FLAGS_lr_warmup_steps > 0 && FLAGS_lr_warmup_steps >= target)
     throw cohort::InvalidArgument("--lr_warmup_steps=" + std::to_string(FLAGS_lr_warmup_steps) +
                                   " is not shorter than the run's " + std::to_string(target) +
@@ -685,10 +696,6 @@ int Main(int argc, char** argv) {
   if (chief && first_step >= last_step)
     std::printf("restored at global step %lld, at or past the last step, %lld: nothing left to train\n",
                 static_cast<long long>(first_step), static_cast<long long>(last_step));
-  else if (chief && last_step != target)
-    std::printf("the rest of %lld epochs: to global step %lld, at %lld examples a step\n",
-                static_cast<long long>(FLAGS_epochs), static_cast<long long>(last_step),
-                static_cast<long long>(per_step));
   const auto start = Clock::now();
   while (!session->should_stop()) session->run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -433,8 +433,11 @@ int Main(int argc, char** argv) {
   }
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
+  // (A job resumed at another global batch plans the rest of its epochs in this run's steps.)
   const std::int64_t train_steps =
-      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas()) : FLAGS_train_steps;
+      FLAGS_epochs > 0 ? options.steps_for_epochs(FLAGS_epochs, examples, server.num_replicas(),
+                                                  cohort::resume_point(server, FLAGS_checkpoint_dir, options))
+                       : FLAGS_train_steps;
   cohort::OptimizerOptions optimizer;
   optimizer.name = FLAGS_optimizer;
   optimizer.learning_rate = cohort::LearningRateSchedule::for_run(FLAGS_lr_schedule, FLAGS_learning_rate, train_steps,

@@ -399,8 +399,9 @@ void convert_to_float(const HeaderParser& parser, const std::string& name, const
 }
 
 // A Cohort checkpoint, verified; or where `foreign` and the file's metadata has no
-// format_version, another program's safetensors file (read_safetensors()).
-Checkpoint read_file(const std::string& path, bool foreign) {
+// format_version, another program's safetensors file (read_safetensors()). With `header_only`,
+// its metadata alone, from the header, verified as far as the header goes.
+Checkpoint read_file(const std::string& path, bool foreign, bool header_only = false) {
   const HeaderParser parser(path);
   const ReadFile file(path);
   const std::uint64_t file_size = file.size();
@@ -470,6 +471,7 @@ Checkpoint read_file(const std::string& path, bool foreign) {
                   "there)");
     expected_crc = parser.check_metadata(checkpoint.metadata, header_crc_text);
   }
+  if (header_only) return checkpoint;
 
   Crc32c crc;
   std::vector<std::byte> raw;  // another framework's tensor, before its conversion
@@ -502,6 +504,8 @@ Checkpoint read_file(const std::string& path, bool foreign) {
 }  // namespace
 
 Checkpoint read_checkpoint(const std::string& path) { return read_file(path, false); }
+
+Checkpoint read_checkpoint_header(const std::string& path) { return read_file(path, false, true); }
 
 Checkpoint read_safetensors(const std::string& path) { return read_file(path, true); }
 

@@ -123,6 +123,11 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
 /// Blocking; reads the file once. Thread-safe.
 Checkpoint read_checkpoint(const std::string& path);
 
+/// The checkpoint at `path` without its tensors: its metadata, read from the header alone and
+/// checked as read_checkpoint() checks the header (its checksum, the layout, the metadata), not
+/// the data, which is not read. Throws CheckpointError as read_checkpoint() does.
+Checkpoint read_checkpoint_header(const std::string& path);
+
 /// Reads the tensors of any safetensors file: weights another framework saved (Hugging Face's
 /// save_file from PyTorch, NumPy or TensorFlow), to warm-start a Cohort model from. Its F32,
 /// F16, BF16 and F64 tensors are converted to float32, each value checked finite and within

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <span>
@@ -18,6 +19,7 @@
 #include "cohort/core/base/stall_watch.h"
 #include "cohort/core/dist/cross_replica_sum.h"
 #include "cohort/core/dist/server.h"
+#include "cohort/core/io/checkpoint.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/nn/evaluation.h"
 #include "cohort/core/train/replica_agreement.h"
@@ -33,6 +35,29 @@ namespace {
   for (const Variable& v : graph.variables())
     if (v.trainable || !trainable_only) names += (names.empty() ? "" : ", ") + v.name;
   throw InvalidArgument(what + " '" + pattern + "' match no variable of the model (its variables: " + names + ")");
+}
+
+// The examples a checkpoint's steps held (Trainer::examples_at's count); one that counts none
+// held `per_step` examples a step (this run's), but for the batches it accumulated, which it
+// names where there were several (this run accumulates `accumulation`); none where it names
+// neither. CheckpointError for a count that is not one.
+std::optional<std::int64_t> examples_written(const Checkpoint& checkpoint, std::int64_t per_step,
+                                             int accumulation) {
+  const auto count = [&](const char* key) -> std::optional<long long> {
+    const auto written = checkpoint.metadata.find(key);
+    if (written == checkpoint.metadata.end()) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(written->second.c_str(), &end, 10);
+    if (end == written->second.c_str() || *end != '\0' || n < 0 || errno == ERANGE)
+      throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
+                            " has " + key + " '" + written->second + "', not a count");
+    return n;
+  };
+  if (const auto n = count("examples")) return *n;
+  if (const auto accumulated = count("accumulation_steps"))
+    return checkpoint.global_step() * (per_step / accumulation) * *accumulated;
+  return std::nullopt;
 }
 
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
@@ -150,7 +175,9 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     if (options_.towers > 1)
       throw InvalidArgument("synchronised batch norm runs with one tower per worker, not " +
                             std::to_string(options_.towers));
-    if (num_workers_ > 1) cross_replica_ = std::make_unique<ReplicaSum>(server->replicas());
+    if (num_workers_ > 1)
+      cross_replica_ = std::make_unique<ReplicaSum>(
+          server->replicas(), "the synchronised batch normalisation's sums, with the other workers");
   }
   if (server && options_.replication.mode != Mode::kLocal && num_workers_ > 1) {
     // A replica that skips it (another mode, no trainer) leaves the others to the stall timeout.
@@ -644,25 +671,8 @@ void load_naming_the_model(const Checkpoint& checkpoint, const std::string& mode
 }  // namespace
 
 void Trainer::restore(const Checkpoint& checkpoint) {
-  // The examples its steps held; a checkpoint that does not count them held this run's batch
-  // a step, but for the batches it accumulated, which it names where there were several.
-  std::optional<std::int64_t> examples;
-  const auto count = [&](const char* key) -> std::optional<long long> {
-    const auto written = checkpoint.metadata.find(key);
-    if (written == checkpoint.metadata.end()) return std::nullopt;
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(written->second.c_str(), &end, 10);
-    if (end == written->second.c_str() || *end != '\0' || n < 0 || errno == ERANGE)
-      throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
-                            " has " + key + " '" + written->second + "', not a count");
-    return n;
-  };
-  if (const auto n = count("examples")) {
-    examples = *n;
-  } else if (const auto accumulated = count("accumulation_steps")) {
-    examples = checkpoint.global_step() * (examples_per_global_step() / options_.accumulation_steps) * *accumulated;
-  }
+  const std::optional<std::int64_t> examples =
+      examples_written(checkpoint, examples_per_global_step(), options_.accumulation_steps);
   const auto scale = checkpoint.metadata.find("learning_rate_scale");
   double factor = 1;
   if (scale != checkpoint.metadata.end()) {
@@ -733,6 +743,7 @@ std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string&
   optimizer_->reset();
   set_learning_rate_scale(1);  // the warm start's training starts afresh
   average_restored_ = false;   // and its averages from the variables it starts from
+  restored_examples_.reset();  // and its count from 0
   return loaded;
 }
 
@@ -752,12 +763,39 @@ std::int64_t TrainerOptions::examples_per_global_step(int workers) const {
   return step;
 }
 
-std::int64_t TrainerOptions::steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers) const {
+std::int64_t TrainerOptions::steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers,
+                                              ResumePoint from) const {
   if (epochs < 1 || examples < 1)
     throw InvalidArgument("steps_for_epochs: " + std::to_string(epochs) + " epochs of " + std::to_string(examples) +
                           " examples: both must be >= 1");
   const std::int64_t per_step = examples_per_global_step(workers);
-  return (epochs * examples + per_step - 1) / per_step;
+  const std::int64_t left = std::max<std::int64_t>(0, epochs * examples - from.examples);
+  return from.global_step + (left + per_step - 1) / per_step;
+}
+
+ResumePoint resume_point(const Server& server, const std::string& checkpoint_dir,
+                         const TrainerOptions& options) {
+  std::array<std::int64_t, 2> point = {0, 0};
+  if (server.is_chief() && !checkpoint_dir.empty()) {
+    try {
+      if (std::filesystem::is_directory(checkpoint_dir)) {
+        if (const auto path = CheckpointManager(checkpoint_dir, 0).latest_path()) {
+          const Checkpoint header = read_checkpoint_header(*path);
+          const std::int64_t step = header.global_step();
+          point = {step, examples_written(header, options.examples_per_global_step(server.num_replicas()),
+                                          options.accumulation_steps)
+                             .value_or(step * options.examples_per_global_step(server.num_replicas()))};
+        }
+      }
+    } catch (const std::exception&) {
+      point = {0, 0};  // the session's restore says what is wrong
+    }
+  }
+  if (server.num_replicas() > 1) {
+    const StallWatch watch("the chief's word on where training resumes");
+    server.replicas().bcast(std::span<std::int64_t>(point), 0);
+  }
+  return {point[0], point[1]};
 }
 
 std::int64_t Trainer::examples_per_global_step() const {

@@ -31,6 +31,13 @@ namespace mpi {
 class Comm;
 }  // namespace mpi
 
+/// Where a run starts: a checkpoint's global step and the examples trained by then
+/// (Trainer::examples_at), or {0, 0}.
+struct ResumePoint {
+  std::int64_t global_step = 0;
+  std::int64_t examples = 0;
+};
+
 struct TrainerOptions {
   ReplicationOptions replication;
   std::int64_t batch_size = 64;  ///< examples per worker step, split over the towers
@@ -92,11 +99,23 @@ struct TrainerOptions {
   /// modes, k (or all replicas') batches in sync, every replica's in allreduce; each times
   /// accumulation_steps.
   std::int64_t examples_per_global_step(int workers) const;
-  /// The global steps of `epochs` passes over `examples` training examples (every worker's
-  /// together), counted globally: ceil(epochs * examples / examples_per_global_step(workers)).
-  /// InvalidArgument unless both are at least 1.
-  std::int64_t steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers) const;
+  /// The last global step of `epochs` passes over `examples` training examples (every worker's
+  /// together), counted globally: ceil(epochs * examples / examples_per_global_step(workers)),
+  /// or resumed `from` a checkpoint, its step plus the steps the examples left take at this
+  /// run's examples a step (none where none are left). InvalidArgument unless epochs and
+  /// examples are at least 1.
+  std::int64_t steps_for_epochs(std::int64_t epochs, std::int64_t examples, int workers,
+                                ResumePoint from = {}) const;
 };
+
+/// Collective over the server's replicas: where a session with `checkpoint_dir` will start, as
+/// the chief reads it from the latest checkpoint's header (the examples it counts, or where it
+/// counts none, its steps at `options`' examples a step); {0, 0} without one, or where the chief
+/// cannot read it (the session then says why, or falls back to an older one). For a run whose
+/// length counts epochs (TrainerOptions::steps_for_epochs) to plan it, learning-rate schedule
+/// included, before the trainer exists.
+ResumePoint resume_point(const Server& server, const std::string& checkpoint_dir,
+                         const TrainerOptions& options);
 
 /// The values of one step, by name: what a session can fetch.
 struct StepValues {

@@ -148,14 +148,16 @@ grep -q "error: .*global step 300: it was written by model 'mlp', and this one i
 
 echo "== epochs count examples: a job resumed on fewer workers trains the rest of them, in its steps"
 # One epoch on 3 workers (313 steps of 192: 60,096 examples), then --epochs=2 on 2 workers: the
-# 59,904 examples left of 120,000 take 468 steps of 128, to step 781 (counting steps, 938).
+# 59,904 examples left of 120,000 take 468 steps of 128, to step 781 (counting steps, 938), and
+# the cosine schedule's length follows.
 epochs_args=("${args[@]}" --checkpoint_dir="$work/epochs" --optimizer=momentum --learning_rate=0.01)
 "$mpiexec" "$np_flag" 3 --oversubscribe "$train" "${epochs_args[@]}" --epochs=1 > "$work/epochs-1.log" 2>&1 \
   || { cat "$work/epochs-1.log"; exit 1; }
 "$mpiexec" "$np_flag" 2 --oversubscribe "$train" "${epochs_args[@]}" --epochs=2 > "$work/epochs-2.log" 2>&1 \
   || { cat "$work/epochs-2.log"; exit 1; }
 for line in "^restored from $work/epochs at global step 313 (60096 examples trained, 469 of this run's steps of 128: the data and epochs go on from there)$" \
-            "^the rest of 2 epochs: to global step 781, at 128 examples a step$" \
+            "^the rest of 2 epochs after the checkpoint's 60096 examples: to global step 781, at 128 examples a step$" \
+            "^training mlp .* 781 global steps$" \
             "^final: global step 781, "; do
   grep -q "$line" "$work/epochs-2.log" || { cat "$work/epochs-2.log"; echo "missing: $line"; exit 1; }
 done

@@ -447,6 +447,10 @@ TEST_CASE("steps_for_epochs: the global steps of whole passes; no epochs or exam
   CHECK_THROWS_WITH_AS(options.steps_for_epochs(-1, 100, 2),
                        "steps_for_epochs: -1 epochs of 100 examples: both must be >= 1", InvalidArgument);
   CHECK_THROWS_AS(options.steps_for_epochs(1, 0, 2), InvalidArgument);
+  // Resumed from a checkpoint of 96 examples at step 1 (3 batches a step then): 104 left, 2 steps.
+  CHECK(options.steps_for_epochs(2, 100, 2, {.global_step = 1, .examples = 96}) == 3);
+  // Past the end: no step left.
+  CHECK(options.steps_for_epochs(1, 100, 2, {.global_step = 9, .examples = 300}) == 9);
 }
 
 TEST_CASE("a model function that builds on another Graph than the trainer's is refused at once") {

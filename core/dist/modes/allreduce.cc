@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cohort/core/base/bfloat16.h"
+#include "cohort/core/base/stall_watch.h"
 #include "cohort/core/dist/buckets.h"
 #include "cohort/core/dist/fusion.h"
 #include "cohort/core/dist/modes/modes.h"
@@ -119,6 +120,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
   void finish() override {
     if (!node_sum_) return;
     try {
+      const StallWatch watch("the end of training, with the other workers of this node", step_);
       node_sum_->leave();
     } catch (const NodeSum::Parted& e) {
       abandoned_ = true;

@@ -124,6 +124,33 @@ TEST_CASE("crc32c is CRC-32C (Castagnoli)") {
   CHECK(cohort::crc32c({}) == 0u);
 }
 
+TEST_CASE("a checkpoint's header alone: its metadata, no tensors; a damaged header is named") {
+  TempDir dir("ckpt_format_header");
+  const Checkpoint original = sample();
+  const std::string path = dir / "model.ckpt-300.safetensors";
+  cohort::write_checkpoint(path, original);
+  const Checkpoint header = cohort::read_checkpoint_header(path);
+  CHECK(header.tensors.empty());
+  CHECK(header.global_step() == original.global_step());
+  CHECK(header.metadata.at("model") == original.metadata.at("model"));
+  // The data is not read: a byte flipped there passes; one in the header does not.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto write = [&](const std::string& b) { std::ofstream(path, std::ios::binary | std::ios::trunc) << b; };
+  std::string data_flipped = bytes;
+  data_flipped.back() ^= 1;
+  write(data_flipped);
+  CHECK(cohort::read_checkpoint_header(path).global_step() == original.global_step());
+  CHECK_THROWS_AS(cohort::read_checkpoint(path), cohort::CheckpointError);
+  std::string header_flipped = bytes;
+  header_flipped[12] ^= 1;
+  write(header_flipped);
+  CHECK_THROWS_AS(cohort::read_checkpoint_header(path), cohort::CheckpointError);
+}
+
 TEST_CASE("a checkpoint round-trips bit-exactly") {
   TempDir dir("ckpt_format_roundtrip");
   const Checkpoint original = sample();
