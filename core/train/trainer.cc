@@ -253,8 +253,8 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   applied_at_start_ = replication_->gradients_applied().value_or(0);
   // The examples trained before this start: those of the checkpoint the chief restored (another
   // run may have taken more or fewer a step: other workers, batch size or accumulation), else
-  // this run's global steps' worth.
-  // The chief's count, at its start step: in the async modes another replica may start later.
+  // this run's global steps' worth; the chief's, with its start step, since in the async modes
+  // another replica may start later.
   const std::int64_t per_step = examples_per_global_step();
   std::array<std::int64_t, 2> count = {start_step_ * per_step, start_step_};
   if (restored && restored_examples) count[0] = *restored_examples;
