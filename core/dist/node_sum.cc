@@ -53,9 +53,7 @@ NodeSum::NodeSum(const mpi::Comm& node, mpi::Comm across, std::size_t count, std
 NodeSum::~NodeSum() {
   if (left_ || std::uncaught_exceptions() > exceptions_at_start_ || !mpi::Environment::active()) return;
   try {
-    leave();
-  } catch (const Parted&) {
-    memory_.abandon();  // the rank that sums on fails, and the job ends with it
+    leave();  // parted from a rank that sums on, it abandons the memory: that rank's error ends the job
   } catch (const std::exception&) {
   }
 }
