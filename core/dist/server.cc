@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -301,14 +302,22 @@ std::vector<int> Server::pending() const {
 void Server::serve(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool told = false;
+  std::optional<std::chrono::steady_clock::time_point> signalled;
   std::chrono::microseconds idle = kPollInterval;
   while (!receive_messages()) {
     // A stop signal changes nothing here: the computing tasks stop on it too, and this task
-    // serves them until they are done, so that every task exits cleanly.
+    // serves them until they are done, so that every task exits cleanly. SIGTERM is also how
+    // the launcher ends the ranks of a job that another rank aborted (SIGKILL follows a second
+    // later): that one is told only once it has lasted, so that an error's last line is not a
+    // note that this task serves on.
     if (const int signal = stop_signal_received(); signal != 0 && !told) {
-      told = true;
-      std::fprintf(stderr, "[%s] signal %d: serving until the computing tasks are done\n",
-                   process_label().c_str(), signal);
+      const auto now = std::chrono::steady_clock::now();
+      if (!signalled) signalled = now;
+      if (signal != SIGTERM || now - *signalled >= std::chrono::seconds(3)) {
+        told = true;
+        std::fprintf(stderr, "[%s] signal %d: serving until the computing tasks are done\n",
+                     process_label().c_str(), signal);
+      }
     }
     if (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
       std::string waiting;
