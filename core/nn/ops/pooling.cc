@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/threads.h"
@@ -210,42 +211,50 @@ void GlobalAveragePooling2D::backward(const Tensor& input, const Tensor&, const 
 void GlobalMaxPooling2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), c = channels_;
   output.resize({n, c});
-  argmax_.resize(static_cast<std::size_t>(n * c));
   const Tensor* m = mask();
   const int threads = threads_for(n);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (std::int64_t b = 0; b < n; ++b) {
     const float* __restrict in = input.data() + b * positions_ * c;
     float* __restrict out = output.data() + b * c;
-    std::int32_t* __restrict at = argmax_.data() + b * c;
     std::int64_t first = 0;  // the first position read
     while (first < positions_ && !mask_reads(m, b, first)) ++first;
-    if (first == positions_) {  // nothing read: zeros, and no gradient
+    if (first == positions_) {  // nothing read: zeros
       std::fill_n(out, c, 0.0f);
-      std::fill_n(at, c, -1);
       continue;
     }
     std::copy_n(in + first * c, c, out);
-    std::fill_n(at, c, static_cast<std::int32_t>(first));
     for (std::int64_t p = first + 1; p < positions_; ++p) {
       if (!mask_reads(m, b, p)) continue;
-      for (std::int64_t k = 0; k < c; ++k)
-        if (in[p * c + k] > out[k]) out[k] = in[p * c + k], at[k] = static_cast<std::int32_t>(p);
+      for (std::int64_t k = 0; k < c; ++k) out[k] = std::max(out[k], in[p * c + k]);
     }
   }
 }
 
-void GlobalMaxPooling2D::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
-                                  Tensor* grad_input, std::span<float>) {
+// TensorFlow's gradient of reduce_max (Keras's GlobalMaxPooling): shared evenly by the positions
+// that hold the maximum.
+void GlobalMaxPooling2D::backward(const Tensor& input, const Tensor& output,
+                                  const Tensor& grad_output, Tensor* grad_input, std::span<float>) {
   if (grad_input == nullptr) return;
   const std::int64_t n = input.dim(0), c = channels_;
   grad_input->resize(input.shape());
   std::fill_n(grad_input->data(), grad_input->size(), 0.0f);
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t k = 0; k < c; ++k) {
-      const std::int32_t at = argmax_[static_cast<std::size_t>(b * c + k)];
-      if (at >= 0) (*grad_input)[(b * positions_ + at) * c + k] = grad_output[b * c + k];
-    }
+  const Tensor* m = mask();
+  std::vector<std::int32_t> holders(static_cast<std::size_t>(c));
+  for (std::int64_t b = 0; b < n; ++b) {
+    const float* in = input.data() + b * positions_ * c;
+    const float* out = output.data() + b * c;
+    float* dx = grad_input->data() + b * positions_ * c;
+    std::fill(holders.begin(), holders.end(), 0);
+    for (std::int64_t p = 0; p < positions_; ++p)
+      if (mask_reads(m, b, p))
+        for (std::int64_t k = 0; k < c; ++k) holders[k] += in[p * c + k] == out[k] ? 1 : 0;
+    for (std::int64_t p = 0; p < positions_; ++p)
+      if (mask_reads(m, b, p))
+        for (std::int64_t k = 0; k < c; ++k)
+          if (in[p * c + k] == out[k])
+            dx[p * c + k] = grad_output[b * c + k] / static_cast<float>(holders[k]);
+  }
 }
 
 std::unique_ptr<Layer> global_max_pool2d(std::string name) {

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "cohort/core/nn/layer.h"
 #include "cohort/core/nn/ops/masking.h"
@@ -54,17 +53,14 @@ class GlobalAveragePooling2D : public GlobalPooling2D {
                 Tensor* grad_input, std::span<float> grads) override;
 };
 
-/// The largest value over every position of each channel; its gradient goes to the first
-/// position that holds it.
+/// The largest value over every position of each channel; its gradient is shared evenly by the
+/// positions that hold it (TensorFlow's reduce_max, as Keras's GlobalMaxPooling).
 class GlobalMaxPooling2D : public GlobalPooling2D {
  public:
   explicit GlobalMaxPooling2D(std::string name) : GlobalPooling2D(std::move(name), "GlobalMaxPooling2D") {}
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override;
-
- private:
-  std::vector<std::int32_t> argmax_;  // per example and channel, the last forward's position (-1: none)
 };
 
 }  // namespace cohort
