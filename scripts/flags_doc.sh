@@ -46,7 +46,8 @@ After its description a flag may carry properties:
 a run that does not read it: `warning: --staleness is read only in ssp mode: this run
 (--model=mlp, --mode=sync, --lr_schedule=cosine) ignores it`. A program does the same for its
 own flags with `cohort::flags::Registry::global().unread(scopes, run)`, each scope a flag,
-whether this run reads it, and where it is read.
+whether this run reads it, and where it is read: it returns the warnings, for the program to
+print (on its chief).
 
 List flags (`--hidden=256,128`) are read with `cohort::flags::split_list` or `parse_size_list`:
 at most 64 items, each bad item named.
