@@ -67,6 +67,12 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
                           std::to_string(keep_checkpoint_every_n_hours) + " is under a second");
   first_kept_ = fs::file_time_type::clock::now() + keep_every_;
   std::error_code ec;
+  if (fs::exists(directory_, ec) && !fs::is_directory(directory_, ec))
+    throw CheckpointError(directory_ + ": not a directory, cannot hold checkpoints");
+}
+
+void CheckpointManager::make_directory() const {
+  std::error_code ec;
   const bool made = fs::create_directories(directory_, ec);
   if (ec) throw CheckpointError(directory_ + ": cannot create the checkpoint directory: " +
                                 ec.message());
@@ -77,6 +83,7 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_checkpoint_
 
 void CheckpointManager::lock_for_writing(std::chrono::seconds patience) {
   if (writer_lock_) return;
+  make_directory();
   const std::string path = path_of(kLockName);
   if (::access(directory_.c_str(), W_OK) != 0)
     throw CheckpointError(directory_ + ": cannot write checkpoints there: " + std::strerror(errno));
@@ -212,6 +219,7 @@ std::vector<std::string> CheckpointManager::files_on_disk() const {
     const std::string name = it->path().filename().string();
     if (const auto step = step_of(name)) found.emplace_back(*step, name);
   }
+  if (ec == std::errc::no_such_file_or_directory) return {};  // not made yet: nothing saved
   if (ec) throw CheckpointError(directory_ + ": cannot list the checkpoint directory: " +
                                 ec.message());
   std::sort(found.begin(), found.end());
@@ -237,6 +245,7 @@ std::string CheckpointManager::save(std::int64_t step, Checkpoint checkpoint) {
   if (step < 0)
     throw InvalidArgument("CheckpointManager " + directory_ + ": cannot save negative step " +
                           std::to_string(step));
+  make_directory();
   remove_temp_files();
   checkpoint.metadata["global_step"] = std::to_string(step);
   const std::string name = file_name(step);

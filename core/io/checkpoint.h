@@ -42,8 +42,10 @@ namespace cohort {
 /// files before or after a save, never a partial one.
 class CheckpointManager {
  public:
-  /// Manages `directory`, creating it (and its parents) if needed; throws CheckpointError when
-  /// that fails. keep_checkpoint_max: how many checkpoints save() keeps (0 keeps all; negative
+  /// Manages `directory`. Reading creates nothing: a directory not there yet has no checkpoint
+  /// (as tf.train.latest_checkpoint reads it); save() and lock_for_writing() create it and its
+  /// parents, and throw CheckpointError when that fails. A path that is there but is not a
+  /// directory throws CheckpointError here. keep_checkpoint_max: how many checkpoints save() keeps (0 keeps all; negative
   /// throws InvalidArgument). keep_checkpoint_every_n_hours (TensorFlow's Saver option; 0: off):
   /// of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
   /// good instead — the first written at least that long after the directory's first manager
@@ -125,6 +127,8 @@ class CheckpointManager {
   };
 
   std::string path_of(const std::string& name) const;
+  // Creates the directory and its parents where they are not there yet (save(), lock_for_writing()).
+  void make_directory() const;
   std::shared_ptr<const int> writer_lock_;  // lock_for_writing()'s open file, closed at the end
   std::string index_path() const;
   // nullopt when there is no index file; throws CheckpointError when it is unusable.

@@ -94,13 +94,20 @@ TEST_CASE("checkpoint file names") {
 
 TEST_CASE("an empty directory has nothing to restore") {
   TempDir dir("ckpt_manager_empty");
-  CheckpointManager manager(dir / "a/b");  // created, parents too
-  CHECK(fs::is_directory(dir / "a/b"));
+  CheckpointManager manager(dir / "a/b");
   CHECK(manager.directory() == dir / "a/b");
   CHECK(manager.keep_checkpoint_max() == 5);
+  // Reading a directory not there yet finds nothing, and creates nothing (a mistyped path).
   CHECK_FALSE(manager.restore_latest().has_value());
   CHECK_FALSE(manager.latest_path().has_value());
   CHECK(manager.all_paths().empty());
+  CHECK_FALSE(fs::exists(dir / "a"));
+  manager.lock_for_writing();  // created, parents too
+  CHECK(fs::is_directory(dir / "a/b"));
+  CHECK_FALSE(manager.restore_latest().has_value());
+  CheckpointManager saver(dir / "c/d", 0);
+  saver.save(3, at_step(3));  // save() creates it too
+  CHECK(saver.latest_path() == std::string(dir / "c/d/model.ckpt-3.safetensors"));
 }
 
 TEST_CASE("bad arguments") {
@@ -109,8 +116,11 @@ TEST_CASE("bad arguments") {
   CheckpointManager manager(dir.str());
   CHECK_THROWS_WITH_AS(manager.save(-5, at_step(0)), doctest::Contains("negative step -5"),
                        cohort::InvalidArgument);
+  fs::create_directories(dir.str());
   spit(dir / "plain_file", "x");
   CHECK_THROWS_WITH_AS(CheckpointManager(dir / "plain_file"),
+                       doctest::Contains("not a directory, cannot hold checkpoints"), CheckpointError);
+  CHECK_THROWS_WITH_AS(CheckpointManager(dir / "plain_file/below").lock_for_writing(),
                        doctest::Contains("cannot create the checkpoint directory"), CheckpointError);
 }
 
