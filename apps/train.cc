@@ -6,12 +6,14 @@
 //
 // Every rank runs this program; the cluster spec decides which are ps tasks and which workers.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "cohort/core/base/clock.h"
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
+#include "cohort/core/base/stall_watch.h"
 #include "cohort/core/base/version.h"
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
@@ -666,6 +669,9 @@ int Main(int argc, char** argv) {
   session_options.max_wait_secs =
       std::chrono::seconds(static_cast<std::int64_t>(std::ceil(FLAGS_wait_timeout_secs)));
   session_options.config.log_device_placement = log_placement;
+  // What the parameters mean beyond their shapes: a resume without the images' standardisation
+  // would train on from parameters made for other inputs.
+  session_options.settings = {{"--normalize", FLAGS_normalize ? "true" : "false"}};
   // Epochs count examples: a job resumed with other workers or another batch size trains the
   // rest of them, in its own steps.
   const auto stop = FLAGS_train_steps > 0 ? cohort::StopAtStepHook::last(target)
@@ -717,10 +723,17 @@ int Main(int argc, char** argv) {
   server.done();
 
   const auto m = trainer.evaluate_across(test_part);
+  // The counters are each worker's own; the job's, for the record.
+  std::array<std::int64_t, 2> totals = {dropped, gradient_bytes};
+  if (workers > 1) {
+    const cohort::StallWatch watch("the workers' counters");
+    server.replicas().allreduce(std::span<std::int64_t>(totals));
+  }
   if (chief) {
-    std::printf("final: global step %lld, test accuracy %.4f, test loss %.4f, %.0f images/s, %s%s%s\n",
+    std::printf("final: global step %lld, test accuracy %.4f, test loss %.4f, %.0f images/s, %s%s%s%s\n",
                 static_cast<long long>(final_step), m.accuracy, m.loss, images_per_sec,
-                duration(seconds).c_str(), stats.empty() ? "" : ", ", stats.c_str());
+                duration(seconds).c_str(), stats.empty() ? "" : ", ",
+                stats.empty() || workers == 1 ? "" : "the chief's own: ", stats.c_str());
     if (!FLAGS_metrics_json.empty()) {
       const nlohmann::json metrics = {
           {"global_step", final_step}, {"train_steps", last_step},
@@ -738,7 +751,9 @@ int Main(int argc, char** argv) {
           {"lr_schedule", FLAGS_lr_schedule}, {"label_smoothing", FLAGS_label_smoothing},
           {"moving_average_decay", FLAGS_moving_average_decay},
           {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
-          {"gradient_bytes_sent", gradient_bytes}};
+          {"gradient_bytes_sent", gradient_bytes},  // the chief's own, as the final line's
+          {"dropped_gradients_all_workers", totals[0]},
+          {"gradient_bytes_sent_all_workers", totals[1]}};
       std::ofstream out(FLAGS_metrics_json);
       out << metrics.dump(2) << "\n";
       out.close();

@@ -47,6 +47,14 @@ run "$work/momentum-straight" 200 --optimizer=momentum --learning_rate=0.01
 grep -q "^restored at global step 300, at or past the last step, 200: nothing left to train$" \
   "$work/momentum-straight.log" || { cat "$work/momentum-straight.log"; echo "no word of it"; exit 1; }
 
+echo "== a resume with other inputs than the checkpoint's parameters were trained on is refused"
+if "$mpiexec" "$np_flag" 2 --oversubscribe "$train" "${args[@]}" --checkpoint_dir="$work/momentum-straight" \
+    --train_steps=400 --optimizer=momentum --learning_rate=0.01 --normalize > "$work/normalize.log" 2>&1; then
+  cat "$work/normalize.log"; echo "a resume with --normalize was accepted"; exit 1
+fi
+grep -q "its parameters were trained with --normalize=false, this job has --normalize=true" "$work/normalize.log" \
+  || { cat "$work/normalize.log"; echo "no word of --normalize"; exit 1; }
+
 echo "== a warm start from that run: its variables, from global step 0, with another optimizer"
 run "$work/warm" 50 --optimizer=adam --learning_rate=0.001 --warm_start_from="$work/momentum-straight"
 grep -q "^warm start from $work/momentum-straight (its global step 300); training starts at global step 0$" \
