@@ -236,4 +236,14 @@ TEST_CASE("moving averages go through a checkpoint as <variable>/ExponentialMovi
   CHECK_THROWS_WITH_AS(restore_variables(stray, eval_graph),
                        doctest::Contains("nothing/ExponentialMovingAverage [1] is in the checkpoint but not in the model"),
                        CheckpointError);
+  // With its variable there too, the variable alone is named: the average would only repeat it.
+  stray.tensors.push_back({"nothing", {1}, {0.0f}});
+  try {
+    restore_variables(stray, eval_graph);
+    FAIL("a variable the model lacks was restored");
+  } catch (const CheckpointError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("nothing [1] is in the checkpoint but not in the model") != std::string::npos);
+    CHECK(what.find("ExponentialMovingAverage") == std::string::npos);
+  }
 }
