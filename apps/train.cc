@@ -713,14 +713,13 @@ int Main(int argc, char** argv) {
   const std::string stats = trainer.stats();
   const std::int64_t dropped = trainer.dropped_gradients();
   const std::int64_t gradient_bytes = trainer.gradient_bytes_sent();
-  // The store's count, as the final checkpoint's (in the async modes other workers' last pushes
-  // have moved it past this worker's own last step).
-  const std::int64_t final_step = trainer.read_global_step();
-
   // The final checkpoint and the final parameters (close()) before anything slow: after a signal,
   // Slurm's kill follows within seconds.
   session->close();
   server.done();
+  // The store's count with the final parameters, as the final checkpoint's (in the async modes
+  // other workers' last pushes have moved it past this worker's own last step).
+  const std::int64_t final_step = trainer.read_global_step();
 
   const auto m = trainer.evaluate_across(test_part);
   // The counters are each worker's own; the job's, for the record.

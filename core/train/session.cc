@@ -354,7 +354,18 @@ void MonitoredSession::close() {
   // Every hook's end() runs, also after another's failed (a trace that cannot be written must
   // not cost the checkpoint saver's final save); the first error is thrown once all have run.
   std::exception_ptr failure;
-  if (!error_)
+  // The final parameters, once: the final checkpoint and whatever the program reports after
+  // close() describe the same ones. A store that fails here takes no further step.
+  bool fetched = !error_;
+  if (!error_) {
+    try {
+      trainer_.take_final_parameters();
+    } catch (...) {
+      failure = std::current_exception();
+      fetched = false;
+    }
+  }
+  if (fetched)
     for (auto& hook : all_hooks()) {
       try {
         hook->end(*this);
@@ -363,7 +374,7 @@ void MonitoredSession::close() {
       }
     }
   // After an error the store may be unusable: the parameters stay as they are.
-  trainer_.finish(/*fetch=*/!error_);
+  trainer_.finish(/*fetch=*/fetched);
   release_checkpoint_dirs();
   if (failure) std::rethrow_exception(failure);
 }

@@ -222,6 +222,7 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   const bool again = started_;
   started_ = true;
   left_ = false;
+  final_step_.reset();
   start_step_ = replication_->global_step();
   applied_at_start_ = replication_->gradients_applied().value_or(0);
   // The examples trained before this start: those of the checkpoint the chief restored (another
@@ -558,6 +559,13 @@ Tensor Trainer::predict_outputs(const Tensor& features, std::int64_t batch_size,
   return predict_batches(features, options_.image, model.inference_batch(batch_size), [&](const Tensor& batch) {
     return probabilities ? model.predict_probabilities(batch) : Tensor(model.predict(batch));
   });
+}
+
+void Trainer::take_final_parameters() {
+  if (!started_ || left_ || final_step_) return;
+  const std::int64_t step = replication_->read_global_step();
+  replication_->fetch_parameters(graph_.values());
+  final_step_ = step;
 }
 
 void Trainer::finish(bool fetch) {

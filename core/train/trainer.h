@@ -217,8 +217,18 @@ class Trainer {
   const std::string& target() const { return target_; }
   std::int64_t global_step() const { return replication_->global_step(); }
   /// A fresh read of the global step (from the store in the ps modes, where other replicas move
-  /// it); not collective. Once finished, the last step seen.
-  std::int64_t read_global_step() { return left_ ? global_step() : replication_->read_global_step(); }
+  /// it); not collective. After take_final_parameters(), its step; once finished otherwise, the
+  /// last step seen.
+  std::int64_t read_global_step() {
+    return final_step_ ? *final_step_ : left_ ? global_step() : replication_->read_global_step();
+  }
+  /// The graph takes the final parameters, with the store's global step read just before them
+  /// (as checkpoint() reads them), and from here until the next start() fetch_parameters() and
+  /// read_global_step() give that snapshot: the final checkpoint, the final evaluation and the
+  /// step a program reports then describe the same parameters, where in the async modes other
+  /// replicas' pushes move the store on meanwhile. Not collective; a session takes it as it
+  /// closes, before the hooks' end(). Nothing before start() or after finish().
+  void take_final_parameters();
   /// A fresh read of whether the chief has stopped training, in the ps modes (where the other
   /// replicas hear it through the store); false elsewhere, and once finished.
   bool read_stopped() { return !left_ && replication_->read_stopped(); }
@@ -270,7 +280,7 @@ class Trainer {
   /// Makes the graph hold the current parameters (from the ps tasks in the modes that keep them
   /// there); not collective. After finish(), nothing: the graph holds the final ones.
   void fetch_parameters() {
-    if (!left_) replication_->fetch_parameters(graph_.values());
+    if (!left_ && !final_step_) replication_->fetch_parameters(graph_.values());
   }
   /// The current parameters and optimizer state as a checkpoint at the global step, with the
   /// model, mode and optimizer in its metadata (fetch_parameters() first), and the moving
@@ -340,6 +350,7 @@ class Trainer {
   bool has_parameters_ = false;         // initialised or loaded: start(), restore(), load_parameters(), warm_start()
   bool started_ = false;                // start() done
   bool left_ = false;                   // finish() done
+  std::optional<std::int64_t> final_step_;  // take_final_parameters()'s step, until start()
   std::int64_t start_step_ = 0;         // the global step at start()
   std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
   std::int64_t examples_at_start_ = 0;  // the examples trained up to global step examples_step_,

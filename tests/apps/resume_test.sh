@@ -47,6 +47,18 @@ run "$work/momentum-straight" 200 --optimizer=momentum --learning_rate=0.01
 grep -q "^restored at global step 300, at or past the last step, 200: nothing left to train$" \
   "$work/momentum-straight.log" || { cat "$work/momentum-straight.log"; echo "no word of it"; exit 1; }
 
+echo "== async mode: the final line's step is the final checkpoint's, the others' last pushes and all"
+# Other workers push on while the chief closes: its last line, its final checkpoint and its final
+# evaluation must describe one snapshot of the store (they once read it at three moments).
+for steps in 60 120 180; do
+  "$mpiexec" "$np_flag" 4 --oversubscribe "$train" "${args[@]}" --mode=async --ps_tasks=1 --batch_size=16 \
+    --checkpoint_dir="$work/async" --train_steps=$steps > "$work/async.log" 2>&1 || { cat "$work/async.log"; exit 1; }
+  printed=$(sed -nE 's/^final: global step ([0-9]+),.*/\1/p' "$work/async.log")
+  saved=$(sed -nE 's/.*"latest": "model\.ckpt-([0-9]+)\.safetensors".*/\1/p' "$work/async/checkpoint")
+  [[ -n $printed && $printed == "$saved" ]] \
+    || { cat "$work/async.log"; echo "the final line says step $printed, the final checkpoint is step $saved"; exit 1; }
+done
+
 echo "== a resume with other inputs than the checkpoint's parameters were trained on is refused"
 if "$mpiexec" "$np_flag" 2 --oversubscribe "$train" "${args[@]}" --checkpoint_dir="$work/momentum-straight" \
     --train_steps=400 --optimizer=momentum --learning_rate=0.01 --normalize > "$work/normalize.log" 2>&1; then
