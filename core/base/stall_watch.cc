@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "cohort/core/base/error.h"
 
@@ -56,6 +57,19 @@ void warn(const char* what, std::int64_t step, std::int64_t waited_ns, std::int6
   std::fflush(stderr);
 }
 
+// The live StallWatch::PeerCheck's function and id (0: none), and the lock that keeps them
+// while the function runs.
+std::mutex peer_check_mutex;
+std::function<std::string()> peer_check;
+std::uint64_t peer_check_id = 0, peer_checks_made = 0;
+
+// The peer check's message, once an armed wait has lasted a second ("" until then, or with none).
+std::string look_at_peers(std::int64_t waited_ns) {
+  if (waited_ns < 1'000'000'000) return "";
+  const std::lock_guard<std::mutex> lock(peer_check_mutex);
+  return peer_check ? peer_check() : "";
+}
+
 void watch_forever() {
   std::int64_t last = now_ns();
   std::int64_t warned_due = 0, next_warning = 0;  // the wait warned about, and when next
@@ -80,6 +94,11 @@ void watch_forever() {
     if (deadline.load() != due) continue;  // another wait began meanwhile
     if (now > due) fire(what, step, timeout_ms.load());
     const std::int64_t began = due - timeout_ms.load() * 1'000'000;
+    if (const std::string parted = look_at_peers(now - began); !parted.empty()) {
+      std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), parted.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
     if (warned_due != due) {
       warned_due = due;
       next_warning = began + warn_after_ns.load();
@@ -94,6 +113,19 @@ void watch_forever() {
 }
 
 }  // namespace
+
+StallWatch::PeerCheck::PeerCheck(std::function<std::string()> check) {
+  const std::lock_guard<std::mutex> lock(peer_check_mutex);
+  peer_check = std::move(check);
+  id_ = peer_check_id = ++peer_checks_made;
+}
+
+StallWatch::PeerCheck::~PeerCheck() {
+  const std::lock_guard<std::mutex> lock(peer_check_mutex);
+  if (peer_check_id != id_) return;  // replaced by a newer one, which holds on
+  peer_check = nullptr;
+  peer_check_id = 0;
+}
 
 void StallWatch::set_timeout(std::chrono::milliseconds timeout) { timeout_ms.store(timeout.count()); }
 

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 namespace cohort {
 
@@ -55,6 +57,24 @@ class StallWatch {
   /// The two intervals (wait_until() warns on the same ones).
   static std::chrono::milliseconds first_warning();
   static std::chrono::milliseconds warning_every();
+
+  /// While alive, a look at the peers that the watching thread takes five times a second once
+  /// an armed wait has lasted a second: where `check` returns a message (a peer is known never
+  /// to join the wait), the process ends as at the deadline, with the line "[worker:0 rank 1]
+  /// error: MESSAGE". For what the thread can learn without an MPI call (the memory a node's
+  /// ranks share: core/dist/replica_board.h). One at a time: a newer one replaces it, and
+  /// destroying one replaced changes nothing. The destructor waits for a look under way to end.
+  /// Nothing is looked at while the timeout is zero.
+  class PeerCheck {
+   public:
+    explicit PeerCheck(std::function<std::string()> check);
+    ~PeerCheck();
+    PeerCheck(const PeerCheck&) = delete;
+    PeerCheck& operator=(const PeerCheck&) = delete;
+
+   private:
+    std::uint64_t id_;
+  };
 
  private:
   std::int64_t previous_deadline_ = 0;

@@ -7,7 +7,7 @@
 // the program returns 0 and must still fail. --fail_in=loop: no hook fails, but the program's own
 // loop ends early on that worker (uneven data, say), after --fail_at steps; it closes its session
 // and returns 0 while its peers train on: in allreduce mode both sides must fail within seconds,
-// naming each other, not wait for each other for good.
+// naming each other, not wait for each other for good, in every way of summing (--sums).
 #include <cstdio>
 #include <memory>
 
@@ -19,6 +19,9 @@ COHORT_DEFINE_int(replica, 1, "the failing worker's replica index");
 COHORT_DEFINE_int(fail_at, 3, "after_run: the step at which it throws");
 COHORT_DEFINE_int(steps, 1000, "after_run: the steps the others train for");
 COHORT_DEFINE_int(status, 1, "after_run: what the failed worker's program returns");
+COHORT_DEFINE_string(sums, "shared_memory",
+                     "allreduce mode's sums: shared_memory, mpi (MPI_Allreduce alone), buckets "
+                     "(during the backward pass), bf16");
 
 namespace {
 
@@ -47,6 +50,9 @@ int Main(int, char**) {
       cluster.num_tasks("ps"), server.worker_device()))};
   cohort::TrainerOptions options;
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
+  options.replication.shared_memory_sums = FLAGS_sums == "shared_memory";
+  if (FLAGS_sums == "buckets") options.replication.bucket_bytes = 4096;
+  if (FLAGS_sums == "bf16") options.replication.compression = cohort::Compression::kBf16;
   cohort::OptimizerOptions sgd;
   sgd.name = "sgd";
   cohort::Trainer trainer(

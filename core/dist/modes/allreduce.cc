@@ -16,7 +16,9 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cohort/core/base/bfloat16.h"
@@ -25,6 +27,7 @@
 #include "cohort/core/dist/fusion.h"
 #include "cohort/core/dist/modes/modes.h"
 #include "cohort/core/dist/node_sum.h"
+#include "cohort/core/dist/replica_board.h"
 #include "cohort/mpi/environment.h"
 
 namespace cohort::modes {
@@ -43,6 +46,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
         compression_(options.compression) {
     if (options.shared_memory_sums && bucket_bytes_ <= 0 && !bf16())
       node_sum_ = NodeSum::make(comm_, static_cast<std::size_t>(parameters));
+    board_ = ReplicaBoard::make(comm_);
   }
   void start(std::span<float> values, std::int64_t initial_step,
              std::optional<std::chrono::milliseconds>) override {
@@ -51,11 +55,21 @@ class AllreduceReplication final : public Replication, private GradientListener 
     comm_.bcast(values, kChief);
     share_optimizer_state(comm_, optimizer_, values.size());
     abandoned_ = false;
+    if (board_) board_->rejoin();  // before the last collective step: none is past it before all are back
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
     // Every replica is past its last finish() (this allreduce holds them all).
     if (node_sum_) node_sum_->rejoin();
+    if (board_) {
+      // A sum blocked inside MPI cannot look at the board: the stall watch's thread does.
+      peer_check_.emplace([this] {
+        const ReplicaBoard::Parting parting = board_->parting();
+        return parting.ranks.empty() ? std::string() : parted(parting);
+      });
+    }
   }
-  void before_step(std::span<float>) override {}
+  void before_step(std::span<float>) override {
+    if (board_) board_->at_step(step_ + 1);
+  }
   std::span<float> gradient_memory() override {
     return node_sum_ ? node_sum_->input() : std::span<float>();
   }
@@ -73,9 +87,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
         sum = node_sum_->sum(fusion_bytes_);
       } catch (const NodeSum::Parted& e) {
         abandoned_ = true;
-        throw Error(parted("this replica went on to global step " + std::to_string(step_ + 1) +
-                               ", but " + replicas(e.ranks) + " ended training at step " +
-                               std::to_string(step_)));
+        throw Error(parted({e.ranks, step_, step_ + 1, false}));
       }
       bytes_sent_ += static_cast<std::int64_t>(grads.size_bytes());
     } else if (bucket_bytes_ > 0) {
@@ -107,31 +119,47 @@ class AllreduceReplication final : public Replication, private GradientListener 
     return text;
   }
   ~AllreduceReplication() override {
+    peer_check_.reset();
     // Left after an error: the peers may never join the window's free or the open requests.
     if (!abandoned_) return;
     mpi::Environment::note_left_behind("allreduce mode's shared buffers and collectives, left "
                                        "after an error in the session");
     if (node_sum_) node_sum_->abandon();
+    if (board_) board_->abandon();
     for (mpi::Request& request : requests_) request.abandon();
   }
   // A replica whose training ends while the others run on (a loop of the program's own that
-  // stopped on one replica) would leave them waiting in their next sum for good: where the
-  // replicas share a node's memory, the two sides meet there and both fail instead.
+  // stopped on one replica) would leave them waiting in their next sum for good. Where replicas
+  // share a node's memory, the two sides learn it there and both fail instead: the leaver here,
+  // waiting for its node's others to leave too; one that went on in its sum (NodeSum's, or
+  // through the board and the stall watch's thread where the sum waits inside MPI).
   void finish() override {
-    if (!node_sum_) return;
+    if (!board_) return;
+    board_->leave(step_);
     try {
       const StallWatch watch("the end of training, with the other workers of this node", step_);
-      node_sum_->leave();
+      if (node_sum_) node_sum_->leave();
+      for (;;) {
+        const ReplicaBoard::Parting parting = board_->parting();
+        if (!parting.ranks.empty()) throw Error(parted(parting));
+        if (board_->all_left()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     } catch (const NodeSum::Parted& e) {
-      abandoned_ = true;
-      throw Error(parted("this replica ended training at global step " + std::to_string(step_) +
-                         ", but " + replicas(e.ranks) + " went on to step " +
-                         std::to_string(step_ + 1)));
+      abandon();
+      throw Error(parted({e.ranks, step_, step_ + 1, true}));
+    } catch (...) {
+      abandon();
+      throw;
     }
+    peer_check_.reset();
   }
   // Nothing collective from here on unless a new start() (collective: every replica is back)
   // takes training up again, as a program that caught an error every rank hit alike may.
-  void abandon() override { abandoned_ = true; }
+  void abandon() override {
+    abandoned_ = true;
+    peer_check_.reset();
+  }
   void fetch_parameters(std::span<float>) override {}  // every replica holds them
   std::vector<double> exchange_step_times(double mine) override { return comm_.allgather(mine); }
   // An offer until the next agree_to_stop: a replica that changed rate alone would apply
@@ -158,7 +186,14 @@ class AllreduceReplication final : public Replication, private GradientListener 
                std::to_string(server_.replica_rank(replica)) + ")";
     return names;
   }
-  static std::string parted(const std::string& what) {
+  // The error of a replica whose training and another's part: the leaver's, or the other's.
+  std::string parted(const ReplicaBoard::Parting& p) const {
+    const std::string what =
+        p.this_rank_left
+            ? "this replica ended training at global step " + std::to_string(p.left_at) + ", but " +
+                  replicas(p.ranks) + " went on to step " + std::to_string(p.went_on_to)
+            : "this replica went on to global step " + std::to_string(p.went_on_to) + ", but " +
+                  replicas(p.ranks) + " ended training at step " + std::to_string(p.left_at);
     return what + ": every replica must run the same steps; let the session stop them together "
                   "(should_stop(); TrainerOptions::epochs for uneven data)";
   }
@@ -220,6 +255,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
   std::int64_t bucket_bytes_;
   Compression compression_;
   std::unique_ptr<NodeSum> node_sum_;  // null: MPI_Allreduce alone
+  std::unique_ptr<ReplicaBoard> board_;  // null: no node holds two replicas
+  std::optional<StallWatch::PeerCheck> peer_check_;  // the board, from start() to finish()
   std::vector<float> residual_;       // bf16: what the rounding has not sent yet
   std::vector<std::uint16_t> wire_;   // bf16: the pieces as they travel
   std::int64_t bytes_sent_ = 0;

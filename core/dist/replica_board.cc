@@ -1,0 +1,83 @@
+#include "cohort/core/dist/replica_board.h"
+
+#include <atomic>
+#include <utility>
+
+#include "cohort/mpi/error.h"
+
+namespace cohort {
+namespace {
+
+// Another process writes the word: every access is atomic (lock-free on aligned 8-byte words, so
+// it holds across the processes that map the memory).
+std::int64_t load(std::int64_t& word) {
+  return std::atomic_ref<std::int64_t>(word).load(std::memory_order_acquire);
+}
+void store(std::int64_t& word, std::int64_t value) {
+  std::atomic_ref<std::int64_t>(word).store(value, std::memory_order_release);
+}
+
+}  // namespace
+
+std::unique_ptr<ReplicaBoard> ReplicaBoard::make(const mpi::Comm& ranks) {
+  mpi::Comm node = ranks.split_shared();
+  if (ranks.allreduce(node.size(), mpi::Op::kMax) == 1) return nullptr;
+  std::vector<int> of_node = node.allgather(ranks.rank());
+  // Where MPI has no shared-memory window (Open MPI without its osc sm component), none.
+  std::unique_ptr<ReplicaBoard> board;
+  int made = 1;
+  try {
+    board.reset(new ReplicaBoard(node, std::move(of_node)));
+  } catch (const mpi::MpiError&) {
+    made = 0;
+  }
+  if (ranks.allreduce(made, mpi::Op::kMin) == 0) return nullptr;
+  return board;
+}
+
+// Zeroed memory reads as step 0, training: what every rank posts at first.
+ReplicaBoard::ReplicaBoard(const mpi::Comm& node, std::vector<int> ranks)
+    : ranks_(std::move(ranks)), memory_(node, 2) {}
+
+void ReplicaBoard::at_step(std::int64_t step) { store(step_word(memory_.comm().rank()), step); }
+
+void ReplicaBoard::leave(std::int64_t step) { store(left_word(memory_.comm().rank()), step + 1); }
+
+void ReplicaBoard::rejoin() { store(left_word(memory_.comm().rank()), 0); }
+
+ReplicaBoard::Parting ReplicaBoard::parting() {
+  Parting parting;
+  const int me = memory_.comm().rank();
+  const std::int64_t my_left = load(left_word(me));
+  parting.this_rank_left = my_left != 0;
+  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    if (r == me) continue;
+    const std::int64_t left = load(left_word(r));
+    if (my_left != 0) {
+      // This rank left after step my_left - 1: a rank still training on a later step went on.
+      const std::int64_t step = load(step_word(r));
+      if (left == 0 && step > my_left - 1) {
+        parting.ranks.push_back(ranks_[static_cast<std::size_t>(r)]);
+        parting.left_at = my_left - 1;
+        parting.went_on_to = step;
+      }
+    } else if (left != 0) {
+      // This rank trains on: a rank that left after an earlier step than this one's ended early.
+      const std::int64_t step = load(step_word(me));
+      if (left - 1 < step) {
+        parting.ranks.push_back(ranks_[static_cast<std::size_t>(r)]);
+        parting.left_at = left - 1;
+        parting.went_on_to = step;
+      }
+    }
+  }
+  return parting;
+}
+
+bool ReplicaBoard::all_left() {
+  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r)
+    if (load(left_word(r)) == 0) return false;
+  return true;
+}
+
+}  // namespace cohort
