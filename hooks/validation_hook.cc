@@ -131,7 +131,8 @@ void ValidationHook::after_run(RunContext& context, const SessionRunValues& valu
 
 void ValidationHook::end(MonitoredSession& session) {
   if (!active_) return;
-  const std::int64_t step = session.global_step();
+  // The final parameters' step (the store's in the async modes), as the final checkpoint's.
+  const std::int64_t step = session.read_global_step();
   if (options_.at_end && (history_.empty() || history_.back().global_step != step))
     validate(session, step, /*training=*/false);
   if (writer_) writer_->flush();

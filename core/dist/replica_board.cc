@@ -35,23 +35,33 @@ std::unique_ptr<ReplicaBoard> ReplicaBoard::make(const mpi::Comm& ranks) {
   return board;
 }
 
-// Zeroed memory reads as step 0, training: what every rank posts at first.
+// Zeroed memory reads as step 0, training, generation 0: what every rank posts at first.
 ReplicaBoard::ReplicaBoard(const mpi::Comm& node, std::vector<int> ranks)
-    : ranks_(std::move(ranks)), memory_(node, 2) {}
+    : ranks_(std::move(ranks)), memory_(node, 3) {}
 
 void ReplicaBoard::at_step(std::int64_t step) { store(step_word(memory_.comm().rank()), step); }
 
 void ReplicaBoard::leave(std::int64_t step) { store(left_word(memory_.comm().rank()), step + 1); }
 
-void ReplicaBoard::rejoin() { store(left_word(memory_.comm().rank()), 0); }
+void ReplicaBoard::rejoin() {
+  const int me = memory_.comm().rank();
+  // No step until at_step(): a stale one, the last training's, must not look like a step gone
+  // on to. Then training, in a generation of its own.
+  store(step_word(me), 0);
+  store(left_word(me), 0);
+  store(generation_word(me), load(generation_word(me)) + 1);
+}
 
 ReplicaBoard::Parting ReplicaBoard::parting() {
   Parting parting;
   const int me = memory_.comm().rank();
   const std::int64_t my_left = load(left_word(me));
+  const std::int64_t generation = load(generation_word(me));
   parting.this_rank_left = my_left != 0;
   for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-    if (r == me) continue;
+    // A rank of another training than this one's (not back yet, or back already) parts from
+    // none of its steps.
+    if (r == me || load(generation_word(r)) != generation) continue;
     const std::int64_t left = load(left_word(r));
     if (my_left != 0) {
       // This rank left after step my_left - 1: a rank still training on a later step went on.
@@ -75,8 +85,9 @@ ReplicaBoard::Parting ReplicaBoard::parting() {
 }
 
 bool ReplicaBoard::all_left() {
+  const std::int64_t generation = load(generation_word(memory_.comm().rank()));
   for (int r = 0; r < static_cast<int>(ranks_.size()); ++r)
-    if (load(left_word(r)) == 0) return false;
+    if (load(left_word(r)) == 0 && load(generation_word(r)) <= generation) return false;
   return true;
 }
 

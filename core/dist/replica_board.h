@@ -32,9 +32,10 @@ class ReplicaBoard {
   void at_step(std::int64_t step);
   /// This rank has ended training after global step `step`. Local.
   void leave(std::int64_t step);
-  /// This rank trains again, at the step it had (training taken up after every rank left alike:
-  /// before the last collective step of the new start, so that no rank is past it until every
-  /// rank is back). Local.
+  /// This rank trains again (training taken up after every rank left alike), from no step until
+  /// at_step() says: call it before the last collective step of the new start, so that no rank
+  /// is past that step until every rank is back. A rank that has rejoined counts as having left
+  /// the training before, for a peer still waiting for the others to leave it. Local.
   void rejoin();
 
   /// Where this rank and others of its node part: with this rank left after step S, the ranks
@@ -55,9 +56,11 @@ class ReplicaBoard {
 
  private:
   ReplicaBoard(const mpi::Comm& node, std::vector<int> ranks);
-  // A rank's words: the step it works on, and 1 + the step it left at (0: training).
+  // A rank's words: the step it works on, 1 + the step it left at (0: training), and how many
+  // times it has rejoined (only ranks of one generation are compared).
   std::int64_t& step_word(int node_rank) { return memory_.of(node_rank)[0]; }
   std::int64_t& left_word(int node_rank) { return memory_.of(node_rank)[1]; }
+  std::int64_t& generation_word(int node_rank) { return memory_.of(node_rank)[2]; }
 
   std::vector<int> ranks_;  // each node rank's rank in make()'s communicator
   mpi::SharedMemory<std::int64_t> memory_;

@@ -104,12 +104,14 @@ bool is_moving_average(const std::string& name, const Graph& graph) {
   return v && v->trainable;
 }
 
-// Whether `name` is the moving average of another tensor of the checkpoint: where the model
-// has no such variable, that tensor is named as not in the model, once for both.
-bool averages_a_listed_variable(const std::string& name, const Checkpoint& checkpoint) {
+// Whether `name` is the moving average of another tensor of the checkpoint that is named as
+// not in the model (not among the `used` ones): once for both.
+bool averages_a_listed_variable(const std::string& name, const Checkpoint& checkpoint,
+                                const std::set<std::string>& used) {
   const std::string_view suffix = kMovingAverageSuffix;
-  return name.size() > suffix.size() && name.ends_with(suffix) &&
-         checkpoint.find(name.substr(0, name.size() - suffix.size())) != nullptr;
+  if (name.size() <= suffix.size() || !name.ends_with(suffix)) return false;
+  const std::string base = name.substr(0, name.size() - suffix.size());
+  return checkpoint.find(base) != nullptr && !used.count(base);
 }
 
 }  // namespace
@@ -127,7 +129,7 @@ std::size_t restore_variables(const Checkpoint& checkpoint, Graph& graph, bool m
       });
   for (const CheckpointTensor& t : checkpoint.tensors)
     if (!used.count(t.name) && t.name.rfind(kSlotPrefix, 0) != 0 && !is_moving_average(t.name, graph) &&
-        !averages_a_listed_variable(t.name, checkpoint))
+        !averages_a_listed_variable(t.name, checkpoint, used))
       problems.add(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
   if (!problems.text.empty())
     throw CheckpointError("checkpoint does not fit the model: " + problems.text);

@@ -202,9 +202,10 @@ class MonitoredSession {
   /// to evaluate or save; releases the checkpoint directory's lock; then throws the first error
   /// an end() threw. Called by the destructor if needed, which cannot throw that error: it
   /// prints it, and app::Run then fails the program (app::fail_at_exit). Call close() to have it
-  /// thrown to you. In allreduce mode collective over the replicas of a node that share their
-  /// sums (NodeSum::leave), which is how a replica whose loop ended early is told from one
-  /// that trains on: every replica closes at the same point of its program.
+  /// thrown to you. In allreduce mode collective over the replicas of a node (ReplicaBoard,
+  /// NodeSum::leave), which is how a replica whose loop ended early is told from one that trains
+  /// on: every replica closes at the same point of its program, before any collective step of
+  /// its own that comes after.
   void close();
   /// Stops training: from a hook's after_create_session() before the first step (StopAtStepHook
   /// calls it when the restored step is already its last, so a finished run restarted trains no

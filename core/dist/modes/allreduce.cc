@@ -60,6 +60,7 @@ class AllreduceReplication final : public Replication, private GradientListener 
     // Every replica is past its last finish() (this allreduce holds them all).
     if (node_sum_) node_sum_->rejoin();
     if (board_) {
+      board_->at_step(step_);
       // A sum blocked inside MPI cannot look at the board: the stall watch's thread does.
       peer_check_.emplace([this] {
         const ReplicaBoard::Parting parting = board_->parting();
@@ -134,12 +135,13 @@ class AllreduceReplication final : public Replication, private GradientListener 
   // waiting for its node's others to leave too; one that went on in its sum (NodeSum's, or
   // through the board and the stall watch's thread where the sum waits inside MPI).
   void finish() override {
-    if (!board_) return;
-    board_->leave(step_);
+    // This thread looks at the board itself from here: an error it throws may be caught.
+    peer_check_.reset();
+    if (board_) board_->leave(step_);
     try {
       const StallWatch watch("the end of training, with the other workers of this node", step_);
       if (node_sum_) node_sum_->leave();
-      for (;;) {
+      while (board_) {
         const ReplicaBoard::Parting parting = board_->parting();
         if (!parting.ranks.empty()) throw Error(parted(parting));
         if (board_->all_left()) break;
@@ -152,7 +154,6 @@ class AllreduceReplication final : public Replication, private GradientListener 
       abandon();
       throw;
     }
-    peer_check_.reset();
   }
   // Nothing collective from here on unless a new start() (collective: every replica is back)
   // takes training up again, as a program that caught an error every rank hit alike may.
