@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/base/stall_watch.h"
@@ -17,6 +18,15 @@ namespace {
 std::string& left_behind_note() {
   static std::string note;
   return note;
+}
+
+struct FailureGroup {
+  Comm group;
+  std::string members;
+};
+FailureGroup& failure_group_of_process() {
+  static FailureGroup group;
+  return group;
 }
 
 }  // namespace
@@ -74,6 +84,17 @@ void Environment::note_left_behind(const std::string& what) {
 }
 
 std::string Environment::left_behind() { return left_behind_note(); }
+
+void Environment::set_failure_group(Comm group, std::string members) {
+  failure_group_of_process() = {std::move(group), std::move(members)};
+}
+
+const Comm* Environment::failure_group() {
+  const Comm& group = failure_group_of_process().group;
+  return group.is_null() ? nullptr : &group;
+}
+
+std::string Environment::failure_group_members() { return failure_group_of_process().members; }
 
 std::string Environment::built_with() {
 #if defined(OPEN_MPI)

@@ -33,6 +33,16 @@ class Environment {
   /// The first note_left_behind(), or "".
   static std::string left_behind();
 
+  /// Where this process belongs to a group of peers that fail alike more often than the whole
+  /// job does (the workers, whom a bad input they all read fails while the ps tasks serve on):
+  /// the group, and its members' name in the plural, for app::Run to say such an error once for
+  /// them all ("[all 7 workers] error: ..."). Server sets it on the computing tasks; a later
+  /// call replaces it.
+  static void set_failure_group(Comm group, std::string members);
+  /// That group (null where none), and its members' name.
+  static const Comm* failure_group();
+  static std::string failure_group_members();
+
   /// The MPI whose mpi.h this library was compiled with: "Open MPI 4.1.4", "MPICH 4.0.2" (MPICH
   /// and the implementations that keep its ABI: Intel MPI, MVAPICH, Cray MPICH), or "MPI 3.1".
   static std::string built_with();

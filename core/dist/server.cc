@@ -71,6 +71,10 @@ Server::Server(const ClusterSpec& cluster, const std::string& job, int task)
   remaining_ = replica_ranks_.size();
   replicas_ = control_.split(is_computing() ? 0 : MPI_UNDEFINED, replica_);
   training_ = control_.split(task_.job != "evaluator" ? 0 : MPI_UNDEFINED, me);
+  // A bad input every worker reads fails them alike while the ps tasks serve on: said once.
+  const auto workers = static_cast<int>(replica_ranks_.size());
+  if (is_computing() && workers > 1 && workers < control_.size())
+    mpi::Environment::set_failure_group(replicas_.dup(), "workers");
 }
 
 Server::Server(Server&&) noexcept = default;

@@ -96,12 +96,12 @@ std::string settings_mismatch(const mpi::Comm& world) {
 
 // After a failure: whether every rank failed with the same message, found within `window` on
 // `errors`, a communicator of its own (a rank still in the program's collectives cannot match
-// it). A rank that did not fail never joins, and the answer is then no.
-bool failed_alike(const mpi::Comm& errors, const std::string& what, std::chrono::milliseconds window) {
+// it). A rank that did not fail never joins, and the answer is then no. `least` holds the
+// least hash and ~ the greatest: static at the caller, since an agreement left pending (a rank
+// that did not fail) may still be written into while this rank waits for MPI_Abort.
+bool failed_alike(const mpi::Comm& errors, const std::string& what, std::chrono::milliseconds window,
+                  std::array<std::uint64_t, 2>& least) {
   const std::uint64_t hash = std::hash<std::string>{}(what);
-  // The least hash, and ~ the greatest. Static: an agreement left pending (a rank that did not
-  // fail) may still be written into while this rank waits for MPI_Abort.
-  static std::array<std::uint64_t, 2> least;
   least = {hash, ~hash};
   mpi::Request request;
   try {
@@ -228,18 +228,33 @@ int Run(MainFunction main, int argc, char** argv) {
   std::fflush(stdout);
   const auto failed = std::chrono::steady_clock::now();
   // A bad input that every rank reads fails every rank alike: rank 0 says it once, not once per
-  // rank. Otherwise each failed rank says its own.
-  const bool alike = world.size() > 1 && grace > std::chrono::milliseconds::zero() &&
-                     failed_alike(errors, what, grace / 2);
-  if (!alike) std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), what.c_str());
-  else if (world.rank() == 0) std::fprintf(stderr, "[all %d ranks] error: %s\n", world.size(), what.c_str());
+  // rank; one that every worker reads (the ps tasks serving on), the first worker says it for
+  // the workers. Otherwise each failed rank says its own.
+  static std::array<std::uint64_t, 2> world_least, group_least;
+  const mpi::Comm* group = mpi::Environment::failure_group();
+  const bool agree = world.size() > 1 && grace > std::chrono::milliseconds::zero();
+  const bool alike = agree && failed_alike(errors, what, grace / 2, world_least);
+  const bool group_alike = agree && !alike && group != nullptr &&
+                           failed_alike(*group, what, grace / 2, group_least);
+  bool speaks_for_all = false;
+  if (alike) {
+    speaks_for_all = world.rank() == 0;
+    if (speaks_for_all) std::fprintf(stderr, "[all %d ranks] error: %s\n", world.size(), what.c_str());
+  } else if (group_alike) {
+    speaks_for_all = group->rank() == 0;
+    if (speaks_for_all)
+      std::fprintf(stderr, "[all %d %s] error: %s\n", group->size(),
+                   mpi::Environment::failure_group_members().c_str(), what.c_str());
+  } else {
+    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), what.c_str());
+  }
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting
   // for this rank. A moment's grace first lets the peers that fail the same way (a bad input
-  // that every rank reads) say so too; none is needed after a stop signal, nor by rank 0 once
-  // it has spoken for all.
+  // that every rank reads) say so too; none is needed after a stop signal, nor by the rank that
+  // has spoken for all.
   if (world.size() > 1) {
-    if (!(alike && world.rank() == 0)) std::this_thread::sleep_until(failed + grace);
+    if (!speaks_for_all) std::this_thread::sleep_until(failed + grace);
     mpi::Environment::abort(status);
   }
   return status;
