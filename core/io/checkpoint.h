@@ -45,8 +45,8 @@ class CheckpointManager {
   /// Manages `directory`. Reading creates nothing: a directory not there yet has no checkpoint
   /// (as tf.train.latest_checkpoint reads it); save() and lock_for_writing() create it and its
   /// parents, and throw CheckpointError when that fails. A path that is there but is not a
-  /// directory throws CheckpointError here. keep_checkpoint_max: how many checkpoints save() keeps (0 keeps all; negative
-  /// throws InvalidArgument). keep_checkpoint_every_n_hours (TensorFlow's Saver option; 0: off):
+  /// directory throws CheckpointError here. keep_checkpoint_max: how many checkpoints save()
+  /// keeps (0 keeps all; negative throws InvalidArgument). keep_checkpoint_every_n_hours (TensorFlow's Saver option; 0: off):
   /// of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
   /// good instead — the first written at least that long after the directory's first manager
   /// with this option was made, then each written at least that long after the last one kept (by

@@ -12,6 +12,9 @@
 // same order. The backward pass tests the open requests between layers, which is what moves
 // them on (Open MPI progresses non-blocking collectives inside MPI calls only); after_step()
 // waits for the rest.
+//
+// Each replica posts its step on its node's ReplicaBoard (replica_board.h), so that one whose
+// own loop ended early and one that went on learn it, however the sums wait.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -55,7 +58,8 @@ class AllreduceReplication final : public Replication, private GradientListener 
     comm_.bcast(values, kChief);
     share_optimizer_state(comm_, optimizer_, values.size());
     abandoned_ = false;
-    if (board_) board_->rejoin();  // before the last collective step: none is past it before all are back
+    // Before the last collective step of the start: no replica is past it before all are back.
+    if (board_) board_->rejoin();
     step_ = comm_.allreduce(initial_step, mpi::Op::kMax);
     // Every replica is past its last finish() (this allreduce holds them all).
     if (node_sum_) node_sum_->rejoin();
