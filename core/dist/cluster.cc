@@ -99,7 +99,7 @@ std::vector<std::pair<std::string, std::vector<int>>> parse_cluster_spec_json(
   ordered_json root;
   try {
     root = ordered_json::parse(text);
-  } catch (const ordered_json::parse_error& e) {
+  } catch (const ordered_json::exception& e) {  // syntax, or a number beyond a double
     throw InvalidArgument("cluster spec is not valid JSON (" + std::string(e.what()) +
                           "): " + quote(text));
   }

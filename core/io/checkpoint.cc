@@ -165,7 +165,7 @@ std::optional<CheckpointManager::Index> CheckpointManager::read_index() const {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
     throw fail(std::string("checkpoint index is not valid JSON: ") + e.what());
   }
   const auto latest = json.is_object() ? json.find("latest") : json.end();

@@ -443,8 +443,9 @@ Checkpoint read_file(const std::string& path, bool foreign, bool header_only = f
   ordered_json header;
   try {
     header = ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep where and why.
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number beyond a double (out_of_range.406). Drop nlohmann's
+    // "[json.exception.parse_error.101] " prefix; keep where and why.
     std::string why = e.what();
     if (const auto close = why.find("] "); why.starts_with("[json.") && close != why.npos)
       why.erase(0, close + 2);

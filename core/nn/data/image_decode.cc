@@ -18,6 +18,7 @@
 #include <jerror.h>
 
 #include <csetjmp>
+#include <cstdint>
 #include <cstring>
 
 #include "cohort/core/nn/data/dataset.h"
@@ -42,6 +43,29 @@ void rgb_to_grey(Pixels& image) {
   }
   image.values.resize(n);
   image.channels = 1;
+}
+
+// Whether a header's size cannot be its image's, with why in `message`: more pixels than its file
+// could hold (deflate packs at most 1032 bytes into one, and a JPEG spends some bits on each
+// block of 64 pixels, so 65536 pixels a byte of file is far beyond either), or more values than
+// are decoded at all (2^30: 4 GiB once made floats). A damaged or hostile header must not make
+// an allocation of that size. Writes a char buffer: the caller may jump out of its frame next.
+bool implausible_size(std::uint64_t width, std::uint64_t height, std::size_t file_bytes,
+                      char* message, std::size_t size) {
+  constexpr std::uint64_t kPixelsPerByte = 1 << 16, kMostValues = std::uint64_t{1} << 30;
+  const std::uint64_t pixels = width * height;  // each below 2^32: no overflow
+  if (pixels > kPixelsPerByte * file_bytes) {
+    std::snprintf(message, size, "its header claims %llux%llu pixels, more than its %zu bytes can hold "
+                  "(a damaged file)", static_cast<unsigned long long>(width),
+                  static_cast<unsigned long long>(height), file_bytes);
+    return true;
+  }
+  if (3 * pixels > kMostValues) {
+    std::snprintf(message, size, "%llux%llu pixels: more than the 2^30 values an image may decode to",
+                  static_cast<unsigned long long>(width), static_cast<unsigned long long>(height));
+    return true;
+  }
+  return false;
 }
 
 // ---- PNG ------------------------------------------------------------------------------------
@@ -86,6 +110,8 @@ bool run_png(PngState& s, int channels) {
   // The palette type has the colour bit too.
   const bool colour = (png_get_color_type(s.png, s.info) & PNG_COLOR_MASK_COLOR) != 0;
   s.out.channels = s.out.file_channels = colour ? 3 : 1;
+  if (implausible_size(s.out.width, s.out.height, s.bytes.size(), s.error, sizeof s.error))
+    return false;
   if (channels == 0) return true;
 
   png_set_expand(s.png);  // palette to RGB, 1-4 bit grey to 8 bits, a transparent colour to alpha
@@ -177,6 +203,9 @@ bool run_jpeg(JpegState& s, int channels) {
                   "a CMYK image, which is not read (convert it to RGB first)");
     return false;
   }
+  if (implausible_size(s.out.width, s.out.height, s.bytes.size(), s.error.message,
+                       sizeof s.error.message))
+    return false;
   if (channels == 0) return true;
 
   s.info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;  // 3 for a colour image

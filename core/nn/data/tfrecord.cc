@@ -122,6 +122,9 @@ class RecordReader {
     if (!length_checksum_holds(header))
       fail("the length's checksum does not match (not a TFRecord file, or a corrupt one)");
     const std::uint64_t length = little_endian(reinterpret_cast<const unsigned char*>(header.data()), 8);
+    // Above any file (and where length + 4 would wrap): a length the checksum let through.
+    if (length > (std::uint64_t{1} << 62))
+      fail("a record claims " + std::to_string(length) + " bytes, more than any file holds (a corrupt length)");
     // Read as it arrives, so a corrupt length the checksum missed cannot ask for terabytes.
     const std::uint64_t want = length + 4;
     data.clear();

@@ -324,6 +324,10 @@ TEST_CASE("damaged and malformed files are rejected precisely") {
     spit(path, raw_file("{\"a\": [1, 2", data8));
     check_error(path, {"header is not valid JSON: parse error"});
   }
+  SUBCASE("a number beyond a double") {
+    spit(path, raw_file("{\"a\": 1e400}", ""));
+    check_error(path, {"header is not valid JSON: number overflow"});
+  }
   SUBCASE("a header that is not an object") {
     spit(path, raw_file("[1, 2, 3]", ""));
     check_error(path, {"header is a JSON array, not an object"});

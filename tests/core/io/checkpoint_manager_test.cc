@@ -357,6 +357,15 @@ TEST_CASE("restore_latest falls back past a damaged latest checkpoint, with a wa
           std::string::npos);
     CHECK_THROWS_AS(manager.latest_path(), CheckpointError);
   }
+  SUBCASE("an index holding a number beyond a double: as corrupt") {
+    spit(dir / "checkpoint", "{\"latest\": 1e400}");
+    StderrCapture err(dir / "stderr.txt");
+    check_is_step(manager.restore_latest(), 3);
+    const auto lines = err.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find(dir / "checkpoint" + ": checkpoint index is not valid JSON") !=
+          std::string::npos);
+  }
   SUBCASE("an index naming a file outside the directory is refused") {
     spit(dir / "checkpoint", R"({"latest": "../../etc/passwd", "all": []})");
     CHECK_THROWS_WITH_AS(manager.latest_path(), doctest::Contains("not a checkpoint file name"),

@@ -381,6 +381,11 @@ np.save("extra_bytes_jpeg.npy", np.asarray(Image.open("full.jpg").convert("RGB")
 cases.append("extra_bytes_jpeg 3 0")
 os.makedirs("bad/truncated_jpeg/only", exist_ok=True)
 open("bad/truncated_jpeg/only/image.jpg", "wb").write(data[: len(data) // 2])
+# A start-of-frame claiming 40000x40000 pixels (its height at 5 bytes past the marker, then the width).
+sof = data.index(b"\xff\xc0")
+os.makedirs("bad/huge_jpeg/only", exist_ok=True)
+open("bad/huge_jpeg/only/image.jpg", "wb").write(
+    data[: sof + 5] + (40000).to_bytes(2, "big") * 2 + data[sof + 9 :])
 os.makedirs("bad/cmyk_jpeg/only", exist_ok=True)
 base.convert("CMYK").save("bad/cmyk_jpeg/only/image.jpg")
 open("cases.txt", "w").write("\n".join(cases) + "\n")
@@ -411,6 +416,10 @@ open("cases.txt", "w").write("\n".join(cases) + "\n")
   CHECK(count == 17);
   const std::string truncated = data_error([&] { load_image_folder(dir / "bad/truncated_jpeg"); });
   CHECK_MESSAGE(truncated.starts_with(dir / "bad/truncated_jpeg/only/image.jpg: JPEG: "), truncated);
+  const std::string huge = data_error([&] { load_image_folder(dir / "bad/huge_jpeg"); });
+  CHECK_MESSAGE(huge.starts_with(dir / "bad/huge_jpeg/only/image.jpg" +
+                                 ": JPEG: its header claims 40000x40000 pixels, more than its "),
+                huge);
   const std::string cmyk = data_error([&] { load_image_folder(dir / "bad/cmyk_jpeg"); });
   CHECK_MESSAGE(cmyk == dir / "bad/cmyk_jpeg/only/image.jpg" +
                             ": JPEG: a CMYK image, which is not read (convert it to RGB first)",
@@ -469,6 +478,22 @@ TEST_CASE("a bad folder or file is a DataError naming it") {
   put(dir / "corrupt/a/x.png", flipped);
   CHECK(data_error([&] { load_image_folder(dir / "corrupt"); })
             .starts_with(dir / "corrupt/a/x.png" + ": PNG: "));
+
+  // A header claiming far more pixels than its file could hold is refused before anything that
+  // size is allocated (a damaged or hostile file): IHDR's width at byte 16, its height at 20,
+  // the chunk's CRC (of its type and data, from byte 12) at 29.
+  std::string huge = whole;
+  const auto put_be32 = [&](std::size_t at, std::uint32_t v) {
+    for (int b = 0; b < 4; ++b) huge[at + static_cast<std::size_t>(b)] = static_cast<char>(v >> (24 - 8 * b));
+  };
+  put_be32(16, 100000);
+  put_be32(20, 100000);
+  put_be32(29, static_cast<std::uint32_t>(
+                   crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(huge.data() + 12), 17)));
+  put(dir / "huge/a/x.png", huge);
+  CHECK(data_error([&] { load_image_folder(dir / "huge"); }) ==
+        dir / "huge/a/x.png" + ": PNG: its header claims 100000x100000 pixels, more than its " +
+            std::to_string(huge.size()) + " bytes can hold (a damaged file)");
 
   // Without a size to resize to, every image must have the first's.
   write_png(dir / "sizes/a/first.png", 2, 3, 1, std::vector<std::uint8_t>(6, 1));

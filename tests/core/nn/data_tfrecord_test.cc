@@ -464,6 +464,11 @@ TEST_CASE("bad files, records and options are named") {
   flipped[20] = static_cast<char>(flipped[20] ^ 1);  // the first record's data
   CHECK(error(flipped) == bad + ": record 0 at byte 0: the data's checksum does not match (a corrupt file)");
   CHECK(error("") == bad + ": no records");
+  // A length near 2^64 whose checksum holds: refused, not wrapped round to a few bytes.
+  const std::string wrapping = le(~std::uint64_t{0}, 8);
+  CHECK(error(wrapping + le(masked_crc(wrapping), 4) + std::string(8, '\0')) ==
+        bad + ": record 0 at byte 0: a record claims 18446744073709551615 bytes, more than any file "
+              "holds (a corrupt length)");
   CHECK(error(record("\x0a\x05hello")) .starts_with(bad + ": record 0: not a tf.train.Example: "));
   CHECK(error(record(example({{"x", float_feature({1})}, {"z", int64_feature({1})}}))) ==
         bad + ": record 0: no feature 'y' (it has: x, z)");
