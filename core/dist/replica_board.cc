@@ -37,7 +37,7 @@ std::unique_ptr<ReplicaBoard> ReplicaBoard::make(const mpi::Comm& ranks) {
 
 // Zeroed memory reads as step 0, training, generation 0: what every rank posts at first.
 ReplicaBoard::ReplicaBoard(const mpi::Comm& node, std::vector<int> ranks)
-    : ranks_(std::move(ranks)), memory_(node, 3) {}
+    : ranks_(std::move(ranks)), memory_(node, 4) {}
 
 void ReplicaBoard::at_step(std::int64_t step) { store(step_word(memory_.comm().rank()), step); }
 
@@ -48,6 +48,7 @@ void ReplicaBoard::rejoin() {
   // No step until at_step(): a stale one, the last training's, must not look like a step gone
   // on to. Then training, in a generation of its own.
   store(step_word(me), 0);
+  store(left_before_word(me), load(left_word(me)) != 0 ? 1 : 0);
   store(left_word(me), 0);
   store(generation_word(me), load(generation_word(me)) + 1);
 }
@@ -86,8 +87,13 @@ ReplicaBoard::Parting ReplicaBoard::parting() {
 
 bool ReplicaBoard::all_left() {
   const std::int64_t generation = load(generation_word(memory_.comm().rank()));
-  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r)
-    if (load(left_word(r)) == 0 && load(generation_word(r)) <= generation) return false;
+  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    if (load(left_word(r)) != 0) continue;
+    // Back in a later training: it left this one, unless it abandoned it after an error of its
+    // own (then the others are not to go on as if it had left with them).
+    if (load(generation_word(r)) > generation && load(left_before_word(r)) != 0) continue;
+    return false;
+  }
   return true;
 }
 

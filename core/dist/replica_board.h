@@ -34,8 +34,9 @@ class ReplicaBoard {
   void leave(std::int64_t step);
   /// This rank trains again (training taken up after every rank left alike), from no step until
   /// at_step() says: call it before the last collective step of the new start, so that no rank
-  /// is past that step until every rank is back. A rank that has rejoined counts as having left
-  /// the training before, for a peer still waiting for the others to leave it. Local.
+  /// is past that step until every rank is back. A rank that rejoined after leave() counts as
+  /// having left the training before, for a peer still waiting for the others to leave it (one
+  /// that rejoined without, after an error of its own, does not). Local.
   void rejoin();
 
   /// Where this rank and others of its node part: with this rank left after step S, the ranks
@@ -56,11 +57,13 @@ class ReplicaBoard {
 
  private:
   ReplicaBoard(const mpi::Comm& node, std::vector<int> ranks);
-  // A rank's words: the step it works on, 1 + the step it left at (0: training), and how many
-  // times it has rejoined (only ranks of one generation are compared).
+  // A rank's words: the step it works on, 1 + the step it left at (0: training), how many times
+  // it has rejoined (only ranks of one generation are compared), and whether it had left the
+  // training before its last rejoin().
   std::int64_t& step_word(int node_rank) { return memory_.of(node_rank)[0]; }
   std::int64_t& left_word(int node_rank) { return memory_.of(node_rank)[1]; }
   std::int64_t& generation_word(int node_rank) { return memory_.of(node_rank)[2]; }
+  std::int64_t& left_before_word(int node_rank) { return memory_.of(node_rank)[3]; }
 
   std::vector<int> ranks_;  // each node rank's rank in make()'s communicator
   mpi::SharedMemory<std::int64_t> memory_;

@@ -72,9 +72,12 @@ Server::Server(const ClusterSpec& cluster, const std::string& job, int task)
   replicas_ = control_.split(is_computing() ? 0 : MPI_UNDEFINED, replica_);
   training_ = control_.split(task_.job != "evaluator" ? 0 : MPI_UNDEFINED, me);
   // A bad input every worker reads fails them alike while the ps tasks serve on: said once.
+  // (Every rank sets it, or clears what an earlier Server of the process set.)
   const auto workers = static_cast<int>(replica_ranks_.size());
   if (is_computing() && workers > 1 && workers < control_.size())
     mpi::Environment::set_failure_group(replicas_.dup(), "workers");
+  else
+    mpi::Environment::set_failure_group(mpi::Comm(), "");
 }
 
 Server::Server(Server&&) noexcept = default;

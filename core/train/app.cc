@@ -234,15 +234,14 @@ int Run(MainFunction main, int argc, char** argv) {
   const mpi::Comm* group = mpi::Environment::failure_group();
   const bool agree = world.size() > 1 && grace > std::chrono::milliseconds::zero();
   const bool alike = agree && failed_alike(errors, what, grace / 2, world_least);
+  // A shorter window: what is left of the grace lets the others (a ps) say their own.
   const bool group_alike = agree && !alike && group != nullptr &&
-                           failed_alike(*group, what, grace / 2, group_least);
-  bool speaks_for_all = false;
+                           failed_alike(*group, what, grace / 4, group_least);
+  const bool speaks_for_all = alike && world.rank() == 0;
   if (alike) {
-    speaks_for_all = world.rank() == 0;
     if (speaks_for_all) std::fprintf(stderr, "[all %d ranks] error: %s\n", world.size(), what.c_str());
   } else if (group_alike) {
-    speaks_for_all = group->rank() == 0;
-    if (speaks_for_all)
+    if (group->rank() == 0)
       std::fprintf(stderr, "[all %d %s] error: %s\n", group->size(),
                    mpi::Environment::failure_group_members().c_str(), what.c_str());
   } else {
@@ -251,8 +250,8 @@ int Run(MainFunction main, int argc, char** argv) {
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting
   // for this rank. A moment's grace first lets the peers that fail the same way (a bad input
-  // that every rank reads) say so too; none is needed after a stop signal, nor by the rank that
-  // has spoken for all.
+  // that every rank reads) say so too; none is needed after a stop signal, nor by rank 0 once
+  // it has spoken for all ranks.
   if (world.size() > 1) {
     if (!speaks_for_all) std::this_thread::sleep_until(failed + grace);
     mpi::Environment::abort(status);

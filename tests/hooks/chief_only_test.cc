@@ -5,8 +5,10 @@
 // evaluation shared out among the workers.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
@@ -162,6 +164,37 @@ COHORT_MPI_TEST_CASE("after an error every worker hit alike, a new session on th
   MonitoredSession session(w.trainer, options);
   CHECK(test::train(session) == 3);
   session.close();
+}
+
+// Allreduce mode's node board (core/dist/replica_board.h) over sessions one after another: a
+// replica that closes first must not wait for good for one already back in the next session's
+// start, nor read the last session's steps as steps gone on to: the sessions start at step 0
+// (no checkpoint), and the chief closes the one without steps late (its hooks' end() taking a
+// while), so the others wait for it at step 0 while its words of the session before said step 2.
+COHORT_MPI_TEST_CASE("allreduce: sessions one after another on the same trainer, each closed alike", 3) {
+  // With the sums in shared memory (NodeSum's leave() holds the node's ranks too) and without.
+  for (const bool shared_memory_sums : {true, false}) {
+    CAPTURE(shared_memory_sums);
+    const ClusterSpec cluster = ClusterSpec::from_counts(comm, 0);
+    Server server(cluster);
+    Graph graph;
+    TrainerOptions trainer_options = test::trainer_options(Mode::kAllreduce);
+    trainer_options.replication.shared_memory_sums = shared_memory_sums;
+    Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                    data::synthetic(128, 5).shard(server.task_index(), 3), test::sgd(), trainer_options);
+    MonitoredSessionOptions options;
+    options.master = server.target();
+    options.is_chief = server.is_chief();
+    options.stop_on_signals = false;
+    // Steps per session: the third closes before any step of its own.
+    for (const int steps : {6, 2, 0, 6}) {
+      options.hooks = {StopAtStepHook::last(steps)};
+      MonitoredSession session(trainer, options);
+      CHECK(test::train(session) == steps);
+      if (server.is_chief() && steps == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      session.close();
+    }
+  }
 }
 
 COHORT_MPI_TEST_CASE("TrainerOptions::epochs ends every mode's session at the end of each replica's input", 3) {

@@ -46,13 +46,14 @@ void rgb_to_grey(Pixels& image) {
 }
 
 // Whether a header's size cannot be its image's, with why in `message`: more pixels than its file
-// could hold (deflate packs at most 1032 bytes into one, and a JPEG spends some bits on each
-// block of 64 pixels, so 65536 pixels a byte of file is far beyond either), or more values than
-// are decoded at all (2^30: 4 GiB once made floats). A damaged or hostile header must not make
-// an allocation of that size. Writes a char buffer: the caller may jump out of its frame next.
+// could hold (deflate packs at most 1032 bytes into one, and even an arithmetic-coded JPEG of one
+// colour spends some bits on each block of 64 pixels: 2^20 pixels a byte of file is far beyond
+// either), or more values than are decoded at all (2^30 at 3 channels: 4 GiB once made floats).
+// A damaged or hostile header must not make an allocation of that size. Writes a char buffer:
+// the caller may jump out of its frame next.
 bool implausible_size(std::uint64_t width, std::uint64_t height, std::size_t file_bytes,
                       char* message, std::size_t size) {
-  constexpr std::uint64_t kPixelsPerByte = 1 << 16, kMostValues = std::uint64_t{1} << 30;
+  constexpr std::uint64_t kPixelsPerByte = 1 << 20, kMostValues = std::uint64_t{1} << 30;
   const std::uint64_t pixels = width * height;  // each below 2^32: no overflow
   if (pixels > kPixelsPerByte * file_bytes) {
     std::snprintf(message, size, "its header claims %llux%llu pixels, more than its %zu bytes can hold "

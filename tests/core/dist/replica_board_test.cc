@@ -91,4 +91,16 @@ COHORT_MPI_TEST_CASE("the replica board: a rank that left, and ranks that went o
   CHECK(board->all_left());
   CHECK(board->parting().ranks.empty());
   comm.barrier();
+
+  // Training once more; rank 1 abandons it after an error of its own (no leave()) and takes it
+  // up again at once: the others, leaving after step 4, must not count it as having left.
+  board->rejoin();
+  comm.barrier();
+  board->at_step(4);
+  comm.barrier();
+  if (comm.rank() == 1) board->rejoin();
+  if (comm.rank() != 1) board->leave(4);
+  comm.barrier();
+  if (comm.rank() != 1) CHECK_FALSE(board->all_left());
+  comm.barrier();
 }
