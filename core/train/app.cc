@@ -116,6 +116,24 @@ bool failed_alike(const mpi::Comm& errors, const std::string& what, std::chrono:
   return false;
 }
 
+// An error's text as one line: a control byte in it (a newline, a terminal escape, from a
+// file's bytes that the message quotes) written as \xNN.
+std::string one_line(const std::string& text) {
+  std::string line;
+  line.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      line += c;
+      continue;
+    }
+    char escaped[5];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+    line += escaped;
+  }
+  return line;
+}
+
 }  // namespace
 
 void fail_at_exit(const std::string& what, int status) {
@@ -227,6 +245,7 @@ int Run(MainFunction main, int argc, char** argv) {
   // What the program printed comes first, also where stdout is a buffered file.
   std::fflush(stdout);
   const auto failed = std::chrono::steady_clock::now();
+  what = one_line(what);
   // A bad input that every rank reads fails every rank alike: rank 0 says it once, not once per
   // rank; one that every worker reads (the ps tasks serving on), the first worker says it for
   // the workers. Otherwise each failed rank says its own.
