@@ -197,9 +197,10 @@ class MonitoredSession {
   /// One training step with the hooks around it. Returns the values of `fetches` (same names
   /// as SessionRunArgs). Blocking; collective in the modes whose steps are.
   SessionRunValues run(const std::vector<std::string>& fetches = {});
-  /// Ends the session: end() on the hooks (unless an error happened; every hook's, even after one
-  /// threw), then leaves training with the final parameters in the graph (Trainer::finish), ready
-  /// to evaluate or save; releases the checkpoint directory's lock; then throws the first error
+  /// Ends the session: takes the final parameters and their global step into the graph
+  /// (Trainer::take_final_parameters), calls end() on the hooks (unless an error happened; every
+  /// hook's, even after one threw), then leaves training with those parameters in the graph
+  /// (Trainer::finish), ready to evaluate or save; releases the checkpoint directory's lock; then throws the first error
   /// an end() threw. Called by the destructor if needed, which cannot throw that error: it
   /// prints it, and app::Run then fails the program (app::fail_at_exit). Call close() to have it
   /// thrown to you. In allreduce mode collective over the replicas of a node (ReplicaBoard,
