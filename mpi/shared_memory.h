@@ -123,4 +123,19 @@ class SharedMemory {
   int exceptions_at_start_ = 0;
 };
 
+/// Collective over `ranks`: calls make(), which builds something in shared memory and throws
+/// MpiError where MPI makes no shared-memory window (Open MPI without its osc sm component).
+/// True on every rank where it returned on all of them; false on every rank otherwise, so that
+/// all go on without it alike.
+template <typename F>
+bool made_on_every_rank(const Comm& ranks, F&& make) {
+  int made = 1;
+  try {
+    make();
+  } catch (const MpiError&) {
+    made = 0;
+  }
+  return ranks.allreduce(made, Op::kMin) == 1;
+}
+
 }  // namespace cohort::mpi

@@ -23,11 +23,13 @@ void set_process_label(std::string new_label) {
 
 namespace {
 
-// `text` between `mark`s: at most `limit` bytes of it (then "..."), with \xNN for every ASCII
-// control byte and, where `binary`, for every byte outside printable ASCII, the mark and '\'.
+// `text` between `mark`s (none where it is '\0'): at most `limit` bytes of it (then "..."),
+// with \xNN for every ASCII control byte and, where `binary`, for every byte outside printable
+// ASCII, the mark and '\'.
 std::string escaped(std::string_view text, std::size_t limit, char mark, bool binary) {
   static const char kHex[] = "0123456789abcdef";
-  std::string out(1, mark);
+  std::string out;
+  if (mark != '\0') out.push_back(mark);
   for (const char ch : text.substr(0, limit)) {
     const auto c = static_cast<unsigned char>(ch);
     const bool plain = binary ? c >= 0x20 && c < 0x7f && ch != mark && ch != '\\'
@@ -41,10 +43,15 @@ std::string escaped(std::string_view text, std::size_t limit, char mark, bool bi
     }
   }
   if (text.size() > limit) out += "...";
-  return out + mark;
+  if (mark != '\0') out.push_back(mark);
+  return out;
 }
 
 }  // namespace
+
+std::string one_line(std::string_view text) {
+  return escaped(text, text.size(), '\0', /*binary=*/false);
+}
 
 std::string quote(std::string_view text, std::size_t limit) {
   return escaped(text, limit, '\'', /*binary=*/false);

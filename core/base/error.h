@@ -45,6 +45,8 @@ class InvalidArgument : public Error {
 /// bytes of it (then "..."), and every ASCII control byte (a newline, a NUL, a terminal escape)
 /// written as \xNN, so that the message stays one readable line; UTF-8 text is kept.
 std::string quote(std::string_view text, std::size_t limit = 200);
+/// Any text (a whole error message) as one line: quote()'s escapes, without its quotes or limit.
+std::string one_line(std::string_view text);
 /// Binary content (a file's first bytes) for an error message: a C-like literal in double quotes,
 /// every byte outside printable ASCII (and '"', '\\') written as \xNN, at most `limit` bytes.
 std::string quote_bytes(std::string_view bytes, std::size_t limit = 16);

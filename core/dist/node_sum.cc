@@ -34,13 +34,10 @@ std::unique_ptr<NodeSum> NodeSum::make(const mpi::Comm& ranks, std::size_t count
   std::vector<int> of_node = node.allgather(ranks.rank());
   // Where MPI has no shared-memory window (Open MPI without its osc sm component), none.
   std::unique_ptr<NodeSum> sum;
-  int made = 1;
-  try {
-    sum.reset(new NodeSum(node, std::move(across), count, std::move(of_node)));
-  } catch (const mpi::MpiError&) {
-    made = 0;
-  }
-  if (ranks.allreduce(made, mpi::Op::kMin) == 0) return nullptr;
+  if (!mpi::made_on_every_rank(ranks, [&] {
+        sum.reset(new NodeSum(node, std::move(across), count, std::move(of_node)));
+      }))
+    return nullptr;
   return sum;
 }
 

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <utility>
 
-#include "cohort/mpi/error.h"
 
 namespace cohort {
 namespace {
@@ -25,13 +24,9 @@ std::unique_ptr<ReplicaBoard> ReplicaBoard::make(const mpi::Comm& ranks) {
   std::vector<int> of_node = node.allgather(ranks.rank());
   // Where MPI has no shared-memory window (Open MPI without its osc sm component), none.
   std::unique_ptr<ReplicaBoard> board;
-  int made = 1;
-  try {
-    board.reset(new ReplicaBoard(node, std::move(of_node)));
-  } catch (const mpi::MpiError&) {
-    made = 0;
-  }
-  if (ranks.allreduce(made, mpi::Op::kMin) == 0) return nullptr;
+  if (!mpi::made_on_every_rank(ranks,
+                               [&] { board.reset(new ReplicaBoard(node, std::move(of_node))); }))
+    return nullptr;
   return board;
 }
 

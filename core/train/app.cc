@@ -18,6 +18,7 @@
 
 #include <unistd.h>  // environ
 
+#include "cohort/core/base/error.h"
 #include "cohort/core/base/flags.h"
 #include "cohort/core/base/signals.h"
 #include "cohort/core/base/version.h"
@@ -114,24 +115,6 @@ bool failed_alike(const mpi::Comm& errors, const std::string& what, std::chrono:
   }
   request.abandon();  // never waited for: its peers may never join
   return false;
-}
-
-// An error's text as one line: a control byte in it (a newline, a terminal escape, from a
-// file's bytes that the message quotes) written as \xNN.
-std::string one_line(const std::string& text) {
-  std::string line;
-  line.reserve(text.size());
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte != 0x7f) {
-      line += c;
-      continue;
-    }
-    char escaped[5];
-    std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-    line += escaped;
-  }
-  return line;
 }
 
 }  // namespace

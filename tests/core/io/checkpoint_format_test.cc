@@ -134,20 +134,15 @@ TEST_CASE("a checkpoint's header alone: its metadata, no tensors; a damaged head
   CHECK(header.global_step() == original.global_step());
   CHECK(header.metadata.at("model") == original.metadata.at("model"));
   // The data is not read: a byte flipped there passes; one in the header does not.
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const auto write = [&](const std::string& b) { std::ofstream(path, std::ios::binary | std::ios::trunc) << b; };
+  const std::string bytes = slurp(path);
   std::string data_flipped = bytes;
   data_flipped.back() ^= 1;
-  write(data_flipped);
+  spit(path, data_flipped);
   CHECK(cohort::read_checkpoint_header(path).global_step() == original.global_step());
   CHECK_THROWS_AS(cohort::read_checkpoint(path), cohort::CheckpointError);
   std::string header_flipped = bytes;
   header_flipped[12] ^= 1;
-  write(header_flipped);
+  spit(path, header_flipped);
   CHECK_THROWS_AS(cohort::read_checkpoint_header(path), cohort::CheckpointError);
 }
 
