@@ -70,6 +70,9 @@ class IdxFile {
       fail(std::to_string(extra) + " bytes after the expected end: expected " +
            std::to_string(header_bytes_ + bytes) + " bytes (" + layout + "), present " +
            std::to_string(header_bytes_ + bytes + extra) + decompressed());
+    if (file_.stream_cut())
+      fail("the gzip stream ends early, after all " + std::to_string(header_bytes_ + bytes) +
+           " bytes (" + layout + "): its trailer, which checks them, is missing");
     return payload;
   }
 

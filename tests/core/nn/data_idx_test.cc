@@ -272,6 +272,11 @@ TEST_CASE("bad files: each a DataError naming the file and the fault") {
     const std::string e = load_error(dir / "cut.gz", good_labels);
     CHECK(contains(e, dir / "cut.gz" + ": truncated: expected 3936 bytes"));
     CHECK(contains(e, "the gzip stream ends early"));
+    // Every byte of the data there, only the trailer (its checksum and length) missing.
+    write_raw(dir / "no-trailer.gz", compressed.substr(0, compressed.size() - 8));
+    CHECK(contains(load_error(dir / "no-trailer.gz", good_labels),
+                   dir / "no-trailer.gz" + ": the gzip stream ends early, after all 3936 bytes "
+                   "(5 images of 28x28): its trailer, which checks them, is missing"));
   }
   SUBCASE("corrupt gzip data") {
     std::string bad("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);  // a gzip header
