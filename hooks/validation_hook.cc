@@ -94,6 +94,7 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
   }
   check_dataset(model, options_.data);
   if (!chief_) return;
+  first_step_ = session.trainer().global_step() + 1;
   // Patience that ran out before the restart (and is no longer) ends training before its first
   // step, as a StopAtStepHook restored at its last step does: no step, no new checkpoint.
   if (std::exchange(stop_at_start_, false)) {
@@ -170,7 +171,12 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   if (chief_ && !summary_dir_.empty()) {
     // Opened at the first write, so that a session that fails to start holds no directory.
     // Each session has an event file of its own, and the directory is free again at its end.
-    if (!writer_) writer_ = std::make_unique<SummaryWriter>(summary_dir_);
+    if (!writer_) {
+      writer_ = std::make_unique<SummaryWriter>(summary_dir_);
+      // The points an earlier run wrote after the checkpoint this session started from (it died
+      // before its next one) are dropped by TensorBoard; this session's replace them.
+      writer_->add_session_start(first_step_);
+    }
     std::vector<std::pair<std::string, double>> scalars{{"loss", v.loss}};
     for (std::size_t i = 0; i < metric_names_.size(); ++i) scalars.emplace_back(metric_names_[i], v.metrics[i]);
     writer_->add_scalars(scalars, step);

@@ -147,6 +147,7 @@ class ValidationHook : public SessionRunHook {
   std::vector<std::string> metric_names_;
   std::string summary_dir_;                 // where the chief writes its summaries (empty: none)
   std::unique_ptr<SummaryWriter> writer_;  // a session's, from its first write to its end
+  std::int64_t first_step_ = 0;            // the session's first step: its event file's start
   std::int64_t next_ = -1;  // the step from which the next evaluation is due
   std::vector<Validation> history_;
   std::optional<Validation> best_;  // of this session, or of the run it resumes

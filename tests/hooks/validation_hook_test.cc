@@ -11,6 +11,7 @@
 #include "cohort/hooks/summary_saver_hook.h"
 #include "cohort/hooks/validation_hook.h"
 #include "hooks/hook_test_support.h"
+#include "support/event_decoder.h"
 
 namespace cohort {
 namespace {
@@ -271,6 +272,20 @@ TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints
   CHECK(again_step == 8);  // no step, so the latest checkpoint is still the one at 8
   CHECK(again->stopped());
   CHECK(again->history().size() == 1);  // the evaluation at the end alone
+  // Each run's eval event file starts its session at its first step, after the file's version
+  // (TensorBoard drops what an earlier run wrote from there on).
+  std::vector<std::int64_t> starts;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.str() + "/ckpt/eval")) {
+    if (!entry.path().filename().string().starts_with("events.out.tfevents.")) continue;
+    const auto events = test::events::decode(entry.path().string());
+    REQUIRE(events.size() >= 3);
+    CHECK(!events[0].file_version.empty());
+    CHECK(events[1].session_status == 1);
+    CHECK(events[2].has_summary);
+    starts.push_back(events[1].step);
+  }
+  std::sort(starts.begin(), starts.end());
+  CHECK(starts == std::vector<std::int64_t>{1, 6, 9});
   // A bad count in the checkpoint is named.
   ValidationHook hook({.data = held_out()});
   CHECK_THROWS_WITH_AS(hook.restore_state({{"validation/loss/plateau", "-1"}}),
