@@ -149,7 +149,7 @@ COHORT_DEFINE_float(stall_timeout_secs, 1800,
 COHORT_DEFINE_int(eval_every_steps, 0,
                   "evaluate on the test set every N global steps (the chief; in allreduce mode the "
                   "workers share each evaluation out), printed and written as an eval run beside the "
-                  "summaries (0: at the end only)",
+                  "summaries (0: never; the final line's evaluation is made either way)",
                   Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(patience, 0,
                   "with --eval_every_steps: stop after this many evaluations without a lower test "
@@ -718,7 +718,8 @@ int Main(int argc, char** argv) {
   session->close();
   server.done();
   // The store's count with the final parameters, as the final checkpoint's (in the async modes
-  // other workers' last pushes have moved it past this worker's own last step).
+  // other workers' last pushes may have moved it past this worker's own last step; a push still
+  // on its way then, at most one a worker, lands after the snapshot).
   const std::int64_t final_step = trainer.read_global_step();
 
   const auto m = trainer.evaluate_across(test_part);
