@@ -250,6 +250,13 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
                                                                  grads);
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
       if (grad_in_[j] == nullptr) continue;
+      // As for forward(): a gradient of another shape would be read past its end by the layer
+      // before, and show up only as a NaN loss.
+      if (grad_in_[j]->shape() != in_[j]->shape())
+        throw InvalidArgument("Model: layer \"" + node.name + "\" wrote an input gradient of shape " +
+                              to_string(grad_in_[j]->shape()) + " for its input " +
+                              (node.inputs.size() == 1 ? "" : std::to_string(j) + " ") + "of shape " +
+                              to_string(in_[j]->shape()) + " (its backward())");
       const auto i = static_cast<std::size_t>(node.inputs[j]);
       if (grad_in_[j] == &scratch_[j])
         flat(*grad_targets_[i]) += flat(scratch_[j]);

@@ -159,3 +159,26 @@ TEST_CASE("a layer whose forward() writes another shape than its build() declare
                        "of [16] (its build())",
                        cohort::InvalidArgument);
 }
+
+TEST_CASE("a layer whose backward() writes an input gradient of another shape is named") {
+  // Scale whose input gradient lacks the last feature: read past its end, it made NaN.
+  class ShortGradient : public Scale {
+   public:
+    using Scale::Scale;
+    void backward(const cohort::Tensor& x, const cohort::Tensor& y, const cohort::Tensor& dy,
+                  cohort::Tensor* dx, std::span<float> grads) override {
+      Scale::backward(x, y, dy, dx, grads);
+      if (dx != nullptr) dx->resize({x.dim(0), x.dim(1) - 1});
+    }
+  };
+  cohort::Graph graph;
+  cohort::Model model(graph, {6}, /*num_classes=*/2);
+  model.add(cohort::dense("hidden", 16)).add(std::make_unique<ShortGradient>("short")).add(cohort::dense("out", 2));
+  graph.initialize(3);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()));
+  const std::vector<std::int32_t> labels = {0, 1, 1, 0};
+  CHECK_THROWS_WITH_AS(model.train_step(cohort::random_tensor({4, 6}, 1), labels, grads, {}),
+                       "Model: layer \"short\" wrote an input gradient of shape [4, 15] for its "
+                       "input of shape [4, 16] (its backward())",
+                       cohort::InvalidArgument);
+}
