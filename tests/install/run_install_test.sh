@@ -222,9 +222,10 @@ grep -qE '^guide: 2 workers, 1 ps, mode sync, global step 350, ' "$resumed" ||
 log "guide on 3 ranks: loss $first -> $last, test accuracy $accuracy, checkpoint at 300 restored"
 if [[ -n $module_init ]]; then
   # A tree moved with its modulefile in it: the module finds it from the file's place, and a
-  # modulefile whose tree is gone refuses to load.
+  # modulefile whose tree is gone refuses to load; an empty directory left at the old place
+  # (made again by another install, say) does not count as the tree.
   moved=$work/moved-module
-  rm -rf "$moved" && cp -a "$prefix" "$moved" && mv "$prefix" "$prefix.away"
+  rm -rf "$moved" && cp -a "$prefix" "$moved" && mv "$prefix" "$prefix.away" && mkdir "$prefix"
   load_moved() {
     env -i HOME="$HOME" PATH=/usr/bin:/bin bash --noprofile --norc -c "source $module_init
 module use $1
@@ -233,11 +234,11 @@ module load cohort 2>&1 && echo \"root=\$COHORT_ROOT train=\$(command -v cohort-
   # Lmod folds its messages to the terminal's width: compared with the lines joined.
   found=$(load_moved "$moved/share/modulefiles" | tr -s ' \n' '  ') || true
   gone=$(load_moved "$work/modulefiles" | tr -s ' \n' '  ') || true
-  mv "$prefix.away" "$prefix"
+  rmdir "$prefix" && mv "$prefix.away" "$prefix"
   rm -rf "$moved"
   [[ $found == *"root=$moved train=$moved/bin/cohort-train"* ]] ||
     fail "the moved tree's module did not find the tree: $found"
-  [[ $gone == *"was installed to $prefix, which is gone"* && $gone != *"root="* ]] ||
+  [[ $gone == *"was installed to $prefix, which no longer holds it"* && $gone != *"root="* ]] ||
     fail "a modulefile whose tree is gone loaded anyway: $gone"
   log "moved tree: its module finds it; a copy naming the old place refuses to load"
 fi

@@ -169,8 +169,11 @@ while [[ -n $(squeue -h -r -j "$job" -o %i 2>/dev/null) ]]; do
   sleep 0.5
 done
 cat cohort-*.out
-for steps in 20 30; do
+for task in 0 1; do
+  steps=$((20 + 10 * task))
   out=$(grep -lE "^final: global step $steps, " cohort-*.out) || fail "no task of array job $job trained $steps steps"
+  grep -q "^cohort: job [0-9]* (array $job, task $task), run 1," "$out" ||
+    fail "the output of array task $task does not name its task on its first line"
 done
 # 0.02 times the 8 workers' batches (--lr_scaling), against 0.01 times 8 by default.
 grep -q "^momentum 0.9, learning rate 0.16 (--learning_rate times 8 batches" $(grep -lE "^final: global step 30, " cohort-*.out) ||
