@@ -39,6 +39,12 @@ DeviceSpec parse_compute_device(std::string_view text) {
     return spec;
   }
   spec = DeviceSpec::parse(text);
+  // Every worker is given the same device and computes on its own: a job or task would hold for
+  // one of them at most, and was ignored.
+  if (spec.job || spec.replica || spec.task)
+    throw InvalidArgument("device \"" + std::string(text) +
+                          "\" names a job, replica or task: each worker computes on its own "
+                          "devices; give the device alone (cpu, gpu, /gpu:N or /cpu:0)");
   if (!spec.device_type)
     throw InvalidArgument("device \"" + std::string(text) +
                           "\" names no device type: use cpu, gpu, /gpu:N or /cpu:0");

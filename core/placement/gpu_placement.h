@@ -20,8 +20,9 @@ bool built_with_cuda();
 int visible_gpus();
 
 /// Where computation runs, from "cpu", "gpu" (any GPU: "/device:GPU:*"; either in any case) or
-/// a device spec with a device type ("/gpu:1", "/job:worker/device:CPU:0"). Throws
-/// InvalidArgument quoting `text` for a bad spec or one without a device type.
+/// a device spec with a device type and no job, replica or task ("/gpu:1", "/device:CPU:0").
+/// Throws InvalidArgument quoting `text` for a bad spec, one without a device type, or one that
+/// names a job, replica or task (every worker computes on its own devices).
 DeviceSpec parse_compute_device(std::string_view text);
 
 /// The GPU of each of a worker's `towers` towers, for the device spec `device`:

@@ -24,9 +24,14 @@ TEST_CASE("parse_compute_device: cpu, gpu and device specs") {
   const DeviceSpec one = parse_compute_device("/gpu:1");
   CHECK(one.device_type == "GPU");
   CHECK(one.device_index == 1);
-  CHECK(parse_compute_device("/job:worker/task:0/device:GPU:3").device_index == 3);
-  CHECK_THROWS_WITH_AS(parse_compute_device("/job:worker"),
-                       "device \"/job:worker\" names no device type: use cpu, gpu, /gpu:N or /cpu:0",
+  CHECK(parse_compute_device("/device:GPU:3").device_index == 3);
+  CHECK_THROWS_WITH_AS(parse_compute_device("/job:ps/task:0/cpu:0"),
+                       "device \"/job:ps/task:0/cpu:0\" names a job, replica or task: each worker "
+                       "computes on its own devices; give the device alone (cpu, gpu, /gpu:N or /cpu:0)",
+                       InvalidArgument);
+  CHECK_THROWS_AS(parse_compute_device("/job:worker/task:0/device:GPU:3"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_compute_device(""),
+                       "device \"\" names no device type: use cpu, gpu, /gpu:N or /cpu:0",
                        InvalidArgument);
   CHECK_THROWS_AS(parse_compute_device("tpu"), InvalidArgument);
   CHECK_THROWS_AS(parse_compute_device("/gpu:x"), InvalidArgument);
