@@ -173,14 +173,25 @@ std::optional<std::string> nearest_choice(const std::string& text, const std::ve
   return std::nullopt;
 }
 
-// Range{} and Choices{} of a flag's value. `from_environment`: the value came from
-// COHORT_<NAME>, which the message then names.
-void check_value(const Flag& flag, bool from_environment) {
+// Where a flag's value came from, for the messages.
+enum class Source { kDefault, kEnvironment, kCommandLine };
+
+// Range{} and Choices{} of a flag's value. From COHORT_<NAME>, the message names the variable;
+// a default out of its own range is the program's fault, and is said so.
+void check_value(const Flag& flag, Source source) {
   const auto refuse = [&](const std::string& why) {
-    return FlagError((from_environment ? env_name(flag.name) + "=" + value_text(flag) +
-                                             " (the environment's --" + flag.name + ")"
-                                       : "--" + flag.name + "=" + value_text(flag)) +
-                     ": " + why);
+    switch (source) {
+      case Source::kEnvironment:
+        return FlagError(env_name(flag.name) + "=" + value_text(flag) + " (the environment's --" +
+                         flag.name + "): " + why);
+      case Source::kDefault:
+        return FlagError("--" + flag.name + ": the program's default, " + value_text(flag) +
+                         ", is refused: " + why +
+                         " (its definition is at fault; a value given replaces it)");
+      case Source::kCommandLine:
+        break;
+    }
+    return FlagError("--" + flag.name + "=" + value_text(flag) + ": " + why);
   };
   if (flag.range && (flag.type == Type::kInt || flag.type == Type::kFloat)) {
     const double v = numeric_value(flag);
@@ -543,7 +554,9 @@ Registry::Parsed Registry::parse(const std::vector<std::string>& args,
   for (const Flag& flag : flags_) {
     const bool command_line = from_command_line.contains(flag.name);
     try {
-      check_value(flag, from_environment.contains(flag.name) && !command_line);
+      check_value(flag, command_line                           ? Source::kCommandLine
+                        : from_environment.contains(flag.name) ? Source::kEnvironment
+                                                               : Source::kDefault);
     } catch (const FlagError& e) {
       if (!command_line) throw;
       throw from(last_token[flag.name], e);

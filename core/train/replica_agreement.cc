@@ -49,7 +49,10 @@ std::string replica_layout(const Graph& graph, const Optimizer& optimizer,
   if (r.mode == Mode::kSync) text += ", " + std::to_string(r.replicas_to_aggregate) + " to aggregate";
   if (r.mode == Mode::kSsp) text += ", staleness " + std::to_string(r.staleness);
   if (r.mode == Mode::kAsync) text += std::string(", prefetch ") + (r.prefetch ? "on" : "off");
-  text += "\ntrainable '" + options.trainable_vars + "', accumulation " +
+  // The batch too: a global step's examples, which a resume and the epochs count by, are the
+  // workers' batches times their number.
+  text += "\nbatch " + std::to_string(options.batch_size) + " per worker, trainable '" +
+          options.trainable_vars + "', accumulation " +
           std::to_string(options.accumulation_steps) + ", synchronised batch norm " +
           (options.sync_batch_norm ? "on" : "off") + "\n";
   return text;

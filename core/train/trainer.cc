@@ -60,13 +60,23 @@ data::BatchOptions batch_options(const TrainerOptions& options, std::uint64_t se
   return b;
 }
 
+// This worker's replica index; a task that does not train (a ps, serving in join()) has none.
+int replica_index_of(const Server* server) {
+  if (server == nullptr) return 0;
+  if (!server->is_computing())
+    throw InvalidArgument("Trainer: built on " + server->task().to_string() +
+                          ", which does not train: a ps task serves the variables in "
+                          "server.join(); build the Trainer on the workers only");
+  return server->replica_index();
+}
+
 }  // namespace
 
 Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::Dataset data,
                  std::unique_ptr<Optimizer> optimizer, TrainerOptions options)
     : graph_(graph),
       options_(options),
-      worker_index_(server ? server->replica_index() : 0),
+      worker_index_(replica_index_of(server)),
       seed_(worker_seed(options.seed, worker_index_)),
       optimizer_(std::move(optimizer)),
       batches_(data::BatchIterator(std::move(data), batch_options(options, seed_))) {
@@ -249,7 +259,8 @@ void Trainer::start(std::int64_t initial_step, bool restored,
 
 void Trainer::check_can_start() const {
   if (started_ && !left_)
-    throw InvalidArgument("Trainer::start: this trainer is training already (finish() it first)");
+    throw InvalidArgument(
+        "Trainer::start: this trainer is training already (close its session, or finish() it, first)");
   if (!replication_->can_start())
     throw InvalidArgument(std::string(to_string(options_.replication.mode)) +
                           " mode: this worker has left the ps tasks' store (its session closed, or "

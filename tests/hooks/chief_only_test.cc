@@ -517,6 +517,37 @@ COHORT_MPI_TEST_CASE("async mode: the chief's final checkpoint is named by the s
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
 }
 
+COHORT_MPI_TEST_CASE("replicas given different batch sizes are refused, naming both", 2) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 0);
+  Server server(cluster);
+  Graph graph;
+  TrainerOptions options = test::trainer_options(Mode::kAllreduce);
+  options.batch_size = server.is_chief() ? 32 : 16;
+  const auto build = [&] {
+    Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
+                    data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(), options);
+  };
+  if (server.is_chief())
+    CHECK_THROWS_WITH_AS(build(), doctest::Contains("replica 1 differs from the chief"), InvalidArgument);
+  else
+    CHECK_THROWS_WITH_AS(build(), doctest::Contains("here 'batch 16 per worker, trainable '', "
+                                                    "accumulation 1, synchronised batch norm off', on "
+                                                    "the chief 'batch 32 per worker"),
+                         InvalidArgument);
+}
+
+COHORT_MPI_TEST_CASE("a Trainer built on a ps task is refused, naming the task", 3) {
+  const ClusterSpec cluster = ClusterSpec::from_counts(comm, 1);  // rank 0 the ps, 2 workers
+  Server server(cluster);
+  if (server.job_name() == "ps") {
+    CHECK_THROWS_WITH_AS(AsyncWorker{server},
+                         "Trainer: built on ps:0, which does not train: a ps task serves the "
+                         "variables in server.join(); build the Trainer on the workers only",
+                         InvalidArgument);
+    server.join(std::chrono::seconds(60));
+  }
+}
+
 namespace {
 
 // Async mode, 1 ps + 2 workers: the chief trains `chief_steps` steps, the other worker waits for

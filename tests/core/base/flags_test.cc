@@ -361,6 +361,13 @@ TEST_CASE("a numeric flag outside its range is refused, from any source") {
   // Floats are shown exactly: 1.0000001 is not "1".
   CHECK(f.error({"--batch_size=1", "--learning_rate=10.0000001"}) ==
         "--learning_rate=10.0000001: out of range, expected 0 to 10");
+  // A default outside its own range is the program's fault: said so, not as if it was given.
+  Fixture g;
+  const_cast<Flag*>(g.registry.find("batch_size"))->range = cohort::flags::Range{100, 4096};
+  CHECK(g.error({}) == "--batch_size: the program's default, 64, is refused: out of range, expected "
+                       "100 to 4096 (its definition is at fault; a value given replaces it)");
+  g.parse({"--batch_size=128"});
+  CHECK(g.batch_size == 128);
 }
 
 TEST_CASE("list flags: positive whole numbers, bounded in value and count") {
