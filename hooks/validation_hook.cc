@@ -94,7 +94,9 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
   }
   check_dataset(model, options_.data);
   if (!chief_) return;
-  first_step_ = session.trainer().global_step() + 1;
+  // The step after the one the session started from (in async mode the store's count may
+  // already have moved on).
+  first_step_ = session.restored_step().value_or(0) + 1;
   // Patience that ran out before the restart (and is no longer) ends training before its first
   // step, as a StopAtStepHook restored at its last step does: no step, no new checkpoint.
   if (std::exchange(stop_at_start_, false)) {
@@ -174,8 +176,9 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
     if (!writer_) {
       writer_ = std::make_unique<SummaryWriter>(summary_dir_);
       // The points an earlier run wrote after the checkpoint this session started from (it died
-      // before its next one) are dropped by TensorBoard; this session's replace them.
-      writer_->add_session_start(first_step_);
+      // before its next one) are dropped by TensorBoard; this session's replace them (from its
+      // own first point: one that trains no step evaluates at the step it restored).
+      writer_->add_session_start(std::min(first_step_, step));
     }
     std::vector<std::pair<std::string, double>> scalars{{"loss", v.loss}};
     for (std::size_t i = 0; i < metric_names_.size(); ++i) scalars.emplace_back(metric_names_[i], v.metrics[i]);

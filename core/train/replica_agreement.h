@@ -18,9 +18,9 @@ class Comm;
 
 /// What every replica must build alike, a line each: the variables (names, shapes, state or
 /// not), the optimizer, its learning rate and schedule and the factors on it, the mode and what
-/// the mode reads of `options` (a setting it ignores may differ), the variables to train,
-/// gradient accumulation and synchronised batch norm. Towers, GPUs, threads and the chief's
-/// moving averages may differ.
+/// the mode reads of `options` (a setting it ignores may differ), the batch per worker, the
+/// variables to train, gradient accumulation and synchronised batch norm. Towers, GPUs, threads
+/// and the chief's moving averages may differ.
 std::string replica_layout(const Graph& graph, const Optimizer& optimizer,
                            const TrainerOptions& options);
 

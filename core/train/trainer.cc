@@ -65,8 +65,11 @@ int replica_index_of(const Server* server) {
   if (server == nullptr) return 0;
   if (!server->is_computing())
     throw InvalidArgument("Trainer: built on " + server->task().to_string() +
-                          ", which does not train: a ps task serves the variables in "
-                          "server.join(); build the Trainer on the workers only");
+                          ", which does not train (" +
+                          (server->job_name() == "ps"
+                               ? "a ps task serves the variables in server.join()"
+                               : "an evaluator follows the checkpoints: run_evaluator()") +
+                          "); build the Trainer on the workers only");
   return server->replica_index();
 }
 

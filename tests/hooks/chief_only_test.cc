@@ -541,8 +541,8 @@ COHORT_MPI_TEST_CASE("a Trainer built on a ps task is refused, naming the task",
   Server server(cluster);
   if (server.job_name() == "ps") {
     CHECK_THROWS_WITH_AS(AsyncWorker{server},
-                         "Trainer: built on ps:0, which does not train: a ps task serves the "
-                         "variables in server.join(); build the Trainer on the workers only",
+                         "Trainer: built on ps:0, which does not train (a ps task serves the "
+                         "variables in server.join()); build the Trainer on the workers only",
                          InvalidArgument);
     server.join(std::chrono::seconds(60));
   }

@@ -285,7 +285,7 @@ TEST_CASE("ValidationHook's counts go on in a job restarted from its checkpoints
     starts.push_back(events[1].step);
   }
   std::sort(starts.begin(), starts.end());
-  CHECK(starts == std::vector<std::int64_t>{1, 6, 9});
+  CHECK(starts == std::vector<std::int64_t>{1, 6, 8});  // the third trains no step: its point is at 8
   // A bad count in the checkpoint is named.
   ValidationHook hook({.data = held_out()});
   CHECK_THROWS_WITH_AS(hook.restore_state({{"validation/loss/plateau", "-1"}}),
