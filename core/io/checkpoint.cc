@@ -319,26 +319,15 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
     if (seen.insert(name).second) candidates.push_back(name);
   };
   std::vector<std::string> faults;  // one line per unusable file, each naming it
-  const auto step = [](const std::string& name) { return step_of(name).value_or(-1); };
-  const auto on_disk = files_on_disk();  // by step
-  std::optional<std::string> index_latest;
   try {
     if (auto index = read_index()) {
-      index_latest = index->latest;
-      // First a file newer than the index's latest that the index does not list: a job killed
-      // between putting a checkpoint in place and rewriting the index left it, complete. (One
-      // the index lists is older than its latest whatever its step: a step saved again.)
-      std::set<std::string> listed(index->all.begin(), index->all.end());
-      listed.insert(index->kept.begin(), index->kept.end());
-      listed.insert(index->latest);
-      for (auto it = on_disk.rbegin(); it != on_disk.rend(); ++it)
-        if (!listed.contains(*it) && step(*it) > step(index->latest)) add(*it);
       add(index->latest);
       for (auto it = index->all.rbegin(); it != index->all.rend(); ++it) add(*it);
     }
   } catch (const CheckpointError& e) {
     faults.push_back(e.what());
   }
+  const auto on_disk = files_on_disk();
   for (auto it = on_disk.rbegin(); it != on_disk.rend(); ++it) add(*it);
 
   bool any_file = false;
@@ -363,9 +352,6 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
         continue;
       }
       for (const auto& fault : faults) warn(fault + "; restoring " + path + " instead");
-      if (faults.empty() && index_latest && step(name) > step(*index_latest))
-        warn(path + ": newer than the checkpoint index's latest, " + *index_latest +
-             " (a job stopped as it saved): restoring it");
       return checkpoint;
     } catch (const CheckpointReadError& e) {
       // Not known to be damaged: an older checkpoint would silently undo the steps since.
