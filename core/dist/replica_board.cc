@@ -3,7 +3,6 @@
 #include <atomic>
 #include <utility>
 
-
 namespace cohort {
 namespace {
 

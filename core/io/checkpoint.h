@@ -46,14 +46,15 @@ class CheckpointManager {
   /// (as tf.train.latest_checkpoint reads it); save() and lock_for_writing() create it and its
   /// parents, and throw CheckpointError when that fails. A path that is there but is not a
   /// directory throws CheckpointError here. keep_checkpoint_max: how many checkpoints save()
-  /// keeps (0 keeps all; negative throws InvalidArgument). keep_checkpoint_every_n_hours (TensorFlow's Saver option; 0: off):
-  /// of the checkpoints keep_checkpoint_max would delete, one every this many hours is kept for
-  /// good instead — the first written at least that long after the directory's first manager
-  /// with this option was made, then each written at least that long after the last one kept (by
-  /// the files' modification times; the index records when the next may come, so a restarted
-  /// job counts on). The index lists them under "kept": they are never deleted (a save that
-  /// cannot read the index deletes nothing), and a restore takes them in step order with the
-  /// files the index does not name. Under a second (but above 0) is refused.
+  /// keeps (0 keeps all; negative throws InvalidArgument). keep_checkpoint_every_n_hours
+  /// (TensorFlow's Saver option; 0: off): of the checkpoints keep_checkpoint_max would delete,
+  /// one every this many hours is kept for good instead — the first written at least that long
+  /// after the directory's first manager with this option was made, then each written at least
+  /// that long after the last one kept (by the files' modification times; the index records
+  /// when the next may come, so a restarted job counts on). The index lists them under "kept":
+  /// they are never deleted (a save that cannot read the index deletes nothing), and a restore
+  /// takes them in step order with the files the index does not name. Under a second (but
+  /// above 0) is refused.
   explicit CheckpointManager(std::string directory, int keep_checkpoint_max = 5,
                              double keep_checkpoint_every_n_hours = 0);
 
