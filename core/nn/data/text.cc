@@ -24,13 +24,16 @@ constexpr const char* kUnknown = "[UNK]";
 
 bool space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-// The length of the UTF-8 sequence that starts with byte `c` (1 for a stray continuation byte,
-// so that malformed text still splits).
-std::size_t code_point_length(unsigned char c) {
-  if (c >= 0xf0 && c < 0xf8) return 4;
-  if (c >= 0xe0) return c < 0xf0 ? 3 : 1;
-  if (c >= 0xc0) return 2;
-  return 1;
+// The length of the UTF-8 sequence at the start of `text`: its lead byte's count where that many
+// continuation bytes follow, else 1, so that a malformed byte (Latin-1 text's, a cut sequence) is a
+// character of its own and never swallows the characters after it.
+std::size_t code_point_length(std::string_view text) {
+  const auto c = static_cast<unsigned char>(text[0]);
+  const std::size_t n = c >= 0xf0 && c < 0xf8 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc0 && c < 0xe0 ? 2 : 1;
+  if (n > text.size()) return 1;
+  for (std::size_t i = 1; i < n; ++i)
+    if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) return 1;
+  return n;
 }
 
 bool text_name(const std::filesystem::path& path) {
@@ -67,8 +70,7 @@ std::vector<std::string> TextVectorizer::tokens(std::string_view text) const {
   std::vector<std::string> out;
   if (options_.split == TextOptions::Split::kCharacters) {
     for (std::size_t i = 0; i < standard.size();) {
-      const std::size_t n =
-          std::min(code_point_length(static_cast<unsigned char>(standard[i])), standard.size() - i);
+      const std::size_t n = code_point_length(std::string_view(standard).substr(i));
       out.push_back(standard.substr(i, n));
       i += n;
     }
@@ -183,7 +185,11 @@ void TextVectorizer::save_vocabulary(const std::string& path) const {
 void TextVectorizer::load_vocabulary(const std::string& path) {
   std::istringstream lines(detail::read_whole_file(path, "a vocabulary file"));
   std::vector<std::string> vocabulary;
-  for (std::string line; std::getline(lines, line);) vocabulary.push_back(unescaped(line));
+  for (std::string line; std::getline(lines, line);) {
+    // A file of Windows line ends (save_vocabulary writes a token's own \r as "\r").
+    if (line.ends_with('\r')) line.pop_back();
+    vocabulary.push_back(unescaped(line));
+  }
   try {
     set_vocabulary(std::move(vocabulary));
   } catch (const InvalidArgument& e) {

@@ -23,7 +23,8 @@ namespace cohort::data {
 /// How text becomes tokens, and tokens ids.
 struct TextOptions {
   /// kWords: tokens are the runs of characters between white space, after the standardisation
-  /// below (Keras's default); kCharacters: every character (a UTF-8 code point) is a token.
+  /// below (Keras's default); kCharacters: every character (a UTF-8 code point) is a token, and
+  /// each byte that starts no well-formed one (Latin-1 text, say) is a token of its own.
   enum class Split { kWords, kCharacters } split = Split::kWords;
   bool lowercase = true;          ///< ASCII letters to lower case
   /// ASCII punctuation removed (with lowercase: Keras's lower_and_strip_punctuation).

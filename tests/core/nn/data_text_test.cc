@@ -51,6 +51,10 @@ TEST_CASE("TextVectorizer splits words as Keras does: lower case, no punctuation
   TextVectorizer characters({.split = TextOptions::Split::kCharacters});
   CHECK(characters.tokens("Ab é!") == std::vector<std::string>{"a", "b", " ", "é"});
   CHECK(characters.tokens("\xef\xbb\xbf" "Ab") == std::vector<std::string>{"a", "b"});
+  // Bytes that start no well-formed character (Latin-1's, a cut sequence) are tokens alone.
+  CHECK(characters.tokens("caf\xe9 b") == std::vector<std::string>{"c", "a", "f", "\xe9", " ", "b"});
+  CHECK(characters.tokens("\xf0\x9f\x98\x80\xe2\x82") ==
+        std::vector<std::string>{"\xf0\x9f\x98\x80", "\xe2", "\x82"});
   TextVectorizer raw({.lowercase = false, .strip_punctuation = false});
   CHECK(raw.tokens("Hi, you") == std::vector<std::string>{"Hi,", "you"});
 }
@@ -166,7 +170,7 @@ TEST_CASE("load_text_folder: a binary file named .txt is refused; a file without
         dir / "neg/data.txt" + ": UTF-16 text (its byte-order mark says so): save it as UTF-8");
 }
 
-TEST_CASE("A vocabulary of characters survives its file: line feeds and backslashes escaped") {
+TEST_CASE("A vocabulary of characters survives its file: line feeds and backslashes escaped; CRLF read") {
   TextVectorizer characters({.split = TextOptions::Split::kCharacters, .strip_punctuation = false});
   const std::vector<std::string> texts = {"a b\nc\\d\r\n"};
   characters.adapt(texts);
@@ -177,6 +181,11 @@ TEST_CASE("A vocabulary of characters survives its file: line feeds and backslas
   CHECK(again.vocabulary() == characters.vocabulary());
   CHECK(std::find(again.vocabulary().begin(), again.vocabulary().end(), "\n") !=
         again.vocabulary().end());
+  // Lines ended by "\r\n" (a file saved on Windows), all of them or some.
+  spit(dir / "crlf.txt", "\r\n[UNK]\r\ngood\nbad\r\n");
+  TextVectorizer words;
+  words.load_vocabulary(dir / "crlf.txt");
+  CHECK(words.vocabulary() == std::vector<std::string>{"", "[UNK]", "good", "bad"});
   TextVectorizer empty;
   CHECK(invalid_argument([&] { empty.save_vocabulary(dir / "none.txt"); }) ==
         "TextVectorizer: no vocabulary to save to " + dir / "none.txt");
