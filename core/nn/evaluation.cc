@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/loss.h"
 
 namespace cohort {
 
@@ -44,9 +45,8 @@ StepMetrics metrics_of(const Model& model, const Totals& totals) {
   total.loss = static_cast<float>(totals.loss / static_cast<double>(totals.seen));
   for (std::size_t i = 0; i < totals.counts.size(); ++i)
     total.metrics[i] = static_cast<float>(model.metric_from_counts(i, totals.counts[i]));
-  const auto& names = model.metric_names();
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (names[i] == "accuracy") total.accuracy = total.metrics[i];
+  if (const int accuracy = accuracy_metric(model.metric_names()); accuracy >= 0)
+    total.accuracy = total.metrics[static_cast<std::size_t>(accuracy)];
   return total;
 }
 

@@ -91,6 +91,30 @@ void check_probabilities(const std::string& name, const Tensor& targets) {
     }
 }
 
+// Throws InvalidArgument naming loss `name` and row `row` of the batch, whose `classes` targets are
+// not a distribution over the classes (each in [0, 1], summing to 1) or zeros (no target):
+// a label that is not one-hot (two ones, a -1) would train on, its loss below 0 or doubled.
+[[noreturn]] void not_a_distribution(const std::string& name, const float* targets,
+                                     std::int64_t classes, std::int64_t row) {
+  double mass = 0.0;
+  std::string values;
+  for (std::int64_t c = 0; c < classes; ++c) {
+    mass += targets[c];
+    if (targets[c] != 0.0f && values.size() < 80) {
+      char value[48];
+      std::snprintf(value, sizeof value, "%s%g at class %lld", values.empty() ? "" : ", ",
+                    static_cast<double>(targets[c]), static_cast<long long>(c));
+      values += value;
+    }
+  }
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "%g", mass);
+  throw InvalidArgument("loss " + name + ": the targets of row " + std::to_string(row) +
+                        " of the batch (" + values + ", summing to " + sum +
+                        ") are not a distribution over the classes (one-hot, or values in [0, 1] "
+                        "summing to 1) nor a row of zeros (a step without a target)");
+}
+
 // The softmax of n logits into y, shifted by their largest (every exponent <= 0).
 void softmax(const float* x, std::int64_t n, float* y) {
   const float top = *std::max_element(x, x + n);
@@ -229,11 +253,15 @@ float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targ
     // -sum y log softmax(x) = sum(y) logsumexp(x) - sum y x, shifted by the row's largest logit.
     const float top = *std::max_element(x, x + classes);
     double total = 0.0, mass = 0.0, dot = 0.0;
+    bool probabilities = true;
     for (std::int64_t c = 0; c < classes; ++c) {
       total += std::exp(static_cast<double>(x[c] - top));
       mass += y[c];
       dot += static_cast<double>(y[c]) * (x[c] - top);
+      probabilities &= y[c] >= 0.0f && y[c] <= 1.0f;
     }
+    if (!probabilities || (mass != 0.0 && std::abs(mass - 1.0) > 1e-2))
+      not_a_distribution(name(), y, classes, r);
     loss += mass * std::log(total) - dot;
     for (std::int64_t c = 0; c < classes; ++c)
       g[c] = static_cast<float>(std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c]) *
@@ -660,6 +688,17 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
                         "categorical_cross_entropy, mean_squared_error, mean_absolute_error, "
                         "huber, dice, focal)");
+}
+
+int accuracy_metric(std::span<const std::string> names) {
+  const auto find = [&](const char* name) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+  };
+  if (const int plain = find("accuracy"); plain >= 0) return plain;
+  const int categorical = find("categorical_accuracy"), binary = find("binary_accuracy");
+  if (categorical < 0 || binary < 0) return std::max(categorical, binary);
+  return std::min(categorical, binary);
 }
 
 std::unique_ptr<Metric> make_metric(const std::string& name) {

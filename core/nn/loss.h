@@ -112,8 +112,9 @@ class SigmoidCrossEntropyLoss final : public Loss {
 /// class per step of a sequence is targets [steps, classes], a one-hot row per step (tagging,
 /// next-token prediction); a model's output of [steps * classes] values is read by the targets'
 /// rows too. A row of zeros is a step without a target (a padded one): it is left out of the
-/// mean, and of CategoricalAccuracy's. The gradient is softmax * sum(t) - t per row, over the
-/// rows with a target.
+/// mean, and of CategoricalAccuracy's. Any other row (a value outside [0, 1], a sum off 1 by more
+/// than 0.01: two ones, a -1) is an InvalidArgument naming it. The gradient is softmax * sum(t) - t
+/// per row, over the rows with a target.
 class CategoricalCrossEntropyLoss final : public Loss {
  public:
   std::string name() const override { return "categorical_cross_entropy"; }
@@ -388,6 +389,10 @@ std::unique_ptr<Metric> make_metric(const std::string& name);
 /// "recall", "f1" and "auc" (of any class, "recall@3"); a loss, "mse", "mae" and any other name:
 /// lower is better.
 bool higher_is_better(const std::string& name);
+/// Where among a model's metric `names` is the one StepMetrics::accuracy reports: "accuracy",
+/// else "categorical_accuracy" or "binary_accuracy" (the first), as Keras's "accuracy" stands for
+/// the accuracy of the loss's kind; -1 for none.
+int accuracy_metric(std::span<const std::string> names);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
 /// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical
 /// cross-entropy, mse for mean squared error, mse and mae for mean absolute error and Huber,

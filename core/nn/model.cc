@@ -197,10 +197,11 @@ StepMetrics Model::measure(const Tensor& output, const Targets& targets) {
 
 void Model::record_metrics(const Tensor& output, const Targets& targets, StepMetrics& m) {
   if (metric_totals_ != nullptr) metric_totals_->resize(metrics_.size());
+  const int accuracy = accuracy_metric(metric_names_);
   for (std::size_t i = 0; i < metrics_.size(); ++i) {
     m.metrics[i] = metrics_[i]->compute(output, targets);
     metric_values_[i][0] = m.metrics[i];
-    if (metric_names_[i] == "accuracy") m.accuracy = m.metrics[i];
+    if (static_cast<int>(i) == accuracy) m.accuracy = m.metrics[i];
     if (metric_totals_ == nullptr) continue;
     const std::vector<double> counts = metrics_[i]->counts(output, targets, m.metrics[i]);
     std::vector<double>& total = (*metric_totals_)[i];

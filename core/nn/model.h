@@ -49,7 +49,9 @@ struct ModelGpuDeleter {
 struct StepMetrics {
   static constexpr int kMaxMetrics = 8;
   float loss = 0;      ///< the loss (mean over the batch)
-  float accuracy = 0;  ///< the metric named "accuracy", 0 when the model has none
+  /// The metric named "accuracy", else "categorical_accuracy" or "binary_accuracy"
+  /// (accuracy_metric()); 0 when the model has none.
+  float accuracy = 0;
   /// Every metric of the model, in Model::metric_names() order.
   std::array<float, kMaxMetrics> metrics{};
 };

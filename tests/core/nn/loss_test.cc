@@ -417,6 +417,12 @@ TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   CHECK(MeanSquaredError().compute(logits, Targets{{}, &targets}) ==
         doctest::Approx((1 + 4 + 0.25 + 9) / 4.0));
   CHECK_THROWS_AS(TopKAccuracy(0), InvalidArgument);
+  // StepMetrics::accuracy: "accuracy", else the categorical or binary one (never a top-k).
+  using Names = std::vector<std::string>;
+  CHECK(accuracy_metric(Names{"top5_accuracy", "accuracy"}) == 1);
+  CHECK(accuracy_metric(Names{"top5_accuracy", "categorical_accuracy"}) == 1);
+  CHECK(accuracy_metric(Names{"mse", "binary_accuracy", "categorical_accuracy"}) == 1);
+  CHECK(accuracy_metric(Names{"top5_accuracy", "mse"}) == -1);
 }
 
 TEST_CASE("a loss that does not fit the data is refused in one line naming both") {
@@ -517,6 +523,24 @@ TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis,
   const Targets tn{{}, &none};
   CHECK(loss.forward(x, tn) == 0.0f);
   CHECK(accuracy.compute(x, tn) == 0.0f);
+
+  // A row that is neither (two ones, a -1 for "no class") is refused, naming it.
+  Tensor two_ones = y;
+  two_ones[4 + 1] = 1.0f;
+  const Targets t2{{}, &two_ones};
+  CHECK_THROWS_WITH_AS(loss.forward(x, t2),
+                       "loss categorical_cross_entropy: the targets of row 1 of the batch (1 at class 1, 1 at "
+                       "class 3, summing to 2) are not a distribution over the classes (one-hot, or values "
+                       "in [0, 1] summing to 1) nor a row of zeros (a step without a target)",
+                       InvalidArgument);
+  Tensor negative = padded;
+  negative[2 * 4 + 0] = -1.0f;
+  const Targets tneg{{}, &negative};
+  CHECK_THROWS_WITH_AS(loss.forward(x, tneg),
+                       "loss categorical_cross_entropy: the targets of row 2 of the batch (-1 at class 0, "
+                       "summing to -1) are not a distribution over the classes (one-hot, or values in [0, 1] "
+                       "summing to 1) nor a row of zeros (a step without a target)",
+                       InvalidArgument);
 }
 
 TEST_CASE("every loss refuses a batch of no examples, naming itself") {
