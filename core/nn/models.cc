@@ -208,7 +208,8 @@ Node transformer_encoder(Model& model, Node x, std::int64_t dim, std::int64_t he
 namespace {
 
 // The decoder's input of each of `rows`, `copies` times over (row b's copies together): the
-// rows with [begin, begin + steps) emptied but for the start token. InvalidArgument, naming
+// rows with [begin, begin + steps) emptied but for the start token (the row's own where it is
+// negative). InvalidArgument, naming
 // `caller`, where that range is not within the rows.
 Tensor decoder_input(const char* caller, const Tensor& rows, std::int64_t begin,
                      std::int64_t steps, float start_token, std::int64_t copies) {
@@ -221,22 +222,39 @@ Tensor decoder_input(const char* caller, const Tensor& rows, std::int64_t begin,
   for (std::int64_t i = 0; i < n * copies; ++i) {
     float* row = input.data() + i * width;
     std::copy_n(rows.data() + (i / copies) * width, width, row);
+    const float own = row[begin];  // kept for a negative start token
     std::fill_n(row + begin, steps, 0.0f);
-    row[begin] = start_token;
+    row[begin] = start_token < 0 ? own : start_token;
   }
   return input;
 }
 
-// The model's output for `input` (n examples), checked to be `steps` rows of classes per
-// example; the number of classes.
-std::int64_t decoder_classes(const char* caller, const Tensor& output, std::int64_t n,
-                             std::int64_t steps) {
-  const std::int64_t classes = output.size() / (n * steps);
-  if (output.dim(0) != n || (output.rank() == 3 && output.dim(1) != steps) || classes < 2 ||
-      classes * n * steps != output.size())
+// Where a decoder's logits are in the model's output for n examples: `steps` rows of classes per
+// example (the decoder's steps alone, a teacher-forced decoder's) or, in an output of rank 3 or
+// more, one row per position of the `width` of the rows (a decoder-only model's), of which the
+// decoder's are those from `begin`.
+struct DecoderOutput {
+  std::int64_t classes = 0, rows = 0, first = 0;
+  // The logits of example i at the decoder's step t.
+  const float* logits(const Tensor& output, std::int64_t i, std::int64_t t) const {
+    return output.data() + (i * rows + first + t) * classes;
+  }
+};
+
+// The model's output for `input` (n examples), checked to hold the decoder's logits as
+// DecoderOutput says; InvalidArgument naming `caller` otherwise.
+DecoderOutput decoder_output(const char* caller, const Tensor& output, std::int64_t n,
+                             std::int64_t steps, std::int64_t width, std::int64_t begin) {
+  DecoderOutput d{0, steps, 0};
+  if (output.rank() >= 3 && output.dim(1) == width && width != steps) d = {0, width, begin};
+  d.classes = output.size() / std::max<std::int64_t>(1, n * d.rows);
+  if (output.rank() == 0 || output.dim(0) != n || (output.rank() >= 3 && output.dim(1) != d.rows) ||
+      d.classes < 2 || d.classes * n * d.rows != output.size())
     throw InvalidArgument(std::string(caller) + ": output " + to_string(output.shape()) +
-                          " is not " + std::to_string(steps) + " rows of classes per example");
-  return classes;
+                          " is not " + std::to_string(steps) +
+                          " rows of classes per example (the decoder's steps) nor " +
+                          std::to_string(width) + " (one per position of the rows)");
+  return d;
 }
 
 }  // namespace
@@ -250,9 +268,10 @@ Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
   for (std::int64_t t = 0; t < steps; ++t) {
     // A causal decoder's output at step t reads its input up to t alone: the tokens so far.
     const Tensor& output = model.predict(input);
-    const std::int64_t classes = decoder_classes("greedy_decode", output, n, steps);
+    const DecoderOutput d = decoder_output("greedy_decode", output, n, steps, width, begin);
+    const std::int64_t classes = d.classes;
     for (std::int64_t b = 0; b < n; ++b) {
-      const float* row = output.data() + (b * steps + t) * classes;
+      const float* row = d.logits(output, b, t);
       const auto token = static_cast<float>(std::max_element(row, row + classes) - row);
       tokens[b * steps + t] = token;
       if (t + 1 < steps) input[b * width + begin + t + 1] = token;
@@ -296,7 +315,8 @@ Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::in
   std::vector<Candidate> candidates;
   for (std::int64_t t = 0; t < steps; ++t) {
     const Tensor& output = model.predict(input);
-    const std::int64_t classes = decoder_classes("beam_decode", output, beams, steps);
+    const DecoderOutput d = decoder_output("beam_decode", output, beams, steps, width, begin);
+    const std::int64_t classes = d.classes;
     if (options.end_token >= classes)
       throw InvalidArgument("beam_decode: end_token " + std::to_string(options.end_token) +
                             " is not one of the output's " + std::to_string(classes) + " classes");
@@ -306,7 +326,7 @@ Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::in
         const auto i = static_cast<std::size_t>(b * k_count + k);
         if (score[i] == kNone) continue;
         // log softmax of the step's logits, in double.
-        const float* logits = output.data() + (static_cast<std::int64_t>(i) * steps + t) * classes;
+        const float* logits = d.logits(output, static_cast<std::int64_t>(i), t);
         const double most = *std::max_element(logits, logits + classes);
         double sum = 0.0;
         for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(double(logits[c]) - most);

@@ -87,7 +87,12 @@ Node transformer_decoder_block(Model& model, Node x, Node memory, const std::str
 /// start token, then the target but its last token. Fills that input step by step with the
 /// model's most probable token (the output's rows of classes, [steps, classes]: one pass of the
 /// model per step) and returns the tokens, [rows, steps]. `rows` is the model's input with the
-/// other parts (the source) filled; what it holds at the decoder's positions is ignored.
+/// other parts (the source) filled; what it holds at the decoder's positions is ignored. The
+/// output holds the decoder's steps alone, [steps, classes], or a row per position of the rows,
+/// [width, classes]: a decoder-only model (a causal language model) continues a prompt at
+/// [0, p) of each row with begin = p - 1 and start_token -1 (a negative start token keeps each
+/// row's own token at begin: here its prompt's last), up to steps = width - p + 1, the last of
+/// them past the row's end.
 Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
                      float start_token);
 

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -469,4 +470,46 @@ TEST_CASE("Beam search as wide as every sequence finds the most probable one, by
                        "beam_decode: end_token 3 is not one of the output's 3 classes", InvalidArgument);
   CHECK_THROWS_WITH_AS(beam_decode(model, rows, 4, steps, start),
                        "beam_decode: the decoder's input [4, 7) is not within rows [16, 5]", InvalidArgument);
+}
+
+TEST_CASE("A decoder-only model continues each row's prompt: a row of logits per position") {
+  // An untrained causal language model (an LSTM over the whole row), rows of 6 tokens whose
+  // prompts are their first 3: decoding starts at the prompt's last token (begin 2, a negative
+  // start token keeps each row's own), one output row per position of the row. Held to a loop
+  // of predict() by hand; the 4th token decoded is past the row's end.
+  const std::int64_t width = 6, prompt = 3, classes = 5, n = 8;
+  Graph graph;
+  Model model(graph);
+  Node x = model.apply(embedding("embed", classes, 8), model.input({width}));
+  x = model.apply(lstm("lm", 8, {.return_sequences = true}), x);
+  model.apply(dense("logits", classes, Activation::kNone, /*flatten=*/false), x);
+  graph.initialize(5);
+  for (float& v : graph.values()) v *= 3.0f;  // outputs that depend on the tokens before
+  Tensor rows({n, width});
+  for (std::int64_t i = 0; i < n * width; ++i) rows[i] = static_cast<float>((i * 7 + i / width) % classes);
+  const std::int64_t begin = prompt - 1, steps = width - begin;
+  Tensor by_hand({n, steps}), input = rows;
+  for (std::int64_t b = 0; b < n; ++b) std::fill_n(input.data() + b * width + prompt, width - prompt, 0.0f);
+  for (std::int64_t t = 0; t < steps; ++t) {
+    const Tensor output = model.predict(input);
+    REQUIRE(output.shape() == Shape{n, width, classes});
+    for (std::int64_t b = 0; b < n; ++b) {
+      const float* logits = output.data() + (b * width + begin + t) * classes;
+      const auto token = static_cast<float>(std::max_element(logits, logits + classes) - logits);
+      by_hand[b * steps + t] = token;
+      if (begin + t + 1 < width) input[b * width + begin + t + 1] = token;
+    }
+  }
+  const Tensor decoded = greedy_decode(model, rows, begin, steps, -1.0f);
+  CHECK(values(decoded) == values(by_hand));
+  CHECK(values(beam_decode(model, rows, begin, steps, -1.0f, {.beam_width = 1})) == values(by_hand));
+  // An output of neither the decoder's steps nor the rows' positions is named as such.
+  Graph other;
+  Model classifier(other);
+  classifier.apply(dense("head", classes), classifier.input({width}));
+  other.initialize(1);
+  CHECK_THROWS_WITH_AS(greedy_decode(classifier, rows, begin, steps, -1.0f),
+                       "greedy_decode: output [8, 5] is not 4 rows of classes per example (the decoder's "
+                       "steps) nor 6 (one per position of the rows)",
+                       InvalidArgument);
 }
