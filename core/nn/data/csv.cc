@@ -184,6 +184,8 @@ class CsvReader {
                    process_label().c_str(), path_.c_str(), quote(options_.label_column).c_str(),
                    num_classes, label_names_ ? "distinct names" : "its largest label + 1",
                    static_cast<long long>(rows));
+    else if (options_.num_classes == 0 && !label_names_ && options_.shard.index == 0 && num_classes <= 1000)
+      detail::warn_classes_without_examples(path_ + ": label column " + quote(options_.label_column), seen_);
     return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
   }
 
@@ -388,6 +390,12 @@ class CsvReader {
                                (num_classes > 0
                                     ? " is outside [0, " + std::to_string(num_classes) + ")"
                                     : " is too large"));
+    // The classes labelled, for a warning of those counted without an example (below 2^16: a
+    // column of more is warned of as values to predict).
+    if (value < 65536) {
+      if (value >= static_cast<double>(seen_.size())) seen_.resize(static_cast<std::size_t>(value) + 1);
+      seen_[static_cast<std::size_t>(value)] = true;
+    }
     return static_cast<std::int32_t>(value);
   }
 
@@ -503,6 +511,7 @@ class CsvReader {
   const std::function<void(const Tensor&)>* take_ = nullptr;
   std::vector<float> targets_;
   std::vector<std::int32_t> labels_;
+  std::vector<bool> seen_;  // the class indices labelled, of every row (below 2^16)
   bool label_names_ = false;  // the label column holds class names
   std::map<std::string, std::int32_t, std::less<>> name_ids_;
   std::vector<std::string> class_names_;

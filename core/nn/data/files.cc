@@ -40,6 +40,21 @@ void check_file(const std::string& path, const char* what) {
 
 }  // namespace
 
+void warn_classes_without_examples(const std::string& where, const std::vector<bool>& seen) {
+  std::string missing;
+  std::size_t count = 0;
+  for (std::size_t c = 0; c < seen.size(); ++c) {
+    if (seen[c]) continue;
+    if (count++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(c);
+  }
+  if (count == 0) return;
+  std::fprintf(stderr,
+               "[%s] warning: %s: %zu classes counted as the largest label + 1, %zu of which no "
+               "example has (%s%s): a mistyped label? (a num_classes given refuses labels from it on)\n",
+               process_label().c_str(), where.c_str(), seen.size(), count, missing.c_str(),
+               count > 8 ? ", ..." : "");
+}
+
 std::uint64_t file_size(const std::string& path, const char* what) {
   check_file(path, what);
   std::error_code ec;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cohort/core/nn/data/dataset.h"
 
@@ -21,6 +22,11 @@ void check_shard(ShardSpec shard, const std::string& where);
 /// The size of the regular file `path`; a DataError saying why when it is missing, a directory
 /// or unreadable. `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what);
+
+/// After a loader counted the classes as the largest label + 1 (seen.size()): a warning on
+/// stderr, naming `where`, of the classes no label names (`seen[c]` false), if any. A mistyped
+/// label, a 7 among 0s and 1s, otherwise makes 8 classes, 6 of which no example trains.
+void warn_classes_without_examples(const std::string& where, const std::vector<bool>& seen);
 
 std::ifstream open_file(const std::string& path);
 

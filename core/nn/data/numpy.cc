@@ -80,9 +80,9 @@ std::string whole(float value) {
 }
 
 // The class labels of `targets` (are_labels), each checked; `num_classes` 0 becomes the largest
-// label + 1 (2 for booleans).
+// label + 1 (2 for booleans), warned of where some of those classes have no label and `warn`.
 std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& names,
-                                         int& num_classes) {
+                                         int& num_classes, bool warn) {
   const Tensor& t = targets.values;
   const std::int64_t n = t.dim(0);
   // Labels above 2^24 would not have come through float32 exactly.
@@ -104,7 +104,17 @@ std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& n
     labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(label);
     largest = std::max(largest, labels[static_cast<std::size_t>(i)]);
   }
-  if (num_classes == 0) num_classes = targets.dtype.ends_with("b1") ? 2 : std::max(1, largest + 1);
+  if (num_classes != 0) return labels;
+  if (targets.dtype.ends_with("b1")) {
+    num_classes = 2;
+    return labels;
+  }
+  num_classes = std::max(1, largest + 1);
+  if (warn) {
+    std::vector<bool> seen(static_cast<std::size_t>(num_classes));
+    for (const std::int32_t label : labels) seen[static_cast<std::size_t>(label)] = true;
+    detail::warn_classes_without_examples(names.labels, seen);
+  }
   return labels;
 }
 
@@ -122,7 +132,7 @@ Dataset make_dataset(NpyArray features, NpyArray targets, const Names& names, in
     Tensor y = t.rank() == 1 ? as_column(t) : std::move(targets.values);
     return Dataset::from_arrays(std::move(x), std::move(y), names.name);
   }
-  std::vector<std::int32_t> labels = checked_labels(targets, names, num_classes);
+  std::vector<std::int32_t> labels = checked_labels(targets, names, num_classes, shard.index == 0);
   return Dataset::from_arrays(std::move(x), std::move(labels), num_classes, names.name);
 }
 
@@ -134,7 +144,7 @@ Dataset make_shard(NpyArray features, const Shape& features_shape, NpyArray targ
   if (num_classes < 0)
     throw InvalidArgument(names.dataset + ": num_classes " + std::to_string(num_classes));
   check_same_count(features_shape, targets.values.shape(), names);
-  if (are_labels(targets)) checked_labels(targets, names, num_classes);
+  if (are_labels(targets)) checked_labels(targets, names, num_classes, shard.index == 0);
   else check_finite(targets.values, names.labels, "");
   const std::int64_t row = targets.values.size() / std::max<std::int64_t>(1, targets.values.dim(0));
   Shape shape = targets.values.shape();

@@ -356,15 +356,21 @@ bool encoded_image(std::string_view bytes) {
   return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff");
 }
 
-// The number of classes: `given`, or the largest of every record's `labels` + 1; a DataError
-// naming `name` when a label is not below it.
-int resolve_classes(const std::vector<std::int64_t>& labels, int given, const std::string& name) {
+// The number of classes: `given`, or the largest of every record's `labels` + 1 (warned of where
+// some of those have no label and `warn`); a DataError naming `name` when a label is not below it.
+int resolve_classes(const std::vector<std::int64_t>& labels, int given, const std::string& name,
+                    bool warn) {
   const std::int64_t largest = *std::max_element(labels.begin(), labels.end());
   const int num_classes = given > 0 ? given : static_cast<int>(largest) + 1;
   if (largest >= num_classes) {
     const auto at = std::find(labels.begin(), labels.end(), largest) - labels.begin();
     detail::fail(name, "label " + std::to_string(largest) + " (record " + std::to_string(at) +
                            " of all) is not below num_classes " + std::to_string(num_classes));
+  }
+  if (given == 0 && warn && num_classes <= (1 << 20)) {
+    std::vector<bool> seen(static_cast<std::size_t>(num_classes));
+    for (const std::int64_t label : labels) seen[static_cast<std::size_t>(label)] = true;
+    detail::warn_classes_without_examples(name, seen);
   }
   return num_classes;
 }
@@ -395,7 +401,7 @@ class Collector {
       storage->num_classes = 0;
     } else {
       storage->labels = std::move(kept_labels_);
-      storage->num_classes = resolve_classes(labels_, options_.num_classes, name);
+      storage->num_classes = resolve_classes(labels_, options_.num_classes, name, options_.shard.index == 0);
     }
     if (*input_ == Input::kImage && !options_.in_memory) {
       const detail::ImageLayout layout = image_layout();

@@ -86,6 +86,24 @@ TEST_CASE("CSV: a label column that counts far more classes than rows is warned 
                       "not a label") != std::string::npos);
 }
 
+TEST_CASE("CSV: classes counted without an example (a mistyped label) are warned of, once") {
+  TempDir dir("data_loaders_test");
+  std::vector<std::string> lines;
+  {
+    cohort::test::StderrCapture err(dir / "stderr.txt");
+    const std::string table = "a,y\n1,0\n2,1\n3,7\n4,1\n";
+    CHECK(csv(dir, table, {.label_column = "y"}).num_classes() == 8);
+    CHECK(csv(dir, table, {.label_column = "y", .shard = {1, 2}}).num_classes() == 8);  // shard 0 warns
+    CHECK(csv(dir, table, {.label_column = "y", .num_classes = 8}).num_classes() == 8);  // as asked
+    CHECK(csv(dir, "a,y\n1,0\n2,1\n", {.label_column = "y"}).num_classes() == 2);
+    lines = err.lines();
+  }
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].ends_with("warning: " + dir / "t.csv" + ": label column 'y': 8 classes counted as the "
+                           "largest label + 1, 5 of which no example has (2, 3, 4, 5, 6): a mistyped "
+                           "label? (a num_classes given refuses labels from it on)"));
+}
+
 TEST_CASE("CSV: no header, columns by index; targets; chosen features; delimiters; CRLF") {
   TempDir dir("data_loaders_test");
   const Dataset plain = csv(dir, "0,1,2\n1,3,4\n2,5,6\n", {.header = false, .label_column = "0"});

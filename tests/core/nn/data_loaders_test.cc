@@ -21,6 +21,7 @@
 
 #include "loader_checks.h"
 #include "support/skip.h"
+#include "support/stderr_capture.h"
 #include "support/temp_dir.h"
 
 using cohort::Shape;
@@ -493,10 +494,21 @@ NpyArray array(Shape shape, std::vector<float> values, std::string dtype) {
 TEST_CASE("dataset_from_arrays: labels from integers, float targets from floats") {
   const NpyArray x = array({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, "<f4");
 
-  const Dataset labels = cohort::data::dataset_from_arrays(x, array({4}, {1, 0, 3, 1}, "<i8"),
-                                                           "mine");
+  TempDir dir("data_loaders_test");
+  std::vector<std::string> warnings;
+  Dataset labels;
+  {
+    cohort::test::StderrCapture err(dir / "stderr.txt");
+    labels = cohort::data::dataset_from_arrays(x, array({4}, {1, 0, 3, 1}, "<i8"), "mine");
+    warnings = err.lines();
+  }
   REQUIRE(labels.has_labels());
   CHECK(labels.num_classes() == 4);
+  // Class 2 counted without an example: a mistyped label, most likely.
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].ends_with("warning: mine: targets: 4 classes counted as the largest label + 1, 1 of which "
+                              "no example has (2): a mistyped label? (a num_classes given refuses labels "
+                              "from it on)"));
   CHECK(labels.label(2) == 3);
   CHECK(labels.name() == "mine");
   CHECK(labels.example(3)[1] == 7.0f);

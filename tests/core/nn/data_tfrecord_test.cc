@@ -23,6 +23,7 @@
 #include "cohort/core/nn/data/loaders.h"
 #include "loader_checks.h"
 #include "support/skip.h"
+#include "support/stderr_capture.h"
 #include "support/temp_dir.h"
 
 namespace cohort::data {
@@ -188,6 +189,21 @@ TEST_CASE("float features and int64 labels, packed or not, in the order of the r
   // The same records gzip-compressed: told by the magic bytes, not the name.
   write_gzip(dir / "b.tfrecord", three_records());
   check_same_dataset(load_tfrecord({dir / "b.tfrecord"}, options), shaped);
+
+  // Classes counted without an example (a mistyped label) are warned of.
+  spit(dir / "c.tfrecord", three_records() + record(example({{"x", float_feature({0, 0, 0, 0})},
+                                                               {"y", int64_feature({5})}})));
+  options.num_classes = 0;
+  std::vector<std::string> warnings;
+  {
+    cohort::test::StderrCapture err(dir / "stderr.txt");
+    CHECK(load_tfrecord({dir / "c.tfrecord"}, options).num_classes() == 6);
+    warnings = err.lines();
+  }
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].ends_with(dir / "c.tfrecord" + ": 6 classes counted as the largest label + 1, 2 of "
+                              "which no example has (3, 4): a mistyped label? (a num_classes given "
+                              "refuses labels from it on)"));
 }
 
 TEST_CASE("targets, int64 features, several files and patterns, shards") {
