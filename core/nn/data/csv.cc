@@ -88,12 +88,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// split()'s verdict on a line whose quoted field goes on past its end (onto the next lines).
+constexpr const char* kOpenQuote = "a quoted field does not end on its line";
+
 // Splits a line into its fields, as RFC 4180 (and pandas) write them: a field in double quotes
-// may hold the delimiter, and "" in it stands for one quote (those fields are unescaped into
-// `unescaped`, which the views then point into); blanks around a field, and inside its quotes,
-// are dropped. Returns what is wrong with the line's quotes, or nullptr.
-const char* split(std::string_view line, char delimiter, std::vector<std::string_view>& fields,
-                  std::deque<std::string>& unescaped) {
+// may hold the delimiter and line breaks, and "" in it stands for one quote (those fields are
+// unescaped into `unescaped`, which the views then point into); blanks around a field, and
+// inside its quotes, are dropped. Without options.quotes a quote is a character like any other.
+// Returns what is wrong with the line's quotes (kOpenQuote: a field still open), or nullptr.
+const char* split(std::string_view line, const CsvOptions& options,
+                  std::vector<std::string_view>& fields, std::deque<std::string>& unescaped) {
+  const char delimiter = options.delimiter;
   fields.clear();
   unescaped.clear();
   // A blank that is not the delimiter (which may be a tab or a space).
@@ -101,7 +106,7 @@ const char* split(std::string_view line, char delimiter, std::vector<std::string
   std::size_t i = 0;
   for (;;) {
     while (i < line.size() && blank(line[i])) ++i;
-    if (i == line.size() || line[i] != '"') {
+    if (i == line.size() || line[i] != '"' || !options.quotes) {
       const std::size_t end = line.find(delimiter, i);
       fields.push_back(trim(line.substr(i, end == std::string_view::npos ? end : end - i)));
       if (end == std::string_view::npos) return nullptr;
@@ -112,8 +117,7 @@ const char* split(std::string_view line, char delimiter, std::vector<std::string
     bool escaped = false;
     for (;; close += 2) {
       close = line.find('"', close);
-      if (close == std::string_view::npos)
-        return "a quoted field does not end on its line (fields holding line breaks are not read)";
+      if (close == std::string_view::npos) return kOpenQuote;
       if (close + 1 == line.size() || line[close + 1] != '"') break;
       escaped = true;
     }
@@ -163,6 +167,33 @@ class CsvReader {
       const auto nt = static_cast<std::int64_t>(target_columns_.size());
       return Dataset::from_arrays(std::move(x), Tensor({kept, nt}, targets_), path_);
     }
+    const int num_classes = classes(rows, largest);
+    return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
+  }
+
+  // The texts of options' one feature column, as they are, and the labels, of the rows kept
+  // (load_text_csv's table); the number of classes.
+  // Warnings are `warn`'s (every row is read, by every worker).
+  int read_texts(std::vector<std::string>& texts, std::vector<std::int32_t>& labels, bool warn) {
+    if (options_.label_column.empty() || options_.feature_columns.size() != 1)
+      throw InvalidArgument(path_ + ": a table of texts needs a label column and one text column");
+    texts_ = &texts;
+    warn_ = warn;
+    const auto [kept, rows, largest] = read_rows();
+    const int num_classes = classes(rows, largest);
+    labels = std::move(labels_);
+    return num_classes;
+  }
+
+  // The classes' names read() found, sorted (the given class_names, or none for a column of
+  // class indices).
+  const std::vector<std::string>& class_names() const { return class_names_; }
+
+ private:
+  // The number of classes of the labels read from `rows` rows, the largest label index
+  // `largest`: given, or counted (names numbered in sorted order), and warned of where it looks
+  // wrong.
+  int classes(std::int64_t rows, std::int32_t largest) {
     int num_classes = options_.num_classes;
     if (num_classes == 0) num_classes = largest + 1;
     if (label_names_) {
@@ -177,6 +208,7 @@ class CsvReader {
     }
     // More classes than rows, by far: most likely a column of values to predict (a price, an
     // id) taken for labels, which would make a model with that many outputs.
+    if (!warn_) return num_classes;
     if (options_.num_classes == 0 && options_.class_names.empty() && num_classes > 1000 && num_classes > rows)
       std::fprintf(stderr,
                    "[%s] warning: %s: label column %s counts %d classes (%s) for %lld rows: values "
@@ -184,15 +216,12 @@ class CsvReader {
                    process_label().c_str(), path_.c_str(), quote(options_.label_column).c_str(),
                    num_classes, label_names_ ? "distinct names" : "its largest label + 1",
                    static_cast<long long>(rows));
-    else if (options_.num_classes == 0 && !label_names_ && options_.shard.index == 0 && num_classes <= 1000)
+    else if (options_.num_classes == 0 && !label_names_ && num_classes <= 1000)
       detail::warn_classes_without_examples(path_ + ": label column " + quote(options_.label_column), seen_);
-    return Dataset::from_arrays(std::move(x), std::move(labels_), num_classes, path_);
+    return num_classes;
   }
 
-  // The classes' names read() found, sorted (the given class_names, or none for a column of
-  // class indices).
-  const std::vector<std::string>& class_names() const { return class_names_; }
-
+ public:
   // The feature columns alone (load_csv_features), or with a `take`, handed to it `batch` rows
   // at a time (for_each_csv_features_batch).
   Tensor read_features(std::int64_t batch = 0, const std::function<void(const Tensor&)>* take = nullptr) {
@@ -227,6 +256,7 @@ class CsvReader {
     std::string_view line;
     std::vector<std::string_view> fields;
     std::deque<std::string> unescaped;  // fields that held "" (the views point into it)
+    std::string record;  // a record of several lines (the views point into it)
     std::int64_t line_number = 0;
     std::int64_t first_line = 0;  // the line that set the field count
     std::int64_t rows = 0;     // data rows in the file
@@ -239,8 +269,24 @@ class CsvReader {
       if (line_number == 1 && (line.starts_with("\xff\xfe") || line.starts_with("\xfe\xff")))
         fail(path_, "UTF-16 text (its byte-order mark says so): save it as UTF-8");
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      if (const char* wrong = split(line, options_.delimiter, fields, unescaped))
-        fail(path_, "line " + std::to_string(line_number) + ": " + wrong);
+      const char* wrong = split(line, options_, fields, unescaped);
+      if (wrong == kOpenQuote) {
+        // A quoted field that holds line breaks: the record goes on over the next lines.
+        const std::int64_t first = line_number;
+        record.assign(line);
+        for (std::string_view more; wrong == kOpenQuote;) {
+          if (!lines.next(more))
+            fail(path_, "line " + std::to_string(first) + ": a quoted field does not end before the file does");
+          ++line_number;
+          if (record.ends_with('\r')) record.pop_back();  // CRLF: the break is one '\n'
+          record += '\n';
+          record += more;
+          wrong = split(record, options_, fields, unescaped);
+        }
+        line = record;
+        if (wrong) fail(path_, "lines " + std::to_string(first) + "-" + std::to_string(line_number) + ": " + wrong);
+      }
+      if (wrong) fail(path_, "line " + std::to_string(line_number) + ": " + wrong);
       if (!resolved) {
         first_line = line_number;
         columns_ = static_cast<int>(fields.size());
@@ -262,12 +308,16 @@ class CsvReader {
       // The first row's label says how the column holds classes: by index, or by name.
       if (rows == 0 && label_column_ >= 0) start_labels(fields);
       if (rows++ % shard.count != shard.index) {
-        for (int c : feature_columns_) number(fields, c, line_number);
+        if (!texts_)
+          for (int c : feature_columns_) number(fields, c, line_number);
         for (int c : target_columns_) number(fields, c, line_number);
         if (label_column_ >= 0) largest = std::max(largest, label(fields, line_number));
         continue;
       }
-      for (int c : feature_columns_) features_.push_back(number(fields, c, line_number));
+      if (texts_)
+        texts_->emplace_back(fields[static_cast<std::size_t>(feature_columns_.front())]);
+      else
+        for (int c : feature_columns_) features_.push_back(number(fields, c, line_number));
       for (int c : target_columns_) targets_.push_back(number(fields, c, line_number));
       if (label_column_ >= 0)
         largest = std::max(largest, labels_.emplace_back(label(fields, line_number)));
@@ -507,6 +557,8 @@ class CsvReader {
   std::vector<int> target_columns_;
   std::vector<int> feature_columns_;
   std::vector<float> features_;  // of the rows kept (with a take_, those not yet handed over)
+  std::vector<std::string>* texts_ = nullptr;  // read_texts(): the text column's, for features_
+  bool warn_ = options_.shard.index == 0;      // of the classes (one worker does)
   std::int64_t batch_ = 0;       // rows a take_ gets at a time
   const std::function<void(const Tensor&)>* take_ = nullptr;
   std::vector<float> targets_;
@@ -526,6 +578,15 @@ Dataset load_csv(const std::string& path, const CsvOptions& options,
   if (feature_columns) *feature_columns = reader.feature_names();
   if (class_names) *class_names = reader.class_names();
   return data;
+}
+
+int detail::read_csv_texts(const std::string& path, const CsvOptions& options,
+                           std::vector<std::string>& texts, std::vector<std::int32_t>& labels,
+                           std::vector<std::string>& class_names, bool warn) {
+  CsvReader reader(path, options);
+  const int num_classes = reader.read_texts(texts, labels, warn);
+  class_names = reader.class_names();
+  return num_classes;
 }
 
 std::string csv_field(std::string_view text) {

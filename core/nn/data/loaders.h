@@ -113,6 +113,9 @@ struct CsvOptions {
   char delimiter = ',';
   /// The first row names the columns (columns are then named by it; else by 0-based index).
   bool header = true;
+  /// Fields may be quoted (below); false: a quote is a character like any other, as in TSV
+  /// files whose texts hold quotes unpaired (GLUE's, read by pandas with quoting=QUOTE_NONE).
+  bool quotes = true;
   /// A column of class labels (the column's name, or its index as text), or empty: class indices
   /// (0, 1, ...), or class names ("setosa", "virginica") where the first row's is not a number,
   /// numbered in sorted order (as Keras's StringLookup and scikit-learn's LabelEncoder do).
@@ -138,9 +141,9 @@ struct CsvOptions {
 /// or [n, targets] float targets. The file may be gzip-compressed (as pandas writes .csv.gz), told
 /// by its magic bytes; it is read a megabyte at a time. Blank lines are skipped; every row must have as many fields
 /// as the first. Fields may be quoted as RFC 4180 (and pandas) write them: a quoted field may
-/// hold the delimiter, and "" in it stands for one quote; spaces around a field, and inside its
-/// quotes, are dropped; a quote left open or text after a closing quote, in any column, is a
-/// DataError naming the line. Columns that are not used are not parsed as numbers, so they may
+/// hold the delimiter and line breaks, and "" in it stands for one quote; spaces around a field,
+/// and inside its quotes, are dropped; a quote left open to the end of the file or text after a
+/// closing quote, in any column, is a DataError naming the line. Columns that are not used are not parsed as numbers, so they may
 /// hold text. Every value must be a finite number (`nan`, a missing value's usual mark, is
 /// refused). Unknown columns, neither a label nor target columns, or both feature_columns and
 /// ignore_columns: InvalidArgument. A column

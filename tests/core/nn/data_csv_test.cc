@@ -161,8 +161,21 @@ TEST_CASE("CSV: quoted fields as RFC 4180 and pandas write them") {
   CHECK(csv_error(dir, "a\tb\ty\n1\t\t2\n", {.delimiter = '\t', .target_columns = {"y"}})
             .find("line 2, column 1 ('b'): empty field") != std::string::npos);
 
-  CHECK(csv_error(dir, "a,y\n\"1,2\n", {.target_columns = {"y"}}) ==
-        (dir / "t.csv") + ": line 2: a quoted field does not end on its line (fields holding line breaks are not read)");
+  CHECK(csv_error(dir, "a,y\n\"1,2\n3,4\n", {.target_columns = {"y"}}) ==
+        (dir / "t.csv") + ": line 2: a quoted field does not end before the file does");
+  // A quoted field may hold line breaks (a comment column, say): its record goes on over the
+  // lines, CRLF ones too, and the lines after it are counted on.
+  spit(dir / "n.csv", "note,a,y\r\n\"two\r\nlines\",1,2\r\nx,3,4\r\n\"a \"\"quote\"\"\n\",5,6\n");
+  const Dataset noted = cohort::data::load_csv(dir / "n.csv", {.target_columns = {"y"}, .ignore_columns = {"note"}});
+  REQUIRE(noted.size() == 3);
+  CHECK(example(noted, 2) == std::vector<float>{5});
+  CHECK(csv_error(dir, "note,y\n\"a\nb\"x,1\n", {.target_columns = {"y"}}) ==
+        (dir / "t.csv") + ": lines 2-3: text after a field's closing quote");
+  CHECK(csv_error(dir, "note,a,y\n\"a\nb\",1,2\nc,3,x\n", {.target_columns = {"y"}, .ignore_columns = {"note"}}) ==
+        (dir / "t.csv") + ": line 4, column 2 ('y'): 'x' is not a number");
+  // Without quotes, a quote is a character like any other.
+  CHECK(csv_error(dir, "a,y\n\"1\",2\n", {.quotes = false, .target_columns = {"y"}}) ==
+        (dir / "t.csv") + ": line 2, column 0 ('a'): '\"1\"' is not a number");
   CHECK(csv_error(dir, "a,y\n\"1\"x,2\n", {.target_columns = {"y"}}) ==
         (dir / "t.csv") + ": line 2: text after a field's closing quote");
 }
