@@ -1,10 +1,12 @@
 // A text classifier trained on the user's own folder of text files, a subfolder per class (as
-// Keras's text_dataset_from_directory takes them), on any number of workers:
+// Keras's text_dataset_from_directory takes them), or CSV file of texts and their classes, on any
+// number of workers:
 //
 //   mpirun -np 4 build/bin/example_text --train=reviews/train --test=reviews/test --model=bilstm
 //   mpirun -np 4 build/bin/example_text --train=reviews --validation_split=0.2 --split=characters
+//   mpirun -np 4 build/bin/example_text --train=reviews.csv --text_column=review --validation_split=0.2
 //
-// Each .txt file is an example. The texts are standardised (lower case, no punctuation), split
+// Each .txt file, or each row of the CSV file, is an example. The texts are standardised (lower case, no punctuation), split
 // into words (or characters) and turned into token ids by a vocabulary of the --max_tokens most
 // frequent tokens of the training texts, which every worker builds alike from the whole training
 // set (the chief writes it to --vocabulary_file, one token a line, for use elsewhere); each text
@@ -43,8 +45,12 @@
 
 #include <unistd.h>
 
-COHORT_DEFINE_string(train, "", "training texts: a folder with a subfolder of .txt files per class");
+COHORT_DEFINE_string(train, "", "training texts: a folder with a subfolder of .txt files per class, or a CSV file of a text and a label a row (.tsv: tab-separated; either may be gzip-compressed)");
 COHORT_DEFINE_string(test, "", "test texts, the same way (empty: evaluate on --validation_split's part of --train, or on all of it)");
+COHORT_DEFINE_string(text_column, "text", "a CSV file's column of texts (by name; without a header row, by index)");
+COHORT_DEFINE_string(label_column, "label", "a CSV file's column of classes: names, or indices 0, 1, ...");
+COHORT_DEFINE_bool(header, true, "a CSV file's first row names its columns");
+COHORT_DEFINE_bool(quotes, true, "a CSV file's fields may be quoted (false: a quote is part of the text, as in GLUE's TSV files)");
 COHORT_DEFINE_float(validation_split, 0,
                     "without --test: hold out this fraction of --train's files, chosen by --seed, to evaluate on",
                     cohort::flags::Range{0, 0.99});
@@ -169,6 +175,27 @@ std::vector<std::string> texts_to_predict() {
   return paths;
 }
 
+// The texts of `path` (--train or --test): a folder of class subfolders, or a CSV or TSV file;
+// `classes` receives the classes' names (a CSV file's indices as text). `read` says the shard,
+// the classes to take and the split; `vectorizer` adapts to the texts read without a vocabulary.
+cohort::data::Dataset load_texts(const std::string& path, cohort::data::TextVectorizer& vectorizer,
+                                 const cohort::data::TextFolderOptions& read,
+                                 std::vector<std::string>* classes = nullptr) {
+  if (std::filesystem::is_directory(path)) return cohort::data::load_text_folder(path, vectorizer, read, classes);
+  const bool tsv = path.ends_with(".tsv") || path.ends_with(".tsv.gz");
+  std::vector<std::string> names;
+  cohort::data::Dataset data = cohort::data::load_text_csv(
+      path, vectorizer,
+      {.text_column = FLAGS_text_column, .label_column = FLAGS_label_column, .delimiter = tsv ? '\t' : ',',
+       .header = FLAGS_header, .quotes = FLAGS_quotes, .class_names = read.class_names, .shard = read.shard,
+       .validation_split = read.validation_split, .subset = read.subset, .seed = read.seed},
+      &names);
+  if (names.empty())  // a column of class indices: named by them
+    for (int c = 0; c < data.num_classes(); ++c) names.push_back(std::to_string(c));
+  if (classes != nullptr) *classes = names;
+  return data;
+}
+
 // Classifies --predict's texts with the latest checkpoint of --checkpoint_dir, and the
 // vocabulary, classes and settings beside it: path, class, probability, a line each.
 void predict() {
@@ -259,7 +286,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> classes;
   // Every worker adapts the vocabulary to the whole training set, and keeps its shard.
   const cohort::data::Dataset train =
-      cohort::data::load_text_folder(FLAGS_train, vectorizer, read, &classes);
+      load_texts(FLAGS_train, vectorizer, read, &classes);
   if (classes.size() < 2)
     throw cohort::InvalidArgument("--train=" + FLAGS_train + ": one class (" + classes.front() +
                                   "): a classifier needs two or more");
@@ -281,8 +308,7 @@ int Main(int argc, char** argv) {
     read.shard = {};
     read.class_names = classes;
     read.subset = cohort::data::TextFolderOptions::Subset::kValidation;  // with a split
-    test = cohort::data::load_text_folder(FLAGS_test.empty() ? FLAGS_train : FLAGS_test,
-                                          vectorizer, read);
+    test = load_texts(FLAGS_test.empty() ? FLAGS_train : FLAGS_test, vectorizer, read);
     if (!FLAGS_vocabulary_file.empty()) vectorizer.save_vocabulary(FLAGS_vocabulary_file);
     if (!FLAGS_checkpoint_dir.empty()) {
       // What the checkpoints' ids and logits mean, beside them; a resumed job must mean the same.

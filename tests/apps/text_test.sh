@@ -11,6 +11,8 @@
 #   vocabulary;
 # - characters through 1-D convolutions: at least 0.65 (measured 0.80), and its checkpoint calls
 #   at least half the held-out MPL-2.0 paragraphs MPL-2.0 (measured 14 of 18);
+# - the same paragraphs as CSV files (a quoted field holding each paragraph's line breaks), the
+#   license by name: at least 0.55, as the folders;
 # - --validation_split instead of a test folder trains on the rest of the training folder;
 # - a folder without .txt files is refused in one line naming it.
 #
@@ -34,6 +36,16 @@ for name in ("Apache-2.0", "Artistic", "GFDL-1.3", "GPL-3", "MPL-2.0"):
             f.write(paragraph)
 os.makedirs("csv_only/a", exist_ok=True)
 open("csv_only/a/x.csv", "w").write("1,2\n")
+# The same paragraphs as CSV files, as Python's csv module (and pandas) write them: a row per
+# paragraph, its line breaks, commas and quotes inside a quoted field; the license by name.
+import csv
+for split in ("train", "test"):
+    with open(f"{split}.csv", "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["id", "paragraph", "license"])
+        for name in sorted(os.listdir(split)):
+            for file in sorted(os.listdir(f"{split}/{name}")):
+                out.writerow([file, open(f"{split}/{name}/{file}", encoding="utf-8").read(), name])
 PY
 
 . "$here/example_jobs.sh"
@@ -79,6 +91,14 @@ mkdir -p fewer && cp -r train/GPL-3 train/MPL-2.0 fewer/
 expect_job_failure "$text" other_vocabulary \
   "--train=fewer: its vocabulary is not the one the checkpoints in ckpt were trained with" "0" \
   --train=fewer --checkpoint_dir=ckpt --train_steps=300 --model=conv1d --embedding_dim=32 --units=128
+
+# The CSV files train as the folders do.
+run csv --train=train.csv --test=test.csv --text_column=paragraph --label_column=license \
+  --model=conv1d --embedding_dim=32 --units=128 --train_steps=150 --metrics_json=csv.json \
+  || { echo "the job on CSV files failed"; exit 1; }
+grep -q "^text: 2 workers, 179 texts in 5 classes, vocabulary of " csv.log \
+  || { echo "csv: not 179 texts in 5 classes"; exit 1; }
+at_least csv csv.json 0.55
 
 run characters --train=train --test=test --model=conv1d --split=characters --sequence_length=400 \
   --embedding_dim=16 --units=128 --train_steps=200 --metrics_json=characters.json \

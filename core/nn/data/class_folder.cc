@@ -122,23 +122,31 @@ std::vector<ClassFile> list_class_folder(const std::string& dir,
   return files;
 }
 
+std::vector<std::size_t> validation_subset(std::size_t n, double split, bool validation,
+                                           std::uint64_t seed, const std::string& where,
+                                           const char* what) {
+  if (!(split > 0 && split < 1))
+    throw InvalidArgument(where + ": validation_split " + std::to_string(split) +
+                          " (a fraction in (0, 1), or 0 for all the " + what + ")");
+  const auto held_count = static_cast<std::size_t>(split * static_cast<double>(n));
+  if (held_count == 0 || held_count == n)
+    fail(where, "validation_split " + std::to_string(split) + " of " + std::to_string(n) + " " +
+                    what + " leaves the " + (held_count == 0 ? "validation" : "training") +
+                    " subset empty");
+  const std::vector<char> held = held_out(n, held_count, seed);
+  const char keep = validation ? 1 : 0;
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < n; ++i)
+    if (held[i] == keep) out.push_back(i);
+  return out;
+}
+
 std::vector<ClassFile> class_folder_subset(std::vector<ClassFile> files, double split,
                                            bool validation, std::uint64_t seed,
                                            const std::string& dir, const char* what) {
-  if (!(split > 0 && split < 1))
-    throw InvalidArgument(dir + ": validation_split " + std::to_string(split) +
-                          " (a fraction in (0, 1), or 0 for every file)");
-  const std::size_t n = files.size();
-  const auto held_count = static_cast<std::size_t>(split * static_cast<double>(n));
-  if (held_count == 0 || held_count == n)
-    fail(dir, "validation_split " + std::to_string(split) + " of " + std::to_string(n) + " " +
-                  what + " leaves the " + (held_count == 0 ? "validation" : "training") +
-                  " subset empty");
-  const std::vector<char> held = held_out(n, held_count, seed);
-  const char keep = validation ? 1 : 0;
   std::vector<ClassFile> out;
-  for (std::size_t i = 0; i < n; ++i)
-    if (held[i] == keep) out.push_back(std::move(files[i]));
+  for (const std::size_t i : validation_subset(files.size(), split, validation, seed, dir, what))
+    out.push_back(std::move(files[i]));
   return out;
 }
 

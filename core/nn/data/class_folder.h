@@ -38,8 +38,14 @@ std::vector<ClassFile> list_class_folder(const std::string& dir,
                                          const ClassFolderKind& kind,
                                          std::vector<std::string>& classes, bool warn = true);
 
-/// Keras's validation_split over the files, chosen by `seed`: the validation subset (or, with
-/// `validation` false, the training one), each in the files' order.
+/// Keras's validation_split over n examples, chosen by `seed`: the indices of the validation
+/// subset (or, with `validation` false, the training one), in order. `where` and `what` ("text
+/// files", "rows") name them in the messages of a split outside (0, 1) or a subset left empty.
+std::vector<std::size_t> validation_subset(std::size_t n, double split, bool validation,
+                                           std::uint64_t seed, const std::string& where,
+                                           const char* what);
+
+/// validation_subset() of the files.
 std::vector<ClassFile> class_folder_subset(std::vector<ClassFile> files, double split,
                                            bool validation, std::uint64_t seed,
                                            const std::string& dir, const char* what);

@@ -11,6 +11,10 @@
 
 #include "cohort/core/nn/data/dataset.h"
 
+namespace cohort::data {
+struct CsvOptions;
+}  // namespace cohort::data
+
 namespace cohort::data::detail {
 
 /// Throws DataError("<where>: <fault>").
@@ -29,6 +33,13 @@ std::uint64_t file_size(const std::string& path, const char* what);
 void warn_classes_without_examples(const std::string& where, const std::vector<bool>& seen);
 
 std::ifstream open_file(const std::string& path);
+
+/// The rows of a CSV file of texts (load_text_csv): the text of options' one feature column and
+/// the label of each row the shard keeps, in `texts` and `labels`; returns the number of classes,
+/// and their names in `class_names` where the labels are names (empty for indices). Warnings of
+/// the classes where `warn`.
+int read_csv_texts(const std::string& path, const CsvOptions& options, std::vector<std::string>& texts,
+                   std::vector<std::int32_t>& labels, std::vector<std::string>& class_names, bool warn);
 
 /// Reads exactly `n` bytes; anything less is a fault (the file changed, or a read error).
 void read_exactly(std::ifstream& in, char* out, std::uint64_t n, const std::string& path);

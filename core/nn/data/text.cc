@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/class_folder.h"
 #include "cohort/core/nn/data/files.h"
+#include "cohort/core/nn/data/loaders.h"
 
 namespace cohort::data {
 namespace {
@@ -45,6 +47,39 @@ bool text_name(const std::filesystem::path& path) {
 
 constexpr detail::ClassFolderKind kTextFiles{"text files", "a .txt name", ".txt",
                                              "<class>/<text>.txt", text_name};
+
+// The examples of `texts` and their labels, from `where` (a folder, a file): the vectorizer
+// adapted to them where it has no vocabulary, which they then are every one of (`whole`), and
+// the shard's kept of those. One worker warns of examples without a word (padding alone): `what`
+// names one ("text file"), and `source(i)` where text i came from ("" for none).
+Dataset text_examples(std::vector<std::string> texts, std::vector<std::int32_t> labels, bool whole,
+                      ShardSpec shard, TextVectorizer& vectorizer, int num_classes,
+                      const std::string& where, const std::function<std::string(std::size_t)>& source,
+                      const char* what) {
+  std::size_t blank = 0;
+  std::string blank_example;
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    if (texts[i].find_first_not_of(" \t\n\v\f\r") == std::string::npos && blank++ == 0)
+      blank_example = source(i);
+  // One worker says so, of the whole set (with a vocabulary given, each reads its shard alone).
+  if (blank > 0 && shard.index == 0 && whole)
+    std::fprintf(stderr, "[%s] warning: %s: %zu %s%s without a word%s: examples of padding alone\n",
+                 process_label().c_str(), where.c_str(), blank, what, blank == 1 ? "" : "s",
+                 blank_example.empty() ? "" : (" (one is " + blank_example + ")").c_str());
+  if (whole) {
+    if (!vectorizer.adapted()) vectorizer.adapt(texts);
+    std::vector<std::string> mine;
+    std::vector<std::int32_t> mine_labels;
+    for (auto i = static_cast<std::size_t>(shard.index); i < texts.size();
+         i += static_cast<std::size_t>(shard.count)) {
+      mine.push_back(std::move(texts[i]));
+      mine_labels.push_back(labels[i]);
+    }
+    texts = std::move(mine);
+    labels = std::move(mine_labels);
+  }
+  return Dataset::from_arrays(vectorizer.vectorize(texts), std::move(labels), num_classes, where);
+}
 
 }  // namespace
 
@@ -209,13 +244,11 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
         std::move(files), options.validation_split,
         options.subset == TextFolderOptions::Subset::kValidation, options.seed, dir, "text files");
   // The whole set's texts when they make the vocabulary, else the shard's alone.
-  const bool adapt = !vectorizer.adapted();
-  const std::size_t step = adapt ? 1 : static_cast<std::size_t>(options.shard.count);
-  const std::size_t first = adapt ? 0 : static_cast<std::size_t>(options.shard.index);
+  const bool whole = !vectorizer.adapted();
+  const std::size_t step = whole ? 1 : static_cast<std::size_t>(options.shard.count);
+  const std::size_t first = whole ? 0 : static_cast<std::size_t>(options.shard.index);
   std::vector<std::string> texts;
   std::vector<std::int32_t> labels;
-  std::size_t blank = 0;  // files without a word, whose examples would be padding alone
-  std::string blank_example;
   for (std::size_t i = first; i < files.size(); i += step) {
     texts.push_back(detail::read_whole_file(files[i].path, "a text file"));
     labels.push_back(files[i].label);
@@ -224,28 +257,42 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
       detail::fail(files[i].path, "UTF-16 text (its byte-order mark says so): save it as UTF-8");
     if (text.find('\0') != std::string::npos)
       detail::fail(files[i].path, "a NUL byte: not a text file (a binary file named .txt?)");
-    if (text.find_first_not_of(" \t\n\v\f\r") == std::string::npos && blank++ == 0)
-      blank_example = files[i].path;
-  }
-  // One worker says so, of the whole folder (with a vocabulary given, each reads its shard alone).
-  if (blank > 0 && options.shard.index == 0 && step == 1)
-    std::fprintf(stderr, "[%s] warning: %s: %zu text file%s without a word (one is %s): examples of padding alone\n",
-                 process_label().c_str(), dir.c_str(), blank, blank == 1 ? "" : "s", blank_example.c_str());
-  if (adapt) {
-    vectorizer.adapt(texts);
-    std::vector<std::string> mine;
-    std::vector<std::int32_t> mine_labels;
-    for (std::size_t i = static_cast<std::size_t>(options.shard.index); i < texts.size();
-         i += static_cast<std::size_t>(options.shard.count)) {
-      mine.push_back(std::move(texts[i]));
-      mine_labels.push_back(labels[i]);
-    }
-    texts = std::move(mine);
-    labels = std::move(mine_labels);
   }
   if (class_names != nullptr) *class_names = classes;
-  return Dataset::from_arrays(vectorizer.vectorize(texts), std::move(labels),
-                              static_cast<int>(classes.size()), dir);
+  return text_examples(std::move(texts), std::move(labels), whole, options.shard, vectorizer,
+                       static_cast<int>(classes.size()), dir,
+                       [&](std::size_t i) { return files[first + i * step].path; }, "text file");
+}
+
+Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
+                      const TextCsvOptions& options, std::vector<std::string>* class_names) {
+  detail::check_shard(options.shard, path);
+  CsvOptions csv;
+  csv.delimiter = options.delimiter;
+  csv.header = options.header;
+  csv.quotes = options.quotes;
+  csv.label_column = options.label_column;
+  csv.feature_columns = {options.text_column};
+  csv.class_names = options.class_names;
+  std::vector<std::string> texts, classes;
+  std::vector<std::int32_t> labels;
+  const int num_classes =
+      detail::read_csv_texts(path, csv, texts, labels, classes, /*warn=*/options.shard.index == 0);
+  if (options.validation_split != 0) {
+    std::vector<std::string> subset_texts;
+    std::vector<std::int32_t> subset_labels;
+    for (const std::size_t i : detail::validation_subset(
+             texts.size(), options.validation_split,
+             options.subset == TextFolderOptions::Subset::kValidation, options.seed, path, "rows")) {
+      subset_texts.push_back(std::move(texts[i]));
+      subset_labels.push_back(labels[i]);
+    }
+    texts = std::move(subset_texts);
+    labels = std::move(subset_labels);
+  }
+  if (class_names != nullptr) *class_names = classes;
+  return text_examples(std::move(texts), std::move(labels), /*whole=*/true, options.shard, vectorizer,
+                       num_classes, path, [](std::size_t) { return std::string(); }, "row");
 }
 
 Tensor load_word_vectors(const std::string& path, const std::vector<std::string>& vocabulary,

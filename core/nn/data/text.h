@@ -111,4 +111,37 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
                          const TextFolderOptions& options = {},
                          std::vector<std::string>* class_names = nullptr);
 
+/// How to read a CSV or TSV file of texts (load_text_csv).
+struct TextCsvOptions {
+  /// The column of the texts and that of their classes, by name (or, without a header, by
+  /// 0-based index as text: "0").
+  std::string text_column = "text";
+  std::string label_column = "label";
+  /// As CsvOptions': the delimiter ('\t' for a TSV file), a header row, and quoted fields (false:
+  /// a quote is a character like any other, as in GLUE's TSV files).
+  char delimiter = ',';
+  bool header = true;
+  bool quotes = true;
+  /// As TextFolderOptions: the classes in label order (empty: as load_csv numbers a label
+  /// column, class indices or names in sorted order), a worker's shard, and Keras's
+  /// validation_split with its subset and seed, over the rows.
+  std::vector<std::string> class_names{};
+  ShardSpec shard{};
+  double validation_split = 0;
+  TextFolderOptions::Subset subset = TextFolderOptions::Subset::kTraining;
+  std::uint64_t seed = 0;
+};
+
+/// Reads a CSV file of texts, a row each with its class, as pandas writes them (a quoted text may
+/// hold the delimiter, doubled quotes and line breaks; a TSV file too, or either gzip-compressed):
+/// each row is an example labelled by its class, its ids [sequence_length] from `vectorizer`.
+/// Other columns are not read. The vectorizer adapts as load_text_folder's does, to the subset
+/// read (every shard's), so every worker that reads the same file gets the same vocabulary; only
+/// the shard's examples are kept, though every row is read and checked. `class_names` receives
+/// the classes' names (empty for a label column of indices): give them to the test file's read.
+/// Faults are load_csv's, a DataError naming the file and the line.
+Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
+                      const TextCsvOptions& options = {},
+                      std::vector<std::string>* class_names = nullptr);
+
 }  // namespace cohort::data

@@ -138,6 +138,61 @@ TEST_CASE("load_text_folder: a class per subfolder, one vocabulary for every sha
   CHECK(validation.size() == 2);
 }
 
+TEST_CASE("load_text_csv: a row per text, classes by name, quoted texts; shards, splits, TSV") {
+  cohort::test::TempDir dir("text_csv");
+  // As pandas writes it: an index column, a text holding the delimiter, quotes and a line break.
+  spit(dir / "reviews.csv",
+       ",text,label\n0,bad awful film,neg\n1,\"awful, \"\"the\"\" plot\",neg\n2,good film,pos\n"
+       "3,\"good\ngood plot\",pos\n4,fine,pos\n");
+  TextVectorizer whole({.sequence_length = 3});
+  std::vector<std::string> classes;
+  const Dataset all = cohort::data::load_text_csv(dir / "reviews.csv", whole, {}, &classes);
+  CHECK(classes == std::vector<std::string>{"neg", "pos"});
+  REQUIRE(all.size() == 5);
+  CHECK(all.num_classes() == 2);
+  CHECK(all.label(1) == 0);
+  CHECK(all.label(3) == 1);
+  // The folder test's texts, so its vocabulary: good 3, awful, film, plot 2, bad, fine and the 1.
+  CHECK(whole.vocabulary() ==
+        std::vector<std::string>{"", "[UNK]", "good", "awful", "film", "plot", "bad", "fine", "the"});
+  const std::vector<std::string> texts = {"awful, \"the\" plot", "good\ngood plot"};
+  const Tensor expected = whole.vectorize(texts);
+  CHECK(ids(Tensor({3}, all.example(1))) == std::vector<float>(expected.data(), expected.data() + 3));
+  CHECK(ids(Tensor({3}, all.example(3))) == std::vector<float>(expected.data() + 3, expected.data() + 6));
+  // Every shard's worker adapts to the whole file and keeps its rows.
+  for (int index = 0; index < 2; ++index) {
+    TextVectorizer mine({.sequence_length = 3});
+    const Dataset shard = cohort::data::load_text_csv(dir / "reviews.csv", mine, {.shard = {index, 2}});
+    CHECK(mine.vocabulary() == whole.vocabulary());
+    REQUIRE(shard.size() == (index == 0 ? 3 : 2));
+    CHECK(shard.label(0) == all.label(index));
+  }
+  // validation_split parts the rows; a test file takes the training file's classes by name.
+  TextVectorizer a, b;
+  CHECK(cohort::data::load_text_csv(dir / "reviews.csv", a, {.validation_split = 0.4, .seed = 3}).size() == 3);
+  CHECK(cohort::data::load_text_csv(dir / "reviews.csv", b,
+                                    {.validation_split = 0.4,
+                                     .subset = TextFolderOptions::Subset::kValidation, .seed = 3})
+            .size() == 2);
+  spit(dir / "test.csv", "text,label\nso good,pos\n");
+  CHECK(cohort::data::load_text_csv(dir / "test.csv", whole, {.class_names = classes}).label(0) == 1);
+  spit(dir / "other.csv", "text,label\nmeh,mixed\n");
+  CHECK(data_error([&] { cohort::data::load_text_csv(dir / "other.csv", whole, {.class_names = classes}); }) ==
+        dir / "other.csv" + ": line 2, column 1 ('label'): label 'mixed' is not one of the 2 classes "
+                            "(class_names; the training file's)");
+  CHECK(invalid_argument([&] { cohort::data::load_text_csv(dir / "reviews.csv", whole, {.text_column = "review"}); }) ==
+        dir / "reviews.csv" + ": no column 'review' (columns: '', 'text', 'label')");
+  // A TSV without a header or quoting (GLUE's): a quote is part of the text.
+  spit(dir / "sst.tsv", "\" the rock \" is good\t1\nit 's \"bad\t0\n");
+  TextVectorizer raw({.strip_punctuation = false});
+  const Dataset sst = cohort::data::load_text_csv(
+      dir / "sst.tsv", raw,
+      {.text_column = "0", .label_column = "1", .delimiter = '\t', .header = false, .quotes = false});
+  REQUIRE(sst.size() == 2);
+  CHECK(sst.label(0) == 1);
+  CHECK(std::find(raw.vocabulary().begin(), raw.vocabulary().end(), "\"bad") != raw.vocabulary().end());
+}
+
 TEST_CASE("load_text_folder: a folder without text files is a DataError naming it") {
   cohort::test::TempDir dir("text_folder");
   std::filesystem::create_directories(dir.path / "a");
