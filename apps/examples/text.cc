@@ -50,7 +50,7 @@ COHORT_DEFINE_string(test, "", "test texts, the same way (empty: evaluate on --v
 COHORT_DEFINE_string(text_column, "text", "a CSV file's column of texts (by name; without a header row, by index)");
 COHORT_DEFINE_string(label_column, "label", "a CSV file's column of classes: names, or indices 0, 1, ...");
 COHORT_DEFINE_bool(header, true, "a CSV file's first row names its columns");
-COHORT_DEFINE_bool(quotes, true, "a CSV file's fields may be quoted (false: a quote is part of the text, as in GLUE's TSV files)");
+COHORT_DEFINE_bool(quotes, true, "a CSV file's fields may be quoted (false: a quote is part of the text); a .tsv file's are not unless given");
 COHORT_DEFINE_float(validation_split, 0,
                     "without --test: hold out this fraction of --train's files, chosen by --seed, to evaluate on",
                     cohort::flags::Range{0, 0.99});
@@ -183,13 +183,20 @@ cohort::data::Dataset load_texts(const std::string& path, cohort::data::TextVect
                                  std::vector<std::string>* classes = nullptr) {
   if (std::filesystem::is_directory(path)) return cohort::data::load_text_folder(path, vectorizer, read, classes);
   const bool tsv = path.ends_with(".tsv") || path.ends_with(".tsv.gz");
+  cohort::data::TextCsvOptions csv{.text_column = FLAGS_text_column, .label_column = FLAGS_label_column,
+                                   .delimiter = tsv ? '\t' : ',', .header = FLAGS_header,
+                                   // A TSV file's texts hold quotes unpaired, as a rule.
+                                   .quotes = cohort::flags::Registry::global().given("quotes") ? FLAGS_quotes : !tsv,
+                                   .shard = read.shard, .validation_split = read.validation_split,
+                                   .subset = read.subset, .seed = read.seed};
+  // The training file's classes: its indices (named "0", "1", ...: their count is the classes,
+  // whatever a label's digits, 1 or 1.0) or its names.
+  bool indices = !read.class_names.empty();
+  for (std::size_t c = 0; c < read.class_names.size(); ++c) indices = indices && read.class_names[c] == std::to_string(c);
+  if (indices) csv.num_classes = static_cast<int>(read.class_names.size());
+  else csv.class_names = read.class_names;
   std::vector<std::string> names;
-  cohort::data::Dataset data = cohort::data::load_text_csv(
-      path, vectorizer,
-      {.text_column = FLAGS_text_column, .label_column = FLAGS_label_column, .delimiter = tsv ? '\t' : ',',
-       .header = FLAGS_header, .quotes = FLAGS_quotes, .class_names = read.class_names, .shard = read.shard,
-       .validation_split = read.validation_split, .subset = read.subset, .seed = read.seed},
-      &names);
+  cohort::data::Dataset data = cohort::data::load_text_csv(path, vectorizer, csv, &names);
   if (names.empty())  // a column of class indices: named by them
     for (int c = 0; c < data.num_classes(); ++c) names.push_back(std::to_string(c));
   if (classes != nullptr) *classes = names;

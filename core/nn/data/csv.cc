@@ -90,6 +90,9 @@ std::string_view trim(std::string_view s) {
 
 // split()'s verdict on a line whose quoted field goes on past its end (onto the next lines).
 constexpr const char* kOpenQuote = "a quoted field does not end on its line";
+// The most a record of several lines may hold: a quote left open by mistake fails here rather
+// than reading the rest of a large file into memory.
+constexpr std::size_t kLongestRecord = std::size_t{16} << 20;
 
 // Splits a line into its fields, as RFC 4180 (and pandas) write them: a field in double quotes
 // may hold the delimiter and line breaks, and "" in it stands for one quote (those fields are
@@ -177,6 +180,8 @@ class CsvReader {
   int read_texts(std::vector<std::string>& texts, std::vector<std::int32_t>& labels, bool warn) {
     if (options_.label_column.empty() || options_.feature_columns.size() != 1)
       throw InvalidArgument(path_ + ": a table of texts needs a label column and one text column");
+    if (!options_.class_names.empty() && options_.num_classes != 0)
+      throw InvalidArgument(path_ + ": class_names or num_classes, not both");
     texts_ = &texts;
     warn_ = warn;
     const auto [kept, rows, largest] = read_rows();
@@ -269,37 +274,45 @@ class CsvReader {
       if (line_number == 1 && (line.starts_with("\xff\xfe") || line.starts_with("\xfe\xff")))
         fail(path_, "UTF-16 text (its byte-order mark says so): save it as UTF-8");
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      const std::int64_t at = line_number;  // the record's first line, which messages name
       const char* wrong = split(line, options_, fields, unescaped);
       if (wrong == kOpenQuote) {
-        // A quoted field that holds line breaks: the record goes on over the next lines.
-        const std::int64_t first = line_number;
+        // A quoted field that holds line breaks: the record goes on over the next lines. Each
+        // quote of a line turns the field's state (a doubled one inside it, twice), so the
+        // record is split again only on a line that may end it.
         record.assign(line);
         for (std::string_view more; wrong == kOpenQuote;) {
           if (!lines.next(more))
-            fail(path_, "line " + std::to_string(first) + ": a quoted field does not end before the file does");
+            fail(path_, "line " + std::to_string(at) + ": a quoted field does not end before the file does");
           ++line_number;
           if (record.ends_with('\r')) record.pop_back();  // CRLF: the break is one '\n'
           record += '\n';
           record += more;
-          wrong = split(record, options_, fields, unescaped);
+          if (record.size() > kLongestRecord)
+            fail(path_, "line " + std::to_string(at) + ": a quoted field runs on over " +
+                            std::to_string(line_number - at) + " lines (" +
+                            std::to_string(kLongestRecord >> 20) +
+                            " MiB): a stray quote? (quotes = false reads quotes as characters)");
+          if (std::count(more.begin(), more.end(), '"') % 2 == 1)
+            wrong = split(record, options_, fields, unescaped);
         }
         line = record;
-        if (wrong) fail(path_, "lines " + std::to_string(first) + "-" + std::to_string(line_number) + ": " + wrong);
+        if (wrong) fail(path_, "lines " + std::to_string(at) + "-" + std::to_string(line_number) + ": " + wrong);
       }
-      if (wrong) fail(path_, "line " + std::to_string(line_number) + ": " + wrong);
+      if (wrong) fail(path_, "line " + std::to_string(at) + ": " + wrong);
       if (!resolved) {
-        first_line = line_number;
+        first_line = at;
         columns_ = static_cast<int>(fields.size());
         if (options_.header) {
           names_.assign(fields.begin(), fields.end());
-          check_header(line_number);
+          check_header(at);
         }
         resolve();
         resolved = true;
         if (options_.header) continue;
       }
       if (static_cast<int>(fields.size()) != columns_)
-        fail(path_, "line " + std::to_string(line_number) + " has " +
+        fail(path_, "line " + std::to_string(at) + " has " +
                         std::to_string(fields.size()) + " fields, expected " +
                         std::to_string(columns_) + " (as line " + std::to_string(first_line) +
                         ")");
@@ -309,18 +322,18 @@ class CsvReader {
       if (rows == 0 && label_column_ >= 0) start_labels(fields);
       if (rows++ % shard.count != shard.index) {
         if (!texts_)
-          for (int c : feature_columns_) number(fields, c, line_number);
-        for (int c : target_columns_) number(fields, c, line_number);
-        if (label_column_ >= 0) largest = std::max(largest, label(fields, line_number));
+          for (int c : feature_columns_) number(fields, c, at);
+        for (int c : target_columns_) number(fields, c, at);
+        if (label_column_ >= 0) largest = std::max(largest, label(fields, at));
         continue;
       }
       if (texts_)
         texts_->emplace_back(fields[static_cast<std::size_t>(feature_columns_.front())]);
       else
-        for (int c : feature_columns_) features_.push_back(number(fields, c, line_number));
-      for (int c : target_columns_) targets_.push_back(number(fields, c, line_number));
+        for (int c : feature_columns_) features_.push_back(number(fields, c, at));
+      for (int c : target_columns_) targets_.push_back(number(fields, c, at));
       if (label_column_ >= 0)
-        largest = std::max(largest, labels_.emplace_back(label(fields, line_number)));
+        largest = std::max(largest, labels_.emplace_back(label(fields, at)));
       ++kept;
       if (take_ && kept % batch_ == 0) hand_over();
     }

@@ -110,7 +110,7 @@ std::vector<std::int32_t> checked_labels(const NpyArray& targets, const Names& n
     return labels;
   }
   num_classes = std::max(1, largest + 1);
-  if (warn) {
+  if (warn && n > 0) {
     std::vector<bool> seen(static_cast<std::size_t>(num_classes));
     for (const std::int32_t label : labels) seen[static_cast<std::size_t>(label)] = true;
     detail::warn_classes_without_examples(names.labels, seen);

@@ -26,15 +26,29 @@ constexpr const char* kUnknown = "[UNK]";
 
 bool space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
-// The length of the UTF-8 sequence at the start of `text`: its lead byte's count where that many
-// continuation bytes follow, else 1, so that a malformed byte (Latin-1 text's, a cut sequence) is a
-// character of its own and never swallows the characters after it.
+// The length of the well-formed UTF-8 sequence at the start of `text` (Unicode's table 3-7: no
+// overlong forms, surrogates or code points past U+10FFFF), else 1, so that a malformed byte
+// (Latin-1 text's, a cut sequence) is a character of its own and never swallows the characters
+// after it.
 std::size_t code_point_length(std::string_view text) {
-  const auto c = static_cast<unsigned char>(text[0]);
-  const std::size_t n = c >= 0xf0 && c < 0xf8 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc0 && c < 0xe0 ? 2 : 1;
-  if (n > text.size()) return 1;
-  for (std::size_t i = 1; i < n; ++i)
-    if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) return 1;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char c = byte(0);
+  std::size_t n = 1;
+  unsigned char low = 0x80, high = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) low = 0xa0;   // else overlong
+    if (c == 0xed) high = 0x9f;  // else a surrogate
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) low = 0x90;   // else overlong
+    if (c == 0xf4) high = 0x8f;  // else past U+10FFFF
+  }
+  if (n == 1 || n > text.size() || byte(1) < low || byte(1) > high) return 1;
+  for (std::size_t i = 2; i < n; ++i)
+    if ((byte(i) & 0xc0) != 0x80) return 1;
   return n;
 }
 
@@ -273,6 +287,7 @@ Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
   csv.quotes = options.quotes;
   csv.label_column = options.label_column;
   csv.feature_columns = {options.text_column};
+  csv.num_classes = options.num_classes;
   csv.class_names = options.class_names;
   std::vector<std::string> texts, classes;
   std::vector<std::int32_t> labels;

@@ -122,10 +122,13 @@ struct TextCsvOptions {
   char delimiter = ',';
   bool header = true;
   bool quotes = true;
-  /// As TextFolderOptions: the classes in label order (empty: as load_csv numbers a label
-  /// column, class indices or names in sorted order), a worker's shard, and Keras's
-  /// validation_split with its subset and seed, over the rows.
+  /// A label column of class indices: the number of classes (0: the largest label + 1); or, for
+  /// one of names, the classes in label order (empty: the names found, sorted, as load_csv
+  /// numbers them). A test file takes the training file's.
+  int num_classes = 0;
   std::vector<std::string> class_names{};
+  /// As TextFolderOptions: a worker's shard, and Keras's validation_split with its subset and
+  /// seed, over the rows.
   ShardSpec shard{};
   double validation_split = 0;
   TextFolderOptions::Subset subset = TextFolderOptions::Subset::kTraining;

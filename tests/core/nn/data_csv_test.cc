@@ -173,6 +173,11 @@ TEST_CASE("CSV: quoted fields as RFC 4180 and pandas write them") {
         (dir / "t.csv") + ": lines 2-3: text after a field's closing quote");
   CHECK(csv_error(dir, "note,a,y\n\"a\nb\",1,2\nc,3,x\n", {.target_columns = {"y"}, .ignore_columns = {"note"}}) ==
         (dir / "t.csv") + ": line 4, column 2 ('y'): 'x' is not a number");
+  // A quote left open by mistake fails where its record passes 16 MiB, not at the file's end.
+  std::string stray = "note,a,y\n\"a,1,2\n";
+  while (stray.size() < (std::size_t{17} << 20)) stray += "more text here,1,2\n";
+  CHECK(csv_error(dir, stray, {.target_columns = {"y"}, .ignore_columns = {"note"}})
+            .starts_with(dir / "t.csv" + ": line 2: a quoted field runs on over "));
   // Without quotes, a quote is a character like any other.
   CHECK(csv_error(dir, "a,y\n\"1\",2\n", {.quotes = false, .target_columns = {"y"}}) ==
         (dir / "t.csv") + ": line 2, column 0 ('a'): '\"1\"' is not a number");

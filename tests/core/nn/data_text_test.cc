@@ -55,6 +55,9 @@ TEST_CASE("TextVectorizer splits words as Keras does: lower case, no punctuation
   CHECK(characters.tokens("caf\xe9 b") == std::vector<std::string>{"c", "a", "f", "\xe9", " ", "b"});
   CHECK(characters.tokens("\xf0\x9f\x98\x80\xe2\x82") ==
         std::vector<std::string>{"\xf0\x9f\x98\x80", "\xe2", "\x82"});
+  // Nor do an overlong form, a surrogate or a lead past U+10FFFF start one.
+  CHECK(characters.tokens("\xc0\xaf\xed\xa0\x80\xf5\x80") ==
+        std::vector<std::string>{"\xc0", "\xaf", "\xed", "\xa0", "\x80", "\xf5", "\x80"});
   TextVectorizer raw({.lowercase = false, .strip_punctuation = false});
   CHECK(raw.tokens("Hi, you") == std::vector<std::string>{"Hi,", "you"});
 }
@@ -182,6 +185,13 @@ TEST_CASE("load_text_csv: a row per text, classes by name, quoted texts; shards,
                             "(class_names; the training file's)");
   CHECK(invalid_argument([&] { cohort::data::load_text_csv(dir / "reviews.csv", whole, {.text_column = "review"}); }) ==
         dir / "reviews.csv" + ": no column 'review' (columns: '', 'text', 'label')");
+  // Classes by index: counted, or given for a test file (where pandas may write 1 as 1.0).
+  spit(dir / "indices.csv", "text,label\ngood,1\nbad,0\n");
+  std::vector<std::string> none = {"x"};
+  CHECK(cohort::data::load_text_csv(dir / "indices.csv", whole, {}, &none).num_classes() == 2);
+  CHECK(none.empty());
+  spit(dir / "indices_test.csv", "text,label\nfine,1.0\n");
+  CHECK(cohort::data::load_text_csv(dir / "indices_test.csv", whole, {.num_classes = 2}).label(0) == 1);
   // A TSV without a header or quoting (GLUE's): a quote is part of the text.
   spit(dir / "sst.tsv", "\" the rock \" is good\t1\nit 's \"bad\t0\n");
   TextVectorizer raw({.strip_punctuation = false});
