@@ -8,12 +8,12 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/loss_checks.h"
 #include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
-namespace {
+namespace loss_detail {
 
-// One example's prediction shape as text, for messages.
 std::string per_example(const Shape& prediction) { return "predictions " + to_string(prediction); }
 
 [[noreturn]] void mismatch(const std::string& what, const Shape& prediction,
@@ -22,13 +22,10 @@ std::string per_example(const Shape& prediction) { return "predictions " + to_st
                         " per example, " + targets.to_string() + "; " + why);
 }
 
-// Whether a classifier's row of logits predicts a class at all: not where a logit is not finite
-// (a diverged model), as TensorFlow's in_top_k has it, for every metric alike.
 bool predicts_a_class(const float* logits, std::int64_t classes) {
   return std::all_of(logits, logits + classes, [](float v) { return std::isfinite(v); });
 }
 
-// Classes of a prediction [classes] (a vector of logits), or 0 when it is not one.
 std::int64_t classes_of(const Shape& prediction) {
   return prediction.size() == 1 ? prediction[0] : 0;
 }
@@ -52,7 +49,6 @@ void check_values(const std::string& what, const Shape& prediction, const Target
     mismatch(what, prediction, targets, "targets and predictions differ in shape");
 }
 
-// The batch's float targets, checked against the predictions.
 const Tensor& values_of(const std::string& what, const Tensor& predictions, const Targets& targets) {
   if (targets.values == nullptr) throw InvalidArgument(what + ": the batch has no float targets");
   // A mean over no examples is no value (softmax cross-entropy refuses it alike).
@@ -65,6 +61,11 @@ const Tensor& values_of(const std::string& what, const Tensor& predictions, cons
   return t;
 }
 
+}  // namespace loss_detail
+
+using namespace loss_detail;
+
+namespace {
 
 // A logit's probability, by a form that never overflows.
 float sigmoid(float x) {
@@ -91,39 +92,14 @@ void check_probabilities(const std::string& name, const Tensor& targets) {
     }
 }
 
-// Throws InvalidArgument naming loss `name` and row `row` of the batch, whose `classes` targets are
-// not a distribution over the classes (each in [0, 1], summing to 1) or zeros (no target):
-// a label that is not one-hot (two ones, a -1) would train on, its loss below 0 or doubled.
-[[noreturn]] void not_a_distribution(const std::string& name, const float* targets,
-                                     std::int64_t classes, std::int64_t row) {
-  double mass = 0.0;
-  std::string values;
-  for (std::int64_t c = 0; c < classes; ++c) {
-    mass += targets[c];
-    if (targets[c] != 0.0f && values.size() < 80) {
-      char value[48];
-      std::snprintf(value, sizeof value, "%s%g at class %lld", values.empty() ? "" : ", ",
-                    static_cast<double>(targets[c]), static_cast<long long>(c));
-      values += value;
-    }
-  }
-  char sum[32];
-  std::snprintf(sum, sizeof sum, "%g", mass);
-  throw InvalidArgument("loss " + name + ": the targets of row " + std::to_string(row) +
-                        " of the batch (" + values + ", summing to " + sum +
-                        ") are not a distribution over the classes (one-hot, or values in [0, 1] "
-                        "summing to 1) nor a row of zeros (a step without a target)");
-}
+}  // namespace
 
-// The softmax of n logits into y, shifted by their largest (every exponent <= 0).
-void softmax(const float* x, std::int64_t n, float* y) {
+void loss_detail::softmax(const float* x, std::int64_t n, float* y) {
   const float top = *std::max_element(x, x + n);
   double total = 0;
   for (std::int64_t c = 0; c < n; ++c) total += y[c] = std::exp(x[c] - top);
   for (std::int64_t c = 0; c < n; ++c) y[c] = static_cast<float>(y[c] / total);
 }
-
-}  // namespace
 
 std::int64_t Targets::size() const {
   if (values != nullptr) return values->rank() > 0 ? values->dim(0) : 0;
@@ -202,112 +178,6 @@ float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets&
 }
 
 void SigmoidCrossEntropyLoss::backward(Tensor& grad) { grad = grad_; }
-
-namespace {
-
-// The classes of a row of categorical targets: their last axis, which must hold two or more.
-std::int64_t categories(const std::string& what, const Shape& prediction,
-                        const TargetSpec& targets) {
-  check_values(what, prediction, targets);
-  const std::int64_t classes = targets.shape.empty() ? 0 : targets.shape.back();
-  if (classes < 2)
-    mismatch(what, prediction, targets,
-             "it needs targets whose last axis holds the classes (one-hot rows, two or more "
-             "classes)");
-  return classes;
-}
-
-}  // namespace
-
-namespace {
-
-// Whether a row of categorical targets holds one: a row of zeros is a step without (padding).
-bool has_target(const float* row, std::int64_t classes) {
-  return std::any_of(row, row + classes, [](float y) { return y != 0.0f; });
-}
-
-}  // namespace
-
-void CategoricalCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
-  classes_ = categories("loss " + name(), prediction, targets);
-}
-
-float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
-  const Tensor& t = values_of("loss " + name(), predictions, targets);
-  const std::int64_t classes = t.shape().back();
-  const std::int64_t rows = predictions.size() / classes;
-  if (classes < 2 || rows * classes != predictions.size())
-    throw InvalidArgument("loss " + name() + ": targets " + to_string(t.shape()) +
-                          " have no rows of classes for predictions " +
-                          to_string(predictions.shape()));
-  grad_.resize(predictions.shape());
-  // The rows with a target: a row of zeros is none (a padded step), left out of the mean.
-  std::int64_t counted = 0;
-  for (std::int64_t r = 0; r < rows; ++r) counted += has_target(t.data() + r * classes, classes);
-  const float scale = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
-  double loss = 0.0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* x = predictions.data() + r * classes;
-    const float* y = t.data() + r * classes;
-    float* g = grad_.data() + r * classes;
-    // -sum y log softmax(x) = sum(y) logsumexp(x) - sum y x, shifted by the row's largest logit.
-    const float top = *std::max_element(x, x + classes);
-    double total = 0.0, mass = 0.0, dot = 0.0;
-    bool probabilities = true;
-    for (std::int64_t c = 0; c < classes; ++c) {
-      total += std::exp(static_cast<double>(x[c] - top));
-      mass += y[c];
-      dot += static_cast<double>(y[c]) * (x[c] - top);
-      probabilities &= y[c] >= 0.0f && y[c] <= 1.0f;
-    }
-    if (!probabilities || (mass != 0.0 && std::abs(mass - 1.0) > 1e-2))
-      not_a_distribution(name(), y, classes, r);
-    loss += mass * std::log(total) - dot;
-    for (std::int64_t c = 0; c < classes; ++c)
-      g[c] = static_cast<float>(std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c]) *
-             scale;
-  }
-  return counted > 0 ? static_cast<float>(loss / static_cast<double>(counted)) : 0.0f;
-}
-
-Tensor CategoricalCrossEntropyLoss::probabilities(const Tensor& output) const {
-  Tensor p(output.shape());
-  const std::int64_t rows = output.rank() > 0 ? output.dim(0) : 0;
-  const std::int64_t classes =
-      classes_ > 0 && rows > 0 && (output.size() / rows) % classes_ == 0
-          ? classes_
-          : (output.rank() > 1 ? output.shape().back() : 0);
-  if (classes < 2)
-    throw InvalidArgument("loss " + name() + ": output " + to_string(output.shape()) +
-                          " has no last axis of classes");
-  for (std::int64_t r = 0; r < output.size() / classes; ++r)
-    softmax(output.data() + r * classes, classes, p.data() + r * classes);
-  return p;
-}
-
-void CategoricalAccuracy::check(const Shape& prediction, const TargetSpec& targets) const {
-  categories("metric " + name(), prediction, targets);
-}
-
-std::vector<double> CategoricalAccuracy::counts(const Tensor& predictions, const Targets& targets,
-                                                float) {
-  const Tensor& t = values_of("metric " + name(), predictions, targets);
-  const std::int64_t classes = t.shape().back();
-  const std::int64_t rows = predictions.size() / classes;
-  std::vector<double> c(2);  // hits, rows with a target
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* x = predictions.data() + r * classes;
-    const float* y = t.data() + r * classes;
-    if (!has_target(y, classes)) continue;
-    c[0] += predicts_a_class(x, classes) && std::max_element(x, x + classes) - x == std::max_element(y, y + classes) - y ? 1 : 0;
-    c[1] += 1;
-  }
-  return c;
-}
-
-float CategoricalAccuracy::compute(const Tensor& predictions, const Targets& targets) {
-  return static_cast<float>(from_counts(counts(predictions, targets, 0.0f)));
-}
 
 void MeanSquaredErrorLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
@@ -679,6 +549,7 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
     throw InvalidArgument("label smoothing applies to softmax_cross_entropy, not " + name);
   if (name == "sigmoid_cross_entropy") return std::make_unique<SigmoidCrossEntropyLoss>();
   if (name == "categorical_cross_entropy") return std::make_unique<CategoricalCrossEntropyLoss>();
+  if (name == "sparse_categorical_cross_entropy") return std::make_unique<SparseCategoricalCrossEntropyLoss>();
   if (name == "mean_squared_error" || name == "mse") return std::make_unique<MeanSquaredErrorLoss>();
   if (name == "mean_absolute_error" || name == "mae") return std::make_unique<MeanAbsoluteErrorLoss>();
   if (name == "huber") return std::make_unique<HuberLoss>();
@@ -686,8 +557,8 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) 
   if (name == "focal") return std::make_unique<FocalLoss>();
   throw InvalidArgument("unknown loss '" + name +
                         "' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                        "categorical_cross_entropy, mean_squared_error, mean_absolute_error, "
-                        "huber, dice, focal)");
+                        "categorical_cross_entropy, sparse_categorical_cross_entropy, "
+                        "mean_squared_error, mean_absolute_error, huber, dice, focal)");
 }
 
 int accuracy_metric(std::span<const std::string> names) {
@@ -696,15 +567,17 @@ int accuracy_metric(std::span<const std::string> names) {
     return it == names.end() ? -1 : static_cast<int>(it - names.begin());
   };
   if (const int plain = find("accuracy"); plain >= 0) return plain;
-  const int categorical = find("categorical_accuracy"), binary = find("binary_accuracy");
-  if (categorical < 0 || binary < 0) return std::max(categorical, binary);
-  return std::min(categorical, binary);
+  int first = -1;
+  for (const char* kind : {"categorical_accuracy", "sparse_categorical_accuracy", "binary_accuracy"})
+    if (const int at = find(kind); at >= 0 && (first < 0 || at < first)) first = at;
+  return first;
 }
 
 std::unique_ptr<Metric> make_metric(const std::string& name) {
   if (name == "accuracy") return std::make_unique<Accuracy>();
   if (name == "binary_accuracy") return std::make_unique<BinaryAccuracy>();
   if (name == "categorical_accuracy") return std::make_unique<CategoricalAccuracy>();
+  if (name == "sparse_categorical_accuracy") return std::make_unique<SparseCategoricalAccuracy>();
   if (name == "mse") return std::make_unique<MeanSquaredError>();
   if (name == "mae") return std::make_unique<MeanAbsoluteError>();
   // A decision metric, of class 1 or of the class after '@' ("recall@3").
@@ -731,7 +604,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   }
   throw InvalidArgument("unknown metric '" + name +
                         "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
-                        "categorical_accuracy, mse, mae, precision, recall, f1, auc; of class k: "
+                        "categorical_accuracy, sparse_categorical_accuracy, mse, mae, precision, "
+                        "recall, f1, auc; of class k: "
                         "precision@k, recall@k, f1@k, auc@k)");
 }
 
@@ -748,6 +622,8 @@ std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
     metrics.push_back(std::make_unique<BinaryAccuracy>());
   else if (dynamic_cast<const CategoricalCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<CategoricalAccuracy>());
+  else if (dynamic_cast<const SparseCategoricalCrossEntropyLoss*>(&loss))
+    metrics.push_back(std::make_unique<SparseCategoricalAccuracy>());
   else if (dynamic_cast<const MeanSquaredErrorLoss*>(&loss))
     metrics.push_back(std::make_unique<MeanSquaredError>());
   else if (dynamic_cast<const MeanAbsoluteErrorLoss*>(&loss) || dynamic_cast<const HuberLoss*>(&loss)) {

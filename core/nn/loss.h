@@ -113,8 +113,8 @@ class SigmoidCrossEntropyLoss final : public Loss {
 /// next-token prediction); a model's output of [steps * classes] values is read by the targets'
 /// rows too. A row of zeros is a step without a target (a padded one): it is left out of the
 /// mean, and of CategoricalAccuracy's. Any other row (a value outside [0, 1], a sum off 1 by more
-/// than 0.01: two ones, a -1) is an InvalidArgument naming it. The gradient is softmax * sum(t) - t
-/// per row, over the rows with a target.
+/// than 0.01: two ones, a -1, a row scaled by a weight) is an InvalidArgument naming it. The
+/// gradient is softmax - t per row (softmax * sum(t) - t, exactly), over the rows with a target.
 class CategoricalCrossEntropyLoss final : public Loss {
  public:
   std::string name() const override { return "categorical_cross_entropy"; }
@@ -129,6 +129,30 @@ class CategoricalCrossEntropyLoss final : public Loss {
  private:
   Tensor grad_;
   mutable std::int64_t classes_ = 0;  // the targets' last axis, from check()
+};
+
+/// Softmax cross-entropy of logits against a class index per row of classes: float targets
+/// [steps] holding each step's class (a token id, for next-token prediction), for an output of
+/// [steps, classes] (or [steps * classes]) per example; PyTorch's CrossEntropyLoss over a
+/// sequence, Keras's SparseCategoricalCrossentropy(from_logits=True), without the one-hot rows
+/// CategoricalCrossEntropyLoss takes (a vocabulary of 30,000 is 120 KB a step there, 4 bytes
+/// here). A negative target (-1, or PyTorch's ignore_index -100) is a step without a target (a
+/// padded one), left out of the mean and of SparseCategoricalAccuracy's; any other must be a
+/// class index, or an InvalidArgument names it. The gradient is softmax - one-hot per row, over
+/// the rows with a target.
+class SparseCategoricalCrossEntropyLoss final : public Loss {
+ public:
+  std::string name() const override { return "sparse_categorical_cross_entropy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override { grad = grad_; }
+  /// The softmax of each row of classes (as check() last saw them, else the output's last axis).
+  Tensor probabilities(const Tensor& output) const override;
+  std::string output_activation() const override { return "softmax"; }
+
+ private:
+  Tensor grad_;
+  mutable std::int64_t classes_ = 0;  // from check()
 };
 
 /// Mean squared error against float targets of the prediction's shape, averaged over every
@@ -349,6 +373,18 @@ class CategoricalAccuracy final : public Metric {
                              float batch_value) override;
 };
 
+/// Fraction of rows with a target whose largest logit is at the target's class index
+/// ("sparse_categorical_accuracy", for sparse categorical cross-entropy; the first maximum on
+/// ties); negative targets (steps without one) are not counted.
+class SparseCategoricalAccuracy final : public Metric {
+ public:
+  std::string name() const override { return "sparse_categorical_accuracy"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets,
+                             float batch_value) override;
+};
+
 /// Fraction of elements whose logit and 0/1 target agree (logit > 0 against target > 0.5): the
 /// accuracy of multi-label predictions ("binary_accuracy").
 class BinaryAccuracy final : public Metric {
@@ -375,28 +411,30 @@ class MeanAbsoluteError final : public Metric {
 };
 
 /// The loss named `name` ("softmax_cross_entropy", "sigmoid_cross_entropy",
-/// "categorical_cross_entropy", "mean_squared_error" or "mse", "mean_absolute_error" or "mae",
+/// "categorical_cross_entropy", "sparse_categorical_cross_entropy", "mean_squared_error" or
+/// "mse", "mean_absolute_error" or "mae",
 /// "huber" with delta 1, "dice" with smooth 1, "focal" with gamma 2 and alpha 0.25);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
-/// "binary_accuracy", "categorical_accuracy", "mse", "mae", "precision", "recall", "f1" or "auc"
+/// "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "mse", "mae",
+/// "precision", "recall", "f1" or "auc"
 /// (positive class 1 where the targets are class labels; "precision@3" and the like: class 3);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Metric> make_metric(const std::string& name);
 /// Whether a higher value of the loss or metric `name` is the better one: the accuracies
-/// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy"), "precision",
+/// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...), "precision",
 /// "recall", "f1" and "auc" (of any class, "recall@3"); a loss, "mse", "mae" and any other name:
 /// lower is better.
 bool higher_is_better(const std::string& name);
 /// Where among a model's metric `names` is the one StepMetrics::accuracy reports: "accuracy",
-/// else "categorical_accuracy" or "binary_accuracy" (the first), as Keras's "accuracy" stands for
-/// the accuracy of the loss's kind; -1 for none.
+/// else "categorical_accuracy", "sparse_categorical_accuracy" or "binary_accuracy" (the first),
+/// as Keras's "accuracy" stands for the accuracy of the loss's kind; -1 for none.
 int accuracy_metric(std::span<const std::string> names);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
-/// binary_accuracy for sigmoid cross-entropy, categorical_accuracy for categorical
-/// cross-entropy, mse for mean squared error, mse and mae for mean absolute error and Huber,
-/// none for others.
+/// binary_accuracy for sigmoid cross-entropy, categorical_accuracy and
+/// sparse_categorical_accuracy for the categorical cross-entropies, mse for mean squared error,
+/// mse and mae for mean absolute error and Huber, none for others.
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss);
 
 }  // namespace cohort

@@ -339,6 +339,9 @@ const Tensor* Model::fetch(const std::string& name) const {
   if (name == "loss") return &loss_value_;
   for (std::size_t i = 0; i < metric_names_.size(); ++i)
     if (metric_names_[i] == name) return &metric_values_[i];
+  // "accuracy" also names a categorical or binary one, as StepMetrics::accuracy does.
+  if (const int accuracy = accuracy_metric(metric_names_); name == "accuracy" && accuracy >= 0)
+    return &metric_values_[static_cast<std::size_t>(accuracy)];
   if (name == "logits") return gpu_ ? &gpu_logits_ : layers_.output_value();
   if (gpu_) return nullptr;
   return layers_.value(name);

@@ -159,9 +159,10 @@ class Model {
   /// trained on class labels (softmax cross-entropy); InvalidArgument for another loss.
   std::vector<std::int32_t> predict_classes(const Tensor& features);
 
-  /// A value of the last step: "loss" and each metric's name (1-element tensors), "logits" (the
-  /// output), or a layer's or input's name for its output (on the host only: nullptr on a GPU).
-  /// nullptr for an unknown name.
+  /// A value of the last step: "loss" and each metric's name (1-element tensors; "accuracy" also
+  /// for the categorical or binary one, as StepMetrics::accuracy), "logits" (the output), or a
+  /// layer's or input's name for its output (on the host only: nullptr on a GPU). nullptr for an
+  /// unknown name.
   const Tensor* fetch(const std::string& name) const;
   /// The metrics' names, in StepMetrics::metrics order.
   const std::vector<std::string>& metric_names() const { return metric_names_; }

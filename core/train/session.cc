@@ -24,8 +24,9 @@ namespace {
 const std::string kSettingsScope = "settings/";
 
 // The one table of what run() can fetch: each name with how its value is read off a step. The
-// model's metrics ("accuracy", "top5_accuracy", "mse", ...) are fetchable by name beside them;
-// a metric the model lacks is not (it would read 0).
+// model's metrics ("accuracy", "top5_accuracy", "mse", ...) are fetchable by name beside them
+// ("accuracy" also for a categorical or binary one); a metric the model lacks is not (it would
+// read 0).
 struct Fetchable {
   const char* name;
   double (*value)(const StepValues& step);
@@ -47,6 +48,9 @@ double fetch(const std::string& name, const StepValues& step,
     if (name == f.name) return f.value(step);
   for (std::size_t i = 0; i < metrics.size(); ++i)
     if (metrics[i] == name) return step.metrics[i];
+  // "accuracy" also names a categorical or binary one, as StepMetrics::accuracy does.
+  if (const int accuracy = accuracy_metric(metrics); name == "accuracy" && accuracy >= 0)
+    return step.metrics[static_cast<std::size_t>(accuracy)];
   std::string known;
   for (const Fetchable& f : kFetchables) known += (known.empty() ? "" : ", ") + std::string(f.name);
   for (const std::string& m : metrics) known += ", " + m;

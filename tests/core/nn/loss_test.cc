@@ -445,7 +445,8 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   CHECK(make_loss("mse")->name() == "mean_squared_error");
   CHECK_THROWS_WITH_AS(make_loss("hinge"),
                        "unknown loss 'hinge' (known: softmax_cross_entropy, sigmoid_cross_entropy, "
-                       "categorical_cross_entropy, mean_squared_error, mean_absolute_error, huber, dice, focal)",
+                       "categorical_cross_entropy, sparse_categorical_cross_entropy, mean_squared_error, "
+                       "mean_absolute_error, huber, dice, focal)",
                        InvalidArgument);
 }
 
@@ -529,7 +530,7 @@ TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis,
   two_ones[4 + 1] = 1.0f;
   const Targets t2{{}, &two_ones};
   CHECK_THROWS_WITH_AS(loss.forward(x, t2),
-                       "loss categorical_cross_entropy: the targets of row 1 of the batch (1 at class 1, 1 at "
+                       "loss categorical_cross_entropy: the targets of example 0, step 1 of the batch (1 at class 1, 1 at "
                        "class 3, summing to 2) are not a distribution over the classes (one-hot, or values "
                        "in [0, 1] summing to 1) nor a row of zeros (a step without a target)",
                        InvalidArgument);
@@ -537,15 +538,76 @@ TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis,
   negative[2 * 4 + 0] = -1.0f;
   const Targets tneg{{}, &negative};
   CHECK_THROWS_WITH_AS(loss.forward(x, tneg),
-                       "loss categorical_cross_entropy: the targets of row 2 of the batch (-1 at class 0, "
+                       "loss categorical_cross_entropy: the targets of example 0, step 2 of the batch (-1 at class 0, "
                        "summing to -1) are not a distribution over the classes (one-hot, or values in [0, 1] "
                        "summing to 1) nor a row of zeros (a step without a target)",
                        InvalidArgument);
 }
 
+TEST_CASE("sparse categorical cross-entropy: a class index per row, as the one-hot rows give it") {
+  // Two examples of 3 steps of 4 classes; a step without a target as -1 and as -100.
+  Tensor x = random_tensor({2, 3, 4}, 9, -3.0f, 3.0f);
+  Tensor sparse({2, 3}, std::vector<float>{2, 0, -1, 3, -100, 1});
+  Tensor onehot({2, 3, 4});
+  for (int r = 0; r < 6; ++r)
+    if (sparse[r] >= 0) onehot[r * 4 + static_cast<int>(sparse[r])] = 1.0f;
+  const Targets ts{{}, &sparse}, to{{}, &onehot};
+  SparseCategoricalCrossEntropyLoss loss;
+  CategoricalCrossEntropyLoss dense;
+  loss.check({3, 4}, TargetSpec::values({3}));
+  CHECK(loss.forward(x, ts) == doctest::Approx(dense.forward(x, to)).epsilon(1e-6));
+  Tensor grad, dense_grad;
+  loss.backward(grad);
+  dense.backward(dense_grad);
+  for (std::int64_t i = 0; i < x.size(); ++i) CHECK(grad[i] == doctest::Approx(dense_grad[i]).epsilon(1e-6));
+  check_gradient(loss, x, ts);
+  // The logits as one flat vector per example: the targets still say the rows.
+  Tensor flat_x({2, 12}, x.span());
+  CHECK(loss.forward(flat_x, ts) == doctest::Approx(dense.forward(x, to)).epsilon(1e-6));
+  SparseCategoricalAccuracy accuracy;
+  CategoricalAccuracy dense_accuracy;
+  CHECK(accuracy.compute(x, ts) == doctest::Approx(dense_accuracy.compute(x, to)));
+  CHECK(accuracy.counts(x, ts, 0.0f) == dense_accuracy.counts(x, to, 0.0f));
+  const Tensor p = loss.probabilities(x);
+  double row = 0;
+  for (int c = 0; c < 4; ++c) row += p[8 + c];
+  CHECK(row == doctest::Approx(1.0));
+  CHECK(make_loss("sparse_categorical_cross_entropy")->name() == "sparse_categorical_cross_entropy");
+  CHECK(default_metrics(loss).front()->name() == "sparse_categorical_accuracy");
+  CHECK(make_metric("sparse_categorical_accuracy")->name() == "sparse_categorical_accuracy");
+  CHECK(accuracy_metric(std::vector<std::string>{"mse", "sparse_categorical_accuracy"}) == 1);
+  // Every step padded: no mean, no gradient.
+  Tensor none({2, 3}, std::vector<float>(6, -1.0f));
+  const Targets tn{{}, &none};
+  CHECK(loss.forward(x, tn) == 0.0f);
+  loss.backward(grad);
+  for (std::int64_t i = 0; i < x.size(); ++i) CHECK(grad[i] == 0.0f);
+
+  // What is not a class index is refused, naming it; so is data of another shape.
+  Tensor outside({2, 3}, std::vector<float>{2, 0, 4, 3, 1, 1});
+  CHECK_THROWS_WITH_AS(loss.forward(x, Targets{{}, &outside}),
+                       "loss sparse_categorical_cross_entropy: target 4 (example 0, step 2 of the batch) is not a class "
+                       "index in [0, 4) nor negative (a step without a target)",
+                       InvalidArgument);
+  Tensor fraction({2, 3}, std::vector<float>{2, 0.5f, 1, 3, 1, 1});
+  CHECK_THROWS_WITH_AS(accuracy.compute(x, Targets{{}, &fraction}),
+                       "metric sparse_categorical_accuracy: target 0.5 (example 0, step 1 of the batch) is not a class "
+                       "index in [0, 4) nor negative (a step without a target)",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(loss.check({3, 4}, TargetSpec::values({5})),
+                       "loss sparse_categorical_cross_entropy does not fit the data: predictions [3, 4] per "
+                       "example, float targets [5]; it needs a row of two or more logits per target (a class "
+                       "index per step)",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(loss.check({3, 4}, TargetSpec::classes(4)),
+                       "loss sparse_categorical_cross_entropy does not fit the data: predictions [3, 4] per "
+                       "example, class labels in [0, 4); it needs float targets (a class index per step)",
+                       InvalidArgument);
+}
+
 TEST_CASE("every loss refuses a batch of no examples, naming itself") {
   for (const std::string name : {"sigmoid_cross_entropy", "mse", "mae", "huber", "focal", "dice",
-                                 "categorical_cross_entropy"}) {
+                                 "categorical_cross_entropy", "sparse_categorical_cross_entropy"}) {
     CAPTURE(name);
     const auto loss = make_loss(name);
     const Tensor predictions(Shape{0, 3});

@@ -513,3 +513,45 @@ TEST_CASE("A decoder-only model continues each row's prompt: a row of logits per
                        "steps) nor 6 (one per position of the rows)",
                        InvalidArgument);
 }
+
+TEST_CASE("A language model trains alike on a class index per step and on one-hot rows") {
+  // Next-token prediction over rows of 6 tokens of 5 (each the last plus 1 or 2, mod 5), the last
+  // step without a target (-1 there, a row of zeros in one-hot form). Two models from the same
+  // initial values, 20 steps of Adam each: the same parameters.
+  const std::int64_t width = 6, classes = 5, n = 16;
+  Tensor rows({n, width}), sparse({n, width}), onehot({n, width, classes});
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < width; ++t)
+      rows[b * width + t] = static_cast<float>(t == 0 ? b % classes : (static_cast<std::int64_t>(rows[b * width + t - 1]) + 1 + (b + t) % 2) % classes);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < width; ++t) {
+      const float next = t + 1 < width ? rows[b * width + t + 1] : -1.0f;
+      sparse[b * width + t] = next;
+      if (next >= 0) onehot[(b * width + t) * classes + static_cast<std::int64_t>(next)] = 1.0f;
+    }
+  const auto language_model = [&](Graph& graph, std::unique_ptr<Loss> loss) {
+    Model model(graph);
+    Node x = model.apply(embedding("embed", classes, 8), model.input({width}));
+    x = model.apply(lstm("lm", 8, {.return_sequences = true}), x);
+    model.apply(dense("logits", classes, Activation::kNone, /*flatten=*/false), x);
+    model.set_loss(std::move(loss));
+    graph.initialize(7);
+    return model;
+  };
+  Graph g_sparse, g_onehot;
+  Model by_index = language_model(g_sparse, std::make_unique<SparseCategoricalCrossEntropyLoss>());
+  Model by_row = language_model(g_onehot, std::make_unique<CategoricalCrossEntropyLoss>());
+  by_index.check_data({width}, TargetSpec::values({width}));
+  const Targets index_targets{{}, &sparse}, row_targets{{}, &onehot};
+  const float before = by_index.evaluate(rows, index_targets).loss;
+  train_with_adam(by_index, rows, index_targets, 20, 0.02);
+  train_with_adam(by_row, rows, row_targets, 20, 0.02);
+  const std::vector<float> a(g_sparse.values().begin(), g_sparse.values().end());
+  const std::vector<float> b(g_onehot.values().begin(), g_onehot.values().end());
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-4).scale(1e-4));
+  const StepMetrics after = by_index.evaluate(rows, index_targets);
+  MESSAGE("loss ", before, " -> ", after.loss, ", next-token accuracy ", after.accuracy);
+  CHECK(after.loss < before);
+  CHECK(after.accuracy == doctest::Approx(by_row.evaluate(rows, row_targets).accuracy));
+}
