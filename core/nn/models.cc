@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -273,6 +275,56 @@ Tensor greedy_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
     for (std::int64_t b = 0; b < n; ++b) {
       const float* row = d.logits(output, b, t);
       const auto token = static_cast<float>(std::max_element(row, row + classes) - row);
+      tokens[b * steps + t] = token;
+      if (t + 1 < steps) input[b * width + begin + t + 1] = token;
+    }
+  }
+  return tokens;
+}
+
+Tensor sample_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
+                     float start_token, const SampleOptions& options) {
+  if (!(options.temperature > 0.0f && std::isfinite(options.temperature)) || options.top_k < 0 ||
+      !(options.top_p > 0.0f && options.top_p <= 1.0f))
+    throw InvalidArgument("sample_decode: temperature " + std::to_string(options.temperature) + ", top_k " +
+                          std::to_string(options.top_k) + ", top_p " + std::to_string(options.top_p) +
+                          ": the temperature must be above 0, top_k 0 (all) or more, top_p in (0, 1]");
+  Tensor input = decoder_input("sample_decode", rows, begin, steps, start_token, 1);
+  const std::int64_t n = rows.dim(0), width = rows.dim(1);
+  Tensor tokens({n, steps});
+  if (n == 0) return tokens;
+  // Each row's own engine, so that its tokens do not depend on the rows beside it.
+  std::vector<std::mt19937_64> engines;
+  for (std::int64_t b = 0; b < n; ++b)
+    engines.emplace_back(options.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(b) + 1);
+  std::vector<std::pair<double, std::int64_t>> ranked;  // a step's tokens, likeliest first
+  for (std::int64_t t = 0; t < steps; ++t) {
+    const Tensor& output = model.predict(input);
+    const DecoderOutput d = decoder_output("sample_decode", output, n, steps, width, begin);
+    for (std::int64_t b = 0; b < n; ++b) {
+      const float* logits = d.logits(output, b, t);
+      ranked.clear();
+      for (std::int64_t c = 0; c < d.classes; ++c) {
+        if (!std::isfinite(logits[c]))
+          throw InvalidArgument("sample_decode: the output of row " + std::to_string(b) +
+                                " holds logits that are not finite at step " + std::to_string(t));
+        ranked.emplace_back(static_cast<double>(logits[c]) / options.temperature, c);
+      }
+      // Likeliest first, ties to the lower token; the top_k kept, then their softmax.
+      std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      if (options.top_k > 0 && options.top_k < d.classes) ranked.resize(static_cast<std::size_t>(options.top_k));
+      const double top = ranked.front().first;
+      double total = 0.0;
+      for (auto& [weight, token] : ranked) total += weight = std::exp(weight - top);
+      // The nucleus: the fewest of them whose probabilities reach top_p.
+      double kept = 0.0;
+      std::size_t count = 0;
+      while (count < ranked.size() && (count == 0 || kept < options.top_p * total)) kept += ranked[count++].first;
+      // A draw in [0, kept), by 53 random bits.
+      const double u = static_cast<double>(engines[static_cast<std::size_t>(b)]() >> 11) * 0x1p-53 * kept;
+      std::size_t pick = 0;
+      for (double sum = ranked[0].first; pick + 1 < count && sum <= u;) sum += ranked[++pick].first;
+      const auto token = static_cast<float>(ranked[pick].second);
       tokens[b * steps + t] = token;
       if (t + 1 < steps) input[b * width + begin + t + 1] = token;
     }

@@ -123,6 +123,29 @@ Tensor beam_decode(Model& model, const Tensor& rows, std::int64_t begin, std::in
                    float start_token, const BeamOptions& options = {},
                    std::vector<double>* log_probabilities = nullptr);
 
+/// How sample_decode draws.
+struct SampleOptions {
+  /// The logits are divided by it before the softmax: below 1 sharper, above 1 flatter; > 0.
+  float temperature = 1.0f;
+  /// Each step draws from its k likeliest tokens alone (0: from all).
+  int top_k = 0;
+  /// Each step draws from the fewest likeliest tokens whose probabilities reach top_p (nucleus
+  /// sampling, Holtzman et al. 2020), in (0, 1]; 1: from all.
+  float top_p = 1.0f;
+  /// The draws' seed: the same seed, model and rows give the same tokens; each row draws its
+  /// own, whatever the other rows.
+  std::uint64_t seed = 0;
+};
+
+/// Sampling with the same decoder and rows as greedy_decode: each step's token is drawn from the
+/// softmax of its logits over the temperature, among the top_k likeliest and then the top_p
+/// nucleus of those, and fed to the next step; one pass of the model per step. Returns the
+/// tokens, [rows, steps]. A top_k of 1 (or a temperature near 0) is greedy decoding.
+/// InvalidArgument as greedy_decode's, for a temperature that is not above 0 and finite, a top_k
+/// below 0, a top_p outside (0, 1], and logits that are not finite.
+Tensor sample_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
+                     float start_token, const SampleOptions& options = {});
+
 /// A sequence x [steps, features] encoded as one vector, by `kind`: "conv1d" (a 1-D convolution
 /// of `units` filters, kernel 5, ReLU; a max pool of 2 where there are 4 steps or more; another
 /// such convolution; the max over the steps), "lstm", "gru", "bilstm" (an LSTM each way, 2 units

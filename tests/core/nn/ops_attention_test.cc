@@ -472,6 +472,23 @@ TEST_CASE("Beam search as wide as every sequence finds the most probable one, by
                        "beam_decode: the decoder's input [4, 7) is not within rows [16, 5]", InvalidArgument);
 }
 
+namespace {
+
+// An untrained causal language model over rows of `width` tokens of `classes`: an LSTM over the
+// whole row, a row of logits per position; weights three times their initial scale, so that its
+// outputs depend on the tokens before.
+Model causal_lstm(Graph& graph, std::int64_t width, std::int64_t classes) {
+  Model model(graph);
+  Node x = model.apply(embedding("embed", classes, 8), model.input({width}));
+  x = model.apply(lstm("lm", 8, {.return_sequences = true}), x);
+  model.apply(dense("logits", classes, Activation::kNone, /*flatten=*/false), x);
+  graph.initialize(5);
+  for (float& v : graph.values()) v *= 3.0f;
+  return model;
+}
+
+}  // namespace
+
 TEST_CASE("A decoder-only model continues each row's prompt: a row of logits per position") {
   // An untrained causal language model (an LSTM over the whole row), rows of 6 tokens whose
   // prompts are their first 3: decoding starts at the prompt's last token (begin 2, a negative
@@ -479,12 +496,7 @@ TEST_CASE("A decoder-only model continues each row's prompt: a row of logits per
   // of predict() by hand; the 4th token decoded is past the row's end.
   const std::int64_t width = 6, prompt = 3, classes = 5, n = 8;
   Graph graph;
-  Model model(graph);
-  Node x = model.apply(embedding("embed", classes, 8), model.input({width}));
-  x = model.apply(lstm("lm", 8, {.return_sequences = true}), x);
-  model.apply(dense("logits", classes, Activation::kNone, /*flatten=*/false), x);
-  graph.initialize(5);
-  for (float& v : graph.values()) v *= 3.0f;  // outputs that depend on the tokens before
+  Model model = causal_lstm(graph, width, classes);
   Tensor rows({n, width});
   for (std::int64_t i = 0; i < n * width; ++i) rows[i] = static_cast<float>((i * 7 + i / width) % classes);
   const std::int64_t begin = prompt - 1, steps = width - begin;
@@ -554,4 +566,58 @@ TEST_CASE("A language model trains alike on a class index per step and on one-ho
   MESSAGE("loss ", before, " -> ", after.loss, ", next-token accuracy ", after.accuracy);
   CHECK(after.loss < before);
   CHECK(after.accuracy == doctest::Approx(by_row.evaluate(rows, row_targets).accuracy));
+}
+
+TEST_CASE("Sampling draws each step's token from the softmax, within top_k and top_p; top_k 1 is greedy") {
+  const std::int64_t width = 6, classes = 5, n = 4000;
+  Graph graph;
+  Model model = causal_lstm(graph, width, classes);
+  // Every row the same prompt of 2 tokens: the first step's draws follow one distribution.
+  Tensor rows({n, width});
+  for (std::int64_t b = 0; b < n; ++b) {
+    rows[b * width] = 3;
+    rows[b * width + 1] = 1;
+  }
+  const Tensor logits = model.predict(Tensor({1, width}, rows.span().subspan(0, width)));
+  std::vector<double> p(classes);
+  double total = 0;
+  for (std::int64_t c = 0; c < classes; ++c) total += p[c] = std::exp(double(logits[classes + c]));
+  for (double& v : p) v /= total;
+  const auto first_step = [&](const SampleOptions& options) {
+    const Tensor drawn = sample_decode(model, rows, 1, width - 1, -1.0f, options);
+    std::vector<double> share(classes);
+    for (std::int64_t b = 0; b < n; ++b) share[static_cast<std::size_t>(drawn[b * (width - 1)])] += 1.0 / n;
+    return share;
+  };
+  // All tokens: each within 5 standard deviations of its probability.
+  const std::vector<double> all = first_step({.seed = 1});
+  for (std::int64_t c = 0; c < classes; ++c) {
+    CAPTURE(c);
+    CHECK(std::abs(all[c] - p[c]) < 5 * std::sqrt(p[c] * (1 - p[c]) / n) + 1e-9);
+  }
+  // The two likeliest alone, in their proportion; a nucleus of the likeliest alone.
+  std::vector<std::int64_t> order(classes);
+  for (std::int64_t c = 0; c < classes; ++c) order[c] = c;
+  std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return p[a] > p[b]; });
+  const std::vector<double> two = first_step({.top_k = 2, .seed = 2});
+  const double q = p[order[0]] / (p[order[0]] + p[order[1]]);
+  CHECK(std::abs(two[order[0]] - q) < 5 * std::sqrt(q * (1 - q) / n));
+  CHECK(two[order[0]] + two[order[1]] == doctest::Approx(1.0));
+  const std::vector<double> nucleus = first_step({.top_p = static_cast<float>(p[order[0]] * 0.99), .seed = 3});
+  CHECK(nucleus[order[0]] == doctest::Approx(1.0));
+  // Greedy at top_k 1 and at a temperature near 0; the same seed, the same tokens, also for a
+  // row drawn among others; another seed, others.
+  const Tensor few({8, width}, rows.span().subspan(0, 8 * width));
+  CHECK(values(sample_decode(model, few, 1, 5, -1.0f, {.top_k = 1})) == values(greedy_decode(model, few, 1, 5, -1.0f)));
+  CHECK(values(sample_decode(model, few, 1, 5, -1.0f, {.temperature = 1e-4f})) ==
+        values(greedy_decode(model, few, 1, 5, -1.0f)));
+  const Tensor once = sample_decode(model, few, 1, 5, -1.0f, {.seed = 9});
+  CHECK(values(sample_decode(model, few, 1, 5, -1.0f, {.seed = 9})) == values(once));
+  const Tensor alone = sample_decode(model, Tensor({1, width}, few.span().subspan(0, width)), 1, 5, -1.0f, {.seed = 9});
+  CHECK(values(alone) == std::vector<float>(once.data(), once.data() + 5));
+  CHECK(values(sample_decode(model, few, 1, 5, -1.0f, {.seed = 10})) != values(once));
+  CHECK_THROWS_WITH_AS(sample_decode(model, few, 1, 5, -1.0f, {.temperature = 0}),
+                       "sample_decode: temperature 0.000000, top_k 0, top_p 1.000000: the temperature must be "
+                       "above 0, top_k 0 (all) or more, top_p in (0, 1]",
+                       InvalidArgument);
 }
