@@ -265,4 +265,49 @@ float SparseCategoricalAccuracy::compute(const Tensor& predictions, const Target
   return static_cast<float>(from_counts(counts(predictions, targets, 0.0f)));
 }
 
+void Perplexity::check(const Shape& prediction, const TargetSpec& targets) const {
+  if (!targets.labels && num_elements(targets.shape) == num_elements(prediction))
+    categories("metric " + name(), prediction, targets);
+  else
+    sparse_categories("metric " + name(), prediction, targets);
+}
+
+std::vector<double> Perplexity::counts(const Tensor& predictions, const Targets& targets, float) {
+  const std::string what = "metric " + name();
+  const bool one_hot = targets.values != nullptr && targets.values->size() == predictions.size();
+  std::int64_t rows = 0, classes = 0;
+  const Tensor& t = one_hot ? values_of(what, predictions, targets)
+                            : sparse_values_of(what, predictions, targets, rows, classes);
+  if (one_hot) {
+    classes = t.shape().back();
+    rows = t.size() / classes;
+  }
+  std::vector<double> c(2);  // cross-entropy summed over the rows with a target, those rows
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = predictions.data() + r * classes;
+    const float* y = one_hot ? t.data() + r * classes : nullptr;
+    const std::int64_t label = one_hot ? -1 : sparse_class(what, t[r], classes, r, rows / t.dim(0));
+    if (one_hot ? !has_target(y, classes) : label < 0) continue;
+    const float top = *std::max_element(x, x + classes);
+    double total = 0.0, dot = 0.0, mass = 0.0;
+    for (std::int64_t k = 0; k < classes; ++k) {
+      total += std::exp(static_cast<double>(x[k] - top));
+      const double target = one_hot ? y[k] : (k == label ? 1.0 : 0.0);
+      mass += target;
+      dot += target * (x[k] - top);
+    }
+    c[0] += mass * std::log(total) - dot;
+    c[1] += 1;
+  }
+  return c;
+}
+
+double Perplexity::from_counts(std::span<const double> c) const {
+  return c.size() == 2 && c[1] > 0 ? std::exp(c[0] / c[1]) : 0.0;
+}
+
+float Perplexity::compute(const Tensor& predictions, const Targets& targets) {
+  return static_cast<float>(from_counts(counts(predictions, targets, 0.0f)));
+}
+
 }  // namespace cohort

@@ -578,6 +578,7 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   if (name == "binary_accuracy") return std::make_unique<BinaryAccuracy>();
   if (name == "categorical_accuracy") return std::make_unique<CategoricalAccuracy>();
   if (name == "sparse_categorical_accuracy") return std::make_unique<SparseCategoricalAccuracy>();
+  if (name == "perplexity") return std::make_unique<Perplexity>();
   if (name == "mse") return std::make_unique<MeanSquaredError>();
   if (name == "mae") return std::make_unique<MeanAbsoluteError>();
   // A decision metric, of class 1 or of the class after '@' ("recall@3").
@@ -604,8 +605,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   }
   throw InvalidArgument("unknown metric '" + name +
                         "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
-                        "categorical_accuracy, sparse_categorical_accuracy, mse, mae, precision, "
-                        "recall, f1, auc; of class k: "
+                        "categorical_accuracy, sparse_categorical_accuracy, perplexity, mse, mae, "
+                        "precision, recall, f1, auc; of class k: "
                         "precision@k, recall@k, f1@k, auc@k)");
 }
 

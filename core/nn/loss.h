@@ -385,6 +385,22 @@ class SparseCategoricalAccuracy final : public Metric {
                              float batch_value) override;
 };
 
+/// A language model's perplexity ("perplexity"): the exponential of the mean cross-entropy of the
+/// softmax of each row of logits, over the rows with a target, against a class index per row
+/// (targets with fewer values than the predictions: sparse categorical cross-entropy's) or
+/// one-hot rows (as many values: categorical cross-entropy's). Counted over every row an
+/// evaluation sees, not averaged over batches; lower is better, 1 is certainty.
+class Perplexity final : public Metric {
+ public:
+  std::string name() const override { return "perplexity"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float compute(const Tensor& predictions, const Targets& targets) override;
+  /// The rows' summed cross-entropy and their count.
+  std::vector<double> counts(const Tensor& predictions, const Targets& targets,
+                             float batch_value) override;
+  double from_counts(std::span<const double> counts) const override;
+};
+
 /// Fraction of elements whose logit and 0/1 target agree (logit > 0 against target > 0.5): the
 /// accuracy of multi-label predictions ("binary_accuracy").
 class BinaryAccuracy final : public Metric {
@@ -417,8 +433,8 @@ class MeanAbsoluteError final : public Metric {
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
-/// "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "mse", "mae",
-/// "precision", "recall", "f1" or "auc"
+/// "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "perplexity", "mse",
+/// "mae", "precision", "recall", "f1" or "auc"
 /// (positive class 1 where the targets are class labels; "precision@3" and the like: class 3);
 /// InvalidArgument naming the known ones otherwise.
 std::unique_ptr<Metric> make_metric(const std::string& name);

@@ -576,6 +576,14 @@ TEST_CASE("sparse categorical cross-entropy: a class index per row, as the one-h
   CHECK(default_metrics(loss).front()->name() == "sparse_categorical_accuracy");
   CHECK(make_metric("sparse_categorical_accuracy")->name() == "sparse_categorical_accuracy");
   CHECK(accuracy_metric(std::vector<std::string>{"mse", "sparse_categorical_accuracy"}) == 1);
+  // Perplexity: the exponential of the loss, of either kind of target; counted over batches.
+  Perplexity perplexity;
+  perplexity.check({3, 4}, TargetSpec::values({3}));
+  perplexity.check({3, 4}, TargetSpec::values({3, 4}));
+  CHECK(perplexity.compute(x, ts) == doctest::Approx(std::exp(loss.forward(x, ts))).epsilon(1e-5));
+  CHECK(perplexity.compute(x, to) == doctest::Approx(std::exp(loss.forward(x, ts))).epsilon(1e-5));
+  CHECK(make_metric("perplexity")->name() == "perplexity");
+  CHECK_FALSE(higher_is_better("perplexity"));
   // Every step padded: no mean, no gradient.
   Tensor none({2, 3}, std::vector<float>(6, -1.0f));
   const Targets tn{{}, &none};
