@@ -221,8 +221,19 @@ int Main(int argc, char** argv) {
   const cohort::data::Dataset train = all.shard(server.replica_index(), server.num_replicas());
   const std::int64_t tokens = vectorizer.vocabulary_size();
   if (server.is_chief() && !FLAGS_checkpoint_dir.empty()) {
+    // The ids the checkpoints were trained with: a resumed job must make the same.
+    const std::string saved = FLAGS_checkpoint_dir + "/vocabulary.txt";
+    if (std::filesystem::exists(saved)) {
+      cohort::data::TextOptions any = text_options();
+      any.max_tokens = 1 << 24;
+      cohort::data::TextVectorizer before(any);
+      before.load_vocabulary(saved);
+      if (before.vocabulary() != vectorizer.vocabulary())
+        throw cohort::InvalidArgument("--train=" + FLAGS_train + ": its vocabulary is not the one the checkpoints in " +
+                                      FLAGS_checkpoint_dir + " were trained with (" + saved + ")");
+    }
     std::filesystem::create_directories(FLAGS_checkpoint_dir);
-    vectorizer.save_vocabulary(FLAGS_checkpoint_dir + "/vocabulary.txt");
+    vectorizer.save_vocabulary(saved);
   }
 
   cohort::Graph graph{cohort::ReplicaDeviceSetter(cohort::replica_device_setter_options_from_flags(

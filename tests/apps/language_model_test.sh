@@ -8,7 +8,8 @@
 #   after 300 steps, 5.5 after 600);
 # - the checkpoint then writes 120 characters after a prompt without training data, with the
 #   flags it recorded, and the same seed writes the same characters;
-# - a job with nothing to train on or to write with is refused in one line.
+# - resuming on a text of another vocabulary, and a job with nothing to train on or to write
+#   with, are refused in one line.
 #
 #   language_model_test.sh PROGRAM MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -49,6 +50,11 @@ written() { /usr/bin/python3 -c "import sys; t = open(sys.argv[1]).read(); print
 [[ "$(written generate1.log)" == "$(written generate2.log)" ]] \
   || { echo "generate: the same seed wrote other characters"; exit 1; }
 
+# Resuming on a text of other characters (another vocabulary) is refused.
+printf 'xyz\n%.0s' {1..200} > other.txt
+expect_job_failure "$program" other_text \
+  "--train=other.txt: its vocabulary is not the one the checkpoints in ckpt were trained with \(ckpt/vocabulary.txt\)" \
+  "0" --train=other.txt --checkpoint_dir=ckpt --sequence_length=8
 expect_job_failure "$program" nothing \
   "--train is required \(or --generate with --checkpoint_dir, to write with a trained model\)" "0 1 2"
 echo "language model test passed"
