@@ -115,22 +115,29 @@ std::string read_text(const std::string& path) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw cohort::InvalidArgument("--train: " + file + ": cannot read it");
     text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    text += '\n';
+    if (!text.empty() && !text.ends_with('\n')) text += '\n';  // files apart
   }
   return text;
 }
 
-// The ids of `text`'s tokens (1 for one outside the vocabulary).
-std::vector<float> token_ids(const cohort::data::TextVectorizer& vectorizer, const std::string& text) {
+// The ids of `tokens` (1 for one outside the vocabulary).
+std::vector<float> token_ids(const cohort::data::TextVectorizer& vectorizer, const std::vector<std::string>& tokens) {
   std::unordered_map<std::string, float> ids;
   const std::vector<std::string>& vocabulary = vectorizer.vocabulary();
   for (std::size_t i = 2; i < vocabulary.size(); ++i) ids.emplace(vocabulary[i], static_cast<float>(i));
   std::vector<float> out;
-  for (const std::string& token : vectorizer.tokens(text)) {
+  for (const std::string& token : tokens) {
     const auto found = ids.find(token);
     out.push_back(found == ids.end() ? 1.0f : found->second);
   }
   return out;
+}
+
+// `tokens` joined back into text: characters side by side, words with a space between.
+std::string joined(std::vector<std::string>::const_iterator first, std::vector<std::string>::const_iterator last) {
+  std::string text;
+  for (auto it = first; it != last; ++it) text += (FLAGS_split == "words" && it != first ? " " : "") + *it;
+  return text;
 }
 
 // Windows of `ids` from `first` to `last` (not past it), the next token of each step their
@@ -152,10 +159,16 @@ cohort::data::Dataset windows(const std::vector<float>& ids, std::size_t first, 
 }
 
 // --generate tokens after --prompt, drawn one at a time from the model's last window of context,
-// printed as they are joined (characters side by side, words with a space).
+// printed as they are joined (characters side by side, words with a space); neither padding nor
+// the unknown token is drawn.
 void generate(cohort::Model& model, const cohort::data::TextVectorizer& vectorizer) {
-  std::vector<float> context = token_ids(vectorizer, FLAGS_prompt);
-  if (context.empty()) throw cohort::InvalidArgument("--generate=" + std::to_string(FLAGS_generate) + " needs a --prompt to continue");
+  std::vector<float> context = token_ids(vectorizer, vectorizer.tokens(FLAGS_prompt));
+  if (context.empty())
+    throw cohort::InvalidArgument("--generate=" + std::to_string(FLAGS_generate) + " continues a --prompt, and '" +
+                                  FLAGS_prompt + "' has no " + FLAGS_split);
+  if (const auto unknown = std::count(context.begin(), context.end(), 1.0f); unknown > 0)
+    std::fprintf(stderr, "warning: --prompt: %lld of its %zu tokens are not in the vocabulary (the model reads them as unknown)\n",
+                 static_cast<long long>(unknown), context.size());
   const std::int64_t length = FLAGS_sequence_length;
   const bool words = FLAGS_split == "words";
   std::string out = FLAGS_prompt;
@@ -166,7 +179,8 @@ void generate(cohort::Model& model, const cohort::data::TextVectorizer& vectoriz
     const cohort::Tensor token = cohort::sample_decode(
         model, row, q - 1, 1, -1.0f,
         {.temperature = static_cast<float>(FLAGS_temperature), .top_k = static_cast<int>(FLAGS_top_k),
-         .top_p = static_cast<float>(FLAGS_top_p), .seed = static_cast<std::uint64_t>(FLAGS_seed + i)});
+         .top_p = static_cast<float>(FLAGS_top_p), .seed = static_cast<std::uint64_t>(FLAGS_seed + i),
+         .excluded = {0, 1}});  // neither padding nor an unknown token
     context.push_back(token[0]);
     const std::string& text = vectorizer.vocabulary()[static_cast<std::size_t>(token[0])];
     out += (words ? " " : "") + text;
@@ -180,8 +194,12 @@ void generate_from_checkpoint() {
   const std::optional<cohort::Checkpoint> latest = cohort::CheckpointManager(dir).restore_latest();
   if (!latest) throw cohort::InvalidArgument("--checkpoint_dir=" + dir + ": no checkpoint to generate with");
   for (const auto& [name, value] : settings())
-    if (const auto saved = latest->metadata.find("settings/" + name); saved != latest->metadata.end())
+    if (const auto saved = latest->metadata.find("settings/" + name); saved != latest->metadata.end()) {
+      if (cohort::flags::Registry::global().given(name.substr(2)) && value != saved->second)
+        std::fprintf(stderr, "warning: %s=%s: the checkpoint's model was trained with %s=%s, which it keeps\n",
+                     name.c_str(), value.c_str(), name.c_str(), saved->second.c_str());
       cohort::flags::Registry::global().set(name.substr(2), saved->second, "--checkpoint_dir=" + dir);
+    }
   cohort::data::TextOptions any = text_options();
   any.max_tokens = 1 << 24;
   cohort::data::TextVectorizer vectorizer(any);
@@ -212,12 +230,16 @@ int Main(int argc, char** argv) {
   }
   // Every worker reads the whole text and builds the same vocabulary; each trains on its shard
   // of the windows, and the chief measures on the held-out end.
-  const std::string text = read_text(FLAGS_train);
   cohort::data::TextVectorizer vectorizer(text_options());
-  vectorizer.adapt(std::vector<std::string>{text});
+  const std::vector<std::string> text = vectorizer.tokens(read_text(FLAGS_train));
+  if (text.empty()) throw cohort::InvalidArgument("--train=" + FLAGS_train + ": no " + FLAGS_split + " in it");
+  // The vocabulary is the training part's: the held-out end's other tokens are unknown to it.
+  const auto held = static_cast<std::size_t>(static_cast<double>(text.size()) * FLAGS_validation_split);
+  vectorizer.adapt(std::vector<std::string>{joined(text.begin(), text.end() - static_cast<std::ptrdiff_t>(held))});
   const std::vector<float> ids = token_ids(vectorizer, text);
-  const auto held = static_cast<std::size_t>(static_cast<double>(ids.size()) * FLAGS_validation_split);
   const cohort::data::Dataset all = windows(ids, 0, ids.size() - held, "--train=" + FLAGS_train);
+  std::optional<cohort::data::Dataset> held_out;
+  if (held > 0) held_out = windows(ids, ids.size() - held, ids.size(), "--validation_split's held-out end of --train");
   const cohort::data::Dataset train = all.shard(server.replica_index(), server.num_replicas());
   const std::int64_t tokens = vectorizer.vocabulary_size();
   if (server.is_chief() && !FLAGS_checkpoint_dir.empty()) {
@@ -263,8 +285,8 @@ int Main(int argc, char** argv) {
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
-    if (held > 0) {
-      const cohort::StepMetrics m = trainer.evaluate(windows(ids, ids.size() - held, ids.size(), "the held-out text"));
+    if (held_out) {
+      const cohort::StepMetrics m = trainer.evaluate(*held_out);
       const auto& names = trainer.model().metric_names();
       const auto at = std::find(names.begin(), names.end(), "perplexity") - names.begin();
       const float perplexity = m.metrics[static_cast<std::size_t>(at)];

@@ -87,7 +87,7 @@ COHORT_DEFINE_int(epochs, 0, "passes over the training texts, counted globally, 
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint from, and save checkpoints to, here");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
 COHORT_DEFINE_string(predict, "",
-                     "with --checkpoint_dir: classify these texts (a folder of .txt files, at any depth, or files, comma-separated) instead of training");
+                     "with --checkpoint_dir: classify these texts (a folder of .txt files, at any depth, or files, comma-separated, or a CSV file's --text_column, a row each) instead of training");
 COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
 COHORT_DEFINE_string(word_vectors, "",
                      "start the embedding from pre-trained word vectors: a GloVe or word2vec text file (a word and its values a line), of --embedding_dim values each");
@@ -175,6 +175,23 @@ std::vector<std::string> texts_to_predict() {
   return paths;
 }
 
+// Whether `path` names a CSV or TSV file (plain or gzip-compressed), by its name.
+bool csv_file(const std::string& path) {
+  for (const char* end : {".csv", ".tsv", ".csv.gz", ".tsv.gz"})
+    if (path.ends_with(end)) return true;
+  return false;
+}
+
+// How to read the CSV or TSV file `path`: the flags' columns, header and quoting (a TSV file's
+// texts unquoted unless --quotes is given).
+cohort::data::TextCsvOptions csv_options(const std::string& path) {
+  const bool tsv = path.ends_with(".tsv") || path.ends_with(".tsv.gz");
+  return {.text_column = FLAGS_text_column, .label_column = FLAGS_label_column, .delimiter = tsv ? '\t' : ',',
+          .header = FLAGS_header,
+          // A TSV file's texts hold quotes unpaired, as a rule.
+          .quotes = cohort::flags::Registry::global().given("quotes") ? FLAGS_quotes : !tsv};
+}
+
 // The texts of `path` (--train or --test): a folder of class subfolders, or a CSV or TSV file;
 // `classes` receives the classes' names (a CSV file's indices as text). `read` says the shard,
 // the classes to take and the split; `vectorizer` adapts to the texts read without a vocabulary.
@@ -182,13 +199,11 @@ cohort::data::Dataset load_texts(const std::string& path, cohort::data::TextVect
                                  const cohort::data::TextFolderOptions& read,
                                  std::vector<std::string>* classes = nullptr) {
   if (std::filesystem::is_directory(path)) return cohort::data::load_text_folder(path, vectorizer, read, classes);
-  const bool tsv = path.ends_with(".tsv") || path.ends_with(".tsv.gz");
-  cohort::data::TextCsvOptions csv{.text_column = FLAGS_text_column, .label_column = FLAGS_label_column,
-                                   .delimiter = tsv ? '\t' : ',', .header = FLAGS_header,
-                                   // A TSV file's texts hold quotes unpaired, as a rule.
-                                   .quotes = cohort::flags::Registry::global().given("quotes") ? FLAGS_quotes : !tsv,
-                                   .shard = read.shard, .validation_split = read.validation_split,
-                                   .subset = read.subset, .seed = read.seed};
+  cohort::data::TextCsvOptions csv = csv_options(path);
+  csv.shard = read.shard;
+  csv.validation_split = read.validation_split;
+  csv.subset = read.subset;
+  csv.seed = read.seed;
   // The training file's classes: its indices (named "0", "1", ...: their count is the classes,
   // whatever a label's digits, 1 or 1.0) or its names.
   bool indices = !read.class_names.empty();
@@ -221,7 +236,14 @@ void predict() {
   graph.initialize(0);
   // The moving averages where the checkpoint holds them (the job trained with them).
   cohort::restore_variables(*latest, graph, /*moving_averages=*/true);
-  const std::vector<std::string> paths = texts_to_predict();
+  // The texts: the files found, or a CSV file's rows ("reviews.csv:3", its third row of data).
+  std::vector<std::string> paths = texts_to_predict(), csv_texts;
+  if (paths.size() == 1 && csv_file(paths[0])) {
+    const std::string csv = paths[0];
+    csv_texts = cohort::data::load_csv_texts(csv, csv_options(csv));
+    paths.clear();
+    for (std::size_t row = 1; row <= csv_texts.size(); ++row) paths.push_back(csv + ":" + std::to_string(row));
+  }
   std::ofstream file;
   if (!FLAGS_predictions.empty()) file.open(FLAGS_predictions);
   std::ostream& out = FLAGS_predictions.empty() ? std::cout : file;
@@ -233,6 +255,10 @@ void predict() {
     const std::size_t end = std::min(paths.size(), begin + kBatch);
     std::vector<std::string> texts;
     for (std::size_t i = begin; i < end; ++i) {
+      if (!csv_texts.empty()) {
+        texts.push_back(std::move(csv_texts[i]));
+        continue;
+      }
       std::ifstream in(paths[i], std::ios::binary);
       if (!in) throw cohort::InvalidArgument("--predict: " + paths[i] + ": cannot read it");
       texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

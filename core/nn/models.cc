@@ -308,8 +308,12 @@ Tensor sample_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
         if (!std::isfinite(logits[c]))
           throw InvalidArgument("sample_decode: the output of row " + std::to_string(b) +
                                 " holds logits that are not finite at step " + std::to_string(t));
-        ranked.emplace_back(static_cast<double>(logits[c]) / options.temperature, c);
+        if (std::find(options.excluded.begin(), options.excluded.end(), c) == options.excluded.end())
+          ranked.emplace_back(static_cast<double>(logits[c]) / options.temperature, c);
       }
+      if (ranked.empty())
+        throw InvalidArgument("sample_decode: every one of the output's " + std::to_string(d.classes) +
+                              " tokens is excluded");
       // Likeliest first, ties to the lower token; the top_k kept, then their softmax.
       std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
       if (options.top_k > 0 && options.top_k < d.classes) ranked.resize(static_cast<std::size_t>(options.top_k));

@@ -135,6 +135,9 @@ struct SampleOptions {
   /// The draws' seed: the same seed, model and rows give the same tokens; each row draws its
   /// own, whatever the other rows.
   std::uint64_t seed = 0;
+  /// Tokens never drawn, as if their logits were -infinity: a vocabulary's padding and unknown
+  /// ids, say ({0, 1} for TextVectorizer's).
+  std::vector<int> excluded{};
 };
 
 /// Sampling with the same decoder and rows as greedy_decode: each step's token is drawn from the
@@ -142,7 +145,7 @@ struct SampleOptions {
 /// nucleus of those, and fed to the next step; one pass of the model per step. Returns the
 /// tokens, [rows, steps]. A top_k of 1 (or a temperature near 0) is greedy decoding.
 /// InvalidArgument as greedy_decode's, for a temperature that is not above 0 and finite, a top_k
-/// below 0, a top_p outside (0, 1], and logits that are not finite.
+/// below 0, a top_p outside (0, 1], every token excluded, and logits that are not finite.
 Tensor sample_decode(Model& model, const Tensor& rows, std::int64_t begin, std::int64_t steps,
                      float start_token, const SampleOptions& options = {});
 

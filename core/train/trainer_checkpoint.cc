@@ -133,9 +133,9 @@ void Trainer::warn_of_another_schedule(const Checkpoint& checkpoint) const {
   std::fprintf(stderr,
                "[%s] warning: the learning rate at global step %lld was %.3g when the checkpoint "
                "was written, and this run's schedule has %.3g there: training goes on at this "
-               "run's rates (a warm-up or decay whose length follows the run's steps, as train's may "
-               "unless --lr_warmup_steps and --lr_decay_steps are given, changes with them; a rate "
-               "scaled by the workers, with their number)\n",
+               "run's rates (a warm-up or decay whose length follows the run's steps changes with "
+               "them, unless its length is fixed, as train's --lr_warmup_steps and --lr_decay_steps "
+               "fix it; a rate scaled by the workers, with their number)\n",
                process_label().c_str(), static_cast<long long>(step), theirs, ours);
   std::fflush(stderr);
 }

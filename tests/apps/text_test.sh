@@ -12,7 +12,8 @@
 # - characters through 1-D convolutions: at least 0.65 (measured 0.80), and its checkpoint calls
 #   at least half the held-out MPL-2.0 paragraphs MPL-2.0 (measured 14 of 18);
 # - the same paragraphs as CSV files (a quoted field holding each paragraph's line breaks), the
-#   license by name: at least 0.55, as the folders;
+#   license by name: at least 0.55, as the folders, and its checkpoint classifies the test file
+#   a row at a time (at least half right);
 # - --validation_split instead of a test folder trains on the rest of the training folder;
 # - a folder without .txt files is refused in one line naming it.
 #
@@ -95,10 +96,22 @@ expect_job_failure "$text" other_vocabulary \
 # The CSV files train as the folders do.
 run csv --train=train.csv --test=test.csv --text_column=paragraph --label_column=license \
   --model=conv1d --embedding_dim=32 --units=128 --train_steps=150 --metrics_json=csv.json \
-  || { echo "the job on CSV files failed"; exit 1; }
+  --checkpoint_dir=ckpt_csv || { echo "the job on CSV files failed"; exit 1; }
 grep -q "^text: 2 workers, 179 texts in 5 classes, vocabulary of " csv.log \
   || { echo "csv: not 179 texts in 5 classes"; exit 1; }
 at_least csv csv.json 0.55
+# Its checkpoint classifies the test file a row at a time, as its test accuracy says.
+run predict_csv --checkpoint_dir=ckpt_csv --predict=test.csv --text_column=paragraph \
+  --predictions=csv_predictions.csv || { echo "the prediction job on a CSV file failed"; exit 1; }
+/usr/bin/python3 - <<'PY' || exit 1
+import csv, sys
+truth = [row["license"] for row in csv.DictReader(open("test.csv", newline=""))]
+rows = list(csv.DictReader(open("csv_predictions.csv", newline="")))
+right = sum(r["class"] == t for r, t in zip(rows, truth))
+print(f"predict_csv: {right} of {len(rows)} rows right")
+if len(rows) != len(truth) or rows[0]["path"] != "test.csv:1" or right < 0.5 * len(truth):
+    sys.exit(f"predict_csv: {len(rows)} rows for {len(truth)}, the first {rows[0]['path']}, {right} right")
+PY
 
 run characters --train=train --test=test --model=conv1d --split=characters --sequence_length=400 \
   --embedding_dim=16 --units=128 --train_steps=200 --metrics_json=characters.json \

@@ -176,15 +176,17 @@ class CsvReader {
 
   // The texts of options' one feature column, as they are, and the labels, of the rows kept
   // (load_text_csv's table); the number of classes.
-  // Warnings are `warn`'s (every row is read, by every worker).
+  // Warnings are `warn`'s (every row is read, by every worker). Without a label column, no
+  // labels and no classes (0).
   int read_texts(std::vector<std::string>& texts, std::vector<std::int32_t>& labels, bool warn) {
-    if (options_.label_column.empty() || options_.feature_columns.size() != 1)
-      throw InvalidArgument(path_ + ": a table of texts needs a label column and one text column");
+    if (options_.feature_columns.size() != 1)
+      throw InvalidArgument(path_ + ": a table of texts has one text column");
     if (!options_.class_names.empty() && options_.num_classes != 0)
       throw InvalidArgument(path_ + ": class_names or num_classes, not both");
     texts_ = &texts;
     warn_ = warn;
     const auto [kept, rows, largest] = read_rows();
+    if (label_column_ < 0) return 0;
     const int num_classes = classes(rows, largest);
     labels = std::move(labels_);
     return num_classes;

@@ -278,9 +278,10 @@ Dataset load_text_folder(const std::string& dir, TextVectorizer& vectorizer,
                        [&](std::size_t i) { return files[first + i * step].path; }, "text file");
 }
 
-Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
-                      const TextCsvOptions& options, std::vector<std::string>* class_names) {
-  detail::check_shard(options.shard, path);
+namespace {
+
+// How the CSV reader reads a file of texts: the text column as its one feature column.
+CsvOptions text_csv(const TextCsvOptions& options) {
   CsvOptions csv;
   csv.delimiter = options.delimiter;
   csv.header = options.header;
@@ -289,6 +290,26 @@ Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
   csv.feature_columns = {options.text_column};
   csv.num_classes = options.num_classes;
   csv.class_names = options.class_names;
+  return csv;
+}
+
+}  // namespace
+
+std::vector<std::string> load_csv_texts(const std::string& path, const TextCsvOptions& options) {
+  CsvOptions csv = text_csv(options);
+  csv.label_column.clear();
+  csv.num_classes = 0;
+  csv.class_names.clear();
+  std::vector<std::string> texts, classes;
+  std::vector<std::int32_t> labels;
+  detail::read_csv_texts(path, csv, texts, labels, classes, /*warn=*/false);
+  return texts;
+}
+
+Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
+                      const TextCsvOptions& options, std::vector<std::string>* class_names) {
+  detail::check_shard(options.shard, path);
+  const CsvOptions csv = text_csv(options);
   std::vector<std::string> texts, classes;
   std::vector<std::int32_t> labels;
   const int num_classes =

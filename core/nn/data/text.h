@@ -147,4 +147,9 @@ Dataset load_text_csv(const std::string& path, TextVectorizer& vectorizer,
                       const TextCsvOptions& options = {},
                       std::vector<std::string>* class_names = nullptr);
 
+/// The texts of a CSV or TSV file's text column, every row's in order (new texts to classify, a
+/// corpus), read as load_text_csv reads them; the label column and the class, shard and split
+/// options play no part. Faults are load_csv's.
+std::vector<std::string> load_csv_texts(const std::string& path, const TextCsvOptions& options = {});
+
 }  // namespace cohort::data

@@ -605,6 +605,11 @@ TEST_CASE("Sampling draws each step's token from the softmax, within top_k and t
   CHECK(two[order[0]] + two[order[1]] == doctest::Approx(1.0));
   const std::vector<double> nucleus = first_step({.top_p = static_cast<float>(p[order[0]] * 0.99), .seed = 3});
   CHECK(nucleus[order[0]] == doctest::Approx(1.0));
+  // Excluded tokens are never drawn; the rest keep their proportions.
+  const std::vector<double> without = first_step({.seed = 4, .excluded = {static_cast<int>(order[0])}});
+  CHECK(without[order[0]] == 0.0);
+  const double r = p[order[1]] / (1 - p[order[0]]);
+  CHECK(std::abs(without[order[1]] - r) < 5 * std::sqrt(r * (1 - r) / n));
   // Greedy at top_k 1 and at a temperature near 0; the same seed, the same tokens, also for a
   // row drawn among others; another seed, others.
   const Tensor few({8, width}, rows.span().subspan(0, 8 * width));
