@@ -65,6 +65,7 @@ for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
          share/cohort/examples/guide.cc share/cohort/examples/custom_model.cc \
          share/cohort/examples/residual_npy.cc share/cohort/examples/tabular.cc \
          share/cohort/examples/images.cc share/cohort/examples/text.cc share/cohort/examples/denoise.cc \
+         share/cohort/examples/language_model.cc \
          share/doc/cohort/README.md share/doc/cohort/INSTALL.md share/doc/cohort/GUIDE.md \
          "share/modulefiles/cohort/$version"; do
   [[ -f $prefix/$f ]] || fail "not installed: $f"
@@ -172,7 +173,7 @@ cohort-train --help | grep -- '--checkpoint_dir' > /dev/null
 cmake -S $examples -B $work/examples > $work/examples-configure.log ||
   { cat $work/examples-configure.log; exit 1; }
 cmake --build $work/examples -j 2 > $work/examples-build.log || { cat $work/examples-build.log; exit 1; }
-(cd $work/examples && ls guide custom_model denoise gan images residual_npy tabular text > /dev/null)
+(cd $work/examples && ls guide custom_model denoise gan images language_model residual_npy tabular text > /dev/null)
 echo 'built the installed examples against the module'
 # Installed in turn (a user's cmake --install), a program finds Cohort's libraries with no library path.
 cmake --install $work/examples --prefix $work/examples-installed > $work/examples-install.log ||
