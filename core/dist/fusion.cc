@@ -120,13 +120,14 @@ void TensorFusion::allreduce_with_mpi(std::span<const std::span<float>> tensors)
     }
     std::size_t end = begin, used = 0;
     for (; end < tensors.size() && used + tensors[end].size() <= capacity; ++end) {
-      std::memcpy(buffer_.data() + used, tensors[end].data(), tensors[end].size_bytes());
+      if (!tensors[end].empty())  // an empty span's data() may be null, which memcpy may not take
+        std::memcpy(buffer_.data() + used, tensors[end].data(), tensors[end].size_bytes());
       used += tensors[end].size();
     }
     comm_.allreduce(std::span<float>(buffer_.data(), used));
     used = 0;
     for (std::size_t i = begin; i < end; ++i) {
-      std::memcpy(tensors[i].data(), buffer_.data() + used, tensors[i].size_bytes());
+      if (!tensors[i].empty()) std::memcpy(tensors[i].data(), buffer_.data() + used, tensors[i].size_bytes());
       used += tensors[i].size();
     }
     begin = end;

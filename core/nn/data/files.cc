@@ -1,5 +1,6 @@
 #include "cohort/core/nn/data/files.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <vector>
 
@@ -39,6 +41,12 @@ void check_file(const std::string& path, const char* what) {
 }
 
 }  // namespace
+
+std::uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<std::uint64_t>::max();
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+}
 
 void warn_classes_without_examples(const std::string& where, const std::vector<bool>& seen) {
   std::string missing;

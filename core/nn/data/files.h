@@ -27,6 +27,10 @@ void check_shard(ShardSpec shard, const std::string& where);
 /// or unreadable. `what` names the format expected, for the message.
 std::uint64_t file_size(const std::string& path, const char* what);
 
+/// The machine's physical memory in bytes (the most any array read into memory can take; the
+/// largest uint64 where it is unknown).
+std::uint64_t physical_memory();
+
 /// After a loader counted the classes as the largest label + 1 (seen.size()): a warning on
 /// stderr, naming `where`, of the classes no label names (`seen[c]` false), if any. A mistyped
 /// label, a 7 among 0s and 1s, otherwise makes 8 classes, 6 of which no example trains.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
@@ -142,12 +143,20 @@ class OpenDataset {
         fail(path_, "dataset '" + key_ + "': rows from " + std::to_string(rows.start) + " cannot be selected");
       if (count == 0) H5Sselect_none(space.get());
     }
-    // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc.
+    // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc
+    // (nor, where the kernel overcommits memory, a process killed as it fills the pages).
     NpyArray array{Tensor(), kind_ == H5T_INTEGER ? "<i8" : "<f8", kind_ == H5T_INTEGER};
+    const std::string too_large = "dataset '" + key_ + "' " + to_string(shape) + " does not fit in memory as float32";
+    std::uint64_t bytes = sizeof(float);
+    for (const std::int64_t d : shape)
+      bytes = d > 0 && bytes > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)
+                  ? std::numeric_limits<std::uint64_t>::max()
+                  : bytes * static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    if (bytes > detail::physical_memory()) fail(path_, too_large);
     try {
       array.values = Tensor(shape);
     } catch (const std::bad_alloc&) {
-      fail(path_, "dataset '" + key_ + "' " + to_string(shape) + " does not fit in memory as float32");
+      fail(path_, too_large);
     }
     std::vector<hsize_t> memory_dims;
     for (std::int64_t d : shape) memory_dims.push_back(static_cast<hsize_t>(d));

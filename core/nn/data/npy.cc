@@ -313,7 +313,7 @@ void convert(const NpyHeader& h, const char* in, std::int64_t n, float* out) {
     case 'f' * 16 + 2: convert_as<Eigen::half>(in, n, out, swap); break;  // IEEE binary16
     case 'f' * 16 + 4:
       if (swap) convert_as<float>(in, n, out, true);
-      else std::memcpy(out, in, static_cast<std::size_t>(n) * 4);
+      else if (n > 0) std::memcpy(out, in, static_cast<std::size_t>(n) * 4);  // no null pointers to memcpy
       break;
     case 'f' * 16 + 8: convert_as<double>(in, n, out, swap); break;
   }

@@ -135,15 +135,20 @@ void with_relu(bool relu, F&& f) {
     f(std::false_type());
 }
 
-// A float, or simd::kLanes of them, at p. (Vectors are passed by reference here, not by value,
-// which trips GCC's ABI note where AVX is off: see simd.h.)
+// A float, or simd::kLanes of them, at p: Load<V>::at(p). (Vectors are passed by reference here,
+// not by value, which trips GCC's ABI note where AVX is off: see simd.h.) The vector's type is
+// spelled out: a deduced one (auto) would drop FloatsAt's alignment of 4 and claim the vector's
+// own, which p need not have.
 template <typename V>
-inline const auto& load(const float* p) {
-  if constexpr (std::is_same_v<V, float>)
-    return *p;
-  else
-    return simd::at(p);
-}
+struct Load;
+template <>
+struct Load<float> {
+  static const float& at(const float* p) { return *p; }
+};
+template <>
+struct Load<simd::Floats> {
+  static const simd::FloatsAt& at(const float* p) { return simd::at(p); }
+};
 
 // Turns the gradient after a fused ReLU (Relu) into the one before it, from the output y: a
 // float, or a vector of them.
@@ -291,7 +296,7 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
       double* s = partials_.data() + t * 2 * c;
       accumulate_blocks(begin, end, c, s, [&](std::int64_t r, std::int64_t k, auto& b, auto& b2) {
         using V = std::remove_reference_t<decltype(b)>;
-        const V x = load<V>(input.data() + r * c + k) - load<V>(pivot + k);
+        const V x = Load<V>::at(input.data() + r * c + k) - Load<V>::at(pivot + k);
         b += x;
         b2 += x * x;
       });
@@ -371,10 +376,11 @@ void BatchNormalization::backward(const Tensor& input, const Tensor& output,
       accumulate_blocks(begin, end, c, s, [&](std::int64_t r, std::int64_t k, auto& b, auto& b2) {
         using V = std::remove_reference_t<decltype(b)>;
         const std::int64_t at = r * c + k;
-        V dy = load<V>(grad_output.data() + at);
-        mask<fused>(dy, load<V>(output.data() + at));
+        V dy = Load<V>::at(grad_output.data() + at);
+        const V y = Load<V>::at(output.data() + at);  // a value: mask() takes an aligned V
+        mask<fused>(dy, y);
         b += dy;
-        b2 += dy * ((load<V>(input.data() + at) - load<V>(mean + k)) * load<V>(inv_std + k));
+        b2 += dy * ((Load<V>::at(input.data() + at) - Load<V>::at(mean + k)) * Load<V>::at(inv_std + k));
       });
     });
   });
