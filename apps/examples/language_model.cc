@@ -80,6 +80,8 @@ std::map<std::string, std::string> settings() {
 }
 
 cohort::Model language_model(cohort::Graph& graph, std::int64_t vocabulary) {
+  if (FLAGS_units % FLAGS_heads != 0 && FLAGS_model == "transformer")
+    throw cohort::InvalidArgument("--heads=" + std::to_string(FLAGS_heads) + " does not divide --units=" + std::to_string(FLAGS_units));
   cohort::Model model(graph);
   cohort::Node x = model.apply(cohort::embedding("embed", vocabulary, FLAGS_units), model.input({FLAGS_sequence_length}));
   if (FLAGS_model == "lstm") {
@@ -153,7 +155,8 @@ cohort::data::Dataset windows(const std::vector<float>& ids, std::size_t first, 
   }
   if (n == 0)
     throw cohort::InvalidArgument(name + ": " + std::to_string(last - first) + " tokens make no window of " +
-                                  std::to_string(length) + " and its next token (a shorter --sequence_length?)");
+                                  std::to_string(length) + " and its next token (a shorter --sequence_length" +
+                                  (first > 0 ? ", or a larger --validation_split, or 0?)" : "?)"));
   const std::int64_t l = FLAGS_sequence_length;
   return cohort::data::Dataset::from_arrays(cohort::Tensor({n, l}, x), cohort::Tensor({n, l}, y), name);
 }
@@ -219,8 +222,6 @@ int Main(int argc, char** argv) {
     server.join();
     return 0;
   }
-  if (FLAGS_units % FLAGS_heads != 0 && FLAGS_model == "transformer")
-    throw cohort::InvalidArgument("--heads=" + std::to_string(FLAGS_heads) + " does not divide --units=" + std::to_string(FLAGS_units));
   if (FLAGS_train.empty()) {
     if (FLAGS_generate == 0 || FLAGS_checkpoint_dir.empty())
       throw cohort::InvalidArgument("--train is required (or --generate with --checkpoint_dir, to write with a trained model)");

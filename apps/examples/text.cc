@@ -175,17 +175,23 @@ std::vector<std::string> texts_to_predict() {
   return paths;
 }
 
+// `path` in lower case, for its extension.
+std::string lower(std::string path) {
+  std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return path;
+}
+
 // Whether `path` names a CSV or TSV file (plain or gzip-compressed), by its name.
 bool csv_file(const std::string& path) {
   for (const char* end : {".csv", ".tsv", ".csv.gz", ".tsv.gz"})
-    if (path.ends_with(end)) return true;
+    if (lower(path).ends_with(end)) return true;
   return false;
 }
 
 // How to read the CSV or TSV file `path`: the flags' columns, header and quoting (a TSV file's
 // texts unquoted unless --quotes is given).
 cohort::data::TextCsvOptions csv_options(const std::string& path) {
-  const bool tsv = path.ends_with(".tsv") || path.ends_with(".tsv.gz");
+  const bool tsv = lower(path).ends_with(".tsv") || lower(path).ends_with(".tsv.gz");
   return {.text_column = FLAGS_text_column, .label_column = FLAGS_label_column, .delimiter = tsv ? '\t' : ',',
           .header = FLAGS_header,
           // A TSV file's texts hold quotes unpaired, as a rule.
@@ -238,6 +244,8 @@ void predict() {
   cohort::restore_variables(*latest, graph, /*moving_averages=*/true);
   // The texts: the files found, or a CSV file's rows ("reviews.csv:3", its third row of data).
   std::vector<std::string> paths = texts_to_predict(), csv_texts;
+  if (paths.size() > 1 && std::any_of(paths.begin(), paths.end(), csv_file))
+    throw cohort::InvalidArgument("--predict=" + FLAGS_predict + ": a CSV file's rows are classified alone (one file)");
   if (paths.size() == 1 && csv_file(paths[0])) {
     const std::string csv = paths[0];
     csv_texts = cohort::data::load_csv_texts(csv, csv_options(csv));

@@ -71,9 +71,13 @@ std::int64_t sparse_categories(const std::string& what, const Shape& prediction,
                                const TargetSpec& targets) {
   if (targets.labels) mismatch(what, prediction, targets, "it needs float targets (a class index per step)");
   const std::int64_t steps = num_elements(targets.shape), values = num_elements(prediction);
-  if (steps < 1 || values % steps != 0 || values / steps < 2)
+  // The prediction's rows are the targets' shape and a last axis of classes, or one flat vector.
+  const bool rows = prediction.size() < 2 || (num_elements(Shape(prediction.begin(), prediction.end() - 1)) == steps &&
+                                               prediction.back() * steps == values);
+  if (steps < 1 || values % steps != 0 || values / steps < 2 || !rows)
     mismatch(what, prediction, targets,
-             "it needs a row of two or more logits per target (a class index per step)");
+             "it needs a row of two or more logits per target (a class index per step: predictions "
+             "[steps, classes] for targets [steps])");
   return values / steps;
 }
 
@@ -98,7 +102,7 @@ const Tensor& sparse_values_of(const std::string& what, const Tensor& prediction
 // none (a negative one).
 std::int64_t sparse_class(const std::string& what, float value, std::int64_t classes, std::int64_t row,
                           std::int64_t steps) {
-  if (value < 0.0f && value == std::floor(value)) return -1;
+  if (value < 0.0f && std::isfinite(value) && value == std::floor(value)) return -1;
   if (!(value >= 0.0f && value < static_cast<float>(classes) && value == std::floor(value))) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", static_cast<double>(value));

@@ -293,7 +293,8 @@ Tensor sample_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
   const std::int64_t n = rows.dim(0), width = rows.dim(1);
   Tensor tokens({n, steps});
   if (n == 0) return tokens;
-  // Each row's own engine, so that its tokens do not depend on the rows beside it.
+  // Each row's own engine, of the seed and its index, so that its tokens do not depend on what
+  // the other rows draw.
   std::vector<std::mt19937_64> engines;
   for (std::int64_t b = 0; b < n; ++b)
     engines.emplace_back(options.seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(b) + 1);
@@ -316,7 +317,8 @@ Tensor sample_decode(Model& model, const Tensor& rows, std::int64_t begin, std::
                               " tokens is excluded");
       // Likeliest first, ties to the lower token; the top_k kept, then their softmax.
       std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-      if (options.top_k > 0 && options.top_k < d.classes) ranked.resize(static_cast<std::size_t>(options.top_k));
+      if (options.top_k > 0 && static_cast<std::size_t>(options.top_k) < ranked.size())
+        ranked.resize(static_cast<std::size_t>(options.top_k));
       const double top = ranked.front().first;
       double total = 0.0;
       for (auto& [weight, token] : ranked) total += weight = std::exp(weight - top);

@@ -132,8 +132,8 @@ struct SampleOptions {
   /// Each step draws from the fewest likeliest tokens whose probabilities reach top_p (nucleus
   /// sampling, Holtzman et al. 2020), in (0, 1]; 1: from all.
   float top_p = 1.0f;
-  /// The draws' seed: the same seed, model and rows give the same tokens; each row draws its
-  /// own, whatever the other rows.
+  /// The draws' seed: the same seed, model and rows give the same tokens; row b draws from an
+  /// engine of the seed and b, so its tokens are the same whatever the rows after it.
   std::uint64_t seed = 0;
   /// Tokens never drawn, as if their logits were -infinity: a vocabulary's padding and unknown
   /// ids, say ({0, 1} for TextVectorizer's).

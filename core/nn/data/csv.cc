@@ -90,6 +90,37 @@ std::string_view trim(std::string_view s) {
 
 // split()'s verdict on a line whose quoted field goes on past its end (onto the next lines).
 constexpr const char* kOpenQuote = "a quoted field does not end on its line";
+// Whether a record whose quoted field is open where `line` starts still has one open where it
+// ends, by split()'s rules: inside quotes, "" is one quote and a lone quote closes the field;
+// outside, a field that starts (after blanks) with a quote opens one, and any other quote is a
+// character. Linear in the line, so that a long record is not split again at every line.
+bool still_open(std::string_view line, char delimiter) {
+  const auto blank = [&](char c) { return c != delimiter && (c == ' ' || c == '\t' || c == '\r'); };
+  bool inside = true;
+  for (std::size_t i = 0;;) {
+    if (inside) {
+      for (;; i += 2) {
+        i = line.find('"', i);
+        if (i == std::string_view::npos) return true;
+        if (i + 1 == line.size() || line[i + 1] != '"') break;  // "" is one quote
+      }
+      inside = false;
+      ++i;
+    } else {
+      while (i < line.size() && blank(line[i])) ++i;
+      if (i < line.size() && line[i] == '"') {
+        inside = true;
+        ++i;
+        continue;
+      }
+    }
+    // The rest of this field (text after a closing quote is split()'s to refuse), then the next.
+    const std::size_t end = line.find(delimiter, i);
+    if (end == std::string_view::npos) return false;
+    i = end + 1;
+  }
+}
+
 // The most a record of several lines may hold: a quote left open by mistake fails here rather
 // than reading the rest of a large file into memory.
 constexpr std::size_t kLongestRecord = std::size_t{16} << 20;
@@ -279,9 +310,8 @@ class CsvReader {
       const std::int64_t at = line_number;  // the record's first line, which messages name
       const char* wrong = split(line, options_, fields, unescaped);
       if (wrong == kOpenQuote) {
-        // A quoted field that holds line breaks: the record goes on over the next lines. Each
-        // quote of a line turns the field's state (a doubled one inside it, twice), so the
-        // record is split again only on a line that may end it.
+        // A quoted field that holds line breaks: the record goes on over the next lines, and is
+        // split again once one of them leaves no field open.
         record.assign(line);
         for (std::string_view more; wrong == kOpenQuote;) {
           if (!lines.next(more))
@@ -295,8 +325,7 @@ class CsvReader {
                             std::to_string(line_number - at) + " lines (" +
                             std::to_string(kLongestRecord >> 20) +
                             " MiB): a stray quote? (quotes = false reads quotes as characters)");
-          if (std::count(more.begin(), more.end(), '"') % 2 == 1)
-            wrong = split(record, options_, fields, unescaped);
+          if (!still_open(more, options_.delimiter)) wrong = split(record, options_, fields, unescaped);
         }
         line = record;
         if (wrong) fail(path_, "lines " + std::to_string(at) + "-" + std::to_string(line_number) + ": " + wrong);

@@ -143,8 +143,9 @@ class OpenDataset {
         fail(path_, "dataset '" + key_ + "': rows from " + std::to_string(rows.start) + " cannot be selected");
       if (count == 0) H5Sselect_none(space.get());
     }
-    // Loaded whole, as float32: one that does not fit in memory is named, not a bare bad_alloc
-    // (nor, where the kernel overcommits memory, a process killed as it fills the pages).
+    // Loaded whole, as float32: one larger than the machine's memory is named, not a bare
+    // bad_alloc (which a kernel that overcommits memory may never give); one within it that
+    // the process may still not have (a job's memory limit) is named where allocation fails.
     NpyArray array{Tensor(), kind_ == H5T_INTEGER ? "<i8" : "<f8", kind_ == H5T_INTEGER};
     const std::string too_large = "dataset '" + key_ + "' " + to_string(shape) + " does not fit in memory as float32";
     std::uint64_t bytes = sizeof(float);

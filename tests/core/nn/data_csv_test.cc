@@ -169,6 +169,11 @@ TEST_CASE("CSV: quoted fields as RFC 4180 and pandas write them") {
   const Dataset noted = cohort::data::load_csv(dir / "n.csv", {.target_columns = {"y"}, .ignore_columns = {"note"}});
   REQUIRE(noted.size() == 3);
   CHECK(example(noted, 2) == std::vector<float>{5});
+  // A quote inside an unquoted field after the record's closing quote is a character (5" wide).
+  spit(dir / "inch.csv", "id,text,note,size\n1,\"two\nlines\",5\" wide,3\n2,\"x\",y,4\n");
+  const Dataset inch = cohort::data::load_csv(dir / "inch.csv", {.target_columns = {"id"}, .feature_columns = {"size"}});
+  REQUIRE(inch.size() == 2);
+  CHECK(example(inch, 1) == std::vector<float>{4});
   CHECK(csv_error(dir, "note,y\n\"a\nb\"x,1\n", {.target_columns = {"y"}}) ==
         (dir / "t.csv") + ": lines 2-3: text after a field's closing quote");
   CHECK(csv_error(dir, "note,a,y\n\"a\nb\",1,2\nc,3,x\n", {.target_columns = {"y"}, .ignore_columns = {"note"}}) ==

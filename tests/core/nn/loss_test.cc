@@ -605,8 +605,11 @@ TEST_CASE("sparse categorical cross-entropy: a class index per row, as the one-h
   CHECK_THROWS_WITH_AS(loss.check({3, 4}, TargetSpec::values({5})),
                        "loss sparse_categorical_cross_entropy does not fit the data: predictions [3, 4] per "
                        "example, float targets [5]; it needs a row of two or more logits per target (a class "
-                       "index per step)",
+                       "index per step: predictions [steps, classes] for targets [steps])",
                        InvalidArgument);
+  // Counts that divide are not enough: [4, 3] is 4 rows of 3 classes, not 3 of 4.
+  CHECK_THROWS_AS(loss.check({4, 3}, TargetSpec::values({3})), InvalidArgument);
+  loss.check({12}, TargetSpec::values({3}));  // one flat vector: 3 rows of 4
   CHECK_THROWS_WITH_AS(loss.check({3, 4}, TargetSpec::classes(4)),
                        "loss sparse_categorical_cross_entropy does not fit the data: predictions [3, 4] per "
                        "example, class labels in [0, 4); it needs float targets (a class index per step)",
