@@ -122,6 +122,15 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
+// A vectorizer of the vocabulary a job kept in `path` (of any size: the one it was made with).
+cohort::data::TextVectorizer saved_vocabulary(const std::string& path) {
+  cohort::data::TextOptions any = text_options();
+  any.max_tokens = 1 << 24;
+  cohort::data::TextVectorizer vectorizer(any);
+  vectorizer.load_vocabulary(path);
+  return vectorizer;
+}
+
 // The ids of `tokens` (1 for one outside the vocabulary).
 std::vector<float> token_ids(const cohort::data::TextVectorizer& vectorizer, const std::vector<std::string>& tokens) {
   std::unordered_map<std::string, float> ids;
@@ -203,10 +212,7 @@ void generate_from_checkpoint() {
                      name.c_str(), value.c_str(), name.c_str(), saved->second.c_str());
       cohort::flags::Registry::global().set(name.substr(2), saved->second, "--checkpoint_dir=" + dir);
     }
-  cohort::data::TextOptions any = text_options();
-  any.max_tokens = 1 << 24;
-  cohort::data::TextVectorizer vectorizer(any);
-  vectorizer.load_vocabulary(dir + "/vocabulary.txt");
+  const cohort::data::TextVectorizer vectorizer = saved_vocabulary(dir + "/vocabulary.txt");
   cohort::Graph graph;
   cohort::Model model = language_model(graph, vectorizer.vocabulary_size());
   graph.initialize(0);
@@ -247,11 +253,7 @@ int Main(int argc, char** argv) {
     // The ids the checkpoints were trained with: a resumed job must make the same.
     const std::string saved = FLAGS_checkpoint_dir + "/vocabulary.txt";
     if (std::filesystem::exists(saved)) {
-      cohort::data::TextOptions any = text_options();
-      any.max_tokens = 1 << 24;
-      cohort::data::TextVectorizer before(any);
-      before.load_vocabulary(saved);
-      if (before.vocabulary() != vectorizer.vocabulary())
+      if (saved_vocabulary(saved).vocabulary() != vectorizer.vocabulary())
         throw cohort::InvalidArgument("--train=" + FLAGS_train + ": its vocabulary is not the one the checkpoints in " +
                                       FLAGS_checkpoint_dir + " were trained with (" + saved + ")");
     }

@@ -145,6 +145,12 @@ void write_lines(const std::string& path, const std::vector<std::string>& values
   if (!out) throw cohort::InvalidArgument(path + ": cannot write it");
 }
 
+// `path` in lower case, for its extension.
+std::string lower(std::string path) {
+  std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return path;
+}
+
 // --predict's files: the .txt files (in any case) under a folder, sorted, hidden ones and
 // hidden folders left out, links followed; or the files given.
 std::vector<std::string> texts_to_predict() {
@@ -163,10 +169,8 @@ std::vector<std::string> texts_to_predict() {
         if (it->is_directory()) it.disable_recursion_pending();
         continue;
       }
-      std::string extension = it->path().extension().string();
-      std::transform(extension.begin(), extension.end(), extension.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (it->is_regular_file() && extension == ".txt") found.push_back(it->path().string());
+      if (it->is_regular_file() && lower(it->path().extension().string()) == ".txt")
+        found.push_back(it->path().string());
     }
     if (found.empty()) throw cohort::InvalidArgument("--predict=" + given + ": no .txt files in it");
     std::sort(found.begin(), found.end());
@@ -175,23 +179,17 @@ std::vector<std::string> texts_to_predict() {
   return paths;
 }
 
-// `path` in lower case, for its extension.
-std::string lower(std::string path) {
-  std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return path;
-}
-
 // Whether `path` names a CSV or TSV file (plain or gzip-compressed), by its name.
 bool csv_file(const std::string& path) {
-  for (const char* end : {".csv", ".tsv", ".csv.gz", ".tsv.gz"})
-    if (lower(path).ends_with(end)) return true;
-  return false;
+  const std::string name = lower(path);
+  return name.ends_with(".csv") || name.ends_with(".csv.gz") || name.ends_with(".tsv") || name.ends_with(".tsv.gz");
 }
 
 // How to read the CSV or TSV file `path`: the flags' columns, header and quoting (a TSV file's
 // texts unquoted unless --quotes is given).
 cohort::data::TextCsvOptions csv_options(const std::string& path) {
-  const bool tsv = lower(path).ends_with(".tsv") || lower(path).ends_with(".tsv.gz");
+  const std::string name = lower(path);
+  const bool tsv = name.ends_with(".tsv") || name.ends_with(".tsv.gz");
   return {.text_column = FLAGS_text_column, .label_column = FLAGS_label_column, .delimiter = tsv ? '\t' : ',',
           .header = FLAGS_header,
           // A TSV file's texts hold quotes unpaired, as a rule.

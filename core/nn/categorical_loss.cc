@@ -113,14 +113,6 @@ std::int64_t sparse_class(const std::string& what, float value, std::int64_t cla
   return static_cast<std::int64_t>(value);
 }
 
-// The softmax of every row of `classes` logits.
-Tensor row_softmax(const Tensor& output, std::int64_t classes) {
-  Tensor p(output.shape());
-  for (std::int64_t r = 0; r < output.size() / classes; ++r)
-    softmax(output.data() + r * classes, classes, p.data() + r * classes);
-  return p;
-}
-
 // The classes a probabilities() call reads the output's rows by: `checked` (check()'s) where it
 // divides the output's examples, else the output's last axis.
 std::int64_t output_classes(const std::string& what, const Tensor& output, std::int64_t checked) {

@@ -101,6 +101,13 @@ void loss_detail::softmax(const float* x, std::int64_t n, float* y) {
   for (std::int64_t c = 0; c < n; ++c) y[c] = static_cast<float>(y[c] / total);
 }
 
+Tensor loss_detail::row_softmax(const Tensor& output, std::int64_t classes) {
+  Tensor p(output.shape());
+  for (std::int64_t r = 0; classes > 0 && r < output.size() / classes; ++r)
+    softmax(output.data() + r * classes, classes, p.data() + r * classes);
+  return p;
+}
+
 std::int64_t Targets::size() const {
   if (values != nullptr) return values->rank() > 0 ? values->dim(0) : 0;
   return static_cast<std::int64_t>(labels.size());
@@ -200,10 +207,8 @@ Tensor Loss::probabilities(const Tensor&) const {
 }
 
 Tensor SoftmaxCrossEntropyLoss::probabilities(const Tensor& output) const {
-  Tensor p(output.shape());
-  const std::int64_t rows = output.dim(0), classes = rows > 0 ? output.size() / rows : 0;
-  for (std::int64_t r = 0; r < rows; ++r) softmax(output.data() + r * classes, classes, p.data() + r * classes);
-  return p;
+  const std::int64_t rows = output.dim(0);
+  return row_softmax(output, rows > 0 ? output.size() / rows : 0);
 }
 
 Tensor SigmoidCrossEntropyLoss::probabilities(const Tensor& output) const { return sigmoids(output); }

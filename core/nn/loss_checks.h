@@ -36,4 +36,7 @@ const Tensor& values_of(const std::string& what, const Tensor& predictions, cons
 /// The softmax of n logits into y, shifted by their largest (every exponent <= 0).
 void softmax(const float* x, std::int64_t n, float* y);
 
+/// The softmax of every row of `classes` logits of `output` (zeros for no classes).
+Tensor row_softmax(const Tensor& output, std::int64_t classes);
+
 }  // namespace cohort::loss_detail

@@ -90,12 +90,16 @@ std::string_view trim(std::string_view s) {
 
 // split()'s verdict on a line whose quoted field goes on past its end (onto the next lines).
 constexpr const char* kOpenQuote = "a quoted field does not end on its line";
+
+// A blank around a field: a space, tab or carriage return that is not the delimiter (which may
+// be a tab or a space).
+bool blank(char c, char delimiter) { return c != delimiter && (c == ' ' || c == '\t' || c == '\r'); }
+
 // Whether a record whose quoted field is open where `line` starts still has one open where it
 // ends, by split()'s rules: inside quotes, "" is one quote and a lone quote closes the field;
 // outside, a field that starts (after blanks) with a quote opens one, and any other quote is a
 // character. Linear in the line, so that a long record is not split again at every line.
 bool still_open(std::string_view line, char delimiter) {
-  const auto blank = [&](char c) { return c != delimiter && (c == ' ' || c == '\t' || c == '\r'); };
   bool inside = true;
   for (std::size_t i = 0;;) {
     if (inside) {
@@ -107,7 +111,7 @@ bool still_open(std::string_view line, char delimiter) {
       inside = false;
       ++i;
     } else {
-      while (i < line.size() && blank(line[i])) ++i;
+      while (i < line.size() && blank(line[i], delimiter)) ++i;
       if (i < line.size() && line[i] == '"') {
         inside = true;
         ++i;
@@ -135,11 +139,9 @@ const char* split(std::string_view line, const CsvOptions& options,
   const char delimiter = options.delimiter;
   fields.clear();
   unescaped.clear();
-  // A blank that is not the delimiter (which may be a tab or a space).
-  const auto blank = [&](char c) { return c != delimiter && (c == ' ' || c == '\t' || c == '\r'); };
   std::size_t i = 0;
   for (;;) {
-    while (i < line.size() && blank(line[i])) ++i;
+    while (i < line.size() && blank(line[i], delimiter)) ++i;
     if (i == line.size() || line[i] != '"' || !options.quotes) {
       const std::size_t end = line.find(delimiter, i);
       fields.push_back(trim(line.substr(i, end == std::string_view::npos ? end : end - i)));
@@ -164,7 +166,7 @@ const char* split(std::string_view line, const CsvOptions& options,
     }
     fields.push_back(trim(inside));
     i = close + 1;
-    while (i < line.size() && blank(line[i])) ++i;
+    while (i < line.size() && blank(line[i], delimiter)) ++i;
     if (i == line.size()) return nullptr;
     if (line[i] != delimiter) return "text after a field's closing quote";
     ++i;
@@ -244,9 +246,9 @@ class CsvReader {
       number_names();
       num_classes = static_cast<int>(class_names_.size());
     }
+    if (!warn_) return num_classes;
     // More classes than rows, by far: most likely a column of values to predict (a price, an
     // id) taken for labels, which would make a model with that many outputs.
-    if (!warn_) return num_classes;
     if (options_.num_classes == 0 && options_.class_names.empty() && num_classes > 1000 && num_classes > rows)
       std::fprintf(stderr,
                    "[%s] warning: %s: label column %s counts %d classes (%s) for %lld rows: values "

@@ -148,11 +148,10 @@ class OpenDataset {
     // the process may still not have (a job's memory limit) is named where allocation fails.
     NpyArray array{Tensor(), kind_ == H5T_INTEGER ? "<i8" : "<f8", kind_ == H5T_INTEGER};
     const std::string too_large = "dataset '" + key_ + "' " + to_string(shape) + " does not fit in memory as float32";
-    std::uint64_t bytes = sizeof(float);
+    std::uint64_t bytes = sizeof(float);  // the largest uint64 past it
     for (const std::int64_t d : shape)
-      bytes = d > 0 && bytes > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)
-                  ? std::numeric_limits<std::uint64_t>::max()
-                  : bytes * static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+      if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0)), &bytes))
+        bytes = std::numeric_limits<std::uint64_t>::max();
     if (bytes > detail::physical_memory()) fail(path_, too_large);
     try {
       array.values = Tensor(shape);
