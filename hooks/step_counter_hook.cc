@@ -30,9 +30,9 @@ void StepCounterHook::after_run(RunContext& context, const SessionRunValues& val
     if (elapsed && elapsed->seconds > 0) {
       MonitoredSession& session = context.session();
       steps_per_sec_ = static_cast<double>(elapsed->steps) / elapsed->seconds;
-      images_per_sec_ = *steps_per_sec_ * static_cast<double>(session.trainer().examples_per_global_step());
+      examples_per_sec_ = *steps_per_sec_ * static_cast<double>(session.trainer().examples_per_global_step());
       char line[128];
-      std::snprintf(line, sizeof line, "global_step/sec: %.4g, images/sec: %.0f", *steps_per_sec_, *images_per_sec_);
+      std::snprintf(line, sizeof line, "global_step/sec: %.4g, examples/sec: %.0f", *steps_per_sec_, *examples_per_sec_);
       out << line << std::endl;
       if (session.is_chief()) {
         const std::vector<double> times = session.worker_step_times();

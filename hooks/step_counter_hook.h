@@ -20,11 +20,12 @@ struct StepCounterHookOptions {
   std::ostream* out = nullptr;
 };
 
-/// Prints the global step rate and the whole job's image rate since the previous report:
+/// Prints the global step rate and the whole job's example rate (images, texts, rows, ...) since
+/// the previous report:
 ///
-///     global_step/sec: 123.4, images/sec: 7890
+///     global_step/sec: 123.4, examples/sec: 7890
 ///
-/// (images per global step as in SummarySaverHook). On the chief, each report is followed by a
+/// (examples per global step as in SummarySaverHook). On the chief, each report is followed by a
 /// straggler line whenever new per-worker step times have arrived
 /// (MonitoredSession::worker_step_times(), shared every step_time_every_steps steps):
 ///
@@ -46,7 +47,7 @@ class StepCounterHook : public SessionRunHook {
 
   /// The rates of the last report, if one was made.
   std::optional<double> steps_per_sec() const { return steps_per_sec_; }
-  std::optional<double> images_per_sec() const { return images_per_sec_; }
+  std::optional<double> examples_per_sec() const { return examples_per_sec_; }
 
  private:
   StepCounterHookOptions options_;
@@ -54,7 +55,7 @@ class StepCounterHook : public SessionRunHook {
   std::optional<std::int64_t> last_global_step_;
   bool warned_ = false;
   std::vector<double> reported_times_;
-  std::optional<double> steps_per_sec_, images_per_sec_;
+  std::optional<double> steps_per_sec_, examples_per_sec_;
 };
 
 }  // namespace cohort

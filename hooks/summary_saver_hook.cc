@@ -58,7 +58,7 @@ void SummarySaverHook::after_run(RunContext& context, const SessionRunValues& va
     const double examples = static_cast<double>(context.session().trainer().examples_per_global_step());
     const double steps_per_sec = static_cast<double>(elapsed->steps) / elapsed->seconds;
     scalars.emplace_back("global_step/sec", steps_per_sec);  // TensorFlow's StepCounterHook's tag
-    scalars.emplace_back("images/sec", steps_per_sec * examples);
+    scalars.emplace_back("examples/sec", steps_per_sec * examples);
   }
   writer_->add_scalars(scalars, step);
   if (options_.histograms) write_histograms(context.session().trainer(), step);

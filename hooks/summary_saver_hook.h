@@ -27,7 +27,7 @@ struct SummarySaverHookOptions {
 };
 
 /// Writes the scalars "loss", each of the model's metrics ("accuracy" for a classifier, "mse",
-/// ...), "learning_rate" of the current step, "global_step/sec" and "images/sec" to a
+/// ...), "learning_rate" of the current step, "global_step/sec" and "examples/sec" to a
 /// SummaryWriter in `output_dir`: at the first step, then every `every_steps` global steps or
 /// `every_secs` seconds. The rates are the whole job's since the previous write: the global-step
 /// delta over the time (the chart TensorFlow's StepCounterHook writes), and that times the

@@ -115,7 +115,7 @@ COHORT_MPI_TEST_CASE("chief-only hooks run on the chief only; hooks run on every
     CHECK(out.find(" at 0 s/step") == std::string::npos);  // only times every worker has sent
     REQUIRE(counter->steps_per_sec().has_value());
     // Allreduce: every global step is one batch from each of the 2 workers.
-    CHECK(*counter->images_per_sec() == doctest::Approx(*counter->steps_per_sec() * 2 * test::kBatch));
+    CHECK(*counter->examples_per_sec() == doctest::Approx(*counter->steps_per_sec() * 2 * test::kBatch));
   } else {
     CHECK(chief_only->events.empty());
     CHECK(counter_out.str().empty());

@@ -247,7 +247,7 @@ TEST_CASE("SummarySaverHook writes at the first step and every N global steps") 
   CHECK(steps_of(rows, "loss") == std::vector<std::int64_t>{1, 6, 11});
   CHECK(steps_of(rows, "accuracy") == std::vector<std::int64_t>{1, 6, 11});
   CHECK(steps_of(rows, "learning_rate") == std::vector<std::int64_t>{1, 6, 11});
-  CHECK(steps_of(rows, "images/sec") == std::vector<std::int64_t>{6, 11});
+  CHECK(steps_of(rows, "examples/sec") == std::vector<std::int64_t>{6, 11});
   CHECK(steps_of(rows, "global_step/sec") == std::vector<std::int64_t>{6, 11});
   std::map<std::int64_t, double> steps_per_sec;
   for (const Row& row : rows) {
@@ -256,7 +256,7 @@ TEST_CASE("SummarySaverHook writes at the first step and every N global steps") 
   }
   // Local mode: a global step is one batch of test::kBatch examples.
   for (const Row& row : rows)
-    if (row.tag == "images/sec") {
+    if (row.tag == "examples/sec") {
       CHECK(row.value > 0);
       CHECK(row.value == doctest::Approx(steps_per_sec.at(row.step) * test::kBatch));
     }

@@ -84,11 +84,11 @@ TEST_CASE("StepCounterHook prints global steps and images per second every N glo
   const auto lines = lines_of(out.str());
   REQUIRE(lines.size() == 2);
   for (const auto& line : lines)
-    CHECK(std::regex_match(line, std::regex(R"(global_step/sec: [0-9.e+]+, images/sec: [0-9]+)")));
+    CHECK(std::regex_match(line, std::regex(R"(global_step/sec: [0-9.e+]+, examples/sec: [0-9]+)")));
   REQUIRE(hook->steps_per_sec().has_value());
   CHECK(*hook->steps_per_sec() > 0);
   // Local mode: one batch per global step.
-  CHECK(*hook->images_per_sec() == doctest::Approx(*hook->steps_per_sec() * test::kBatch));
+  CHECK(*hook->examples_per_sec() == doctest::Approx(*hook->steps_per_sec() * test::kBatch));
   // One cadence, or none for every 100 steps; two, or a negative one, are refused.
   CHECK_NOTHROW(StepCounterHook({.every_n_secs = 10}));
   CHECK_NOTHROW(StepCounterHook(StepCounterHookOptions{}));
