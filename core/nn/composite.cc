@@ -17,10 +17,19 @@ Shape CompositeLayer::build(Graph& graph, const Shape& input) {
 }
 
 Node CompositeLayer::apply(std::unique_ptr<Layer> layer, Node input) {
-  return graph_->apply(std::move(layer), std::span<const Node>(&input, 1));
+  return apply(std::move(layer), {input});
 }
 
 Node CompositeLayer::apply(std::unique_ptr<Layer> layer, std::initializer_list<Node> inputs) {
+  // The model gives the composite the variables under its name: a sublayer's elsewhere would be
+  // nobody's (no gradient), or another layer's too.
+  if (layer) {
+    const std::string& scope = layer->variable_scope();
+    if (scope != name_ && scope.rfind(name_ + "/", 0) != 0)
+      throw InvalidArgument("CompositeLayer \"" + name_ + "\": its layer \"" + scope +
+                            "\" must be named \"" + name_ + "/...\" (scoped(\"...\")), so that its "
+                            "variables are the composite's");
+  }
   return graph_->apply(std::move(layer), std::span<const Node>(inputs.begin(), inputs.size()));
 }
 
@@ -59,6 +68,18 @@ double CompositeLayer::flops_per_example() const {
 const std::vector<std::unique_ptr<Layer>>& CompositeLayer::layers() const {
   static const std::vector<std::unique_ptr<Layer>> none;
   return graph_ ? graph_->layers() : none;
+}
+
+SharedLayer::SharedLayer(std::string name, std::unique_ptr<Layer> layer)
+    : name_(std::move(name)), layer_(std::move(layer)) {
+  if (!layer_) throw InvalidArgument("shared \"" + name_ + "\": no layer");
+  if (name_ == layer_->name())
+    throw InvalidArgument("shared \"" + name_ + "\": the node needs a name of its own, not the "
+                          "shared layer's");
+}
+
+std::unique_ptr<Layer> shared(std::string name, std::unique_ptr<Layer> layer) {
+  return std::make_unique<SharedLayer>(std::move(name), std::move(layer));
 }
 
 }  // namespace cohort

@@ -30,8 +30,9 @@
 namespace cohort {
 
 /// A layer of one input built from other layers. The sublayers' variables are the composite's
-/// ("<name>/<sublayer>/..." when the sublayers are named with scoped()), so a model sees one
-/// layer: its gradients, its GPU refusal (a composite has no GPU path), its FLOPs.
+/// ("<name>/<sublayer>/...": sublayers are named with scoped(), or with the composite's own
+/// name), so a model sees one layer: its gradients, its GPU refusal (a composite has no GPU
+/// path), its FLOPs.
 class CompositeLayer : public Layer {
  public:
   explicit CompositeLayer(std::string name) : name_(std::move(name)) {}
@@ -50,7 +51,8 @@ class CompositeLayer : public Layer {
   /// Wires the composite: applies layers to `input` (and to the nodes they return) and returns
   /// the output node. Called once, from build().
   virtual Node compose(Node input) = 0;
-  /// For compose(): applies `layer` to one node or several.
+  /// For compose(): applies `layer` to one node or several. InvalidArgument when the layer's
+  /// variables would not be under the composite's name (a sublayer not named with scoped()).
   Node apply(std::unique_ptr<Layer> layer, Node input);
   Node apply(std::unique_ptr<Layer> layer, std::initializer_list<Node> inputs);
   /// "<composite name>/<sublayer>": the name to give a sublayer.
@@ -63,5 +65,53 @@ class CompositeLayer : public Layer {
   std::vector<std::pair<std::int64_t, std::int64_t>> dead_ranges_;
   std::int64_t dead_ranges_for_ = -1;
 };
+
+/// Applies the variables of another layer again, as a Keras layer called on two inputs does
+/// (a siamese network's encoder, an embedding shared by two inputs): `layer` is made as that
+/// layer is (same class, name and options; it reuses the variables of its name), and the node
+/// is named `name`. The model adds the gradients of every application. A shape that does not
+/// fit the variables is refused as the layer's build refuses it (InvalidArgument naming the
+/// variable). CPU only: a model with a shared layer has no GPU path.
+///
+///   model.apply(encoder("encoder"), {left});                               // creates encoder/...
+///   model.apply(cohort::shared("encoder_right", encoder("encoder")), {right});  // applies them again
+class SharedLayer final : public Layer {
+ public:
+  SharedLayer(std::string name, std::unique_ptr<Layer> layer);
+
+  const std::string& name() const override { return name_; }
+  const std::string& variable_scope() const override { return layer_->variable_scope(); }
+  Shape build(Graph& graph, const Shape& input) override { return layer_->build(graph, input); }
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override {
+    layer_->forward(input, output, context);
+  }
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override {
+    layer_->backward(input, output, grad_output, grad_input, grads);
+  }
+  double flops_per_example() const override { return layer_->flops_per_example(); }
+  double input_grad_flops_per_example() const override { return layer_->input_grad_flops_per_example(); }
+  int num_inputs() const override { return layer_->num_inputs(); }
+  bool takes_mask() const override { return layer_->takes_mask(); }
+  Shape build_node(Graph& graph, std::span<const Shape> inputs) override {
+    return layer_->build_node(graph, inputs);
+  }
+  void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
+                    const OpContext& context) override {
+    layer_->forward_node(inputs, output, context);
+  }
+  void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
+                     const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
+                     std::span<float> grads) override {
+    layer_->backward_node(inputs, output, grad_output, grad_inputs, grads);
+  }
+  const Layer& layer() const { return *layer_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<Layer> layer_;
+};
+
+std::unique_ptr<Layer> shared(std::string name, std::unique_ptr<Layer> layer);
 
 }  // namespace cohort

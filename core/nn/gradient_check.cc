@@ -96,7 +96,7 @@ GradientCheckResult check_layer_gradients(Layer& layer, Graph& graph,
         comparison.compare(what, i, grad_inputs[k][i], difference(input[i]));
     }
   }
-  const std::string prefix = layer.name() + "/";
+  const std::string prefix = layer.variable_scope() + "/";
   std::span<float> values = graph.values();
   for (const Variable& v : graph.variables()) {
     if (!v.trainable || v.name.compare(0, prefix.size(), prefix) != 0 || skipped(v.name, options))

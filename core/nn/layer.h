@@ -93,8 +93,9 @@ class GpuLayer {
 /// whatever it needs between forward and backward (a dropout mask, pooling argmax) and reuses its
 /// buffers, so a steady-state step allocates nothing. A layer object belongs to one tower: towers
 /// running on several threads each have their own layers over the shared graph. A layer is
-/// applied once in a model (a node of its graph); layers that should share weights are separate
-/// objects naming the same variables in different models (towers).
+/// applied once in a model (a node of its graph); layers that share weights are separate
+/// objects naming the same variables: in different models (towers), or in one model through
+/// shared() (composite.h), whose gradients the model adds up.
 ///
 /// The single-input methods below are what a layer of one input implements. The graph calls the
 /// general forms further down (build_node, forward_node, backward_node), which by default forward
@@ -103,8 +104,13 @@ class Layer {
  public:
   virtual ~Layer() = default;
 
-  /// Unique within a model; variables are named "<layer name>/<variable>".
+  /// Unique within a model; variables are named "<variable_scope()>/<variable>".
   virtual const std::string& name() const = 0;
+  /// The prefix of the variables the layer owns (whose gradients its backward writes): its name,
+  /// unless it applies another layer's variables again (shared()). Within a model, a variable
+  /// belongs to the layers of the longest scope it is under ("p/aux/kernel" to "p/aux", not
+  /// "p").
+  virtual const std::string& variable_scope() const { return name(); }
 
   /// Creates or reuses variables; returns the output shape for one example of shape `input`
   /// (shapes here exclude the batch dimension).

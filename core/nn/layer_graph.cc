@@ -1,6 +1,7 @@
 #include "cohort/core/nn/layer_graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -18,14 +19,25 @@
 namespace cohort {
 namespace {
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
+// Whether variable `name` is under `scope`: "<scope>/...".
+bool under(const std::string& name, const std::string& scope) {
+  return name.size() > scope.size() && name[scope.size()] == '/' &&
+         name.compare(0, scope.size(), scope) == 0;
 }
 
-// A layer owns the variables named "<layer>/...", whether it created them or a tower did.
-bool owns(const Layer& layer, const Variable& v) { return starts_with(v.name, layer.name() + "/"); }
+std::atomic<std::uint64_t> next_serial{1};
 
 }  // namespace
+
+LayerGraph::LayerGraph(Graph& graph) : graph_(&graph), serial_(next_serial++) {}
+
+// A layer owns the variables under its scope, whether it created them or a tower or a sharer
+// did, unless a layer of a longer scope here owns them ("p/aux/kernel" is "p/aux"'s, not "p"'s).
+bool LayerGraph::owns(const Layer& layer, std::size_t v) const {
+  const std::string& scope = layer.variable_scope();
+  return v < owner_scope_.size() && owner_scope_[v] == scope.size() &&
+         under(graph_->variables()[v].name, scope);
+}
 
 Shape MergeLayer::build(Graph&, const Shape&) {
   throw InvalidArgument("layer \"" + name() + "\" joins several inputs; apply it to two or more");
@@ -38,7 +50,10 @@ void MergeLayer::backward(const Tensor&, const Tensor&, const Tensor&, Tensor*, 
 }
 
 void LayerGraph::check_node(Node node, const char* what) const {
-  if (node.id < 0 || node.id >= static_cast<int>(nodes_.size()))
+  if (node.graph != serial_ && node.graph != 0 && node.id >= 0)
+    throw InvalidArgument(std::string(what) + ": node " + std::to_string(node.id) +
+                          " is a node of another model");
+  if (node.graph != serial_ || node.id < 0 || node.id >= static_cast<int>(nodes_.size()))
     throw InvalidArgument(std::string(what) + ": node " + std::to_string(node.id) +
                           " is not a node of this model");
 }
@@ -54,7 +69,7 @@ Node LayerGraph::input(Shape shape, std::string name) {
   nodes_.push_back(std::move(info));
   inputs_.push_back(static_cast<int>(nodes_.size()) - 1);
   refresh();
-  return Node{static_cast<int>(nodes_.size()) - 1};
+  return node(nodes_.size() - 1);
 }
 
 Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> inputs) {
@@ -80,15 +95,20 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
     shapes.push_back(nodes_[static_cast<std::size_t>(in.id)].shape);
     info.inputs.push_back(in.id);
   }
+  const std::size_t before = graph_->variables().size();
   info.shape = layer->build_node(*graph_, shapes);
+  // A variable outside the layer's scope would be nobody's: its gradient never written.
+  const std::string& scope = layer->variable_scope();
+  for (std::size_t v = before; v < graph_->variables().size(); ++v)
+    if (!under(graph_->variables()[v].name, scope))
+      throw InvalidArgument("layer \"" + name + "\" made the variable \"" + graph_->variables()[v].name +
+                            "\": a layer's variables must be named \"" + scope + "/...\"");
   info.name = name;
   info.layer = static_cast<int>(layers_.size());
-  info.has_variables = std::any_of(graph_->variables().begin(), graph_->variables().end(),
-                                   [&](const Variable& v) { return v.trainable && owns(*layer, v); });
   layers_.push_back(std::move(layer));
   nodes_.push_back(std::move(info));
   refresh();
-  return Node{static_cast<int>(nodes_.size()) - 1};
+  return node(nodes_.size() - 1);
 }
 
 void LayerGraph::set_output(Node output) {
@@ -98,7 +118,7 @@ void LayerGraph::set_output(Node output) {
   refresh();
 }
 
-Node LayerGraph::output() const { return Node{output_}; }
+Node LayerGraph::output() const { return output_ < 0 ? Node{} : node(static_cast<std::size_t>(output_)); }
 
 void LayerGraph::refresh() {
   if (!output_set_) output_ = static_cast<int>(nodes_.size()) - 1;
@@ -116,6 +136,41 @@ void LayerGraph::refresh() {
       for (int in : nodes_[i].inputs) nodes_[static_cast<std::size_t>(in)].live = true;
   unused_ranges_for_ = -1;
   owners_for_ = -1;
+
+  // Which layer owns each variable: the longest scope it is under.
+  const std::vector<Variable>& variables = graph_->variables();
+  owner_scope_.assign(variables.size(), std::string::npos);
+  for (std::size_t v = 0; v < variables.size(); ++v)
+    for (const auto& layer : layers_) {
+      const std::string& scope = layer->variable_scope();
+      if ((owner_scope_[v] == std::string::npos || scope.size() > owner_scope_[v]) &&
+          under(variables[v].name, scope))
+        owner_scope_[v] = scope.size();
+    }
+  for (NodeInfo& node : nodes_) {
+    node.has_variables = false;
+    if (node.layer < 0) continue;
+    const Layer& layer = *layers_[static_cast<std::size_t>(node.layer)];
+    for (std::size_t v = 0; v < variables.size() && !node.has_variables; ++v)
+      node.has_variables = variables[v].trainable && owns(layer, v);
+  }
+  // Layers of one scope (shared()) form a group, whose gradients backward adds up.
+  group_.assign(layers_.size(), -1);
+  group_ranges_.clear();
+  for (std::size_t a = 0; a < layers_.size(); ++a)
+    for (std::size_t b = 0; b < a && group_[a] < 0; ++b)
+      if (layers_[b]->variable_scope() == layers_[a]->variable_scope()) {
+        if (group_[b] < 0) {
+          group_[b] = static_cast<int>(group_ranges_.size());
+          group_ranges_.emplace_back();
+          for (std::size_t v = 0; v < variables.size(); ++v)
+            if (variables[v].trainable && variables[v].size > 0 && owns(*layers_[b], v))
+              group_ranges_.back().emplace_back(variables[v].offset, variables[v].offset + variables[v].size);
+        }
+        group_[a] = group_[b];
+      }
+  if (group_ranges_.empty()) group_.clear();
+  group_written_.assign(group_ranges_.size(), 0);
 }
 
 const Tensor& LayerGraph::forward(std::span<const Tensor* const> inputs, const OpContext& context) {
@@ -224,6 +279,10 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
     return;
   }
   tell(count);  // variables no live node owns
+  // A layer that applies variables a later node's layer already wrote gradients to this pass
+  // (shared()) writes its own to a scratch buffer, which is added.
+  std::fill(group_written_.begin(), group_written_.end(), 0);
+  if (!group_.empty() && shared_grads_.size() < grads.size()) shared_grads_.resize(grads.size());
   for (std::size_t n = count; n-- > 0; tell(n)) {
     const NodeInfo& node = nodes_[n];
     if (node.layer < 0 || !needs_[n] || (n != out && !grad_written_[n])) continue;
@@ -246,8 +305,23 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
       }
       grad_in_.push_back(target);
     }
+    const int group = group_.empty() ? -1 : group_[static_cast<std::size_t>(node.layer)];
+    const bool again = group >= 0 && group_written_[static_cast<std::size_t>(group)];
+    std::span<float> into = grads;
+    if (again) {
+      into = std::span<float>(shared_grads_).first(grads.size());
+      // Zeros where the layer leaves a slice alone (a variable it updated in place).
+      for (const auto& [begin, end] : group_ranges_[static_cast<std::size_t>(group)])
+        std::fill(into.begin() + begin, into.begin() + end, 0.0f);
+    }
     layers_[static_cast<std::size_t>(node.layer)]->backward_node(in_, *values_[n], grad, grad_in_,
-                                                                 grads);
+                                                                 into);
+    if (again) {
+      for (const auto& [begin, end] : group_ranges_[static_cast<std::size_t>(group)])
+        for (std::int64_t i = begin; i < end; ++i) grads[static_cast<std::size_t>(i)] += into[static_cast<std::size_t>(i)];
+    } else if (group >= 0 && node.has_variables) {
+      group_written_[static_cast<std::size_t>(group)] = 1;
+    }
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
       if (grad_in_[j] == nullptr) continue;
       // As for forward(): a gradient of another shape would be read past its end by the layer
@@ -275,12 +349,14 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
 const std::vector<LayerGraph::Owned>& LayerGraph::owners() {
   if (owners_for_ != graph_->num_parameters()) {
     owners_.clear();
-    for (const Variable& v : graph_->variables()) {
+    const std::vector<Variable>& variables = graph_->variables();
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      const Variable& v = variables[i];
       if (!v.trainable || v.size == 0) continue;
       std::size_t first = std::numeric_limits<std::size_t>::max();
       for (std::size_t n = nodes_.size(); n-- > 0;) {
         const NodeInfo& node = nodes_[n];
-        if (node.layer >= 0 && node.live && owns(*layers_[static_cast<std::size_t>(node.layer)], v))
+        if (node.layer >= 0 && node.live && owns(*layers_[static_cast<std::size_t>(node.layer)], i))
           first = n;
       }
       owners_.push_back({v.offset, first});
@@ -326,17 +402,27 @@ std::string LayerGraph::summary() const {
   std::vector<Row> rows{{"node (layer)", "output shape", "parameters", "takes"}};
   const bool chain = is_chain();
   std::int64_t trainable = 0, state = 0;
+  std::vector<std::string> group_first(group_ranges_.size());  // a shared group's first node
+  const std::vector<Variable>& variables = graph_->variables();
   for (const NodeInfo& node : nodes_) {
     Row row{node.name, to_string(node.shape), "0", ""};
     if (node.layer >= 0) {
       const Layer& layer = *layers_[static_cast<std::size_t>(node.layer)];
       row.node += " (" + class_name(layer) + ")";
       std::int64_t mine = 0, held = 0;
-      for (const Variable& v : graph_->variables())
-        if (owns(layer, v)) (v.trainable ? mine : held) += v.size;
+      for (std::size_t v = 0; v < variables.size(); ++v)
+        if (owns(layer, v)) (variables[v].trainable ? mine : held) += variables[v].size;
+      const int group = group_.empty() ? -1 : group_[static_cast<std::size_t>(node.layer)];
+      std::string* first = group >= 0 ? &group_first[static_cast<std::size_t>(group)] : nullptr;
+      if (first != nullptr && !first->empty()) {  // counted at its group's first node
+        row.params = "shares " + *first;
+        mine = held = 0;
+      } else {
+        if (first != nullptr) *first = node.name;
+        row.params = std::to_string(mine) + (held > 0 ? " + " + std::to_string(held) + " state" : "");
+      }
       trainable += mine;
       state += held;
-      row.params = std::to_string(mine) + (held > 0 ? " + " + std::to_string(held) + " state" : "");
       if (!chain)
         for (int in : node.inputs)
           row.inputs += (row.inputs.empty() ? "" : ", ") + nodes_[static_cast<std::size_t>(in)].name;
@@ -377,11 +463,13 @@ bool LayerGraph::layer_has_variables(std::size_t i) const {
 const std::vector<std::pair<std::int64_t, std::int64_t>>& LayerGraph::unused_ranges() {
   if (unused_ranges_for_ != graph_->num_parameters()) {
     unused_ranges_.clear();
-    for (const Variable& v : graph_->variables()) {
+    const std::vector<Variable>& variables = graph_->variables();
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      const Variable& v = variables[i];
       if (!v.trainable || v.size == 0) continue;
       const bool used = std::any_of(nodes_.begin(), nodes_.end(), [&](const NodeInfo& node) {
         return node.layer >= 0 && node.live &&
-               owns(*layers_[static_cast<std::size_t>(node.layer)], v);
+               owns(*layers_[static_cast<std::size_t>(node.layer)], i);
       });
       if (used) continue;
       if (!unused_ranges_.empty() && unused_ranges_.back().second == v.offset)

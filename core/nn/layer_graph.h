@@ -17,9 +17,10 @@
 namespace cohort {
 
 /// A symbolic value of a layer graph: one of its inputs, or the output of a layer applied to
-/// other nodes. A small handle, valid for the graph that made it.
+/// other nodes. A small handle, valid for the graph that made it (another graph refuses it).
 struct Node {
   int id = -1;
+  std::uint64_t graph = 0;  ///< the serial number of the graph that made it
   bool valid() const { return id >= 0; }
 };
 
@@ -31,7 +32,7 @@ struct Node {
 /// outlive it. Movable, not copyable; not thread-safe (one thread per graph).
 class LayerGraph {
  public:
-  explicit LayerGraph(Graph& graph) : graph_(&graph) {}
+  explicit LayerGraph(Graph& graph);
   LayerGraph(LayerGraph&&) noexcept = default;
   LayerGraph& operator=(LayerGraph&&) noexcept = default;
 
@@ -80,7 +81,7 @@ class LayerGraph {
   std::string summary() const;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   std::size_t num_inputs() const { return inputs_.size(); }
-  const Shape& input_shape(std::size_t i) const { return shape(Node{inputs_.at(i)}); }
+  const Shape& input_shape(std::size_t i) const { return shape(node(static_cast<std::size_t>(inputs_.at(i)))); }
   /// True when every layer takes the node before it and the graph has one input: a stack.
   bool is_chain() const;
   /// Whether layer i (in layers() order) has variables, and whether backward() writes its
@@ -109,9 +110,23 @@ class LayerGraph {
     bool live = false;            // the output depends on it
   };
   void check_node(Node node, const char* what) const;
-  void refresh();  // live flags after the output changed
+  Node node(std::size_t id) const { return Node{static_cast<int>(id), serial_}; }
+  void refresh();  // live flags, owners and sharing after a node was made or the output changed
+  // Whether `layer` owns variable `v` (the v-th of the graph's): v is under its scope and under
+  // no longer scope of this graph's layers.
+  bool owns(const Layer& layer, std::size_t v) const;
 
   Graph* graph_;
+  std::uint64_t serial_;  // this graph's number, in its nodes
+  // Per variable of the graph, the length of the longest scope of a layer here it is under
+  // (npos: none); recomputed when layers or variables are added.
+  std::vector<std::size_t> owner_scope_;
+  // Layers that apply the same variables (shared()): per layer, its group (layers of one scope
+  // share a group); per group, the trainable ranges it owns. Empty when no two layers share.
+  std::vector<int> group_;
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> group_ranges_;
+  std::vector<char> group_written_;       // per group, this backward has written its gradients
+  std::vector<float> shared_grads_;       // a later sharer's gradients, to add
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<NodeInfo> nodes_;
   std::vector<int> inputs_;  // node ids of the inputs, in order

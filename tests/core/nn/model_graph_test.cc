@@ -347,3 +347,166 @@ TEST_CASE("a regression model trains: its mean squared error falls") {
   CHECK(last < 0.2f * first);
   CHECK(model.fetch("mse")->data()[0] == doctest::Approx(last));
 }
+
+namespace {
+
+// A small encoder as a composite, for applying twice.
+class Encoder : public CompositeLayer {
+ public:
+  explicit Encoder(std::string name) : CompositeLayer(std::move(name)) {}
+
+ protected:
+  Node compose(Node x) override {
+    Node h = apply(dense(scoped("hidden"), 5, Activation::kRelu), x);
+    return apply(dense(scoped("out"), 3), h);
+  }
+};
+
+// A siamese model on one input of 8 features: its halves through one encoder (`twice`) or
+// through two encoders "left" and "right", then |a - b| and logits.
+Model siamese(Graph& graph, bool twice) {
+  Model model(graph);
+  Node x = model.input({8});
+  Node a = model.apply(slice("first", 0, 4), x);
+  Node b = model.apply(slice("second", 4, 4), x);
+  a = model.apply(std::make_unique<Encoder>(twice ? "encoder" : "left"), a);
+  b = model.apply(twice ? shared("encoder_again", std::make_unique<Encoder>("encoder"))
+                        : std::make_unique<Encoder>("right"),
+                  b);
+  Node d = model.apply(subtract("difference"), {a, b});
+  d = model.apply(multiply("squared"), {d, d});
+  model.apply(dense("logits", 2), d);
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("a layer applied twice (shared) gets the sum of both applications' gradients") {
+  Graph graph;
+  Model model = siamese(graph, true);
+  CHECK(graph.variables().size() == 6);  // one encoder's four, and the logits'
+  graph.initialize(5);
+  Tensor features = random_tensor({6, 8}, 7);
+  const std::vector<std::int32_t> labels = {0, 1, 1, 0, 1, 0};
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  expect_model_gradients(model, features, labels, {}, options);
+  CHECK(model.summary().find("shares encoder") != std::string::npos);
+  CHECK(model.summary().find("parameters: " + std::to_string(graph.num_parameters()) + "\n") != std::string::npos);
+
+  // Two encoders holding the same values: the shared one's gradient is the sum of theirs.
+  Graph separate_graph;
+  Model separate = siamese(separate_graph, false);
+  separate_graph.initialize(5);
+  for (const std::string side : {"left", "right"})
+    for (const std::string var : {"/hidden/kernel", "/hidden/bias", "/out/kernel", "/out/bias"}) {
+      const auto from = graph.values(*graph.find("encoder" + var));
+      std::copy(from.begin(), from.end(), separate_graph.values(*separate_graph.find(side + var)).begin());
+    }
+  for (const std::string var : {"logits/kernel", "logits/bias"}) {
+    const auto from = graph.values(*graph.find(var));
+    std::copy(from.begin(), from.end(), separate_graph.values(*separate_graph.find(var)).begin());
+  }
+  std::vector<float> shared_grads(static_cast<std::size_t>(graph.num_parameters()), 9.0f);
+  std::vector<float> separate_grads(static_cast<std::size_t>(separate_graph.num_parameters()), 9.0f);
+  const StepMetrics m1 = model.train_step(features, labels, shared_grads, {});
+  const StepMetrics m2 = separate.train_step(features, labels, separate_grads, {});
+  CHECK(m1.loss == doctest::Approx(m2.loss).epsilon(1e-6));
+  const auto grad_of = [](const Graph& g, const std::vector<float>& grads, const std::string& name) {
+    const Variable& v = *g.find(name);
+    return std::vector<float>(grads.begin() + v.offset, grads.begin() + v.offset + v.size);
+  };
+  for (const std::string var : {"/hidden/kernel", "/hidden/bias", "/out/kernel", "/out/bias"}) {
+    CAPTURE(var);
+    const std::vector<float> both = grad_of(graph, shared_grads, "encoder" + var);
+    const std::vector<float> left = grad_of(separate_graph, separate_grads, "left" + var);
+    const std::vector<float> right = grad_of(separate_graph, separate_grads, "right" + var);
+    for (std::size_t i = 0; i < both.size(); ++i) CHECK(both[i] == doctest::Approx(left[i] + right[i]).epsilon(1e-5));
+  }
+
+  // Applied again to an input of another width, the variables do not fit.
+  Graph misfit_graph;
+  Model misfit(misfit_graph);
+  Node x = misfit.input({8});
+  misfit.apply(dense("encoder", 3), x);
+  CHECK_THROWS_AS(misfit.apply(shared("again", dense("encoder", 3)), misfit.input({5}, "narrow")),
+                  InvalidArgument);
+  CHECK_THROWS_WITH_AS(shared("encoder", dense("encoder", 3)),
+                       "shared \"encoder\": the node needs a name of its own, not the shared layer's",
+                       InvalidArgument);
+}
+
+TEST_CASE("a layer owns the variables of its name, not those of a longer name under it") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({4});
+  Node p = model.apply(dense("p", 3), x);
+  model.apply(dense("p/aux", 2), p);  // a head off the path to the output
+  model.set_output(model.apply(dense("logits", 2), p));
+  graph.initialize(1);
+  std::vector<float> grads(static_cast<std::size_t>(graph.num_parameters()), 123.0f);
+  model.train_step(random_tensor({3, 4}, 2), std::vector<std::int32_t>{0, 1, 1}, grads, {});
+  for (const Variable& v : graph.variables())
+    for (std::int64_t i = 0; i < v.size; ++i) {
+      CAPTURE(v.name);
+      const float g = grads[static_cast<std::size_t>(v.offset + i)];
+      if (v.name.rfind("p/aux/", 0) == 0) CHECK(g == 0.0f);
+      else CHECK(g != 123.0f);
+    }
+  CHECK(model.summary().find("parameters: " + std::to_string(graph.num_parameters()) + "\n") != std::string::npos);
+}
+
+namespace {
+
+// A composite whose sublayer is not named under it: its variables would be nobody's.
+class Unscoped : public CompositeLayer {
+ public:
+  explicit Unscoped(std::string name) : CompositeLayer(std::move(name)) {}
+
+ protected:
+  Node compose(Node x) override { return apply(dense("enc", 3), x); }
+};
+
+// A layer that names its variable outside its own name.
+class Stray : public Layer {
+ public:
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) {
+    graph.get_variable("elsewhere/kernel", {input[0]}, Initializer::zeros());
+    return input;
+  }
+  void forward(const Tensor& input, Tensor& output, const OpContext&) override { output = input; }
+  void backward(const Tensor&, const Tensor&, const Tensor& grad_output, Tensor* grad_input,
+                std::span<float>) override {
+    if (grad_input != nullptr) *grad_input = grad_output;
+  }
+
+ private:
+  std::string name_ = "stray";
+};
+
+}  // namespace
+
+TEST_CASE("nodes of another model, and variables outside a layer's name, are refused") {
+  Graph graph;
+  Model one(graph), other(graph);
+  Node x = one.input({4});
+  Node y = other.input({4});
+  other.apply(dense("first", 4), y);
+  Node deeper = other.apply(dense("second", 4), y);
+  CHECK_THROWS_WITH_AS(one.apply(dense("a", 2), y), "layer \"a\": node 0 is a node of another model",
+                       InvalidArgument);
+  CHECK_THROWS_AS(one.apply(dense("b", 2), deeper), InvalidArgument);
+  CHECK_THROWS_AS(one.set_output(deeper), InvalidArgument);
+  CHECK_THROWS_WITH_AS(one.apply(dense("c", 2), Node{}), "layer \"c\": node -1 is not a node of this model",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(one.apply(std::make_unique<Unscoped>("block"), x),
+                       "CompositeLayer \"block\": its layer \"enc\" must be named \"block/...\" "
+                       "(scoped(\"...\")), so that its variables are the composite's",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(one.apply(std::make_unique<Stray>(), x),
+                       "layer \"stray\" made the variable \"elsewhere/kernel\": a layer's variables "
+                       "must be named \"stray/...\"",
+                       InvalidArgument);
+  CHECK(one.apply(dense("d", 2), x).valid());
+}
