@@ -45,18 +45,7 @@ void CompositeLayer::backward(const Tensor&, const Tensor&, const Tensor& grad_o
   graph_->backward(grad_output, grad_inputs, grads);
   // A sublayer that does not reach the output writes no gradient; the composite owns its
   // variables, so it zeroes them (the graph's other variables are not its to touch).
-  Graph& graph = graph_->graph();
-  if (dead_ranges_for_ != graph.num_parameters()) {
-    dead_ranges_.clear();
-    const std::string prefix = name_ + "/";
-    for (const auto& [begin, end] : graph_->unused_ranges())
-      for (const Variable& v : graph.variables())
-        if (v.trainable && v.name.compare(0, prefix.size(), prefix) == 0 && v.offset >= begin &&
-            v.offset + v.size <= end)
-          dead_ranges_.emplace_back(v.offset, v.offset + v.size);
-    dead_ranges_for_ = graph.num_parameters();
-  }
-  for (const auto& [begin, end] : dead_ranges_)
+  for (const auto& [begin, end] : graph_->dead_ranges())
     std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
 }
 

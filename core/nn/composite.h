@@ -61,9 +61,6 @@ class CompositeLayer : public Layer {
  private:
   std::string name_;
   std::optional<LayerGraph> graph_;
-  // The composite's variables that no sublayer reaching its output writes a gradient to.
-  std::vector<std::pair<std::int64_t, std::int64_t>> dead_ranges_;
-  std::int64_t dead_ranges_for_ = -1;
 };
 
 /// Applies the variables of another layer again, as a Keras layer called on two inputs does

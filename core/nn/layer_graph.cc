@@ -13,6 +13,7 @@
 #include <cxxabi.h>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/composite.h"
 #include "cohort/core/nn/ops/ops.h"
 #include "cohort/core/nn/tensor_eigen.h"
 
@@ -103,6 +104,15 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
     if (!under(graph_->variables()[v].name, scope))
       throw InvalidArgument("layer \"" + name + "\" made the variable \"" + graph_->variables()[v].name +
                             "\": a layer's variables must be named \"" + scope + "/...\"");
+  // Layers of one scope apply the same variables: they must compute alike.
+  const auto unwrapped = [](const Layer& l) -> const Layer& {
+    const auto* again = dynamic_cast<const SharedLayer*>(&l);
+    return again != nullptr ? again->layer() : l;
+  };
+  for (const auto& other : layers_)
+    if (other->variable_scope() == scope && typeid(unwrapped(*other)) != typeid(unwrapped(*layer)))
+      throw InvalidArgument("layer \"" + name + "\" applies the variables of layer \"" + other->name() +
+                            "\", a layer of another class");
   info.name = name;
   info.layer = static_cast<int>(layers_.size());
   layers_.push_back(std::move(layer));
@@ -194,13 +204,19 @@ const Tensor& LayerGraph::forward(std::span<const Tensor* const> inputs, const O
     batch = x.dim(0);
     values_[static_cast<std::size_t>(inputs_[k])] = &x;
   }
+  // A layer applied twice (shared()) must not update its variables in place: its other
+  // application's backward pass still reads them, and adds its gradient to the first's.
+  OpContext shared_context = context;
+  shared_context.update_in_place = nullptr;
   for (std::size_t n = 0; n < nodes_.size(); ++n) {
     const NodeInfo& node = nodes_[n];
     if (node.layer < 0 || !node.live) continue;
     in_.clear();
     for (int i : node.inputs) in_.push_back(values_[static_cast<std::size_t>(i)]);
     const Tensor& out = outputs_[n];
-    layers_[static_cast<std::size_t>(node.layer)]->forward_node(in_, outputs_[n], context);
+    const bool shared = !group_.empty() && group_[static_cast<std::size_t>(node.layer)] >= 0;
+    layers_[static_cast<std::size_t>(node.layer)]->forward_node(in_, outputs_[n],
+                                                                shared ? shared_context : context);
     // A layer of the user's whose forward() writes another shape than its build() declared
     // would be blamed on the layers after it, or on the labels.
     if (out.rank() != static_cast<int>(node.shape.size()) + 1 || out.dim(0) != batch ||
@@ -310,7 +326,6 @@ void LayerGraph::backward(const Tensor& grad_output, std::span<Tensor* const> gr
     std::span<float> into = grads;
     if (again) {
       into = std::span<float>(shared_grads_).first(grads.size());
-      // Zeros where the layer leaves a slice alone (a variable it updated in place).
       for (const auto& [begin, end] : group_ranges_[static_cast<std::size_t>(group)])
         std::fill(into.begin() + begin, into.begin() + end, 0.0f);
     }
@@ -461,25 +476,40 @@ bool LayerGraph::layer_has_variables(std::size_t i) const {
 }
 
 const std::vector<std::pair<std::int64_t, std::int64_t>>& LayerGraph::unused_ranges() {
-  if (unused_ranges_for_ != graph_->num_parameters()) {
-    unused_ranges_.clear();
-    const std::vector<Variable>& variables = graph_->variables();
-    for (std::size_t i = 0; i < variables.size(); ++i) {
-      const Variable& v = variables[i];
-      if (!v.trainable || v.size == 0) continue;
-      const bool used = std::any_of(nodes_.begin(), nodes_.end(), [&](const NodeInfo& node) {
-        return node.layer >= 0 && node.live &&
-               owns(*layers_[static_cast<std::size_t>(node.layer)], i);
-      });
-      if (used) continue;
-      if (!unused_ranges_.empty() && unused_ranges_.back().second == v.offset)
-        unused_ranges_.back().second = v.offset + v.size;
-      else
-        unused_ranges_.emplace_back(v.offset, v.offset + v.size);
-    }
-    unused_ranges_for_ = graph_->num_parameters();
-  }
+  update_ranges();
   return unused_ranges_;
+}
+
+const std::vector<std::pair<std::int64_t, std::int64_t>>& LayerGraph::dead_ranges() {
+  update_ranges();
+  return dead_ranges_;
+}
+
+void LayerGraph::update_ranges() {
+  if (unused_ranges_for_ == graph_->num_parameters()) return;
+  unused_ranges_.clear();
+  dead_ranges_.clear();
+  const auto extend = [](std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, const Variable& v) {
+    if (!ranges.empty() && ranges.back().second == v.offset)
+      ranges.back().second = v.offset + v.size;
+    else
+      ranges.emplace_back(v.offset, v.offset + v.size);
+  };
+  const std::vector<Variable>& variables = graph_->variables();
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    const Variable& v = variables[i];
+    if (!v.trainable || v.size == 0) continue;
+    bool owned = false, used = false;
+    for (const NodeInfo& node : nodes_)
+      if (node.layer >= 0 && owns(*layers_[static_cast<std::size_t>(node.layer)], i)) {
+        owned = true;
+        used = used || node.live;
+      }
+    if (used) continue;
+    extend(unused_ranges_, v);
+    if (owned) extend(dead_ranges_, v);
+  }
+  unused_ranges_for_ = graph_->num_parameters();
 }
 
 std::int64_t LayerGraph::activation_floats_per_example() const {

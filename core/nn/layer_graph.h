@@ -90,6 +90,9 @@ class LayerGraph {
   /// The ranges [begin, end) of the parameter buffer that no layer of this graph writes a
   /// gradient to (their gradients must be zeroed by the caller).
   const std::vector<std::pair<std::int64_t, std::int64_t>>& unused_ranges();
+  /// Of those, the ranges of variables that a layer of this graph owns (a branch that does not
+  /// reach the output): what a composite zeroes, its other variables being no layer's of it.
+  const std::vector<std::pair<std::int64_t, std::int64_t>>& dead_ranges();
   /// Training FLOPs per example of the layers the output depends on, as executed (the input
   /// gradient of a layer with nothing trainable before it is not computed, unless the inputs'
   /// gradients are asked for).
@@ -146,7 +149,8 @@ class LayerGraph {
   std::vector<char> needs_;               // per node, this backward needs its gradient
   std::vector<const Tensor*> in_;         // per-call argument lists, reused
   std::vector<Tensor*> grad_in_;
-  std::vector<std::pair<std::int64_t, std::int64_t>> unused_ranges_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> unused_ranges_, dead_ranges_;
+  void update_ranges();
   std::int64_t unused_ranges_for_ = -1;
   // For the listener: the trainable variables by offset, highest first, each with the lowest
   // node that owns it (its gradient is final once backward has run that node; a variable no live

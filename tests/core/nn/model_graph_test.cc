@@ -431,9 +431,45 @@ TEST_CASE("a layer applied twice (shared) gets the sum of both applications' gra
   misfit.apply(dense("encoder", 3), x);
   CHECK_THROWS_AS(misfit.apply(shared("again", dense("encoder", 3)), misfit.input({5}, "narrow")),
                   InvalidArgument);
+  Graph other_class_graph;
+  Model other_class(other_class_graph);
+  Node in = other_class.input({8});
+  other_class.apply(dense("encoder", 3), in);
+  CHECK_THROWS_WITH_AS(other_class.apply(shared("again", std::make_unique<Encoder>("encoder")), in),
+                       "layer \"again\" applies the variables of layer \"encoder\", a layer of another class",
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(shared("encoder", dense("encoder", 3)),
                        "shared \"encoder\": the node needs a name of its own, not the shared layer's",
                        InvalidArgument);
+}
+
+TEST_CASE("a shared layer trains under in-place SGD as under the optimizer's own pass") {
+  OptimizerOptions o;
+  o.learning_rate.base = 0.1;
+  Graph graph_a, graph_b;
+  Model a = siamese(graph_a, true);
+  Model b = siamese(graph_b, true);
+  graph_a.initialize(3);
+  graph_b.initialize(3);
+  auto opt_a = Optimizer::create(o);
+  auto opt_b = Optimizer::create(o);
+  auto in_place = InPlaceUpdate::create(*opt_b);
+  REQUIRE(in_place != nullptr);
+  const std::vector<std::int32_t> labels = {0, 1, 1, 0, 1, 0};
+  std::vector<float> grads_a(static_cast<std::size_t>(graph_a.num_parameters()));
+  std::vector<float> grads_b(grads_a.size());
+  for (std::int64_t step = 0; step < 3; ++step) {
+    const Tensor x = random_tensor({6, 8}, 20 + static_cast<std::uint64_t>(step));
+    a.train_step(x, labels, grads_a, {});
+    opt_a->apply(graph_a.values(), grads_a, step);
+    OpContext context;
+    context.update_in_place = in_place.get();
+    in_place->begin(step, grads_b.size());
+    b.train_step(x, labels, grads_b, context);
+    in_place->finish(graph_b.values(), grads_b);
+  }
+  for (std::size_t i = 0; i < grads_a.size(); ++i)
+    CHECK(graph_a.values()[i] == doctest::Approx(graph_b.values()[i]).epsilon(1e-5));
 }
 
 TEST_CASE("a layer owns the variables of its name, not those of a longer name under it") {
@@ -454,6 +490,23 @@ TEST_CASE("a layer owns the variables of its name, not those of a longer name un
       else CHECK(g != 123.0f);
     }
   CHECK(model.summary().find("parameters: " + std::to_string(graph.num_parameters()) + "\n") != std::string::npos);
+
+  // The same beside a composite: "encoder/head" is not the composite "encoder"'s to zero.
+  Graph graph2;
+  Model beside(graph2);
+  Node in = beside.input({4});
+  Node e = beside.apply(std::make_unique<Encoder>("encoder"), in);
+  beside.apply(dense("encoder/head", 2), e);
+  graph2.initialize(1);
+  std::vector<float> grads2(static_cast<std::size_t>(graph2.num_parameters()), 123.0f);
+  beside.train_step(random_tensor({3, 4}, 2), std::vector<std::int32_t>{0, 1, 1}, grads2, {});
+  const Variable& head = *graph2.find("encoder/head/kernel");
+  bool any = false;
+  for (std::int64_t i = 0; i < head.size; ++i) {
+    CHECK(grads2[static_cast<std::size_t>(head.offset + i)] != 123.0f);
+    any = any || grads2[static_cast<std::size_t>(head.offset + i)] != 0.0f;
+  }
+  CHECK(any);
 }
 
 namespace {
