@@ -21,6 +21,7 @@
 #include "cohort/core/io/saver.h"
 #include "cohort/core/io/summary_writer.h"
 #include "cohort/core/nn/composite.h"
+#include "cohort/core/nn/heads.h"
 #include "cohort/core/nn/cpu_level.h"
 #include "cohort/core/nn/data/batch_iterator.h"
 #include "cohort/core/nn/data/dataset.h"

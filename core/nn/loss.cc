@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cohort/core/base/error.h"
+#include "cohort/core/nn/heads.h"
 #include "cohort/core/nn/loss_checks.h"
 #include "cohort/core/nn/tensor_eigen.h"
 
@@ -621,6 +622,7 @@ bool higher_is_better(const std::string& name) {
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
+  if (const auto* heads = dynamic_cast<const HeadsLoss*>(&loss)) return heads->default_metrics();
   std::vector<std::unique_ptr<Metric>> metrics;
   if (dynamic_cast<const SoftmaxCrossEntropyLoss*>(&loss))
     metrics.push_back(std::make_unique<Accuracy>());

@@ -450,7 +450,8 @@ int accuracy_metric(std::span<const std::string> names);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
 /// binary_accuracy for sigmoid cross-entropy, categorical_accuracy and
 /// sparse_categorical_accuracy for the categorical cross-entropies, mse for mean squared error,
-/// mse and mae for mean absolute error and Huber, none for others.
+/// mse and mae for mean absolute error and Huber, each head's own for HeadsLoss (heads.h), none
+/// for others.
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss);
 
 }  // namespace cohort

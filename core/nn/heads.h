@@ -1,0 +1,83 @@
+#pragma once
+// A model of several outputs (Keras's multi-output models): its heads are joined into one output,
+// each with its own loss, weight and metrics over its own columns of the output and the targets.
+//
+//   auto loss = std::make_unique<cohort::HeadsLoss>(std::vector<cohort::Head>{
+//       {.name = "class", .outputs = 10, .targets = 1,
+//        .loss = std::make_unique<cohort::SoftmaxCrossEntropyLoss>(), .labels = true},
+//       {.name = "box", .outputs = 4, .targets = 4, .loss = std::make_unique<cohort::HuberLoss>(),
+//        .weight = 0.5f}});
+//   model.apply(cohort::concatenate("heads"), {class_logits, box});   // [14] per example
+//   auto box_mae = loss->metric("box", cohort::make_metric("mae"));    // "box/mae"
+//   model.set_loss(std::move(loss));  // 1 x class's loss + 0.5 x box's; metrics class/accuracy, box/mse
+//   model.add_metric(std::move(box_mae));
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/core/nn/loss.h"
+
+namespace cohort {
+
+/// One head: the next `outputs` columns of the model's output (an example's values, read as one
+/// row), compared by `loss` with the next `targets` columns of the float targets (read alike).
+struct Head {
+  std::string name;
+  std::int64_t outputs = 0;
+  std::int64_t targets = 0;
+  std::unique_ptr<Loss> loss;
+  /// Its one target column holds a class label (0, 1, ... as a float) for a loss of class labels
+  /// (softmax cross-entropy), rather than values.
+  bool labels = false;
+  /// Its loss's weight in the model's: the loss is the sum of weight x head's loss (Keras's
+  /// loss_weights).
+  float weight = 1.0f;
+};
+
+/// Where a head's columns are: what its metrics and the loss take from a batch.
+struct HeadColumns {
+  std::string name;
+  std::int64_t output_begin = 0, outputs = 0;
+  std::int64_t target_begin = 0, targets = 0;
+  bool labels = false;
+};
+
+/// The loss of a model of several heads: the weighted sum of theirs, over float targets of all
+/// the heads' target columns. The heads' columns are taken in their order. InvalidArgument at
+/// construction for no heads, a head without a name, a loss or columns, a name given twice, a
+/// weight that is negative or not finite, and `labels` with other than one target column; at
+/// forward(), for a label column that holds no whole number >= 0, naming the head and example.
+class HeadsLoss final : public Loss {
+ public:
+  explicit HeadsLoss(std::vector<Head> heads);
+
+  std::string name() const override { return "heads"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override;
+
+  /// `metric` over head `head`'s columns, named "<head>/<metric's name>". InvalidArgument for
+  /// an unknown head, naming the heads.
+  std::unique_ptr<Metric> metric(const std::string& head, std::unique_ptr<Metric> metric) const;
+  /// Each head's loss's default metrics (default_metrics()), over its columns.
+  std::vector<std::unique_ptr<Metric>> default_metrics() const;
+
+  std::int64_t outputs() const { return outputs_; }
+  std::int64_t targets() const { return targets_; }
+  const std::vector<HeadColumns>& columns() const { return columns_; }
+  /// Each head's loss in the last forward(), unweighted, in the order of the heads.
+  const std::vector<float>& head_losses() const { return head_losses_; }
+
+ private:
+  std::vector<Head> heads_;
+  std::vector<HeadColumns> columns_;
+  std::int64_t outputs_ = 0, targets_ = 0;
+  std::vector<float> head_losses_;
+  std::vector<Tensor> predictions_, values_, grads_;     // per head, the last batch's
+  std::vector<std::vector<std::int32_t>> labels_;
+  Shape shape_;  // of the last batch's predictions
+};
+
+}  // namespace cohort
