@@ -45,7 +45,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -184,15 +186,82 @@ struct CsvTable {
   int num_classes = 0;
 };
 
-// What the checkpoints' parameters mean beyond their shapes: the data's preparation and, from a
-// CSV file, the feature columns and class names. A resumed job must mean the same.
-std::map<std::string, std::string> settings(const CsvTable& table) {
+// Values as a setting's text, each exact ("%.9g" reads back as the float it was).
+std::string values_text(const std::vector<float>& values) {
+  std::string text;
+  char value[32];
+  for (const float v : values) {
+    std::snprintf(value, sizeof value, "%.9g", static_cast<double>(v));
+    text += (text.empty() ? "" : ",") + std::string(value);
+  }
+  return text;
+}
+
+// What the checkpoints' parameters mean beyond their shapes: the data's preparation (with
+// --standardize, the training data's mean and deviation of each feature, `features`) and, from
+// a CSV file, the feature columns and class names. A resumed job must mean the same.
+std::map<std::string, std::string> settings(const CsvTable& table, const cohort::data::ImageOptions& features) {
   std::map<std::string, std::string> settings =
       FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "window", "horizon"})
                        : cohort::flags::flag_values({"standardize"});
   if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
   if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
+  if (FLAGS_standardize) {
+    settings.emplace("feature mean", values_text(features.mean));
+    settings.emplace("feature std", values_text(features.std));
+  }
   return settings;
+}
+
+// Where --checkpoint_dir's latest checkpoint recorded the training data's mean and deviation of
+// each `what` ("feature"), they replace `mean` and `std` (this run's --train's): a job that
+// resumes or predicts from it standardises as its training did, whichever file --train names
+// now. A checkpoint of --standardize that recorded none (written before they were kept) is told
+// of. Collective over the replicas: the chief reads the checkpoint, every worker takes its word.
+void restore_moments(const cohort::Server& server, const std::string& what, std::vector<float>& mean,
+                     std::vector<float>& std) {
+  std::string text;  // "MEAN\nSTD"; "?" from a checkpoint without them; empty without a checkpoint
+  std::string path;
+  if (server.is_chief() && !FLAGS_checkpoint_dir.empty() && std::filesystem::is_directory(FLAGS_checkpoint_dir)) {
+    try {
+      if (const auto latest = cohort::CheckpointManager(FLAGS_checkpoint_dir, 0).latest_path()) {
+        path = *latest;
+        const std::map<std::string, std::string> metadata = cohort::read_checkpoint_header(path).metadata;
+        const auto m = metadata.find("settings/" + what + " mean"), d = metadata.find("settings/" + what + " std");
+        const auto flag = metadata.find("settings/--standardize");
+        if (m != metadata.end() && d != metadata.end())
+          text = m->second + "\n" + d->second;
+        else if (flag != metadata.end() && flag->second == "true")
+          text = "?";
+      }
+    } catch (const std::exception&) {
+      text.clear();  // the session's restore says what is wrong
+    }
+  }
+  if (server.num_replicas() > 1) text = server.replicas().bcast_string(text, 0);
+  if (text == "?" && server.is_chief())
+    std::fprintf(stderr, "warning: %s records no %s mean and deviation (written before checkpoints kept them): "
+                 "standardising by --train=%s's, which gives the trained model's predictions only if it is "
+                 "the file the model was trained on\n", path.c_str(), what.c_str(), FLAGS_train.c_str());
+  if (text.empty() || text == "?") return;
+  const std::size_t split = text.find('\n');
+  std::vector<float> saved[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string values = i == 0 ? text.substr(0, split) : text.substr(split + 1);
+    for (const char* at = values.c_str(); *at != '\0';) {
+      char* end = nullptr;
+      const float value = std::strtof(at, &end);
+      if (end == at) break;  // not a number: the count below refuses it
+      saved[i].push_back(value);
+      at = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (saved[0].size() != mean.size() || saved[1].size() != mean.size())
+    throw cohort::InvalidArgument("--checkpoint_dir=" + FLAGS_checkpoint_dir + ": its checkpoint standardised " +
+                                  std::to_string(saved[0].size()) + " " + what + " values, --train=" + FLAGS_train +
+                                  " has " + std::to_string(mean.size()));
+  mean = std::move(saved[0]);
+  std = std::move(saved[1]);
 }
 
 cohort::data::Dataset load(const std::string& what, const std::string& spec, CsvTable& table,
@@ -555,6 +624,8 @@ int Main(int argc, char** argv) {
       if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
         std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
   }
+  // A checkpoint's, where it kept them: what its parameters were trained with.
+  if (FLAGS_standardize) restore_moments(server, "feature", options.image.mean, options.image.std);
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
   // (A job resumed at another global batch plans the rest of its epochs in this run's steps.)
@@ -622,7 +693,7 @@ int Main(int argc, char** argv) {
                                   : cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .chief_only_hooks = chief_only,
-      .settings = settings(table)});
+      .settings = settings(table, options.image)});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
