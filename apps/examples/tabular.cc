@@ -20,9 +20,10 @@
 // window's forecast being for --horizon rows past its end.
 //
 // --standardize scales each feature (the examples' last axis, at every step alike) by the training
-// data's mean and standard deviation. --mask_zero takes the steps that are 0 (a token id 0, or a
-// step of zeros) for padding: sequences of different lengths, padded at either end, are read as
-// their own steps alone.
+// data's mean and standard deviation, --standardize_targets a regression's targets (the
+// predictions and metrics scaled back); the checkpoints keep the statistics. --mask_zero takes
+// the steps that are 0 (a token id 0, or a step of zeros) for padding: sequences of different
+// lengths, padded at either end, are read as their own steps alone.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
 // archive or an HDF5 file (.h5, .hdf5) holding arrays "x" and "y" (--features_key,
 // --targets_key), or TFRecord files of tf.train.Example records (a name
@@ -41,18 +42,20 @@
 // columns, or a features array), standardised as in training, and writes them as CSV.
 #include <cohort/cohort.h>
 
+#include "tabular_scaling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -154,8 +157,18 @@ COHORT_DEFINE_string(predictions, "", "write --predict's predictions here as CSV
 COHORT_DEFINE_bool(standardize, false,
                    "scale each feature to mean 0 and standard deviation 1, by the training data's "
                    "(all workers' shards), in training and evaluation");
+COHORT_DEFINE_bool(standardize_targets, false,
+                   "regression (mse, mae, huber): train on the targets scaled to mean 0 and standard deviation 1 by the "
+                   "training data's; the predictions and the metrics (mse, mae) are of the outputs scaled back, in the "
+                   "targets' own units, the loss (and --huber_delta) of the scaled targets");
 
 namespace {
+
+using tabular::ScaledOutputsMetric;
+using tabular::ScaledTargetsLoss;
+using tabular::TargetScale;
+using tabular::restore_moments;
+using tabular::values_text;
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -186,82 +199,26 @@ struct CsvTable {
   int num_classes = 0;
 };
 
-// Values as a setting's text, each exact ("%.9g" reads back as the float it was).
-std::string values_text(const std::vector<float>& values) {
-  std::string text;
-  char value[32];
-  for (const float v : values) {
-    std::snprintf(value, sizeof value, "%.9g", static_cast<double>(v));
-    text += (text.empty() ? "" : ",") + std::string(value);
-  }
-  return text;
-}
-
 // What the checkpoints' parameters mean beyond their shapes: the data's preparation (with
-// --standardize, the training data's mean and deviation of each feature, `features`) and, from
-// a CSV file, the feature columns and class names. A resumed job must mean the same.
-std::map<std::string, std::string> settings(const CsvTable& table, const cohort::data::ImageOptions& features) {
+// --standardize, the training data's mean and deviation of each feature, `features`; with
+// --standardize_targets, of each target value, `targets`) and, from a CSV file, the feature
+// columns and class names. A resumed job must mean the same.
+std::map<std::string, std::string> settings(const CsvTable& table, const cohort::data::ImageOptions& features,
+                                            const TargetScale& targets) {
   std::map<std::string, std::string> settings =
-      FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "window", "horizon"})
-                       : cohort::flags::flag_values({"standardize"});
+      FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "standardize_targets", "window", "horizon"})
+                       : cohort::flags::flag_values({"standardize", "standardize_targets"});
   if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
   if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
   if (FLAGS_standardize) {
     settings.emplace("feature mean", values_text(features.mean));
     settings.emplace("feature std", values_text(features.std));
   }
+  if (FLAGS_standardize_targets) {
+    settings.emplace("target mean", values_text(targets.mean));
+    settings.emplace("target std", values_text(targets.std));
+  }
   return settings;
-}
-
-// Where --checkpoint_dir's latest checkpoint recorded the training data's mean and deviation of
-// each `what` ("feature"), they replace `mean` and `std` (this run's --train's): a job that
-// resumes or predicts from it standardises as its training did, whichever file --train names
-// now. A checkpoint of --standardize that recorded none (written before they were kept) is told
-// of. Collective over the replicas: the chief reads the checkpoint, every worker takes its word.
-void restore_moments(const cohort::Server& server, const std::string& what, std::vector<float>& mean,
-                     std::vector<float>& std) {
-  std::string text;  // "MEAN\nSTD"; "?" from a checkpoint without them; empty without a checkpoint
-  std::string path;
-  if (server.is_chief() && !FLAGS_checkpoint_dir.empty() && std::filesystem::is_directory(FLAGS_checkpoint_dir)) {
-    try {
-      if (const auto latest = cohort::CheckpointManager(FLAGS_checkpoint_dir, 0).latest_path()) {
-        path = *latest;
-        const std::map<std::string, std::string> metadata = cohort::read_checkpoint_header(path).metadata;
-        const auto m = metadata.find("settings/" + what + " mean"), d = metadata.find("settings/" + what + " std");
-        const auto flag = metadata.find("settings/--standardize");
-        if (m != metadata.end() && d != metadata.end())
-          text = m->second + "\n" + d->second;
-        else if (flag != metadata.end() && flag->second == "true")
-          text = "?";
-      }
-    } catch (const std::exception&) {
-      text.clear();  // the session's restore says what is wrong
-    }
-  }
-  if (server.num_replicas() > 1) text = server.replicas().bcast_string(text, 0);
-  if (text == "?" && server.is_chief())
-    std::fprintf(stderr, "warning: %s records no %s mean and deviation (written before checkpoints kept them): "
-                 "standardising by --train=%s's, which gives the trained model's predictions only if it is "
-                 "the file the model was trained on\n", path.c_str(), what.c_str(), FLAGS_train.c_str());
-  if (text.empty() || text == "?") return;
-  const std::size_t split = text.find('\n');
-  std::vector<float> saved[2];
-  for (int i = 0; i < 2; ++i) {
-    const std::string values = i == 0 ? text.substr(0, split) : text.substr(split + 1);
-    for (const char* at = values.c_str(); *at != '\0';) {
-      char* end = nullptr;
-      const float value = std::strtof(at, &end);
-      if (end == at) break;  // not a number: the count below refuses it
-      saved[i].push_back(value);
-      at = *end == ',' ? end + 1 : end;
-    }
-  }
-  if (saved[0].size() != mean.size() || saved[1].size() != mean.size())
-    throw cohort::InvalidArgument("--checkpoint_dir=" + FLAGS_checkpoint_dir + ": its checkpoint standardised " +
-                                  std::to_string(saved[0].size()) + " " + what + " values, --train=" + FLAGS_train +
-                                  " has " + std::to_string(mean.size()));
-  mean = std::move(saved[0]);
-  std = std::move(saved[1]);
 }
 
 cohort::data::Dataset load(const std::string& what, const std::string& spec, CsvTable& table,
@@ -421,7 +378,7 @@ cohort::Tensor examples(const cohort::Tensor& rows, std::int64_t begin, std::int
 // Reads the file kPredictRows at a time (for_each_predict_batch). Returns the examples.
 std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& csv_features,
                      const cohort::TargetSpec& targets, const std::vector<std::string>& target_names,
-                     const std::vector<std::string>& classes, std::ostream& out) {
+                     const std::vector<std::string>& classes, const TargetScale& scale, std::ostream& out) {
   const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy" || FLAGS_loss == "focal";
   const std::int64_t span = FLAGS_window > 0 ? FLAGS_window : 1;  // rows per example
   cohort::Tensor carry;  // the last span - 1 rows read: the first rows of windows still to come
@@ -432,8 +389,9 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
                                      std::min(span - 1, rows.dim(0)));
     const std::int64_t count = rows.dim(0) - span + 1;
     if (count <= 0) return;
-    const cohort::Tensor values =
+    cohort::Tensor values =
         probabilities ? trainer.predict_probabilities(examples(rows, 0, count)) : trainer.predict(examples(rows, 0, count));
+    if (!scale.mean.empty()) values = scale.convert(values, true);  // in the targets' units
     const std::int64_t k = values.size() / values.dim(0);
     if (begin == 0) {
       out << "index" << (FLAGS_window > 0 ? ",target_row" : "");
@@ -461,11 +419,62 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
   return begin;
 }
 
+// The training data's mean and deviation of each target value (all workers' shards), or a
+// checkpoint's (restore_moments), with --standardize_targets; without it none, and a warning
+// where a regression's targets lie far from the unit scale a model's outputs start at.
+// Collective over the replicas.
+TargetScale target_scale(const cohort::Server& server, const cohort::data::Dataset& train,
+                         const cohort::TargetSpec& targets) {
+  const bool regression = !targets.labels && (FLAGS_loss == "mean_squared_error" || FLAGS_loss == "mse" ||
+                                              FLAGS_loss == "mean_absolute_error" || FLAGS_loss == "mae" ||
+                                              FLAGS_loss == "huber");
+  if (FLAGS_standardize_targets && !regression)
+    throw cohort::InvalidArgument("--standardize_targets: for float targets and a regression loss (mse, mae, "
+                                  "huber), not --loss=" + FLAGS_loss + (targets.labels ? " of class labels" : ""));
+  TargetScale scale;
+  if (!regression) return scale;
+  cohort::data::FeatureSums sums;
+  const std::int64_t k = train.target_size();
+  sums.count = train.size();
+  sums.sum.assign(static_cast<std::size_t>(k), 0.0);
+  sums.sum_squares.assign(static_cast<std::size_t>(k), 0.0);
+  for (std::int64_t i = 0; i < train.size(); ++i) {
+    const std::span<const float> t = train.target(i);
+    for (std::size_t j = 0; j < t.size(); ++j) {
+      sums.sum[j] += t[j];
+      sums.sum_squares[j] += static_cast<double>(t[j]) * t[j];
+    }
+  }
+  cohort::ReplicaSum workers(server.replicas());
+  sums.add_over(workers);
+  if (sums.count == 0) return scale;  // the data's check names the empty set
+  sums.moments(scale.mean, scale.std);
+  if (FLAGS_standardize_targets) {
+    restore_moments(server, FLAGS_checkpoint_dir, FLAGS_train, "target", "standardize_targets", scale.mean,
+                    scale.std);
+    return scale;
+  }
+  // The target farthest from the unit scale, named as --target_columns names it.
+  std::size_t far = 0;
+  for (std::size_t j = 0; j < scale.mean.size(); ++j)
+    if (std::max(std::abs(scale.mean[j]), scale.std[j]) > std::max(std::abs(scale.mean[far]), scale.std[far])) far = j;
+  if (server.is_chief() && (std::abs(scale.mean[far]) > 100 || scale.std[far] > 100)) {
+    const std::vector<std::string> names = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+    const std::string name = names.size() == scale.mean.size() ? names[far] : "value " + std::to_string(far);
+    std::fprintf(stderr, "warning: target %s: mean %.4g, standard deviation %.4g, far from the scale of a model's "
+                 "first outputs (near 0 and 1), which may never reach it; --standardize_targets trains on the "
+                 "targets scaled, and predicts in their units\n", name.c_str(), static_cast<double>(scale.mean[far]),
+                 static_cast<double>(scale.std[far]));
+  }
+  return {};
+}
+
 // --model's layers (with an Embedding first for token ids), then one output per class or per
 // target value; the loss --loss, with the class or positive weights `weights` where there are
 // any (--class_weights, --pos_weight).
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohort::Shape& input,
-                    const cohort::TargetSpec& targets, const std::vector<float>& weights) {
+                    const cohort::TargetSpec& targets, const std::vector<float>& weights,
+                    const std::shared_ptr<const TargetScale>& scale) {
   cohort::Model model(graph);
   // --input_shape of the data's size reads each example in that shape (flat rows as [steps,
   // features] for a sequence model); of another size, the model refuses the data.
@@ -500,6 +509,18 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
       targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
   // With its default metrics.
+  // --standardize_targets: the loss of the scaled targets, the metrics of the outputs scaled back.
+  if (!scale->mean.empty()) {
+    std::unique_ptr<cohort::Loss> loss =
+        FLAGS_loss == "huber" ? std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta))
+                              : cohort::make_loss(FLAGS_loss);
+    std::vector<std::unique_ptr<cohort::Metric>> metrics = cohort::default_metrics(*loss);
+    for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
+      metrics.push_back(cohort::make_metric(name));
+    model.set_loss(std::make_unique<ScaledTargetsLoss>(std::move(loss), scale));
+    for (auto& metric : metrics) model.add_metric(std::make_unique<ScaledOutputsMetric>(std::move(metric), scale));
+    return model;
+  }
   if (FLAGS_loss == "huber")
     model.set_loss(std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta)));
   else if (FLAGS_loss == "focal")
@@ -625,7 +646,10 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
   }
   // A checkpoint's, where it kept them: what its parameters were trained with.
-  if (FLAGS_standardize) restore_moments(server, "feature", options.image.mean, options.image.std);
+  if (FLAGS_standardize)
+    restore_moments(server, FLAGS_checkpoint_dir, FLAGS_train, "feature", "standardize", options.image.mean,
+                    options.image.std);
+  const auto scale = std::make_shared<TargetScale>(target_scale(server, train, targets));
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
   // (A job resumed at another global batch plans the rest of its epochs in this run's steps.)
@@ -660,7 +684,7 @@ int Main(int argc, char** argv) {
                                weights, classes ? "class weights" : "positive weights").c_str());
   }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights); }, train,
+      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights, scale); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);
@@ -693,7 +717,7 @@ int Main(int argc, char** argv) {
                                   : cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .chief_only_hooks = chief_only,
-      .settings = settings(table, options.image)});
+      .settings = settings(table, options.image, *scale)});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
@@ -726,10 +750,10 @@ int Main(int argc, char** argv) {
       const std::vector<std::string> target_names =
           cohort::flags::split_list("target_columns", FLAGS_target_columns);
       if (FLAGS_predictions.empty()) {
-        predict(trainer, table.features, targets, target_names, table.classes, std::cout);
+        predict(trainer, table.features, targets, target_names, table.classes, *scale, std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        const std::int64_t count = predict(trainer, table.features, targets, target_names, table.classes, out);
+        const std::int64_t count = predict(trainer, table.features, targets, target_names, table.classes, *scale, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
         std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(count),
                     FLAGS_predictions.c_str());
