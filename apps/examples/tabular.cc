@@ -12,12 +12,13 @@
 //   mpirun -np 4 build/bin/example_tabular --train=ids.npy,labels.npy --vocabulary=20000
 //       --model=bilstm                                                         (one line)
 //   mpirun -np 4 build/bin/example_tabular --train=weather.csv --target_columns=temp_next
-//       --window=24 --model=lstm --loss=mse                                    (one line)
+//       --window=24 --horizon=0 --model=lstm --loss=mse                        (one line)
 //
 // --window reads a file's rows as one time series (Keras's timeseries_dataset_from_array): each
 // example is that many consecutive rows, its target (or label) that of the row --horizon after
-// the window's last. --predict then forecasts from every window of its file's rows, the last
-// window's forecast being for --horizon rows past its end.
+// the window's last (0 above: temp_next already holds the next row's temperature). --predict
+// then forecasts from every window of its file's rows, the last window's forecast being for
+// --horizon rows past its end.
 //
 // --standardize scales each feature (the examples' last axis, at every step alike) by the training
 // data's mean and standard deviation, --standardize_targets a regression's targets (the
