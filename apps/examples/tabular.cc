@@ -192,8 +192,8 @@ cohort::data::CsvOptions csv_options(const std::vector<std::string>& feature_col
   return csv;
 }
 
-// What reading the training CSV file settles for every other file of its table: the feature
-// columns, and the classes of its label column: by name, or (empty) their count.
+// What reading the training file settles for every other file of its table: a CSV file's feature
+// columns, and the classes of its labels: by name (CSV), or (empty) their count.
 struct CsvTable {
   std::vector<std::string> features;
   std::vector<std::string> classes;
@@ -246,10 +246,19 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
     if (data.has_labels()) table.num_classes = data.num_classes();
     return data;
   }
+  // Class labels are counted in the training file, read first; a second read of it (the chief's
+  // whole file, to evaluate on) and a test file are held to its count, and do not warn again
+  // of a class without examples.
+  const auto classes_of = [&](cohort::data::Dataset data) {
+    if (data.has_labels() && table.num_classes == 0) table.num_classes = data.num_classes();
+    return data;
+  };
   if (ends_with(spec, ".npz"))
-    return cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
+    return classes_of(
+        cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, table.num_classes, shard));
   if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
-    return cohort::data::dataset_from_hdf5(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
+    return classes_of(
+        cohort::data::dataset_from_hdf5(spec, FLAGS_features_key, FLAGS_targets_key, table.num_classes, shard));
   if (ends_with(spec, ".tfrecord") || ends_with(spec, ".tfrecords") ||
       ends_with(spec, ".tfrecord.gz") || ends_with(spec, ".tfrecords.gz") ||
       spec.find_first_of("*?[") != std::string::npos) {
@@ -264,13 +273,14 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
       records.target = targets[0];
     }
     records.shard = shard;
-    return cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records);
+    records.num_classes = table.num_classes;
+    return classes_of(cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records));
   }
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   if (files.size() != 2)
     throw cohort::InvalidArgument("--" + what + "=" + spec +
                                   ": expected FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz, FILE.h5 or TFRecord files");
-  return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
+  return classes_of(cohort::data::dataset_from_npy(files[0], files[1], table.num_classes, shard));
 }
 
 constexpr std::int64_t kPredictRows = 4096;  // rows of --predict read and predicted at a time

@@ -6,6 +6,8 @@
 #   with it the test MSE, in the targets' units, falls below 2% of their variance, the
 #   predictions (in those units) score it, and predicting from the checkpoint with a --train
 #   file of other targets writes the same; with class labels it is refused in one line;
+# - integer labels in .npy with a class without examples: warned of once, not again as the
+#   chief reads the file whole to evaluate on;
 #
 #   regression_test.sh TABULAR MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -41,6 +43,8 @@ x, y = prices(500)
 table("price_test.csv", x, y, price_names)
 open("price_var.txt", "w").write(f"{y.var():.6g}\n")
 table("labels.csv", x, (y > 5e4).astype(int), ["f0", "f1", "f2", "f3", "label"])
+np.save("gap_x.npy", x.astype(np.float32))
+np.save("gap_y.npy", rng.choice([0, 1, 3], size=len(x)).astype(np.int64))  # no class 2
 PY
 
 . "$(dirname "$0")/example_jobs.sh"
@@ -86,5 +90,11 @@ cmp price_predictions.csv price_restored.csv \
 expect_job_failure "$tabular" standardize_labels \
   "--standardize_targets: for float targets and a regression loss \(mse, mae, huber\), not --loss=softmax_cross_entropy of class labels" \
   "0 1 2" --train=labels.csv --label_column=label --standardize_targets
+
+# A class without examples, warned of by the chief once (it reads the file twice: its shard, and
+# the whole to evaluate on).
+run gap 2 --train=gap_x.npy,gap_y.npy --train_steps=10 || { echo "the job of labels with a gap failed"; exit 1; }
+[[ $(grep -c "warning: gap_y\.npy: 4 classes counted as the largest label + 1, 1 of which no example has (2)" gap.log) == 1 ]] \
+  || { echo "gap: the class without examples is not warned of once"; exit 1; }
 
 echo "regression_test: all passed"
