@@ -419,9 +419,9 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
       if (targets.labels) {
         const std::int64_t best = std::max_element(row, row + k) - row;
         out << "," << (classes.empty() ? std::to_string(best) : cohort::data::csv_field(classes[static_cast<std::size_t>(best)]))
-            << "," << row[best];
+            << "," << tabular::exact_text(row[best]);
       } else {
-        for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
+        for (std::int64_t j = 0; j < k; ++j) out << "," << tabular::exact_text(row[j]);
       }
       out << "\n";
     }

@@ -17,14 +17,18 @@
 
 namespace tabular {
 
-// Values as a setting's text, each exact ("%.9g" reads back as the float it was).
+// A float as text that reads back as the float it was ("%.9g"; a stream's default 6 digits
+// would write a price of 51234.57 as 51234.6).
+inline std::string exact_text(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
+  return text;
+}
+
+// Values as a setting's text, each exact.
 inline std::string values_text(const std::vector<float>& values) {
   std::string text;
-  char value[32];
-  for (const float v : values) {
-    std::snprintf(value, sizeof value, "%.9g", static_cast<double>(v));
-    text += (text.empty() ? "" : ",") + std::string(value);
-  }
+  for (const float v : values) text += (text.empty() ? "" : ",") + exact_text(v);
   return text;
 }
 

@@ -4,7 +4,7 @@
 #   --train file (its features scaled x3 + 1) writes the same predictions as the training job;
 # - targets of 5e4 +- 4e3 (a price): without --standardize_targets the job warns of their scale;
 #   with it the test MSE, in the targets' units, falls below 2% of their variance, the
-#   predictions (in those units) score it, and predicting from the checkpoint with a --train
+#   predictions (in those units, written exactly) score it, and predicting from the checkpoint with a --train
 #   file of other targets writes the same; with class labels it is refused in one line;
 # - integer labels in .npy with a class without examples: warned of once, not again as the
 #   chief reads the file whole to evaluate on;
@@ -78,7 +78,11 @@ p = [float(r["price"]) for r in csv.DictReader(open("price_predictions.csv"))]
 t = [float(r["price"]) for r in csv.DictReader(open("price_test.csv"))]
 value = sum((a - b) ** 2 for a, b in zip(p, t)) / len(t)
 print(f"price: test MSE {mse:.6g} from the job, {value:.6g} from the predictions; the targets' variance {var:.6g}")
-if len(p) != len(t) or abs(value - mse) > 1e-3 * mse:
+# Written exactly (9 significant digits), not rounded to 6: a price to a hundredth.
+raw = [r["price"] for r in csv.DictReader(open("price_predictions.csv"))]
+if max(len(v.replace(".", "").replace("-", "").lstrip("0")) for v in raw) <= 6:
+    sys.exit(f"price: predictions written to 6 significant digits ({raw[0]}, ...), not exactly")
+if len(p) != len(t) or abs(value - mse) > 1e-4 * mse:
     sys.exit("price: the predictions, in the targets' units, do not score the job's test MSE")
 if mse > 0.02 * var:
     sys.exit(f"price: test MSE {mse:.6g} is not below 2% of the targets' variance")
