@@ -113,7 +113,8 @@ COHORT_DEFINE_string(pos_weight, "",
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3)");
 COHORT_DEFINE_int(window, 0,
-                  "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example)",
+                  "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example); "
+                  "with --horizon 1 or more, target columns may be features too (--feature_columns), and are where no other column is",
                   cohort::flags::Range{0, 1 << 20});
 COHORT_DEFINE_int(horizon, 1, "with --window: how many rows after a window's last row its target is (0: that row's own)",
                   cohort::flags::Range{0, 1 << 20});
@@ -239,6 +240,8 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
     if (first) csv.ignore_columns = cohort::flags::split_list("ignore_columns", FLAGS_ignore_columns);
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+    // A window's target is of a later row than any of its own: a series may be its own feature.
+    csv.targets_as_features = FLAGS_window > 0 && FLAGS_horizon > 0;
     csv.class_names = table.classes;
     if (table.classes.empty()) csv.num_classes = table.num_classes;  // indices, as the training file's
     csv.shard = shard;

@@ -8,6 +8,9 @@
 #   file of other targets writes the same; with class labels it is refused in one line;
 # - integer labels in .npy with a class without examples: warned of once, not again as the
 #   chief reads the file whole to evaluate on;
+# - a CSV file of one column read as windows, the series its own feature: a sine is forecast
+#   (test MSE below 1% of its variance), white noise is not (no window sees the row it
+#   forecasts: above half its variance), and with --horizon=0 it is refused;
 #
 #   regression_test.sh TABULAR MPIEXEC NP_FLAG WORKDIR
 set -euo pipefail
@@ -43,6 +46,11 @@ x, y = prices(500)
 table("price_test.csv", x, y, price_names)
 open("price_var.txt", "w").write(f"{y.var():.6g}\n")
 table("labels.csv", x, (y > 5e4).astype(int), ["f0", "f1", "f2", "f3", "label"])
+t = np.arange(1500)
+np.savetxt("sine.csv", np.sin(t / 7)[:, None], header="v", comments="", fmt="%.9g")
+np.savetxt("sine_test.csv", np.sin((t[:300] + 1500) / 7)[:, None], header="v", comments="", fmt="%.9g")
+np.savetxt("noise.csv", rng.normal(size=(1500, 1)), header="v", comments="", fmt="%.9g")
+np.savetxt("noise_test.csv", rng.normal(size=(300, 1)), header="v", comments="", fmt="%.9g")
 np.save("gap_x.npy", x.astype(np.float32))
 np.save("gap_y.npy", rng.choice([0, 1, 3], size=len(x)).astype(np.int64))  # no class 2
 PY
@@ -94,6 +102,17 @@ cmp price_predictions.csv price_restored.csv \
 expect_job_failure "$tabular" standardize_labels \
   "--standardize_targets: for float targets and a regression loss \(mse, mae, huber\), not --loss=softmax_cross_entropy of class labels" \
   "0 1 2" --train=labels.csv --label_column=label --standardize_targets
+
+# A series of one column, forecast from its own past.
+series=(--target_columns=v --loss=mse --window=16 --hidden=32 --train_steps=500)
+run sine 2 --train=sine.csv --test=sine_test.csv "${series[@]}" --metrics_json=sine.json \
+  || { echo "the sine job failed"; exit 1; }
+at_most "$(json_value sine.json mse)" 0.005 || { echo "sine: test MSE above 1% of the variance (0.5)"; exit 1; }
+run noise 2 --train=noise.csv --test=noise_test.csv "${series[@]}" --metrics_json=noise.json \
+  || { echo "the noise job failed"; exit 1; }
+at_least "$(json_value noise.json mse)" 0.5 || { echo "noise: forecast below half its variance: a window sees its target"; exit 1; }
+expect_job_failure "$tabular" own_feature_horizon0 "sine\.csv: no feature columns: all 1 columns are the label or targets" \
+  "0 1 2" --train=sine.csv "${series[@]}" --horizon=0
 
 # A class without examples, warned of by the chief once (it reads the file twice: its shard, and
 # the whole to evaluate on).
