@@ -12,17 +12,19 @@
 //   mpirun -np 4 build/bin/example_tabular --train=ids.npy,labels.npy --vocabulary=20000
 //       --model=bilstm                                                         (one line)
 //   mpirun -np 4 build/bin/example_tabular --train=weather.csv --target_columns=temp_next
-//       --window=24 --model=lstm --loss=mse                                    (one line)
+//       --window=24 --horizon=0 --model=lstm --loss=mse                        (one line)
 //
 // --window reads a file's rows as one time series (Keras's timeseries_dataset_from_array): each
 // example is that many consecutive rows, its target (or label) that of the row --horizon after
-// the window's last. --predict then forecasts from every window of its file's rows, the last
-// window's forecast being for --horizon rows past its end.
+// the window's last (0 above: temp_next already holds the next row's temperature). --predict
+// then forecasts from every window of its file's rows, the last window's forecast being for
+// --horizon rows past its end.
 //
 // --standardize scales each feature (the examples' last axis, at every step alike) by the training
-// data's mean and standard deviation. --mask_zero takes the steps that are 0 (a token id 0, or a
-// step of zeros) for padding: sequences of different lengths, padded at either end, are read as
-// their own steps alone.
+// data's mean and standard deviation, --standardize_targets a regression's targets (the
+// predictions and metrics scaled back); the checkpoints keep the statistics. --mask_zero takes
+// the steps that are 0 (a token id 0, or a step of zeros) for padding: sequences of different
+// lengths, padded at either end, are read as their own steps alone.
 // --train and --test name a .csv (or .csv.gz) file, a pair "features.npy,targets.npy", a .npz
 // archive or an HDF5 file (.h5, .hdf5) holding arrays "x" and "y" (--features_key,
 // --targets_key), or TFRecord files of tf.train.Example records (a name
@@ -41,6 +43,8 @@
 // columns, or a features array), standardised as in training, and writes them as CSV.
 #include <cohort/cohort.h>
 
+#include "tabular_scaling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -50,7 +54,9 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -107,7 +113,8 @@ COHORT_DEFINE_string(pos_weight, "",
 COHORT_DEFINE_string(metrics, "",
                      "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3)");
 COHORT_DEFINE_int(window, 0,
-                  "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example)",
+                  "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example); "
+                  "with --horizon 1 or more, target columns may be features too (--feature_columns), and are where no other column is",
                   cohort::flags::Range{0, 1 << 20});
 COHORT_DEFINE_int(horizon, 1, "with --window: how many rows after a window's last row its target is (0: that row's own)",
                   cohort::flags::Range{0, 1 << 20});
@@ -152,8 +159,18 @@ COHORT_DEFINE_string(predictions, "", "write --predict's predictions here as CSV
 COHORT_DEFINE_bool(standardize, false,
                    "scale each feature to mean 0 and standard deviation 1, by the training data's "
                    "(all workers' shards), in training and evaluation");
+COHORT_DEFINE_bool(standardize_targets, false,
+                   "regression (mse, mae, huber): train on the targets scaled to mean 0 and standard deviation 1 by the "
+                   "training data's; the predictions and the metrics (mse, mae) are of the outputs scaled back, in the "
+                   "targets' own units, the loss (and --huber_delta) of the scaled targets");
 
 namespace {
+
+using tabular::ScaledOutputsMetric;
+using tabular::ScaledTargetsLoss;
+using tabular::TargetScale;
+using tabular::restore_moments;
+using tabular::values_text;
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -176,22 +193,33 @@ cohort::data::CsvOptions csv_options(const std::vector<std::string>& feature_col
   return csv;
 }
 
-// What reading the training CSV file settles for every other file of its table: the feature
-// columns, and the classes of its label column: by name, or (empty) their count.
+// What reading the training file settles for every other file of its table: a CSV file's feature
+// columns, and the classes of its labels: by name (CSV), or (empty) their count.
 struct CsvTable {
   std::vector<std::string> features;
   std::vector<std::string> classes;
   int num_classes = 0;
 };
 
-// What the checkpoints' parameters mean beyond their shapes: the data's preparation and, from a
-// CSV file, the feature columns and class names. A resumed job must mean the same.
-std::map<std::string, std::string> settings(const CsvTable& table) {
+// What the checkpoints' parameters mean beyond their shapes: the data's preparation (with
+// --standardize, the training data's mean and deviation of each feature, `features`; with
+// --standardize_targets, of each target value, `targets`) and, from a CSV file, the feature
+// columns and class names. A resumed job must mean the same.
+std::map<std::string, std::string> settings(const CsvTable& table, const cohort::data::ImageOptions& features,
+                                            const TargetScale& targets) {
   std::map<std::string, std::string> settings =
-      FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "window", "horizon"})
-                       : cohort::flags::flag_values({"standardize"});
+      FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "standardize_targets", "window", "horizon"})
+                       : cohort::flags::flag_values({"standardize", "standardize_targets"});
   if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
   if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
+  if (FLAGS_standardize) {
+    settings.emplace("feature mean", values_text(features.mean));
+    settings.emplace("feature std", values_text(features.std));
+  }
+  if (FLAGS_standardize_targets) {
+    settings.emplace("target mean", values_text(targets.mean));
+    settings.emplace("target std", values_text(targets.std));
+  }
   return settings;
 }
 
@@ -212,6 +240,8 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
     if (first) csv.ignore_columns = cohort::flags::split_list("ignore_columns", FLAGS_ignore_columns);
     csv.label_column = FLAGS_label_column;
     csv.target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+    // A window's target is of a later row than any of its own: a series may be its own feature.
+    csv.targets_as_features = FLAGS_window > 0 && FLAGS_horizon > 0;
     csv.class_names = table.classes;
     if (table.classes.empty()) csv.num_classes = table.num_classes;  // indices, as the training file's
     csv.shard = shard;
@@ -219,10 +249,19 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
     if (data.has_labels()) table.num_classes = data.num_classes();
     return data;
   }
+  // Class labels are counted in the training file, read first; a second read of it (the chief's
+  // whole file, to evaluate on) and a test file are held to its count, and do not warn again
+  // of a class without examples.
+  const auto classes_of = [&](cohort::data::Dataset data) {
+    if (data.has_labels() && table.num_classes == 0) table.num_classes = data.num_classes();
+    return data;
+  };
   if (ends_with(spec, ".npz"))
-    return cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
+    return classes_of(
+        cohort::data::dataset_from_npz(spec, FLAGS_features_key, FLAGS_targets_key, table.num_classes, shard));
   if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
-    return cohort::data::dataset_from_hdf5(spec, FLAGS_features_key, FLAGS_targets_key, 0, shard);
+    return classes_of(
+        cohort::data::dataset_from_hdf5(spec, FLAGS_features_key, FLAGS_targets_key, table.num_classes, shard));
   if (ends_with(spec, ".tfrecord") || ends_with(spec, ".tfrecords") ||
       ends_with(spec, ".tfrecord.gz") || ends_with(spec, ".tfrecords.gz") ||
       spec.find_first_of("*?[") != std::string::npos) {
@@ -237,13 +276,14 @@ cohort::data::Dataset load(const std::string& what, const std::string& spec, Csv
       records.target = targets[0];
     }
     records.shard = shard;
-    return cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records);
+    records.num_classes = table.num_classes;
+    return classes_of(cohort::data::load_tfrecord(cohort::flags::split_list(what, spec), records));
   }
   const std::vector<std::string> files = cohort::flags::split_list(what, spec);
   if (files.size() != 2)
     throw cohort::InvalidArgument("--" + what + "=" + spec +
                                   ": expected FILE.csv, FEATURES.npy,TARGETS.npy, FILE.npz, FILE.h5 or TFRecord files");
-  return cohort::data::dataset_from_npy(files[0], files[1], 0, shard);
+  return classes_of(cohort::data::dataset_from_npy(files[0], files[1], table.num_classes, shard));
 }
 
 constexpr std::int64_t kPredictRows = 4096;  // rows of --predict read and predicted at a time
@@ -352,7 +392,7 @@ cohort::Tensor examples(const cohort::Tensor& rows, std::int64_t begin, std::int
 // Reads the file kPredictRows at a time (for_each_predict_batch). Returns the examples.
 std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& csv_features,
                      const cohort::TargetSpec& targets, const std::vector<std::string>& target_names,
-                     const std::vector<std::string>& classes, std::ostream& out) {
+                     const std::vector<std::string>& classes, const TargetScale& scale, std::ostream& out) {
   const bool probabilities = targets.labels || FLAGS_loss == "sigmoid_cross_entropy" || FLAGS_loss == "focal";
   const std::int64_t span = FLAGS_window > 0 ? FLAGS_window : 1;  // rows per example
   cohort::Tensor carry;  // the last span - 1 rows read: the first rows of windows still to come
@@ -363,8 +403,9 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
                                      std::min(span - 1, rows.dim(0)));
     const std::int64_t count = rows.dim(0) - span + 1;
     if (count <= 0) return;
-    const cohort::Tensor values =
+    cohort::Tensor values =
         probabilities ? trainer.predict_probabilities(examples(rows, 0, count)) : trainer.predict(examples(rows, 0, count));
+    if (!scale.mean.empty()) values = scale.convert(values, true);  // in the targets' units
     const std::int64_t k = values.size() / values.dim(0);
     if (begin == 0) {
       out << "index" << (FLAGS_window > 0 ? ",target_row" : "");
@@ -381,9 +422,9 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
       if (targets.labels) {
         const std::int64_t best = std::max_element(row, row + k) - row;
         out << "," << (classes.empty() ? std::to_string(best) : cohort::data::csv_field(classes[static_cast<std::size_t>(best)]))
-            << "," << row[best];
+            << "," << tabular::exact_text(row[best]);
       } else {
-        for (std::int64_t j = 0; j < k; ++j) out << "," << row[j];
+        for (std::int64_t j = 0; j < k; ++j) out << "," << tabular::exact_text(row[j]);
       }
       out << "\n";
     }
@@ -392,11 +433,62 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
   return begin;
 }
 
+// The training data's mean and deviation of each target value (all workers' shards), or a
+// checkpoint's (restore_moments), with --standardize_targets; without it none, and a warning
+// where a regression's targets lie far from the unit scale a model's outputs start at.
+// Collective over the replicas.
+TargetScale target_scale(const cohort::Server& server, const cohort::data::Dataset& train,
+                         const cohort::TargetSpec& targets) {
+  const bool regression = !targets.labels && (FLAGS_loss == "mean_squared_error" || FLAGS_loss == "mse" ||
+                                              FLAGS_loss == "mean_absolute_error" || FLAGS_loss == "mae" ||
+                                              FLAGS_loss == "huber");
+  if (FLAGS_standardize_targets && !regression)
+    throw cohort::InvalidArgument("--standardize_targets: for float targets and a regression loss (mse, mae, "
+                                  "huber), not --loss=" + FLAGS_loss + (targets.labels ? " of class labels" : ""));
+  TargetScale scale;
+  if (!regression) return scale;
+  cohort::data::FeatureSums sums;
+  const std::int64_t k = train.target_size();
+  sums.count = train.size();
+  sums.sum.assign(static_cast<std::size_t>(k), 0.0);
+  sums.sum_squares.assign(static_cast<std::size_t>(k), 0.0);
+  for (std::int64_t i = 0; i < train.size(); ++i) {
+    const std::span<const float> t = train.target(i);
+    for (std::size_t j = 0; j < t.size(); ++j) {
+      sums.sum[j] += t[j];
+      sums.sum_squares[j] += static_cast<double>(t[j]) * t[j];
+    }
+  }
+  cohort::ReplicaSum workers(server.replicas());
+  sums.add_over(workers);
+  if (sums.count == 0) return scale;  // the data's check names the empty set
+  sums.moments(scale.mean, scale.std);
+  if (FLAGS_standardize_targets) {
+    restore_moments(server, FLAGS_checkpoint_dir, FLAGS_train, "target", "standardize_targets", scale.mean,
+                    scale.std);
+    return scale;
+  }
+  // The target farthest from the unit scale, named as --target_columns names it.
+  std::size_t far = 0;
+  for (std::size_t j = 0; j < scale.mean.size(); ++j)
+    if (std::max(std::abs(scale.mean[j]), scale.std[j]) > std::max(std::abs(scale.mean[far]), scale.std[far])) far = j;
+  if (server.is_chief() && (std::abs(scale.mean[far]) > 100 || scale.std[far] > 100)) {
+    const std::vector<std::string> names = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+    const std::string name = names.size() == scale.mean.size() ? names[far] : "value " + std::to_string(far);
+    std::fprintf(stderr, "warning: target %s: mean %.4g, standard deviation %.4g, far from the scale of a model's "
+                 "first outputs (near 0 and 1), which may never reach it; --standardize_targets trains on the "
+                 "targets scaled, and predicts in their units\n", name.c_str(), static_cast<double>(scale.mean[far]),
+                 static_cast<double>(scale.std[far]));
+  }
+  return {};
+}
+
 // --model's layers (with an Embedding first for token ids), then one output per class or per
 // target value; the loss --loss, with the class or positive weights `weights` where there are
 // any (--class_weights, --pos_weight).
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohort::Shape& input,
-                    const cohort::TargetSpec& targets, const std::vector<float>& weights) {
+                    const cohort::TargetSpec& targets, const std::vector<float>& weights,
+                    const std::shared_ptr<const TargetScale>& scale) {
   cohort::Model model(graph);
   // --input_shape of the data's size reads each example in that shape (flat rows as [steps,
   // features] for a sequence model); of another size, the model refuses the data.
@@ -431,6 +523,18 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
       targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
   // With its default metrics.
+  // --standardize_targets: the loss of the scaled targets, the metrics of the outputs scaled back.
+  if (!scale->mean.empty()) {
+    std::unique_ptr<cohort::Loss> loss =
+        FLAGS_loss == "huber" ? std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta))
+                              : cohort::make_loss(FLAGS_loss);
+    std::vector<std::unique_ptr<cohort::Metric>> metrics = cohort::default_metrics(*loss);
+    for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
+      metrics.push_back(cohort::make_metric(name));
+    model.set_loss(std::make_unique<ScaledTargetsLoss>(std::move(loss), scale));
+    for (auto& metric : metrics) model.add_metric(std::make_unique<ScaledOutputsMetric>(std::move(metric), scale));
+    return model;
+  }
   if (FLAGS_loss == "huber")
     model.set_loss(std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta)));
   else if (FLAGS_loss == "focal")
@@ -555,6 +659,11 @@ int Main(int argc, char** argv) {
       if (const std::string fault = cohort::data::scale_mismatch(sums, *test); !fault.empty())
         std::fprintf(stderr, "warning: --test=%s: %s\n", FLAGS_test.c_str(), fault.c_str());
   }
+  // A checkpoint's, where it kept them: what its parameters were trained with.
+  if (FLAGS_standardize)
+    restore_moments(server, FLAGS_checkpoint_dir, FLAGS_train, "feature", "standardize", options.image.mean,
+                    options.image.std);
+  const auto scale = std::make_shared<TargetScale>(target_scale(server, train, targets));
   options.replication.mode = cohort::parse_mode(FLAGS_mode);
   // --epochs counted globally: a global step takes every worker's batch in allreduce mode.
   // (A job resumed at another global batch plans the rest of its epochs in this run's steps.)
@@ -589,7 +698,7 @@ int Main(int argc, char** argv) {
                                weights, classes ? "class weights" : "positive weights").c_str());
   }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights); }, train,
+      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights, scale); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);
@@ -622,7 +731,7 @@ int Main(int argc, char** argv) {
                                   : cohort::StopAtStepHook::last(train_steps),
                 std::make_shared<cohort::NanTensorHook>()},
       .chief_only_hooks = chief_only,
-      .settings = settings(table)});
+      .settings = settings(table, options.image, *scale)});
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
@@ -655,10 +764,10 @@ int Main(int argc, char** argv) {
       const std::vector<std::string> target_names =
           cohort::flags::split_list("target_columns", FLAGS_target_columns);
       if (FLAGS_predictions.empty()) {
-        predict(trainer, table.features, targets, target_names, table.classes, std::cout);
+        predict(trainer, table.features, targets, target_names, table.classes, *scale, std::cout);
       } else {
         std::ofstream out(FLAGS_predictions);
-        const std::int64_t count = predict(trainer, table.features, targets, target_names, table.classes, out);
+        const std::int64_t count = predict(trainer, table.features, targets, target_names, table.classes, *scale, out);
         if (!out.flush()) throw cohort::Error("cannot write --predictions=" + FLAGS_predictions);
         std::printf("tabular: %lld predictions written to %s\n", static_cast<long long>(count),
                     FLAGS_predictions.c_str());

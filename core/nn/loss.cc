@@ -196,7 +196,8 @@ float MeanSquaredErrorLoss::forward(const Tensor& predictions, const Targets& ta
   grad_.resize(predictions.shape());
   const std::int64_t n = predictions.size();
   flat(grad_) = flat(predictions) - flat(t);
-  const double loss = static_cast<double>(flat(grad_).squaredNorm()) / static_cast<double>(n);
+  // Summed in double: squares of large targets (1e18) overflow a float sum whose mean fits.
+  const double loss = flat(grad_).cast<double>().squaredNorm() / static_cast<double>(n);
   flat(grad_) *= 2.0f / static_cast<float>(n);
   return static_cast<float>(loss);
 }
@@ -223,7 +224,7 @@ float MeanAbsoluteErrorLoss::forward(const Tensor& predictions, const Targets& t
   grad_.resize(predictions.shape());
   const auto n = static_cast<float>(predictions.size());
   flat(grad_) = flat(predictions) - flat(t);
-  const double loss = static_cast<double>(flat(grad_).array().abs().sum()) / static_cast<double>(n);
+  const double loss = flat(grad_).cast<double>().array().abs().sum() / static_cast<double>(n);  // as MSE's
   flat(grad_) = flat(grad_).array().sign().matrix() / n;
   return static_cast<float>(loss);
 }
@@ -348,7 +349,7 @@ void MeanAbsoluteError::check(const Shape& prediction, const TargetSpec& targets
 
 float MeanAbsoluteError::compute(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("metric " + name(), predictions, targets);
-  return static_cast<float>(static_cast<double>((flat(predictions) - flat(t)).array().abs().sum()) /
+  return static_cast<float>((flat(predictions) - flat(t)).cast<double>().array().abs().sum() /
                             static_cast<double>(predictions.size()));
 }
 
@@ -409,7 +410,8 @@ void MeanSquaredError::check(const Shape& prediction, const TargetSpec& targets)
 
 float MeanSquaredError::compute(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("metric " + name(), predictions, targets);
-  return static_cast<float>(static_cast<double>((flat(predictions) - flat(t)).squaredNorm()) /
+  // In double, as the loss's.
+  return static_cast<float>((flat(predictions) - flat(t)).cast<double>().squaredNorm() /
                             static_cast<double>(predictions.size()));
 }
 

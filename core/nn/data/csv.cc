@@ -561,7 +561,8 @@ class CsvReader {
     std::map<int, std::string> used;  // column -> its role
     const auto take = [&](const std::string& column, const std::string& role) {
       const int index = find(column);
-      if (const auto [at, fresh] = used.emplace(index, role); !fresh)
+      if (const auto [at, fresh] = used.emplace(index, role);
+          !fresh && !(options_.targets_as_features && at->second == "a target" && role == "a feature"))
         throw InvalidArgument(path_ + ": column " + quote(column) + " is given as " + at->second +
                               " and as " + role);
       return index;
@@ -575,6 +576,7 @@ class CsvReader {
     if (options_.feature_columns.empty())
       for (int c = 0; c < columns_; ++c)
         if (!used.contains(c)) feature_columns_.push_back(c);
+    if (feature_columns_.empty() && options_.targets_as_features) feature_columns_ = target_columns_;
     if (feature_columns_.empty())
       fail(path_, "no feature columns: all " + std::to_string(columns_) + " columns are the label" +
                       (options_.ignore_columns.empty() ? " or targets" : ", targets or ignored"));

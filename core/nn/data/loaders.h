@@ -127,6 +127,11 @@ struct CsvOptions {
   /// Without feature_columns: columns left out of the features (an id, a date, a text column),
   /// which are then not read.
   std::vector<std::string> ignore_columns{};
+  /// The target columns may be features too (a series forecast from its own past, read as
+  /// windows whose target is of a later row than any of theirs): feature_columns may name them,
+  /// and where no other column is left to be a feature, the targets are the features. Else a
+  /// target among the features would be learned from itself, and is refused.
+  bool targets_as_features = false;
   /// With label_column: the number of classes; 0: the largest label + 1 (or the names found).
   int num_classes = 0;
   /// With label_column: the class names, as load_csv gave them for another file of the same

@@ -431,6 +431,29 @@ TEST_CASE("CSV: a second file of the same table, its columns in another order, m
   CHECK(features == std::vector<std::string>{"0", "2"});
 }
 
+TEST_CASE("CSV: a series forecast from its own past: its target columns as features too") {
+  TempDir dir("data_loaders_test");
+  std::vector<std::string> features;
+  const std::string series = "y\n1\n2\n3\n";
+  // A target among the features would be learned from itself: refused unless asked for.
+  CHECK(csv_error(dir, series, {.target_columns = {"y"}}).find("no feature columns") != std::string::npos);
+  const Dataset own = csv(dir, series, {.target_columns = {"y"}, .targets_as_features = true}, &features);
+  CHECK(features == std::vector<std::string>{"y"});
+  CHECK(example(own, 2) == std::vector<float>{3});
+  CHECK(own.target(2)[0] == 3.0f);
+  // Named among the features, beside another column; a second file of the table matched by name.
+  const std::string table = "x,y\n10,1\n20,2\n";
+  CHECK(invalid_argument([&] { csv(dir, table, {.target_columns = {"y"}, .feature_columns = {"x", "y"}}); })
+            .find("column 'y' is given as a target and as a feature") != std::string::npos);
+  const Dataset both =
+      csv(dir, table, {.target_columns = {"y"}, .feature_columns = {"x", "y"}, .targets_as_features = true}, &features);
+  CHECK(example(both, 1) == std::vector<float>{20, 2});
+  CHECK(both.target(1)[0] == 2.0f);
+  // Where other columns are left, they alone are the features by default.
+  csv(dir, table, {.target_columns = {"y"}, .targets_as_features = true}, &features);
+  CHECK(features == std::vector<std::string>{"x"});
+}
+
 TEST_CASE("CSV: new rows to predict, the training file's feature columns alone") {
   TempDir dir("data_loaders_test");
   // In another order, with an id column of text and no label: neither is read.

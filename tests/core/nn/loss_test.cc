@@ -266,6 +266,27 @@ TEST_CASE("mean absolute error and Huber against their formulas, on both sides o
   CHECK(names == std::vector<std::string>{"mse", "mae"});
 }
 
+TEST_CASE("regression losses and metrics of large targets: summed in double, a mean that fits is finite") {
+  // 1000 errors of 1e18 (MSE) and 1e36 (MAE, Huber): their float sums overflow, their means fit.
+  const Tensor zeros({1000, 1}, std::vector<float>(1000, 0.0f));
+  const Tensor big({1000, 1}, std::vector<float>(1000, 1e18f));
+  const Tensor huge({1000, 1}, std::vector<float>(1000, 1e36f));
+  MeanSquaredErrorLoss mse;
+  CHECK(mse.forward(zeros, Targets{{}, &big}) == doctest::Approx(1e36).epsilon(1e-6));
+  CHECK(MeanSquaredError().compute(zeros, Targets{{}, &big}) == doctest::Approx(1e36).epsilon(1e-6));
+  MeanAbsoluteErrorLoss mae;
+  CHECK(mae.forward(zeros, Targets{{}, &huge}) == doctest::Approx(1e36).epsilon(1e-6));
+  CHECK(MeanAbsoluteError().compute(zeros, Targets{{}, &huge}) == doctest::Approx(1e36).epsilon(1e-6));
+  HuberLoss huber(1.0f);
+  CHECK(huber.forward(zeros, Targets{{}, &huge}) == doctest::Approx(1e36).epsilon(1e-6));
+  // The gradients stay the float ones: 2 d / n of MSE, sign(d) / n of MAE.
+  Tensor grad;
+  mse.backward(grad);
+  CHECK(grad[0] == doctest::Approx(-2e15).epsilon(1e-6));
+  mae.backward(grad);
+  CHECK(grad[0] == doctest::Approx(-1e-3).epsilon(1e-6));
+}
+
 TEST_CASE("the probabilities an output stands for: softmax rows, sigmoids, none for a regression") {
   const Tensor logits({2, 3}, std::vector<float>{1, 2, 3, 1000, -1000, 0});
   const Tensor p = SoftmaxCrossEntropyLoss().probabilities(logits);
