@@ -105,7 +105,7 @@ COHORT_DEFINE_string(pos_weight, "",
                      "negatives over its positives, over the whole training set) or by a weight, one "
                      "for all outputs or one per output, separated by commas (empty: 1)");
 COHORT_DEFINE_string(metrics, "",
-                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3)");
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3; recall@fraud: of the class so named, where the labels are names)");
 COHORT_DEFINE_int(window, 0,
                   "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example)",
                   cohort::flags::Range{0, 1 << 20});
@@ -394,9 +394,11 @@ std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& c
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
 // target value; the loss --loss, with the class or positive weights `weights` where there are
-// any (--class_weights, --pos_weight).
+// any (--class_weights, --pos_weight); the metrics --metrics, by the names of `classes` where
+// the labels are names (precision@fraud).
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohort::Shape& input,
-                    const cohort::TargetSpec& targets, const std::vector<float>& weights) {
+                    const cohort::TargetSpec& targets, const std::vector<float>& weights,
+                    const std::vector<std::string>& classes) {
   cohort::Model model(graph);
   // --input_shape of the data's size reads each example in that shape (flat rows as [steps,
   // features] for a sequence model); of another size, the model refuses the data.
@@ -443,7 +445,7 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
   else
     model.set_loss(std::make_unique<cohort::SigmoidCrossEntropyLoss>(weights));
   for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
-    model.add_metric(cohort::make_metric(name));
+    model.add_metric(cohort::make_metric(name, classes));
   return model;
 }
 
@@ -571,6 +573,14 @@ int Main(int argc, char** argv) {
   if (server.is_chief())
     std::printf("tabular: %lld global steps, %s, learning rate %g (%s)\n", static_cast<long long>(train_steps),
                 cohort::describe(optimizer).c_str(), FLAGS_learning_rate, FLAGS_lr_schedule.c_str());
+  // Class names are numbered in sorted order: which number is which, for the metrics of a class
+  // (precision of class 1) and the weights per class.
+  if (server.is_chief() && !table.classes.empty()) {
+    std::string mapping;
+    for (std::size_t c = 0; c < table.classes.size(); ++c)
+      mapping += (c == 0 ? "" : ", ") + std::to_string(c) + " " + table.classes[c];
+    std::printf("classes: %s\n", mapping.c_str());
+  }
   // --class_weights or --pos_weight: as given, or balanced over every worker's labels or targets.
   std::vector<float> weights;
   if (!FLAGS_class_weights.empty() || !FLAGS_pos_weight.empty()) {
@@ -589,7 +599,8 @@ int Main(int argc, char** argv) {
                                weights, classes ? "class weights" : "positive weights").c_str());
   }
   cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights); }, train,
+      &server, graph,
+      [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights, table.classes); }, train,
       cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);

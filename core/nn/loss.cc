@@ -468,6 +468,7 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
 }
 
 std::string BinaryDecisionMetric::named(const char* base) const {
+  if (!class_name_.empty()) return std::string(base) + "@" + class_name_;
   return positive_class_ == 1 && !class_named_ ? std::string(base)
                                                 : std::string(base) + "@" + std::to_string(positive_class_);
 }
@@ -578,7 +579,7 @@ int accuracy_metric(std::span<const std::string> names) {
   return first;
 }
 
-std::unique_ptr<Metric> make_metric(const std::string& name) {
+std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names) {
   if (name == "accuracy") return std::make_unique<Accuracy>();
   if (name == "binary_accuracy") return std::make_unique<BinaryAccuracy>();
   if (name == "categorical_accuracy") return std::make_unique<CategoricalAccuracy>();
@@ -586,23 +587,43 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   if (name == "perplexity") return std::make_unique<Perplexity>();
   if (name == "mse") return std::make_unique<MeanSquaredError>();
   if (name == "mae") return std::make_unique<MeanAbsoluteError>();
-  // A decision metric, of class 1 or of the class after '@' ("recall@3").
+  // A decision metric, of class 1 or of the class after '@' ("recall@3", "recall@fraud").
   const std::size_t at = name.find('@');
   const std::string base = name.substr(0, at);
+  const bool decision = base == "precision" || base == "recall" || base == "f1" || base == "auc";
   int positive_class = 1;
+  std::string class_name;  // the positive class's, where the classes have names and it was not asked by number
   if (at != std::string::npos) {
-    const std::string digits = name.substr(at + 1);
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), positive_class);
-    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || positive_class < 0 ||
-        (base != "precision" && base != "recall" && base != "f1" && base != "auc"))
-      throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1 "
-                            "and auc: precision@3)");
+    const std::string after = name.substr(at + 1);
+    const auto by_name = std::find(class_names.begin(), class_names.end(), after);
+    if (decision && !after.empty() && by_name != class_names.end()) {
+      positive_class = static_cast<int>(by_name - class_names.begin());
+      class_name = after;
+    } else {
+      const auto [end, error] = std::from_chars(after.data(), after.data() + after.size(), positive_class);
+      const bool number = !after.empty() && error == std::errc() && end == after.data() + after.size();
+      if (decision && !number && !after.empty() && !class_names.empty()) {
+        std::string known;
+        for (const std::string& c : class_names) known += (known.empty() ? "" : ", ") + c;
+        throw InvalidArgument("metric '" + name + "': no class named '" + after + "' (the classes: " + known + ")");
+      }
+      if (!number || positive_class < 0 || !decision)
+        throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1 "
+                              "and auc: precision@3)");
+    }
+  } else if (decision && class_names.size() > 1) {
+    class_name = class_names[1];  // "precision" alone scores class 1: say which that is
   }
   const bool named = at != std::string::npos;
-  if (base == "precision") return std::make_unique<Precision>(positive_class, named);
-  if (base == "recall") return std::make_unique<Recall>(positive_class, named);
-  if (base == "f1") return std::make_unique<F1Score>(positive_class, named);
-  if (base == "auc") return std::make_unique<Auc>(positive_class, named);
+  std::unique_ptr<BinaryDecisionMetric> metric;
+  if (base == "precision") metric = std::make_unique<Precision>(positive_class, named);
+  if (base == "recall") metric = std::make_unique<Recall>(positive_class, named);
+  if (base == "f1") metric = std::make_unique<F1Score>(positive_class, named);
+  if (base == "auc") metric = std::make_unique<Auc>(positive_class, named);
+  if (metric) {
+    metric->set_class_name(class_name);
+    return metric;
+  }
   if (name.starts_with("top") && name.ends_with("_accuracy") && name.size() > 12) {
     const std::string k = name.substr(3, name.size() - 12);
     if (k.find_first_not_of("0123456789") == std::string::npos && k.size() < 6 && k[0] != '0')
@@ -612,7 +633,7 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
                         "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
                         "categorical_accuracy, sparse_categorical_accuracy, perplexity, mse, mae, "
                         "precision, recall, f1, auc; of class k: "
-                        "precision@k, recall@k, f1@k, auc@k)");
+                        "precision@k, recall@k, f1@k, auc@k, or of a named class: precision@<name>)");
 }
 
 bool higher_is_better(const std::string& name) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/nn/ops/ops.h"
@@ -278,13 +279,17 @@ class BinaryDecisionMetric : public Metric {
   /// Precision's and recall's: the first count's fraction of the two (0 when both are 0).
   double from_counts(std::span<const double> counts) const override;
   int positive_class() const { return positive_class_; }
+  /// Where the classes have names (a CSV file's label column of names): the positive class's,
+  /// which the metric's name then gives in place of its number ("precision@legit"), so that a
+  /// report never leaves open which class was scored. Empty: by number.
+  void set_class_name(std::string name) { class_name_ = std::move(name); }
 
  protected:
   /// `positive_class` >= 0 (used with class labels only), else InvalidArgument; `class_named`:
   /// the name gives the class even when it is 1 ("recall@1", as asked for by that name).
   BinaryDecisionMetric(int positive_class, bool class_named);
   /// `base` ("precision"), with "@<class>" for a positive class other than 1 ("precision@3"),
-  /// or where the class was named.
+  /// or where the class was named; "@<name>" where the class has a name (set_class_name).
   std::string named(const char* base) const;
   /// Calls f(score, predicted_positive, positive) for each decision of the batch; the score is
   /// the positive's probability.
@@ -294,6 +299,7 @@ class BinaryDecisionMetric : public Metric {
  private:
   int positive_class_;
   bool class_named_;
+  std::string class_name_;
 };
 
 /// Of the examples predicted positive, the fraction that are ("precision"; 0 when none is).
@@ -436,8 +442,12 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing =
 /// "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "perplexity", "mse",
 /// "mae", "precision", "recall", "f1" or "auc"
 /// (positive class 1 where the targets are class labels; "precision@3" and the like: class 3);
-/// InvalidArgument naming the known ones otherwise.
-std::unique_ptr<Metric> make_metric(const std::string& name);
+/// InvalidArgument naming the known ones otherwise. `class_names`: the classes' names in class
+/// order, where the labels were names (a CSV file's, sorted): "precision@fraud" is then of the
+/// class so named (a name before a number: "@1" is the class named "1" where there is one), an
+/// unknown name an InvalidArgument listing the names, and a decision metric of a named class is
+/// named by it ("precision" of class 1 becomes "precision@legit"; "recall@0" keeps its number).
+std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names = {});
 /// Whether a higher value of the loss or metric `name` is the better one: the accuracies
 /// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...), "precision",
 /// "recall", "f1" and "auc" (of any class, "recall@3"); a loss, "mse", "mae" and any other name:

@@ -20,7 +20,8 @@
 #   does not read, standardised features, .npy): a row per example whose values score the test
 #   MSE, binary accuracy and recall the job printed; a --predict file without a training
 #   column, or of another example shape, ends the job before training;
-# - a CSV label column of class names: a test accuracy of 0.9 or more, the predictions written by
+# - a CSV label column of class names: a test accuracy of 0.9 or more, metrics of a class by number
+#   or by name (named by their class, the classes' numbers printed), the predictions written by
 #   name, and a test file with a name the training file lacks refused;
 # - a CSV file with an id and a text column, left out by --ignore_columns or by --feature_columns,
 #   gives the plain file's model exactly;
@@ -29,7 +30,7 @@
 #   column the file lacks, a --predictions path that cannot be written or is the --predict file, a
 #   truncated .npy file, a
 #   NaN in a --predict array, an empty test set, data that does not fit the model's input, a loss that does
-#   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
+#   not fit the labels, a metric of a class name the file lacks, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
 #   job within seconds, with a one-line error naming the file on every worker.
 #
@@ -273,15 +274,22 @@ done
 predicted rare_balanced_predictions recall rare_test.csv "$(metric rare_balanced.json recall)"
 # Classes by name: numbered in sorted order on every worker alike, the test file's names matched
 # to them, and the predictions written by name.
-# Its metrics of one class by number ('setosa' is class 0, 'virginica' 2).
+# Its metrics of one class by number ('setosa' is class 0, 'virginica' 2) or by name, the mapping
+# printed before training; asked for without a class, a metric is of class 1 and named by it.
 run species --train=species_train.csv --test=species_test.csv --label_column=species --hidden=16 \
-  --train_steps=300 --metrics=recall@0,f1@2 --metrics_json=species.json --predict=species_test.csv \
-  --predictions=species_predictions.csv || { echo "the job with class names failed"; exit 1; }
+  --train_steps=300 --metrics=recall@0,f1@2,precision@setosa,recall --metrics_json=species.json \
+  --predict=species_test.csv --predictions=species_predictions.csv || { echo "the job with class names failed"; exit 1; }
 species_accuracy=$(metric species.json accuracy)
 predicted species_predictions accuracy species_test.csv "$species_accuracy"
-for value in "$species_accuracy" "$(metric species.json recall@0)" "$(metric species.json f1@2)"; do
-  at_least "$value" 0.9 || { echo "class names: test accuracy, setosa's recall, virginica's F1: $value, expected at least 0.9"; exit 1; }
+for value in "$species_accuracy" "$(metric species.json recall@0)" "$(metric species.json f1@2)" \
+    "$(metric species.json precision@setosa)" "$(metric species.json recall@versicolor)"; do
+  at_least "$value" 0.9 || { echo "class names: test accuracy, setosa's recall, virginica's F1, setosa's precision," \
+                                   "versicolor's recall: $value, expected at least 0.9"; exit 1; }
 done
+[[ $(grep -c "^classes: 0 setosa, 1 versicolor, 2 virginica$" species.log) == 1 ]] \
+  || { echo "class names: the classes' numbers are not printed once before training"; exit 1; }
+grep -q "^tabular: .*, recall@0 [0-9.]*, f1@2 [0-9.]*, precision@setosa [0-9.]*, recall@versicolor [0-9.]*$" species.log \
+  || { echo "class names: the test metrics do not name their classes"; exit 1; }
 # The same rows among an id and a text column, left out by --ignore_columns or by naming the
 # features: the same model as from the plain file (its test file has neither column).
 for columns in --ignore_columns=id,note --feature_columns=x0,x1; do
@@ -359,6 +367,8 @@ expect_failure ignore_missing "rare_ids\.csv: no column 'notes' \(columns: .*\)"
   --train=rare_ids.csv --label_column=y --ignore_columns=id,notes
 REPORTERS=0 expect_failure unknown_class "species_unknown\.csv: line 3, column 1 \('species'\): label 'iris' is not one of the 3 classes \(class_names; the training file's\)" \
   --train=species_train.csv --test=species_unknown.csv --label_column=species --train_steps=100000000
+expect_failure class_metric_name "metric 'recall@iris': no class named 'iris' \(the classes: setosa, versicolor, virginica\)" \
+  --train=species_train.csv --label_column=species --metrics=recall@iris
 expect_failure huber_delta "--huber_delta: for --loss=huber, not --loss=mean_squared_error" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --huber_delta=2
 expect_failure focal_alpha "--focal_alpha: for --loss=focal, not --loss=sigmoid_cross_entropy" \

@@ -330,6 +330,38 @@ TEST_CASE("precision and recall, of sigmoid outputs and of one class of a classi
   CHECK_FALSE(higher_is_better("mse"));
 }
 
+TEST_CASE("decision metrics of named classes: by name, and named by the class they score") {
+  // Names numbered in sorted order, as a CSV file's: "fraud" is 0, "legit" 1. Rows 0 and 2
+  // choose fraud, the labels fraud at rows 0 and 1.
+  const std::vector<std::string> classes = {"fraud", "legit"};
+  Tensor rows({4, 2}, std::vector<float>{2, 0, 0, 1, 3, 1, -1, 1});
+  const std::vector<std::int32_t> labels = {0, 0, 1, 1};
+  const Targets t{labels, nullptr};
+  const auto fraud = make_metric("precision@fraud", classes);
+  CHECK(fraud->name() == "precision@fraud");
+  CHECK(fraud->compute(rows, t) == doctest::Approx(0.5));
+  CHECK(make_metric("recall@fraud", classes)->compute(rows, t) == doctest::Approx(0.5));
+  CHECK(make_metric("f1@legit", classes)->name() == "f1@legit");
+  CHECK(dynamic_cast<BinaryDecisionMetric&>(*make_metric("auc@fraud", classes)).positive_class() == 0);
+  // Asked for without a class, class 1 is scored, and the name says which it is.
+  const auto plain = make_metric("precision", classes);
+  CHECK(plain->name() == "precision@legit");
+  CHECK(plain->compute(rows, t) == doctest::Approx(Precision(1).compute(rows, t)));
+  // A number still picks a class, and keeps the name it was asked by; a name comes first.
+  CHECK(make_metric("recall@0", classes)->name() == "recall@0");
+  CHECK(make_metric("recall@0", classes)->compute(rows, t) == doctest::Approx(0.5));
+  const std::vector<std::string> digits = {"0", "1", "x"};
+  CHECK(dynamic_cast<BinaryDecisionMetric&>(*make_metric("recall@1", digits)).positive_class() == 1);
+  const std::vector<std::string> shifted = {"1", "x"};
+  CHECK(dynamic_cast<BinaryDecisionMetric&>(*make_metric("recall@1", shifted)).positive_class() == 0);
+  CHECK_THROWS_WITH_AS(make_metric("precision@frod", classes),
+                       "metric 'precision@frod': no class named 'frod' (the classes: fraud, legit)", InvalidArgument);
+  CHECK_THROWS_WITH_AS(make_metric("accuracy@fraud", classes), doctest::Contains("unknown metric 'accuracy@fraud'"),
+                       InvalidArgument);
+  CHECK(make_metric("accuracy", classes)->name() == "accuracy");
+  CHECK(higher_is_better("precision@legit"));
+}
+
 TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ranking") {
   // 400 scores; the positives' drawn a little higher: the exact area is the chance that a
   // positive outscores a negative.
