@@ -512,40 +512,47 @@ double F1Score::from_counts(std::span<const double> c) const {
   return denominator > 0 ? 2 * c[0] / denominator : 0.0;
 }
 
-// Keras's thresholds: -epsilon, 1/(T-1), ..., (T-2)/(T-1), 1 + epsilon. A score is above the
-// first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k
-// (k = 0: NaN, above none).
+// counts[1 + b] (positives) and counts[kBins + 2 + b] (negatives) count the scores of bin b,
+// b = 0 the lowest log-odds; counts[0] and counts[kBins + 1] the NaN scores (a diverged model's),
+// which are in no bin: never predicted positive, at any threshold.
 std::vector<double> Auc::counts(const Tensor& predictions, const Targets& targets, float) {
-  constexpr int T = kThresholds;
-  std::vector<double> c(2 * T);
+  constexpr int B = kBins;
+  std::vector<double> c(2 * (B + 1));
   each_decision(predictions, targets, [&](float score, bool, bool positive) {
-    if (std::isnan(score)) {  // a diverged model's: above no threshold (no comparison holds)
-      c[positive ? 0 : T] += 1;
+    const std::size_t base = positive ? 0 : B + 1;
+    if (std::isnan(score)) {
+      c[base] += 1;
       return;
     }
-    const double steps = std::ceil(static_cast<double>(score) * (T - 1)) - 1;
-    const int above = 1 + static_cast<int>(std::clamp(steps, 0.0, static_cast<double>(T - 2)));
-    c[static_cast<std::size_t>((positive ? 0 : T) + above)] += 1;
+    // In double, so that 1 - p is exact; p = 0 and 1 give infinite log-odds, the end bins.
+    const double p = score, log_odds = std::clamp(std::log(p) - std::log1p(-p), -kMaxLogOdds, kMaxLogOdds);
+    const int bin = std::min(B - 1, static_cast<int>((log_odds + kMaxLogOdds) / (2 * kMaxLogOdds) * B));
+    c[base + 1 + static_cast<std::size_t>(bin)] += 1;
   });
   return c;
 }
 
 double Auc::from_counts(std::span<const double> c) const {
-  constexpr int T = kThresholds;
-  // True and false positives at threshold j: the scores above more than j thresholds.
-  std::vector<double> tp(T), fp(T);  // none above the last
-  for (std::size_t j = T - 1; j-- > 0;) {
-    tp[j] = tp[j + 1] + c[j + 1];
-    fp[j] = fp[j + 1] + c[T + j + 1];
+  constexpr int B = kBins;
+  const std::span<const double> pos = c.subspan(1, B), neg = c.subspan(B + 2, B);
+  double positives = 0, negatives = 0;
+  for (int b = 0; b < B; ++b) {
+    positives += pos[static_cast<std::size_t>(b)];
+    negatives += neg[static_cast<std::size_t>(b)];
   }
-  const double positives = tp[0] + c[0], negatives = fp[0] + c[T];  // with those above none
+  // With the NaN scores, which the curve never reaches: its end is below (1, 1).
+  positives += c[0];
+  negatives += c[B + 1];
   if (positives == 0 || negatives == 0) return 0.0;
-  double area = 0;
-  for (int j = 0; j + 1 < T; ++j) {
-    const auto a = static_cast<std::size_t>(j), b = a + 1;
-    area += (fp[a] - fp[b]) / negatives * (tp[a] + tp[b]) / (2 * positives);
+  // The threshold lowered past one bin at a time, from the highest: its negatives move the
+  // curve right, its positives up, the trapezoid between counting a tie within the bin a half.
+  double tp = 0, area = 0;
+  for (int b = B; b-- > 0;) {
+    const double up = pos[static_cast<std::size_t>(b)];
+    area += neg[static_cast<std::size_t>(b)] * (tp + up / 2);
+    tp += up;
   }
-  return area;
+  return area / (positives * negatives);
 }
 
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) {

@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -362,7 +364,7 @@ TEST_CASE("decision metrics of named classes: by name, and named by the class th
   CHECK(higher_is_better("precision@legit"));
 }
 
-TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ranking") {
+TEST_CASE("AUC: bins of the log-odds, near the exact area, 1 for a perfect ranking") {
   // 400 scores; the positives' drawn a little higher: the exact area is the chance that a
   // positive outscores a negative.
   Tensor logits({400, 1}), targets({400, 1});
@@ -416,6 +418,50 @@ TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ran
   CHECK(make_metric("top3_accuracy")->name() == "top3_accuracy");
   CHECK_THROWS_AS(make_metric("top0_accuracy"), InvalidArgument);
   CHECK_THROWS_WITH_AS(make_metric("f2"), doctest::Contains("unknown metric 'f2'"), InvalidArgument);
+}
+
+TEST_CASE("AUC of a rare class whose scores are all near 0: within 1e-3 of the exact area") {
+  // 1% positives among 20000, every score between 1e-4 and 1e-2 (log-uniform), the positives'
+  // a little higher: 200 thresholds evenly over [0, 1], as Keras's, had most of them below the
+  // first (1/199) and the area far off.
+  constexpr int n = 20000;
+  Tensor logits({n, 1}), targets({n, 1});
+  std::uint64_t state = 99;
+  const auto uniform = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  std::vector<float> positives, negatives;
+  for (int i = 0; i < n; ++i) {
+    const bool positive = i % 100 == 0;
+    const double p = std::pow(10.0, positive ? -2.4 + 0.4 * uniform() : -4 + 2 * uniform());
+    targets[i] = positive ? 1.0f : 0.0f;
+    logits[i] = static_cast<float>(std::log(p / (1 - p)));
+    (positive ? positives : negatives).push_back(logits[i]);
+  }
+  // The exact area: the chance that a positive outscores a negative (a tie: a half).
+  std::sort(negatives.begin(), negatives.end());
+  double wins = 0;
+  for (const float s : positives) {
+    const auto below = std::lower_bound(negatives.begin(), negatives.end(), s) - negatives.begin();
+    const auto ties = std::upper_bound(negatives.begin(), negatives.end(), s) - negatives.begin() - below;
+    wins += static_cast<double>(below) + 0.5 * static_cast<double>(ties);
+  }
+  const double exact = wins / (static_cast<double>(positives.size()) * static_cast<double>(negatives.size()));
+  REQUIRE(exact > 0.85);
+  REQUIRE(exact < 0.97);
+  CHECK(std::abs(Auc().compute(logits, Targets{{}, &targets}) - exact) < 1e-3);
+  // The same as a classifier's class 1 against class 0 (its softmax: the same probabilities).
+  Tensor rows({n, 2});
+  std::vector<std::int32_t> labels(n);
+  for (int i = 0; i < n; ++i) {
+    rows[2 * i] = 0;
+    rows[2 * i + 1] = logits[i];
+    labels[static_cast<std::size_t>(i)] = targets[i] > 0 ? 1 : 0;
+  }
+  CHECK(std::abs(Auc(1).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
+  // And the scores near 1 alike: class 0's, 1 - p, ranked the other way round by the other class.
+  CHECK(std::abs(Auc(0).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
 }
 
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
