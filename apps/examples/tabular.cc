@@ -533,6 +533,12 @@ int Main(int argc, char** argv) {
       test = windowed(FLAGS_test.empty() ? load("train", FLAGS_train, table)
                                          : load("test", FLAGS_test, table));
   }
+  // A CSV column read as class labels makes a sigmoid output per class; its loss takes 0/1
+  // targets, one per output, which --target_columns reads.
+  if (is_csv(FLAGS_train) && train.has_labels() && (FLAGS_loss == "sigmoid_cross_entropy" || FLAGS_loss == "focal"))
+    throw cohort::InvalidArgument("--loss=" + FLAGS_loss + " with --label_column=" + FLAGS_label_column +
+                                  ": it takes 0/1 targets, one per output; give the column as --target_columns=" +
+                                  FLAGS_label_column + " (class labels are for softmax_cross_entropy)");
   const std::int64_t examples = server.replicas().allreduce(train.size());
   const cohort::Shape input = FLAGS_input_shape.empty()
                                   ? train.example_shape()

@@ -31,6 +31,14 @@ std::int64_t classes_of(const Shape& prediction) {
 }
 
 void check_labels(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
+  // Several values per example are a value per output whatever their type: integer one-hot or
+  // multi-hot rows [N, K] too, which saving as integers would not change.
+  if (!targets.labels && num_elements(targets.shape) > 1)
+    mismatch(what, prediction, targets,
+             "it needs class labels, an integer per example ([N] or [N, 1]); several values per example, "
+             "integers or floats, are read as a target per output (one-hot or multi-hot rows): save one-hot "
+             "rows' classes, as numpy's y.argmax(1).astype(np.int32) gives, or take one-hot rows with "
+             "categorical_cross_entropy (multi-hot ones with sigmoid_cross_entropy)");
   if (!targets.labels)
     mismatch(what, prediction, targets,
              "it needs class labels (integers: floats are targets; save the labels as integers, "
@@ -44,7 +52,11 @@ void check_labels(const std::string& what, const Shape& prediction, const Target
 }
 
 void check_values(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
-  if (targets.labels) mismatch(what, prediction, targets, "it needs float targets");
+  // An integer per example ([N] or [N, 1]) is read as a class label, 0/1 ones too.
+  if (targets.labels)
+    mismatch(what, prediction, targets,
+             "it needs float targets (an integer per example is read as a class label: save 0/1 or other "
+             "targets as floats, as numpy's y.astype(np.float32) gives; class labels take a softmax loss)");
   if (targets.shape != prediction && num_elements(targets.shape) != num_elements(prediction))
     mismatch(what, prediction, targets, "targets and predictions differ in shape");
 }

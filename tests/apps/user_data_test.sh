@@ -83,6 +83,7 @@ for split, n in (("train", 4000), ("test", 1000)):
     x, y = multilabel(n)
     np.save(f"ml_{split}_x.npy", x)
     np.save(f"ml_{split}_y.npy", y)
+np.save("ml_train_y_int.npy", np.load("ml_train_y.npy").astype(np.int32))  # multi-hot rows as integers
 np.save("ml_test_x33.npy", rng.normal(size=(100, 3, 3)).astype(np.float32))
 nan_rows = np.load("ml_test_x.npy")
 nan_rows[70, 1, 2] = np.nan
@@ -351,8 +352,13 @@ expect_failure truncated "truncated_x\.npy: .*" \
   --train=truncated_x.npy,ml_train_y.npy --loss=sigmoid_cross_entropy
 expect_failure input_shape "reg_train\.csv: the data's examples are \[6\], the model's input takes \[7\]" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --input_shape=7
-expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels \(integers: floats are targets; save the labels as integers, as numpy's y\.astype\(np\.int32\) gives\)" \
+expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels, an integer per example \(\[N\] or \[N, 1\]\); several values per example, .*" \
   --train=ml_train_x.npy,ml_train_y.npy --loss=softmax_cross_entropy
+# Integer rows of several values are targets per output too: no advice to save them as integers.
+expect_failure loss_int_rows "ml_train_x\.npy, ml_train_y_int\.npy: loss softmax_cross_entropy does not fit the data: predictions \[5\] per example, float targets \[5\]; it needs class labels, an integer per example \(\[N\] or \[N, 1\]\); several values per example, integers or floats, are read as a target per output \(one-hot or multi-hot rows\): .*" \
+  --train=ml_train_x.npy,ml_train_y_int.npy --loss=softmax_cross_entropy
+expect_failure sigmoid_label_column "--loss=sigmoid_cross_entropy with --label_column=y: it takes 0/1 targets, one per output; give the column as --target_columns=y \(class labels are for softmax_cross_entropy\)" \
+  --train=rare_train.csv --label_column=y --loss=sigmoid_cross_entropy
 expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is not a finite number \(a missing value\?\)" \
   --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error
 expect_failure class_weights_count "--class_weights '1,2,3': 3 weights for 2 classes" \

@@ -507,10 +507,27 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   SoftmaxCrossEntropyLoss ce;
   MeanSquaredErrorLoss mse;
   CHECK_NOTHROW(ce.check({10}, TargetSpec::classes(10)));
-  CHECK_THROWS_WITH_AS(ce.check({10}, TargetSpec::values({10})),
+  CHECK_THROWS_WITH_AS(ce.check({10}, TargetSpec::values({1})),
                        "loss softmax_cross_entropy does not fit the data: predictions [10] per "
-                       "example, float targets [10]; it needs class labels (integers: floats are "
+                       "example, float targets [1]; it needs class labels (integers: floats are "
                        "targets; save the labels as integers, as numpy's y.astype(np.int32) gives)",
+                       InvalidArgument);
+  // Several values per example are targets per output, integers too (one-hot or multi-hot
+  // rows): saving them as integers would change nothing.
+  CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::values({5})),
+                       "loss softmax_cross_entropy does not fit the data: predictions [5] per example, float "
+                       "targets [5]; it needs class labels, an integer per example ([N] or [N, 1]); several "
+                       "values per example, integers or floats, are read as a target per output (one-hot or "
+                       "multi-hot rows): save one-hot rows' classes, as numpy's y.argmax(1).astype(np.int32) "
+                       "gives, or take one-hot rows with categorical_cross_entropy (multi-hot ones with "
+                       "sigmoid_cross_entropy)",
+                       InvalidArgument);
+  // An integer per example is a class label, 0/1 ones too: a sigmoid's loss says how to give targets.
+  CHECK_THROWS_WITH_AS(SigmoidCrossEntropyLoss().check({2}, TargetSpec::classes(2)),
+                       "loss sigmoid_cross_entropy does not fit the data: predictions [2] per example, class "
+                       "labels in [0, 2); it needs float targets (an integer per example is read as a class "
+                       "label: save 0/1 or other targets as floats, as numpy's y.astype(np.float32) gives; "
+                       "class labels take a softmax loss)",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::classes(10)),
                        "loss softmax_cross_entropy does not fit the data: predictions [5] per "
