@@ -94,14 +94,25 @@ Tensor sigmoids(const Tensor& logits) {
 
 // InvalidArgument naming loss `name` unless every target is in [0, 1]: outside, a mask of 0 and
 // 255 say, a sigmoid's loss has no lower bound and training would run on, its loss below 0.
-void check_probabilities(const std::string& name, const Tensor& targets) {
-  for (std::int64_t i = 0; i < targets.size(); ++i)
+// `where` says whose targets they are ("example 3 of the batch"), for the message.
+void check_probabilities(const std::string& name, std::span<const float> targets, const std::string& where) {
+  for (std::size_t i = 0; i < targets.size(); ++i)
     if (!(targets[i] >= 0.0f && targets[i] <= 1.0f)) {
       char value[32];
       std::snprintf(value, sizeof value, "%g", static_cast<double>(targets[i]));
-      throw InvalidArgument("loss " + name + ": target " + value + " (value " + std::to_string(i) +
-                            " of the batch) is not in [0, 1], a probability per logit (bytes: divide by 255)");
+      throw InvalidArgument("loss " + name + ": target " + value + " (value " + std::to_string(i) + " of " +
+                            (where.empty() ? "the example" : where) + ") is not in [0, 1], a probability per "
+                            "logit (bytes: divide by 255)");
     }
+}
+
+// The same of a batch's targets [b, ...], naming the example of the batch.
+void check_probabilities(const std::string& name, const Tensor& targets) {
+  const std::int64_t examples = targets.rank() > 0 ? targets.dim(0) : 0;
+  const std::int64_t per = examples > 0 ? targets.size() / examples : 0;
+  for (std::int64_t e = 0; e < examples; ++e)
+    check_probabilities(name, targets.span().subspan(static_cast<std::size_t>(e * per), static_cast<std::size_t>(per)),
+                        "example " + std::to_string(e) + " of the batch");
 }
 
 }  // namespace
@@ -163,6 +174,10 @@ void SigmoidCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& t
     throw InvalidArgument("loss " + name() + ": " + std::to_string(weights) +
                           " positive weights for a model of " + std::to_string(num_elements(prediction)) +
                           " outputs (give one for each, or one for all)");
+}
+
+void SigmoidCrossEntropyLoss::check_target(std::span<const float> target) const {
+  check_probabilities(name(), target, "");
 }
 
 float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
@@ -251,6 +266,10 @@ void FocalLoss::check(const Shape& prediction, const TargetSpec& targets) const 
   check_values("loss " + name(), prediction, targets);
 }
 
+void FocalLoss::check_target(std::span<const float> target) const {
+  check_probabilities(name(), target, "");
+}
+
 float FocalLoss::forward(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("loss " + name(), predictions, targets);
   check_probabilities(name(), t);
@@ -284,6 +303,10 @@ DiceLoss::DiceLoss(float smooth) : smooth_(smooth) {
 
 void DiceLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
+}
+
+void DiceLoss::check_target(std::span<const float> target) const {
+  check_probabilities(name(), target, "");
 }
 
 float DiceLoss::forward(const Tensor& predictions, const Targets& targets) {

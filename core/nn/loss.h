@@ -52,6 +52,11 @@ class Loss {
   /// The mean loss of the batch. Throws InvalidArgument for targets that do not fit (a label out
   /// of range, a size mismatch), naming what.
   virtual float forward(const Tensor& predictions, const Targets& targets) = 0;
+  /// One example's float targets, checked for every example of a dataset before training and
+  /// evaluation (check_dataset), so that a fault names the file and the example: an
+  /// InvalidArgument naming the value this loss can never take (sigmoid cross-entropy, focal,
+  /// Dice: one outside [0, 1]). Any, by default.
+  virtual void check_target(std::span<const float> /*target*/) const {}
   virtual void backward(Tensor& grad) = 0;
   /// The probabilities a model's output stands for under this loss (softmax cross-entropy: the
   /// softmax of each row of logits; sigmoid cross-entropy: each logit's sigmoid). A loss of
@@ -98,6 +103,7 @@ class SigmoidCrossEntropyLoss final : public Loss {
   std::string name() const override { return "sigmoid_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override;
   Tensor probabilities(const Tensor& output) const override;
   std::string output_activation() const override { return "sigmoid"; }
@@ -214,6 +220,7 @@ class FocalLoss final : public Loss {
   std::string name() const override { return "focal"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   Tensor probabilities(const Tensor& output) const override;
   std::string output_activation() const override { return "sigmoid"; }
@@ -238,6 +245,7 @@ class DiceLoss final : public Loss {
   std::string name() const override { return "dice"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   Tensor probabilities(const Tensor& output) const override;
   std::string output_activation() const override { return "sigmoid"; }

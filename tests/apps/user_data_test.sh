@@ -30,7 +30,7 @@
 #   column the file lacks, a --predictions path that cannot be written or is the --predict file, a
 #   truncated .npy file, a
 #   NaN in a --predict array, an empty test set, data that does not fit the model's input, a loss that does
-#   not fit the labels, a metric of a class name the file lacks, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
+#   not fit the labels, a target outside [0, 1] for a sigmoid (naming its example), a metric of a class name the file lacks, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
 #   job within seconds, with a one-line error naming the file on every worker.
 #
@@ -84,6 +84,9 @@ for split, n in (("train", 4000), ("test", 1000)):
     np.save(f"ml_{split}_x.npy", x)
     np.save(f"ml_{split}_y.npy", y)
 np.save("ml_train_y_int.npy", np.load("ml_train_y.npy").astype(np.int32))  # multi-hot rows as integers
+bad = np.load("ml_test_y.npy")
+bad[97, 1] = 2  # not a probability: row 97 of the test file, example 32 of worker 1's part
+np.save("ml_bad_y.npy", bad)
 np.save("ml_test_x33.npy", rng.normal(size=(100, 3, 3)).astype(np.float32))
 nan_rows = np.load("ml_test_x.npy")
 nan_rows[70, 1, 2] = np.nan
@@ -359,6 +362,13 @@ expect_failure loss_int_rows "ml_train_x\.npy, ml_train_y_int\.npy: loss softmax
   --train=ml_train_x.npy,ml_train_y_int.npy --loss=softmax_cross_entropy
 expect_failure sigmoid_label_column "--loss=sigmoid_cross_entropy with --label_column=y: it takes 0/1 targets, one per output; give the column as --target_columns=y \(class labels are for softmax_cross_entropy\)" \
   --train=rare_train.csv --label_column=y --loss=sigmoid_cross_entropy
+# A target a sigmoid's loss cannot take, named with its file and example before training: the
+# worker holding it names its own example; the chief, reading the test file whole, the file's row.
+REPORTERS=1 expect_failure bad_target "ml_test_x\.npy, ml_bad_y\.npy: example 32 of the examples this process holds: loss sigmoid_cross_entropy: target 2 \(value 1 of the example\) is not in \[0, 1\], .*" \
+  --train=ml_test_x.npy,ml_bad_y.npy --loss=sigmoid_cross_entropy
+REPORTERS=0 expect_failure bad_test_target "ml_test_x\.npy, ml_bad_y\.npy: example 97: loss sigmoid_cross_entropy: target 2 \(value 1 of the example\) is not in \[0, 1\], a probability per logit \(bytes: divide by 255\)" \
+  --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_bad_y.npy --loss=sigmoid_cross_entropy \
+  --train_steps=100000000
 expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is not a finite number \(a missing value\?\)" \
   --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error
 expect_failure class_weights_count "--class_weights '1,2,3': 3 weights for 2 classes" \

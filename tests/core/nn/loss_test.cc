@@ -220,12 +220,20 @@ TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against th
   // A target that is not a probability (a mask of 0 and 255, a NaN) ends the step, named.
   Tensor bytes({2, 3}, std::vector<float>{255, 0, 255, 0, 0, 1});
   CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &bytes}),
-                       "loss sigmoid_cross_entropy: target 255 (value 0 of the batch) is not in [0, 1], a "
-                       "probability per logit (bytes: divide by 255)",
+                       "loss sigmoid_cross_entropy: target 255 (value 0 of example 0 of the batch) is not in "
+                       "[0, 1], a probability per logit (bytes: divide by 255)",
                        InvalidArgument);
   Tensor nan({2, 3}, std::vector<float>{0, 1, 0, 1, std::nanf(""), 1});
-  CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &nan}), doctest::Contains("target nan (value 4 of the batch)"),
+  CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &nan}),
+                       doctest::Contains("target nan (value 1 of example 1 of the batch)"), InvalidArgument);
+  // One example's, as a dataset's are checked before training (check_dataset names the file).
+  const std::vector<float> two = {0, 2, 1};
+  CHECK_THROWS_WITH_AS(bce.check_target(two), doctest::Contains("target 2 (value 1 of the example) is not in [0, 1]"),
                        InvalidArgument);
+  CHECK_THROWS_AS(FocalLoss().check_target(two), InvalidArgument);
+  CHECK_THROWS_AS(DiceLoss().check_target(two), InvalidArgument);
+  CHECK_NOTHROW(bce.check_target(std::vector<float>{0, 0.5f, 1}));
+  CHECK_NOTHROW(MeanSquaredErrorLoss().check_target(two));
   Tensor huge({1, 2}, std::vector<float>{100.0f, -100.0f});
   Tensor ones({1, 2}, std::vector<float>{0.0f, 1.0f});
   CHECK(std::isfinite(bce.forward(huge, Targets{{}, &ones})));
