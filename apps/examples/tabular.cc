@@ -111,7 +111,7 @@ COHORT_DEFINE_string(pos_weight, "",
                      "negatives over its positives, over the whole training set) or by a weight, one "
                      "for all outputs or one per output, separated by commas (empty: 1)");
 COHORT_DEFINE_string(metrics, "",
-                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3)");
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3; recall@fraud: of the class so named, where the labels are names)");
 COHORT_DEFINE_int(window, 0,
                   "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example); "
                   "with --horizon 1 or more, target columns may be features too (--feature_columns), and are where no other column is",
@@ -485,10 +485,11 @@ TargetScale target_scale(const cohort::Server& server, const cohort::data::Datas
 
 // --model's layers (with an Embedding first for token ids), then one output per class or per
 // target value; the loss --loss, with the class or positive weights `weights` where there are
-// any (--class_weights, --pos_weight).
+// any (--class_weights, --pos_weight); the metrics --metrics, by the names of `classes` where
+// the labels are names (precision@fraud).
 cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohort::Shape& input,
                     const cohort::TargetSpec& targets, const std::vector<float>& weights,
-                    const std::shared_ptr<const TargetScale>& scale) {
+                    const std::shared_ptr<const TargetScale>& scale, const std::vector<std::string>& classes) {
   cohort::Model model(graph);
   // --input_shape of the data's size reads each example in that shape (flat rows as [steps,
   // features] for a sequence model); of another size, the model refuses the data.
@@ -547,7 +548,7 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
   else
     model.set_loss(std::make_unique<cohort::SigmoidCrossEntropyLoss>(weights));
   for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
-    model.add_metric(cohort::make_metric(name));
+    model.add_metric(cohort::make_metric(name, classes));
   return model;
 }
 
@@ -635,6 +636,12 @@ int Main(int argc, char** argv) {
       test = windowed(FLAGS_test.empty() ? load("train", FLAGS_train, table)
                                          : load("test", FLAGS_test, table));
   }
+  // A CSV column read as class labels makes a sigmoid output per class; its loss takes 0/1
+  // targets, one per output, which --target_columns reads.
+  if (is_csv(FLAGS_train) && train.has_labels() && (FLAGS_loss == "sigmoid_cross_entropy" || FLAGS_loss == "focal"))
+    throw cohort::InvalidArgument("--loss=" + FLAGS_loss + " with --label_column=" + FLAGS_label_column +
+                                  ": it takes 0/1 targets, one per output; give the column as --target_columns=" +
+                                  FLAGS_label_column + " (class labels are for softmax_cross_entropy)");
   const std::int64_t examples = server.replicas().allreduce(train.size());
   const cohort::Shape input = FLAGS_input_shape.empty()
                                   ? train.example_shape()
@@ -680,6 +687,14 @@ int Main(int argc, char** argv) {
   if (server.is_chief())
     std::printf("tabular: %lld global steps, %s, learning rate %g (%s)\n", static_cast<long long>(train_steps),
                 cohort::describe(optimizer).c_str(), FLAGS_learning_rate, FLAGS_lr_schedule.c_str());
+  // Class names are numbered in sorted order: which number is which, for the metrics of a class
+  // (precision of class 1) and the weights per class.
+  if (server.is_chief() && !table.classes.empty()) {
+    std::string mapping;
+    for (std::size_t c = 0; c < table.classes.size(); ++c)
+      mapping += (c == 0 ? "" : ", ") + std::to_string(c) + " " + table.classes[c];
+    std::printf("classes: %s\n", mapping.c_str());
+  }
   // --class_weights or --pos_weight: as given, or balanced over every worker's labels or targets.
   std::vector<float> weights;
   if (!FLAGS_class_weights.empty() || !FLAGS_pos_weight.empty()) {
@@ -697,9 +712,8 @@ int Main(int argc, char** argv) {
       std::printf("%s\n", cohort::data::describe_class_weights(
                                weights, classes ? "class weights" : "positive weights").c_str());
   }
-  cohort::Trainer trainer(
-      &server, graph, [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights, scale); }, train,
-      cohort::Optimizer::create(optimizer), options);
+  const auto model = [&](cohort::Graph& g) { return build(g, train.example_shape(), input, targets, weights, scale, table.classes); };
+  cohort::Trainer trainer(&server, graph, model, train, cohort::Optimizer::create(optimizer), options);
   // Found now, not after the whole run.
   if (test) cohort::check_dataset(trainer.model(), *test, /*whole=*/true);
   // Examples, or with --window a series: rows of the shape of the model's steps.

@@ -113,6 +113,15 @@ void check_dataset(const Model& model, const data::Dataset& data, bool whole) {
         }
     throw InvalidArgument(data.name() + ": " + e.what() + where);
   }
+  // Every example's targets, now: a value the loss cannot take named with its file and example,
+  // not as a value of some batch of training.
+  if (!data.has_labels())
+    for (std::int64_t i = 0; i < data.size(); ++i) try {
+        model.loss().check_target(data.target(i));
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(data.name() + ": example " + std::to_string(i) +
+                              (whole ? "" : " of the examples this process holds") + ": " + e.what());
+      }
 }
 
 }  // namespace cohort

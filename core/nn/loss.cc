@@ -32,6 +32,14 @@ std::int64_t classes_of(const Shape& prediction) {
 }
 
 void check_labels(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
+  // Several values per example are a value per output whatever their type: integer one-hot or
+  // multi-hot rows [N, K] too, which saving as integers would not change.
+  if (!targets.labels && num_elements(targets.shape) > 1)
+    mismatch(what, prediction, targets,
+             "it needs class labels, an integer per example ([N] or [N, 1]); several values per example, "
+             "integers or floats, are read as a target per output (one-hot or multi-hot rows): save one-hot "
+             "rows' classes, as numpy's y.argmax(1).astype(np.int32) gives, or take one-hot rows with "
+             "categorical_cross_entropy (multi-hot ones with sigmoid_cross_entropy)");
   if (!targets.labels)
     mismatch(what, prediction, targets,
              "it needs class labels (integers: floats are targets; save the labels as integers, "
@@ -45,7 +53,11 @@ void check_labels(const std::string& what, const Shape& prediction, const Target
 }
 
 void check_values(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
-  if (targets.labels) mismatch(what, prediction, targets, "it needs float targets");
+  // An integer per example ([N] or [N, 1]) is read as a class label, 0/1 ones too.
+  if (targets.labels)
+    mismatch(what, prediction, targets,
+             "it needs float targets (an integer per example is read as a class label: save 0/1 or other "
+             "targets as floats, as numpy's y.astype(np.float32) gives; class labels take a softmax loss)");
   if (targets.shape != prediction && num_elements(targets.shape) != num_elements(prediction))
     mismatch(what, prediction, targets, "targets and predictions differ in shape");
 }
@@ -83,14 +95,25 @@ Tensor sigmoids(const Tensor& logits) {
 
 // InvalidArgument naming loss `name` unless every target is in [0, 1]: outside, a mask of 0 and
 // 255 say, a sigmoid's loss has no lower bound and training would run on, its loss below 0.
-void check_probabilities(const std::string& name, const Tensor& targets) {
-  for (std::int64_t i = 0; i < targets.size(); ++i)
+// `where` says whose targets they are ("example 3 of the batch"), for the message.
+void check_probabilities(const std::string& name, std::span<const float> targets, const std::string& where) {
+  for (std::size_t i = 0; i < targets.size(); ++i)
     if (!(targets[i] >= 0.0f && targets[i] <= 1.0f)) {
       char value[32];
       std::snprintf(value, sizeof value, "%g", static_cast<double>(targets[i]));
-      throw InvalidArgument("loss " + name + ": target " + value + " (value " + std::to_string(i) +
-                            " of the batch) is not in [0, 1], a probability per logit (bytes: divide by 255)");
+      throw InvalidArgument("loss " + name + ": target " + value + " (value " + std::to_string(i) + " of " +
+                            (where.empty() ? "the example" : where) + ") is not in [0, 1], a probability per "
+                            "logit (bytes: divide by 255)");
     }
+}
+
+// The same of a batch's targets [b, ...], naming the example of the batch.
+void check_probabilities(const std::string& name, const Tensor& targets) {
+  const std::int64_t examples = targets.rank() > 0 ? targets.dim(0) : 0;
+  const std::int64_t per = examples > 0 ? targets.size() / examples : 0;
+  for (std::int64_t e = 0; e < examples; ++e)
+    check_probabilities(name, targets.span().subspan(static_cast<std::size_t>(e * per), static_cast<std::size_t>(per)),
+                        "example " + std::to_string(e) + " of the batch");
 }
 
 }  // namespace
@@ -152,6 +175,10 @@ void SigmoidCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& t
     throw InvalidArgument("loss " + name() + ": " + std::to_string(weights) +
                           " positive weights for a model of " + std::to_string(num_elements(prediction)) +
                           " outputs (give one for each, or one for all)");
+}
+
+void SigmoidCrossEntropyLoss::check_target(std::span<const float> target) const {
+  check_probabilities(name(), target, "");
 }
 
 float SigmoidCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
@@ -241,6 +268,10 @@ void FocalLoss::check(const Shape& prediction, const TargetSpec& targets) const 
   check_values("loss " + name(), prediction, targets);
 }
 
+void FocalLoss::check_target(std::span<const float> target) const {
+  check_probabilities(name(), target, "");
+}
+
 float FocalLoss::forward(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("loss " + name(), predictions, targets);
   check_probabilities(name(), t);
@@ -274,6 +305,10 @@ DiceLoss::DiceLoss(float smooth) : smooth_(smooth) {
 
 void DiceLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   check_values("loss " + name(), prediction, targets);
+}
+
+void DiceLoss::check_target(std::span<const float> target) const {
+  check_probabilities(name(), target, "");
 }
 
 float DiceLoss::forward(const Tensor& predictions, const Targets& targets) {
@@ -471,6 +506,7 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
 }
 
 std::string BinaryDecisionMetric::named(const char* base) const {
+  if (!class_name_.empty()) return std::string(base) + "@" + class_name_;
   return positive_class_ == 1 && !class_named_ ? std::string(base)
                                                 : std::string(base) + "@" + std::to_string(positive_class_);
 }
@@ -514,40 +550,47 @@ double F1Score::from_counts(std::span<const double> c) const {
   return denominator > 0 ? 2 * c[0] / denominator : 0.0;
 }
 
-// Keras's thresholds: -epsilon, 1/(T-1), ..., (T-2)/(T-1), 1 + epsilon. A score is above the
-// first k of them; counts[k] (positives) and counts[T + k] (negatives) count the scores per k
-// (k = 0: NaN, above none).
+// counts[1 + b] (positives) and counts[kBins + 2 + b] (negatives) count the scores of bin b,
+// b = 0 the lowest log-odds; counts[0] and counts[kBins + 1] the NaN scores (a diverged model's),
+// which are in no bin: never predicted positive, at any threshold.
 std::vector<double> Auc::counts(const Tensor& predictions, const Targets& targets, float) {
-  constexpr int T = kThresholds;
-  std::vector<double> c(2 * T);
+  constexpr int B = kBins;
+  std::vector<double> c(2 * (B + 1));
   each_decision(predictions, targets, [&](float score, bool, bool positive) {
-    if (std::isnan(score)) {  // a diverged model's: above no threshold (no comparison holds)
-      c[positive ? 0 : T] += 1;
+    const std::size_t base = positive ? 0 : B + 1;
+    if (std::isnan(score)) {
+      c[base] += 1;
       return;
     }
-    const double steps = std::ceil(static_cast<double>(score) * (T - 1)) - 1;
-    const int above = 1 + static_cast<int>(std::clamp(steps, 0.0, static_cast<double>(T - 2)));
-    c[static_cast<std::size_t>((positive ? 0 : T) + above)] += 1;
+    // In double, so that 1 - p is exact; p = 0 and 1 give infinite log-odds, the end bins.
+    const double p = score, log_odds = std::clamp(std::log(p) - std::log1p(-p), -kMaxLogOdds, kMaxLogOdds);
+    const int bin = std::min(B - 1, static_cast<int>((log_odds + kMaxLogOdds) / (2 * kMaxLogOdds) * B));
+    c[base + 1 + static_cast<std::size_t>(bin)] += 1;
   });
   return c;
 }
 
 double Auc::from_counts(std::span<const double> c) const {
-  constexpr int T = kThresholds;
-  // True and false positives at threshold j: the scores above more than j thresholds.
-  std::vector<double> tp(T), fp(T);  // none above the last
-  for (std::size_t j = T - 1; j-- > 0;) {
-    tp[j] = tp[j + 1] + c[j + 1];
-    fp[j] = fp[j + 1] + c[T + j + 1];
+  constexpr int B = kBins;
+  const std::span<const double> pos = c.subspan(1, B), neg = c.subspan(B + 2, B);
+  double positives = 0, negatives = 0;
+  for (int b = 0; b < B; ++b) {
+    positives += pos[static_cast<std::size_t>(b)];
+    negatives += neg[static_cast<std::size_t>(b)];
   }
-  const double positives = tp[0] + c[0], negatives = fp[0] + c[T];  // with those above none
+  // With the NaN scores, which the curve never reaches: its end is below (1, 1).
+  positives += c[0];
+  negatives += c[B + 1];
   if (positives == 0 || negatives == 0) return 0.0;
-  double area = 0;
-  for (int j = 0; j + 1 < T; ++j) {
-    const auto a = static_cast<std::size_t>(j), b = a + 1;
-    area += (fp[a] - fp[b]) / negatives * (tp[a] + tp[b]) / (2 * positives);
+  // The threshold lowered past one bin at a time, from the highest: its negatives move the
+  // curve right, its positives up, the trapezoid between counting a tie within the bin a half.
+  double tp = 0, area = 0;
+  for (int b = B; b-- > 0;) {
+    const double up = pos[static_cast<std::size_t>(b)];
+    area += neg[static_cast<std::size_t>(b)] * (tp + up / 2);
+    tp += up;
   }
-  return area;
+  return area / (positives * negatives);
 }
 
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) {
@@ -581,7 +624,7 @@ int accuracy_metric(std::span<const std::string> names) {
   return first;
 }
 
-std::unique_ptr<Metric> make_metric(const std::string& name) {
+std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names) {
   if (name == "accuracy") return std::make_unique<Accuracy>();
   if (name == "binary_accuracy") return std::make_unique<BinaryAccuracy>();
   if (name == "categorical_accuracy") return std::make_unique<CategoricalAccuracy>();
@@ -589,23 +632,43 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
   if (name == "perplexity") return std::make_unique<Perplexity>();
   if (name == "mse") return std::make_unique<MeanSquaredError>();
   if (name == "mae") return std::make_unique<MeanAbsoluteError>();
-  // A decision metric, of class 1 or of the class after '@' ("recall@3").
+  // A decision metric, of class 1 or of the class after '@' ("recall@3", "recall@fraud").
   const std::size_t at = name.find('@');
   const std::string base = name.substr(0, at);
+  const bool decision = base == "precision" || base == "recall" || base == "f1" || base == "auc";
   int positive_class = 1;
+  std::string class_name;  // the positive class's, where the classes have names and it was not asked by number
   if (at != std::string::npos) {
-    const std::string digits = name.substr(at + 1);
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), positive_class);
-    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || positive_class < 0 ||
-        (base != "precision" && base != "recall" && base != "f1" && base != "auc"))
-      throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1 "
-                            "and auc: precision@3)");
+    const std::string after = name.substr(at + 1);
+    const auto by_name = std::find(class_names.begin(), class_names.end(), after);
+    if (decision && !after.empty() && by_name != class_names.end()) {
+      positive_class = static_cast<int>(by_name - class_names.begin());
+      class_name = after;
+    } else {
+      const auto [end, error] = std::from_chars(after.data(), after.data() + after.size(), positive_class);
+      const bool number = !after.empty() && error == std::errc() && end == after.data() + after.size();
+      if (decision && !number && !after.empty() && !class_names.empty()) {
+        std::string known;
+        for (const std::string& c : class_names) known += (known.empty() ? "" : ", ") + c;
+        throw InvalidArgument("metric '" + name + "': no class named '" + after + "' (the classes: " + known + ")");
+      }
+      if (!number || positive_class < 0 || !decision)
+        throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1 "
+                              "and auc: precision@3)");
+    }
+  } else if (decision && class_names.size() > 1) {
+    class_name = class_names[1];  // "precision" alone scores class 1: say which that is
   }
   const bool named = at != std::string::npos;
-  if (base == "precision") return std::make_unique<Precision>(positive_class, named);
-  if (base == "recall") return std::make_unique<Recall>(positive_class, named);
-  if (base == "f1") return std::make_unique<F1Score>(positive_class, named);
-  if (base == "auc") return std::make_unique<Auc>(positive_class, named);
+  std::unique_ptr<BinaryDecisionMetric> metric;
+  if (base == "precision") metric = std::make_unique<Precision>(positive_class, named);
+  if (base == "recall") metric = std::make_unique<Recall>(positive_class, named);
+  if (base == "f1") metric = std::make_unique<F1Score>(positive_class, named);
+  if (base == "auc") metric = std::make_unique<Auc>(positive_class, named);
+  if (metric) {
+    metric->set_class_name(class_name);
+    return metric;
+  }
   if (name.starts_with("top") && name.ends_with("_accuracy") && name.size() > 12) {
     const std::string k = name.substr(3, name.size() - 12);
     if (k.find_first_not_of("0123456789") == std::string::npos && k.size() < 6 && k[0] != '0')
@@ -615,7 +678,7 @@ std::unique_ptr<Metric> make_metric(const std::string& name) {
                         "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
                         "categorical_accuracy, sparse_categorical_accuracy, perplexity, mse, mae, "
                         "precision, recall, f1, auc; of class k: "
-                        "precision@k, recall@k, f1@k, auc@k)");
+                        "precision@k, recall@k, f1@k, auc@k, or of a named class: precision@<name>)");
 }
 
 bool higher_is_better(const std::string& name) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/nn/ops/ops.h"
@@ -51,6 +52,11 @@ class Loss {
   /// The mean loss of the batch. Throws InvalidArgument for targets that do not fit (a label out
   /// of range, a size mismatch), naming what.
   virtual float forward(const Tensor& predictions, const Targets& targets) = 0;
+  /// One example's float targets, checked for every example of a dataset before training and
+  /// evaluation (check_dataset), so that a fault names the file and the example: an
+  /// InvalidArgument naming the value this loss can never take (sigmoid cross-entropy, focal,
+  /// Dice: one outside [0, 1]). Any, by default.
+  virtual void check_target(std::span<const float> /*target*/) const {}
   virtual void backward(Tensor& grad) = 0;
   /// The probabilities a model's output stands for under this loss (softmax cross-entropy: the
   /// softmax of each row of logits; sigmoid cross-entropy: each logit's sigmoid). A loss of
@@ -97,6 +103,7 @@ class SigmoidCrossEntropyLoss final : public Loss {
   std::string name() const override { return "sigmoid_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override;
   Tensor probabilities(const Tensor& output) const override;
   std::string output_activation() const override { return "sigmoid"; }
@@ -213,6 +220,7 @@ class FocalLoss final : public Loss {
   std::string name() const override { return "focal"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   Tensor probabilities(const Tensor& output) const override;
   std::string output_activation() const override { return "sigmoid"; }
@@ -237,6 +245,7 @@ class DiceLoss final : public Loss {
   std::string name() const override { return "dice"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   Tensor probabilities(const Tensor& output) const override;
   std::string output_activation() const override { return "sigmoid"; }
@@ -278,13 +287,17 @@ class BinaryDecisionMetric : public Metric {
   /// Precision's and recall's: the first count's fraction of the two (0 when both are 0).
   double from_counts(std::span<const double> counts) const override;
   int positive_class() const { return positive_class_; }
+  /// Where the classes have names (a CSV file's label column of names): the positive class's,
+  /// which the metric's name then gives in place of its number ("precision@legit"), so that a
+  /// report never leaves open which class was scored. Empty: by number.
+  void set_class_name(std::string name) { class_name_ = std::move(name); }
 
  protected:
   /// `positive_class` >= 0 (used with class labels only), else InvalidArgument; `class_named`:
   /// the name gives the class even when it is 1 ("recall@1", as asked for by that name).
   BinaryDecisionMetric(int positive_class, bool class_named);
   /// `base` ("precision"), with "@<class>" for a positive class other than 1 ("precision@3"),
-  /// or where the class was named.
+  /// or where the class was named; "@<name>" where the class has a name (set_class_name).
   std::string named(const char* base) const;
   /// Calls f(score, predicted_positive, positive) for each decision of the batch; the score is
   /// the positive's probability.
@@ -294,6 +307,7 @@ class BinaryDecisionMetric : public Metric {
  private:
   int positive_class_;
   bool class_named_;
+  std::string class_name_;
 };
 
 /// Of the examples predicted positive, the fraction that are ("precision"; 0 when none is).
@@ -326,12 +340,19 @@ class F1Score final : public BinaryDecisionMetric {
   double from_counts(std::span<const double> counts) const override;
 };
 
-/// The area under the ROC curve ("auc"), as Keras's AUC computes it: the positives' and
-/// negatives' scores counted at 200 thresholds spread evenly over [0, 1], the curve through them
-/// integrated by trapezoids. 0.5 is chance, 1 a perfect ranking; 0 when a class is missing.
+/// The area under the ROC curve ("auc"): the positives' and negatives' scores counted in kBins
+/// bins spread evenly over the scores' log-odds log(p / (1 - p)) in [-kMaxLogOdds, kMaxLogOdds]
+/// (beyond: the end bins), the curve through the bins' edges integrated by trapezoids (a
+/// positive and a negative in one bin count as a tie, a half). Even bins of the log-odds resolve
+/// both ends of [0, 1] alike: a rare class's scores crowd near 0 (1e-4 to 1e-2), where Keras's
+/// 200 thresholds evenly over [0, 1] put most of them below the first and its AUC far below the
+/// exact one. A bin is 1/128 of log-odds wide (p within 0.8% of each other near 0 or 1, 0.002
+/// near 0.5): within 1e-3 of the exact, rank-based area on such data. 0.5 is chance, 1 a perfect
+/// ranking; 0 when a class is missing.
 class Auc final : public BinaryDecisionMetric {
  public:
-  static constexpr int kThresholds = 200;
+  static constexpr int kBins = 4096;
+  static constexpr double kMaxLogOdds = 16;
   explicit Auc(int positive_class = 1, bool class_named = false)
       : BinaryDecisionMetric(positive_class, class_named) {}
   std::string name() const override { return named("auc"); }
@@ -436,8 +457,12 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing =
 /// "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "perplexity", "mse",
 /// "mae", "precision", "recall", "f1" or "auc"
 /// (positive class 1 where the targets are class labels; "precision@3" and the like: class 3);
-/// InvalidArgument naming the known ones otherwise.
-std::unique_ptr<Metric> make_metric(const std::string& name);
+/// InvalidArgument naming the known ones otherwise. `class_names`: the classes' names in class
+/// order, where the labels were names (a CSV file's, sorted): "precision@fraud" is then of the
+/// class so named (a name before a number: "@1" is the class named "1" where there is one), an
+/// unknown name an InvalidArgument listing the names, and a decision metric of a named class is
+/// named by it ("precision" of class 1 becomes "precision@legit"; "recall@0" keeps its number).
+std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names = {});
 /// Whether a higher value of the loss or metric `name` is the better one: the accuracies
 /// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...), "precision",
 /// "recall", "f1" and "auc" (of any class, "recall@3"); a loss, "mse", "mae" and any other name:

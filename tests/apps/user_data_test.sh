@@ -20,7 +20,8 @@
 #   does not read, standardised features, .npy): a row per example whose values score the test
 #   MSE, binary accuracy and recall the job printed; a --predict file without a training
 #   column, or of another example shape, ends the job before training;
-# - a CSV label column of class names: a test accuracy of 0.9 or more, the predictions written by
+# - a CSV label column of class names: a test accuracy of 0.9 or more, metrics of a class by number
+#   or by name (named by their class, the classes' numbers printed), the predictions written by
 #   name, and a test file with a name the training file lacks refused;
 # - a CSV file with an id and a text column, left out by --ignore_columns or by --feature_columns,
 #   gives the plain file's model exactly;
@@ -29,7 +30,7 @@
 #   column the file lacks, a --predictions path that cannot be written or is the --predict file, a
 #   truncated .npy file, a
 #   NaN in a --predict array, an empty test set, data that does not fit the model's input, a loss that does
-#   not fit the labels, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
+#   not fit the labels, a target outside [0, 1] for a sigmoid (naming its example), a metric of a class name the file lacks, class weights of another count than the classes or for a regression, a missing value in a CSV file, a test CSV without a training column and
 #   a test set that does not fit the model (found before training, not after it) each end the
 #   job within seconds, with a one-line error naming the file on every worker.
 #
@@ -82,6 +83,10 @@ for split, n in (("train", 4000), ("test", 1000)):
     x, y = multilabel(n)
     np.save(f"ml_{split}_x.npy", x)
     np.save(f"ml_{split}_y.npy", y)
+np.save("ml_train_y_int.npy", np.load("ml_train_y.npy").astype(np.int32))  # multi-hot rows as integers
+bad = np.load("ml_test_y.npy")
+bad[97, 1] = 2  # not a probability: row 97 of the test file, example 32 of worker 1's part
+np.save("ml_bad_y.npy", bad)
 np.save("ml_test_x33.npy", rng.normal(size=(100, 3, 3)).astype(np.float32))
 nan_rows = np.load("ml_test_x.npy")
 nan_rows[70, 1, 2] = np.nan
@@ -273,15 +278,22 @@ done
 predicted rare_balanced_predictions recall rare_test.csv "$(metric rare_balanced.json recall)"
 # Classes by name: numbered in sorted order on every worker alike, the test file's names matched
 # to them, and the predictions written by name.
-# Its metrics of one class by number ('setosa' is class 0, 'virginica' 2).
+# Its metrics of one class by number ('setosa' is class 0, 'virginica' 2) or by name, the mapping
+# printed before training; asked for without a class, a metric is of class 1 and named by it.
 run species --train=species_train.csv --test=species_test.csv --label_column=species --hidden=16 \
-  --train_steps=300 --metrics=recall@0,f1@2 --metrics_json=species.json --predict=species_test.csv \
-  --predictions=species_predictions.csv || { echo "the job with class names failed"; exit 1; }
+  --train_steps=300 --metrics=recall@0,f1@2,precision@setosa,recall --metrics_json=species.json \
+  --predict=species_test.csv --predictions=species_predictions.csv || { echo "the job with class names failed"; exit 1; }
 species_accuracy=$(metric species.json accuracy)
 predicted species_predictions accuracy species_test.csv "$species_accuracy"
-for value in "$species_accuracy" "$(metric species.json recall@0)" "$(metric species.json f1@2)"; do
-  at_least "$value" 0.9 || { echo "class names: test accuracy, setosa's recall, virginica's F1: $value, expected at least 0.9"; exit 1; }
+for value in "$species_accuracy" "$(metric species.json recall@0)" "$(metric species.json f1@2)" \
+    "$(metric species.json precision@setosa)" "$(metric species.json recall@versicolor)"; do
+  at_least "$value" 0.9 || { echo "class names: test accuracy, setosa's recall, virginica's F1, setosa's precision," \
+                                   "versicolor's recall: $value, expected at least 0.9"; exit 1; }
 done
+[[ $(grep -c "^classes: 0 setosa, 1 versicolor, 2 virginica$" species.log) == 1 ]] \
+  || { echo "class names: the classes' numbers are not printed once before training"; exit 1; }
+grep -q "^tabular: .*, recall@0 [0-9.]*, f1@2 [0-9.]*, precision@setosa [0-9.]*, recall@versicolor [0-9.]*$" species.log \
+  || { echo "class names: the test metrics do not name their classes"; exit 1; }
 # The same rows among an id and a text column, left out by --ignore_columns or by naming the
 # features: the same model as from the plain file (its test file has neither column).
 for columns in --ignore_columns=id,note --feature_columns=x0,x1; do
@@ -343,8 +355,20 @@ expect_failure truncated "truncated_x\.npy: .*" \
   --train=truncated_x.npy,ml_train_y.npy --loss=sigmoid_cross_entropy
 expect_failure input_shape "reg_train\.csv: the data's examples are \[6\], the model's input takes \[7\]" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --input_shape=7
-expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels \(integers: floats are targets; save the labels as integers, as numpy's y\.astype\(np\.int32\) gives\)" \
+expect_failure loss_labels "ml_train_x\.npy, ml_train_y\.npy: loss softmax_cross_entropy does not fit the data: .*; it needs class labels, an integer per example \(\[N\] or \[N, 1\]\); several values per example, .*" \
   --train=ml_train_x.npy,ml_train_y.npy --loss=softmax_cross_entropy
+# Integer rows of several values are targets per output too: no advice to save them as integers.
+expect_failure loss_int_rows "ml_train_x\.npy, ml_train_y_int\.npy: loss softmax_cross_entropy does not fit the data: predictions \[5\] per example, float targets \[5\]; it needs class labels, an integer per example \(\[N\] or \[N, 1\]\); several values per example, integers or floats, are read as a target per output \(one-hot or multi-hot rows\): .*" \
+  --train=ml_train_x.npy,ml_train_y_int.npy --loss=softmax_cross_entropy
+expect_failure sigmoid_label_column "--loss=sigmoid_cross_entropy with --label_column=y: it takes 0/1 targets, one per output; give the column as --target_columns=y \(class labels are for softmax_cross_entropy\)" \
+  --train=rare_train.csv --label_column=y --loss=sigmoid_cross_entropy
+# A target a sigmoid's loss cannot take, named with its file and example before training: the
+# worker holding it names its own example; the chief, reading the test file whole, the file's row.
+REPORTERS=1 expect_failure bad_target "ml_test_x\.npy, ml_bad_y\.npy: example 32 of the examples this process holds: loss sigmoid_cross_entropy: target 2 \(value 1 of the example\) is not in \[0, 1\], .*" \
+  --train=ml_test_x.npy,ml_bad_y.npy --loss=sigmoid_cross_entropy
+REPORTERS=0 expect_failure bad_test_target "ml_test_x\.npy, ml_bad_y\.npy: example 97: loss sigmoid_cross_entropy: target 2 \(value 1 of the example\) is not in \[0, 1\], a probability per logit \(bytes: divide by 255\)" \
+  --train=ml_train_x.npy,ml_train_y.npy --test=ml_test_x.npy,ml_bad_y.npy --loss=sigmoid_cross_entropy \
+  --train_steps=100000000
 expect_failure missing_value "reg_nan\.csv: line 3, column 0 \('f0'\): 'nan' is not a finite number \(a missing value\?\)" \
   --train=reg_nan.csv --target_columns=y1,y2 --loss=mean_squared_error
 expect_failure class_weights_count "--class_weights '1,2,3': 3 weights for 2 classes" \
@@ -359,6 +383,8 @@ expect_failure ignore_missing "rare_ids\.csv: no column 'notes' \(columns: .*\)"
   --train=rare_ids.csv --label_column=y --ignore_columns=id,notes
 REPORTERS=0 expect_failure unknown_class "species_unknown\.csv: line 3, column 1 \('species'\): label 'iris' is not one of the 3 classes \(class_names; the training file's\)" \
   --train=species_train.csv --test=species_unknown.csv --label_column=species --train_steps=100000000
+expect_failure class_metric_name "metric 'recall@iris': no class named 'iris' \(the classes: setosa, versicolor, virginica\)" \
+  --train=species_train.csv --label_column=species --metrics=recall@iris
 expect_failure huber_delta "--huber_delta: for --loss=huber, not --loss=mean_squared_error" \
   --train=reg_train.csv --target_columns=y1,y2 --loss=mean_squared_error --huber_delta=2
 expect_failure focal_alpha "--focal_alpha: for --loss=focal, not --loss=sigmoid_cross_entropy" \

@@ -7,12 +7,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include "cohort/core/dist/cluster.h"
 #include "cohort/core/dist/server.h"
 #include "cohort/core/io/checkpoint.h"
+#include "cohort/core/nn/loss.h"
 #include "cohort/core/placement/replica_device_setter.h"
 #include "cohort/hooks/global_step_waiter_hook.h"
 #include "cohort/hooks/monitored_training_session.h"
@@ -330,13 +332,20 @@ COHORT_MPI_TEST_CASE("evaluate_across: each replica its part, of the chief's ave
       TrainerOptions options = test::trainer_options(mode);
       options.moving_average_decay = 0.5;
       Graph graph{ReplicaDeviceSetter(ps ? on_one_ps() : ReplicaDeviceSetterOptions{})};
-      Trainer trainer(&server, graph, [](Graph& g) { return mlp(g, {8}); },
-                      data::synthetic(128, 5).shard(server.task_index(), 2), test::sgd(0.2), options);
+      // With an AUC, whose bins' counts are summed over the replicas as they are over batches.
+      const auto with_auc = [](Graph& g) {
+        Model m = mlp(g, {8});
+        m.add_metric(std::make_unique<Auc>(3));
+        return m;
+      };
+      Trainer trainer(&server, graph, with_auc, data::synthetic(128, 5).shard(server.task_index(), 2),
+                      test::sgd(0.2), options);
       MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
                                          .hooks = {StopAtStepHook::last(6)}, .stop_on_signals = false});
       test::train(session);
       session.close();
       CHECK((trainer.moving_average() != nullptr) == server.is_chief());
+      REQUIRE(trainer.model().metric_names() == std::vector<std::string>{"accuracy", "auc@3"});
       // The other worker's parameters and state are its own, not the chief's: they are not
       // what is evaluated, and they are what it holds again after.
       if (!server.is_chief())
@@ -348,16 +357,18 @@ COHORT_MPI_TEST_CASE("evaluate_across: each replica its part, of the chief's ave
         CAPTURE(n);
         const data::Dataset whole = data::synthetic(n, 7);
         const data::Dataset part = whole.shard(server.replica_index(), 2);
-        double chief[2] = {0, 0};
+        double chief[3] = {0, 0, 0};
         if (server.is_chief()) {
           const StepMetrics m = trainer.evaluate(whole, 16);
           chief[0] = m.accuracy;
           chief[1] = m.loss;
+          chief[2] = m.metrics[1];
         }
-        server.replicas().bcast(std::span<double>(chief, 2), 0);
+        server.replicas().bcast(std::span<double>(chief, 3), 0);
         const StepMetrics shared = trainer.evaluate_across(part, 16);
         CHECK(shared.accuracy == static_cast<float>(chief[0]));
         CHECK(shared.loss == doctest::Approx(chief[1]).epsilon(1e-6));
+        CHECK(shared.metrics[1] == static_cast<float>(chief[2]));
         CHECK(std::vector<float>(graph.values().begin(), graph.values().end()) == own);
       }
     });

@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -218,12 +220,20 @@ TEST_CASE("sigmoid cross-entropy (multi-label) and mean squared error against th
   // A target that is not a probability (a mask of 0 and 255, a NaN) ends the step, named.
   Tensor bytes({2, 3}, std::vector<float>{255, 0, 255, 0, 0, 1});
   CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &bytes}),
-                       "loss sigmoid_cross_entropy: target 255 (value 0 of the batch) is not in [0, 1], a "
-                       "probability per logit (bytes: divide by 255)",
+                       "loss sigmoid_cross_entropy: target 255 (value 0 of example 0 of the batch) is not in "
+                       "[0, 1], a probability per logit (bytes: divide by 255)",
                        InvalidArgument);
   Tensor nan({2, 3}, std::vector<float>{0, 1, 0, 1, std::nanf(""), 1});
-  CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &nan}), doctest::Contains("target nan (value 4 of the batch)"),
+  CHECK_THROWS_WITH_AS(bce.forward(x, Targets{{}, &nan}),
+                       doctest::Contains("target nan (value 1 of example 1 of the batch)"), InvalidArgument);
+  // One example's, as a dataset's are checked before training (check_dataset names the file).
+  const std::vector<float> two = {0, 2, 1};
+  CHECK_THROWS_WITH_AS(bce.check_target(two), doctest::Contains("target 2 (value 1 of the example) is not in [0, 1]"),
                        InvalidArgument);
+  CHECK_THROWS_AS(FocalLoss().check_target(two), InvalidArgument);
+  CHECK_THROWS_AS(DiceLoss().check_target(two), InvalidArgument);
+  CHECK_NOTHROW(bce.check_target(std::vector<float>{0, 0.5f, 1}));
+  CHECK_NOTHROW(MeanSquaredErrorLoss().check_target(two));
   Tensor huge({1, 2}, std::vector<float>{100.0f, -100.0f});
   Tensor ones({1, 2}, std::vector<float>{0.0f, 1.0f});
   CHECK(std::isfinite(bce.forward(huge, Targets{{}, &ones})));
@@ -351,7 +361,39 @@ TEST_CASE("precision and recall, of sigmoid outputs and of one class of a classi
   CHECK_FALSE(higher_is_better("mse"));
 }
 
-TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ranking") {
+TEST_CASE("decision metrics of named classes: by name, and named by the class they score") {
+  // Names numbered in sorted order, as a CSV file's: "fraud" is 0, "legit" 1. Rows 0 and 2
+  // choose fraud, the labels fraud at rows 0 and 1.
+  const std::vector<std::string> classes = {"fraud", "legit"};
+  Tensor rows({4, 2}, std::vector<float>{2, 0, 0, 1, 3, 1, -1, 1});
+  const std::vector<std::int32_t> labels = {0, 0, 1, 1};
+  const Targets t{labels, nullptr};
+  const auto fraud = make_metric("precision@fraud", classes);
+  CHECK(fraud->name() == "precision@fraud");
+  CHECK(fraud->compute(rows, t) == doctest::Approx(0.5));
+  CHECK(make_metric("recall@fraud", classes)->compute(rows, t) == doctest::Approx(0.5));
+  CHECK(make_metric("f1@legit", classes)->name() == "f1@legit");
+  CHECK(dynamic_cast<BinaryDecisionMetric&>(*make_metric("auc@fraud", classes)).positive_class() == 0);
+  // Asked for without a class, class 1 is scored, and the name says which it is.
+  const auto plain = make_metric("precision", classes);
+  CHECK(plain->name() == "precision@legit");
+  CHECK(plain->compute(rows, t) == doctest::Approx(Precision(1).compute(rows, t)));
+  // A number still picks a class, and keeps the name it was asked by; a name comes first.
+  CHECK(make_metric("recall@0", classes)->name() == "recall@0");
+  CHECK(make_metric("recall@0", classes)->compute(rows, t) == doctest::Approx(0.5));
+  const std::vector<std::string> digits = {"0", "1", "x"};
+  CHECK(dynamic_cast<BinaryDecisionMetric&>(*make_metric("recall@1", digits)).positive_class() == 1);
+  const std::vector<std::string> shifted = {"1", "x"};
+  CHECK(dynamic_cast<BinaryDecisionMetric&>(*make_metric("recall@1", shifted)).positive_class() == 0);
+  CHECK_THROWS_WITH_AS(make_metric("precision@frod", classes),
+                       "metric 'precision@frod': no class named 'frod' (the classes: fraud, legit)", InvalidArgument);
+  CHECK_THROWS_WITH_AS(make_metric("accuracy@fraud", classes), doctest::Contains("unknown metric 'accuracy@fraud'"),
+                       InvalidArgument);
+  CHECK(make_metric("accuracy", classes)->name() == "accuracy");
+  CHECK(higher_is_better("precision@legit"));
+}
+
+TEST_CASE("AUC: bins of the log-odds, near the exact area, 1 for a perfect ranking") {
   // 400 scores; the positives' drawn a little higher: the exact area is the chance that a
   // positive outscores a negative.
   Tensor logits({400, 1}), targets({400, 1});
@@ -407,6 +449,50 @@ TEST_CASE("AUC: Keras's 200 thresholds, near the exact area, 1 for a perfect ran
   CHECK_THROWS_WITH_AS(make_metric("f2"), doctest::Contains("unknown metric 'f2'"), InvalidArgument);
 }
 
+TEST_CASE("AUC of a rare class whose scores are all near 0: within 1e-3 of the exact area") {
+  // 1% positives among 20000, every score between 1e-4 and 1e-2 (log-uniform), the positives'
+  // a little higher: 200 thresholds evenly over [0, 1], as Keras's, had most of them below the
+  // first (1/199) and the area far off.
+  constexpr int n = 20000;
+  Tensor logits({n, 1}), targets({n, 1});
+  std::uint64_t state = 99;
+  const auto uniform = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  std::vector<float> positives, negatives;
+  for (int i = 0; i < n; ++i) {
+    const bool positive = i % 100 == 0;
+    const double p = std::pow(10.0, positive ? -2.4 + 0.4 * uniform() : -4 + 2 * uniform());
+    targets[i] = positive ? 1.0f : 0.0f;
+    logits[i] = static_cast<float>(std::log(p / (1 - p)));
+    (positive ? positives : negatives).push_back(logits[i]);
+  }
+  // The exact area: the chance that a positive outscores a negative (a tie: a half).
+  std::sort(negatives.begin(), negatives.end());
+  double wins = 0;
+  for (const float s : positives) {
+    const auto below = std::lower_bound(negatives.begin(), negatives.end(), s) - negatives.begin();
+    const auto ties = std::upper_bound(negatives.begin(), negatives.end(), s) - negatives.begin() - below;
+    wins += static_cast<double>(below) + 0.5 * static_cast<double>(ties);
+  }
+  const double exact = wins / (static_cast<double>(positives.size()) * static_cast<double>(negatives.size()));
+  REQUIRE(exact > 0.85);
+  REQUIRE(exact < 0.97);
+  CHECK(std::abs(Auc().compute(logits, Targets{{}, &targets}) - exact) < 1e-3);
+  // The same as a classifier's class 1 against class 0 (its softmax: the same probabilities).
+  Tensor rows({n, 2});
+  std::vector<std::int32_t> labels(n);
+  for (int i = 0; i < n; ++i) {
+    rows[2 * i] = 0;
+    rows[2 * i + 1] = logits[i];
+    labels[static_cast<std::size_t>(i)] = targets[i] > 0 ? 1 : 0;
+  }
+  CHECK(std::abs(Auc(1).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
+  // And the scores near 1 alike: class 0's, 1 - p, ranked the other way round by the other class.
+  CHECK(std::abs(Auc(0).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
+}
+
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   Tensor x({3, 4}, std::vector<float>{0.1f, 0.5f, 0.3f, 0.2f,   //
                                       0.9f, 0.0f, 0.8f, 0.7f,   //
@@ -450,10 +536,27 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
   SoftmaxCrossEntropyLoss ce;
   MeanSquaredErrorLoss mse;
   CHECK_NOTHROW(ce.check({10}, TargetSpec::classes(10)));
-  CHECK_THROWS_WITH_AS(ce.check({10}, TargetSpec::values({10})),
+  CHECK_THROWS_WITH_AS(ce.check({10}, TargetSpec::values({1})),
                        "loss softmax_cross_entropy does not fit the data: predictions [10] per "
-                       "example, float targets [10]; it needs class labels (integers: floats are "
+                       "example, float targets [1]; it needs class labels (integers: floats are "
                        "targets; save the labels as integers, as numpy's y.astype(np.int32) gives)",
+                       InvalidArgument);
+  // Several values per example are targets per output, integers too (one-hot or multi-hot
+  // rows): saving them as integers would change nothing.
+  CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::values({5})),
+                       "loss softmax_cross_entropy does not fit the data: predictions [5] per example, float "
+                       "targets [5]; it needs class labels, an integer per example ([N] or [N, 1]); several "
+                       "values per example, integers or floats, are read as a target per output (one-hot or "
+                       "multi-hot rows): save one-hot rows' classes, as numpy's y.argmax(1).astype(np.int32) "
+                       "gives, or take one-hot rows with categorical_cross_entropy (multi-hot ones with "
+                       "sigmoid_cross_entropy)",
+                       InvalidArgument);
+  // An integer per example is a class label, 0/1 ones too: a sigmoid's loss says how to give targets.
+  CHECK_THROWS_WITH_AS(SigmoidCrossEntropyLoss().check({2}, TargetSpec::classes(2)),
+                       "loss sigmoid_cross_entropy does not fit the data: predictions [2] per example, class "
+                       "labels in [0, 2); it needs float targets (an integer per example is read as a class "
+                       "label: save 0/1 or other targets as floats, as numpy's y.astype(np.float32) gives; "
+                       "class labels take a softmax loss)",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::classes(10)),
                        "loss softmax_cross_entropy does not fit the data: predictions [5] per "

@@ -276,7 +276,20 @@ TEST_CASE("data that does not fit the model is refused in one line") {
                                          "11, first at example 1 of the examples this "
                                          "process holds)"),
                        InvalidArgument);
+  // A target the loss can never take: named with the file and the example, before training.
+  model.set_loss(std::make_unique<SigmoidCrossEntropyLoss>());
+  Tensor targets({4, 10});
+  targets[2 * 10 + 3] = 2;
+  const data::Dataset masks = data::Dataset::from_arrays(Tensor({4, 28, 28, 1}), targets, "y.npy");
+  CHECK_THROWS_WITH_AS(check_dataset(model, masks, /*whole=*/true),
+                       "y.npy: example 2: loss sigmoid_cross_entropy: target 2 (value 3 of the example) is not "
+                       "in [0, 1], a probability per logit (bytes: divide by 255)",
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(check_dataset(model, masks),
+                       doctest::Contains("y.npy: example 2 of the examples this process holds: loss "),
+                       InvalidArgument);
   model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  CHECK_NOTHROW(check_dataset(model, masks));
   CHECK(model.metric_names() == std::vector<std::string>{"mse"});
   CHECK_NOTHROW(model.check_data({28, 28, 1}, TargetSpec::values({10})));
   // A metric of the caller's own takes the place of the loss's default of its name, once.
