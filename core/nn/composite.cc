@@ -67,6 +67,12 @@ SharedLayer::SharedLayer(std::string name, std::unique_ptr<Layer> layer)
                           "shared layer's");
 }
 
+OpContext SharedLayer::own(const OpContext& context) const {
+  OpContext mine = context;
+  mine.seed = Graph::variable_seed(context.seed, name_);
+  return mine;
+}
+
 std::unique_ptr<Layer> shared(std::string name, std::unique_ptr<Layer> layer) {
   return std::make_unique<SharedLayer>(std::move(name), std::move(layer));
 }

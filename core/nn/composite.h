@@ -66,9 +66,11 @@ class CompositeLayer : public Layer {
 /// Applies the variables of another layer again, as a Keras layer called on two inputs does
 /// (a siamese network's encoder, an embedding shared by two inputs): `layer` is made as that
 /// layer is (same class, name and options; it reuses the variables of its name), and the node
-/// is named `name`. The model adds the gradients of every application. A shape that does not
-/// fit the variables is refused as the layer's build refuses it (InvalidArgument naming the
-/// variable). CPU only: a model with a shared layer has no GPU path.
+/// is named `name`. The model adds the gradients of every application, and a dropout in it
+/// draws a mask of its own in each. A shape that does not fit the variables is refused as the
+/// layer's build refuses it (InvalidArgument naming the variable), as is a layer of another
+/// class; other options are not compared: make both layers with one function. CPU only: a model
+/// with a shared layer has no GPU path.
 ///
 ///   model.apply(encoder("encoder"), {left});                               // creates encoder/...
 ///   model.apply(cohort::shared("encoder_right", encoder("encoder")), {right});  // applies them again
@@ -80,7 +82,7 @@ class SharedLayer final : public Layer {
   const std::string& variable_scope() const override { return layer_->variable_scope(); }
   Shape build(Graph& graph, const Shape& input) override { return layer_->build(graph, input); }
   void forward(const Tensor& input, Tensor& output, const OpContext& context) override {
-    layer_->forward(input, output, context);
+    layer_->forward(input, output, own(context));
   }
   void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
                 Tensor* grad_input, std::span<float> grads) override {
@@ -95,7 +97,7 @@ class SharedLayer final : public Layer {
   }
   void forward_node(std::span<const Tensor* const> inputs, Tensor& output,
                     const OpContext& context) override {
-    layer_->forward_node(inputs, output, context);
+    layer_->forward_node(inputs, output, own(context));
   }
   void backward_node(std::span<const Tensor* const> inputs, const Tensor& output,
                      const Tensor& grad_output, std::span<Tensor* const> grad_inputs,
@@ -105,6 +107,10 @@ class SharedLayer final : public Layer {
   const Layer& layer() const { return *layer_; }
 
  private:
+  // The context with a seed of this node's own: a dropout in the layer draws another mask in
+  // each application, as a Keras layer called twice does.
+  OpContext own(const OpContext& context) const;
+
   std::string name_;
   std::unique_ptr<Layer> layer_;
 };

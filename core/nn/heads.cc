@@ -178,6 +178,26 @@ void HeadsLoss::backward(Tensor& grad) {
   }
 }
 
+Tensor HeadsLoss::probabilities(const Tensor& output) const {
+  if (row_size(output) != outputs_)
+    throw InvalidArgument("loss heads: " + std::to_string(row_size(output)) + " outputs per example, where the heads take " +
+                          std::to_string(outputs_));
+  Tensor result = output;
+  const std::int64_t n = output.dim(0);
+  Tensor part;
+  for (std::size_t h = 0; h < heads_.size(); ++h) {
+    const HeadColumns& c = columns_[h];
+    if (heads_[h].loss->output_activation().empty()) continue;  // values, as they are
+    part.resize({n, c.outputs});
+    for (std::int64_t i = 0; i < n; ++i)
+      std::copy_n(output.data() + i * outputs_ + c.output_begin, c.outputs, part.data() + i * c.outputs);
+    const Tensor p = heads_[h].loss->probabilities(part);
+    for (std::int64_t i = 0; i < n; ++i)
+      std::copy_n(p.data() + i * c.outputs, c.outputs, result.data() + i * outputs_ + c.output_begin);
+  }
+  return result;
+}
+
 std::unique_ptr<Metric> HeadsLoss::metric(const std::string& head, std::unique_ptr<Metric> metric) const {
   if (!metric) throw InvalidArgument("HeadsLoss::metric: no metric for head \"" + head + "\"");
   for (const HeadColumns& c : columns_)

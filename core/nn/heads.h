@@ -57,6 +57,9 @@ class HeadsLoss final : public Loss {
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override;
+  /// The output with each head's columns as its loss reads them: the probabilities of a head
+  /// whose loss has them (softmax cross-entropy's softmax, a sigmoid's), the values of others.
+  Tensor probabilities(const Tensor& output) const override;
 
   /// `metric` over head `head`'s columns, named "<head>/<metric's name>". InvalidArgument for
   /// an unknown head, naming the heads.

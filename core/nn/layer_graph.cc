@@ -28,6 +28,12 @@ bool under(const std::string& name, const std::string& scope) {
 
 std::atomic<std::uint64_t> next_serial{1};
 
+// The layer a node applies: a shared() node's, the layer it applies again.
+const Layer& unwrapped(const Layer& layer) {
+  const auto* again = dynamic_cast<const SharedLayer*>(&layer);
+  return again != nullptr ? again->layer() : layer;
+}
+
 }  // namespace
 
 LayerGraph::LayerGraph(Graph& graph) : graph_(&graph), serial_(next_serial++) {}
@@ -105,10 +111,6 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
       throw InvalidArgument("layer \"" + name + "\" made the variable \"" + graph_->variables()[v].name +
                             "\": a layer's variables must be named \"" + scope + "/...\"");
   // Layers of one scope apply the same variables: they must compute alike.
-  const auto unwrapped = [](const Layer& l) -> const Layer& {
-    const auto* again = dynamic_cast<const SharedLayer*>(&l);
-    return again != nullptr ? again->layer() : l;
-  };
   for (const auto& other : layers_)
     if (other->variable_scope() == scope && typeid(unwrapped(*other)) != typeid(unwrapped(*layer)))
       throw InvalidArgument("layer \"" + name + "\" applies the variables of layer \"" + other->name() +
@@ -423,7 +425,7 @@ std::string LayerGraph::summary() const {
     Row row{node.name, to_string(node.shape), "0", ""};
     if (node.layer >= 0) {
       const Layer& layer = *layers_[static_cast<std::size_t>(node.layer)];
-      row.node += " (" + class_name(layer) + ")";
+      row.node += " (" + class_name(unwrapped(layer)) + ")";
       std::int64_t mine = 0, held = 0;
       for (std::size_t v = 0; v < variables.size(); ++v)
         if (owns(layer, v)) (variables[v].trainable ? mine : held) += variables[v].size;

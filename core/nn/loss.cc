@@ -621,7 +621,17 @@ int accuracy_metric(std::span<const std::string> names) {
   int first = -1;
   for (const char* kind : {"categorical_accuracy", "sparse_categorical_accuracy", "binary_accuracy"})
     if (const int at = find(kind); at >= 0 && (first < 0 || at < first)) first = at;
-  return first;
+  if (first >= 0) return first;
+  // A model of heads (HeadsLoss): its first head's accuracy of any kind ("class/accuracy").
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::size_t slash = names[i].rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string metric = names[i].substr(slash + 1);
+    if (metric == "accuracy" || metric == "categorical_accuracy" ||
+        metric == "sparse_categorical_accuracy" || metric == "binary_accuracy")
+      return static_cast<int>(i);
+  }
+  return -1;
 }
 
 std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names) {
@@ -682,7 +692,9 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
 }
 
 bool higher_is_better(const std::string& name) {
-  const std::string base = name.substr(0, name.find('@'));
+  // A head's metric ("class/precision") as the metric itself.
+  const std::string metric = name.substr(name.rfind('/') + 1);
+  const std::string base = metric.substr(0, metric.find('@'));
   return base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" || base == "auc";
 }
 

@@ -465,12 +465,13 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing =
 std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names = {});
 /// Whether a higher value of the loss or metric `name` is the better one: the accuracies
 /// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...), "precision",
-/// "recall", "f1" and "auc" (of any class, "recall@3"); a loss, "mse", "mae" and any other name:
-/// lower is better.
+/// "recall", "f1" and "auc" (of any class, "recall@3"; of a head, "class/precision"); a loss,
+/// "mse", "mae" and any other name: lower is better.
 bool higher_is_better(const std::string& name);
 /// Where among a model's metric `names` is the one StepMetrics::accuracy reports: "accuracy",
 /// else "categorical_accuracy", "sparse_categorical_accuracy" or "binary_accuracy" (the first),
-/// as Keras's "accuracy" stands for the accuracy of the loss's kind; -1 for none.
+/// as Keras's "accuracy" stands for the accuracy of the loss's kind, else the first head's
+/// accuracy of any kind ("class/accuracy", HeadsLoss); -1 for none.
 int accuracy_metric(std::span<const std::string> names);
 /// The metrics that go with a loss by default: accuracy for softmax cross-entropy,
 /// binary_accuracy for sigmoid cross-entropy, categorical_accuracy and

@@ -92,6 +92,19 @@ TEST_CASE("the heads' loss is the weighted sum of theirs, with their gradients a
   const auto& loss = dynamic_cast<const HeadsLoss&>(model.loss());
   CHECK(loss.head_losses()[0] == doctest::Approx(class_loss));
   CHECK(loss.head_losses()[1] == doctest::Approx(values_loss));
+  // "accuracy" is the first head's; a head's metric is better higher or lower as the metric is.
+  CHECK(m.accuracy == m.metrics[0]);
+  CHECK(model.fetch("accuracy")->data()[0] == model.fetch("class/accuracy")->data()[0]);
+  CHECK(higher_is_better("class/precision@2"));
+  CHECK(higher_is_better("class/auc"));
+  CHECK_FALSE(higher_is_better("values/mse"));
+  // Probabilities: the class head's softmax, the values as they are.
+  const Tensor p = loss.probabilities(out);
+  const Tensor softmax = ce.probabilities(logits);
+  for (std::int64_t i = 0; i < 8; ++i) {
+    for (int j = 0; j < 3; ++j) CHECK(p.data()[i * 5 + j] == doctest::Approx(softmax.data()[i * 3 + j]));
+    for (int j = 3; j < 5; ++j) CHECK(p.data()[i * 5 + j] == out.data()[i * 5 + j]);
+  }
 
   GradientCheckOptions options;
   options.step = 1e-3;

@@ -456,6 +456,24 @@ TEST_CASE("a layer applied twice (shared) gets the sum of both applications' gra
                        InvalidArgument);
 }
 
+TEST_CASE("a shared dropout draws a mask of its own in each application, and summary names its class") {
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({64});
+  Node a = model.apply(dropout("drop", 0.5f), x);
+  Node b = model.apply(shared("drop_again", dropout("drop", 0.5f)), x);
+  model.apply(concatenate("both"), {a, b});
+  OpContext context;
+  context.seed = 11;
+  const Tensor out = model.forward(random_tensor({2, 64}, 3), context);
+  int differ = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 64; ++j)
+      differ += out.data()[i * 128 + j] != out.data()[i * 128 + 64 + j];
+  CHECK(differ > 32);  // half the elements of each are dropped, independently
+  CHECK(model.summary().find("drop_again (Dropout)") != std::string::npos);
+}
+
 TEST_CASE("a shared layer trains under in-place SGD as under the optimizer's own pass") {
   OptimizerOptions o;
   o.learning_rate.base = 0.1;
