@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -42,7 +43,9 @@ Shape Embedding::build(Graph& graph, const Shape& input) {
 std::int64_t Embedding::row(float id) const {
   // The comparisons fail for NaN too; the range test before the cast keeps it defined.
   if (!(id >= 0.0f && id < static_cast<float>(vocabulary_)) || std::floor(id) != id) {
+    // Every digit: an id of 16777217 (rounded to a float) must not read as 1.67772e+07.
     std::ostringstream text;
+    text.precision(std::numeric_limits<float>::max_digits10);
     text << "Embedding \"" << name_ << "\": id " << id << " is not an integer in [0, "
          << vocabulary_ << ")";
     throw InvalidArgument(text.str());

@@ -113,7 +113,7 @@ TEST_CASE("Embedding rejects ids that are not integers in range, naming the laye
     float id;
     std::string shown;
   };
-  const std::vector<Case> cases = {{2.5f, "2.5"}, {-1.0f, "-1"}, {10.0f, "10"}, {1e9f, "1e+09"},
+  const std::vector<Case> cases = {{2.5f, "2.5"}, {-1.0f, "-1"}, {10.0f, "10"}, {1e9f, "1e+09"}, {16777218.0f, "16777218"},
                                    {std::numeric_limits<float>::quiet_NaN(), "nan"}};
   for (const Case& c : cases) {
     CAPTURE(c.shown);
