@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -485,7 +486,7 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
   if (targets.values != nullptr) {
     const Tensor& t = values_of("metric " + name(), predictions, targets);
     for (std::int64_t i = 0; i < predictions.size(); ++i)
-      f(sigmoid(predictions[i]), predictions[i] > 0.0f, t[i] > 0.5f);
+      f(static_cast<double>(predictions[i]), predictions[i] > 0.0f, t[i] > 0.5f);
     return;
   }
   const std::int64_t n = predictions.dim(0), classes = n > 0 ? predictions.size() / n : 0;
@@ -495,11 +496,21 @@ void BinaryDecisionMetric::each_decision(const Tensor& predictions, const Target
   if (classes <= positive_class_)
     throw InvalidArgument("metric " + name() + ": its positive class " + std::to_string(positive_class_) +
                           " has no logit among " + std::to_string(classes));
-  std::vector<float> p(static_cast<std::size_t>(classes));
   for (std::int64_t r = 0; r < n; ++r) {
     const float* row = predictions.data() + r * classes;
-    softmax(row, classes, p.data());
-    f(p[static_cast<std::size_t>(positive_class_)],
+    // log(p_c / (1 - p_c)) = x_c - log(sum of exp(x_j) over the other classes), in double.
+    double top = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    bool nan = false;
+    for (std::int64_t j = 0; j < classes; ++j) {
+      nan = nan || std::isnan(row[j]);
+      if (j != positive_class_) top = std::max(top, static_cast<double>(row[j]));
+    }
+    for (std::int64_t j = 0; j < classes; ++j)
+      if (j != positive_class_ && std::isfinite(top)) sum += std::exp(static_cast<double>(row[j]) - top);
+    const double others = std::isfinite(top) ? top + std::log(sum) : top;  // one class: -inf
+    const double log_odds = nan ? std::numeric_limits<double>::quiet_NaN()
+                                : static_cast<double>(row[positive_class_]) - others;
+    f(log_odds,
       predicts_a_class(row, classes) && std::max_element(row, row + classes) - row == positive_class_,
       targets.labels[static_cast<std::size_t>(r)] == positive_class_);
   }
@@ -521,7 +532,7 @@ float BinaryDecisionMetric::compute(const Tensor& predictions, const Targets& ta
 
 std::vector<double> Precision::counts(const Tensor& predictions, const Targets& targets, float) {
   std::vector<double> c(2);  // true positives, false positives
-  each_decision(predictions, targets, [&](float, bool predicted, bool positive) {
+  each_decision(predictions, targets, [&](double, bool predicted, bool positive) {
     if (predicted) c[positive ? 0 : 1] += 1;
   });
   return c;
@@ -530,7 +541,7 @@ std::vector<double> Precision::counts(const Tensor& predictions, const Targets& 
 
 std::vector<double> Recall::counts(const Tensor& predictions, const Targets& targets, float) {
   std::vector<double> c(2);  // true positives, false negatives
-  each_decision(predictions, targets, [&](float, bool predicted, bool positive) {
+  each_decision(predictions, targets, [&](double, bool predicted, bool positive) {
     if (positive) c[predicted ? 0 : 1] += 1;
   });
   return c;
@@ -539,7 +550,7 @@ std::vector<double> Recall::counts(const Tensor& predictions, const Targets& tar
 
 std::vector<double> F1Score::counts(const Tensor& predictions, const Targets& targets, float) {
   std::vector<double> c(3);  // true positives, false positives, false negatives
-  each_decision(predictions, targets, [&](float, bool predicted, bool positive) {
+  each_decision(predictions, targets, [&](double, bool predicted, bool positive) {
     if (predicted || positive) c[predicted ? (positive ? 0 : 1) : 2] += 1;
   });
   return c;
@@ -556,14 +567,13 @@ double F1Score::from_counts(std::span<const double> c) const {
 std::vector<double> Auc::counts(const Tensor& predictions, const Targets& targets, float) {
   constexpr int B = kBins;
   std::vector<double> c(2 * (B + 1));
-  each_decision(predictions, targets, [&](float score, bool, bool positive) {
+  each_decision(predictions, targets, [&](double score, bool, bool positive) {
     const std::size_t base = positive ? 0 : B + 1;
     if (std::isnan(score)) {
       c[base] += 1;
       return;
     }
-    // In double, so that 1 - p is exact; p = 0 and 1 give infinite log-odds, the end bins.
-    const double p = score, log_odds = std::clamp(std::log(p) - std::log1p(-p), -kMaxLogOdds, kMaxLogOdds);
+    const double log_odds = std::clamp(score, -kMaxLogOdds, kMaxLogOdds);  // infinities: the end bins
     const int bin = std::min(B - 1, static_cast<int>((log_odds + kMaxLogOdds) / (2 * kMaxLogOdds) * B));
     c[base + 1 + static_cast<std::size_t>(bin)] += 1;
   });
@@ -692,9 +702,9 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
 }
 
 bool higher_is_better(const std::string& name) {
-  // A head's metric ("class/precision") as the metric itself.
-  const std::string metric = name.substr(name.rfind('/') + 1);
-  const std::string base = metric.substr(0, metric.find('@'));
+  // A head's metric ("class/precision@n/a") as the metric itself; a class name may hold a '/'.
+  const std::string before_class = name.substr(0, name.find('@'));
+  const std::string base = before_class.substr(before_class.rfind('/') + 1);
   return base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" || base == "auc";
 }
 

@@ -299,8 +299,9 @@ class BinaryDecisionMetric : public Metric {
   /// `base` ("precision"), with "@<class>" for a positive class other than 1 ("precision@3"),
   /// or where the class was named; "@<name>" where the class has a name (set_class_name).
   std::string named(const char* base) const;
-  /// Calls f(score, predicted_positive, positive) for each decision of the batch; the score is
-  /// the positive's probability.
+  /// Calls f(log_odds, predicted_positive, positive) for each decision of the batch: the
+  /// positive's log-odds log(p / (1 - p)) as a double, from the logits (NaN for a row with a NaN
+  /// logit).
   template <typename F>
   void each_decision(const Tensor& predictions, const Targets& targets, F&& f) const;
 
@@ -342,7 +343,9 @@ class F1Score final : public BinaryDecisionMetric {
 
 /// The area under the ROC curve ("auc"): the positives' and negatives' scores counted in kBins
 /// bins spread evenly over the scores' log-odds log(p / (1 - p)) in [-kMaxLogOdds, kMaxLogOdds]
-/// (beyond: the end bins), the curve through the bins' edges integrated by trapezoids (a
+/// (beyond: the end bins), taken from the logits themselves (a sigmoid's logit; a class's logit
+/// less the log-sum-exp of the others'), not from a float probability, which rounds to 1 from
+/// log-odds of about 17 and loses the bins well before, the curve through the bins' edges integrated by trapezoids (a
 /// positive and a negative in one bin count as a tie, a half). Even bins of the log-odds resolve
 /// both ends of [0, 1] alike: a rare class's scores crowd near 0 (1e-4 to 1e-2), where Keras's
 /// 200 thresholds evenly over [0, 1] put most of them below the first and its AUC far below the

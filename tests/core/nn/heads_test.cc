@@ -97,6 +97,8 @@ TEST_CASE("the heads' loss is the weighted sum of theirs, with their gradients a
   CHECK(model.fetch("accuracy")->data()[0] == model.fetch("class/accuracy")->data()[0]);
   CHECK(higher_is_better("class/precision@2"));
   CHECK(higher_is_better("class/auc"));
+  CHECK(higher_is_better("class/precision@n/a"));  // a class named "n/a"
+  CHECK(higher_is_better("recall@n/a"));
   CHECK_FALSE(higher_is_better("values/mse"));
   // Probabilities: the class head's softmax, the values as they are.
   const Tensor p = loss.probabilities(out);

@@ -491,6 +491,15 @@ TEST_CASE("AUC of a rare class whose scores are all near 0: within 1e-3 of the e
   CHECK(std::abs(Auc(1).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
   // And the scores near 1 alike: class 0's, 1 - p, ranked the other way round by the other class.
   CHECK(std::abs(Auc(0).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
+  // Near 1 as a sigmoid's and as a class's: log-odds 11 to 15, where a float probability is
+  // within 2e-5 of 1 and would have lost most bins; the logits keep them.
+  Tensor high = logits;
+  for (int i = 0; i < n; ++i) {
+    high[i] += 20.0f;
+    rows[2 * i + 1] = high[i];
+  }
+  CHECK(std::abs(Auc().compute(high, Targets{{}, &targets}) - exact) < 1e-3);
+  CHECK(std::abs(Auc(1).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
 }
 
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
