@@ -109,7 +109,7 @@ COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint f
 COHORT_DEFINE_string(predict, "",
                      "chief, after training: images to classify, a folder (every PNG and JPEG in it) or files, comma-separated, "
                      "or TFRecord files (their --tfrecord_image feature)");
-COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
+COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout, after the job's log lines)");
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
 
 namespace {

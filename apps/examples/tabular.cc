@@ -111,7 +111,7 @@ COHORT_DEFINE_string(pos_weight, "",
                      "negatives over its positives, over the whole training set) or by a weight, one "
                      "for all outputs or one per output, separated by commas (empty: 1)");
 COHORT_DEFINE_string(metrics, "",
-                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3; recall@fraud: of the class so named, where the labels are names)");
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3; recall@fraud: of the class so named, where the labels are names; of a sigmoid's outputs: over all of them, micro-averaged)");
 COHORT_DEFINE_int(window, 0,
                   "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example); "
                   "with --horizon 1 or more, target columns may be features too (--feature_columns), and are where no other column is",
@@ -155,7 +155,7 @@ COHORT_DEFINE_string(predict, "",
                      "chief, after training (or restored from --checkpoint_dir at --train_steps): predict for the examples of "
                      "this file (FILE.csv with the training file's feature columns, FEATURES.npy, or FILE.npz or FILE.h5 with "
                      "--features_key); with --window, for every window of its rows read as one series");
-COHORT_DEFINE_string(predictions, "", "write --predict's predictions here as CSV (empty: to stdout)");
+COHORT_DEFINE_string(predictions, "", "write --predict's predictions here as CSV (empty: to stdout, after the job's log lines)");
 COHORT_DEFINE_bool(standardize, false,
                    "scale each feature to mean 0 and standard deviation 1, by the training data's "
                    "(all workers' shards), in training and evaluation");
@@ -204,13 +204,16 @@ struct CsvTable {
 // What the checkpoints' parameters mean beyond their shapes: the data's preparation (with
 // --standardize, the training data's mean and deviation of each feature, `features`; with
 // --standardize_targets, of each target value, `targets`) and, from a CSV file, the feature
-// columns and class names. A resumed job must mean the same.
+// and target columns and class names. A resumed job must mean the same.
 std::map<std::string, std::string> settings(const CsvTable& table, const cohort::data::ImageOptions& features,
                                             const TargetScale& targets) {
   std::map<std::string, std::string> settings =
       FLAGS_window > 0 ? cohort::flags::flag_values({"standardize", "standardize_targets", "window", "horizon"})
                        : cohort::flags::flag_values({"standardize", "standardize_targets"});
   if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
+  // Their order is the outputs': two targets swapped would be predicted under each other's names.
+  if (!table.features.empty() && !FLAGS_target_columns.empty())
+    settings.emplace("target columns", cohort::data::csv_row(cohort::flags::split_list("target_columns", FLAGS_target_columns)));
   if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
   if (FLAGS_standardize) {
     settings.emplace("feature mean", values_text(features.mean));
@@ -517,21 +520,20 @@ cohort::Model build(cohort::Graph& graph, const cohort::Shape& data, const cohor
           ? std::vector<std::int64_t>{}
           : cohort::flags::parse_size_list("hidden", FLAGS_hidden, 1 << 20);
   for (std::size_t i = 0; i < hidden.size(); ++i)
-    x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), hidden[i],
-                                  cohort::Activation::kRelu),
-                    x);
-  const std::int64_t outputs =
-      targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
+    x = model.apply(cohort::dense("hidden" + std::to_string(i + 1), hidden[i], cohort::Activation::kRelu), x);
+  const std::int64_t outputs = targets.labels ? targets.num_classes : cohort::num_elements(targets.shape);
   model.apply(cohort::dense("output", outputs), x);
-  // With its default metrics.
-  // --standardize_targets: the loss of the scaled targets, the metrics of the outputs scaled back.
+  // --standardize_targets: the loss of the scaled targets, the metrics of the outputs scaled back:
+  // the loss's defaults, less those --metrics names again, then --metrics.
   if (!scale->mean.empty()) {
     std::unique_ptr<cohort::Loss> loss =
         FLAGS_loss == "huber" ? std::make_unique<cohort::HuberLoss>(static_cast<float>(FLAGS_huber_delta))
                               : cohort::make_loss(FLAGS_loss);
-    std::vector<std::unique_ptr<cohort::Metric>> metrics = cohort::default_metrics(*loss);
-    for (const std::string& name : cohort::flags::split_list("metrics", FLAGS_metrics))
-      metrics.push_back(cohort::make_metric(name));
+    const std::vector<std::string> asked = cohort::flags::split_list("metrics", FLAGS_metrics);
+    std::vector<std::unique_ptr<cohort::Metric>> metrics;
+    for (auto& metric : cohort::default_metrics(*loss))
+      if (std::find(asked.begin(), asked.end(), metric->name()) == asked.end()) metrics.push_back(std::move(metric));
+    for (const std::string& name : asked) metrics.push_back(cohort::make_metric(name, classes));
     model.set_loss(std::make_unique<ScaledTargetsLoss>(std::move(loss), scale));
     for (auto& metric : metrics) model.add_metric(std::make_unique<ScaledOutputsMetric>(std::move(metric), scale));
     return model;

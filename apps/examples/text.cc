@@ -88,7 +88,7 @@ COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore the latest checkpoint f
 COHORT_DEFINE_string(metrics_json, "", "chief: write the test loss and accuracy to this JSON file");
 COHORT_DEFINE_string(predict, "",
                      "with --checkpoint_dir: classify these texts (a folder of .txt files, at any depth, or files, comma-separated, or a CSV file's --text_column, a row each) instead of training");
-COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout)");
+COHORT_DEFINE_string(predictions, "", "write the predictions here as CSV (empty: to stdout, after the job's log lines)");
 COHORT_DEFINE_string(word_vectors, "",
                      "start the embedding from pre-trained word vectors: a GloVe or word2vec text file (a word and its values a line), of --embedding_dim values each");
 COHORT_DEFINE_bool(freeze_word_vectors, false, "with --word_vectors: keep them as they are and train the rest of the model");

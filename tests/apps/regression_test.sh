@@ -5,7 +5,9 @@
 # - targets of 5e4 +- 4e3 (a price): without --standardize_targets the job warns of their scale;
 #   with it the test MSE, in the targets' units, falls below 2% of their variance, the
 #   predictions (in those units, written exactly) score it, and predicting from the checkpoint with a --train
-#   file of other targets writes the same; with class labels it is refused in one line;
+#   file of other targets writes the same, with --metrics naming the loss's own metrics again;
+#   with class labels it is refused in one line;
+# - a checkpoint of targets a,b refuses a job of targets b,a (their outputs would swap names);
 # - integer labels in .npy with a class without examples: warned of once, not again as the
 #   chief reads the file whole to evaluate on;
 # - a CSV file of one column read as windows, the series its own feature: a sine is forecast
@@ -46,6 +48,7 @@ x, y = prices(500)
 table("price_test.csv", x, y, price_names)
 open("price_var.txt", "w").write(f"{y.var():.6g}\n")
 table("labels.csv", x, (y > 5e4).astype(int), ["f0", "f1", "f2", "f3", "label"])
+table("two.csv", x, np.concatenate([y, -y], axis=1), ["f0", "f1", "f2", "f3", "a", "b"])
 t = np.arange(1500)
 np.savetxt("sine.csv", np.sin(t / 7)[:, None], header="v", comments="", fmt="%.9g")
 np.savetxt("sine_test.csv", np.sin((t[:300] + 1500) / 7)[:, None], header="v", comments="", fmt="%.9g")
@@ -75,7 +78,7 @@ grep -q "^warning: target price: mean 4\.99[0-9]e+04, standard deviation 4[0-9]\
   && [[ $(grep -c "^warning: target price" price_raw.log) == 1 ]] \
   || { echo "price_raw: no one warning of the targets' scale"; exit 1; }
 run price 2 --train=price_train.csv "${price[@]}" --standardize_targets --checkpoint_dir=price_ckpt \
-  --metrics_json=price.json --predict=price_test.csv --predictions=price_predictions.csv \
+  --metrics=mse,mae --metrics_json=price.json --predict=price_test.csv --predictions=price_predictions.csv \
   || { echo "the price job with --standardize_targets failed"; exit 1; }
 ! grep -q "^warning: target" price.log || { echo "price: warned of the scale it standardises"; exit 1; }
 mse=$(json_value price.json mse)
@@ -102,6 +105,14 @@ cmp price_predictions.csv price_restored.csv \
 expect_job_failure "$tabular" standardize_labels \
   "--standardize_targets: for float targets and a regression loss \(mse, mae, huber\), not --loss=softmax_cross_entropy of class labels" \
   "0 1 2" --train=labels.csv --label_column=label --standardize_targets
+
+# Targets are outputs in their order: a job that names them in another order is refused, not
+# given each other's predictions.
+run two 1 --train=two.csv --target_columns=a,b --loss=mse --train_steps=5 --checkpoint_dir=two_ckpt \
+  || { echo "the job of two targets failed"; exit 1; }
+expect_job_failure "$tabular" two_swapped \
+  "two_ckpt, global step 5: its parameters were trained with target columns=a,b, this job has target columns=b,a: .*" \
+  "0" --train=two.csv --target_columns=b,a --loss=mse --train_steps=10 --checkpoint_dir=two_ckpt
 
 # A series of one column, forecast from its own past.
 series=(--target_columns=v --loss=mse --window=16 --hidden=32 --train_steps=500)
