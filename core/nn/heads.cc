@@ -144,6 +144,25 @@ void HeadsLoss::check(const Shape& prediction, const TargetSpec& targets) const 
   }
 }
 
+void HeadsLoss::check_target(std::span<const float> target) const {
+  if (static_cast<std::int64_t>(target.size()) != targets_) return;  // check() refuses the shape
+  for (std::size_t h = 0; h < heads_.size(); ++h) {
+    const HeadColumns& c = columns_[h];
+    const auto part = target.subspan(static_cast<std::size_t>(c.target_begin), static_cast<std::size_t>(c.targets));
+    if (c.labels) {
+      if (!(part[0] >= 0.0f && part[0] < 2147483648.0f && std::floor(part[0]) == part[0]))
+        throw InvalidArgument("head \"" + c.name + "\": " + std::to_string(part[0]) +
+                              " in its label column, not a class label (a whole number >= 0)");
+      continue;
+    }
+    try {
+      heads_[h].loss->check_target(part);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument("head \"" + c.name + "\": " + e.what());
+    }
+  }
+}
+
 float HeadsLoss::forward(const Tensor& predictions, const Targets& targets) {
   if (targets.values != nullptr && (row_size(predictions) != outputs_ || row_size(*targets.values) != targets_))
     throw InvalidArgument("loss heads: " + std::to_string(row_size(predictions)) + " outputs and " +

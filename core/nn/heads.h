@@ -55,6 +55,8 @@ class HeadsLoss final : public Loss {
 
   std::string name() const override { return "heads"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
+  /// Each head's part of one example's targets: its loss's check_target, or a class label.
+  void check_target(std::span<const float> target) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
   void backward(Tensor& grad) override;
   /// The output with each head's columns as its loss reads them: the probabilities of a head

@@ -167,6 +167,15 @@ TEST_CASE("the heads refuse what does not fit, naming the head") {
                        "loss heads: head \"class\": example 1 of the batch has 1.500000 in its label "
                        "column, not a class label (a whole number >= 0)",
                        InvalidArgument);
+  CHECK_THROWS_WITH_AS(loss->check_target(std::vector<float>{1.5f, 0.0f, 0.0f}),
+                       "head \"class\": 1.500000 in its label column, not a class label (a whole number >= 0)",
+                       InvalidArgument);
+  CHECK_NOTHROW(loss->check_target(std::vector<float>{2.0f, -3.0f, 1e6f}));
+  std::vector<Head> sigmoid_head;
+  sigmoid_head.push_back({.name = "tags", .outputs = 2, .targets = 2, .loss = std::make_unique<SigmoidCrossEntropyLoss>()});
+  const HeadsLoss tags(std::move(sigmoid_head));
+  CHECK_THROWS_WITH_AS(tags.check_target(std::vector<float>{1.0f, 2.0f}), doctest::Contains("head \"tags\": "),
+                       InvalidArgument);
   targets.data()[3] = 7.0f;  // a class the head has no logit for
   CHECK_THROWS_AS(loss->forward(predictions, Targets{{}, &targets}), InvalidArgument);
 }
