@@ -212,8 +212,8 @@ std::map<std::string, std::string> settings(const CsvTable& table, const cohort:
                        : cohort::flags::flag_values({"standardize", "standardize_targets"});
   if (!table.features.empty()) settings.emplace("feature columns", cohort::data::csv_row(table.features));
   // Their order is the outputs': two targets swapped would be predicted under each other's names.
-  if (!table.features.empty() && !FLAGS_target_columns.empty())
-    settings.emplace("target columns", cohort::data::csv_row(cohort::flags::split_list("target_columns", FLAGS_target_columns)));
+  const std::vector<std::string> target_columns = cohort::flags::split_list("target_columns", FLAGS_target_columns);
+  if (!table.features.empty() && !target_columns.empty()) settings.emplace("target columns", cohort::data::csv_row(target_columns));
   if (!table.classes.empty()) settings.emplace("classes", cohort::data::csv_row(table.classes));
   if (FLAGS_standardize) {
     settings.emplace("feature mean", values_text(features.mean));

@@ -102,6 +102,9 @@ HeadsLoss::HeadsLoss(std::vector<Head> heads) : heads_(std::move(heads)) {
   for (const Head& head : heads_) {
     const std::string what = "HeadsLoss: head \"" + head.name + "\"";
     if (head.name.empty()) throw InvalidArgument("HeadsLoss: a head without a name");
+    // Its metrics are "<head>/<metric>@<class>": a '/' or '@' in it would be misread.
+    if (head.name.find_first_of("/@") != std::string::npos)
+      throw InvalidArgument(what + ": a head's name holds no '/' or '@'");
     if (!names.insert(head.name).second) throw InvalidArgument(what + " is named twice");
     if (!head.loss) throw InvalidArgument(what + " has no loss");
     if (head.outputs < 1 || head.targets < 1)
@@ -150,9 +153,9 @@ void HeadsLoss::check_target(std::span<const float> target) const {
     const HeadColumns& c = columns_[h];
     const auto part = target.subspan(static_cast<std::size_t>(c.target_begin), static_cast<std::size_t>(c.targets));
     if (c.labels) {
-      if (!(part[0] >= 0.0f && part[0] < 2147483648.0f && std::floor(part[0]) == part[0]))
+      if (!(part[0] >= 0.0f && part[0] < static_cast<float>(c.outputs) && std::floor(part[0]) == part[0]))
         throw InvalidArgument("head \"" + c.name + "\": " + std::to_string(part[0]) +
-                              " in its label column, not a class label (a whole number >= 0)");
+                              " in its label column, not a class in [0, " + std::to_string(c.outputs) + ")");
       continue;
     }
     try {
@@ -199,8 +202,8 @@ void HeadsLoss::backward(Tensor& grad) {
 
 Tensor HeadsLoss::probabilities(const Tensor& output) const {
   if (row_size(output) != outputs_)
-    throw InvalidArgument("loss heads: " + std::to_string(row_size(output)) + " outputs per example, where the heads take " +
-                          std::to_string(outputs_));
+    throw InvalidArgument("loss heads: " + std::to_string(row_size(output)) +
+                          " outputs per example, where the heads take " + std::to_string(outputs_));
   Tensor result = output;
   const std::int64_t n = output.dim(0);
   Tensor part;

@@ -46,7 +46,8 @@ struct HeadColumns {
 
 /// The loss of a model of several heads: the weighted sum of theirs, over float targets of all
 /// the heads' target columns. The heads' columns are taken in their order. InvalidArgument at
-/// construction for no heads, a head without a name, a loss or columns, a name given twice, a
+/// construction for no heads, a head without a name (or one holding '/' or '@', which its
+/// metrics' names use), a loss or columns, a name given twice, a
 /// weight that is negative or not finite, and `labels` with other than one target column; at
 /// forward(), for a label column that holds no whole number >= 0, naming the head and example.
 class HeadsLoss final : public Loss {

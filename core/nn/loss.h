@@ -279,7 +279,7 @@ class Metric {
 /// Keras's metrics on sigmoid outputs. Of a classifier's logits against class labels: class
 /// `positive_class` against the rest, an example predicted positive when that class has its
 /// largest logit (its arg max; Keras's class_id thresholds the probability at 0.5 instead, the
-/// same for two classes), scored by its softmax probability for the AUC.
+/// same for two classes), scored by that class's log-odds against the rest for the AUC.
 class BinaryDecisionMetric : public Metric {
  public:
   void check(const Shape& prediction, const TargetSpec& targets) const override;
@@ -343,10 +343,10 @@ class F1Score final : public BinaryDecisionMetric {
 
 /// The area under the ROC curve ("auc"): the positives' and negatives' scores counted in kBins
 /// bins spread evenly over the scores' log-odds log(p / (1 - p)) in [-kMaxLogOdds, kMaxLogOdds]
-/// (beyond: the end bins), taken from the logits themselves (a sigmoid's logit; a class's logit
-/// less the log-sum-exp of the others'), not from a float probability, which rounds to 1 from
-/// log-odds of about 17 and loses the bins well before, the curve through the bins' edges integrated by trapezoids (a
-/// positive and a negative in one bin count as a tie, a half). Even bins of the log-odds resolve
+/// (beyond: the end bins), the curve through the bins' edges integrated by trapezoids (a
+/// positive and a negative in one bin count as a tie, a half). The log-odds come from the logits
+/// (a sigmoid's logit; a class's logit less the log-sum-exp of the others'): a float probability
+/// rounds to 1 from log-odds of about 17, and resolves the bins poorly from about 12. Even bins of the log-odds resolve
 /// both ends of [0, 1] alike: a rare class's scores crowd near 0 (1e-4 to 1e-2), where Keras's
 /// 200 thresholds evenly over [0, 1] put most of them below the first and its AUC far below the
 /// exact one. A bin is 1/128 of log-odds wide (p within 0.8% of each other near 0 or 1, 0.002

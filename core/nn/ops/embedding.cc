@@ -1,11 +1,10 @@
 #include "cohort/core/nn/ops/embedding.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -43,12 +42,12 @@ Shape Embedding::build(Graph& graph, const Shape& input) {
 std::int64_t Embedding::row(float id) const {
   // The comparisons fail for NaN too; the range test before the cast keeps it defined.
   if (!(id >= 0.0f && id < static_cast<float>(vocabulary_)) || std::floor(id) != id) {
-    // Every digit: an id of 16777217 (rounded to a float) must not read as 1.67772e+07.
-    std::ostringstream text;
-    text.precision(std::numeric_limits<float>::max_digits10);
-    text << "Embedding \"" << name_ << "\": id " << id << " is not an integer in [0, "
-         << vocabulary_ << ")";
-    throw InvalidArgument(text.str());
+    // The shortest text that reads back as the id: 16777218 must not read as 1.67772e+07, nor
+    // 2.1 as 2.0999999.
+    char digits[32];
+    const auto written = std::to_chars(digits, digits + sizeof digits, id);
+    throw InvalidArgument("Embedding \"" + name_ + "\": id " + std::string(digits, written.ptr) +
+                          " is not an integer in [0, " + std::to_string(vocabulary_) + ")");
   }
   return static_cast<std::int64_t>(id);
 }

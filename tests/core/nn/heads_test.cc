@@ -144,6 +144,8 @@ TEST_CASE("the heads refuse what does not fit, naming the head") {
                             .labels = true}),
                        "HeadsLoss: head \"c\": a head of class labels takes one target column, not 2",
                        InvalidArgument);
+  CHECK_THROWS_WITH_AS(one({.name = "a@b", .outputs = 2, .targets = 2, .loss = std::make_unique<MeanSquaredErrorLoss>()}),
+                       "HeadsLoss: head \"a@b\": a head's name holds no '/' or '@'", InvalidArgument);
   CHECK_THROWS_WITH_AS(one({.name = "v", .outputs = 2, .targets = 2, .loss = nullptr}),
                        "HeadsLoss: head \"v\" has no loss", InvalidArgument);
   CHECK_THROWS_AS(one({.name = "v", .outputs = 2, .targets = 2, .loss = std::make_unique<MeanSquaredErrorLoss>(),
@@ -168,8 +170,9 @@ TEST_CASE("the heads refuse what does not fit, naming the head") {
                        "column, not a class label (a whole number >= 0)",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(loss->check_target(std::vector<float>{1.5f, 0.0f, 0.0f}),
-                       "head \"class\": 1.500000 in its label column, not a class label (a whole number >= 0)",
-                       InvalidArgument);
+                       "head \"class\": 1.500000 in its label column, not a class in [0, 3)", InvalidArgument);
+  CHECK_THROWS_WITH_AS(loss->check_target(std::vector<float>{3.0f, 0.0f, 0.0f}),
+                       "head \"class\": 3.000000 in its label column, not a class in [0, 3)", InvalidArgument);
   CHECK_NOTHROW(loss->check_target(std::vector<float>{2.0f, -3.0f, 1e6f}));
   std::vector<Head> sigmoid_head;
   sigmoid_head.push_back({.name = "tags", .outputs = 2, .targets = 2, .loss = std::make_unique<SigmoidCrossEntropyLoss>()});

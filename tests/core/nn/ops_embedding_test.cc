@@ -114,13 +114,14 @@ TEST_CASE("Embedding rejects ids that are not integers in range, naming the laye
     std::string shown;
   };
   const std::vector<Case> cases = {{2.5f, "2.5"}, {-1.0f, "-1"}, {10.0f, "10"}, {1e9f, "1e+09"}, {16777218.0f, "16777218"},
+                                   {2.1f, "2.1"},
                                    {std::numeric_limits<float>::quiet_NaN(), "nan"}};
   for (const Case& c : cases) {
     CAPTURE(c.shown);
     const Tensor ids({1, 2}, std::vector<float>{1.0f, c.id});
     const std::string message = error_of(layer, ids);
     CHECK(message.find("\"words\"") != std::string::npos);
-    CHECK(message.find("id " + c.shown) != std::string::npos);
+    CHECK(message.find("id " + c.shown + " is not") != std::string::npos);
   }
   CHECK_THROWS_AS(Embedding("e", 0, 4), InvalidArgument);
   CHECK_THROWS_AS(Embedding("e", 4, 0), InvalidArgument);
