@@ -13,6 +13,9 @@ namespace {
 // Floats per example of a batch [N, ...].
 std::int64_t row_size(const Tensor& batch) { return batch.dim(0) > 0 ? batch.size() / batch.dim(0) : 0; }
 
+// Whether a label column's value is a class label: a whole number >= 0 that an int32 holds.
+bool whole(float x) { return x >= 0.0f && x < 2147483648.0f && std::floor(x) == x; }
+
 TargetSpec head_spec(const HeadColumns& c) {
   return c.labels ? TargetSpec::classes(static_cast<int>(c.outputs)) : TargetSpec::values({c.targets});
 }
@@ -42,7 +45,7 @@ Targets take(const HeadColumns& c, const Tensor& predictions, const Targets& tar
     labels.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) {
       const float x = t.data()[i * trow + c.target_begin];
-      if (!(x >= 0.0f && x < 2147483648.0f && std::floor(x) == x))
+      if (!whole(x))
         throw InvalidArgument(what + ": head \"" + c.name + "\": example " + std::to_string(i) +
                               " of the batch has " + std::to_string(x) +
                               " in its label column, not a class label (a whole number >= 0)");
@@ -153,7 +156,7 @@ void HeadsLoss::check_target(std::span<const float> target) const {
     const HeadColumns& c = columns_[h];
     const auto part = target.subspan(static_cast<std::size_t>(c.target_begin), static_cast<std::size_t>(c.targets));
     if (c.labels) {
-      if (!(part[0] >= 0.0f && part[0] < static_cast<float>(c.outputs) && std::floor(part[0]) == part[0]))
+      if (!whole(part[0]) || part[0] >= static_cast<float>(c.outputs))
         throw InvalidArgument("head \"" + c.name + "\": " + std::to_string(part[0]) +
                               " in its label column, not a class in [0, " + std::to_string(c.outputs) + ")");
       continue;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -628,19 +629,17 @@ int accuracy_metric(std::span<const std::string> names) {
     return it == names.end() ? -1 : static_cast<int>(it - names.begin());
   };
   if (const int plain = find("accuracy"); plain >= 0) return plain;
-  int first = -1;
-  for (const char* kind : {"categorical_accuracy", "sparse_categorical_accuracy", "binary_accuracy"})
-    if (const int at = find(kind); at >= 0 && (first < 0 || at < first)) first = at;
-  if (first >= 0) return first;
+  const auto is_accuracy = [](std::string_view metric) {
+    return metric == "accuracy" || metric == "categorical_accuracy" || metric == "sparse_categorical_accuracy" ||
+           metric == "binary_accuracy";
+  };
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (is_accuracy(names[i])) return static_cast<int>(i);
   // A model of heads (HeadsLoss): its first head's accuracy of any kind ("class/accuracy").
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::size_t slash = names[i].rfind('/');
-    if (slash == std::string::npos) continue;
-    const std::string metric = names[i].substr(slash + 1);
-    if (metric == "accuracy" || metric == "categorical_accuracy" ||
-        metric == "sparse_categorical_accuracy" || metric == "binary_accuracy")
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (const std::size_t slash = names[i].rfind('/');
+        slash != std::string::npos && is_accuracy(std::string_view(names[i]).substr(slash + 1)))
       return static_cast<int>(i);
-  }
   return -1;
 }
 
