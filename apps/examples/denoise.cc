@@ -215,8 +215,9 @@ int Main(int argc, char** argv) {
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
     const cohort::StepMetrics m = trainer.evaluate(*test);
-    std::printf("denoise: %d workers, %lld parameters, global step %lld, test %s %.5f",
-                server.num_replicas(), static_cast<long long>(graph.num_parameters()),
+    std::printf("denoise: %d worker%s, %lld parameters, global step %lld, test %s %.5f",
+                server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
+                static_cast<long long>(graph.num_parameters()),
                 static_cast<long long>(trainer.global_step()), FLAGS_loss.c_str(), m.loss);
     // The inputs' own error, where they are images of the targets' kind.
     const cohort::Tensor& inputs = test->storage()->features;

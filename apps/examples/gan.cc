@@ -207,8 +207,8 @@ int Main(int argc, char** argv) {
   session->close();
   server.done();
   if (server.is_chief())
-    std::printf("gan: %d workers, --mode=%s, global step %lld\n", workers, FLAGS_mode.c_str(),
-                static_cast<long long>(trainer.global_step()));
+    std::printf("gan: %d worker%s, --mode=%s, global step %lld\n", workers, workers == 1 ? "" : "s",
+                FLAGS_mode.c_str(), static_cast<long long>(trainer.global_step()));
   return 0;
 }
 

@@ -131,10 +131,12 @@ int Main(int argc, char** argv) {
   if (server.is_chief()) {
     const cohort::StepMetrics test =
         trainer.evaluate(cohort::data::fashion_mnist(cohort::data::Split::kTest));
-    std::printf("guide: %d workers, %d ps, mode %s, global step %lld, test loss %.4f, "
-                "test accuracy %.4f\n",
-                server.num_replicas(), ps_tasks, cohort::to_string(trainer.mode()),
-                static_cast<long long>(trainer.global_step()), test.loss, test.accuracy);
+    std::printf(
+        "guide: %d worker%s, %d ps, mode %s, global step %lld, test loss %.4f, "
+        "test accuracy %.4f\n",
+        server.num_replicas(), server.num_replicas() == 1 ? "" : "s", ps_tasks,
+        cohort::to_string(trainer.mode()), static_cast<long long>(trainer.global_step()), test.loss,
+        test.accuracy);
   }
   return 0;
 }

@@ -487,12 +487,15 @@ int Main(int argc, char** argv) {
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
     const cohort::StepMetrics m = trainer.evaluate(*test);
-    std::printf("images: %d workers, %lld images of %s in %d classes%s, global step %lld, "
-                "test loss %.4f, test accuracy %.4f\n",
-                server.num_replicas(), static_cast<long long>(examples),
-                cohort::to_string(example).c_str(), num_classes,
-                train.in_memory() ? "" : " (decoded on use)",
-                static_cast<long long>(trainer.global_step()), m.loss, m.accuracy);
+    // The set evaluated on: --test, --validation_split's part of --train, or all of --train.
+    const char* set = !FLAGS_test.empty() ? "test" : FLAGS_validation_split > 0 ? "validation" : "training-set";
+    std::printf(
+        "images: %d worker%s, %lld images of %s in %d classes%s, global step %lld, "
+        "%s loss %.4f, %s accuracy %.4f\n",
+        server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
+        static_cast<long long>(examples), cohort::to_string(example).c_str(), num_classes,
+        train.in_memory() ? "" : " (decoded on use)", static_cast<long long>(trainer.global_step()),
+        set, m.loss, set, m.accuracy);
     if (!FLAGS_metrics_json.empty())
       cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"accuracy", m.accuracy},
                                                      {"test_examples", test->size()}});

@@ -293,8 +293,11 @@ int Main(int argc, char** argv) {
       const auto& names = trainer.model().metric_names();
       const auto at = std::find(names.begin(), names.end(), "perplexity") - names.begin();
       const float perplexity = m.metrics[static_cast<std::size_t>(at)];
-      std::printf("language model: %d workers, global step %lld, held-out loss %.4f, perplexity %.3f, next-token accuracy %.4f\n",
-                  server.num_replicas(), static_cast<long long>(trainer.global_step()), m.loss, perplexity, m.accuracy);
+      std::printf(
+          "language model: %d worker%s, global step %lld, held-out loss %.4f, perplexity %.3f, "
+          "next-token accuracy %.4f\n",
+          server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
+          static_cast<long long>(trainer.global_step()), m.loss, perplexity, m.accuracy);
       if (!FLAGS_metrics_json.empty())
         cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"perplexity", perplexity}, {"accuracy", m.accuracy}});
     }

@@ -191,8 +191,9 @@ int Main(int argc, char** argv) {
   while (!session->should_stop()) session->run();
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
-    std::printf("residual_npy: %d workers, %lld parameters, global step %lld",
-                server.num_replicas(), static_cast<long long>(graph.num_parameters()),
+    std::printf("residual_npy: %d worker%s, %lld parameters, global step %lld",
+                server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
+                static_cast<long long>(graph.num_parameters()),
                 static_cast<long long>(trainer.global_step()));
     if (test) {
       std::printf(", test accuracy %.4f\n", trainer.evaluate(*test).accuracy);

@@ -110,7 +110,7 @@ run predict 1 --train=train --test=test --train_steps=300 --checkpoint_dir=check
 grep -q "^restored from checkpoints at global step 300" predict.log \
   || { echo "predict: the checkpoint was not restored"; exit 1; }
 trained=$(grep -o "global step 300, test loss .*" sync.log)
-grep -qF "1 workers, 3000 images of [28, 28, 1] in 10 classes, $trained" predict.log \
+grep -qF "1 worker, 3000 images of [28, 28, 1] in 10 classes, $trained" predict.log \
   || { echo "predict: the restored model does not score as the trained one did ($trained)"; exit 1; }
 grep -q "^images: $bags predictions written to predictions.csv" predict.log \
   || { echo "predict: not one prediction per image"; exit 1; }
@@ -163,7 +163,7 @@ expect_failure one_class "--train=one_class: one class \(Bag\): a classifier nee
 # A class subfolder without images is a class no example trains: said, and the job goes on.
 run with_empty 1 --train=with_empty --train_steps=2 --batch_size=4 || { echo "the job with an empty class failed"; exit 1; }
 grep -q "warning: with_empty: 1 class subfolder without images (Hat): classes no example trains$" with_empty.log \
-  && grep -q "^images: 1 workers, 8 images of \[28, 28, 1\] in 3 classes, " with_empty.log \
+  && grep -q "^images: 1 worker, 8 images of \[28, 28, 1\] in 3 classes, " with_empty.log \
   || { echo "with_empty: no warning of the empty class Hat, or not 3 classes"; exit 1; }
 # A job resumed on other classes (as many, named otherwise) is refused: the logits would mean
 # other things.
