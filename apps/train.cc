@@ -259,7 +259,10 @@ std::vector<std::pair<std::string, double>> lr_factors_from_flag() {
                         std::from_chars(item.data() + colon + 1, end, factor).ptr == end;
     if (!number || colon == 0 || !(factor > 0) || !std::isfinite(factor))
       throw cohort::InvalidArgument("--lr_factors=" + FLAGS_lr_factors + ": '" + item +
-                                    "' is not PATTERN:FACTOR with a factor above 0");
+                                    "' is not PATTERN:FACTOR with a factor above 0" +
+                                    (colon == std::string::npos
+                                         ? " (items are separated by commas, which a pattern cannot hold)"
+                                         : ""));
     const std::string pattern = item.substr(0, colon);
     try {
       static_cast<void>(cohort::Graph().matching(pattern, "variables of a learning-rate factor"));

@@ -30,7 +30,9 @@ namespace {
   std::string names;
   for (const Variable& v : graph.variables())
     if (v.trainable || !trainable_only) names += (names.empty() ? "" : ", ") + v.name;
-  throw InvalidArgument(what + " '" + pattern + "' match no variable of the model (its variables: " + names + ")");
+  const std::string kind = trainable_only ? "trainable variable" : "variable";
+  throw InvalidArgument(what + " '" + pattern + "' match no " + kind + " of the model (its " + kind + "s: " +
+                        names + ")");
 }
 
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
@@ -119,6 +121,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
   optimizer_->set_decay_ranges(graph_.decay_ranges());
+  std::vector<const Variable*> frozen_vars;  // trainable, but left out of trainable_vars
   if (!options_.trainable_vars.empty()) {
     const std::vector<const Variable*> chosen = graph_.matching(options_.trainable_vars, "variables to train");
     std::vector<std::pair<std::int64_t, std::int64_t>> frozen;
@@ -126,7 +129,10 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     for (const Variable& v : graph_.variables()) {
       if (!v.trainable) continue;  // state: no optimizer
       if (std::find(chosen.begin(), chosen.end(), &v) != chosen.end()) any = true;
-      else frozen.emplace_back(v.offset, v.offset + v.size);
+      else {
+        frozen.emplace_back(v.offset, v.offset + v.size);
+        frozen_vars.push_back(&v);
+      }
     }
     if (!any) throw_no_match(graph_, "variables to train", options_.trainable_vars, /*trainable_only=*/true);
     optimizer_->set_frozen_ranges(std::move(frozen));
@@ -137,14 +143,35 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
     for (const auto& [pattern, factor] : options_.learning_rate_factors) {
       char text[32];
       std::snprintf(text, sizeof text, "%g", factor);
+      if (!(factor > 0) || !std::isfinite(factor))
+        throw InvalidArgument("learning-rate factor " + std::string(text) + " of the variables '" +
+                              pattern + "': expected a finite factor above 0 (to hold variables as " +
+                              "they are, leave them out of the variables to train)");
       const std::string what = "variables of learning-rate factor " + std::string(text);
       const std::vector<const Variable*> chosen = graph_.matching(pattern, what);
       if (chosen.empty()) throw_no_match(graph_, what, pattern, /*trainable_only=*/false);
-      for (const Variable* v : chosen)
+      // Whether it matches a trainable variable; one no earlier pattern took; one of those trained.
+      bool trainable = false, fresh = false, training = false;
+      for (const Variable* v : chosen) {
+        trainable = trainable || v->trainable;
         if (v->trainable && std::find(taken.begin(), taken.end(), v) == taken.end()) {
+          fresh = true;
+          training = training || std::find(frozen_vars.begin(), frozen_vars.end(), v) == frozen_vars.end();
           taken.push_back(v);
           factors.push_back({v->offset, v->offset + v->size, factor});
         }
+      }
+      if (!trainable) throw_no_match(graph_, what, pattern, /*trainable_only=*/true);
+      // A pattern whose every variable an earlier one took never applies: a mistake, as one that
+      // matches nothing is.
+      if (!fresh)
+        throw InvalidArgument("learning-rate factor " + std::string(text) + " of the variables '" +
+                              pattern + "': an earlier pattern takes every trainable variable it " +
+                              "matches (a variable takes the first pattern's factor)");
+      if (!training)
+        throw InvalidArgument("learning-rate factor " + std::string(text) + " of the variables '" +
+                              pattern + "': every variable it gives a factor is held as it is " +
+                              "(not among the variables to train '" + options_.trainable_vars + "')");
     }
     optimizer_->set_rate_factors(std::move(factors));
   }

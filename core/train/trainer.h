@@ -74,7 +74,9 @@ struct TrainerOptions {
   /// (Graph::matching's regular expression) and a factor above 0. A variable takes the factor
   /// of the first pattern that matches it, 1 if none does; weight decay scales with it. A
   /// pretrained backbone at a tenth of its new head's rate: {{"conv", 0.1}}. A pattern that
-  /// matches no variable is an InvalidArgument listing them.
+  /// matches no trainable variable is an InvalidArgument listing them; so is one that never
+  /// applies (each variable it matches taken by an earlier pattern, or left out of
+  /// trainable_vars), and a factor that is not finite and above 0.
   std::vector<std::pair<std::string, double>> learning_rate_factors{};
   /// In (0, 1): the chief (replica 0) keeps an exponential moving average of the parameters with
   /// this decay (ExponentialMovingAverage, TensorFlow 1's with num_updates = the global step),
@@ -313,6 +315,9 @@ class Trainer {
   // On stderr where this run's schedule gives another rate at `checkpoint`'s step than the one
   // it recorded (a resume under a longer run, whose decay then jumps back up).
   void warn_of_another_schedule(const Checkpoint& checkpoint) const;
+  // On stderr where the optimizer's settings differ from those `checkpoint` recorded, and where
+  // it holds moving averages that this run does not keep.
+  void warn_of_other_settings(const Checkpoint& checkpoint) const;
   // InvalidArgument, naming Trainer::`what`, unless the variables were initialised or loaded.
   void check_has_parameters(const char* what) const;
   // predict() or predict_probabilities().

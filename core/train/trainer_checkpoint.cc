@@ -3,6 +3,7 @@
 // with a checkpoint directory will resume (resume_point()).
 #include "cohort/core/train/trainer.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -45,6 +46,13 @@ std::optional<std::int64_t> examples_written(const Checkpoint& checkpoint, std::
   return std::nullopt;
 }
 
+// Whether the checkpoint holds moving averages of its variables (kMovingAverageSuffix).
+bool holds_moving_averages(const Checkpoint& checkpoint) {
+  return std::any_of(checkpoint.tensors.begin(), checkpoint.tensors.end(), [](const CheckpointTensor& t) {
+    return t.name.ends_with(kMovingAverageSuffix);
+  });
+}
+
 // `value` as text that reads back exactly.
 std::string exactly(double value) {
   char text[32];
@@ -69,6 +77,9 @@ Checkpoint Trainer::checkpoint() {
     checkpoint.metadata["learning_rate_scale"] = exactly(scale);
   // The schedule's rate where the checkpoint stands: a resume under another schedule is told.
   checkpoint.metadata["learning_rate"] = exactly(optimizer_->options().learning_rate.at(step));
+  // The optimizer's other settings (momentum, betas, weight decay, clipping): a resume under
+  // others is told.
+  checkpoint.metadata["optimizer_settings"] = describe(optimizer_->options());
   // What a resume's data position and epochs count, whatever examples a step then takes.
   checkpoint.metadata["examples"] = std::to_string(examples_at(step));
   if (has_average()) add_moving_averages(checkpoint, graph_, average_->values());
@@ -112,6 +123,7 @@ void Trainer::restore(const Checkpoint& checkpoint) {
   restored_examples_ = examples;
   set_learning_rate_scale(factor);
   warn_of_another_schedule(checkpoint);
+  warn_of_other_settings(checkpoint);
   if (average_) {
     // Averages from a checkpoint written without them start at its variables (in start()).
     std::vector<float> averages(graph_.values().size());
@@ -140,6 +152,25 @@ void Trainer::warn_of_another_schedule(const Checkpoint& checkpoint) const {
   std::fflush(stderr);
 }
 
+void Trainer::warn_of_other_settings(const Checkpoint& checkpoint) const {
+  const auto step = static_cast<long long>(checkpoint.global_step());
+  const auto saved = checkpoint.metadata.find("optimizer_settings");
+  const std::string ours = describe(optimizer_->options());
+  if (saved != checkpoint.metadata.end() && saved->second != ours)
+    std::fprintf(stderr,
+                 "[%s] warning: the checkpoint at global step %lld was written training with %s; "
+                 "training goes on with this run's %s\n",
+                 process_label().c_str(), step, saved->second.c_str(), ours.c_str());
+  if (!average_ && holds_moving_averages(checkpoint))
+    std::fprintf(stderr,
+                 "[%s] warning: the checkpoint at global step %lld holds moving averages of the "
+                 "parameters, which this run, without a moving-average decay, neither keeps nor "
+                 "evaluates: it trains and evaluates the parameters themselves, and its "
+                 "checkpoints drop the averages (train's --moving_average_decay keeps them)\n",
+                 process_label().c_str(), step);
+  std::fflush(stderr);
+}
+
 void Trainer::load_parameters(const Checkpoint& checkpoint) {
   if (!left_)
     throw InvalidArgument("Trainer::load_parameters: after finish() (training would overwrite the "
@@ -162,6 +193,13 @@ std::size_t Trainer::warm_start(const Checkpoint& checkpoint, const std::string&
     graph_.initialize(options_.seed);  // the variables not selected start as without a warm start
     load_naming_the_model(checkpoint, options_.model_name,
                           [&] { loaded = restore_variables_matching(checkpoint, graph_, vars); });
+  }
+  if (holds_moving_averages(checkpoint)) {
+    std::fprintf(stderr,
+                 "[%s] warning: the warm start takes the checkpoint's parameters themselves, not "
+                 "the moving averages of them it also holds (which its own evaluations scored)\n",
+                 process_label().c_str());
+    std::fflush(stderr);
   }
   has_parameters_ = true;
   optimizer_->reset();

@@ -27,6 +27,7 @@ for optimizer in momentum adam rmsprop; do
   grep -q "restored from .* at global step 150$" "$work/$optimizer-resumed.log" \
     || { cat "$work/$optimizer-resumed.log"; echo "did not resume from step 150"; exit 1; }
   ! grep "warning: the learning rate" "$work/$optimizer-resumed.log" || { echo "a constant rate was warned of"; exit 1; }
+  ! grep "was written training with" "$work/$optimizer-resumed.log" || { echo "the same settings were warned of"; exit 1; }
   /usr/bin/python3 "$(dirname "$0")/compare_checkpoints.py" --rtol 1e-6 \
     "$work/$optimizer-resumed/model.ckpt-300.safetensors" \
     "$work/$optimizer-straight/model.ckpt-300.safetensors"
@@ -41,6 +42,17 @@ grep -q "warning: the learning rate at global step 100 was 0.002 when the checkp
 run "$work/cosine" 300 --lr_schedule=cosine --lr_decay_steps=200
 grep -q "restored from .* at global step 200$" "$work/cosine.log" || { cat "$work/cosine.log"; exit 1; }
 ! grep "warning: the learning rate" "$work/cosine.log" || { echo "the same schedule was warned of"; exit 1; }
+
+echo "== a resume with other optimizer settings, or without the moving averages it holds, is told"
+run "$work/settings" 20 --optimizer=momentum --learning_rate=0.01 --moving_average_decay=0.9
+run "$work/settings-warm" 10 --warm_start_from="$work/settings"
+grep -q "warning: the warm start takes the checkpoint's parameters themselves, not the moving averages" \
+  "$work/settings-warm.log" || { cat "$work/settings-warm.log"; echo "no word of the averages a warm start leaves"; exit 1; }
+run "$work/settings" 40 --optimizer=momentum --learning_rate=0.01 --momentum=0.5 --nesterov --weight_decay=0.001
+grep -q "warning: the checkpoint at global step 20 was written training with momentum 0.9; training goes on with this run's momentum 0.5 (Nesterov), weight decay 0.001$" \
+  "$work/settings.log" || { cat "$work/settings.log"; echo "no word of the other settings"; exit 1; }
+grep -q "warning: the checkpoint at global step 20 holds moving averages of the parameters, which this run" \
+  "$work/settings.log" || { cat "$work/settings.log"; echo "no word of the averages left behind"; exit 1; }
 
 echo "== a finished run started again trains nothing, and says so"
 run "$work/momentum-straight" 200 --optimizer=momentum --learning_rate=0.01

@@ -436,7 +436,24 @@ TEST_CASE("learning-rate factors by variable: each variable's step at its factor
                        InvalidArgument);
   options.learning_rate_factors = {{"hidden1", 0.0}};
   Graph graph2;
-  CHECK_THROWS_AS(Trainer(nullptr, graph2, model, data, test::sgd(0.2), options), InvalidArgument);
+  CHECK_THROWS_WITH_AS(Trainer(nullptr, graph2, model, data, test::sgd(0.2), options),
+                       "learning-rate factor 0 of the variables 'hidden1': expected a finite factor above 0 (to "
+                       "hold variables as they are, leave them out of the variables to train)",
+                       InvalidArgument);
+  // A pattern that never applies is refused as one that matches nothing is: every variable it
+  // matches taken by an earlier pattern, or held as it is.
+  options.learning_rate_factors = {{"hidden1", 0.5}, {"hidden1/kernel", 0.1}};
+  Graph graph3;
+  CHECK_THROWS_WITH_AS(Trainer(nullptr, graph3, model, data, test::sgd(0.2), options),
+                       doctest::Contains("'hidden1/kernel': an earlier pattern takes every trainable variable"),
+                       InvalidArgument);
+  options.learning_rate_factors = {{"hidden1", 0.5}};
+  options.trainable_vars = "logits";
+  Graph graph4;
+  CHECK_THROWS_WITH_AS(Trainer(nullptr, graph4, model, data, test::sgd(0.2), options),
+                       doctest::Contains("'hidden1': every variable it gives a factor is held as it is (not "
+                                         "among the variables to train 'logits')"),
+                       InvalidArgument);
 }
 
 TEST_CASE("steps_for_epochs: the global steps of whole passes; no epochs or examples is refused") {
