@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Render the loss and accuracy curves of a Cohort run to a PNG.
 
-Usage: scripts/plot_metrics.py LOGDIR [-o OUT.png]
+Usage: scripts/plot_metrics.py LOGDIR [-o OUT.png]   (installed as cohort-plot-metrics)
 
 Reads LOGDIR/metrics.csv (columns step,wall_time,tag,value, as written by cohort::SummaryWriter)
 and draws two panels against the step: every tag whose name contains "loss", and every tag whose

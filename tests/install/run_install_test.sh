@@ -51,7 +51,7 @@ done < "$manifest"
 grep -qx "$prefix/bin/cohort-train" "$manifest" || fail "the install manifest does not name bin/cohort-train"
 
 # The layout.
-for f in bin/cohort-train include/cohort/cohort.h include/cohort/mpi/comm.h \
+for f in bin/cohort-train bin/cohort-plot-metrics include/cohort/cohort.h include/cohort/mpi/comm.h \
          include/cohort/core/base/error.h include/cohort/core/train/session.h \
          include/cohort/core/nn/data/dataset.h include/cohort/core/nn/ops/ops.h \
          include/cohort/core/dist/server.h include/cohort/core/io/checkpoint.h \
