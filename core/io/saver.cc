@@ -60,6 +60,21 @@ std::string layout_hint(const Shape& file, const Shape& model) {
   return "";
 }
 
+// Where none of the checkpoint's tensors is named as a Cohort variable ("<layer>/<variable>")
+// and some are named as PyTorch's state_dict names them ("conv1.weight"), what to do about it;
+// else "".
+std::string naming_hint(const Checkpoint& checkpoint) {
+  const CheckpointTensor* dotted = nullptr;
+  for (const CheckpointTensor& t : checkpoint.tensors) {
+    if (t.name.find('/') != std::string::npos) return "";
+    if (!dotted && t.name.find('.') != std::string::npos) dotted = &t;
+  }
+  if (!dotted) return "";
+  return " (its tensors are named as a PyTorch state_dict's, '" + dotted->name +
+         "': save each under the name of the model's variable, as 'conv1/kernel', in Cohort's "
+         "layout; docs/GUIDE.md's table maps PyTorch's layers to Cohort's variables)";
+}
+
 // The checkpoint's tensor `name` if it has v's shape, else null with a problem added: missing
 // there, or of another shape.
 const CheckpointTensor* find_fitting(const Checkpoint& checkpoint, const std::string& name,
@@ -132,7 +147,7 @@ std::size_t restore_variables(const Checkpoint& checkpoint, Graph& graph, bool m
         !averages_a_listed_variable(t.name, checkpoint, used))
       problems.add(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
   if (!problems.text.empty())
-    throw CheckpointError("checkpoint does not fit the model: " + problems.text);
+    throw CheckpointError("checkpoint does not fit the model: " + problems.text + naming_hint(checkpoint));
   return averages;
 }
 
@@ -195,7 +210,7 @@ std::size_t restore_variables_matching(const Checkpoint& checkpoint, Graph& grap
   }
   if (!problems.text.empty())
     throw CheckpointError("checkpoint does not fit the variables to warm-start '" + vars +
-                          "': " + problems.text);
+                          "': " + problems.text + naming_hint(checkpoint));
   return used.size();
 }
 

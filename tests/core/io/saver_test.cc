@@ -245,5 +245,19 @@ TEST_CASE("moving averages go through a checkpoint as <variable>/ExponentialMovi
     const std::string what = e.what();
     CHECK(what.find("nothing [1] is in the checkpoint but not in the model") != std::string::npos);
     CHECK(what.find("ExponentialMovingAverage") == std::string::npos);
+    CHECK(what.find("state_dict") == std::string::npos);  // its names are Cohort's
   }
+  // A file of PyTorch's names: what to do is said once, after every name.
+  Checkpoint torch_names;
+  for (const CheckpointTensor& t : plain.tensors) {
+    CheckpointTensor renamed = t;
+    std::replace(renamed.name.begin(), renamed.name.end(), '/', '.');
+    torch_names.tensors.push_back(renamed);
+  }
+  CHECK_THROWS_WITH_AS(restore_variables(torch_names, eval_graph),
+                       doctest::Contains(("(its tensors are named as a PyTorch state_dict's, '" +
+                                          torch_names.tensors.front().name + "': save each under the name of "
+                                          "the model's variable, as 'conv1/kernel', in Cohort's layout")
+                                             .c_str()),
+                       CheckpointError);
 }
