@@ -161,7 +161,7 @@ void Trainer::warn_of_other_settings(const Checkpoint& checkpoint) const {
                  "[%s] warning: the checkpoint at global step %lld was written training with %s; "
                  "training goes on with this run's %s\n",
                  process_label().c_str(), step, saved->second.c_str(), ours.c_str());
-  if (!average_ && holds_moving_averages(checkpoint))
+  if (options_.moving_average_decay == 0 && holds_moving_averages(checkpoint))
     std::fprintf(stderr,
                  "[%s] warning: the checkpoint at global step %lld holds moving averages of the "
                  "parameters, which this run, without a moving-average decay, neither keeps nor "
