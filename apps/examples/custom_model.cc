@@ -91,7 +91,7 @@ int Main(int argc, char** argv) {
   if (server.is_chief()) {
     const auto test = trainer.evaluate(cohort::data::fashion_mnist(cohort::data::Split::kTest));
     std::printf("custom_model: %d worker%s, global step %lld, test accuracy %.4f\n", workers,
-                workers == 1 ? "" : "s", static_cast<long long>(trainer.global_step()),
+                workers == 1 ? "" : "s", static_cast<long long>(trainer.read_global_step()),
                 test.accuracy);
   }
   return 0;

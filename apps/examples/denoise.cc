@@ -218,7 +218,7 @@ int Main(int argc, char** argv) {
     std::printf("denoise: %d worker%s, %lld parameters, global step %lld, test %s %.5f",
                 server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
                 static_cast<long long>(graph.num_parameters()),
-                static_cast<long long>(trainer.global_step()), FLAGS_loss.c_str(), m.loss);
+                static_cast<long long>(trainer.read_global_step()), FLAGS_loss.c_str(), m.loss);
     // The inputs' own error, where they are images of the targets' kind.
     const cohort::Tensor& inputs = test->storage()->features;
     const cohort::Tensor& targets = test->storage()->targets;

@@ -208,7 +208,7 @@ int Main(int argc, char** argv) {
   server.done();
   if (server.is_chief())
     std::printf("gan: %d worker%s, --mode=%s, global step %lld\n", workers, workers == 1 ? "" : "s",
-                FLAGS_mode.c_str(), static_cast<long long>(trainer.global_step()));
+                FLAGS_mode.c_str(), static_cast<long long>(trainer.read_global_step()));
   return 0;
 }
 

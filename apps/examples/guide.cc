@@ -135,7 +135,7 @@ int Main(int argc, char** argv) {
         "guide: %d worker%s, %d ps, mode %s, global step %lld, test loss %.4f, "
         "test accuracy %.4f\n",
         server.num_replicas(), server.num_replicas() == 1 ? "" : "s", ps_tasks,
-        cohort::to_string(trainer.mode()), static_cast<long long>(trainer.global_step()), test.loss,
+        cohort::to_string(trainer.mode()), static_cast<long long>(trainer.read_global_step()), test.loss,
         test.accuracy);
   }
   return 0;

@@ -494,7 +494,7 @@ int Main(int argc, char** argv) {
         "%s loss %.4f, %s accuracy %.4f\n",
         server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
         static_cast<long long>(examples), cohort::to_string(example).c_str(), num_classes,
-        train.in_memory() ? "" : " (decoded on use)", static_cast<long long>(trainer.global_step()),
+        train.in_memory() ? "" : " (decoded on use)", static_cast<long long>(trainer.read_global_step()),
         set, m.loss, set, m.accuracy);
     if (!FLAGS_metrics_json.empty())
       cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"accuracy", m.accuracy},

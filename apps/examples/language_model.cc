@@ -297,7 +297,7 @@ int Main(int argc, char** argv) {
           "language model: %d worker%s, global step %lld, held-out loss %.4f, perplexity %.3f, "
           "next-token accuracy %.4f\n",
           server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
-          static_cast<long long>(trainer.global_step()), m.loss, perplexity, m.accuracy);
+          static_cast<long long>(trainer.read_global_step()), m.loss, perplexity, m.accuracy);
       if (!FLAGS_metrics_json.empty())
         cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"perplexity", perplexity}, {"accuracy", m.accuracy}});
     }

@@ -194,7 +194,7 @@ int Main(int argc, char** argv) {
     std::printf("residual_npy: %d worker%s, %lld parameters, global step %lld",
                 server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
                 static_cast<long long>(graph.num_parameters()),
-                static_cast<long long>(trainer.global_step()));
+                static_cast<long long>(trainer.read_global_step()));
     if (test) {
       std::printf(", test accuracy %.4f\n", trainer.evaluate(*test).accuracy);
     } else {

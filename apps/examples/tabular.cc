@@ -612,7 +612,7 @@ int Main(int argc, char** argv) {
     const char* set = !FLAGS_test.empty() ? "test" : FLAGS_validation_split > 0 ? "validation" : "training-set";
     std::printf("tabular: %d worker%s, %lld examples, global step %lld, %s loss %.5f",
                 server.num_replicas(), server.num_replicas() == 1 ? "" : "s",
-                static_cast<long long>(examples), static_cast<long long>(trainer.global_step()), set,
+                static_cast<long long>(examples), static_cast<long long>(trainer.read_global_step()), set,
                 m.loss);
     std::vector<cohort::JsonField> json{{"loss", m.loss}};
     for (std::size_t i = 0; i < names.size(); ++i) {

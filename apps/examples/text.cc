@@ -449,7 +449,7 @@ int Main(int argc, char** argv) {
         "text: %d worker%s, %lld texts in %d classes, vocabulary of %lld, global step %lld, "
         "%s loss %.4f, %s accuracy %.4f\n",
         server.num_replicas(), server.num_replicas() == 1 ? "" : "s", static_cast<long long>(texts),
-        num_classes, static_cast<long long>(tokens), static_cast<long long>(trainer.global_step()),
+        num_classes, static_cast<long long>(tokens), static_cast<long long>(trainer.read_global_step()),
         set, m.loss, set, m.accuracy);
     if (!FLAGS_metrics_json.empty())
       cohort::write_json_object(FLAGS_metrics_json, {{"loss", m.loss}, {"accuracy", m.accuracy}});
