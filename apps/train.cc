@@ -40,6 +40,7 @@
 #include "cohort/core/train/evaluator.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
+#include "train_common.h"
 
 using cohort::flags::kSameOnAllRanks;
 using cohort::flags::Choices;
@@ -206,6 +207,9 @@ COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it f
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cohort::train_app::duration;
+using cohort::train_app::image_options;
+using cohort::train_app::model_from_flags;
 
 // A timeout flag in seconds as milliseconds, rounded up: a positive timeout below a millisecond
 // must not become 0, which means "never".
@@ -270,36 +274,6 @@ std::vector<std::pair<std::string, double>> lr_factors_from_flag() {
   }
   return factors;
 }
-
-// The model named by the flags, on `graph`.
-cohort::Model model_from_flags(cohort::Graph& graph, const std::vector<std::int64_t>& hidden) {
-  cohort::ResNetOptions resnet;
-  resnet.blocks_per_stage = static_cast<int>(FLAGS_resnet_blocks);
-  resnet.sync_batch_norm = FLAGS_sync_batch_norm;
-  cohort::Model model = cohort::build_model(FLAGS_model, graph, hidden, resnet);
-  if (FLAGS_label_smoothing != 0.0)
-    model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(
-        static_cast<float>(FLAGS_label_smoothing)));
-  return model;
-}
-
-// Normalisation and augmentation of the images, from the flags.
-cohort::data::ImageOptions image_options() {
-  cohort::data::ImageOptions image;
-  if (FLAGS_normalize) image.mean = {0.2860f}, image.std = {0.3530f};
-  image.crop_padding = FLAGS_crop_padding;
-  image.horizontal_flip = FLAGS_horizontal_flip;
-  return image;
-}
-
-std::string duration(double seconds) {
-  char text[32];
-  const auto s = static_cast<long>(seconds + 0.5);
-  if (s >= 3600) std::snprintf(text, sizeof text, "%ldh%02ldm", s / 3600, s % 3600 / 60);
-  else std::snprintf(text, sizeof text, "%ldm%02lds", s / 60, s % 60);
-  return text;
-}
-
 
 // Progress lines on the chief at every multiple of --log_every_steps (after the session's first
 // step, which gives the rate its start): step, loss, accuracy, images/s over the cluster, time
