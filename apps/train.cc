@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <span>
 #include <sstream>
 #include <thread>
@@ -166,7 +165,9 @@ COHORT_DEFINE_float(min_delta, 0.0,
                     Range{0, 1e30}, kSameOnAllRanks);
 COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps (0: never)",
     Range{0, 1e15});
-COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this JSON file");
+COHORT_DEFINE_string(metrics_json, "",
+    "chief: write the final metrics to this JSON file, with every flag's value under \"flags\" "
+    "(its \"learning_rate\" is the peak rate after --lr_scaling; the flag's is flags.learning_rate)");
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints (and summaries) here (empty: none)",
     kSameOnAllRanks);
 COHORT_DEFINE_string(summary_dir, "", "chief: write summaries here (empty: --checkpoint_dir)");
@@ -721,19 +722,18 @@ int Main(int argc, char** argv) {
           {"wall_seconds", seconds}, {"cohort_version", cohort::version()}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", ps_tasks},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
+          // The peak rate, after --lr_scaling (flags.learning_rate: the flag's, one batch's).
           {"optimizer", cohort::describe(optimizer)}, {"learning_rate", optimizer.learning_rate.base},
           {"lr_schedule", FLAGS_lr_schedule}, {"label_smoothing", FLAGS_label_smoothing},
           {"moving_average_decay", FLAGS_moving_average_decay},
           {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
           {"gradient_bytes_sent", gradient_bytes},  // the chief's own, as the final line's
           {"dropped_gradients_all_workers", totals[0]},
-          {"gradient_bytes_sent_all_workers", totals[1]}};
-      std::ofstream out(FLAGS_metrics_json);
-      out << metrics.dump(2) << "\n";
-      out.close();
-      if (!out)
-        throw cohort::Error("--metrics_json=" + FLAGS_metrics_json +
-                            ": cannot write the file (a full disk, a lost mount?)");
+          {"gradient_bytes_sent_all_workers", totals[1]},
+          // Every flag's value (the chief's), and which were given: a sweep's runs told apart.
+          {"flags", cohort::train_app::flag_values_json()},
+          {"flags_given", cohort::train_app::flags_given_json()}};
+      cohort::train_app::write_metrics_json(metrics);
     }
   }
   return 0;
