@@ -40,6 +40,7 @@
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
 #include "train_common.h"
+#include "train_eval_only.h"
 
 using cohort::flags::kSameOnAllRanks;
 using cohort::flags::Choices;
@@ -169,6 +170,12 @@ COHORT_DEFINE_string(metrics_json, "",
     "chief: write the final metrics to this JSON file, with every flag's value under \"flags\" "
     "(its \"learning_rate\" is the peak rate after --lr_scaling; the flag's is flags.learning_rate)");
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints (and summaries) here (empty: none)",
+    kSameOnAllRanks);
+COHORT_DEFINE_bool(eval_only, false,
+    "train nothing: evaluate --checkpoint_dir's latest checkpoint (or --eval_checkpoint) on the test set as training's final evaluation does, print its final line and write --metrics_json; one process, which reads the directory and writes nothing there (no lock: a job may be training into it)",
+    kSameOnAllRanks);
+COHORT_DEFINE_string(eval_checkpoint, "",
+    "with --eval_only: the checkpoint file to evaluate (empty: the one --checkpoint_dir's index names latest)",
     kSameOnAllRanks);
 COHORT_DEFINE_string(summary_dir, "", "chief: write summaries here (empty: --checkpoint_dir)");
 COHORT_DEFINE_string(warm_start_from, "",
@@ -438,6 +445,12 @@ int Main(int argc, char** argv) {
     cohort::Graph probe;
     model_from_flags(probe, hidden);
   }
+  // Without --eval_only, training would start in its place: a new model, written into the
+  // directory the checkpoint was to be read from.
+  if (!FLAGS_eval_checkpoint.empty() && !FLAGS_eval_only)
+    throw cohort::InvalidArgument("--eval_checkpoint=" + FLAGS_eval_checkpoint +
+                                  ": read with --eval_only only (without it, this run would train)");
+  if (FLAGS_eval_only) return cohort::train_app::evaluate_only(hidden);  // no cluster, no training
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   const int ps_tasks = cluster.num_tasks("ps");
   // The evaluations during training go to the summaries' eval directory, the evaluator's to
@@ -711,6 +724,7 @@ int Main(int argc, char** argv) {
                 stats.empty() || workers == 1 ? "" : "the chief's own: ", stats.c_str());
     if (!FLAGS_metrics_json.empty()) {
       const nlohmann::json metrics = {
+          {"eval_only", false},  // --eval_only's file says true
           {"global_step", final_step}, {"train_steps", last_step},
           // A run that ended before train_steps: the signal that stopped it (0: none).
           {"stop_signal", cohort::stop_signal_received()},
