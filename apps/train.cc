@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <span>
 #include <sstream>
 #include <thread>
@@ -40,6 +39,8 @@
 #include "cohort/core/train/evaluator.h"
 #include "cohort/core/train/trainer.h"
 #include "cohort/hooks/hooks.h"
+#include "train_common.h"
+#include "train_eval_only.h"
 
 using cohort::flags::kSameOnAllRanks;
 using cohort::flags::Choices;
@@ -165,8 +166,16 @@ COHORT_DEFINE_float(min_delta, 0.0,
                     Range{0, 1e30}, kSameOnAllRanks);
 COHORT_DEFINE_int(log_every_steps, 100, "chief: log progress every N global steps (0: never)",
     Range{0, 1e15});
-COHORT_DEFINE_string(metrics_json, "", "chief: write the final metrics to this JSON file");
+COHORT_DEFINE_string(metrics_json, "",
+    "chief: write the final metrics to this JSON file, with every flag's value under \"flags\" "
+    "(its \"learning_rate\" is the peak rate after --lr_scaling; the flag's is flags.learning_rate)");
 COHORT_DEFINE_string(checkpoint_dir, "", "chief: restore from and save checkpoints (and summaries) here (empty: none)",
+    kSameOnAllRanks);
+COHORT_DEFINE_bool(eval_only, false,
+    "train nothing: evaluate --checkpoint_dir's latest checkpoint (or --eval_checkpoint) on the test set as training's final evaluation does, print its final line and write --metrics_json; one process, which reads the directory and writes nothing there (no lock: a job may be training into it)",
+    kSameOnAllRanks);
+COHORT_DEFINE_string(eval_checkpoint, "",
+    "with --eval_only: the checkpoint file to evaluate (empty: the one --checkpoint_dir's index names latest)",
     kSameOnAllRanks);
 COHORT_DEFINE_string(summary_dir, "", "chief: write summaries here (empty: --checkpoint_dir)");
 COHORT_DEFINE_string(warm_start_from, "",
@@ -206,6 +215,9 @@ COHORT_DEFINE_int(inject_fault_step, 20, "testing: the global step at which it f
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cohort::train_app::duration;
+using cohort::train_app::image_options;
+using cohort::train_app::model_from_flags;
 
 // A timeout flag in seconds as milliseconds, rounded up: a positive timeout below a millisecond
 // must not become 0, which means "never".
@@ -273,36 +285,6 @@ std::vector<std::pair<std::string, double>> lr_factors_from_flag() {
   }
   return factors;
 }
-
-// The model named by the flags, on `graph`.
-cohort::Model model_from_flags(cohort::Graph& graph, const std::vector<std::int64_t>& hidden) {
-  cohort::ResNetOptions resnet;
-  resnet.blocks_per_stage = static_cast<int>(FLAGS_resnet_blocks);
-  resnet.sync_batch_norm = FLAGS_sync_batch_norm;
-  cohort::Model model = cohort::build_model(FLAGS_model, graph, hidden, resnet);
-  if (FLAGS_label_smoothing != 0.0)
-    model.set_loss(std::make_unique<cohort::SoftmaxCrossEntropyLoss>(
-        static_cast<float>(FLAGS_label_smoothing)));
-  return model;
-}
-
-// Normalisation and augmentation of the images, from the flags.
-cohort::data::ImageOptions image_options() {
-  cohort::data::ImageOptions image;
-  if (FLAGS_normalize) image.mean = {0.2860f}, image.std = {0.3530f};
-  image.crop_padding = FLAGS_crop_padding;
-  image.horizontal_flip = FLAGS_horizontal_flip;
-  return image;
-}
-
-std::string duration(double seconds) {
-  char text[32];
-  const auto s = static_cast<long>(seconds + 0.5);
-  if (s >= 3600) std::snprintf(text, sizeof text, "%ldh%02ldm", s / 3600, s % 3600 / 60);
-  else std::snprintf(text, sizeof text, "%ldm%02lds", s / 60, s % 60);
-  return text;
-}
-
 
 // Progress lines on the chief at every multiple of --log_every_steps (after the session's first
 // step, which gives the rate its start): step, loss, accuracy, images/s over the cluster, time
@@ -466,6 +448,12 @@ int Main(int argc, char** argv) {
     cohort::Graph probe;
     model_from_flags(probe, hidden);
   }
+  // Without --eval_only, training would start in its place: a new model, written into the
+  // directory the checkpoint was to be read from.
+  if (!FLAGS_eval_checkpoint.empty() && !FLAGS_eval_only)
+    throw cohort::InvalidArgument("--eval_checkpoint=" + FLAGS_eval_checkpoint +
+                                  ": read with --eval_only only (without it, this run would train)");
+  if (FLAGS_eval_only) return cohort::train_app::evaluate_only(hidden);  // no cluster, no training
   const cohort::ClusterSpec cluster = cohort::cluster_from_flags();
   const int ps_tasks = cluster.num_tasks("ps");
   // The evaluations during training go to the summaries' eval directory, the evaluator's to
@@ -739,6 +727,7 @@ int Main(int argc, char** argv) {
                 stats.empty() || workers == 1 ? "" : "the chief's own: ", stats.c_str());
     if (!FLAGS_metrics_json.empty()) {
       const nlohmann::json metrics = {
+          {"eval_only", false},  // --eval_only's file says true
           {"global_step", final_step}, {"train_steps", last_step},
           // A run that ended before train_steps: the signal that stopped it (0: none).
           {"stop_signal", cohort::stop_signal_received()},
@@ -750,19 +739,18 @@ int Main(int argc, char** argv) {
           {"wall_seconds", seconds}, {"cohort_version", cohort::version()}, {"model", FLAGS_model}, {"mode", FLAGS_mode},
           {"workers", workers}, {"ps_tasks", ps_tasks},
           {"batch_size", FLAGS_batch_size}, {"towers", FLAGS_towers}, {"device", FLAGS_device},
+          // The peak rate, after --lr_scaling (flags.learning_rate: the flag's, one batch's).
           {"optimizer", cohort::describe(optimizer)}, {"learning_rate", optimizer.learning_rate.base},
           {"lr_schedule", FLAGS_lr_schedule}, {"label_smoothing", FLAGS_label_smoothing},
           {"moving_average_decay", FLAGS_moving_average_decay},
           {"dropped_gradients", dropped}, {"compression", FLAGS_compression},
           {"gradient_bytes_sent", gradient_bytes},  // the chief's own, as the final line's
           {"dropped_gradients_all_workers", totals[0]},
-          {"gradient_bytes_sent_all_workers", totals[1]}};
-      std::ofstream out(FLAGS_metrics_json);
-      out << metrics.dump(2) << "\n";
-      out.close();
-      if (!out)
-        throw cohort::Error("--metrics_json=" + FLAGS_metrics_json +
-                            ": cannot write the file (a full disk, a lost mount?)");
+          {"gradient_bytes_sent_all_workers", totals[1]},
+          // Every flag's value (the chief's), and which were given: a sweep's runs told apart.
+          {"flags", cohort::train_app::flag_values_json()},
+          {"flags_given", cohort::train_app::flags_given_json()}};
+      cohort::train_app::write_metrics_json(metrics);
     }
   }
   return 0;
