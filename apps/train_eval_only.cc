@@ -100,8 +100,9 @@ int evaluate_only(const std::vector<std::int64_t>& hidden) {
     const auto written = checkpoint.metadata.find("model");
     if (written != checkpoint.metadata.end() && written->second != FLAGS_model)
       throw CheckpointError(path + ": it was written by model '" + written->second + "', and this one is '" +
-                            FLAGS_model + "': " + e.what());
-    throw CheckpointError(path + ": " + e.what());
+                                FLAGS_model + "': " + e.what(),
+                            e.exit_status());
+    throw CheckpointError(path + ": " + e.what(), e.exit_status());
   }
   if (FLAGS_moving_average_decay > 0 && !holds_averages)
     std::fprintf(stderr, "warning: %s holds no moving averages: evaluating its variables\n", path.c_str());

@@ -7,7 +7,8 @@
 namespace cohort {
 
 NanLossError::NanLossError(std::int64_t global_step)
-    : Error("NaN loss during training at global step " + std::to_string(global_step)), global_step_(global_step) {}
+    : Error("NaN loss during training at global step " + std::to_string(global_step), kDivergedStatus),
+      global_step_(global_step) {}
 
 NanTensorHook::NanTensorHook(std::string loss_tensor, bool fail_on_nan)
     : loss_tensor_(std::move(loss_tensor)), fail_on_nan_(fail_on_nan) {

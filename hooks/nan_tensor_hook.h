@@ -10,7 +10,7 @@
 namespace cohort {
 
 /// The loss became NaN (TensorFlow's NanLossDuringTrainingError). what():
-/// "NaN loss during training at global step N".
+/// "NaN loss during training at global step N". kDivergedStatus.
 class NanLossError : public Error {
  public:
   explicit NanLossError(std::int64_t global_step);

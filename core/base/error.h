@@ -23,22 +23,37 @@ namespace cohort {
 std::string process_label();
 void set_process_label(std::string label);
 
+/// The exit status of a job that ends with an error (app::Run's, and MPI_Abort's code, so
+/// mpirun's and Slurm's), by what another try of the same command may expect: kFaultStatus, a
+/// fault that may pass (an I/O error, a lost or stalled peer, memory); kInputStatus, an input
+/// that will fail the same way again (a flag, a data file, a checkpoint that does not fit the
+/// model); kDivergedStatus, training that diverged (a NaN loss). A stop signal that ends a
+/// process at once gives 128 + the signal.
+inline constexpr int kFaultStatus = 1;
+inline constexpr int kInputStatus = 2;
+inline constexpr int kDivergedStatus = 3;
+
 /// Base of every error Cohort throws. Records the process label at the throw (context()), so a
 /// report made later, on another thread or after the label changed, still names the process.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what), context_(process_label()) {}
+  explicit Error(const std::string& what, int exit_status = kFaultStatus)
+      : std::runtime_error(what), context_(process_label()), exit_status_(exit_status) {}
   /// The process label when the error was made ("worker:1 rank 3"; "" before MPI is up).
   const std::string& context() const noexcept { return context_; }
+  /// The job's exit status where this error ends it: kFaultStatus unless the error says otherwise.
+  int exit_status() const noexcept { return exit_status_; }
 
  private:
   std::string context_;
+  int exit_status_;
 };
 
-/// A caller passed something malformed or inconsistent (a bad device string, a bad spec).
+/// A caller passed something malformed or inconsistent (a bad device string, a bad spec):
+/// kInputStatus.
 class InvalidArgument : public Error {
  public:
-  using Error::Error;
+  explicit InvalidArgument(const std::string& what) : Error(what, kInputStatus) {}
 };
 
 /// Text from outside (a file, a flag) for an error message: in single quotes, at most `limit`

@@ -9,7 +9,7 @@ namespace cohort {
 /// then ends the job at once, with status 128 + signal().
 class StopSignalled : public Error {
  public:
-  StopSignalled(int signal, const std::string& what) : Error(what), signal_(signal) {}
+  StopSignalled(int signal, const std::string& what) : Error(what, 128 + signal), signal_(signal) {}
   int signal() const { return signal_; }
 
  private:

@@ -369,7 +369,7 @@ std::optional<Checkpoint> CheckpointManager::restore_latest() {
   }
   std::string message = "no usable checkpoint in " + directory_ + ":";
   for (std::size_t i = 0; i < faults.size(); ++i) message += (i ? "; " : " ") + faults[i];
-  throw CheckpointError(message);
+  throw CheckpointError(message, kInputStatus);  // every file damaged: another try fares no better
 }
 
 std::optional<std::string> CheckpointManager::latest_path() const {

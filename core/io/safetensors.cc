@@ -145,7 +145,7 @@ class HeaderParser {
   explicit HeaderParser(const std::string& path) : path_(path) {}
 
   [[noreturn]] void fail(const std::string& fault) const {
-    throw CheckpointError(path_ + ": " + fault);
+    throw CheckpointError(path_ + ": " + fault, kInputStatus);
   }
 
   // `foreign`: a file of another framework's, whose tensors may be of any of kDtypes; else a

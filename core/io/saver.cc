@@ -147,7 +147,8 @@ std::size_t restore_variables(const Checkpoint& checkpoint, Graph& graph, bool m
         !averages_a_listed_variable(t.name, checkpoint, used))
       problems.add(t.name + " " + to_string(t.shape) + " is in the checkpoint but not in the model");
   if (!problems.text.empty())
-    throw CheckpointError("checkpoint does not fit the model: " + problems.text + naming_hint(checkpoint));
+    throw CheckpointError("checkpoint does not fit the model: " + problems.text + naming_hint(checkpoint),
+                          kInputStatus);
   return averages;
 }
 
@@ -185,7 +186,7 @@ bool restore_moving_averages(const Checkpoint& checkpoint, const Graph& graph,
       if (const CheckpointTensor* t = find_fitting(checkpoint, v.name + kMovingAverageSuffix, v, problems))
         found.emplace_back(t, &v);
   if (!problems.text.empty())
-    throw CheckpointError("checkpoint's moving averages do not fit the model: " + problems.text);
+    throw CheckpointError("checkpoint's moving averages do not fit the model: " + problems.text, kInputStatus);
   for (const auto& [t, v] : found)
     std::copy(t->values.begin(), t->values.end(), average.begin() + v->offset);
   return true;
@@ -206,11 +207,13 @@ std::size_t restore_variables_matching(const Checkpoint& checkpoint, Graph& grap
     std::string names;
     for (const Variable& v : graph.variables()) names += (names.empty() ? "" : ", ") + v.name;
     throw CheckpointError("variables to warm-start '" + vars +
-                          "' match no variable of the model (its variables: " + names + ")");
+                          "' match no variable of the model (its variables: " + names + ")",
+                          kInputStatus);
   }
   if (!problems.text.empty())
     throw CheckpointError("checkpoint does not fit the variables to warm-start '" + vars +
-                          "': " + problems.text + naming_hint(checkpoint));
+                          "': " + problems.text + naming_hint(checkpoint),
+                          kInputStatus);
   return used.size();
 }
 
@@ -251,8 +254,9 @@ void restore_checkpoint(const Checkpoint& checkpoint, Graph& graph, Optimizer& o
     if (!t) continue;  // never written (no update yet), or an old file of another optimizer
     if (t->values.size() != slot.size())
       throw CheckpointError("checkpoint optimizer slot " + name + " has " +
-                            std::to_string(t->values.size()) + " values for " +
-                            std::to_string(slot.size()) + " parameters");
+                                std::to_string(t->values.size()) + " values for " +
+                                std::to_string(slot.size()) + " parameters",
+                            kInputStatus);
     std::copy(t->values.begin(), t->values.end(), slot.begin());
   }
   if (iterations) optimizer.set_iterations(*iterations);

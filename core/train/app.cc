@@ -217,9 +217,9 @@ int Run(MainFunction main, int argc, char** argv) {
     what = e.what();
     status = 128 + e.signal();
     grace = std::chrono::milliseconds::zero();
-  } catch (const InvalidArgument& e) {
+  } catch (const Error& e) {
     what = e.what();
-    status = 2;
+    status = e.exit_status();
   } catch (const std::bad_alloc&) {
     what = "out of memory (std::bad_alloc): this process asked for more memory than it can have";
   } catch (const std::exception& e) {
@@ -247,7 +247,9 @@ int Run(MainFunction main, int argc, char** argv) {
       std::fprintf(stderr, "[all %d %s] error: %s\n", group->size(),
                    mpi::Environment::failure_group_members().c_str(), what.c_str());
   } else {
-    std::fprintf(stderr, "[%s] error: %s\n", process_label().c_str(), what.c_str());
+    // A stop signal is no error of this rank's (mpirun sends one to every rank as it ends a job
+    // another rank failed): a log scraper that matches "error: " finds the rank that failed.
+    std::fprintf(stderr, "[%s] %s%s\n", process_label().c_str(), status > 128 ? "" : "error: ", what.c_str());
   }
   std::fflush(stderr);
   // Alone, a clean return is enough; with peers, only MPI_Abort guarantees nobody hangs waiting

@@ -145,8 +145,9 @@ MonitoredSession::~MonitoredSession() {
     // Nothing can be thrown from here: the program fails when it ends (under app::Run).
     std::fprintf(stderr, "[%s] error while closing the session: %s\n", process_label().c_str(), e.what());
     const auto* signalled = dynamic_cast<const StopSignalled*>(&e);
+    const auto* error = dynamic_cast<const Error*>(&e);
     app::fail_at_exit(std::string("closing the session: ") + e.what(),
-                      signalled != nullptr ? 128 + signalled->signal() : 1);
+                      signalled != nullptr ? 128 + signalled->signal() : error != nullptr ? error->exit_status() : 1);
   }
 }
 
@@ -177,7 +178,7 @@ void MonitoredSession::create() {
         trainer_.restore(*checkpoint);
         for (auto& hook : all_hooks()) hook->restore_state(checkpoint->metadata);
       } catch (const CheckpointError& e) {
-        throw CheckpointError(from + ": " + e.what());
+        throw CheckpointError(from + ": " + e.what(), e.exit_status());
       } catch (const InvalidArgument& e) {
         throw InvalidArgument(from + ": " + e.what());
       }
@@ -210,7 +211,8 @@ void MonitoredSession::create() {
         checkpoint = read_safetensors(from);  // Cohort's, or weights another framework saved
       if (!checkpoint)
         throw CheckpointError(std::filesystem::exists(from, ec) ? "no checkpoint in the directory"
-                                                                : "no such file or directory");
+                                                                : "no such file or directory",
+                              kInputStatus);
       // Another framework's file has no format_version, and often no global step.
       if (!checkpoint->metadata.contains("format_version"))
         origin = "another framework's weights, taken in Cohort's layouts (a square kernel as it is)";
@@ -218,7 +220,7 @@ void MonitoredSession::create() {
         origin = "its global step " + std::to_string(checkpoint->global_step());
       loaded = trainer_.warm_start(*checkpoint, options_.warm_start_vars);
     } catch (const CheckpointError& e) {
-      throw CheckpointError("warm_start_from " + from + ": " + e.what());
+      throw CheckpointError("warm_start_from " + from + ": " + e.what(), e.exit_status());
     }
     restored = true;  // the graph holds the values: not to be initialised
     const std::size_t all = trainer_.graph().variables().size();
@@ -321,7 +323,8 @@ std::string MonitoredSession::save_checkpoint(const std::string& dir) {
     if (bad != t.values.end())
       throw CheckpointError("not writing the checkpoint of global step " + std::to_string(step) + ": " + t.name +
                             " holds " + std::to_string(*bad) + " (training diverged); " + manager.directory() +
-                            " keeps its last finite checkpoint");
+                                " keeps its last finite checkpoint",
+                            kDivergedStatus);
   }
   return manager.save(step, std::move(checkpoint));
 }

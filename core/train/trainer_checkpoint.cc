@@ -98,7 +98,8 @@ void load_naming_the_model(const Checkpoint& checkpoint, const std::string& mode
     const auto written = checkpoint.metadata.find("model");
     if (written != checkpoint.metadata.end() && !model.empty() && written->second != model)
       throw CheckpointError("it was written by model '" + written->second + "', and this one is '" +
-                            model + "': " + e.what());
+                                model + "': " + e.what(),
+                            e.exit_status());
     throw;
   }
 }

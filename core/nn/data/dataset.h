@@ -33,10 +33,10 @@ class CrossReplicaSum;
 namespace cohort::data {
 
 /// A data file that cannot be used: missing, of the wrong format, truncated, inconsistent. what()
-/// names the file and the fault in one line.
+/// names the file and the fault in one line. kInputStatus.
 class DataError : public Error {
  public:
-  using Error::Error;
+  explicit DataError(const std::string& what) : Error(what, kInputStatus) {}
 };
 
 /// Examples made as they are used instead of held as floats (images decoded from their files as
