@@ -11,6 +11,7 @@
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
+#include "cohort/core/nn/ops/simd.h"
 #include "cohort/core/nn/tensor_eigen.h"
 
 namespace cohort {
@@ -36,6 +37,34 @@ const char* kind_name(ElementwiseActivation::Kind kind) {
   return "ElementwiseActivation";
 }
 
+// Eigen 3.4's select() has no packet path: an expression that holds one runs a float at a time,
+// its exp() and expm1() included. The activations below are written without it: branch-free in
+// Eigen (max, min and abs vectorise, as do exp(), log1p() and expm1()), or, where a side must be
+// chosen, through blend().
+
+// f(out[i], x[i], y[i], dy[i]) over n floats, f generic over float and simd::Floats: on GCC's
+// vectors a comparison and ?: make one blend, a vector at a time. (Vectors by reference, as in
+// simd.h, not returned by value.)
+template <typename F>
+void blend(const float* x, const float* y, const float* dy, float* out, std::int64_t n, F&& f) {
+  std::int64_t i = 0;
+  for (; i + simd::kLanes <= n; i += simd::kLanes) {
+    const simd::Floats xv = simd::at(x + i), yv = simd::at(y + i), dyv = simd::at(dy + i);
+    simd::Floats result;
+    f(result, xv, yv, dyv);
+    simd::at(out + i) = result;
+  }
+  for (; i < n; ++i) f(out[i], x[i], y[i], dy[i]);
+}
+
+// Runs f(begin, count) over [0, n) in chunks of a few KB: what f computes into the output for a
+// chunk (a sigmoid) is still in L1 when its next expression reads it back.
+template <typename F>
+void in_chunks(std::int64_t n, F&& f) {
+  constexpr std::int64_t kChunk = 2048;
+  for (std::int64_t i = 0; i < n; i += kChunk) f(i, std::min(kChunk, n - i));
+}
+
 }  // namespace
 
 ElementwiseActivation::ElementwiseActivation(std::string name, Kind kind, float alpha)
@@ -55,24 +84,29 @@ void ElementwiseActivation::forward(const Tensor& input, Tensor& output, const O
   const auto x = flat(input).array();
   auto y = flat(output).array();
   switch (kind_) {
-    case Kind::kLeakyRelu:
-      y = (x > 0.0f).select(x, alpha_ * x);
+    case Kind::kLeakyRelu: {
+      const float alpha = alpha_;
+      blend(input.data(), input.data(), input.data(), output.data(), input.size(),
+            [alpha](auto& y_i, const auto& x_i, const auto&, const auto&) {
+              y_i = x_i > 0.0f ? x_i : alpha * x_i;
+            });
       break;
+    }
     case Kind::kSigmoid:
-      // exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below.
-      y = (-x.abs()).exp();
-      y = (x >= 0.0f).select((1.0f + y).inverse(), y / (1.0f + y));
+      // 1 / (1 + e^-x) is as exact as its exp() on either side of 0: far below it, e^-x grows
+      // to inf and the quotient to 0, never NaN.
+      y = (1.0f + (-x).exp()).inverse();
       break;
     case Kind::kSilu:
-      y = (-x.abs()).exp();
-      y = x * (x >= 0.0f).select((1.0f + y).inverse(), y / (1.0f + y));
+      y = x / (1.0f + (-x).exp());
       break;
     case Kind::kSoftplus:
       // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x.
       y = x.max(0.0f) + (-x.abs()).exp().log1p();
       break;
     case Kind::kElu:
-      y = (x > 0.0f).select(x, alpha_ * x.expm1());
+      // One of the two terms is 0: x above 0, alpha (e^x - 1) at or below it.
+      y = x.max(0.0f) + alpha_ * x.min(0.0f).expm1();
       break;
     case Kind::kTanh:
       y = x.tanh();
@@ -104,29 +138,40 @@ void ElementwiseActivation::backward(const Tensor& input, const Tensor& output,
   const auto dy = flat(grad_output).array();
   auto dx = flat(*grad_input).array();
   switch (kind_) {
-    case Kind::kLeakyRelu:
+    case Kind::kLeakyRelu: {
       // From the input: with alpha <= 0 the output's sign does not tell the side.
-      dx = (x > 0.0f).select(dy, alpha_ * dy);
+      const float alpha = alpha_;
+      blend(input.data(), output.data(), grad_output.data(), grad_input->data(), input.size(),
+            [alpha](auto& dx_i, const auto& x_i, const auto&, const auto& dy_i) {
+              dx_i = x_i > 0.0f ? dy_i : alpha * dy_i;
+            });
       break;
+    }
     case Kind::kSigmoid:
       dx = dy * y * (1.0f - y);
       break;
-    case Kind::kSilu: {
-      // d/dx [x s(x)] = s(x) (1 + x (1 - s(x))), s the sigmoid, from the input.
-      const auto e = (-x.abs()).exp();
-      const auto s = (x >= 0.0f).select((1.0f + e).inverse(), e / (1.0f + e));
-      dx = dy * s * (1.0f + x * (1.0f - s));
+    case Kind::kSilu:
+      // d/dx [x s(x)] = s(x) (1 + x (1 - s(x))), s the sigmoid, from the input: s computed once
+      // into dx, chunk by chunk, then read back from L1.
+      in_chunks(input.size(), [&](std::int64_t i, std::int64_t n) {
+        auto s = dx.segment(i, n);
+        const auto xs = x.segment(i, n);
+        s = (1.0f + (-xs).exp()).inverse();
+        s = dy.segment(i, n) * s * (1.0f + xs * (1.0f - s));
+      });
       break;
-    }
-    case Kind::kSoftplus: {
-      const auto e = (-x.abs()).exp();
-      dx = dy * (x >= 0.0f).select((1.0f + e).inverse(), e / (1.0f + e));
+    case Kind::kSoftplus:
+      dx = dy / (1.0f + (-x).exp());  // the sigmoid
       break;
-    }
-    case Kind::kElu:
+    case Kind::kElu: {
       // Below 0, alpha e^x = y + alpha.
-      dx = (x > 0.0f).select(dy, dy * (y + alpha_));
+      const float alpha = alpha_;
+      blend(input.data(), output.data(), grad_output.data(), grad_input->data(), input.size(),
+            [alpha](auto& dx_i, const auto& x_i, const auto& y_i, const auto& dy_i) {
+              dx_i = x_i > 0.0f ? dy_i : dy_i * (y_i + alpha);
+            });
       break;
+    }
     case Kind::kTanh:
       dx = dy * (1.0f - y.square());
       break;

@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/ops/ops.h"
@@ -52,65 +53,6 @@ void add_partials(const std::vector<double>& partials, int threads, std::int64_t
     const double* p = partials.data() + t * 2 * width;
     for (std::int64_t i = 0; i < 2 * width; ++i) sums[i] += p[i];
   }
-}
-
-// One group of layer or group normalisation: `width` channels at each of `positions` positions,
-// `stride` floats from one position to the next, read from x (and written to x_hat and y at the
-// same places). Writes x_hat = (x - mean) / sqrt(var + epsilon) and y = gamma x_hat + beta (gamma
-// and beta per channel) and returns 1 / sqrt(var + epsilon). Two passes: the variance about the
-// mean, free of the cancellation of E[x^2] - E[x]^2.
-float normalize_group(const float* __restrict x, float* __restrict x_hat, float* __restrict y,
-                      const float* gamma, const float* beta, std::int64_t positions,
-                      std::int64_t stride, std::int64_t width, float epsilon) {
-  const double count = static_cast<double>(positions * width);
-  double sum = 0;
-  for (std::int64_t p = 0; p < positions; ++p)
-    for (std::int64_t k = 0; k < width; ++k) sum += x[p * stride + k];
-  const double mean = sum / count;
-  double squares = 0;
-  for (std::int64_t p = 0; p < positions; ++p)
-    for (std::int64_t k = 0; k < width; ++k) {
-      const double centred = x[p * stride + k] - mean;
-      squares += centred * centred;
-    }
-  const auto inv_std = static_cast<float>(1.0 / std::sqrt(squares / count + epsilon));
-  const auto mean_f = static_cast<float>(mean);
-  for (std::int64_t p = 0; p < positions; ++p)
-    for (std::int64_t k = 0; k < width; ++k) {
-      const std::int64_t i = p * stride + k;
-      const float h = (x[i] - mean_f) * inv_std;
-      x_hat[i] = h;
-      y[i] = h * gamma[k] + beta[k];
-    }
-  return inv_std;
-}
-
-// normalize_group's backward pass: adds each channel's sums of dy (to s) and dy x_hat (to s2),
-// the gradients of beta and gamma, and writes dx = inv_std (g - mean(g) - x_hat mean(g x_hat)),
-// g = dy gamma, unless dx is null.
-void normalize_group_backward(const float* __restrict dy, const float* __restrict x_hat,
-                              const float* gamma, float inv_std, std::int64_t positions,
-                              std::int64_t stride, std::int64_t width, double* __restrict s,
-                              double* __restrict s2, float* __restrict dx) {
-  const double count = static_cast<double>(positions * width);
-  double sum_g = 0, sum_g_x_hat = 0;
-  for (std::int64_t p = 0; p < positions; ++p)
-    for (std::int64_t k = 0; k < width; ++k) {
-      const std::int64_t i = p * stride + k;
-      s[k] += dy[i];
-      s2[k] += static_cast<double>(dy[i]) * x_hat[i];
-      const float g = dy[i] * gamma[k];
-      sum_g += g;
-      sum_g_x_hat += static_cast<double>(g) * x_hat[i];
-    }
-  if (dx == nullptr) return;
-  const auto mean_g = static_cast<float>(sum_g / count);
-  const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / count);
-  for (std::int64_t p = 0; p < positions; ++p)
-    for (std::int64_t k = 0; k < width; ++k) {
-      const std::int64_t i = p * stride + k;
-      dx[i] = inv_std * (dy[i] * gamma[k] - mean_g - x_hat[i] * mean_g_x_hat);
-    }
 }
 
 // The threads' [sum dy (C), sum dy x_hat (C)] partials added in thread order, in place in the
@@ -162,6 +104,9 @@ inline void mask(V& grad, const V& y) {
     grad = y > V{} ? grad : V{};
 }
 
+// Rows per block of accumulate_blocks.
+constexpr std::int64_t kBlockRows = 16;
+
 // Per-channel sums of two terms over rows [begin, end) of `width` channels, added into
 // sums[0, width) and sums[width, 2 * width). f(r, k, s, s2) adds row r's two terms for channels
 // from k on into s and s2: simd::Floats for a vector of channels (k a multiple of kLanes), floats
@@ -171,7 +116,6 @@ inline void mask(V& grad, const V& y) {
 template <typename F>
 void accumulate_blocks(std::int64_t begin, std::int64_t end, std::int64_t width, double* sums,
                        F&& f) {
-  constexpr std::int64_t kBlockRows = 16;
   const auto block = [&]<typename V>(std::int64_t r0, std::int64_t r1, std::int64_t k,
                                      std::type_identity<V>) {
     V s{}, s2{}, t{}, t2{};
@@ -202,6 +146,100 @@ void accumulate_blocks(std::int64_t begin, std::int64_t end, std::int64_t width,
       block(r0, r1, k, std::type_identity<simd::Floats>());
     for (; k < width; ++k) block(r0, r1, k, std::type_identity<float>());
   }
+}
+
+// Sums of two terms over the n floats of one row, as accumulate_blocks sums columns: f(i, s, s2)
+// adds the terms of the floats from i on into s and s2, simd::Floats for a vector (i a multiple
+// of kLanes), floats for the last n % kLanes. Each lane sums a block of a few vectors in float;
+// the blocks and the lanes are added in double.
+template <typename F>
+std::pair<double, double> row_sums(std::int64_t n, F&& f) {
+  double lanes[2 * simd::kLanes] = {};
+  accumulate_blocks(0, n / simd::kLanes, simd::kLanes, lanes,
+                    [&](std::int64_t r, std::int64_t, auto& s, auto& s2) {
+                      f(r * simd::kLanes, s, s2);
+                    });
+  double sum = 0, sum2 = 0;
+  for (std::int64_t i = n - n % simd::kLanes; i < n; ++i) {
+    float s = 0, s2 = 0;
+    f(i, s, s2);
+    sum += s;
+    sum2 += s2;
+  }
+  for (std::int64_t k = 0; k < simd::kLanes; ++k) {
+    sum += lanes[k];
+    sum2 += lanes[simd::kLanes + k];
+  }
+  return {sum, sum2};
+}
+
+// The variance about a pivot near the mean from the sums of x - pivot (s1) and of its squares
+// (s2) over `count` values: the second pass of the two-pass variance, whose s1 corrects for
+// the pivot not being the mean exactly (it is the mean of the first pass, rounded to float).
+double variance_about(double s1, double s2, double count) {
+  const double d = s1 / count;
+  return std::max(0.0, s2 / count - d * d);
+}
+
+// LayerNormalization of one row of n features: writes x_hat = (x - mean) / sqrt(var + epsilon)
+// and y = gamma x_hat + beta, returns 1 / sqrt(var + epsilon). Two passes, the second about the
+// first's mean, free of the cancellation of E[x^2] - E[x]^2.
+float normalize_row(const float* __restrict x, float* __restrict x_hat, float* __restrict y,
+                    const float* gamma, const float* beta, std::int64_t n, float epsilon) {
+  const auto count = static_cast<double>(n);
+  const auto pivot = static_cast<float>(
+      row_sums(n, [&](std::int64_t i, auto& s, auto&) {
+        s += Load<std::remove_reference_t<decltype(s)>>::at(x + i);
+      }).first / count);
+  const auto [s1, s2] = row_sums(n, [&](std::int64_t i, auto& s, auto& sq) {
+    using V = std::remove_reference_t<decltype(s)>;
+    const V d = Load<V>::at(x + i) - pivot;
+    s += d;
+    sq += d * d;
+  });
+  const auto inv_std = static_cast<float>(1.0 / std::sqrt(variance_about(s1, s2, count) + epsilon));
+  const auto mean = static_cast<float>(pivot + s1 / count);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float h = (x[k] - mean) * inv_std;
+    x_hat[k] = h;
+    y[k] = h * gamma[k] + beta[k];
+  }
+  return inv_std;
+}
+
+// normalize_row's backward pass: writes dx = inv_std (g - mean(g) - x_hat mean(g x_hat)),
+// g = dy gamma.
+void normalize_row_backward(const float* __restrict dy, const float* __restrict x_hat,
+                            const float* gamma, float inv_std, std::int64_t n,
+                            float* __restrict dx) {
+  const auto count = static_cast<double>(n);
+  const auto [sum_g, sum_g_x_hat] = row_sums(n, [&](std::int64_t i, auto& s, auto& s2) {
+    using V = std::remove_reference_t<decltype(s)>;
+    const V g = Load<V>::at(dy + i) * Load<V>::at(gamma + i);
+    s += g;
+    s2 += g * Load<V>::at(x_hat + i);
+  });
+  const auto mean_g = static_cast<float>(sum_g / count);
+  const auto mean_g_x_hat = static_cast<float>(sum_g_x_hat / count);
+  for (std::int64_t k = 0; k < n; ++k)
+    dx[k] = inv_std * (dy[k] * gamma[k] - mean_g - x_hat[k] * mean_g_x_hat);
+}
+
+// GroupNormalization's work: each example's groups in `chunks` contiguous ranges, one unit of
+// work each, for `threads` threads. One range per example (an example's positions walked row by
+// row, all its channels at once) unless there are fewer examples than threads.
+struct GroupSplit {
+  std::int64_t chunks = 1, units = 0;
+  int threads = 1;
+};
+
+GroupSplit split_groups(std::int64_t examples, std::int64_t groups, std::int64_t per_group) {
+  GroupSplit split;
+  split.threads = threads_for(examples * groups, per_group);
+  if (examples > 0)
+    split.chunks = std::min<std::int64_t>(groups, (split.threads + examples - 1) / examples);
+  split.units = examples * split.chunks;
+  return split;
 }
 
 }  // namespace
@@ -485,8 +523,8 @@ void LayerNormalization::forward(const Tensor& input, Tensor& output, const OpCo
   in_row_ranges(rows, threads_for(rows, f), [&](int, std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r)
       inv_std_[static_cast<std::size_t>(r)] =
-          normalize_group(input.data() + r * f, x_hat_.data() + r * f, output.data() + r * f, gamma,
-                          beta, 1, f, f, epsilon_);
+          normalize_row(input.data() + r * f, x_hat_.data() + r * f, output.data() + r * f, gamma,
+                        beta, f, epsilon_);
   });
 }
 
@@ -501,10 +539,22 @@ void LayerNormalization::backward(const Tensor& input, const Tensor&, const Tens
   partials_.assign(static_cast<std::size_t>(threads * 2 * f), 0.0);
   in_row_ranges(rows, threads, [&](int t, std::int64_t begin, std::int64_t end) {
     double* sums = partials_.data() + t * 2 * f;
-    for (std::int64_t r = begin; r < end; ++r)
-      normalize_group_backward(grad_output.data() + r * f, x_hat_.data() + r * f, gamma,
-                               inv_std_[static_cast<std::size_t>(r)], 1, f, f, sums, sums + f,
-                               grad_input != nullptr ? grad_input->data() + r * f : nullptr);
+    // A block of rows at a time: its feature sums down the rows, then each row's dx while the
+    // block is still in cache.
+    for (std::int64_t r0 = begin; r0 < end; r0 += kBlockRows) {
+      const std::int64_t r1 = std::min(end, r0 + kBlockRows);
+      accumulate_blocks(r0, r1, f, sums, [&](std::int64_t r, std::int64_t k, auto& s, auto& s2) {
+        using V = std::remove_reference_t<decltype(s)>;
+        const V dy = Load<V>::at(grad_output.data() + r * f + k);
+        s += dy;
+        s2 += dy * Load<V>::at(x_hat_.data() + r * f + k);
+      });
+      if (grad_input == nullptr) continue;
+      for (std::int64_t r = r0; r < r1; ++r)
+        normalize_row_backward(grad_output.data() + r * f, x_hat_.data() + r * f, gamma,
+                               inv_std_[static_cast<std::size_t>(r)], f,
+                               grad_input->data() + r * f);
+    }
   });
   write_scale_shift_grads(partials_, threads, f, grads.data() + gamma_offset_, grads.data() + beta_offset_);
 }
@@ -544,21 +594,70 @@ Shape GroupNormalization::build(Graph& graph, const Shape& input) {
   return input;
 }
 
+// Both passes walk an example's positions row by row over a range of whole groups' channels,
+// contiguous in NHWC, summing per channel (accumulate_blocks), then add the channels of each group.
+
 void GroupNormalization::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t c = channels_, width = c / groups_, p_count = positions_;
-  const std::int64_t units = input.dim(0) * groups_;  // (example, group) pairs
+  const auto count = static_cast<double>(p_count * width);  // values per group
   const float* gamma = graph_->values().data() + gamma_offset_;
   const float* beta = graph_->values().data() + beta_offset_;
+  const GroupSplit split = split_groups(input.dim(0), groups_, p_count * width);
   output.resize(input.shape());
   x_hat_.resize(input.shape());
-  inv_std_.resize(static_cast<std::size_t>(units));
-  in_row_ranges(units, threads_for(units, p_count * width), [&](int, std::int64_t begin, std::int64_t end) {
+  inv_std_.resize(static_cast<std::size_t>(input.dim(0) * groups_));
+  in_row_ranges(split.units, split.threads, [&](int, std::int64_t begin, std::int64_t end) {
+    std::vector<double> sums(static_cast<std::size_t>(2 * c));
+    std::vector<float> mean(static_cast<std::size_t>(c)), scale(static_cast<std::size_t>(c));
     for (std::int64_t u = begin; u < end; ++u) {
-      // The group's channels [c0, c0 + width) at every position of example b.
-      const std::int64_t b = u / groups_, c0 = (u % groups_) * width, at = b * p_count * c + c0;
-      inv_std_[static_cast<std::size_t>(u)] =
-          normalize_group(input.data() + at, x_hat_.data() + at, output.data() + at, gamma + c0,
-                          beta + c0, p_count, c, width, epsilon_);
+      // Example b's groups [g0, g1): channels [c0, c0 + w) at every position.
+      const std::int64_t b = u / split.chunks, j = u % split.chunks;
+      const std::int64_t g0 = groups_ * j / split.chunks, g1 = groups_ * (j + 1) / split.chunks;
+      const std::int64_t c0 = g0 * width, w = (g1 - g0) * width, at = b * p_count * c + c0;
+      const float* x = input.data() + at;
+      double* s = sums.data();
+      // Two passes, the second about the first's mean, free of the cancellation of
+      // E[x^2] - E[x]^2; the group's sums are its channels' in double.
+      const auto group_sums = [&](std::int64_t g, std::int64_t offset) {
+        double total = 0;
+        const std::int64_t k0 = (g - g0) * width;
+        for (std::int64_t k = k0; k < k0 + width; ++k) total += s[offset + k];
+        return total;
+      };
+      std::fill_n(s, 2 * w, 0.0);
+      accumulate_blocks(0, p_count, w, s, [&](std::int64_t r, std::int64_t k, auto& b1, auto&) {
+        b1 += Load<std::remove_reference_t<decltype(b1)>>::at(x + r * c + k);
+      });
+      for (std::int64_t g = g0; g < g1; ++g)
+        std::fill_n(mean.data() + (g - g0) * width, width,
+                    static_cast<float>(group_sums(g, 0) / count));
+      std::fill_n(s, 2 * w, 0.0);
+      accumulate_blocks(0, p_count, w, s, [&](std::int64_t r, std::int64_t k, auto& b1, auto& b2) {
+        using V = std::remove_reference_t<decltype(b1)>;
+        const V d = Load<V>::at(x + r * c + k) - Load<V>::at(mean.data() + k);
+        b1 += d;
+        b2 += d * d;
+      });
+      for (std::int64_t g = g0; g < g1; ++g) {
+        const double s1 = group_sums(g, 0), s2 = group_sums(g, w);
+        const auto inv_std =
+            static_cast<float>(1.0 / std::sqrt(variance_about(s1, s2, count) + epsilon_));
+        inv_std_[static_cast<std::size_t>(b * groups_ + g)] = inv_std;
+        const std::int64_t k0 = (g - g0) * width;
+        const auto m = static_cast<float>(mean[static_cast<std::size_t>(k0)] + s1 / count);
+        std::fill_n(mean.data() + k0, width, m);
+        std::fill_n(scale.data() + k0, width, inv_std);
+      }
+      for (std::int64_t p = 0; p < p_count; ++p) {
+        const float* __restrict xr = x + p * c;
+        float* __restrict hr = x_hat_.data() + at + p * c;
+        float* __restrict yr = output.data() + at + p * c;
+        for (std::int64_t k = 0; k < w; ++k) {
+          const float h = (xr[k] - mean[k]) * scale[k];
+          hr[k] = h;
+          yr[k] = h * gamma[c0 + k] + beta[c0 + k];
+        }
+      }
     }
   });
 }
@@ -566,22 +665,62 @@ void GroupNormalization::forward(const Tensor& input, Tensor& output, const OpCo
 void GroupNormalization::backward(const Tensor& input, const Tensor&, const Tensor& grad_output,
                                   Tensor* grad_input, std::span<float> grads) {
   const std::int64_t c = channels_, width = c / groups_, p_count = positions_;
-  const std::int64_t units = input.dim(0) * groups_;
+  const auto count = static_cast<double>(p_count * width);
   const float* gamma = graph_->values().data() + gamma_offset_;
-  const int threads = threads_for(units, p_count * width);
+  const GroupSplit split = split_groups(input.dim(0), groups_, p_count * width);
   if (grad_input != nullptr) grad_input->resize(input.shape());
-  // Per thread: [dbeta (C), dgamma (C)] partials, summed over its groups.
-  partials_.assign(static_cast<std::size_t>(threads * 2 * c), 0.0);
-  in_row_ranges(units, threads, [&](int t, std::int64_t begin, std::int64_t end) {
-    double* sums = partials_.data() + t * 2 * c;
+  // Per thread: [dbeta (C), dgamma (C)] partials, summed over its units.
+  partials_.assign(static_cast<std::size_t>(split.threads * 2 * c), 0.0);
+  in_row_ranges(split.units, split.threads, [&](int t, std::int64_t begin, std::int64_t end) {
+    double* param_sums = partials_.data() + t * 2 * c;
+    std::vector<double> sums(static_cast<std::size_t>(2 * c));
+    // dx = inv_std (dy gamma - mean_g - x_hat mean_g_x_hat), g = dy gamma, per channel.
+    std::vector<float> inv_std(static_cast<std::size_t>(c)), mean_g(static_cast<std::size_t>(c)),
+        mean_g_x_hat(static_cast<std::size_t>(c));
     for (std::int64_t u = begin; u < end; ++u) {
-      const std::int64_t b = u / groups_, c0 = (u % groups_) * width, at = b * p_count * c + c0;
-      normalize_group_backward(grad_output.data() + at, x_hat_.data() + at, gamma + c0,
-                               inv_std_[static_cast<std::size_t>(u)], p_count, c, width, sums + c0,
-                               sums + c + c0, grad_input != nullptr ? grad_input->data() + at : nullptr);
+      const std::int64_t b = u / split.chunks, j = u % split.chunks;
+      const std::int64_t g0 = groups_ * j / split.chunks, g1 = groups_ * (j + 1) / split.chunks;
+      const std::int64_t c0 = g0 * width, w = (g1 - g0) * width, at = b * p_count * c + c0;
+      const float* dy = grad_output.data() + at;
+      const float* x_hat = x_hat_.data() + at;
+      // Per channel: sum dy and sum dy x_hat, the gradients of beta and gamma, and with gamma
+      // the group's sums of g and g x_hat.
+      double* s = sums.data();
+      std::fill_n(s, 2 * w, 0.0);
+      accumulate_blocks(0, p_count, w, s, [&](std::int64_t r, std::int64_t k, auto& b1, auto& b2) {
+        using V = std::remove_reference_t<decltype(b1)>;
+        const V d = Load<V>::at(dy + r * c + k);
+        b1 += d;
+        b2 += d * Load<V>::at(x_hat + r * c + k);
+      });
+      for (std::int64_t k = 0; k < w; ++k) {
+        param_sums[c0 + k] += s[k];
+        param_sums[c + c0 + k] += s[w + k];
+      }
+      if (grad_input == nullptr) continue;
+      for (std::int64_t g = g0; g < g1; ++g) {
+        double sum_g = 0, sum_g_x_hat = 0;
+        const std::int64_t k0 = (g - g0) * width;
+        for (std::int64_t k = k0; k < k0 + width; ++k) {
+          sum_g += static_cast<double>(gamma[c0 + k]) * s[k];
+          sum_g_x_hat += static_cast<double>(gamma[c0 + k]) * s[w + k];
+        }
+        std::fill_n(inv_std.data() + k0, width,
+                    inv_std_[static_cast<std::size_t>(b * groups_ + g)]);
+        std::fill_n(mean_g.data() + k0, width, static_cast<float>(sum_g / count));
+        std::fill_n(mean_g_x_hat.data() + k0, width, static_cast<float>(sum_g_x_hat / count));
+      }
+      for (std::int64_t p = 0; p < p_count; ++p) {
+        const float* __restrict dyr = dy + p * c;
+        const float* __restrict hr = x_hat + p * c;
+        float* __restrict dxr = grad_input->data() + at + p * c;
+        for (std::int64_t k = 0; k < w; ++k)
+          dxr[k] = inv_std[k] * (dyr[k] * gamma[c0 + k] - mean_g[k] - hr[k] * mean_g_x_hat[k]);
+      }
     }
   });
-  write_scale_shift_grads(partials_, threads, c, grads.data() + gamma_offset_, grads.data() + beta_offset_);
+  write_scale_shift_grads(partials_, split.threads, c, grads.data() + gamma_offset_,
+                          grads.data() + beta_offset_);
 }
 
 double GroupNormalization::flops_per_example() const {
