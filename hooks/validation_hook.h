@@ -87,8 +87,8 @@ struct Validation {
 /// Evaluates options.data with the trainer (Trainer::evaluate: the current parameters, dropout
 /// off) at every multiple of every_steps global steps and at the end, on the chief alone (give
 /// it in chief_only_hooks; on another task it does nothing), or shared out among the workers
-/// (options.shared). Each evaluation is printed, written
-/// as summaries ("loss" and each metric, in the eval directory), compared with the best so far,
+/// (options.shared). Each evaluation is printed, written as summaries (evaluation_scalars, the
+/// evaluator job's tags, in the eval directory), compared with the best so far,
 /// saved to best_dir when it improves, and, after `patience` evaluations without improvement,
 /// ends training (the chief's stop request ends every mode). A NaN never improves. Throws
 /// InvalidArgument for bad options at construction, and when the session starts for a monitor

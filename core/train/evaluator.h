@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/dist/server.h"
@@ -23,8 +24,8 @@ namespace cohort {
 struct EvaluatorOptions {
   /// The directory the chief writes checkpoints to (required).
   std::string checkpoint_dir{};
-  /// Where the evaluator's summaries go ("eval/loss", "eval/accuracy" at each checkpoint's global
-  /// step); empty: checkpoint_dir/eval, where TensorBoard shows them beside the training curves.
+  /// Where the evaluator's summaries go (evaluation_scalars at each checkpoint's global step);
+  /// empty: checkpoint_dir/eval, where TensorBoard shows them beside the training curves.
   std::string output_dir{};
   /// How often the checkpoint index is looked at.
   std::chrono::milliseconds poll{500};
@@ -44,6 +45,14 @@ struct Evaluation {
   std::int64_t global_step = 0;
   StepMetrics metrics;
 };
+
+/// The scalars of one evaluation in an eval run: "loss", then each of the model's metrics by its
+/// name (`metric_names`, Model::metric_names(), in the order of `metrics.metrics`), as
+/// TensorFlow's estimators name them in their eval directory. The evaluator and a
+/// ValidationHook both write these, so that TensorBoard and metrics.csv show one series
+/// whichever of them made a point.
+std::vector<std::pair<std::string, double>> evaluation_scalars(const std::vector<std::string>& metric_names,
+                                                               const StepMetrics& metrics);
 
 /// Blocking; for an evaluator task. Until every replica is done (Server::training_done), looks
 /// at the latest checkpoint in options.checkpoint_dir every options.poll; each new one is loaded
