@@ -23,7 +23,9 @@ struct ValidationHookOptions {
   /// The held-out examples (Dataset::split's second part, or a file of their own).
   data::Dataset data{};
   /// Evaluate at every multiple of this many global steps, and once more at the end of training
-  /// (unless at_end is false: a program that evaluates the final model itself).
+  /// when the last evaluation is of an earlier step (unless at_end is false: a program that
+  /// evaluates the final model itself, and writes that evaluation to the same run with
+  /// write_evaluation when history() does not end at its step, as train does).
   std::int64_t every_steps = 1000;
   bool at_end = true;
   /// Examples per evaluation batch.

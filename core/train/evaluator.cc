@@ -25,6 +25,14 @@ std::vector<std::pair<std::string, double>> evaluation_scalars(const std::vector
   return scalars;
 }
 
+void write_evaluation(const std::string& dir, std::int64_t step, const std::vector<std::string>& metric_names,
+                      const StepMetrics& metrics, std::optional<std::int64_t> session_start) {
+  SummaryWriter summaries(dir);
+  if (session_start) summaries.add_session_start(*session_start);
+  summaries.add_scalars(evaluation_scalars(metric_names, metrics), step);
+  summaries.flush();
+}
+
 std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::Dataset& data,
                                       const EvaluatorOptions& options) {
   if (options.checkpoint_dir.empty())
