@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <thread>
@@ -150,7 +151,7 @@ COHORT_DEFINE_float(stall_timeout_secs, 1800,
 COHORT_DEFINE_int(eval_every_steps, 0,
                   "evaluate on the test set every N global steps (the chief; in allreduce mode the "
                   "workers share each evaluation out), printed and written as an eval run beside the "
-                  "summaries (0: never; the final line's evaluation is made either way)",
+                  "summaries (0: never; the final line's evaluation is made, and written there, either way)",
                   Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(patience, 0,
                   "with --eval_every_steps: stop after this many evaluations without a lower test "
@@ -458,9 +459,10 @@ int Main(int argc, char** argv) {
   const int ps_tasks = cluster.num_tasks("ps");
   // The evaluations during training go to the summaries' eval directory, the evaluator's to
   // --checkpoint_dir's: not to one directory.
-  if (FLAGS_eval_every_steps > 0 && cluster.num_tasks("evaluator") > 0 &&
+  const bool evaluator_writes_eval = cluster.num_tasks("evaluator") > 0 &&
       (FLAGS_summary_dir.empty() ||
-       std::filesystem::weakly_canonical(FLAGS_summary_dir) == std::filesystem::weakly_canonical(FLAGS_checkpoint_dir)))
+       std::filesystem::weakly_canonical(FLAGS_summary_dir) == std::filesystem::weakly_canonical(FLAGS_checkpoint_dir));
+  if (FLAGS_eval_every_steps > 0 && evaluator_writes_eval)
     throw cohort::InvalidArgument("--eval_every_steps=" + std::to_string(FLAGS_eval_every_steps) +
                                   " with an evaluator job: both would write the test set's summaries to " +
                                   "--checkpoint_dir's eval directory; give one, or a --summary_dir");
@@ -753,6 +755,16 @@ int Main(int argc, char** argv) {
       cohort::train_app::write_metrics_json(metrics);
     }
   }
+  // The final evaluation joins the eval run the ValidationHook writes, as TensorFlow's
+  // train_and_evaluate writes its last: once, so not when the hook has just made it (its last
+  // evaluation at this very step), nor where an evaluator job writes (it evaluates the final
+  // checkpoint itself). A session whose hook wrote nothing there starts its own.
+  const std::string summaries = FLAGS_summary_dir.empty() ? FLAGS_checkpoint_dir : FLAGS_summary_dir;
+  const bool evaluated = validation && !validation->history().empty();
+  if (chief && !summaries.empty() && !evaluator_writes_eval &&
+      !(evaluated && validation->history().back().global_step == final_step))
+    cohort::write_evaluation(summaries + "/eval", final_step, trainer.model().metric_names(), m,
+                             evaluated ? std::nullopt : std::optional(std::min(first_step + 1, final_step)));
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "cohort/core/io/checkpoint.h"
 #include "cohort/core/io/summary_writer.h"
 #include "cohort/core/nn/evaluation.h"
+#include "cohort/core/train/evaluator.h"
 #include "cohort/core/train/trainer.h"
 
 namespace cohort {
@@ -180,9 +181,7 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
       // own first point: one that trains no step evaluates at the step it restored).
       writer_->add_session_start(std::min(first_step_, step));
     }
-    std::vector<std::pair<std::string, double>> scalars{{"loss", v.loss}};
-    for (std::size_t i = 0; i < metric_names_.size(); ++i) scalars.emplace_back(metric_names_[i], v.metrics[i]);
-    writer_->add_scalars(scalars, step);
+    writer_->add_scalars(evaluation_scalars(metric_names_, m), step);  // the evaluator's tags
     writer_->flush();
   }
   if (options_.log && chief_) {

@@ -23,7 +23,9 @@ struct ValidationHookOptions {
   /// The held-out examples (Dataset::split's second part, or a file of their own).
   data::Dataset data{};
   /// Evaluate at every multiple of this many global steps, and once more at the end of training
-  /// (unless at_end is false: a program that evaluates the final model itself).
+  /// when the last evaluation is of an earlier step (unless at_end is false: a program that
+  /// evaluates the final model itself, and writes that evaluation to the same run with
+  /// write_evaluation when history() does not end at its step, as train does).
   std::int64_t every_steps = 1000;
   bool at_end = true;
   /// Examples per evaluation batch.
@@ -87,8 +89,8 @@ struct Validation {
 /// Evaluates options.data with the trainer (Trainer::evaluate: the current parameters, dropout
 /// off) at every multiple of every_steps global steps and at the end, on the chief alone (give
 /// it in chief_only_hooks; on another task it does nothing), or shared out among the workers
-/// (options.shared). Each evaluation is printed, written
-/// as summaries ("loss" and each metric, in the eval directory), compared with the best so far,
+/// (options.shared). Each evaluation is printed, written as summaries (evaluation_scalars, the
+/// evaluator job's tags, in the eval directory), compared with the best so far,
 /// saved to best_dir when it improves, and, after `patience` evaluations without improvement,
 /// ends training (the chief's stop request ends every mode). A NaN never improves. Throws
 /// InvalidArgument for bad options at construction, and when the session starts for a monitor

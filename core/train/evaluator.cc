@@ -4,13 +4,34 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "cohort/core/base/error.h"
 #include "cohort/core/io/checkpoint.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/io/summary_writer.h"
 #include "cohort/core/nn/evaluation.h"
 
 namespace cohort {
+
+std::vector<std::pair<std::string, double>> evaluation_scalars(const std::vector<std::string>& metric_names,
+                                                               const StepMetrics& metrics) {
+  if (metric_names.size() > metrics.metrics.size())
+    throw InvalidArgument("evaluation_scalars: " + std::to_string(metric_names.size()) +
+                          " metric names, at most " + std::to_string(metrics.metrics.size()) + " metrics");
+  std::vector<std::pair<std::string, double>> scalars{{"loss", metrics.loss}};
+  for (std::size_t i = 0; i < metric_names.size(); ++i) scalars.emplace_back(metric_names[i], metrics.metrics[i]);
+  return scalars;
+}
+
+void write_evaluation(const std::string& dir, std::int64_t step, const std::vector<std::string>& metric_names,
+                      const StepMetrics& metrics, std::optional<std::int64_t> session_start) {
+  SummaryWriter summaries(dir);
+  if (session_start) summaries.add_session_start(*session_start);
+  summaries.add_scalars(evaluation_scalars(metric_names, metrics), step);
+  summaries.flush();
+}
 
 std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::Dataset& data,
                                       const EvaluatorOptions& options) {
@@ -62,9 +83,7 @@ std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::
       // the job) evaluates the latest checkpoint again, and TensorBoard drops the earlier run's
       // points from that step on rather than show two.
       if (done.empty()) summaries.add_session_start(evaluation.global_step);
-      summaries.add_scalars({{"eval/loss", evaluation.metrics.loss},
-                             {"eval/accuracy", evaluation.metrics.accuracy}},
-                            evaluation.global_step);
+      summaries.add_scalars(evaluation_scalars(model.metric_names(), evaluation.metrics), evaluation.global_step);
       summaries.flush();
       std::printf("%s evaluated global step %lld: test accuracy %.4f, test loss %.4f\n",
                   me.c_str(), static_cast<long long>(evaluation.global_step),

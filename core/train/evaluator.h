@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/dist/server.h"
@@ -23,8 +25,8 @@ namespace cohort {
 struct EvaluatorOptions {
   /// The directory the chief writes checkpoints to (required).
   std::string checkpoint_dir{};
-  /// Where the evaluator's summaries go ("eval/loss", "eval/accuracy" at each checkpoint's global
-  /// step); empty: checkpoint_dir/eval, where TensorBoard shows them beside the training curves.
+  /// Where the evaluator's summaries go (evaluation_scalars at each checkpoint's global step);
+  /// empty: checkpoint_dir/eval, where TensorBoard shows them beside the training curves.
   std::string output_dir{};
   /// How often the checkpoint index is looked at.
   std::chrono::milliseconds poll{500};
@@ -44,6 +46,24 @@ struct Evaluation {
   std::int64_t global_step = 0;
   StepMetrics metrics;
 };
+
+/// The scalars of one evaluation in an eval run: "loss", then each of the model's metrics by its
+/// name (`metric_names`, Model::metric_names(), in the order of `metrics.metrics`), as
+/// TensorFlow's estimators name them in their eval directory. The evaluator, a ValidationHook
+/// and a program's own final evaluation (write_evaluation) all write these, so that TensorBoard
+/// and metrics.csv show one series whichever of them made a point.
+std::vector<std::pair<std::string, double>> evaluation_scalars(const std::vector<std::string>& metric_names,
+                                                               const StepMetrics& metrics);
+
+/// Writes one evaluation (evaluation_scalars at `step`) to the eval run in `dir`, through a
+/// SummaryWriter of its own for the time of the call (a new event file; the directory must not
+/// be another writer's meanwhile): for a program that evaluates its final parameters itself
+/// after the session has closed, as TensorFlow's train_and_evaluate writes its last evaluation.
+/// `session_start`: the session's first step, for a session that wrote no other point to `dir`
+/// (TensorBoard drops an earlier run's points from there on); none when it did, whose own
+/// session start comes first. Throws what SummaryWriter throws.
+void write_evaluation(const std::string& dir, std::int64_t step, const std::vector<std::string>& metric_names,
+                      const StepMetrics& metrics, std::optional<std::int64_t> session_start = std::nullopt);
 
 /// Blocking; for an evaluator task. Until every replica is done (Server::training_done), looks
 /// at the latest checkpoint in options.checkpoint_dir every options.poll; each new one is loaded

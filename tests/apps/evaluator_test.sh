@@ -56,7 +56,10 @@ last=$(final_and_evaluated "$work/run.log" 400)
 grep -qE "^evaluator:0: [1-9][0-9]* checkpoints? evaluated$" "$work/run.log" \
   || { echo "the evaluator did not end"; exit 1; }
 csv=$work/ckpt/eval/metrics.csv
-grep -qE '^400,[0-9.]+,eval/accuracy,' "$csv" || { echo "no eval/accuracy at step 400 in $csv"; exit 1; }
+# The tags a ValidationHook writes in its eval run (TensorFlow's estimators' names), no others.
+grep -qE '^400,[0-9.]+,accuracy,' "$csv" || { echo "no accuracy at step 400 in $csv"; exit 1; }
+[ "$(sed 1d "$csv" | cut -d, -f3 | sort -u | tr '\n' ' ')" = "accuracy loss " ] \
+  || { echo "$csv holds other tags than loss and accuracy"; exit 1; }
 ls "$work"/ckpt/eval/events.out.tfevents.* > /dev/null || { echo "no event file in ckpt/eval"; exit 1; }
 # A session start (Event field 7, SessionLog{status: START}): an evaluator started again after a
 # restart evaluates the latest checkpoint again, and TensorBoard then drops the earlier point.
