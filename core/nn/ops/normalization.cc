@@ -181,6 +181,29 @@ double variance_about(double s1, double s2, double count) {
   return std::max(0.0, s2 / count - d * d);
 }
 
+// The mean and variance of `rows` rows of `width` values `stride` apart, in double throughout:
+// for values whose sums or squares overflow the float lanes above (|x - mean| beyond about
+// 1.8e19), which would make a finite row's variance infinite and its output beta alone.
+std::pair<double, double> moments_in_double(const float* x, std::int64_t rows, std::int64_t stride,
+                                            std::int64_t width) {
+  const auto count = static_cast<double>(rows * width);
+  double sum = 0, squares = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t k = 0; k < width; ++k) sum += x[r * stride + k];
+  const double mean = sum / count;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t k = 0; k < width; ++k) {
+      const double d = x[r * stride + k] - mean;
+      squares += d * d;
+    }
+  return {mean, squares / count};
+}
+
+// 1 / sqrt(variance + epsilon), as the layers store it.
+float inverse_deviation(double variance, float epsilon) {
+  return static_cast<float>(1.0 / std::sqrt(variance + epsilon));
+}
+
 // LayerNormalization of one row of n features: writes x_hat = (x - mean) / sqrt(var + epsilon)
 // and y = gamma x_hat + beta, returns 1 / sqrt(var + epsilon). Two passes, the second about the
 // first's mean, free of the cancellation of E[x^2] - E[x]^2.
@@ -197,8 +220,13 @@ float normalize_row(const float* __restrict x, float* __restrict x_hat, float* _
     s += d;
     sq += d * d;
   });
-  const auto inv_std = static_cast<float>(1.0 / std::sqrt(variance_about(s1, s2, count) + epsilon));
-  const auto mean = static_cast<float>(pivot + s1 / count);
+  auto inv_std = inverse_deviation(variance_about(s1, s2, count), epsilon);
+  auto mean = static_cast<float>(pivot + s1 / count);
+  if (!std::isfinite(s1) || !std::isfinite(s2)) {
+    const auto [m, variance] = moments_in_double(x, 1, n, n);
+    mean = static_cast<float>(m);
+    inv_std = inverse_deviation(variance, epsilon);
+  }
   for (std::int64_t k = 0; k < n; ++k) {
     const float h = (x[k] - mean) * inv_std;
     x_hat[k] = h;
@@ -640,11 +668,15 @@ void GroupNormalization::forward(const Tensor& input, Tensor& output, const OpCo
       });
       for (std::int64_t g = g0; g < g1; ++g) {
         const double s1 = group_sums(g, 0), s2 = group_sums(g, w);
-        const auto inv_std =
-            static_cast<float>(1.0 / std::sqrt(variance_about(s1, s2, count) + epsilon_));
-        inv_std_[static_cast<std::size_t>(b * groups_ + g)] = inv_std;
+        auto inv_std = inverse_deviation(variance_about(s1, s2, count), epsilon_);
         const std::int64_t k0 = (g - g0) * width;
-        const auto m = static_cast<float>(mean[static_cast<std::size_t>(k0)] + s1 / count);
+        auto m = static_cast<float>(mean[static_cast<std::size_t>(k0)] + s1 / count);
+        if (!std::isfinite(s1) || !std::isfinite(s2)) {
+          const auto [exact_mean, variance] = moments_in_double(x + k0, p_count, c, width);
+          m = static_cast<float>(exact_mean);
+          inv_std = inverse_deviation(variance, epsilon_);
+        }
+        inv_std_[static_cast<std::size_t>(b * groups_ + g)] = inv_std;
         std::fill_n(mean.data() + k0, width, m);
         std::fill_n(scale.data() + k0, width, inv_std);
       }

@@ -755,6 +755,28 @@ TEST_CASE("GroupNormalization normalises each example's groups of channels over 
   REQUIRE(dynamic_cast<const GroupNormalization*>(made.get()) != nullptr);
 }
 
+TEST_CASE("Layer and group normalisation of values whose float squares overflow equal those of the values scaled down") {
+  // Normalisation does not depend on the scale: x * 1e20 normalises as x does (epsilon aside),
+  // although (x * 1e20 - mean)^2 is past what a float holds.
+  Graph a, b;
+  LayerNormalization ln("ln", 1e-30f);
+  GroupNormalization gn("gn", 2, 1e-30f);
+  ln.build(a, {4, 6});
+  gn.build(b, {4, 6});
+  a.initialize(1);
+  b.initialize(1);
+  const Tensor x = random_tensor({3, 4, 6}, 21, -1.0f, 3.0f);
+  Tensor huge = x;
+  for (std::int64_t i = 0; i < huge.size(); ++i) huge[i] *= 1e20f;
+  for (Layer* layer : {static_cast<Layer*>(&ln), static_cast<Layer*>(&gn)}) {
+    CAPTURE(layer->name());
+    Tensor plain, scaled;
+    layer->forward(x, plain, {});
+    layer->forward(huge, scaled, {});
+    for (std::int64_t i = 0; i < x.size(); ++i) REQUIRE(scaled[i] == doctest::Approx(plain[i]).epsilon(1e-4));
+  }
+}
+
 TEST_CASE("GroupNormalization gradients; two threads compute what one does") {
   for (const auto& [example, groups] : {std::pair{Shape{3, 2, 4}, std::int64_t{2}},
                                         std::pair{Shape{5, 6}, std::int64_t{6}},
