@@ -90,9 +90,7 @@ int evaluate_only(const std::vector<std::int64_t>& hidden) {
   Graph graph;
   Model model = model_from_flags(graph, hidden);
   graph.initialize(static_cast<std::uint64_t>(FLAGS_seed));
-  bool holds_averages = false;
-  for (const CheckpointTensor& tensor : checkpoint.tensors)
-    holds_averages = holds_averages || tensor.name.ends_with(kMovingAverageSuffix);
+  const bool holds_averages = holds_moving_averages(checkpoint);
   const bool averages = FLAGS_moving_average_decay > 0 && holds_averages;
   try {
     restore_variables(checkpoint, graph, averages);

@@ -39,7 +39,7 @@ CheckpointError io_error(const std::string& path, const std::string& what, int e
 // A file there that could not be read; one that is not there (any more) is only missing.
 [[noreturn]] void throw_read_error(const std::string& path, const std::string& what, int err) {
   const std::string text = path + ": " + what + ": " + std::strerror(err);
-  if (err == ENOENT) throw CheckpointError(text);
+  if (err == ENOENT) throw CheckpointError(text, kInputStatus);
   throw CheckpointReadError(text);
 }
 

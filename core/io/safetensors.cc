@@ -285,7 +285,7 @@ class HeaderParser {
 
 std::int64_t Checkpoint::global_step() const {
   const auto step = count("global_step");
-  if (!step) throw CheckpointError("checkpoint metadata has no global_step");
+  if (!step) throw CheckpointError("checkpoint metadata has no global_step", kInputStatus);
   return *step;
 }
 
@@ -293,7 +293,7 @@ std::optional<std::int64_t> Checkpoint::count(const std::string& field) const {
   const auto it = metadata.find(field);
   if (it == metadata.end()) return std::nullopt;
   const auto value = parse_count(it->second);
-  if (!value) throw CheckpointError("checkpoint " + count_fault(field, it->second));
+  if (!value) throw CheckpointError("checkpoint " + count_fault(field, it->second), kInputStatus);
   return value;
 }
 

@@ -164,6 +164,11 @@ void check_average_size(const Graph& graph, std::size_t size, const char* what) 
 
 }  // namespace
 
+bool holds_moving_averages(const Checkpoint& checkpoint) {
+  return std::any_of(checkpoint.tensors.begin(), checkpoint.tensors.end(),
+                     [](const CheckpointTensor& t) { return t.name.ends_with(kMovingAverageSuffix); });
+}
+
 void add_moving_averages(Checkpoint& checkpoint, const Graph& graph, std::span<const float> average) {
   check_average_size(graph, average.size(), "add_moving_averages");
   for (const Variable& v : graph.variables()) {

@@ -53,6 +53,9 @@ std::size_t restore_variables(const Checkpoint& checkpoint, Graph& graph,
 /// TensorFlow 1's name for it.
 inline constexpr const char* kMovingAverageSuffix = "/ExponentialMovingAverage";
 
+/// Whether the checkpoint holds moving averages (tensors named with kMovingAverageSuffix).
+bool holds_moving_averages(const Checkpoint& checkpoint);
+
 /// Adds the moving average of each trainable variable (`average`, in the layout of the graph's
 /// parameter buffer: ExponentialMovingAverage::values()) to the checkpoint, under the variable's
 /// name and kMovingAverageSuffix. InvalidArgument when `average` is not of that size.

@@ -37,20 +37,14 @@ std::optional<std::int64_t> examples_written(const Checkpoint& checkpoint, std::
     const long long n = std::strtoll(written->second.c_str(), &end, 10);
     if (end == written->second.c_str() || *end != '\0' || n < 0 || errno == ERANGE)
       throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
-                            " has " + key + " '" + written->second + "', not a count");
+                            " has " + key + " '" + written->second + "', not a count",
+                            kInputStatus);
     return n;
   };
   if (const auto n = count("examples")) return *n;
   if (const auto accumulated = count("accumulation_steps"))
     return checkpoint.global_step() * (per_step / accumulation) * *accumulated;
   return std::nullopt;
-}
-
-// Whether the checkpoint holds moving averages of its variables (kMovingAverageSuffix).
-bool holds_moving_averages(const Checkpoint& checkpoint) {
-  return std::any_of(checkpoint.tensors.begin(), checkpoint.tensors.end(), [](const CheckpointTensor& t) {
-    return t.name.ends_with(kMovingAverageSuffix);
-  });
 }
 
 // `value` as text that reads back exactly.
@@ -116,7 +110,8 @@ void Trainer::restore(const Checkpoint& checkpoint) {
     factor = std::strtod(scale->second.c_str(), &end);
     if (end == scale->second.c_str() || *end != '\0' || !(factor > 0 && factor <= 1))
       throw CheckpointError("the checkpoint at global step " + std::to_string(checkpoint.global_step()) +
-                            " has learning_rate_scale '" + scale->second + "', not a factor in (0, 1]");
+                            " has learning_rate_scale '" + scale->second + "', not a factor in (0, 1]",
+                            kInputStatus);
   }
   load_naming_the_model(checkpoint, options_.model_name,
                         [&] { restore_checkpoint(checkpoint, graph_, *optimizer_); });

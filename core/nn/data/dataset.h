@@ -33,10 +33,11 @@ class CrossReplicaSum;
 namespace cohort::data {
 
 /// A data file that cannot be used: missing, of the wrong format, truncated, inconsistent. what()
-/// names the file and the fault in one line. kInputStatus.
+/// names the file and the fault in one line. kInputStatus, but for a read or write that failed
+/// and may not fail again (EIO, ESTALE, a full disk: kFaultStatus).
 class DataError : public Error {
  public:
-  explicit DataError(const std::string& what) : Error(what, kInputStatus) {}
+  explicit DataError(const std::string& what, int exit_status = kInputStatus) : Error(what, exit_status) {}
 };
 
 /// Examples made as they are used instead of held as floats (images decoded from their files as

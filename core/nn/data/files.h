@@ -19,6 +19,10 @@ namespace cohort::data::detail {
 
 /// Throws DataError("<where>: <fault>").
 [[noreturn]] void fail(const std::string& where, const std::string& fault);
+/// Throws DataError("<where>: <what>: <strerror(err)>"): an input fault (kInputStatus) for a file
+/// that is not there or may not be read (ENOENT, ENOTDIR, EACCES, EISDIR), else a fault of the
+/// system that may pass (kFaultStatus: EIO, ESTALE, a full disk).
+[[noreturn]] void fail_io(const std::string& where, const std::string& what, int err);
 
 /// Throws InvalidArgument("<where>: shard index I of count C (...)") unless 0 <= index < count.
 void check_shard(ShardSpec shard, const std::string& where);

@@ -472,12 +472,12 @@ void write_npy(const std::string& path, const char* descr, const Shape& dims, co
     head.push_back(static_cast<char>(header.size() >> (8 * i) & 0xff));
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(path, std::string("cannot create: ") + std::strerror(errno));
+  if (!out) detail::fail_io(path, "cannot create", errno);
   out.write(head.data(), static_cast<std::streamsize>(head.size()));
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   out.close();
-  if (!out) fail(path, std::string("write error: ") + std::strerror(errno));
+  if (!out) detail::fail_io(path, "write error", errno);
 }
 
 }  // namespace
