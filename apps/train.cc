@@ -151,7 +151,8 @@ COHORT_DEFINE_float(stall_timeout_secs, 1800,
 COHORT_DEFINE_int(eval_every_steps, 0,
                   "evaluate on the test set every N global steps (the chief; in allreduce mode the "
                   "workers share each evaluation out), printed and written as an eval run beside the "
-                  "summaries (0: never; the final line's evaluation is made, and written there, either way)",
+                  "summaries (0: never; the final line's evaluation is made either way, and written there where "
+                  "a checkpoint or summary directory is given and no evaluator job writes it)",
                   Range{0, 1e15}, kSameOnAllRanks);
 COHORT_DEFINE_int(patience, 0,
                   "with --eval_every_steps: stop after this many evaluations without a lower test "
@@ -691,6 +692,9 @@ int Main(int argc, char** argv) {
 
   auto session = cohort::MonitoredTrainingSession(trainer, session_options);
   const std::int64_t first_step = trainer.global_step();
+  // Where this session's points of the eval run start (the ValidationHook's rule): after the
+  // checkpoint restored, even where async workers have moved the count on since.
+  const std::int64_t session_start = session->restored_step().value_or(0) + 1;
   const std::int64_t last_step = stop->last_step().value_or(target);
   if (chief && first_step >= last_step)
     std::printf("restored at global step %lld, at or past the last step, %lld: nothing left to train\n",
@@ -758,13 +762,20 @@ int Main(int argc, char** argv) {
   // The final evaluation joins the eval run the ValidationHook writes, as TensorFlow's
   // train_and_evaluate writes its last: once, so not when the hook has just made it (its last
   // evaluation at this very step), nor where an evaluator job writes (it evaluates the final
-  // checkpoint itself). A session whose hook wrote nothing there starts its own.
+  // checkpoint itself). A session whose hook wrote nothing there starts its own. The training
+  // has ended well: a summary that cannot be written (a full disk) is warned of, not fatal.
   const std::string summaries = FLAGS_summary_dir.empty() ? FLAGS_checkpoint_dir : FLAGS_summary_dir;
   const bool evaluated = validation && !validation->history().empty();
   if (chief && !summaries.empty() && !evaluator_writes_eval &&
-      !(evaluated && validation->history().back().global_step == final_step))
-    cohort::write_evaluation(summaries + "/eval", final_step, trainer.model().metric_names(), m,
-                             evaluated ? std::nullopt : std::optional(std::min(first_step + 1, final_step)));
+      !(evaluated && validation->history().back().global_step == final_step)) {
+    try {
+      cohort::write_evaluation(summaries + "/eval", final_step, trainer.model().metric_names(), m,
+                               evaluated ? std::nullopt : std::optional(std::min(session_start, final_step)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[%s] warning: the final evaluation is not in %s/eval: %s\n",
+                   cohort::process_label().c_str(), summaries.c_str(), e.what());
+    }
+  }
   return 0;
 }
 
