@@ -300,6 +300,12 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
       stop = true;
     }
     stop_ = trainer_.agree_to_stop(stop);
+    // A stop this replica did not ask for: another's signal, hook or end of input (allreduce's
+    // replicas stop together), said where it would otherwise pass for the end of training.
+    if (stop_ && !stop)
+      std::fprintf(stderr, "[%s] stopping after global step %lld: another worker asked to stop (a stop "
+                   "signal, a hook or the end of its input)\n",
+                   process_label().c_str(), static_cast<long long>(step.global_step));
     return select(fetches, step, metrics);
   } catch (...) {
     error_ = true;

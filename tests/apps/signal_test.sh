@@ -31,4 +31,19 @@ grep -q "ps:0 served for" "$work/first.log" || { echo "the ps did not return fro
 grep -q "restored from .* at global step $stopped$" "$work/second.log" \
   || { cat "$work/second.log"; echo "did not resume from step $stopped"; exit 1; }
 grep -q "^final: global step 400," "$work/second.log" || { echo "did not finish"; exit 1; }
-echo "signal test passed: stopped at step $stopped, resumed and finished"
+
+# SIGTERM to a worker that is not the chief in allreduce mode: every replica stops with it, and
+# the chief says why rather than end as if training were done.
+"$mpiexec" "$np_flag" 2 --oversubscribe "$train" --mode=allreduce --model=mlp --train_steps=4000 \
+  --log_every_steps=10 --print_cluster=false > "$work/allreduce.log" 2>&1 &
+job=$!
+end_job_at_exit "$job" "$train"
+wait_for_line "$work/allreduce.log" "^step ([5-9][0-9]|[1-9][0-9][0-9])/" "$job"
+kill -TERM "$(rank_pid "$job" "$train" 1 "worker 1")"
+status=0
+wait "$job" || status=$?
+cat "$work/allreduce.log"
+[ "$status" -eq 0 ] || { echo "the job exited $status after SIGTERM, expected 0"; exit 1; }
+grep -qE "^\[worker:0 rank 0\] stopping after global step [0-9]+: another worker asked to stop" "$work/allreduce.log" \
+  || { echo "the chief did not say that another worker stopped training"; exit 1; }
+echo "signal test passed: stopped at step $stopped, resumed and finished; allreduce stopped with worker 1"
