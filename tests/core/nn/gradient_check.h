@@ -4,8 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +20,28 @@ namespace cohort::testing {
 using cohort::GradientCheckOptions;
 using cohort::random_tensor;
 using cohort::spaced_tensor;
+
+// Overwrites the graph's variable `name` with `values`, as many as it holds.
+inline void set_variable(Graph& graph, const std::string& name, const std::vector<float>& values) {
+  const Variable* v = graph.find(name);
+  REQUIRE(v != nullptr);
+  REQUIRE(v->size == static_cast<std::int64_t>(values.size()));
+  std::copy(values.begin(), values.end(), graph.values(*v).begin());
+}
+
+// a + step * k for k = 0, 1, ...: distinct values per channel.
+inline std::vector<float> ramp(std::int64_t n, float a, float step) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = a + step * static_cast<float>(k);
+  return v;
+}
+
+// The shape of a batch of n examples of `example` shape.
+inline Shape with_batch(std::int64_t n, const Shape& example) {
+  Shape shape{n};
+  shape.insert(shape.end(), example.begin(), example.end());
+  return shape;
+}
 
 // The op and model tests run single-threaded unless a test says otherwise: OpenMP's default is a
 // thread per core, and its spinning threads crawl on a loaded machine.
