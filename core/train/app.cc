@@ -215,7 +215,7 @@ int Run(MainFunction main, int argc, char** argv) {
     }
   } catch (const StopSignalled& e) {
     what = e.what();
-    status = 128 + e.signal();
+    status = e.exit_status();  // 128 + the signal
     grace = std::chrono::milliseconds::zero();
   } catch (const Error& e) {
     what = e.what();

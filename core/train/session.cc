@@ -144,10 +144,10 @@ MonitoredSession::~MonitoredSession() {
   } catch (const std::exception& e) {
     // Nothing can be thrown from here: the program fails when it ends (under app::Run).
     std::fprintf(stderr, "[%s] error while closing the session: %s\n", process_label().c_str(), e.what());
-    const auto* signalled = dynamic_cast<const StopSignalled*>(&e);
+    // A stop signal's status (128 + N) is its error's, as any other error's.
     const auto* error = dynamic_cast<const Error*>(&e);
     app::fail_at_exit(std::string("closing the session: ") + e.what(),
-                      signalled != nullptr ? 128 + signalled->signal() : error != nullptr ? error->exit_status() : 1);
+                      error != nullptr ? error->exit_status() : kFaultStatus);
   }
 }
 

@@ -259,6 +259,17 @@ void normalize_row_backward(const float* __restrict dy, const float* __restrict 
 struct GroupSplit {
   std::int64_t chunks = 1, units = 0;
   int threads = 1;
+
+  // Unit u's work: example b's groups [g0, g1), its channels [c0, c0 + w) at every position, the
+  // first of them float `at` of the batch (examples of `example_floats`, groups of `width`).
+  struct Range {
+    std::int64_t b, g0, g1, c0, w, at;
+  };
+  Range range(std::int64_t u, std::int64_t groups, std::int64_t width, std::int64_t example_floats) const {
+    const std::int64_t b = u / chunks, j = u % chunks;
+    const std::int64_t g0 = groups * j / chunks, g1 = groups * (j + 1) / chunks;
+    return {b, g0, g1, g0 * width, (g1 - g0) * width, b * example_floats + g0 * width};
+  }
 };
 
 GroupSplit split_groups(std::int64_t examples, std::int64_t groups, std::int64_t per_group) {
@@ -638,10 +649,7 @@ void GroupNormalization::forward(const Tensor& input, Tensor& output, const OpCo
     std::vector<double> sums(static_cast<std::size_t>(2 * c));
     std::vector<float> mean(static_cast<std::size_t>(c)), scale(static_cast<std::size_t>(c));
     for (std::int64_t u = begin; u < end; ++u) {
-      // Example b's groups [g0, g1): channels [c0, c0 + w) at every position.
-      const std::int64_t b = u / split.chunks, j = u % split.chunks;
-      const std::int64_t g0 = groups_ * j / split.chunks, g1 = groups_ * (j + 1) / split.chunks;
-      const std::int64_t c0 = g0 * width, w = (g1 - g0) * width, at = b * p_count * c + c0;
+      const auto [b, g0, g1, c0, w, at] = split.range(u, groups_, width, p_count * c);
       const float* x = input.data() + at;
       double* s = sums.data();
       // Two passes, the second about the first's mean, free of the cancellation of
@@ -710,9 +718,7 @@ void GroupNormalization::backward(const Tensor& input, const Tensor&, const Tens
     std::vector<float> inv_std(static_cast<std::size_t>(c)), mean_g(static_cast<std::size_t>(c)),
         mean_g_x_hat(static_cast<std::size_t>(c));
     for (std::int64_t u = begin; u < end; ++u) {
-      const std::int64_t b = u / split.chunks, j = u % split.chunks;
-      const std::int64_t g0 = groups_ * j / split.chunks, g1 = groups_ * (j + 1) / split.chunks;
-      const std::int64_t c0 = g0 * width, w = (g1 - g0) * width, at = b * p_count * c + c0;
+      const auto [b, g0, g1, c0, w, at] = split.range(u, groups_, width, p_count * c);
       const float* dy = grad_output.data() + at;
       const float* x_hat = x_hat_.data() + at;
       // Per channel: sum dy and sum dy x_hat, the gradients of beta and gamma, and with gamma
