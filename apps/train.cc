@@ -760,22 +760,12 @@ int Main(int argc, char** argv) {
     }
   }
   // The final evaluation joins the eval run the ValidationHook writes, as TensorFlow's
-  // train_and_evaluate writes its last: once, so not when the hook has just made it (its last
-  // evaluation at this very step), nor where an evaluator job writes (it evaluates the final
-  // checkpoint itself). A session whose hook wrote nothing there starts its own. The training
-  // has ended well: a summary that cannot be written (a full disk) is warned of, not fatal.
+  // train_and_evaluate writes its last: once, and not where an evaluator job writes (it
+  // evaluates the final checkpoint itself).
   const std::string summaries = FLAGS_summary_dir.empty() ? FLAGS_checkpoint_dir : FLAGS_summary_dir;
-  const bool evaluated = validation && !validation->history().empty();
-  if (chief && !summaries.empty() && !evaluator_writes_eval &&
-      !(evaluated && validation->history().back().global_step == final_step)) {
-    try {
-      cohort::write_evaluation(summaries + "/eval", final_step, trainer.model().metric_names(), m,
-                               evaluated ? std::nullopt : std::optional(std::min(session_start, final_step)));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "[%s] warning: the final evaluation is not in %s/eval: %s\n",
-                   cohort::process_label().c_str(), summaries.c_str(), e.what());
-    }
-  }
+  if (chief && !summaries.empty() && !evaluator_writes_eval)
+    cohort::write_final_evaluation(summaries + "/eval", final_step, trainer.model().metric_names(), m,
+                                   cohort::last_evaluated_step(validation.get()), session_start);
   return 0;
 }
 

@@ -315,4 +315,9 @@ void ValidationHook::reduce_on_plateau(MonitoredSession& session, const Validati
   }
 }
 
+std::optional<std::int64_t> last_evaluated_step(const ValidationHook* hook) {
+  if (hook == nullptr || hook->history().empty()) return std::nullopt;
+  return hook->history().back().global_step;
+}
+
 }  // namespace cohort

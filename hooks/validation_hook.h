@@ -24,8 +24,8 @@ struct ValidationHookOptions {
   data::Dataset data{};
   /// Evaluate at every multiple of this many global steps, and once more at the end of training
   /// when the last evaluation is of an earlier step (unless at_end is false: a program that
-  /// evaluates the final model itself, and writes that evaluation to the same run with
-  /// write_evaluation when history() does not end at its step, as train does).
+  /// evaluates the final model itself, and adds that evaluation to the same run with
+  /// write_final_evaluation and last_evaluated_step, as train does).
   std::int64_t every_steps = 1000;
   bool at_end = true;
   /// Examples per evaluation batch.
@@ -162,5 +162,9 @@ class ValidationHook : public SessionRunHook {
   bool stop_at_start_ = false;  // restored with patience run out: stop before the first step
   std::map<std::string, std::string> state_;  // for save_state, as of the last evaluation in training
 };
+
+/// The global step of `hook`'s last evaluation in this session (the last point of its eval run,
+/// for write_final_evaluation); none without a hook or before its first evaluation.
+std::optional<std::int64_t> last_evaluated_step(const ValidationHook* hook);
 
 }  // namespace cohort

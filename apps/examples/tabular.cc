@@ -591,8 +591,10 @@ int Main(int argc, char** argv) {
       .chief_only_hooks = chief_only,
       .settings = settings(table, options.image, *scale)});
   while (!session->should_stop()) session->run();
+  const std::int64_t session_start = session->restored_step().value_or(0) + 1;
   session->close();  // the graph now holds the final parameters
   if (server.is_chief()) {
+    bool best_loaded = false;
     if (FLAGS_restore_best) {
       // The best evaluation's checkpoint, of this job or of the job it resumes (none when no
       // evaluation gave a loss: every one NaN).
@@ -600,6 +602,7 @@ int Main(int argc, char** argv) {
       if (!best.empty()) {
         const cohort::Checkpoint checkpoint = cohort::read_checkpoint(best);
         trainer.load_parameters(checkpoint);
+        best_loaded = true;
         std::printf("tabular: the best evaluation's parameters, of global step %lld (--restore_best)\n",
                     static_cast<long long>(checkpoint.global_step()));
       } else {
@@ -620,6 +623,11 @@ int Main(int argc, char** argv) {
       json.emplace_back(names[i], m.metrics[i]);
     }
     std::printf("\n");
+    // The final evaluation joins the eval run beside the training summaries (the
+    // ValidationHook's), as train's does; not the best evaluation's parameters, already there.
+    if (!FLAGS_checkpoint_dir.empty() && !best_loaded)
+      cohort::write_final_evaluation(FLAGS_checkpoint_dir + "/eval", trainer.read_global_step(), names, m,
+                                     cohort::last_evaluated_step(validation.get()), session_start);
     if (!FLAGS_metrics_json.empty()) cohort::write_json_object(FLAGS_metrics_json, json);
     if (!FLAGS_predict.empty()) {
       const std::vector<std::string> target_names =

@@ -1,5 +1,6 @@
 #include "cohort/core/train/evaluator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -31,6 +32,21 @@ void write_evaluation(const std::string& dir, std::int64_t step, const std::vect
   if (session_start) summaries.add_session_start(*session_start);
   summaries.add_scalars(evaluation_scalars(metric_names, metrics), step);
   summaries.flush();
+}
+
+bool write_final_evaluation(const std::string& dir, std::int64_t step, const std::vector<std::string>& metric_names,
+                            const StepMetrics& metrics, std::optional<std::int64_t> last_point,
+                            std::int64_t session_start) {
+  if (last_point == step) return false;
+  try {
+    write_evaluation(dir, step, metric_names, metrics,
+                     last_point ? std::nullopt : std::optional(std::min(session_start, step)));
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[%s] warning: the final evaluation is not in %s: %s\n", process_label().c_str(),
+                 dir.c_str(), e.what());
+    return false;
+  }
 }
 
 std::vector<Evaluation> run_evaluator(Server& server, Model& model, const data::Dataset& data,

@@ -65,6 +65,16 @@ std::vector<std::pair<std::string, double>> evaluation_scalars(const std::vector
 void write_evaluation(const std::string& dir, std::int64_t step, const std::vector<std::string>& metric_names,
                       const StepMetrics& metrics, std::optional<std::int64_t> session_start = std::nullopt);
 
+/// A program's own evaluation of its final parameters, made after its session has closed, added
+/// to the eval run in `dir` once (write_evaluation): not when `last_point`, the step of the last
+/// point the session wrote there (ValidationHook::history), is `step` already. `session_start`:
+/// the session's first step, which starts the run's points when the session wrote none. The
+/// training has ended well: a write that fails (a full disk) is a warning on stderr, not an
+/// error. Returns whether the evaluation was written.
+bool write_final_evaluation(const std::string& dir, std::int64_t step, const std::vector<std::string>& metric_names,
+                            const StepMetrics& metrics, std::optional<std::int64_t> last_point,
+                            std::int64_t session_start);
+
 /// Blocking; for an evaluator task. Until every replica is done (Server::training_done), looks
 /// at the latest checkpoint in options.checkpoint_dir every options.poll; each new one is loaded
 /// into `model`'s variables (the model must be built as the trainer's is), evaluated on `data`,

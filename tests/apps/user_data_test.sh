@@ -341,6 +341,18 @@ done
 grep -q "^tabular: 3 workers, 4000 examples, global step 200, " checkpoint_resumed.log \
   && [[ "$(metric checkpoint_first.json mse)" == "$(metric checkpoint_resumed.json mse)" ]] \
   || { echo "checkpoint: the resumed job is not at step 200 with the same test MSE"; exit 1; }
+# Each job's final evaluation joins the eval run beside the training summaries, at step 200
+# with the printed numbers: once per job (metrics.csv is appended to; in the event files the
+# resumed job's session start replaces the first's point for TensorBoard).
+/usr/bin/python3 - tab_ckpt/eval/metrics.csv checkpoint_resumed.json <<'PY' \
+  || { echo "checkpoint: tab_ckpt/eval/metrics.csv does not hold each job's final evaluation"; exit 1; }
+import csv, json, sys
+rows = [(r["tag"], int(r["step"]), float(r["value"])) for r in csv.DictReader(open(sys.argv[1]))]
+final = json.load(open(sys.argv[2]))
+assert sorted(t for t, _, _ in rows) == sorted(list(final) * 2), (rows, final)
+for tag, step, value in rows:
+    assert step == 200 and abs(value - final[tag]) <= 1e-6 * max(1, abs(value)), (tag, step, value, final[tag])
+PY
 
 # Two epochs of the 500 rows, counted globally: 3 workers' batches of 32 a step, 11 steps.
 run no_header --train=reg_no_header.csv --csv_header=false --target_columns=6,7 \
