@@ -42,15 +42,28 @@ struct Server::Hosted {
   mpi::Window<std::int64_t> counters;
 };
 
-Server::Server(const ClusterSpec& cluster)
-    : Server(cluster, cluster.my_task().job, cluster.my_task().index) {}
+Server::Server(const ClusterSpec& cluster) : Server(nullptr, &cluster, nullptr, 0) {}
+
+Server::Server(ClusterSpec&& cluster)
+    : Server(std::make_unique<const ClusterSpec>(std::move(cluster)), nullptr, nullptr, 0) {}
 
 Server::Server(const ClusterSpec& cluster, const std::string& job, int task)
-    : cluster_(&cluster),
-      task_(cluster.my_task()),
-      control_(cluster.world().dup()),
-      done_(static_cast<std::size_t>(cluster.size()), false),
+    : Server(nullptr, &cluster, &job, task) {}
+
+Server::Server(ClusterSpec&& cluster, const std::string& job, int task)
+    : Server(std::make_unique<const ClusterSpec>(std::move(cluster)), nullptr, &job, task) {}
+
+Server::Server(std::unique_ptr<const ClusterSpec> owned, const ClusterSpec* given,
+               const std::string* job_given, int task_given)
+    : owned_cluster_(std::move(owned)),
+      cluster_(owned_cluster_ ? owned_cluster_.get() : given),
+      task_(cluster_->my_task()),
+      control_(cluster_->world().dup()),
+      done_(static_cast<std::size_t>(cluster_->size()), false),
       exceptions_at_start_(std::uncaught_exceptions()) {
+  const ClusterSpec& cluster = *cluster_;
+  const std::string& job = job_given != nullptr ? *job_given : task_.job;
+  const int task = job_given != nullptr ? task_given : task_.index;
   // Every rank throws if any rank's job or task is wrong: a Server missing on one rank would
   // leave the other tasks waiting for its done() forever.
   const int me = cluster.my_rank();

@@ -42,15 +42,19 @@ struct HostedMemory {
 /// they never mix with other traffic.
 ///
 /// Construction is collective over cluster.world() (every rank makes its Server, in the same
-/// order as its other collectives). `cluster` must outlive the Server. Not copyable; movable.
-/// Not thread-safe: main thread only.
+/// order as its other collectives). A Server given a ClusterSpec it may keep (a temporary:
+/// `Server server(cluster_from_flags())`, or std::move(cluster)) keeps it, as TensorFlow's
+/// Server keeps its own copy; given a named one it refers to it, which must outlive the Server.
+/// Not copyable; movable. Not thread-safe: main thread only.
 class Server {
  public:
   /// Collective. The job and task are this rank's in `cluster`.
   explicit Server(const ClusterSpec& cluster);
+  explicit Server(ClusterSpec&& cluster);
   /// Collective. If any rank is not the `job`:`task` it names, every rank throws
   /// InvalidArgument (naming the first such rank).
   Server(const ClusterSpec& cluster, const std::string& job, int task);
+  Server(ClusterSpec&& cluster, const std::string& job, int task);
 
   Server(Server&&) noexcept;
   Server& operator=(Server&&) = delete;
@@ -144,6 +148,10 @@ class Server {
 
  private:
   struct Hosted;
+  // The constructors' work: `owned`, the ClusterSpec the Server keeps, or none, and `cluster`,
+  // the one it refers to; `job` null: this rank's own job and task.
+  Server(std::unique_ptr<const ClusterSpec> owned, const ClusterSpec* cluster, const std::string* job,
+         int task);
   void serve(std::chrono::milliseconds timeout);
   bool receive_messages();
   void make_hosted(std::span<const std::int64_t> value_sizes,
@@ -151,7 +159,8 @@ class Server {
   void free_hosted();
   std::vector<int> pending() const;
 
-  const ClusterSpec* cluster_;
+  std::unique_ptr<const ClusterSpec> owned_cluster_;  // given by value; null when referred to
+  const ClusterSpec* cluster_;  // owned_cluster_, or the one given by reference
   TaskId task_;
   mpi::Comm control_;
   mpi::Comm training_;                 // ps and computing tasks, in world order; null elsewhere

@@ -159,6 +159,29 @@ TEST_CASE("a worker whose server goes away without done() still lets the ps fini
   });
 }
 
+TEST_CASE("a server given its cluster spec by value keeps it, through a move too") {
+  on_every_size([](const Comm& comm) {
+    const int n = comm.size();
+    // The spec a temporary, as `Server server(cluster_from_flags())` gives it: the server's own.
+    Server server(ClusterSpec::from_counts(comm, n > 1 ? 1 : 0));
+    Server moved(std::move(server));
+    CHECK(moved.cluster().size() == n);
+    CHECK(moved.cluster().ranks_of("ps").size() == (n > 1 ? 1u : 0u));
+    CHECK(moved.cluster().task_of(comm.rank()) == moved.task());
+    if (moved.job_name() == "ps") {
+      moved.join(20s);
+      CHECK(moved.tasks_done().size() == static_cast<std::size_t>(n - 1));
+    } else {
+      moved.done();
+    }
+    ClusterSpec named = ClusterSpec::from_counts(comm, 0);
+    const TaskId mine = named.my_task();
+    Server checked(std::move(named), mine.job, mine.index);
+    CHECK(checked.task() == mine);
+    CHECK_THROWS_AS(Server(ClusterSpec::from_counts(comm, 0), "evaluator", 0), InvalidArgument);
+  });
+}
+
 TEST_CASE("join with a timeout names the workers not done, and can be called again") {
   on_every_size([](const Comm& comm) {
     const int n = comm.size();
