@@ -630,6 +630,14 @@ void Trainer::finish(bool fetch) {
 StepMetrics Trainer::evaluate_across(const data::Dataset& part, std::int64_t batch_size) {
   if (!replicas_ || num_workers_ == 1) return evaluate(part, batch_size);
   check_has_parameters("evaluate_across");
+  // Between steps the replicas must be at the same one, as allreduce mode alone keeps them: in
+  // the others a replica's call would meet another's of a later step, or wait for one that ends
+  // training first.
+  const Mode mode = options_.replication.mode;
+  if (started_ && !left_ && mode != Mode::kAllreduce)
+    throw InvalidArgument(std::string("evaluate_across between steps needs the replicas at the same step, "
+                                      "as allreduce mode keeps them; in ") +
+                          to_string(mode) + " mode call it after finish(), or evaluate() on one replica");
   const KeptVariables kept(graph_);
   if (has_average()) std::copy(average_->values().begin(), average_->values().end(), graph_.values().begin());
   {

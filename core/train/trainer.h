@@ -188,8 +188,8 @@ class Trainer {
   /// moving averages where it keeps them) and layer state, sent to every replica for it, and every
   /// replica gets the metrics of the whole set, as the chief's evaluate() of all of it would give
   /// (the loss up to its sum's rounding). Each replica's own parameters and state are put back
-  /// after. At the end of training in any mode, or between steps in allreduce mode; without a
-  /// cluster, evaluate(part).
+  /// after. At the end of training in any mode, or between steps in allreduce mode (between
+  /// steps in another, an InvalidArgument); without a cluster, evaluate(part).
   StepMetrics evaluate_across(const data::Dataset& part, std::int64_t batch_size = 1000);
   /// The model's output for new examples `features` [n, example...], as evaluate() sees data:
   /// tower 0 without dropout, the options' image normalisation, the moving averages where this

@@ -342,6 +342,11 @@ COHORT_MPI_TEST_CASE("evaluate_across: each replica its part, of the chief's ave
                       test::sgd(0.2), options);
       MonitoredSession session(trainer, {.master = server.target(), .is_chief = server.is_chief(),
                                          .hooks = {StopAtStepHook::last(6)}, .stop_on_signals = false});
+      // Between steps, async replicas are at steps of their own: refused on each, before any
+      // message, rather than matched with another's call of another step.
+      if (mode == Mode::kAsync)
+        CHECK_THROWS_WITH_AS(trainer.evaluate_across(data::synthetic(8, 7), 16),
+                             doctest::Contains("in async mode call it after finish()"), InvalidArgument);
       test::train(session);
       session.close();
       CHECK((trainer.moving_average() != nullptr) == server.is_chief());
