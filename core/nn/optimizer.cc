@@ -50,8 +50,14 @@ double LearningRateSchedule::at(std::int64_t step) const {
                           boundaries.begin();
       return passed == 0 ? base : base * factors[static_cast<std::size_t>(passed - 1)];
     }
-    case Kind::kFunction:
-      return base * function(step);
+    case Kind::kFunction: {
+      // The user's own: checked at each step, as the other kinds' settings are once.
+      const double factor = function(step);
+      if (!(factor >= 0 && std::isfinite(factor)))
+        throw InvalidArgument("learning-rate schedule: the function gave " + number(factor) + " at step " +
+                              std::to_string(step) + "; a rate's factor must be a finite number >= 0");
+      return base * factor;
+    }
   }
   return base;
 }

@@ -35,7 +35,8 @@ struct LearningRateSchedule {
   /// gamma^2, ...; TensorFlow's piecewise_constant changes one step later (after a boundary).
   std::vector<std::int64_t> boundaries = {};
   std::vector<double> factors = {};
-  /// kFunction: base * function(step), as PyTorch's LambdaLR.
+  /// kFunction: base * function(step), as PyTorch's LambdaLR; a factor that is negative or not
+  /// finite is an InvalidArgument at the step that gives it.
   std::function<double(std::int64_t)> function = {};
   /// The first warmup_steps steps rise linearly to base (then the schedule runs from step 0 of
   /// its own, but for kPiecewise's boundaries): from base / warmup_steps, or where warmup_from
