@@ -22,10 +22,16 @@ std::string worker_path(const std::string& file, int worker) {
   return path.replace_filename(stem + path.extension().string()).string();
 }
 
+// The timer's own error names seconds too, which this hook has none of.
+std::int64_t checked_every_n_steps(std::int64_t steps) {
+  if (steps < 1) throw InvalidArgument("ProfilerHook: every_n_steps must be >= 1, got " + std::to_string(steps));
+  return steps;
+}
+
 }  // namespace
 
 ProfilerHook::ProfilerHook(ProfilerHookOptions options)
-    : options_(std::move(options)), timer_(options_.every_n_steps, 0, "ProfilerHook") {
+    : options_(std::move(options)), timer_(checked_every_n_steps(options_.every_n_steps), 0, "ProfilerHook") {
   if (options_.output_file.empty()) throw InvalidArgument("ProfilerHook: output_file is empty");
   std::error_code ec;
   if (!std::filesystem::path(options_.output_file).has_filename() ||

@@ -83,6 +83,17 @@ const Variable* Graph::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &variables_[it->second];
 }
 
+const Variable& Graph::variable(const std::string& name) const {
+  if (const Variable* v = find(name)) return *v;
+  std::string known;
+  constexpr std::size_t kShown = 12;
+  for (std::size_t i = 0; i < variables_.size() && i < kShown; ++i)
+    known += (i > 0 ? ", " : "") + variables_[i].name;
+  if (variables_.size() > kShown) known += ", ... (" + std::to_string(variables_.size()) + " in all)";
+  throw InvalidArgument("no variable '" + name + "' in the graph (variables: " +
+                        (known.empty() ? "none" : known) + ")");
+}
+
 std::vector<const Variable*> Graph::matching(const std::string& pattern, const std::string& what) const {
   std::regex expression;
   try {

@@ -64,7 +64,11 @@ class Graph {
                          VariableOptions options = {});
 
   const std::vector<Variable>& variables() const { return variables_; }
+  /// The variable `name`, or null.
   const Variable* find(const std::string& name) const;
+  /// The variable `name`; an InvalidArgument naming it and the graph's variables when there is
+  /// none (find() for a lookup that may miss).
+  const Variable& variable(const std::string& name) const;
   /// The variables whose names `pattern` matches: an ECMAScript regular expression matched from
   /// the start of the name, as TensorFlow's vars_to_warm_start is ("dense_1" selects
   /// "dense_1/kernel" and "dense_10/bias"; end it with '/' or '$' to be exact). InvalidArgument

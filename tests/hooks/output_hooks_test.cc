@@ -156,6 +156,9 @@ TEST_CASE("ProfilerHook: a directory for output_file is refused, naming it") {
                          ("ProfilerHook: output_file '" + given + "' is a directory; name a file in it "
                           "(each worker writes <stem>.worker<N><ext>)").c_str(),
                          InvalidArgument);
+  // It counts steps alone: its error speaks of them, not of seconds.
+  CHECK_THROWS_WITH_AS(ProfilerHook(ProfilerHookOptions{.every_n_steps = 0, .output_file = dir.str() + "/t.json"}),
+                       "ProfilerHook: every_n_steps must be >= 1, got 0", InvalidArgument);
 }
 
 TEST_CASE("ProfilerHook: a run that fails leaves its trace, written as the hook is destroyed") {

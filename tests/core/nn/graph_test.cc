@@ -53,6 +53,20 @@ TEST_CASE("get_variable reuses a variable of the same name and shape") {
   CHECK(g.num_parameters() == 6);
 }
 
+TEST_CASE("a variable by name: found, or an error naming the graph's variables") {
+  Graph g;
+  CHECK_THROWS_WITH_AS(g.variable("w"), "no variable 'w' in the graph (variables: none)", cohort::InvalidArgument);
+  g.get_variable("dense/kernel", {2, 2}, Initializer::zeros());
+  g.get_variable("dense/bias", {2}, Initializer::zeros());
+  CHECK(&g.variable("dense/bias") == g.find("dense/bias"));
+  CHECK(g.find("dense/kernels") == nullptr);
+  CHECK_THROWS_WITH_AS(g.variable("dense/kernels"),
+                       "no variable 'dense/kernels' in the graph (variables: dense/kernel, dense/bias)",
+                       cohort::InvalidArgument);
+  for (int i = 0; i < 12; ++i) g.get_variable("v" + std::to_string(i), {1}, Initializer::zeros());
+  CHECK_THROWS_WITH_AS(g.variable("x"), doctest::Contains("v9, ... (14 in all))"), cohort::InvalidArgument);
+}
+
 TEST_CASE("a shape mismatch names the variable and both shapes") {
   Graph g;
   g.get_variable("dense/kernel", {784, 256}, Initializer::glorot_uniform());
