@@ -39,6 +39,37 @@ void check_image_options(const ImageOptions& image, const Dataset& dataset) {
                           std::to_string(channels) + " channels (give one, or one per channel)");
   for (float sd : image.std)
     if (!(sd > 0)) throw InvalidArgument(what + "a standard deviation is not > 0");
+  if (image.augment && image.augment_with_targets)
+    throw InvalidArgument(what + "both augment and augment_with_targets are set; give one");
+  if (image.augment_with_targets && dataset.has_labels())
+    throw InvalidArgument(what + "augment_with_targets needs float targets, and the examples have "
+                          "class labels (use augment)");
+}
+
+// Whether `dataset`'s targets are images of its examples' rows and cols ([rows, cols] or
+// [rows, cols, c]), which a crop or flip must move as it moves the examples.
+bool image_shaped_targets(const Dataset& dataset) {
+  if (dataset.has_labels()) return false;
+  const Shape example = dataset.example_shape(), target = dataset.target_shape();
+  return example.size() == 3 && (target.size() == 2 || target.size() == 3) &&
+         target[0] == example[0] && target[1] == example[1] && example[0] * example[1] > 0;
+}
+
+// Writes to `out` the [rows, cols, channels] image `source` moved by (dy, dx) after a left-right
+// flip, the pixels from outside it set to `pad`.
+void move_pixels(const float* source, float* out, std::int64_t rows, std::int64_t cols,
+                 std::int64_t channels, std::int64_t dy, std::int64_t dx, bool flip, float pad) {
+  for (std::int64_t y = 0; y < rows; ++y) {
+    const std::int64_t sy = y + dy;
+    for (std::int64_t x = 0; x < cols; ++x) {
+      const std::int64_t sx = (flip ? cols - 1 - x : x) + dx;
+      float* o = out + (y * cols + x) * channels;
+      if (sy < 0 || sy >= rows || sx < 0 || sx >= cols)
+        std::fill_n(o, channels, pad);
+      else
+        std::copy_n(source + (sy * cols + sx) * channels, channels, o);
+    }
+  }
 }
 
 }  // namespace
@@ -64,6 +95,8 @@ BatchIterator::BatchIterator(Dataset dataset, const BatchOptions& options)
                   " to train on here: lower it, or use fewer workers or more data");
   check_image_options(options_.image, dataset_);
   randomize_ = options_.image.randomizes();
+  move_targets_ = randomize_ && options_.image.moves_pixels() && image_shaped_targets(dataset_);
+  own_targets_ = move_targets_ || (randomize_ && options_.image.augment_with_targets);
   batch_shape_ = dataset_.example_shape();
   batch_shape_.insert(batch_shape_.begin(), options_.batch_size);
   target_shape_ = dataset_.target_shape();
@@ -119,7 +152,7 @@ void BatchIterator::seek(std::int64_t epoch, std::int64_t position) {
 }
 
 void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
-                                 std::vector<float>& scratch) const {
+                                 std::vector<float>& scratch, float* target_out) const {
   const std::int64_t size = dataset_.example_size();
   const ImageOptions& image = options_.image;
   const bool moves = randomize_ && image.moves_pixels();
@@ -137,8 +170,14 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
     dataset_.read_example(at, scratch.data());
     source = scratch.data();
   }
+  // Float targets are held in memory whether the examples are or not.
+  const std::int64_t target_size = dataset_.target_size();
+  const float* target = target_out != nullptr
+                            ? dataset_.storage()->targets.data() + at * target_size
+                            : nullptr;
   if (!moves) {
     if (source != nullptr) std::copy_n(source, size, out);
+    if (target != nullptr) std::copy_n(target, target_size, target_out);
   } else {
     const Shape shape = dataset_.example_shape();
     const std::int64_t rows = shape[0], cols = shape[1], channels = shape[2];
@@ -151,24 +190,25 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
     const std::int64_t dy = offset();
     const std::int64_t dx = offset();
     const bool flip = image.horizontal_flip && (engine() >> 63) != 0;
-    for (std::int64_t y = 0; y < rows; ++y) {
-      const std::int64_t sy = y + dy;
-      for (std::int64_t x = 0; x < cols; ++x) {
-        const std::int64_t sx = (flip ? cols - 1 - x : x) + dx;
-        float* o = out + (y * cols + x) * channels;
-        if (sy < 0 || sy >= rows || sx < 0 || sx >= cols)
-          std::fill_n(o, channels, 0.0f);
-        else
-          std::copy_n(source + (sy * cols + sx) * channels, channels, o);
-      }
-    }
+    move_pixels(source, out, rows, cols, channels, dy, dx, flip, 0.0f);
+    if (target != nullptr && move_targets_)  // the same window and flip as its image
+      move_pixels(target, target_out, rows, cols, target_size / (rows * cols), dy, dx, flip,
+                  image.target_padding);
+    else if (target != nullptr)
+      std::copy_n(target, target_size, target_out);
   }
-  if (randomize_ && image.augment)  // its own stream: the crops and flips draw as before
-    image.augment(std::span<float>(out, static_cast<std::size_t>(size)), detail::mix_seed(seed, 0xa6));
-  image.normalize(std::span<float>(out, static_cast<std::size_t>(size)));
+  // The callbacks' own stream: the crops and flips draw as before.
+  const std::uint64_t augment_seed = detail::mix_seed(seed, 0xa6);
+  const std::span<float> example(out, static_cast<std::size_t>(size));
+  if (randomize_ && image.augment) image.augment(example, augment_seed);
+  if (randomize_ && image.augment_with_targets && target_out != nullptr)
+    image.augment_with_targets(
+        example, std::span<float>(target_out, static_cast<std::size_t>(target_size)),
+        augment_seed);
+  image.normalize(example);
 }
 
-void BatchIterator::make_examples(std::int64_t b, float* out) const {
+void BatchIterator::make_examples(std::int64_t b, float* out, float* targets) const {
   const std::int64_t stride = dataset_.example_size();
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(b));
 #pragma omp parallel num_threads(intra_op_threads())
@@ -178,7 +218,8 @@ void BatchIterator::make_examples(std::int64_t b, float* out) const {
     for (std::int64_t k = 0; k < b; ++k) {
       try {
         copy_example(order_[static_cast<std::size_t>(position_ + k)], position_ + k,
-                     out + k * stride, scratch);
+                     out + k * stride, scratch,
+                     targets != nullptr ? targets + k * dataset_.target_size() : nullptr);
       } catch (...) {  // nothing may leave the parallel region
         errors[static_cast<std::size_t>(k)] = std::current_exception();
       }
@@ -219,18 +260,21 @@ bool BatchIterator::fill(Tensor& features, std::vector<std::int32_t>& labels, Te
     for (std::int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(first + offset);
   };
   const bool in_memory = dataset_.in_memory();
-  if (!in_memory) make_examples(b, out);
+  // Targets that move or change with their example are made with it, the others copied below.
+  float* own_targets = own_targets_ && targets != nullptr ? targets->data() : nullptr;
+  if (!in_memory) make_examples(b, out, own_targets);
   std::vector<float> scratch;  // not used for examples in memory
   for (std::int64_t k = 0; k < kAhead && in_memory; ++k) prefetch(k);
   for (std::int64_t k = 0; k < b; ++k) {
     const std::int64_t at = order_[static_cast<std::size_t>(position_ + k)];
     if (in_memory) {
       prefetch(k + kAhead);
-      copy_example(at, position_ + k, out + k * stride, scratch);
+      copy_example(at, position_ + k, out + k * stride, scratch,
+                   own_targets != nullptr ? own_targets + k * target_stride : nullptr);
     }
     if (with_labels)
       labels[static_cast<std::size_t>(k)] = storage.labels[static_cast<std::size_t>(at)];
-    else if (targets != nullptr)
+    else if (targets != nullptr && own_targets == nullptr)
       std::copy_n(storage.targets.data() + at * target_stride, target_stride,
                   targets->data() + k * target_stride);
   }

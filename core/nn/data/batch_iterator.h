@@ -25,27 +25,48 @@ namespace cohort::data {
 /// applies to every batch (evaluation too); the random crop and flip only to a training
 /// iterator's (not in_order()). The random draws of an example are a function of (seed, epoch,
 /// its position in the epoch), so a resumed job sees the same augmented batches.
+///
+/// Image-shaped float targets move with their image: targets of shape [rows, cols] or
+/// [rows, cols, c] (any c), rows and cols those of the examples (a segmentation mask, a clean
+/// image to denoise), are cropped and flipped as their example is, by the same draws, their
+/// padded pixels set to `target_padding`. Any other targets (class labels, a vector per example,
+/// an array of other rows or cols) are left as they are. Targets are never normalised.
 struct ImageOptions {
   /// Per-channel (x - mean[c]) / std[c], applied last; empty: none. One entry per channel, or
-  /// one for all.
+  /// one for all. The examples' only, never the targets'.
   std::vector<float> mean{}, std{};
   /// Pad each image with this many zero pixels on every side and crop a random window of the
   /// original size (0: no crop).
   std::int64_t crop_padding = 0;
   /// Mirror each image left-right with probability 1/2.
   bool horizontal_flip = false;
+  /// The value of an image-shaped target's pixels that a crop pads. -1 (the default) is a pixel
+  /// without a target for SparseCategoricalCrossEntropyLoss and its accuracy (a class-index
+  /// mask), so the border trains no class the image does not show. Losses that need targets in
+  /// [0, 1] (sigmoid cross-entropy, focal, dice) refuse -1, and a regression would learn it:
+  /// give 0 for those (also right for one-hot masks, whose rows of zeros have no target, and for
+  /// a denoiser, whose padded input is 0 too).
+  float target_padding = -1.0f;
   /// The user's own augmentation of a training example (any shape, not only images): called
   /// with the example's values after the crop and flip and before normalisation, and a seed of
   /// its own, a function of (the iterator's seed, the epoch, the example's position in it), from
   /// which to draw (std::mt19937_64 rng(seed)): a resumed job sees the same batches. Called from
   /// several threads at once: it must be thread-safe (a pure function of its arguments is).
   std::function<void(std::span<float> example, std::uint64_t seed)> augment{};
+  /// The same for an example and its float target together (a mask to keep aligned with its
+  /// image): called with both after the crop and flip, the same seed augment would get, from
+  /// several threads at once (thread-safe). The iterator refuses it beside `augment`, and for a
+  /// dataset with class labels.
+  std::function<void(std::span<float> example, std::span<float> target, std::uint64_t seed)>
+      augment_with_targets{};
 
   bool normalizes() const { return !mean.empty(); }
   /// The normalisation alone, in place, on whole examples one after another (a batch): what
   /// new data to predict needs, as training and evaluation saw theirs.
   void normalize(std::span<float> values) const;
-  bool randomizes() const { return crop_padding > 0 || horizontal_flip || augment; }
+  bool randomizes() const {
+    return crop_padding > 0 || horizontal_flip || augment || augment_with_targets;
+  }
   bool moves_pixels() const { return crop_padding > 0 || horizontal_flip; }
 };
 
@@ -84,7 +105,8 @@ class BatchIterator {
   /// Starts at epoch 0, position 0. Throws InvalidArgument when batch_size < 1, when `repeat` is
   /// set and an epoch holds no batch (fewer examples than batch_size with drop_remainder, or an
   /// empty dataset): next() could never return; and for image options that do not fit the
-  /// examples (not [rows, cols, channels], or a mean/std per channel of another count).
+  /// examples (not [rows, cols, channels], or a mean/std per channel of another count), or both
+  /// augment callbacks, or augment_with_targets for a dataset with class labels.
   BatchIterator(Dataset dataset, const BatchOptions& options);
 
   /// For evaluation: every example once per pass, in dataset order, the last batch possibly short;
@@ -124,15 +146,20 @@ class BatchIterator {
   std::int64_t remaining_batch() const;
   // Copies example `at` (storage index) into `out`, cropped, flipped and normalised as asked;
   // `k` is its position in the epoch (for the random draws). An example not in memory is made
-  // in `scratch` first where it is cropped or flipped. Thread-safe.
-  void copy_example(std::int64_t at, std::int64_t k, float* out, std::vector<float>& scratch) const;
-  // The next `b` examples of a dataset not in memory into `out`, made on every intra-op thread.
-  void make_examples(std::int64_t b, float* out) const;
+  // in `scratch` first where it is cropped or flipped. With `target_out` (see own_targets_),
+  // writes its target there too, moved and augmented with it. Thread-safe.
+  void copy_example(std::int64_t at, std::int64_t k, float* out, std::vector<float>& scratch,
+                    float* target_out) const;
+  // The next `b` examples of a dataset not in memory into `out` (and their targets into
+  // `targets` where copy_example makes them), made on every intra-op thread.
+  void make_examples(std::int64_t b, float* out, float* targets) const;
   bool fill(Tensor& features, std::vector<std::int32_t>& labels, Tensor* targets);
 
   Dataset dataset_;
   BatchOptions options_;
   bool randomize_ = false;
+  bool move_targets_ = false;  // image-shaped targets, cropped and flipped with their image
+  bool own_targets_ = false;   // copy_example writes the targets (moved or augmented)
   std::int64_t epoch_ = 0;
   std::int64_t position_ = 0;
   std::vector<std::int64_t> order_;  // the dataset's example indices, in this epoch's order
