@@ -103,13 +103,9 @@ void check_probabilities(const std::string& name, std::span<const float> targets
     if (!(targets[i] >= 0.0f && targets[i] <= 1.0f)) {
       char value[32];
       std::snprintf(value, sizeof value, "%g", static_cast<double>(targets[i]));
-      // -1 is also what a random crop pads a mask with by default (ImageOptions).
-      const std::string hint =
-          targets[i] == -1.0f ? "a crop's padding of a mask: set ImageOptions::target_padding to 0"
-                              : "bytes: divide by 255";
       throw InvalidArgument("loss " + name + ": target " + value + " (value " + std::to_string(i) + " of " +
                             (where.empty() ? "the example" : where) + ") is not in [0, 1], a probability per "
-                            "logit (" + hint + ")");
+                            "logit (bytes: divide by 255)");
     }
 }
 

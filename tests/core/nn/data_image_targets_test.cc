@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "cohort/core/nn/data/batch_iterator.h"
-#include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/threads.h"
 
 using cohort::Shape;
@@ -274,15 +273,5 @@ TEST_CASE("augment_with_targets is refused beside augment, and for class labels"
   CHECK_THROWS_WITH_AS(BatchIterator(labelled, {.batch_size = 2, .image = image}),
                        "image options for arrays: augment_with_targets needs float targets, and "
                        "the examples have class labels (use augment)",
-                       cohort::InvalidArgument);
-}
-
-TEST_CASE("a loss that needs probabilities names target_padding for a padded -1") {
-  const cohort::SigmoidCrossEntropyLoss loss;
-  const std::vector<float> target{0.0f, -1.0f};
-  CHECK_THROWS_WITH_AS(loss.check_target(target),
-                       "loss sigmoid_cross_entropy: target -1 (value 1 of the example) is not in "
-                       "[0, 1], a probability per logit (a crop's padding of a mask: set "
-                       "ImageOptions::target_padding to 0)",
                        cohort::InvalidArgument);
 }
