@@ -40,13 +40,13 @@ struct ImageOptions {
   std::int64_t crop_padding = 0;
   /// Mirror each image left-right with probability 1/2.
   bool horizontal_flip = false;
-  /// The value of an image-shaped target's pixels that a crop pads. -1 (the default) is a pixel
-  /// without a target for SparseCategoricalCrossEntropyLoss and its accuracy (a class-index
-  /// mask), so the border trains no class the image does not show. Losses that need targets in
-  /// [0, 1] (sigmoid cross-entropy, focal, dice) refuse -1, and a regression would learn it:
-  /// give 0 for those (also right for one-hot masks, whose rows of zeros have no target, and for
-  /// a denoiser, whose padded input is 0 too).
-  float target_padding = -1.0f;
+  /// The value of an image-shaped target's pixels that a crop pads: 0 by default, as the image's
+  /// own (a denoiser's padded input and target agree; a mask's border is class 0 or "off"; a
+  /// one-hot mask's row of zeros has no target). For a class-index mask read by
+  /// SparseCategoricalCrossEntropyLoss give -1, a pixel without a target for it and its
+  /// accuracy, so that the border trains no class the image does not show (losses that need
+  /// targets in [0, 1] refuse -1).
+  float target_padding = 0.0f;
   /// The user's own augmentation of a training example (any shape, not only images): called
   /// with the example's values after the crop and flip and before normalisation, and a seed of
   /// its own, a function of (the iterator's seed, the epoch, the example's position in it), from

@@ -103,14 +103,14 @@ TEST_CASE("image-shaped targets are cropped and flipped with their image, also a
   BatchOptions options{.batch_size = 4, .seed = 5};
   options.image.crop_padding = 2;
   options.image.horizontal_flip = true;
-  SUBCASE("targets [rows, cols, channels], the images themselves; the default padding, -1") {
+  SUBCASE("targets [rows, cols, channels], the images themselves; the default padding, 0") {
     BatchIterator it(Dataset::from_arrays(x, x), options);
     std::int64_t padded = 0;
     bool any_moved = false;
     Batch batch;
     for (int step = 0; step < 10; ++step) {
       REQUIRE(it.next(batch));
-      check_aligned(batch, kChannels, -1.0f, padded);
+      check_aligned(batch, kChannels, 0.0f, padded);
       any_moved = any_moved || moved(batch, x);
     }
     CHECK(padded > 0);
@@ -125,14 +125,14 @@ TEST_CASE("image-shaped targets are cropped and flipped with their image, also a
     CHECK(values(again.features) == values(expected.features));
     CHECK(values(again.targets) == values(expected.targets));
   }
-  SUBCASE("targets [rows, cols], a mask; padded with 0 when asked") {
-    options.image.target_padding = 0.0f;
+  SUBCASE("targets [rows, cols], a class-index mask; padded with -1 (no target) when asked") {
+    options.image.target_padding = -1.0f;
     BatchIterator it(Dataset::from_arrays(x, first_channel(x)), options);
     std::int64_t padded = 0;
     Batch batch;
     for (int step = 0; step < 10; ++step) {
       REQUIRE(it.next(batch));
-      check_aligned(batch, 1, 0.0f, padded);
+      check_aligned(batch, 1, -1.0f, padded);
     }
     CHECK(padded > 0);
   }
@@ -153,7 +153,7 @@ TEST_CASE("examples made on use move their targets as examples in memory do") {
     CAPTURE(step);
     REQUIRE(memory.next(a));
     REQUIRE(on_use.next(b));
-    check_aligned(b, kChannels, -1.0f, padded);
+    check_aligned(b, kChannels, 0.0f, padded);
     CHECK(values(a.features) == values(b.features));
     CHECK(values(a.targets) == values(b.targets));
   }
@@ -243,7 +243,7 @@ TEST_CASE("normalisation applies to the examples only, never to the targets") {
       const float raw = batch.features[i] * options.image.std[c] + options.image.mean[c];
       CAPTURE(i);
       if (std::abs(raw) < 1e-4f) {
-        CHECK(batch.targets[i] == -1.0f);
+        CHECK(batch.targets[i] == 0.0f);
         ++padded;
       } else {
         CHECK(batch.targets[i] == doctest::Approx(raw).epsilon(1e-5));
