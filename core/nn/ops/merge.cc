@@ -213,9 +213,15 @@ Shape Concatenate::build_node(Graph&, std::span<const Shape> inputs) {
   for (const Shape& s : inputs) {
     bool agree = s.size() == inputs[0].size();
     for (std::size_t d = 0; agree && d < s.size(); ++d) agree = d == a || s[d] == inputs[0][d];
+    // Images joined on their channels with other rows or cols: most often a skip connection
+    // across a size that pooling halved down (an odd one) and upsampling doubled back.
+    const bool images = s.size() == 3 && a == 2 && s.size() == inputs[0].size();
     if (!agree)
       throw InvalidArgument("Concatenate \"" + name_ + "\": inputs " + list_shapes(inputs) +
-                            " differ outside axis " + std::to_string(axis_));
+                            " differ outside axis " + std::to_string(axis_) +
+                            (images ? " (images of other sizes: crop the larger with cropping2d, or give "
+                                      "conv2d_transpose the output_padding that restores the size)"
+                                    : ""));
   }
   outer_ = view.outer;
   const std::int64_t inner = view.inner;

@@ -348,6 +348,10 @@ TEST_CASE("Concatenate rejects mismatched shapes and bad axes, naming the layer 
   CHECK(message.find("\"joined\"") != std::string::npos);
   CHECK(message.find("[4, 4, 3]") != std::string::npos);
   CHECK(message.find("[4, 5, 2]") != std::string::npos);
+  // Images of other sizes (a skip connection across an odd size): the way to make them agree.
+  CHECK(message.find("crop the larger with cropping2d") != std::string::npos);
+  const std::string vectors = error_of([&] { layer.build_node(graph, std::vector<Shape>{{4, 3}, {5, 2}}); });
+  CHECK(vectors.find("cropping2d") == std::string::npos);
   const std::vector<Shape> ranks = {{4, 4, 3}, {4, 3}};
   CHECK_THROWS_AS(layer.build_node(graph, ranks), InvalidArgument);
   const std::vector<Shape> one = {{4, 4, 3}};
