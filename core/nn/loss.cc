@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -700,11 +701,21 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
                         "precision@k, recall@k, f1@k, auc@k, or of a named class: precision@<name>)");
 }
 
-bool higher_is_better(const std::string& name) {
+std::optional<bool> Metric::direction_by_name(const std::string& name) {
   // A head's metric ("class/precision@n/a") as the metric itself; a class name may hold a '/'.
   const std::string before_class = name.substr(0, name.find('@'));
   const std::string base = before_class.substr(before_class.rfind('/') + 1);
-  return base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" || base == "auc";
+  if (base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" ||
+      base == "auc")
+    return true;
+  if (base.ends_with("loss") || base.ends_with("error") || base == "mse" || base == "mae" ||
+      base == "perplexity")
+    return false;
+  return std::nullopt;
+}
+
+bool higher_is_better(const std::string& name) {
+  return Metric::direction_by_name(name).value_or(false);
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {
