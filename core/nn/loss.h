@@ -56,7 +56,8 @@ class Loss {
   /// One example's float targets, checked for every example of a dataset before training and
   /// evaluation (check_dataset), so that a fault names the file and the example: an
   /// InvalidArgument naming the value this loss can never take (sigmoid cross-entropy, focal,
-  /// Dice: one outside [0, 1]). Any, by default.
+  /// Dice: one outside [0, 1]; categorical cross-entropy: a row that is no distribution; sparse
+  /// categorical cross-entropy: no class index). Any, by default.
   virtual void check_target(std::span<const float> /*target*/) const {}
   virtual void backward(Tensor& grad) = 0;
   /// The probabilities a model's output stands for under this loss (softmax cross-entropy: the
@@ -128,6 +129,9 @@ class CategoricalCrossEntropyLoss final : public Loss {
   std::string name() const override { return "categorical_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  /// Each row of classes (as check() last saw them) a distribution or zeros, as forward() has
+  /// it, naming the row ("position 7 of the example's 1024"): before training, with the file.
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   /// The softmax of each row of classes: rows of the targets' last axis as check() last saw
   /// them (a flat output of [steps * classes] too), else of the output's last axis.
@@ -153,6 +157,10 @@ class SparseCategoricalCrossEntropyLoss final : public Loss {
   std::string name() const override { return "sparse_categorical_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  /// Each target a class index in [0, classes) (as check() last saw them) or negative (none),
+  /// as forward() has it, naming the position ("position 165 of the example's 1024"): a mask's
+  /// pixel of class 3 for 3 classes is found before training, with the file and the example.
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   /// The softmax of each row of classes (as check() last saw them, else the output's last axis).
   Tensor probabilities(const Tensor& output) const override;
