@@ -1,7 +1,7 @@
 // What the losses tell of targets that do not fit them, before training: the categorical
 // cross-entropies' up-front check of every example (check_target, which check_dataset runs with
-// the file's name), and which way a metric is better (Metric::higher_is_better, as the hooks'
-// kAuto mode asks it).
+// the file's name), the hint a softmax loss gives for masks of class indices, and which way a
+// metric is better (Metric::higher_is_better, as the hooks' kAuto mode asks it).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -96,6 +96,20 @@ TEST_CASE("check_dataset names the file and the example of a mask's class out of
           "onehot.npy: example 1: loss categorical_cross_entropy: the targets of position 5 of "
           "the example's 16 (1 at class 0, 1 at class 1, summing to 2)"),
       InvalidArgument);
+}
+
+TEST_CASE(
+    "a softmax loss given masks of class indices points to sparse categorical cross-entropy") {
+  CHECK_THROWS_WITH_AS(
+      make_loss("softmax_cross_entropy")->check({64, 64, 3}, TargetSpec::values({64, 64})),
+      "loss softmax_cross_entropy does not fit the data: predictions [64, 64, 3] per "
+      "example, float targets [64, 64]; it needs class labels, an integer per example ([N] "
+      "or [N, 1]); a class index per position, as these look (a mask's pixel, a sequence's "
+      "step: 3 logits each), takes sparse_categorical_cross_entropy (a negative index: no "
+      "target there), one-hot rows of classes categorical_cross_entropy",
+      InvalidArgument);
+  CHECK_NOTHROW(make_loss("sparse_categorical_cross_entropy")
+                    ->check({64, 64, 3}, TargetSpec::values({64, 64})));
 }
 
 TEST_CASE("a metric says which way is better; of a name that tells nothing, nothing") {

@@ -558,7 +558,8 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
                        "values per example, integers or floats, are read as a target per output (one-hot or "
                        "multi-hot rows): save one-hot rows' classes, as numpy's y.argmax(1).astype(np.int32) "
                        "gives, or take one-hot rows with categorical_cross_entropy (multi-hot ones with "
-                       "sigmoid_cross_entropy)",
+                       "sigmoid_cross_entropy; a class index per position, a mask's pixel or a "
+                       "sequence's step, with sparse_categorical_cross_entropy)",
                        InvalidArgument);
   // An integer per example is a class label, 0/1 ones too: a sigmoid's loss says how to give targets.
   CHECK_THROWS_WITH_AS(SigmoidCrossEntropyLoss().check({2}, TargetSpec::classes(2)),
