@@ -1,14 +1,18 @@
 #include "cohort/hooks/early_stopping_hook.h"
 
 #include <cmath>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/loss.h"
+#include "cohort/core/nn/model.h"
+#include "cohort/core/train/trainer.h"
 
 namespace cohort {
 
-bool lower_is_better(EarlyStoppingMode mode, const std::string& metric) {
+bool lower_is_better(EarlyStoppingMode mode, const std::string& metric, const Model* model) {
   switch (mode) {
     case EarlyStoppingMode::kMin:
       return true;
@@ -17,7 +21,16 @@ bool lower_is_better(EarlyStoppingMode mode, const std::string& metric) {
     case EarlyStoppingMode::kAuto:
       break;
   }
-  return !higher_is_better(metric);
+  if (metric == "loss") return true;
+  const Metric* m = model != nullptr ? model->metric(metric) : nullptr;
+  if (m == nullptr) return !higher_is_better(metric);
+  // A guess from the name would judge a mean IoU, named as no built-in metric, backwards.
+  const std::optional<bool> higher = m->higher_is_better();
+  if (!higher)
+    throw InvalidArgument("metric '" + metric +
+                          "' does not say whether higher or lower is better: set mode kMax or "
+                          "kMin, or override Metric::higher_is_better");
+  return !*higher;
 }
 
 EarlyStoppingHook::EarlyStoppingHook(EarlyStoppingHookOptions options) : options_(std::move(options)) {
@@ -39,6 +52,14 @@ void EarlyStoppingHook::begin() {
   stopped_ = false;
 }
 
+void EarlyStoppingHook::after_create_session(MonitoredSession& session) {
+  try {
+    lower_ = lower_is_better(options_.mode, options_.metric, &session.trainer().model());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("EarlyStoppingHook: ") + e.what());
+  }
+}
+
 SessionRunArgs EarlyStoppingHook::before_run(RunContext&) { return {{options_.metric}}; }
 
 void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& values) {
@@ -49,7 +70,7 @@ void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& v
   sum_ = 0;
   count_ = 0;
   // A NaN average never improves, so a diverged run runs out of patience.
-  const bool lower = lower_is_better(options_.mode, options_.metric);
+  const bool lower = lower_ ? *lower_ : lower_is_better(options_.mode, options_.metric);
   const bool improved = !std::isnan(mean) && (!best_ || (lower ? mean < *best_ - options_.min_delta
                                                                : mean > *best_ + options_.min_delta));
   if (improved) {

@@ -9,15 +9,23 @@
 
 namespace cohort {
 
+class Model;
+
 enum class EarlyStoppingMode {
-  kAuto,  ///< by the metric's name (cohort::higher_is_better): higher for an accuracy, precision,
-          ///< recall, f1 or auc, lower for a loss and any other (Keras's mode="auto")
+  kAuto,  ///< as the model's metric says (Metric::higher_is_better): higher for an accuracy,
+          ///< precision, recall, f1 or auc, lower for the loss, mse, mae and perplexity; a metric
+          ///< of one's own that does not say is refused (Keras's mode="auto", as Keras 3 has it)
   kMin,   ///< lower is better (a loss)
   kMax,   ///< higher is better (an accuracy)
 };
 
-/// Whether `mode`, for the metric `metric`, counts a lower value as the better one.
-bool lower_is_better(EarlyStoppingMode mode, const std::string& metric);
+/// Whether `mode`, for the metric `metric`, counts a lower value as the better one. kAuto: the
+/// loss lower; a metric of `model` (where given) as it says (Metric::higher_is_better), and
+/// InvalidArgument, one line naming it, where it does not say (a metric of one's own whose name
+/// tells nothing, "mean_iou"); any other name by the name (cohort::higher_is_better: lower
+/// unless an accuracy, precision, recall, f1 or auc). Not collective; thread-safe.
+bool lower_is_better(EarlyStoppingMode mode, const std::string& metric,
+                     const Model* model = nullptr);
 
 struct EarlyStoppingHookOptions {
   /// A fetchable scalar, e.g. "loss" or "accuracy".
@@ -33,10 +41,10 @@ struct EarlyStoppingHookOptions {
 
 /// Every `every_n_steps` runs, averages `metric` over the runs since the previous check (single
 /// batches are noisy) and compares the average with the best so far: it improves when it is
-/// below best - min_delta (kMin) or above best + min_delta (kMax; kAuto picks by the metric's
-/// name). After `patience` checks in a
-/// row without improvement it requests a stop. (TensorFlow's stop_if_no_decrease_hook does the
-/// same on evaluation results.)
+/// below best - min_delta (kMin) or above best + min_delta (kMax; kAuto asks the model's metric,
+/// lower_is_better, and refuses when the session starts a metric that does not say). After
+/// `patience` checks in a row without improvement it requests a stop. (TensorFlow's
+/// stop_if_no_decrease_hook does the same on evaluation results.)
 ///
 ///     session_options.hooks.push_back(std::make_shared<cohort::EarlyStoppingHook>(
 ///         cohort::EarlyStoppingHookOptions{.metric = "loss", .patience = 3, .every_n_steps = 500}));
@@ -51,6 +59,8 @@ class EarlyStoppingHook : public SessionRunHook {
   explicit EarlyStoppingHook(EarlyStoppingHookOptions options);
 
   void begin() override;
+  /// Takes the direction of the metric from the session's model (kAuto).
+  void after_create_session(MonitoredSession& session) override;
   SessionRunArgs before_run(RunContext& context) override;
   void after_run(RunContext& context, const SessionRunValues& values) override;
 
@@ -69,6 +79,7 @@ class EarlyStoppingHook : public SessionRunHook {
   std::optional<double> best_;
   std::int64_t bad_checks_ = 0;
   bool stopped_ = false;
+  std::optional<bool> lower_;  // from the session's model; else by the metric's name
 };
 
 }  // namespace cohort

@@ -93,6 +93,11 @@ void ValidationHook::after_create_session(MonitoredSession& session) {
     throw InvalidArgument("ValidationHook: monitor '" + options_.monitor +
                           "' is not the loss or a metric of the model (" + known + ")");
   }
+  try {
+    lower_ = lower_is_better(options_.mode, options_.monitor, &model);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("ValidationHook: ") + e.what());
+  }
   check_dataset(model, options_.data);
   if (!chief_) return;
   // The step after the one the session started from (in async mode the store's count may
@@ -159,9 +164,8 @@ bool ValidationHook::validate(MonitoredSession& session, std::int64_t step, bool
   }
   if (options_.monitor == "loss") v.monitored = v.loss;
   const Validation* best = this->best();
-  const bool lower = lower_is_better(options_.mode, options_.monitor);
   v.improved = !std::isnan(v.monitored) &&
-               (!best || (lower ? v.monitored < best->monitored - options_.min_delta
+               (!best || (lower_ ? v.monitored < best->monitored - options_.min_delta
                                 : v.monitored > best->monitored + options_.min_delta));
   history_.push_back(v);
   if (v.improved) {

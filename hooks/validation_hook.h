@@ -34,8 +34,9 @@ struct ValidationHookOptions {
   /// one); empty: "eval" in the session's summary_dir, else in its checkpoint_dir, else none.
   std::string output_dir{};
   /// What "better" means: "loss" or one of the model's metrics ("accuracy", "mse", ...), lower
-  /// or higher being better (kAuto: higher for an accuracy, precision, recall, f1 or auc, lower
-  /// for the loss, "mse" and "mae").
+  /// or higher being better (kAuto: as the metric says, Metric::higher_is_better: higher for an
+  /// accuracy, precision, recall, f1 or auc, lower for the loss, "mse" and "mae"; a metric of
+  /// one's own that does not say is refused when the session starts, naming it).
   std::string monitor = "loss";
   EarlyStoppingMode mode = EarlyStoppingMode::kAuto;
   /// An improvement must beat the best so far by more than this.
@@ -147,6 +148,7 @@ class ValidationHook : public SessionRunHook {
   bool active_ = false;  // evaluates: on the chief, or on every worker when shared
   bool chief_ = false;   // prints, writes, saves and lowers the learning rate
   std::vector<std::string> metric_names_;
+  bool lower_ = true;  // a lower monitored value is the better (options.mode, the model's metric)
   std::string summary_dir_;                 // where the chief writes its summaries (empty: none)
   std::unique_ptr<SummaryWriter> writer_;  // a session's, from its first write to its end
   std::int64_t first_step_ = 0;            // the session's first step: its event file's start

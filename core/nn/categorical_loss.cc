@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,20 @@ using namespace loss_detail;
 
 namespace {
 
-// Where row `row` of a batch's rows of classes is, `steps` rows an example: "example 3" or
-// "example 3, step 7".
+// Where position `at` of an example of `steps` positions (rows of classes: a sequence's steps,
+// an image's pixels) is, for messages: "example 3 of the batch, position 7 of its 10" of a batch
+// (`example` >= 0), "position 7 of the example's 10" of one example's targets (`example` < 0);
+// "example 3 of the batch" or "the example" where an example has one.
+std::string position(std::int64_t example, std::int64_t at, std::int64_t steps) {
+  std::string where = example >= 0 ? "example " + std::to_string(example) + " of the batch" : "";
+  if (steps <= 1) return example >= 0 ? where : "the example";
+  const std::string of = std::to_string(at) + " of " + (example >= 0 ? "its " : "the example's ");
+  return where + (example >= 0 ? ", position " : "position ") + of + std::to_string(steps);
+}
+
+// Row `row` of a batch's rows of classes, `steps` rows an example.
 std::string row_at(std::int64_t row, std::int64_t steps) {
-  return "example " + std::to_string(row / steps) +
-         (steps > 1 ? ", step " + std::to_string(row % steps) : std::string());
+  return position(row / steps, row % steps, steps);
 }
 
 // Throws InvalidArgument naming loss `name` and where the `classes` targets at `where` are not a
@@ -42,10 +52,21 @@ std::string row_at(std::int64_t row, std::int64_t steps) {
   }
   char sum[32];
   std::snprintf(sum, sizeof sum, "%g", mass);
-  throw InvalidArgument("loss " + name + ": the targets of " + where + " of the batch (" + values +
+  throw InvalidArgument("loss " + name + ": the targets of " + where + " (" + values +
                         ", summing to " + sum +
                         ") are not a distribution over the classes (one-hot, or values in [0, 1] "
-                        "summing to 1) nor a row of zeros (a step without a target)");
+                        "summing to 1) nor a row of zeros (a position without a target)");
+}
+
+// Whether a row of `classes` categorical targets is a distribution over the classes (each in
+// [0, 1], summing to 1 within 0.01) or zeros (no target).
+bool distribution_or_none(const float* row, std::int64_t classes) {
+  double mass = 0.0;
+  for (std::int64_t c = 0; c < classes; ++c) {
+    if (!(row[c] >= 0.0f && row[c] <= 1.0f)) return false;
+    mass += row[c];
+  }
+  return mass == 0.0 || std::abs(mass - 1.0) <= 1e-2;
 }
 
 // The classes of a row of categorical targets: their last axis, which must hold two or more.
@@ -98,19 +119,25 @@ const Tensor& sparse_values_of(const std::string& what, const Tensor& prediction
   return t;
 }
 
-// The class of sparse target `value` (row `row` of the batch, `steps` an example), or -1 for
-// none (a negative one).
-std::int64_t sparse_class(const std::string& what, float value, std::int64_t classes, std::int64_t row,
-                          std::int64_t steps) {
+// The class of sparse target `value` (position `at` of example `example` of the batch, `steps`
+// an example; `example` < 0: of one example's targets), or -1 for none (a negative one).
+std::int64_t sparse_class(const std::string& what, float value, std::int64_t classes,
+                          std::int64_t example, std::int64_t at, std::int64_t steps) {
   if (value < 0.0f && std::isfinite(value) && value == std::floor(value)) return -1;
   if (!(value >= 0.0f && value < static_cast<float>(classes) && value == std::floor(value))) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", static_cast<double>(value));
-    throw InvalidArgument(what + ": target " + text + " (" + row_at(row, steps) +
-                          " of the batch) is not a class index in [0, " + std::to_string(classes) +
-                          ") nor negative (a step without a target)");
+    throw InvalidArgument(what + ": target " + text + " (" + position(example, at, steps) +
+                          ") is not a class index in [0, " + std::to_string(classes) +
+                          ") nor negative (a position without a target)");
   }
   return static_cast<std::int64_t>(value);
+}
+
+// The class of row `row` of a batch's sparse targets, `steps` rows an example.
+std::int64_t sparse_class(const std::string& what, float value, std::int64_t classes,
+                          std::int64_t row, std::int64_t steps) {
+  return sparse_class(what, value, classes, row / steps, row % steps, steps);
 }
 
 // The classes a probabilities() call reads the output's rows by: `checked` (check()'s) where it
@@ -151,22 +178,29 @@ float CategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targ
     float* g = grad_.data() + r * classes;
     // -sum y log softmax(x) = sum(y) logsumexp(x) - sum y x, shifted by the row's largest logit.
     const float top = *std::max_element(x, x + classes);
+    if (!distribution_or_none(y, classes))
+      not_a_distribution(name(), y, classes, row_at(r, rows / predictions.dim(0)));
     double total = 0.0, mass = 0.0, dot = 0.0;
-    bool probabilities = true;
     for (std::int64_t c = 0; c < classes; ++c) {
       total += std::exp(static_cast<double>(x[c] - top));
       mass += y[c];
       dot += static_cast<double>(y[c]) * (x[c] - top);
-      probabilities &= y[c] >= 0.0f && y[c] <= 1.0f;
     }
-    if (!probabilities || (mass != 0.0 && std::abs(mass - 1.0) > 1e-2))
-      not_a_distribution(name(), y, classes, row_at(r, rows / predictions.dim(0)));
     loss += mass * std::log(total) - dot;
     for (std::int64_t c = 0; c < classes; ++c)
       g[c] = static_cast<float>(std::exp(static_cast<double>(x[c] - top)) / total * mass - y[c]) *
              scale;
   }
   return counted > 0 ? static_cast<float>(loss / static_cast<double>(counted)) : 0.0f;
+}
+
+void CategoricalCrossEntropyLoss::check_target(std::span<const float> target) const {
+  const std::int64_t classes = classes_, size = static_cast<std::int64_t>(target.size());
+  if (classes < 2 || size % classes != 0) return;  // check() refuses those
+  for (std::int64_t r = 0; r < size / classes; ++r)
+    if (!distribution_or_none(target.data() + r * classes, classes))
+      not_a_distribution(name(), target.data() + r * classes, classes,
+                         position(-1, r, size / classes));
 }
 
 Tensor CategoricalCrossEntropyLoss::probabilities(const Tensor& output) const {
@@ -232,6 +266,14 @@ float SparseCategoricalCrossEntropyLoss::forward(const Tensor& predictions, cons
       g[c] = static_cast<float>((std::exp(static_cast<double>(x[c] - top)) / total - (c == y ? 1.0 : 0.0)) * scale);
   }
   return static_cast<float>(loss * scale);
+}
+
+void SparseCategoricalCrossEntropyLoss::check_target(std::span<const float> target) const {
+  if (classes_ < 2) return;  // check() has not seen the classes
+  const std::string what = "loss " + name();
+  const auto steps = static_cast<std::int64_t>(target.size());
+  for (std::int64_t i = 0; i < steps; ++i)
+    sparse_class(what, target[static_cast<std::size_t>(i)], classes_, -1, i, steps);
 }
 
 Tensor SparseCategoricalCrossEntropyLoss::probabilities(const Tensor& output) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -89,6 +90,7 @@ class HeadMetric final : public Metric {
                            batch_value);
   }
   double from_counts(std::span<const double> counts) const override { return metric_->from_counts(counts); }
+  std::optional<bool> higher_is_better() const override { return metric_->higher_is_better(); }
 
  private:
   HeadColumns columns_;

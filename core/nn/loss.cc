@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -36,12 +37,24 @@ std::int64_t classes_of(const Shape& prediction) {
 void check_labels(const std::string& what, const Shape& prediction, const TargetSpec& targets) {
   // Several values per example are a value per output whatever their type: integer one-hot or
   // multi-hot rows [N, K] too, which saving as integers would not change.
-  if (!targets.labels && num_elements(targets.shape) > 1)
+  const std::int64_t values = num_elements(targets.shape), outputs = num_elements(prediction);
+  // As many rows of two or more logits as values: a class index per position (a mask [N, H, W]
+  // for logits [N, H, W, classes]), which is sparse categorical cross-entropy's.
+  if (!targets.labels && values > 1 && outputs % values == 0 && outputs / values >= 2)
+    mismatch(what, prediction, targets,
+             "it needs class labels, an integer per example ([N] or [N, 1]); a class index per "
+             "position, as these look (a mask's pixel, a sequence's step: " +
+                 std::to_string(outputs / values) +
+                 " logits each), takes sparse_categorical_cross_entropy (a negative index: no "
+                 "target there), one-hot rows of classes categorical_cross_entropy");
+  if (!targets.labels && values > 1)
     mismatch(what, prediction, targets,
              "it needs class labels, an integer per example ([N] or [N, 1]); several values per example, "
              "integers or floats, are read as a target per output (one-hot or multi-hot rows): save one-hot "
              "rows' classes, as numpy's y.argmax(1).astype(np.int32) gives, or take one-hot rows with "
-             "categorical_cross_entropy (multi-hot ones with sigmoid_cross_entropy)");
+             "categorical_cross_entropy (multi-hot ones with sigmoid_cross_entropy; a class index "
+             "per position, a mask's pixel or a sequence's step, with "
+             "sparse_categorical_cross_entropy)");
   if (!targets.labels)
     mismatch(what, prediction, targets,
              "it needs class labels (integers: floats are targets; save the labels as integers, "
@@ -700,11 +713,21 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
                         "precision@k, recall@k, f1@k, auc@k, or of a named class: precision@<name>)");
 }
 
-bool higher_is_better(const std::string& name) {
+std::optional<bool> Metric::direction_by_name(const std::string& name) {
   // A head's metric ("class/precision@n/a") as the metric itself; a class name may hold a '/'.
   const std::string before_class = name.substr(0, name.find('@'));
   const std::string base = before_class.substr(before_class.rfind('/') + 1);
-  return base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" || base == "auc";
+  if (base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" ||
+      base == "auc")
+    return true;
+  if (base.ends_with("loss") || base.ends_with("error") || base == "mse" || base == "mae" ||
+      base == "perplexity")
+    return false;
+  return std::nullopt;
+}
+
+bool higher_is_better(const std::string& name) {
+  return Metric::direction_by_name(name).value_or(false);
 }
 
 std::vector<std::unique_ptr<Metric>> default_metrics(const Loss& loss) {

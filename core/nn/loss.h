@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -55,7 +56,8 @@ class Loss {
   /// One example's float targets, checked for every example of a dataset before training and
   /// evaluation (check_dataset), so that a fault names the file and the example: an
   /// InvalidArgument naming the value this loss can never take (sigmoid cross-entropy, focal,
-  /// Dice: one outside [0, 1]). Any, by default.
+  /// Dice: one outside [0, 1]; categorical cross-entropy: a row that is no distribution; sparse
+  /// categorical cross-entropy: no class index). Any, by default.
   virtual void check_target(std::span<const float> /*target*/) const {}
   virtual void backward(Tensor& grad) = 0;
   /// The probabilities a model's output stands for under this loss (softmax cross-entropy: the
@@ -127,6 +129,9 @@ class CategoricalCrossEntropyLoss final : public Loss {
   std::string name() const override { return "categorical_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  /// Each row of classes (as check() last saw them) a distribution or zeros, as forward() has
+  /// it, naming the row ("position 7 of the example's 1024"): before training, with the file.
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   /// The softmax of each row of classes: rows of the targets' last axis as check() last saw
   /// them (a flat output of [steps * classes] too), else of the output's last axis.
@@ -152,6 +157,10 @@ class SparseCategoricalCrossEntropyLoss final : public Loss {
   std::string name() const override { return "sparse_categorical_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
+  /// Each target a class index in [0, classes) (as check() last saw them) or negative (none),
+  /// as forward() has it, naming the position ("position 165 of the example's 1024"): a mask's
+  /// pixel of class 3 for 3 classes is found before training, with the file and the example.
+  void check_target(std::span<const float> target) const override;
   void backward(Tensor& grad) override { grad = grad_; }
   /// The softmax of each row of classes (as check() last saw them, else the output's last axis).
   Tensor probabilities(const Tensor& output) const override;
@@ -271,6 +280,17 @@ class Metric {
   /// not their value over the whole set.
   virtual std::vector<double> counts(const Tensor& predictions, const Targets& targets, float batch_value);
   virtual double from_counts(std::span<const double> counts) const;
+  /// Whether a higher value is the better one, which ValidationHook and EarlyStoppingHook ask
+  /// in their kAuto mode (as Keras's metrics carry a direction): true for the accuracies,
+  /// precision, recall, f1 and auc, false for mse, mae and perplexity. By default by the name
+  /// (direction_by_name), none for a name it does not know: a metric of one's own (a mean IoU,
+  /// a Dice score) says which here, or the hook is given kMin or kMax, else kAuto refuses it.
+  virtual std::optional<bool> higher_is_better() const { return direction_by_name(name()); }
+  /// Whether a higher value of a metric named `name` is the better one, by the name alone: true
+  /// for an accuracy ("top5_accuracy"), "precision", "recall", "f1" and "auc" (of any class,
+  /// "recall@3"; of a head, "class/auc"), false for a name ending in "loss" or "error",
+  /// "mse", "mae" and "perplexity", none for any other.
+  static std::optional<bool> direction_by_name(const std::string& name);
 };
 
 /// Precision, recall and the area under the ROC curve of a yes/no decision, counted over every
@@ -286,6 +306,8 @@ class BinaryDecisionMetric : public Metric {
   float compute(const Tensor& predictions, const Targets& targets) override;
   /// Precision's and recall's: the first count's fraction of the two (0 when both are 0).
   double from_counts(std::span<const double> counts) const override;
+  /// Precision, recall, f1 and AUC alike.
+  std::optional<bool> higher_is_better() const override { return true; }
   int positive_class() const { return positive_class_; }
   /// Where the classes have names (a CSV file's label column of names): the positive class's,
   /// which the metric's name then gives in place of its number ("precision@legit"), so that a
@@ -368,6 +390,7 @@ class Auc final : public BinaryDecisionMetric {
 class Accuracy final : public Metric {
  public:
   std::string name() const override { return "accuracy"; }
+  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -377,6 +400,7 @@ class TopKAccuracy final : public Metric {
  public:
   explicit TopKAccuracy(int k);
   std::string name() const override { return "top" + std::to_string(k_) + "_accuracy"; }
+  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 
@@ -390,6 +414,7 @@ class TopKAccuracy final : public Metric {
 class CategoricalAccuracy final : public Metric {
  public:
   std::string name() const override { return "categorical_accuracy"; }
+  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
   /// Hits and rows with a target, so that a padded step counts in no batch.
@@ -403,6 +428,7 @@ class CategoricalAccuracy final : public Metric {
 class SparseCategoricalAccuracy final : public Metric {
  public:
   std::string name() const override { return "sparse_categorical_accuracy"; }
+  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
   std::vector<double> counts(const Tensor& predictions, const Targets& targets,
@@ -417,6 +443,7 @@ class SparseCategoricalAccuracy final : public Metric {
 class Perplexity final : public Metric {
  public:
   std::string name() const override { return "perplexity"; }
+  std::optional<bool> higher_is_better() const override { return false; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
   /// The rows' summed cross-entropy and their count.
@@ -430,6 +457,7 @@ class Perplexity final : public Metric {
 class BinaryAccuracy final : public Metric {
  public:
   std::string name() const override { return "binary_accuracy"; }
+  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -438,6 +466,7 @@ class BinaryAccuracy final : public Metric {
 class MeanSquaredError final : public Metric {
  public:
   std::string name() const override { return "mse"; }
+  std::optional<bool> higher_is_better() const override { return false; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -446,6 +475,7 @@ class MeanSquaredError final : public Metric {
 class MeanAbsoluteError final : public Metric {
  public:
   std::string name() const override { return "mae"; }
+  std::optional<bool> higher_is_better() const override { return false; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -466,10 +496,11 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing =
 /// unknown name an InvalidArgument listing the names, and a decision metric of a named class is
 /// named by it ("precision" of class 1 becomes "precision@legit"; "recall@0" keeps its number).
 std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names = {});
-/// Whether a higher value of the loss or metric `name` is the better one: the accuracies
-/// ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...), "precision",
-/// "recall", "f1" and "auc" (of any class, "recall@3"; of a head, "class/precision"); a loss,
-/// "mse", "mae" and any other name: lower is better.
+/// Whether a higher value of the loss or metric `name` is the better one, by the name alone: the
+/// accuracies ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...),
+/// "precision", "recall", "f1" and "auc" (of any class, "recall@3"; of a head,
+/// "class/precision"); a loss, "mse", "mae" and any other name: lower is better. A model's own
+/// metric knows better (Metric::higher_is_better), as the hooks' kAuto mode asks it.
 bool higher_is_better(const std::string& name);
 /// Where among a model's metric `names` is the one StepMetrics::accuracy reports: "accuracy",
 /// else "categorical_accuracy", "sparse_categorical_accuracy" or "binary_accuracy" (the first),

@@ -153,6 +153,12 @@ void Model::check_ready() const {
                           " classes; give what the last layer outputs, or leave it out");
 }
 
+const Metric* Model::metric(const std::string& name) const {
+  const auto at = std::find(metric_names_.begin(), metric_names_.end(), name);
+  if (at == metric_names_.end()) return nullptr;
+  return metrics_[static_cast<std::size_t>(at - metric_names_.begin())].get();
+}
+
 void Model::check_data(const Shape& example, const TargetSpec& targets) const {
   check_ready();
   if (layers_.num_inputs() != 1)

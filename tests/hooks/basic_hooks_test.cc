@@ -16,6 +16,7 @@
 #include "cohort/hooks/second_or_step_timer.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "hooks/hook_test_support.h"
+#include "hooks/mean_iou_metric.h"
 
 namespace cohort {
 namespace {
@@ -232,6 +233,37 @@ TEST_CASE("EarlyStoppingHook stops after `patience` checks without improvement")
 
   CHECK_THROWS_AS(EarlyStoppingHook({.patience = 0}), InvalidArgument);
   CHECK_THROWS_AS(EarlyStoppingHook({.every_n_steps = 0}), InvalidArgument);
+}
+
+TEST_CASE("EarlyStoppingHook judges a metric of the user's own as it says, and refuses to guess") {
+  // kAuto asks the session's model: a mean IoU that says higher is better improves by rising.
+  test::LocalTrainingWith<test::DirectedMeanIou> t;
+  MonitoredSession session(t.trainer, with_hooks({}));
+  EarlyStoppingHook hook({.metric = "mean_iou", .patience = 1, .every_n_steps = 1});
+  hook.begin();
+  hook.after_create_session(session);
+  RunContext context(session, {});
+  hook.after_run(context, values_of({{"mean_iou", 0.5}}));
+  hook.after_run(context, values_of({{"mean_iou", 0.6}}));
+  CHECK_FALSE(context.stop_requested());
+  CHECK(*hook.best() == doctest::Approx(0.6));
+  hook.after_run(context, values_of({{"mean_iou", 0.4}}));
+  CHECK(context.stop_requested());
+  CHECK(*hook.best() == doctest::Approx(0.6));
+  CHECK_FALSE(lower_is_better(EarlyStoppingMode::kAuto, "mean_iou", &t.trainer.model()));
+  CHECK_FALSE(lower_is_better(EarlyStoppingMode::kAuto, "accuracy", &t.trainer.model()));
+  CHECK(lower_is_better(EarlyStoppingMode::kAuto, "loss", &t.trainer.model()));
+  // One that does not say is refused when the session starts; a mode given, it is not asked.
+  test::LocalTrainingWith<test::MeanIou> silent;
+  const auto with = [](EarlyStoppingMode mode) {
+    return with_hooks({std::make_shared<EarlyStoppingHook>(
+        EarlyStoppingHookOptions{.metric = "mean_iou", .mode = mode, .patience = 1})});
+  };
+  CHECK_THROWS_WITH_AS(MonitoredSession(silent.trainer, with(EarlyStoppingMode::kAuto)),
+                       "EarlyStoppingHook: metric 'mean_iou' does not say whether higher or lower "
+                       "is better: set mode kMax or kMin, or override Metric::higher_is_better",
+                       InvalidArgument);
+  CHECK_NOTHROW(MonitoredSession(silent.trainer, with(EarlyStoppingMode::kMin)));
 }
 
 TEST_CASE("EarlyStoppingHook ends a real run whose metric cannot improve") {

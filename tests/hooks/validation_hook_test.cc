@@ -11,6 +11,7 @@
 #include "cohort/hooks/summary_saver_hook.h"
 #include "cohort/hooks/validation_hook.h"
 #include "hooks/hook_test_support.h"
+#include "hooks/mean_iou_metric.h"
 #include "support/event_decoder.h"
 
 namespace cohort {
@@ -129,6 +130,48 @@ TEST_CASE("ValidationHook judges an accuracy by its highest value unless told ot
       CHECK((mode == EarlyStoppingMode::kMin ? hook->best()->monitored <= v.monitored
                                              : hook->best()->monitored >= v.monitored));
   }
+}
+
+TEST_CASE("ValidationHook judges a metric of the user's own as it says, and refuses to guess") {
+  // A mean IoU, higher the better, which its name does not tell: kAuto asks the metric.
+  test::LocalTrainingWith<test::DirectedMeanIou> t;
+  auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = held_out(), .every_steps = 2, .monitor = "mean_iou", .log = false});
+  {
+    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(12)});
+    options.chief_only_hooks = {hook};
+    MonitoredSession session(t.trainer, options);
+    test::train(session);
+  }
+  const std::vector<Validation>& history = hook->history();
+  REQUIRE(history.size() == 6);
+  bool changed = false;
+  double best = history[0].monitored;
+  CHECK(history[0].improved);
+  for (std::size_t i = 1; i < history.size(); ++i) {
+    CAPTURE(i);
+    CHECK(history[i].monitored == history[i].metrics.at(1));  // accuracy, then mean_iou
+    changed |= history[i].monitored != best;
+    CHECK(history[i].improved == (history[i].monitored > best));
+    best = std::max(best, history[i].monitored);
+  }
+  CHECK(changed);  // else either direction would do
+  CHECK(hook->best()->monitored == best);
+
+  // One that does not say, whose name tells nothing, is refused at the start, naming it and the
+  // ways out; told the mode, it runs.
+  test::LocalTrainingWith<test::MeanIou> silent;
+  MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(2)});
+  options.chief_only_hooks = {std::make_shared<ValidationHook>(
+      ValidationHookOptions{.data = held_out(), .monitor = "mean_iou", .log = false})};
+  CHECK_THROWS_WITH_AS(MonitoredSession(silent.trainer, options),
+                       "ValidationHook: metric 'mean_iou' does not say whether higher or lower is "
+                       "better: set mode kMax or kMin, or override Metric::higher_is_better",
+                       InvalidArgument);
+  options.chief_only_hooks = {std::make_shared<ValidationHook>(ValidationHookOptions{
+      .data = held_out(), .monitor = "mean_iou", .mode = EarlyStoppingMode::kMax, .log = false})};
+  MonitoredSession session(silent.trainer, options);
+  CHECK(test::train(session) == 2);
 }
 
 TEST_CASE("ValidationHook keeps the best parameters and stops after `patience` evaluations without improvement") {

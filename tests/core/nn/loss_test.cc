@@ -558,7 +558,8 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
                        "values per example, integers or floats, are read as a target per output (one-hot or "
                        "multi-hot rows): save one-hot rows' classes, as numpy's y.argmax(1).astype(np.int32) "
                        "gives, or take one-hot rows with categorical_cross_entropy (multi-hot ones with "
-                       "sigmoid_cross_entropy)",
+                       "sigmoid_cross_entropy; a class index per position, a mask's pixel or a "
+                       "sequence's step, with sparse_categorical_cross_entropy)",
                        InvalidArgument);
   // An integer per example is a class label, 0/1 ones too: a sigmoid's loss says how to give targets.
   CHECK_THROWS_WITH_AS(SigmoidCrossEntropyLoss().check({2}, TargetSpec::classes(2)),
@@ -663,17 +664,19 @@ TEST_CASE("categorical cross-entropy: a class per row of the targets' last axis,
   two_ones[4 + 1] = 1.0f;
   const Targets t2{{}, &two_ones};
   CHECK_THROWS_WITH_AS(loss.forward(x, t2),
-                       "loss categorical_cross_entropy: the targets of example 0, step 1 of the batch (1 at class 1, 1 at "
-                       "class 3, summing to 2) are not a distribution over the classes (one-hot, or values "
-                       "in [0, 1] summing to 1) nor a row of zeros (a step without a target)",
+                       "loss categorical_cross_entropy: the targets of example 0 of the batch, "
+                       "position 1 of its 3 (1 at class 1, 1 at class 3, summing to 2) are not a "
+                       "distribution over the classes (one-hot, or values in [0, 1] summing to 1) "
+                       "nor a row of zeros (a position without a target)",
                        InvalidArgument);
   Tensor negative = padded;
   negative[2 * 4 + 0] = -1.0f;
   const Targets tneg{{}, &negative};
   CHECK_THROWS_WITH_AS(loss.forward(x, tneg),
-                       "loss categorical_cross_entropy: the targets of example 0, step 2 of the batch (-1 at class 0, "
-                       "summing to -1) are not a distribution over the classes (one-hot, or values in [0, 1] "
-                       "summing to 1) nor a row of zeros (a step without a target)",
+                       "loss categorical_cross_entropy: the targets of example 0 of the batch, "
+                       "position 2 of its 3 (-1 at class 0, summing to -1) are not a distribution "
+                       "over the classes (one-hot, or values in [0, 1] summing to 1) nor a row of "
+                       "zeros (a position without a target)",
                        InvalidArgument);
 }
 
@@ -727,13 +730,15 @@ TEST_CASE("sparse categorical cross-entropy: a class index per row, as the one-h
   // What is not a class index is refused, naming it; so is data of another shape.
   Tensor outside({2, 3}, std::vector<float>{2, 0, 4, 3, 1, 1});
   CHECK_THROWS_WITH_AS(loss.forward(x, Targets{{}, &outside}),
-                       "loss sparse_categorical_cross_entropy: target 4 (example 0, step 2 of the batch) is not a class "
-                       "index in [0, 4) nor negative (a step without a target)",
+                       "loss sparse_categorical_cross_entropy: target 4 (example 0 of the batch, "
+                       "position 2 of its 3) is not a class index in [0, 4) nor negative (a "
+                       "position without a target)",
                        InvalidArgument);
   Tensor fraction({2, 3}, std::vector<float>{2, 0.5f, 1, 3, 1, 1});
   CHECK_THROWS_WITH_AS(accuracy.compute(x, Targets{{}, &fraction}),
-                       "metric sparse_categorical_accuracy: target 0.5 (example 0, step 1 of the batch) is not a class "
-                       "index in [0, 4) nor negative (a step without a target)",
+                       "metric sparse_categorical_accuracy: target 0.5 (example 0 of the batch, "
+                       "position 1 of its 3) is not a class index in [0, 4) nor negative (a "
+                       "position without a target)",
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(loss.check({3, 4}, TargetSpec::values({5})),
                        "loss sparse_categorical_cross_entropy does not fit the data: predictions [3, 4] per "
