@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/core/base/error.h"
@@ -232,14 +233,28 @@ float CategoricalAccuracy::compute(const Tensor& predictions, const Targets& tar
 }
 
 
+SparseCategoricalCrossEntropyLoss::SparseCategoricalCrossEntropyLoss(std::vector<float> class_weights)
+    : weights_(std::move(class_weights)) {
+  for (std::size_t c = 0; c < weights_.size(); ++c)
+    if (!(std::isfinite(weights_[c]) && weights_[c] >= 0.0f))
+      throw InvalidArgument("loss " + name() + ": the weight of class " + std::to_string(c) + ", " +
+                            std::to_string(weights_[c]) + ", is not a finite number >= 0");
+}
+
 void SparseCategoricalCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   classes_ = sparse_categories("loss " + name(), prediction, targets);
+  if (!weights_.empty() && static_cast<std::int64_t>(weights_.size()) != classes_)
+    throw InvalidArgument("loss " + name() + ": " + std::to_string(weights_.size()) +
+                          " class weights for " + std::to_string(classes_) + " classes");
 }
 
 float SparseCategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
   const std::string what = "loss " + name();
   std::int64_t rows = 0, classes = 0;
   const Tensor& t = sparse_values_of(what, predictions, targets, rows, classes);
+  if (!weights_.empty() && static_cast<std::int64_t>(weights_.size()) != classes)
+    throw InvalidArgument(what + ": " + std::to_string(weights_.size()) + " class weights for " +
+                          std::to_string(classes) + " classes");
   grad_.resize(predictions.shape());
   std::vector<std::int64_t> label(static_cast<std::size_t>(rows));
   std::int64_t counted = 0;  // the rows with a target, whose mean the loss is
@@ -261,9 +276,11 @@ float SparseCategoricalCrossEntropyLoss::forward(const Tensor& predictions, cons
     const float top = *std::max_element(x, x + classes);
     double total = 0.0;
     for (std::int64_t c = 0; c < classes; ++c) total += std::exp(static_cast<double>(x[c] - top));
-    loss += std::log(total) - static_cast<double>(x[y] - top);
+    const double weight = weights_.empty() ? 1.0 : static_cast<double>(weights_[static_cast<std::size_t>(y)]);
+    loss += weight * (std::log(total) - static_cast<double>(x[y] - top));
     for (std::int64_t c = 0; c < classes; ++c)
-      g[c] = static_cast<float>((std::exp(static_cast<double>(x[c] - top)) / total - (c == y ? 1.0 : 0.0)) * scale);
+      g[c] = static_cast<float>((std::exp(static_cast<double>(x[c] - top)) / total - (c == y ? 1.0 : 0.0)) *
+                                weight * scale);
   }
   return static_cast<float>(loss * scale);
 }

@@ -151,9 +151,14 @@ class CategoricalCrossEntropyLoss final : public Loss {
 /// here). A negative target (-1, or PyTorch's ignore_index -100) is a step without a target (a
 /// padded one), left out of the mean and of SparseCategoricalAccuracy's; any other must be a
 /// class index, or an InvalidArgument names it. The gradient is softmax - one-hot per row, over
-/// the rows with a target.
+/// the rows with a target. With class weights (one per class, finite and >= 0), each row's loss
+/// and gradient times its class's weight, so that a rare class of a mask's pixels counts for
+/// more; the mean is still over the rows with a target (Keras's class_weight; PyTorch's weight
+/// divides by the weights' sum instead). The weighted loss is the one reported.
 class SparseCategoricalCrossEntropyLoss final : public Loss {
  public:
+  explicit SparseCategoricalCrossEntropyLoss(std::vector<float> class_weights = {});
+  const std::vector<float>& class_weights() const { return weights_; }
   std::string name() const override { return "sparse_categorical_cross_entropy"; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float forward(const Tensor& predictions, const Targets& targets) override;
@@ -167,6 +172,7 @@ class SparseCategoricalCrossEntropyLoss final : public Loss {
   std::string output_activation() const override { return "softmax"; }
 
  private:
+  std::vector<float> weights_;  // per class; empty: none
   Tensor grad_;
   mutable std::int64_t classes_ = 0;  // from check()
 };

@@ -14,6 +14,7 @@
 #include "cohort/core/base/error.h"
 #include "cohort/core/nn/data/dataset.h"
 #include "cohort/core/nn/evaluation.h"
+#include "cohort/core/nn/gradient_check.h"
 #include "cohort/core/nn/heads.h"
 #include "cohort/core/nn/loss.h"
 #include "cohort/core/nn/model.h"
@@ -134,4 +135,41 @@ TEST_CASE("a metric says which way is better; of a name that tells nothing, noth
         std::optional<bool>(false));
   // The name-only rule of old stands: lower for any other name.
   CHECK_FALSE(higher_is_better("mean_iou"));
+}
+
+TEST_CASE("sparse categorical cross-entropy with class weights: each row's loss and gradient times its class's") {
+  // Two examples of 3 pixels, 4 classes; a pixel without a target (-1) stays out of the mean.
+  const Tensor x = random_tensor({2, 3, 4}, 11, -3.0f, 3.0f);
+  Tensor sparse({2, 3}, std::vector<float>{2, 0, -1, 3, 1, 1});
+  const Targets t{{}, &sparse};
+  const std::vector<float> weights{0.5f, 2.0f, 1.0f, 4.0f};
+  SparseCategoricalCrossEntropyLoss plain, weighted(weights);
+  CHECK(weighted.class_weights() == weights);
+  plain.check({3, 4}, TargetSpec::values({3}));
+  weighted.check({3, 4}, TargetSpec::values({3}));
+  double expected = 0;
+  for (int r = 0; r < 6; ++r) {
+    if (sparse[r] < 0) continue;
+    double sum = 0;
+    for (int c = 0; c < 4; ++c) sum += std::exp(double(x[r * 4 + c]));
+    const auto y = static_cast<int>(sparse[r]);
+    expected += weights[static_cast<std::size_t>(y)] * (std::log(sum) - double(x[r * 4 + y]));
+  }
+  CHECK(weighted.forward(x, t) == doctest::Approx(expected / 5).epsilon(1e-6));  // 5 pixels counted
+  plain.forward(x, t);
+  Tensor grad, plain_grad;
+  weighted.backward(grad);
+  plain.backward(plain_grad);
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    const float y = sparse[i / 4];
+    const float w = y < 0 ? 0.0f : weights[static_cast<std::size_t>(y)];
+    CHECK(grad[i] == doctest::Approx(w * plain_grad[i]).epsilon(1e-6));
+  }
+  // A weight for each class, each finite and >= 0.
+  SparseCategoricalCrossEntropyLoss three(std::vector<float>{1, 1, 1});
+  CHECK_THROWS_WITH_AS(three.check({3, 4}, TargetSpec::values({3})),
+                       "loss sparse_categorical_cross_entropy: 3 class weights for 4 classes", InvalidArgument);
+  CHECK_THROWS_WITH_AS(SparseCategoricalCrossEntropyLoss(std::vector<float>{1, -1}),
+                       doctest::Contains("the weight of class 1, -1.000000, is not a finite number >= 0"),
+                       InvalidArgument);
 }
