@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -91,6 +92,7 @@ class ScaledOutputsMetric final : public cohort::Metric {
     return metric_->counts(scale_->convert(predictions, true), targets, batch_value);
   }
   double from_counts(std::span<const double> counts) const override { return metric_->from_counts(counts); }
+  std::optional<bool> higher_is_better() const override { return metric_->higher_is_better(); }
 
  private:
   std::unique_ptr<cohort::Metric> metric_;

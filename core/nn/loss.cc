@@ -721,7 +721,7 @@ std::optional<bool> Metric::direction_by_name(const std::string& name) {
       base == "auc")
     return true;
   if (base.ends_with("loss") || base.ends_with("error") || base == "mse" || base == "mae" ||
-      base == "perplexity")
+      base == "rmse" || base == "perplexity")
     return false;
   return std::nullopt;
 }

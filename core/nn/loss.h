@@ -295,7 +295,7 @@ class Metric {
   /// Whether a higher value of a metric named `name` is the better one, by the name alone: true
   /// for an accuracy ("top5_accuracy"), "precision", "recall", "f1" and "auc" (of any class,
   /// "recall@3"; of a head, "class/auc"), false for a name ending in "loss" or "error",
-  /// "mse", "mae" and "perplexity", none for any other.
+  /// "mse", "mae", "rmse" and "perplexity", none for any other.
   static std::optional<bool> direction_by_name(const std::string& name);
 };
 

@@ -50,16 +50,22 @@ double LearningRateSchedule::at(std::int64_t step) const {
                           boundaries.begin();
       return passed == 0 ? base : base * factors[static_cast<std::size_t>(passed - 1)];
     }
-    case Kind::kFunction: {
-      // The user's own: checked at each step, as the other kinds' settings are once.
-      const double factor = function(step);
-      if (!(factor >= 0 && std::isfinite(factor)))
-        throw InvalidArgument("learning-rate schedule: the function gave " + number(factor) + " at step " +
-                              std::to_string(step) + "; a rate's factor must be a finite number >= 0");
-      return base * factor;
-    }
+    case Kind::kFunction:
+      return base * function(step);
   }
   return base;
+}
+
+double Optimizer::learning_rate(std::int64_t step) const {
+  const LearningRateSchedule& schedule = options_.learning_rate;
+  const double rate = schedule.at(step);
+  // The user's function, whose values no check() can see: a step's rate is checked as it is
+  // used (a checkpoint's record of the rate, or a warning on restore, take it as it is).
+  if (schedule.kind == LearningRateSchedule::Kind::kFunction && !(rate >= 0 && std::isfinite(rate)))
+    throw InvalidArgument("learning-rate schedule: the function gives a rate of " + number(rate) +
+                          " at global step " + std::to_string(step) + " (" + number(schedule.base) +
+                          " times its value); a rate must be a finite number >= 0");
+  return rate * learning_rate_scale_;
 }
 
 void LearningRateSchedule::check() const {

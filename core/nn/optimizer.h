@@ -35,8 +35,10 @@ struct LearningRateSchedule {
   /// gamma^2, ...; TensorFlow's piecewise_constant changes one step later (after a boundary).
   std::vector<std::int64_t> boundaries = {};
   std::vector<double> factors = {};
-  /// kFunction: base * function(step), as PyTorch's LambdaLR; a factor that is negative or not
-  /// finite is an InvalidArgument at the step that gives it.
+  /// kFunction: base * function(step), as PyTorch's LambdaLR; a rate that is negative or not
+  /// finite is an InvalidArgument at the training step that would use it (Optimizer::
+  /// learning_rate). Async workers may take a step or two past the run's last: a function
+  /// defined for the run's steps alone should hold its last value past them.
   std::function<double(std::int64_t)> function = {};
   /// The first warmup_steps steps rise linearly to base (then the schedule runs from step 0 of
   /// its own, but for kPiecewise's boundaries): from base / warmup_steps, or where warmup_from
@@ -111,9 +113,8 @@ class Optimizer {
 
   const OptimizerOptions& options() const { return options_; }
   /// The schedule's learning rate at `step`, times learning_rate_scale().
-  double learning_rate(std::int64_t step) const {
-    return options_.learning_rate.at(step) * learning_rate_scale_;
-  }
+  /// The rate of a step at global step `step`: the schedule's times the scale.
+  double learning_rate(std::int64_t step) const;
   /// A factor on the schedule's learning rate from here on (1 at first): a reduction on a
   /// plateau (ValidationHook's reduce_lr_factor), which the trainer keeps in step with the
   /// chief's. InvalidArgument unless in (0, 1] (check_learning_rate_scale).

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cohort/core/base/error.h"
 #include "cohort/core/base/stall_watch.h"
@@ -118,6 +119,19 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                           "trainer's: build it on the Graph& it is given");
   const data::Dataset& shard = batches_.dataset();
   check_dataset(towers_.front().model, shard);
+  // A crop pads moved targets with target_padding: a value the loss refuses would fail a step
+  // part way through training, on the ranks whose crops happened to pad; found here, on all.
+  if (batches_.moves_targets() && options_.image.crop_padding > 0) {
+    const std::vector<float> padded(static_cast<std::size_t>(shard.target_size()), options_.image.target_padding);
+    try {
+      towers_.front().model.loss().check_target(padded);
+    } catch (const InvalidArgument& e) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", static_cast<double>(options_.image.target_padding));
+      throw InvalidArgument(std::string("ImageOptions::target_padding ") + value +
+                            ", which a crop pads the targets with, does not fit the loss: " + e.what());
+    }
+  }
   for (std::size_t t = 0; t < options_.gpus.size(); ++t)
     towers_[t].model.set_gpu(options_.gpus[t], options_.allow_tf32);
   optimizer_->set_decay_ranges(graph_.decay_ranges());

@@ -268,8 +268,10 @@ class Trainer {
   /// A factor in (0, 1] on the schedule's learning rate, in every replica (Keras's
   /// ReduceLROnPlateau; ValidationHook's reduce_lr_factor): given on the chief, the others hear
   /// it through the mode (Replication::set_learning_rate_scale): in allreduce mode every replica,
-  /// the chief too, from the step after the next one (the replicas agree on it at the end of
-  /// the next step), in sync mode from the next step, within a step or two in async and ssp.
+  /// the chief too, from the first step after the replicas next agree on it (at the end of a
+  /// session's run, after the hooks' after_run: a hook's call applies from the next step, a call
+  /// between runs from the step after the next), in sync mode from the next step, within a step
+  /// or two in async and ssp.
   /// Kept in checkpoints and restored with them; a session that starts from the initialisers, or
   /// a warm start, starts at 1.
   /// InvalidArgument outside (0, 1], and on another replica than the chief while it trains

@@ -12,6 +12,8 @@
 #include "cohort/core/io/safetensors.h"
 #include "cohort/core/io/saver.h"
 #include "cohort/core/nn/evaluation.h"
+#include "cohort/core/nn/gradient_check.h"
+#include "cohort/core/nn/ops/ops.h"
 #include "cohort/hooks/stop_at_step_hook.h"
 #include "hooks/hook_test_support.h"
 
@@ -478,6 +480,32 @@ TEST_CASE("a model function that builds on another Graph than the trainer's is r
       "Trainer: the model function built its model on another Graph than the trainer's: build it on the "
       "Graph& it is given",
       InvalidArgument);
+}
+
+TEST_CASE("a crop's target padding that the loss refuses is found as the trainer is made") {
+  // 4 x 4 images of 2 channels and a mask of 0s and 1s each: a 1 x 1 convolution's logit per
+  // pixel under a sigmoid, whose targets must be in [0, 1].
+  const Tensor x = random_tensor({8, 4, 4, 2}, 3);
+  Tensor y({8, 4, 4, 1});
+  for (std::int64_t i = 0; i < y.size(); ++i) y[i] = x[2 * i] > 0 ? 1.0f : 0.0f;
+  const data::Dataset data = data::Dataset::from_arrays(x, y);
+  const auto model = [](Graph& g) {
+    Model m(g, {4, 4, 2});
+    m.add(conv2d("mask", 1, 1));
+    m.set_loss(make_loss("sigmoid_cross_entropy"));
+    return m;
+  };
+  TrainerOptions options = test::trainer_options();
+  options.image.crop_padding = 1;
+  options.image.target_padding = -1;  // a class-index mask's "no target", which a sigmoid refuses
+  Graph graph;
+  CHECK_THROWS_WITH_AS(Trainer(nullptr, graph, model, data, test::sgd(), options),
+                       doctest::Contains("ImageOptions::target_padding -1, which a crop pads the targets with, "
+                                         "does not fit the loss: loss sigmoid_cross_entropy: target -1"),
+                       InvalidArgument);
+  options.image.target_padding = 0;
+  Graph fine;
+  CHECK_NOTHROW(Trainer(nullptr, fine, model, data, test::sgd(), options));
 }
 
 }  // namespace cohort

@@ -44,8 +44,8 @@ struct ImageOptions {
   /// own (a denoiser's padded input and target agree; a mask's border is class 0 or "off"; a
   /// one-hot mask's row of zeros has no target). For a class-index mask read by
   /// SparseCategoricalCrossEntropyLoss give -1, a pixel without a target for it and its
-  /// accuracy, so that the border trains no class the image does not show (losses that need
-  /// targets in [0, 1] refuse -1).
+  /// accuracy, so that the border trains no class the image does not show. A Trainer checks the
+  /// value against its loss when it is made (losses that need targets in [0, 1] refuse -1).
   float target_padding = 0.0f;
   /// The user's own augmentation of a training example (any shape, not only images): called
   /// with the example's values after the crop and flip and before normalisation, and a seed of
@@ -139,6 +139,8 @@ class BatchIterator {
   /// Batches next() delivers per epoch.
   std::int64_t batches_per_epoch() const;
   const Dataset& dataset() const { return dataset_; }
+  /// Whether its crops and flips move the targets with their examples (image-shaped targets).
+  bool moves_targets() const { return move_targets_; }
   const BatchOptions& options() const { return options_; }
 
  private:

@@ -38,6 +38,7 @@ class BatchPrefetcher {
 
   std::int64_t batches_per_epoch() const { return iterator_.batches_per_epoch(); }
   const Dataset& dataset() const { return iterator_.dataset(); }
+  bool moves_targets() const { return iterator_.moves_targets(); }
   /// Batches filled ahead at most: as many full batches as fit in 64 MB, from 2 to 8 (set by the
   /// first next()).
   std::size_t depth() const { return ring_.size(); }

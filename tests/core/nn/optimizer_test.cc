@@ -418,14 +418,19 @@ TEST_CASE("polynomial, piecewise and function schedules, with warm-up") {
   OptimizerOptions o = options("sgd", 0.1);
   o.learning_rate = s;
   CHECK(Optimizer::create(o)->learning_rate(9) == doctest::Approx(0.02));
-  // Its factors are checked at each step: a negative or non-finite one names the step.
-  // (Steps after the warm-up, as the function sees them.)
+  // The rate a step uses is checked: a negative or non-finite one names the global step. (The
+  // function sees the steps after the warm-up, 5 here.) The schedule's own value is as it is.
   s.function = [](std::int64_t step) { return step < 8 ? 1.0 : step == 8 ? -0.5 : std::nan(""); };
-  const std::int64_t w = s.warmup_steps;
-  CHECK(s.at(w + 7) == doctest::Approx(s.base));
-  CHECK_THROWS_WITH_AS(s.at(w + 8), "learning-rate schedule: the function gave -0.5 at step 8; a rate's "
-                       "factor must be a finite number >= 0", cohort::InvalidArgument);
-  CHECK_THROWS_WITH_AS(s.at(w + 9), doctest::Contains("the function gave nan at step 9"),
+  REQUIRE(s.warmup_steps == 5);
+  o.learning_rate = s;
+  const auto checked = Optimizer::create(o);
+  CHECK(checked->learning_rate(12) == doctest::Approx(0.1));
+  CHECK(s.at(13) == doctest::Approx(-0.05));
+  CHECK_THROWS_WITH_AS(checked->learning_rate(13),
+                       "learning-rate schedule: the function gives a rate of -0.05 at global step 13 (0.1 "
+                       "times its value); a rate must be a finite number >= 0",
+                       cohort::InvalidArgument);
+  CHECK_THROWS_WITH_AS(checked->learning_rate(14), doctest::Contains("a rate of nan at global step 14"),
                        cohort::InvalidArgument);
 }
 
