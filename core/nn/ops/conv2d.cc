@@ -71,7 +71,12 @@ Shape Conv2D::build(Graph& graph, const Shape& input) {
       graph.get_variable(name_ + "/kernel", {g.kernel_h, g.kernel_w, g.in_c, options_.filters},
                          options_.kernel_initializer, VariableOptions{.decay = true})
           .offset;
-  bias_offset_ = graph.get_variable(name_ + "/bias", {options_.filters}, Initializer::zeros()).offset;
+  if (options_.use_bias) {
+    bias_offset_ = graph.get_variable(name_ + "/bias", {options_.filters}, Initializer::zeros()).offset;
+  } else {
+    no_bias_.assign(static_cast<std::size_t>(options_.filters), 0.0f);
+    bias_sink_.assign(static_cast<std::size_t>(options_.filters), 0.0f);
+  }
   return {g.out_h, g.out_w, options_.filters};
 }
 
@@ -101,10 +106,10 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
   const std::int64_t n = input.dim(0), f = options_.filters, patch = g.patch();
   const float* values = graph_->values().data();
   const float* kernel = values + kernel_offset_;
-  ConstRowMap bias(values + bias_offset_, f);
+  ConstRowMap bias_row(bias(values), f);
   output.resize({n, g.out_h, g.out_w, f});
   if (winograd_) {
-    winograd_->forward(input.data(), n, values + kernel_offset_, values + bias_offset_,
+    winograd_->forward(input.data(), n, values + kernel_offset_, bias(values),
                        options_.activation == Activation::kRelu, output.data(),
                        std::max(1, intra_op_threads()));
     return;
@@ -125,7 +130,7 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     float* columns = columns_.data() + intra_op_thread_index() * column_size;
     float* out = output.data() + b0 * g.rows_per_image() * f;
     if (direct_) {
-      direct_conv::forward(g, f, images, count, kernel, values + bias_offset_,
+      direct_conv::forward(g, f, images, count, kernel, bias(values),
                            options_.activation == Activation::kRelu, out,
                            padded_.data() + intra_op_thread_index() * padded_size);
       continue;
@@ -133,7 +138,7 @@ void Conv2D::forward(const Tensor& input, Tensor& output, const OpContext&) {
     UnalignedMap y(out, rows, f);
     // The product accumulates onto the broadcast bias; the activation then runs over a block
     // that is still in cache.
-    y.rowwise() = bias;
+    y.rowwise() = bias_row;
     if (pointwise_) {
       gemm(false, false, rows, f, patch, images, kernel, 1.0f, out);
     } else if (patch_columns_) {
@@ -158,7 +163,7 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
     winograd_->backward(input.data(), n, graph_->values().data() + kernel_offset_, output.data(),
                         grad_output.data(), relu,
                         grad_input != nullptr ? grad_input->data() : nullptr,
-                        grads.data() + kernel_offset_, grads.data() + bias_offset_,
+                        grads.data() + kernel_offset_, bias_grad(grads.data()),
                         std::max(1, intra_op_threads()));
     return;
   }
@@ -180,7 +185,7 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
   {
     const std::int64_t t = intra_op_thread_index();
     float* grad_kernel = t == 0 ? grads.data() + kernel_offset_ : partials_.data() + (t - 1) * partial_size;
-    float* grad_bias = t == 0 ? grads.data() + bias_offset_ : grad_kernel + patch * f;
+    float* grad_bias = t == 0 ? bias_grad(grads.data()) : grad_kernel + patch * f;
     float* columns_data = columns_.data() + t * column_size;
     float* grad_pre = grad_pre_.data() + t * grad_pre_size;
     bool first = true;
@@ -232,7 +237,7 @@ void Conv2D::backward(const Tensor& input, const Tensor& output, const Tensor& g
   }
   if (p.threads > 1) {
     UnalignedMap grad_kernel(grads.data() + kernel_offset_, patch, f);
-    RowMap grad_bias(grads.data() + bias_offset_, f);
+    RowMap grad_bias(bias_grad(grads.data()), f);
     for (int t = 1; t < p.threads; ++t) {
       const float* partial = partials_.data() + (t - 1) * partial_size;
       grad_kernel += ConstUnalignedMap(partial, patch, f);

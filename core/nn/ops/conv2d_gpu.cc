@@ -21,7 +21,8 @@ class Conv2DGpu final : public GpuLayer {
     output.resize({n, g.out_h, g.out_w, layer_.options_.filters});
     const float* values = context.values.data();
     gpu::conv2d_forward(context.cudnn, plan(n, context), input.data(),
-                        values + layer_.kernel_offset_, values + layer_.bias_offset_,
+                        values + layer_.kernel_offset_,
+                        layer_.options_.use_bias ? values + layer_.bias_offset_ : nullptr,
                         output.data());
     if (layer_.options_.activation == Activation::kRelu)
       gpu::relu_forward(static_cast<std::size_t>(output.size()), output.data(), output.data(),
@@ -39,7 +40,8 @@ class Conv2DGpu final : public GpuLayer {
     }
     gpu::ConvPlan& p = plan(input.dim(0), context);
     gpu::conv2d_backward_filter(context.cudnn, p, input.data(), dy,
-                                grads + layer_.kernel_offset_, grads + layer_.bias_offset_);
+                                grads + layer_.kernel_offset_,
+                                layer_.options_.use_bias ? grads + layer_.bias_offset_ : nullptr);
     if (grad_input != nullptr) {
       grad_input->resize(input.shape());
       gpu::conv2d_backward_data(context.cudnn, p, dy,

@@ -109,7 +109,8 @@ class Dense : public Layer {
 };
 
 /// 2-D convolution over NHWC images with an HWIO filter "<name>/kernel" [kh, kw, in, filters]
-/// (He normal by default) and "<name>/bias" [filters] (zeros), then the activation. Computed as
+/// (He normal by default) and, with use_bias, "<name>/bias" [filters] (zeros), then the
+/// activation. Computed as
 /// im2col + matrix product a few images at a time, so the column buffer stays in cache (the
 /// backward pass recomputes each chunk's columns rather than keeping the whole batch's), or, for
 /// stride-1 3x3 and 5x5 filters over enough channels, by Winograd's F(2x2, r x r), which needs
@@ -133,6 +134,9 @@ class Conv2D : public Layer {
     /// few channels; see direct_conv.h), else im2col. kWinograd on a layer it cannot serve makes
     /// build() throw InvalidArgument.
     enum class Algorithm { kAuto, kIm2col, kWinograd } algorithm = Algorithm::kAuto;
+    /// false: no bias variable, for a convolution that batch normalisation follows (its beta
+    /// takes the bias's place; PyTorch's bias=False, Keras's use_bias=False).
+    bool use_bias = true;
   };
   Conv2D(std::string name, Options options);
   /// Whether build() chose the Winograd path.
@@ -166,8 +170,16 @@ class Conv2D : public Layer {
   bool patch_columns_ = false;  // im2col layout: patch columns for thin patch rows (see im2col.h)
   bool pointwise_ = false;      // 1x1, stride 1: the images are their own column buffer
   bool direct_ = false;         // direct convolution of a thin receptive field (direct_conv.h)
+  // Without use_bias, the paths that add a bias add zeros, and its gradient goes to a sink.
+  const float* bias(const float* values) const {
+    return options_.use_bias ? values + bias_offset_ : no_bias_.data();
+  }
+  float* bias_grad(float* grads) { return options_.use_bias ? grads + bias_offset_ : bias_sink_.data(); }
+
   std::int64_t kernel_offset_ = 0;
   std::int64_t bias_offset_ = 0;
+  std::vector<float> no_bias_;    // without use_bias: zeros, one per filter
+  std::vector<float> bias_sink_;  // without use_bias: where its gradient goes
   Tensor columns_;    // per thread, im2col of one chunk of images, reused as its column gradient
   Tensor grad_pre_;   // per thread, dLoss/d(pre-activation) of one chunk
   Tensor partials_;   // per thread after the first, its filter and bias gradient sums

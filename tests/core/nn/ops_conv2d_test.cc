@@ -647,3 +647,54 @@ TEST_CASE("Conv2D with dilation never takes Winograd; dilation below 1 is refuse
   undilated.build(graph, {14, 14, 16});
   CHECK(atrous.flops_per_example() == undilated.flops_per_example());
 }
+
+TEST_CASE("Conv2D without a bias: no bias variable, the outputs and gradients of a zero bias") {
+  // Each path: im2col in both column layouts, Winograd, 1x1 (pointwise), direct (a first layer's
+  // thin receptive field), with and without a fused ReLU, on one thread and two.
+  struct Case {
+    Shape input;
+    Conv2D::Options o;
+  };
+  const std::vector<Case> cases = {
+      {{3, 12, 12, 1}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kAuto)},
+      {{3, 10, 10, 16}, options(8, 3, 3, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
+      {{3, 9, 9, 16}, options(8, 3, 3, 2, Padding::kValid)},
+      {{3, 4, 4, 8}, options(4, 1, 1, 1, Padding::kSame)},
+      {{3, 8, 8, 3}, options(16, 3, 3, 1, Padding::kSame, Activation::kNone, Algorithm::kAuto)},
+  };
+  for (const Case& c : cases) {
+    for (const int threads : {1, 2}) {
+      CAPTURE(to_string(c.input));
+      CAPTURE(threads);
+      Conv2D::Options without = c.o;
+      without.use_bias = false;
+      Graph with_graph, without_graph;
+      Conv2D biased("conv", c.o), plain("conv", without);
+      const Shape example{c.input[1], c.input[2], c.input[3]};
+      biased.build(with_graph, example);
+      plain.build(without_graph, example);
+      CHECK(without_graph.find("conv/bias") == nullptr);
+      REQUIRE(without_graph.num_parameters() + c.o.filters == with_graph.num_parameters());
+      with_graph.initialize(6);  // the bias starts at zero
+      without_graph.initialize(6);
+      const auto kernel = [](Graph& g) { return g.values(g.variable("conv/kernel")); };
+      REQUIRE(std::equal(kernel(with_graph).begin(), kernel(with_graph).end(), kernel(without_graph).begin()));
+      const Tensor x = random_tensor(c.input, 1);
+      set_intra_op_threads(threads);
+      Tensor y1, y2, dx1, dx2;
+      biased.forward(x, y1, {});
+      plain.forward(x, y2, {});
+      const Tensor dy = random_tensor(y1.shape(), 2);
+      std::vector<float> g1(static_cast<std::size_t>(with_graph.num_parameters()));
+      std::vector<float> g2(static_cast<std::size_t>(without_graph.num_parameters()), 42.0f);
+      biased.backward(x, y1, dy, &dx1, g1);
+      plain.backward(x, y2, dy, &dx2, g2);
+      set_intra_op_threads(1);
+      CHECK(std::equal(y1.span().begin(), y1.span().end(), y2.span().begin()));
+      CHECK(std::equal(dx1.span().begin(), dx1.span().end(), dx2.span().begin()));
+      const std::int64_t k = with_graph.variable("conv/kernel").offset;
+      for (std::int64_t i = 0; i < without_graph.num_parameters(); ++i)
+        REQUIRE(g2[static_cast<std::size_t>(i)] == g1[static_cast<std::size_t>(k + i)]);
+    }
+  }
+}
