@@ -243,18 +243,20 @@ SparseCategoricalCrossEntropyLoss::SparseCategoricalCrossEntropyLoss(std::vector
 
 void SparseCategoricalCrossEntropyLoss::check(const Shape& prediction, const TargetSpec& targets) const {
   classes_ = sparse_categories("loss " + name(), prediction, targets);
-  if (!weights_.empty() && static_cast<std::int64_t>(weights_.size()) != classes_)
+  check_weights(classes_);
+}
+
+void SparseCategoricalCrossEntropyLoss::check_weights(std::int64_t classes) const {
+  if (!weights_.empty() && static_cast<std::int64_t>(weights_.size()) != classes)
     throw InvalidArgument("loss " + name() + ": " + std::to_string(weights_.size()) +
-                          " class weights for " + std::to_string(classes_) + " classes");
+                          " class weights for " + std::to_string(classes) + " classes");
 }
 
 float SparseCategoricalCrossEntropyLoss::forward(const Tensor& predictions, const Targets& targets) {
   const std::string what = "loss " + name();
   std::int64_t rows = 0, classes = 0;
   const Tensor& t = sparse_values_of(what, predictions, targets, rows, classes);
-  if (!weights_.empty() && static_cast<std::int64_t>(weights_.size()) != classes)
-    throw InvalidArgument(what + ": " + std::to_string(weights_.size()) + " class weights for " +
-                          std::to_string(classes) + " classes");
+  check_weights(classes);
   grad_.resize(predictions.shape());
   std::vector<std::int64_t> label(static_cast<std::size_t>(rows));
   std::int64_t counted = 0;  // the rows with a target, whose mean the loss is

@@ -172,6 +172,9 @@ class SparseCategoricalCrossEntropyLoss final : public Loss {
   std::string output_activation() const override { return "softmax"; }
 
  private:
+  // InvalidArgument unless the class weights, if any, are one per class of `classes`.
+  void check_weights(std::int64_t classes) const;
+
   std::vector<float> weights_;  // per class; empty: none
   Tensor grad_;
   mutable std::int64_t classes_ = 0;  // from check()
@@ -287,10 +290,11 @@ class Metric {
   virtual std::vector<double> counts(const Tensor& predictions, const Targets& targets, float batch_value);
   virtual double from_counts(std::span<const double> counts) const;
   /// Whether a higher value is the better one, which ValidationHook and EarlyStoppingHook ask
-  /// in their kAuto mode (as Keras's metrics carry a direction): true for the accuracies,
-  /// precision, recall, f1 and auc, false for mse, mae and perplexity. By default by the name
-  /// (direction_by_name), none for a name it does not know: a metric of one's own (a mean IoU,
-  /// a Dice score) says which here, or the hook is given kMin or kMax, else kAuto refuses it.
+  /// in their kAuto mode (as Keras's metrics carry a direction). By the name (direction_by_name),
+  /// which every built-in metric's answers (true for the accuracies, precision, recall, f1 and
+  /// auc, false for mse, mae and perplexity); none for a name it does not know: a metric of
+  /// one's own (a mean IoU, a Dice score) says which here, or the hook is given kMin or kMax,
+  /// else kAuto refuses it.
   virtual std::optional<bool> higher_is_better() const { return direction_by_name(name()); }
   /// Whether a higher value of a metric named `name` is the better one, by the name alone: true
   /// for an accuracy ("top5_accuracy"), "precision", "recall", "f1" and "auc" (of any class,
@@ -312,8 +316,6 @@ class BinaryDecisionMetric : public Metric {
   float compute(const Tensor& predictions, const Targets& targets) override;
   /// Precision's and recall's: the first count's fraction of the two (0 when both are 0).
   double from_counts(std::span<const double> counts) const override;
-  /// Precision, recall, f1 and AUC alike.
-  std::optional<bool> higher_is_better() const override { return true; }
   int positive_class() const { return positive_class_; }
   /// Where the classes have names (a CSV file's label column of names): the positive class's,
   /// which the metric's name then gives in place of its number ("precision@legit"), so that a
@@ -396,7 +398,6 @@ class Auc final : public BinaryDecisionMetric {
 class Accuracy final : public Metric {
  public:
   std::string name() const override { return "accuracy"; }
-  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -406,7 +407,6 @@ class TopKAccuracy final : public Metric {
  public:
   explicit TopKAccuracy(int k);
   std::string name() const override { return "top" + std::to_string(k_) + "_accuracy"; }
-  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 
@@ -420,7 +420,6 @@ class TopKAccuracy final : public Metric {
 class CategoricalAccuracy final : public Metric {
  public:
   std::string name() const override { return "categorical_accuracy"; }
-  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
   /// Hits and rows with a target, so that a padded step counts in no batch.
@@ -434,7 +433,6 @@ class CategoricalAccuracy final : public Metric {
 class SparseCategoricalAccuracy final : public Metric {
  public:
   std::string name() const override { return "sparse_categorical_accuracy"; }
-  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
   std::vector<double> counts(const Tensor& predictions, const Targets& targets,
@@ -449,7 +447,6 @@ class SparseCategoricalAccuracy final : public Metric {
 class Perplexity final : public Metric {
  public:
   std::string name() const override { return "perplexity"; }
-  std::optional<bool> higher_is_better() const override { return false; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
   /// The rows' summed cross-entropy and their count.
@@ -463,7 +460,6 @@ class Perplexity final : public Metric {
 class BinaryAccuracy final : public Metric {
  public:
   std::string name() const override { return "binary_accuracy"; }
-  std::optional<bool> higher_is_better() const override { return true; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -472,7 +468,6 @@ class BinaryAccuracy final : public Metric {
 class MeanSquaredError final : public Metric {
  public:
   std::string name() const override { return "mse"; }
-  std::optional<bool> higher_is_better() const override { return false; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };
@@ -481,7 +476,6 @@ class MeanSquaredError final : public Metric {
 class MeanAbsoluteError final : public Metric {
  public:
   std::string name() const override { return "mae"; }
-  std::optional<bool> higher_is_better() const override { return false; }
   void check(const Shape& prediction, const TargetSpec& targets) const override;
   float compute(const Tensor& predictions, const Targets& targets) override;
 };

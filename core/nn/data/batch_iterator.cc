@@ -177,7 +177,6 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
                             : nullptr;
   if (!moves) {
     if (source != nullptr) std::copy_n(source, size, out);
-    if (target != nullptr) std::copy_n(target, target_size, target_out);
   } else {
     const Shape shape = dataset_.example_shape();
     const std::int64_t rows = shape[0], cols = shape[1], channels = shape[2];
@@ -194,9 +193,9 @@ void BatchIterator::copy_example(std::int64_t at, std::int64_t k, float* out,
     if (target != nullptr && move_targets_)  // the same window and flip as its image
       move_pixels(target, target_out, rows, cols, target_size / (rows * cols), dy, dx, flip,
                   image.target_padding);
-    else if (target != nullptr)
-      std::copy_n(target, target_size, target_out);
   }
+  // (move_targets_ only where the pixels move.)
+  if (target != nullptr && !move_targets_) std::copy_n(target, target_size, target_out);
   // The callbacks' own stream: the crops and flips draw as before.
   const std::uint64_t augment_seed = detail::mix_seed(seed, 0xa6);
   const std::span<float> example(out, static_cast<std::size_t>(size));
