@@ -1,7 +1,9 @@
 #include "cohort/hooks/early_stopping_hook.h"
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -47,17 +49,24 @@ void EarlyStoppingHook::begin() {
   runs_ = 0;
   sum_ = 0;
   count_ = 0;
+  counts_.clear();
+  counts_ok_ = true;
   best_.reset();
   bad_checks_ = 0;
   stopped_ = false;
 }
 
 void EarlyStoppingHook::after_create_session(MonitoredSession& session) {
+  const Model& model = session.trainer().model();
   try {
-    lower_ = lower_is_better(options_.mode, options_.metric, &session.trainer().model());
+    lower_ = lower_is_better(options_.mode, options_.metric, &model);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(std::string("EarlyStoppingHook: ") + e.what());
   }
+  metric_ = model.metric(options_.metric);
+  if (metric_ == nullptr && options_.metric == "accuracy")
+    if (const int i = accuracy_metric(model.metric_names()); i >= 0)
+      metric_ = model.metric(model.metric_names()[static_cast<std::size_t>(i)]);
 }
 
 SessionRunArgs EarlyStoppingHook::before_run(RunContext&) { return {{options_.metric}}; }
@@ -65,10 +74,25 @@ SessionRunArgs EarlyStoppingHook::before_run(RunContext&) { return {{options_.me
 void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& values) {
   sum_ += values.get(options_.metric);
   ++count_;
+  // A metric's counts, where the step has them, sum to its value over all the runs' examples.
+  const std::span<const double> counts = values.counts(options_.metric);
+  if (metric_ != nullptr && !counts.empty() && counts_ok_) {
+    if (counts_.empty()) counts_.assign(counts.size(), 0.0);
+    if (counts_.size() == counts.size()) {
+      for (std::size_t k = 0; k < counts.size(); ++k) counts_[k] += counts[k];
+    } else {
+      counts_ok_ = false;
+    }
+  } else {
+    counts_ok_ = false;
+  }
   if (++runs_ % options_.every_n_steps != 0) return;
-  const double mean = sum_ / static_cast<double>(count_);
+  const double mean = counts_ok_ && !counts_.empty() ? metric_->from_counts(counts_)
+                                                      : sum_ / static_cast<double>(count_);
   sum_ = 0;
   count_ = 0;
+  counts_.clear();
+  counts_ok_ = true;
   // A NaN average never improves, so a diverged run runs out of patience.
   const bool lower = lower_ ? *lower_ : lower_is_better(options_.mode, options_.metric);
   const bool improved = !std::isnan(mean) && (!best_ || (lower ? mean < *best_ - options_.min_delta
@@ -81,6 +105,12 @@ void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& v
   if (++bad_checks_ >= options_.patience) {
     stopped_ = true;
     context.request_stop();
+    std::printf("EarlyStoppingHook: %s has not improved on %.6g for %lld check%s in a row, every "
+                "%lld runs (the last: %.6g): stopping at global step %lld\n",
+                options_.metric.c_str(), best_ ? *best_ : mean, static_cast<long long>(bad_checks_),
+                bad_checks_ == 1 ? "" : "s", static_cast<long long>(options_.every_n_steps), mean,
+                static_cast<long long>(context.session().trainer().global_step()));
+    std::fflush(stdout);
   }
 }
 

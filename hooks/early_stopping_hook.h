@@ -4,11 +4,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cohort/core/train/session.h"
 
 namespace cohort {
 
+class Metric;
 class Model;
 
 enum class EarlyStoppingMode {
@@ -39,11 +41,16 @@ struct EarlyStoppingHookOptions {
   std::int64_t every_n_steps = 100;
 };
 
-/// Every `every_n_steps` runs, averages `metric` over the runs since the previous check (single
-/// batches are noisy) and compares the average with the best so far: it improves when it is
-/// below best - min_delta (kMin) or above best + min_delta (kMax; kAuto asks the model's metric,
-/// lower_is_better, and refuses when the session starts a metric that does not say). After
-/// `patience` checks in a row without improvement it requests a stop. (TensorFlow's
+/// Every `every_n_steps` runs, takes `metric` over the runs since the previous check (single
+/// batches are noisy) and compares it with the best so far. A metric of the model is taken over
+/// all the runs' examples, from its counts (Metric::from_counts, as an evaluation does): a
+/// recall of a rare class is not the mean of batches' recalls, most of them of no positive. The
+/// loss, and a metric of a program's own step, are the mean of the runs' values. It improves
+/// when it is below best - min_delta (kMin) or above best + min_delta (kMax; kAuto asks the
+/// model's metric, lower_is_better, and refuses when the session starts a metric that does not
+/// say). After
+/// `patience` checks in a row without improvement it requests a stop, printing one line that
+/// says why ("EarlyStoppingHook: loss has not improved on 0.41 for 3 checks in a row ..."). (TensorFlow's
 /// stop_if_no_decrease_hook does the same on evaluation results.)
 ///
 ///     session_options.hooks.push_back(std::make_shared<cohort::EarlyStoppingHook>(
@@ -80,6 +87,9 @@ class EarlyStoppingHook : public SessionRunHook {
   std::int64_t bad_checks_ = 0;
   bool stopped_ = false;
   std::optional<bool> lower_;  // from the session's model; else by the metric's name
+  const Metric* metric_ = nullptr;  // the session model's metric so named, if any
+  std::vector<double> counts_;      // its counts summed since the last check
+  bool counts_ok_ = true;           // every run since the last check gave its counts
 };
 
 }  // namespace cohort

@@ -41,16 +41,20 @@ const Fetchable kFetchables[] = {
     {"gradient_applied", [](const StepValues& v) { return v.applied ? 1.0 : 0.0; }},
 };
 
+// The index among `metrics` of the metric fetched as `name`, or -1 for another fetch.
+// "accuracy" also names a categorical or binary one, as StepMetrics::accuracy does.
+int metric_index(const std::string& name, const std::vector<std::string>& metrics) {
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    if (metrics[i] == name) return static_cast<int>(i);
+  return name == "accuracy" ? accuracy_metric(metrics) : -1;
+}
+
 // The value of `name` in `step`; InvalidArgument listing what is known for an unknown name.
 double fetch(const std::string& name, const StepValues& step,
              const std::vector<std::string>& metrics) {
   for (const Fetchable& f : kFetchables)
     if (name == f.name) return f.value(step);
-  for (std::size_t i = 0; i < metrics.size(); ++i)
-    if (metrics[i] == name) return step.metrics[i];
-  // "accuracy" also names a categorical or binary one, as StepMetrics::accuracy does.
-  if (const int accuracy = accuracy_metric(metrics); name == "accuracy" && accuracy >= 0)
-    return step.metrics[static_cast<std::size_t>(accuracy)];
+  if (const int i = metric_index(name, metrics); i >= 0) return step.metrics[static_cast<std::size_t>(i)];
   std::string known;
   for (const Fetchable& f : kFetchables) known += (known.empty() ? "" : ", ") + std::string(f.name);
   for (const std::string& m : metrics) known += ", " + m;
@@ -65,7 +69,12 @@ void check_fetches(const std::vector<std::string>& names, const std::vector<std:
 SessionRunValues select(const std::vector<std::string>& names, const StepValues& step,
                         const std::vector<std::string>& metrics) {
   SessionRunValues values;
-  for (const std::string& name : names) values.set(name, fetch(name, step, metrics));
+  for (const std::string& name : names) {
+    values.set(name, fetch(name, step, metrics));
+    const int i = metric_index(name, metrics);
+    if (i >= 0 && static_cast<std::size_t>(i) < step.metric_counts.size())
+      values.set_counts(name, step.metric_counts[static_cast<std::size_t>(i)]);
+  }
   return values;
 }
 

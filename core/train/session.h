@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,19 @@ class SessionRunValues {
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   const std::map<std::string, double>& all() const { return values_; }
   void set(const std::string& name, double value) { values_[name] = value; }
+  /// A fetched metric's Metric::counts for the step (StepValues::metric_counts): summed over
+  /// steps, its value over them is Metric::from_counts of the sums, where the mean of the
+  /// steps' values is not (a recall of batches without a positive). Empty for another fetch, or
+  /// where the program's own step computes the metrics.
+  std::span<const double> counts(const std::string& name) const {
+    const auto it = counts_.find(name);
+    return it == counts_.end() ? std::span<const double>{} : std::span<const double>(it->second);
+  }
+  void set_counts(const std::string& name, std::vector<double> counts) { counts_[name] = std::move(counts); }
 
  private:
   std::map<std::string, double> values_;
+  std::map<std::string, std::vector<double>> counts_;
 };
 
 /// Handed to hooks around one run() call.

@@ -113,7 +113,7 @@ Trainer::Trainer(Server* server, Graph& graph, const ModelFactory& model, data::
                           "give no GPUs");
   if (options_.moving_average_decay != 0 && worker_index_ == 0)
     average_.emplace(options_.moving_average_decay);  // InvalidArgument outside (0, 1)
-  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}});
+  for (int t = 0; t < options_.towers; ++t) towers_.push_back(Tower{model(graph_), {}, {}, {}, {}, {}});
   if (&towers_.front().model.graph() != &graph_)
     throw InvalidArgument("Trainer: the model function built its model on another Graph than the "
                           "trainer's: build it on the Graph& it is given");
@@ -351,6 +351,13 @@ void Trainer::run_tower(std::size_t index) {
 StepMetrics Trainer::tower_step(std::size_t index, const data::Batch& batch,
                                 const OpContext& context) {
   Tower& tower = towers_[index];
+  // The metrics' counts of this batch (Metric::counts), which sum over towers and batches.
+  tower.counts.clear();
+  struct Counting {
+    Model& model;
+    std::vector<std::vector<double>>* before;
+    ~Counting() { model.count_metrics(before); }
+  } counting{tower.model, tower.model.count_metrics(&tower.counts)};
   if (!options_.step)
     return tower.model.train_step(batch.features, batch.view(), tower.grads, context);
   // The gradient is whole only when the step returns, whatever its passes do before: nothing
@@ -465,6 +472,17 @@ void Trainer::compute_batch(bool last_batch, StepValues& values, float share) {
     values.accuracy += w * tower.metrics.accuracy;
     for (std::size_t i = 0; i < values.metrics.size(); ++i)
       values.metrics[i] += w * tower.metrics.metrics[i];
+    add_counts(tower.counts, values.metric_counts);
+  }
+}
+
+void Trainer::add_counts(const std::vector<std::vector<double>>& counts,
+                         std::vector<std::vector<double>>& total) {
+  if (total.size() < counts.size()) total.resize(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (total[i].empty()) total[i].assign(counts[i].size(), 0.0);
+    if (total[i].size() != counts[i].size()) continue;  // a step's own metrics, counted unlike
+    for (std::size_t k = 0; k < counts[i].size(); ++k) total[i][k] += counts[i][k];
   }
 }
 
@@ -529,6 +547,19 @@ StepValues Trainer::step() {
   }
   if (k > 1)
     for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = accumulated_[i] / static_cast<float>(k);
+  // Over several pieces (towers, accumulated batches), a metric that is no mean of its examples
+  // (precision, recall, AUC) is its value over all of them, as an evaluation's is, not the mean
+  // of the pieces' values.
+  if (options_.step) {
+    values.metric_counts.clear();  // the metrics are what the program's own step returns
+  } else if (k > 1 || towers_.size() > 1) {
+    const Model& model = towers_.front().model;
+    for (std::size_t i = 0; i < values.metric_counts.size(); ++i)
+      if (!values.metric_counts[i].empty())
+        values.metrics[i] = static_cast<float>(model.metric_from_counts(i, values.metric_counts[i]));
+    if (const int accuracy = accuracy_metric(model.metric_names()); accuracy >= 0)
+      values.accuracy = values.metrics[static_cast<std::size_t>(accuracy)];
+  }
   values.compute_end = seconds_now();
   values.learning_rate = optimizer_->learning_rate(replication_->global_step());
   const StepOutcome outcome = [&] {

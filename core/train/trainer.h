@@ -126,6 +126,10 @@ struct StepValues {
   float accuracy = 0;
   /// The model's metrics, in Model::metric_names() order (accuracy among them).
   std::array<float, StepMetrics::kMaxMetrics> metrics{};
+  /// Each metric's Metric::counts, summed over the step's batches and towers: what its value
+  /// over several steps comes from (Metric::from_counts; EarlyStoppingHook sums them). Empty
+  /// where a program's own step (TrainerOptions::step) computes the metrics.
+  std::vector<std::vector<double>> metric_counts;
   double learning_rate = 0;
   std::int64_t examples = 0;  ///< examples this worker computed on
   bool applied = true;        ///< false: sync mode dropped this gradient as stale or surplus
@@ -332,9 +336,12 @@ class Trainer {
     std::vector<float> own_grads;
     std::span<float> grads;  // own_grads, or the replication's gradient memory (tower 0)
     StepMetrics metrics;
+    std::vector<std::vector<double>> counts;  // the metrics' counts of its last batch
   };
   void run_tower(std::size_t index);
   void compute_batch(bool last_batch, StepValues& values, float share);
+  static void add_counts(const std::vector<std::vector<double>>& counts,
+                         std::vector<std::vector<double>>& total);
   // Tower `index`'s step on `batch`: options_.step, or its model's train_step.
   StepMetrics tower_step(std::size_t index, const data::Batch& batch, const OpContext& context);
   void accumulate_batches(int k, std::uint64_t step_seed, StepValues& values);

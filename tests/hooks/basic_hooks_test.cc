@@ -266,6 +266,36 @@ TEST_CASE("EarlyStoppingHook judges a metric of the user's own as it says, and r
   CHECK_NOTHROW(MonitoredSession(silent.trainer, with(EarlyStoppingMode::kMin)));
 }
 
+TEST_CASE("EarlyStoppingHook takes a metric over its runs' examples, from the metric's counts") {
+  // A rare class's IoU: the first run's batch has one example of class 0, missed; the second's
+  // nine of ten found. Over both, 9 of 11; the mean of the two runs' values would be 0.45.
+  test::LocalTrainingWith<test::DirectedMeanIou> t;
+  MonitoredSession session(t.trainer, with_hooks({}));
+  EarlyStoppingHook hook({.metric = "mean_iou", .patience = 1, .every_n_steps = 2});
+  hook.begin();
+  hook.after_create_session(session);
+  const auto run = [&](double value, double intersection, double union_) {
+    SessionRunValues values = values_of({{"mean_iou", value}});
+    std::vector<double> counts(10, 0.0);  // 5 classes: intersection, union
+    counts[0] = intersection;
+    counts[1] = union_;
+    values.set_counts("mean_iou", counts);
+    RunContext context(session, {});
+    hook.after_run(context, values);
+    return context.stop_requested();
+  };
+  run(0.0, 0, 1);
+  run(0.9, 9, 10);
+  REQUIRE(hook.best().has_value());
+  CHECK(*hook.best() == doctest::Approx(9.0 / 11.0));
+  // Where a run gives no counts (a program's own step), the mean of the values it is.
+  run(0.5, 1, 2);
+  RunContext context(session, {});
+  hook.after_run(context, values_of({{"mean_iou", 0.7}}));
+  CHECK(context.stop_requested());  // (0.5 + 0.7) / 2 = 0.6 < 9 / 11
+  CHECK(hook.checks_without_improvement() == 1);
+}
+
 TEST_CASE("EarlyStoppingHook ends a real run whose metric cannot improve") {
   LocalTraining t;
   // With a min_delta far above any loss, nothing counts as an improvement after the first check.

@@ -74,6 +74,43 @@ TEST_CASE("accumulating 4 batches of 8 is one step of the same 32 examples") {
   CHECK(c.global_step() == 1);
 }
 
+TEST_CASE("a step's metrics over towers and accumulated batches are those of all its examples") {
+  // Recall and AUC are no means of their examples: over pieces of the batch, the step's value is
+  // counted over them all (Metric::counts), as one batch of the same examples gives it.
+  const data::Dataset data = data::synthetic(32, 5);
+  const auto model = [](Graph& g) {
+    Model m = mlp(g, {8});
+    m.add_metric(std::make_unique<Recall>(1));
+    m.add_metric(std::make_unique<Auc>(1));
+    return m;
+  };
+  const auto first_step = [&](std::int64_t batch, int accumulation, int towers) {
+    TrainerOptions options = test::trainer_options();
+    options.batch_size = batch;
+    options.accumulation_steps = accumulation;
+    options.towers = towers;
+    Graph graph;
+    Trainer trainer(nullptr, graph, model, data, test::sgd(0.1), options);
+    MonitoredSession session(trainer, test::with_hooks({}));
+    const SessionRunValues values = session.run({"recall", "auc", "accuracy"});
+    CHECK(values.counts("recall").size() == 2);
+    CHECK(values.counts("loss").empty());
+    return values;
+  };
+  const SessionRunValues whole = first_step(32, 1, 1);
+  for (const auto& [accumulation, towers] : {std::pair{4, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+    CAPTURE(accumulation);
+    CAPTURE(towers);
+    const SessionRunValues pieces = first_step(32 / accumulation, accumulation, towers);
+    for (const char* name : {"recall", "auc", "accuracy"}) {
+      CAPTURE(name);
+      CHECK(pieces.get(name) == doctest::Approx(whole.get(name)).epsilon(1e-6));
+      const std::span<const double> a = whole.counts(name), b = pieces.counts(name);
+      CHECK(std::vector<double>(a.begin(), a.end()) == std::vector<double>(b.begin(), b.end()));
+    }
+  }
+}
+
 TEST_CASE("a checkpoint counts its examples: a resume at another accumulation takes up its data and epochs there") {
   test::TempDir dir("resume_examples");
   const data::Dataset data = data::synthetic(64, 5);  // 8 batches an epoch

@@ -140,8 +140,11 @@ TEST_CASE("image-shaped targets are cropped and flipped with their image, also a
 
 TEST_CASE("examples made on use move their targets as examples in memory do") {
   const Tensor x = images(12);
-  const int threads = cohort::intra_op_threads();
-  cohort::set_intra_op_threads(3);  // made on three threads
+  struct Threads {  // made on three threads; the count is put back however the case ends
+    const int before = cohort::intra_op_threads();
+    Threads() { cohort::set_intra_op_threads(3); }
+    ~Threads() { cohort::set_intra_op_threads(before); }
+  } three;
   BatchOptions options{.batch_size = 5, .seed = 2, .drop_remainder = false};
   options.image.crop_padding = 1;
   options.image.horizontal_flip = true;
@@ -158,7 +161,6 @@ TEST_CASE("examples made on use move their targets as examples in memory do") {
     CHECK(values(a.targets) == values(b.targets));
   }
   CHECK(padded > 0);
-  cohort::set_intra_op_threads(threads);
 }
 
 TEST_CASE("targets that are not images of the examples' rows and cols are left alone") {
