@@ -69,7 +69,8 @@ class CompositeLayer : public Layer {
 /// is named `name`. The model adds the gradients of every application, and a dropout in it
 /// draws a mask of its own in each. A shape that does not fit the variables is refused as the
 /// layer's build refuses it (InvalidArgument naming the variable), as is a layer of another
-/// class; other options are not compared: make both layers with one function. CPU only: a model
+/// class, and one whose variables are not there yet (a misspelt name, which would train a second
+/// copy); other options are not compared: make both layers with one function. CPU only: a model
 /// with a shared layer has no GPU path.
 ///
 ///   model.apply(encoder("encoder"), {left});                               // creates encoder/...

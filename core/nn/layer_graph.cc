@@ -115,6 +115,13 @@ Node LayerGraph::apply(std::unique_ptr<Layer> layer, std::span<const Node> input
     if (other->variable_scope() == scope && typeid(unwrapped(*other)) != typeid(unwrapped(*layer)))
       throw InvalidArgument("layer \"" + name + "\" applies the variables of layer \"" + other->name() +
                             "\", a layer of another class");
+  // A shared() node applies variables made before it; one that made its own (a misspelt name)
+  // would train a second copy of the layer without a word.
+  if (dynamic_cast<const SharedLayer*>(layer.get()) != nullptr && graph_->variables().size() > before)
+    throw InvalidArgument("shared \"" + name + "\": there are no variables of a layer \"" +
+                          unwrapped(*layer).name() + "\" to apply again (it made \"" +
+                          graph_->variables()[before].name +
+                          "\"): apply the layer of that name first, or name it as that layer is named");
   info.name = name;
   info.layer = static_cast<int>(layers_.size());
   layers_.push_back(std::move(layer));

@@ -451,6 +451,12 @@ TEST_CASE("a layer applied twice (shared) gets the sum of both applications' gra
   CHECK_THROWS_WITH_AS(other_class.apply(shared("again", std::make_unique<Encoder>("encoder")), in),
                        "layer \"again\" applies the variables of layer \"encoder\", a layer of another class",
                        InvalidArgument);
+  // A misspelt name would make a second layer: refused, naming what it would have made.
+  CHECK_THROWS_WITH_AS(other_class.apply(shared("again", dense("encodr", 3)), in),
+                       "shared \"again\": there are no variables of a layer \"encodr\" to apply again (it "
+                       "made \"encodr/kernel\"): apply the layer of that name first, or name it as that "
+                       "layer is named",
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(shared("encoder", dense("encoder", 3)),
                        "shared \"encoder\": the node needs a name of its own, not the shared layer's",
                        InvalidArgument);
