@@ -73,6 +73,11 @@ bool distribution_or_none(const float* row, std::int64_t classes) {
 // The classes of a row of categorical targets: their last axis, which must hold two or more.
 std::int64_t categories(const std::string& what, const Shape& prediction,
                         const TargetSpec& targets) {
+  if (targets.labels)
+    mismatch(what, prediction, targets,
+             "it needs a row of class probabilities per example, not class labels (one-hot rows: "
+             "numpy's np.eye(classes, dtype=np.float32)[y]; class labels take "
+             "softmax_cross_entropy, which is the same loss)");
   check_values(what, prediction, targets);
   const std::int64_t classes = targets.shape.empty() ? 0 : targets.shape.back();
   if (classes < 2)

@@ -568,6 +568,13 @@ TEST_CASE("a loss that does not fit the data is refused in one line naming both"
                        "label: save 0/1 or other targets as floats, as numpy's y.astype(np.float32) gives; "
                        "class labels take a softmax loss)",
                        InvalidArgument);
+  // Class labels for a categorical loss: one-hot rows, or the softmax loss that takes labels.
+  CHECK_THROWS_WITH_AS(CategoricalCrossEntropyLoss().check({10}, TargetSpec::classes(10)),
+                       "loss categorical_cross_entropy does not fit the data: predictions [10] per example, "
+                       "class labels in [0, 10); it needs a row of class probabilities per example, not class "
+                       "labels (one-hot rows: numpy's np.eye(classes, dtype=np.float32)[y]; class labels take "
+                       "softmax_cross_entropy, which is the same loss)",
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(ce.check({5}, TargetSpec::classes(10)),
                        "loss softmax_cross_entropy does not fit the data: predictions [5] per "
                        "example, class labels in [0, 10); there are 10 classes but 5 logits",
