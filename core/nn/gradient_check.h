@@ -49,6 +49,10 @@ struct GradientCheckResult {
   std::int64_t failures = 0;  ///< entries outside the threshold
   double max_abs = 0;         ///< the largest analytic gradient seen
   double worst = 0;           ///< the largest error relative to the entry's scale
+  /// check_model_gradients: how far a numeric gradient may be off from the float rounding of
+  /// the loss alone, 2 * FLT_EPSILON * |loss| / (2 * step), allowed beside the threshold (the
+  /// check resolves no finer: scale a large loss down, or take a larger step, for a finer one).
+  double rounding = 0;
   /// The first failures, one line each ("mine/kernel[3]: analytic 0.12, numeric 0.31").
   std::string report;
   /// Something was checked, nothing failed, and the gradients were not all (near) zero, which
@@ -75,7 +79,8 @@ GradientCheckResult check_layer_gradients(Layer& layer, Graph& graph, Tensor& in
 /// Checks a whole model's parameter gradients (train_step's) against central differences of
 /// its training loss, for options.max_per_tensor random entries of every trainable variable (all
 /// when 0). The loss is evaluated with train_step and the same context, so dropout masks are
-/// fixed.
+/// fixed. The loss is a float, so its rounding is allowed beside the threshold
+/// (GradientCheckResult::rounding): about 1e-2 for a loss of 600 at a step of 1e-2.
 GradientCheckResult check_model_gradients(Model& model, const Tensor& features,
                                           const Targets& targets, const OpContext& context = {},
                                           const GradientCheckOptions& options = {});

@@ -182,3 +182,38 @@ TEST_CASE("a layer whose backward() writes an input gradient of another shape is
                        "input of shape [4, 16] (its backward())",
                        cohort::InvalidArgument);
 }
+
+TEST_CASE("the model checker allows a large loss's float rounding and still finds a wrong gradient") {
+  // A loss in the hundreds (a VAE's sum over an image's pixels, or a constant term) with modest
+  // gradients: float differences at a step of 1e-2 resolve them to a few 1e-3 only, and a right
+  // gradient failed the check. An error far above that rounding is still found.
+  class LargeLoss : public cohort::Loss {
+   public:
+    explicit LargeLoss(float slope) : slope_(slope) {}
+    std::string name() const override { return "large"; }
+    void check(const cohort::Shape& p, const cohort::TargetSpec& t) const override { mse_.check(p, t); }
+    float forward(const cohort::Tensor& p, const cohort::Targets& t) override { return 600 + mse_.forward(p, t); }
+    void backward(cohort::Tensor& grad) override {
+      mse_.backward(grad);
+      for (float& g : grad.span()) g *= slope_;  // 1: right; else off by that factor
+    }
+
+   private:
+    mutable cohort::MeanSquaredErrorLoss mse_;
+    float slope_;
+  };
+  for (const float slope : {1.0f, 2.0f}) {
+    CAPTURE(slope);
+    cohort::Graph graph;
+    cohort::Model model(graph);
+    model.apply(cohort::dense("d", 4), model.input({6}));
+    model.set_loss(std::make_unique<LargeLoss>(slope));
+    graph.initialize(3);
+    const cohort::Tensor x = cohort::random_tensor({4, 6}, 4), y = cohort::random_tensor({4, 4}, 5);
+    const cohort::Targets targets{.labels = {}, .values = &y};
+    const cohort::GradientCheckResult result = cohort::check_model_gradients(model, x, targets);
+    INFO(result.report);
+    CHECK(result.rounding > 1e-3);
+    CHECK(result.ok() == (slope == 1.0f));
+  }
+}
