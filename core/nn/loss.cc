@@ -575,11 +575,30 @@ double F1Score::from_counts(std::span<const double> c) const {
   return denominator > 0 ? 2 * c[0] / denominator : 0.0;
 }
 
-// counts[1 + b] (positives) and counts[kBins + 2 + b] (negatives) count the scores of bin b,
-// b = 0 the lowest log-odds; counts[0] and counts[kBins + 1] the NaN scores (a diverged model's),
-// which are in no bin: never predicted positive, at any threshold.
+namespace {
+
+// The bins of Auc's log-odds, lowest first: kTailBins below -kMaxLogOdds, kBins over
+// [-kMaxLogOdds, kMaxLogOdds], kTailBins above.
+constexpr int kAucBins = Auc::kBins + 2 * Auc::kTailBins;
+
+// The bin of a (non-NaN) log-odds; infinities take the end bins.
+int auc_bin(double log_odds) {
+  constexpr double m = Auc::kMaxLogOdds;
+  if (std::abs(log_odds) <= m)
+    return Auc::kTailBins + std::min(Auc::kBins - 1, static_cast<int>((log_odds + m) / (2 * m) * Auc::kBins));
+  // 16 bins an octave past m: 1/16 of log2(|log_odds| / m), the last holding all beyond.
+  const double octaves = std::log2(std::min(std::abs(log_odds), 1e300) / m);
+  const int tail = std::min(Auc::kTailBins - 1, static_cast<int>(octaves * 16));
+  return log_odds > 0 ? Auc::kTailBins + Auc::kBins + tail : Auc::kTailBins - 1 - tail;
+}
+
+}  // namespace
+
+// counts[1 + b] (positives) and counts[kAucBins + 2 + b] (negatives) count the scores of bin b,
+// b = 0 the lowest log-odds; counts[0] and counts[kAucBins + 1] the NaN scores (a diverged
+// model's), which are in no bin: never predicted positive, at any threshold.
 std::vector<double> Auc::counts(const Tensor& predictions, const Targets& targets, float) {
-  constexpr int B = kBins;
+  constexpr int B = kAucBins;
   std::vector<double> c(2 * (B + 1));
   each_decision(predictions, targets, [&](double score, bool, bool positive) {
     const std::size_t base = positive ? 0 : B + 1;
@@ -587,15 +606,13 @@ std::vector<double> Auc::counts(const Tensor& predictions, const Targets& target
       c[base] += 1;
       return;
     }
-    const double log_odds = std::clamp(score, -kMaxLogOdds, kMaxLogOdds);  // infinities: the end bins
-    const int bin = std::min(B - 1, static_cast<int>((log_odds + kMaxLogOdds) / (2 * kMaxLogOdds) * B));
-    c[base + 1 + static_cast<std::size_t>(bin)] += 1;
+    c[base + 1 + static_cast<std::size_t>(auc_bin(score))] += 1;
   });
   return c;
 }
 
 double Auc::from_counts(std::span<const double> c) const {
-  constexpr int B = kBins;
+  constexpr int B = kAucBins;
   const std::span<const double> pos = c.subspan(1, B), neg = c.subspan(B + 2, B);
   double positives = 0, negatives = 0;
   for (int b = 0; b < B; ++b) {

@@ -371,21 +371,24 @@ class F1Score final : public BinaryDecisionMetric {
   double from_counts(std::span<const double> counts) const override;
 };
 
-/// The area under the ROC curve ("auc"): the positives' and negatives' scores counted in kBins
-/// bins spread evenly over the scores' log-odds log(p / (1 - p)) in [-kMaxLogOdds, kMaxLogOdds]
-/// (beyond: the end bins), the curve through the bins' edges integrated by trapezoids (a
-/// positive and a negative in one bin count as a tie, a half). The log-odds come from the logits
-/// (a sigmoid's logit; a class's logit less the log-sum-exp of the others'): a float probability
-/// rounds to 1 from log-odds of about 17, and resolves the bins poorly from about 12. Even bins of the log-odds resolve
-/// both ends of [0, 1] alike: a rare class's scores crowd near 0 (1e-4 to 1e-2), where Keras's
-/// 200 thresholds evenly over [0, 1] put most of them below the first and its AUC far below the
-/// exact one. A bin is 1/128 of log-odds wide (p within 0.8% of each other near 0 or 1, 0.002
-/// near 0.5): within 1e-3 of the exact, rank-based area on such data. 0.5 is chance, 1 a perfect
-/// ranking; 0 when a class is missing.
+/// The area under the ROC curve ("auc"): the positives' and negatives' scores counted in bins
+/// of their log-odds log(p / (1 - p)), the curve through the bins' edges integrated by
+/// trapezoids (a positive and a negative in one bin count as a tie, a half). The log-odds come
+/// from the logits (a sigmoid's logit; a class's logit less the log-sum-exp of the others'), so
+/// that confident scores keep their order where a float probability would round to 1 (from
+/// log-odds of about 17). kBins bins spread evenly over [-kMaxLogOdds, kMaxLogOdds], each 1/128
+/// of log-odds wide (p within 0.8% of each other near 0 or 1, 0.002 near 0.5): even bins of the
+/// log-odds resolve both ends of [0, 1] alike, where a rare class's scores crowd (1e-4 to 1e-2;
+/// Keras's 200 thresholds evenly over [0, 1] put most of them below the first and its AUC far
+/// below the exact one). Beyond them, on each side, kTailBins bins of 1/16 of an octave each
+/// (log-odds 16 to 17.4, ..., up to 16 * 2^16; further: the last), so that a very confident
+/// model's scores (log-odds of 20 and 40) are not all ties. Within 1e-3 of the exact, rank-based
+/// area on such data. 0.5 is chance, 1 a perfect ranking; 0 when a class is missing.
 class Auc final : public BinaryDecisionMetric {
  public:
   static constexpr int kBins = 4096;
   static constexpr double kMaxLogOdds = 16;
+  static constexpr int kTailBins = 256;
   explicit Auc(int positive_class = 1, bool class_named = false)
       : BinaryDecisionMetric(positive_class, class_named) {}
   std::string name() const override { return named("auc"); }

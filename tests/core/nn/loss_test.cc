@@ -440,6 +440,16 @@ TEST_CASE("AUC: bins of the log-odds, near the exact area, 1 for a perfect ranki
   Tensor separated({2, 2}, std::vector<float>{3, -3, 5, -4});
   Tensor truth({2, 2}, std::vector<float>{1, 0, 1, 0});
   CHECK(auc.compute(separated, Targets{{}, &truth}) == doctest::Approx(1.0));
+  // Very confident scores, beyond log-odds of 16, keep their order on either side: positives at
+  // 30 and 40 above negatives at 17 and 20 (all ties in one end bin before), and the mirror.
+  Tensor confident({1, 4}, std::vector<float>{30, 40, 17, 20});
+  Tensor split({1, 4}, std::vector<float>{1, 1, 0, 0});
+  CHECK(auc.compute(confident, Targets{{}, &split}) == doctest::Approx(1.0));
+  Tensor unsure({1, 4}, std::vector<float>{-17, -20, -30, -40});
+  CHECK(auc.compute(unsure, Targets{{}, &split}) == doctest::Approx(1.0));
+  Tensor far({1, 4}, std::vector<float>{1e30f, std::numeric_limits<float>::infinity(), 1e20f, -1e30f});
+  // Past 16 * 2^16, one bin: the negative at 1e20 ties with both positives.
+  CHECK(auc.compute(far, Targets{{}, &split}) == doctest::Approx(0.75));
   Tensor one_class({1, 2}, std::vector<float>{3, 5});
   Tensor ones({1, 2}, std::vector<float>{1, 1});
   CHECK(auc.compute(one_class, Targets{{}, &ones}) == 0.0f);
