@@ -47,7 +47,7 @@ struct ModelGpuDeleter {
 
 /// What one step measured on its batch.
 struct StepMetrics {
-  static constexpr int kMaxMetrics = 8;
+  static constexpr int kMaxMetrics = 16;
   float loss = 0;      ///< the loss (mean over the batch)
   /// The metric named "accuracy", else "categorical_accuracy" or "binary_accuracy"
   /// (accuracy_metric()); 0 when the model has none.
