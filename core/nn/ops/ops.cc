@@ -132,4 +132,8 @@ std::unique_ptr<Layer> dropout(std::string name, float rate) {
   return std::make_unique<Dropout>(std::move(name), rate);
 }
 
+std::unique_ptr<Layer> gaussian_noise(std::string name, float stddev) {
+  return std::make_unique<GaussianNoise>(std::move(name), stddev);
+}
+
 }  // namespace cohort

@@ -301,6 +301,32 @@ class Dropout : public Layer {
 /// function of (key, i) (for a layer's own dropout: Graph::variable_seed(context.seed, name)).
 void dropout_mask(std::uint64_t key, float rate, std::span<float> mask);
 
+/// Standard normal draws: noise[i] ~ N(0, 1), a pure function of (key, i), as dropout_mask's.
+/// For a layer of one's own that samples (a VAE's z = mean + exp(log_var / 2) * noise): key
+/// Graph::variable_seed(context.seed, name()), which differs by worker, step, tower and batch of
+/// an accumulated step, and is the same when a run is repeated.
+void normal_noise(std::uint64_t key, std::span<float> noise);
+
+/// Adds N(0, stddev^2) noise to every element in training, nothing in inference (Keras's
+/// GaussianNoise): a regulariser, or a denoising autoencoder's corruption of its input. Its draws
+/// are normal_noise()'s, keyed as Dropout's mask; the gradient passes through unchanged.
+class GaussianNoise : public Layer {
+ public:
+  /// stddev >= 0 and finite, else InvalidArgument.
+  GaussianNoise(std::string name, float stddev);
+  const std::string& name() const override { return name_; }
+  Shape build(Graph& graph, const Shape& input) override;
+  void forward(const Tensor& input, Tensor& output, const OpContext& context) override;
+  void backward(const Tensor& input, const Tensor& output, const Tensor& grad_output,
+                Tensor* grad_input, std::span<float> grads) override;
+  double flops_per_example() const override { return 2.0 * static_cast<double>(size_); }
+
+ private:
+  std::string name_;
+  float stddev_;
+  std::int64_t size_ = 0;
+};
+
 /// Mean softmax cross-entropy of a batch of logits [N, classes] against integer labels, computed
 /// stably (log-sum-exp with the row max subtracted), with label smoothing s: the target is
 /// (1 - s) onehot(label) + s / classes; with class weights, each example's loss is multiplied by
@@ -358,6 +384,7 @@ std::unique_ptr<Layer> max_pool2d(std::string name, std::int64_t window, std::in
 std::unique_ptr<Layer> relu(std::string name);
 std::unique_ptr<Layer> flatten(std::string name);
 std::unique_ptr<Layer> dropout(std::string name, float rate);
+std::unique_ptr<Layer> gaussian_noise(std::string name, float stddev);
 /// Batch normalisation (normalization.h); `synchronized` reduces its statistics over replicas;
 /// kRelu fuses the ReLU that usually follows.
 std::unique_ptr<Layer> batch_norm(std::string name, bool synchronized = false,
