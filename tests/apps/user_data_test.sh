@@ -154,6 +154,14 @@ elif kind == "binary_accuracy":
 elif kind == "accuracy":
     truth = [t["species"] for t in csv.DictReader(open(data))]
     value = np.mean([p["class"] == t for p, t in zip(rows, truth)])
+    # Every class's probability beside: they sum to 1, and the class is the likeliest.
+    names = [c[2:] for c in rows[0] if c.startswith("p_")]
+    assert len(names) >= 2 and set(truth) <= set(names), f"probability columns {names}"
+    for p in rows:
+        probabilities = [float(p["p_" + n]) for n in names]
+        assert abs(sum(probabilities) - 1) < 1e-5, f"row {p['index']}: probabilities sum to {sum(probabilities)}"
+        assert names[int(np.argmax(probabilities))] == p["class"], f"row {p['index']}: not the likeliest class"
+        assert float(p["probability"]) == max(probabilities), f"row {p['index']}: probability not the class's"
 else:
     truth = [int(t["y"]) for t in csv.DictReader(open(data))]
     value = sum(int(p["class"]) == 1 and y == 1 for p, y in zip(rows, truth)) / truth.count(1)
