@@ -112,9 +112,10 @@ HeadsLoss::HeadsLoss(std::vector<Head> heads) : heads_(std::move(heads)) {
       throw InvalidArgument(what + ": a head's name holds no '/' or '@'");
     if (!names.insert(head.name).second) throw InvalidArgument(what + " is named twice");
     if (!head.loss) throw InvalidArgument(what + " has no loss");
-    if (head.outputs < 1 || head.targets < 1)
+    if (head.outputs < 1 || head.targets < 0)
       throw InvalidArgument(what + " takes " + std::to_string(head.outputs) + " output and " +
-                            std::to_string(head.targets) + " target columns: each must be >= 1");
+                            std::to_string(head.targets) +
+                            " target columns: outputs must be >= 1, targets >= 0");
     if (head.labels && head.targets != 1)
       throw InvalidArgument(what + ": a head of class labels takes one target column, not " +
                             std::to_string(head.targets));
@@ -129,6 +130,38 @@ HeadsLoss::HeadsLoss(std::vector<Head> heads) : heads_(std::move(heads)) {
   values_.resize(heads_.size());
   grads_.resize(heads_.size());
   labels_.resize(heads_.size());
+}
+
+void GaussianKlLoss::check(const Shape& prediction, const TargetSpec&) const {
+  const std::int64_t values = num_elements(prediction);
+  if (values < 2 || values % 2 != 0)
+    throw InvalidArgument("loss gaussian_kl: predictions " + to_string(prediction) +
+                          " per example; it needs 2 L values, L means then L log-variances");
+}
+
+float GaussianKlLoss::forward(const Tensor& predictions, const Targets&) {
+  const std::int64_t n = predictions.rank() > 0 ? predictions.dim(0) : 0;
+  if (n < 1) throw InvalidArgument("loss gaussian_kl: predictions " + to_string(predictions.shape()) + " have no batch");
+  const std::int64_t latent = row_size(predictions) / 2;
+  if (latent < 1 || row_size(predictions) != 2 * latent)
+    throw InvalidArgument("loss gaussian_kl: " + std::to_string(row_size(predictions)) +
+                          " values per example; it needs 2 L, L means then L log-variances");
+  grad_.resize(predictions.shape());
+  const double scale = 1.0 / static_cast<double>(n);
+  double total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* mean = predictions.data() + i * 2 * latent;
+    const float* log_var = mean + latent;
+    float* grad_mean = grad_.data() + i * 2 * latent;
+    float* grad_log_var = grad_mean + latent;
+    for (std::int64_t j = 0; j < latent; ++j) {
+      const double mu = mean[j], v = log_var[j], variance = std::exp(v);
+      total += 0.5 * (mu * mu + variance - 1.0 - v);
+      grad_mean[j] = static_cast<float>(mu * scale);
+      grad_log_var[j] = static_cast<float>(0.5 * (variance - 1.0) * scale);
+    }
+  }
+  return static_cast<float>(total * scale);
 }
 
 void HeadsLoss::check(const Shape& prediction, const TargetSpec& targets) const {

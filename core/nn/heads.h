@@ -23,6 +23,8 @@ namespace cohort {
 
 /// One head: the next `outputs` columns of the model's output (an example's values, read as one
 /// row), compared by `loss` with the next `targets` columns of the float targets (read alike).
+/// A head of no target columns holds a loss of the outputs alone (GaussianKlLoss: a VAE's KL
+/// term beside its reconstruction, Keras's add_loss).
 struct Head {
   std::string name;
   std::int64_t outputs = 0;
@@ -44,10 +46,30 @@ struct HeadColumns {
   bool labels = false;
 };
 
+/// The KL divergence of a diagonal Gaussian from the standard normal, as a VAE's encoder gives
+/// it (Kingma and Welling, appendix B): of each example's 2 L values, the first L the means mu,
+/// the last L the log-variances v; its loss 0.5 sum_j (mu_j^2 + exp(v_j) - 1 - v_j), averaged
+/// over the examples. It reads no targets (a head of 0 target columns), and has no metrics or
+/// probabilities. InvalidArgument at check() for an odd number of values per example.
+///
+///   {.name = "pixels", .outputs = 784, .targets = 784, .loss = std::make_unique<cohort::SigmoidCrossEntropyLoss>(),
+///    .weight = 784},                                   // the per-pixel sum, as the paper's
+///   {.name = "kl", .outputs = 2 * latent, .targets = 0, .loss = std::make_unique<cohort::GaussianKlLoss>()}
+class GaussianKlLoss final : public Loss {
+ public:
+  std::string name() const override { return "gaussian_kl"; }
+  void check(const Shape& prediction, const TargetSpec& targets) const override;
+  float forward(const Tensor& predictions, const Targets& targets) override;
+  void backward(Tensor& grad) override { grad = grad_; }
+
+ private:
+  Tensor grad_;
+};
+
 /// The loss of a model of several heads: the weighted sum of theirs, over float targets of all
 /// the heads' target columns. The heads' columns are taken in their order. InvalidArgument at
 /// construction for no heads, a head without a name (or one holding '/' or '@', which its
-/// metrics' names use), a loss or columns, a name given twice, a
+/// metrics' names use), a loss or output columns, a name given twice, a
 /// weight that is negative or not finite, and `labels` with other than one target column; at
 /// forward(), for a label column that holds no whole number >= 0, naming the head and example.
 class HeadsLoss final : public Loss {

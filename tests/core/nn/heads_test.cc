@@ -182,3 +182,53 @@ TEST_CASE("the heads refuse what does not fit, naming the head") {
   targets.data()[3] = 7.0f;  // a class the head has no logit for
   CHECK_THROWS_AS(loss->forward(predictions, Targets{{}, &targets}), InvalidArgument);
 }
+
+TEST_CASE("a head of no targets: a VAE's KL term beside its reconstruction") {
+  // Encoder statistics [mean (2), log-variance (2)] and a reconstruction of 3 values, joined; the
+  // targets hold the reconstruction's 3 columns alone.
+  std::vector<Head> heads;
+  heads.push_back({.name = "values", .outputs = 3, .targets = 3, .loss = std::make_unique<MeanSquaredErrorLoss>()});
+  heads.push_back({.name = "kl", .outputs = 4, .targets = 0, .loss = std::make_unique<GaussianKlLoss>(), .weight = 0.5f});
+  auto loss = std::make_unique<HeadsLoss>(std::move(heads));
+  CHECK_NOTHROW(loss->check({7}, TargetSpec::values({3})));
+  CHECK(loss->default_metrics().size() == 1);  // values/mse; the KL term has none
+  Tensor out({2, 7}, std::vector<float>{0.1f, -0.2f, 0.3f, 0.5f, -1.0f, 0.2f, -0.4f,
+                                        1.0f, 0.0f, -1.0f, 0.0f, 2.0f, -3.0f, 1.5f});
+  Tensor targets({2, 3}, std::vector<float>{0, 0, 0, 1, 1, 1});
+  double mse = 0, kl = 0;
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) mse += std::pow(double(out[i * 7 + j]) - targets[i * 3 + j], 2) / 6;
+    for (int j = 0; j < 2; ++j) {
+      const double mu = out[i * 7 + 3 + j], v = out[i * 7 + 5 + j];
+      kl += 0.5 * (mu * mu + std::exp(v) - 1 - v) / 2;
+    }
+  }
+  CHECK(loss->forward(out, Targets{{}, &targets}) == doctest::Approx(mse + 0.5 * kl).epsilon(1e-6));
+  CHECK(loss->head_losses()[1] == doctest::Approx(kl).epsilon(1e-6));
+  CHECK(GaussianKlLoss().forward(Tensor({1, 2}, std::vector<float>{0, 0}), Targets{}) == 0.0f);  // N(0, 1) itself
+
+  // Its gradients through a model, by central differences.
+  Graph graph;
+  Model model(graph);
+  Node x = model.input({4});
+  Node h = model.apply(dense("hidden", 8, Activation::kRelu), x);
+  model.apply(concatenate("out"), {model.apply(dense("values", 3), h), model.apply(dense("stats", 4), h)});
+  model.set_loss(std::move(loss));
+  graph.initialize(5);
+  Tensor features, labelled;
+  make_data(6, 3, features, labelled);
+  GradientCheckOptions options;
+  options.step = 1e-3;  // ReLUs: a smaller step straddles fewer kinks
+  expect_model_gradients(model, features, Targets{{}, &labelled}, {}, options);
+
+  CHECK_THROWS_WITH_AS(GaussianKlLoss().check({3}, TargetSpec::values({0})),
+                       "loss gaussian_kl: predictions [3] per example; it needs 2 L values, L means then "
+                       "L log-variances",
+                       InvalidArgument);
+  std::vector<Head> bad;
+  bad.push_back({.name = "kl", .outputs = 0, .targets = 0, .loss = std::make_unique<GaussianKlLoss>()});
+  CHECK_THROWS_WITH_AS(HeadsLoss(std::move(bad)),
+                       "HeadsLoss: head \"kl\" takes 0 output and 0 target columns: outputs must be >= 1, "
+                       "targets >= 0",
+                       InvalidArgument);
+}
