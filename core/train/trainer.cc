@@ -293,11 +293,18 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   }
   examples_at_start_ = count[0];
   examples_step_ = count[1];
-  // The data resumes where as many examples leave it under this run's steps.
-  batches_taken_ = replication_->batches_at(examples_at(start_step_) / per_step) * options_.accumulation_steps;
+  // The data resumes where as many examples leave it under this run's steps: this worker's
+  // share of them, in whole steps where they make whole steps of this run, else in examples (a
+  // run of another batch size or accumulation), so that no example is taken twice.
+  const std::int64_t examples = examples_at(start_step_), per_batch = options_.batch_size;
+  const std::int64_t position =
+      examples % per_step == 0
+          ? replication_->batches_at(examples / per_step) * options_.accumulation_steps * per_batch
+          : replication_->batches_at(examples * per_batch * options_.accumulation_steps) / per_step;
+  batches_taken_ = position / per_batch;
   if (start_step_ > 0 || again) {
-    const std::int64_t per_epoch = batches_.batches_per_epoch();
-    batches_.seek(batches_taken_ / per_epoch, (batches_taken_ % per_epoch) * options_.batch_size);
+    const std::int64_t per_epoch = batches_.batches_per_epoch() * per_batch;
+    batches_.seek(position / per_epoch, position % per_epoch);
   }
 }
 

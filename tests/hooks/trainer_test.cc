@@ -140,6 +140,47 @@ TEST_CASE("a checkpoint counts its examples: a resume at another accumulation ta
   CHECK(examples == "64");
 }
 
+TEST_CASE("a resume at another batch size takes up the data at the example where the checkpoint left it") {
+  // Example i's first pixel is i: a step of one's own records the examples each batch holds.
+  constexpr std::int64_t n = 64, pixels = 28 * 28;
+  Tensor x({n, 28, 28, 1});
+  std::vector<std::int32_t> labels(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    x.data()[pixels * i] = static_cast<float>(i);
+    labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % 5);
+  }
+  const data::Dataset data = data::Dataset::from_arrays(x, labels, 5);
+  test::TempDir dir("resume_batch_size");
+  const auto run = [&](std::int64_t batch, std::int64_t last_step, bool keep) {
+    std::vector<std::int64_t> seen;
+    TrainerOptions options = test::trainer_options();
+    options.batch_size = batch;
+    options.step = [&](Model& model, int, const Tensor& features, const Targets& targets,
+                       std::span<float> grads, const OpContext& context) {
+      for (std::int64_t i = 0; i < features.dim(0); ++i)
+        seen.push_back(static_cast<std::int64_t>(features.data()[pixels * i]));
+      return model.train_step(features, targets, grads, context);
+    };
+    Graph graph;
+    Trainer trainer(nullptr, graph, [](Graph& g) { return mlp(g, {8}); }, data, test::sgd(), options);
+    MonitoredSessionOptions session_options = test::with_hooks({StopAtStepHook::last(last_step)});
+    if (keep) session_options.checkpoint_dir = dir.str();
+    MonitoredSession session(trainer, session_options);
+    test::train(session);
+    if (keep) session.save_checkpoint();
+    session.close();
+    return seen;
+  };
+  const std::vector<std::int64_t> straight = run(4, 8, false);  // 32 examples, 4 a step
+  REQUIRE(straight.size() == 32);
+  const std::vector<std::int64_t> first = run(4, 5, true);      // 20 examples
+  REQUIRE(first.size() == 20);
+  // Resumed 8 a step: its first step takes examples 20-27 of the order, not 16-23 again.
+  const std::vector<std::int64_t> resumed = run(8, 6, true);
+  REQUIRE(resumed.size() == 8);
+  CHECK(resumed == std::vector<std::int64_t>(straight.begin() + 20, straight.begin() + 28));
+}
+
 TEST_CASE("an accumulating step that fails part way gives its batches back: the retry sees the same ones") {
   // Each trainer its own source: a trainer's loader reads ahead while the other one runs.
   const auto made_on_use = [](const std::shared_ptr<FailingOnce>& source) {
