@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "cohort/core/base/error.h"
 
@@ -431,7 +432,11 @@ float Optimizer::clip_scale(std::span<const float> grads, float grad_scale, std:
   }
   add(next - first, last - first);
   last_norm_ = std::sqrt(sum) * std::abs(static_cast<double>(grad_scale));
-  if (!std::isfinite(last_norm_) || last_norm_ <= options_.clip_norm) return 1.0f;
+  // A norm that overflowed has no direction to keep: every value takes NaN, as TensorFlow's
+  // clip_by_global_norm and PyTorch's clip_grad_norm_ give, so that the step's NaN is found (the
+  // NaN guard) rather than its other gradients applied unclipped.
+  if (!std::isfinite(last_norm_)) return std::numeric_limits<float>::quiet_NaN();
+  if (last_norm_ <= options_.clip_norm) return 1.0f;
   return static_cast<float>(options_.clip_norm / last_norm_);
 }
 

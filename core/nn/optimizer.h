@@ -85,7 +85,9 @@ struct OptimizerOptions {
   double rmsprop_momentum = 0.0;  ///< rmsprop: momentum of its steps (TensorFlow's `momentum`)
   bool centered = false;     ///< rmsprop: divide by the gradient's variance, not its mean square
   double initial_accumulator = 0.1;  ///< adagrad: the sum of squares' starting value
-  double clip_norm = 0.0;    ///< clip gradients to this global L2 norm; 0 disables clipping
+  /// Clip gradients to this global L2 norm; 0 disables clipping. A norm that is not finite (a
+  /// gradient of inf or NaN) makes every update value NaN, as TensorFlow's clip_by_global_norm.
+  double clip_norm = 0.0;
   /// Weight decay on the decayed ranges (set_decay_ranges; the trainer gives the graph's
   /// kernels). "adamw" decouples it (Loshchilov and Hutter: values -= lr * wd * values beside the
   /// Adam step); every other optimizer adds wd * values to the gradient (L2 regularisation).

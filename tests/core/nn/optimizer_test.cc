@@ -619,6 +619,15 @@ TEST_CASE("frozen parameters: untouched by every optimizer, a zero delta, out of
   CHECK(frozen_inf->last_gradient_norm() == doctest::Approx(5.0));
   CHECK(w[0] == doctest::Approx(-0.06));
   CHECK(w[1] == 0.0f);
+  // A trainable one that overflowed leaves no direction to clip to: every value takes NaN (as
+  // TensorFlow and PyTorch give), none the others' unclipped step.
+  for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    auto all = Optimizer::create(clipped);
+    std::vector<float> v{0.0f, 0.0f, 0.0f};
+    all->apply(v, std::vector<float>{3.0f, bad, 4.0f}, 0);
+    CHECK(std::isnan(v[0]));
+    CHECK(std::isnan(v[2]));
+  }
 }
 
 TEST_CASE("an update in place: SGD alone, apply()'s rate, the rest by finish()") {
