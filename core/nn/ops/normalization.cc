@@ -385,6 +385,12 @@ void BatchNormalization::forward(const Tensor& input, Tensor& output, const OpCo
       last_cross_replica_->sum(std::span<double>(sums_.data(), sums_.size()));
     }
     const double count = sums_[2 * c];
+    // One value per channel normalises to 0, with no gradient below: nothing before it would
+    // learn (PyTorch refuses it alike).
+    if (count == 1)
+      throw InvalidArgument("BatchNormalization \"" + name_ + "\": training on one value per channel " +
+                            "(a batch of " + to_string(input.shape()) + ") normalises each to 0 and passes " +
+                            "no gradient: give two or more examples a batch (a tower's share of it)");
     last_count_ = count;
     // Bessel's correction for the moving variance; one value per channel has no spread to correct.
     const double bessel = count > 1 ? count / (count - 1) : 1.0;

@@ -22,7 +22,8 @@ namespace cohort {
 /// context.update_state, moves the state toward them: moving = momentum * moving + (1 - momentum)
 /// * batch, the variance with Bessel's correction (n / (n - 1)). At inference it normalises with
 /// the moving statistics. With Options::activation kRelu, y = max(0, ...): the ReLU that usually
-/// follows, in the same pass.
+/// follows, in the same pass. Training on one value per channel (a batch of one [N, F] row, or
+/// of one pixel) is an InvalidArgument: each would normalise to 0 and pass no gradient.
 ///
 /// Synchronised (Options::synchronized, with a context.cross_replica): the batch statistics are
 /// those of every replica's batch together, summed through cross_replica in forward (sum, sum of

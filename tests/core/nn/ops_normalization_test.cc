@@ -683,4 +683,25 @@ TEST_CASE("BatchNormalization and LayerNormalization reject bad arguments naming
   LayerNormalization ln("ln_scalar");
   const std::string ln_scalar = invalid_argument_message([&] { ln.build(graph, {}); });
   CHECK(ln_scalar.find("\"ln_scalar\"") != std::string::npos);
+
+  // Training on one value per channel would give zeros and no gradient: refused, as PyTorch
+  // refuses it. One row of an image has several values per channel; inference takes any batch.
+  Graph rows_graph, image_graph;
+  BatchNormalization rows("bn_rows", bn_options());
+  rows.build(rows_graph, {3});
+  rows_graph.initialize(1);
+  Tensor one({1, 3}, std::vector<float>{1, 2, 3}), y;
+  CHECK_THROWS_WITH_AS(rows.forward(one, y, OpContext{}),
+                       "BatchNormalization \"bn_rows\": training on one value per channel (a batch of "
+                       "[1, 3]) normalises each to 0 and passes no gradient: give two or more examples a "
+                       "batch (a tower's share of it)",
+                       InvalidArgument);
+  OpContext inference;
+  inference.training = false;
+  CHECK_NOTHROW(rows.forward(one, y, inference));
+  BatchNormalization image("bn_image", bn_options());
+  image.build(image_graph, {2, 2, 3});
+  image_graph.initialize(1);
+  Tensor pixels = random_tensor({1, 2, 2, 3}, 3);
+  CHECK_NOTHROW(image.forward(pixels, y, OpContext{}));
 }
