@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -365,7 +366,7 @@ std::vector<double> Perplexity::counts(const Tensor& predictions, const Targets&
 }
 
 double Perplexity::from_counts(std::span<const double> c) const {
-  return c.size() == 2 && c[1] > 0 ? std::exp(c[0] / c[1]) : 0.0;
+  return c.size() == 2 && c[1] > 0 ? std::exp(c[0] / c[1]) : std::numeric_limits<double>::quiet_NaN();
 }
 
 float Perplexity::compute(const Tensor& predictions, const Targets& targets) {

@@ -449,8 +449,9 @@ void BinaryAccuracy::check(const Shape& prediction, const TargetSpec& targets) c
 float BinaryAccuracy::compute(const Tensor& predictions, const Targets& targets) {
   const Tensor& t = values_of("metric " + name(), predictions, targets);
   std::int64_t agree = 0;
+  // A NaN logit (a diverged model's) predicts neither: it agrees with no target.
   for (std::int64_t i = 0; i < predictions.size(); ++i)
-    agree += (predictions[i] > 0.0f) == (t[i] > 0.5f) ? 1 : 0;
+    agree += !std::isnan(predictions[i]) && (predictions[i] > 0.0f) == (t[i] > 0.5f) ? 1 : 0;
   return static_cast<float>(agree) / static_cast<float>(predictions.size());
 }
 

@@ -446,7 +446,8 @@ class SparseCategoricalAccuracy final : public Metric {
 /// softmax of each row of logits, over the rows with a target, against a class index per row
 /// (targets with fewer values than the predictions: sparse categorical cross-entropy's) or
 /// one-hot rows (as many values: categorical cross-entropy's). Counted over every row an
-/// evaluation sees, not averaged over batches; lower is better, 1 is certainty.
+/// evaluation sees, not averaged over batches; lower is better, 1 is certainty. NaN over no row
+/// with a target, where there is nothing to measure (0 would read as better than certain).
 class Perplexity final : public Metric {
  public:
   std::string name() const override { return "perplexity"; }
@@ -459,7 +460,7 @@ class Perplexity final : public Metric {
 };
 
 /// Fraction of elements whose logit and 0/1 target agree (logit > 0 against target > 0.5): the
-/// accuracy of multi-label predictions ("binary_accuracy").
+/// accuracy of multi-label predictions ("binary_accuracy"). A NaN logit agrees with none.
 class BinaryAccuracy final : public Metric {
  public:
   std::string name() const override { return "binary_accuracy"; }

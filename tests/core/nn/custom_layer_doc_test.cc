@@ -80,7 +80,8 @@ class LogCosh : public cohort::Loss {
     double sum = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       const double d = predictions.data()[i] - y[i];
-      sum += std::log(std::cosh(d));
+      // log(cosh(d)) without cosh's overflow past |d| = 710: |d| + log1p(exp(-2|d|)) - log(2).
+      sum += std::abs(d) + std::log1p(std::exp(-2 * std::abs(d))) - std::log(2.0);
       // The mean's 1/n is part of the gradient.
       grad_.data()[i] = static_cast<float>(std::tanh(d) / static_cast<double>(n));
     }
@@ -216,4 +217,14 @@ TEST_CASE("the model checker allows a large loss's float rounding and still find
     CHECK(result.rounding > 1e-3);
     CHECK(result.ok() == (slope == 1.0f));
   }
+}
+
+TEST_CASE("the page's log-cosh loss is log(cosh(d)) and stays finite far from the target") {
+  LogCosh loss;
+  const cohort::Tensor near({1, 2}, std::vector<float>{0.5f, -2.0f}), far({1, 2}, std::vector<float>{1000.0f, -3000.0f});
+  const cohort::Tensor zeros({1, 2}, std::vector<float>{0.0f, 0.0f});
+  const cohort::Targets targets{.labels = {}, .values = &zeros};
+  CHECK(loss.forward(near, targets) == doctest::Approx((std::log(std::cosh(0.5)) + std::log(std::cosh(2.0))) / 2));
+  // cosh(1000) overflows a double; the loss is 1000 - log 2 and 3000 - log 2, averaged.
+  CHECK(loss.forward(far, targets) == doctest::Approx(2000.0 - std::log(2.0)));
 }

@@ -540,6 +540,10 @@ TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
   Tensor logits({1, 4}, std::vector<float>{2, -1, 0.5f, -3});
   Tensor targets({1, 4}, std::vector<float>{1, 1, 0, 0});
   CHECK(BinaryAccuracy().compute(logits, Targets{{}, &targets}) == doctest::Approx(0.5));
+  // A NaN logit is right about neither target, an infinite one is a prediction.
+  Tensor nan_logits({1, 4}, std::vector<float>{std::nanf(""), std::nanf(""), -INFINITY, INFINITY});
+  Tensor mixed({1, 4}, std::vector<float>{0, 1, 0, 1});
+  CHECK(BinaryAccuracy().compute(nan_logits, Targets{{}, &mixed}) == doctest::Approx(0.5));
   CHECK(MeanSquaredError().compute(logits, Targets{{}, &targets}) ==
         doctest::Approx((1 + 4 + 0.25 + 9) / 4.0));
   CHECK_THROWS_AS(TopKAccuracy(0), InvalidArgument);
@@ -743,6 +747,7 @@ TEST_CASE("sparse categorical cross-entropy: a class index per row, as the one-h
   CHECK(loss.forward(x, tn) == 0.0f);
   loss.backward(grad);
   for (std::int64_t i = 0; i < x.size(); ++i) CHECK(grad[i] == 0.0f);
+  CHECK(std::isnan(perplexity.compute(x, tn)));  // nothing measured: not 0, better than certain
 
   // What is not a class index is refused, naming it; so is data of another shape.
   Tensor outside({2, 3}, std::vector<float>{2, 0, 4, 3, 1, 1});
