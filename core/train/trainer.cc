@@ -294,17 +294,21 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   examples_at_start_ = count[0];
   examples_step_ = count[1];
   // The data resumes where as many examples leave it under this run's steps: this worker's
-  // share of them, in whole steps where they make whole steps of this run, else in examples (a
-  // run of another batch size or accumulation), so that no example is taken twice.
-  const std::int64_t examples = examples_at(start_step_), per_batch = options_.batch_size;
-  const std::int64_t position =
-      examples % per_step == 0
-          ? replication_->batches_at(examples / per_step) * options_.accumulation_steps * per_batch
-          : replication_->batches_at(examples * per_batch * options_.accumulation_steps) / per_step;
-  batches_taken_ = position / per_batch;
+  // share of them, in whole steps where they make whole steps of this run; else (a run of
+  // another batch size or accumulation) from the first whole batch at or past its share of the
+  // examples, so that none is taken twice. (A step holds per_step / (batch x accumulation)
+  // workers' batches: the share is batches_at()'s of the examples over that many.)
+  const std::int64_t examples = examples_at(start_step_);
+  const std::int64_t per_worker_step = options_.batch_size * options_.accumulation_steps;
+  if (examples % per_step == 0) {
+    batches_taken_ = replication_->batches_at(examples / per_step) * options_.accumulation_steps;
+  } else {
+    const std::int64_t position = replication_->batches_at(examples) / (per_step / per_worker_step);
+    batches_taken_ = (position + options_.batch_size - 1) / options_.batch_size;
+  }
   if (start_step_ > 0 || again) {
-    const std::int64_t per_epoch = batches_.batches_per_epoch() * per_batch;
-    batches_.seek(position / per_epoch, position % per_epoch);
+    const std::int64_t per_epoch = batches_.batches_per_epoch();
+    batches_.seek(batches_taken_ / per_epoch, (batches_taken_ % per_epoch) * options_.batch_size);
   }
 }
 

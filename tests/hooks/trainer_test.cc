@@ -140,7 +140,7 @@ TEST_CASE("a checkpoint counts its examples: a resume at another accumulation ta
   CHECK(examples == "64");
 }
 
-TEST_CASE("a resume at another batch size takes up the data at the example where the checkpoint left it") {
+TEST_CASE("a resume at another batch size takes up the data at the first whole batch where the checkpoint left it") {
   // Example i's first pixel is i: a step of one's own records the examples each batch holds.
   constexpr std::int64_t n = 64, pixels = 28 * 28;
   Tensor x({n, 28, 28, 1});
@@ -175,10 +175,11 @@ TEST_CASE("a resume at another batch size takes up the data at the example where
   REQUIRE(straight.size() == 32);
   const std::vector<std::int64_t> first = run(4, 5, true);      // 20 examples
   REQUIRE(first.size() == 20);
-  // Resumed 8 a step: its first step takes examples 20-27 of the order, not 16-23 again.
+  // Resumed 8 a step: its first step takes the first whole batch past the 20 examples, 24-31 of
+  // the order (20-23 left out, less than a batch), not 16-23 again.
   const std::vector<std::int64_t> resumed = run(8, 6, true);
   REQUIRE(resumed.size() == 8);
-  CHECK(resumed == std::vector<std::int64_t>(straight.begin() + 20, straight.begin() + 28));
+  CHECK(resumed == std::vector<std::int64_t>(straight.begin() + 24, straight.begin() + 32));
 }
 
 TEST_CASE("an accumulating step that fails part way gives its batches back: the retry sees the same ones") {
