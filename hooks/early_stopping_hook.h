@@ -15,8 +15,9 @@ class Model;
 
 enum class EarlyStoppingMode {
   kAuto,  ///< as the model's metric says (Metric::higher_is_better): higher for an accuracy,
-          ///< precision, recall, f1 or auc, lower for the loss, mse, mae and perplexity; a metric
-          ///< of one's own that does not say is refused (Keras's mode="auto", as Keras 3 has it)
+          ///< precision, recall, f1, auc or pr_auc, lower for the loss, mse, mae and perplexity;
+          ///< a metric of one's own that does not say is refused (Keras's mode="auto", as Keras 3
+          ///< has it)
   kMin,   ///< lower is better (a loss)
   kMax,   ///< higher is better (an accuracy)
 };
@@ -25,7 +26,7 @@ enum class EarlyStoppingMode {
 /// loss lower; a metric of `model` (where given) as it says (Metric::higher_is_better), and
 /// InvalidArgument, one line naming it, where it does not say (a metric of one's own whose name
 /// tells nothing, "mean_iou"); any other name by the name (cohort::higher_is_better: lower
-/// unless an accuracy, precision, recall, f1 or auc). Not collective; thread-safe.
+/// unless an accuracy, precision, recall, f1, auc or pr_auc). Not collective; thread-safe.
 bool lower_is_better(EarlyStoppingMode mode, const std::string& metric,
                      const Model* model = nullptr);
 
@@ -50,8 +51,8 @@ struct EarlyStoppingHookOptions {
 /// model's metric, lower_is_better, and refuses when the session starts a metric that does not
 /// say). After
 /// `patience` checks in a row without improvement it requests a stop, printing one line that
-/// says why ("EarlyStoppingHook: loss has not improved on 0.41 for 3 checks in a row ..."). (TensorFlow's
-/// stop_if_no_decrease_hook does the same on evaluation results.)
+/// says why ("EarlyStoppingHook: loss has not improved on 0.41 for 3 checks in a row ...").
+/// (TensorFlow's stop_if_no_decrease_hook does the same on evaluation results.)
 ///
 ///     session_options.hooks.push_back(std::make_shared<cohort::EarlyStoppingHook>(
 ///         cohort::EarlyStoppingHookOptions{.metric = "loss", .patience = 3, .every_n_steps = 500}));

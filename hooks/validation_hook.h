@@ -35,8 +35,8 @@ struct ValidationHookOptions {
   std::string output_dir{};
   /// What "better" means: "loss" or one of the model's metrics ("accuracy", "mse", ...), lower
   /// or higher being better (kAuto: as the metric says, Metric::higher_is_better: higher for an
-  /// accuracy, precision, recall, f1 or auc, lower for the loss, "mse" and "mae"; a metric of
-  /// one's own that does not say is refused when the session starts, naming it).
+  /// accuracy, precision, recall, f1, auc or pr_auc, lower for the loss, "mse" and "mae"; a
+  /// metric of one's own that does not say is refused when the session starts, naming it).
   std::string monitor = "loss";
   EarlyStoppingMode mode = EarlyStoppingMode::kAuto;
   /// An improvement must beat the best so far by more than this.

@@ -113,7 +113,7 @@ COHORT_DEFINE_string(pos_weight, "",
                      "negatives over its positives, over the whole training set) or by a weight, one "
                      "for all outputs or one per output, separated by commas (empty: 1)");
 COHORT_DEFINE_string(metrics, "",
-                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc (of class 1; recall@3: of class 3; recall@fraud: of the class so named, where the labels are names; of a sigmoid's outputs: over all of them, micro-averaged)");
+                     "metrics beside the loss's own, comma-separated: accuracy, top<k>_accuracy, binary_accuracy, categorical_accuracy, mse, mae, precision, recall, f1, auc, pr_auc (of class 1; recall@3: of class 3; recall@fraud: of the class so named, where the labels are names; of a sigmoid's outputs: over all of them, micro-averaged)");
 COHORT_DEFINE_int(window, 0,
                   "read the rows as one time series: each example is --window consecutive rows, its target (or label) the row --horizon after its last (0: each row an example); "
                   "with --horizon 1 or more, target columns may be features too (--feature_columns), and are where no other column is",

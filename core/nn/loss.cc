@@ -635,6 +635,24 @@ double Auc::from_counts(std::span<const double> c) const {
   return area / (positives * negatives);
 }
 
+double PrAuc::from_counts(std::span<const double> c) const {
+  constexpr int B = kAucBins;
+  const std::span<const double> pos = c.subspan(1, B), neg = c.subspan(B + 2, B);
+  double positives = c[0];  // a NaN score's positive is never found: it counts in the recall
+  for (int b = 0; b < B; ++b) positives += pos[static_cast<std::size_t>(b)];
+  if (positives == 0) return 0.0;
+  // The threshold lowered past one bin at a time, from the highest: the recall it adds at the
+  // precision there.
+  double tp = 0, fp = 0, area = 0;
+  for (int b = B; b-- > 0;) {
+    const double up = pos[static_cast<std::size_t>(b)];
+    tp += up;
+    fp += neg[static_cast<std::size_t>(b)];
+    if (up > 0) area += up / positives * (tp / (tp + fp));
+  }
+  return area;
+}
+
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing) {
   if (name == "softmax_cross_entropy")
     return std::make_unique<SoftmaxCrossEntropyLoss>(label_smoothing);
@@ -685,7 +703,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
   // A decision metric, of class 1 or of the class after '@' ("recall@3", "recall@fraud").
   const std::size_t at = name.find('@');
   const std::string base = name.substr(0, at);
-  const bool decision = base == "precision" || base == "recall" || base == "f1" || base == "auc";
+  const bool decision =
+      base == "precision" || base == "recall" || base == "f1" || base == "auc" || base == "pr_auc";
   int positive_class = 1;
   std::string class_name;  // the positive class's, where the classes have names and it was not asked by number
   if (at != std::string::npos) {
@@ -703,8 +722,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
         throw InvalidArgument("metric '" + name + "': no class named '" + after + "' (the classes: " + known + ")");
       }
       if (!number || positive_class < 0 || !decision)
-        throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1 "
-                              "and auc: precision@3)");
+        throw InvalidArgument("unknown metric '" + name + "' (a class after '@' is for precision, recall, f1, "
+                              "auc and pr_auc: precision@3)");
     }
   } else if (decision && class_names.size() > 1) {
     class_name = class_names[1];  // "precision" alone scores class 1: say which that is
@@ -715,6 +734,7 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
   if (base == "recall") metric = std::make_unique<Recall>(positive_class, named);
   if (base == "f1") metric = std::make_unique<F1Score>(positive_class, named);
   if (base == "auc") metric = std::make_unique<Auc>(positive_class, named);
+  if (base == "pr_auc") metric = std::make_unique<PrAuc>(positive_class, named);
   if (metric) {
     metric->set_class_name(class_name);
     return metric;
@@ -727,8 +747,8 @@ std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std
   throw InvalidArgument("unknown metric '" + name +
                         "' (known: accuracy, top<k>_accuracy, binary_accuracy, "
                         "categorical_accuracy, sparse_categorical_accuracy, perplexity, mse, mae, "
-                        "precision, recall, f1, auc; of class k: "
-                        "precision@k, recall@k, f1@k, auc@k, or of a named class: precision@<name>)");
+                        "precision, recall, f1, auc, pr_auc; of class k: "
+                        "precision@k, recall@k, f1@k, auc@k, pr_auc@k, or of a named class: precision@<name>)");
 }
 
 std::optional<bool> Metric::direction_by_name(const std::string& name) {
@@ -736,7 +756,7 @@ std::optional<bool> Metric::direction_by_name(const std::string& name) {
   const std::string before_class = name.substr(0, name.find('@'));
   const std::string base = before_class.substr(before_class.rfind('/') + 1);
   if (base.ends_with("accuracy") || base == "precision" || base == "recall" || base == "f1" ||
-      base == "auc")
+      base == "auc" || base == "pr_auc")
     return true;
   if (base.ends_with("loss") || base.ends_with("error") || base == "mse" || base == "mae" ||
       base == "rmse" || base == "perplexity")

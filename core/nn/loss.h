@@ -291,14 +291,14 @@ class Metric {
   virtual double from_counts(std::span<const double> counts) const;
   /// Whether a higher value is the better one, which ValidationHook and EarlyStoppingHook ask
   /// in their kAuto mode (as Keras's metrics carry a direction). By the name (direction_by_name),
-  /// which every built-in metric's answers (true for the accuracies, precision, recall, f1 and
-  /// auc, false for mse, mae and perplexity); none for a name it does not know: a metric of
+  /// which every built-in metric's answers (true for the accuracies, precision, recall, f1, auc
+  /// and pr_auc, false for mse, mae and perplexity); none for a name it does not know: a metric of
   /// one's own (a mean IoU, a Dice score) says which here, or the hook is given kMin or kMax,
   /// else kAuto refuses it.
   virtual std::optional<bool> higher_is_better() const { return direction_by_name(name()); }
   /// Whether a higher value of a metric named `name` is the better one, by the name alone: true
-  /// for an accuracy ("top5_accuracy"), "precision", "recall", "f1" and "auc" (of any class,
-  /// "recall@3"; of a head, "class/auc"), false for a name ending in "loss" or "error",
+  /// for an accuracy ("top5_accuracy"), "precision", "recall", "f1", "auc" and "pr_auc" (of any
+  /// class, "recall@3"; of a head, "class/auc"), false for a name ending in "loss" or "error",
   /// "mse", "mae", "rmse" and "perplexity", none for any other.
   static std::optional<bool> direction_by_name(const std::string& name);
 };
@@ -381,10 +381,10 @@ class F1Score final : public BinaryDecisionMetric {
 /// log-odds resolve both ends of [0, 1] alike, where a rare class's scores crowd (1e-4 to 1e-2;
 /// Keras's 200 thresholds evenly over [0, 1] put most of them below the first and its AUC far
 /// below the exact one). Beyond them, on each side, kTailBins bins of 1/16 of an octave each
-/// (log-odds 16 to 17.4, ..., up to 16 * 2^16; further: the last), so that a very confident
+/// (log-odds 16 to 16.7, ..., up to 16 * 2^16; further: the last), so that a very confident
 /// model's scores (log-odds of 20 and 40) are not all ties. Within 1e-3 of the exact, rank-based
 /// area on such data. 0.5 is chance, 1 a perfect ranking; 0 when a class is missing.
-class Auc final : public BinaryDecisionMetric {
+class Auc : public BinaryDecisionMetric {
  public:
   static constexpr int kBins = 4096;
   static constexpr double kMaxLogOdds = 16;
@@ -393,6 +393,20 @@ class Auc final : public BinaryDecisionMetric {
       : BinaryDecisionMetric(positive_class, class_named) {}
   std::string name() const override { return named("auc"); }
   std::vector<double> counts(const Tensor& predictions, const Targets& targets, float) override;
+  double from_counts(std::span<const double> counts) const override;
+};
+
+/// The area under the precision-recall curve ("pr_auc"), as average precision (scikit-learn's
+/// average_precision_score): over the thresholds from the highest score down, the precision at
+/// each times the recall it adds. Counted in Auc's bins (a bin's scores one threshold). Where
+/// positives are rare, it says what the ROC curve's area does not: how many of the examples
+/// ranked first are positives (a random ranking scores the positives' share, not 0.5). 0 when
+/// there is no positive.
+class PrAuc final : public Auc {
+ public:
+  explicit PrAuc(int positive_class = 1, bool class_named = false)
+      : Auc(positive_class, class_named) {}
+  std::string name() const override { return named("pr_auc"); }
   double from_counts(std::span<const double> counts) const override;
 };
 

@@ -35,6 +35,16 @@ void check_gradient(Loss& loss, Tensor& x, const Targets& targets) {
     CHECK(grad[i] == doctest::Approx(numeric[static_cast<std::size_t>(i)]).epsilon(1e-2).scale(0.1));
 }
 
+// Uniform draws in [0, 1) from a 64-bit linear congruential generator: the same on every
+// standard library, unlike std's distributions.
+struct Uniform {
+  std::uint64_t state;
+  double operator()() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("softmax cross-entropy with label smoothing: the smoothed target's cross-entropy") {
@@ -348,7 +358,7 @@ TEST_CASE("precision and recall, of sigmoid outputs and of one class of a classi
   CHECK(make_metric("precision@12")->name() == "precision@12");
   CHECK(make_metric("auc@2")->name() == "auc@2");
   for (const char* bad : {"recall@", "recall@-1", "recall@x", "accuracy@1", "f1@1.5"})
-    CHECK_THROWS_WITH_AS(make_metric(bad), doctest::Contains("a class after '@' is for precision, recall, f1 and auc"),
+    CHECK_THROWS_WITH_AS(make_metric(bad), doctest::Contains("a class after '@' is for precision, recall, f1, auc and pr_auc"),
                          InvalidArgument);
   // Of 0/1 targets every output counts together: a class is refused, not ignored.
   CHECK_NOTHROW(make_metric("recall")->check({5}, TargetSpec::values({5})));
@@ -397,11 +407,7 @@ TEST_CASE("AUC: bins of the log-odds, near the exact area, 1 for a perfect ranki
   // 400 scores; the positives' drawn a little higher: the exact area is the chance that a
   // positive outscores a negative.
   Tensor logits({400, 1}), targets({400, 1});
-  std::uint64_t state = 12345;
-  const auto uniform = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<double>(state >> 11) / 9007199254740992.0;
-  };
+  Uniform uniform{12345};
   for (int i = 0; i < 400; ++i) {
     targets[i] = i % 3 == 0 ? 1.0f : 0.0f;
     logits[i] = static_cast<float>(4 * uniform() - 2 + (targets[i] > 0 ? 1.0 : 0.0));
@@ -465,11 +471,7 @@ TEST_CASE("AUC of a rare class whose scores are all near 0: within 1e-3 of the e
   // first (1/199) and the area far off.
   constexpr int n = 20000;
   Tensor logits({n, 1}), targets({n, 1});
-  std::uint64_t state = 99;
-  const auto uniform = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<double>(state >> 11) / 9007199254740992.0;
-  };
+  Uniform uniform{99};
   std::vector<float> positives, negatives;
   for (int i = 0; i < n; ++i) {
     const bool positive = i % 100 == 0;
@@ -510,6 +512,51 @@ TEST_CASE("AUC of a rare class whose scores are all near 0: within 1e-3 of the e
   }
   CHECK(std::abs(Auc().compute(high, Targets{{}, &targets}) - exact) < 1e-3);
   CHECK(std::abs(Auc(1).compute(rows, Targets{labels, nullptr}) - exact) < 1e-3);
+}
+
+TEST_CASE("PR AUC: average precision of a rare class, near the exact value, counted over batches") {
+  // 2% positives among 5000, scores drawn apart (distinct): average precision is the mean, over
+  // the positives ranked from the top, of the precision at each.
+  constexpr int n = 5000;
+  Tensor logits({n, 1}), targets({n, 1});
+  Uniform uniform{7};
+  std::vector<std::pair<float, bool>> ranked;
+  for (int i = 0; i < n; ++i) {
+    const bool positive = i % 50 == 0;
+    targets[i] = positive ? 1.0f : 0.0f;
+    logits[i] = static_cast<float>(8 * uniform() - 6 + (positive ? 3.0 : 0.0));
+    ranked.emplace_back(logits[i], positive);
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  double found = 0, sum = 0;
+  for (std::size_t k = 0; k < ranked.size(); ++k)
+    if (ranked[k].second) sum += ++found / static_cast<double>(k + 1);
+  const double exact = sum / found;
+  REQUIRE(exact > 0.2);
+  REQUIRE(exact < 0.8);
+  PrAuc pr;
+  const Targets t{{}, &targets};
+  CHECK(pr.name() == "pr_auc");
+  CHECK(std::abs(pr.compute(logits, t) - exact) < 2e-3);
+  // Two halves counted and summed: the whole's value.
+  const Tensor first({n / 2, 1}, std::vector<float>(logits.data(), logits.data() + n / 2));
+  const Tensor second({n / 2, 1}, std::vector<float>(logits.data() + n / 2, logits.data() + n));
+  const Tensor t1({n / 2, 1}, std::vector<float>(targets.data(), targets.data() + n / 2));
+  const Tensor t2({n / 2, 1}, std::vector<float>(targets.data() + n / 2, targets.data() + n));
+  std::vector<double> counts = pr.counts(first, Targets{{}, &t1}, 0);
+  const std::vector<double> more = pr.counts(second, Targets{{}, &t2}, 0);
+  for (std::size_t k = 0; k < counts.size(); ++k) counts[k] += more[k];
+  CHECK(pr.from_counts(counts) == doctest::Approx(pr.compute(logits, t)));
+  // A perfect ranking is 1; one that puts every positive last, their share at the bottom.
+  Tensor separated({1, 4}, std::vector<float>{3, 2, -1, -2});
+  Tensor truth({1, 4}, std::vector<float>{1, 1, 0, 0});
+  CHECK(pr.compute(separated, Targets{{}, &truth}) == doctest::Approx(1.0));
+  Tensor reversed({1, 4}, std::vector<float>{-3, -2, 1, 2});
+  CHECK(pr.compute(reversed, Targets{{}, &truth}) == doctest::Approx((1.0 / 3 + 2.0 / 4) / 2));
+  Tensor none({1, 4}, std::vector<float>{0, 0, 0, 0});
+  CHECK(pr.compute(separated, Targets{{}, &none}) == 0.0f);
+  CHECK(make_metric("pr_auc@3")->name() == "pr_auc@3");
+  CHECK(Metric::direction_by_name("pr_auc@3") == true);
 }
 
 TEST_CASE("metrics: accuracy, top-k, binary accuracy, mse") {
