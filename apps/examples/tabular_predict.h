@@ -174,7 +174,7 @@ inline std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::str
       if (targets.labels) {  // the class, its probability, then every class's (predict_proba's)
         out << ",class,probability";
         for (std::int64_t j = 0; j < k; ++j)
-          out << ",p_" << (classes.empty() ? std::to_string(j) : cohort::data::csv_field(classes[static_cast<std::size_t>(j)]));
+          out << "," << cohort::data::csv_field("p_" + (classes.empty() ? std::to_string(j) : classes[static_cast<std::size_t>(j)]));
       }
       for (std::int64_t j = 0; j < k && !targets.labels; ++j)
         out << "," << (static_cast<std::size_t>(k) == target_names.size() ? target_names[static_cast<std::size_t>(j)]

@@ -76,9 +76,9 @@ std::int64_t categories(const std::string& what, const Shape& prediction,
                         const TargetSpec& targets) {
   if (targets.labels)
     mismatch(what, prediction, targets,
-             "it needs a row of class probabilities per example, not class labels (one-hot rows: "
-             "numpy's np.eye(classes, dtype=np.float32)[y]; class labels take "
-             "softmax_cross_entropy, which is the same loss)");
+             std::string("it needs a row of class probabilities per example, not class labels (one-hot rows: "
+                         "numpy's np.eye(classes, dtype=np.float32)[y]; class labels take ") +
+                 (what.starts_with("loss") ? "softmax_cross_entropy, which is the same loss)" : "accuracy)"));
   check_values(what, prediction, targets);
   const std::int64_t classes = targets.shape.empty() ? 0 : targets.shape.back();
   if (classes < 2)

@@ -80,7 +80,7 @@ GradientCheckResult check_layer_gradients(Layer& layer, Graph& graph, Tensor& in
 /// its training loss, for options.max_per_tensor random entries of every trainable variable (all
 /// when 0). The loss is evaluated with train_step and the same context, so dropout masks are
 /// fixed. The loss is a float, so its rounding is allowed beside the threshold
-/// (GradientCheckResult::rounding): about 1e-2 for a loss of 600 at a step of 1e-2.
+/// (GradientCheckResult::rounding): about 7e-3 for a loss of 600 at a step of 1e-2.
 GradientCheckResult check_model_gradients(Model& model, const Tensor& features,
                                           const Targets& targets, const OpContext& context = {},
                                           const GradientCheckOptions& options = {});

@@ -71,7 +71,9 @@ SessionRunValues select(const std::vector<std::string>& names, const StepValues&
   SessionRunValues values;
   for (const std::string& name : names) {
     values.set(name, fetch(name, step, metrics));
-    const int i = metric_index(name, metrics);
+    const bool fetchable = std::any_of(std::begin(kFetchables), std::end(kFetchables),
+                                       [&](const Fetchable& f) { return name == f.name; });
+    const int i = fetchable ? -1 : metric_index(name, metrics);
     if (i >= 0 && static_cast<std::size_t>(i) < step.metric_counts.size())
       values.set_counts(name, step.metric_counts[static_cast<std::size_t>(i)]);
   }
