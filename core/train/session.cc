@@ -274,7 +274,15 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
       check_fetches(asked.back().fetches, metrics);
     }
 
-    const StepValues step = trainer_.step();
+    // Counts of the metrics (StepValues::metric_counts) only where some fetch is of a metric.
+    const auto of_metric = [&](const std::vector<std::string>& names) {
+      return std::any_of(names.begin(), names.end(),
+                         [&](const std::string& name) { return metric_index(name, metrics) >= 0; });
+    };
+    const bool count = of_metric(fetches) || std::any_of(asked.begin(), asked.end(), [&](const SessionRunArgs& a) {
+                         return of_metric(a.fetches);
+                       });
+    const StepValues step = trainer_.step(count);
     const double step_seconds = step.update_end - step.pull_begin;
 
     const double origin = std::chrono::duration<double>(start_.time_since_epoch()).count();

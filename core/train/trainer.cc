@@ -368,7 +368,7 @@ StepMetrics Trainer::tower_step(std::size_t index, const data::Batch& batch,
     Model& model;
     std::vector<std::vector<double>>* before;
     ~Counting() { model.count_metrics(before); }
-  } counting{tower.model, tower.model.count_metrics(&tower.counts)};
+  } counting{tower.model, tower.model.count_metrics(count_metrics_ ? &tower.counts : nullptr)};
   if (!options_.step)
     return tower.model.train_step(batch.features, batch.view(), tower.grads, context);
   // The gradient is whole only when the step returns, whatever its passes do before: nothing
@@ -516,7 +516,7 @@ void Trainer::accumulate_batches(int k, std::uint64_t step_seed, StepValues& val
   }
 }
 
-StepValues Trainer::step() {
+StepValues Trainer::step(bool count_metrics) {
   if (!started_ || left_)
     throw InvalidArgument(std::string("Trainer::step: this trainer ") +
                           (left_ ? "has finished (its session closed)"
@@ -526,6 +526,7 @@ StepValues Trainer::step() {
                           " epochs of " + std::to_string(batches_.batches_per_epoch()) +
                           " batches; a session stops there)");
   StepValues values;
+  count_metrics_ = count_metrics;  // read by the towers' threads, which this step wakes after
   replication_->take_wait_seconds();  // waits outside the steps (start()'s) are not this one's
   optimizer_->set_learning_rate_scale(replication_->learning_rate_scale());  // the chief's
   values.pull_begin = seconds_now();

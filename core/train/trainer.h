@@ -177,8 +177,10 @@ class Trainer {
   /// first, before its hooks begin and the chief restores).
   void check_can_start() const;
   /// One step: forward, backward, update. Between start() and finish() (an InvalidArgument
-  /// otherwise).
-  StepValues step();
+  /// otherwise). `count_metrics` false leaves StepValues::metric_counts empty and, over towers or
+  /// accumulated batches, the metrics the mean of the pieces' (what a session does on a step
+  /// that fetches no metric: an AUC's counts cost a pass over its bins).
+  StepValues step(bool count_metrics = true);
   /// Loss and metrics of the current parameters over `data`, in order (tower 0, no dropout, batch
   /// norm on its moving statistics, the options' image normalisation); of their moving averages
   /// where this replica keeps them (moving_average()). Like predict() and evaluate_across(), an
@@ -368,7 +370,8 @@ class Trainer {
   bool left_ = false;                   // finish() done
   std::optional<std::int64_t> final_step_;  // take_final_parameters()'s step, until start()
   std::int64_t start_step_ = 0;         // the global step at start()
-  std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
+  std::int64_t batches_taken_ = 0;
+  bool count_metrics_ = true;  // this step's: step()'s argument      // this replica's batches since global step 0
   std::int64_t examples_at_start_ = 0;  // the examples trained up to global step examples_step_,
   std::int64_t examples_step_ = 0;      // the chief's at start()
   std::optional<std::int64_t> restored_examples_;  // restore()'s checkpoint's, for start()

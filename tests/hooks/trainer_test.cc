@@ -95,6 +95,9 @@ TEST_CASE("a step's metrics over towers and accumulated batches are those of all
     const SessionRunValues values = session.run({"recall", "auc", "accuracy"});
     CHECK(values.counts("recall").size() == 2);
     CHECK(values.counts("loss").empty());
+    // Counted where asked (a session asks where some fetch is of a metric).
+    CHECK(trainer.step(false).metric_counts.empty());
+    CHECK(trainer.step().metric_counts.size() == 3);
     return values;
   };
   const SessionRunValues whole = first_step(32, 1, 1);
