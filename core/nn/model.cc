@@ -238,7 +238,10 @@ StepMetrics Model::run(std::span<const Tensor* const> inputs, const Targets& tar
 
 StepMetrics Model::train_step(std::span<const Tensor* const> inputs, const Targets& targets,
                               std::span<float> grads, const OpContext& context) {
-  if (static_cast<std::int64_t>(grads.size()) != graph().num_parameters() || grads.empty())
+  if (graph().num_parameters() == 0)
+    throw InvalidArgument("Model::train_step: the model has no parameters to train (its graph holds "
+                          "no trainable variable)");
+  if (static_cast<std::int64_t>(grads.size()) != graph().num_parameters())
     throw InvalidArgument("Model::train_step: " + std::to_string(grads.size()) +
                           " gradient slots for " + std::to_string(graph().num_parameters()) +
                           " parameters");

@@ -595,3 +595,17 @@ TEST_CASE("weight decay marks the kernels of Dense and Conv2D, not biases or bat
     CHECK_FALSE(graph.decay_ranges().empty());
   }
 }
+
+TEST_CASE("a model without parameters is refused a training step, saying so") {
+  Graph graph;
+  Model model(graph);
+  model.apply(gaussian_noise("noise", 0.5f), model.input({3}));
+  model.set_loss(std::make_unique<MeanSquaredErrorLoss>());
+  graph.initialize(1);
+  Tensor x = random_tensor({2, 3}, 1);
+  std::vector<float> grads;
+  CHECK_THROWS_WITH_AS(model.train_step(x, Targets{{}, &x}, grads, {}),
+                       "Model::train_step: the model has no parameters to train (its graph holds no "
+                       "trainable variable)",
+                       InvalidArgument);
+}
