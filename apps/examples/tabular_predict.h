@@ -147,10 +147,11 @@ inline cohort::Tensor examples(const cohort::Tensor& rows, std::int64_t begin, s
 // Writes the trained model's prediction for each example of --predict (Trainer::predict:
 // standardised as the training data were, with the moving averages where kept), a CSV row each
 // after its index: the class (by name where `classes` names them), its probability and every
-// class's (columns p_<class>, for a threshold or a curve of one's own) for class labels, each target's probability for sigmoid cross-entropy and the focal loss, else each
-// target's value (columns named by `target_names`, or y0, y1, ...). With --window, every window
-// of the series of rows is an example, down to the one ending at its last row, and `target_row`
-// says which row of the series it forecasts (past its end for the last --horizon windows).
+// class's (columns p_<class>, for a threshold or a curve of one's own) for class labels, each
+// target's probability for sigmoid cross-entropy and the focal loss, else each target's value
+// (columns named by `target_names`, or y0, y1, ...). With --window, every window of the series
+// of rows is an example, down to the one ending at its last row, and `target_row` says which row
+// of the series it forecasts (past its end for the last --horizon windows).
 // Reads the file kPredictRows at a time (for_each_predict_batch). Returns the examples.
 inline std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::string>& csv_features,
                      const cohort::TargetSpec& targets, const std::vector<std::string>& target_names,
@@ -174,7 +175,8 @@ inline std::int64_t predict(cohort::Trainer& trainer, const std::vector<std::str
       if (targets.labels) {  // the class, its probability, then every class's (predict_proba's)
         out << ",class,probability";
         for (std::int64_t j = 0; j < k; ++j)
-          out << "," << cohort::data::csv_field("p_" + (classes.empty() ? std::to_string(j) : classes[static_cast<std::size_t>(j)]));
+          out << "," << cohort::data::csv_field(
+                             "p_" + (classes.empty() ? std::to_string(j) : classes[static_cast<std::size_t>(j)]));
       }
       for (std::int64_t j = 0; j < k && !targets.labels; ++j)
         out << "," << (static_cast<std::size_t>(k) == target_names.size() ? target_names[static_cast<std::size_t>(j)]

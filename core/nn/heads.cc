@@ -141,7 +141,8 @@ void GaussianKlLoss::check(const Shape& prediction, const TargetSpec&) const {
 
 float GaussianKlLoss::forward(const Tensor& predictions, const Targets&) {
   const std::int64_t n = predictions.rank() > 0 ? predictions.dim(0) : 0;
-  if (n < 1) throw InvalidArgument("loss gaussian_kl: predictions " + to_string(predictions.shape()) + " have no batch");
+  if (n < 1)
+    throw InvalidArgument("loss gaussian_kl: predictions " + to_string(predictions.shape()) + " have no batch");
   const std::int64_t latent = row_size(predictions) / 2;
   if (latent < 1 || row_size(predictions) != 2 * latent)
     throw InvalidArgument("loss gaussian_kl: " + std::to_string(row_size(predictions)) +

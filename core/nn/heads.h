@@ -52,9 +52,10 @@ struct HeadColumns {
 /// over the examples. It reads no targets (a head of 0 target columns), and has no metrics or
 /// probabilities. InvalidArgument at check() for an odd number of values per example.
 ///
-///   {.name = "pixels", .outputs = 784, .targets = 784, .loss = std::make_unique<cohort::SigmoidCrossEntropyLoss>(),
-///    .weight = 784},                                   // the per-pixel sum, as the paper's
-///   {.name = "kl", .outputs = 2 * latent, .targets = 0, .loss = std::make_unique<cohort::GaussianKlLoss>()}
+///   {.name = "pixels", .outputs = 784, .targets = 784,
+///    .loss = std::make_unique<cohort::SigmoidCrossEntropyLoss>(), .weight = 784},  // a sum over pixels
+///   {.name = "kl", .outputs = 2 * latent, .targets = 0,
+///    .loss = std::make_unique<cohort::GaussianKlLoss>()}
 class GaussianKlLoss final : public Loss {
  public:
   std::string name() const override { return "gaussian_kl"; }

@@ -54,7 +54,8 @@ double fetch(const std::string& name, const StepValues& step,
              const std::vector<std::string>& metrics) {
   for (const Fetchable& f : kFetchables)
     if (name == f.name) return f.value(step);
-  if (const int i = metric_index(name, metrics); i >= 0) return step.metrics[static_cast<std::size_t>(i)];
+  if (const int i = metric_index(name, metrics); i >= 0)
+    return step.metrics[static_cast<std::size_t>(i)];
   std::string known;
   for (const Fetchable& f : kFetchables) known += (known.empty() ? "" : ", ") + std::string(f.name);
   for (const std::string& m : metrics) known += ", " + m;
@@ -279,9 +280,9 @@ SessionRunValues MonitoredSession::run(const std::vector<std::string>& fetches) 
       return std::any_of(names.begin(), names.end(),
                          [&](const std::string& name) { return metric_index(name, metrics) >= 0; });
     };
-    const bool count = of_metric(fetches) || std::any_of(asked.begin(), asked.end(), [&](const SessionRunArgs& a) {
-                         return of_metric(a.fetches);
-                       });
+    const bool count = of_metric(fetches) ||
+                       std::any_of(asked.begin(), asked.end(),
+                                   [&](const SessionRunArgs& a) { return of_metric(a.fetches); });
     const StepValues step = trainer_.step(count);
     const double step_seconds = step.update_end - step.pull_begin;
 
