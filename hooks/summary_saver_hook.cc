@@ -27,7 +27,9 @@ void SummarySaverHook::after_create_session(MonitoredSession& session) {
 
 SessionRunArgs SummarySaverHook::before_run(RunContext&) {
   if (!chief_) return {};
-  // Scalars cost nothing to fetch, so every step fetches them and after_run decides.
+  // Scalars cost little to fetch, so every step fetches them and after_run decides (the step
+  // knows its global step only when it is done). A metric fetched is counted on every step
+  // (Metric::counts): little but for an AUC's bins.
   SessionRunArgs args{{"global_step", "loss", "learning_rate", "examples"}};
   args.fetches.insert(args.fetches.end(), metrics_.begin(), metrics_.end());
   return args;

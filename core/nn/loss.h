@@ -506,7 +506,7 @@ class MeanAbsoluteError final : public Metric {
 std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing = 0.0f);
 /// The metric named `name`: "accuracy", "top<k>_accuracy" (e.g. "top5_accuracy"),
 /// "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "perplexity", "mse",
-/// "mae", "precision", "recall", "f1" or "auc"
+/// "mae", "precision", "recall", "f1", "auc" or "pr_auc"
 /// (positive class 1 where the targets are class labels; "precision@3" and the like: class 3);
 /// InvalidArgument naming the known ones otherwise. `class_names`: the classes' names in class
 /// order, where the labels were names (a CSV file's, sorted): "precision@fraud" is then of the
@@ -516,7 +516,7 @@ std::unique_ptr<Loss> make_loss(const std::string& name, float label_smoothing =
 std::unique_ptr<Metric> make_metric(const std::string& name, std::span<const std::string> class_names = {});
 /// Whether a higher value of the loss or metric `name` is the better one, by the name alone: the
 /// accuracies ("accuracy", "top<k>_accuracy", "binary_accuracy", "categorical_accuracy", ...),
-/// "precision", "recall", "f1" and "auc" (of any class, "recall@3"; of a head,
+/// "precision", "recall", "f1", "auc" and "pr_auc" (of any class, "recall@3"; of a head,
 /// "class/precision"); a loss, "mse", "mae" and any other name: lower is better. A model's own
 /// metric knows better (Metric::higher_is_better), as the hooks' kAuto mode asks it.
 bool higher_is_better(const std::string& name);

@@ -303,8 +303,8 @@ void Trainer::start(std::int64_t initial_step, bool restored,
   if (examples % per_step == 0) {
     batches_taken_ = replication_->batches_at(examples / per_step) * options_.accumulation_steps;
   } else {
-    const std::int64_t position = replication_->batches_at(examples) / (per_step / per_worker_step);
-    batches_taken_ = (position + options_.batch_size - 1) / options_.batch_size;
+    const std::int64_t per_batch = per_step / per_worker_step * options_.batch_size;
+    batches_taken_ = (replication_->batches_at(examples) + per_batch - 1) / per_batch;
   }
   if (start_step_ > 0 || again) {
     const std::int64_t per_epoch = batches_.batches_per_epoch();

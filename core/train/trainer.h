@@ -370,8 +370,8 @@ class Trainer {
   bool left_ = false;                   // finish() done
   std::optional<std::int64_t> final_step_;  // take_final_parameters()'s step, until start()
   std::int64_t start_step_ = 0;         // the global step at start()
-  std::int64_t batches_taken_ = 0;
-  bool count_metrics_ = true;  // this step's: step()'s argument      // this replica's batches since global step 0
+  std::int64_t batches_taken_ = 0;      // this replica's batches since global step 0
+  bool count_metrics_ = true;           // this step's: step()'s argument
   std::int64_t examples_at_start_ = 0;  // the examples trained up to global step examples_step_,
   std::int64_t examples_step_ = 0;      // the chief's at start()
   std::optional<std::int64_t> restored_examples_;  // restore()'s checkpoint's, for start()
