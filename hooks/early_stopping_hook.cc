@@ -64,9 +64,6 @@ void EarlyStoppingHook::after_create_session(MonitoredSession& session) {
     throw InvalidArgument(std::string("EarlyStoppingHook: ") + e.what());
   }
   metric_ = model.metric(options_.metric);
-  if (metric_ == nullptr && options_.metric == "accuracy")
-    if (const int i = accuracy_metric(model.metric_names()); i >= 0)
-      metric_ = model.metric(model.metric_names()[static_cast<std::size_t>(i)]);
 }
 
 SessionRunArgs EarlyStoppingHook::before_run(RunContext&) { return {{options_.metric}}; }
@@ -76,15 +73,11 @@ void EarlyStoppingHook::after_run(RunContext& context, const SessionRunValues& v
   ++count_;
   // A metric's counts, where the step has them, sum to its value over all the runs' examples.
   const std::span<const double> counts = values.counts(options_.metric);
-  if (metric_ != nullptr && !counts.empty() && counts_ok_) {
+  counts_ok_ = counts_ok_ && metric_ != nullptr && !counts.empty() &&
+               (counts_.empty() || counts_.size() == counts.size());
+  if (counts_ok_) {
     if (counts_.empty()) counts_.assign(counts.size(), 0.0);
-    if (counts_.size() == counts.size()) {
-      for (std::size_t k = 0; k < counts.size(); ++k) counts_[k] += counts[k];
-    } else {
-      counts_ok_ = false;
-    }
-  } else {
-    counts_ok_ = false;
+    for (std::size_t k = 0; k < counts.size(); ++k) counts_[k] += counts[k];
   }
   if (++runs_ % options_.every_n_steps != 0) return;
   const double mean = counts_ok_ && !counts_.empty() ? metric_->from_counts(counts_)

@@ -155,8 +155,9 @@ void Model::check_ready() const {
 
 const Metric* Model::metric(const std::string& name) const {
   const auto at = std::find(metric_names_.begin(), metric_names_.end(), name);
-  if (at == metric_names_.end()) return nullptr;
-  return metrics_[static_cast<std::size_t>(at - metric_names_.begin())].get();
+  if (at != metric_names_.end()) return metrics_[static_cast<std::size_t>(at - metric_names_.begin())].get();
+  const int accuracy = name == "accuracy" ? accuracy_metric(metric_names_) : -1;
+  return accuracy >= 0 ? metrics_[static_cast<std::size_t>(accuracy)].get() : nullptr;
 }
 
 void Model::check_data(const Shape& example, const TargetSpec& targets) const {

@@ -172,7 +172,8 @@ class Model {
   std::vector<std::vector<double>>* count_metrics(std::vector<std::vector<double>>* totals) {
     return std::exchange(metric_totals_, totals);
   }
-  /// The metric named `name` (one of metric_names()), or nullptr for none.
+  /// The metric named `name` (one of metric_names(); "accuracy" also names a categorical or
+  /// binary one, as StepMetrics::accuracy does), or nullptr for none.
   const Metric* metric(const std::string& name) const;
   /// Metric i's value from counts summed over batches (Metric::from_counts).
   double metric_from_counts(std::size_t i, std::span<const double> counts) const {

@@ -41,9 +41,12 @@ const Fetchable kFetchables[] = {
     {"gradient_applied", [](const StepValues& v) { return v.applied ? 1.0 : 0.0; }},
 };
 
-// The index among `metrics` of the metric fetched as `name`, or -1 for another fetch.
-// "accuracy" also names a categorical or binary one, as StepMetrics::accuracy does.
+// The index among `metrics` of the metric fetched as `name`, or -1 for another fetch (one of
+// kFetchables first, whatever the metrics' names). "accuracy" also names a categorical or
+// binary one, as StepMetrics::accuracy does.
 int metric_index(const std::string& name, const std::vector<std::string>& metrics) {
+  for (const Fetchable& f : kFetchables)
+    if (name == f.name) return -1;
   for (std::size_t i = 0; i < metrics.size(); ++i)
     if (metrics[i] == name) return static_cast<int>(i);
   return name == "accuracy" ? accuracy_metric(metrics) : -1;
@@ -72,9 +75,7 @@ SessionRunValues select(const std::vector<std::string>& names, const StepValues&
   SessionRunValues values;
   for (const std::string& name : names) {
     values.set(name, fetch(name, step, metrics));
-    const bool fetchable = std::any_of(std::begin(kFetchables), std::end(kFetchables),
-                                       [&](const Fetchable& f) { return name == f.name; });
-    const int i = fetchable ? -1 : metric_index(name, metrics);
+    const int i = metric_index(name, metrics);
     if (i >= 0 && static_cast<std::size_t>(i) < step.metric_counts.size())
       values.set_counts(name, step.metric_counts[static_cast<std::size_t>(i)]);
   }

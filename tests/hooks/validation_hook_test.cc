@@ -21,6 +21,14 @@ using test::LocalTraining;
 
 data::Dataset held_out() { return data::synthetic(64, 9); }
 
+// Trains `trainer` in a session of its own to global step `last`, `hook` on the chief.
+void train_with_chief_hook(Trainer& trainer, std::shared_ptr<SessionRunHook> hook, std::int64_t last) {
+  MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(last)});
+  options.chief_only_hooks = {std::move(hook)};
+  MonitoredSession session(trainer, options);
+  test::train(session);
+}
+
 }  // namespace
 
 TEST_CASE("ValidationHook evaluates every N global steps and at the end, and writes an eval run") {
@@ -105,12 +113,7 @@ TEST_CASE("ValidationHook judges an accuracy by its highest value unless told ot
     LocalTraining t;
     auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
         .data = held_out(), .every_steps = 2, .monitor = "accuracy", .mode = mode, .log = false});
-    {
-      MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(12)});
-      options.chief_only_hooks = {hook};
-      MonitoredSession session(t.trainer, options);
-      test::train(session);
-    }
+    train_with_chief_hook(t.trainer, hook, 12);
     const std::vector<Validation>& history = hook->history();
     REQUIRE(history.size() == 6);
     bool changed = false;
@@ -137,12 +140,7 @@ TEST_CASE("ValidationHook judges a metric of the user's own as it says, and refu
   test::LocalTrainingWith<test::DirectedMeanIou> t;
   auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
       .data = held_out(), .every_steps = 2, .monitor = "mean_iou", .log = false});
-  {
-    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(12)});
-    options.chief_only_hooks = {hook};
-    MonitoredSession session(t.trainer, options);
-    test::train(session);
-  }
+  train_with_chief_hook(t.trainer, hook, 12);
   const std::vector<Validation>& history = hook->history();
   REQUIRE(history.size() == 6);
   bool changed = false;
@@ -182,12 +180,7 @@ TEST_CASE("ValidationHook keeps the best parameters and stops after `patience` e
   auto hook = std::make_shared<ValidationHook>(ValidationHookOptions{
       .data = held_out(), .every_steps = 2, .min_delta = 1e9, .patience = 2, .best_dir = dir.str() + "/best",
       .log = false});
-  {
-    MonitoredSessionOptions options = test::with_hooks({StopAtStepHook::last(100)});
-    options.chief_only_hooks = {hook};
-    MonitoredSession session(t.trainer, options);
-    test::train(session);
-  }
+  train_with_chief_hook(t.trainer, hook, 100);
   CHECK(hook->stopped());
   REQUIRE(hook->history().size() == 3);
   CHECK(hook->history().back().global_step == 6);

@@ -19,6 +19,12 @@ using cohort::testing::random_tensor;
 
 namespace {
 
+// A case of the tests that run several: the input's shape and the layer's options.
+struct Case {
+  Shape input;
+  Conv2D::Options o;
+};
+
 using Algorithm = Conv2D::Options::Algorithm;
 
 // Whether the kernels in use take direct convolution for thin receptive fields: those compiled
@@ -160,10 +166,6 @@ TEST_CASE("Conv2D forward matches a direct convolution") {
 }
 
 TEST_CASE("Conv2D gradients match finite differences") {
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   const std::vector<Case> cases = {
       {{2, 5, 5, 2}, options(3, 3, 3, 1, Padding::kSame)},
       {{2, 5, 5, 2}, options(3, 3, 3, 1, Padding::kValid)},
@@ -211,10 +213,6 @@ TEST_CASE("Conv2D gradients across several chunks match finite differences") {
 }
 
 TEST_CASE("Conv2D by Winograd matches direct convolution, im2col and finite differences") {
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   const std::vector<Case> cases = {
       {{2, 7, 7, 8}, options(8, 3, 3, 1, Padding::kSame, Activation::kNone, Algorithm::kWinograd)},
       {{1, 8, 8, 12}, options(10, 3, 3, 1, Padding::kValid, Activation::kNone, Algorithm::kWinograd)},
@@ -302,10 +300,6 @@ TEST_CASE("Conv2D picks Winograd where it serves") {
 
 TEST_CASE("Conv2D on two threads computes what it does on one") {
   // Both column layouts; batches that split evenly and unevenly into chunks and threads.
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   const std::vector<Case> cases = {
       {{7, 28, 28, 1}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu)},
       {{7, 28, 28, 1}, options(32, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kAuto)},
@@ -439,10 +433,6 @@ TEST_CASE("Conv2D with dilation 2: a 3x3 filter of ones reads every other pixel"
 }
 
 TEST_CASE("Conv2D with dilation matches a direct dilated convolution") {
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   std::vector<Case> cases = {
       {{2, 9, 8, 3}, dilated(4, 3, 1, Padding::kSame, 2, 2)},
       {{2, 9, 8, 3}, dilated(4, 3, 1, Padding::kValid, 2, 2)},
@@ -488,10 +478,6 @@ TEST_CASE("Conv2D with dilation matches a direct dilated convolution") {
 }
 
 TEST_CASE("Conv2D with dilation: gradients match finite differences") {
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   const std::vector<Case> cases = {
       {{2, 7, 7, 2}, dilated(3, 3, 1, Padding::kSame, 2, 2)},
       {{2, 7, 8, 2}, dilated(3, 3, 1, Padding::kValid, 2, 2)},
@@ -545,10 +531,6 @@ TEST_CASE("Conv2D with dilation on two threads computes what it does on one") {
 }
 
 TEST_CASE("Conv2D's direct kernels match a direct convolution and im2col's gradients") {
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   // Filter counts that are multiples of 16 take the direct kernels (AVX and up) at either vector
   // width (8 or 16 floats), in every grouping of filter vectors (1 to 4, and 4 + 1, 4 + 2); 24, 40 and 56
   // only with 8-float vectors (im2col otherwise). Output widths leave pixels after the groups,
@@ -651,10 +633,6 @@ TEST_CASE("Conv2D with dilation never takes Winograd; dilation below 1 is refuse
 TEST_CASE("Conv2D without a bias: no bias variable, the outputs and gradients of a zero bias") {
   // Each path: im2col in both column layouts, Winograd, 1x1 (pointwise), direct (a first layer's
   // thin receptive field), with and without a fused ReLU, on one thread and two.
-  struct Case {
-    Shape input;
-    Conv2D::Options o;
-  };
   const std::vector<Case> cases = {
       {{3, 12, 12, 1}, options(16, 5, 5, 1, Padding::kSame, Activation::kRelu, Algorithm::kAuto)},
       {{3, 10, 10, 16}, options(8, 3, 3, 1, Padding::kSame, Activation::kRelu, Algorithm::kWinograd)},
